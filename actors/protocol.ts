@@ -1,0 +1,64 @@
+/**
+ * The messages actors exchange, as zod schemas; types are inferred from them. They are small by
+ * design: a ticket names a key, a request and an amount, never a prompt or a completion.
+ * Amounts are micro-toman bigints, sent over NATS as decimal strings.
+ */
+import { z } from "zod";
+import type { Rpc, Topic } from "../src/bus/bus.ts";
+
+const micro = z.union([z.bigint(), z.string().regex(/^-?\d{1,30}$/).transform((s) => BigInt(s))]);
+const units = micro.refine((v) => v >= 0n, "must not be negative");
+
+const failure = z.object({
+  code: z.string(),
+  message: z.string(),
+  param: z.string().nullable().optional(),
+  retryAfterS: z.number().optional(),
+});
+
+export const admitTicket = z.object({
+  keyId: z.string().min(1).max(64),
+  requestId: z.string().min(1).max(128),
+  model: z.string().min(1).max(256),
+  reserveMicro: units,
+});
+export type AdmitTicket = z.infer<typeof admitTicket>;
+
+export const admitReply = z.union([
+  z.object({ ok: z.literal(true), holdId: z.string() }),
+  z.object({ ok: z.literal(false), failure }),
+]);
+export type AdmitReply = z.infer<typeof admitReply>;
+
+export const settlement = z.object({
+  keyId: z.string().min(1).max(64),
+  requestId: z.string().min(1).max(128),
+  holdId: z.string().min(1).max(128),
+  model: z.string().min(1).max(256),
+  operation: z.string().min(1).max(32),
+  backend: z.string().max(64).nullable(),
+  priceVersionId: z.number().int(),
+  inputUnits: units,
+  outputUnits: units,
+  inputPricePer1m: units,
+  outputPricePer1m: units,
+  status: z.number().int(),
+  durationMs: z.number().int().nonnegative(),
+});
+export type Settlement = z.infer<typeof settlement>;
+
+export const settleReply = z.union([
+  z.object({ ok: z.literal(true), billedMicro: micro, meteredMicro: micro }),
+  z.object({ ok: z.literal(false), failure }),
+]);
+export type SettleReply = z.infer<typeof settleReply>;
+
+export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };
+export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply };
+
+export const keyEvent = z.object({
+  keyId: z.string(),
+  kind: z.enum(["revoked", "limits_changed"]),
+});
+export type KeyEvent = z.infer<typeof keyEvent>;
+export const KEY_EVENTS: Topic<KeyEvent> = { name: "key.events", schema: keyEvent };

@@ -1,0 +1,42 @@
+/**
+ * Every NATS subject the gateway uses is built here and nowhere else. Subjects are
+ * `<prefix>.v1.…`; the prefix (default `gw`) lets test runs and staging share one NATS server.
+ */
+
+/** Keys hash into this many partitions; a partition is the unit of key-actor ownership. */
+export const KEY_PARTITIONS = 64;
+
+const TOKEN = /^[A-Za-z0-9_-]+$/;
+
+/** FNV-1a over the key id: stable across nodes and releases. */
+export function partitionOf(keyId: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < keyId.length; i++) {
+    hash ^= keyId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % KEY_PARTITIONS;
+}
+
+export interface Subjects {
+  /** Admissions for the keys of one partition. */
+  keyAdmit(partition: number): string;
+  /** Settlements for the keys of one partition. */
+  keySettle(partition: number): string;
+  /** Key revocations and limit changes, for every node. */
+  keyEvents: string;
+}
+
+export function subjects(prefix: string): Subjects {
+  if (!TOKEN.test(prefix)) throw new Error(`subject prefix must be one token of letters, digits, _ or -: ${prefix}`);
+  const base = `${prefix}.v1`;
+  const partition = (p: number) => {
+    if (!Number.isInteger(p) || p < 0 || p >= KEY_PARTITIONS) throw new RangeError(`no key partition ${p}`);
+    return p;
+  };
+  return {
+    keyAdmit: (p) => `${base}.keys.${partition(p)}.admit`,
+    keySettle: (p) => `${base}.keys.${partition(p)}.settle`,
+    keyEvents: `${base}.events.keys`,
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * The Bus: how actors talk. Two implementations, NATS (many nodes) and in-process (one node),
+ * behind one interface. Both deliver a request to a handler in this process by a direct call:
+ * no serialisation, no broker hop. Only when the handler lives on another node does a message
+ * cross NATS, as JSON validated by the Rpc's zod schemas on receipt (bigints travel as strings).
+ */
+import type { z } from "zod";
+
+/** A request/reply protocol: what is sent and what comes back, each with its schema. */
+export interface Rpc<Req, Res> {
+  name: string;
+  request: z.ZodType<Req, unknown>;
+  reply: z.ZodType<Res, unknown>;
+}
+
+/** A one-way message kind (events, statistics). */
+export interface Topic<T> {
+  name: string;
+  schema: z.ZodType<T, unknown>;
+}
+
+export type Handler<Req, Res> = (msg: Req) => Promise<Res> | Res;
+export type Unsubscribe = () => void;
+
+export interface RequestOptions {
+  /** Bound on the wait for a remote reply. */
+  timeoutMs?: number;
+}
+
+export interface Bus {
+  readonly kind: "local" | "nats";
+  request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options?: RequestOptions): Promise<Res>;
+  /** Serves a subject; `queue` shares it between nodes (one of them answers each request). */
+  serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options?: { queue?: string }): Unsubscribe;
+  publish<T>(topic: Topic<T>, subject: string, msg: T): void;
+  subscribe<T>(topic: Topic<T>, subject: string, handler: (msg: T) => void): Unsubscribe;
+  close(): Promise<void>;
+}
+
+export const REQUEST_TIMEOUT_MS_DEFAULT = 5_000;
+
+export type BusErrorReason = "no_responders" | "timeout" | "remote_error" | "bad_reply" | "closed";
+
+export class BusError extends Error {
+  constructor(
+    readonly reason: BusErrorReason,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** JSON with bigints as decimal strings (schemas turn them back). */
+export function encodeJson(value: unknown): string {
+  return JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
+}

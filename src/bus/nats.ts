@@ -1,0 +1,111 @@
+/**
+ * The NATS bus: actors on many nodes. A subject served in this process is still a direct call
+ * (local delivery); otherwise the request crosses NATS as JSON in an envelope `{r}` (reply) or
+ * `{e}` (the handler failed), and both sides validate with the Rpc's schemas.
+ */
+import { connect, type NatsConnection, type Subscription } from "nats";
+import {
+  BusError,
+  encodeJson,
+  REQUEST_TIMEOUT_MS_DEFAULT,
+  type Bus,
+  type Handler,
+  type RequestOptions,
+  type Rpc,
+  type Topic,
+  type Unsubscribe,
+} from "./bus.ts";
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export class NatsBus implements Bus {
+  readonly kind = "nats" as const;
+  private readonly local = new Map<string, Handler<unknown, unknown>>();
+
+  private constructor(readonly nc: NatsConnection) {}
+
+  static async connect(url: string, name: string): Promise<NatsBus> {
+    const nc = await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    return new NatsBus(nc);
+  }
+
+  async request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: RequestOptions = {}): Promise<Res> {
+    const handler = this.local.get(subject) as Handler<Req, Res> | undefined;
+    if (handler) return handler(msg);
+    let reply;
+    try {
+      reply = await this.nc.request(subject, encoder.encode(encodeJson(msg)), {
+        timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT,
+      });
+    } catch (error) {
+      const code = (error as { code?: string }).code;
+      if (code === "503") throw new BusError("no_responders", `nothing serves ${subject} (${rpc.name})`);
+      if (code === "TIMEOUT") throw new BusError("timeout", `${rpc.name} on ${subject} timed out`);
+      throw new BusError("closed", `${rpc.name} on ${subject} failed: ${(error as Error).message}`);
+    }
+    return decodeReply(rpc, reply.data);
+  }
+
+  serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options: { queue?: string } = {}): Unsubscribe {
+    if (this.local.has(subject)) throw new Error(`${subject} is already served in this process`);
+    this.local.set(subject, handler as Handler<unknown, unknown>);
+    const sub = this.nc.subscribe(subject, {
+      queue: options.queue,
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        void answer(rpc, handler, msg.data).then((body) => msg.respond(encoder.encode(body)));
+      },
+    });
+    return () => {
+      this.local.delete(subject);
+      sub.unsubscribe();
+    };
+  }
+
+  publish<T>(_topic: Topic<T>, subject: string, msg: T): void {
+    if (!this.nc.isClosed()) this.nc.publish(subject, encoder.encode(encodeJson(msg)));
+  }
+
+  subscribe<T>(topic: Topic<T>, subject: string, handler: (msg: T) => void): Unsubscribe {
+    const sub: Subscription = this.nc.subscribe(subject, {
+      callback: (err, msg) => {
+        if (err) return;
+        const parsed = topic.schema.safeParse(safeJson(msg.data));
+        if (parsed.success) handler(parsed.data);
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
+  async close(): Promise<void> {
+    this.local.clear();
+    if (!this.nc.isClosed()) await this.nc.drain();
+  }
+}
+
+function safeJson(data: Uint8Array): unknown {
+  try {
+    return JSON.parse(decoder.decode(data));
+  } catch {
+    return undefined;
+  }
+}
+
+async function answer<Req, Res>(rpc: Rpc<Req, Res>, handler: Handler<Req, Res>, data: Uint8Array): Promise<string> {
+  const parsed = rpc.request.safeParse(safeJson(data));
+  if (!parsed.success) return encodeJson({ e: `bad ${rpc.name} request: ${parsed.error.issues[0]?.message ?? "invalid"}` });
+  try {
+    return encodeJson({ r: await handler(parsed.data) });
+  } catch (error) {
+    return encodeJson({ e: (error as Error).message });
+  }
+}
+
+function decodeReply<Req, Res>(rpc: Rpc<Req, Res>, data: Uint8Array): Res {
+  const envelope = safeJson(data) as { r?: unknown; e?: unknown } | undefined;
+  if (envelope && typeof envelope.e === "string") throw new BusError("remote_error", envelope.e);
+  const parsed = rpc.reply.safeParse(envelope?.r);
+  if (!parsed.success) throw new BusError("bad_reply", `bad ${rpc.name} reply: ${parsed.error.issues[0]?.message ?? "invalid"}`);
+  return parsed.data;
+}

@@ -1,0 +1,48 @@
+/**
+ * Price arithmetic, exact and in integers. A price is toman per 1,000,000 units, so the cost of
+ * `units` in micro-toman is `units × price` with no rounding at all; the only rounding in the
+ * product is here, once per price version: `round(USD list price × rate)`.
+ */
+
+const USD_SCALE_DIGITS = 9;
+const USD_SCALE = 10n ** BigInt(USD_SCALE_DIGITS);
+
+/** Parses a non-negative decimal string ("0.55", "15", "1e-1" is refused) into nano-USD. */
+export function parseUsd(usd: string): bigint {
+  const match = /^(\d+)(?:\.(\d+))?$/.exec(usd);
+  if (!match) throw new RangeError(`not a non-negative decimal USD price: ${JSON.stringify(usd)}`);
+  const fraction = match[2] ?? "";
+  if (fraction.length > USD_SCALE_DIGITS) throw new RangeError(`USD price has more than ${USD_SCALE_DIGITS} decimals: ${usd}`);
+  return BigInt(match[1]!) * USD_SCALE + BigInt(fraction.padEnd(USD_SCALE_DIGITS, "0"));
+}
+
+/**
+ * Toman per 1M units for a USD price per 1M units at a rate, rounded half up.
+ * @example usdToTomanPer1m("0.55", 90_000n) === 49_500n
+ */
+export function usdToTomanPer1m(usdPer1m: string, tomanPerUsd: bigint): bigint {
+  if (tomanPerUsd <= 0n) throw new RangeError("the exchange rate must be positive");
+  return (parseUsd(usdPer1m) * tomanPerUsd + USD_SCALE / 2n) / USD_SCALE;
+}
+
+/** Micro-toman for `units` at `tomanPer1m`: exact by construction. */
+export function costMicro(units: bigint, tomanPer1m: bigint): bigint {
+  return units * tomanPer1m;
+}
+
+/** Micro-toman as a decimal toman string: 1234567n → "1.234567". */
+export function microToToman(micro: bigint): string {
+  const negative = micro < 0n;
+  const abs = negative ? -micro : micro;
+  const whole = abs / 1_000_000n;
+  const fraction = (abs % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
+  return `${negative ? "-" : ""}${whole}${fraction ? `.${fraction}` : ""}`;
+}
+
+/** Toman given as an integer or a decimal string with up to 6 decimals → micro-toman. */
+export function tomanToMicro(toman: string | number): bigint {
+  const text = typeof toman === "number" ? (Number.isSafeInteger(toman) ? String(toman) : "") : toman.trim();
+  const match = /^(\d+)(?:\.(\d{1,6}))?$/.exec(text);
+  if (!match) throw new RangeError("an amount in toman must be a whole number or a decimal string with at most 6 decimals");
+  return BigInt(match[1]!) * 1_000_000n + BigInt((match[2] ?? "").padEnd(6, "0"));
+}

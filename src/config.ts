@@ -1,0 +1,110 @@
+/**
+ * Start-up configuration: the environment and the optional pools file, validated by zod.
+ * A bad setting is reported once per problem and the process exits non-zero before it binds
+ * a port or opens a database.
+ */
+import { readFileSync } from "node:fs";
+import { z } from "zod";
+
+const intFromEnv = (fallback: number, min: number, max: number) =>
+  z.coerce.number().int().min(min).max(max).default(fallback);
+
+const listFromEnv = z
+  .string()
+  .default("")
+  .transform((value) => value.split(",").map((s) => s.trim()).filter(Boolean));
+
+export const envSchema = z.object({
+  PORT: intFromEnv(8080, 0, 65535),
+  HOST: z.string().min(1).default("127.0.0.1"),
+  DATABASE_URL: z.string().url().optional(),
+  DARVAZE_DATA: z.string().min(1).default("./.darvaze"),
+  NATS_URL: z.string().min(1).optional(),
+  /** Subjects start with `<prefix>.v1.`; a test run uses its own prefix to stay apart. */
+  DARVAZE_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, "letters, digits, _ and - only").default("gw"),
+  ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters"),
+  DARVAZE_CONFIG: z.string().min(1).optional(),
+  KEY_PREFIX: z.string().regex(/^[A-Za-z0-9_-]{1,16}$/, "1 to 16 letters, digits, _ or -").default("sk-dvz-"),
+  KEY_PEPPER: z.string().min(32, "must be at least 32 characters (e.g. `openssl rand -hex 32`)"),
+  /** Browser origins allowed to call /v1 with a key (default none: keys are for servers). */
+  ALLOWED_ORIGINS: listFromEnv,
+  BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
+  UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 3_600_000),
+  LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+});
+
+export type Env = z.infer<typeof envSchema>;
+
+export const backendSchema = z.object({
+  name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),
+  kind: z.enum(["openai"]),
+  url: z.string().url(),
+  api_key: z.string().optional(),
+  /** The model id the upstream knows; defaults to the catalog id. */
+  upstream_model: z.string().min(1).optional(),
+  region: z.enum(["in-country", "abroad"]),
+  weight: z.number().positive().max(1000).default(1),
+  concurrency_max: z.number().int().positive().max(100_000).default(256),
+});
+
+export type BackendConfig = z.infer<typeof backendSchema>;
+
+export const poolsFileSchema = z.object({
+  /** Backends for models without a pool of their own. */
+  default_backends: z.array(backendSchema).default([]),
+  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1) })).default({}),
+});
+
+export type PoolsFile = z.infer<typeof poolsFileSchema>;
+
+export interface Config {
+  env: Env;
+  pools: PoolsFile | null;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  }
+}
+
+/** Replaces `${NAME}` with the environment variable NAME; a missing variable is a problem. */
+export function substituteEnv(text: string, env: Record<string, string | undefined>, problems: string[]): string {
+  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
+    const value = env[name];
+    if (value === undefined) problems.push(`DARVAZE_CONFIG refers to \${${name}}, which is not set`);
+    return value ?? "";
+  });
+}
+
+function issuesToProblems(prefix: string, error: z.ZodError): string[] {
+  return error.issues.map((issue) => `${prefix}${issue.path.join(".") || "(root)"}: ${issue.message}`);
+}
+
+export function loadPoolsFile(path: string, env: Record<string, string | undefined>): PoolsFile {
+  const problems: string[] = [];
+  let raw: string;
+  try {
+    raw = readFileSync(path, "utf8");
+  } catch (error) {
+    throw new ConfigError([`DARVAZE_CONFIG: cannot read ${path}: ${(error as Error).message}`]);
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(substituteEnv(raw, env, problems));
+  } catch (error) {
+    problems.push(`DARVAZE_CONFIG: ${path} is not valid JSON: ${(error as Error).message}`);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  const parsed = poolsFileSchema.safeParse(json);
+  if (!parsed.success) throw new ConfigError(issuesToProblems(`DARVAZE_CONFIG ${path}: `, parsed.error));
+  return parsed.data;
+}
+
+/** Reads and validates the whole configuration; throws ConfigError listing every problem. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(issuesToProblems("", parsed.error));
+  const pools = parsed.data.DARVAZE_CONFIG ? loadPoolsFile(parsed.data.DARVAZE_CONFIG, env) : null;
+  return { env: parsed.data, pools };
+}

@@ -1,0 +1,110 @@
+/**
+ * One database handle over two engines: PostgreSQL through postgres.js (DATABASE_URL set) or
+ * PGlite in a local data folder (the embedded default). Both run the same drizzle schema and the
+ * same SQL migrations. A PGlite folder is held by one process at a time: two processes opening
+ * one folder corrupt it silently, so an exclusive lock file refuses the second.
+ */
+import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import type { SQL } from "drizzle-orm";
+import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import * as schema from "./schema.ts";
+
+export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+export interface Db {
+  orm: Drizzle;
+  engine: "postgres" | "pglite";
+  /** Runs raw SQL and returns its rows, whichever the engine. */
+  rows<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
+  close(): Promise<void>;
+}
+
+/** Connections per process: the ledger serialises on wallet rows, so more does not help. */
+const POSTGRES_POOL_MAX = 10;
+
+function normaliseRows<T>(result: unknown): T[] {
+  if (Array.isArray(result)) return result as T[];
+  return ((result as { rows?: T[] }).rows ?? []) as T[];
+}
+
+export async function openPostgres(url: string): Promise<Db> {
+  const { default: postgres } = await import("postgres");
+  const { drizzle } = await import("drizzle-orm/postgres-js");
+  const client = postgres(url, { max: POSTGRES_POOL_MAX, onnotice: () => {}, connect_timeout: 10 });
+  const orm = drizzle(client, { schema }) as unknown as Drizzle;
+  return {
+    orm,
+    engine: "postgres",
+    rows: async (query) => normaliseRows(await orm.execute(query)),
+    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+export class DataFolderLockedError extends Error {}
+
+/** Takes `<folder>/lock` exclusively; a lock left by a dead process is taken over. */
+export function lockDataFolder(folder: string): () => void {
+  mkdirSync(folder, { recursive: true });
+  const path = join(folder, "lock");
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, "wx");
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return () => {
+        try {
+          if (readFileSync(path, "utf8") === String(process.pid)) unlinkSync(path);
+        } catch {}
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const holder = Number(readFileSync(path, "utf8"));
+      if (Number.isInteger(holder) && holder > 0 && isAlive(holder)) {
+        throw new DataFolderLockedError(
+          `the data folder ${folder} is in use by process ${holder}: one process at a time may open it ` +
+            `(stop that process, set DARVAZE_DATA to another folder, or set DATABASE_URL to share PostgreSQL)`,
+        );
+      }
+      unlinkSync(path);
+    }
+  }
+  throw new DataFolderLockedError(`could not lock the data folder ${folder}`);
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** PGlite in `<folder>/pgdata`, or in memory when folder is null (tests). */
+export async function openPglite(folder: string | null): Promise<Db> {
+  const unlock = folder ? lockDataFolder(folder) : () => {};
+  try {
+    const { PGlite } = await import("@electric-sql/pglite");
+    const { drizzle } = await import("drizzle-orm/pglite");
+    const client = folder ? new PGlite(join(folder, "pgdata")) : new PGlite();
+    await client.waitReady;
+    const orm = drizzle(client, { schema }) as unknown as Drizzle;
+    return {
+      orm,
+      engine: "pglite",
+      rows: async (query) => normaliseRows(await orm.execute(query)),
+      close: async () => {
+        await client.close();
+        unlock();
+      },
+    };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
+
+export function openDb(options: { databaseUrl?: string; dataFolder: string | null }): Promise<Db> {
+  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite(options.dataFolder);
+}

@@ -1,0 +1,187 @@
+/**
+ * The database schema. Money columns are bigint micro-toman; the CHECK constraints here, not the
+ * code, are what make overspending impossible: a wallet's available balance (balance − held)
+ * never goes below zero, and a hold never posts more than it holds.
+ *
+ * Migrations in migrations/ are generated from this file with `bun run db:generate`.
+ */
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  boolean,
+  check,
+  index,
+  integer,
+  pgTable,
+  primaryKey,
+  serial,
+  text,
+  timestamp,
+} from "drizzle-orm/pg-core";
+
+const micro = (name: string) => bigint(name, { mode: "bigint" });
+const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull().defaultNow();
+
+export const accounts = pgTable("accounts", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  createdAt: createdAt(),
+});
+
+export const wallets = pgTable(
+  "wallets",
+  {
+    accountId: text("account_id")
+      .primaryKey()
+      .references(() => accounts.id),
+    balanceMicro: micro("balance_micro").notNull().default(sql`0`),
+    heldMicro: micro("held_micro").notNull().default(sql`0`),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("wallets_held_non_negative", sql`${t.heldMicro} >= 0`),
+    check("wallets_available_non_negative", sql`${t.balanceMicro} - ${t.heldMicro} >= 0`),
+  ],
+);
+
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    name: text("name").notNull(),
+    /** HMAC-SHA256 of the secret under KEY_PEPPER, hex. The secret itself is never stored. */
+    hash: text("hash").notNull().unique(),
+    /** `sk-dvz-…AbCd`: enough to recognise a key in a list, useless to call with. */
+    display: text("display").notNull(),
+    concurrencyMax: integer("concurrency_max").notNull(),
+    rpm: integer("rpm"),
+    tpm: integer("tpm"),
+    createdAt: createdAt(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("api_keys_account_idx").on(t.accountId)],
+);
+
+export const models = pgTable("models", {
+  id: text("id").primaryKey(),
+  operation: text("operation").notNull(),
+  vendor: text("vendor").notNull(),
+  contextWindow: integer("context_window").notNull(),
+  openWeight: boolean("open_weight").notNull(),
+  listing: integer("listing").notNull(),
+  createdAt: createdAt(),
+});
+
+export const exchangeRates = pgTable("exchange_rates", {
+  id: serial("id").primaryKey(),
+  tomanPerUsd: bigint("toman_per_usd", { mode: "bigint" }).notNull(),
+  effectiveAt: timestamp("effective_at", { withTimezone: true }).notNull(),
+  createdAt: createdAt(),
+});
+
+/** One version per exchange rate: every usage record names the version it was charged at. */
+export const priceVersions = pgTable("price_versions", {
+  id: serial("id").primaryKey(),
+  rateId: integer("rate_id")
+    .notNull()
+    .references(() => exchangeRates.id),
+  effectiveAt: timestamp("effective_at", { withTimezone: true }).notNull(),
+  createdAt: createdAt(),
+});
+
+export const prices = pgTable(
+  "prices",
+  {
+    versionId: integer("version_id")
+      .notNull()
+      .references(() => priceVersions.id),
+    modelId: text("model_id")
+      .notNull()
+      .references(() => models.id),
+    /** input_token, output_token, character, audio_second, image_<size>_<quality>, … */
+    unit: text("unit").notNull(),
+    /** The vendor list price, USD per 1M units, as an exact decimal string. */
+    usdPer1m: text("usd_per_1m").notNull(),
+    /** round(USD × rate): toman per 1M units, so cost in micro-toman = units × this. */
+    tomanPer1m: bigint("toman_per_1m", { mode: "bigint" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.versionId, t.modelId, t.unit] }), check("prices_non_negative", sql`${t.tomanPer1m} >= 0`)],
+);
+
+/**
+ * Posted, append-only double-entry transfers between ledger accounts (`wallet:<id>`, `revenue`,
+ * `payments`, `write_off`). The reference is the idempotency key.
+ */
+export const ledgerTransfers = pgTable(
+  "ledger_transfers",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    reference: text("reference").notNull().unique(),
+    debitAccount: text("debit_account").notNull(),
+    creditAccount: text("credit_account").notNull(),
+    amountMicro: micro("amount_micro").notNull(),
+    kind: text("kind").notNull(),
+    memo: text("memo"),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("ledger_transfers_positive", sql`${t.amountMicro} > 0`),
+    check("ledger_transfers_two_sides", sql`${t.debitAccount} <> ${t.creditAccount}`),
+    index("ledger_transfers_debit_idx").on(t.debitAccount),
+    index("ledger_transfers_credit_idx").on(t.creditAccount),
+  ],
+);
+
+/** Pending amounts reserved against a wallet (the `held` of wallets is their sum). */
+export const holds = pgTable(
+  "holds",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    keyId: text("key_id").notNull(),
+    requestId: text("request_id").notNull(),
+    amountMicro: micro("amount_micro").notNull(),
+    postedMicro: micro("posted_micro").notNull().default(sql`0`),
+    status: text("status").notNull(),
+    deadline: timestamp("deadline", { withTimezone: true }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("holds_amount_non_negative", sql`${t.amountMicro} >= 0`),
+    check("holds_posted_within_amount", sql`${t.postedMicro} >= 0 AND ${t.postedMicro} <= ${t.amountMicro}`),
+    check("holds_status", sql`${t.status} IN ('pending', 'posted', 'voided', 'expired')`),
+    index("holds_pending_deadline_idx").on(t.deadline).where(sql`${t.status} = 'pending'`),
+  ],
+);
+
+export const usageRecords = pgTable(
+  "usage_records",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    requestId: text("request_id").notNull().unique(),
+    accountId: text("account_id").notNull(),
+    keyId: text("key_id").notNull(),
+    model: text("model").notNull(),
+    operation: text("operation").notNull(),
+    backend: text("backend"),
+    priceVersionId: integer("price_version_id").notNull(),
+    inputUnits: bigint("input_units", { mode: "bigint" }).notNull(),
+    outputUnits: bigint("output_units", { mode: "bigint" }).notNull(),
+    inputPricePer1m: bigint("input_price_per_1m", { mode: "bigint" }).notNull(),
+    outputPricePer1m: bigint("output_price_per_1m", { mode: "bigint" }).notNull(),
+    /** What the usage is worth at the recorded prices. */
+    meteredMicro: micro("metered_micro").notNull(),
+    /** What was charged: metered, capped by the hold; the difference went to write-off. */
+    billedMicro: micro("billed_micro").notNull(),
+    status: integer("status").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("usage_records_key_idx").on(t.keyId, t.createdAt), index("usage_records_account_idx").on(t.accountId, t.createdAt)],
+);

@@ -1,0 +1,121 @@
+/**
+ * The closed set of errors a client can see. Every refusal in the gateway is one of these codes;
+ * `describe` maps each to its HTTP status and OpenAI error `type` in one exhaustive switch, so a
+ * new code cannot ship without a status. Operating errors are values (`Failure`), not exceptions.
+ */
+
+export type ErrorCode =
+  | "invalid_json"
+  | "invalid_request"
+  | "context_length_exceeded"
+  | "invalid_api_key"
+  | "insufficient_quota"
+  | "origin_not_allowed"
+  | "model_forbidden"
+  | "model_not_found"
+  | "not_found"
+  | "idempotency_conflict"
+  | "wallet_not_funded"
+  | "request_too_large"
+  | "concurrency_limit_exceeded"
+  | "rate_limit_exceeded"
+  | "upstream_error"
+  | "no_healthy_backend"
+  | "service_unavailable"
+  | "upstream_timeout"
+  | "admin_unauthorized"
+  | "internal_error";
+
+export interface Failure {
+  code: ErrorCode;
+  message: string;
+  /** The request field at fault, as a dotted path (`messages.0.role`). */
+  param?: string | null;
+  /** Seconds a client should wait before retrying (429, 503). */
+  retryAfterS?: number;
+}
+
+export interface ErrorDescription {
+  status: number;
+  type: string;
+  retryable: boolean;
+}
+
+export function describe(code: ErrorCode): ErrorDescription {
+  switch (code) {
+    case "invalid_json":
+    case "invalid_request":
+    case "context_length_exceeded":
+      return { status: 400, type: "invalid_request_error", retryable: false };
+    case "invalid_api_key":
+    case "admin_unauthorized":
+      return { status: 401, type: "invalid_request_error", retryable: false };
+    case "insufficient_quota":
+      return { status: 402, type: "insufficient_quota", retryable: false };
+    case "origin_not_allowed":
+    case "model_forbidden":
+      return { status: 403, type: "permission_error", retryable: false };
+    case "model_not_found":
+    case "not_found":
+      return { status: 404, type: "invalid_request_error", retryable: false };
+    case "idempotency_conflict":
+    case "wallet_not_funded":
+      return { status: 409, type: "invalid_request_error", retryable: false };
+    case "request_too_large":
+      return { status: 413, type: "invalid_request_error", retryable: false };
+    case "concurrency_limit_exceeded":
+    case "rate_limit_exceeded":
+      return { status: 429, type: "rate_limit_error", retryable: true };
+    case "upstream_error":
+      return { status: 502, type: "api_error", retryable: true };
+    case "no_healthy_backend":
+    case "service_unavailable":
+      return { status: 503, type: "api_error", retryable: true };
+    case "upstream_timeout":
+      return { status: 504, type: "api_error", retryable: true };
+    case "internal_error":
+      return { status: 500, type: "api_error", retryable: true };
+  }
+}
+
+export function fail(code: ErrorCode, message: string, extra: Omit<Failure, "code" | "message"> = {}): Failure {
+  return { code, message, ...extra };
+}
+
+/** The OpenAI error body: `{"error":{"message","type","param","code"}}`. */
+export function errorBody(failure: Failure): { error: { message: string; type: string; param: string | null; code: string } } {
+  return {
+    error: {
+      message: failure.message,
+      type: describe(failure.code).type,
+      param: failure.param ?? null,
+      code: failure.code,
+    },
+  };
+}
+
+/** Headers that go with a failure besides content-type. */
+export function errorHeaders(failure: Failure): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (failure.retryAfterS !== undefined) headers["retry-after"] = String(failure.retryAfterS);
+  if (failure.code === "insufficient_quota") headers["x-should-retry"] = "false";
+  return headers;
+}
+
+export function errorResponse(failure: Failure, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(errorBody(failure)), {
+    status: describe(failure.code).status,
+    headers: { "content-type": "application/json", ...errorHeaders(failure), ...headers },
+  });
+}
+
+/** Thrown only to unwind out of deep code to the HTTP edge; carries a Failure. */
+export class GatewayError extends Error {
+  constructor(readonly failure: Failure) {
+    super(failure.message);
+  }
+}
+
+export function isFailure(value: unknown): value is Failure {
+  return typeof value === "object" && value !== null && "code" in value && "message" in value;
+}

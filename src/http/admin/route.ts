@@ -1,0 +1,183 @@
+/**
+ * The operators' API under /admin (Bearer ADMIN_TOKEN): accounts, top-ups, keys, pools.
+ * Amounts go in as toman (a whole number or a decimal string) and come back both as toman
+ * strings and as exact micro-toman strings.
+ */
+import { timingSafeEqual } from "node:crypto";
+import { z } from "zod";
+import { KEY_EVENTS } from "../../../actors/protocol.ts";
+import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
+import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
+import { createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { failed, json, zodFailure } from "../guard.ts";
+import { bearerToken, readJsonBody } from "../request.ts";
+import { walletFields } from "../account/route.ts";
+
+/** Admin bodies are small; anything bigger is a mistake. */
+export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
+
+const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
+
+export function adminAuthorized(request: Request, adminToken: string): boolean {
+  const presented = bearerToken(request);
+  // Compare digests so the comparison takes the same time whatever the lengths.
+  return presented !== null && timingSafeEqual(digest(presented), digest(adminToken));
+}
+
+const name = z.string().trim().min(1).max(200);
+const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  try {
+    return tomanToMicro(value);
+  } catch (error) {
+    ctx.addIssue({ code: "custom", message: (error as Error).message });
+    return z.NEVER;
+  }
+});
+const limits = {
+  concurrency_max: z.number().int().min(1).max(CONCURRENCY_MAX_LIMIT).optional(),
+  rpm: z.number().int().min(1).max(10_000_000).nullable().optional(),
+  tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
+};
+
+const createAccountBody = z.object({ name });
+const topUpBody = z.object({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
+const createKeyBody = z.object({ name, ...limits });
+const keyLimitsBody = z.object(limits);
+
+async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
+  const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
+  if (isFailure(raw)) return raw;
+  const parsed = schema.safeParse(raw);
+  return parsed.success ? parsed.data : zodFailure(parsed.error);
+}
+
+export function keyObject(key: KeyRecord) {
+  return {
+    id: key.id,
+    object: "key",
+    account_id: key.accountId,
+    name: key.name,
+    display: key.display,
+    concurrency_max: key.concurrencyMax,
+    rpm: key.rpm,
+    tpm: key.tpm,
+    created_at: key.createdAt.toISOString(),
+    revoked_at: key.revokedAt?.toISOString() ?? null,
+  };
+}
+
+export class AdminApi {
+  constructor(private readonly deps: EdgeDeps) {}
+
+  async createAccount(request: Request, requestId: string): Promise<Response> {
+    const body = await parseBody(request, createAccountBody);
+    if (isFailure(body)) return failed(body, requestId);
+    const account = await createAccount(this.deps.db, body.name);
+    return json({ id: account.id, object: "account", name: account.name, created_at: account.createdAt.toISOString(), ...walletFields({ balanceMicro: 0n, heldMicro: 0n }) }, requestId, 201);
+  }
+
+  async showAccount(accountId: string, requestId: string): Promise<Response> {
+    const shown = await showAccount(this.deps.db, accountId);
+    if (!shown) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    return json(
+      {
+        id: shown.account.id,
+        object: "account",
+        name: shown.account.name,
+        created_at: shown.account.createdAt.toISOString(),
+        ...walletFields(shown.wallet),
+        keys: shown.keys.map((k) => keyObject({ ...k })),
+        recent_usage: shown.usage.map((u) => ({
+          request_id: u.requestId,
+          key_id: u.keyId,
+          model: u.model,
+          operation: u.operation,
+          backend: u.backend,
+          input_units: u.inputUnits.toString(),
+          output_units: u.outputUnits.toString(),
+          price_version: u.priceVersionId,
+          billed_toman: microToToman(u.billedMicro),
+          billed_micro_toman: u.billedMicro.toString(),
+          status: u.status,
+          duration_ms: u.durationMs,
+          created_at: u.createdAt.toISOString(),
+        })),
+      },
+      requestId,
+    );
+  }
+
+  async topUp(request: Request, accountId: string, requestId: string): Promise<Response> {
+    const body = await parseBody(request, topUpBody);
+    if (isFailure(body)) return failed(body, requestId);
+    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    const result = await topUp(this.deps.db, accountId, body.amount_toman, body.reference);
+    if (isFailure(result)) return failed(result, requestId);
+    return json(
+      { object: "topup", account_id: accountId, reference: body.reference, amount_toman: microToToman(body.amount_toman), credited: result.credited, ...walletFields(result.wallet) },
+      requestId,
+      result.credited ? 201 : 200,
+    );
+  }
+
+  async createKey(request: Request, accountId: string, requestId: string): Promise<Response> {
+    const body = await parseBody(request, createKeyBody);
+    if (isFailure(body)) return failed(body, requestId);
+    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    if (!(await hasBeenFunded(this.deps.db, accountId))) {
+      return failed(fail("wallet_not_funded", "Top up this account's wallet before creating a key for it."), requestId);
+    }
+    const { key, record } = await this.deps.keys.create(accountId, body.name, {
+      concurrencyMax: body.concurrency_max,
+      rpm: body.rpm,
+      tpm: body.tpm,
+    });
+    this.deps.log("info", "key_created", { keyId: record.id, accountId });
+    return json({ ...keyObject(record), key }, requestId, 201);
+  }
+
+  async setKeyLimits(request: Request, keyId: string, requestId: string): Promise<Response> {
+    const body = await parseBody(request, keyLimitsBody);
+    if (isFailure(body)) return failed(body, requestId);
+    const record = await this.deps.keys.setLimits(keyId, { concurrencyMax: body.concurrency_max, rpm: body.rpm, tpm: body.tpm });
+    if (!record) return failed(fail("not_found", `No key ${keyId}.`), requestId);
+    this.deps.bus.publish(KEY_EVENTS, this.deps.subjects.keyEvents, { keyId, kind: "limits_changed" });
+    return json(keyObject(record), requestId);
+  }
+
+  async revokeKey(keyId: string, requestId: string): Promise<Response> {
+    const record = await this.deps.keys.revoke(keyId);
+    if (!record) return failed(fail("not_found", `No key ${keyId}.`), requestId);
+    this.deps.bus.publish(KEY_EVENTS, this.deps.subjects.keyEvents, { keyId, kind: "revoked" });
+    this.deps.log("info", "key_revoked", { keyId });
+    return json(keyObject(record), requestId);
+  }
+
+  pools(requestId: string): Response {
+    const nowMs = performance.now();
+    return json(
+      {
+        object: "list",
+        data: this.deps.pools.all().map((pool) => ({
+          model: pool.model,
+          backends: pool.backends.map((b) => ({
+            name: b.name,
+            kind: b.config.kind,
+            url: b.config.url,
+            region: b.config.region,
+            weight: b.config.weight,
+            concurrency_max: b.config.concurrency_max,
+            in_flight: b.inFlight,
+            latency_ewma_ms: Math.round(b.latencyMs * 10) / 10,
+            breaker: b.openUntilMs > nowMs ? "open" : "closed",
+            requests: b.requests,
+            failures: b.failures,
+          })),
+        })),
+      },
+      requestId,
+    );
+  }
+}

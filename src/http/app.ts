@@ -1,0 +1,83 @@
+/**
+ * The HTTP edge: Elysia routes for /v1 (customers) and /admin (operators). Bodies are read by
+ * the handlers themselves (`parse: "none"`) so that size limits and malformed JSON get the
+ * OpenAI error shape; every reply carries `x-request-id`.
+ */
+import { Elysia } from "elysia";
+import { fail, type Failure } from "../errors.ts";
+import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { credits, keyInfo } from "./account/route.ts";
+import { chatCompletions } from "./chat/route.ts";
+import type { EdgeDeps } from "./deps.ts";
+import { authorize, failed, isFailure, json } from "./guard.ts";
+import { buildModelReplies } from "./models/route.ts";
+import { newRequestId } from "./request.ts";
+
+const NO_PARSE = { parse: "none" as const };
+
+function prepared(body: string, requestId: string): Response {
+  return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
+}
+
+export function createApp(deps: EdgeDeps) {
+  const models = buildModelReplies(deps.catalog, deps.pools);
+  const admin = new AdminApi(deps);
+
+  /** Runs a /v1 handler for an authenticated key. */
+  const withKey =
+    (handler: (key: Exclude<Awaited<ReturnType<typeof authorize>>, Failure>, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response) =>
+    async ({ request, params }: { request: Request; params: Record<string, string> }) => {
+      const requestId = newRequestId();
+      const key = await authorize(request, deps);
+      if (isFailure(key)) return failed(key, requestId);
+      return handler(key, requestId, request, params);
+    };
+
+  /** Runs an /admin handler after checking the admin token. */
+  const asAdmin =
+    (handler: (request: Request, params: Record<string, string>, requestId: string) => Promise<Response> | Response) =>
+    async ({ request, params }: { request: Request; params: Record<string, string> }) => {
+      const requestId = newRequestId();
+      if (!adminAuthorized(request, deps.env.ADMIN_TOKEN)) {
+        return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
+      }
+      return handler(request, params, requestId);
+    };
+
+  return new Elysia()
+    .onError(({ code, error }) => {
+      const requestId = newRequestId();
+      if (code === "NOT_FOUND") return failed(fail("not_found", "No such endpoint."), requestId);
+      deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
+      return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
+    })
+    .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .get("/v1/models", withKey((_, requestId) => prepared(models.list, requestId)))
+    .get(
+      "/v1/models/:id",
+      withKey((_, requestId, __, params) => {
+        const body = models.byId.get(decodeURIComponent(params.id!));
+        if (body) return prepared(body, requestId);
+        return failed(fail("model_not_found", `The model \`${params.id}\` does not exist or you do not have access to it.`, { param: "model" }), requestId);
+      }),
+    )
+    .get("/v1/key", withKey(async (key, requestId) => json(await keyInfo(key, deps), requestId)))
+    .get(
+      "/v1/credits",
+      withKey(async (key, requestId) => {
+        const reply = await credits(key, deps);
+        return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
+      }),
+    )
+    .get("/health", () => new Response("ok"))
+    .post("/admin/accounts", asAdmin((request, _, id) => admin.createAccount(request, id)), NO_PARSE)
+    .get("/admin/accounts/:id", asAdmin((_, params, id) => admin.showAccount(params.id!, id)))
+    .post("/admin/accounts/:id/topups", asAdmin((request, params, id) => admin.topUp(request, params.id!, id)), NO_PARSE)
+    .post("/admin/accounts/:id/keys", asAdmin((request, params, id) => admin.createKey(request, params.id!, id)), NO_PARSE)
+    .patch("/admin/keys/:id", asAdmin((request, params, id) => admin.setKeyLimits(request, params.id!, id)), NO_PARSE)
+    .delete("/admin/keys/:id", asAdmin((_, params, id) => admin.revokeKey(params.id!, id)))
+    .get("/admin/pools", asAdmin((_, __, id) => admin.pools(id)));
+}
+
+export type App = ReturnType<typeof createApp>;
+export { json };

@@ -1,0 +1,220 @@
+/**
+ * POST /v1/chat/completions: the whole path of a paid request.
+ *
+ *   edge:  origin → key → body (size, JSON, schema) → model → budget and reserve
+ *   key actor (over the bus, a small ticket): slot + hold, or 429/402
+ *   pool actor (this node): backend, upstream call, retries before the first byte
+ *   edge:  relay the reply (JSON, or SSE frames as the upstream sent them), then settle the
+ *          actual usage through the key actor, exactly once, whatever happened.
+ */
+import { ADMIT, SETTLE, type Settlement } from "../../../actors/protocol.ts";
+import { partitionOf } from "../../../actors/subjects.ts";
+import type { ChatOutcome } from "../../../actors/pool/pool.ts";
+import type { CatalogModel } from "../../catalog/catalog.ts";
+import { errorBody, fail, type Failure } from "../../errors.ts";
+import type { KeyRecord } from "../../keys/store.ts";
+import type { Usage } from "../../providers/types.ts";
+import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
+import { countPromptTokens, countTokens } from "../../tokens/count.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
+import { readJsonBody } from "../request.ts";
+import { chatBudget, type ChatBudget } from "./budget.ts";
+import { chatRequest, type ChatRequest } from "./schema.ts";
+
+/** Silence from a streaming upstream after which the stream is ended with an error. */
+export const STREAM_STALL_MS_MAX = 60_000;
+/** HTTP-style status recorded for a request whose client went away before the end. */
+const STATUS_CLIENT_CLOSED = 499;
+
+const encoder = new TextEncoder();
+const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
+
+interface Admitted {
+  requestId: string;
+  key: KeyRecord;
+  model: CatalogModel;
+  body: ChatRequest;
+  budget: ChatBudget;
+  holdId: string;
+  startedMs: number;
+}
+
+type Prepared = { body: ChatRequest; model: CatalogModel; key: KeyRecord; budget: ChatBudget };
+
+async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Failure> {
+  const key = await authorize(request, deps);
+  if (isFailure(key)) return key;
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) return raw;
+  const parsed = chatRequest.safeParse(raw);
+  if (!parsed.success) return zodFailure(parsed.error);
+  const body = parsed.data;
+  const model = deps.catalog.get(body.model);
+  if (!model) {
+    return fail("model_not_found", `The model \`${body.model}\` does not exist or you do not have access to it.`, { param: "model" });
+  }
+  if (model.operation !== "chat") {
+    return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a chat model.`, { param: "model" });
+  }
+  const budget = await chatBudget(body, model);
+  if (isFailure(budget)) return budget;
+  return { body, model, key, budget };
+}
+
+export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+  const startedMs = performance.now();
+  const prepared = await prepare(request, deps);
+  if (isFailure(prepared)) return failed(prepared, requestId);
+  const { key, model, body, budget } = prepared;
+  const residency = request.headers.get("x-darvaze-residency");
+  if (residency !== null && residency !== "in-country") {
+    return failed(fail("invalid_request", "x-darvaze-residency must be `in-country` when set.", { param: "x-darvaze-residency" }), requestId);
+  }
+  const pool = deps.pools.get(model.id);
+  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+
+  const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
+  if (isFailure(admitted)) return failed(admitted, requestId);
+
+  const stream = body.stream === true;
+  let outcome: ChatOutcome;
+  try {
+    outcome = await pool.chat({
+      body,
+      stream,
+      maxTokens: budget.outputTokensMax,
+      requestId,
+      region: residency === "in-country" ? "in-country" : undefined,
+      signal: request.signal,
+    });
+  } catch (error) {
+    deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
+    outcome = { kind: "failed", backend: null, failure: fail("internal_error", "The gateway failed to call the upstream.") };
+  }
+  if (outcome.kind === "failed") {
+    await settle(deps, admitted, { inputTokens: 0, outputTokens: 0 }, outcome.backend?.name ?? null, 502);
+    return failed(outcome.failure, requestId);
+  }
+  if (outcome.kind === "json") {
+    const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
+    await settle(deps, admitted, usage, outcome.backend.name, 200);
+    return new Response(outcome.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId } });
+  }
+  set.headers["content-type"] = "text/event-stream";
+  set.headers["x-request-id"] = requestId;
+  return relay(deps, admitted, outcome, request.signal);
+}
+
+async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId">): Promise<Admitted | Failure> {
+  try {
+    const reply = await deps.bus.request(ADMIT, deps.subjects.keyAdmit(partitionOf(a.key.id)), {
+      keyId: a.key.id,
+      requestId: a.requestId,
+      model: a.model.id,
+      reserveMicro: a.budget.reserveMicro,
+    });
+    if (!reply.ok) return reply.failure as Failure;
+    return { ...a, holdId: reply.holdId };
+  } catch (error) {
+    deps.log("error", "admit_unreachable", { requestId: a.requestId, error: (error as Error).message });
+    return fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 });
+  }
+}
+
+async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string | null, status: number): Promise<void> {
+  const settlement: Settlement = {
+    keyId: a.key.id,
+    requestId: a.requestId,
+    holdId: a.holdId,
+    model: a.model.id,
+    operation: "chat",
+    backend,
+    priceVersionId: a.budget.priceVersionId,
+    inputUnits: BigInt(usage.inputTokens),
+    outputUnits: BigInt(usage.outputTokens),
+    inputPricePer1m: a.budget.inputPricePer1m,
+    outputPricePer1m: a.budget.outputPricePer1m,
+    status,
+    durationMs: Math.round(performance.now() - a.startedMs),
+  };
+  try {
+    const reply = await deps.bus.request(SETTLE, deps.subjects.keySettle(partitionOf(a.key.id)), settlement);
+    if (!reply.ok) deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
+    else deps.log("debug", "settled", { requestId: a.requestId, keyId: a.key.id, model: a.model.id, backend, status, ...usage, billedMicro: reply.billedMicro });
+  } catch (error) {
+    deps.log("error", "settle_unreachable", { requestId: a.requestId, error: (error as Error).message });
+  }
+}
+
+/** Usage for a reply that reported none: the exact count of the prompt and the returned text. */
+async function countJsonUsage(body: ChatRequest, reply: string): Promise<Usage> {
+  let text = "";
+  try {
+    const parsed = JSON.parse(reply) as { choices?: { message?: { content?: unknown } }[] };
+    for (const choice of parsed.choices ?? []) if (typeof choice.message?.content === "string") text += choice.message.content;
+  } catch {}
+  return { inputTokens: await countPromptTokens(body.messages), outputTokens: await countTokens(text) };
+}
+
+function errorFrame(failure: Failure): Uint8Array {
+  return encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`);
+}
+
+/**
+ * Relays the upstream's SSE frames one network read at a time (Elysia pulls the next piece only
+ * when the client has taken the last, so a slow client pauses the upstream read). Settles once:
+ * at the end before `[DONE]` or the error frame, or in `finally` when the client went away.
+ */
+async function* relay(
+  deps: EdgeDeps,
+  a: Admitted,
+  outcome: Extract<ChatOutcome, { kind: "stream" }>,
+  clientSignal: AbortSignal,
+): AsyncGenerator<Uint8Array> {
+  const wantsUsage = a.body.stream_options?.include_usage === true;
+  let reported: Usage | null = null;
+  let delivered = "";
+  let settled = false;
+  const settleNow = async (status: number) => {
+    if (settled) return;
+    settled = true;
+    const usage = reported ?? {
+      inputTokens: await countPromptTokens(a.body.messages),
+      outputTokens: await countTokens(delivered),
+    };
+    await settle(deps, a, usage, outcome.backend.name, status);
+  };
+  try {
+    let failure: Failure | null = null;
+    let done = false;
+    try {
+      for await (const piece of readUpstreamStream(outcome.reply, outcome.backend.adapter.chat.createChatStreamDecoder(), STREAM_STALL_MS_MAX)) {
+        if (piece.usage) reported = piece.usage;
+        for (const frame of piece.frames) {
+          delivered += frame.text;
+          if (frame.usageOnly && !wantsUsage) continue;
+          yield encoder.encode(`data: ${frame.data}\n\n`);
+        }
+        if (piece.error) failure = piece.error;
+        if (piece.done || piece.error) {
+          done = piece.done;
+          break;
+        }
+      }
+      if (!done && !failure) failure = fail("upstream_error", "The upstream closed the stream before it finished.");
+    } catch (error) {
+      failure =
+        error instanceof StreamStalled
+          ? fail("upstream_timeout", `The upstream stalled: ${error.message}.`)
+          : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
+    }
+    outcome.release();
+    await settleNow(clientSignal.aborted ? STATUS_CLIENT_CLOSED : failure ? 502 : 200);
+    yield failure ? errorFrame(failure) : DONE_FRAME;
+  } finally {
+    outcome.release();
+    // The client went away mid-stream: the upstream was aborted; bill what it generated.
+    await settleNow(STATUS_CLIENT_CLOSED);
+  }
+}

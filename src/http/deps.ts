@@ -1,0 +1,20 @@
+/** Everything the HTTP edge uses, built once by main.ts. */
+import type { Subjects } from "../../actors/subjects.ts";
+import type { PoolHost } from "../../actors/pool/host.ts";
+import type { Bus } from "../bus/bus.ts";
+import type { Catalog } from "../catalog/catalog.ts";
+import type { Env } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import type { KeyStore } from "../keys/store.ts";
+import type { Logger } from "../log.ts";
+
+export interface EdgeDeps {
+  env: Env;
+  db: Db;
+  bus: Bus;
+  subjects: Subjects;
+  catalog: Catalog;
+  keys: KeyStore;
+  pools: PoolHost;
+  log: Logger;
+}

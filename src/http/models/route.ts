@@ -1,0 +1,51 @@
+/**
+ * GET /v1/models and /v1/models/{id}: the catalog in the OpenAI list/object shape, with
+ * `context_window`, `pricing` (toman per 1M units), `vendor` and `in_country` as extra fields.
+ * The replies are built once per catalog and served as prepared strings.
+ */
+import type { PoolHost } from "../../../actors/pool/host.ts";
+import type { Catalog, CatalogModel } from "../../catalog/catalog.ts";
+
+export interface ModelObject {
+  id: string;
+  object: "model";
+  created: number;
+  owned_by: string;
+  operation: string;
+  context_window: number;
+  /** Toman per 1M units of each priced unit (`input`, `output`, `character`, …). */
+  pricing: { currency: "toman"; per: number; price_version: number; [unit: string]: number | string };
+  vendor: string;
+  in_country: boolean;
+}
+
+const PRICING_FIELD: Record<string, string> = { input_token: "input", output_token: "output" };
+
+export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
+  const pricing: Record<string, number> = {};
+  for (const [unit, toman] of model.price.tomanPer1m) pricing[PRICING_FIELD[unit] ?? unit] = Number(toman);
+  return {
+    id: model.id,
+    object: "model",
+    created: model.createdS,
+    owned_by: model.vendor,
+    operation: model.operation,
+    context_window: model.contextWindow,
+    pricing: { ...pricing, currency: "toman", per: 1_000_000, price_version: model.price.versionId },
+    vendor: model.vendor,
+    in_country: pools.inCountry(model.id),
+  };
+}
+
+export interface ModelReplies {
+  list: string;
+  byId: Map<string, string>;
+}
+
+export function buildModelReplies(catalog: Catalog, pools: PoolHost): ModelReplies {
+  const objects = catalog.list().map((m) => modelObject(m, pools));
+  return {
+    list: JSON.stringify({ object: "list", data: objects }),
+    byId: new Map(objects.map((o) => [o.id, JSON.stringify(o)])),
+  };
+}

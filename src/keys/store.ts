@@ -1,0 +1,171 @@
+/**
+ * API keys: creation, revocation, limits, and authentication with a bounded in-memory cache.
+ *
+ * A cached entry lives `KEY_CACHE_TTL_MS`; a revocation or limit change on any node is also
+ * broadcast on the bus and drops the entry at once, so a revoked key is refused within a second
+ * even if an event is lost. Unknown keys are cached too (negative entries), so guessing keys
+ * cannot hammer the database.
+ */
+import { eq, isNull, and } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { apiKeys } from "../db/schema.ts";
+import { fail, type Failure } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { displayKey, generateKey, hashKey, looksLikeKey } from "./secret.ts";
+
+export const KEY_CACHE_TTL_MS = 1_000;
+export const KEY_CACHE_ENTRIES_MAX = 100_000;
+export const CONCURRENCY_MAX_DEFAULT = 32;
+export const CONCURRENCY_MAX_LIMIT = 10_000;
+
+export interface KeyRecord {
+  id: string;
+  accountId: string;
+  name: string;
+  display: string;
+  concurrencyMax: number;
+  rpm: number | null;
+  tpm: number | null;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface KeyLimits {
+  concurrencyMax?: number;
+  rpm?: number | null;
+  tpm?: number | null;
+}
+
+interface CacheEntry {
+  record: KeyRecord | null;
+  expiresAtMs: number;
+}
+
+/** A Map used as a bounded cache: the oldest insertion is evicted first. */
+class BoundedCache<V> {
+  private readonly map = new Map<string, V>();
+  constructor(private readonly entriesMax: number) {}
+  get(key: string): V | undefined {
+    return this.map.get(key);
+  }
+  set(key: string, value: V): void {
+    this.map.delete(key);
+    if (this.map.size >= this.entriesMax) this.map.delete(this.map.keys().next().value!);
+    this.map.set(key, value);
+  }
+  delete(key: string): void {
+    this.map.delete(key);
+  }
+  clear(): void {
+    this.map.clear();
+  }
+}
+
+function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
+  return {
+    id: row.id,
+    accountId: row.accountId,
+    name: row.name,
+    display: row.display,
+    concurrencyMax: row.concurrencyMax,
+    rpm: row.rpm,
+    tpm: row.tpm,
+    createdAt: row.createdAt,
+    revokedAt: row.revokedAt,
+  };
+}
+
+export class KeyStore {
+  private readonly byHash = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+  private readonly byId = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: { prefix: string; pepper: string; now?: () => number },
+  ) {}
+
+  private now(): number {
+    return this.options.now?.() ?? performance.now();
+  }
+
+  /** The key's record, or a 401 failure for a missing, malformed, unknown or revoked key. */
+  async authenticate(presented: string | null): Promise<KeyRecord | Failure> {
+    if (!presented) return fail("invalid_api_key", "Missing API key: send it as `Authorization: Bearer <key>`.");
+    if (!looksLikeKey(presented, this.options.prefix)) {
+      return fail("invalid_api_key", `Malformed API key: Darvaze keys start with ${this.options.prefix}.`);
+    }
+    const hash = hashKey(presented, this.options.pepper);
+    let entry = this.byHash.get(hash);
+    if (!entry || entry.expiresAtMs <= this.now()) {
+      const [row] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.hash, hash));
+      entry = { record: row ? toRecord(row) : null, expiresAtMs: this.now() + KEY_CACHE_TTL_MS };
+      this.byHash.set(hash, entry);
+      if (entry.record) this.byId.set(entry.record.id, entry);
+    }
+    if (!entry.record) return fail("invalid_api_key", "Incorrect API key provided.");
+    if (entry.record.revokedAt) return fail("invalid_api_key", "This API key has been revoked.");
+    return entry.record;
+  }
+
+  /** The key's record by id (for actors), cached like authenticate. */
+  async get(id: string): Promise<KeyRecord | null> {
+    const cached = this.byId.get(id);
+    if (cached && cached.expiresAtMs > this.now()) return cached.record;
+    const [row] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.id, id));
+    const record = row ? toRecord(row) : null;
+    this.byId.set(id, { record, expiresAtMs: this.now() + KEY_CACHE_TTL_MS });
+    return record;
+  }
+
+  /** Drops every cached entry of the key (revocation, limit change). */
+  forget(keyId: string): void {
+    this.byId.delete(keyId);
+    // Entries by hash cannot be found from the id without a scan. Revocations and limit changes
+    // are rare and the cache refills with one query per active key, so drop them all.
+    this.byHash.clear();
+  }
+
+  async create(accountId: string, name: string, limits: KeyLimits): Promise<{ key: string; record: KeyRecord }> {
+    const key = generateKey(this.options.prefix);
+    const [row] = await this.db.orm
+      .insert(apiKeys)
+      .values({
+        id: newId("key"),
+        accountId,
+        name,
+        hash: hashKey(key, this.options.pepper),
+        display: displayKey(key, this.options.prefix),
+        concurrencyMax: limits.concurrencyMax ?? CONCURRENCY_MAX_DEFAULT,
+        rpm: limits.rpm ?? null,
+        tpm: limits.tpm ?? null,
+      })
+      .returning();
+    return { key, record: toRecord(row!) };
+  }
+
+  async revoke(keyId: string): Promise<KeyRecord | null> {
+    const [row] = await this.db.orm
+      .update(apiKeys)
+      .set({ revokedAt: new Date() })
+      .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)))
+      .returning();
+    this.forget(keyId);
+    if (row) return toRecord(row);
+    const [existing] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.id, keyId));
+    return existing ? toRecord(existing) : null;
+  }
+
+  async setLimits(keyId: string, limits: KeyLimits): Promise<KeyRecord | null> {
+    const [row] = await this.db.orm
+      .update(apiKeys)
+      .set({
+        ...(limits.concurrencyMax !== undefined ? { concurrencyMax: limits.concurrencyMax } : {}),
+        ...(limits.rpm !== undefined ? { rpm: limits.rpm } : {}),
+        ...(limits.tpm !== undefined ? { tpm: limits.tpm } : {}),
+      })
+      .where(eq(apiKeys.id, keyId))
+      .returning();
+    this.forget(keyId);
+    return row ? toRecord(row) : null;
+  }
+}

@@ -1,0 +1,132 @@
+/**
+ * Start-up, in the order a request depends on things: config → db → bus → actors → http.
+ * `bun run start` runs this file; tests and the demo call `startGateway` in-process.
+ */
+import { KeyActorHost } from "../actors/key/host.ts";
+import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
+import { KEY_EVENTS } from "../actors/protocol.ts";
+import { subjects as buildSubjects } from "../actors/subjects.ts";
+import type { Bus } from "./bus/bus.ts";
+import { LocalBus } from "./bus/local.ts";
+import { NatsBus } from "./bus/nats.ts";
+import { loadCatalog } from "./catalog/catalog.ts";
+import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
+import { migrate } from "./db/migrate.ts";
+import { createApp } from "./http/app.ts";
+import type { EdgeDeps } from "./http/deps.ts";
+import { KeyStore } from "./keys/store.ts";
+import { expireHolds } from "./ledger/holds.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { startSimulator, type Simulator } from "./sim/server.ts";
+
+/** A hold not settled within this is voided by the sweeper (a crashed node's, or a lost settle). */
+export const HOLD_TTL_MS = 30 * 60_000;
+export const HOLD_SWEEP_INTERVAL_MS = 10_000;
+
+export interface Gateway {
+  url: string;
+  port: number;
+  deps: EdgeDeps;
+  keyHost: KeyActorHost;
+  simulator: Simulator | null;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  /** Run PGlite in memory instead of the data folder (tests). */
+  inMemory?: boolean;
+  log?: Logger;
+}
+
+async function openBus(config: Config): Promise<Bus> {
+  if (!config.env.NATS_URL) return new LocalBus();
+  return NatsBus.connect(config.env.NATS_URL, `darvaze-${process.pid}`);
+}
+
+export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
+  const env = config.env;
+  const log = options.log ?? createLogger(env.LOG_LEVEL);
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const stop = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+  };
+  try {
+    const db: Db = await openDb({ databaseUrl: env.DATABASE_URL, dataFolder: options.inMemory ? null : env.DARVAZE_DATA });
+    cleanups.push(() => db.close());
+    const applied = await migrate(db);
+    if (applied.length > 0) log("info", "migrated", { applied });
+    const catalog = await loadCatalog(db);
+
+    const bus = await openBus(config);
+    cleanups.push(() => bus.close());
+    const subjects = buildSubjects(env.DARVAZE_SUBJECT_PREFIX);
+
+    let simulator: Simulator | null = null;
+    let poolsFile = config.pools;
+    if (!poolsFile) {
+      simulator = await startSimulator({ port: 0 });
+      const sim = simulator;
+      cleanups.push(() => sim.stop());
+      poolsFile = simulatorPools(catalog, simulator.url);
+      log("info", "simulated_upstreams", { url: simulator.url });
+    }
+
+    const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
+    cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
+    const keyHost = new KeyActorHost({ db, keys, holdTtlMs: HOLD_TTL_MS, log: (event, fields) => log("warn", event, fields) });
+    cleanups.push(keyHost.serve(bus, subjects));
+    const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
+
+    const sweeper = setInterval(() => {
+      expireHolds(db).then(
+        (n) => n > 0 && log("warn", "holds_expired", { wallets: n }),
+        (error: Error) => log("error", "hold_sweep_failed", { error: error.message }),
+      );
+    }, HOLD_SWEEP_INTERVAL_MS);
+    cleanups.push(() => clearInterval(sweeper));
+
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, log };
+    const app = createApp(deps).listen({
+      port: env.PORT,
+      hostname: env.HOST,
+      // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
+      maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
+    });
+    cleanups.push(async () => {
+      await app.stop(true);
+    });
+    const port = app.server!.port!;
+    const url = `http://${env.HOST}:${port}`;
+    log("info", "listening", { url, database: db.engine, bus: bus.kind });
+    return { url, port, deps, keyHost, simulator, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** Turns start-up failures into one clear message and exit code 1. */
+export async function runMain(start: () => Promise<Gateway>): Promise<Gateway> {
+  try {
+    const gateway = await start();
+    const shutdown = async () => {
+      await gateway.stop();
+      process.exit(0);
+    };
+    process.once("SIGINT", shutdown);
+    process.once("SIGTERM", shutdown);
+    return gateway;
+  } catch (error) {
+    if (error instanceof ConfigError || error instanceof DataFolderLockedError) {
+      console.error(`darvaze: ${error.message}`);
+    } else {
+      console.error("darvaze: failed to start:", error);
+    }
+    process.exit(1);
+  }
+}
+
+if (import.meta.main) {
+  await runMain(() => startGateway(loadConfig()));
+}

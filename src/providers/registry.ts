@@ -1,0 +1,11 @@
+/** The adapter for each backend kind. */
+import type { BackendConfig } from "../config.ts";
+import { openAIAdapter } from "./openai/index.ts";
+import type { ProviderAdapter } from "./types.ts";
+
+export function adapterFor(backend: BackendConfig): ProviderAdapter {
+  switch (backend.kind) {
+    case "openai":
+      return openAIAdapter(backend.api_key);
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * The only place that talks to upstreams. `sendUpstream` bounds the wait for the reply's
+ * headers (and, for a whole JSON reply, its body); `readUpstreamStream` bounds the silence
+ * between chunks. Either bound aborts the upstream request, so it stops generating.
+ */
+import type { ChatStreamDecoder, StreamPiece, UpstreamFailure, UpstreamRequest } from "./types.ts";
+
+export interface UpstreamCall {
+  /** The backend's base URL, e.g. `http://10.0.0.5:8000/v1`. */
+  baseUrl: string;
+  request: UpstreamRequest;
+  requestId: string;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+  timeoutMs: number;
+}
+
+export interface UpstreamReply {
+  response: Response;
+  /** Stops the upstream request (client gone, stall, budget exhausted). */
+  abort: () => void;
+  /** Clears the headers timeout: call once the body is being streamed. */
+  settleTimer: () => void;
+}
+
+export type UpstreamResult = { ok: true; reply: UpstreamReply } | { ok: false; failure: UpstreamFailure };
+
+export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> {
+  const controller = new AbortController();
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort();
+  }, call.timeoutMs);
+  const onClientAbort = () => controller.abort();
+  call.signal?.addEventListener("abort", onClientAbort, { once: true });
+  const cleanup = () => {
+    clearTimeout(timer);
+    call.signal?.removeEventListener("abort", onClientAbort);
+  };
+  try {
+    const response = await fetch(call.baseUrl.replace(/\/+$/, "") + call.request.path, {
+      method: "POST",
+      body: call.request.body,
+      headers: { ...call.request.headers, "x-request-id": call.requestId },
+      signal: controller.signal,
+    });
+    return {
+      ok: true,
+      reply: {
+        response,
+        abort: () => {
+          cleanup();
+          controller.abort();
+        },
+        settleTimer: () => clearTimeout(timer),
+      },
+    };
+  } catch (error) {
+    cleanup();
+    if (timedOut) return { ok: false, failure: { code: "upstream_timeout", message: "The upstream did not answer in time.", retryable: true } };
+    if (call.signal?.aborted) return { ok: false, failure: { code: "upstream_error", message: "The client went away.", retryable: false } };
+    return {
+      ok: false,
+      failure: { code: "upstream_error", message: `Could not reach the upstream: ${(error as Error).message}`, retryable: true },
+    };
+  }
+}
+
+export class StreamStalled extends Error {}
+
+/**
+ * Reads an SSE body through the adapter's decoder, one piece per network read. A silence longer
+ * than `stallMsMax` aborts the upstream and throws StreamStalled; leaving the loop early for any
+ * reason aborts the upstream too.
+ */
+export async function* readUpstreamStream(
+  reply: UpstreamReply,
+  decoder: ChatStreamDecoder,
+  stallMsMax: number,
+): AsyncGenerator<StreamPiece> {
+  const body = reply.response.body;
+  if (!body) return;
+  const reader = body.getReader();
+  const text = new TextDecoder();
+  let stalled = false;
+  let finished = false;
+  let timer = setTimeout(onStall, stallMsMax);
+  function onStall() {
+    stalled = true;
+    reply.abort();
+  }
+  try {
+    for (;;) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        if (stalled) throw new StreamStalled(`no data from the upstream for ${stallMsMax} ms`);
+        throw error;
+      }
+      clearTimeout(timer);
+      if (chunk.done) {
+        finished = true;
+        return;
+      }
+      yield decoder.push(text.decode(chunk.value, { stream: true }));
+      timer = setTimeout(onStall, stallMsMax);
+    }
+  } finally {
+    clearTimeout(timer);
+    // Left early (client gone, error, budget): stop the upstream generating.
+    if (!finished) reply.abort();
+    try {
+      reader.releaseLock();
+    } catch {}
+  }
+}

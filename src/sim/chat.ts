@@ -1,0 +1,306 @@
+/**
+ * POST /v1/chat/completions. Flow: auth → parse → validate → roll 429 → roll 500 → plan the
+ * reply → send it. The log entry is written before the reply's last byte leaves (see log.ts).
+ *
+ * With ttftMs = itlMs = 0 and no injected stream fault, the whole reply is built as one string and
+ * sent at once: no timers, no stream machinery, which keeps the simulator well above the gateway
+ * it benchmarks.
+ */
+import type { z } from "zod";
+import { Exchange, type ExchangeContext } from "./exchange.ts";
+import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.ts";
+import { simCompletion, simPromptText } from "./text.ts";
+import { simPromptTokens } from "./tokens.ts";
+import { ChunkFrames, completionBody, doneFrame, errorBody, usageOf, type WireFinishReason } from "./wire.ts";
+
+export type ChatContext = ExchangeContext & {
+  /** Live options: tests change them between requests. */
+  readonly options: SimOptions;
+  /** Seeded roll: true with probability `rate`. */
+  roll(rate: number): boolean;
+};
+
+type Plan = {
+  id: string;
+  created: number;
+  deltas: string[];
+  finishReason: WireFinishReason;
+  includeUsage: boolean;
+  continuousUsage: boolean;
+  omitUsage: boolean;
+  ttftMs: number;
+  itlMs: number;
+  failAfterChunks: number | null;
+  stallAfterChunks: number | null;
+};
+
+const encoder = new TextEncoder();
+const jsonHeaders = { "content-type": "application/json" } as const;
+const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const;
+
+const unauthorizedBytes = encoder.encode(
+  errorBody({
+    message: "Incorrect API key provided.",
+    type: "invalid_request_error",
+    code: "invalid_api_key",
+  }),
+);
+const rateLimitedBytes = encoder.encode(
+  errorBody({
+    message: "Rate limit reached for requests (simulated).",
+    type: "requests",
+    code: "rate_limit_exceeded",
+  }),
+);
+const serverErrorBytes = encoder.encode(
+  errorBody({
+    message: "The server had an error while processing your request (simulated).",
+    type: "server_error",
+  }),
+);
+const badJsonBytes = encoder.encode(
+  errorBody({
+    message: "We could not parse the JSON body of your request.",
+    type: "invalid_request_error",
+  }),
+);
+const onlyOneChoiceBytes = encoder.encode(
+  errorBody({
+    message: "The simulator only supports n = 1.",
+    type: "invalid_request_error",
+    param: "n",
+    code: "invalid_value",
+  }),
+);
+
+/** True when the request carries the configured key, or when no key is configured. */
+export function authorized(options: SimOptions, req: Request): boolean {
+  return options.apiKey === null || req.headers.get("authorization") === `Bearer ${options.apiKey}`;
+}
+
+export function unauthorizedResponse(): Response {
+  return new Response(unauthorizedBytes, { status: 401, headers: jsonHeaders });
+}
+
+export async function handleChat(context: ChatContext, req: Request): Promise<Response> {
+  const exchange = new Exchange(context, req.headers.get("x-request-id"));
+  if (!authorized(context.options, req)) return refuse(exchange, 401, unauthorizedBytes);
+  const parsed = await parseChatRequest(req);
+  if (!parsed.ok) return refuse(exchange, 400, parsed.error);
+  const body = parsed.body;
+  exchange.model = body.model;
+  exchange.stream = body.stream === true;
+  context.metrics.see(body.model);
+  if (body.n != null && body.n !== 1) return refuse(exchange, 400, onlyOneChoiceBytes);
+  if (context.roll(context.options.rateLimitRate)) {
+    return refuse(exchange, 429, rateLimitedBytes, { "retry-after": "1" });
+  }
+  if (context.roll(context.options.failRate)) return refuse(exchange, 500, serverErrorBytes);
+  exchange.promptTokens = simPromptTokens(body.messages);
+  const plan = planReply(context.options, body, exchange.seq);
+  if (!exchange.stream) return completeReply(exchange, req.signal, plan);
+  return needsPacing(plan) ? pacedStream(exchange, req.signal, plan) : instantStream(exchange, plan);
+}
+
+function refuse(
+  exchange: Exchange,
+  status: number,
+  body: Uint8Array | string,
+  headers: Record<string, string> = {},
+): Response {
+  exchange.finish("error", status);
+  return new Response(body, { status, headers: { ...jsonHeaders, ...headers } });
+}
+
+type Parsed = { ok: true; body: ChatRequest } | { ok: false; error: Uint8Array | string };
+
+/** The validated body, or the serialized 400 error to send. */
+async function parseChatRequest(req: Request): Promise<Parsed> {
+  let raw: unknown;
+  try {
+    raw = await req.json();
+  } catch {
+    return { ok: false, error: badJsonBytes };
+  }
+  const result = ChatRequestSchema.safeParse(raw);
+  if (!result.success) return { ok: false, error: invalidRequestBody(result.error) };
+  return { ok: true, body: result.data };
+}
+
+function invalidRequestBody(error: z.ZodError): string {
+  const issue = error.issues[0];
+  const param = issue ? pathToParam(issue.path) : null;
+  return errorBody({
+    message: `Invalid value for '${param ?? "body"}': ${issue?.message ?? "invalid request"}`,
+    type: "invalid_request_error",
+    param,
+  });
+}
+
+/** ["messages", 0, "content"] → "messages[0].content", as OpenAI names params. */
+function pathToParam(path: readonly PropertyKey[]): string | null {
+  let param = "";
+  for (const key of path) {
+    param += typeof key === "number" ? `[${key}]` : `${param === "" ? "" : "."}${String(key)}`;
+  }
+  return param === "" ? null : param;
+}
+
+function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
+  const maxTokens = body.max_completion_tokens ?? body.max_tokens ?? null;
+  const cut = maxTokens !== null && maxTokens < options.outputTokens;
+  const tokens = cut ? maxTokens : options.outputTokens;
+  const promptText = simPromptText(body.messages);
+  return {
+    id: `chatcmpl-sim-${seq}`,
+    created: Math.floor(Date.now() / 1000),
+    deltas: simCompletion({ seed: options.seed, promptText, tokens }),
+    finishReason: cut ? "length" : "stop",
+    includeUsage: body.stream_options?.include_usage === true,
+    continuousUsage: body.stream_options?.continuous_usage_stats === true,
+    omitUsage: options.omitUsage,
+    ttftMs: options.ttftMs,
+    itlMs: options.itlMs,
+    failAfterChunks: options.failAfterChunks,
+    stallAfterChunks: options.stallAfterChunks,
+  };
+}
+
+async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan): Promise<Response> {
+  const tokens = plan.deltas.length;
+  const waitMs = plan.ttftMs + plan.itlMs * Math.max(0, tokens - 1);
+  if (waitMs > 0 && !(await sleepUnlessAborted(waitMs, signal))) {
+    exchange.abort();
+    return new Response(null, { status: 499 });
+  }
+  const usage = plan.omitUsage ? null : usageOf(exchange.promptTokens, tokens);
+  const body = completionBody({
+    id: plan.id,
+    created: plan.created,
+    model: exchange.model,
+    content: plan.deltas.join(""),
+    finishReason: plan.finishReason,
+    usage,
+  });
+  exchange.sent = tokens;
+  exchange.finish(plan.finishReason, 200);
+  return new Response(body, { headers: jsonHeaders });
+}
+
+/** Sleeps; false if the signal aborted first (the timer is then cleared). */
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** A chunk count option that fires within this reply (at most one per content chunk + the end). */
+function firesWithin(afterChunks: number | null, tokens: number): boolean {
+  return afterChunks !== null && afterChunks <= tokens;
+}
+
+function needsPacing(plan: Plan): boolean {
+  const tokens = plan.deltas.length;
+  return (
+    plan.ttftMs > 0 ||
+    plan.itlMs > 0 ||
+    firesWithin(plan.failAfterChunks, tokens) ||
+    firesWithin(plan.stallAfterChunks, tokens)
+  );
+}
+
+function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
+  return new ChunkFrames({
+    id: plan.id,
+    created: plan.created,
+    model: exchange.model,
+    promptTokens: exchange.promptTokens,
+    includeUsage: plan.includeUsage && !plan.omitUsage,
+    continuousUsage: plan.continuousUsage && !plan.omitUsage,
+  });
+}
+
+/** The frames after the last content chunk: finish, optional usage, [DONE]. */
+function closingFrames(frames: ChunkFrames, plan: Plan): string {
+  const tokens = plan.deltas.length;
+  const usage = plan.includeUsage && !plan.omitUsage ? frames.usage(tokens) : "";
+  return frames.finish(plan.finishReason, tokens) + usage + doneFrame;
+}
+
+function instantStream(exchange: Exchange, plan: Plan): Response {
+  const frames = framesFor(exchange, plan);
+  let body = frames.role();
+  for (let i = 0; i < plan.deltas.length; i++) body += frames.content(plan.deltas[i] ?? "", i + 1);
+  body += closingFrames(frames, plan);
+  exchange.sent = plan.deltas.length;
+  exchange.finish(plan.finishReason, 200);
+  return new Response(body, { headers: sseHeaders });
+}
+
+function pacedStream(exchange: Exchange, signal: AbortSignal, plan: Plan): Response {
+  signal.addEventListener("abort", () => exchange.abort(), { once: true });
+  const frames = framesFor(exchange, plan);
+  const body = new ReadableStream({
+    type: "direct",
+    pull: (controller) => pump(controller, exchange, plan, frames),
+  });
+  return new Response(body, { headers: sseHeaders });
+}
+
+async function pump(
+  controller: ReadableStreamDirectController,
+  exchange: Exchange,
+  plan: Plan,
+  frames: ChunkFrames,
+): Promise<void> {
+  if (!(await send(controller, frames.role()))) return exchange.abort();
+  const tokens = plan.deltas.length;
+  for (let i = 0; i <= tokens; i++) {
+    if (plan.failAfterChunks === i) return destroy(controller, exchange);
+    if (plan.stallAfterChunks === i) return stall(exchange);
+    if (i === tokens) break;
+    const delayMs = i === 0 ? plan.ttftMs : plan.itlMs;
+    if (delayMs > 0) await Bun.sleep(delayMs);
+    if (exchange.done) return;
+    if (!(await send(controller, frames.content(plan.deltas[i] ?? "", i + 1)))) return exchange.abort();
+    exchange.sent = i + 1;
+  }
+  exchange.finish(plan.finishReason, 200);
+  await send(controller, closingFrames(frames, plan));
+  controller.close();
+}
+
+/** Writes and flushes one frame; false once the caller has gone away. */
+async function send(controller: ReadableStreamDirectController, frame: string): Promise<boolean> {
+  const written = await controller.write(frame);
+  controller.flush();
+  return written > 0;
+}
+
+/**
+ * Drops the connection without the chunked terminator, as a crashing host would. Bun discards
+ * bytes still buffered when a body source rejects, so the written chunks get one event-loop turn
+ * to leave first. Rejecting with `undefined` (not an Error) keeps Bun from printing a stack trace
+ * for every injected failure.
+ */
+async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
+  exchange.finish("error", 200);
+  controller.flush();
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  return Promise.reject(undefined);
+}
+
+/** Goes silent with the connection open until the caller gives up or the simulator stops. */
+function stall(exchange: Exchange): Promise<void> {
+  exchange.stalled = true;
+  return exchange.whenDone();
+}

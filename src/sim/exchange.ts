@@ -1,0 +1,86 @@
+/**
+ * One chat request's bookkeeping, from arrival to its single log entry. Every path that ends a
+ * request (reply sent, refusal, injected failure, client abort, simulator stop) goes through
+ * `finish`, which is idempotent, so a request is logged and un-counted from `inFlight` exactly once.
+ */
+import type { SimFinishReason, SimLog } from "./log.ts";
+import type { SimMetrics } from "./metrics.ts";
+
+export type ExchangeContext = {
+  readonly log: SimLog;
+  readonly metrics: SimMetrics;
+  /** Requests not yet finished, so `stop()` can close them out. */
+  readonly live: Set<Exchange>;
+  /** True once `stop()` began: endings it causes are not the client's aborts. */
+  stopping: boolean;
+};
+
+export class Exchange {
+  readonly seq: number;
+  readonly requestId: string | null;
+  readonly startedAt = Date.now();
+  model = "";
+  stream = false;
+  promptTokens = 0;
+  /** Content tokens written to the caller so far. */
+  sent = 0;
+  /** The stream went silent on purpose; a later abort ends it as "stalled". */
+  stalled = false;
+  #done = false;
+  #onDone: (() => void) | null = null;
+  readonly #context: ExchangeContext;
+
+  constructor(context: ExchangeContext, requestId: string | null) {
+    this.#context = context;
+    this.requestId = requestId;
+    this.seq = context.log.begin();
+    context.live.add(this);
+  }
+
+  get done(): boolean {
+    return this.#done;
+  }
+
+  /** Resolves when the exchange is finished, by whatever path. */
+  whenDone(): Promise<void> {
+    if (this.#done) return Promise.resolve();
+    return new Promise((resolve) => {
+      const previous = this.#onDone;
+      this.#onDone = () => {
+        previous?.();
+        resolve();
+      };
+    });
+  }
+
+  /** The caller went away (or the simulator stopped) before the reply ended. */
+  abort(): void {
+    const byClient = !this.#context.stopping;
+    const reason: SimFinishReason = this.stalled ? "stalled" : byClient ? "aborted" : "error";
+    this.finish(reason, 200, byClient);
+  }
+
+  finish(finishReason: SimFinishReason, status: number, aborted = false): void {
+    if (this.#done) return;
+    this.#done = true;
+    const { log, metrics, live } = this.#context;
+    live.delete(this);
+    if (this.promptTokens > 0) metrics.addTokens(this.model, this.promptTokens, this.sent);
+    if (finishReason === "stop" || finishReason === "length") metrics.addSuccess(this.model);
+    log.record({
+      seq: this.seq,
+      requestId: this.requestId,
+      model: this.model,
+      stream: this.stream,
+      promptTokens: this.promptTokens,
+      completionTokens: this.sent,
+      finishReason,
+      status,
+      aborted,
+      startedAt: this.startedAt,
+      endedAt: Date.now(),
+    });
+    this.#onDone?.();
+    this.#onDone = null;
+  }
+}

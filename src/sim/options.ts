@@ -1,0 +1,56 @@
+/** Simulator knobs and the request body it accepts; both validated with zod at the boundary. */
+import { z } from "zod";
+
+const rate = z.number().min(0).max(1);
+const chunkCount = z.number().int().min(0).nullable();
+
+export const SimOptionsSchema = z.object({
+  /** 0 picks an ephemeral port. */
+  port: z.number().int().min(0).max(65535).default(0),
+  /** Keys the output words and the failure rolls. */
+  seed: z.number().int().default(1),
+  /** Wait before the first content token (for non-stream: part of the total wait). */
+  ttftMs: z.number().min(0).default(0),
+  /** Wait between content tokens. */
+  itlMs: z.number().min(0).default(0),
+  /** Tokens generated without max_tokens; with it, min(max_tokens, outputTokens). */
+  outputTokens: z.number().int().min(0).default(16),
+  /** Share of requests answered 500 before any byte. */
+  failRate: rate.default(0),
+  /** Share of requests answered 429 with `retry-after: 1`. */
+  rateLimitRate: rate.default(0),
+  /** Streams only: drop the connection, unterminated, after this many content chunks. */
+  failAfterChunks: chunkCount.default(null),
+  /** Streams only: go silent, connection open, after this many content chunks. */
+  stallAfterChunks: chunkCount.default(null),
+  /** Never report usage, like an upstream that ignores `stream_options`. */
+  omitUsage: z.boolean().default(false),
+  /** When set, `Authorization: Bearer <apiKey>` is required on /v1/*. */
+  apiKey: z.string().min(1).nullable().default(null),
+});
+
+export type SimOptions = z.infer<typeof SimOptionsSchema>;
+
+const ContentPartSchema = z.looseObject({ type: z.string(), text: z.string().optional() });
+
+const MessageSchema = z.looseObject({
+  role: z.string(),
+  content: z.union([z.string(), z.array(ContentPartSchema), z.null()]).optional(),
+});
+
+export const ChatRequestSchema = z.looseObject({
+  model: z.string(),
+  messages: z.array(MessageSchema).min(1),
+  stream: z.boolean().nullish(),
+  stream_options: z
+    .looseObject({
+      include_usage: z.boolean().nullish(),
+      continuous_usage_stats: z.boolean().nullish(),
+    })
+    .nullish(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  n: z.number().int().nullish(),
+});
+
+export type ChatRequest = z.infer<typeof ChatRequestSchema>;

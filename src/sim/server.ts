@@ -1,0 +1,109 @@
+/**
+ * The upstream simulator: an OpenAI-compatible chat endpoint with vLLM-style /metrics, standing in
+ * for vendor APIs and GPU hosts in tests, the demo and benchmarks. Its replies are deterministic
+ * for a seed, and its log (`SimLog`) is the independent truth billing tests compare against.
+ *
+ * @example
+ * const sim = await startSimulator({ ttftMs: 30, itlMs: 5 });
+ * const client = new OpenAI({ baseURL: `${sim.url}/v1`, apiKey: "x" });
+ * sim.options.failRate = 0.1; // options are live
+ * await sim.stop();
+ */
+import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
+import type { Exchange } from "./exchange.ts";
+import { SimLog } from "./log.ts";
+import { SimMetrics } from "./metrics.ts";
+import { SimOptionsSchema, type SimOptions } from "./options.ts";
+import { mulberry32 } from "./text.ts";
+import { errorBody } from "./wire.ts";
+
+export { SimOptionsSchema, type SimOptions } from "./options.ts";
+export { SimLog, simLogEntriesMax, type SimLogEntry, type SimLogTotals, type SimFinishReason } from "./log.ts";
+
+export type Simulator = {
+  /** `http://127.0.0.1:<port>`, no trailing slash. */
+  readonly url: string;
+  readonly port: number;
+  readonly log: SimLog;
+  /** Live: changes apply to requests that arrive afterwards. */
+  readonly options: SimOptions;
+  /** Closes every connection (stalled streams included) and logs what was in flight. */
+  stop(): Promise<void>;
+};
+
+/** Request bodies above this are refused by Bun before they reach a handler. */
+export const simBodyBytesMax = 32 * 1024 * 1024;
+
+const hostname = "127.0.0.1";
+const jsonHeaders = { "content-type": "application/json" } as const;
+const notFoundBytes = new TextEncoder().encode(
+  errorBody({ message: "Unknown simulator route.", type: "invalid_request_error", code: "unknown_url" }),
+);
+
+export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Simulator> {
+  const options = SimOptionsSchema.parse(opts);
+  const context = createContext(options);
+  const startedAtSec = Math.floor(Date.now() / 1000);
+  const server = Bun.serve({
+    port: options.port,
+    hostname,
+    // Stalls and long TTFTs must not be cut by Bun's 10 s idle default.
+    idleTimeout: 0,
+    maxRequestBodySize: simBodyBytesMax,
+    routes: {
+      "/v1/chat/completions": { POST: (req) => handleChat(context, req) },
+      "/v1/models": { GET: (req) => modelsResponse(context, req, startedAtSec) },
+      "/metrics": { GET: () => metricsResponse(context) },
+      "/sim/log": { GET: () => Response.json(context.log.entries()) },
+    },
+    fetch: () => new Response(notFoundBytes, { status: 404, headers: jsonHeaders }),
+  });
+  const port = server.port ?? options.port;
+  return {
+    url: `http://${hostname}:${port}`,
+    port,
+    log: context.log,
+    options,
+    stop: () => stopServer(context, server),
+  };
+}
+
+function createContext(options: SimOptions): ChatContext {
+  let rollSeed = options.seed;
+  let random = mulberry32(rollSeed);
+  return {
+    options,
+    log: new SimLog(),
+    metrics: new SimMetrics(),
+    live: new Set<Exchange>(),
+    stopping: false,
+    roll(rate: number): boolean {
+      if (rate <= 0) return false;
+      if (rate >= 1) return true;
+      // Tests may change the seed at run time; the roll sequence follows it.
+      if (options.seed !== rollSeed) {
+        rollSeed = options.seed;
+        random = mulberry32(rollSeed);
+      }
+      return random() < rate;
+    },
+  };
+}
+
+async function stopServer(context: ChatContext, server: { stop(force: boolean): Promise<void> }): Promise<void> {
+  context.stopping = true;
+  await server.stop(true);
+  for (const exchange of [...context.live]) exchange.abort();
+}
+
+function modelsResponse(context: ChatContext, req: Request, created: number): Response {
+  if (!authorized(context.options, req)) return unauthorizedResponse();
+  const data = context.metrics.models().map((id) => ({ id, object: "model", created, owned_by: "darvaze-sim" }));
+  return Response.json({ object: "list", data });
+}
+
+function metricsResponse(context: ChatContext): Response {
+  return new Response(context.metrics.render(context.log.inFlight), {
+    headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
+  });
+}

@@ -1,0 +1,125 @@
+/**
+ * OpenAI chat wire format, as pure string builders. Stream frames are concatenated from a
+ * per-reply prefix instead of JSON.stringify-ing an object per token: the simulator is the
+ * benchmark ceiling, so the per-token cost is one short string concatenation.
+ */
+
+export type SimUsage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+
+export type WireFinishReason = "stop" | "length";
+
+export type ChunkFramesOptions = {
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  model: string;
+  promptTokens: number;
+  /** `stream_options.include_usage`: non-usage chunks carry `"usage":null`, then a usage chunk. */
+  includeUsage: boolean;
+  /** vLLM's `stream_options.continuous_usage_stats`: every chunk carries usage so far. */
+  continuousUsage: boolean;
+};
+
+export const doneFrame = "data: [DONE]\n\n";
+
+export function usageOf(promptTokens: number, completionTokens: number): SimUsage {
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
+}
+
+function usageJson(promptTokens: number, completionTokens: number): string {
+  return (
+    `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` +
+    `"total_tokens":${promptTokens + completionTokens}}`
+  );
+}
+
+/** Builds the `data: {...}\n\n` frames of one streamed reply. */
+export class ChunkFrames {
+  readonly #prefix: string;
+  readonly #options: ChunkFramesOptions;
+
+  constructor(options: ChunkFramesOptions) {
+    this.#options = options;
+    this.#prefix =
+      `data: {"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk",` +
+      `"created":${options.created},"model":${JSON.stringify(options.model)},"choices":`;
+  }
+
+  /** The opening chunk: `delta: { role: "assistant", content: "" }`. */
+  role(): string {
+    return this.#choice(`{"role":"assistant","content":""}`, "null", 0);
+  }
+
+  /** One token; `completionTokens` counts it. */
+  content(delta: string, completionTokens: number): string {
+    return this.#choice(`{"content":${JSON.stringify(delta)}}`, "null", completionTokens);
+  }
+
+  /** The empty-delta chunk that carries the finish reason. */
+  finish(reason: WireFinishReason, completionTokens: number): string {
+    return this.#choice("{}", `"${reason}"`, completionTokens);
+  }
+
+  /** The usage-only chunk sent after `finish` when `include_usage` was requested. */
+  usage(completionTokens: number): string {
+    return `${this.#prefix}[],"usage":${usageJson(this.#options.promptTokens, completionTokens)}}\n\n`;
+  }
+
+  #choice(delta: string, finishReason: string, completionTokens: number): string {
+    return (
+      `${this.#prefix}[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finishReason}}]` +
+      `${this.#usageTail(completionTokens)}}\n\n`
+    );
+  }
+
+  #usageTail(completionTokens: number): string {
+    const { continuousUsage, includeUsage, promptTokens } = this.#options;
+    if (continuousUsage) return `,"usage":${usageJson(promptTokens, completionTokens)}`;
+    return includeUsage ? `,"usage":null` : "";
+  }
+}
+
+export type CompletionBodyOptions = {
+  id: string;
+  created: number;
+  model: string;
+  content: string;
+  finishReason: WireFinishReason;
+  /** Null omits the field, like an upstream that reports no usage. */
+  usage: SimUsage | null;
+};
+
+/** The non-streamed `chat.completion` object. */
+export function completionBody(options: CompletionBodyOptions): string {
+  return JSON.stringify({
+    id: options.id,
+    object: "chat.completion",
+    created: options.created,
+    model: options.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: options.content, refusal: null },
+        logprobs: null,
+        finish_reason: options.finishReason,
+      },
+    ],
+    ...(options.usage ? { usage: options.usage } : {}),
+  });
+}
+
+export type WireErrorOptions = {
+  message: string;
+  type: string;
+  param?: string | null;
+  code?: string | null;
+};
+
+/** OpenAI's error shape: `{"error":{"message","type","param","code"}}`. */
+export function errorBody({ message, type, param = null, code = null }: WireErrorOptions): string {
+  return JSON.stringify({ error: { message, type, param, code } });
+}

@@ -1,0 +1,89 @@
+/**
+ * Test harness: a gateway per suite on whatever the environment offers. With DATABASE_URL set,
+ * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
+ * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
+ */
+import postgres from "postgres";
+import { loadConfig } from "../src/config.ts";
+import { randomBase62 } from "../src/ids.ts";
+import { silentLogger } from "../src/log.ts";
+import { startGateway, type Gateway } from "../src/main.ts";
+
+export const ADMIN_TOKEN = "test-admin-token-0123456789";
+
+export const services = {
+  databaseUrl: process.env.DATABASE_URL,
+  natsUrl: process.env.NATS_URL,
+};
+
+/** A fresh PostgreSQL database on the server of DATABASE_URL; null on PGlite. */
+export async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> } | null> {
+  if (!services.databaseUrl) return null;
+  const name = `darvaze_t_${randomBase62(12).toLowerCase()}`;
+  const admin = postgres(services.databaseUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(services.databaseUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const again = postgres(services.databaseUrl!, { max: 1, onnotice: () => {} });
+      await again.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await again.end();
+    },
+  };
+}
+
+export function testEnv(extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
+  return {
+    PORT: "0",
+    HOST: "127.0.0.1",
+    ADMIN_TOKEN,
+    KEY_PEPPER: randomBase62(40),
+    NATS_URL: services.natsUrl,
+    DARVAZE_SUBJECT_PREFIX: `t${randomBase62(10)}`,
+    LOG_LEVEL: "error",
+    ...extra,
+  };
+}
+
+export interface TestGateway {
+  gw: Gateway;
+  url: string;
+  admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: any; headers: Headers }>;
+  /** An account topped up with `toman`, and a key for it. */
+  fundedKey(toman: number | string, limits?: Record<string, unknown>): Promise<{ accountId: string; keyId: string; key: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startTestGateway(extra: Record<string, string | undefined> = {}): Promise<TestGateway> {
+  const db = await freshDatabase();
+  const env = testEnv({ DATABASE_URL: db?.url, ...extra });
+  const gw = await startGateway(loadConfig(env), { inMemory: true, log: silentLogger });
+  const admin: TestGateway["admin"] = async (method, path, body) => {
+    const response = await fetch(gw.url + path, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : null, headers: response.headers };
+  };
+  return {
+    gw,
+    url: gw.url,
+    admin,
+    async fundedKey(toman, limits = {}) {
+      const account = await admin("POST", "/admin/accounts", { name: "test" });
+      await admin("POST", `/admin/accounts/${account.body.id}/topups`, { amount_toman: toman, reference: `t-${randomBase62(8)}` });
+      const key = await admin("POST", `/admin/accounts/${account.body.id}/keys`, { name: "test key", ...limits });
+      if (key.status !== 201) throw new Error(`key creation failed: ${JSON.stringify(key.body)}`);
+      return { accountId: account.body.id, keyId: key.body.id, key: key.body.key };
+    },
+    async stop() {
+      await gw.stop();
+      await db?.drop();
+    },
+  };
+}
