@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { startTestGateway, type TestGateway } from "./helpers.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 /** The published table: id, context window, toman per 1M input tokens, per 1M output tokens. */
 const PUBLISHED: [string, number, number, number][] = [
@@ -65,8 +65,8 @@ beforeAll(async () => {
   t = await startTestGateway({ BODY_BYTES_MAX: "65536" });
   ({ key, accountId } = await t.fundedKey(1000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
-});
-afterAll(async () => t.stop());
+}, SETUP_MS_MAX);
+afterAll(async () => t.stop(), SETUP_MS_MAX);
 
 async function balanceMicro(apiKey = key): Promise<bigint> {
   const response = await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${apiKey}` } });
@@ -307,5 +307,21 @@ describe("admin", () => {
   ])("top-up body %j is 400 naming %s", async (body, param) => {
     const response = await t.admin("POST", `/admin/accounts/${accountId}/topups`, body);
     expect([response.status, response.body.error.param]).toEqual([400, param]);
+  });
+});
+
+describe("admin key limits", () => {
+  test.each([[{}], [{ rpmx: 5 }], [{ concurrency_max: 0 }]])("PATCH /admin/keys/:id with %j is 400", async (body) => {
+    const { keyId } = await t.fundedKey(1);
+    const response = await t.admin("PATCH", `/admin/keys/${keyId}`, body);
+    expect([response.status, response.body.error.type]).toEqual([400, "invalid_request_error"]);
+  });
+
+  test("PATCH changes the limits the key actor enforces", async () => {
+    const { keyId, key: apiKey } = await t.fundedKey(1);
+    const response = await t.admin("PATCH", `/admin/keys/${keyId}`, { concurrency_max: 7, rpm: null });
+    expect(response.body).toMatchObject({ concurrency_max: 7, rpm: null });
+    const info = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${apiKey}` } });
+    expect(((await info.json()) as { limits: unknown }).limits).toEqual({ concurrency_max: 7, rpm: null, tpm: null });
   });
 });

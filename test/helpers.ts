@@ -10,6 +10,8 @@ import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
+/** Bound on a suite's set-up and tear-down: PGlite start-up alone takes seconds on a busy core. */
+export const SETUP_MS_MAX = 60_000;
 
 export const services = {
   databaseUrl: process.env.DATABASE_URL,

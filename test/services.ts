@@ -11,7 +11,7 @@ export type Service = "nats" | "postgres";
 
 const VARIABLE: Record<Service, string> = { nats: "NATS_URL", postgres: "DATABASE_URL" };
 
-type TestFn = (name: string, fn: () => unknown | Promise<unknown>, timeoutMs?: number) => void;
+type TestFn = (name: string, fn: () => void | Promise<unknown>, timeoutMs?: number) => void;
 
 function missing(needs: Service[]): Service[] {
   return needs.filter((s) => !process.env[VARIABLE[s]]);

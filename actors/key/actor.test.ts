@@ -15,7 +15,7 @@ import { randomBase62 } from "../../src/ids.ts";
 import { KeyStore } from "../../src/keys/store.ts";
 import { createAccount, getWallet, topUp } from "../../src/ledger/wallets.ts";
 import { loadCatalog } from "../../src/catalog/catalog.ts";
-import { freshDatabase } from "../../test/helpers.ts";
+import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { describeWith } from "../../test/services.ts";
 
 interface Rig {
@@ -82,8 +82,8 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
   let r: Rig;
   beforeAll(async () => {
     r = await rig(buses);
-  });
-  afterAll(async () => r.stop());
+  }, SETUP_MS_MAX);
+  afterAll(async () => r.stop(), SETUP_MS_MAX);
 
   const admit = (requestId: string, reserveMicro: bigint) =>
     r.client.request(ADMIT, r.subjects.keyAdmit(partitionOf(r.keyId)), { keyId: r.keyId, requestId, model: "gpt-4o-mini", reserveMicro });

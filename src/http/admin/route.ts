@@ -41,10 +41,13 @@ const limits = {
   tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
 };
 
-const createAccountBody = z.object({ name });
-const topUpBody = z.object({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
-const createKeyBody = z.object({ name, ...limits });
-const keyLimitsBody = z.object(limits);
+// Strict: a misspelled field is a 400, not silently ignored.
+const createAccountBody = z.strictObject({ name });
+const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
+const createKeyBody = z.strictObject({ name, ...limits });
+const keyLimitsBody = z
+  .strictObject(limits)
+  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm");
 
 async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
   const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);

@@ -1,0 +1,30 @@
+import { expect, test } from "bun:test";
+import { KEY_PARTITIONS, partitionOf, subjects } from "./subjects.ts";
+
+test("subjects are built under <prefix>.v1", () => {
+  const s = subjects("gw");
+  expect(s.keyAdmit(0)).toBe("gw.v1.keys.0.admit");
+  expect(s.keySettle(63)).toBe("gw.v1.keys.63.settle");
+  expect(s.keyEvents).toBe("gw.v1.events.keys");
+});
+
+test("a prefix must be one subject token", () => {
+  expect(() => subjects("a.b")).toThrow();
+  expect(() => subjects("a b")).toThrow();
+  expect(() => subjects("*")).toThrow();
+  expect(() => subjects("")).toThrow();
+});
+
+test("partitions are bounded", () => {
+  expect(() => subjects("gw").keyAdmit(KEY_PARTITIONS)).toThrow(RangeError);
+  expect(() => subjects("gw").keyAdmit(-1)).toThrow(RangeError);
+  expect(() => subjects("gw").keyAdmit(1.5)).toThrow(RangeError);
+});
+
+test("partitionOf is stable and spreads keys over every partition", () => {
+  expect(partitionOf("key_abc")).toBe(partitionOf("key_abc"));
+  const counts = new Array(KEY_PARTITIONS).fill(0);
+  for (let i = 0; i < 64_000; i++) counts[partitionOf(`key_${i.toString(36)}`)]++;
+  expect(Math.min(...counts)).toBeGreaterThan(700);
+  expect(Math.max(...counts)).toBeLessThan(1300);
+});

@@ -1,0 +1,162 @@
+import { describe, expect, test } from "bun:test";
+import { parseInvocation, type Command, type Invocation } from "./args.ts";
+
+const env = { ADMIN_TOKEN: "admin-token-0123456789" };
+
+function accepted(argv: string[], environment: Record<string, string | undefined> = env): Invocation {
+  const result = parseInvocation(argv, environment);
+  if (!result.ok) throw new Error(`refused: ${result.error}`);
+  return result.invocation;
+}
+
+const command = (argv: string[]): Command => accepted(argv).command;
+
+function refused(argv: string[], environment: Record<string, string | undefined> = env): string {
+  const result = parseInvocation(argv, environment);
+  if (result.ok) throw new Error(`accepted: ${JSON.stringify(result.invocation.command)}`);
+  return result.error;
+}
+
+describe("parseInvocation: commands", () => {
+  test("accounts create / show", () => {
+    expect(command(["accounts", "create", "Acme Ltd"])).toEqual({ kind: "accounts.create", name: "Acme Ltd" });
+    expect(command(["accounts", "show", "acct_1"])).toEqual({ kind: "accounts.show", accountId: "acct_1" });
+  });
+
+  test("topup keeps the amount as an exact decimal string", () => {
+    expect(command(["topup", "acct_1", "1500000", "--reference", "inv-1"])).toEqual({
+      kind: "topup",
+      accountId: "acct_1",
+      amountToman: "1500000",
+      reference: "inv-1",
+    });
+    expect(command(["topup", "--reference=inv-2", "acct_1", "0.000001"])).toMatchObject({ amountToman: "0.000001", reference: "inv-2" });
+    expect(command(["topup", "acct_1", "12.5", "--reference", "r"])).toMatchObject({ amountToman: "12.5" });
+  });
+
+  test("keys create with and without limits", () => {
+    expect(command(["keys", "create", "acct_1", "ci"])).toEqual({ kind: "keys.create", accountId: "acct_1", name: "ci", limits: {} });
+    expect(command(["keys", "create", "acct_1", "ci", "--concurrency-max", "4", "--rpm=60", "--tpm", "100000"])).toEqual({
+      kind: "keys.create",
+      accountId: "acct_1",
+      name: "ci",
+      limits: { concurrency_max: 4, rpm: 60, tpm: 100_000 },
+    });
+  });
+
+  test("keys limits: a number sets a limit, none lifts it, an absent flag leaves it", () => {
+    expect(command(["keys", "limits", "key_1", "--rpm", "none", "--tpm", "5000"])).toEqual({
+      kind: "keys.limits",
+      keyId: "key_1",
+      limits: { rpm: null, tpm: 5000 },
+    });
+    expect(command(["keys", "limits", "key_1", "--concurrency-max", "2"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { concurrency_max: 2 } });
+  });
+
+  test("keys revoke, pools, help", () => {
+    expect(command(["keys", "revoke", "key_1"])).toEqual({ kind: "keys.revoke", keyId: "key_1" });
+    expect(command(["pools"])).toEqual({ kind: "pools" });
+    expect(command(["help"])).toEqual({ kind: "help" });
+    expect(command(["keys", "create", "--help"])).toEqual({ kind: "help" });
+    expect(command(["-h"])).toEqual({ kind: "help" });
+  });
+
+  test("help needs no token", () => {
+    expect(accepted(["help"], {}).token).toBeNull();
+  });
+
+  test("-- ends the flags, so a name may start with dashes", () => {
+    expect(command(["accounts", "create", "--", "--odd name"])).toEqual({ kind: "accounts.create", name: "--odd name" });
+  });
+});
+
+describe("parseInvocation: url, token, --json", () => {
+  test("--url, then GW_URL, then 127.0.0.1:$PORT, then port 8080", () => {
+    expect(accepted(["pools"]).url).toBe("http://127.0.0.1:8080");
+    expect(accepted(["pools"], { ...env, PORT: "9000" }).url).toBe("http://127.0.0.1:9000");
+    expect(accepted(["pools"], { ...env, PORT: "9000", GW_URL: "https://gw.example/" }).url).toBe("https://gw.example");
+    expect(accepted(["pools", "--url", "http://10.0.0.2:8080/"], { ...env, GW_URL: "https://gw.example" }).url).toBe("http://10.0.0.2:8080");
+  });
+
+  test("--token wins over ADMIN_TOKEN; neither is a usage error", () => {
+    expect(accepted(["pools"]).token).toBe(env.ADMIN_TOKEN);
+    expect(accepted(["pools", "--token", "other-token"]).token).toBe("other-token");
+    expect(refused(["pools"], {})).toContain("ADMIN_TOKEN");
+    expect(refused(["pools"], { ADMIN_TOKEN: "" })).toContain("ADMIN_TOKEN");
+  });
+
+  test("--json anywhere on the line", () => {
+    expect(accepted(["--json", "pools"]).json).toBe(true);
+    expect(accepted(["accounts", "show", "acct_1", "--json"]).json).toBe(true);
+    expect(accepted(["pools"]).json).toBe(false);
+  });
+
+  test("a bad URL is refused", () => {
+    expect(refused(["pools", "--url", "not a url"])).toContain("not a URL");
+    expect(refused(["pools", "--url", "ftp://host"])).toContain("http or https");
+  });
+
+  test("the token never appears in a refusal", () => {
+    const token = "secret-admin-token-xyz";
+    for (const argv of [["pools", "--token", token, "--bogus"], ["pools", "--token", token, "--token", token], ["topup", "--token", token]]) {
+      expect(refused(argv)).not.toContain(token);
+    }
+  });
+});
+
+describe("parseInvocation: refusals", () => {
+  test("missing arguments name what is missing", () => {
+    expect(refused([])).toBe("no command given");
+    expect(refused(["accounts", "create"])).toContain("missing <name>");
+    expect(refused(["accounts", "show"])).toContain("missing <account-id>");
+    expect(refused(["topup", "acct_1", "--reference", "r"])).toContain("missing <amount-toman>");
+    expect(refused(["topup", "acct_1", "100"])).toContain("--reference is required");
+    expect(refused(["keys", "create", "acct_1"])).toContain("missing <name>");
+    expect(refused(["keys", "revoke"])).toContain("missing <key-id>");
+    expect(refused(["accounts", "create", "  "])).toContain("must not be empty");
+    expect(refused(["topup", "acct_1", "100", "--reference", " "])).toContain("must not be empty");
+  });
+
+  test("extra arguments and unknown commands", () => {
+    expect(refused(["pools", "extra"])).toContain("unexpected argument: extra");
+    expect(refused(["accounts", "show", "a", "b"])).toContain("unexpected argument: b");
+    expect(refused(["accounts", "delete", "a"])).toContain("unknown command: accounts delete");
+    expect(refused(["keys"])).toContain("create, limits or revoke");
+    expect(refused(["wallets"])).toContain("unknown command: wallets");
+  });
+
+  test("unknown flags, flags the command does not take, repeated flags, missing values", () => {
+    expect(refused(["pools", "--verbose"])).toBe("unknown flag: --verbose");
+    expect(refused(["pools", "-v"])).toBe("unknown flag: -v");
+    expect(refused(["pools", "--rpm", "5"])).toBe("pools does not take --rpm");
+    expect(refused(["keys", "revoke", "key_1", "--reference", "r"])).toBe("keys revoke does not take --reference");
+    expect(refused(["topup", "acct_1", "1", "--reference", "a", "--reference", "b"])).toBe("--reference given twice");
+    expect(refused(["topup", "acct_1", "1", "--reference"])).toBe("--reference needs a value");
+    expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "--tpm", "5"])).toBe("--rpm needs a value");
+    expect(refused(["pools", "--json=yes"])).toBe("--json takes no value");
+  });
+
+  test("limits must be positive whole numbers", () => {
+    for (const bad of ["0", "-1", "1.5", "1e3", "abc", "", " 5", "007", "99999999999999999999"]) {
+      expect(refused(["keys", "create", "acct_1", "ci", "--rpm", bad])).toContain("--rpm must be a positive whole number");
+    }
+    expect(refused(["keys", "limits", "key_1", "--concurrency-max", "none"])).toContain("--concurrency-max must be a positive whole number");
+  });
+
+  test("none lifts a limit only on an existing key", () => {
+    expect(refused(["keys", "create", "acct_1", "ci", "--tpm", "none"])).toContain("--tpm none");
+  });
+
+  test("keys limits with nothing to change", () => {
+    expect(refused(["keys", "limits", "key_1"])).toContain("nothing to change");
+  });
+
+  test("amounts are whole or up to 6 decimals, and more than zero", () => {
+    for (const bad of ["-5", "1.2345678", "1,000", "1e6", "abc", ".5", "5.", "0x10"]) {
+      expect(refused(["topup", "acct_1", bad, "--reference", "r"])).toContain("amount-toman must be a whole number");
+    }
+    for (const zero of ["0", "0.000000", "00"]) {
+      expect(refused(["topup", "acct_1", zero, "--reference", "r"])).toContain("more than zero");
+    }
+  });
+});

@@ -1,0 +1,257 @@
+/**
+ * The operator CLI's argument parser: argv + environment → one validated invocation, or a usage
+ * error. Pure (no I/O, no process globals) so every command and refusal is unit-tested; `gw.ts`
+ * runs nothing until this has accepted the whole command line.
+ */
+
+/** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
+export interface KeyLimitsInput {
+  concurrency_max?: number;
+  rpm?: number | null;
+  tpm?: number | null;
+}
+
+export type Command =
+  | { kind: "help" }
+  | { kind: "accounts.create"; name: string }
+  | { kind: "accounts.show"; accountId: string }
+  | { kind: "topup"; accountId: string; amountToman: string; reference: string }
+  | { kind: "keys.create"; accountId: string; name: string; limits: KeyLimitsInput }
+  | { kind: "keys.limits"; keyId: string; limits: KeyLimitsInput }
+  | { kind: "keys.revoke"; keyId: string }
+  | { kind: "pools" };
+
+export interface Invocation {
+  command: Command;
+  /** The gateway's base URL, without a trailing slash. */
+  url: string;
+  /** Null only for `help`, which sends nothing. */
+  token: string | null;
+  json: boolean;
+}
+
+export type ParseResult = { ok: true; invocation: Invocation } | { ok: false; error: string };
+
+export const USAGE = `usage: bun run gw <command> [flags]
+
+commands:
+  accounts create <name>                          create an account
+  accounts show <account-id>                      balance, keys and recent usage
+  topup <account-id> <amount-toman> --reference <ref>
+                                                  credit the wallet (same reference again: credited once)
+  keys create <account-id> <name> [--concurrency-max N] [--rpm N] [--tpm N]
+                                                  create a key (shown only once)
+  keys limits <key-id> [--concurrency-max N] [--rpm N|none] [--tpm N|none]
+                                                  change a key's limits (none = no limit)
+  keys revoke <key-id>                            revoke a key
+  pools                                           backends of every model pool
+  help                                            show this text
+
+flags:
+  --url URL      the gateway (default: $GW_URL, else http://127.0.0.1:$PORT, PORT default 8080)
+  --token TOKEN  the admin token (default: $ADMIN_TOKEN; prefer the variable, argv is visible to ps)
+  --json         print the gateway's JSON reply as it came
+
+exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached`;
+
+const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
+const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm"] as const;
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference"]);
+/** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
+const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
+const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
+
+type Flags = Map<string, string | true>;
+
+class UsageError extends Error {}
+
+/**
+ * Parses the words after `gw` against the environment (GW_URL, PORT, ADMIN_TOKEN).
+ * @example parseInvocation(["keys", "revoke", "key_1"], { ADMIN_TOKEN: "t" })
+ *   // { ok: true, invocation: { command: { kind: "keys.revoke", keyId: "key_1" }, url: "http://127.0.0.1:8080", token: "t", json: false } }
+ */
+export function parseInvocation(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): ParseResult {
+  try {
+    return { ok: true, invocation: invocationOf(argv, env) };
+  } catch (error) {
+    if (error instanceof UsageError) return { ok: false, error: error.message };
+    throw error;
+  }
+}
+
+function invocationOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Invocation {
+  const { positionals, flags } = tokenize(argv);
+  const command = flags.has("help") ? ({ kind: "help" } as const) : commandOf(positionals, flags);
+  const json = flags.get("json") === true;
+  if (command.kind === "help") return { command, url: "", token: null, json };
+  const url = urlOf(stringFlag(flags, "url") ?? env.GW_URL ?? `http://127.0.0.1:${env.PORT || "8080"}`);
+  const token = stringFlag(flags, "token") ?? env.ADMIN_TOKEN ?? "";
+  if (token.trim() === "") throw new UsageError("no admin token: set ADMIN_TOKEN (or pass --token)");
+  return { command, url, token, json };
+}
+
+/** Splits argv into positionals and `--flag value` / `--flag=value` pairs; `--` ends the flags. */
+function tokenize(argv: readonly string[]): { positionals: string[]; flags: Flags } {
+  const positionals: string[] = [];
+  const flags: Flags = new Map();
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    const flag = word === "-h" ? "--help" : word;
+    if (!flag.startsWith("--")) {
+      // A negative number is left to the value checks, which say what is wrong with it.
+      if (flag.startsWith("-") && flag.length > 1 && !/^-\d/.test(flag)) throw new UsageError(`unknown flag: ${flag}`);
+      positionals.push(flag);
+      continue;
+    }
+    const eq = flag.indexOf("=");
+    const name = flag.slice(2, eq === -1 ? undefined : eq);
+    if (!KNOWN_FLAGS.has(name)) throw new UsageError(`unknown flag: --${name}`);
+    if (flags.has(name)) throw new UsageError(`--${name} given twice`);
+    if (BOOLEAN_FLAGS.has(name)) {
+      if (eq !== -1) throw new UsageError(`--${name} takes no value`);
+      flags.set(name, true);
+      continue;
+    }
+    const value = eq === -1 ? argv[++i] : flag.slice(eq + 1);
+    if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
+    flags.set(name, value);
+  }
+  return { positionals, flags };
+}
+
+function commandOf(positionals: readonly string[], flags: Flags): Command {
+  const [word, ...rest] = positionals;
+  switch (word) {
+    case undefined:
+      throw new UsageError("no command given");
+    case "help":
+      return { kind: "help" };
+    case "accounts":
+      return accountsCommand(rest, flags);
+    case "topup":
+      return topupCommand(rest, flags);
+    case "keys":
+      return keysCommand(rest, flags);
+    case "pools":
+      allowFlags(flags, [], "pools");
+      arity(rest, [], "pools");
+      return { kind: "pools" };
+    default:
+      throw new UsageError(`unknown command: ${word}`);
+  }
+}
+
+function accountsCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  allowFlags(flags, [], `accounts ${sub ?? ""}`.trim());
+  if (sub === "create") {
+    const [name] = arity(rest, ["name"], "accounts create");
+    return { kind: "accounts.create", name: nonEmpty(name, "name") };
+  }
+  if (sub === "show") {
+    const [accountId] = arity(rest, ["account-id"], "accounts show");
+    return { kind: "accounts.show", accountId: nonEmpty(accountId, "account-id") };
+  }
+  throw new UsageError(sub === undefined ? "accounts: say create or show" : `unknown command: accounts ${sub}`);
+}
+
+function topupCommand(words: readonly string[], flags: Flags): Command {
+  allowFlags(flags, ["reference"], "topup");
+  const [accountId, amount] = arity(words, ["account-id", "amount-toman"], "topup");
+  const reference = stringFlag(flags, "reference");
+  if (reference === undefined) throw new UsageError("topup: --reference is required (it makes a repeated top-up harmless)");
+  return { kind: "topup", accountId: nonEmpty(accountId, "account-id"), amountToman: amountOf(amount), reference: nonEmpty(reference, "--reference") };
+}
+
+function keysCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === "create") {
+    allowFlags(flags, LIMIT_FLAGS, "keys create");
+    const [accountId, name] = arity(rest, ["account-id", "name"], "keys create");
+    return { kind: "keys.create", accountId: nonEmpty(accountId, "account-id"), name: nonEmpty(name, "name"), limits: limitsOf(flags, { noneAllowed: false }) };
+  }
+  if (sub === "limits") {
+    allowFlags(flags, LIMIT_FLAGS, "keys limits");
+    const [keyId] = arity(rest, ["key-id"], "keys limits");
+    const limits = limitsOf(flags, { noneAllowed: true });
+    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm or --tpm");
+    return { kind: "keys.limits", keyId: nonEmpty(keyId, "key-id"), limits };
+  }
+  if (sub === "revoke") {
+    allowFlags(flags, [], "keys revoke");
+    const [keyId] = arity(rest, ["key-id"], "keys revoke");
+    return { kind: "keys.revoke", keyId: nonEmpty(keyId, "key-id") };
+  }
+  throw new UsageError(sub === undefined ? "keys: say create, limits or revoke" : `unknown command: keys ${sub}`);
+}
+
+/** Refuses flags that the command does not take (the global ones are always allowed). */
+function allowFlags(flags: Flags, allowed: readonly string[], command: string): void {
+  for (const name of flags.keys()) {
+    if (!(GLOBAL_FLAGS as readonly string[]).includes(name) && !allowed.includes(name)) {
+      throw new UsageError(`${command} does not take --${name}`);
+    }
+  }
+}
+
+/** Exactly `names.length` positionals, or a usage error naming what is missing or extra. */
+function arity(words: readonly string[], names: readonly string[], command: string): string[] {
+  if (words.length < names.length) throw new UsageError(`${command}: missing <${names[words.length]}>`);
+  if (words.length > names.length) throw new UsageError(`${command}: unexpected argument: ${words[names.length]}`);
+  return [...words];
+}
+
+function nonEmpty(value: string | undefined, what: string): string {
+  const trimmed = value?.trim() ?? "";
+  if (trimmed === "") throw new UsageError(`${what} must not be empty`);
+  return trimmed;
+}
+
+function stringFlag(flags: Flags, name: string): string | undefined {
+  const value = flags.get(name);
+  return typeof value === "string" ? value : undefined;
+}
+
+function amountOf(text: string | undefined): string {
+  const amount = text?.trim() ?? "";
+  if (!AMOUNT_PATTERN.test(amount)) {
+    throw new UsageError(`amount-toman must be a whole number or a decimal with at most 6 decimals, not ${JSON.stringify(amount)}`);
+  }
+  if (AMOUNT_ZERO_PATTERN.test(amount)) throw new UsageError("amount-toman must be more than zero");
+  return amount;
+}
+
+function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInput {
+  const limits: KeyLimitsInput = {};
+  const concurrency = stringFlag(flags, "concurrency-max");
+  if (concurrency !== undefined) limits.concurrency_max = positiveInteger(concurrency, "--concurrency-max");
+  for (const name of ["rpm", "tpm"] as const) {
+    const value = stringFlag(flags, name);
+    if (value === undefined) continue;
+    if (value === "none" && !options.noneAllowed) throw new UsageError(`--${name} none: a new key has no ${name} limit unless you give one`);
+    limits[name] = value === "none" ? null : positiveInteger(value, `--${name}`);
+  }
+  return limits;
+}
+
+function positiveInteger(text: string, what: string): number {
+  const value = Number(text);
+  if (!/^[1-9]\d*$/.test(text) || !Number.isSafeInteger(value)) throw new UsageError(`${what} must be a positive whole number, not ${JSON.stringify(text)}`);
+  return value;
+}
+
+function urlOf(text: string): string {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`the gateway URL is not a URL: ${JSON.stringify(text)}`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);
+  return url.toString().replace(/\/+$/, "");
+}

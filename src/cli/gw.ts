@@ -1,0 +1,282 @@
+/**
+ * The operator CLI, `bun run gw <command>`: the admin HTTP API from a shell. It speaks HTTP to
+ * whichever node `--url` names, so it works the same against one process or any node of a
+ * cluster. Flow: parse and validate everything (args.ts) → one request → print the reply.
+ *
+ *   ADMIN_TOKEN=… bun run gw topup acct_1 500000 --reference invoice-42
+ *
+ * Exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached.
+ * The admin token goes only into the Authorization header; nothing here prints it.
+ */
+import { z } from "zod";
+import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
+
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+
+/** A CLI waits this long for a reply before saying the gateway cannot be reached. */
+const REQUEST_TIMEOUT_MS = 15_000;
+
+interface Call {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  path: string;
+  body?: unknown;
+}
+
+interface Output {
+  out: (text: string) => void;
+  err: (text: string) => void;
+}
+
+const errorReply = z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) });
+
+const wallet = {
+  balance_toman: z.string(),
+  held_toman: z.string(),
+  available_toman: z.string(),
+};
+
+const keyReply = z.object({
+  id: z.string(),
+  name: z.string(),
+  display: z.string(),
+  concurrency_max: z.number(),
+  rpm: z.number().nullable(),
+  tpm: z.number().nullable(),
+  revoked_at: z.string().nullable(),
+});
+
+const accountReply = z.object({ id: z.string(), name: z.string(), created_at: z.string(), ...wallet, keys: z.array(keyReply).optional() });
+const topupReply = z.object({ account_id: z.string(), reference: z.string(), amount_toman: z.string(), credited: z.boolean(), ...wallet });
+const createdKeyReply = keyReply.extend({ key: z.string() });
+
+const poolsReply = z.object({
+  data: z.array(
+    z.object({
+      model: z.string(),
+      backends: z.array(
+        z.object({
+          name: z.string(),
+          kind: z.string(),
+          region: z.string(),
+          weight: z.number().nullish(),
+          concurrency_max: z.number().nullish(),
+          in_flight: z.number(),
+          latency_ewma_ms: z.number(),
+          breaker: z.string(),
+          requests: z.number(),
+          failures: z.number(),
+        }),
+      ),
+    }),
+  ),
+});
+
+/**
+ * Runs one command line and returns the exit code; all printing goes through `output`.
+ * @example await runGw(["pools"], { GW_URL: "http://127.0.0.1:8080", ADMIN_TOKEN: "…" }) // 0
+ */
+export async function runGw(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, output: Output = consoleOutput): Promise<number> {
+  const parsed = parseInvocation(argv, env);
+  if (!parsed.ok) {
+    output.err(`error: ${parsed.error}\n\n${USAGE}`);
+    return EXIT.usage;
+  }
+  const { invocation } = parsed;
+  if (invocation.command.kind === "help") {
+    output.out(USAGE);
+    return EXIT.ok;
+  }
+  return execute(invocation, invocation.command, output);
+}
+
+async function execute(invocation: Invocation, command: Exclude<Command, { kind: "help" }>, output: Output): Promise<number> {
+  let response: Response;
+  let text: string;
+  try {
+    response = await send(invocation, callFor(command));
+    text = await response.text();
+  } catch (error) {
+    output.err(`error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`);
+    return EXIT.unreachable;
+  }
+  const reply = parseJson(text);
+  if (invocation.json && reply !== undefined) output.out(text);
+  if (!response.ok) {
+    output.err(refusalOf(response.status, reply));
+    return EXIT.refused;
+  }
+  if (invocation.json && reply !== undefined) return EXIT.ok;
+  const rendered = reply === undefined ? null : render(command, reply);
+  if (rendered === null) {
+    output.err(`error: unexpected reply from ${shownUrl(invocation.url)} (HTTP ${response.status}); is this a Darvaze gateway?`);
+    return EXIT.refused;
+  }
+  output.out(rendered);
+  return EXIT.ok;
+}
+
+function callFor(command: Exclude<Command, { kind: "help" }>): Call {
+  switch (command.kind) {
+    case "accounts.create":
+      return { method: "POST", path: "/admin/accounts", body: { name: command.name } };
+    case "accounts.show":
+      return { method: "GET", path: `/admin/accounts/${encodeURIComponent(command.accountId)}` };
+    case "topup":
+      return {
+        method: "POST",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/topups`,
+        body: { amount_toman: command.amountToman, reference: command.reference },
+      };
+    case "keys.create":
+      return { method: "POST", path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`, body: { name: command.name, ...command.limits } };
+    case "keys.limits":
+      return { method: "PATCH", path: `/admin/keys/${encodeURIComponent(command.keyId)}`, body: command.limits };
+    case "keys.revoke":
+      return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
+    case "pools":
+      return { method: "GET", path: "/admin/pools" };
+  }
+}
+
+function send(invocation: Invocation, call: Call): Promise<Response> {
+  const headers: Record<string, string> = { authorization: `Bearer ${invocation.token}` };
+  if (call.body !== undefined) headers["content-type"] = "application/json";
+  return fetch(invocation.url + call.path, {
+    method: call.method,
+    headers,
+    body: call.body === undefined ? undefined : JSON.stringify(call.body),
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
+}
+
+/** The formatted reply, or null when it is not the shape this command expects. */
+function render(command: Exclude<Command, { kind: "help" }>, reply: unknown): string | null {
+  switch (command.kind) {
+    case "accounts.create":
+      return renderWith(accountReply, reply, (a) => `account created\n${fields([["id", a.id], ["name", a.name], ["balance", `${a.balance_toman} toman`]])}`);
+    case "accounts.show":
+      return renderWith(accountReply, reply, renderAccount);
+    case "topup":
+      return renderWith(topupReply, reply, renderTopup);
+    case "keys.create":
+      return renderWith(createdKeyReply, reply, renderCreatedKey);
+    case "keys.limits":
+      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)]])}`);
+    case "keys.revoke":
+      return renderWith(keyReply, reply, (k) => `key revoked\n${fields([["id", k.id], ["name", k.name], ["revoked at", k.revoked_at ?? "-"]])}`);
+    case "pools":
+      return renderWith(poolsReply, reply, renderPools);
+  }
+}
+
+function renderWith<T>(schema: z.ZodType<T>, reply: unknown, format: (value: T) => string): string | null {
+  const parsed = schema.safeParse(reply);
+  return parsed.success ? format(parsed.data) : null;
+}
+
+function renderAccount(a: z.infer<typeof accountReply>): string {
+  const keys = a.keys ?? [];
+  const head = fields([
+    ["id", a.id],
+    ["name", a.name],
+    ["created", a.created_at],
+    ["balance", `${a.balance_toman} toman`],
+    ["held", `${a.held_toman} toman`],
+    ["available", `${a.available_toman} toman`],
+    ["keys", String(keys.length)],
+  ]);
+  if (keys.length === 0) return head;
+  const rows = keys.map((k) => [k.id, k.name, k.display, limitsText(k), k.revoked_at ? `revoked ${k.revoked_at}` : "active"]);
+  return `${head}\n${table([["ID", "NAME", "KEY", "LIMITS", "STATE"], ...rows], "  ")}`;
+}
+
+function renderTopup(t: z.infer<typeof topupReply>): string {
+  const head = t.credited
+    ? `credited ${t.amount_toman} toman to ${t.account_id}`
+    : `already credited: reference ${JSON.stringify(t.reference)} was used before for this amount; nothing changed`;
+  return `${head}\n${fields([["reference", t.reference], ["balance", `${t.balance_toman} toman`], ["available", `${t.available_toman} toman`]])}`;
+}
+
+function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
+  return [
+    "key created",
+    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)]]),
+    "",
+    `    ${k.key}`,
+    "",
+    "This key is shown only once: copy it now. The gateway keeps only a hash of it.",
+  ].join("\n");
+}
+
+function renderPools(p: z.infer<typeof poolsReply>): string {
+  if (p.data.length === 0) return "no pools";
+  const header = ["MODEL", "BACKEND", "KIND", "REGION", "WEIGHT", "IN FLIGHT", "LATENCY", "BREAKER", "REQUESTS", "FAILURES"];
+  const rows = p.data.flatMap((pool) =>
+    pool.backends.map((b) => [
+      pool.model,
+      b.name,
+      b.kind,
+      b.region,
+      String(b.weight ?? "-"),
+      `${b.in_flight}/${b.concurrency_max ?? "-"}`,
+      `${b.latency_ewma_ms} ms`,
+      b.breaker,
+      String(b.requests),
+      String(b.failures),
+    ]),
+  );
+  return table([header, ...rows], "");
+}
+
+function limitsText(k: { concurrency_max: number; rpm: number | null; tpm: number | null }): string {
+  return `concurrency ${k.concurrency_max}, rpm ${k.rpm ?? "none"}, tpm ${k.tpm ?? "none"}`;
+}
+
+/** `label  value` lines with the values aligned, indented by two spaces. */
+function fields(rows: readonly (readonly [string, string])[]): string {
+  const width = Math.max(...rows.map(([label]) => label.length));
+  return rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`).join("\n");
+}
+
+/** Rows of cells with every column padded to its widest cell. */
+function table(rows: readonly (readonly string[])[], indent: string): string {
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
+  return rows.map((row) => indent + row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()).join("\n");
+}
+
+function refusalOf(status: number, reply: unknown): string {
+  const parsed = errorReply.safeParse(reply);
+  if (!parsed.success) return `error: the gateway answered HTTP ${status} without an error body`;
+  return `error: ${parsed.data.error.message} (${parsed.data.error.code ?? `HTTP ${status}`})`;
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
+}
+
+function reasonOf(error: unknown): string {
+  if (error instanceof Error && error.name === "TimeoutError") return `no reply within ${REQUEST_TIMEOUT_MS / 1000} s`;
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : error instanceof Error ? error.message : String(error);
+}
+
+/** The URL without any user:password in it, for messages. */
+function shownUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = "";
+  parsed.password = "";
+  return parsed.toString().replace(/\/+$/, "");
+}
+
+const consoleOutput: Output = {
+  out: (text) => process.stdout.write(`${text}\n`),
+  err: (text) => process.stderr.write(`${text}\n`),
+};
+
+if (import.meta.main) {
+  process.exitCode = await runGw(process.argv.slice(2), process.env);
+}

@@ -1,0 +1,78 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ConfigError, loadConfig } from "./config.ts";
+
+const required = { ADMIN_TOKEN: "a".repeat(16), KEY_PEPPER: "p".repeat(32) };
+
+function problems(env: Record<string, string | undefined>): string[] {
+  try {
+    loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems;
+    throw error;
+  }
+  return [];
+}
+
+describe("environment", () => {
+  test("defaults", () => {
+    const { env, pools } = loadConfig(required);
+    expect(env).toMatchObject({ PORT: 8080, HOST: "127.0.0.1", DARVAZE_DATA: "./.darvaze", KEY_PREFIX: "sk-dvz-", ALLOWED_ORIGINS: [] });
+    expect(env.DATABASE_URL).toBeUndefined();
+    expect(env.NATS_URL).toBeUndefined();
+    expect(pools).toBeNull();
+  });
+
+  test("lists one problem per bad setting", () => {
+    const found = problems({ PORT: "http", ADMIN_TOKEN: "short", DATABASE_URL: "not a url" });
+    expect(found.some((p) => p.startsWith("PORT:"))).toBe(true);
+    expect(found.some((p) => p.startsWith("ADMIN_TOKEN:") && p.includes("16"))).toBe(true);
+    expect(found.some((p) => p.startsWith("KEY_PEPPER:"))).toBe(true);
+    expect(found.some((p) => p.startsWith("DATABASE_URL:"))).toBe(true);
+  });
+
+  test("allowed origins are a comma-separated list", () => {
+    expect(loadConfig({ ...required, ALLOWED_ORIGINS: "https://a.example, https://b.example" }).env.ALLOWED_ORIGINS).toEqual([
+      "https://a.example",
+      "https://b.example",
+    ]);
+  });
+});
+
+describe("pools file", () => {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-config-"));
+  const write = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const pools = JSON.stringify({
+    pools: {
+      "llama-3.3-70b-instruct": {
+        backends: [{ name: "gpu-1", kind: "openai", url: "http://10.0.0.5:8000/v1", api_key: "${GPU_KEY}", region: "in-country" }],
+      },
+    },
+  });
+
+  test("substitutes ${ENV} secrets and applies backend defaults", () => {
+    const { pools: file } = loadConfig({ ...required, DARVAZE_CONFIG: write("ok.json", pools), GPU_KEY: "s3cret" });
+    expect(file!.pools["llama-3.3-70b-instruct"]!.backends[0]).toMatchObject({ api_key: "s3cret", weight: 1, concurrency_max: 256 });
+  });
+
+  test("a missing secret variable is a problem naming it", () => {
+    expect(problems({ ...required, DARVAZE_CONFIG: write("missing.json", pools) })).toEqual([
+      "DARVAZE_CONFIG refers to ${GPU_KEY}, which is not set",
+    ]);
+  });
+
+  test("bad JSON, a bad backend and an unreadable file are problems", () => {
+    expect(problems({ ...required, DARVAZE_CONFIG: write("bad.json", "{") })[0]).toContain("not valid JSON");
+    const badBackend = JSON.stringify({ pools: { m: { backends: [{ name: "x", kind: "openai", url: "nope", region: "mars" }] } } });
+    const found = problems({ ...required, DARVAZE_CONFIG: write("backend.json", badBackend) });
+    expect(found.some((p) => p.includes("pools.m.backends.0.url"))).toBe(true);
+    expect(found.some((p) => p.includes("pools.m.backends.0.region"))).toBe(true);
+    expect(problems({ ...required, DARVAZE_CONFIG: join(dir, "absent.json") })[0]).toContain("cannot read");
+  });
+});

@@ -1,0 +1,77 @@
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { describeWith } from "../../test/services.ts";
+import { DataFolderLockedError, lockDataFolder, openDb, openPostgres } from "./client.ts";
+import { migrate, readMigrations } from "./migrate.ts";
+
+const folder = mkdtempSync(join(tmpdir(), "darvaze-db-"));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+test("the data folder lock refuses a second holder, naming the first", () => {
+  const unlock = lockDataFolder(folder);
+  try {
+    expect(() => lockDataFolder(folder)).toThrow(DataFolderLockedError);
+    expect(() => lockDataFolder(folder)).toThrow(`is in use by process ${process.pid}`);
+  } finally {
+    unlock();
+  }
+  lockDataFolder(folder)(); // free again after unlock
+});
+
+test("a lock left by a dead process is taken over", () => {
+  writeFileSync(join(folder, "lock"), "999999999");
+  const unlock = lockDataFolder(folder);
+  unlock();
+});
+
+test(
+  "migrations apply once; the database itself refuses overspend and over-posting",
+  async () => {
+    const database = await freshDatabase();
+    const db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+    try {
+      expect(await migrate(db)).toEqual(readMigrations().map((m) => m.tag));
+      expect(await migrate(db)).toEqual([]);
+      await db.rows(sql`INSERT INTO accounts (id, name) VALUES ('acc_1', 'a')`);
+      await db.rows(sql`INSERT INTO wallets (account_id, balance_micro) VALUES ('acc_1', 100)`);
+      // Holding more than the balance, bypassing every line of application code:
+      await expect(db.rows(sql`UPDATE wallets SET held_micro = 101 WHERE account_id = 'acc_1'`)).rejects.toThrow();
+      await expect(db.rows(sql`UPDATE wallets SET balance_micro = 99, held_micro = 100 WHERE account_id = 'acc_1'`)).rejects.toThrow();
+      await db.rows(sql`INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
+                        VALUES ('h1', 'acc_1', 'k', 'r', 50, 'pending', now())`);
+      await expect(db.rows(sql`UPDATE holds SET posted_micro = 51 WHERE id = 'h1'`)).rejects.toThrow();
+      await expect(db.rows(sql`INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+                         VALUES ('x', 'a', 'a', 5, 'usage')`)).rejects.toThrow();
+      const [wallet] = await db.rows<{ balance_micro: unknown; held_micro: unknown }>(sql`SELECT balance_micro, held_micro FROM wallets`);
+      expect([String(wallet!.balance_micro), String(wallet!.held_micro)]).toEqual(["100", "0"]);
+    } finally {
+      await db.close();
+      await database?.drop();
+    }
+  },
+  SETUP_MS_MAX,
+);
+
+describeWith(["postgres"], "migrations on PostgreSQL", (it) => {
+  it(
+    "four nodes starting at once migrate exactly once, under the advisory lock",
+    async () => {
+      const database = (await freshDatabase())!;
+      const nodes = await Promise.all([0, 1, 2, 3].map(() => openPostgres(database.url)));
+      try {
+        const applied = await Promise.all(nodes.map((db) => migrate(db)));
+        expect(applied.flat()).toEqual(readMigrations().map((m) => m.tag));
+        const [row] = await nodes[0]!.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM darvaze_migrations`);
+        expect(Number(row!.n)).toBe(readMigrations().length);
+      } finally {
+        await Promise.all(nodes.map((db) => db.close()));
+        await database.drop();
+      }
+    },
+    SETUP_MS_MAX,
+  );
+});

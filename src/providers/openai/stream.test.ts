@@ -1,0 +1,60 @@
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import type { StreamPiece } from "../types.ts";
+import { OpenAIStreamDecoder } from "./stream.ts";
+
+const fixture = (name: string) => readFileSync(new URL(`../../../test/fixtures/openai/${name}`, import.meta.url), "utf8");
+
+/** Feeds the text in pieces of `size` characters, as a network might deliver it. */
+function decode(text: string, size: number): StreamPiece {
+  const decoder = new OpenAIStreamDecoder();
+  const all: StreamPiece = { frames: [], done: false };
+  for (let i = 0; i < text.length; i += size) {
+    const piece = decoder.push(text.slice(i, i + size));
+    all.frames.push(...piece.frames);
+    all.usage = piece.usage ?? all.usage;
+    all.error = piece.error ?? all.error;
+    all.done ||= piece.done;
+  }
+  return all;
+}
+
+describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a time", (size) => {
+  test("relays every frame untouched, finds the usage-only chunk and the end", () => {
+    const text = fixture("basic-usage.sse");
+    const out = decode(text, size);
+    expect(out.done).toBe(true);
+    expect(out.frames).toHaveLength(6);
+    expect(out.frames.map((f) => `data: ${f.data}\n\n`).join("") + "data: [DONE]\n\n").toBe(text);
+    expect(out.frames.map((f) => f.usageOnly)).toEqual([false, false, false, false, false, true]);
+    expect(out.frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
+    expect(out.usage).toEqual({ inputTokens: 9, outputTokens: 7 });
+  });
+
+  test("counts tool-call arguments as delivered text", () => {
+    const out = decode(fixture("tool-calls.sse"), size);
+    expect(out.frames.map((f) => f.text).join("")).toBe('{"city":"Tehran"}');
+    expect(out.usage).toEqual({ inputTokens: 61, outputTokens: 15 });
+  });
+
+  test("turns an error event into a failure and keeps the frames before it", () => {
+    const out = decode(fixture("error-midstream.sse"), size);
+    expect(out.frames.map((f) => f.text).join("")).toBe("Once upon");
+    expect(out.error?.code).toBe("upstream_error");
+    expect(out.error?.message).toContain("The server had an error");
+    expect(out.done).toBe(false);
+  });
+
+  test("reads vLLM's continuous usage over CRLF lines and skips comments", () => {
+    const out = decode(fixture("vllm-continuous-usage.sse"), size);
+    expect(out.frames).toHaveLength(3);
+    expect(out.frames.every((f) => !f.usageOnly)).toBe(true);
+    expect(out.usage).toEqual({ inputTokens: 12, outputTokens: 2 });
+    expect(out.done).toBe(true);
+  });
+});
+
+test("a malformed chunk is a failure, not a crash", () => {
+  const out = new OpenAIStreamDecoder().push("data: {not json\n\n");
+  expect(out.error?.code).toBe("upstream_error");
+});

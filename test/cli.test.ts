@@ -1,0 +1,231 @@
+/**
+ * The operator CLI as operators run it: a real `bun run src/cli/gw.ts` process talking HTTP to a
+ * gateway started in this process. Each step feeds the next (account → top-up → key → limits →
+ * revoke), so the tests run in order and share the ids they create.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX } from "./helpers.ts";
+
+const repoRoot = `${import.meta.dir}/..`;
+const cliTimeoutMs = 20_000;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+let t: TestGateway;
+
+async function gw(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+  const child = Bun.spawn(["bun", "run", "src/cli/gw.ts", ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, GW_URL: t.url, ADMIN_TOKEN, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  return { code, stdout, stderr };
+}
+
+/** The value printed on the `label  value` line of human output. */
+function field(stdout: string, label: string): string {
+  const line = stdout.split("\n").find((l) => l.startsWith(`  ${label}  `));
+  if (!line) throw new Error(`no ${label} line in:\n${stdout}`);
+  return line.slice(label.length + 2).trim();
+}
+
+const credits = (key: string) => fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+
+beforeAll(async () => {
+  t = await startTestGateway();
+}, SETUP_MS_MAX);
+
+afterAll(async () => {
+  await t.stop();
+}, SETUP_MS_MAX);
+
+describe("bun run gw", () => {
+  let accountId = "";
+  let keyId = "";
+  let key = "";
+
+  test(
+    "accounts create prints the new account's id",
+    async () => {
+      const run = await gw(["accounts", "create", "Acme Ltd"]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      accountId = field(run.stdout, "id");
+      expect(accountId).toMatch(/\S+/);
+      expect(field(run.stdout, "balance")).toBe("0 toman");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "keys create on an unfunded account is refused (exit 1)",
+    async () => {
+      const run = await gw(["keys", "create", accountId, "too early"]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain("(wallet_not_funded)");
+      expect(run.stderr).toStartWith("error: ");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "topup credits once per reference; another amount under it is a conflict",
+    async () => {
+      const first = await gw(["topup", accountId, "1500000.5", "--reference", "invoice-1"]);
+      expect(first.code).toBe(0);
+      expect(first.stdout).toContain("credited 1500000.5 toman");
+      expect(field(first.stdout, "balance")).toBe("1500000.5 toman");
+
+      const again = await gw(["topup", accountId, "1500000.5", "--reference", "invoice-1"]);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain("already credited");
+      expect(field(again.stdout, "balance")).toBe("1500000.5 toman");
+
+      const other = await gw(["topup", accountId, "999", "--reference", "invoice-1"]);
+      expect(other.code).toBe(1);
+      expect(other.stderr).toContain("already used for another top-up");
+      expect(other.stderr).toContain("(idempotency_conflict)");
+
+      const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+      expect(account.body.balance_toman).toBe("1500000.5");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "keys create prints the key once, and the key works",
+    async () => {
+      const run = await gw(["keys", "create", accountId, "ci", "--concurrency-max", "3", "--rpm", "600"]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("shown only once");
+      expect(field(run.stdout, "limits")).toBe("concurrency 3, rpm 600, tpm none");
+      keyId = field(run.stdout, "id");
+      const keyLine = run.stdout.split("\n").find((l) => l.startsWith("    "));
+      key = keyLine?.trim() ?? "";
+      expect(key.length).toBeGreaterThan(20);
+
+      const reply = await credits(key);
+      expect(reply.status).toBe(200);
+      expect(((await reply.json()) as { balance_toman: string }).balance_toman).toBe("1500000.5");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "keys limits changes and lifts limits",
+    async () => {
+      const run = await gw(["keys", "limits", keyId, "--rpm", "none", "--tpm", "50000"]);
+      expect(run.code).toBe(0);
+      expect(field(run.stdout, "limits")).toBe("concurrency 3, rpm none, tpm 50000");
+      expect((await credits(key)).status).toBe(200);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "accounts show lists the balance and the key",
+    async () => {
+      const run = await gw(["accounts", "show", accountId]);
+      expect(run.code).toBe(0);
+      expect(field(run.stdout, "name")).toBe("Acme Ltd");
+      expect(field(run.stdout, "balance")).toBe("1500000.5 toman");
+      expect(field(run.stdout, "keys")).toBe("1");
+      expect(run.stdout).toContain(keyId);
+      expect(run.stdout).not.toContain(key);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "keys revoke stops the key at once",
+    async () => {
+      const run = await gw(["keys", "revoke", keyId]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("key revoked");
+      expect((await credits(key)).status).toBe(401);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "pools lists every model's backends",
+    async () => {
+      const run = await gw(["pools"]);
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("BACKEND");
+      const pools = await t.admin("GET", "/admin/pools");
+      for (const pool of pools.body.data as { model: string }[]) expect(run.stdout).toContain(pool.model);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "--json prints the reply as JSON",
+    async () => {
+      const show = await gw(["accounts", "show", accountId, "--json"]);
+      expect(show.code).toBe(0);
+      const account = JSON.parse(show.stdout) as { id: string; balance_micro_toman: string; keys: unknown[] };
+      expect(account.id).toBe(accountId);
+      expect(account.balance_micro_toman).toBe("1500000500000");
+      expect(account.keys).toHaveLength(1);
+
+      const pools = await gw(["--json", "pools"]);
+      expect((JSON.parse(pools.stdout) as { object: string }).object).toBe("list");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "a wrong admin token is refused (exit 1) and not printed",
+    async () => {
+      const wrong = "wrong-admin-token-9876543210";
+      const run = await gw(["pools"], { ADMIN_TOKEN: wrong });
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain("(admin_unauthorized)");
+      expect(run.stdout + run.stderr).not.toContain(wrong);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "an unknown account is refused (exit 1)",
+    async () => {
+      const run = await gw(["accounts", "show", "acct_missing"]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain("(not_found)");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "an unreachable gateway exits 3 naming the URL",
+    async () => {
+      const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+      const url = `http://127.0.0.1:${closed.port}`;
+      await closed.stop(true);
+      const run = await gw(["pools"], { GW_URL: url });
+      expect(run.code).toBe(3);
+      expect(run.stderr).toContain(`cannot reach the gateway at ${url}`);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "a usage error exits 2 with the usage and sends nothing",
+    async () => {
+      const run = await gw(["keys", "create", accountId, "ci", "--rpm", "0"]);
+      expect(run.code).toBe(2);
+      expect(run.stderr).toContain("--rpm must be a positive whole number");
+      expect(run.stderr).toContain("usage: bun run gw");
+      const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+      expect(account.body.keys).toHaveLength(1);
+    },
+    cliTimeoutMs,
+  );
+});

@@ -1,0 +1,77 @@
+/**
+ * `bun run demo` as a newcomer runs it: a fresh data folder, the embedded defaults, and the
+ * curl line it prints, run as printed. A second demo on the same folder must refuse to start.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const READY_MS_MAX = 60_000;
+const folder = mkdtempSync(join(tmpdir(), "darvaze-demo-"));
+const env: Record<string, string> = { ...(process.env as Record<string, string>), DARVAZE_DATA: folder, PORT: "0" };
+delete env.DATABASE_URL;
+delete env.NATS_URL;
+delete env.ADMIN_TOKEN;
+delete env.KEY_PEPPER;
+
+const demo = Bun.spawn(["bun", "run", "demo"], { cwd: join(import.meta.dir, ".."), env, stdout: "pipe", stderr: "pipe" });
+
+afterAll(() => {
+  demo.kill();
+  rmSync(folder, { recursive: true, force: true });
+});
+
+async function readUntil(stream: ReadableStream<Uint8Array>, marker: string, timeoutMs: number): Promise<string> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  const deadline = Date.now() + timeoutMs;
+  while (!text.includes(marker)) {
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) throw new Error(`demo printed no "${marker}" within ${timeoutMs} ms:\n${text}`);
+    const next = await Promise.race([reader.read(), Bun.sleep(remaining).then(() => null)]);
+    if (!next || next.done) throw new Error(`demo output ended before "${marker}":\n${text}`);
+    text += decoder.decode(next.value, { stream: true });
+  }
+  reader.releaseLock();
+  return text;
+}
+
+test(
+  "bun run demo prints a key that works with the curl it prints",
+  async () => {
+    const output = await readUntil(demo.stdout, "Press Ctrl+C", READY_MS_MAX);
+    const lines = output.split("\n");
+    const baseUrl = lines.find((l) => l.startsWith("export OPENAI_BASE_URL="))!.split("=")[1]!;
+    const key = lines.find((l) => l.startsWith("export OPENAI_API_KEY="))!.split("=")[1]!;
+    expect(baseUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v1$/);
+    expect(key).toMatch(/^sk-dvz-[0-9A-Za-z]{40}$/);
+
+    const curl = lines.find((l) => l.startsWith("curl -s") && l.includes("/chat/completions"))!;
+    const run = Bun.spawnSync(["sh", "-c", curl]);
+    expect(run.exitCode).toBe(0);
+    const reply = JSON.parse(run.stdout.toString()) as { object: string; choices: { message: { content: string } }[]; usage: { completion_tokens: number } };
+    expect(reply.object).toBe("chat.completion");
+    expect(reply.choices[0]!.message.content.length).toBeGreaterThan(0);
+    expect(reply.usage.completion_tokens).toBeGreaterThan(0);
+
+    const credits = lines.find((l) => l.startsWith("curl -s") && l.includes("/credits"))!;
+    const balance = JSON.parse(Bun.spawnSync(["sh", "-c", credits]).stdout.toString()) as { balance_micro_toman: string };
+    expect(BigInt(balance.balance_micro_toman)).toBeLessThan(1_000_000n * 1_000_000n);
+  },
+  READY_MS_MAX + 10_000,
+);
+
+test("a second process on the same data folder refuses to start, saying why", async () => {
+  const second = Bun.spawn(["bun", "run", "src/main.ts"], {
+    cwd: join(import.meta.dir, ".."),
+    env: { ...env, ADMIN_TOKEN: "x".repeat(16), KEY_PEPPER: "y".repeat(32) },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const code = await second.exited;
+  const stderr = await new Response(second.stderr).text();
+  expect(code).toBe(1);
+  expect(stderr).toContain(`the data folder ${folder} is in use by process`);
+});
