@@ -286,16 +286,19 @@ async function send(controller: ReadableStreamDirectController, frame: string): 
   return written > 0;
 }
 
+/** How long written chunks get to leave before an injected failure drops the connection. */
+const FAIL_FLUSH_MS = 25;
+
 /**
  * Drops the connection without the chunked terminator, as a crashing host would. Bun discards
- * bytes still buffered when a body source rejects, so the written chunks get one event-loop turn
- * to leave first. Rejecting with `undefined` (not an Error) keeps Bun from printing a stack trace
+ * bytes still buffered when a body source rejects, so the written chunks get `FAIL_FLUSH_MS` to
+ * leave first (one event-loop turn was not always enough on a busy core). Rejecting with `undefined` (not an Error) keeps Bun from printing a stack trace
  * for every injected failure.
  */
 async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
   exchange.finish("error", 200);
   controller.flush();
-  await new Promise<void>((resolve) => setImmediate(resolve));
+  await Bun.sleep(FAIL_FLUSH_MS);
   return Promise.reject(undefined);
 }
 
