@@ -21,12 +21,33 @@ export const admitTicket = z.object({
   requestId: z.string().min(1).max(128),
   model: z.string().min(1).max(256),
   reserveMicro: units,
+  /** Prompt bound + output budget, for tokens-per-minute limits. */
+  reserveTokens: z.number().int().nonnegative(),
+  /** The reserve came from an exact token count: the key actor may wait for money, then refuse. */
+  exact: z.boolean(),
 });
 export type AdmitTicket = z.infer<typeof admitTicket>;
 
+/** What the x-ratelimit-* headers report, for the limits the key has. */
+export const rateInfo = z.object({
+  limitRequests: z.number().int().optional(),
+  remainingRequests: z.number().int().optional(),
+  resetRequestsS: z.number().optional(),
+  limitTokens: z.number().int().optional(),
+  remainingTokens: z.number().int().optional(),
+  resetTokensS: z.number().optional(),
+});
+export type RateInfo = z.infer<typeof rateInfo>;
+
 export const admitReply = z.union([
-  z.object({ ok: z.literal(true), holdId: z.string() }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(true), holdId: z.string(), rate: rateInfo.optional() }),
+  z.object({
+    ok: z.literal(false),
+    failure,
+    /** The cheap reserve did not fit: ask again with an exact count. */
+    exactNeeded: z.boolean().optional(),
+    rate: rateInfo.optional(),
+  }),
 ]);
 export type AdmitReply = z.infer<typeof admitReply>;
 
@@ -34,6 +55,8 @@ export const settlement = z.object({
   keyId: z.string().min(1).max(64),
   requestId: z.string().min(1).max(128),
   holdId: z.string().min(1).max(128),
+  /** The admitted reserve: no more than this is charged. */
+  reserveMicro: units,
   model: z.string().min(1).max(256),
   operation: z.string().min(1).max(32),
   backend: z.string().max(64).nullable(),
@@ -55,6 +78,11 @@ export type SettleReply = z.infer<typeof settleReply>;
 
 export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };
 export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply };
+
+/** Asks every key actor of an account, on every node, to give back the unused part of its lease. */
+export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.string() });
+export type WalletRecall = z.infer<typeof walletRecall>;
+export const WALLET_RECALLS: Topic<WalletRecall> = { name: "wallet.recall", schema: walletRecall };
 
 export const keyEvent = z.object({
   keyId: z.string(),

@@ -25,6 +25,10 @@ export interface Subjects {
   keySettle(partition: number): string;
   /** Key revocations and limit changes, for every node. */
   keyEvents: string;
+  /** Lease recalls for a wallet that ran short, for every node. */
+  walletRecalls: string;
+  /** Price version changes (a new exchange rate), for every node. */
+  priceEvents: string;
 }
 
 export function subjects(prefix: string): Subjects {
@@ -38,5 +42,7 @@ export function subjects(prefix: string): Subjects {
     keyAdmit: (p) => `${base}.keys.${partition(p)}.admit`,
     keySettle: (p) => `${base}.keys.${partition(p)}.settle`,
     keyEvents: `${base}.events.keys`,
+    walletRecalls: `${base}.events.wallets`,
+    priceEvents: `${base}.events.prices`,
   };
 }

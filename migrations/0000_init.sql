@@ -13,6 +13,7 @@ CREATE TABLE "api_keys" (
 	"concurrency_max" integer NOT NULL,
 	"rpm" integer,
 	"tpm" integer,
+	"monthly_spend_cap_micro" bigint,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"revoked_at" timestamp with time zone,
 	CONSTRAINT "api_keys_hash_unique" UNIQUE("hash")
@@ -86,6 +87,7 @@ CREATE TABLE "usage_records" (
 	"request_id" text NOT NULL,
 	"account_id" text NOT NULL,
 	"key_id" text NOT NULL,
+	"hold_id" text NOT NULL,
 	"model" text NOT NULL,
 	"operation" text NOT NULL,
 	"backend" text,
@@ -99,7 +101,8 @@ CREATE TABLE "usage_records" (
 	"status" integer NOT NULL,
 	"duration_ms" integer NOT NULL,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
-	CONSTRAINT "usage_records_request_id_unique" UNIQUE("request_id")
+	CONSTRAINT "usage_records_request_id_unique" UNIQUE("request_id"),
+	CONSTRAINT "usage_records_billed_within_metered" CHECK ("usage_records"."billed_micro" >= 0 AND "usage_records"."billed_micro" <= "usage_records"."metered_micro")
 );
 --> statement-breakpoint
 CREATE TABLE "wallets" (
@@ -122,4 +125,5 @@ CREATE INDEX "holds_pending_deadline_idx" ON "holds" USING btree ("deadline") WH
 CREATE INDEX "ledger_transfers_debit_idx" ON "ledger_transfers" USING btree ("debit_account");--> statement-breakpoint
 CREATE INDEX "ledger_transfers_credit_idx" ON "ledger_transfers" USING btree ("credit_account");--> statement-breakpoint
 CREATE INDEX "usage_records_key_idx" ON "usage_records" USING btree ("key_id","created_at");--> statement-breakpoint
-CREATE INDEX "usage_records_account_idx" ON "usage_records" USING btree ("account_id","created_at");
+CREATE INDEX "usage_records_account_idx" ON "usage_records" USING btree ("account_id","created_at");--> statement-breakpoint
+CREATE INDEX "usage_records_hold_idx" ON "usage_records" USING btree ("hold_id");

@@ -4,7 +4,7 @@
  */
 import { KeyActorHost } from "../actors/key/host.ts";
 import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
-import { KEY_EVENTS } from "../actors/protocol.ts";
+import { KEY_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
 import { subjects as buildSubjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
 import { LocalBus } from "./bus/local.ts";
@@ -17,11 +17,11 @@ import { createApp } from "./http/app.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KeyStore } from "./keys/store.ts";
 import { expireHolds } from "./ledger/holds.ts";
+import { UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
-/** A hold not settled within this is voided by the sweeper (a crashed node's, or a lost settle). */
-export const HOLD_TTL_MS = 30 * 60_000;
+/** How often pending holds past their deadline (a crashed node's leases) are closed. */
 export const HOLD_SWEEP_INTERVAL_MS = 10_000;
 
 export interface Gateway {
@@ -74,7 +74,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 
     const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
-    const keyHost = new KeyActorHost({ db, keys, holdTtlMs: HOLD_TTL_MS, log: (event, fields) => log("warn", event, fields) });
+    const writer = new UsageWriter(db, log);
+    cleanups.push(() => writer.stop());
+    const keyHost = new KeyActorHost({ db, keys, writer, log }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+    cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
 
@@ -86,7 +89,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }, HOLD_SWEEP_INTERVAL_MS);
     cleanups.push(() => clearInterval(sweeper));
 
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, log };
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, log };
     const app = createApp(deps).listen({
       port: env.PORT,
       hostname: env.HOST,

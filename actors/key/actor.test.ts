@@ -3,7 +3,7 @@
  * connection (so every message crosses the broker and is validated on receipt).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ADMIT, SETTLE, type Settlement } from "../protocol.ts";
+import { ADMIT, SETTLE, WALLET_RECALLS, type Settlement } from "../protocol.ts";
 import { partitionOf, subjects as buildSubjects } from "../subjects.ts";
 import { KeyActorHost } from "./host.ts";
 import type { Bus } from "../../src/bus/bus.ts";
@@ -15,6 +15,8 @@ import { randomBase62 } from "../../src/ids.ts";
 import { KeyStore } from "../../src/keys/store.ts";
 import { createAccount, getWallet, topUp } from "../../src/ledger/wallets.ts";
 import { loadCatalog } from "../../src/catalog/catalog.ts";
+import { UsageWriter } from "../../src/ledger/usage.ts";
+import { silentLogger } from "../../src/log.ts";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { describeWith } from "../../test/services.ts";
 
@@ -24,6 +26,7 @@ interface Rig {
   client: Bus;
   subjects: ReturnType<typeof buildSubjects>;
   keys: KeyStore;
+  writer: UsageWriter;
   accountId: string;
   keyId: string;
   stop(): Promise<void>;
@@ -40,7 +43,8 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   const { record } = await keys.create(account.id, "k", { concurrencyMax: 2 });
   const { server, client } = await buses();
   const subjects = buildSubjects(`t${randomBase62(8)}`);
-  const host = new KeyActorHost({ db, keys, holdTtlMs: 60_000 });
+  const writer = new UsageWriter(db, silentLogger);
+  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
   const unserve = host.serve(server, subjects);
   return {
     db,
@@ -48,10 +52,12 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
     client,
     subjects,
     keys,
+    writer,
     accountId: account.id,
     keyId: record.id,
     async stop() {
       unserve();
+      await writer.stop();
       await client.close();
       if (server !== client) await server.close();
       await db.close();
@@ -60,11 +66,12 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   };
 }
 
-function settlementFor(r: Rig, holdId: string, requestId: string, outputUnits: bigint): Settlement {
+function settlementFor(r: Rig, holdId: string, requestId: string, outputUnits: bigint, reserveMicro = 1_000_000n): Settlement {
   return {
     keyId: r.keyId,
     requestId,
     holdId,
+    reserveMicro,
     model: "gpt-4o-mini",
     operation: "chat",
     backend: "b1",
@@ -85,40 +92,75 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
   }, SETUP_MS_MAX);
   afterAll(async () => r.stop(), SETUP_MS_MAX);
 
-  const admit = (requestId: string, reserveMicro: bigint) =>
-    r.client.request(ADMIT, r.subjects.keyAdmit(partitionOf(r.keyId)), { keyId: r.keyId, requestId, model: "gpt-4o-mini", reserveMicro });
+  const admit = (requestId: string, reserveMicro: bigint, exact = false) =>
+    r.client.request(ADMIT, r.subjects.keyAdmit(partitionOf(r.keyId)), {
+      keyId: r.keyId,
+      requestId,
+      model: "gpt-4o-mini",
+      reserveMicro,
+      reserveTokens: 100,
+      exact,
+    });
   const settle = (s: Settlement) => r.client.request(SETTLE, r.subjects.keySettle(partitionOf(r.keyId)), s);
+  const wallet = async () => {
+    await r.writer.flush();
+    return getWallet(r.db, r.accountId);
+  };
 
-  it(`${name}: admit holds the reserve, settle posts the cost and releases the rest`, async () => {
+  it(`${name}: admit leases what the wallet has; settle charges min(cost, reserve) from the lease`, async () => {
     const admitted = await admit("r1", 700_000n);
     expect(admitted.ok).toBe(true);
     if (!admitted.ok) return;
-    expect(await getWallet(r.db, r.accountId)).toEqual({ balanceMicro: 1_000_000n, heldMicro: 700_000n });
-    // 10 × 13,500 + 20 × 54,000 = 135,000 + 1,080,000 — more than the hold: capped at 700,000.
-    const settled = await settle(settlementFor(r, admitted.holdId, "r1", 20n));
+    // The lease wanted 10 toman; the wallet had 1, so the lease took all of it.
+    expect(await wallet()).toEqual({ balanceMicro: 1_000_000n, heldMicro: 1_000_000n });
+    // 10 × 13,500 + 20 × 54,000 = 1,215,000 metered, more than the reserve: 700,000 charged.
+    const settled = await settle(settlementFor(r, admitted.holdId, "r1", 20n, 700_000n));
     expect(settled).toEqual({ ok: true, billedMicro: 700_000n, meteredMicro: 1_215_000n });
-    expect(await getWallet(r.db, r.accountId)).toEqual({ balanceMicro: 300_000n, heldMicro: 0n });
+    expect(await wallet()).toEqual({ balanceMicro: 300_000n, heldMicro: 300_000n });
+    await r.host.releaseAll();
+    expect(await wallet()).toEqual({ balanceMicro: 300_000n, heldMicro: 0n });
   });
 
   it(`${name}: a retried settle posts once`, async () => {
     const admitted = await admit("r2", 200_000n);
     if (!admitted.ok) throw new Error("not admitted");
-    const s = settlementFor(r, admitted.holdId, "r2", 1n); // 135,000 + 54,000 = 189,000
+    const s = settlementFor(r, admitted.holdId, "r2", 1n, 200_000n); // 135,000 + 54,000 = 189,000
     expect(await settle(s)).toEqual({ ok: true, billedMicro: 189_000n, meteredMicro: 189_000n });
-    expect(await settle(s)).toEqual({ ok: true, billedMicro: 0n, meteredMicro: 189_000n });
-    expect(await getWallet(r.db, r.accountId)).toEqual({ balanceMicro: 111_000n, heldMicro: 0n });
+    await settle(s);
+    await r.host.releaseAll();
+    expect(await wallet()).toEqual({ balanceMicro: 111_000n, heldMicro: 0n });
   });
 
-  it(`${name}: a reserve above the available balance is refused with insufficient_quota`, async () => {
-    const refused = await admit("r3", 111_001n);
-    expect(refused.ok).toBe(false);
-    if (refused.ok) return;
-    expect(refused.failure.code).toBe("insufficient_quota");
-    expect(refused.failure.message).toContain("0.111 toman is available");
+  it(`${name}: a cheap reserve that does not fit asks for an exact count; an exact one is refused`, async () => {
+    const cheap = await admit("r3", 111_001n);
+    expect(cheap.ok ? null : [cheap.failure.code, cheap.exactNeeded]).toEqual(["insufficient_quota", true]);
+    const exact = await admit("r3", 111_001n, true);
+    expect(exact.ok ? null : [exact.failure.code, exact.exactNeeded]).toEqual(["insufficient_quota", false]);
+    if (exact.ok) return;
+    expect(exact.failure.message).toContain("0.111 toman is available");
     expect(r.host.inFlight(r.keyId)).toBe(0);
   });
 
+  it(`${name}: an exact admission waits for money held by a request in flight`, async () => {
+    const first = await admit("w1", 111_000n); // holds the whole wallet
+    if (!first.ok) throw new Error("not admitted");
+    const second = admit("w2", 50_000n, true);
+    await Bun.sleep(50);
+    expect(r.host.inFlight(r.keyId)).toBe(2); // still waiting, slot taken
+    // The first used 2 input tokens: 27,000 charged, 84,000 of its reserve comes back.
+    await settle({ ...settlementFor(r, first.holdId, "w1", 0n, 111_000n), inputUnits: 2n });
+    const got = await second;
+    expect(got.ok).toBe(true);
+    if (!got.ok) return;
+    await settle({ ...settlementFor(r, got.holdId, "w2", 0n, 50_000n), inputUnits: 0n });
+    await r.host.releaseAll();
+    expect(await wallet()).toEqual({ balanceMicro: 84_000n, heldMicro: 0n });
+    const broke = await admit("w3", 84_001n, true);
+    expect(broke.ok ? null : broke.failure.code).toBe("insufficient_quota");
+  });
+
   it(`${name}: the third concurrent admission over concurrency_max 2 gets 429, and slots come back`, async () => {
+    await topUp(r.db, r.accountId, 10_000_000n, "more");
     const a = await admit("c1", 1n);
     const b = await admit("c2", 1n);
     const c = await admit("c3", 1n);
@@ -126,8 +168,8 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     if (c.ok || !a.ok || !b.ok) return;
     expect(c.failure.code).toBe("concurrency_limit_exceeded");
     expect(c.failure.retryAfterS).toBe(1);
-    await settle(settlementFor(r, a.holdId, "c1", 0n));
-    await settle(settlementFor(r, b.holdId, "c2", 0n));
+    await settle(settlementFor(r, a.holdId, "c1", 0n, 1n));
+    await settle(settlementFor(r, b.holdId, "c2", 0n, 1n));
     expect(r.host.inFlight(r.keyId)).toBe(0);
     expect((await admit("c4", 1n)).ok).toBe(true);
   });

@@ -1,106 +1,399 @@
 /**
- * The key actor: one per API key, owning its concurrency slots and its holds.
+ * The key actor: one per API key, owning its concurrency slots, its per-minute windows and its
+ * leases (holds that admit many requests without touching the wallet row each time).
  *
- *   admit(ticket):  take a slot (429 when all `concurrencyMax` are taken), then place a hold of
- *                   the ticket's reserve with one conditional UPDATE (402 when the wallet's
- *                   available balance does not cover it). The slot is held until settle.
- *   settle(s):      post the actual cost from the hold, release the rest, write the usage
- *                   record (one transaction), then free the slot, whatever the outcome.
+ *   admit(ticket):  slot (429) → requests/tokens per minute (429) → monthly cap (402) → money:
+ *                   take the reserve from the current lease in memory; when it has no room, give
+ *                   its slack back and open a new lease of LEAST(desired, available) ≥ reserve.
+ *                   When the wallet cannot cover the cheap reserve, the edge asks again with an
+ *                   exact count; when it cannot cover that either, the actor recalls every
+ *                   lease of the wallet and waits (bounded) while any money is still held
+ *                   somewhere, and refuses (402) only once nothing is held that could come back.
+ *   settle(s):      charge = min(metered, reserve) from the request's lease, appended to the
+ *                   usage writer (group commit posts it), slot freed, lease closed once retired
+ *                   and drained.
  *
- * Invariant: open holds ≤ concurrencyMax at every moment, because the slot is taken before the
- * first await and given back exactly once per hold. Money does not depend on this actor being
- * unique: the database refuses any hold the wallet cannot cover.
+ * Invariants: slots in use ≤ concurrencyMax; for every lease, consumed + outstanding ≤ amount,
+ * so posts never exceed the hold; admission stops at a lease's cut-off (its deadline minus a
+ * margin, on the monotonic clock) and whenever the usage writer is failing.
  */
-import type { AdmitReply, AdmitTicket, SettleReply, Settlement } from "../protocol.ts";
+import { sql } from "drizzle-orm";
+import type { AdmitReply, AdmitTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
-import { placeHold, settleHold } from "../../src/ledger/holds.ts";
-import { getWallet } from "../../src/ledger/wallets.ts";
+import { closeHold, openHold, shrinkHold } from "../../src/ledger/holds.ts";
+import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import type { Logger } from "../../src/log.ts";
+import { MinuteWindow } from "./window.ts";
+
+/** A lease's hold lives this long; past it the sweeper closes it (the node died). */
+export const LEASE_TTL_MS = 10 * 60_000;
+/** Admission from a lease stops this long before its deadline, so admitted requests can finish. */
+export const LEASE_ADMIT_MARGIN_MS = 5 * 60_000;
+/** A lease is sized to cover this many seconds of the key's recent spend… */
+export const LEASE_HORIZON_S = 10;
+/** …and at least this many reserves of the current size… */
+export const LEASE_RESERVES_MIN = 8;
+/** …within these bounds. */
+export const LEASE_MICRO_MIN = 10_000_000n; // 10 toman
+export const LEASE_MICRO_MAX = 100_000_000_000n; // 100,000 toman
+/** A wallet that could not fill a lease stays in per-request mode this long. */
+export const LOW_BALANCE_MS = 5_000;
+/** Longest an admission waits for money held elsewhere to come back. */
+export const ADMIT_WAIT_MS_MAX = 3_000;
+/** Between two attempts to open a hold while waiting for money. */
+export const ADMIT_RETRY_MS = 25;
+const SPEND_HALF_LIFE_MS = 10_000;
 
 export interface KeyActorDeps {
   db: Db;
   keys: KeyStore;
-  /** A hold not settled within this is voided by the sweeper and can no longer be posted. */
-  holdTtlMs: number;
-  log?: (event: string, fields: Record<string, unknown>) => void;
+  writer: UsageWriter;
+  /** Asks every node to recall the account's leases, except the asking key's. */
+  recall: (accountId: string, fromKeyId: string) => void;
+  log: Logger;
+  nowMs?: () => number;
 }
 
-/** Attempts for a settlement that fails on a database error, with doubling backoff. */
-export const SETTLE_ATTEMPTS_MAX = 4;
-const SETTLE_BACKOFF_MS_FIRST = 50;
+interface Lease {
+  holdId: string;
+  amount: bigint;
+  consumed: bigint;
+  outstanding: bigint;
+  cutoffMs: number;
+  admitting: boolean;
+  closing: boolean;
+}
+
+interface Admission {
+  lease: Lease | null;
+  reserve: bigint;
+  tokens: number;
+}
 
 export class KeyActor {
-  /** holdId → the ticket's request id; its size is the number of slots in use. */
-  private readonly open = new Map<string, string>();
+  private readonly admissions = new Map<string, Admission>();
+  private readonly leases = new Set<Lease>();
+  private current: Lease | null = null;
+  private opening: Promise<unknown> | null = null;
+  private lowBalanceUntilMs = 0;
+  /** Set when an open failed with nothing held anywhere: waiters since then are refused. */
+  private dryAtMs = -1;
+  private readonly requestWindow: MinuteWindow;
+  private readonly tokenWindow: MinuteWindow;
+  private spendRate = 0; // micro-toman per second, decaying
+  private spendAtMs = 0;
+  private month: { key: string; spent: bigint } | null = null;
+  private changed = Promise.withResolvers<void>();
+  lastUseMs: number;
 
   constructor(
     readonly keyId: string,
     private readonly deps: KeyActorDeps,
-  ) {}
+  ) {
+    this.requestWindow = new MinuteWindow(() => Date.now());
+    this.tokenWindow = new MinuteWindow(() => Date.now());
+    this.lastUseMs = this.now();
+  }
+
+  private now(): number {
+    return this.deps.nowMs?.() ?? performance.now();
+  }
 
   get inFlight(): number {
-    return this.open.size;
+    return this.admissions.size;
+  }
+
+  /** Money this actor holds but has not committed to a request (tests and metrics). */
+  get slackMicro(): bigint {
+    let slack = 0n;
+    for (const lease of this.leases) slack += lease.amount - lease.consumed - lease.outstanding;
+    return slack;
+  }
+
+  private signal(): void {
+    this.changed.resolve();
+    this.changed = Promise.withResolvers<void>();
   }
 
   async admit(ticket: AdmitTicket, key: KeyRecord): Promise<AdmitReply> {
-    if (this.open.size >= key.concurrencyMax) {
+    this.lastUseMs = this.now();
+    if (this.admissions.has(ticket.requestId)) {
+      return refuse(fail("invalid_request", `Request ${ticket.requestId} was already admitted.`));
+    }
+    if (this.admissions.size >= key.concurrencyMax) {
       return refuse(
-        fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, {
-          retryAfterS: 1,
-        }),
+        fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 }),
       );
     }
-    const holdId = newId("hold");
-    this.open.set(holdId, ticket.requestId);
+    const limited = this.checkRates(key, ticket.reserveTokens);
+    if (limited) return limited;
+    if (!this.deps.writer.accepting) {
+      return refuse(fail("service_unavailable", "Billing is unavailable right now; try again shortly.", { retryAfterS: 1 }));
+    }
+    const capped = await this.checkMonthlyCap(key, ticket.reserveMicro);
+    if (capped) return refuse(capped);
+    // The slot is taken before the first await on money, so the limit holds under concurrency.
+    const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens };
+    this.admissions.set(ticket.requestId, admission);
     try {
-      const placed = await placeHold(this.deps.db, {
-        holdId,
-        accountId: key.accountId,
-        keyId: key.id,
-        requestId: ticket.requestId,
-        amountMicro: ticket.reserveMicro,
-        ttlMs: this.deps.holdTtlMs,
-      });
-      if (placed) return { ok: true, holdId };
-      this.open.delete(holdId);
-      return refuse(await this.insufficient(key.accountId, ticket.reserveMicro));
+      const got = await this.reserve(admission, key, ticket.exact);
+      if ("code" in got) {
+        this.admissions.delete(ticket.requestId);
+        return { ok: false, failure: got, exactNeeded: !ticket.exact && got.code === "insufficient_quota" };
+      }
+      this.requestWindow.add(1);
+      this.tokenWindow.add(ticket.reserveTokens);
+      return { ok: true, holdId: got.holdId, rate: this.rateInfo(key) };
     } catch (error) {
-      this.open.delete(holdId);
-      this.deps.log?.("admit_failed", { keyId: key.id, error: (error as Error).message });
+      this.admissions.delete(ticket.requestId);
+      this.deps.log("error", "admit_failed", { keyId: key.id, error: (error as Error).message });
       return refuse(fail("service_unavailable", "The billing database is unavailable; try again shortly.", { retryAfterS: 1 }));
     }
   }
 
-  private async insufficient(accountId: string, reserveMicro: bigint): Promise<Failure> {
-    const wallet = await getWallet(this.deps.db, accountId);
-    const available = wallet ? wallet.balanceMicro - wallet.heldMicro : 0n;
+  private checkRates(key: KeyRecord, tokens: number): AdmitReply | null {
+    if (key.rpm !== null && this.requestWindow.used() + 1 > key.rpm) {
+      const retryAfterS = this.requestWindow.secondsUntilFree(1, key.rpm);
+      return { ok: false, failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }), rate: this.rateInfo(key) };
+    }
+    if (key.tpm !== null && this.tokenWindow.used() + tokens > key.tpm) {
+      if (tokens > key.tpm) {
+        return refuse(fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, { param: "max_tokens" }));
+      }
+      const retryAfterS = this.tokenWindow.secondsUntilFree(tokens, key.tpm);
+      return { ok: false, failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }), rate: this.rateInfo(key) };
+    }
+    return null;
+  }
+
+  private rateInfo(key: KeyRecord): RateInfo | undefined {
+    if (key.rpm === null && key.tpm === null) return undefined;
+    const info: RateInfo = {};
+    if (key.rpm !== null) {
+      const used = this.requestWindow.used();
+      Object.assign(info, { limitRequests: key.rpm, remainingRequests: Math.max(0, key.rpm - used), resetRequestsS: used > 0 ? this.requestWindow.secondsUntilFree(0, used - 1) : 0 });
+    }
+    if (key.tpm !== null) {
+      const used = Math.ceil(this.tokenWindow.used());
+      Object.assign(info, { limitTokens: key.tpm, remainingTokens: Math.max(0, key.tpm - used), resetTokensS: used > 0 ? this.tokenWindow.secondsUntilFree(0, used - 1) : 0 });
+    }
+    return info;
+  }
+
+  private async checkMonthlyCap(key: KeyRecord, reserve: bigint): Promise<Failure | null> {
+    if (key.monthlySpendCapMicro === null) return null;
+    const month = await this.monthSpent();
+    let outstanding = 0n;
+    for (const a of this.admissions.values()) outstanding += a.reserve;
+    if (month.spent + outstanding + reserve <= key.monthlySpendCapMicro) return null;
     return fail(
       "insufficient_quota",
-      `Insufficient balance: this request needs up to ${microToToman(reserveMicro)} toman and ` +
-        `${microToToman(available)} toman is available. Top up the wallet, or lower max_tokens.`,
+      `This key's monthly spend cap of ${microToToman(key.monthlySpendCapMicro)} toman would be exceeded ` +
+        `(spent ${microToToman(month.spent)} toman this month).`,
     );
   }
 
-  async settle(s: Settlement): Promise<SettleReply> {
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          const settled = await settleHold(this.deps.db, s);
-          return { ok: true, billedMicro: settled.billedMicro, meteredMicro: settled.meteredMicro };
-        } catch (error) {
-          this.deps.log?.("settle_failed", { keyId: s.keyId, requestId: s.requestId, attempt, error: (error as Error).message });
-          if (attempt >= SETTLE_ATTEMPTS_MAX) {
-            return refuse(fail("service_unavailable", "The billing database is unavailable; the hold will expire."));
-          }
-          await Bun.sleep(SETTLE_BACKOFF_MS_FIRST * 2 ** (attempt - 1));
-        }
+  private async monthSpent(): Promise<{ key: string; spent: bigint }> {
+    const monthKey = new Date().toISOString().slice(0, 7);
+    if (this.month?.key === monthKey) return this.month;
+    const [row] = await this.deps.db.rows<{ spent: unknown }>(sql`
+      SELECT coalesce(sum(billed_micro), 0) AS spent FROM usage_records
+      WHERE key_id = ${this.keyId} AND created_at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`);
+    // Charges still in the usage writer are missing here (at most USAGE_FLUSH_MS_MAX of them);
+    // from now on settle() adds each charge as it happens.
+    this.month = { key: monthKey, spent: BigInt(String(row?.spent ?? 0)) };
+    return this.month;
+  }
+
+  private room(lease: Lease): bigint {
+    return lease.amount - lease.consumed - lease.outstanding;
+  }
+
+  private take(lease: Lease, admission: Admission): { holdId: string } {
+    lease.outstanding += admission.reserve;
+    admission.lease = lease;
+    return { holdId: lease.holdId };
+  }
+
+  private leaseSize(reserve: bigint): bigint {
+    if (this.now() < this.lowBalanceUntilMs) return reserve;
+    const elapsedS = Math.max(0, (this.now() - this.spendAtMs) / 1000);
+    const rate = this.spendRate * 0.5 ** ((elapsedS * 1000) / SPEND_HALF_LIFE_MS);
+    let size = BigInt(Math.ceil(rate * LEASE_HORIZON_S));
+    if (size < reserve * BigInt(LEASE_RESERVES_MIN)) size = reserve * BigInt(LEASE_RESERVES_MIN);
+    if (size < LEASE_MICRO_MIN) size = LEASE_MICRO_MIN;
+    if (size > LEASE_MICRO_MAX) size = LEASE_MICRO_MAX;
+    return size < reserve ? reserve : size;
+  }
+
+  private async reserve(admission: Admission, key: KeyRecord, exact: boolean): Promise<{ holdId: string } | Failure> {
+    const startedMs = this.now();
+    for (;;) {
+      if (exact && this.dryAtMs >= startedMs) return this.insufficient(admission.reserve, 0n);
+      const lease = this.current;
+      if (lease && lease.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
+        return this.take(lease, admission);
       }
-    } finally {
-      this.open.delete(s.holdId);
+      if (this.opening) {
+        await this.opening;
+        continue;
+      }
+      const opened = this.openLease(admission, key);
+      this.opening = opened;
+      let result: Awaited<typeof opened>;
+      try {
+        result = await opened;
+      } finally {
+        this.opening = null;
+      }
+      if (result.opened) return { holdId: admission.lease!.holdId };
+      const available = result.balanceMicro - result.heldMicro;
+      // Not even the cheap bound fits: let the edge count exactly before anyone waits.
+      if (!exact) return this.insufficient(admission.reserve, available);
+      if (result.heldMicro === 0n) this.dryAtMs = this.now();
+      if (this.dryAtMs >= startedMs || this.now() - startedMs >= ADMIT_WAIT_MS_MAX) {
+        return this.insufficient(admission.reserve, available);
+      }
+      // Money is held somewhere (in flight here, or in another key's or node's lease):
+      // recall it and wait for it to come back.
+      this.deps.recall(key.accountId, this.keyId);
+      await Promise.race([this.changed.promise, Bun.sleep(ADMIT_RETRY_MS)]);
     }
+  }
+
+  /** Opens a new current lease and takes the admission's reserve from it before anything else can. */
+  private async openLease(admission: Admission, key: KeyRecord) {
+    const reserve = admission.reserve;
+    if (this.current) await this.retire(this.current);
+    const desired = this.leaseSize(reserve);
+    const holdId = newId("hold");
+    const result = await openHold(this.deps.db, {
+      holdId,
+      accountId: key.accountId,
+      keyId: key.id,
+      label: "lease",
+      minMicro: reserve,
+      desiredMicro: desired,
+      ttlMs: LEASE_TTL_MS,
+    });
+    if (result.opened) {
+      const lease: Lease = {
+        holdId,
+        amount: result.amountMicro,
+        consumed: 0n,
+        outstanding: 0n,
+        cutoffMs: this.now() + LEASE_TTL_MS - LEASE_ADMIT_MARGIN_MS,
+        admitting: true,
+        closing: false,
+      };
+      this.leases.add(lease);
+      this.current = lease;
+      this.take(lease, admission);
+      if (result.amountMicro < desired) {
+        // The wallet is nearly empty: lease no more than each request needs from now on, and
+        // have the other leases of this wallet give their slack back.
+        this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+        this.deps.recall(key.accountId, this.keyId);
+      }
+    }
+    return result;
+  }
+
+  private insufficient(reserve: bigint, available: bigint): Failure {
+    return fail(
+      "insufficient_quota",
+      `Insufficient balance: this request needs up to ${microToToman(reserve)} toman and ` +
+        `${microToToman(available < 0n ? 0n : available)} toman is available. Top up the wallet, or lower max_tokens.`,
+    );
+  }
+
+  /** Stops admitting from a lease, gives its slack back, and closes it once drained. */
+  async retire(lease: Lease): Promise<void> {
+    if (this.current === lease) this.current = null;
+    lease.admitting = false;
+    const slack = this.room(lease);
+    if (slack > 0n) {
+      lease.amount -= slack; // before the await: concurrent admissions see no room
+      if (!(await shrinkHold(this.deps.db, lease.holdId, slack))) lease.amount += slack;
+    }
+    if (lease.outstanding === 0n) await this.close(lease);
+    this.signal();
+  }
+
+  private async close(lease: Lease): Promise<void> {
+    if (lease.closing) return;
+    lease.closing = true;
+    try {
+      // Every charge of this lease must be posted before the hold is final.
+      await this.deps.writer.flush();
+      await closeHold(this.deps.db, lease.holdId);
+      this.leases.delete(lease);
+    } catch (error) {
+      lease.closing = false;
+      this.deps.log("error", "lease_close_failed", { keyId: this.keyId, holdId: lease.holdId, error: (error as Error).message });
+    }
+    this.signal();
+  }
+
+  /** Gives back every lease's slack (a wallet recall, idleness, shutdown). */
+  async release(): Promise<void> {
+    for (const lease of [...this.leases]) {
+      if (lease.admitting) await this.retire(lease);
+      else if (lease.outstanding === 0n) await this.close(lease);
+    }
+    this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+  }
+
+  async settle(s: Settlement, accountId: string): Promise<SettleReply> {
+    const admission = this.admissions.get(s.requestId);
+    const reserve = admission?.reserve ?? s.reserveMicro;
+    const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
+    const billed = metered < reserve ? metered : reserve;
+    this.deps.writer.append({
+      requestId: s.requestId,
+      accountId,
+      keyId: s.keyId,
+      holdId: s.holdId,
+      model: s.model,
+      operation: s.operation,
+      backend: s.backend,
+      priceVersionId: s.priceVersionId,
+      inputUnits: s.inputUnits,
+      outputUnits: s.outputUnits,
+      inputPricePer1m: s.inputPricePer1m,
+      outputPricePer1m: s.outputPricePer1m,
+      meteredMicro: metered,
+      billedMicro: billed,
+      status: s.status,
+      durationMs: s.durationMs,
+    });
+    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits));
+    if (admission) {
+      this.admissions.delete(s.requestId);
+      const lease = admission.lease;
+      if (lease) {
+        lease.outstanding -= admission.reserve;
+        lease.consumed += billed;
+        if (!lease.admitting && lease.outstanding === 0n) void this.close(lease);
+      }
+    }
+    this.lastUseMs = this.now();
+    this.signal();
+    return { ok: true, billedMicro: billed, meteredMicro: metered };
+  }
+
+  private recordSpend(billed: bigint, admission: Admission | undefined, tokens: number): void {
+    const now = this.now();
+    const decay = 0.5 ** ((now - this.spendAtMs) / SPEND_HALF_LIFE_MS);
+    this.spendRate = this.spendRate * decay + (Number(billed) * Math.LN2 * 1000) / SPEND_HALF_LIFE_MS;
+    this.spendAtMs = now;
+    if (this.month) this.month.spent += billed;
+    // Tokens per minute count what was used, not what was reserved.
+    if (admission) this.tokenWindow.add(tokens - admission.tokens);
   }
 }
 

@@ -1,21 +1,45 @@
 /**
  * Hosts the key actors of the partitions this node serves, behind the bus. A request for a key
  * is routed by partition (`subjects.keyAdmit(partitionOf(keyId))`); on one node every partition
- * is served here, so every admission is an in-process call. Idle actors are dropped when there
- * are more than `KEY_ACTORS_MAX`.
+ * is served here, so every admission is an in-process call. The host also answers wallet
+ * recalls (every actor of the account gives its lease slack back), returns idle actors' leases,
+ * and drops idle actors when there are more than `KEY_ACTORS_MAX`.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { fail } from "../../src/errors.ts";
-import { ADMIT, SETTLE, type AdmitReply, type AdmitTicket, type SettleReply, type Settlement } from "../protocol.ts";
+import {
+  ADMIT,
+  SETTLE,
+  WALLET_RECALLS,
+  type AdmitReply,
+  type AdmitTicket,
+  type SettleReply,
+  type Settlement,
+  type WalletRecall,
+} from "../protocol.ts";
 import { KEY_PARTITIONS, type Subjects } from "../subjects.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 
 export const KEY_ACTORS_MAX = 100_000;
+/** A key with no request for this long returns its lease. */
+export const KEY_IDLE_MS = 30_000;
+export const IDLE_SWEEP_INTERVAL_MS = 5_000;
+/** At most one recall per wallet per this interval from this node. */
+export const RECALL_INTERVAL_MS = 20;
 
 export class KeyActorHost {
   private readonly actors = new Map<string, KeyActor>();
+  private readonly accountOf = new Map<string, string>();
+  private readonly lastRecallMs = new Map<string, number>();
+  private readonly deps: KeyActorDeps;
+  private sweeper: ReturnType<typeof setInterval> | null = null;
 
-  constructor(private readonly deps: KeyActorDeps) {}
+  constructor(
+    deps: Omit<KeyActorDeps, "recall">,
+    private readonly publishRecall: (recall: WalletRecall) => void,
+  ) {
+    this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId) };
+  }
 
   private actor(keyId: string): KeyActor {
     let actor = this.actors.get(keyId);
@@ -29,7 +53,7 @@ export class KeyActorHost {
 
   private evictIdle(): void {
     for (const [id, actor] of this.actors) {
-      if (actor.inFlight === 0) this.actors.delete(id);
+      if (actor.inFlight === 0 && actor.slackMicro === 0n) this.actors.delete(id);
       if (this.actors.size < KEY_ACTORS_MAX / 2) return;
     }
   }
@@ -37,16 +61,42 @@ export class KeyActorHost {
   async admit(ticket: AdmitTicket): Promise<AdmitReply> {
     const key = await this.deps.keys.get(ticket.keyId);
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
+    this.accountOf.set(key.id, key.accountId);
     return this.actor(ticket.keyId).admit(ticket, key);
   }
 
-  settle(settlement: Settlement): Promise<SettleReply> {
-    return this.actor(settlement.keyId).settle(settlement);
+  async settle(settlement: Settlement): Promise<SettleReply> {
+    const accountId = this.accountOf.get(settlement.keyId) ?? (await this.deps.keys.get(settlement.keyId))?.accountId;
+    if (!accountId) return { ok: false, failure: fail("invalid_request", `Unknown key ${settlement.keyId}.`) };
+    return this.actor(settlement.keyId).settle(settlement, accountId);
   }
 
   /** Slots in use for a key on this node (tests and metrics). */
   inFlight(keyId: string): number {
     return this.actors.get(keyId)?.inFlight ?? 0;
+  }
+
+  private recall(accountId: string, fromKeyId: string): void {
+    const now = performance.now();
+    if (now - (this.lastRecallMs.get(accountId) ?? -Infinity) < RECALL_INTERVAL_MS) return;
+    this.lastRecallMs.set(accountId, now);
+    if (this.lastRecallMs.size > KEY_ACTORS_MAX) this.lastRecallMs.clear();
+    this.publishRecall({ accountId, fromKeyId });
+    void this.releaseAccount({ accountId, fromKeyId }); // this node at once, without waiting for the echo
+  }
+
+  private async releaseAccount(recall: WalletRecall): Promise<void> {
+    for (const [keyId, actor] of this.actors) {
+      if (keyId !== recall.fromKeyId && this.accountOf.get(keyId) === recall.accountId) await actor.release();
+    }
+  }
+
+  /** Returns the leases of keys idle for KEY_IDLE_MS. */
+  async sweepIdle(): Promise<void> {
+    const now = performance.now();
+    for (const actor of this.actors.values()) {
+      if (actor.inFlight === 0 && actor.slackMicro > 0n && now - actor.lastUseMs > KEY_IDLE_MS) await actor.release();
+    }
   }
 
   /** Serves the given partitions (default all) on the bus, shared with other nodes by queue group. */
@@ -55,6 +105,17 @@ export class KeyActorHost {
       bus.serve(ADMIT, subjects.keyAdmit(p), (t) => this.admit(t), { queue: "keys" }),
       bus.serve(SETTLE, subjects.keySettle(p), (s) => this.settle(s), { queue: "keys" }),
     ]);
-    return () => stops.forEach((stop) => stop());
+    stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => void this.releaseAccount(m)));
+    this.sweeper = setInterval(() => void this.sweepIdle(), IDLE_SWEEP_INTERVAL_MS);
+    return () => {
+      stops.forEach((stop) => stop());
+      if (this.sweeper) clearInterval(this.sweeper);
+    };
+  }
+
+  /** Gives every lease back (shutdown): waits for in-flight requests to settle first. */
+  async releaseAll(): Promise<void> {
+    for (const actor of this.actors.values()) await actor.release();
+    await this.deps.writer.flush();
   }
 }

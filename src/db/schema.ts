@@ -60,6 +60,8 @@ export const apiKeys = pgTable(
     concurrencyMax: integer("concurrency_max").notNull(),
     rpm: integer("rpm"),
     tpm: integer("tpm"),
+    /** Most the key may spend in a calendar month (UTC), micro-toman; null: no cap. */
+    monthlySpendCapMicro: bigint("monthly_spend_cap_micro", { mode: "bigint" }),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
   },
@@ -136,7 +138,12 @@ export const ledgerTransfers = pgTable(
   ],
 );
 
-/** Pending amounts reserved against a wallet (the `held` of wallets is their sum). */
+/**
+ * Two-phase holds (after TigerBeetle): amounts reserved against a wallet, posted in parts (each
+ * usage record posts once), then closed, releasing what was not posted. A key actor's lease is
+ * one hold that admits many requests. The `held` of a wallet is Σ (amount − posted) over its
+ * pending holds.
+ */
 export const holds = pgTable(
   "holds",
   {
@@ -167,6 +174,8 @@ export const usageRecords = pgTable(
     requestId: text("request_id").notNull().unique(),
     accountId: text("account_id").notNull(),
     keyId: text("key_id").notNull(),
+    /** The hold (lease) the charge was posted from. */
+    holdId: text("hold_id").notNull(),
     model: text("model").notNull(),
     operation: text("operation").notNull(),
     backend: text("backend"),
@@ -183,5 +192,10 @@ export const usageRecords = pgTable(
     durationMs: integer("duration_ms").notNull(),
     createdAt: createdAt(),
   },
-  (t) => [index("usage_records_key_idx").on(t.keyId, t.createdAt), index("usage_records_account_idx").on(t.accountId, t.createdAt)],
+  (t) => [
+    index("usage_records_key_idx").on(t.keyId, t.createdAt),
+    index("usage_records_account_idx").on(t.accountId, t.createdAt),
+    index("usage_records_hold_idx").on(t.holdId),
+    check("usage_records_billed_within_metered", sql`${t.billedMicro} >= 0 AND ${t.billedMicro} <= ${t.meteredMicro}`),
+  ],
 );

@@ -6,6 +6,7 @@ import type { Catalog } from "../catalog/catalog.ts";
 import type { Env } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { KeyStore } from "../keys/store.ts";
+import type { UsageWriter } from "../ledger/usage.ts";
 import type { Logger } from "../log.ts";
 
 export interface EdgeDeps {
@@ -16,5 +17,6 @@ export interface EdgeDeps {
   catalog: Catalog;
   keys: KeyStore;
   pools: PoolHost;
+  writer: UsageWriter;
   log: Logger;
 }

@@ -25,8 +25,8 @@ export function json(value: unknown, requestId: string, status = 200, headers: R
   });
 }
 
-export function failed(failure: Failure, requestId: string): Response {
-  return errorResponse(failure, { "x-request-id": requestId });
+export function failed(failure: Failure, requestId: string, headers: Record<string, string> = {}): Response {
+  return errorResponse(failure, { "x-request-id": requestId, ...headers });
 }
 
 export { isFailure };

@@ -26,6 +26,7 @@ export interface KeyRecord {
   concurrencyMax: number;
   rpm: number | null;
   tpm: number | null;
+  monthlySpendCapMicro: bigint | null;
   createdAt: Date;
   revokedAt: Date | null;
 }
@@ -34,6 +35,7 @@ export interface KeyLimits {
   concurrencyMax?: number;
   rpm?: number | null;
   tpm?: number | null;
+  monthlySpendCapMicro?: bigint | null;
 }
 
 interface CacheEntry {
@@ -70,6 +72,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
     concurrencyMax: row.concurrencyMax,
     rpm: row.rpm,
     tpm: row.tpm,
+    monthlySpendCapMicro: row.monthlySpendCapMicro,
     createdAt: row.createdAt,
     revokedAt: row.revokedAt,
   };
@@ -138,6 +141,7 @@ export class KeyStore {
         concurrencyMax: limits.concurrencyMax ?? CONCURRENCY_MAX_DEFAULT,
         rpm: limits.rpm ?? null,
         tpm: limits.tpm ?? null,
+        monthlySpendCapMicro: limits.monthlySpendCapMicro ?? null,
       })
       .returning();
     return { key, record: toRecord(row!) };
@@ -162,6 +166,7 @@ export class KeyStore {
         ...(limits.concurrencyMax !== undefined ? { concurrencyMax: limits.concurrencyMax } : {}),
         ...(limits.rpm !== undefined ? { rpm: limits.rpm } : {}),
         ...(limits.tpm !== undefined ? { tpm: limits.tpm } : {}),
+        ...(limits.monthlySpendCapMicro !== undefined ? { monthlySpendCapMicro: limits.monthlySpendCapMicro } : {}),
       })
       .where(eq(apiKeys.id, keyId))
       .returning();

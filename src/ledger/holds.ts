@@ -1,124 +1,95 @@
 /**
- * Per-request holds: reserve → settle.
+ * Two-phase holds, after TigerBeetle.
  *
- *   place:  wallets.held += reserve   only WHERE balance − held ≥ reserve   (one statement)
- *   settle: post min(metered, reserve) from the wallet to revenue, release the whole hold,
- *           write the usage record, all in one transaction; the remainder of `metered` above
- *           the hold goes to the write-off account.
+ *   open:   held += amount, only WHERE balance − held covers at least `min`; the hold takes
+ *           LEAST(desired, available), so a lease never asks for money that is not there.
+ *   post:   (usage.ts) each usage record posts its charge from the hold once, by request id:
+ *           posted += charge, balance −= charge, held −= charge.
+ *   shrink: gives back unused room (amount −= x, held −= x), never below what was posted.
+ *   close:  releases amount − posted; the hold is then final and can no longer be posted.
+ *   expire: the sweeper closes pending holds past their deadline (a crashed node's leases).
  *
- * Invariants, enforced by the database (CHECKs in schema.ts) whatever the code does:
- * balance − held ≥ 0 and 0 ≤ posted ≤ amount for every hold. A settle is idempotent by hold:
- * a hold that is no longer pending is not posted again.
+ * The database enforces, whatever the code does: balance − held ≥ 0 for every wallet, and
+ * 0 ≤ posted ≤ amount for every hold (CHECKs in schema.ts); every statement here is also
+ * conditional, so a refused change is a row count of zero, not an error.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 
-export interface PlaceHold {
+export interface OpenHold {
   holdId: string;
   accountId: string;
   keyId: string;
-  requestId: string;
-  amountMicro: bigint;
-  /** After this the hold may be voided by a sweeper and can no longer be posted. */
+  /** What the hold is for: a request id, or `lease`. */
+  label: string;
+  /** The least that is useful: the hold is not opened for less. */
+  minMicro: bigint;
+  /** What the caller would like; the hold takes LEAST(desired, available). */
+  desiredMicro: bigint;
   ttlMs: number;
 }
 
-/** Places the hold; false when the wallet's available balance does not cover it. */
-export async function placeHold(db: Db, hold: PlaceHold): Promise<boolean> {
-  const rows = await db.rows(sql`
-    WITH w AS (
-      UPDATE wallets SET held_micro = held_micro + ${hold.amountMicro}, updated_at = now()
-      WHERE account_id = ${hold.accountId} AND balance_micro - held_micro >= ${hold.amountMicro}
-      RETURNING account_id)
-    INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
-    SELECT ${hold.holdId}, account_id, ${hold.keyId}, ${hold.requestId}, ${hold.amountMicro}, 'pending',
-           now() + make_interval(secs => ${hold.ttlMs / 1000})
-    FROM w
-    RETURNING id`);
-  return rows.length === 1;
+export type OpenHoldResult =
+  | { opened: true; amountMicro: bigint }
+  | { opened: false; balanceMicro: bigint; heldMicro: bigint };
+
+export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
+  const [row] = await db.rows<{ balance_micro: unknown; held_micro: unknown; amount: unknown }>(sql`
+    WITH cur AS (
+      SELECT account_id, balance_micro, held_micro, LEAST(${h.desiredMicro}::bigint, balance_micro - held_micro) AS amt
+      FROM wallets WHERE account_id = ${h.accountId} FOR UPDATE),
+    w AS (
+      UPDATE wallets SET held_micro = wallets.held_micro + cur.amt, updated_at = now()
+      FROM cur WHERE wallets.account_id = cur.account_id AND cur.amt >= ${h.minMicro}::bigint
+      RETURNING cur.amt),
+    ins AS (
+      INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
+      SELECT ${h.holdId}, ${h.accountId}, ${h.keyId}, ${h.label}, w.amt, 'pending',
+             now() + make_interval(secs => ${h.ttlMs / 1000})
+      FROM w RETURNING amount_micro)
+    SELECT cur.balance_micro, cur.held_micro, (SELECT amount_micro FROM ins) AS amount FROM cur`);
+  if (!row) return { opened: false, balanceMicro: 0n, heldMicro: 0n };
+  if (row.amount !== null && row.amount !== undefined) return { opened: true, amountMicro: BigInt(String(row.amount)) };
+  return { opened: false, balanceMicro: BigInt(String(row.balance_micro)), heldMicro: BigInt(String(row.held_micro)) };
 }
 
-export interface SettleHold {
-  holdId: string;
-  requestId: string;
-  keyId: string;
-  model: string;
-  operation: string;
-  backend: string | null;
-  priceVersionId: number;
-  inputUnits: bigint;
-  outputUnits: bigint;
-  inputPricePer1m: bigint;
-  outputPricePer1m: bigint;
-  status: number;
-  durationMs: number;
-}
-
-export interface Settled {
-  meteredMicro: bigint;
-  billedMicro: bigint;
-  /** False when the hold had already been settled or voided (a retried settle). */
-  posted: boolean;
-}
-
-export async function settleHold(db: Db, s: SettleHold): Promise<Settled> {
-  const meteredMicro = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
-  return db.orm.transaction(async (tx) => {
-    const run = async <T>(query: ReturnType<typeof sql>) => {
-      const result = await tx.execute(query);
-      return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as T[];
-    };
-    const [hold] = await run<{ account_id: string; amount_micro: string | bigint }>(sql`
-      SELECT account_id, amount_micro FROM holds WHERE id = ${s.holdId} AND status = 'pending' FOR UPDATE`);
-    if (!hold) return { meteredMicro, billedMicro: 0n, posted: false };
-    const amount = BigInt(hold.amount_micro);
-    const billed = meteredMicro < amount ? meteredMicro : amount;
-    await run(sql`UPDATE holds SET status = 'posted', posted_micro = ${billed} WHERE id = ${s.holdId}`);
-    await run(sql`
-      UPDATE wallets SET balance_micro = balance_micro - ${billed}, held_micro = held_micro - ${amount}, updated_at = now()
-      WHERE account_id = ${hold.account_id}`);
-    if (billed > 0n) {
-      await run(sql`
-        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-        VALUES (${`usage:${s.requestId}`}, ${`wallet:${hold.account_id}`}, 'revenue', ${billed}, 'usage')`);
-    }
-    if (meteredMicro > billed) {
-      await run(sql`
-        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-        VALUES (${`writeoff:${s.requestId}`}, 'write_off', 'revenue', ${meteredMicro - billed}, 'write_off')`);
-    }
-    await run(sql`
-      INSERT INTO usage_records (request_id, account_id, key_id, model, operation, backend, price_version_id,
-        input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms)
-      VALUES (${s.requestId}, ${hold.account_id}, ${s.keyId}, ${s.model}, ${s.operation}, ${s.backend}, ${s.priceVersionId},
-        ${s.inputUnits}, ${s.outputUnits}, ${s.inputPricePer1m}, ${s.outputPricePer1m}, ${meteredMicro}, ${billed},
-        ${s.status}, ${s.durationMs})`);
-    return { meteredMicro, billedMicro: billed, posted: true };
-  });
-}
-
-/** Releases a hold without posting (the request was refused or failed before any usage). */
-export async function voidHold(db: Db, holdId: string): Promise<boolean> {
+/** Gives `byMicro` of a pending hold back to its wallet; false when that would cut into posts. */
+export async function shrinkHold(db: Db, holdId: string, byMicro: bigint): Promise<boolean> {
+  if (byMicro <= 0n) return true;
   const rows = await db.rows(sql`
     WITH h AS (
-      UPDATE holds SET status = 'voided' WHERE id = ${holdId} AND status = 'pending'
-      RETURNING account_id, amount_micro)
-    UPDATE wallets SET held_micro = held_micro - h.amount_micro, updated_at = now()
+      UPDATE holds SET amount_micro = amount_micro - ${byMicro}::bigint
+      WHERE id = ${holdId} AND status = 'pending' AND amount_micro - ${byMicro}::bigint >= posted_micro
+      RETURNING account_id)
+    UPDATE wallets SET held_micro = held_micro - ${byMicro}::bigint, updated_at = now()
     FROM h WHERE wallets.account_id = h.account_id
     RETURNING wallets.account_id`);
   return rows.length === 1;
 }
 
-/** Voids pending holds past their deadline (a crashed node's), returning how many. */
+/** Closes a pending hold, releasing what was not posted; false if it was no longer pending. */
+export async function closeHold(db: Db, holdId: string): Promise<boolean> {
+  const rows = await db.rows(sql`
+    WITH h AS (
+      UPDATE holds SET status = CASE WHEN posted_micro > 0 THEN 'posted' ELSE 'voided' END
+      WHERE id = ${holdId} AND status = 'pending'
+      RETURNING account_id, amount_micro - posted_micro AS rest)
+    UPDATE wallets SET held_micro = held_micro - h.rest, updated_at = now()
+    FROM h WHERE wallets.account_id = h.account_id
+    RETURNING wallets.account_id`);
+  return rows.length === 1;
+}
+
+/** Closes pending holds past their deadline (a crashed node's), returning how many. */
 export async function expireHolds(db: Db, limit = 1000): Promise<number> {
   const rows = await db.rows(sql`
     WITH h AS (
       UPDATE holds SET status = 'expired'
       WHERE id IN (SELECT id FROM holds WHERE status = 'pending' AND deadline < now() LIMIT ${limit} FOR UPDATE SKIP LOCKED)
-      RETURNING account_id, amount_micro),
-    sums AS (SELECT account_id, sum(amount_micro) AS amount FROM h GROUP BY account_id)
-    UPDATE wallets SET held_micro = held_micro - sums.amount, updated_at = now()
+      RETURNING account_id, amount_micro - posted_micro AS rest),
+    sums AS (SELECT account_id, sum(rest) AS rest, count(*) AS n FROM h GROUP BY account_id)
+    UPDATE wallets SET held_micro = held_micro - sums.rest, updated_at = now()
     FROM sums WHERE wallets.account_id = sums.account_id
-    RETURNING wallets.account_id`);
-  return rows.length;
+    RETURNING sums.n`);
+  return rows.reduce((sum: number, r) => sum + Number((r as { n: unknown }).n), 0);
 }

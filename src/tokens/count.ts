@@ -61,9 +61,16 @@ export async function countTokens(text: string): Promise<number> {
   return (await loadEncoder()).encode(text).length;
 }
 
-/** Exact prompt tokens for billing when the upstream reports none: content plus allowances. */
+/** Tokens a chat template adds per message and to prime the reply (OpenAI's published counts). */
+export const EXACT_MESSAGE_TOKENS = 3;
+export const EXACT_REPLY_TOKENS = 3;
+
+/**
+ * Exact prompt tokens (o200k_base) with OpenAI's template counts: used at the wallet's edge,
+ * where the cheap bound would refuse, and for billing when the upstream reports no usage.
+ */
 export async function countPromptTokens(messages: readonly Record<string, unknown>[]): Promise<number> {
-  let total = REQUEST_ALLOWANCE_TOKENS;
+  let total = EXACT_REPLY_TOKENS;
   for (const message of messages) {
     const content = message.content;
     const text =
@@ -72,7 +79,8 @@ export async function countPromptTokens(messages: readonly Record<string, unknow
         : Array.isArray(content)
           ? content.map((p) => (typeof (p as { text?: unknown })?.text === "string" ? (p as { text: string }).text : "")).join("")
           : "";
-    total += MESSAGE_ALLOWANCE_TOKENS + (await countTokens(text));
+    total += EXACT_MESSAGE_TOKENS + (await countTokens(text));
+    if (typeof message.name === "string") total += 1;
   }
   return total;
 }

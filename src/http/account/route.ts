@@ -19,13 +19,19 @@ export function walletFields(wallet: Wallet) {
   };
 }
 
+/** How long /v1/credits waits for this node's pending charges to be written. */
+export const CREDITS_FLUSH_WAIT_MS = 1_000;
+
 export async function credits(key: KeyRecord, deps: EdgeDeps) {
+  // Read your own charges: this node's buffered usage is written before the balance is read.
+  await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const wallet = await getWallet(deps.db, key.accountId);
   if (!wallet) return fail("internal_error", "The key's wallet is missing.");
   return { object: "credits", ...walletFields(wallet) };
 }
 
 export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
+  await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const [usage] = await deps.db.orm
     .select({ requests: count(), billed: sum(usageRecords.billedMicro), input: sum(usageRecords.inputUnits), output: sum(usageRecords.outputUnits) })
     .from(usageRecords)

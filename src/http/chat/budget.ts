@@ -21,6 +21,19 @@ export interface ChatBudget {
   priceVersionId: number;
 }
 
+/**
+ * The reserve with the prompt counted exactly, for a request the cheap bound priced out of the
+ * wallet. Tools are still bounded by their bytes.
+ */
+export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): Promise<{ reserveMicro: bigint; promptTokens: number }> {
+  const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
+  const promptTokens = Math.min(budget.promptTokensBound, (await countPromptTokens(body.messages)) + toolsBytes);
+  return {
+    promptTokens,
+    reserveMicro: BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.outputTokensMax * budget.choices) * budget.outputPricePer1m,
+  };
+}
+
 export async function chatBudget(body: ChatRequest, model: CatalogModel): Promise<ChatBudget | Failure> {
   const inputPrice = model.price.tomanPer1m.get("input_token");
   const outputPrice = model.price.tomanPer1m.get("output_token");

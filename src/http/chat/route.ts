@@ -7,7 +7,7 @@
  *   edge:  relay the reply (JSON, or SSE frames as the upstream sent them), then settle the
  *          actual usage through the key actor, exactly once, whatever happened.
  */
-import { ADMIT, SETTLE, type Settlement } from "../../../actors/protocol.ts";
+import { ADMIT, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from "../../../actors/protocol.ts";
 import { partitionOf } from "../../../actors/subjects.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
@@ -19,7 +19,7 @@ import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { readJsonBody } from "../request.ts";
-import { chatBudget, type ChatBudget } from "./budget.ts";
+import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { chatRequest, type ChatRequest } from "./schema.ts";
 
 /** Silence from a streaming upstream after which the stream is ended with an error. */
@@ -37,6 +37,9 @@ interface Admitted {
   body: ChatRequest;
   budget: ChatBudget;
   holdId: string;
+  /** The reserve admitted: the cheap bound, or the exact count at the wallet's edge. */
+  reserveMicro: bigint;
+  headers: Record<string, string>;
   startedMs: number;
 }
 
@@ -75,7 +78,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
 
   const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
-  if (isFailure(admitted)) return failed(admitted, requestId);
+  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
 
   const stream = body.stream === true;
   let outcome: ChatOutcome;
@@ -94,31 +97,69 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   }
   if (outcome.kind === "failed") {
     await settle(deps, admitted, { inputTokens: 0, outputTokens: 0 }, outcome.backend?.name ?? null, 502);
-    return failed(outcome.failure, requestId);
+    return failed(outcome.failure, requestId, admitted.headers);
   }
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
     await settle(deps, admitted, usage, outcome.backend.name, 200);
-    return new Response(outcome.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId } });
+    return new Response(outcome.body, {
+      status: 200,
+      headers: { "content-type": "application/json", "x-request-id": requestId, ...admitted.headers },
+    });
   }
+  Object.assign(set.headers, admitted.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
   return relay(deps, admitted, outcome, request.signal);
 }
 
-async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId">): Promise<Admitted | Failure> {
+/** `x-ratelimit-*` headers, OpenAI's names, for the limits the key has. */
+export function rateHeaders(rate: RateInfo | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (!rate) return headers;
+  if (rate.limitRequests !== undefined) {
+    headers["x-ratelimit-limit-requests"] = String(rate.limitRequests);
+    headers["x-ratelimit-remaining-requests"] = String(rate.remainingRequests ?? 0);
+    headers["x-ratelimit-reset-requests"] = `${rate.resetRequestsS ?? 0}s`;
+  }
+  if (rate.limitTokens !== undefined) {
+    headers["x-ratelimit-limit-tokens"] = String(rate.limitTokens);
+    headers["x-ratelimit-remaining-tokens"] = String(rate.remainingTokens ?? 0);
+    headers["x-ratelimit-reset-tokens"] = `${rate.resetTokensS ?? 0}s`;
+  }
+  return headers;
+}
+
+type Admission = Admitted | { failure: Failure; headers: Record<string, string> };
+
+/**
+ * Asks the key actor with the cheap reserve; when that does not fit the wallet, counts the
+ * prompt exactly and asks once more (the actor may then wait for money held elsewhere).
+ */
+async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId" | "reserveMicro" | "headers">): Promise<Admission> {
+  const outputTokens = a.budget.outputTokensMax * a.budget.choices;
+  const subject = deps.subjects.keyAdmit(partitionOf(a.key.id));
+  let ticket: AdmitTicket = {
+    keyId: a.key.id,
+    requestId: a.requestId,
+    model: a.model.id,
+    reserveMicro: a.budget.reserveMicro,
+    reserveTokens: a.budget.promptTokensBound + outputTokens,
+    exact: false,
+  };
   try {
-    const reply = await deps.bus.request(ADMIT, deps.subjects.keyAdmit(partitionOf(a.key.id)), {
-      keyId: a.key.id,
-      requestId: a.requestId,
-      model: a.model.id,
-      reserveMicro: a.budget.reserveMicro,
-    });
-    if (!reply.ok) return reply.failure as Failure;
-    return { ...a, holdId: reply.holdId };
+    let reply = await deps.bus.request(ADMIT, subject, ticket);
+    if (!reply.ok && reply.exactNeeded) {
+      const exact = await exactChatReserve(a.body, a.budget);
+      ticket = { ...ticket, reserveMicro: exact.reserveMicro, reserveTokens: exact.promptTokens + outputTokens, exact: true };
+      reply = await deps.bus.request(ADMIT, subject, ticket);
+    }
+    const headers = rateHeaders(reply.rate);
+    if (!reply.ok) return { failure: reply.failure as Failure, headers };
+    return { ...a, holdId: reply.holdId, reserveMicro: ticket.reserveMicro, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: a.requestId, error: (error as Error).message });
-    return fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 });
+    return { failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }), headers: {} };
   }
 }
 
@@ -127,6 +168,7 @@ async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string
     keyId: a.key.id,
     requestId: a.requestId,
     holdId: a.holdId,
+    reserveMicro: a.reserveMicro,
     model: a.model.id,
     operation: "chat",
     backend,
