@@ -84,6 +84,10 @@ export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.strin
 export type WalletRecall = z.infer<typeof walletRecall>;
 export const WALLET_RECALLS: Topic<WalletRecall> = { name: "wallet.recall", schema: walletRecall };
 
+export const priceEvent = z.object({ versionId: z.number().int() });
+export type PriceEvent = z.infer<typeof priceEvent>;
+export const PRICE_EVENTS: Topic<PriceEvent> = { name: "prices", schema: priceEvent };
+
 export const keyEvent = z.object({
   keyId: z.string(),
   kind: z.enum(["revoked", "limits_changed"]),

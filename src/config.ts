@@ -31,6 +31,11 @@ export const envSchema = z.object({
   BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
   UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 3_600_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /** A JSON document with the day's toman per USD; unset: rates are set by operators only. */
+  RATE_SOURCE_URL: z.string().url().optional(),
+  /** Dotted path to the number in that document, e.g. `data.usd.sell`. */
+  RATE_SOURCE_PATH: z.string().min(1).default("toman_per_usd"),
+  RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000),
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -4,12 +4,13 @@
  */
 import { KeyActorHost } from "../actors/key/host.ts";
 import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
-import { KEY_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
+import { KEY_EVENTS, PRICE_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
 import { subjects as buildSubjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
 import { LocalBus } from "./bus/local.ts";
 import { NatsBus } from "./bus/nats.ts";
-import { loadCatalog } from "./catalog/catalog.ts";
+import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
+import { RateFetcher } from "./catalog/rates.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
@@ -89,8 +90,27 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }, HOLD_SWEEP_INTERVAL_MS);
     cleanups.push(() => clearInterval(sweeper));
 
+    const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
+    cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
+    let rateFetcher: RateFetcher | null = null;
+    if (env.RATE_SOURCE_URL) {
+      const fetcher = new RateFetcher(
+        db,
+        { url: env.RATE_SOURCE_URL, path: env.RATE_SOURCE_PATH, intervalMs: env.RATE_FETCH_INTERVAL_MS },
+        () => catalog.currentVersion()?.tomanPerUsd,
+        async () => {
+          await reload();
+          bus.publish(PRICE_EVENTS, subjects.priceEvents, { versionId: catalog.currentVersion()?.versionId ?? 0 });
+        },
+        log,
+      );
+      fetcher.start();
+      cleanups.push(() => fetcher.stop());
+      rateFetcher = fetcher;
+    }
+
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, log };
-    const app = createApp(deps).listen({
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null }).listen({
       port: env.PORT,
       hostname: env.HOST,
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.

@@ -12,6 +12,7 @@ import type { EdgeDeps } from "./deps.ts";
 import { authorize, failed, isFailure, json } from "./guard.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
+import type { FetchStatus } from "../catalog/rates.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -19,9 +20,14 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps) {
-  const models = buildModelReplies(deps.catalog, deps.pools);
-  const admin = new AdminApi(deps);
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null } = {}) {
+  const admin = new AdminApi(deps, options.rateFetch);
+  // The catalog replies are prepared once per price version.
+  let models = buildModelReplies(deps.catalog, deps.pools);
+  const modelReplies = () => {
+    if (models.versionId !== deps.catalog.currentVersion()?.versionId) models = buildModelReplies(deps.catalog, deps.pools);
+    return models;
+  };
 
   /** Runs a /v1 handler for an authenticated key. */
   const withKey =
@@ -52,11 +58,11 @@ export function createApp(deps: EdgeDeps) {
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
-    .get("/v1/models", withKey((_, requestId) => prepared(models.list, requestId)))
+    .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))
     .get(
       "/v1/models/:id",
       withKey((_, requestId, __, params) => {
-        const body = models.byId.get(decodeURIComponent(params.id!));
+        const body = modelReplies().byId.get(decodeURIComponent(params.id!));
         if (body) return prepared(body, requestId);
         return failed(fail("model_not_found", `The model \`${params.id}\` does not exist or you do not have access to it.`, { param: "model" }), requestId);
       }),
@@ -76,7 +82,11 @@ export function createApp(deps: EdgeDeps) {
     .post("/admin/accounts/:id/keys", asAdmin((request, params, id) => admin.createKey(request, params.id!, id)), NO_PARSE)
     .patch("/admin/keys/:id", asAdmin((request, params, id) => admin.setKeyLimits(request, params.id!, id)), NO_PARSE)
     .delete("/admin/keys/:id", asAdmin((_, params, id) => admin.revokeKey(params.id!, id)))
-    .get("/admin/pools", asAdmin((_, __, id) => admin.pools(id)));
+    .get("/admin/pools", asAdmin((_, __, id) => admin.pools(id)))
+    .post("/admin/accounts/:id/adjustments", asAdmin((request, params, id) => admin.adjust(request, params.id!, id)), NO_PARSE)
+    .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
+    .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
+    .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)));
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -3,7 +3,7 @@
  * whose reference is the idempotency key: the same reference again credits nothing (and is
  * reported as a replay); the same reference with another amount or account is a conflict.
  */
-import { desc, eq, sql } from "drizzle-orm";
+import { desc, eq, sql, TransactionRollbackError } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { accounts, apiKeys, usageRecords, wallets } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
@@ -33,40 +33,78 @@ export async function getWallet(db: Db, accountId: string): Promise<Wallet | nul
 
 export type TopUpResult = { credited: boolean; wallet: Wallet } | Failure;
 
-export async function topUp(db: Db, accountId: string, amountMicro: bigint, reference: string): Promise<TopUpResult> {
-  if (amountMicro <= 0n) return fail("invalid_request", "amount_toman must be positive", { param: "amount_toman" });
-  const ledgerReference = `topup:${reference}`;
-  const walletAccount = `wallet:${accountId}`;
+interface ExternalTransfer {
+  accountId: string;
+  /** Positive: into the wallet; negative: out of it (only from the available balance). */
+  amountMicro: bigint;
+  /** The idempotency key, unique across the ledger. */
+  reference: string;
+  kind: "topup" | "adjustment";
+  /** The other side: `payments` for top-ups, `adjustments` for operator corrections. */
+  counterparty: string;
+  memo?: string;
+}
+
+/**
+ * Moves money between a wallet and the outside, once per reference: the same reference again
+ * changes nothing (credited: false); with another amount or account it is a conflict.
+ */
+async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
+  const wallet = `wallet:${t.accountId}`;
+  const into = t.amountMicro > 0n;
+  const amount = into ? t.amountMicro : -t.amountMicro;
+  const [debit, credit] = into ? [t.counterparty, wallet] : [wallet, t.counterparty];
   return db.orm.transaction(async (tx) => {
     const inserted = await tx.execute(sql`
-      INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-      VALUES (${ledgerReference}, 'payments', ${walletAccount}, ${amountMicro}, 'topup')
+      INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
+      VALUES (${t.reference}, ${debit}, ${credit}, ${amount}, ${t.kind}, ${t.memo ?? null})
       ON CONFLICT (reference) DO NOTHING RETURNING id`);
     const created = (Array.isArray(inserted) ? inserted : (inserted as { rows: unknown[] }).rows).length === 1;
     if (created) {
-      await tx
+      const updated = await tx
         .update(wallets)
-        .set({ balanceMicro: sql`${wallets.balanceMicro} + ${amountMicro}`, updatedAt: new Date() })
-        .where(eq(wallets.accountId, accountId));
+        .set({ balanceMicro: sql`${wallets.balanceMicro} + ${t.amountMicro}`, updatedAt: new Date() })
+        .where(sql`${wallets.accountId} = ${t.accountId} AND ${wallets.balanceMicro} - ${wallets.heldMicro} + ${t.amountMicro} >= 0`)
+        .returning({ accountId: wallets.accountId });
+      if (updated.length === 0) {
+        tx.rollback();
+      }
     } else {
       const existing = await tx.execute(sql`
-        SELECT credit_account, amount_micro FROM ledger_transfers WHERE reference = ${ledgerReference}`);
+        SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`);
       const [row] = (Array.isArray(existing) ? existing : (existing as { rows: unknown[] }).rows) as {
+        debit_account: string;
         credit_account: string;
         amount_micro: string | bigint;
       }[];
-      if (!row || row.credit_account !== walletAccount || BigInt(row.amount_micro) !== amountMicro) {
-        return fail("idempotency_conflict", `reference ${JSON.stringify(reference)} was already used for another top-up`, {
+      if (!row || row.debit_account !== debit || row.credit_account !== credit || BigInt(row.amount_micro) !== amount) {
+        return fail("idempotency_conflict", `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`, {
           param: "reference",
         });
       }
     }
-    const [wallet] = await tx
+    const [after] = await tx
       .select({ balanceMicro: wallets.balanceMicro, heldMicro: wallets.heldMicro })
       .from(wallets)
-      .where(eq(wallets.accountId, accountId));
-    return { credited: created, wallet: wallet! };
+      .where(eq(wallets.accountId, t.accountId));
+    return { credited: created, wallet: after! };
+  }).catch((error: unknown) => {
+    if (error instanceof TransactionRollbackError) {
+      return fail("invalid_request", "The wallet's available balance does not cover this debit.", { param: "amount_toman" });
+    }
+    throw error;
   });
+}
+
+export async function topUp(db: Db, accountId: string, amountMicro: bigint, reference: string): Promise<TopUpResult> {
+  if (amountMicro <= 0n) return fail("invalid_request", "amount_toman must be positive", { param: "amount_toman" });
+  return postExternal(db, { accountId, amountMicro, reference: `topup:${reference}`, kind: "topup", counterparty: "payments" });
+}
+
+/** An operator's correction, with a reason: positive credits the wallet, negative debits it. */
+export async function adjust(db: Db, accountId: string, amountMicro: bigint, reason: string, reference: string): Promise<TopUpResult> {
+  if (amountMicro === 0n) return fail("invalid_request", "amount_toman must not be zero", { param: "amount_toman" });
+  return postExternal(db, { accountId, amountMicro, reference: `adjustment:${reference}`, kind: "adjustment", counterparty: "adjustments", memo: reason });
 }
 
 /** Whether the account has ever been funded (keys are refused before the first top-up). */

@@ -5,11 +5,14 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { z } from "zod";
-import { KEY_EVENTS } from "../../../actors/protocol.ts";
+import { KEY_EVENTS, PRICE_EVENTS } from "../../../actors/protocol.ts";
+import { reloadCatalog } from "../../catalog/catalog.ts";
+import { setRate, type FetchStatus } from "../../catalog/rates.ts";
+import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
-import { createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
+import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 import { bearerToken, readJsonBody } from "../request.ts";
@@ -39,7 +42,19 @@ const limits = {
   concurrency_max: z.number().int().min(1).max(CONCURRENCY_MAX_LIMIT).optional(),
   rpm: z.number().int().min(1).max(10_000_000).nullable().optional(),
   tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
+  monthly_spend_cap_toman: amountToman.nullable().optional(),
 };
+const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  const text = String(value).trim();
+  const negative = text.startsWith("-");
+  try {
+    const micro = tomanToMicro(negative ? text.slice(1) : text);
+    return negative ? -micro : micro;
+  } catch (error) {
+    ctx.addIssue({ code: "custom", message: (error as Error).message });
+    return z.NEVER;
+  }
+});
 
 // Strict: a misspelled field is a 400, not silently ignored.
 const createAccountBody = z.strictObject({ name });
@@ -47,7 +62,26 @@ const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.strin
 const createKeyBody = z.strictObject({ name, ...limits });
 const keyLimitsBody = z
   .strictObject(limits)
-  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm");
+  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman");
+const adjustmentBody = z.strictObject({
+  amount_toman: signedToman,
+  reason: z.string().trim().min(3).max(500),
+  reference: z.string().trim().min(1).max(200),
+});
+const rateBody = z.strictObject({
+  toman_per_usd: z.number().int().positive().max(100_000_000),
+  /** ISO time; default now. */
+  effective_at: z.iso.datetime({ offset: true }).optional(),
+});
+
+function limitsOf(body: z.infer<typeof keyLimitsBody>) {
+  return {
+    concurrencyMax: body.concurrency_max,
+    rpm: body.rpm,
+    tpm: body.tpm,
+    monthlySpendCapMicro: body.monthly_spend_cap_toman,
+  };
+}
 
 async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
   const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
@@ -66,13 +100,62 @@ export function keyObject(key: KeyRecord) {
     concurrency_max: key.concurrencyMax,
     rpm: key.rpm,
     tpm: key.tpm,
+    monthly_spend_cap_toman: key.monthlySpendCapMicro === null ? null : microToToman(key.monthlySpendCapMicro),
     created_at: key.createdAt.toISOString(),
     revoked_at: key.revokedAt?.toISOString() ?? null,
   };
 }
 
 export class AdminApi {
-  constructor(private readonly deps: EdgeDeps) {}
+  constructor(
+    private readonly deps: EdgeDeps,
+    private readonly rateFetch: () => FetchStatus | null = () => null,
+  ) {}
+
+  async adjust(request: Request, accountId: string, requestId: string): Promise<Response> {
+    const body = await parseBody(request, adjustmentBody);
+    if (isFailure(body)) return failed(body, requestId);
+    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    const result = await adjust(this.deps.db, accountId, body.amount_toman, body.reason, body.reference);
+    if (isFailure(result)) return failed(result, requestId);
+    this.deps.log("info", "wallet_adjusted", { accountId, amountMicro: body.amount_toman, reference: body.reference });
+    return json(
+      { object: "adjustment", account_id: accountId, reference: body.reference, amount_toman: microToToman(body.amount_toman), reason: body.reason, credited: result.credited, ...walletFields(result.wallet) },
+      requestId,
+      result.credited ? 201 : 200,
+    );
+  }
+
+  async setRate(request: Request, requestId: string): Promise<Response> {
+    const body = await parseBody(request, rateBody);
+    if (isFailure(body)) return failed(body, requestId);
+    const effectiveAt = body.effective_at ? new Date(body.effective_at) : new Date();
+    const version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
+    await reloadCatalog(this.deps.db, this.deps.catalog);
+    this.deps.bus.publish(PRICE_EVENTS, this.deps.subjects.priceEvents, { versionId: version.versionId });
+    this.deps.log("info", "rate_set", { tomanPerUsd: body.toman_per_usd, versionId: version.versionId });
+    return json({ object: "price_version", id: version.versionId, toman_per_usd: body.toman_per_usd, effective_at: effectiveAt.toISOString(), models: version.models }, requestId, 201);
+  }
+
+  rates(requestId: string): Response {
+    const current = this.deps.catalog.currentVersion();
+    const versions = this.deps.catalog.allVersions().slice(-30);
+    return json(
+      {
+        object: "rates",
+        current: current ? { id: current.versionId, toman_per_usd: Number(current.tomanPerUsd), effective_at: new Date(current.effectiveAtMs).toISOString() } : null,
+        versions: versions.map((v) => ({ id: v.versionId, toman_per_usd: Number(v.tomanPerUsd), effective_at: new Date(v.effectiveAtMs).toISOString() })),
+        fetch: this.rateFetch(),
+      },
+      requestId,
+    );
+  }
+
+  async audit(requestId: string): Promise<Response> {
+    await this.deps.writer.flush();
+    const report = await auditLedger(this.deps.db);
+    return json({ object: "ledger_audit", ...report }, requestId);
+  }
 
   async createAccount(request: Request, requestId: string): Promise<Response> {
     const body = await parseBody(request, createAccountBody);
@@ -132,11 +215,7 @@ export class AdminApi {
     if (!(await hasBeenFunded(this.deps.db, accountId))) {
       return failed(fail("wallet_not_funded", "Top up this account's wallet before creating a key for it."), requestId);
     }
-    const { key, record } = await this.deps.keys.create(accountId, body.name, {
-      concurrencyMax: body.concurrency_max,
-      rpm: body.rpm,
-      tpm: body.tpm,
-    });
+    const { key, record } = await this.deps.keys.create(accountId, body.name, limitsOf(body));
     this.deps.log("info", "key_created", { keyId: record.id, accountId });
     return json({ ...keyObject(record), key }, requestId, 201);
   }
@@ -144,7 +223,7 @@ export class AdminApi {
   async setKeyLimits(request: Request, keyId: string, requestId: string): Promise<Response> {
     const body = await parseBody(request, keyLimitsBody);
     if (isFailure(body)) return failed(body, requestId);
-    const record = await this.deps.keys.setLimits(keyId, { concurrencyMax: body.concurrency_max, rpm: body.rpm, tpm: body.tpm });
+    const record = await this.deps.keys.setLimits(keyId, limitsOf(body));
     if (!record) return failed(fail("not_found", `No key ${keyId}.`), requestId);
     this.deps.bus.publish(KEY_EVENTS, this.deps.subjects.keyEvents, { keyId, kind: "limits_changed" });
     return json(keyObject(record), requestId);

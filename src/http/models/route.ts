@@ -38,6 +38,7 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
 }
 
 export interface ModelReplies {
+  versionId: number | undefined;
   list: string;
   byId: Map<string, string>;
 }
@@ -45,6 +46,7 @@ export interface ModelReplies {
 export function buildModelReplies(catalog: Catalog, pools: PoolHost): ModelReplies {
   const objects = catalog.list().map((m) => modelObject(m, pools));
   return {
+    versionId: catalog.currentVersion()?.versionId,
     list: JSON.stringify({ object: "list", data: objects }),
     byId: new Map(objects.map((o) => [o.id, JSON.stringify(o)])),
   };

@@ -1,0 +1,103 @@
+/**
+ * The ledger audit: every invariant of the money, checked from the database alone.
+ *
+ *   transfers:  every transfer moves a positive amount between two different accounts
+ *   wallets:    balance = Σ credits − Σ debits of `wallet:<id>`; held = Σ (amount − posted) of
+ *               its pending holds; balance − held ≥ 0
+ *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
+ *               past its deadline (beyond the sweeper's grace)
+ *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
+ *
+ * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
+ */
+import { sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+
+/** A pending hold this long past its deadline is a violation (the sweeper runs every 10 s). */
+export const AUDIT_DEADLINE_GRACE_S = 30;
+export const AUDIT_VIOLATIONS_SHOWN_MAX = 20;
+
+export interface AuditCheck {
+  name: string;
+  ok: boolean;
+  violations: Record<string, unknown>[];
+}
+
+export interface AuditReport {
+  ok: boolean;
+  checks: AuditCheck[];
+}
+
+const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
+  {
+    name: "every transfer is positive and between two accounts",
+    query: sql`SELECT reference, debit_account, credit_account, amount_micro::text AS amount
+               FROM ledger_transfers WHERE amount_micro <= 0 OR debit_account = credit_account`,
+  },
+  {
+    name: "every wallet's balance equals its transfers",
+    query: sql`
+      WITH flows AS (
+        SELECT substr(credit_account, 8) AS account_id, amount_micro AS amount FROM ledger_transfers WHERE credit_account LIKE 'wallet:%'
+        UNION ALL
+        SELECT substr(debit_account, 8), -amount_micro FROM ledger_transfers WHERE debit_account LIKE 'wallet:%'),
+      sums AS (SELECT account_id, sum(amount) AS total FROM flows GROUP BY account_id)
+      SELECT w.account_id, w.balance_micro::text AS balance, coalesce(s.total, 0)::text AS transfers
+      FROM wallets w LEFT JOIN sums s ON s.account_id = w.account_id
+      WHERE w.balance_micro <> coalesce(s.total, 0)`,
+  },
+  {
+    name: "every wallet's held equals its pending holds",
+    query: sql`
+      WITH pending AS (SELECT account_id, sum(amount_micro - posted_micro) AS total FROM holds WHERE status = 'pending' GROUP BY account_id)
+      SELECT w.account_id, w.held_micro::text AS held, coalesce(p.total, 0)::text AS pending
+      FROM wallets w LEFT JOIN pending p ON p.account_id = w.account_id
+      WHERE w.held_micro <> coalesce(p.total, 0)`,
+  },
+  {
+    name: "no wallet's available balance is negative",
+    query: sql`SELECT account_id, balance_micro::text AS balance, held_micro::text AS held FROM wallets WHERE balance_micro - held_micro < 0 OR held_micro < 0`,
+  },
+  {
+    name: "no hold posted more than it held",
+    query: sql`SELECT id, amount_micro::text AS amount, posted_micro::text AS posted FROM holds WHERE posted_micro > amount_micro OR posted_micro < 0`,
+  },
+  {
+    name: "every hold's posts equal its usage records' charges",
+    query: sql`
+      WITH billed AS (SELECT hold_id, sum(billed_micro) AS total FROM usage_records GROUP BY hold_id)
+      SELECT h.id, h.posted_micro::text AS posted, coalesce(b.total, 0)::text AS billed
+      FROM holds h LEFT JOIN billed b ON b.hold_id = h.id
+      WHERE h.posted_micro <> coalesce(b.total, 0)`,
+  },
+  {
+    name: "no hold is pending past its deadline",
+    query: sql`SELECT id, account_id, deadline FROM holds
+               WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${AUDIT_DEADLINE_GRACE_S})`,
+  },
+  {
+    name: "usage charges equal the posted usage transfers",
+    query: sql`
+      SELECT u.total::text AS usage_billed, t.total::text AS usage_transfers FROM
+        (SELECT coalesce(sum(billed_micro), 0) AS total FROM usage_records) u,
+        (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'usage') t
+      WHERE u.total <> t.total`,
+  },
+  {
+    name: "unbilled usage equals the write-offs",
+    query: sql`
+      SELECT u.total::text AS unbilled, t.total::text AS write_offs FROM
+        (SELECT coalesce(sum(metered_micro - billed_micro), 0) AS total FROM usage_records) u,
+        (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'write_off') t
+      WHERE u.total <> t.total`,
+  },
+];
+
+export async function auditLedger(db: Db): Promise<AuditReport> {
+  const checks: AuditCheck[] = [];
+  for (const check of CHECKS) {
+    const rows = await db.rows<Record<string, unknown>>(check.query);
+    checks.push({ name: check.name, ok: rows.length === 0, violations: rows.slice(0, AUDIT_VIOLATIONS_SHOWN_MAX) });
+  }
+  return { ok: checks.every((c) => c.ok), checks };
+}
