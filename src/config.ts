@@ -31,6 +31,10 @@ export const envSchema = z.object({
   BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
   UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 3_600_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /** How long a key actor's lease lives; a crashed node's leased money is back after this. */
+  LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
+  /** How often pending holds past their deadline are closed. */
+  HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000),
   /** A JSON document with the day's toman per USD; unset: rates are set by operators only. */
   RATE_SOURCE_URL: z.string().url().optional(),
   /** Dotted path to the number in that document, e.g. `data.usd.sell`. */

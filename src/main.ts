@@ -22,8 +22,12 @@ import { UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
-/** How often pending holds past their deadline (a crashed node's leases) are closed. */
-export const HOLD_SWEEP_INTERVAL_MS = 10_000;
+
+/**
+ * Bun lets a process have only BUN_CONFIG_MAX_HTTP_REQUESTS fetches in flight (256 unless set
+ * before start): every upstream request, streams included, counts. Below this the gateway warns.
+ */
+export const UPSTREAM_FETCHES_MIN = 4_096;
 
 export interface Gateway {
   url: string;
@@ -77,7 +81,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
     const writer = new UsageWriter(db, log);
     cleanups.push(() => writer.stop());
-    const keyHost = new KeyActorHost({ db, keys, writer, log }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+    const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
     cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
@@ -87,7 +91,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
         (n) => n > 0 && log("warn", "holds_expired", { wallets: n }),
         (error: Error) => log("error", "hold_sweep_failed", { error: error.message }),
       );
-    }, HOLD_SWEEP_INTERVAL_MS);
+    }, env.HOLD_SWEEP_INTERVAL_MS);
     cleanups.push(() => clearInterval(sweeper));
 
     const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
@@ -121,6 +125,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     });
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
+    const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
+    if (!(fetchesMax >= UPSTREAM_FETCHES_MIN)) {
+      log("warn", "upstream_fetches_limited", {
+        max: fetchesMax,
+        fix: "start with BUN_CONFIG_MAX_HTTP_REQUESTS=16384 (bun run start does)",
+      });
+    }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
     return { url, port, deps, keyHost, simulator, stop };
   } catch (error) {

@@ -1,9 +1,11 @@
 /**
  * The operator CLI as operators run it: a real `bun run src/cli/gw.ts` process talking HTTP to a
  * gateway started in this process. Each step feeds the next (account → top-up → key → limits →
- * revoke), so the tests run in order and share the ids they create.
+ * revoke; then rates, adjustments, a capped key and the audit on an account of their own), so the
+ * tests run in order and share the ids they create.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX } from "./helpers.ts";
 
 const repoRoot = `${import.meta.dir}/..`;
@@ -225,6 +227,164 @@ describe("bun run gw", () => {
       expect(run.stderr).toContain("usage: bun run gw");
       const account = await t.admin("GET", `/admin/accounts/${accountId}`);
       expect(account.body.keys).toHaveLength(1);
+    },
+    cliTimeoutMs,
+  );
+});
+
+describe("bun run gw: rates, adjustments, spend caps, ledger audit", () => {
+  let accountId = "";
+
+  test(
+    "rates set makes a new price version that rates show lists as current",
+    async () => {
+      const set = await gw(["rates", "set", "123457"]);
+      expect(set.stderr).toBe("");
+      expect(set.code).toBe(0);
+      expect(set.stdout).toContain("rate set: 123457 toman per USD");
+      const version = field(set.stdout, "version");
+      expect(version).toMatch(/^\d+$/);
+
+      const show = await gw(["rates", "show"]);
+      expect(show.code).toBe(0);
+      expect(field(show.stdout, "toman per USD")).toBe("123457");
+      expect(field(show.stdout, "version")).toBe(version);
+      expect(show.stdout).toMatch(new RegExp(`^  ${version}\\s+123457\\s+\\S+\\s+current$`, "m"));
+      expect(show.stdout).toContain("rate fetch: not configured");
+
+      const rates = await t.admin("GET", "/admin/rates");
+      expect(rates.body.current).toMatchObject({ id: Number(version), toman_per_usd: 123457 });
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "a rate effective later is listed as scheduled, not current",
+    async () => {
+      const later = new Date(Date.now() + 365 * 24 * 3600 * 1000).toISOString();
+      const set = await gw(["rates", "set", "150000", "--effective-at", later]);
+      expect(set.code).toBe(0);
+      expect(field(set.stdout, "effective")).toBe(later);
+      const version = field(set.stdout, "version");
+
+      const show = await gw(["rates", "show"]);
+      expect(field(show.stdout, "toman per USD")).toBe("123457");
+      expect(show.stdout).toMatch(new RegExp(`^  ${version}\\s+150000\\s+\\S+\\s+scheduled$`, "m"));
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "adjust credits and debits the wallet exactly, once per reference",
+    async () => {
+      const account = await t.admin("POST", "/admin/accounts", { name: "Adjusted Ltd" });
+      accountId = account.body.id as string;
+      await t.admin("POST", `/admin/accounts/${accountId}/topups`, { amount_toman: "1000", reference: "adj-funding" });
+
+      const up = await gw(["adjust", accountId, "250.25", "--reason", "refund for the outage", "--reference", "adj-up"]);
+      expect(up.stderr).toBe("");
+      expect(up.code).toBe(0);
+      expect(up.stdout).toContain(`credited 250.25 toman to ${accountId}`);
+      expect(field(up.stdout, "balance")).toBe("1250.25 toman");
+
+      const down = await gw(["adjust", accountId, "-12.000001", "--reason", "double-counted refund", "--reference", "adj-down"]);
+      expect(down.code).toBe(0);
+      expect(down.stdout).toContain(`debited 12.000001 toman from ${accountId}`);
+      expect(field(down.stdout, "balance")).toBe("1238.249999 toman");
+
+      const again = await gw(["adjust", accountId, "-12.000001", "--reason", "double-counted refund", "--reference", "adj-down"]);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toContain("already applied");
+      expect(field(again.stdout, "balance")).toBe("1238.249999 toman");
+
+      const other = await gw(["adjust", accountId, "5", "--reason", "something else", "--reference", "adj-down"]);
+      expect(other.code).toBe(1);
+      expect(other.stderr).toContain("(idempotency_conflict)");
+
+      const shown = await t.admin("GET", `/admin/accounts/${accountId}`);
+      expect(shown.body.balance_micro_toman).toBe("1238249999");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "a debit larger than the available balance is refused (exit 1) and changes nothing",
+    async () => {
+      const run = await gw(["adjust", accountId, "-1238.25", "--reason", "too much", "--reference", "adj-overdraw"]);
+      expect(run.code).toBe(1);
+      expect(run.stderr).toContain("does not cover this debit");
+      expect(run.stdout).toBe("");
+      const shown = await t.admin("GET", `/admin/accounts/${accountId}`);
+      expect(shown.body.balance_toman).toBe("1238.249999");
+
+      // The refused reference was not used up.
+      const exact = await gw(["adjust", accountId, "-1238.249999", "--reason", "close the wallet", "--reference", "adj-overdraw"]);
+      expect(exact.code).toBe(0);
+      expect(field(exact.stdout, "balance")).toBe("0 toman");
+      const restore = await gw(["adjust", accountId, "1238.249999", "--reason", "reopen the wallet", "--reference", "adj-restore"]);
+      expect(field(restore.stdout, "balance")).toBe("1238.249999 toman");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "keys create takes a monthly spend cap, accounts show lists it, keys limits lifts it",
+    async () => {
+      const created = await gw(["keys", "create", accountId, "capped", "--monthly-spend-cap", "500.5"]);
+      expect(created.code).toBe(0);
+      expect(field(created.stdout, "monthly cap")).toBe("500.5 toman");
+      const keyId = field(created.stdout, "id");
+
+      const show = await gw(["accounts", "show", accountId]);
+      expect(show.code).toBe(0);
+      expect(show.stdout).toContain("MONTHLY CAP");
+      const row = show.stdout.split("\n").find((l) => l.includes(keyId));
+      expect(row).toContain("500.5 toman");
+
+      const lifted = await gw(["keys", "limits", keyId, "--monthly-spend-cap", "none"]);
+      expect(lifted.code).toBe(0);
+      expect(field(lifted.stdout, "monthly cap")).toBe("none");
+      const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+      expect(account.body.keys[0].monthly_spend_cap_toman).toBeNull();
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "ledger audit passes on the test gateway (exit 0)",
+    async () => {
+      const run = await gw(["ledger", "audit"]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(run.stdout).toMatch(/^ledger audit: ok \(\d+ checks\)$/m);
+      expect(run.stdout).not.toContain("FAILED");
+
+      const json = await gw(["ledger", "audit", "--json"]);
+      expect(json.code).toBe(0);
+      expect((JSON.parse(json.stdout) as { ok: boolean }).ok).toBe(true);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "ledger audit exits 4 and names the violation when a wallet disagrees with its transfers",
+    async () => {
+      const db = t.gw.deps.db;
+      await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro + 1 WHERE account_id = ${accountId}`);
+      try {
+        const run = await gw(["ledger", "audit"]);
+        expect(run.code).toBe(4);
+        expect(run.stdout).toContain("FAILED  every wallet's balance equals its transfers");
+        expect(run.stdout).toContain(`account_id=${accountId} balance=1238250000 transfers=1238249999`);
+        expect(run.stdout).toMatch(/^ledger audit: FAILED \(1 of \d+ checks\)$/m);
+
+        const json = await gw(["ledger", "audit", "--json"]);
+        expect(json.code).toBe(4);
+        expect((JSON.parse(json.stdout) as { ok: boolean }).ok).toBe(false);
+      } finally {
+        await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro - 1 WHERE account_id = ${accountId}`);
+      }
+      expect((await gw(["ledger", "audit"])).code).toBe(0);
     },
     cliTimeoutMs,
   );

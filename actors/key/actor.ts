@@ -14,8 +14,8 @@
  *                   and drained.
  *
  * Invariants: slots in use ≤ concurrencyMax; for every lease, consumed + outstanding ≤ amount,
- * so posts never exceed the hold; admission stops at a lease's cut-off (its deadline minus a
- * margin, on the monotonic clock) and whenever the usage writer is failing.
+ * so posts never exceed the hold; admission stops at a lease's cut-off (half its life, on the
+ * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
 import type { AdmitReply, AdmitTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
@@ -29,10 +29,10 @@ import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { Logger } from "../../src/log.ts";
 import { MinuteWindow } from "./window.ts";
 
-/** A lease's hold lives this long; past it the sweeper closes it (the node died). */
-export const LEASE_TTL_MS = 10 * 60_000;
-/** Admission from a lease stops this long before its deadline, so admitted requests can finish. */
-export const LEASE_ADMIT_MARGIN_MS = 5 * 60_000;
+/** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */
+export const LEASE_TTL_MS_DEFAULT = 10 * 60_000;
+/** Admission from a lease stops at half its life, so that requests admitted late can finish. */
+export const LEASE_ADMIT_FRACTION = 0.5;
 /** A lease is sized to cover this many seconds of the key's recent spend… */
 export const LEASE_HORIZON_S = 10;
 /** …and at least this many reserves of the current size… */
@@ -46,6 +46,8 @@ export const LOW_BALANCE_MS = 5_000;
 export const ADMIT_WAIT_MS_MAX = 3_000;
 /** Between two attempts to open a hold while waiting for money. */
 export const ADMIT_RETRY_MS = 25;
+/** How long a failed open's view of the wallet stands in for another query. */
+export const SHORT_MEMO_MS = 50;
 const SPEND_HALF_LIFE_MS = 10_000;
 
 export interface KeyActorDeps {
@@ -55,6 +57,8 @@ export interface KeyActorDeps {
   /** Asks every node to recall the account's leases, except the asking key's. */
   recall: (accountId: string, fromKeyId: string) => void;
   log: Logger;
+  /** How long a lease's hold lives (a crashed node's money is back after this). */
+  leaseTtlMs?: number;
   nowMs?: () => number;
 }
 
@@ -80,8 +84,8 @@ export class KeyActor {
   private current: Lease | null = null;
   private opening: Promise<unknown> | null = null;
   private lowBalanceUntilMs = 0;
-  /** Set when an open failed with nothing held anywhere: waiters since then are refused. */
-  private dryAtMs = -1;
+  /** The wallet as the last failed open saw it; forgotten on any local change or after SHORT_MEMO_MS. */
+  private short: { atMs: number; available: bigint; heldMicro: bigint } | null = null;
   private readonly requestWindow: MinuteWindow;
   private readonly tokenWindow: MinuteWindow;
   private spendRate = 0; // micro-toman per second, decaying
@@ -115,6 +119,7 @@ export class KeyActor {
   }
 
   private signal(): void {
+    this.short = null;
     this.changed.resolve();
     this.changed = Promise.withResolvers<void>();
   }
@@ -150,7 +155,8 @@ export class KeyActor {
       return { ok: true, holdId: got.holdId, rate: this.rateInfo(key) };
     } catch (error) {
       this.admissions.delete(ticket.requestId);
-      this.deps.log("error", "admit_failed", { keyId: key.id, error: (error as Error).message });
+      const cause = (error as { cause?: Error }).cause;
+      this.deps.log("error", "admit_failed", { keyId: key.id, error: cause?.message ?? (error as Error).message });
       return refuse(fail("service_unavailable", "The billing database is unavailable; try again shortly.", { retryAfterS: 1 }));
     }
   }
@@ -233,30 +239,34 @@ export class KeyActor {
   private async reserve(admission: Admission, key: KeyRecord, exact: boolean): Promise<{ holdId: string } | Failure> {
     const startedMs = this.now();
     for (;;) {
-      if (exact && this.dryAtMs >= startedMs) return this.insufficient(admission.reserve, 0n);
       const lease = this.current;
       if (lease && lease.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
         return this.take(lease, admission);
       }
       if (this.opening) {
-        await this.opening;
+        await this.opening.catch(() => {}); // its own caller reports its failure
         continue;
       }
-      const opened = this.openLease(admission, key);
-      this.opening = opened;
-      let result: Awaited<typeof opened>;
-      try {
-        result = await opened;
-      } finally {
-        this.opening = null;
+      // A recent failed open already tells whether trying the wallet again can help.
+      let short = this.short !== null && this.now() - this.short.atMs < SHORT_MEMO_MS ? this.short : null;
+      if (!short || admission.reserve <= short.available) {
+        const opened = this.openLease(admission, key);
+        this.opening = opened;
+        let result: Awaited<typeof opened>;
+        try {
+          result = await opened;
+        } finally {
+          this.opening = null;
+        }
+        if (result.opened) return { holdId: admission.lease!.holdId };
+        short = { atMs: this.now(), available: result.balanceMicro - result.heldMicro, heldMicro: result.heldMicro };
+        this.short = short;
       }
-      if (result.opened) return { holdId: admission.lease!.holdId };
-      const available = result.balanceMicro - result.heldMicro;
       // Not even the cheap bound fits: let the edge count exactly before anyone waits.
-      if (!exact) return this.insufficient(admission.reserve, available);
-      if (result.heldMicro === 0n) this.dryAtMs = this.now();
-      if (this.dryAtMs >= startedMs || this.now() - startedMs >= ADMIT_WAIT_MS_MAX) {
-        return this.insufficient(admission.reserve, available);
+      if (!exact) return this.insufficient(admission.reserve, short.available);
+      // Nothing is held anywhere that could come back, or we waited long enough.
+      if (short.heldMicro === 0n || this.now() - startedMs >= ADMIT_WAIT_MS_MAX) {
+        return this.insufficient(admission.reserve, short.available);
       }
       // Money is held somewhere (in flight here, or in another key's or node's lease):
       // recall it and wait for it to come back.
@@ -278,7 +288,7 @@ export class KeyActor {
       label: "lease",
       minMicro: reserve,
       desiredMicro: desired,
-      ttlMs: LEASE_TTL_MS,
+      ttlMs: this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT,
     });
     if (result.opened) {
       const lease: Lease = {
@@ -286,7 +296,7 @@ export class KeyActor {
         amount: result.amountMicro,
         consumed: 0n,
         outstanding: 0n,
-        cutoffMs: this.now() + LEASE_TTL_MS - LEASE_ADMIT_MARGIN_MS,
+        cutoffMs: this.now() + (this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT) * LEASE_ADMIT_FRACTION,
         admitting: true,
         closing: false,
       };

@@ -70,6 +70,93 @@ describe("parseInvocation: commands", () => {
   });
 });
 
+describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
+  test("rates show / set, with and without --effective-at", () => {
+    expect(command(["rates", "show"])).toEqual({ kind: "rates.show" });
+    expect(command(["rates", "set", "95000"])).toEqual({ kind: "rates.set", tomanPerUsd: 95_000 });
+    expect(command(["rates", "set", "95000", "--effective-at", "2025-03-21T00:00:00+03:30"])).toEqual({
+      kind: "rates.set",
+      tomanPerUsd: 95_000,
+      effectiveAt: "2025-03-21T00:00:00+03:30",
+    });
+    expect(command(["rates", "set", "--effective-at=2025-03-20T20:30:00.5Z", "1"])).toMatchObject({ effectiveAt: "2025-03-20T20:30:00.5Z" });
+  });
+
+  test("a bad rate is refused", () => {
+    for (const bad of ["0", "-5", "95000.5", "95,000", "1e5", "abc", "", "007"]) {
+      expect(refused(["rates", "set", bad])).toContain("toman-per-usd must be a positive whole number");
+    }
+    expect(refused(["rates", "set"])).toContain("missing <toman-per-usd>");
+    expect(refused(["rates", "set", "1", "2"])).toContain("unexpected argument: 2");
+    expect(refused(["rates"])).toContain("show or set");
+    expect(refused(["rates", "show", "--effective-at", "2025-03-21T00:00:00Z"])).toBe("rates show does not take --effective-at");
+  });
+
+  test("a bad --effective-at is refused: it needs an ISO time with an offset", () => {
+    for (const bad of ["2025-03-21T00:00:00", "2025-03-21", "2025-03-21 00:00:00Z", "2025-13-01T00:00:00Z", "2025-02-30T00:00:00Z", "2025-03-21T00:00Z", "tomorrow", "1742500000"]) {
+      expect(refused(["rates", "set", "95000", "--effective-at", bad])).toContain("--effective-at must be an ISO time with an offset");
+    }
+    expect(refused(["rates", "set", "95000", "--effective-at"])).toBe("--effective-at needs a value");
+  });
+
+  test("adjust takes a signed amount, a reason and a reference", () => {
+    expect(command(["adjust", "acct_1", "100", "--reason", "refund for outage", "--reference", "adj-1"])).toEqual({
+      kind: "adjust",
+      accountId: "acct_1",
+      amountToman: "100",
+      reason: "refund for outage",
+      reference: "adj-1",
+    });
+    expect(command(["adjust", "acct_1", "-12.5", "--reason", "double credit", "--reference", "adj-2"])).toMatchObject({ amountToman: "-12.5" });
+    expect(command(["adjust", "--reason=  typo fix  ", "--reference=r", "acct_1", "-0.000001"])).toMatchObject({ amountToman: "-0.000001", reason: "typo fix" });
+  });
+
+  test("adjust refusals: bad or zero amounts, missing or bad reason and reference", () => {
+    for (const bad of ["--5", "-", "+5", "1.2345678", "-1.2345678", "1,000", "-1e3", "abc", "5."]) {
+      expect(refused(["adjust", "acct_1", "--reason", "why not", "--reference", "r", "--", bad])).toContain("amount-toman must be a whole number");
+    }
+    for (const zero of ["0", "-0", "-0.000000"]) {
+      expect(refused(["adjust", "acct_1", zero, "--reason", "why not", "--reference", "r"])).toContain("must not be zero");
+    }
+    expect(refused(["adjust", "acct_1", "5", "--reference", "r"])).toContain("--reason is required");
+    expect(refused(["adjust", "acct_1", "5", "--reason", "why not"])).toContain("--reference is required");
+    expect(refused(["adjust", "acct_1", "5", "--reason", " ab ", "--reference", "r"])).toContain("--reason must be 3 to 500 characters");
+    expect(refused(["adjust", "acct_1", "5", "--reason", "x".repeat(501), "--reference", "r"])).toContain("--reason must be 3 to 500 characters");
+    expect(refused(["adjust", "acct_1", "5", "--reason", "why not", "--reference", " "])).toContain("must not be empty");
+    expect(refused(["adjust", "acct_1", "--reason", "why not", "--reference", "r"])).toContain("missing <amount-toman>");
+  });
+
+  test("negative amounts are for adjust only", () => {
+    expect(refused(["topup", "acct_1", "-5", "--reference", "r"])).toContain("amount-toman must be a whole number");
+    expect(refused(["keys", "create", "acct_1", "ci", "--monthly-spend-cap", "-5"])).toContain("--monthly-spend-cap must be toman");
+    expect(refused(["keys", "limits", "key_1", "--monthly-spend-cap", "-5"])).toContain("--monthly-spend-cap must be toman");
+    expect(refused(["rates", "set", "-95000"])).toContain("toman-per-usd must be a positive whole number");
+  });
+
+  test("ledger audit", () => {
+    expect(command(["ledger", "audit"])).toEqual({ kind: "ledger.audit" });
+    expect(refused(["ledger"])).toContain("say audit");
+    expect(refused(["ledger", "fix"])).toContain("unknown command: ledger fix");
+    expect(refused(["ledger", "audit", "now"])).toContain("unexpected argument: now");
+  });
+
+  test("--monthly-spend-cap: toman on keys create; toman or none on keys limits", () => {
+    expect(command(["keys", "create", "acct_1", "ci", "--monthly-spend-cap", "250000.5"])).toEqual({
+      kind: "keys.create",
+      accountId: "acct_1",
+      name: "ci",
+      limits: { monthly_spend_cap_toman: "250000.5" },
+    });
+    expect(command(["keys", "limits", "key_1", "--monthly-spend-cap", "none"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { monthly_spend_cap_toman: null } });
+    expect(command(["keys", "limits", "key_1", "--monthly-spend-cap=0"])).toMatchObject({ limits: { monthly_spend_cap_toman: "0" } });
+    expect(refused(["keys", "create", "acct_1", "ci", "--monthly-spend-cap", "none"])).toContain("--monthly-spend-cap none");
+    for (const bad of ["1.2345678", "1,000", "1e6", "abc", ".5", ""]) {
+      expect(refused(["keys", "limits", "key_1", "--monthly-spend-cap", bad])).toContain("--monthly-spend-cap must be toman");
+    }
+    expect(refused(["topup", "acct_1", "5", "--reference", "r", "--monthly-spend-cap", "5"])).toBe("topup does not take --monthly-spend-cap");
+  });
+});
+
 describe("parseInvocation: url, token, --json", () => {
   test("--url, then GW_URL, then 127.0.0.1:$PORT, then port 8080", () => {
     expect(accepted(["pools"]).url).toBe("http://127.0.0.1:8080");

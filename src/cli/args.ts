@@ -3,12 +3,15 @@
  * error. Pure (no I/O, no process globals) so every command and refusal is unit-tested; `gw.ts`
  * runs nothing until this has accepted the whole command line.
  */
+import { z } from "zod";
 
 /** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
 export interface KeyLimitsInput {
   concurrency_max?: number;
   rpm?: number | null;
   tpm?: number | null;
+  /** Toman as an exact decimal string. */
+  monthly_spend_cap_toman?: string | null;
 }
 
 export type Command =
@@ -19,7 +22,13 @@ export type Command =
   | { kind: "keys.create"; accountId: string; name: string; limits: KeyLimitsInput }
   | { kind: "keys.limits"; keyId: string; limits: KeyLimitsInput }
   | { kind: "keys.revoke"; keyId: string }
-  | { kind: "pools" };
+  | { kind: "pools" }
+  | { kind: "rates.show" }
+  /** `effectiveAt` is absent for "now" (the gateway's clock). */
+  | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
+  /** `amountToman` is an exact decimal string, negative for a debit. */
+  | { kind: "adjust"; accountId: string; amountToman: string; reason: string; reference: string }
+  | { kind: "ledger.audit" };
 
 export interface Invocation {
   command: Command;
@@ -39,11 +48,21 @@ commands:
   accounts show <account-id>                      balance, keys and recent usage
   topup <account-id> <amount-toman> --reference <ref>
                                                   credit the wallet (same reference again: credited once)
+  adjust <account-id> <amount-toman> --reason <text> --reference <ref>
+                                                  correct a wallet: a positive amount credits it, a
+                                                  negative one (e.g. -12.5) debits it; same reference
+                                                  again: applied once
   keys create <account-id> <name> [--concurrency-max N] [--rpm N] [--tpm N]
-                                                  create a key (shown only once)
+              [--monthly-spend-cap TOMAN]         create a key (shown only once)
   keys limits <key-id> [--concurrency-max N] [--rpm N|none] [--tpm N|none]
-                                                  change a key's limits (none = no limit)
+              [--monthly-spend-cap TOMAN|none]    change a key's limits (none = no limit;
+                                                  a monthly cap of 0 stops all spending)
   keys revoke <key-id>                            revoke a key
+  rates show                                      the toman-per-USD rate in effect, recent price
+                                                  versions and the rate fetcher's status
+  rates set <toman-per-usd> [--effective-at ISO]  a new rate and price version, from now or from
+                                                  the given time (with offset: 2025-03-21T00:00:00+03:30)
+  ledger audit                                    check every ledger invariant (exit 4 on a violation)
   pools                                           backends of every model pool
   help                                            show this text
 
@@ -52,15 +71,21 @@ flags:
   --token TOKEN  the admin token (default: $ADMIN_TOKEN; prefer the variable, argv is visible to ps)
   --json         print the gateway's JSON reply as it came
 
-exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached`;
+exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached,
+            4 ledger audit found violations`;
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
-const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm"] as const;
+const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap"] as const;
 const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at"]);
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
 const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
 const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
+/** The admin API's bounds on an adjustment's reason (after trimming). */
+const REASON_LENGTH_MIN = 3;
+const REASON_LENGTH_MAX = 500;
+/** The same check the admin API makes on `effective_at`: an ISO time with a UTC offset (or Z). */
+const ISO_WITH_OFFSET = z.iso.datetime({ offset: true });
 
 type Flags = Map<string, string | true>;
 
@@ -137,6 +162,12 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
       return topupCommand(rest, flags);
     case "keys":
       return keysCommand(rest, flags);
+    case "adjust":
+      return adjustCommand(rest, flags);
+    case "rates":
+      return ratesCommand(rest, flags);
+    case "ledger":
+      return ledgerCommand(rest, flags);
     case "pools":
       allowFlags(flags, [], "pools");
       arity(rest, [], "pools");
@@ -168,6 +199,57 @@ function topupCommand(words: readonly string[], flags: Flags): Command {
   return { kind: "topup", accountId: nonEmpty(accountId, "account-id"), amountToman: amountOf(amount), reference: nonEmpty(reference, "--reference") };
 }
 
+function adjustCommand(words: readonly string[], flags: Flags): Command {
+  allowFlags(flags, ["reason", "reference"], "adjust");
+  const [accountId, amount] = arity(words, ["account-id", "amount-toman"], "adjust");
+  const reason = stringFlag(flags, "reason");
+  if (reason === undefined) throw new UsageError("adjust: --reason is required (it is kept with the correction)");
+  const reference = stringFlag(flags, "reference");
+  if (reference === undefined) throw new UsageError("adjust: --reference is required (it makes a repeated adjustment harmless)");
+  const trimmedReason = reason.trim();
+  if (trimmedReason.length < REASON_LENGTH_MIN || trimmedReason.length > REASON_LENGTH_MAX) {
+    throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
+  }
+  return {
+    kind: "adjust",
+    accountId: nonEmpty(accountId, "account-id"),
+    amountToman: signedAmountOf(amount),
+    reason: trimmedReason,
+    reference: nonEmpty(reference, "--reference"),
+  };
+}
+
+function ratesCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === "show") {
+    allowFlags(flags, [], "rates show");
+    arity(rest, [], "rates show");
+    return { kind: "rates.show" };
+  }
+  if (sub === "set") {
+    allowFlags(flags, ["effective-at"], "rates set");
+    const [rate] = arity(rest, ["toman-per-usd"], "rates set");
+    const tomanPerUsd = positiveInteger(rate!, "toman-per-usd");
+    const effectiveAt = stringFlag(flags, "effective-at");
+    if (effectiveAt === undefined) return { kind: "rates.set", tomanPerUsd };
+    if (!ISO_WITH_OFFSET.safeParse(effectiveAt).success) {
+      throw new UsageError(`--effective-at must be an ISO time with an offset, like 2025-03-21T00:00:00+03:30 or 2025-03-20T20:30:00Z, not ${JSON.stringify(effectiveAt)}`);
+    }
+    return { kind: "rates.set", tomanPerUsd, effectiveAt };
+  }
+  throw new UsageError(sub === undefined ? "rates: say show or set" : `unknown command: rates ${sub}`);
+}
+
+function ledgerCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === "audit") {
+    allowFlags(flags, [], "ledger audit");
+    arity(rest, [], "ledger audit");
+    return { kind: "ledger.audit" };
+  }
+  throw new UsageError(sub === undefined ? "ledger: say audit" : `unknown command: ledger ${sub}`);
+}
+
 function keysCommand(words: readonly string[], flags: Flags): Command {
   const [sub, ...rest] = words;
   if (sub === "create") {
@@ -179,7 +261,7 @@ function keysCommand(words: readonly string[], flags: Flags): Command {
     allowFlags(flags, LIMIT_FLAGS, "keys limits");
     const [keyId] = arity(rest, ["key-id"], "keys limits");
     const limits = limitsOf(flags, { noneAllowed: true });
-    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm or --tpm");
+    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm or --monthly-spend-cap");
     return { kind: "keys.limits", keyId: nonEmpty(keyId, "key-id"), limits };
   }
   if (sub === "revoke") {
@@ -226,6 +308,18 @@ function amountOf(text: string | undefined): string {
   return amount;
 }
 
+/** An adjustment's amount: like a top-up's, but a leading minus makes it a debit. */
+function signedAmountOf(text: string | undefined): string {
+  const amount = text?.trim() ?? "";
+  const negative = amount.startsWith("-");
+  const magnitude = negative ? amount.slice(1) : amount;
+  if (!AMOUNT_PATTERN.test(magnitude)) {
+    throw new UsageError(`amount-toman must be a whole number or a decimal with at most 6 decimals, negative for a debit (e.g. -12.5), not ${JSON.stringify(amount)}`);
+  }
+  if (AMOUNT_ZERO_PATTERN.test(magnitude)) throw new UsageError("amount-toman must not be zero");
+  return amount;
+}
+
 function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInput {
   const limits: KeyLimitsInput = {};
   const concurrency = stringFlag(flags, "concurrency-max");
@@ -235,6 +329,14 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
     if (value === undefined) continue;
     if (value === "none" && !options.noneAllowed) throw new UsageError(`--${name} none: a new key has no ${name} limit unless you give one`);
     limits[name] = value === "none" ? null : positiveInteger(value, `--${name}`);
+  }
+  const cap = stringFlag(flags, "monthly-spend-cap");
+  if (cap !== undefined) {
+    if (cap === "none" && !options.noneAllowed) throw new UsageError("--monthly-spend-cap none: a new key has no monthly spend cap unless you give one");
+    if (cap !== "none" && !AMOUNT_PATTERN.test(cap)) {
+      throw new UsageError(`--monthly-spend-cap must be toman as a whole number or a decimal with at most 6 decimals${options.noneAllowed ? ", or none" : ""}, not ${JSON.stringify(cap)}`);
+    }
+    limits.monthly_spend_cap_toman = cap === "none" ? null : cap;
   }
   return limits;
 }

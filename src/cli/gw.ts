@@ -5,16 +5,21 @@
  *
  *   ADMIN_TOKEN=… bun run gw topup acct_1 500000 --reference invoice-42
  *
- * Exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached.
+ * Exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached,
+ * 4 `ledger audit` found violations (so a cron job or CI step can alert on it).
  * The admin token goes only into the Authorization header; nothing here prints it.
  */
 import { z } from "zod";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
 
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3 } as const;
+export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, auditFailed: 4 } as const;
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
+/** `rates show` lists this many of the newest price versions. */
+const VERSIONS_SHOWN_MAX = 10;
+/** `ledger audit` prints this many violations of a failed check. */
+const VIOLATIONS_SHOWN_MAX = 3;
 
 interface Call {
   method: "GET" | "POST" | "PATCH" | "DELETE";
@@ -42,12 +47,43 @@ const keyReply = z.object({
   concurrency_max: z.number(),
   rpm: z.number().nullable(),
   tpm: z.number().nullable(),
+  /** Absent from gateways older than the cap; shown as no cap. */
+  monthly_spend_cap_toman: z.string().nullish(),
   revoked_at: z.string().nullable(),
 });
 
 const accountReply = z.object({ id: z.string(), name: z.string(), created_at: z.string(), ...wallet, keys: z.array(keyReply).optional() });
 const topupReply = z.object({ account_id: z.string(), reference: z.string(), amount_toman: z.string(), credited: z.boolean(), ...wallet });
 const createdKeyReply = keyReply.extend({ key: z.string() });
+const adjustmentReply = z.object({
+  account_id: z.string(),
+  reference: z.string(),
+  amount_toman: z.string(),
+  reason: z.string(),
+  credited: z.boolean(),
+  ...wallet,
+});
+
+const priceVersion = z.object({ id: z.number(), toman_per_usd: z.number(), effective_at: z.string() });
+const priceVersionReply = priceVersion.extend({ models: z.number() });
+const ratesReply = z.object({
+  current: priceVersion.nullable(),
+  versions: z.array(priceVersion),
+  fetch: z
+    .object({
+      source: z.string().nullish(),
+      lastAttemptAt: z.string().nullish(),
+      lastSuccessAt: z.string().nullish(),
+      lastError: z.string().nullish(),
+      lastRate: z.string().nullish(),
+    })
+    .nullish(),
+});
+
+const auditReply = z.object({
+  ok: z.boolean(),
+  checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
+});
 
 const poolsReply = z.object({
   data: z.array(
@@ -105,14 +141,25 @@ async function execute(invocation: Invocation, command: Exclude<Command, { kind:
     output.err(refusalOf(response.status, reply));
     return EXIT.refused;
   }
-  if (invocation.json && reply !== undefined) return EXIT.ok;
-  const rendered = reply === undefined ? null : render(command, reply);
-  if (rendered === null) {
+  const code = reply === undefined ? null : outcomeOf(command, reply);
+  const rendered = code === null || invocation.json ? null : render(command, reply);
+  if (code === null || (!invocation.json && rendered === null)) {
     output.err(`error: unexpected reply from ${shownUrl(invocation.url)} (HTTP ${response.status}); is this a Darvaze gateway?`);
     return EXIT.refused;
   }
-  output.out(rendered);
-  return EXIT.ok;
+  if (rendered !== null) output.out(rendered);
+  return code;
+}
+
+/**
+ * The exit code a successful reply stands for, with or without --json: 0, except for an audit
+ * that found violations. Null when the reply cannot be judged.
+ */
+function outcomeOf(command: Exclude<Command, { kind: "help" }>, reply: unknown): number | null {
+  if (command.kind !== "ledger.audit") return EXIT.ok;
+  const parsed = z.object({ ok: z.boolean() }).safeParse(reply);
+  if (!parsed.success) return null;
+  return parsed.data.ok ? EXIT.ok : EXIT.auditFailed;
 }
 
 function callFor(command: Exclude<Command, { kind: "help" }>): Call {
@@ -135,6 +182,18 @@ function callFor(command: Exclude<Command, { kind: "help" }>): Call {
       return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
     case "pools":
       return { method: "GET", path: "/admin/pools" };
+    case "adjust":
+      return {
+        method: "POST",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/adjustments`,
+        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference },
+      };
+    case "rates.show":
+      return { method: "GET", path: "/admin/rates" };
+    case "rates.set":
+      return { method: "POST", path: "/admin/rates", body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } };
+    case "ledger.audit":
+      return { method: "GET", path: "/admin/ledger/audit" };
   }
 }
 
@@ -161,11 +220,23 @@ function render(command: Exclude<Command, { kind: "help" }>, reply: unknown): st
     case "keys.create":
       return renderWith(createdKeyReply, reply, renderCreatedKey);
     case "keys.limits":
-      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)]])}`);
+      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)], ["monthly cap", capText(k)]])}`);
     case "keys.revoke":
       return renderWith(keyReply, reply, (k) => `key revoked\n${fields([["id", k.id], ["name", k.name], ["revoked at", k.revoked_at ?? "-"]])}`);
     case "pools":
       return renderWith(poolsReply, reply, renderPools);
+    case "adjust":
+      return renderWith(adjustmentReply, reply, renderAdjustment);
+    case "rates.show":
+      return renderWith(ratesReply, reply, renderRates);
+    case "rates.set":
+      return renderWith(
+        priceVersionReply,
+        reply,
+        (v) => `rate set: ${v.toman_per_usd} toman per USD\n${fields([["version", String(v.id)], ["effective", v.effective_at], ["models", `${v.models} priced`]])}`,
+      );
+    case "ledger.audit":
+      return renderWith(auditReply, reply, renderAudit);
   }
 }
 
@@ -186,8 +257,8 @@ function renderAccount(a: z.infer<typeof accountReply>): string {
     ["keys", String(keys.length)],
   ]);
   if (keys.length === 0) return head;
-  const rows = keys.map((k) => [k.id, k.name, k.display, limitsText(k), k.revoked_at ? `revoked ${k.revoked_at}` : "active"]);
-  return `${head}\n${table([["ID", "NAME", "KEY", "LIMITS", "STATE"], ...rows], "  ")}`;
+  const rows = keys.map((k) => [k.id, k.name, k.display, limitsText(k), capText(k), k.revoked_at ? `revoked ${k.revoked_at}` : "active"]);
+  return `${head}\n${table([["ID", "NAME", "KEY", "LIMITS", "MONTHLY CAP", "STATE"], ...rows], "  ")}`;
 }
 
 function renderTopup(t: z.infer<typeof topupReply>): string {
@@ -200,12 +271,77 @@ function renderTopup(t: z.infer<typeof topupReply>): string {
 function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
   return [
     "key created",
-    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)]]),
+    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)], ["monthly cap", capText(k)]]),
     "",
     `    ${k.key}`,
     "",
     "This key is shown only once: copy it now. The gateway keeps only a hash of it.",
   ].join("\n");
+}
+
+function renderAdjustment(a: z.infer<typeof adjustmentReply>): string {
+  const debit = a.amount_toman.startsWith("-");
+  const head = !a.credited
+    ? `already applied: reference ${JSON.stringify(a.reference)} was used before for this adjustment; nothing changed`
+    : debit
+      ? `debited ${a.amount_toman.slice(1)} toman from ${a.account_id}`
+      : `credited ${a.amount_toman} toman to ${a.account_id}`;
+  return `${head}\n${fields([["reference", a.reference], ["reason", a.reason], ["balance", `${a.balance_toman} toman`], ["available", `${a.available_toman} toman`]])}`;
+}
+
+function renderRates(r: z.infer<typeof ratesReply>): string {
+  const parts: string[] = [];
+  const current = r.current;
+  parts.push(
+    current
+      ? `rate in effect\n${fields([["toman per USD", String(current.toman_per_usd)], ["version", String(current.id)], ["effective", current.effective_at]])}`
+      : "no rate in effect: no price version has started yet",
+  );
+  if (r.versions.length > 0) {
+    // The gateway lists versions oldest first by effective time; a later one is still to come.
+    const stateOf = (v: z.infer<typeof priceVersion>): string => {
+      if (!current) return "scheduled";
+      if (v.id === current.id) return "current";
+      const [at, currentAt] = [Date.parse(v.effective_at), Date.parse(current.effective_at)];
+      return at > currentAt || (at === currentAt && v.id > current.id) ? "scheduled" : "past";
+    };
+    const shown = r.versions.slice(-VERSIONS_SHOWN_MAX).reverse();
+    const rows = shown.map((v) => [String(v.id), String(v.toman_per_usd), v.effective_at, stateOf(v)]);
+    const title = r.versions.length > shown.length ? `price versions (newest ${shown.length} of ${r.versions.length})` : "price versions";
+    parts.push(`${title}\n${table([["VERSION", "TOMAN/USD", "EFFECTIVE", "STATE"], ...rows], "  ")}`);
+  }
+  const f = r.fetch;
+  parts.push(
+    f
+      ? `rate fetch\n${fields([
+          ["source", f.source ?? "-"],
+          ["last attempt", f.lastAttemptAt ?? "never"],
+          ["last success", f.lastSuccessAt ?? "never"],
+          ["last rate", f.lastRate ?? "-"],
+          ["last error", f.lastError ?? "none"],
+        ])}`
+      : "rate fetch: not configured (the rate changes only by `rates set`)",
+  );
+  return parts.join("\n\n");
+}
+
+function renderAudit(a: z.infer<typeof auditReply>): string {
+  const lines: string[] = [];
+  for (const check of a.checks) {
+    if (check.ok) {
+      lines.push(`  ok      ${check.name}`);
+      continue;
+    }
+    const count = check.violations.length;
+    lines.push(`  FAILED  ${check.name} (${count} violation${count === 1 ? "" : "s"} listed)`);
+    for (const violation of check.violations.slice(0, VIOLATIONS_SHOWN_MAX)) {
+      lines.push(`          ${Object.entries(violation).map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`).join(" ")}`);
+    }
+    if (count > VIOLATIONS_SHOWN_MAX) lines.push(`          … and ${count - VIOLATIONS_SHOWN_MAX} more (--json lists them)`);
+  }
+  const failed = a.checks.filter((c) => !c.ok).length;
+  lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);
+  return lines.join("\n");
 }
 
 function renderPools(p: z.infer<typeof poolsReply>): string {
@@ -230,6 +366,10 @@ function renderPools(p: z.infer<typeof poolsReply>): string {
 
 function limitsText(k: { concurrency_max: number; rpm: number | null; tpm: number | null }): string {
   return `concurrency ${k.concurrency_max}, rpm ${k.rpm ?? "none"}, tpm ${k.tpm ?? "none"}`;
+}
+
+function capText(k: { monthly_spend_cap_toman?: string | null | undefined }): string {
+  return k.monthly_spend_cap_toman == null ? "none" : `${k.monthly_spend_cap_toman} toman`;
 }
 
 /** `label  value` lines with the values aligned, indented by two spaces. */

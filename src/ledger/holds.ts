@@ -1,8 +1,8 @@
 /**
  * Two-phase holds, after TigerBeetle.
  *
- *   open:   held += amount, only WHERE balance − held covers at least `min`; the hold takes
- *           LEAST(desired, available), so a lease never asks for money that is not there.
+ *   open:   under the wallet's row lock, held += LEAST(desired, available), only when that
+ *           covers at least `min`: a lease never asks for money that is not there.
  *   post:   (usage.ts) each usage record posts its charge from the hold once, by request id:
  *           posted += charge, balance −= charge, held −= charge.
  *   shrink: gives back unused room (amount −= x, held −= x), never below what was posted.
@@ -34,23 +34,32 @@ export type OpenHoldResult =
   | { opened: false; balanceMicro: bigint; heldMicro: bigint };
 
 export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
-  const [row] = await db.rows<{ balance_micro: unknown; held_micro: unknown; amount: unknown }>(sql`
-    WITH cur AS (
-      SELECT account_id, balance_micro, held_micro, LEAST(${h.desiredMicro}::bigint, balance_micro - held_micro) AS amt
-      FROM wallets WHERE account_id = ${h.accountId} FOR UPDATE),
-    w AS (
-      UPDATE wallets SET held_micro = wallets.held_micro + cur.amt, updated_at = now()
-      FROM cur WHERE wallets.account_id = cur.account_id AND cur.amt >= ${h.minMicro}::bigint
-      RETURNING cur.amt),
-    ins AS (
+  return db.orm.transaction(async (tx) => {
+    const rows = async <T>(query: ReturnType<typeof sql>) => {
+      const result = await tx.execute(query);
+      return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as T[];
+    };
+    // The row lock orders concurrent opens on one wallet; the UPDATE is conditional as well,
+    // and the CHECK backs both.
+    const [wallet] = await rows<{ balance_micro: unknown; held_micro: unknown }>(sql`
+      SELECT balance_micro, held_micro FROM wallets WHERE account_id = ${h.accountId} FOR UPDATE`);
+    if (!wallet) return { opened: false, balanceMicro: 0n, heldMicro: 0n };
+    const balanceMicro = BigInt(String(wallet.balance_micro));
+    const heldMicro = BigInt(String(wallet.held_micro));
+    const available = balanceMicro - heldMicro;
+    const amount = available < h.desiredMicro ? available : h.desiredMicro;
+    if (amount < h.minMicro || amount <= 0n) return { opened: false, balanceMicro, heldMicro };
+    const updated = await rows(sql`
+      UPDATE wallets SET held_micro = held_micro + ${amount}::bigint, updated_at = now()
+      WHERE account_id = ${h.accountId} AND balance_micro - held_micro >= ${amount}::bigint
+      RETURNING account_id`);
+    if (updated.length !== 1) return { opened: false, balanceMicro, heldMicro };
+    await rows(sql`
       INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
-      SELECT ${h.holdId}, ${h.accountId}, ${h.keyId}, ${h.label}, w.amt, 'pending',
-             now() + make_interval(secs => ${h.ttlMs / 1000})
-      FROM w RETURNING amount_micro)
-    SELECT cur.balance_micro, cur.held_micro, (SELECT amount_micro FROM ins) AS amount FROM cur`);
-  if (!row) return { opened: false, balanceMicro: 0n, heldMicro: 0n };
-  if (row.amount !== null && row.amount !== undefined) return { opened: true, amountMicro: BigInt(String(row.amount)) };
-  return { opened: false, balanceMicro: BigInt(String(row.balance_micro)), heldMicro: BigInt(String(row.held_micro)) };
+      VALUES (${h.holdId}, ${h.accountId}, ${h.keyId}, ${h.label}, ${amount}::bigint, 'pending',
+              now() + make_interval(secs => ${h.ttlMs / 1000}))`);
+    return { opened: true, amountMicro: amount };
+  });
 }
 
 /** Gives `byMicro` of a pending hold back to its wallet; false when that would cut into posts. */

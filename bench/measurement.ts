@@ -1,0 +1,29 @@
+/** One measured workload against one target, as the report prints it. */
+export interface Measurement {
+  target: string;
+  workload: string;
+  requests: number;
+  rps: number;
+  /** Whole-request latency; for a stream, until `data: [DONE]`. */
+  p50Ms: number;
+  p99Ms: number;
+  /** Streams only: time to the first body byte. */
+  ttfbP50Ms?: number;
+  ttfbP99Ms?: number;
+  errors: number;
+  /** What the errors were, when there were any. */
+  errorDetail?: string;
+}
+
+export interface Workload {
+  name: string;
+  kind: "chat" | "stream";
+  concurrency: number;
+}
+
+/** `q` in 0..1 of an ascending-sorted array (nearest rank). */
+export function percentile(sorted: ArrayLike<number>, q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
+  return sorted[rank]!;
+}

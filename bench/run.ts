@@ -1,0 +1,220 @@
+/**
+ * `bun run bench [-- --quick | --profile]`: starts the simulator, then each target in turn (the
+ * simulator itself, the bare proxy, Darvaze embedded, Darvaze on NATS + PostgreSQL), runs every
+ * workload against it after a warm-up, stops it, and appends the run to bench/RESULTS.md.
+ * Every child process dies with the run; a watchdog ends a run that overstays its bound.
+ */
+import { mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import type { Measurement, Workload } from "./measurement.ts";
+import { installExitHandlers, interruptedSignal, pinSelf, PINNING, stopAll } from "./procs.ts";
+import { appendResults, BARE, CEILING, runMarkdown } from "./report.ts";
+import { runSseClient } from "./sse-client.ts";
+import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { runWrk } from "./wrk.ts";
+
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: { quick: { type: "boolean", default: false }, profile: { type: "boolean", default: false } },
+});
+
+const chat = (concurrency: number): Workload => ({ name: `chat c=${concurrency}`, kind: "chat", concurrency });
+const stream = (concurrency: number): Workload => ({ name: `stream c=${concurrency}`, kind: "stream", concurrency });
+
+interface Settings {
+  mode: "full" | "quick" | "profile";
+  measureS: number;
+  warmupS: number;
+  workloads: Workload[];
+  /** The watchdog: the whole run, start-ups included, ends by then. */
+  runSMax: number;
+}
+
+const settings: Settings = flags.profile
+  ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64)], runSMax: 120 }
+  : flags.quick
+    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 180 }
+    : { mode: "full", measureS: 10, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 540 };
+
+const outDir = join(ROOT, "bench/out");
+const resultsPath = join(ROOT, "bench/RESULTS.md");
+const runStarted = performance.now();
+
+function progress(message: string): void {
+  const seconds = ((performance.now() - runStarted) / 1000).toFixed(0).padStart(3);
+  console.error(`[${seconds}s] ${message}`);
+}
+
+/** Warm-up at the same concurrency, then the measurement. */
+async function measure(target: Target, workload: Workload): Promise<Measurement> {
+  if (workload.kind === "chat") {
+    await runWrk({ target, workload: workload.name, concurrency: workload.concurrency, durationS: settings.warmupS });
+    return runWrk({ target, workload: workload.name, concurrency: workload.concurrency, durationS: settings.measureS });
+  }
+  return runSseClient({
+    target,
+    workload: workload.name,
+    concurrency: workload.concurrency,
+    durationMs: settings.measureS * 1000,
+    warmupMs: settings.warmupS * 1000,
+  });
+}
+
+async function measureAll(target: Target, measurements: Measurement[]): Promise<void> {
+  for (const workload of settings.workloads) {
+    interruptedSignal.throwIfAborted();
+    progress(`${target.name} · ${workload.name} …`);
+    const m = await measure(target, workload);
+    measurements.push(m);
+    const ttfb = m.ttfbP50Ms === undefined ? "" : `, TTFB p50 ${m.ttfbP50Ms.toFixed(2)} ms`;
+    progress(`  ${Math.round(m.rps)} req/s, p50 ${m.p50Ms.toFixed(2)} ms, p99 ${m.p99Ms.toFixed(2)} ms${ttfb}, errors ${m.errors}`);
+  }
+}
+
+function revision(): string {
+  const head = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { cwd: ROOT, stderr: "ignore" });
+  if (head.exitCode !== 0) return "uncommitted";
+  const dirty = Bun.spawnSync(["git", "status", "--porcelain"], { cwd: ROOT, stderr: "ignore" }).stdout.toString().trim() !== "";
+  return head.stdout.toString().trim() + (dirty ? " + uncommitted changes" : "");
+}
+
+function machine(): string {
+  const wrk = Bun.spawnSync(["wrk", "-v"], { stderr: "pipe" });
+  const wrkVersion = /wrk (\S+)/.exec(wrk.stdout.toString() + wrk.stderr.toString())?.[1] ?? "?";
+  // Other work on the machine skews every figure; the load average at the end of the run shows it.
+  const load = loadavg().map((n) => n.toFixed(2)).join(" ");
+  return `${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? "?"}), Bun ${Bun.version}, wrk ${wrkVersion}; load average 1/5/15 min at the end ${load} (the run itself keeps both CPUs busy, ~2)`;
+}
+
+function requireWrk(): void {
+  if (Bun.which("wrk") === null) {
+    console.error("bench: wrk is not installed (apt-get install -y wrk)");
+    process.exit(2);
+  }
+}
+
+async function runBench(): Promise<void> {
+  const startedAt = new Date();
+  const measurements: Measurement[] = [];
+  const skipped: string[] = [];
+  const sim = await startSimulator({ outputTokens: 64 });
+  const targets: { label: string; start(): Promise<Target | string> }[] = [
+    { label: CEILING, start: async () => ({ ...sim, stop: async () => {} }) },
+    { label: BARE, start: () => startBareProxy(sim.url) },
+    { label: "Darvaze embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url }) },
+    {
+      label: "Darvaze NATS + PostgreSQL",
+      start: async () => {
+        const reason = await servicesUnavailable(servicesDefaults);
+        return reason ?? startDarvaze({ mode: "nats-pg", upstreamUrl: sim.url, services: servicesDefaults });
+      },
+    },
+  ];
+  for (const { label, start } of targets) {
+    interruptedSignal.throwIfAborted();
+    progress(`starting ${label}`);
+    let target: Target | string;
+    try {
+      target = await start();
+    } catch (error) {
+      target = `failed to start: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
+    }
+    if (typeof target === "string") {
+      skipped.push(`${label}: ${target}`);
+      progress(`skipped ${label}: ${target}`);
+      continue;
+    }
+    try {
+      await measureAll(target, measurements);
+    } catch (error) {
+      interruptedSignal.throwIfAborted();
+      skipped.push(`${label}: stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
+      progress(`${label} failed: ${(error as Error).message}`);
+    } finally {
+      await target.stop();
+    }
+  }
+  await sim.stop();
+
+  const command = `bun run bench${settings.mode === "full" ? "" : ` -- --${settings.mode}`}`;
+  const markdown = runMarkdown(
+    {
+      startedAt,
+      mode: settings.mode,
+      command,
+      revision: revision(),
+      pinning: PINNING,
+      durations: `${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1`,
+      machine: machine(),
+      skipped,
+    },
+    measurements,
+  );
+  interruptedSignal.throwIfAborted();
+  console.log(`\n${markdown}`);
+  appendResults(resultsPath, markdown);
+  progress(`appended to ${resultsPath}`);
+}
+
+/** The rows of a `## <title>` table in bun's profile markdown, header included. */
+function profileSection(markdown: string, title: string, rowsMax: number): string {
+  const start = markdown.indexOf(`## ${title}`);
+  if (start < 0) return "";
+  const rest = markdown.slice(start).split("\n").slice(1);
+  const table = rest.filter((line, i) => line.startsWith("|") && rest.slice(0, i).every((l) => l.startsWith("|") || l.trim() === ""));
+  return [`${title}:`, ...table.slice(0, rowsMax + 2)].join("\n");
+}
+
+async function runProfile(): Promise<void> {
+  mkdirSync(outDir, { recursive: true });
+  const name = `darvaze-embedded-${new Date().toISOString().replaceAll(":", "").slice(0, 15)}`;
+  const sim = await startSimulator({ outputTokens: 64 });
+  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url, cpuProfile: { dir: outDir, name } });
+  const measurements: Measurement[] = [];
+  try {
+    await measureAll(gateway, measurements);
+  } finally {
+    // The profile is written when the gateway exits, so stop it before reading.
+    await gateway.stop();
+    await sim.stop();
+  }
+  const files = readdirSync(outDir).filter((file) => file.startsWith(name));
+  progress(`profile written: ${files.map((file) => join("bench/out", file)).join(", ")}`);
+  const md = files.find((file) => file.endsWith(".md"));
+  if (md) {
+    const text = readFileSync(join(outDir, md), "utf8");
+    console.log(`\n${profileSection(text, "Hot Functions (Self Time)", 25)}\n\n${profileSection(text, "Files", 15)}`);
+  }
+  console.log("\n(figures under the profiler are slower than normal and are not appended to RESULTS.md)");
+}
+
+async function main(): Promise<void> {
+  requireWrk();
+  installExitHandlers();
+  pinSelf();
+  const watchdog = setTimeout(() => {
+    console.error(`bench: still running after ${settings.runSMax} s, giving up`);
+    // The SIGTERM handler kills the children, drops temp folders and databases, and exits.
+    process.kill(process.pid, "SIGTERM");
+  }, settings.runSMax * 1000);
+  watchdog.unref();
+  progress(`mode ${settings.mode}; ${PINNING}`);
+  const [loadNow = 0] = loadavg();
+  if (loadNow > 0.5) progress(`warning: load average ${loadNow.toFixed(2)} before the run; other work will skew the figures`);
+  try {
+    if (settings.mode === "profile") await runProfile();
+    else await runBench();
+  } finally {
+    await stopAll();
+    clearTimeout(watchdog);
+  }
+}
+
+await main().catch((error: unknown) => {
+  // On a signal, procs.ts drops the temp folders and databases, then exits; wait for it.
+  if (interruptedSignal.aborted) return new Promise<never>(() => {});
+  throw error;
+});

@@ -1,0 +1,218 @@
+/**
+ * The servers a run measures, each a process of its own: the simulator (ceiling, on the load
+ * CPU), the bare Bun proxy and Darvaze (on the server CPU). Darvaze targets come with a funded key.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import postgres from "postgres";
+import { freePort, LOAD_CPU, onInterrupt, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
+
+export const ROOT = join(import.meta.dir, "..");
+const HOST = "127.0.0.1";
+
+/** What the load generators need to know about a server. */
+export interface Target {
+  name: string;
+  /** Base URL, e.g. `http://127.0.0.1:9100`. */
+  url: string;
+  /** Bearer key; the simulator and bare proxy accept any. */
+  key: string;
+  stop(): Promise<void>;
+}
+
+export type DarvazeMode = "embedded" | "nats-pg";
+
+export interface Services {
+  databaseUrl: string;
+  natsUrl: string;
+}
+
+export const servicesDefaults: Services = {
+  databaseUrl: process.env.BENCH_DATABASE_URL ?? process.env.DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/postgres",
+  natsUrl: process.env.NATS_URL ?? "nats://127.0.0.1:4222",
+};
+
+/** `length` random hex digits. */
+const randomId = (length: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(Math.ceil(length / 2)))).toString("hex").slice(0, length);
+
+/** The simulator with no delays; `max_tokens` cuts replies shorter than `outputTokens`. */
+export async function startSimulator(options: { outputTokens: number }): Promise<Target> {
+  const port = freePort();
+  const child = spawnPinned({
+    label: "simulator",
+    cpu: LOAD_CPU,
+    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "0", "--output-tokens", String(options.outputTokens)],
+  });
+  const url = `http://${HOST}:${port}`;
+  await waitReady(child, `${url}/v1/models`);
+  return { name: "simulator (ceiling)", url, key: "bench", stop: () => child.stop() };
+}
+
+export async function startBareProxy(upstreamUrl: string): Promise<Target> {
+  const port = freePort();
+  const child = spawnPinned({
+    label: "bare proxy",
+    cpu: SERVER_CPU,
+    cmd: ["bun", "run", join(ROOT, "bench/bare-proxy.ts")],
+    env: { ...process.env, PORT: String(port), UPSTREAM_URL: upstreamUrl, BUN_CONFIG_MAX_HTTP_REQUESTS: "16384" },
+  });
+  const url = `http://${HOST}:${port}`;
+  // The proxy has no health route; a GET fails to parse as JSON and answers 500, so poll the port.
+  await waitForPort(child, port);
+  return { name: "bare Bun proxy", url, key: "bench", stop: () => child.stop() };
+}
+
+async function waitForPort(child: Child, port: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (child.proc.exitCode !== null) throw new Error(`${child.label} exited early:\n${child.output()}`);
+    const open = await Bun.connect({ hostname: HOST, port, socket: { data() {} } }).then(
+      (socket) => (socket.end(), true),
+      () => false,
+    );
+    if (open) return;
+    await Bun.sleep(50);
+  }
+  throw new Error(`${child.label} did not open port ${port} in ${timeoutMs} ms:\n${child.output()}`);
+}
+
+/** Why NATS or PostgreSQL cannot be used, or null when both answer. */
+export async function servicesUnavailable(services: Services): Promise<string | null> {
+  const nats = new URL(services.natsUrl);
+  const natsUp = await Promise.race([
+    Bun.connect({ hostname: nats.hostname, port: Number(nats.port || 4222), socket: { data() {} } }).then(
+      (socket) => (socket.end(), true),
+      () => false,
+    ),
+    Bun.sleep(2_000).then(() => false),
+  ]);
+  if (!natsUp) return `NATS not reachable at ${services.natsUrl}`;
+  const sql = postgres(services.databaseUrl, { max: 1, connect_timeout: 2, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    return null;
+  } catch (error) {
+    return `PostgreSQL not reachable at ${services.databaseUrl}: ${(error as Error).message}`;
+  } finally {
+    await sql.end({ timeout: 2 });
+  }
+}
+
+/** A fresh database on the server of `adminUrl`, and how to drop it. */
+async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `darvaze_bench_${randomId(12).toLowerCase()}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name}`);
+  } finally {
+    await admin.end({ timeout: 2 });
+  }
+  const url = new URL(adminUrl);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    async drop() {
+      const again = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      try {
+        await again.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      } finally {
+        await again.end({ timeout: 2 });
+      }
+    },
+  };
+}
+
+export interface DarvazeOptions {
+  mode: DarvazeMode;
+  upstreamUrl: string;
+  services?: Services;
+  /** Run under `bun --cpu-prof` and write the profile (and its markdown summary) here. */
+  cpuProfile?: { dir: string; name: string };
+}
+
+/** `src/main.ts` as a process routing every model to `upstreamUrl`, with a funded key. */
+export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
+  const cleanups: (() => Promise<void> | void)[] = [];
+  const unregister: (() => void)[] = [];
+  const stop = async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    for (const remove of unregister) remove();
+  };
+  /** Runs on stop, or on an interrupted run (the child itself is killed by procs.ts). */
+  const cleanUpLater = (cleanup: () => Promise<void> | void) => {
+    cleanups.push(cleanup);
+    unregister.push(onInterrupt(cleanup));
+  };
+  try {
+    const folder = mkdtempSync(join(tmpdir(), "darvaze-bench-"));
+    cleanUpLater(() => rmSync(folder, { recursive: true, force: true }));
+    const configPath = join(folder, "pools.json");
+    const backend = { name: "sim", kind: "openai", url: `${options.upstreamUrl}/v1`, region: "in-country", weight: 1, concurrency_max: 100_000 };
+    writeFileSync(configPath, JSON.stringify({ default_backends: [backend], pools: {} }));
+
+    const port = freePort();
+    const adminToken = `bench-admin-${randomId(24)}`;
+    const env: Record<string, string | undefined> = {
+      ...process.env,
+      PORT: String(port),
+      HOST,
+      ADMIN_TOKEN: adminToken,
+      KEY_PEPPER: randomId(48),
+      DARVAZE_DATA: join(folder, "data"),
+      DARVAZE_CONFIG: configPath,
+      DARVAZE_SUBJECT_PREFIX: `bench${randomId(10)}`,
+      LOG_LEVEL: "error",
+      // As `bun run start` sets it: Bun allows only 256 fetches in flight otherwise.
+      BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
+      DATABASE_URL: undefined,
+      NATS_URL: undefined,
+    };
+    if (options.mode === "nats-pg") {
+      if (!options.services) throw new Error("nats-pg needs services");
+      const db = await freshDatabase(options.services.databaseUrl);
+      cleanUpLater(() => db.drop());
+      env.DATABASE_URL = db.url;
+      env.NATS_URL = options.services.natsUrl;
+    }
+
+    const profileFlags = options.cpuProfile
+      ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`]
+      : [];
+    const child = spawnPinned({
+      label: `darvaze (${options.mode})`,
+      cpu: SERVER_CPU,
+      cmd: ["bun", ...profileFlags, "run", join(ROOT, "src/main.ts")],
+      env,
+    });
+    cleanups.push(() => child.stop());
+    const url = `http://${HOST}:${port}`;
+    await waitReady(child, `${url}/health`);
+    const key = await fundedKey(url, adminToken);
+    const name = options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : "Darvaze NATS + PostgreSQL, 1 node";
+    return { name, url, key, stop };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+async function fundedKey(url: string, adminToken: string): Promise<string> {
+  const admin = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
+    const response = await fetch(url + path, {
+      method: "POST",
+      headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const reply = (await response.json()) as Record<string, unknown>;
+    if (!response.ok) throw new Error(`admin ${path} answered ${response.status}: ${JSON.stringify(reply)}`);
+    return reply;
+  };
+  const account = await admin("/admin/accounts", { name: "bench" });
+  const accountId = String(account.id);
+  await admin(`/admin/accounts/${accountId}/topups`, { amount_toman: 1e12, reference: `bench-${randomId(8)}` });
+  const created = await admin(`/admin/accounts/${accountId}/keys`, { name: "bench", concurrency_max: 10_000 });
+  if (typeof created.key !== "string") throw new Error(`key creation returned no key: ${JSON.stringify(created)}`);
+  return created.key;
+}

@@ -1,0 +1,295 @@
+/**
+ * Money under pressure: a wallet that affords exactly N requests against 20·N concurrent ones
+ * (one key, five keys on one wallet, two gateway processes), concurrency limits with slow and
+ * failing requests, a rate change mid-flight, and the database refusing overspend on its own.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { openPostgres } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { randomBase62 } from "../src/ids.ts";
+import { startSimulator, type Simulator } from "../src/sim/server.ts";
+import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { poolsFileFor, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { describeWith } from "./services.ts";
+
+const MODEL = "gpt-4o-mini"; // 13,500 toman/1M input tokens, 54,000 toman/1M output tokens
+const HELLO = [{ role: "user", content: "Hello, world!" }];
+// The simulator bills "Hello, world!" as 10 prompt tokens and, with max_tokens 10, 10 output
+// tokens: 10 × 13,500 + 10 × 54,000 micro-toman.
+const COST_MICRO = 675_000n;
+const N = 50;
+const BODY = JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 10 });
+
+async function post(url: string, key: string, body = BODY, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body,
+    signal,
+  });
+}
+
+/** Fires every request at once; returns the count of each status. */
+async function burst(urls: string[], keys: string[], count: number): Promise<Record<number, number>> {
+  const statuses = await Promise.all(
+    Array.from({ length: count }, async (_, i) => {
+      const response = await post(urls[i % urls.length]!, keys[i % keys.length]!);
+      await response.arrayBuffer();
+      return response.status;
+    }),
+  );
+  const counts: Record<number, number> = {};
+  for (const status of statuses) counts[status] = (counts[status] ?? 0) + 1;
+  return counts;
+}
+
+async function adminAt(url: string, method: string, path: string, body?: unknown) {
+  const response = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: (await response.json()) as any };
+}
+
+/** An account funded for exactly N requests, with `keys` keys on it. */
+async function exactWallet(url: string, keys: number): Promise<{ accountId: string; keys: string[] }> {
+  const account = await adminAt(url, "POST", "/admin/accounts", { name: "exact" });
+  const micro = COST_MICRO * BigInt(N);
+  await adminAt(url, "POST", `/admin/accounts/${account.body.id}/topups`, { amount_toman: `${micro / 1_000_000n}.${(micro % 1_000_000n).toString().padStart(6, "0")}`, reference: randomBase62(10) });
+  const created = [];
+  for (let i = 0; i < keys; i++) {
+    const key = await adminAt(url, "POST", `/admin/accounts/${account.body.id}/keys`, { name: `k${i}`, concurrency_max: 10_000 });
+    created.push(key.body.key as string);
+  }
+  return { accountId: account.body.id, keys: created };
+}
+
+async function expectSpentExactly(url: string, accountId: string, key: string) {
+  const credits = await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json() as { balance_micro_toman: string };
+  expect(credits.balance_micro_toman).toBe("0");
+  const account = await adminAt(url, "GET", `/admin/accounts/${accountId}`);
+  expect(account.body.balance_micro_toman).toBe("0");
+  const audit = await adminAt(url, "GET", "/admin/ledger/audit");
+  expect(audit.body.checks.filter((c: { ok: boolean }) => !c.ok)).toEqual([]);
+}
+
+describe("a wallet that affords exactly N requests", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  test(`one key, ${20 * N} concurrent requests: exactly ${N} succeed, the rest get 402`, async () => {
+    const wallet = await exactWallet(t.url, 1);
+    const counts = await burst([t.url], wallet.keys, 20 * N);
+    expect(counts).toEqual({ 200: N, 402: 19 * N });
+    await expectSpentExactly(t.url, wallet.accountId, wallet.keys[0]!);
+  }, 60_000);
+
+  test(`five keys on one wallet, ${20 * N} concurrent requests: exactly ${N} succeed`, async () => {
+    const wallet = await exactWallet(t.url, 5);
+    const counts = await burst([t.url], wallet.keys, 20 * N);
+    expect(counts).toEqual({ 200: N, 402: 19 * N });
+    await expectSpentExactly(t.url, wallet.accountId, wallet.keys[0]!);
+  }, 60_000);
+});
+
+describeWith(["nats", "postgres"], "two gateway processes on one NATS and one PostgreSQL", (it) => {
+  let sim: Simulator;
+  let nodes: GatewayProcess[] = [];
+  let drop: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    sim = await startSimulator({});
+    const database = (await freshDatabase())!;
+    drop = database.drop;
+    const env = {
+      DATABASE_URL: database.url,
+      NATS_URL: process.env.NATS_URL,
+      DARVAZE_SUBJECT_PREFIX: `t${randomBase62(8)}`,
+      ADMIN_TOKEN,
+      KEY_PEPPER: randomBase62(40),
+      DARVAZE_CONFIG: poolsFileFor(sim),
+    };
+    nodes = [await spawnGateway(env)];
+    nodes.push(await spawnGateway(env)); // after the first, so migrations are not racing the test
+  }, SETUP_MS_MAX);
+  afterAll(async () => {
+    for (const node of nodes) await node.kill("SIGKILL");
+    await sim.stop();
+    await drop?.();
+  }, SETUP_MS_MAX);
+
+  it(`five keys, ${20 * N} requests spread over both nodes: exactly ${N} succeed`, async () => {
+    const urls = nodes.map((n) => n.url);
+    const wallet = await exactWallet(urls[0]!, 5);
+    const counts = await burst(urls, wallet.keys, 20 * N);
+    expect(counts).toEqual({ 200: N, 402: 19 * N });
+    // Each node writes its own usage; ask both so that both have flushed.
+    await fetch(`${urls[1]}/v1/credits`, { headers: { authorization: `Bearer ${wallet.keys[0]}` } });
+    await expectSpentExactly(urls[0]!, wallet.accountId, wallet.keys[0]!);
+  }, 60_000);
+});
+
+describe("concurrency limits and slots", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  test("concurrency_max 4 and 100 concurrent slow requests: never more than 4 upstream, the rest 429", async () => {
+    const sim = t.gw.simulator!;
+    sim.options.itlMs = 10;
+    sim.log.clear();
+    const { key } = await t.fundedKey(1000, { concurrency_max: 4 });
+    const responses = await Promise.all(Array.from({ length: 100 }, () => post(t.url, key)));
+    const statuses = responses.map((r) => r.status);
+    expect(sim.log.inFlightMax).toBeLessThanOrEqual(4);
+    expect(statuses.filter((s) => s === 200).length).toBeGreaterThanOrEqual(4);
+    expect(statuses.filter((s) => s !== 200).every((s) => s === 429)).toBe(true);
+    const refused = responses.find((r) => r.status === 429)!;
+    expect(refused.headers.get("retry-after")).toBe("1");
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("concurrency_limit_exceeded");
+    sim.options.itlMs = 0;
+  }, 60_000);
+
+  test("1,000 mixed requests with upstream errors, stalls, streams and client aborts leak no slot", async () => {
+    const sim = t.gw.simulator!;
+    const { key, keyId } = await t.fundedKey(100_000, { concurrency_max: 16 });
+    sim.options.failRate = 0.2;
+    sim.options.itlMs = 2;
+    const bodies = [
+      BODY,
+      JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 10, stream: true }),
+      JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 10, stream: true, stream_options: { include_usage: true } }),
+    ];
+    let sent = 0;
+    const worker = async () => {
+      while (sent < 1000) {
+        const i = sent++;
+        const controller = new AbortController();
+        if (i % 5 === 0) setTimeout(() => controller.abort(), 1 + (i % 7));
+        try {
+          const response = await post(t.url, key, bodies[i % bodies.length], controller.signal);
+          await response.arrayBuffer();
+        } catch {}
+      }
+    };
+    await Promise.all(Array.from({ length: 24 }, worker));
+    sim.options.failRate = 0;
+    sim.options.itlMs = 0;
+    const deadline = Date.now() + 5_000;
+    while (t.gw.keyHost.inFlight(keyId) > 0 && Date.now() < deadline) await Bun.sleep(20);
+    expect(t.gw.keyHost.inFlight(keyId)).toBe(0);
+    const all = await Promise.all(Array.from({ length: 16 }, () => post(t.url, key)));
+    expect(all.map((r) => r.status)).toEqual(Array(16).fill(200));
+    const audit = await t.admin("GET", "/admin/ledger/audit");
+    expect(audit.body.ok).toBe(true);
+  }, 60_000);
+});
+
+describe("exchange rates", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  test("a request admitted before a rate change pays the old prices; one after it, the new", async () => {
+    const sim = t.gw.simulator!;
+    const { key, accountId } = await t.fundedKey(1000);
+    sim.options.itlMs = 30;
+    const before = post(t.url, key, JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 10, stream: true }));
+    await Bun.sleep(60); // admitted and streaming
+    const rate = await t.admin("POST", "/admin/rates", { toman_per_usd: 100_000 });
+    expect(rate.status).toBe(201);
+    sim.options.itlMs = 0;
+    const after = await post(t.url, key);
+    expect(after.status).toBe(200);
+    await (await before).text();
+    const models = await (await fetch(`${t.url}/v1/models/${MODEL}`, { headers: { authorization: `Bearer ${key}` } })).json() as { pricing: { input: number; output: number; price_version: number } };
+    // USD 0.15 and 0.6 per 1M × 100,000 toman per USD.
+    expect(models.pricing).toMatchObject({ input: 15_000, output: 60_000, price_version: rate.body.id });
+    await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+    const usage = (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage as { price_version: number; billed_micro_toman: string; status: number }[];
+    const byVersion = Object.fromEntries(usage.map((u) => [u.price_version, u.billed_micro_toman]));
+    expect(byVersion).toEqual({ 1: "675000", [rate.body.id]: "750000" }); // 10 × 15,000 + 10 × 60,000
+    const rates = await t.admin("GET", "/admin/rates");
+    expect(rates.body.current).toMatchObject({ id: rate.body.id, toman_per_usd: 100_000 });
+  }, 30_000);
+});
+
+describeWith(["postgres"], "the database alone refuses overspend", (it) => {
+  const WORKERS = 8;
+  const ATTEMPTS = 60;
+  const HOLD_MICRO = 7_919n;
+  const BALANCE_MICRO = 100_000n; // 12 holds fit, 480 are attempted
+
+  /** Code that forgot every check: unconditional holds and posts from many connections. */
+  async function careless(url: string): Promise<{ available: bigint; overPosted: number }> {
+    const connections = await Promise.all(Array.from({ length: WORKERS }, () => openPostgres(url)));
+    try {
+      await Promise.all(
+        connections.map(async (db, w) => {
+          for (let i = 0; i < ATTEMPTS; i++) {
+            const id = `h-${w}-${i}`;
+            try {
+              await db.orm.transaction(async (tx) => {
+                await tx.execute(sql`UPDATE wallets SET held_micro = held_micro + ${HOLD_MICRO} WHERE account_id = 'acc'`);
+                await tx.execute(sql`INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
+                                     VALUES (${id}, 'acc', 'k', ${id}, ${HOLD_MICRO}, 'pending', now() + interval '1 hour')`);
+              });
+            } catch {}
+            try {
+              await db.rows(sql`UPDATE holds SET posted_micro = posted_micro + ${HOLD_MICRO + 1n} WHERE id = ${id}`);
+            } catch {}
+          }
+        }),
+      );
+      const [wallet] = await connections[0]!.rows<{ available: unknown }>(sql`SELECT balance_micro - held_micro AS available FROM wallets`);
+      const [over] = await connections[0]!.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM holds WHERE posted_micro > amount_micro`);
+      return { available: BigInt(String(wallet!.available)), overPosted: Number(over!.n) };
+    } finally {
+      await Promise.all(connections.map((db) => db.close()));
+    }
+  }
+
+  async function freshWallet(dropChecks: boolean) {
+    const database = (await freshDatabase())!;
+    const db = await openPostgres(database.url);
+    await migrate(db);
+    await db.rows(sql`INSERT INTO accounts (id, name) VALUES ('acc', 'a')`);
+    await db.rows(sql`INSERT INTO wallets (account_id, balance_micro) VALUES ('acc', ${BALANCE_MICRO})`);
+    if (dropChecks) {
+      await db.rows(sql`ALTER TABLE wallets DROP CONSTRAINT wallets_available_non_negative`);
+      await db.rows(sql`ALTER TABLE holds DROP CONSTRAINT holds_posted_within_amount`);
+    }
+    await db.close();
+    return database;
+  }
+
+  it("concurrent careless holds and posts never drive available below zero or posts above holds", async () => {
+    const database = await freshWallet(false);
+    try {
+      const result = await careless(database.url);
+      expect(result.available).toBeGreaterThanOrEqual(0n);
+      expect(result.overPosted).toBe(0);
+    } finally {
+      await database.drop();
+    }
+  }, 60_000);
+
+  it("control: with the CHECKs dropped, the same workload overspends (so the test above can fail)", async () => {
+    const database = await freshWallet(true);
+    try {
+      const result = await careless(database.url);
+      expect(result.available).toBeLessThan(0n);
+      expect(result.overPosted).toBeGreaterThan(0);
+    } finally {
+      await database.drop();
+    }
+  }, 60_000);
+});

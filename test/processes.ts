@@ -1,0 +1,70 @@
+/**
+ * Gateways as separate processes (`bun run src/main.ts`), for tests that need several nodes or
+ * a kill -9. Each is started with the given environment and is ready once it logs `listening`.
+ */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+import type { Simulator } from "../src/sim/server.ts";
+
+export const NODE_READY_MS_MAX = 30_000;
+const ROOT = join(import.meta.dir, "..");
+
+export interface GatewayProcess {
+  url: string;
+  process: Subprocess<"ignore", "pipe", "pipe">;
+  kill(signal?: NodeJS.Signals | number): Promise<void>;
+}
+
+/** A pools file that sends every model to one simulator. */
+export function poolsFileFor(sim: Simulator): string {
+  const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
+  writeFileSync(
+    path,
+    JSON.stringify({ default_backends: [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "in-country", concurrency_max: 100_000 }] }),
+  );
+  return path;
+}
+
+export async function spawnGateway(env: Record<string, string | undefined>): Promise<GatewayProcess> {
+  const child = Bun.spawn(["bun", "run", "src/main.ts"], {
+    cwd: ROOT,
+    env: {
+      ...(process.env as Record<string, string>),
+      ...(env as Record<string, string>),
+      LOG_LEVEL: "info",
+      PORT: "0",
+      BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
+    },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const reader = child.stderr.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  const deadline = Date.now() + NODE_READY_MS_MAX;
+  for (;;) {
+    const match = /"event":"listening","url":"([^"]+)"/.exec(text);
+    if (match) {
+      reader.releaseLock();
+      void child.stderr.pipeTo(new WritableStream()); // keep draining so the child never blocks
+      return {
+        url: match[1]!,
+        process: child,
+        async kill(signal = "SIGTERM") {
+          child.kill(signal);
+          await child.exited;
+        },
+      };
+    }
+    const remaining = deadline - Date.now();
+    const next = remaining > 0 ? await Promise.race([reader.read(), Bun.sleep(remaining).then(() => null)]) : null;
+    if (!next || next.done) {
+      child.kill("SIGKILL");
+      throw new Error(`gateway did not start within ${NODE_READY_MS_MAX} ms:\n${text}`);
+    }
+    text += decoder.decode(next.value, { stream: true });
+  }
+}
