@@ -13,9 +13,8 @@
  * refuses writes the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
  * `accepting` turns false so that admission refuses new work instead of serving it unbilled.
  */
-import { inArray, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { usageRecords } from "../db/schema.ts";
 import type { Logger } from "../log.ts";
 
 export const USAGE_FLUSH_MS_MAX = 20;
@@ -58,64 +57,85 @@ async function rowsOf<T>(tx: Tx, query: ReturnType<typeof sql>): Promise<T[]> {
   return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as T[];
 }
 
-function groupBy<T>(items: T[], key: (item: T) => string): Map<string, T[]> {
-  const groups = new Map<string, T[]>();
-  for (const item of items) groups.set(key(item), [...(groups.get(key(item)) ?? []), item]);
-  return groups;
+/** JSON with bigints as strings: one parameter carries a whole batch into jsonb_to_recordset. */
+const asJson = (value: unknown) => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
+
+interface HoldTotals {
+  hold_id: string;
+  account_id: string;
+  billed: bigint;
+  unbilled: bigint;
+  /** A request id of the group, which makes the transfer references unique and replay-safe. */
+  ref: string;
 }
 
-const sum = (records: UsageRecord[], pick: (r: UsageRecord) => bigint) => records.reduce((s, r) => s + pick(r), 0n);
-
-/** Writes one batch in one transaction; idempotent by request id. */
+/**
+ * Writes one batch in one transaction of three statements whatever its size; idempotent by
+ * request id (a record already written is skipped, and so is its charge).
+ */
 export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<BatchResult> {
   // A settle retried within one batch: the first record of a request id is the one.
   const unique = new Map<string, UsageRecord>();
   for (const r of batch) if (!unique.has(r.requestId)) unique.set(r.requestId, r);
-  const records = [...unique.values()];
-  if (records.length === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
+  if (unique.size === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
   return db.orm.transaction(async (tx) => {
-    const inserted = await tx
-      .insert(usageRecords)
-      .values(records)
-      .onConflictDoNothing({ target: usageRecords.requestId })
-      .returning({ requestId: usageRecords.requestId });
-    const fresh = new Set(inserted.map((r) => r.requestId));
-    const newRecords = records.filter((r) => fresh.has(r.requestId));
-    let postedMicro = 0n;
-    let writtenOffMicro = 0n;
-    for (const [holdId, group] of groupBy(newRecords, (r) => r.holdId)) {
-      const billed = sum(group, (r) => r.billedMicro);
-      const [hold] = await rowsOf<{ account_id: string }>(tx, sql`
-        UPDATE holds SET posted_micro = posted_micro + ${billed}::bigint
-        WHERE id = ${holdId} AND status = 'pending' AND deadline > now()
-        RETURNING account_id`);
-      const reference = `${holdId}:${group[0]!.requestId}`;
-      let writeOff = sum(group, (r) => r.meteredMicro - r.billedMicro);
-      if (hold) {
-        if (billed > 0n) {
-          await rowsOf(tx, sql`
-            UPDATE wallets SET balance_micro = balance_micro - ${billed}::bigint, held_micro = held_micro - ${billed}::bigint, updated_at = now()
-            WHERE account_id = ${hold.account_id}`);
-          await rowsOf(tx, sql`
-            INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-            VALUES (${`usage:${reference}`}, ${`wallet:${hold.account_id}`}, 'revenue', ${billed}::bigint, 'usage')`);
-          postedMicro += billed;
-        }
-      } else {
-        // The hold expired first (its node died and the sweeper closed it): nothing can be
-        // charged any more; the whole metered value is written off.
-        const ids = group.map((r) => r.requestId);
-        await tx.update(usageRecords).set({ billedMicro: 0n }).where(inArray(usageRecords.requestId, ids));
-        writeOff = sum(group, (r) => r.meteredMicro);
-      }
-      if (writeOff > 0n) {
-        await rowsOf(tx, sql`
-          INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-          VALUES (${`writeoff:${reference}`}, 'write_off', 'revenue', ${writeOff}::bigint, 'write_off')`);
-        writtenOffMicro += writeOff;
-      }
+    // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
+    const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
+    const live = await rowsOf<{ id: string; account_id: string }>(tx, sql`
+      SELECT id, account_id FROM holds
+      WHERE id IN (SELECT jsonb_array_elements_text(${asJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
+      FOR UPDATE`);
+    const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
+    const records = [...unique.values()].map((r) => ({ ...r, billedMicro: accountOf.has(r.holdId) ? r.billedMicro : 0n }));
+    // 2. The records; those already written (a replay) are skipped.
+    const inserted = await rowsOf<{ request_id: string }>(tx, sql`
+      INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
+        input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms)
+      SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
+        "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs"
+      FROM jsonb_to_recordset(${asJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
+        model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
+        "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int)
+      ON CONFLICT (request_id) DO NOTHING
+      RETURNING request_id`);
+    const fresh = new Set(inserted.map((r) => r.request_id));
+    const totals = new Map<string, HoldTotals>();
+    for (const r of records) {
+      if (!fresh.has(r.requestId)) continue;
+      const t = totals.get(r.holdId) ?? { hold_id: r.holdId, account_id: accountOf.get(r.holdId) ?? r.accountId, billed: 0n, unbilled: 0n, ref: r.requestId };
+      t.billed += r.billedMicro;
+      t.unbilled += r.meteredMicro - r.billedMicro;
+      totals.set(r.holdId, t);
     }
-    return { written: newRecords.length, postedMicro, writtenOffMicro };
+    const groups = [...totals.values()];
+    // 3. Posts from the holds, the wallets, and the transfers that record both.
+    if (groups.length > 0) {
+      await rowsOf(tx, sql`
+        WITH g AS (
+          SELECT * FROM jsonb_to_recordset(${asJson(groups)}::jsonb)
+            AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
+        h AS (
+          UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
+          WHERE holds.id = g.hold_id AND g.billed > 0 RETURNING holds.id),
+        w AS (
+          UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
+          FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
+          WHERE wallets.account_id = s.account_id AND s.billed > 0 RETURNING wallets.account_id),
+        usage AS (
+          INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+          SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
+          RETURNING id),
+        written_off AS (
+          INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+          SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
+          RETURNING id)
+        SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`);
+    }
+    return {
+      written: fresh.size,
+      postedMicro: groups.reduce((sum, g) => sum + g.billed, 0n),
+      writtenOffMicro: groups.reduce((sum, g) => sum + g.unbilled, 0n),
+    };
   });
 }
 

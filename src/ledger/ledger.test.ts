@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { loadCatalog } from "../catalog/catalog.ts";
+import { openDb, type Db } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import { isFailure } from "../errors.ts";
+import { auditLedger } from "./audit.ts";
+import { closeHold, expireHolds, openHold, shrinkHold } from "./holds.ts";
+import { postUsageBatch, type UsageRecord } from "./usage.ts";
+import { adjust, createAccount, getWallet, topUp } from "./wallets.ts";
+
+let db: Db;
+let drop: (() => Promise<void>) | undefined;
+beforeAll(async () => {
+  const database = await freshDatabase();
+  drop = database?.drop;
+  db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  await loadCatalog(db);
+}, SETUP_MS_MAX);
+afterAll(async () => {
+  await db.close();
+  await drop?.();
+}, SETUP_MS_MAX);
+
+function record(requestId: string, holdId: string, accountId: string, billedMicro: bigint, meteredMicro = billedMicro): UsageRecord {
+  return {
+    requestId,
+    accountId,
+    keyId: "key_t",
+    holdId,
+    model: "gpt-4o-mini",
+    operation: "chat",
+    backend: "sim",
+    priceVersionId: 1,
+    inputUnits: 1n,
+    outputUnits: 1n,
+    inputPricePer1m: 1n,
+    outputPricePer1m: 1n,
+    meteredMicro,
+    billedMicro,
+    status: 200,
+    durationMs: 1,
+  };
+}
+
+async function funded(micro: bigint) {
+  const account = await createAccount(db, "ledger");
+  await topUp(db, account.id, micro, `seed-${account.id}`);
+  return account.id;
+}
+
+const open = (accountId: string, holdId: string, min: bigint, desired: bigint, ttlMs = 60_000) =>
+  openHold(db, { holdId, accountId, keyId: "key_t", label: "lease", minMicro: min, desiredMicro: desired, ttlMs });
+
+test("a hold takes LEAST(desired, available), and none below the minimum", async () => {
+  const accountId = await funded(1_000n);
+  expect(await open(accountId, "l1", 100n, 600n)).toEqual({ opened: true, amountMicro: 600n });
+  expect(await open(accountId, "l2", 100n, 600n)).toEqual({ opened: true, amountMicro: 400n });
+  expect(await open(accountId, "l3", 1n, 600n)).toEqual({ opened: false, balanceMicro: 1_000n, heldMicro: 1_000n });
+});
+
+test("partial posts, once per request id; shrink and close release the rest", async () => {
+  const accountId = await funded(1_000n);
+  await open(accountId, "p1", 1n, 900n);
+  const batch = [record("p1-a", "p1", accountId, 100n), record("p1-b", "p1", accountId, 50n, 80n), record("p1-a", "p1", accountId, 100n)];
+  expect(await postUsageBatch(db, batch)).toEqual({ written: 2, postedMicro: 150n, writtenOffMicro: 30n });
+  expect(await postUsageBatch(db, batch)).toEqual({ written: 0, postedMicro: 0n, writtenOffMicro: 0n });
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 850n, heldMicro: 750n });
+  expect(await shrinkHold(db, "p1", 800n)).toBe(false); // would cut below the 150 posted
+  expect(await shrinkHold(db, "p1", 700n)).toBe(true);
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 850n, heldMicro: 50n });
+  expect(await closeHold(db, "p1")).toBe(true);
+  expect(await closeHold(db, "p1")).toBe(false);
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 850n, heldMicro: 0n });
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
+test("an expired hold takes no post: the usage is recorded, billed 0 and written off", async () => {
+  const accountId = await funded(1_000n);
+  await open(accountId, "e1", 1n, 500n);
+  await db.rows(sql`UPDATE holds SET deadline = now() - interval '1 second' WHERE id = 'e1'`);
+  expect(await expireHolds(db)).toBeGreaterThanOrEqual(1);
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 1_000n, heldMicro: 0n });
+  expect(await postUsageBatch(db, [record("e1-a", "e1", accountId, 200n)])).toEqual({ written: 1, postedMicro: 0n, writtenOffMicro: 200n });
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 1_000n, heldMicro: 0n });
+  const report = await auditLedger(db);
+  expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+});
+
+test("adjustments credit and debit with a reason, never below the available balance", async () => {
+  const accountId = await funded(1_000_000n);
+  const down = await adjust(db, accountId, -400_000n, "refund reversal", "adj-1");
+  expect(isFailure(down) ? down.code : down.wallet.balanceMicro).toBe(600_000n);
+  const tooMuch = await adjust(db, accountId, -600_001n, "too much", "adj-2");
+  expect(isFailure(tooMuch) ? tooMuch.param : null).toBe("amount_toman");
+  const replay = await adjust(db, accountId, -400_000n, "refund reversal", "adj-1");
+  expect(isFailure(replay) ? null : replay.credited).toBe(false);
+  const conflict = await adjust(db, accountId, 5n, "other", "adj-1");
+  expect(isFailure(conflict) ? conflict.code : null).toBe("idempotency_conflict");
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 600_000n, heldMicro: 0n });
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
+test("the audit finds a wallet that does not match its transfers", async () => {
+  const accountId = await funded(10n);
+  await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro + 1 WHERE account_id = ${accountId}`);
+  const report = await auditLedger(db);
+  expect(report.ok).toBe(false);
+  expect(report.checks.find((c) => c.name.startsWith("every wallet's balance"))!.violations[0]).toMatchObject({ account_id: accountId });
+  await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro - 1 WHERE account_id = ${accountId}`);
+});
