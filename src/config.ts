@@ -33,6 +33,8 @@ export const envSchema = z.object({
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
   /** How long a key actor's lease lives; a crashed node's leased money is back after this. */
   LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
+  /** Usage records are written in batches at most this long after a request ends: the most a crash loses. */
+  USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000),
   /** How often pending holds past their deadline are closed. */
   HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000),
   /** A JSON document with the day's toman per USD; unset: rates are set by operators only. */

@@ -79,7 +79,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 
     const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
-    const writer = new UsageWriter(db, log);
+    const writer = new UsageWriter(db, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
     const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
     cleanups.push(() => keyHost.releaseAll());

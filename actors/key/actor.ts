@@ -209,7 +209,7 @@ export class KeyActor {
     const [row] = await this.deps.db.rows<{ spent: unknown }>(sql`
       SELECT coalesce(sum(billed_micro), 0) AS spent FROM usage_records
       WHERE key_id = ${this.keyId} AND created_at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`);
-    // Charges still in the usage writer are missing here (at most USAGE_FLUSH_MS_MAX of them);
+    // Charges still in the usage writer are missing here (at most USAGE_FLUSH_MS of them);
     // from now on settle() adds each charge as it happens.
     this.month = { key: monthKey, spent: BigInt(String(row?.spent ?? 0)) };
     return this.month;

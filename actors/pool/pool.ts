@@ -186,7 +186,7 @@ export class PoolActor {
       backend.failed(this.now());
       return { kind: "failed", backend, failure: fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`) };
     } finally {
-      sent.reply.abort();
+      sent.reply.finish();
       release();
     }
   }

@@ -19,6 +19,8 @@ export interface UpstreamReply {
   response: Response;
   /** Stops the upstream request (client gone, stall, budget exhausted). */
   abort: () => void;
+  /** Releases the timer and listener of a reply read to its end (aborting it would cost more). */
+  finish: () => void;
   /** Clears the headers timeout: call once the body is being streamed. */
   settleTimer: () => void;
 }
@@ -53,6 +55,7 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
           cleanup();
           controller.abort();
         },
+        finish: cleanup,
         settleTimer: () => clearTimeout(timer),
       },
     };
