@@ -1,0 +1,110 @@
+/**
+ * kill -9 of a gateway under load, on PostgreSQL + NATS: after a restart and the lease deadline,
+ * no hold is left pending, the audit passes, and the only usage missing (against the simulator's
+ * own log) is that of requests that ended within the durability bound (USAGE_FLUSH_MS) of the kill
+ * or were still in flight.
+ */
+import { afterAll, beforeAll, expect } from "bun:test";
+import { sql } from "drizzle-orm";
+import { openPostgres } from "../src/db/client.ts";
+import { randomBase62 } from "../src/ids.ts";
+import { startSimulator, type Simulator } from "../src/sim/server.ts";
+import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
+import { poolsFileFor, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { describeWith } from "./services.ts";
+
+const LEASE_TTL_MS = 3_000;
+const USAGE_FLUSH_MS = 100;
+const WORKERS = 16;
+const LOAD_BEFORE_KILL_MS = 1_500;
+/** Scheduling slack on a busy 2-core machine between the kill and the child's last write. */
+const KILL_SLACK_MS = 50;
+
+describeWith(["nats", "postgres"], "kill -9 under load", (it) => {
+  let sim: Simulator;
+  let database: { url: string; drop: () => Promise<void> };
+  const nodes: GatewayProcess[] = [];
+  let env: Record<string, string | undefined>;
+
+  beforeAll(async () => {
+    sim = await startSimulator({ itlMs: 1 });
+    database = (await freshDatabase())!;
+    env = {
+      DATABASE_URL: database.url,
+      NATS_URL: process.env.NATS_URL,
+      DARVAZE_SUBJECT_PREFIX: `t${randomBase62(8)}`,
+      ADMIN_TOKEN,
+      KEY_PEPPER: randomBase62(40),
+      DARVAZE_CONFIG: poolsFileFor(sim),
+      LEASE_TTL_MS: String(LEASE_TTL_MS),
+      HOLD_SWEEP_INTERVAL_MS: "250",
+      USAGE_FLUSH_MS: String(USAGE_FLUSH_MS),
+    };
+  }, SETUP_MS_MAX);
+
+  afterAll(async () => {
+    for (const node of nodes) await node.kill("SIGKILL");
+    await sim.stop();
+    await database.drop();
+  }, SETUP_MS_MAX);
+
+  it(
+    "loses only the usage within the durability bound, and leaves no hold pending",
+    async () => {
+      const first = await spawnGateway(env);
+      nodes.push(first);
+      const admin = async (method: string, path: string, body?: unknown) =>
+        (await fetch(first.url + path, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: body ? JSON.stringify(body) : undefined })).json() as Promise<any>;
+      const account = await admin("POST", "/admin/accounts", { name: "crash" });
+      await admin("POST", `/admin/accounts/${account.id}/topups`, { amount_toman: 1_000_000, reference: "seed" });
+      const { key } = await admin("POST", `/admin/accounts/${account.id}/keys`, { name: "k", concurrency_max: 1000 });
+
+      let stop = false;
+      let ok = 0;
+      const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10 });
+      const worker = async () => {
+        while (!stop) {
+          try {
+            const response = await fetch(`${first.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body });
+            await response.arrayBuffer();
+            if (response.status === 200) ok++;
+          } catch {
+            return; // the node is gone
+          }
+        }
+      };
+      const load = Promise.all(Array.from({ length: WORKERS }, worker));
+      await Bun.sleep(LOAD_BEFORE_KILL_MS);
+      const killedAt = Date.now();
+      first.process.kill("SIGKILL");
+      await first.process.exited;
+      stop = true;
+      await load;
+      expect(ok).toBeGreaterThan(100);
+
+      const second = await spawnGateway(env);
+      nodes.push(second);
+      await Bun.sleep(LEASE_TTL_MS + 1_000);
+
+      const db = await openPostgres(database.url);
+      try {
+        const pending = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM holds WHERE status = 'pending'`);
+        expect(Number(pending[0]!.n)).toBe(0);
+        const recorded = new Set((await db.rows<{ request_id: string }>(sql`SELECT request_id FROM usage_records`)).map((r) => r.request_id));
+        const served = sim.log.entries().filter((e) => e.status === 200 && e.requestId);
+        const lost = served.filter((e) => !recorded.has(e.requestId!));
+        const outsideBound = lost.filter((e) => e.endedAt < killedAt - USAGE_FLUSH_MS - KILL_SLACK_MS);
+        process.stdout.write(
+          `kill -9: ${served.length} requests served by the upstream, ${recorded.size} usage records, ` +
+            `${lost.length} lost (all within ${USAGE_FLUSH_MS} ms + ${KILL_SLACK_MS} ms of the kill or in flight)\n`,
+        );
+        expect(outsideBound).toEqual([]);
+      } finally {
+        await db.close();
+      }
+      const audit = await (await fetch(`${second.url}/admin/ledger/audit`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as { ok: boolean; checks: { ok: boolean }[] };
+      expect(audit.checks.filter((c) => !c.ok)).toEqual([]);
+    },
+    60_000,
+  );
+});
