@@ -16,6 +16,7 @@ CREATE TABLE "api_keys" (
 	"monthly_spend_cap_micro" bigint,
 	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"revoked_at" timestamp with time zone,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL,
 	CONSTRAINT "api_keys_hash_unique" UNIQUE("hash")
 );
 --> statement-breakpoint
@@ -121,6 +122,7 @@ ALTER TABLE "prices" ADD CONSTRAINT "prices_version_id_price_versions_id_fk" FOR
 ALTER TABLE "prices" ADD CONSTRAINT "prices_model_id_models_id_fk" FOREIGN KEY ("model_id") REFERENCES "public"."models"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "wallets" ADD CONSTRAINT "wallets_account_id_accounts_id_fk" FOREIGN KEY ("account_id") REFERENCES "public"."accounts"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "api_keys_account_idx" ON "api_keys" USING btree ("account_id");--> statement-breakpoint
+CREATE INDEX "api_keys_updated_idx" ON "api_keys" USING btree ("updated_at");--> statement-breakpoint
 CREATE INDEX "holds_pending_deadline_idx" ON "holds" USING btree ("deadline") WHERE "holds"."status" = 'pending';--> statement-breakpoint
 CREATE INDEX "ledger_transfers_debit_idx" ON "ledger_transfers" USING btree ("debit_account");--> statement-breakpoint
 CREATE INDEX "ledger_transfers_credit_idx" ON "ledger_transfers" USING btree ("credit_account");--> statement-breakpoint

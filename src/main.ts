@@ -16,7 +16,7 @@ import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import type { EdgeDeps } from "./http/deps.ts";
-import { KeyStore } from "./keys/store.ts";
+import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds } from "./ledger/holds.ts";
 import { UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -79,6 +79,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 
     const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
+    const keyPoll = setInterval(() => {
+      keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
+    }, KEY_POLL_INTERVAL_MS);
+    cleanups.push(() => clearInterval(keyPoll));
     const writer = new UsageWriter(db, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
     const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));

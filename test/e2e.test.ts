@@ -4,6 +4,7 @@
  * against micro-toman constants computed by hand and against the simulator's own log.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import OpenAI from "openai";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
@@ -228,6 +229,17 @@ describe("keys and access", () => {
     const error = await doomedClient.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO }).catch((e) => e);
     expect(error).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(error.message).toContain("revoked");
+  });
+
+  test("a key revoked behind this node's back (no event) is refused within about a second", async () => {
+    const { key: quiet, keyId } = await t.fundedKey(10);
+    const models = () => fetch(`${t.url}/v1/models`, { headers: { authorization: `Bearer ${quiet}` } });
+    expect((await models()).status).toBe(200);
+    await t.gw.deps.db.rows(sql`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ${keyId}`);
+    const started = Date.now();
+    while ((await models()).status === 200 && Date.now() - started < 5_000) await Bun.sleep(50);
+    expect((await models()).status).toBe(401);
+    expect(Date.now() - started).toBeLessThan(2_500);
   });
 
   test.each([

@@ -111,7 +111,7 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     const admitted = await admit("r1", 700_000n);
     expect(admitted.ok).toBe(true);
     if (!admitted.ok) return;
-    // The lease wanted 10 toman; the wallet had 1, so the lease took all of it.
+    // The lease wanted 1,000 toman; the wallet had 1, so the lease took all of it.
     expect(await wallet()).toEqual({ balanceMicro: 1_000_000n, heldMicro: 1_000_000n });
     // 10 × 13,500 + 20 × 54,000 = 1,215,000 metered, more than the reserve: 700,000 charged.
     const settled = await settle(settlementFor(r, admitted.holdId, "r1", 20n, 700_000n));

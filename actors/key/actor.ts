@@ -36,9 +36,13 @@ export const LEASE_ADMIT_FRACTION = 0.5;
 /** A lease is sized to cover this many seconds of the key's recent spend… */
 export const LEASE_HORIZON_S = 10;
 /** …and at least this many reserves of the current size… */
-export const LEASE_RESERVES_MIN = 8;
-/** …within these bounds. */
-export const LEASE_MICRO_MIN = 10_000_000n; // 10 toman
+export const LEASE_RESERVES_MIN = 16;
+/**
+ * …within these bounds. A small lease is no saving: measured with 1,000 keys, 10-toman leases
+ * re-opened every few requests and the wallet rows, not the requests, set the pace. Money idle in
+ * a lease is recalled as soon as its wallet runs short, so a larger minimum costs nobody.
+ */
+export const LEASE_MICRO_MIN = 1_000_000_000n; // 1,000 toman
 export const LEASE_MICRO_MAX = 100_000_000_000n; // 100,000 toman
 /** A wallet that could not fill a lease stays in per-request mode this long. */
 export const LOW_BALANCE_MS = 5_000;
@@ -339,7 +343,7 @@ export class KeyActor {
     lease.closing = true;
     try {
       // Every charge of this lease must be posted before the hold is final.
-      await this.deps.writer.flush();
+      await this.deps.writer.written();
       await closeHold(this.deps.db, lease.holdId);
       this.leases.delete(lease);
     } catch (error) {

@@ -64,8 +64,10 @@ export const apiKeys = pgTable(
     monthlySpendCapMicro: bigint("monthly_spend_cap_micro", { mode: "bigint" }),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
+    /** Bumped by every change, so that nodes can poll for revocations and new limits. */
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index("api_keys_account_idx").on(t.accountId)],
+  (t) => [index("api_keys_account_idx").on(t.accountId), index("api_keys_updated_idx").on(t.updatedAt)],
 );
 
 export const models = pgTable("models", {

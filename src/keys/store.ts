@@ -1,19 +1,26 @@
 /**
  * API keys: creation, revocation, limits, and authentication with a bounded in-memory cache.
  *
- * A cached entry lives `KEY_CACHE_TTL_MS`; a revocation or limit change on any node is also
- * broadcast on the bus and drops the entry at once, so a revoked key is refused within a second
- * even if an event is lost. Unknown keys are cached too (negative entries), so guessing keys
- * cannot hammer the database.
+ * The hot path never waits on the database for a known key. A revocation or limit change is
+ * broadcast on the bus and drops the cached entry on every node at once; in case an event is
+ * lost, each node also polls for keys changed since its last look every `KEY_POLL_INTERVAL_MS`
+ * (one indexed query a second, however many keys), so a revoked key is refused within about a
+ * second either way. Entries also expire after `KEY_CACHE_TTL_MS`. Unknown keys are cached too
+ * (negative entries, briefly), so guessing keys cannot hammer the database.
  */
-import { eq, isNull, and } from "drizzle-orm";
+import { and, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
 import { displayKey, generateKey, hashKey, looksLikeKey } from "./secret.ts";
 
-export const KEY_CACHE_TTL_MS = 1_000;
+export const KEY_CACHE_TTL_MS = 5 * 60_000;
+/** A key unknown a moment ago may have just been created on another node. */
+export const KEY_UNKNOWN_TTL_MS = 1_000;
+export const KEY_POLL_INTERVAL_MS = 1_000;
+/** The poll looks this far behind its last high-water mark: commits land out of order. */
+const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
 export const CONCURRENCY_MAX_DEFAULT = 32;
 export const CONCURRENCY_MAX_LIMIT = 10_000;
@@ -29,6 +36,7 @@ export interface KeyRecord {
   monthlySpendCapMicro: bigint | null;
   createdAt: Date;
   revokedAt: Date | null;
+  updatedAt: Date;
 }
 
 export interface KeyLimits {
@@ -75,6 +83,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
     monthlySpendCapMicro: row.monthlySpendCapMicro,
     createdAt: row.createdAt,
     revokedAt: row.revokedAt,
+    updatedAt: row.updatedAt,
   };
 }
 
@@ -101,7 +110,7 @@ export class KeyStore {
     let entry = this.byHash.get(hash);
     if (!entry || entry.expiresAtMs <= this.now()) {
       const [row] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.hash, hash));
-      entry = { record: row ? toRecord(row) : null, expiresAtMs: this.now() + KEY_CACHE_TTL_MS };
+      entry = { record: row ? toRecord(row) : null, expiresAtMs: this.now() + (row ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) };
       this.byHash.set(hash, entry);
       if (entry.record) this.byId.set(entry.record.id, entry);
     }
@@ -116,8 +125,25 @@ export class KeyStore {
     if (cached && cached.expiresAtMs > this.now()) return cached.record;
     const [row] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.id, id));
     const record = row ? toRecord(row) : null;
-    this.byId.set(id, { record, expiresAtMs: this.now() + KEY_CACHE_TTL_MS });
+    this.byId.set(id, { record, expiresAtMs: this.now() + (record ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) });
     return record;
+  }
+
+  private pollCursor = new Date(Date.now() - KEY_POLL_OVERLAP_MS);
+
+  /** Forgets every key changed since the last poll; returns how many changed. */
+  async pollChanges(): Promise<number> {
+    const since = new Date(this.pollCursor.getTime() - KEY_POLL_OVERLAP_MS);
+    const rows = await this.db.orm
+      .select({ id: apiKeys.id, updatedAt: apiKeys.updatedAt })
+      .from(apiKeys)
+      .where(gt(apiKeys.updatedAt, since));
+    for (const row of rows) {
+      if (row.updatedAt > this.pollCursor) this.pollCursor = row.updatedAt;
+      const cached = this.byId.get(row.id)?.record;
+      if (cached && cached.updatedAt < row.updatedAt) this.forget(row.id);
+    }
+    return rows.length;
   }
 
   /** Drops every cached entry of the key (revocation, limit change). */
@@ -150,7 +176,7 @@ export class KeyStore {
   async revoke(keyId: string): Promise<KeyRecord | null> {
     const [row] = await this.db.orm
       .update(apiKeys)
-      .set({ revokedAt: new Date() })
+      .set({ revokedAt: sql`now()`, updatedAt: sql`now()` })
       .where(and(eq(apiKeys.id, keyId), isNull(apiKeys.revokedAt)))
       .returning();
     this.forget(keyId);
@@ -167,6 +193,7 @@ export class KeyStore {
         ...(limits.rpm !== undefined ? { rpm: limits.rpm } : {}),
         ...(limits.tpm !== undefined ? { tpm: limits.tpm } : {}),
         ...(limits.monthlySpendCapMicro !== undefined ? { monthlySpendCapMicro: limits.monthlySpendCapMicro } : {}),
+        updatedAt: sql`now()`,
       })
       .where(eq(apiKeys.id, keyId))
       .returning();

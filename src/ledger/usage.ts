@@ -142,6 +142,10 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
 
 export class UsageWriter {
   private buffer: UsageRecord[] = [];
+  /** Records appended / written since start: `written()` waits on these, not on a forced flush. */
+  private appendedCount = 0;
+  private writtenCount = 0;
+  private waiters: { count: number; resolve: () => void }[] = [];
   private timer: ReturnType<typeof setTimeout> | null = null;
   private writing: Promise<void> | null = null;
   private failing = false;
@@ -165,6 +169,7 @@ export class UsageWriter {
 
   append(record: UsageRecord): void {
     this.buffer.push(record);
+    this.appendedCount++;
     if (this.buffer.length >= USAGE_BATCH_MAX) void this.flush();
     else this.timer ??= setTimeout(() => void this.flush(), this.flushMs);
   }
@@ -189,6 +194,8 @@ export class UsageWriter {
       try {
         await postUsageBatch(this.db, batch);
         this.buffer.splice(0, batch.length);
+        this.writtenCount += batch.length;
+        this.wake();
         this.failing = false;
         this.retryMs = RETRY_MS_FIRST;
       } catch (error) {
@@ -199,6 +206,25 @@ export class UsageWriter {
         this.retryMs = Math.min(this.retryMs * 2, RETRY_MS_MAX);
       }
     }
+  }
+
+  /**
+   * Resolves once every record appended before the call is written by the ordinary group
+   * commit, without forcing an early one (a lease closing waits on this: forcing a commit per
+   * closing lease would undo the batching).
+   */
+  written(): Promise<void> {
+    if (this.writtenCount >= this.appendedCount) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.waiters.push({ count: this.appendedCount, resolve });
+    return promise;
+  }
+
+  private wake(): void {
+    if (this.waiters.length === 0) return;
+    const still: typeof this.waiters = [];
+    for (const waiter of this.waiters) (waiter.count <= this.writtenCount ? waiter.resolve() : still.push(waiter));
+    this.waiters = still;
   }
 
   /** flush(), but gives up waiting after `waitMs` (the records stay buffered and are retried). */
@@ -215,5 +241,7 @@ export class UsageWriter {
   async stop(): Promise<void> {
     await this.flush();
     this.stopped = true;
+    for (const waiter of this.waiters) waiter.resolve();
+    this.waiters = [];
   }
 }
