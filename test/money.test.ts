@@ -293,3 +293,95 @@ describeWith(["postgres"], "the database alone refuses overspend", (it) => {
     }
   }, 60_000);
 });
+
+describe("per-key limits", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  test("requests per minute: the fourth of rpm 3 is 429 with retry-after and x-ratelimit headers", async () => {
+    const { key } = await t.fundedKey(100, { rpm: 3 });
+    const replies = [];
+    for (let i = 0; i < 4; i++) replies.push(await post(t.url, key));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(replies[0]!.headers.get("x-ratelimit-limit-requests")).toBe("3");
+    expect(replies[2]!.headers.get("x-ratelimit-remaining-requests")).toBe("0");
+    const refused = replies[3]!;
+    expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
+    expect(Number(refused.headers.get("retry-after"))).toBeLessThanOrEqual(60);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("rate_limit_exceeded");
+  });
+
+  test("tokens per minute count what requests reserve, then what they used", async () => {
+    // Each request reserves its prompt bound (29) + max_tokens (10) and uses 10 + 10 = 20.
+    const { key } = await t.fundedKey(100, { tpm: 100 });
+    const statuses = [];
+    for (let i = 0; i < 6; i++) statuses.push((await post(t.url, key)).status);
+    // 20 + 20 + 20 + 20 = 80 used; the fifth would reach 80 + 39 > 100.
+    expect(statuses).toEqual([200, 200, 200, 200, 429, 429]);
+    const tooBig = await post(t.url, key, JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 500 }));
+    expect(tooBig.status).toBe(429);
+    expect(((await tooBig.json()) as { error: { param: string } }).error.param).toBe("max_tokens");
+  });
+
+  test("a monthly spend cap refuses with 402 once the month's charges would pass it", async () => {
+    // Cap 2 toman: each request reserves 0.9315 toman (29 × 13,500 + 10 × 54,000) and costs 0.675.
+    const { key, keyId } = await t.fundedKey(100, { monthly_spend_cap_toman: 2 });
+    const statuses = [];
+    for (let i = 0; i < 4; i++) statuses.push((await post(t.url, key)).status);
+    expect(statuses).toEqual([200, 200, 402, 402]); // 1.35 spent; 1.35 + 0.9315 > 2
+    const lifted = await t.admin("PATCH", `/admin/keys/${keyId}`, { monthly_spend_cap_toman: null });
+    expect(lifted.body.monthly_spend_cap_toman).toBeNull();
+    expect((await post(t.url, key)).status).toBe(200);
+  });
+});
+
+describe("exchange rate inputs", () => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    t = await startTestGateway();
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  test("a rate effective before the newest version is refused; a future one waits for its time", async () => {
+    const past = await t.admin("POST", "/admin/rates", { toman_per_usd: 95_000, effective_at: "1969-12-31T00:00:00Z" });
+    expect([past.status, past.body.error.param]).toEqual([400, "effective_at"]);
+    const later = new Date(Date.now() + 3_600_000).toISOString();
+    const future = await t.admin("POST", "/admin/rates", { toman_per_usd: 95_000, effective_at: later });
+    expect(future.status).toBe(201);
+    const rates = await t.admin("GET", "/admin/rates");
+    expect(rates.body.current.toman_per_usd).toBe(90_000);
+    expect(rates.body.versions.at(-1)).toMatchObject({ id: future.body.id, toman_per_usd: 95_000 });
+  });
+
+  test("the rate fetcher applies a fetched rate and reports a bad source without changing the rate", async () => {
+    const { RateFetcher } = await import("../src/catalog/rates.ts");
+    const { reloadCatalog } = await import("../src/catalog/catalog.ts");
+    let answer: unknown = { data: { usd: { sell: "91000" } } };
+    const source = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => Response.json(answer) });
+    try {
+      const { db, catalog } = t.gw.deps;
+      const fetcher = new RateFetcher(
+        db,
+        { url: `http://127.0.0.1:${source.port}/rate`, path: "data.usd.sell", intervalMs: 3_600_000 },
+        () => catalog.currentVersion()?.tomanPerUsd,
+        () => reloadCatalog(db, catalog),
+        () => {},
+      );
+      await fetcher.fetchOnce();
+      expect(fetcher.status.lastError).toBeNull();
+      expect(catalog.currentVersion()?.tomanPerUsd).toBe(91_000n);
+      answer = { data: { usd: { sell: "900000" } } }; // ten times: implausible
+      await fetcher.fetchOnce();
+      expect(fetcher.status.lastError).toContain("implausibly far");
+      answer = { nothing: true };
+      await fetcher.fetchOnce();
+      expect(fetcher.status.lastError).toContain("no positive number at data.usd.sell");
+      expect(catalog.currentVersion()?.tomanPerUsd).toBe(91_000n);
+    } finally {
+      source.stop(true);
+    }
+  });
+});

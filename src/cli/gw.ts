@@ -72,10 +72,10 @@ const ratesReply = z.object({
   fetch: z
     .object({
       source: z.string().nullish(),
-      lastAttemptAt: z.string().nullish(),
-      lastSuccessAt: z.string().nullish(),
-      lastError: z.string().nullish(),
-      lastRate: z.string().nullish(),
+      last_attempt_at: z.string().nullish(),
+      last_success_at: z.string().nullish(),
+      last_error: z.string().nullish(),
+      last_rate: z.number().nullish(),
     })
     .nullish(),
 });
@@ -315,10 +315,10 @@ function renderRates(r: z.infer<typeof ratesReply>): string {
     f
       ? `rate fetch\n${fields([
           ["source", f.source ?? "-"],
-          ["last attempt", f.lastAttemptAt ?? "never"],
-          ["last success", f.lastSuccessAt ?? "never"],
-          ["last rate", f.lastRate ?? "-"],
-          ["last error", f.lastError ?? "none"],
+          ["last attempt", f.last_attempt_at ?? "never"],
+          ["last success", f.last_success_at ?? "never"],
+          ["last rate", f.last_rate === null || f.last_rate === undefined ? "-" : String(f.last_rate)],
+          ["last error", f.last_error ?? "none"],
         ])}`
       : "rate fetch: not configured (the rate changes only by `rates set`)",
   );

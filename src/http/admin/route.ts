@@ -45,6 +45,10 @@ const limits = {
   monthly_spend_cap_toman: amountToman.nullable().optional(),
 };
 const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  if (typeof value === "number" && !Number.isSafeInteger(value)) {
+    ctx.addIssue({ code: "custom", message: "an amount given as a JSON number must be whole; send decimals as a string" });
+    return z.NEVER;
+  }
   const text = String(value).trim();
   const negative = text.startsWith("-");
   try {
@@ -106,6 +110,17 @@ export function keyObject(key: KeyRecord) {
   };
 }
 
+function fetchStatusFields(status: FetchStatus | null) {
+  if (!status) return null;
+  return {
+    source: status.source,
+    last_attempt_at: status.lastAttemptAt,
+    last_success_at: status.lastSuccessAt,
+    last_error: status.lastError,
+    last_rate: status.lastRate === null ? null : Number(status.lastRate),
+  };
+}
+
 export class AdminApi {
   constructor(
     private readonly deps: EdgeDeps,
@@ -130,6 +145,15 @@ export class AdminApi {
     const body = await parseBody(request, rateBody);
     if (isFailure(body)) return failed(body, requestId);
     const effectiveAt = body.effective_at ? new Date(body.effective_at) : new Date();
+    const latest = this.deps.catalog.allVersions().at(-1);
+    if (latest && effectiveAt.getTime() < latest.effectiveAtMs) {
+      return failed(
+        fail("invalid_request", `effective_at is before the newest price version's (${new Date(latest.effectiveAtMs).toISOString()}); it would never take effect.`, {
+          param: "effective_at",
+        }),
+        requestId,
+      );
+    }
     const version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
     await reloadCatalog(this.deps.db, this.deps.catalog);
     this.deps.bus.publish(PRICE_EVENTS, this.deps.subjects.priceEvents, { versionId: version.versionId });
@@ -145,7 +169,7 @@ export class AdminApi {
         object: "rates",
         current: current ? { id: current.versionId, toman_per_usd: Number(current.tomanPerUsd), effective_at: new Date(current.effectiveAtMs).toISOString() } : null,
         versions: versions.map((v) => ({ id: v.versionId, toman_per_usd: Number(v.tomanPerUsd), effective_at: new Date(v.effectiveAtMs).toISOString() })),
-        fetch: this.rateFetch(),
+        fetch: fetchStatusFields(this.rateFetch()),
       },
       requestId,
     );
