@@ -20,7 +20,7 @@ import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { readJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
-import { chatRequest, type ChatRequest } from "./schema.ts";
+import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 /** Silence from a streaming upstream after which the stream is ended with an error. */
 export const STREAM_STALL_MS_MAX = 60_000;
@@ -50,9 +50,13 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
   if (isFailure(key)) return key;
   const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return raw;
-  const parsed = chatRequest.safeParse(raw);
-  if (!parsed.success) return zodFailure(parsed.error);
-  const body = parsed.data;
+  let body: ChatRequest;
+  if (isPlainChatRequest(raw)) body = raw;
+  else {
+    const parsed = chatRequest.safeParse(raw);
+    if (!parsed.success) return zodFailure(parsed.error);
+    body = parsed.data;
+  }
   const model = deps.catalog.get(body.model);
   if (!model) {
     return fail("model_not_found", `The model \`${body.model}\` does not exist or you do not have access to it.`, { param: "model" });
@@ -89,7 +93,9 @@ export async function chatCompletions(request: Request, requestId: string, deps:
       maxTokens: budget.outputTokensMax,
       requestId,
       region: residency === "in-country" ? "in-country" : undefined,
-      signal: request.signal,
+      // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
+      // the throughput, and a whole reply is billed in full anyway.
+      signal: stream ? request.signal : undefined,
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
