@@ -29,6 +29,8 @@ export interface Subjects {
   walletRecalls: string;
   /** Price version changes (a new exchange rate), for every node. */
   priceEvents: string;
+  /** Batches of usage records, into the durable usage stream. */
+  usage: string;
 }
 
 export function subjects(prefix: string): Subjects {
@@ -44,5 +46,6 @@ export function subjects(prefix: string): Subjects {
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,
+    usage: `${base}.usage`,
   };
 }

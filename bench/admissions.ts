@@ -21,7 +21,7 @@ import { openDb, openPostgres, type Db } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { KeyStore } from "../src/keys/store.ts";
-import { UsageWriter } from "../src/ledger/usage.ts";
+import { ledgerSink, UsageWriter } from "../src/ledger/usage.ts";
 import { createAccount, topUp } from "../src/ledger/wallets.ts";
 import { silentLogger } from "../src/log.ts";
 import postgres from "postgres";
@@ -70,7 +70,7 @@ async function measure(mode: string, db: Db, server: Bus, client: Bus, keyCount:
   await migrate(db);
   await loadCatalog(db);
   const keys = new KeyStore(db, { prefix: "sk-b-", pepper: randomBase62(40) });
-  const writer = new UsageWriter(db, silentLogger);
+  const writer = new UsageWriter(ledgerSink(db), silentLogger);
   const subjects = buildSubjects(`b${randomBase62(8)}`);
   const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
   const unserve = host.serve(server, subjects);

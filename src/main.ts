@@ -18,7 +18,8 @@ import { createApp } from "./http/app.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds } from "./ledger/holds.ts";
-import { UsageWriter } from "./ledger/usage.ts";
+import { startUsageStream } from "./ledger/stream.ts";
+import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
@@ -83,7 +84,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
-    const writer = new UsageWriter(db, log, env.USAGE_FLUSH_MS);
+    let sink = ledgerSink(db);
+    if (bus instanceof NatsBus) {
+      const stream = await startUsageStream(bus.nc, db, env.DARVAZE_SUBJECT_PREFIX, subjects.usage, log);
+      cleanups.push(() => stream.consumer.stop());
+      sink = stream.sink;
+    }
+    const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
     const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
     cleanups.push(() => keyHost.releaseAll());

@@ -3,7 +3,9 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
+import { connect } from "nats";
 import postgres from "postgres";
+import { usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger } from "../src/log.ts";
@@ -35,6 +37,16 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
       await again.end();
     },
   };
+}
+
+/** Removes a test run's usage stream from the shared NATS server. */
+export async function dropUsageStream(prefix: string): Promise<void> {
+  if (!services.natsUrl) return;
+  const nc = await connect({ servers: services.natsUrl });
+  try {
+    await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+  } catch {}
+  await nc.close();
 }
 
 export function testEnv(extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
@@ -86,6 +98,7 @@ export async function startTestGateway(extra: Record<string, string | undefined>
     async stop() {
       await gw.stop();
       await db?.drop();
+      await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
     },
   };
 }

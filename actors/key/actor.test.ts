@@ -15,7 +15,7 @@ import { randomBase62 } from "../../src/ids.ts";
 import { KeyStore } from "../../src/keys/store.ts";
 import { createAccount, getWallet, topUp } from "../../src/ledger/wallets.ts";
 import { loadCatalog } from "../../src/catalog/catalog.ts";
-import { UsageWriter } from "../../src/ledger/usage.ts";
+import { ledgerSink, UsageWriter } from "../../src/ledger/usage.ts";
 import { silentLogger } from "../../src/log.ts";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { describeWith } from "../../test/services.ts";
@@ -43,7 +43,7 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   const { record } = await keys.create(account.id, "k", { concurrencyMax: 2 });
   const { server, client } = await buses();
   const subjects = buildSubjects(`t${randomBase62(8)}`);
-  const writer = new UsageWriter(db, silentLogger);
+  const writer = new UsageWriter(ledgerSink(db), silentLogger);
   const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
   const unserve = host.serve(server, subjects);
   return {

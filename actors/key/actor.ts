@@ -343,7 +343,7 @@ export class KeyActor {
     lease.closing = true;
     try {
       // Every charge of this lease must be posted before the hold is final.
-      await this.deps.writer.written();
+      await this.deps.writer.posted();
       await closeHold(this.deps.db, lease.holdId);
       this.leases.delete(lease);
     } catch (error) {

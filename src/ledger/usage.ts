@@ -14,6 +14,7 @@
  * `accepting` turns false so that admission refuses new work instead of serving it unbilled.
  */
 import { sql } from "drizzle-orm";
+import { z } from "zod";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 
@@ -140,6 +141,42 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
   });
 }
 
+/** Where batches go: straight into the ledger, or into a durable stream that a consumer posts. */
+export interface UsageSink {
+  write(batch: UsageRecord[]): Promise<void>;
+  /** Resolves once everything written so far has been posted to the ledger. */
+  posted?(): Promise<void>;
+}
+
+/** The embedded and single-database sink: each batch is posted in one transaction. */
+export function ledgerSink(db: Db): UsageSink {
+  return { write: async (batch) => void (await postUsageBatch(db, batch)) };
+}
+
+const bigintString = z.union([z.bigint(), z.string().regex(/^-?\d{1,30}$/).transform((v) => BigInt(v))]);
+
+/** A usage record as it travels through a stream (bigints as strings). */
+export const usageRecordSchema = z.object({
+  requestId: z.string(),
+  accountId: z.string(),
+  keyId: z.string(),
+  holdId: z.string(),
+  model: z.string(),
+  operation: z.string(),
+  backend: z.string().nullable(),
+  priceVersionId: z.number().int(),
+  inputUnits: bigintString,
+  outputUnits: bigintString,
+  inputPricePer1m: bigintString,
+  outputPricePer1m: bigintString,
+  meteredMicro: bigintString,
+  billedMicro: bigintString,
+  status: z.number().int(),
+  durationMs: z.number().int(),
+});
+
+export { asJson as usageJson };
+
 export class UsageWriter {
   private buffer: UsageRecord[] = [];
   /** Records appended / written since start: `written()` waits on these, not on a forced flush. */
@@ -153,7 +190,7 @@ export class UsageWriter {
   private stopped = false;
 
   constructor(
-    private readonly db: Db,
+    private readonly sink: UsageSink,
     private readonly log: Logger,
     private readonly flushMs: number = USAGE_FLUSH_MS_DEFAULT,
   ) {}
@@ -192,7 +229,7 @@ export class UsageWriter {
     while (this.buffer.length > 0) {
       const batch = this.buffer.slice(0, USAGE_BATCH_MAX);
       try {
-        await postUsageBatch(this.db, batch);
+        await this.sink.write(batch);
         this.buffer.splice(0, batch.length);
         this.writtenCount += batch.length;
         this.wake();
@@ -220,6 +257,12 @@ export class UsageWriter {
     return promise;
   }
 
+  /** written(), then until the sink has posted it to the ledger (a closing lease waits on this). */
+  async posted(): Promise<void> {
+    await this.written();
+    await this.sink.posted?.();
+  }
+
   private wake(): void {
     if (this.waiters.length === 0) return;
     const still: typeof this.waiters = [];
@@ -232,7 +275,7 @@ export class UsageWriter {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)));
     try {
-      return await Promise.race([this.flush().then(() => true as const), timedOut]);
+      return await Promise.race([this.flush().then(() => this.sink.posted?.()).then(() => true as const), timedOut]);
     } finally {
       clearTimeout(timer);
     }
