@@ -7,10 +7,9 @@
 import { afterAll, beforeAll, expect } from "bun:test";
 import { sql } from "drizzle-orm";
 import { openPostgres } from "../src/db/client.ts";
-import { randomBase62 } from "../src/ids.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
-import { poolsFileFor, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
+import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
 
 const LEASE_TTL_MS = 3_000;
@@ -29,23 +28,18 @@ describeWith(["nats", "postgres"], "kill -9 under load", (it) => {
   beforeAll(async () => {
     sim = await startSimulator({ itlMs: 1 });
     database = (await freshDatabase())!;
-    env = {
-      DATABASE_URL: database.url,
-      NATS_URL: process.env.NATS_URL,
-      DARVAZE_SUBJECT_PREFIX: `t${randomBase62(8)}`,
-      ADMIN_TOKEN,
-      KEY_PEPPER: randomBase62(40),
-      DARVAZE_CONFIG: poolsFileFor(sim),
+    env = clusterEnv(database.url, sim, {
       LEASE_TTL_MS: String(LEASE_TTL_MS),
       HOLD_SWEEP_INTERVAL_MS: "250",
       USAGE_FLUSH_MS: String(USAGE_FLUSH_MS),
-    };
+    });
   }, SETUP_MS_MAX);
 
   afterAll(async () => {
     for (const node of nodes) await node.kill("SIGKILL");
     await sim.stop();
     await database.drop();
+    await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
   }, SETUP_MS_MAX);
 
   it(

@@ -9,8 +9,8 @@ import { openPostgres } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
-import { poolsFileFor, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
 
 const MODEL = "gpt-4o-mini"; // 13,500 toman/1M input tokens, 54,000 toman/1M output tokens
@@ -101,18 +101,13 @@ describeWith(["nats", "postgres"], "two gateway processes on one NATS and one Po
   let sim: Simulator;
   let nodes: GatewayProcess[] = [];
   let drop: (() => Promise<void>) | undefined;
+  let prefix = "";
   beforeAll(async () => {
     sim = await startSimulator({});
     const database = (await freshDatabase())!;
     drop = database.drop;
-    const env = {
-      DATABASE_URL: database.url,
-      NATS_URL: process.env.NATS_URL,
-      DARVAZE_SUBJECT_PREFIX: `t${randomBase62(8)}`,
-      ADMIN_TOKEN,
-      KEY_PEPPER: randomBase62(40),
-      DARVAZE_CONFIG: poolsFileFor(sim),
-    };
+    const env = clusterEnv(database.url, sim);
+    prefix = env.DARVAZE_SUBJECT_PREFIX!;
     nodes = [await spawnGateway(env)];
     nodes.push(await spawnGateway(env)); // after the first, so migrations are not racing the test
   }, SETUP_MS_MAX);
@@ -120,6 +115,7 @@ describeWith(["nats", "postgres"], "two gateway processes on one NATS and one Po
     for (const node of nodes) await node.kill("SIGKILL");
     await sim.stop();
     await drop?.();
+    await dropUsageStream(prefix);
   }, SETUP_MS_MAX);
 
   it(`five keys, ${20 * N} requests spread over both nodes: exactly ${N} succeed`, async () => {

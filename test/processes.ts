@@ -6,7 +6,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { randomBase62 } from "../src/ids.ts";
 import type { Simulator } from "../src/sim/server.ts";
+import { ADMIN_TOKEN } from "./helpers.ts";
 
 export const NODE_READY_MS_MAX = 30_000;
 const ROOT = join(import.meta.dir, "..");
@@ -25,6 +27,19 @@ export function poolsFileFor(sim: Simulator): string {
     JSON.stringify({ default_backends: [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "in-country", concurrency_max: 100_000 }] }),
   );
   return path;
+}
+
+/** The environment shared by the nodes of one test cluster: one database, one NATS prefix, one simulator. */
+export function clusterEnv(databaseUrl: string, sim: Simulator, extra: Record<string, string> = {}): Record<string, string | undefined> {
+  return {
+    DATABASE_URL: databaseUrl,
+    NATS_URL: process.env.NATS_URL,
+    DARVAZE_SUBJECT_PREFIX: `t${randomBase62(8)}`,
+    ADMIN_TOKEN,
+    KEY_PEPPER: randomBase62(40),
+    DARVAZE_CONFIG: poolsFileFor(sim),
+    ...extra,
+  };
 }
 
 export async function spawnGateway(env: Record<string, string | undefined>): Promise<GatewayProcess> {

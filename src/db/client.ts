@@ -23,9 +23,18 @@ export interface Db {
 /** Connections per process: the ledger serialises on wallet rows, so more does not help. */
 const POSTGRES_POOL_MAX = 10;
 
-function normaliseRows<T>(result: unknown): T[] {
+/** A transaction handle of either engine. */
+export type Tx = Parameters<Parameters<Drizzle["transaction"]>[0]>[0];
+
+/** postgres.js returns rows as an array, PGlite as `{ rows }`: one shape for both. */
+export function normaliseRows<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];
   return ((result as { rows?: T[] }).rows ?? []) as T[];
+}
+
+/** Runs raw SQL inside a transaction and returns its rows, whichever the engine. */
+export async function txRows<T = Record<string, unknown>>(tx: Tx, query: SQL): Promise<T[]> {
+  return normaliseRows<T>(await tx.execute(query));
 }
 
 export async function openPostgres(url: string): Promise<Db> {

@@ -6,7 +6,7 @@
 import { readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import type { Db } from "./client.ts";
+import { txRows, type Db } from "./client.ts";
 
 const MIGRATIONS_DIR = new URL("../../migrations/", import.meta.url);
 /** Any fixed number; every node must use the same one. */
@@ -38,8 +38,7 @@ export async function migrate(db: Db, migrations: Migration[] = readMigrations()
     await tx.execute(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_ID})`);
     await tx.execute(sql`CREATE TABLE IF NOT EXISTS darvaze_migrations (
       tag text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
-    const result = await tx.execute(sql`SELECT tag FROM darvaze_migrations`);
-    const rows = (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as { tag: string }[];
+    const rows = await txRows<{ tag: string }>(tx, sql`SELECT tag FROM darvaze_migrations`);
     const applied = new Set(rows.map((r) => r.tag));
     const done: string[] = [];
     for (const migration of migrations) {

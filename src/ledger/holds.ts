@@ -14,7 +14,7 @@
  * conditional, so a refused change is a row count of zero, not an error.
  */
 import { sql } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import { txRows, type Db } from "../db/client.ts";
 
 export interface OpenHold {
   holdId: string;
@@ -35,10 +35,7 @@ export type OpenHoldResult =
 
 export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
   return db.orm.transaction(async (tx) => {
-    const rows = async <T>(query: ReturnType<typeof sql>) => {
-      const result = await tx.execute(query);
-      return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as T[];
-    };
+    const rows = <T>(query: ReturnType<typeof sql>) => txRows<T>(tx, query);
     // The row lock orders concurrent opens on one wallet; the UPDATE is conditional as well,
     // and the CHECK backs both.
     const [wallet] = await rows<{ balance_micro: unknown; held_micro: unknown }>(sql`

@@ -15,7 +15,7 @@
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import type { Db } from "../db/client.ts";
+import { txRows, type Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -52,12 +52,6 @@ export interface BatchResult {
   writtenOffMicro: bigint;
 }
 
-type Tx = Parameters<Parameters<Db["orm"]["transaction"]>[0]>[0];
-
-async function rowsOf<T>(tx: Tx, query: ReturnType<typeof sql>): Promise<T[]> {
-  const result = await tx.execute(query);
-  return (Array.isArray(result) ? result : (result as { rows: unknown[] }).rows) as T[];
-}
 
 /** JSON with bigints as strings: one parameter carries a whole batch into jsonb_to_recordset. */
 const asJson = (value: unknown) => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
@@ -83,14 +77,14 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
   return db.orm.transaction(async (tx) => {
     // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
     const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
-    const live = await rowsOf<{ id: string; account_id: string }>(tx, sql`
+    const live = await txRows<{ id: string; account_id: string }>(tx, sql`
       SELECT id, account_id FROM holds
       WHERE id IN (SELECT jsonb_array_elements_text(${asJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
       FOR UPDATE`);
     const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
     const records = [...unique.values()].map((r) => ({ ...r, billedMicro: accountOf.has(r.holdId) ? r.billedMicro : 0n }));
     // 2. The records; those already written (a replay) are skipped.
-    const inserted = await rowsOf<{ request_id: string }>(tx, sql`
+    const inserted = await txRows<{ request_id: string }>(tx, sql`
       INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
         input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms)
       SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
@@ -112,7 +106,7 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
     const groups = [...totals.values()];
     // 3. Posts from the holds, the wallets, and the transfers that record both.
     if (groups.length > 0) {
-      await rowsOf(tx, sql`
+      await txRows(tx, sql`
         WITH g AS (
           SELECT * FROM jsonb_to_recordset(${asJson(groups)}::jsonb)
             AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),

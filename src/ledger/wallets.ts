@@ -4,7 +4,7 @@
  * reported as a replay); the same reference with another amount or account is a conflict.
  */
 import { desc, eq, sql, TransactionRollbackError } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import { txRows, type Db } from "../db/client.ts";
 import { accounts, apiKeys, usageRecords, wallets } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -55,11 +55,11 @@ async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
   const amount = into ? t.amountMicro : -t.amountMicro;
   const [debit, credit] = into ? [t.counterparty, wallet] : [wallet, t.counterparty];
   return db.orm.transaction(async (tx) => {
-    const inserted = await tx.execute(sql`
+    const inserted = await txRows(tx, sql`
       INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
       VALUES (${t.reference}, ${debit}, ${credit}, ${amount}, ${t.kind}, ${t.memo ?? null})
       ON CONFLICT (reference) DO NOTHING RETURNING id`);
-    const created = (Array.isArray(inserted) ? inserted : (inserted as { rows: unknown[] }).rows).length === 1;
+    const created = inserted.length === 1;
     if (created) {
       const updated = await tx
         .update(wallets)
@@ -70,13 +70,8 @@ async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
         tx.rollback();
       }
     } else {
-      const existing = await tx.execute(sql`
+      const [row] = await txRows<{ debit_account: string; credit_account: string; amount_micro: string | bigint }>(tx, sql`
         SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`);
-      const [row] = (Array.isArray(existing) ? existing : (existing as { rows: unknown[] }).rows) as {
-        debit_account: string;
-        credit_account: string;
-        amount_micro: string | bigint;
-      }[];
       if (!row || row.debit_account !== debit || row.credit_account !== credit || BigInt(row.amount_micro) !== amount) {
         return fail("idempotency_conflict", `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`, {
           param: "reference",
