@@ -21,6 +21,7 @@ import { expireHolds } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
 
@@ -63,6 +64,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const applied = await migrate(db);
     if (applied.length > 0) log("info", "migrated", { applied });
     const catalog = await loadCatalog(db);
+    warmTokenizer();
 
     const bus = await openBus(config);
     cleanups.push(() => bus.close());

@@ -381,3 +381,45 @@ describe("exchange rate inputs", () => {
     }
   });
 });
+
+describeWith(["postgres"], "when the database refuses writes", (it) => {
+  let t: TestGateway;
+  beforeAll(async () => {
+    // The in-process bus: usage goes straight to PostgreSQL (with NATS it would wait in JetStream).
+    t = await startTestGateway({ NATS_URL: undefined });
+  }, SETUP_MS_MAX);
+  afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+  it("new requests get 503 instead of being served unbilled, and every served one is billed once it recovers", async () => {
+    const { key, keyId } = await t.fundedKey(1000);
+    const db = t.gw.deps.db;
+    let served = 0;
+    expect((await post(t.url, key)).status).toBe(200);
+    served++;
+    await db.rows(sql`ALTER TABLE usage_records RENAME TO usage_records_away`);
+    let refused: Response | null = null;
+    const deadline = Date.now() + 5_000;
+    while (!refused && Date.now() < deadline) {
+      const response = await post(t.url, key);
+      if (response.status === 200) served++;
+      else refused = response;
+      await Bun.sleep(10);
+    }
+    expect(refused?.status).toBe(503);
+    expect(((await refused!.json()) as { error: { code: string } }).error.code).toBe("service_unavailable");
+    await db.rows(sql`ALTER TABLE usage_records_away RENAME TO usage_records`);
+    const recovered = Date.now() + 10_000;
+    let status = 0;
+    while (status !== 200 && Date.now() < recovered) {
+      status = (await post(t.url, key)).status;
+      if (status !== 200) await Bun.sleep(50);
+    }
+    expect(status).toBe(200);
+    served++;
+    await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+    const [row] = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_records WHERE key_id = ${keyId}`);
+    expect(Number(row!.n)).toBe(served);
+    const audit = await t.admin("GET", "/admin/ledger/audit");
+    expect(audit.body.ok).toBe(true);
+  }, 30_000);
+});

@@ -1,10 +1,10 @@
 /**
  * Token counting. The hot path uses a cheap upper bound: byte-level BPE never makes more tokens
  * than UTF-8 bytes, so bytes plus fixed allowances per message, image and tool bound the prompt
- * without tokenising it. The exact js-tiktoken count (o200k_base, ~0.4 s to load) is loaded
- * lazily and used for billing only when an upstream reports no usage.
+ * without tokenising it. The exact js-tiktoken count (o200k_base) runs on a thread of its own
+ * (worker.ts), used at the wallet's edge, for the context window, and for billing when an
+ * upstream reports no usage.
  */
-import type { Tiktoken } from "js-tiktoken/lite";
 
 /** Role markers and separators a chat template adds around each message. */
 export const MESSAGE_ALLOWANCE_TOKENS = 8;
@@ -44,21 +44,50 @@ export function promptTokensUpperBound(request: { messages: readonly Record<stri
   return bound;
 }
 
-let encoder: Promise<Tiktoken> | null = null;
+/** Counts waiting for the tokenizer thread at once; more is refused rather than queued unbounded. */
+export const TOKEN_COUNTS_PENDING_MAX = 10_000;
 
-function loadEncoder(): Promise<Tiktoken> {
-  encoder ??= (async () => {
-    const { Tiktoken } = await import("js-tiktoken/lite");
-    const { default: o200k } = await import("js-tiktoken/ranks/o200k_base");
-    return new Tiktoken(o200k);
-  })();
-  return encoder;
+let worker: Worker | null = null;
+let nextId = 0;
+const pending = new Map<number, { resolve: (counts: number[]) => void; reject: (error: Error) => void }>();
+
+function tokenizer(): Worker {
+  if (worker) return worker;
+  const started = new Worker(new URL("./worker.ts", import.meta.url).href);
+  started.onmessage = (event: MessageEvent<{ id: number; counts: number[] }>) => {
+    const waiter = pending.get(event.data.id);
+    pending.delete(event.data.id);
+    waiter?.resolve(event.data.counts);
+  };
+  started.onerror = (event) => {
+    for (const waiter of pending.values()) waiter.reject(new Error(`tokenizer failed: ${event.message}`));
+    pending.clear();
+    worker = null;
+  };
+  started.unref(); // never keeps a process alive on its own
+  worker = started;
+  return started;
+}
+
+/** Starts the tokenizer thread so that its 0.4 s load is not paid by the first request that needs it. */
+export function warmTokenizer(): void {
+  tokenizer();
+}
+
+/** Exact o200k_base token counts of several texts, counted on the tokenizer thread. */
+export function countTokensMany(texts: string[]): Promise<number[]> {
+  if (texts.every((t) => t.length === 0)) return Promise.resolve(texts.map(() => 0));
+  if (pending.size >= TOKEN_COUNTS_PENDING_MAX) return Promise.reject(new Error("the tokenizer is saturated"));
+  const id = nextId++;
+  return new Promise((resolve, reject) => {
+    pending.set(id, { resolve, reject });
+    tokenizer().postMessage({ id, texts });
+  });
 }
 
 /** The exact o200k_base token count of `text`. */
 export async function countTokens(text: string): Promise<number> {
-  if (text.length === 0) return 0;
-  return (await loadEncoder()).encode(text).length;
+  return (await countTokensMany([text]))[0]!;
 }
 
 /** Tokens a chat template adds per message and to prime the reply (OpenAI's published counts). */
@@ -70,17 +99,17 @@ export const EXACT_REPLY_TOKENS = 3;
  * where the cheap bound would refuse, and for billing when the upstream reports no usage.
  */
 export async function countPromptTokens(messages: readonly Record<string, unknown>[]): Promise<number> {
-  let total = EXACT_REPLY_TOKENS;
-  for (const message of messages) {
+  const texts = messages.map((message) => {
     const content = message.content;
-    const text =
-      typeof content === "string"
-        ? content
-        : Array.isArray(content)
-          ? content.map((p) => (typeof (p as { text?: unknown })?.text === "string" ? (p as { text: string }).text : "")).join("")
-          : "";
-    total += EXACT_MESSAGE_TOKENS + (await countTokens(text));
+    if (typeof content === "string") return content;
+    if (!Array.isArray(content)) return "";
+    return content.map((p) => (typeof (p as { text?: unknown })?.text === "string" ? (p as { text: string }).text : "")).join("");
+  });
+  const counts = await countTokensMany(texts);
+  let total = EXACT_REPLY_TOKENS;
+  messages.forEach((message, i) => {
+    total += EXACT_MESSAGE_TOKENS + counts[i]!;
     if (typeof message.name === "string") total += 1;
-  }
+  });
   return total;
 }
