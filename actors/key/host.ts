@@ -53,7 +53,10 @@ export class KeyActorHost {
 
   private evictIdle(): void {
     for (const [id, actor] of this.actors) {
-      if (actor.inFlight === 0 && actor.slackMicro === 0n) this.actors.delete(id);
+      if (actor.inFlight === 0 && actor.slackMicro === 0n) {
+        this.actors.delete(id);
+        this.accountOf.delete(id);
+      }
       if (this.actors.size < KEY_ACTORS_MAX / 2) return;
     }
   }
