@@ -30,6 +30,10 @@ export const envSchema = z.object({
   ALLOWED_ORIGINS: listFromEnv,
   BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
   UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 3_600_000),
+  /** A stream whose upstream is silent this long gets a `: keep-alive` comment (and again after each interval). */
+  STREAM_KEEPALIVE_MS: intFromEnv(15_000, 50, 600_000),
+  /** A stream whose upstream is silent this long is ended with an error frame and the upstream aborted. */
+  STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
   /** How long a key actor's lease lives; a crashed node's leased money is back after this. */
   LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),

@@ -139,3 +139,53 @@ async function keyAccount(): Promise<{ accountId: string }> {
   const key_ = await t.gw.deps.keys.get(body.id);
   return { accountId: key_!.accountId };
 }
+
+describe("silent upstreams", () => {
+  let quiet: TestGateway;
+  let quietKey: string;
+  beforeAll(async () => {
+    quiet = await startTestGateway({ STREAM_KEEPALIVE_MS: "100", STREAM_STALL_MS: "1000" });
+    ({ key: quietKey } = await quiet.fundedKey(100));
+  }, SETUP_MS_MAX);
+  afterAll(async () => quiet.stop(), SETUP_MS_MAX);
+
+  const stream = () =>
+    fetch(`${quiet.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${quietKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 3, stream: true }),
+    });
+
+  test("a long silence before the first token sends keep-alive comments, and the official client reads through them", async () => {
+    const sim = quiet.gw.simulator!;
+    sim.options.ttftMs = 450;
+    try {
+      const raw = await (await stream()).text();
+      expect(raw.match(/^: keep-alive$/gm)?.length ?? 0).toBeGreaterThanOrEqual(3);
+      expect(raw.trimEnd().endsWith("data: [DONE]")).toBe(true);
+      const sdk = new OpenAI({ baseURL: `${quiet.url}/v1`, apiKey: quietKey });
+      let text = "";
+      for await (const chunk of await sdk.chat.completions.create({ model: MODEL, messages: HELLO, max_tokens: 3, stream: true })) {
+        text += chunk.choices[0]?.delta?.content ?? "";
+      }
+      expect(text.split(" ")).toHaveLength(3);
+    } finally {
+      sim.options.ttftMs = 0;
+    }
+  });
+
+  test("an upstream that stalls ends the stream with an error frame and is aborted", async () => {
+    const sim = quiet.gw.simulator!;
+    sim.options.stallAfterChunks = 1;
+    try {
+      const raw = await (await stream()).text();
+      const frames = raw.split("\n\n").filter((f) => f.startsWith("data: "));
+      expect(frames.at(-1)).toContain('"code":"upstream_timeout"');
+      const deadline = Date.now() + 3_000;
+      while (sim.log.entries().at(-1)?.finishReason !== "stalled" && Date.now() < deadline) await Bun.sleep(20);
+      expect(sim.log.entries().at(-1)).toMatchObject({ finishReason: "stalled", aborted: true });
+    } finally {
+      sim.options.stallAfterChunks = null;
+    }
+  });
+});

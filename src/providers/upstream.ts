@@ -72,43 +72,61 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
 
 export class StreamStalled extends Error {}
 
+/** A piece with nothing in it: the upstream has been silent for one keep-alive interval. */
+export const KEEP_ALIVE_PIECE: StreamPiece = Object.freeze({ frames: [], done: false, keepAlive: true }) as StreamPiece;
+
+export interface StreamTiming {
+  /** Silence after which a keep-alive piece is yielded (and again after each further interval). */
+  keepAliveMs: number;
+  /** Silence after which the upstream is aborted and StreamStalled thrown. */
+  stallMsMax: number;
+}
+
 /**
- * Reads an SSE body through the adapter's decoder, one piece per network read. A silence longer
- * than `stallMsMax` aborts the upstream and throws StreamStalled; leaving the loop early for any
- * reason aborts the upstream too.
+ * Reads an SSE body through the adapter's decoder, one piece per network read. Every
+ * `keepAliveMs` of silence yields KEEP_ALIVE_PIECE, so the edge can keep the client's connection
+ * alive; a silence of `stallMsMax` aborts the upstream and throws StreamStalled. Leaving the loop
+ * early for any reason aborts the upstream too.
  */
-export async function* readUpstreamStream(
-  reply: UpstreamReply,
-  decoder: ChatStreamDecoder,
-  stallMsMax: number,
-): AsyncGenerator<StreamPiece> {
+export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStreamDecoder, timing: StreamTiming): AsyncGenerator<StreamPiece> {
   const body = reply.response.body;
   if (!body) return;
   const reader = body.getReader();
   const text = new TextDecoder();
-  let stalled = false;
   let finished = false;
-  let timer = setTimeout(onStall, stallMsMax);
-  function onStall() {
-    stalled = true;
-    reply.abort();
-  }
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const tickMs = Math.min(timing.keepAliveMs, timing.stallMsMax);
   try {
     for (;;) {
-      let chunk: Awaited<ReturnType<typeof reader.read>>;
-      try {
-        chunk = await reader.read();
-      } catch (error) {
-        if (stalled) throw new StreamStalled(`no data from the upstream for ${stallMsMax} ms`);
-        throw error;
+      const read = reader.read();
+      let silentMs = 0;
+      let sinceKeepAliveMs = 0;
+      let chunk: Awaited<typeof read>;
+      for (;;) {
+        const tick = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), tickMs)));
+        const got = await Promise.race([read, tick]);
+        clearTimeout(timer);
+        if (got !== null) {
+          chunk = got;
+          break;
+        }
+        silentMs += tickMs;
+        sinceKeepAliveMs += tickMs;
+        if (silentMs >= timing.stallMsMax) {
+          reply.abort();
+          read.catch(() => {});
+          throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
+        }
+        if (sinceKeepAliveMs >= timing.keepAliveMs) {
+          sinceKeepAliveMs = 0;
+          yield KEEP_ALIVE_PIECE;
+        }
       }
-      clearTimeout(timer);
       if (chunk.done) {
         finished = true;
         return;
       }
       yield decoder.push(text.decode(chunk.value, { stream: true }));
-      timer = setTimeout(onStall, stallMsMax);
     }
   } finally {
     clearTimeout(timer);

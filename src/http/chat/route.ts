@@ -22,13 +22,13 @@ import { readJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
-/** Silence from a streaming upstream after which the stream is ended with an error. */
-export const STREAM_STALL_MS_MAX = 60_000;
 /** HTTP-style status recorded for a request whose client went away before the end. */
 const STATUS_CLIENT_CLOSED = 499;
 
 const encoder = new TextEncoder();
 const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
+/** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
+const KEEP_ALIVE_FRAME = encoder.encode(": keep-alive\n\n");
 
 interface Admitted {
   requestId: string;
@@ -237,7 +237,13 @@ async function* relay(
     let failure: Failure | null = null;
     let done = false;
     try {
-      for await (const piece of readUpstreamStream(outcome.reply, outcome.backend.adapter.chat.createChatStreamDecoder(), STREAM_STALL_MS_MAX)) {
+      const decoder = outcome.backend.adapter.chat.createChatStreamDecoder();
+      const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
+      for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
+        if (piece.keepAlive) {
+          yield KEEP_ALIVE_FRAME;
+          continue;
+        }
         if (piece.usage) reported = piece.usage;
         for (const frame of piece.frames) {
           delivered += frame.text;
