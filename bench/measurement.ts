@@ -19,6 +19,8 @@ export interface Workload {
   name: string;
   kind: "chat" | "stream";
   concurrency: number;
+  /** Chat only: this many keys on one funded account, one per request round-robin (default: one hot key). */
+  keys?: number;
 }
 
 /** `q` in 0..1 of an ascending-sorted array (nearest rank). */

@@ -1,12 +1,23 @@
 /**
  * Turns one run's measurements into markdown: the figures, the ratios of each gateway to the
- * bare proxy and to the ceiling from the same run, and the DESIGN.md §6 goals they are held to.
+ * bare proxy, the peer gateway and the ceiling from the same run, and the goals they are held to.
  */
 import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import type { Measurement } from "./measurement.ts";
 
 export const CEILING = "simulator (ceiling)";
 export const BARE = "bare Bun proxy";
+export const PEER = "Portkey gateway 1.15.2 (Node)";
+/** Darvaze embedded, chat c=64 with requests spread round-robin over 1,000 keys. */
+export const MANY_KEYS = "chat c=64, 1,000 keys";
+const EMBEDDED = "Darvaze embedded";
+const ONE_NODE = "Darvaze NATS + PostgreSQL, 1 node";
+const TWO_NODES = "Darvaze NATS + PostgreSQL, 2 nodes";
+const PEER_FACTOR_MIN = 10;
+const TWO_NODE_FACTOR_MIN = 1.6;
+
+/** The baselines (ceiling, bare proxy, peer) have no keys: the many-keys run compares with their chat c=64. */
+const baselineWorkload = (workload: string) => (workload === MANY_KEYS ? "chat c=64" : workload);
 
 /** DESIGN.md §6, per gateway target name prefix. */
 const goals = [
@@ -20,6 +31,7 @@ const GOAL_TTFB_WORKLOAD = "stream c=1";
 const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : value < 10 ? value.toFixed(2) : value.toFixed(1));
 const rate = (value: number) => (value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1));
 const ratio = (value: number | undefined) => (value === undefined || !Number.isFinite(value) ? "—" : `${(value * 100).toFixed(0)}%`);
+const times = (value: number) => `${value.toFixed(2)}×`;
 const signedMs = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`);
 
 export function figuresTable(measurements: Measurement[]): string {
@@ -38,21 +50,45 @@ function find(measurements: Measurement[], target: string, workload: string): Me
   return measurements.find((m) => m.target === target && m.workload === workload);
 }
 
-/** Every non-ceiling target against the bare proxy and the ceiling, workload by workload. */
+/**
+ * Every non-ceiling target against the bare proxy and the ceiling, and every Darvaze target
+ * against the peer (Darvaze ÷ Portkey), workload by workload.
+ */
 export function ratiosTable(measurements: Measurement[]): string {
   const lines = [
-    "| Target | Workload | req/s ÷ bare proxy | req/s ÷ ceiling | p50 added vs ceiling ms | TTFB p50 added vs ceiling ms |",
-    "|---|---|---:|---:|---:|---:|",
+    "| Target | Workload | req/s ÷ bare proxy | req/s ÷ ceiling | Darvaze req/s ÷ Portkey | p50 added vs ceiling ms | TTFB p50 added vs ceiling ms |",
+    "|---|---|---:|---:|---:|---:|---:|",
   ];
   for (const m of measurements) {
     if (m.target === CEILING) continue;
-    const bare = find(measurements, BARE, m.workload);
-    const ceiling = find(measurements, CEILING, m.workload);
+    const baseline = baselineWorkload(m.workload);
+    const bare = find(measurements, BARE, baseline);
+    const ceiling = find(measurements, CEILING, baseline);
+    const peer = m.target.startsWith("Darvaze") ? find(measurements, PEER, baseline) : undefined;
     const ttfbAdded = m.ttfbP50Ms !== undefined && ceiling?.ttfbP50Ms !== undefined ? m.ttfbP50Ms - ceiling.ttfbP50Ms : undefined;
     lines.push(
-      `| ${m.target} | ${m.workload} | ${m.target === BARE ? "—" : ratio(bare && m.rps / bare.rps)} | ${ratio(ceiling && m.rps / ceiling.rps)} | ${signedMs(ceiling && m.p50Ms - ceiling.p50Ms)} | ${signedMs(ttfbAdded)} |`,
+      `| ${m.target} | ${m.workload} | ${m.target === BARE ? "—" : ratio(bare && m.rps / bare.rps)} | ${ratio(ceiling && m.rps / ceiling.rps)} | ${peer ? times(m.rps / peer.rps) : "—"} | ${signedMs(ceiling && m.p50Ms - ceiling.p50Ms)} | ${signedMs(ttfbAdded)} |`,
     );
   }
+  return lines.join("\n");
+}
+
+/** The issue's goals against the peer and for scaling out, on chat c=64 req/s; "" when neither was measured. */
+export function scaleGoalsTable(measurements: Measurement[]): string {
+  const lines = ["| Goal | Measured (chat c=64 req/s) | Verdict |", "|---|---|---|"];
+  const byPrefix = (prefix: string) => measurements.find((m) => m.target.startsWith(prefix) && m.workload === GOAL_THROUGHPUT_WORKLOAD);
+  const row = (goal: string, a: Measurement | undefined, b: Measurement | undefined, min: number, note = "") => {
+    if (!a || !b) return lines.push(`| ${goal} | n/a (${a ? b?.target ?? "baseline" : "target"} not measured) | — |`);
+    const value = a.rps / b.rps;
+    return lines.push(`| ${goal} | ${rate(a.rps)} ÷ ${rate(b.rps)} = ${times(value)} | ${value >= min ? "✓" : "✗"}${note} |`);
+  };
+  const embedded = byPrefix(EMBEDDED);
+  const peer = byPrefix(PEER);
+  const one = byPrefix(ONE_NODE);
+  const two = byPrefix(TWO_NODES);
+  if (!embedded && !peer && !one && !two) return "";
+  row(`Darvaze embedded ≥ ${PEER_FACTOR_MIN}× Portkey`, embedded, peer, PEER_FACTOR_MIN);
+  row(`Darvaze NATS + PostgreSQL: two nodes ≥ ${TWO_NODE_FACTOR_MIN}× one node`, two, one, TWO_NODE_FACTOR_MIN, " (node 2 shares CPU 0 with the load generator and simulator)");
   return lines.join("\n");
 }
 
@@ -119,6 +155,8 @@ export function runMarkdown(info: RunInfo, measurements: Measurement[]): string 
   ];
   const goalLines = goalsTable(measurements);
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
+  const scaleLines = scaleGoalsTable(measurements);
+  if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
   return sections.join("\n\n") + "\n";
 }
 
@@ -127,12 +165,17 @@ export const resultsHeader = `# Benchmark results
 Loopback only, on a 2-core machine: the load generator (wrk for non-streaming chat, \`bench/sse-client.ts\`
 for streams) and the upstream simulator share CPU 0; the gateway or proxy under test runs on CPU 1.
 Each run measures, side by side, the simulator directly (the ceiling), a bare Bun proxy
-(\`bench/bare-proxy.ts\`), Darvaze embedded (PGlite, in-process bus) and Darvaze on NATS + PostgreSQL
-(one node), so ratios are only compared within a run.
+(\`bench/bare-proxy.ts\`), a peer gateway (Portkey's open-source gateway 1.15.2 on Node, from
+\`bench/peers/\`, installed there with \`npm ci\` on first use), Darvaze embedded (PGlite, in-process
+bus) and Darvaze on NATS + PostgreSQL with one node and with two, so ratios are only compared within a run.
+Every request uses one hot key, except the "1,000 keys" run on Darvaze embedded (chat c=64, keys
+taken round-robin per request, all on one funded account). Two nodes share the database, NATS
+subjects and secrets; node 1 runs on CPU 1 and node 2 on CPU 0 (with the load generator: there
+is no third CPU), each fed half the connections by its own wrk (req/s summed, the worse p50/p99).
 
     apt-get install -y wrk            # once
-    bun run bench                     # full: chat c=1/64/256, stream c=1/64, ~10 s each (~5 min)
-    bun run bench -- --quick          # 2 s each, chat c=64 and stream c=64 only
+    bun run bench                     # full: chat c=1/64/256, stream c=1/64, ~10 s each (~8 min)
+    bun run bench -- --quick          # 2 s each, chat c=64 and stream c=64 only (+ 1,000 keys)
     bun run bench -- --profile        # embedded gateway under bun --cpu-prof, chat c=64; profile in bench/out/
 
 Non-streaming: \`gpt-4o-mini\`, one short message, \`max_tokens: 16\`. Streaming: 64 content chunks

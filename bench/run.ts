@@ -1,7 +1,8 @@
 /**
  * `bun run bench [-- --quick | --profile]`: starts the simulator, then each target in turn (the
- * simulator itself, the bare proxy, Darvaze embedded, Darvaze on NATS + PostgreSQL), runs every
- * workload against it after a warm-up, stops it, and appends the run to bench/RESULTS.md.
+ * simulator itself, the bare proxy, the peer gateway (Portkey), Darvaze embedded, Darvaze on
+ * NATS + PostgreSQL with one node and with two), runs every workload against it after a warm-up
+ * (Darvaze embedded also with 1,000 keys), stops it, and appends the run to bench/RESULTS.md.
  * Every child process dies with the run; a watchdog ends a run that overstays its bound.
  */
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
@@ -10,9 +11,19 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Measurement, Workload } from "./measurement.ts";
 import { installExitHandlers, interruptedSignal, pinSelf, PINNING, stopAll } from "./procs.ts";
-import { appendResults, BARE, CEILING, runMarkdown } from "./report.ts";
+import { appendResults, BARE, CEILING, MANY_KEYS, runMarkdown } from "./report.ts";
 import { runSseClient } from "./sse-client.ts";
-import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import {
+  DARVAZE_NODE_CPUS,
+  ROOT,
+  servicesDefaults,
+  servicesUnavailable,
+  startBareProxy,
+  startDarvaze,
+  startPortkey,
+  startSimulator,
+  type Target,
+} from "./targets.ts";
 import { runWrk } from "./wrk.ts";
 
 const { values: flags } = parseArgs({
@@ -23,6 +34,7 @@ const { values: flags } = parseArgs({
 
 const chat = (concurrency: number): Workload => ({ name: `chat c=${concurrency}`, kind: "chat", concurrency });
 const stream = (concurrency: number): Workload => ({ name: `stream c=${concurrency}`, kind: "stream", concurrency });
+const manyKeys: Workload = { name: MANY_KEYS, kind: "chat", concurrency: 64, keys: 1000 };
 
 interface Settings {
   mode: "full" | "quick" | "profile";
@@ -36,8 +48,10 @@ interface Settings {
 const settings: Settings = flags.profile
   ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64)], runSMax: 120 }
   : flags.quick
-    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 180 }
-    : { mode: "full", measureS: 10, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 540 };
+    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 300 }
+    : { mode: "full", measureS: 10, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 1_000 };
+
+const pinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
 
 const outDir = join(ROOT, "bench/out");
 const resultsPath = join(ROOT, "bench/RESULTS.md");
@@ -51,8 +65,15 @@ function progress(message: string): void {
 /** Warm-up at the same concurrency, then the measurement. */
 async function measure(target: Target, workload: Workload): Promise<Measurement> {
   if (workload.kind === "chat") {
-    await runWrk({ target, workload: workload.name, concurrency: workload.concurrency, durationS: settings.warmupS });
-    return runWrk({ target, workload: workload.name, concurrency: workload.concurrency, durationS: settings.measureS });
+    let keys: string[] | undefined;
+    if (workload.keys !== undefined && workload.keys > 1) {
+      if (!target.createKeys) throw new Error(`${target.name} cannot create keys`);
+      progress(`  creating ${workload.keys} keys …`);
+      keys = [target.key, ...(await target.createKeys(workload.keys - 1))];
+    }
+    const run = { target, workload: workload.name, concurrency: workload.concurrency, ...(keys ? { keys } : {}) };
+    await runWrk({ ...run, durationS: settings.warmupS });
+    return runWrk({ ...run, durationS: settings.measureS });
   }
   return runSseClient({
     target,
@@ -63,8 +84,8 @@ async function measure(target: Target, workload: Workload): Promise<Measurement>
   });
 }
 
-async function measureAll(target: Target, measurements: Measurement[]): Promise<void> {
-  for (const workload of settings.workloads) {
+async function measureAll(target: Target, measurements: Measurement[], extra: Workload[] = []): Promise<void> {
+  for (const workload of [...settings.workloads, ...extra]) {
     interruptedSignal.throwIfAborted();
     progress(`${target.name} · ${workload.name} …`);
     const m = await measure(target, workload);
@@ -101,19 +122,19 @@ async function runBench(): Promise<void> {
   const measurements: Measurement[] = [];
   const skipped: string[] = [];
   const sim = await startSimulator({ outputTokens: 64 });
-  const targets: { label: string; start(): Promise<Target | string> }[] = [
+  const natsPg = (nodes: 1 | 2) => async () => {
+    const reason = await servicesUnavailable(servicesDefaults);
+    return reason ?? startDarvaze({ mode: "nats-pg", nodes, upstreamUrl: sim.url, services: servicesDefaults });
+  };
+  const targets: { label: string; start(): Promise<Target | string>; extra?: Workload[] }[] = [
     { label: CEILING, start: async () => ({ ...sim, stop: async () => {} }) },
     { label: BARE, start: () => startBareProxy(sim.url) },
-    { label: "Darvaze embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url }) },
-    {
-      label: "Darvaze NATS + PostgreSQL",
-      start: async () => {
-        const reason = await servicesUnavailable(servicesDefaults);
-        return reason ?? startDarvaze({ mode: "nats-pg", upstreamUrl: sim.url, services: servicesDefaults });
-      },
-    },
+    { label: "Portkey gateway (peer)", start: () => startPortkey(sim.url) },
+    { label: "Darvaze embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url }), extra: [manyKeys] },
+    { label: "Darvaze NATS + PostgreSQL, 1 node", start: natsPg(1) },
+    { label: "Darvaze NATS + PostgreSQL, 2 nodes", start: natsPg(2) },
   ];
-  for (const { label, start } of targets) {
+  for (const { label, start, extra } of targets) {
     interruptedSignal.throwIfAborted();
     progress(`starting ${label}`);
     let target: Target | string;
@@ -128,7 +149,7 @@ async function runBench(): Promise<void> {
       continue;
     }
     try {
-      await measureAll(target, measurements);
+      await measureAll(target, measurements, extra);
     } catch (error) {
       interruptedSignal.throwIfAborted();
       skipped.push(`${label}: stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
@@ -146,7 +167,7 @@ async function runBench(): Promise<void> {
       mode: settings.mode,
       command,
       revision: revision(),
-      pinning: PINNING,
+      pinning,
       durations: `${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1`,
       machine: machine(),
       skipped,
@@ -201,7 +222,7 @@ async function main(): Promise<void> {
     process.kill(process.pid, "SIGTERM");
   }, settings.runSMax * 1000);
   watchdog.unref();
-  progress(`mode ${settings.mode}; ${PINNING}`);
+  progress(`mode ${settings.mode}; ${settings.mode === "profile" ? PINNING : pinning}`);
   const [loadNow = 0] = loadavg();
   if (loadNow > 0.5) progress(`warning: load average ${loadNow.toFixed(2)} before the run; other work will skew the figures`);
   try {

@@ -5,7 +5,8 @@
  *
  *   bun run bench/sse-client.ts --url http://127.0.0.1:9100 --key k --concurrency 64 --duration-ms 10000 --warmup-ms 2000
  *
- * `runSseClient` spawns it that way and parses the line.
+ * `--url` may be repeated (the nodes of a multi-node target: client i talks to url i mod n) and
+ * `--header "Name: value"` adds a request header. `runSseClient` spawns it that way and parses the line.
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
@@ -39,8 +40,9 @@ const resultSchema = z.object({
 type SseResult = z.infer<typeof resultSchema>;
 
 interface LoadOptions {
-  url: string;
+  urls: string[];
   key: string;
+  headers: Record<string, string>;
   concurrency: number;
   durationMs: number;
 }
@@ -58,11 +60,11 @@ class Samples {
 }
 
 /** One request: resolves to the time to first byte, or throws a short reason. */
-async function oneStream(options: LoadOptions): Promise<number> {
+async function oneStream(options: LoadOptions, url: string): Promise<number> {
   const started = performance.now();
-  const response = await fetch(`${options.url}/v1/chat/completions`, {
+  const response = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
-    headers: { "content-type": "application/json", authorization: `Bearer ${options.key}` },
+    headers: { ...options.headers, "content-type": "application/json", authorization: `Bearer ${options.key}` },
     body,
     signal: AbortSignal.timeout(streamTimeoutMs),
   });
@@ -95,11 +97,12 @@ export async function streamLoad(options: LoadOptions): Promise<SseResult> {
   let firstError: string | undefined;
   const started = performance.now();
   const deadline = started + options.durationMs;
-  const client = async () => {
+  const client = async (_: unknown, index: number) => {
+    const url = options.urls[index % options.urls.length]!;
     for (let i = 0; i < requestsPerClientMax && performance.now() < deadline; i++) {
       const t0 = performance.now();
       try {
-        const ttfbMs = await oneStream(options);
+        const ttfbMs = await oneStream(options, url);
         samples.add(ttfbMs, performance.now() - t0);
       } catch (error) {
         errors[error instanceof StreamError ? error.kind : "failed"] += 1;
@@ -124,7 +127,7 @@ export async function streamLoad(options: LoadOptions): Promise<SseResult> {
 }
 
 export interface SseClientOptions {
-  target: { name: string; url: string; key: string };
+  target: { name: string; url: string; key: string; urls?: string[]; headers?: Record<string, string> };
   workload: string;
   concurrency: number;
   durationMs: number;
@@ -135,7 +138,9 @@ export interface SseClientOptions {
 export async function runSseClient(options: SseClientOptions): Promise<Measurement> {
   const cmd = [
     "taskset", "-c", String(LOAD_CPU), "bun", "run", import.meta.path,
-    "--url", options.target.url, "--key", options.target.key, "--concurrency", String(options.concurrency),
+    ...(options.target.urls ?? [options.target.url]).flatMap((url) => ["--url", url]),
+    ...Object.entries(options.target.headers ?? {}).flatMap(([name, value]) => ["--header", `${name}: ${value}`]),
+    "--key", options.target.key, "--concurrency", String(options.concurrency),
     "--duration-ms", String(options.durationMs), "--warmup-ms", String(options.warmupMs),
   ];
   const stdout = await runLoad("sse-client", cmd, options.warmupMs + options.durationMs + 2 * streamTimeoutMs);
@@ -163,7 +168,8 @@ function optionsFromArgs(args: string[]): LoadOptions & { warmupMs: number } {
     args,
     strict: true,
     options: {
-      url: { type: "string" },
+      url: { type: "string", multiple: true },
+      header: { type: "string", multiple: true, default: [] },
       key: { type: "string", default: "bench" },
       concurrency: { type: "string", default: "64" },
       "duration-ms": { type: "string", default: "10000" },
@@ -172,13 +178,16 @@ function optionsFromArgs(args: string[]): LoadOptions & { warmupMs: number } {
   });
   return z
     .object({
-      url: z.string().url(),
+      urls: z.array(z.string().url()).min(1),
+      headers: z.array(z.string().regex(/^[^:]+:/)).transform((lines) =>
+        Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).trim(), line.slice(line.indexOf(":") + 1).trim()])),
+      ),
       key: z.string().min(1),
       concurrency: z.coerce.number().int().min(1).max(concurrencyMax),
       durationMs: z.coerce.number().int().min(100).max(600_000),
       warmupMs: z.coerce.number().int().min(0).max(600_000),
     })
-    .parse({ url: values.url, key: values.key, concurrency: values.concurrency, durationMs: values["duration-ms"], warmupMs: values["warmup-ms"] });
+    .parse({ urls: values.url, headers: values.header, key: values.key, concurrency: values.concurrency, durationMs: values["duration-ms"], warmupMs: values["warmup-ms"] });
 }
 
 if (import.meta.main) {

@@ -1,12 +1,14 @@
 /**
  * The servers a run measures, each a process of its own: the simulator (ceiling, on the load
- * CPU), the bare Bun proxy and Darvaze (on the server CPU). Darvaze targets come with a funded key.
+ * CPU), the bare Bun proxy, the peer gateway (Portkey, on Node) and Darvaze (on the server CPU;
+ * a two-node Darvaze puts its second node on the load CPU). Darvaze targets come with a funded key.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import postgres from "postgres";
-import { freePort, LOAD_CPU, onInterrupt, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
+import { PEER } from "./report.ts";
+import { freePort, LOAD_CPU, onInterrupt, runLoad, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
 
 export const ROOT = join(import.meta.dir, "..");
 const HOST = "127.0.0.1";
@@ -18,6 +20,12 @@ export interface Target {
   url: string;
   /** Bearer key; the simulator and bare proxy accept any. */
   key: string;
+  /** Every node of a multi-node target (`url` is the first); the load is split between them. */
+  urls?: string[];
+  /** Extra headers on every request (the peer gateway is told its upstream this way). */
+  headers?: Record<string, string>;
+  /** `count` more keys on the same funded account (Darvaze only). */
+  createKeys?(count: number): Promise<string[]>;
   stop(): Promise<void>;
 }
 
@@ -61,6 +69,56 @@ export async function startBareProxy(upstreamUrl: string): Promise<Target> {
   // The proxy has no health route; a GET fails to parse as JSON and answers 500, so poll the port.
   await waitForPort(child, port);
   return { name: "bare Bun proxy", url, key: "bench", stop: () => child.stop() };
+}
+
+const peersDir = join(ROOT, "bench/peers");
+const portkeyStart = join(peersDir, "node_modules/@portkey-ai/gateway/build/start-server.js");
+const peerInstallMsMax = 180_000;
+
+/** Installs bench/peers when its node_modules is missing; the reason it could not, or null. */
+async function peerInstalled(): Promise<string | null> {
+  if (Bun.which("node") === null) return "node is not installed";
+  if (existsSync(portkeyStart)) return null;
+  const npm = Bun.which("npm");
+  if (npm === null) return "npm is not installed (needed once to install bench/peers)";
+  const verb = existsSync(join(peersDir, "package-lock.json")) ? "ci" : "install";
+  console.error(`bench: installing the peer gateway: npm ${verb} in bench/peers`);
+  try {
+    await runLoad(`npm ${verb}`, [npm, verb, "--prefix", peersDir, "--no-audit", "--no-fund"], peerInstallMsMax);
+  } catch (error) {
+    return `npm ${verb} in bench/peers failed: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
+  }
+  return existsSync(portkeyStart) ? null : `npm ${verb} in bench/peers did not install ${portkeyStart}`;
+}
+
+/**
+ * Portkey's open-source gateway on Node (as its README starts it, headless), on the server CPU,
+ * told per request to use the simulator as an OpenAI-compatible upstream; or why it is skipped.
+ */
+export async function startPortkey(upstreamUrl: string): Promise<Target | string> {
+  const reason = await peerInstalled();
+  if (reason !== null) return reason;
+  const port = freePort();
+  const child = spawnPinned({
+    label: "portkey",
+    cpu: SERVER_CPU,
+    cmd: ["node", portkeyStart, `--port=${port}`, "--headless"],
+    env: { ...process.env, NODE_ENV: "production" },
+  });
+  const url = `http://${HOST}:${port}`;
+  try {
+    await waitReady(child, `${url}/`);
+  } catch (error) {
+    await child.stop();
+    throw error;
+  }
+  return {
+    name: PEER,
+    url,
+    key: "bench",
+    headers: { "x-portkey-provider": "openai", "x-portkey-custom-host": `${upstreamUrl}/v1` },
+    stop: () => child.stop(),
+  };
 }
 
 async function waitForPort(child: Child, port: number, timeoutMs = 20_000): Promise<void> {
@@ -125,6 +183,8 @@ async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): P
 
 export interface DarvazeOptions {
   mode: DarvazeMode;
+  /** nats-pg only: 2 starts a second gateway on the same database, NATS subjects and secrets. */
+  nodes?: 1 | 2;
   upstreamUrl: string;
   services?: Services;
   /** Run under `bun --cpu-prof` and write the profile (and its markdown summary) here. */
@@ -151,15 +211,14 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const backend = { name: "sim", kind: "openai", url: `${options.upstreamUrl}/v1`, region: "in-country", weight: 1, concurrency_max: 100_000 };
     writeFileSync(configPath, JSON.stringify({ default_backends: [backend], pools: {} }));
 
-    const port = freePort();
+    const nodes = options.nodes ?? 1;
+    if (nodes > 1 && options.mode !== "nats-pg") throw new Error("only nats-pg runs on several nodes");
     const adminToken = `bench-admin-${randomId(24)}`;
     const env: Record<string, string | undefined> = {
       ...process.env,
-      PORT: String(port),
       HOST,
       ADMIN_TOKEN: adminToken,
       KEY_PEPPER: randomId(48),
-      DARVAZE_DATA: join(folder, "data"),
       DARVAZE_CONFIG: configPath,
       DARVAZE_SUBJECT_PREFIX: `bench${randomId(10)}`,
       LOG_LEVEL: "error",
@@ -179,25 +238,37 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const profileFlags = options.cpuProfile
       ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`]
       : [];
-    const child = spawnPinned({
-      label: `darvaze (${options.mode})`,
-      cpu: SERVER_CPU,
-      cmd: ["bun", ...profileFlags, "run", join(ROOT, "src/main.ts")],
-      env,
-    });
-    cleanups.push(() => child.stop());
-    const url = `http://${HOST}:${port}`;
-    await waitReady(child, `${url}/health`);
-    const key = await fundedKey(url, adminToken);
-    const name = options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : "Darvaze NATS + PostgreSQL, 1 node";
-    return { name, url, key, stop };
+    // One after the other, so the second node finds the database migrated.
+    const urls: string[] = [];
+    for (const [i, cpu] of DARVAZE_NODE_CPUS.slice(0, nodes).entries()) {
+      const port = freePort();
+      const child = spawnPinned({
+        label: `darvaze (${options.mode}, node ${i + 1})`,
+        cpu,
+        cmd: ["bun", ...profileFlags, "run", join(ROOT, "src/main.ts")],
+        env: { ...env, PORT: String(port), DARVAZE_DATA: join(folder, `data-${i + 1}`) },
+      });
+      cleanups.push(() => child.stop());
+      const url = `http://${HOST}:${port}`;
+      await waitReady(child, `${url}/health`);
+      urls.push(url);
+    }
+    const url = urls[0]!;
+    const funded = await fundedKey(url, adminToken);
+    const name =
+      options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
+    return { name, url, key: funded.key, ...(nodes > 1 ? { urls } : {}), createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();
     throw error;
   }
 }
 
-async function fundedKey(url: string, adminToken: string): Promise<string> {
+/** Node 1 on the server CPU; a second node on the load CPU (2 cores: there is no third). */
+export const DARVAZE_NODE_CPUS = [SERVER_CPU, LOAD_CPU] as const;
+const keyCreationsInFlight = 16;
+
+async function fundedKey(url: string, adminToken: string): Promise<{ key: string; createKeys(count: number): Promise<string[]> }> {
   const admin = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
     const response = await fetch(url + path, {
       method: "POST",
@@ -212,7 +283,22 @@ async function fundedKey(url: string, adminToken: string): Promise<string> {
   const account = await admin("/admin/accounts", { name: "bench" });
   const accountId = String(account.id);
   await admin(`/admin/accounts/${accountId}/topups`, { amount_toman: 1e12, reference: `bench-${randomId(8)}` });
-  const created = await admin(`/admin/accounts/${accountId}/keys`, { name: "bench", concurrency_max: 10_000 });
-  if (typeof created.key !== "string") throw new Error(`key creation returned no key: ${JSON.stringify(created)}`);
-  return created.key;
+  const createKey = async (name: string): Promise<string> => {
+    const created = await admin(`/admin/accounts/${accountId}/keys`, { name, concurrency_max: 10_000 });
+    if (typeof created.key !== "string") throw new Error(`key creation returned no key: ${JSON.stringify(created)}`);
+    return created.key;
+  };
+  const createKeys = async (count: number): Promise<string[]> => {
+    const keys: string[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < count) {
+        const index = next++;
+        keys[index] = await createKey(`bench-${index + 1}`);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(keyCreationsInFlight, count) }, worker));
+    return keys;
+  };
+  return { key: await createKey("bench"), createKeys };
 }
