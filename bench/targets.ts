@@ -6,7 +6,9 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { connect } from "nats";
 import postgres from "postgres";
+import { usageStreamName } from "../src/ledger/stream.ts";
 import { PEER } from "./report.ts";
 import { freePort, LOAD_CPU, onInterrupt, runLoad, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
 
@@ -231,8 +233,11 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       if (!options.services) throw new Error("nats-pg needs services");
       const db = await freshDatabase(options.services.databaseUrl);
       cleanUpLater(() => db.drop());
+      const natsUrl = options.services.natsUrl;
+      const prefix = env.DARVAZE_SUBJECT_PREFIX!;
+      cleanUpLater(() => dropUsageStream(natsUrl, prefix));
       env.DATABASE_URL = db.url;
-      env.NATS_URL = options.services.natsUrl;
+      env.NATS_URL = natsUrl;
     }
 
     const profileFlags = options.cpuProfile
@@ -301,4 +306,16 @@ async function fundedKey(url: string, adminToken: string): Promise<{ key: string
     return keys;
   };
   return { key: await createKey("bench"), createKeys };
+}
+
+/** The run's usage stream (the gateway keeps it for days; a benchmark does not need it). */
+async function dropUsageStream(natsUrl: string, prefix: string): Promise<void> {
+  try {
+    const nc = await connect({ servers: natsUrl });
+    try {
+      await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+    } finally {
+      await nc.close();
+    }
+  } catch {}
 }

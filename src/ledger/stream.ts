@@ -15,7 +15,12 @@ import { postUsageBatch, usageJson, usageRecordSchema, type UsageRecord, type Us
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
 export const USAGE_MESSAGE_BYTES_MAX = 512 * 1024;
 export const USAGE_STREAM_MAX_AGE_MS = 7 * 24 * 3_600_000;
-export const USAGE_STREAM_BYTES_MAX = 4 * 1024 ** 3;
+/**
+ * The stream is bounded by age and message count, not bytes: JetStream reserves a stream's
+ * max_bytes up front, and a few such reservations exhaust a server's storage however empty the
+ * streams are (one message is one node's batch of up to 2,000 records).
+ */
+export const USAGE_STREAM_MESSAGES_MAX = 10_000_000;
 export const USAGE_PUBLISH_TIMEOUT_MS = 5_000;
 /** Messages the consumer keeps pulled ahead. */
 const PULL_MESSAGES_MAX = 64;
@@ -35,7 +40,7 @@ export async function ensureUsageStream(jsm: JetStreamManager, stream: string, s
     subjects: [subject],
     storage: StorageType.File,
     max_age: nanos(USAGE_STREAM_MAX_AGE_MS),
-    max_bytes: USAGE_STREAM_BYTES_MAX,
+    max_msgs: USAGE_STREAM_MESSAGES_MAX,
     max_msg_size: USAGE_MESSAGE_BYTES_MAX * 2,
     duplicate_window: nanos(120_000),
   };
