@@ -21,6 +21,7 @@ import { expireHolds } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { Metrics } from "./metrics/metrics.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
@@ -126,7 +127,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       rateFetcher = fetcher;
     }
 
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, log };
+    const metrics = new Metrics({
+      pools,
+      leaseSlackMicro: () => keyHost.slackMicro(),
+      usageBacklog: () => writer.buffered,
+      natsConnected: () => (bus instanceof NatsBus ? bus.connected : null),
+    });
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null }).listen({
       port: env.PORT,
       hostname: env.HOST,

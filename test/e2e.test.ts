@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import OpenAI from "openai";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 /** The published table: id, context window, toman per 1M input tokens, per 1M output tokens. */
 const PUBLISHED: [string, number, number, number][] = [
@@ -335,5 +335,24 @@ describe("admin key limits", () => {
     expect(response.body).toMatchObject({ concurrency_max: 7, rpm: null });
     const info = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${apiKey}` } });
     expect(((await info.json()) as { limits: unknown }).limits).toEqual({ concurrency_max: 7, rpm: null, tpm: null });
+  });
+});
+
+describe("metrics", () => {
+  test("GET /metrics counts requests, tokens and cost per model, with no key in it; it needs the admin token", async () => {
+    for (let i = 0; i < 2; i++) await client.chat.completions.create({ model: "phi-4", messages: HELLO, max_tokens: 10 });
+    expect((await fetch(`${t.url}/metrics`)).status).toBe(401);
+    const response = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+    expect(response.headers.get("content-type")).toContain("text/plain");
+    const text = await response.text();
+    expect(text).toContain('darvaze_requests_total{operation="chat",model="phi-4",backend="sim",status="200"} 2');
+    expect(text).toContain('darvaze_tokens_total{model="phi-4",direction="input"} 20');
+    expect(text).toContain('darvaze_tokens_total{model="phi-4",direction="output"} 20');
+    // phi-4: 6,300 and 12,600 toman per 1M tokens; 2 × (10 × 6,300 + 10 × 12,600)
+    expect(text).toContain('darvaze_cost_micro_toman_total{model="phi-4"} 378000');
+    expect(text).toContain("darvaze_request_duration_seconds_bucket");
+    expect(text).toContain("darvaze_usage_backlog_records");
+    expect(text).not.toContain(key);
+    expect(text).not.toContain("Hello");
   });
 });

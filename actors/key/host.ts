@@ -74,6 +74,13 @@ export class KeyActorHost {
     return this.actor(settlement.keyId).settle(settlement, accountId);
   }
 
+  /** Money this node's leases hold and have not committed to a request (metrics). */
+  slackMicro(): bigint {
+    let slack = 0n;
+    for (const actor of this.actors.values()) slack += actor.slackMicro;
+    return slack;
+  }
+
   /** Slots in use for a key on this node (tests and metrics). */
   inFlight(keyId: string): number {
     return this.actors.get(keyId)?.inFlight ?? 0;

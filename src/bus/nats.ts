@@ -22,8 +22,17 @@ const decoder = new TextDecoder();
 export class NatsBus implements Bus {
   readonly kind = "nats" as const;
   private readonly local = new Map<string, Handler<unknown, unknown>>();
+  /** False between a disconnect and the reconnect that follows it. */
+  connected = true;
 
-  private constructor(readonly nc: NatsConnection) {}
+  private constructor(readonly nc: NatsConnection) {
+    void (async () => {
+      for await (const status of nc.status()) {
+        if (status.type === "disconnect" || status.type === "reconnecting") this.connected = false;
+        else if (status.type === "reconnect") this.connected = true;
+      }
+    })();
+  }
 
   static async connect(url: string, name: string): Promise<NatsBus> {
     const nc = await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });

@@ -76,6 +76,13 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       }),
     )
     .get("/health", () => new Response("ok"))
+    .get(
+      "/metrics",
+      asAdmin(async () => {
+        const { body, contentType } = await deps.metrics.exposition();
+        return new Response(body, { headers: { "content-type": contentType } });
+      }),
+    )
     .post("/admin/accounts", asAdmin((request, _, id) => admin.createAccount(request, id)), NO_PARSE)
     .get("/admin/accounts/:id", asAdmin((_, params, id) => admin.showAccount(params.id!, id)))
     .post("/admin/accounts/:id/topups", asAdmin((request, params, id) => admin.topUp(request, params.id!, id)), NO_PARSE)

@@ -8,6 +8,7 @@ import type { Db } from "../db/client.ts";
 import type { KeyStore } from "../keys/store.ts";
 import type { UsageWriter } from "../ledger/usage.ts";
 import type { Logger } from "../log.ts";
+import type { Metrics } from "../metrics/metrics.ts";
 
 export interface EdgeDeps {
   env: Env;
@@ -18,5 +19,6 @@ export interface EdgeDeps {
   keys: KeyStore;
   pools: PoolHost;
   writer: UsageWriter;
+  metrics: Metrics;
   log: Logger;
 }

@@ -11,7 +11,7 @@ import { ADMIT, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from 
 import { partitionOf } from "../../../actors/subjects.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { errorBody, fail, type Failure } from "../../errors.ts";
+import { describe, errorBody, fail, type Failure } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import type { Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
@@ -82,7 +82,10 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
 
   const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
-  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+  if ("failure" in admitted) {
+    deps.metrics.refused("chat", model.id, describe(admitted.failure.code).status);
+    return failed(admitted.failure, requestId, admitted.headers);
+  }
 
   const stream = body.stream === true;
   let outcome: ChatOutcome;
@@ -188,8 +191,21 @@ async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string
   };
   try {
     const reply = await deps.bus.request(SETTLE, deps.subjects.keySettle(partitionOf(a.key.id)), settlement);
-    if (!reply.ok) deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
-    else deps.log("debug", "settled", { requestId: a.requestId, keyId: a.key.id, model: a.model.id, backend, status, ...usage, billedMicro: reply.billedMicro });
+    if (!reply.ok) {
+      deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
+      return;
+    }
+    deps.log("debug", "settled", { requestId: a.requestId, keyId: a.key.id, model: a.model.id, backend, status, ...usage, billedMicro: reply.billedMicro });
+    deps.metrics.request({
+      operation: "chat",
+      model: a.model.id,
+      backend,
+      status,
+      durationMs: settlement.durationMs,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      billedMicro: reply.billedMicro,
+    });
   } catch (error) {
     deps.log("error", "settle_unreachable", { requestId: a.requestId, error: (error as Error).message });
   }
