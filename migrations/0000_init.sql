@@ -127,5 +127,4 @@ CREATE INDEX "holds_pending_deadline_idx" ON "holds" USING btree ("deadline") WH
 CREATE INDEX "ledger_transfers_debit_idx" ON "ledger_transfers" USING btree ("debit_account");--> statement-breakpoint
 CREATE INDEX "ledger_transfers_credit_idx" ON "ledger_transfers" USING btree ("credit_account");--> statement-breakpoint
 CREATE INDEX "usage_records_key_idx" ON "usage_records" USING btree ("key_id","created_at");--> statement-breakpoint
-CREATE INDEX "usage_records_account_idx" ON "usage_records" USING btree ("account_id","created_at");--> statement-breakpoint
-CREATE INDEX "usage_records_hold_idx" ON "usage_records" USING btree ("hold_id");
+CREATE INDEX "usage_records_account_idx" ON "usage_records" USING btree ("account_id","created_at");
