@@ -5,8 +5,9 @@
  */
 import { z } from "zod";
 import type { Rpc, Topic } from "../src/bus/bus.ts";
+import { bigintJson } from "../src/json.ts";
 
-const micro = z.union([z.bigint(), z.string().regex(/^-?\d{1,30}$/).transform((s) => BigInt(s))]);
+const micro = bigintJson;
 const units = micro.refine((v) => v >= 0n, "must not be negative");
 
 const failure = z.object({

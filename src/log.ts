@@ -2,6 +2,8 @@
  * Structured logs: one JSON object per line on stderr. Fields are ids, counts and timings;
  * never an API key, and never message content.
  */
+import { encodeJson } from "./json.ts";
+
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -14,7 +16,7 @@ export function createLogger(minimum: LogLevel, write: (line: string) => void = 
   return (level, event, fields = {}) => {
     if (RANK[level] < floor) return;
     const record = { t: new Date().toISOString(), level, event, ...fields };
-    write(`${JSON.stringify(record, (_, v) => (typeof v === "bigint" ? v.toString() : v))}\n`);
+    write(`${encodeJson(record)}\n`);
   };
 }
 

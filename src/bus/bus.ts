@@ -50,7 +50,4 @@ export class BusError extends Error {
   }
 }
 
-/** JSON with bigints as decimal strings (schemas turn them back). */
-export function encodeJson(value: unknown): string {
-  return JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
-}
+export { encodeJson } from "../json.ts";

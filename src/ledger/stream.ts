@@ -10,7 +10,8 @@
 import { AckPolicy, DeliverPolicy, StorageType, nanos, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type NatsConnection } from "nats";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
-import { postUsageBatch, usageJson, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
+import { encodeJson } from "../json.ts";
+import { postUsageBatch, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
 export const USAGE_MESSAGE_BYTES_MAX = 512 * 1024;
@@ -69,16 +70,16 @@ function messages(batch: UsageRecord[]): string[] {
   let part: UsageRecord[] = [];
   let bytes = 2;
   for (const record of batch) {
-    const size = usageJson(record).length + 1;
+    const size = encodeJson(record).length + 1;
     if (part.length > 0 && bytes + size > USAGE_MESSAGE_BYTES_MAX) {
-      out.push(usageJson(part));
+      out.push(encodeJson(part));
       part = [];
       bytes = 2;
     }
     part.push(record);
     bytes += size;
   }
-  if (part.length > 0) out.push(usageJson(part));
+  if (part.length > 0) out.push(encodeJson(part));
   return out;
 }
 

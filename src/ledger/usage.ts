@@ -16,6 +16,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { txRows, type Db } from "../db/client.ts";
+import { bigintJson, encodeJson } from "../json.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -53,8 +54,6 @@ export interface BatchResult {
 }
 
 
-/** JSON with bigints as strings: one parameter carries a whole batch into jsonb_to_recordset. */
-const asJson = (value: unknown) => JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v));
 
 interface HoldTotals {
   hold_id: string;
@@ -79,7 +78,7 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
     const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
     const live = await txRows<{ id: string; account_id: string }>(tx, sql`
       SELECT id, account_id FROM holds
-      WHERE id IN (SELECT jsonb_array_elements_text(${asJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
+      WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
       FOR UPDATE`);
     const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
     const records = [...unique.values()].map((r) => ({ ...r, billedMicro: accountOf.has(r.holdId) ? r.billedMicro : 0n }));
@@ -89,7 +88,7 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
         input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms)
       SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
         "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs"
-      FROM jsonb_to_recordset(${asJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
+      FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
         model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
         "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int)
       ON CONFLICT (request_id) DO NOTHING
@@ -108,7 +107,7 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
     if (groups.length > 0) {
       await txRows(tx, sql`
         WITH g AS (
-          SELECT * FROM jsonb_to_recordset(${asJson(groups)}::jsonb)
+          SELECT * FROM jsonb_to_recordset(${encodeJson(groups)}::jsonb)
             AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
         h AS (
           UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
@@ -147,8 +146,6 @@ export function ledgerSink(db: Db): UsageSink {
   return { write: async (batch) => void (await postUsageBatch(db, batch)) };
 }
 
-const bigintString = z.union([z.bigint(), z.string().regex(/^-?\d{1,30}$/).transform((v) => BigInt(v))]);
-
 /** A usage record as it travels through a stream (bigints as strings). */
 export const usageRecordSchema = z.object({
   requestId: z.string(),
@@ -159,17 +156,16 @@ export const usageRecordSchema = z.object({
   operation: z.string(),
   backend: z.string().nullable(),
   priceVersionId: z.number().int(),
-  inputUnits: bigintString,
-  outputUnits: bigintString,
-  inputPricePer1m: bigintString,
-  outputPricePer1m: bigintString,
-  meteredMicro: bigintString,
-  billedMicro: bigintString,
+  inputUnits: bigintJson,
+  outputUnits: bigintJson,
+  inputPricePer1m: bigintJson,
+  outputPricePer1m: bigintJson,
+  meteredMicro: bigintJson,
+  billedMicro: bigintJson,
   status: z.number().int(),
   durationMs: z.number().int(),
 });
 
-export { asJson as usageJson };
 
 export class UsageWriter {
   private buffer: UsageRecord[] = [];
