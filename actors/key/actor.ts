@@ -353,13 +353,18 @@ export class KeyActor {
     this.signal();
   }
 
-  /** Gives back every lease's slack (a wallet recall, idleness, shutdown). */
+  /** Gives back every lease's slack (idleness, shutdown). */
   async release(): Promise<void> {
     for (const lease of [...this.leases]) {
       if (lease.admitting) await this.retire(lease);
       else if (lease.outstanding === 0n) await this.close(lease);
     }
+  }
+
+  /** Its wallet ran short elsewhere: give the slack back and lease per request for a while. */
+  async recall(): Promise<void> {
     this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+    await this.release();
   }
 
   async settle(s: Settlement, accountId: string): Promise<SettleReply> {

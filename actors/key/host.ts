@@ -97,7 +97,7 @@ export class KeyActorHost {
 
   private async releaseAccount(recall: WalletRecall): Promise<void> {
     for (const [keyId, actor] of this.actors) {
-      if (keyId !== recall.fromKeyId && this.accountOf.get(keyId) === recall.accountId) await actor.release();
+      if (keyId !== recall.fromKeyId && this.accountOf.get(keyId) === recall.accountId) await actor.recall();
     }
   }
 
