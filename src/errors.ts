@@ -109,13 +109,6 @@ export function errorResponse(failure: Failure, headers: Record<string, string> 
   });
 }
 
-/** Thrown only to unwind out of deep code to the HTTP edge; carries a Failure. */
-export class GatewayError extends Error {
-  constructor(readonly failure: Failure) {
-    super(failure.message);
-  }
-}
-
 export function isFailure(value: unknown): value is Failure {
   return typeof value === "object" && value !== null && "code" in value && "message" in value;
 }

@@ -97,4 +97,3 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
 }
 
 export type App = ReturnType<typeof createApp>;
-export { json };
