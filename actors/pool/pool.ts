@@ -13,7 +13,7 @@
 import type { BackendConfig } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { adapterFor } from "../../src/providers/registry.ts";
-import type { ProviderAdapter, Usage } from "../../src/providers/types.ts";
+import type { ProviderAdapter, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { sendUpstream, type UpstreamReply } from "../../src/providers/upstream.ts";
 
 export const ATTEMPTS_MAX = 3;
@@ -63,6 +63,23 @@ export class Backend {
     if (this.consecutiveFailures >= BREAKER_FAILURES_MAX) this.openUntilMs = nowMs + BREAKER_COOLDOWN_MS;
   }
 }
+
+/**
+ * One upstream call of any operation. `build` makes the backend's request, or returns undefined
+ * when the backend's adapter lacks the operation (that backend is skipped).
+ */
+export interface PoolCall {
+  requestId: string;
+  /** Only backends in this region when set (residency). */
+  region?: "in-country";
+  signal?: AbortSignal;
+  build(backend: Backend): UpstreamRequest | undefined;
+}
+
+/** An accepted reply (status 2xx, headers read, body not yet read); `release` frees the slot. */
+export type SendOutcome =
+  | { kind: "reply"; backend: Backend; reply: UpstreamReply; release: () => void; startedMs: number }
+  | { kind: "failed"; backend: Backend | null; failure: Failure };
 
 export interface ChatCall {
   body: Record<string, unknown>;
@@ -116,14 +133,23 @@ export class PoolActor {
     return a.cost() <= b.cost() ? a : b;
   }
 
-  async chat(call: ChatCall): Promise<ChatOutcome> {
+  /**
+   * Sends the call to the best backend, and to another on a retryable failure before any reply
+   * was accepted, up to `ATTEMPTS_MAX`. The caller reads the accepted reply and calls `release`.
+   */
+  async send(call: PoolCall): Promise<SendOutcome> {
     const tried = new Set<Backend>();
-    let last: ChatOutcome | null = null;
+    let last: SendOutcome | null = null;
     for (let attempt = 0; attempt < ATTEMPTS_MAX; attempt++) {
       const backend = this.pick(tried, call.region);
       if (!backend) break;
       tried.add(backend);
-      const outcome = await this.attempt(backend, call);
+      const request = call.build(backend);
+      if (!request) {
+        attempt--;
+        continue;
+      }
+      const outcome = await this.attempt(backend, request, call);
       if (outcome.kind !== "failed" || !(outcome.failure as { retryable?: boolean }).retryable) return outcome;
       last = outcome;
       if (call.signal?.aborted) break;
@@ -137,7 +163,41 @@ export class PoolActor {
     };
   }
 
-  private async attempt(backend: Backend, call: ChatCall): Promise<ChatOutcome> {
+  /** A chat completion: a whole JSON reply (read and parsed here), or a stream to relay. */
+  async chat(call: ChatCall): Promise<ChatOutcome> {
+    const sent = await this.send({
+      requestId: call.requestId,
+      region: call.region,
+      signal: call.signal,
+      build: (backend) =>
+        backend.adapter.chat.buildChatRequest({
+          body: call.body,
+          upstreamModel: backend.config.upstream_model ?? this.model,
+          maxTokens: call.maxTokens,
+          stream: call.stream,
+        }),
+    });
+    if (sent.kind === "failed") return sent;
+    const { backend, reply, release } = sent;
+    if (call.stream) {
+      reply.settleTimer();
+      return { kind: "stream", backend, reply, release };
+    }
+    try {
+      const body = await reply.response.text();
+      const parsed = backend.adapter.chat.parseChatResponse(body);
+      if ("code" in parsed) return { kind: "failed", backend, failure: parsed };
+      return { kind: "json", backend, body, usage: parsed.usage, status: reply.response.status };
+    } catch (error) {
+      backend.failed(this.now());
+      return { kind: "failed", backend, failure: fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`) };
+    } finally {
+      reply.finish();
+      release();
+    }
+  }
+
+  private async attempt(backend: Backend, request: UpstreamRequest, call: PoolCall): Promise<SendOutcome> {
     const startedMs = this.now();
     backend.inFlight++;
     backend.requests++;
@@ -146,12 +206,6 @@ export class PoolActor {
       if (!released) backend.inFlight--;
       released = true;
     };
-    const request = backend.adapter.chat.buildChatRequest({
-      body: call.body,
-      upstreamModel: backend.config.upstream_model ?? this.model,
-      maxTokens: call.maxTokens,
-      stream: call.stream,
-    });
     const sent = await sendUpstream({
       baseUrl: backend.config.url,
       request,
@@ -170,24 +224,9 @@ export class PoolActor {
       sent.reply.abort();
       release();
       backend.failed(this.now());
-      return { kind: "failed", backend, failure: backend.adapter.chat.errorToFailure(response.status, text) };
+      return { kind: "failed", backend, failure: backend.adapter.errorToFailure(response.status, text) };
     }
     backend.succeeded(this.now() - startedMs);
-    if (call.stream) {
-      sent.reply.settleTimer();
-      return { kind: "stream", backend, reply: sent.reply, release };
-    }
-    try {
-      const body = await response.text();
-      const parsed = backend.adapter.chat.parseChatResponse(body);
-      if ("code" in parsed) return { kind: "failed", backend, failure: parsed };
-      return { kind: "json", backend, body, usage: parsed.usage, status: response.status };
-    } catch (error) {
-      backend.failed(this.now());
-      return { kind: "failed", backend, failure: fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`) };
-    } finally {
-      sent.reply.finish();
-      release();
-    }
+    return { kind: "reply", backend, reply: sent.reply, release, startedMs };
   }
 }

@@ -8,6 +8,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  customType,
   bigserial,
   boolean,
   check,
@@ -17,6 +18,7 @@ import {
   primaryKey,
   serial,
   text,
+  jsonb,
   timestamp,
 } from "drizzle-orm/pg-core";
 
@@ -62,12 +64,18 @@ export const apiKeys = pgTable(
     tpm: integer("tpm"),
     /** Most the key may spend in a calendar month (UTC), micro-toman; null: no cap. */
     monthlySpendCapMicro: bigint("monthly_spend_cap_micro", { mode: "bigint" }),
+    /** `in-country`: this key's traffic never leaves the country; null: any backend. */
+    residency: text("residency"),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
     /** Bumped by every change, so that nodes can poll for revocations and new limits. */
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index("api_keys_account_idx").on(t.accountId), index("api_keys_updated_idx").on(t.updatedAt)],
+  (t) => [
+    index("api_keys_account_idx").on(t.accountId),
+    index("api_keys_updated_idx").on(t.updatedAt),
+    check("api_keys_residency", sql`${t.residency} IS NULL OR ${t.residency} = 'in-country'`),
+  ],
 );
 
 export const models = pgTable("models", {
@@ -200,4 +208,33 @@ export const usageRecords = pgTable(
     index("usage_records_account_idx").on(t.accountId, t.createdAt),
     check("usage_records_billed_within_metered", sql`${t.billedMicro} >= 0 AND ${t.billedMicro} <= ${t.meteredMicro}`),
   ],
+);
+
+/**
+ * Each model's backends as changed at run time (PUT /admin/pools/{model}); a row here overrides
+ * the pools file. Secrets are never stored: a backend names the environment variable that holds
+ * its key.
+ */
+export const pools = pgTable("pools", {
+  model: text("model").primaryKey(),
+  backends: jsonb("backends").notNull(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+const bytea = customType<{ data: Uint8Array; driverData: Uint8Array }>({ dataType: () => "bytea" });
+
+/**
+ * Generated media served from the gateway's own origin for a bounded time (image URLs), so no
+ * upstream URL reaches a client and any node behind a load balancer can serve it.
+ */
+export const media = pgTable(
+  "media",
+  {
+    id: text("id").primaryKey(),
+    contentType: text("content_type").notNull(),
+    body: bytea("body").notNull(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("media_expires_idx").on(t.expiresAt)],
 );

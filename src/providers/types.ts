@@ -61,10 +61,15 @@ export interface ChatAdapter {
   buildChatRequest(input: ChatRequestInput): UpstreamRequest;
   parseChatResponse(text: string): { usage: Usage | null } | UpstreamFailure;
   createChatStreamDecoder(): ChatStreamDecoder;
-  errorToFailure(status: number, text: string): UpstreamFailure;
 }
 
+/**
+ * One adapter per backend kind. Each operation is a key; an operation the vendor lacks is a
+ * missing key, never a stub that throws.
+ */
 export interface ProviderAdapter {
   kind: BackendKind;
+  /** The vendor's error reply (any operation) as one of the gateway's errors. */
+  errorToFailure(status: number, text: string): UpstreamFailure;
   chat: ChatAdapter;
 }

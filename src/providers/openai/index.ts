@@ -10,7 +10,6 @@ export function openAIAdapter(apiKey: string | undefined): ProviderAdapter {
     buildChatRequest: (input) => chatToOpenAIRequest(input, apiKey),
     parseChatResponse: parseOpenAIChatResponse,
     createChatStreamDecoder: () => new OpenAIStreamDecoder(),
-    errorToFailure: openAIErrorToFailure,
   };
-  return { kind: "openai", chat };
+  return { kind: "openai", errorToFailure: openAIErrorToFailure, chat };
 }
