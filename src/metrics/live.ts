@@ -9,7 +9,17 @@
  * Invariant: a node that stopped publishing leaves the view within SNAPSHOT_STALE_MS; the
  * number of nodes and listeners is bounded.
  */
-import { POOL_SNAPSHOTS, type BackendSnapshot, type BreakerState, type KeySpend, type ModelSnapshot, type PoolSnapshot } from "../../actors/protocol.ts";
+import { z } from "zod";
+import {
+  backendSnapshotSchema,
+  keySpendSchema,
+  modelSnapshotSchema,
+  POOL_SNAPSHOTS,
+  type BreakerState,
+  type KeySpend,
+  type ModelSnapshot,
+  type PoolSnapshot,
+} from "../../actors/protocol.ts";
 import type { Bus, Unsubscribe } from "../bus/bus.ts";
 import type { Logger } from "../log.ts";
 import type { Sampler } from "./snapshot.ts";
@@ -22,17 +32,18 @@ export const LIVE_LISTENERS_MAX = 64;
 export const LIVE_TOP_KEYS_MAX = 10;
 
 /** A backend across the cluster: sums of in-flight and rates, the worst breaker of any node. */
-export interface LiveBackend extends BackendSnapshot {
-  nodes: number;
-}
+export const liveBackendSchema = backendSnapshotSchema.extend({ nodes: z.number().int().positive() });
+export type LiveBackend = z.infer<typeof liveBackendSchema>;
 
-export interface LiveView {
-  atMs: number;
-  nodes: { node: string; atMs: number }[];
-  backends: LiveBackend[];
-  models: ModelSnapshot[];
-  topKeys: KeySpend[];
-}
+/** What `/admin/pools/live` sends each second (as JSON, bigints as strings). */
+export const liveViewSchema = z.object({
+  atMs: z.number(),
+  nodes: z.array(z.object({ node: z.string(), atMs: z.number() })),
+  backends: z.array(liveBackendSchema),
+  models: z.array(modelSnapshotSchema),
+  topKeys: z.array(keySpendSchema),
+});
+export type LiveView = z.infer<typeof liveViewSchema>;
 
 const BREAKER_RANK: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 
