@@ -101,7 +101,9 @@ test("/admin/pools/live needs the admin token and streams views as SSE", async (
   const last = liveViewSchema.parse(JSON.parse(events[2]!.split("data: ")[1]!));
   expect(last.nodes.map((n) => n.node)).toEqual(["self"]);
   expect(last.topKeys[0]!.spentMicro).toBe(5n);
+  expect(hub.listenerCount).toBe(1);
   await reader.cancel();
+  expect(hub.listenerCount).toBe(0); // a listener that leaves is forgotten
   hub.stop();
   await bus.close();
 });

@@ -170,6 +170,10 @@ export class LiveHub {
     return this.view;
   }
 
+  get listenerCount(): number {
+    return this.listeners.size;
+  }
+
   /** Calls `listener` with each new view; null when LIVE_LISTENERS_MAX are listening already. */
   listen(listener: (view: LiveView) => void): Unsubscribe | null {
     if (this.listeners.size >= LIVE_LISTENERS_MAX) return null;
