@@ -95,3 +95,70 @@ export const keyEvent = z.object({
 });
 export type KeyEvent = z.infer<typeof keyEvent>;
 export const KEY_EVENTS: Topic<KeyEvent> = { name: "key.events", schema: keyEvent };
+
+/**
+ * One node's pool snapshot, published once a second on `metricsPools`. Rates are over the last
+ * interval; EWMAs are the pool actor's own. Never a key secret or message content: keys appear
+ * by id and name only. Bounded so that a snapshot stays far below the NATS payload limit.
+ */
+export const SNAPSHOT_BACKENDS_MAX = 2_000;
+export const SNAPSHOT_MODELS_MAX = 1_000;
+export const SNAPSHOT_TOP_KEYS_MAX = 20;
+
+export const breakerState = z.enum(["closed", "open", "half_open"]);
+export type BreakerState = z.infer<typeof breakerState>;
+
+export const backendSnapshotSchema = z.object({
+  model: z.string().max(256),
+  backend: z.string().max(64),
+  region: z.string().max(32),
+  inFlight: z.number().int().nonnegative(),
+  /** This node's share of the backend's concurrency cap (the whole cap until quotas split it). */
+  concurrencyLimit: z.number().int().nonnegative(),
+  /** Peak-EWMA time to first token, ms. */
+  ttftEwmaMs: z.number().nonnegative(),
+  /** Peak-EWMA time per output token, ms; null until the pool measures it. */
+  tpotEwmaMs: z.number().nonnegative().nullable(),
+  requestsPerS: z.number().nonnegative(),
+  /** Output tokens per second. */
+  tokensPerS: z.number().nonnegative(),
+  /** Failed upstream attempts / attempts over the interval, 0 – 1. */
+  errorRate: z.number().min(0).max(1),
+  breaker: breakerState,
+  /** This node's fraction of the backend's cap, 0 – 1; null while the cap is not shared out. */
+  quotaShare: z.number().min(0).max(1).nullable(),
+});
+export type BackendSnapshot = z.infer<typeof backendSnapshotSchema>;
+
+export const modelSnapshotSchema = z.object({
+  model: z.string().max(256),
+  requestsPerS: z.number().nonnegative(),
+  errorsPerS: z.number().nonnegative(),
+  /** Output tokens per second. */
+  tokensPerS: z.number().nonnegative(),
+  /** Micro-toman charged per second. */
+  spendMicroPerS: z.number().nonnegative(),
+  /** Mean time to first token of the interval's streams, ms; null without streams. */
+  ttftMs: z.number().nonnegative().nullable(),
+});
+export type ModelSnapshot = z.infer<typeof modelSnapshotSchema>;
+
+export const keySpendSchema = z.object({
+  keyId: z.string().max(64),
+  name: z.string().max(256),
+  /** Micro-toman charged since this node started. */
+  spentMicro: units,
+});
+export type KeySpend = z.infer<typeof keySpendSchema>;
+
+export const poolSnapshot = z.object({
+  node: z.string().min(1).max(128),
+  /** Unix ms when the snapshot was taken. */
+  atMs: z.number().int(),
+  intervalMs: z.number().int().positive(),
+  backends: z.array(backendSnapshotSchema).max(SNAPSHOT_BACKENDS_MAX),
+  models: z.array(modelSnapshotSchema).max(SNAPSHOT_MODELS_MAX),
+  topKeys: z.array(keySpendSchema).max(SNAPSHOT_TOP_KEYS_MAX),
+});
+export type PoolSnapshot = z.infer<typeof poolSnapshot>;
+export const POOL_SNAPSHOTS: Topic<PoolSnapshot> = { name: "metrics.pools", schema: poolSnapshot };

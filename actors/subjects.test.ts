@@ -6,6 +6,7 @@ test("subjects are built under <prefix>.v1", () => {
   expect(s.keyAdmit(0)).toBe("gw.v1.keys.0.admit");
   expect(s.keySettle(63)).toBe("gw.v1.keys.63.settle");
   expect(s.keyEvents).toBe("gw.v1.events.keys");
+  expect(s.metricsPools).toBe("gw.v1.metrics.pools");
 });
 
 test("a prefix must be one subject token", () => {

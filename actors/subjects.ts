@@ -31,6 +31,8 @@ export interface Subjects {
   priceEvents: string;
   /** Batches of usage records, into the durable usage stream. */
   usage: string;
+  /** Each node's 1 Hz pool snapshot, for the cluster's live view. */
+  metricsPools: string;
 }
 
 export function subjects(prefix: string): Subjects {
@@ -47,5 +49,6 @@ export function subjects(prefix: string): Subjects {
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
+    metricsPools: `${base}.metrics.pools`,
   };
 }

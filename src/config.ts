@@ -35,6 +35,11 @@ export const envSchema = z.object({
   /** A stream whose upstream is silent this long is ended with an error frame and the upstream aborted. */
   STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
+  /** Puts prompts and completions in the access log lines; off by default (they are the customers'). */
+  LOG_MESSAGE_CONTENT: z
+    .enum(["true", "false", "1", "0"], { error: "true or false" })
+    .default("false")
+    .transform((v) => v === "true" || v === "1"),
   /** How long a key actor's lease lives; a crashed node's leased money is back after this. */
   LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
   /** Usage records are written in batches at most this long after a request ends: the most a crash loses. */

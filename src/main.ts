@@ -17,11 +17,13 @@ import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
-import { expireHolds } from "./ledger/holds.ts";
+import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
 import { createLogger, type Logger } from "./log.ts";
+import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
+import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 
@@ -88,10 +90,12 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
     let sink = ledgerSink(db);
+    let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
       const stream = await startUsageStream(bus.nc, db, env.DARVAZE_SUBJECT_PREFIX, subjects.usage, log);
       cleanups.push(() => stream.consumer.stop());
       sink = stream.sink;
+      usageLogLag = () => stream.sink.lag();
     }
     const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
@@ -132,9 +136,16 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       leaseSlackMicro: () => keyHost.slackMicro(),
       usageBacklog: () => writer.buffered,
       natsConnected: () => (bus instanceof NatsBus ? bus.connected : null),
+      leases: () => keyHost.leaseTotals(),
+      keyInFlight: () => keyHost.inFlightByClass(),
+      holds: () => pendingHoldTotals(db),
+      usageLogLag,
     });
+    const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
+    live.start();
+    cleanups.push(() => live.stop());
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null }).listen({
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live }).listen({
       port: env.PORT,
       hostname: env.HOST,
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.

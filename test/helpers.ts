@@ -8,7 +8,7 @@ import postgres from "postgres";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
-import { silentLogger } from "../src/log.ts";
+import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -71,10 +71,10 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-export async function startTestGateway(extra: Record<string, string | undefined> = {}): Promise<TestGateway> {
+export async function startTestGateway(extra: Record<string, string | undefined> = {}, options: { log?: Logger } = {}): Promise<TestGateway> {
   const db = await freshDatabase();
   const env = testEnv({ DATABASE_URL: db?.url, ...extra });
-  const gw = await startGateway(loadConfig(env), { inMemory: true, log: silentLogger });
+  const gw = await startGateway(loadConfig(env), { inMemory: true, log: options.log ?? silentLogger });
   const admin: TestGateway["admin"] = async (method, path, body) => {
     const response = await fetch(gw.url + path, {
       method,

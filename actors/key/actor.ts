@@ -122,6 +122,13 @@ export class KeyActor {
     return slack;
   }
 
+  /** Open leases and the money they hold (metrics). */
+  get leaseTotals(): { open: number; heldMicro: bigint } {
+    let held = 0n;
+    for (const lease of this.leases) held += lease.amount;
+    return { open: this.leases.size, heldMicro: held };
+  }
+
   private signal(): void {
     this.short = null;
     this.changed.resolve();

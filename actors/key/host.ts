@@ -18,6 +18,7 @@ import {
   type WalletRecall,
 } from "../protocol.ts";
 import { KEY_PARTITIONS, type Subjects } from "../subjects.ts";
+import { keyClassOf } from "../../src/metrics/snapshot.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 
 export const KEY_ACTORS_MAX = 100_000;
@@ -30,6 +31,8 @@ export const RECALL_INTERVAL_MS = 20;
 export class KeyActorHost {
   private readonly actors = new Map<string, KeyActor>();
   private readonly accountOf = new Map<string, string>();
+  /** Each key's concurrency tier, for in-flight metrics by key class. */
+  private readonly classOf = new Map<string, string>();
   private readonly lastRecallMs = new Map<string, number>();
   private readonly deps: KeyActorDeps;
   private sweeper: ReturnType<typeof setInterval> | null = null;
@@ -56,6 +59,7 @@ export class KeyActorHost {
       if (actor.inFlight === 0 && actor.slackMicro === 0n) {
         this.actors.delete(id);
         this.accountOf.delete(id);
+        this.classOf.delete(id);
       }
       if (this.actors.size < KEY_ACTORS_MAX / 2) return;
     }
@@ -65,6 +69,7 @@ export class KeyActorHost {
     const key = await this.deps.keys.get(ticket.keyId);
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
     this.accountOf.set(key.id, key.accountId);
+    this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
     return this.actor(ticket.keyId).admit(ticket, key);
   }
 
@@ -79,6 +84,28 @@ export class KeyActorHost {
     let slack = 0n;
     for (const actor of this.actors.values()) slack += actor.slackMicro;
     return slack;
+  }
+
+  /** This node's open leases and what they hold (metrics). */
+  leaseTotals(): { open: number; heldMicro: bigint } {
+    let open = 0;
+    let held = 0n;
+    for (const actor of this.actors.values()) {
+      const t = actor.leaseTotals;
+      open += t.open;
+      held += t.heldMicro;
+    }
+    return { open, heldMicro: held };
+  }
+
+  /** Slots in use on this node by key class (metrics): never by key. */
+  inFlightByClass(): Map<string, number> {
+    const byClass = new Map<string, number>();
+    for (const [id, actor] of this.actors) {
+      const keyClass = this.classOf.get(id);
+      if (keyClass !== undefined) byClass.set(keyClass, (byClass.get(keyClass) ?? 0) + actor.inFlight);
+    }
+    return byClass;
   }
 
   /** Slots in use for a key on this node (tests and metrics). */

@@ -56,6 +56,8 @@ describe("parseInvocation: commands", () => {
   test("keys revoke, pools, help", () => {
     expect(command(["keys", "revoke", "key_1"])).toEqual({ kind: "keys.revoke", keyId: "key_1" });
     expect(command(["pools"])).toEqual({ kind: "pools" });
+    expect(command(["top"])).toEqual({ kind: "top", once: false });
+    expect(command(["top", "--once"])).toEqual({ kind: "top", once: true });
     expect(command(["help"])).toEqual({ kind: "help" });
     expect(command(["keys", "create", "--help"])).toEqual({ kind: "help" });
     expect(command(["-h"])).toEqual({ kind: "help" });

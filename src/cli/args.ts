@@ -23,6 +23,8 @@ export type Command =
   | { kind: "keys.limits"; keyId: string; limits: KeyLimitsInput }
   | { kind: "keys.revoke"; keyId: string }
   | { kind: "pools" }
+  /** The live pool view, redrawn each second; `once`: print the first view and exit. */
+  | { kind: "top"; once: boolean }
   | { kind: "rates.show" }
   /** `effectiveAt` is absent for "now" (the gateway's clock). */
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
@@ -64,6 +66,8 @@ commands:
                                                   the given time (with offset: 2025-03-21T00:00:00+03:30)
   ledger audit                                    check every ledger invariant (exit 4 on a violation)
   pools                                           backends of every model pool
+  top [--once]                                    the cluster's live pool view, redrawn each second
+                                                  like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
 
 flags:
@@ -76,8 +80,8 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at"]);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "once"]);
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
 const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
 const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
@@ -172,6 +176,10 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
       allowFlags(flags, [], "pools");
       arity(rest, [], "pools");
       return { kind: "pools" };
+    case "top":
+      allowFlags(flags, ["once"], "top");
+      arity(rest, [], "top");
+      return { kind: "top", once: flags.get("once") === true };
     default:
       throw new UsageError(`unknown command: ${word}`);
   }

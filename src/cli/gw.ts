@@ -11,6 +11,7 @@
  */
 import { z } from "zod";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
+import { runTop } from "./top.ts";
 
 export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, auditFailed: 4 } as const;
 
@@ -31,6 +32,9 @@ interface Output {
   out: (text: string) => void;
   err: (text: string) => void;
 }
+
+/** Commands answered by one request and reply. */
+type Sent = Exclude<Command, { kind: "help" } | { kind: "top" }>;
 
 const errorReply = z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) });
 
@@ -122,10 +126,13 @@ export async function runGw(argv: readonly string[], env: Readonly<Record<string
     output.out(USAGE);
     return EXIT.ok;
   }
+  if (invocation.command.kind === "top") {
+    return runTop(invocation, invocation.command.once, { ...output, rows: () => process.stdout.rows, color: process.stdout.isTTY === true });
+  }
   return execute(invocation, invocation.command, output);
 }
 
-async function execute(invocation: Invocation, command: Exclude<Command, { kind: "help" }>, output: Output): Promise<number> {
+async function execute(invocation: Invocation, command: Sent, output: Output): Promise<number> {
   let response: Response;
   let text: string;
   try {
@@ -155,14 +162,14 @@ async function execute(invocation: Invocation, command: Exclude<Command, { kind:
  * The exit code a successful reply stands for, with or without --json: 0, except for an audit
  * that found violations. Null when the reply cannot be judged.
  */
-function outcomeOf(command: Exclude<Command, { kind: "help" }>, reply: unknown): number | null {
+function outcomeOf(command: Sent, reply: unknown): number | null {
   if (command.kind !== "ledger.audit") return EXIT.ok;
   const parsed = z.object({ ok: z.boolean() }).safeParse(reply);
   if (!parsed.success) return null;
   return parsed.data.ok ? EXIT.ok : EXIT.auditFailed;
 }
 
-function callFor(command: Exclude<Command, { kind: "help" }>): Call {
+function callFor(command: Sent): Call {
   switch (command.kind) {
     case "accounts.create":
       return { method: "POST", path: "/admin/accounts", body: { name: command.name } };
@@ -209,7 +216,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 }
 
 /** The formatted reply, or null when it is not the shape this command expects. */
-function render(command: Exclude<Command, { kind: "help" }>, reply: unknown): string | null {
+function render(command: Sent, reply: unknown): string | null {
   switch (command.kind) {
     case "accounts.create":
       return renderWith(accountReply, reply, (a) => `account created\n${fields([["id", a.id], ["name", a.name], ["balance", `${a.balance_toman} toman`]])}`);

@@ -13,6 +13,8 @@ import { authorize, failed, isFailure, json } from "./guard.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
+import type { LiveHub } from "../metrics/live.ts";
+import { liveRoutes } from "./live/route.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -20,7 +22,7 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
@@ -93,7 +95,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/accounts/:id/adjustments", asAdmin((request, params, id) => admin.adjust(request, params.id!, id)), NO_PARSE)
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
-    .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)));
+    .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
+    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
 }
 
 export type App = ReturnType<typeof createApp>;

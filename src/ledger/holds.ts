@@ -99,3 +99,10 @@ export async function expireHolds(db: Db, limit = 1000): Promise<number> {
     RETURNING sums.n`);
   return rows.reduce((sum: number, r) => sum + Number((r as { n: unknown }).n), 0);
 }
+
+/** Pending holds of every wallet and what they still keep from them (metrics). */
+export async function pendingHoldTotals(db: Db): Promise<{ pending: number; heldMicro: bigint }> {
+  const [row] = await db.rows<{ n: unknown; held: unknown }>(sql`
+    SELECT count(*) AS n, COALESCE(sum(amount_micro - posted_micro), 0) AS held FROM holds WHERE status = 'pending'`);
+  return { pending: Number(row?.n ?? 0), heldMicro: BigInt(String(row?.held ?? 0)) };
+}

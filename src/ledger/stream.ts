@@ -104,6 +104,12 @@ export class JetStreamUsageSink implements UsageSink {
     }
   }
 
+  /** Messages of the stream the ledger consumer has not acknowledged yet (metrics). */
+  async lag(): Promise<number> {
+    const info = await this.jsm.consumers.info(this.stream, CONSUMER);
+    return info.num_pending + info.num_ack_pending;
+  }
+
   /** Waits until the consumer has acknowledged every message this node published. */
   async posted(): Promise<void> {
     const target = this.lastSeq;

@@ -1,14 +1,20 @@
 /**
  * Prometheus metrics (prom-client, one registry per gateway so that several can share a
- * process). Per request only counters and one histogram are touched; everything that is state
- * (in-flight, breakers, leases, usage backlog, NATS) is read when Prometheus scrapes. Labels
- * carry model, backend, operation and status: never a key, an account or message content.
+ * process). Per request only counters and histograms are touched; everything that is state
+ * (in-flight, breakers, leases, holds, usage lag, NATS) is read when Prometheus scrapes. Labels
+ * carry model, backend, operation, status and key class (a concurrency tier): never a key, an
+ * account or message content.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { PoolHost } from "../../actors/pool/host.ts";
+import { backendSnapshot, Traffic } from "./snapshot.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** Seconds to the first token: vLLM's own buckets' range, from cache hits to queued prompts. */
+const TTFT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 20, 40];
+/** Seconds per output token: 1 ms (small models) to 1 s (a host under heavy load). */
+const TPOT_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1];
 
 export interface RequestMetric {
   operation: string;
@@ -16,23 +22,47 @@ export interface RequestMetric {
   backend: string | null;
   status: number;
   durationMs: number;
+  /** Request arrival to the first streamed token; null for whole replies. */
+  ttftMs?: number | null;
+  /** Mean time between output tokens after the first; null for whole replies. */
+  tpotMs?: number | null;
   inputTokens: number;
   outputTokens: number;
   billedMicro: bigint;
+  /** For the live view's top keys (id and name only), never a label. */
+  keyId?: string | null;
+  keyName?: string | null;
+}
+
+export interface HoldTotals {
+  pending: number;
+  heldMicro: bigint;
 }
 
 export interface MetricSources {
   pools: PoolHost;
   /** Micro-toman held in this node's leases but not committed to a request. */
   leaseSlackMicro: () => bigint;
+  /** This node's open leases and the micro-toman they hold. */
+  leases?: () => { open: number; heldMicro: bigint };
+  /** In-flight requests of this node's key actors by key class. */
+  keyInFlight?: () => Map<string, number>;
+  /** Pending holds in the ledger (every node's), read from the database at scrape time. */
+  holds?: () => Promise<HoldTotals>;
   usageBacklog: () => number;
+  /** Messages of the durable usage log not yet posted to the ledger; null without one. */
+  usageLogLag?: () => Promise<number | null>;
   natsConnected: () => boolean | null;
 }
 
 export class Metrics {
   readonly registry = new Registry();
+  /** Cumulative counts for the live pool snapshot (snapshot.ts). */
+  readonly traffic = new Traffic();
   private readonly requests: Counter<"operation" | "model" | "backend" | "status">;
   private readonly duration: Histogram<"operation" | "model">;
+  private readonly ttft: Histogram<"model" | "backend">;
+  private readonly tpot: Histogram<"model" | "backend">;
   private readonly tokens: Counter<"model" | "direction">;
   private readonly cost: Counter<"model">;
 
@@ -51,8 +81,34 @@ export class Metrics {
       buckets: DURATION_BUCKETS_S,
       registers,
     });
+    this.ttft = new Histogram({
+      name: "darvaze_time_to_first_token_seconds",
+      help: "Streams: time from the request's arrival to its first token.",
+      labelNames: ["model", "backend"],
+      buckets: TTFT_BUCKETS_S,
+      registers,
+    });
+    this.tpot = new Histogram({
+      name: "darvaze_time_per_output_token_seconds",
+      help: "Streams: mean time between output tokens after the first.",
+      labelNames: ["model", "backend"],
+      buckets: TPOT_BUCKETS_S,
+      registers,
+    });
     this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction (input, output).", labelNames: ["model", "direction"], registers });
     this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
+    this.stateGauges(sources, registers);
+  }
+
+  private stateGauges(sources: MetricSources, registers: Registry[]): void {
+    // Both hold gauges share the read in progress (prom-client collects a scrape's gauges together).
+    let holdsRead: Promise<HoldTotals> | null = null;
+    const holds = sources.holds
+      ? () => {
+          holdsRead ??= sources.holds!().finally(() => (holdsRead = null));
+          return holdsRead;
+        }
+      : null;
     new Gauge({
       name: "darvaze_backend_in_flight",
       help: "Requests in flight to each backend from this node.",
@@ -71,7 +127,34 @@ export class Metrics {
       collect() {
         this.reset();
         const now = performance.now();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b.openUntilMs > now ? 1 : 0);
+        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: "darvaze_backend_breaker_state",
+      help: "1 for the state each backend's breaker is in on this node (closed, half_open, open).",
+      labelNames: ["model", "backend", "state"],
+      registers,
+      collect() {
+        this.reset();
+        const now = performance.now();
+        for (const pool of sources.pools.all()) {
+          for (const b of pool.backends) {
+            if (b.requests === 0) continue;
+            const state = backendSnapshot(b, now).breaker;
+            for (const s of ["closed", "half_open", "open"] as const) this.set({ model: pool.model, backend: b.name, state: s }, s === state ? 1 : 0);
+          }
+        }
+      },
+    });
+    new Gauge({
+      name: "darvaze_key_in_flight",
+      help: "Requests admitted and not yet settled on this node, by key class (concurrency tier).",
+      labelNames: ["key_class"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [keyClass, n] of sources.keyInFlight?.() ?? []) this.set({ key_class: keyClass }, n);
       },
     });
     new Gauge({
@@ -83,11 +166,54 @@ export class Metrics {
       },
     });
     new Gauge({
+      name: "darvaze_leases_open",
+      help: "Leases (holds carved from wallets) this node's key actors have open.",
+      registers,
+      collect() {
+        if (sources.leases) this.set(sources.leases().open);
+      },
+    });
+    new Gauge({
+      name: "darvaze_lease_held_micro_toman",
+      help: "Money this node's open leases hold (committed or not).",
+      registers,
+      collect() {
+        if (sources.leases) this.set(Number(sources.leases().heldMicro));
+      },
+    });
+    new Gauge({
+      name: "darvaze_holds_pending",
+      help: "Pending holds in the ledger, every node's (read from the database at scrape time).",
+      registers,
+      async collect() {
+        const totals = await holds?.().catch(() => null);
+        if (totals) this.set(totals.pending);
+      },
+    });
+    new Gauge({
+      name: "darvaze_holds_pending_micro_toman",
+      help: "Money pending holds keep from their wallets (held minus posted), every node's.",
+      registers,
+      async collect() {
+        const totals = await holds?.().catch(() => null);
+        if (totals) this.set(Number(totals.heldMicro));
+      },
+    });
+    new Gauge({
       name: "darvaze_usage_backlog_records",
       help: "Usage records waiting to be written (the durability bound's backlog).",
       registers,
       collect() {
         this.set(sources.usageBacklog());
+      },
+    });
+    new Gauge({
+      name: "darvaze_usage_log_lag_messages",
+      help: "Messages of the durable usage log (JetStream) not yet posted to the ledger; absent when embedded.",
+      registers,
+      async collect() {
+        const lag = await sources.usageLogLag?.().catch(() => null);
+        if (lag !== null && lag !== undefined) this.set(lag);
       },
     });
     new Gauge({
@@ -105,9 +231,21 @@ export class Metrics {
     const backend = m.backend ?? "none";
     this.requests.inc({ operation: m.operation, model: m.model, backend, status: String(m.status) });
     this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
+    if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
+    if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
     if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
+    this.traffic.add({
+      model: m.model,
+      backend: m.backend,
+      status: m.status,
+      outputTokens: m.outputTokens,
+      billedMicro: m.billedMicro,
+      ttftMs: m.ttftMs ?? null,
+      keyId: m.keyId ?? null,
+      keyName: m.keyName ?? null,
+    });
   }
 
   /** Requests refused before they reached a backend (401, 402, 429, …). */

@@ -16,6 +16,7 @@ import type { KeyRecord } from "../../keys/store.ts";
 import type { Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
+import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { readJsonBody } from "../request.ts";
@@ -72,7 +73,11 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
 export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
   const startedMs = performance.now();
   const prepared = await prepare(request, deps);
-  if (isFailure(prepared)) return failed(prepared, requestId);
+  if (isFailure(prepared)) {
+    const status = describe(prepared.code).status;
+    observeRefused(deps, { requestId, keyId: null, operation: "chat", model: null, status, code: prepared.code, durationMs: performance.now() - startedMs });
+    return failed(prepared, requestId);
+  }
   const { key, model, body, budget } = prepared;
   const residency = request.headers.get("x-darvaze-residency");
   if (residency !== null && residency !== "in-country") {
@@ -83,7 +88,8 @@ export async function chatCompletions(request: Request, requestId: string, deps:
 
   const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
   if ("failure" in admitted) {
-    deps.metrics.refused("chat", model.id, describe(admitted.failure.code).status);
+    const status = describe(admitted.failure.code).status;
+    observeRefused(deps, { requestId, keyId: key.id, operation: "chat", model: model.id, status, code: admitted.failure.code, durationMs: performance.now() - startedMs });
     return failed(admitted.failure, requestId, admitted.headers);
   }
 
@@ -110,7 +116,8 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   }
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
-    await settle(deps, admitted, usage, outcome.backend.name, 200);
+    const reply = outcome.body;
+    await settle(deps, admitted, usage, outcome.backend.name, 200, { completion: () => jsonCompletionText(reply) });
     return new Response(outcome.body, {
       status: 200,
       headers: { "content-type": "application/json", "x-request-id": requestId, ...admitted.headers },
@@ -172,7 +179,15 @@ async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId" | "reserveMicro"
   }
 }
 
-async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string | null, status: number): Promise<void> {
+/** What the access line and the latency histograms need beyond the usage. */
+interface SettleExtra {
+  /** Performance-clock time of the first streamed token. */
+  firstTokenMs?: number | null;
+  /** The text delivered; read only when the operator logs message content. */
+  completion?: () => string;
+}
+
+async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string | null, status: number, extra: SettleExtra = {}): Promise<void> {
   const settlement: Settlement = {
     keyId: a.key.id,
     requestId: a.requestId,
@@ -195,16 +210,24 @@ async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string
       deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
       return;
     }
-    deps.log("debug", "settled", { requestId: a.requestId, keyId: a.key.id, model: a.model.id, backend, status, ...usage, billedMicro: reply.billedMicro });
-    deps.metrics.request({
+    const first = extra.firstTokenMs ?? null;
+    const endMs = a.startedMs + settlement.durationMs;
+    observeRequest(deps, {
+      requestId: a.requestId,
+      keyId: a.key.id,
+      keyName: a.key.name,
       operation: "chat",
       model: a.model.id,
       backend,
       status,
       durationMs: settlement.durationMs,
+      ttftMs: first === null ? null : first - a.startedMs,
+      tpotMs: first === null || usage.outputTokens < 2 ? null : (endMs - first) / (usage.outputTokens - 1),
       inputTokens: usage.inputTokens,
       outputTokens: usage.outputTokens,
       billedMicro: reply.billedMicro,
+      meteredMicro: reply.meteredMicro,
+      content: () => ({ prompt: a.body.messages, completion: extra.completion?.() ?? "" }),
     });
   } catch (error) {
     deps.log("error", "settle_unreachable", { requestId: a.requestId, error: (error as Error).message });
@@ -213,12 +236,16 @@ async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string
 
 /** Usage for a reply that reported none: the exact count of the prompt and the returned text. */
 async function countJsonUsage(body: ChatRequest, reply: string): Promise<Usage> {
+  return { inputTokens: await countPromptTokens(body.messages), outputTokens: await countTokens(jsonCompletionText(reply)) };
+}
+
+function jsonCompletionText(reply: string): string {
   let text = "";
   try {
     const parsed = JSON.parse(reply) as { choices?: { message?: { content?: unknown } }[] };
     for (const choice of parsed.choices ?? []) if (typeof choice.message?.content === "string") text += choice.message.content;
   } catch {}
-  return { inputTokens: await countPromptTokens(body.messages), outputTokens: await countTokens(text) };
+  return text;
 }
 
 function errorFrame(failure: Failure): Uint8Array {
@@ -239,6 +266,7 @@ async function* relay(
   const wantsUsage = a.body.stream_options?.include_usage === true;
   let reported: Usage | null = null;
   let delivered = "";
+  let firstTokenMs: number | null = null;
   let settled = false;
   const settleNow = async (status: number) => {
     if (settled) return;
@@ -247,7 +275,7 @@ async function* relay(
       inputTokens: await countPromptTokens(a.body.messages),
       outputTokens: await countTokens(delivered),
     };
-    await settle(deps, a, usage, outcome.backend.name, status);
+    await settle(deps, a, usage, outcome.backend.name, status, { firstTokenMs, completion: () => delivered });
   };
   try {
     let failure: Failure | null = null;
@@ -263,6 +291,7 @@ async function* relay(
         if (piece.usage) reported = piece.usage;
         for (const frame of piece.frames) {
           delivered += frame.text;
+          if (firstTokenMs === null && frame.text !== "") firstTokenMs = performance.now();
           if (frame.usageOnly && !wantsUsage) continue;
           yield encoder.encode(`data: ${frame.data}\n\n`);
         }

@@ -1,0 +1,79 @@
+/**
+ * Operators' live view: `GET /admin/pools/live` streams the cluster's merged pool view as SSE
+ * once a second (admin token), and `/admin/dashboard` serves the page that draws it. The page's
+ * files ship in src/http/dashboard/ (no CDN); the page itself holds no data and asks for the
+ * admin token, which it sends in the Authorization header of its fetch of the SSE feed.
+ */
+import { Elysia } from "elysia";
+import { fail } from "../../errors.ts";
+import { encodeJson } from "../../json.ts";
+import type { LiveHub, LiveView } from "../../metrics/live.ts";
+import { adminAuthorized } from "../admin/route.ts";
+import { failed } from "../guard.ts";
+import { newRequestId } from "../request.ts";
+
+const ASSETS: Record<string, { file: string; type: string }> = {
+  "": { file: "index.html", type: "text/html; charset=utf-8" },
+  "dashboard.js": { file: "dashboard.js", type: "text/javascript; charset=utf-8" },
+  "dashboard.css": { file: "dashboard.css", type: "text/css; charset=utf-8" },
+};
+const DASHBOARD_DIR = new URL("../dashboard/", import.meta.url);
+const encoder = new TextEncoder();
+
+/** One SSE event carrying a view. */
+export function viewEvent(view: LiveView): Uint8Array {
+  return encoder.encode(`event: pools\ndata: ${encodeJson(view)}\n\n`);
+}
+
+function asset(name: string): Response {
+  const entry = ASSETS[name];
+  if (!entry) return failed(fail("not_found", "No such endpoint."), newRequestId());
+  return new Response(Bun.file(new URL(entry.file, DASHBOARD_DIR)), {
+    headers: { "content-type": entry.type, "cache-control": "no-cache", "x-content-type-options": "nosniff" },
+  });
+}
+
+function liveFeed(request: Request, hub: LiveHub, adminToken: string): Response {
+  const requestId = newRequestId();
+  if (!adminAuthorized(request, adminToken)) {
+    return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
+  }
+  let stop: (() => void) | null = null;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      const unsubscribe = hub.listen((view) => {
+        try {
+          controller.enqueue(viewEvent(view));
+        } catch {
+          stop?.();
+        }
+      });
+      if (!unsubscribe) {
+        controller.enqueue(encoder.encode(`event: error\ndata: ${JSON.stringify({ error: "too many live listeners" })}\n\n`));
+        controller.close();
+        return;
+      }
+      stop = () => {
+        unsubscribe();
+        stop = null;
+      };
+      request.signal.addEventListener("abort", () => stop?.(), { once: true });
+      // The latest view at once, so a new listener does not wait a whole interval.
+      controller.enqueue(viewEvent(hub.current()));
+    },
+    cancel() {
+      stop?.();
+    },
+  });
+  return new Response(body, {
+    headers: { "content-type": "text/event-stream", "cache-control": "no-cache", "x-request-id": requestId },
+  });
+}
+
+/** The live routes, as a plugin for the app. */
+export function liveRoutes(hub: LiveHub, adminToken: string) {
+  return new Elysia()
+    .get("/admin/pools/live", ({ request }) => liveFeed(request, hub, adminToken))
+    .get("/admin/dashboard", () => asset(""))
+    .get("/admin/dashboard/:file", ({ params }) => asset(params.file));
+}

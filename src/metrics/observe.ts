@@ -1,0 +1,75 @@
+/**
+ * One call per request at its end: the Prometheus counters, the live view's traffic counts and
+ * one structured access line (`event: "request"`) with ids, model, backend, status, tokens, cost
+ * and timings. Never the API key (only its id); message content only when the operator sets
+ * LOG_MESSAGE_CONTENT, and then only in this line.
+ */
+import type { Env } from "../config.ts";
+import type { Logger } from "../log.ts";
+import type { Metrics, RequestMetric } from "./metrics.ts";
+
+/** Characters of prompt or completion an access line carries at most, when content is logged. */
+export const LOGGED_CONTENT_CHARS_MAX = 16_384;
+
+export interface RequestRecord extends RequestMetric {
+  requestId: string;
+  keyId: string | null;
+  meteredMicro?: bigint;
+  /** Read only when content logging is on. */
+  content?: () => { prompt: unknown; completion: string };
+}
+
+export interface ObserveDeps {
+  env: Pick<Env, "LOG_MESSAGE_CONTENT">;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/**
+ * Records a request that reached a backend (or was admitted and failed there).
+ * @example observeRequest(deps, { requestId, operation: "chat", model: "gpt-4o-mini", backend: "sim", status: 200, … })
+ */
+export function observeRequest(deps: ObserveDeps, r: RequestRecord): void {
+  deps.metrics.request(r);
+  const line: Record<string, unknown> = {
+    requestId: r.requestId,
+    keyId: r.keyId,
+    operation: r.operation,
+    model: r.model,
+    backend: r.backend,
+    status: r.status,
+    inputTokens: r.inputTokens,
+    outputTokens: r.outputTokens,
+    billedMicro: r.billedMicro,
+    durationMs: Math.round(r.durationMs),
+    ttftMs: r.ttftMs == null ? null : Math.round(r.ttftMs),
+    tpotMs: r.tpotMs == null ? null : Math.round(r.tpotMs * 100) / 100,
+  };
+  if (r.meteredMicro !== undefined) line.meteredMicro = r.meteredMicro;
+  if (deps.env.LOG_MESSAGE_CONTENT && r.content) {
+    const { prompt, completion } = r.content();
+    line.prompt = clip(JSON.stringify(prompt));
+    line.completion = clip(completion);
+  }
+  deps.log(r.status >= 500 ? "warn" : "info", "request", line);
+}
+
+/** Records a request refused before any backend: bad input, key, money or limits. */
+export function observeRefused(deps: ObserveDeps, r: { requestId: string; keyId: string | null; operation: string; model: string | null; status: number; code: string; durationMs: number }): void {
+  // An unknown model name is the client's text: it never becomes a label.
+  deps.metrics.refused(r.operation, r.model ?? "none", r.status);
+  deps.log("info", "request", {
+    requestId: r.requestId,
+    keyId: r.keyId,
+    operation: r.operation,
+    model: r.model,
+    backend: null,
+    status: r.status,
+    code: r.code,
+    durationMs: Math.round(r.durationMs),
+  });
+}
+
+function clip(text: string): string {
+  return text.length > LOGGED_CONTENT_CHARS_MAX ? `${text.slice(0, LOGGED_CONTENT_CHARS_MAX)}…` : text;
+}
