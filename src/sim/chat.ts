@@ -188,7 +188,7 @@ async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan
 }
 
 /** Sleeps; false if the signal aborted first (the timer is then cleared). */
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
     const onAbort = () => {
@@ -280,7 +280,7 @@ async function pump(
 }
 
 /** Writes and flushes one frame; false once the caller has gone away. */
-async function send(controller: ReadableStreamDirectController, frame: string): Promise<boolean> {
+export async function send(controller: ReadableStreamDirectController, frame: string): Promise<boolean> {
   const written = await controller.write(frame);
   controller.flush();
   return written > 0;
@@ -295,7 +295,7 @@ const FAIL_FLUSH_MS = 25;
  * leave first (one event-loop turn was not always enough on a busy core). Rejecting with `undefined` (not an Error) keeps Bun from printing a stack trace
  * for every injected failure.
  */
-async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
+export async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
   exchange.finish("error", 200);
   controller.flush();
   await Bun.sleep(FAIL_FLUSH_MS);
@@ -303,7 +303,7 @@ async function destroy(controller: ReadableStreamDirectController, exchange: Exc
 }
 
 /** Goes silent with the connection open until the caller gives up or the simulator stops. */
-function stall(exchange: Exchange): Promise<void> {
+export function stall(exchange: Exchange): Promise<void> {
   exchange.stalled = true;
   return exchange.whenDone();
 }
