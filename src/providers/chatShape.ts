@@ -64,14 +64,18 @@ export type ChatMessage = z.infer<typeof message>;
 export type ContentPart = z.infer<typeof contentPart>;
 
 /**
- * The request as the adapters read it. Fields of the wrong shape for translation are dropped
- * (the gateway's own schema already accepted the body), so a translation never throws.
+ * The request as the adapters read it, field by field: a field of a shape the adapters cannot
+ * translate is dropped alone (the gateway's own schema already accepted the body), so one odd
+ * field never costs the others and a translation never throws.
  */
 export function readChatShape(body: Record<string, unknown>): ChatShape {
-  const parsed = chatShape.safeParse(body);
-  if (parsed.success) return parsed.data;
-  const messages = z.array(message).safeParse(body.messages);
-  return { messages: messages.success ? messages.data : [] };
+  const read: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(chatShape.shape)) {
+    const parsed = schema.safeParse(body[key]);
+    if (parsed.success && parsed.data !== undefined) read[key] = parsed.data;
+  }
+  read.messages ??= [];
+  return read as ChatShape;
 }
 
 /** The text of a content field: the string, or the text parts joined. */

@@ -5,6 +5,7 @@
 import Anthropic from "@anthropic-ai/sdk";
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { optionsFromArgs } from "./main.ts";
 import { startSimulator, type Simulator } from "./server.ts";
 import { simCompletion } from "./text.ts";
 import { simPromptTokens } from "./tokens.ts";
@@ -212,5 +213,25 @@ test("a flavored simulator serves only its own wire format", async () => {
     expect(anthropic.status).toBe(200);
   } finally {
     await only.stop();
+  }
+});
+
+test("--flavor and --thought-tokens parse; a bad flavor is refused by name", () => {
+  expect(optionsFromArgs(["--flavor", "gemini", "--thought-tokens", "12"])).toMatchObject({ flavor: "gemini", thoughtTokens: 12 });
+  expect(optionsFromArgs([]).flavor).toBe("all");
+  expect(() => optionsFromArgs(["--flavor", "mistral"])).toThrow("--flavor");
+});
+
+test("vendor requests count in the vLLM-style /metrics like OpenAI ones", async () => {
+  const anthropic = new Anthropic({ apiKey: KEY, baseURL: sim.url, maxRetries: 0 });
+  await anthropic.messages.create({ model: "metrics-claude", max_tokens: 10, messages: [{ role: "user", content: "Hello there" }] });
+  const gemini = new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: sim.url, apiVersion: "v1beta" } });
+  await gemini.models.generateContent({ model: "metrics-gemini", contents: "Hello there" });
+  const metrics = await (await fetch(`${sim.url}/metrics`)).text();
+  const prompt = simPromptTokens([{ content: "Hello there" }]);
+  for (const model of ["metrics-claude", "metrics-gemini"]) {
+    expect(metrics).toContain(`vllm:request_success_total{model_name="${model}"} 1`);
+    expect(metrics).toContain(`vllm:prompt_tokens_total{model_name="${model}"} ${prompt}`);
+    expect(metrics).toContain(`vllm:generation_tokens_total{model_name="${model}"} 6`);
   }
 });

@@ -69,6 +69,13 @@ describe("request", () => {
     expect(body.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
   });
 
+  test("a field the adapter cannot translate is dropped alone", () => {
+    const body = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools: [{ type: "custom", custom: {} }], temperature: 0.5 }).body);
+    expect(body.tools).toBeUndefined();
+    expect(body.temperature).toBe(0.5);
+    expect(body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "x" }] }]);
+  });
+
   test("a named tool choice and `none`", () => {
     const tools = [{ type: "function", function: { name: "f" } }];
     const named = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "f" } } }).body);

@@ -22,7 +22,10 @@ export function geminiErrorToFailure(status: number, text: string): UpstreamFail
   try {
     json = JSON.parse(text);
   } catch {}
-  return statusToFailure(status, geminiErrorDetail(json)?.message ?? null);
+  const detail = geminiErrorDetail(json);
+  // Google refuses a bad key with 400 INVALID_ARGUMENT: the gateway's credentials, not the client's request.
+  if (status === 400 && /API key/i.test(detail?.message ?? "")) return statusToFailure(401, null);
+  return statusToFailure(status, detail?.message ?? null);
 }
 
 /** A mid-stream error object: bytes have been relayed already, so it is never retried. */

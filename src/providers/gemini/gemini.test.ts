@@ -89,6 +89,8 @@ describe("response", () => {
     expect(adapter.errorToFailure(429, fixture("gemini", "error-quota.json"))).toMatchObject({ code: "upstream_error", retryable: true });
     expect(adapter.errorToFailure(400, fixture("gemini", "error-too-long.json"))).toMatchObject({ code: "context_length_exceeded", retryable: false });
     expect(adapter.chat.parseChatResponse("[]", context)).toMatchObject({ code: "upstream_error" });
+    const badKey = adapter.errorToFailure(400, '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}');
+    expect(badKey).toMatchObject({ code: "upstream_error", retryable: true });
   });
 });
 
