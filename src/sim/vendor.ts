@@ -80,7 +80,7 @@ export interface VendorWire {
 const jsonHeaders = { "content-type": "application/json" } as const;
 const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const;
 /** Tokens per streamed piece of tool-call arguments. */
-const toolPieceTokens = 3;
+export const toolPieceTokens = 3;
 
 export async function handleVendorChat(context: ChatContext, req: Request, wire: VendorWire): Promise<Response> {
   const exchange = new Exchange(context, req.headers.get("x-request-id"));
@@ -110,7 +110,7 @@ function refuse(exchange: Exchange, refusal: Refusal): Response {
 }
 
 /** The tool this request calls, or null for a text reply. */
-function toolToCall(request: VendorRequest): SimToolOffer | null {
+export function toolToCall(request: VendorRequest): SimToolOffer | null {
   if (request.tools.length === 0 || request.afterToolResult) return null;
   if (request.toolRequired === "any") return request.tools[0] ?? null;
   if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
@@ -134,7 +134,7 @@ export function simToolArguments(schema: unknown): Record<string, unknown> {
 }
 
 /** Cuts text into pieces of `tokens` simulator tokens each, keeping every character. */
-function splitByTokens(text: string, tokens: number): string[] {
+export function splitByTokens(text: string, tokens: number): string[] {
   const starts: number[] = [];
   let count = 0;
   for (const match of text.matchAll(/[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu)) {

@@ -3,6 +3,7 @@
  * SDKs parse every reply, stream and error without complaint, the simulator speaks the formats.
  */
 import Anthropic from "@anthropic-ai/sdk";
+import OpenAI from "openai";
 import { ApiError, FunctionCallingConfigMode, GoogleGenAI } from "@google/genai";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { optionsFromArgs } from "./main.ts";
@@ -234,4 +235,62 @@ test("vendor requests count in the vLLM-style /metrics like OpenAI ones", async 
     expect(metrics).toContain(`vllm:prompt_tokens_total{model_name="${model}"} ${prompt}`);
     expect(metrics).toContain(`vllm:generation_tokens_total{model_name="${model}"} 6`);
   }
+});
+
+describe("OpenAI chat via openai: the same tool-call rule", () => {
+  const client = () => new OpenAI({ apiKey: KEY, baseURL: `${sim.url}/v1`, maxRetries: 0 });
+  const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: weatherSchema } }];
+
+  test("a required tool is called, whole and streamed, with usage equal to the log", async () => {
+    const whole = await client().chat.completions.create({ model: "gpt-sim", messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: "required" });
+    const choice = whole.choices[0]!;
+    expect(choice.finish_reason).toBe("tool_calls");
+    expect(choice.message.content).toBeNull();
+    const call = choice.message.tool_calls![0] as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
+    expect(call.function.name).toBe("get_weather");
+    expect(JSON.parse(call.function.arguments)).toEqual({ city: "sim", days: 1 });
+    expect(whole.usage?.completion_tokens).toBe(lastLog().completionTokens);
+
+    const stream = await client().chat.completions.create({
+      model: "gpt-sim",
+      messages: [{ role: "user", content: "Weather?" }],
+      tools,
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let args = "";
+    let pieces = 0;
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | null | undefined;
+    for await (const chunk of stream) {
+      for (const c of chunk.choices) {
+        finish = c.finish_reason ?? finish;
+        for (const d of c.delta.tool_calls ?? []) {
+          args += d.function?.arguments ?? "";
+          if (d.function?.arguments) pieces++;
+        }
+      }
+      usage = chunk.usage ?? usage;
+    }
+    expect(pieces).toBeGreaterThan(1);
+    expect(JSON.parse(args)).toEqual({ city: "sim", days: 1 });
+    expect(finish).toBe("tool_calls");
+    expect(usage?.completion_tokens).toBe(lastLog().completionTokens);
+  });
+
+  test("after a tool result, or without tools, the reply is text", async () => {
+    const reply = await client().chat.completions.create({
+      model: "gpt-sim",
+      tools,
+      tool_choice: "required",
+      messages: [
+        { role: "user", content: "Weather?" },
+        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+        { role: "tool", tool_call_id: "c1", content: "18C" },
+      ],
+    });
+    expect(reply.choices[0]!.finish_reason).toBe("stop");
+    expect(reply.choices[0]!.message.content!.length).toBeGreaterThan(0);
+  });
 });
