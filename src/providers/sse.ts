@@ -16,6 +16,7 @@ export class SseSplitter {
   private buffer = "";
   private event: string | null = null;
   private dataLines: string[] = [];
+  private dataChars = 0;
 
   /** The events completed by this piece of text; throws when one event grows past the bound. */
   push(text: string): SseEvent[] {
@@ -31,11 +32,16 @@ export class SseSplitter {
         if (this.dataLines.length > 0) events.push({ event: this.event, data: this.dataLines.join("\n") });
         this.event = null;
         this.dataLines = [];
-      } else if (line.startsWith("data:")) this.dataLines.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+        this.dataChars = 0;
+      } else if (line.startsWith("data:")) {
+        const data = line.slice(line.startsWith("data: ") ? 6 : 5);
+        this.dataLines.push(data);
+        this.dataChars += data.length;
+      }
       else if (line.startsWith("event:")) this.event = line.slice(6).trim();
     }
     this.buffer = this.buffer.slice(start);
-    if (this.buffer.length > sseEventCharsMax) throw new Error("an upstream stream event exceeds sseEventCharsMax");
+    if (this.buffer.length + this.dataChars > sseEventCharsMax) throw new Error("an upstream stream event exceeds sseEventCharsMax");
     return events;
   }
 }
