@@ -57,7 +57,7 @@ export type Env = z.infer<typeof envSchema>;
 
 export const backendSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),
-  kind: z.enum(["openai"]),
+  kind: z.enum(["openai", "anthropic", "gemini"]),
   url: z.string().url(),
   api_key: z.string().optional(),
   /** The model id the upstream knows; defaults to the catalog id. */

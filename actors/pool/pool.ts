@@ -86,12 +86,15 @@ export interface ChatCall {
   stream: boolean;
   maxTokens: number;
   requestId: string;
+  /** Unix seconds, for translated replies (adapters read no clock). */
+  created: number;
   /** Only backends in this region when set (residency). */
   region?: "in-country";
   signal?: AbortSignal;
 }
 
 export type ChatOutcome =
+  /** `body` is in the OpenAI format whatever the backend's kind. */
   | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
   | { kind: "stream"; backend: Backend; reply: UpstreamReply; release: () => void }
   | { kind: "failed"; backend: Backend | null; failure: Failure };
@@ -185,9 +188,9 @@ export class PoolActor {
     }
     try {
       const body = await reply.response.text();
-      const parsed = backend.adapter.chat.parseChatResponse(body);
+      const parsed = backend.adapter.chat.parseChatResponse(body, { requestId: call.requestId, model: this.model, created: call.created });
       if ("code" in parsed) return { kind: "failed", backend, failure: parsed };
-      return { kind: "json", backend, body, usage: parsed.usage, status: reply.response.status };
+      return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
     } catch (error) {
       backend.failed(this.now());
       return { kind: "failed", backend, failure: fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`) };

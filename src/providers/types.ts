@@ -6,7 +6,7 @@
  */
 import type { Failure } from "../errors.ts";
 
-export type BackendKind = "openai";
+export type BackendKind = "openai" | "anthropic" | "gemini";
 
 export interface Usage {
   inputTokens: number;
@@ -28,7 +28,28 @@ export interface ChatRequestInput {
   stream: boolean;
 }
 
-/** One SSE event to relay: the upstream's own `data:` payload, untouched. */
+/**
+ * What a translating adapter needs to write an OpenAI-format reply, given by the caller so the
+ * transforms read no clock: `chatcmpl-<requestId>` becomes the reply's id.
+ */
+export interface ReplyContext {
+  requestId: string;
+  /** The model id the client asked for (the catalog id), echoed in the reply. */
+  model: string;
+  /** Unix seconds. */
+  created: number;
+}
+
+/** A whole reply in the OpenAI `chat.completion` format, with the usage it reports. */
+export interface ChatReply {
+  body: string;
+  usage: Usage | null;
+}
+
+/**
+ * One SSE event to relay: an OpenAI `chat.completion.chunk` JSON (the upstream's own payload for
+ * OpenAI-style backends, a translation for the others).
+ */
 export interface StreamFrame {
   data: string;
   /** The chunk that carries only usage (empty `choices`), dropped when the client did not ask. */
@@ -59,8 +80,9 @@ export interface UpstreamFailure extends Failure {
 
 export interface ChatAdapter {
   buildChatRequest(input: ChatRequestInput): UpstreamRequest;
-  parseChatResponse(text: string): { usage: Usage | null } | UpstreamFailure;
-  createChatStreamDecoder(): ChatStreamDecoder;
+  /** The upstream's 2xx body as an OpenAI `chat.completion` (the OpenAI adapter returns it as is). */
+  parseChatResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure;
+  createChatStreamDecoder(context: ReplyContext): ChatStreamDecoder;
 }
 
 /**

@@ -11,6 +11,7 @@ import { Exchange, type ExchangeContext } from "./exchange.ts";
 import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
 import { simPromptTokens } from "./tokens.ts";
+import { openAIToolPlan, type OpenAIToolPlan } from "./openaiTools.ts";
 import { ChunkFrames, completionBody, doneFrame, errorBody, usageOf, type WireFinishReason } from "./wire.ts";
 
 export type ChatContext = ExchangeContext & {
@@ -23,7 +24,9 @@ export type ChatContext = ExchangeContext & {
 type Plan = {
   id: string;
   created: number;
+  /** Content tokens, or the pieces of a tool call's arguments. */
   deltas: string[];
+  tool: OpenAIToolPlan | null;
   finishReason: WireFinishReason;
   includeUsage: boolean;
   continuousUsage: boolean;
@@ -151,11 +154,13 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
   const cut = maxTokens !== null && maxTokens < options.outputTokens;
   const tokens = cut ? maxTokens : options.outputTokens;
   const promptText = simPromptText(body.messages);
+  const tool = openAIToolPlan(body, seq);
   return {
     id: `chatcmpl-sim-${seq}`,
     created: Math.floor(Date.now() / 1000),
-    deltas: simCompletion({ seed: options.seed, promptText, tokens }),
-    finishReason: cut ? "length" : "stop",
+    deltas: tool ? tool.pieces : simCompletion({ seed: options.seed, promptText, tokens }),
+    tool,
+    finishReason: tool ? "tool_calls" : cut ? "length" : "stop",
     includeUsage: body.stream_options?.include_usage === true,
     continuousUsage: body.stream_options?.continuous_usage_stats === true,
     omitUsage: options.omitUsage,
@@ -166,9 +171,19 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
   };
 }
 
+/** Completion tokens once `chunks` deltas are sent: one per delta, except a tool call's pieces. */
+function tokensAt(plan: Plan, chunks: number): number {
+  return chunks === 0 ? 0 : plan.tool ? (plan.tool.tokensAfter[chunks - 1] ?? 0) : chunks;
+}
+
+/** The log knows stop, length and failures; a tool call is a normal stop. */
+function logReason(plan: Plan): "stop" | "length" {
+  return plan.finishReason === "length" ? "length" : "stop";
+}
+
 async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan): Promise<Response> {
-  const tokens = plan.deltas.length;
-  const waitMs = plan.ttftMs + plan.itlMs * Math.max(0, tokens - 1);
+  const tokens = tokensAt(plan, plan.deltas.length);
+  const waitMs = plan.ttftMs + plan.itlMs * Math.max(0, plan.deltas.length - 1);
   if (waitMs > 0 && !(await sleepUnlessAborted(waitMs, signal))) {
     exchange.abort();
     return new Response(null, { status: 499 });
@@ -178,17 +193,18 @@ async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan
     id: plan.id,
     created: plan.created,
     model: exchange.model,
-    content: plan.deltas.join(""),
+    content: plan.tool ? null : plan.deltas.join(""),
+    toolCall: plan.tool ? { id: plan.tool.id, name: plan.tool.name, arguments: plan.deltas.join("") } : null,
     finishReason: plan.finishReason,
     usage,
   });
   exchange.sent = tokens;
-  exchange.finish(plan.finishReason, 200);
+  exchange.finish(logReason(plan), 200);
   return new Response(body, { headers: jsonHeaders });
 }
 
 /** Sleeps; false if the signal aborted first (the timer is then cleared). */
-function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
   if (signal.aborted) return Promise.resolve(false);
   return new Promise((resolve) => {
     const onAbort = () => {
@@ -231,18 +247,29 @@ function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
 
 /** The frames after the last content chunk: finish, optional usage, [DONE]. */
 function closingFrames(frames: ChunkFrames, plan: Plan): string {
-  const tokens = plan.deltas.length;
+  const tokens = tokensAt(plan, plan.deltas.length);
   const usage = plan.includeUsage && !plan.omitUsage ? frames.usage(tokens) : "";
   return frames.finish(plan.finishReason, tokens) + usage + doneFrame;
 }
 
+/** The opening chunk: the role, and for a tool call its id and name. */
+function openingFrame(frames: ChunkFrames, plan: Plan): string {
+  return plan.tool ? frames.toolStart(plan.tool.id, plan.tool.name) : frames.role();
+}
+
+/** Delta `i` (0-based): a content token, or a piece of the tool call's arguments. */
+function deltaFrame(frames: ChunkFrames, plan: Plan, i: number): string {
+  const delta = plan.deltas[i] ?? "";
+  return plan.tool ? frames.toolArguments(delta, tokensAt(plan, i + 1)) : frames.content(delta, i + 1);
+}
+
 function instantStream(exchange: Exchange, plan: Plan): Response {
   const frames = framesFor(exchange, plan);
-  let body = frames.role();
-  for (let i = 0; i < plan.deltas.length; i++) body += frames.content(plan.deltas[i] ?? "", i + 1);
+  let body = openingFrame(frames, plan);
+  for (let i = 0; i < plan.deltas.length; i++) body += deltaFrame(frames, plan, i);
   body += closingFrames(frames, plan);
-  exchange.sent = plan.deltas.length;
-  exchange.finish(plan.finishReason, 200);
+  exchange.sent = tokensAt(plan, plan.deltas.length);
+  exchange.finish(logReason(plan), 200);
   return new Response(body, { headers: sseHeaders });
 }
 
@@ -262,7 +289,7 @@ async function pump(
   plan: Plan,
   frames: ChunkFrames,
 ): Promise<void> {
-  if (!(await send(controller, frames.role()))) return exchange.abort();
+  if (!(await send(controller, openingFrame(frames, plan)))) return exchange.abort();
   const tokens = plan.deltas.length;
   for (let i = 0; i <= tokens; i++) {
     if (plan.failAfterChunks === i) return destroy(controller, exchange);
@@ -271,16 +298,16 @@ async function pump(
     const delayMs = i === 0 ? plan.ttftMs : plan.itlMs;
     if (delayMs > 0) await Bun.sleep(delayMs);
     if (exchange.done) return;
-    if (!(await send(controller, frames.content(plan.deltas[i] ?? "", i + 1)))) return exchange.abort();
-    exchange.sent = i + 1;
+    if (!(await send(controller, deltaFrame(frames, plan, i)))) return exchange.abort();
+    exchange.sent = tokensAt(plan, i + 1);
   }
-  exchange.finish(plan.finishReason, 200);
+  exchange.finish(logReason(plan), 200);
   await send(controller, closingFrames(frames, plan));
   controller.close();
 }
 
 /** Writes and flushes one frame; false once the caller has gone away. */
-async function send(controller: ReadableStreamDirectController, frame: string): Promise<boolean> {
+export async function send(controller: ReadableStreamDirectController, frame: string): Promise<boolean> {
   const written = await controller.write(frame);
   controller.flush();
   return written > 0;
@@ -295,7 +322,7 @@ const FAIL_FLUSH_MS = 25;
  * leave first (one event-loop turn was not always enough on a busy core). Rejecting with `undefined` (not an Error) keeps Bun from printing a stack trace
  * for every injected failure.
  */
-async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
+export async function destroy(controller: ReadableStreamDirectController, exchange: Exchange): Promise<void> {
   exchange.finish("error", 200);
   controller.flush();
   await Bun.sleep(FAIL_FLUSH_MS);
@@ -303,7 +330,7 @@ async function destroy(controller: ReadableStreamDirectController, exchange: Exc
 }
 
 /** Goes silent with the connection open until the caller gives up or the simulator stops. */
-function stall(exchange: Exchange): Promise<void> {
+export function stall(exchange: Exchange): Promise<void> {
   exchange.stalled = true;
   return exchange.whenDone();
 }

@@ -19,7 +19,9 @@ const usage = `usage: bun run src/sim/main.ts [flags]
   --fail-after-chunks N    streams: drop the connection after N content chunks
   --stall-after-chunks N   streams: go silent after N content chunks
   --omit-usage             never report usage
-  --api-key KEY            require Authorization: Bearer KEY
+  --api-key KEY            require the key (Bearer, x-api-key or x-goog-api-key by flavor)
+  --flavor F               openai | anthropic | gemini | all: wire formats served (default all)
+  --thought-tokens N       gemini: thinking tokens reported per reply (default 0)
   --help                   show this text`;
 
 /** CLI flag → option key, for flags that take a number. */
@@ -33,6 +35,7 @@ const numberFlags = {
   "rate-limit-rate": "rateLimitRate",
   "fail-after-chunks": "failAfterChunks",
   "stall-after-chunks": "stallAfterChunks",
+  "thought-tokens": "thoughtTokens",
 } as const satisfies Record<string, keyof SimOptions>;
 
 class UsageError extends Error {}
@@ -58,6 +61,7 @@ export function optionsFromArgs(args: string[]): SimOptions {
   }
   if (parsed.values["omit-usage"]) raw.omitUsage = true;
   if (parsed.values["api-key"] !== undefined) raw.apiKey = parsed.values["api-key"];
+  if (parsed.values.flavor !== undefined) raw.flavor = parsed.values.flavor;
   const result = SimOptionsSchema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0];
@@ -70,6 +74,7 @@ export function optionsFromArgs(args: string[]): SimOptions {
 function flagOf(key: PropertyKey | undefined): string {
   if (key === "omitUsage") return "--omit-usage";
   if (key === "apiKey") return "--api-key";
+  if (key === "flavor") return "--flavor";
   const entry = Object.entries(numberFlags).find(([, optionKey]) => optionKey === key);
   return entry ? `--${entry[0]}` : String(key);
 }
@@ -90,7 +95,9 @@ function parseFlags(args: string[]) {
       "rate-limit-rate": stringFlag,
       "fail-after-chunks": stringFlag,
       "stall-after-chunks": stringFlag,
+      "thought-tokens": stringFlag,
       "api-key": stringFlag,
+      flavor: stringFlag,
       "omit-usage": { type: "boolean" },
       help: { type: "boolean" },
     },

@@ -25,7 +25,17 @@ export const SimOptionsSchema = z.object({
   stallAfterChunks: chunkCount.default(null),
   /** Never report usage, like an upstream that ignores `stream_options`. */
   omitUsage: z.boolean().default(false),
-  /** When set, `Authorization: Bearer <apiKey>` is required on /v1/*. */
+  /**
+   * Wire formats served: `all` (the default) serves every route at once; otherwise only that
+   * vendor's routes answer and the others are 404.
+   */
+  flavor: z.enum(["all", "openai", "anthropic", "gemini"]).default("all"),
+  /** Gemini flavor: thinking tokens reported as `thoughtsTokenCount` and logged as completion tokens. */
+  thoughtTokens: z.number().int().min(0).default(0),
+  /**
+   * When set, required on every chat route: `Authorization: Bearer <apiKey>` (OpenAI),
+   * `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Gemini).
+   */
   apiKey: z.string().min(1).nullable().default(null),
 });
 

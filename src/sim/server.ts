@@ -1,5 +1,6 @@
 /**
- * The upstream simulator: an OpenAI-compatible chat endpoint with vLLM-style /metrics, standing in
+ * The upstream simulator: OpenAI-compatible chat (plus Anthropic Messages at /v1/messages and
+ * Gemini generateContent at /v1beta/models/{model}:…, see `flavor`) with vLLM-style /metrics, standing in
  * for vendor APIs and GPU hosts in tests, the demo and benchmarks. Its replies are deterministic
  * for a seed, and its log (`SimLog`) is the independent truth billing tests compare against.
  *
@@ -9,12 +10,15 @@
  * sim.options.failRate = 0.1; // options are live
  * await sim.stop();
  */
+import { anthropicWire } from "./anthropic.ts";
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
 import { SimMetrics } from "./metrics.ts";
 import { SimOptionsSchema, type SimOptions } from "./options.ts";
 import { mulberry32 } from "./text.ts";
+import { geminiWire } from "./gemini.ts";
+import { handleVendorChat } from "./vendor.ts";
 import { errorBody } from "./wire.ts";
 
 export { SimOptionsSchema, type SimOptions } from "./options.ts";
@@ -51,8 +55,7 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     idleTimeout: 0,
     maxRequestBodySize: simBodyBytesMax,
     routes: {
-      "/v1/chat/completions": { POST: (req) => handleChat(context, req) },
-      "/v1/models": { GET: (req) => modelsResponse(context, req, startedAtSec) },
+      ...vendorRoutes(context, options, startedAtSec),
       "/metrics": { GET: () => metricsResponse(context) },
       "/sim/log": { GET: () => Response.json(context.log.entries()) },
     },
@@ -66,6 +69,25 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     options,
     stop: () => stopServer(context, server),
   };
+}
+
+type RouteHandlers = { GET?: (req: Request) => Response | Promise<Response>; POST?: (req: Request) => Response | Promise<Response> };
+
+/** The chat routes of the flavors served; the flavor is read once, when the server starts. */
+function vendorRoutes(context: ChatContext, options: SimOptions, startedAtSec: number): Record<string, RouteHandlers> {
+  const serves = (flavor: SimOptions["flavor"]) => options.flavor === "all" || options.flavor === flavor;
+  const routes: Record<string, RouteHandlers> = {};
+  if (serves("openai")) {
+    routes["/v1/chat/completions"] = { POST: (req) => handleChat(context, req) };
+    routes["/v1/models"] = { GET: (req) => modelsResponse(context, req, startedAtSec) };
+  }
+  if (serves("anthropic")) routes["/v1/messages"] = { POST: (req) => handleVendorChat(context, req, anthropicWire) };
+  if (serves("gemini")) {
+    // Google serves both API versions; @google/genai defaults to v1, the gateway uses v1beta.
+    routes["/v1beta/models/:target"] = { POST: (req) => handleVendorChat(context, req, geminiWire) };
+    routes["/v1/models/:target"] = { POST: (req) => handleVendorChat(context, req, geminiWire) };
+  }
+  return routes;
 }
 
 function createContext(options: SimOptions): ChatContext {

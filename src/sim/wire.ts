@@ -6,7 +6,7 @@
 
 export type SimUsage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
 
-export type WireFinishReason = "stop" | "length";
+export type WireFinishReason = "stop" | "length" | "tool_calls";
 
 export type ChunkFramesOptions = {
   id: string;
@@ -59,6 +59,17 @@ export class ChunkFrames {
     return this.#choice(`{"content":${JSON.stringify(delta)}}`, "null", completionTokens);
   }
 
+  /** The opening chunk of a tool call: role, call id and function name, empty arguments. */
+  toolStart(id: string, name: string): string {
+    const call = { index: 0, id, type: "function", function: { name, arguments: "" } };
+    return this.#choice(`{"role":"assistant","content":null,"tool_calls":[${JSON.stringify(call)}]}`, "null", 0);
+  }
+
+  /** A piece of the tool call's arguments; `completionTokens` counts the pieces so far. */
+  toolArguments(piece: string, completionTokens: number): string {
+    return this.#choice(`{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(piece)}}}]}`, "null", completionTokens);
+  }
+
   /** The empty-delta chunk that carries the finish reason. */
   finish(reason: WireFinishReason, completionTokens: number): string {
     return this.#choice("{}", `"${reason}"`, completionTokens);
@@ -87,7 +98,9 @@ export type CompletionBodyOptions = {
   id: string;
   created: number;
   model: string;
-  content: string;
+  content: string | null;
+  /** A tool call replaces the content. */
+  toolCall?: { id: string; name: string; arguments: string } | null;
   finishReason: WireFinishReason;
   /** Null omits the field, like an upstream that reports no usage. */
   usage: SimUsage | null;
@@ -103,7 +116,14 @@ export function completionBody(options: CompletionBodyOptions): string {
     choices: [
       {
         index: 0,
-        message: { role: "assistant", content: options.content, refusal: null },
+        message: {
+          role: "assistant",
+          content: options.content,
+          refusal: null,
+          ...(options.toolCall
+            ? { tool_calls: [{ id: options.toolCall.id, type: "function", function: { name: options.toolCall.name, arguments: options.toolCall.arguments } }] }
+            : {}),
+        },
         logprobs: null,
         finish_reason: options.finishReason,
       },

@@ -101,6 +101,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
       stream,
       maxTokens: budget.outputTokensMax,
       requestId,
+      created: Math.floor(Date.now() / 1000),
       region: residency === "in-country" ? "in-country" : undefined,
       // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
       // the throughput, and a whole reply is billed in full anyway.
@@ -281,7 +282,11 @@ async function* relay(
     let failure: Failure | null = null;
     let done = false;
     try {
-      const decoder = outcome.backend.adapter.chat.createChatStreamDecoder();
+      const decoder = outcome.backend.adapter.chat.createChatStreamDecoder({
+        requestId: a.requestId,
+        model: a.model.id,
+        created: Math.floor(Date.now() / 1000),
+      });
       const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
       for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
         if (piece.keepAlive) {

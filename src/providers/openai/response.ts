@@ -1,6 +1,6 @@
 /** Reads OpenAI-style chat completion replies. */
 import { z } from "zod";
-import type { Usage, UpstreamFailure } from "../types.ts";
+import type { ChatReply, Usage, UpstreamFailure } from "../types.ts";
 
 export const openAIUsage = z.object({
   prompt_tokens: z.number().int().nonnegative(),
@@ -16,7 +16,8 @@ export function openAIUsageToUsage(usage: z.infer<typeof openAIUsage>): Usage {
   return { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens };
 }
 
-export function parseOpenAIChatResponse(text: string): { usage: Usage | null } | UpstreamFailure {
+/** The reply is relayed as the upstream wrote it; only its usage is read. */
+export function parseOpenAIChatResponse(text: string): ChatReply | UpstreamFailure {
   let json: unknown;
   try {
     json = JSON.parse(text);
@@ -25,5 +26,5 @@ export function parseOpenAIChatResponse(text: string): { usage: Usage | null } |
   }
   const parsed = chatCompletion.safeParse(json);
   if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a chat completion.", retryable: true };
-  return { usage: parsed.data.usage ? openAIUsageToUsage(parsed.data.usage) : null };
+  return { body: text, usage: parsed.data.usage ? openAIUsageToUsage(parsed.data.usage) : null };
 }

@@ -9,6 +9,9 @@ interface ChunkShape {
   choices?: { delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: { function?: { arguments?: unknown } }[] } }[];
   usage?: unknown;
   error?: { message?: unknown } | string;
+  /** vLLM before 0.9 sends its error object bare: `{"object":"error","message":…,"code":500}`. */
+  object?: unknown;
+  message?: unknown;
 }
 
 function deltaText(chunk: ChunkShape): string {
@@ -58,8 +61,12 @@ export class OpenAIStreamDecoder implements ChatStreamDecoder {
       piece.error = { code: "upstream_error", message: "The upstream sent a malformed stream chunk." };
       return;
     }
-    if (chunk.error) {
-      const message = typeof chunk.error === "string" ? chunk.error : String(chunk.error.message ?? "unknown error");
+    if (chunk.error || chunk.object === "error") {
+      const message = chunk.error
+        ? typeof chunk.error === "string"
+          ? chunk.error
+          : String(chunk.error.message ?? "unknown error")
+        : String(chunk.message ?? "unknown error");
       piece.error = { code: "upstream_error", message: `The upstream failed mid-stream: ${message}` };
       return;
     }

@@ -1,0 +1,182 @@
+import { describe, expect, test } from "bun:test";
+import { chunksOf, decodeAll, fixture } from "../testing.ts";
+import { anthropicAdapter } from "./index.ts";
+import { anthropicStopToFinishReason } from "./response.ts";
+import { AnthropicStreamDecoder } from "./stream.ts";
+
+const context = { requestId: "req1", model: "claude-test", created: 1732000000 };
+const adapter = anthropicAdapter("sk-ant-test");
+
+describe("request", () => {
+  const build = (body: Record<string, unknown>, stream = false) =>
+    adapter.chat.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream });
+
+  test("system messages become `system`, the budget `max_tokens`, and auth the Anthropic headers", () => {
+    const request = build({
+      model: "ours",
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "developer", content: [{ type: "text", text: "Answer in Persian." }] },
+        { role: "user", content: "Hi" },
+      ],
+      temperature: 1.5,
+      stop: "END",
+      max_tokens: 9999,
+    }, true);
+    expect(request.path).toBe("/v1/messages");
+    expect(request.headers["x-api-key"]).toBe("sk-ant-test");
+    expect(request.headers["anthropic-version"]).toBe("2023-06-01");
+    expect(request.headers.authorization).toBeUndefined();
+    const body = JSON.parse(request.body);
+    expect(body).toEqual({
+      model: "claude-sonnet-4-5",
+      max_tokens: 300,
+      system: "Be brief.\n\nAnswer in Persian.",
+      messages: [{ role: "user", content: [{ type: "text", text: "Hi" }] }],
+      stream: true,
+      temperature: 1,
+      stop_sequences: ["END"],
+    });
+  });
+
+  test("multi-turn with tool calls, tool results and images", () => {
+    const body = JSON.parse(
+      build({
+        model: "ours",
+        messages: [
+          { role: "user", content: [{ type: "text", text: "Weather here?" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] },
+          { role: "assistant", content: null, tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+          { role: "tool", tool_call_id: "toolu_1", content: "18C" },
+          { role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/a.jpg" } }] },
+        ],
+        tools: [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }],
+        tool_choice: "required",
+        parallel_tool_calls: false,
+      }).body,
+    );
+    expect(body.messages).toEqual([
+      { role: "user", content: [{ type: "text", text: "Weather here?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] },
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Tehran" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "tool_result", tool_use_id: "toolu_1", content: "18C" },
+          { type: "image", source: { type: "url", url: "https://example.com/a.jpg" } },
+        ],
+      },
+    ]);
+    expect(body.tools).toEqual([{ name: "get_weather", description: "Weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]);
+    expect(body.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
+  });
+
+  test("a field the adapter cannot translate is dropped alone", () => {
+    const body = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools: [{ type: "custom", custom: {} }], temperature: 0.5 }).body);
+    expect(body.tools).toBeUndefined();
+    expect(body.temperature).toBe(0.5);
+    expect(body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "x" }] }]);
+  });
+
+  test("a named tool choice and `none`", () => {
+    const tools = [{ type: "function", function: { name: "f" } }];
+    const named = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "f" } } }).body);
+    expect(named.tool_choice).toEqual({ type: "tool", name: "f" });
+    const none = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: "none" }).body);
+    expect(none.tools).toBeUndefined();
+  });
+});
+
+describe("response", () => {
+  test("a tool-use message becomes an OpenAI completion with tool calls and usage", () => {
+    const reply = adapter.chat.parseChatResponse(fixture("anthropic", "message-tool-use.json"), context);
+    if ("code" in reply) throw new Error(reply.message);
+    expect(reply.usage).toEqual({ inputTokens: 384, outputTokens: 58 });
+    const body = JSON.parse(reply.body);
+    expect(body).toMatchObject({ id: "chatcmpl-req1", object: "chat.completion", created: 1732000000, model: "claude-test" });
+    expect(body.choices[0].finish_reason).toBe("tool_calls");
+    expect(body.choices[0].message.content).toBe("I will look that up.");
+    expect(body.choices[0].message.tool_calls).toEqual([
+      { id: "toolu_01A09q90qw90lq917835lq9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran","unit":"celsius"}' } },
+    ]);
+    expect(body.usage).toEqual({ prompt_tokens: 384, completion_tokens: 58, total_tokens: 442 });
+  });
+
+  test("a reply that is not a message is an upstream error", () => {
+    expect(adapter.chat.parseChatResponse('{"choices":[]}', context)).toMatchObject({ code: "upstream_error" });
+    expect(adapter.chat.parseChatResponse("<html>", context)).toMatchObject({ code: "upstream_error" });
+  });
+
+  test("stop reasons", () => {
+    expect(anthropicStopToFinishReason("end_turn")).toBe("stop");
+    expect(anthropicStopToFinishReason("stop_sequence")).toBe("stop");
+    expect(anthropicStopToFinishReason("max_tokens")).toBe("length");
+    expect(anthropicStopToFinishReason("tool_use")).toBe("tool_calls");
+    expect(anthropicStopToFinishReason("refusal")).toBe("content_filter");
+    expect(anthropicStopToFinishReason(null)).toBeNull();
+  });
+});
+
+describe("errors", () => {
+  test("529 overloaded is worth another backend; a too-long prompt is the client's", () => {
+    expect(adapter.errorToFailure(529, fixture("anthropic", "error-overloaded.json"))).toMatchObject({ code: "upstream_error", retryable: true });
+    const tooLong = adapter.errorToFailure(400, fixture("anthropic", "error-prompt-too-long.json"));
+    expect(tooLong).toMatchObject({ code: "context_length_exceeded", retryable: false });
+    expect(tooLong.message).toContain("prompt is too long");
+  });
+});
+
+describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (size) => {
+  const decode = (name: string) => decodeAll(new AnthropicStreamDecoder(context), fixture("anthropic", name), size);
+
+  test("text: OpenAI chunks, a finish chunk, a usage-only chunk, then done", () => {
+    const out = decode("text.sse");
+    expect(out.done).toBe(true);
+    const chunks = chunksOf(out);
+    for (const chunk of chunks) expect(chunk).toMatchObject({ id: "chatcmpl-req1", object: "chat.completion.chunk", created: 1732000000, model: "claude-test" });
+    expect(chunks.map((c) => c.choices[0]?.delta.content ?? null).join("")).toBe("Hello! How can I help?");
+    expect(chunks[0]!.choices[0]!.delta).toEqual({ role: "assistant", content: "" });
+    expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe("stop");
+    expect(chunks.at(-1)!.choices).toEqual([]);
+    expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 });
+    expect(out.frames.map((f) => f.usageOnly)).toEqual([false, false, false, false, true]);
+    expect(out.frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
+    expect(out.usage).toEqual({ inputTokens: 25, outputTokens: 12 });
+  });
+
+  test("tool use: a tool call opens with id and name, its arguments stream in pieces", () => {
+    const out = decode("tool-use.sse");
+    const calls = chunksOf(out).flatMap((c) => (c.choices[0]?.delta.tool_calls as { index: number; id?: string; function: { name?: string; arguments: string } }[]) ?? []);
+    expect(calls[0]).toEqual({ index: 0, id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", type: "function", function: { name: "get_weather", arguments: "" } } as never);
+    expect(calls.every((c) => c.index === 0)).toBe(true);
+    expect(calls.map((c) => c.function.arguments).join("")).toBe('{"city": "Tehran"}');
+    expect(chunksOf(out).at(-2)!.choices[0]!.finish_reason).toBe("tool_calls");
+    expect(out.usage).toEqual({ inputTokens: 472, outputTokens: 89 });
+  });
+
+  test("thinking and cumulative usage: the last output_tokens wins, cache reads count as input", () => {
+    const out = decode("thinking.sse");
+    const chunks = chunksOf(out);
+    expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("")).toBe("27 * 453 = 12231");
+    expect(chunks.filter((c) => c.choices[0]?.finish_reason === "length").length).toBeGreaterThan(0);
+    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31 });
+    expect(out.done).toBe(true);
+  });
+
+  test("an error event becomes a failure after the frames before it", () => {
+    const out = decode("error-midstream.sse");
+    expect(out.frames.map((f) => f.text).join("")).toBe("Once upon");
+    expect(out.error?.code).toBe("upstream_error");
+    expect(out.error?.message).toContain("overloaded_error: Overloaded");
+    expect(out.done).toBe(false);
+  });
+
+  test("a stream cut mid-way is not done, and its usage so far is known", () => {
+    const out = decode("broken-midstream.sse");
+    expect(out.done).toBe(false);
+    expect(out.error).toBeUndefined();
+    expect(out.frames.map((f) => f.text).join("")).toBe("Once upon a");
+  });
+});
+
+test("a malformed event is a failure, not a crash", () => {
+  expect(new AnthropicStreamDecoder(context).push("event: x\ndata: {nope\n\n").error?.code).toBe("upstream_error");
+});

@@ -1,0 +1,124 @@
+/**
+ * OpenAI chat request → Anthropic Messages request (POST /v1/messages). System and developer
+ * messages become `system`; tool results become `tool_result` blocks in a user turn; assistant
+ * tool calls become `tool_use` blocks; consecutive turns of one role are merged, since Anthropic
+ * wants user and assistant to alternate.
+ */
+import {
+  argumentsToObject,
+  contentText,
+  dataUrlToInline,
+  imageUrlOf,
+  readChatShape,
+  type ChatMessage,
+  type ChatShape,
+} from "../chatShape.ts";
+import type { ChatRequestInput, UpstreamRequest } from "../types.ts";
+
+/** The API version every request names; replies and events below follow it. */
+export const ANTHROPIC_VERSION = "2023-06-01";
+
+type Block = Record<string, unknown>;
+interface Turn {
+  role: "user" | "assistant";
+  content: Block[];
+}
+
+function contentToAnthropicBlocks(value: ChatMessage["content"]): Block[] {
+  if (typeof value === "string") return value === "" ? [] : [{ type: "text", text: value }];
+  const blocks: Block[] = [];
+  for (const part of value ?? []) {
+    if (part.type === "text" && "text" in part && typeof part.text === "string") blocks.push({ type: "text", text: part.text });
+    else if (part.type === "image_url" && "image_url" in part) {
+      const url = imageUrlOf(part as Parameters<typeof imageUrlOf>[0]);
+      const inline = dataUrlToInline(url);
+      blocks.push({
+        type: "image",
+        source: inline ? { type: "base64", media_type: inline.mimeType, data: inline.data } : { type: "url", url },
+      });
+    }
+  }
+  return blocks;
+}
+
+function messageToAnthropicTurn(message: ChatMessage): Turn | null {
+  switch (message.role) {
+    case "user":
+      return { role: "user", content: contentToAnthropicBlocks(message.content) };
+    case "assistant": {
+      const content = contentToAnthropicBlocks(message.content);
+      for (const call of message.tool_calls ?? []) {
+        content.push({ type: "tool_use", id: call.id, name: call.function.name, input: argumentsToObject(call.function.arguments) });
+      }
+      return { role: "assistant", content };
+    }
+    case "tool":
+    case "function":
+      return {
+        role: "user",
+        content: [{ type: "tool_result", tool_use_id: message.tool_call_id ?? message.name ?? "", content: contentText(message.content) }],
+      };
+    default:
+      return null;
+  }
+}
+
+/** The conversation as alternating turns, with the system text apart. */
+export function messagesToAnthropic(messages: ChatMessage[]): { system: string | null; turns: Turn[] } {
+  const system: string[] = [];
+  const turns: Turn[] = [];
+  for (const message of messages) {
+    if (message.role === "system" || message.role === "developer") {
+      system.push(contentText(message.content));
+      continue;
+    }
+    const turn = messageToAnthropicTurn(message);
+    if (!turn || turn.content.length === 0) continue;
+    const last = turns[turns.length - 1];
+    if (last && last.role === turn.role) last.content.push(...turn.content);
+    else turns.push(turn);
+  }
+  return { system: system.length > 0 ? system.join("\n\n") : null, turns };
+}
+
+export function toolChoiceToAnthropic(shape: ChatShape): Block | null {
+  const choice = shape.tool_choice;
+  const parallel = shape.parallel_tool_calls === false ? { disable_parallel_tool_use: true } : {};
+  if (!choice) return shape.parallel_tool_calls === false ? { type: "auto", ...parallel } : null;
+  if (choice === "auto") return { type: "auto", ...parallel };
+  if (choice === "none") return { type: "none" };
+  if (choice === "required") return { type: "any", ...parallel };
+  return { type: "tool", name: choice.function.name, ...parallel };
+}
+
+/**
+ * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
+ *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
+ */
+export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): UpstreamRequest {
+  const shape = readChatShape(input.body);
+  const { system, turns } = messagesToAnthropic(shape.messages);
+  const body: Record<string, unknown> = { model: input.upstreamModel, max_tokens: input.maxTokens, messages: turns };
+  if (system) body.system = system;
+  if (input.stream) body.stream = true;
+  if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
+  if (shape.top_p != null) body.top_p = shape.top_p;
+  if (shape.stop != null) body.stop_sequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
+  if (shape.user) body.metadata = { user_id: shape.user };
+  if (shape.tools && shape.tools.length > 0 && shape.tool_choice !== "none") {
+    body.tools = shape.tools.map((t) => ({
+      name: t.function.name,
+      ...(t.function.description ? { description: t.function.description } : {}),
+      input_schema: t.function.parameters ?? { type: "object", properties: {} },
+    }));
+    const choice = toolChoiceToAnthropic(shape);
+    if (choice) body.tool_choice = choice;
+  }
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: input.stream ? "text/event-stream" : "application/json",
+    "anthropic-version": ANTHROPIC_VERSION,
+  };
+  if (apiKey) headers["x-api-key"] = apiKey;
+  return { path: "/v1/messages", body: JSON.stringify(body), headers };
+}

@@ -1,0 +1,84 @@
+/** Anthropic Messages reply → OpenAI `chat.completion`, with its usage. */
+import { z } from "zod";
+import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
+
+export const anthropicUsage = z.looseObject({
+  input_tokens: z.number().int().nonnegative().nullish(),
+  output_tokens: z.number().int().nonnegative().nullish(),
+  cache_creation_input_tokens: z.number().int().nonnegative().nullish(),
+  cache_read_input_tokens: z.number().int().nonnegative().nullish(),
+});
+
+const contentBlock = z.union([
+  z.object({ type: z.literal("text"), text: z.string() }),
+  z.object({ type: z.literal("thinking"), thinking: z.string() }),
+  z.object({ type: z.literal("tool_use"), id: z.string(), name: z.string(), input: z.unknown() }),
+  z.looseObject({ type: z.string() }),
+]);
+
+const anthropicMessage = z.object({
+  type: z.literal("message"),
+  content: z.array(contentBlock),
+  stop_reason: z.string().nullish(),
+  usage: anthropicUsage,
+});
+
+/**
+ * Cache writes and reads are prompt tokens Anthropic reports apart from `input_tokens`; the
+ * customer's prompt was all of them.
+ */
+export function anthropicUsageToUsage(usage: z.infer<typeof anthropicUsage>): Usage {
+  const input = (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
+  return { inputTokens: input, outputTokens: usage.output_tokens ?? 0 };
+}
+
+/** @example anthropicStopToFinishReason("tool_use") // "tool_calls" */
+export function anthropicStopToFinishReason(stop: string | null | undefined): FinishReason | null {
+  switch (stop) {
+    case "end_turn":
+    case "stop_sequence":
+    case "pause_turn":
+      return "stop";
+    case "max_tokens":
+    case "model_context_window_exceeded":
+      return "length";
+    case "tool_use":
+      return "tool_calls";
+    case "refusal":
+      return "content_filter";
+    default:
+      return stop ? "stop" : null;
+  }
+}
+
+export function anthropicToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
+  }
+  const parsed = anthropicMessage.safeParse(json);
+  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not an Anthropic message.", retryable: true };
+  const reply = parsed.data;
+  let content = "";
+  let reasoning = "";
+  const toolCalls: OpenAIToolCall[] = [];
+  for (const block of reply.content) {
+    if (block.type === "text" && "text" in block) content += block.text;
+    else if (block.type === "thinking" && "thinking" in block) reasoning += block.thinking;
+    else if (block.type === "tool_use" && "name" in block && "id" in block) {
+      toolCalls.push({ id: block.id as string, type: "function", function: { name: block.name as string, arguments: JSON.stringify(block.input ?? {}) } });
+    }
+  }
+  const usage = anthropicUsageToUsage(reply.usage);
+  const body = completionToOpenAI(context, {
+    text: content === "" && toolCalls.length > 0 ? null : content,
+    reasoning: reasoning || null,
+    toolCalls,
+    finishReason: anthropicStopToFinishReason(reply.stop_reason),
+    usage,
+  });
+  return { body, usage };
+}

@@ -1,0 +1,156 @@
+/**
+ * Anthropic Messages SSE → OpenAI `chat.completion.chunk` frames.
+ *
+ *   message_start        → role chunk; input usage read
+ *   content_block_start  → a tool_use block opens a tool call (id, name, empty arguments)
+ *   content_block_delta  → text_delta → content; thinking_delta → reasoning_content;
+ *                          input_json_delta → the tool call's streamed arguments
+ *   message_delta        → finish_reason chunk; output usage read (cumulative: replaced, not added)
+ *   message_stop         → usage-only chunk (empty choices), then done
+ *   error                → piece.error;  ping → nothing
+ */
+import { z } from "zod";
+import { chunkToOpenAI, usageChunkToOpenAI } from "../chatShape.ts";
+import { SseSplitter } from "../sse.ts";
+import type { ChatStreamDecoder, ReplyContext, StreamFrame, StreamPiece, Usage } from "../types.ts";
+import { anthropicStreamErrorToFailure } from "./errors.ts";
+import { anthropicStopToFinishReason, anthropicUsage, anthropicUsageToUsage } from "./response.ts";
+
+const streamEvent = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("message_start"), message: z.looseObject({ usage: anthropicUsage.nullish() }) }),
+  z.object({
+    type: z.literal("content_block_start"),
+    index: z.number().int(),
+    content_block: z.looseObject({ type: z.string(), id: z.string().optional(), name: z.string().optional() }),
+  }),
+  z.object({
+    type: z.literal("content_block_delta"),
+    index: z.number().int(),
+    delta: z.looseObject({
+      type: z.string(),
+      text: z.string().optional(),
+      thinking: z.string().optional(),
+      partial_json: z.string().optional(),
+    }),
+  }),
+  z.object({ type: z.literal("content_block_stop"), index: z.number().int() }),
+  z.object({
+    type: z.literal("message_delta"),
+    delta: z.looseObject({ stop_reason: z.string().nullish() }),
+    usage: anthropicUsage.nullish(),
+  }),
+  z.object({ type: z.literal("message_stop") }),
+  z.object({ type: z.literal("ping") }),
+  z.object({ type: z.literal("error"), error: z.unknown() }),
+]);
+
+/** Tool calls per reply we track; more is an upstream fault, not a reason to grow a map forever. */
+export const anthropicToolCallsMax = 1_024;
+
+export class AnthropicStreamDecoder implements ChatStreamDecoder {
+  private readonly sse = new SseSplitter();
+  /** Content block index → OpenAI tool call index. */
+  private readonly toolIndex = new Map<number, number>();
+  private readonly usage: { input: z.infer<typeof anthropicUsage>; output: number } = { input: {}, output: 0 };
+  private usageSeen = false;
+
+  constructor(private readonly context: ReplyContext) {}
+
+  push(text: string): StreamPiece {
+    const piece: StreamPiece = { frames: [], done: false };
+    let events;
+    try {
+      events = this.sse.push(text);
+    } catch (error) {
+      piece.error = { code: "upstream_error", message: (error as Error).message };
+      return piece;
+    }
+    for (const event of events) {
+      if (piece.done || piece.error) break;
+      this.dispatch(event.data, piece);
+    }
+    return piece;
+  }
+
+  private current(): Usage {
+    return anthropicUsageToUsage({ ...this.usage.input, output_tokens: this.usage.output });
+  }
+
+  private frame(piece: StreamPiece, delta: Record<string, unknown>, text: string, finish: ReturnType<typeof anthropicStopToFinishReason> = null): void {
+    const frame: StreamFrame = { data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text };
+    piece.frames.push(frame);
+  }
+
+  private dispatch(data: string, piece: StreamPiece): void {
+    let json: unknown;
+    try {
+      json = JSON.parse(data);
+    } catch {
+      piece.error = { code: "upstream_error", message: "The upstream sent a malformed stream event." };
+      return;
+    }
+    const parsed = streamEvent.safeParse(json);
+    // Event types added after this adapter was written are skipped, as Anthropic asks clients to.
+    if (!parsed.success) {
+      if ((json as { type?: unknown })?.type === "error") piece.error = anthropicStreamErrorToFailure(data);
+      return;
+    }
+    const event = parsed.data;
+    switch (event.type) {
+      case "message_start":
+        if (event.message.usage) {
+          this.usage.input = event.message.usage;
+          this.usage.output = event.message.usage.output_tokens ?? 0;
+          this.usageSeen = true;
+        }
+        this.frame(piece, { role: "assistant", content: "" }, "");
+        return;
+      case "content_block_start": {
+        const block = event.content_block;
+        if (block.type !== "tool_use" || this.toolIndex.size >= anthropicToolCallsMax) return;
+        const index = this.toolIndex.size;
+        this.toolIndex.set(event.index, index);
+        this.frame(piece, { tool_calls: [{ index, id: block.id ?? `call_${index}`, type: "function", function: { name: block.name ?? "", arguments: "" } }] }, "");
+        return;
+      }
+      case "content_block_delta": {
+        const delta = event.delta;
+        if (delta.type === "text_delta" && delta.text !== undefined) this.frame(piece, { content: delta.text }, delta.text);
+        else if (delta.type === "thinking_delta" && delta.thinking !== undefined) this.frame(piece, { reasoning_content: delta.thinking }, delta.thinking);
+        else if (delta.type === "input_json_delta" && delta.partial_json !== undefined) {
+          const index = this.toolIndex.get(event.index);
+          if (index !== undefined) this.frame(piece, { tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, delta.partial_json);
+        }
+        return;
+      }
+      case "message_delta":
+        if (event.usage) {
+          // Cumulative: the latest counts replace the earlier ones.
+          if (event.usage.output_tokens != null) this.usage.output = event.usage.output_tokens;
+          if (event.usage.input_tokens != null) this.usage.input = { ...this.usage.input, ...stripNulls(event.usage) };
+          this.usageSeen = true;
+        }
+        if (event.delta.stop_reason) this.frame(piece, {}, "", anthropicStopToFinishReason(event.delta.stop_reason));
+        if (this.usageSeen) piece.usage = this.current();
+        return;
+      case "message_stop":
+        if (this.usageSeen) {
+          const usage = this.current();
+          piece.usage = usage;
+          piece.frames.push({ data: usageChunkToOpenAI(this.context, usage), usageOnly: true, text: "" });
+        }
+        piece.done = true;
+        return;
+      case "error":
+        piece.error = anthropicStreamErrorToFailure(data);
+        return;
+      case "content_block_stop":
+      case "ping":
+        return;
+    }
+  }
+}
+
+function stripNulls(usage: z.infer<typeof anthropicUsage>): z.infer<typeof anthropicUsage> {
+  return Object.fromEntries(Object.entries(usage).filter(([, v]) => v != null));
+}

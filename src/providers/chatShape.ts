@@ -1,0 +1,164 @@
+/**
+ * The parts of an OpenAI chat request that translating adapters read, as zod schemas, and the
+ * OpenAI reply shapes they write. Shared by anthropic/ and gemini/ so both read one definition of
+ * what a client may send, and both write the same `chat.completion(.chunk)` JSON.
+ */
+import { z } from "zod";
+import type { ReplyContext, Usage } from "./types.ts";
+
+export const textPart = z.object({ type: z.literal("text"), text: z.string() });
+export const imagePart = z.object({
+  type: z.literal("image_url"),
+  image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() })]),
+});
+/** Parts we do not translate (audio, files) are kept as unknown and dropped by the adapters. */
+export const contentPart = z.union([textPart, imagePart, z.looseObject({ type: z.string() })]);
+export const content = z.union([z.string(), z.array(contentPart), z.null()]).optional();
+
+export const toolCall = z.object({
+  id: z.string(),
+  type: z.literal("function").optional(),
+  function: z.object({ name: z.string(), arguments: z.string() }),
+});
+
+export const message = z.looseObject({
+  role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
+  content,
+  name: z.string().optional(),
+  tool_calls: z.array(toolCall).nullish(),
+  tool_call_id: z.string().optional(),
+});
+
+export const tool = z.object({
+  type: z.literal("function"),
+  function: z.object({
+    name: z.string(),
+    description: z.string().optional(),
+    parameters: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+
+export const toolChoice = z.union([
+  z.enum(["auto", "none", "required"]),
+  z.object({ type: z.literal("function"), function: z.object({ name: z.string() }) }),
+]);
+
+/** What the translating adapters read; the gateway's own schema checked the rest. */
+export const chatShape = z.looseObject({
+  messages: z.array(message),
+  temperature: z.number().nullish(),
+  top_p: z.number().nullish(),
+  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  tools: z.array(tool).nullish(),
+  tool_choice: toolChoice.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  user: z.string().nullish(),
+  seed: z.number().int().nullish(),
+  presence_penalty: z.number().nullish(),
+  frequency_penalty: z.number().nullish(),
+  response_format: z.looseObject({ type: z.string() }).nullish(),
+});
+
+export type ChatShape = z.infer<typeof chatShape>;
+export type ChatMessage = z.infer<typeof message>;
+export type ContentPart = z.infer<typeof contentPart>;
+
+/**
+ * The request as the adapters read it, field by field: a field of a shape the adapters cannot
+ * translate is dropped alone (the gateway's own schema already accepted the body), so one odd
+ * field never costs the others and a translation never throws.
+ */
+export function readChatShape(body: Record<string, unknown>): ChatShape {
+  const read: Record<string, unknown> = {};
+  for (const [key, schema] of Object.entries(chatShape.shape)) {
+    const parsed = schema.safeParse(body[key]);
+    if (parsed.success && parsed.data !== undefined) read[key] = parsed.data;
+  }
+  read.messages ??= [];
+  return read as ChatShape;
+}
+
+/** The text of a content field: the string, or the text parts joined. */
+export function contentText(value: ChatMessage["content"]): string {
+  if (typeof value === "string") return value;
+  if (!value) return "";
+  return value.map((part) => (part.type === "text" && "text" in part && typeof part.text === "string" ? part.text : "")).join("");
+}
+
+/** `data:<mime>;base64,<data>` split, or null for any other URL. */
+export function dataUrlToInline(url: string): { mimeType: string; data: string } | null {
+  const match = /^data:([^;,]+);base64,(.*)$/s.exec(url);
+  return match ? { mimeType: match[1]!, data: match[2]! } : null;
+}
+
+export function imageUrlOf(part: z.infer<typeof imagePart>): string {
+  return typeof part.image_url === "string" ? part.image_url : part.image_url.url;
+}
+
+/** Tool-call arguments as the object the vendors want; arguments that are not a JSON object become `{}`. */
+export function argumentsToObject(text: string): Record<string, unknown> {
+  try {
+    const value = JSON.parse(text) as unknown;
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+  } catch {
+    return {};
+  }
+}
+
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+
+export interface OpenAIToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export function usageToOpenAI(usage: Usage) {
+  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+}
+
+export interface CompletionParts {
+  text: string | null;
+  reasoning: string | null;
+  toolCalls: OpenAIToolCall[];
+  finishReason: FinishReason | null;
+  usage: Usage | null;
+}
+
+/** A whole `chat.completion` body. */
+export function completionToOpenAI(context: ReplyContext, parts: CompletionParts): string {
+  const message: Record<string, unknown> = { role: "assistant", content: parts.text, refusal: null };
+  if (parts.reasoning) message.reasoning_content = parts.reasoning;
+  if (parts.toolCalls.length > 0) message.tool_calls = parts.toolCalls;
+  return JSON.stringify({
+    id: `chatcmpl-${context.requestId}`,
+    object: "chat.completion",
+    created: context.created,
+    model: context.model,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: parts.finishReason ?? "stop" }],
+    ...(parts.usage ? { usage: usageToOpenAI(parts.usage) } : {}),
+  });
+}
+
+/** One `chat.completion.chunk` with a single choice. */
+export function chunkToOpenAI(context: ReplyContext, delta: Record<string, unknown>, finishReason: FinishReason | null = null): string {
+  return JSON.stringify({
+    id: `chatcmpl-${context.requestId}`,
+    object: "chat.completion.chunk",
+    created: context.created,
+    model: context.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+  });
+}
+
+/** The usage-only chunk (empty `choices`) that ends an OpenAI stream when usage was asked for. */
+export function usageChunkToOpenAI(context: ReplyContext, usage: Usage): string {
+  return JSON.stringify({
+    id: `chatcmpl-${context.requestId}`,
+    object: "chat.completion.chunk",
+    created: context.created,
+    model: context.model,
+    choices: [],
+    usage: usageToOpenAI(usage),
+  });
+}

@@ -1,0 +1,15 @@
+/** The Gemini generateContent adapter: chat only, translated to and from the OpenAI format. */
+import type { ChatAdapter, ProviderAdapter } from "../types.ts";
+import { geminiErrorToFailure } from "./errors.ts";
+import { openAIToGeminiRequest } from "./request.ts";
+import { geminiToOpenAIResponse } from "./response.ts";
+import { GeminiStreamDecoder } from "./stream.ts";
+
+export function geminiAdapter(apiKey: string | undefined): ProviderAdapter {
+  const chat: ChatAdapter = {
+    buildChatRequest: (input) => openAIToGeminiRequest(input, apiKey),
+    parseChatResponse: geminiToOpenAIResponse,
+    createChatStreamDecoder: (context) => new GeminiStreamDecoder(context),
+  };
+  return { kind: "gemini", errorToFailure: geminiErrorToFailure, chat };
+}

@@ -1,0 +1,140 @@
+/**
+ * OpenAI chat request → Gemini generateContent request. System and developer messages become
+ * `systemInstruction`; assistant turns are `model` turns; tool calls become `functionCall` parts
+ * and tool results `functionResponse` parts, named by the call they answer (Gemini matches
+ * results to calls by function name, OpenAI by id).
+ */
+import {
+  argumentsToObject,
+  contentText,
+  dataUrlToInline,
+  imageUrlOf,
+  readChatShape,
+  type ChatMessage,
+  type ChatShape,
+} from "../chatShape.ts";
+import type { ChatRequestInput, UpstreamRequest } from "../types.ts";
+
+type Part = Record<string, unknown>;
+interface Content {
+  role: "user" | "model";
+  parts: Part[];
+}
+
+const imageTypes: Record<string, string> = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", webp: "image/webp", gif: "image/gif", heic: "image/heic" };
+
+/** A remote image's type from its extension; Gemini needs one for `fileData`. */
+function mimeTypeOfUrl(url: string): string {
+  const ext = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(url)?.[1]?.toLowerCase();
+  return (ext && imageTypes[ext]) || "image/jpeg";
+}
+
+function contentToGeminiParts(value: ChatMessage["content"]): Part[] {
+  if (typeof value === "string") return value === "" ? [] : [{ text: value }];
+  const parts: Part[] = [];
+  for (const part of value ?? []) {
+    if (part.type === "text" && "text" in part && typeof part.text === "string") parts.push({ text: part.text });
+    else if (part.type === "image_url" && "image_url" in part) {
+      const url = imageUrlOf(part as Parameters<typeof imageUrlOf>[0]);
+      const inline = dataUrlToInline(url);
+      parts.push(inline ? { inlineData: inline } : { fileData: { mimeType: mimeTypeOfUrl(url), fileUri: url } });
+    }
+  }
+  return parts;
+}
+
+/** The conversation as Gemini contents, with the system text apart. */
+export function messagesToGemini(messages: ChatMessage[]): { system: string | null; contents: Content[] } {
+  const system: string[] = [];
+  const contents: Content[] = [];
+  const callNames = new Map<string, string>();
+  for (const message of messages) {
+    let content: Content | null = null;
+    switch (message.role) {
+      case "system":
+      case "developer":
+        system.push(contentText(message.content));
+        continue;
+      case "user":
+        content = { role: "user", parts: contentToGeminiParts(message.content) };
+        break;
+      case "assistant": {
+        const parts = contentToGeminiParts(message.content);
+        for (const call of message.tool_calls ?? []) {
+          callNames.set(call.id, call.function.name);
+          parts.push({ functionCall: { name: call.function.name, args: argumentsToObject(call.function.arguments) } });
+        }
+        content = { role: "model", parts };
+        break;
+      }
+      case "tool":
+      case "function": {
+        const name = (message.tool_call_id && callNames.get(message.tool_call_id)) ?? message.name ?? "";
+        content = { role: "user", parts: [{ functionResponse: { name, response: { content: contentText(message.content) } } }] };
+        break;
+      }
+    }
+    if (!content || content.parts.length === 0) continue;
+    const last = contents[contents.length - 1];
+    if (last && last.role === content.role) last.parts.push(...content.parts);
+    else contents.push(content);
+  }
+  return { system: system.length > 0 ? system.join("\n\n") : null, contents };
+}
+
+export function toolChoiceToGemini(shape: ChatShape): Record<string, unknown> | null {
+  const choice = shape.tool_choice;
+  if (!choice) return null;
+  if (choice === "auto") return { functionCallingConfig: { mode: "AUTO" } };
+  if (choice === "none") return { functionCallingConfig: { mode: "NONE" } };
+  if (choice === "required") return { functionCallingConfig: { mode: "ANY" } };
+  return { functionCallingConfig: { mode: "ANY", allowedFunctionNames: [choice.function.name] } };
+}
+
+function generationConfigOf(shape: ChatShape, maxTokens: number): Record<string, unknown> {
+  const config: Record<string, unknown> = { maxOutputTokens: maxTokens };
+  if (shape.temperature != null) config.temperature = shape.temperature;
+  if (shape.top_p != null) config.topP = shape.top_p;
+  if (shape.stop != null) config.stopSequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
+  if (shape.seed != null) config.seed = shape.seed;
+  if (shape.presence_penalty != null) config.presencePenalty = shape.presence_penalty;
+  if (shape.frequency_penalty != null) config.frequencyPenalty = shape.frequency_penalty;
+  const format = shape.response_format;
+  if (format?.type === "json_object") config.responseMimeType = "application/json";
+  if (format?.type === "json_schema") {
+    config.responseMimeType = "application/json";
+    const schema = (format as { json_schema?: { schema?: unknown } }).json_schema?.schema;
+    if (schema) config.responseJsonSchema = schema;
+  }
+  return config;
+}
+
+/**
+ * @example openAIToGeminiRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 512, stream: true }, key).path
+ *   // "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+ */
+export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | undefined): UpstreamRequest {
+  const shape = readChatShape(input.body);
+  const { system, contents } = messagesToGemini(shape.messages);
+  const body: Record<string, unknown> = { contents, generationConfig: generationConfigOf(shape, input.maxTokens) };
+  if (system) body.systemInstruction = { parts: [{ text: system }] };
+  if (shape.tools && shape.tools.length > 0) {
+    body.tools = [
+      {
+        functionDeclarations: shape.tools.map((t) => ({
+          name: t.function.name,
+          ...(t.function.description ? { description: t.function.description } : {}),
+          // Full JSON Schema, as OpenAI clients write it; `parameters` takes only an OpenAPI subset.
+          ...(t.function.parameters ? { parametersJsonSchema: t.function.parameters } : {}),
+        })),
+      },
+    ];
+    const toolConfig = toolChoiceToGemini(shape);
+    if (toolConfig) body.toolConfig = toolConfig;
+  }
+  const model = encodeURIComponent(input.upstreamModel);
+  const path = input.stream ? `/v1beta/models/${model}:streamGenerateContent?alt=sse` : `/v1beta/models/${model}:generateContent`;
+  const headers: Record<string, string> = { "content-type": "application/json", accept: input.stream ? "text/event-stream" : "application/json" };
+  if (apiKey) headers["x-goog-api-key"] = apiKey;
+  return { path, body: JSON.stringify(body), headers };
+}

@@ -1,0 +1,134 @@
+/**
+ * POST /v1/messages: the Anthropic Messages wire format (API version 2023-06-01), non-streamed
+ * and as named SSE events (message_start, content_block_start/delta/stop, message_delta with
+ * the cumulative output_tokens, message_stop). The flow and knobs are vendor.ts's.
+ */
+import { z } from "zod";
+import type { SimMessage } from "./tokens.ts";
+import type { Refusal, ReplyPlan, VendorRequest, VendorWire } from "./vendor.ts";
+
+const block = z.looseObject({
+  type: z.string(),
+  text: z.string().optional(),
+  content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).optional(),
+});
+
+const AnthropicRequestSchema = z.looseObject({
+  model: z.string().min(1),
+  max_tokens: z.number().int().min(1),
+  messages: z.array(z.looseObject({ role: z.enum(["user", "assistant"]), content: z.union([z.string(), z.array(block)]) })).min(1),
+  system: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string() }))]).optional(),
+  stream: z.boolean().optional(),
+  tools: z.array(z.looseObject({ name: z.string(), input_schema: z.unknown().optional() })).optional(),
+  tool_choice: z.looseObject({ type: z.enum(["auto", "any", "tool", "none"]), name: z.string().optional() }).optional(),
+});
+
+function errorBody(type: string, message: string): string {
+  return JSON.stringify({ type: "error", error: { type, message } });
+}
+
+function refusal(status: number, type: string, message: string, headers?: Record<string, string>): Refusal {
+  return { status, body: errorBody(type, message), headers };
+}
+
+/** A block's countable text: text blocks, and the text of tool results. */
+function blockText(b: z.infer<typeof block>): string {
+  if (b.type === "text") return b.text ?? "";
+  if (b.type !== "tool_result") return "";
+  if (typeof b.content === "string") return b.content;
+  return (b.content ?? []).map((part) => part.text ?? "").join("");
+}
+
+function parse(raw: unknown): VendorRequest | string {
+  const result = AnthropicRequestSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    return `${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid request"}`;
+  }
+  const body = result.data;
+  const messages: SimMessage[] = [];
+  if (body.system !== undefined) {
+    messages.push({ role: "system", content: typeof body.system === "string" ? body.system : body.system.map((b) => b.text).join("") });
+  }
+  for (const message of body.messages) {
+    const content = typeof message.content === "string" ? message.content : message.content.map(blockText).join("");
+    messages.push({ role: message.role, content });
+  }
+  const last = body.messages[body.messages.length - 1]!;
+  const choice = body.tool_choice;
+  return {
+    model: body.model,
+    stream: body.stream === true,
+    messages,
+    maxTokens: body.max_tokens,
+    tools: choice?.type === "none" ? [] : (body.tools ?? []).map((t) => ({ name: t.name, schema: t.input_schema })),
+    toolRequired: choice?.type === "any" ? "any" : choice?.type === "tool" ? (choice.name ?? null) : null,
+    afterToolResult: last.role === "user" && Array.isArray(last.content) && last.content.some((b) => b.type === "tool_result"),
+  };
+}
+
+function stopReason(plan: ReplyPlan): string {
+  return plan.finish === "tool" ? "tool_use" : plan.finish === "length" ? "max_tokens" : "end_turn";
+}
+
+function event(type: string, data: Record<string, unknown>): string {
+  return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+}
+
+const messageId = (plan: ReplyPlan) => `msg_sim_${plan.seq}`;
+const toolUseId = (plan: ReplyPlan) => `toolu_sim_${plan.seq}`;
+
+function usage(plan: ReplyPlan, outputTokens: number) {
+  return { input_tokens: plan.promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: outputTokens };
+}
+
+export const anthropicWire: VendorWire = {
+  // Anthropic takes the key as `x-api-key`, and recent SDKs send it as a Bearer token.
+  authorized: (options, req) =>
+    options.apiKey === null ||
+    req.headers.get("x-api-key") === options.apiKey ||
+    req.headers.get("authorization") === `Bearer ${options.apiKey}`,
+  unauthorized: refusal(401, "authentication_error", "invalid x-api-key"),
+  rateLimited: refusal(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit (simulated).", { "retry-after": "1" }),
+  serverError: refusal(500, "api_error", "Internal server error (simulated)."),
+  invalid: (message) => refusal(400, "invalid_request_error", message),
+  parse,
+  toolArgumentsWhole: false,
+  reportsThoughtTokens: false,
+
+  complete(plan) {
+    const content = plan.tool
+      ? [{ type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: JSON.parse(plan.tool.argumentsJson) }]
+      : [{ type: "text", text: plan.chunks.map((c) => c.text).join("") }];
+    return JSON.stringify({
+      id: messageId(plan),
+      type: "message",
+      role: "assistant",
+      model: plan.model,
+      content,
+      stop_reason: stopReason(plan),
+      stop_sequence: null,
+      usage: usage(plan, plan.tokens),
+    });
+  },
+
+  head(plan) {
+    const message = { id: messageId(plan), type: "message", role: "assistant", content: [], model: plan.model, stop_reason: null, stop_sequence: null, usage: usage(plan, Math.min(1, plan.tokens)) };
+    const contentBlock = plan.tool ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} } : { type: "text", text: "" };
+    return event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {});
+  },
+
+  chunk(plan, index) {
+    const text = plan.chunks[index]!.text;
+    const delta = plan.tool ? { type: "input_json_delta", partial_json: text } : { type: "text_delta", text };
+    return event("content_block_delta", { index: 0, delta });
+  },
+
+  tail(plan) {
+    return (
+      event("content_block_stop", { index: 0 }) +
+      event("message_delta", { delta: { stop_reason: stopReason(plan), stop_sequence: null }, usage: { output_tokens: plan.tokens } }) +
+      event("message_stop", {})
+    );
+  },
+};

@@ -1,0 +1,134 @@
+/**
+ * POST /v1beta/models/{model}:generateContent and :streamGenerateContent?alt=sse: the Gemini
+ * wire format. A stream is a series of whole GenerateContentResponse events with the running
+ * usage in each; the last carries the finishReason (Gemini sends no end marker). Function calls
+ * arrive whole. The flow and knobs are vendor.ts's.
+ */
+import { z } from "zod";
+import type { SimMessage } from "./tokens.ts";
+import type { Refusal, ReplyPlan, VendorRequest, VendorWire } from "./vendor.ts";
+
+const part = z.looseObject({
+  text: z.string().optional(),
+  thought: z.boolean().optional(),
+  functionResponse: z.looseObject({ name: z.string().optional(), response: z.record(z.string(), z.unknown()).optional() }).optional(),
+});
+
+const GeminiRequestSchema = z.looseObject({
+  contents: z.array(z.looseObject({ role: z.enum(["user", "model"]).optional(), parts: z.array(part) })).min(1),
+  systemInstruction: z.looseObject({ parts: z.array(part) }).optional(),
+  generationConfig: z.looseObject({ maxOutputTokens: z.number().int().min(1).optional() }).optional(),
+  tools: z
+    .array(
+      z.looseObject({
+        functionDeclarations: z.array(z.looseObject({ name: z.string(), parameters: z.unknown().optional(), parametersJsonSchema: z.unknown().optional() })).optional(),
+      }),
+    )
+    .optional(),
+  toolConfig: z
+    .looseObject({
+      functionCallingConfig: z.looseObject({ mode: z.string().optional(), allowedFunctionNames: z.array(z.string()).optional() }).optional(),
+    })
+    .optional(),
+});
+
+const statusNames: Record<number, string> = { 400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL" };
+
+function refusal(status: number, message: string, headers?: Record<string, string>): Refusal {
+  return { status, body: JSON.stringify({ error: { code: status, message, status: statusNames[status] ?? "UNKNOWN" } }), headers };
+}
+
+/** A part's countable text: text (not thoughts), and a function response's `content` string. */
+function partText(p: z.infer<typeof part>): string {
+  if (typeof p.text === "string" && !p.thought) return p.text;
+  const content = p.functionResponse?.response?.content;
+  return typeof content === "string" ? content : "";
+}
+
+/** `/v1beta/models/gemini-2.5-flash:streamGenerateContent` (or `/v1/…`) → model and method. */
+export function geminiTarget(url: URL): { model: string; method: string } | null {
+  const match = /^\/v1(?:beta)?\/models\/([^/:]+):([A-Za-z]+)$/.exec(url.pathname);
+  return match ? { model: decodeURIComponent(match[1]!), method: match[2]! } : null;
+}
+
+function parse(raw: unknown, req: Request): VendorRequest | string {
+  const url = new URL(req.url);
+  const target = geminiTarget(url);
+  if (!target || (target.method !== "generateContent" && target.method !== "streamGenerateContent")) return `Unknown method in ${url.pathname}.`;
+  const stream = target.method === "streamGenerateContent";
+  if (stream && url.searchParams.get("alt") !== "sse") return "The simulator streams only with alt=sse.";
+  const result = GeminiRequestSchema.safeParse(raw);
+  if (!result.success) {
+    const issue = result.error.issues[0];
+    return `Invalid JSON payload received. ${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid"}`;
+  }
+  const body = result.data;
+  const messages: SimMessage[] = [];
+  if (body.systemInstruction) messages.push({ role: "system", content: body.systemInstruction.parts.map(partText).join("") });
+  for (const content of body.contents) messages.push({ role: content.role === "model" ? "assistant" : "user", content: content.parts.map(partText).join("") });
+  const last = body.contents[body.contents.length - 1]!;
+  const calling = body.toolConfig?.functionCallingConfig;
+  const declarations = (body.tools ?? []).flatMap((t) => t.functionDeclarations ?? []);
+  const mode = calling?.mode?.toUpperCase();
+  return {
+    model: target.model,
+    stream,
+    messages,
+    maxTokens: body.generationConfig?.maxOutputTokens ?? null,
+    tools: mode === "NONE" ? [] : declarations.map((d) => ({ name: d.name, schema: d.parametersJsonSchema ?? d.parameters })),
+    toolRequired: mode === "ANY" ? (calling?.allowedFunctionNames?.[0] ?? "any") : null,
+    afterToolResult: last.parts.some((p) => p.functionResponse !== undefined),
+  };
+}
+
+function usageMetadata(plan: ReplyPlan, tokens: number) {
+  return {
+    promptTokenCount: plan.promptTokens,
+    candidatesTokenCount: tokens,
+    totalTokenCount: plan.promptTokens + tokens + plan.thoughtTokens,
+    ...(plan.thoughtTokens > 0 ? { thoughtsTokenCount: plan.thoughtTokens } : {}),
+  };
+}
+
+function response(plan: ReplyPlan, parts: unknown[], tokens: number, finishReason?: string): string {
+  return JSON.stringify({
+    candidates: [{ content: { parts, role: "model" }, ...(finishReason ? { finishReason } : {}), index: 0 }],
+    usageMetadata: usageMetadata(plan, tokens),
+    modelVersion: plan.model,
+    responseId: `sim-${plan.seq}`,
+  });
+}
+
+const finishReason = (plan: ReplyPlan) => (plan.finish === "length" ? "MAX_TOKENS" : "STOP");
+const toolPart = (plan: ReplyPlan) => ({ functionCall: { name: plan.tool!.name, args: JSON.parse(plan.tool!.argumentsJson) } });
+
+export const geminiWire: VendorWire = {
+  authorized: (options, req) =>
+    options.apiKey === null ||
+    req.headers.get("x-goog-api-key") === options.apiKey ||
+    new URL(req.url).searchParams.get("key") === options.apiKey,
+  unauthorized: refusal(400, "API key not valid. Please pass a valid API key."),
+  rateLimited: refusal(429, "Resource has been exhausted (e.g. check quota). (simulated)", { "retry-after": "1" }),
+  serverError: refusal(500, "An internal error has occurred. (simulated)"),
+  invalid: (message) => refusal(400, message),
+  parse,
+  toolArgumentsWhole: true,
+  reportsThoughtTokens: true,
+
+  complete(plan) {
+    const parts = plan.tool ? [toolPart(plan)] : [{ text: plan.chunks.map((c) => c.text).join("") }];
+    return response(plan, parts, plan.tokens, finishReason(plan));
+  },
+
+  head: () => "",
+
+  chunk(plan, index) {
+    const chunk = plan.chunks[index]!;
+    const parts = plan.tool ? [toolPart(plan)] : [{ text: chunk.text }];
+    return `data: ${response(plan, parts, chunk.tokensAfter)}\n\n`;
+  },
+
+  tail(plan) {
+    return `data: ${response(plan, [{ text: "" }], plan.tokens, finishReason(plan))}\n\n`;
+  },
+};

@@ -1,0 +1,227 @@
+/**
+ * The flow shared by the simulator's non-OpenAI wire formats (anthropic.ts, gemini.ts): auth →
+ * parse → roll 429 → roll 500 → plan → reply, with the same knobs (latency, failures, stalls)
+ * and the same log as the OpenAI route. A wire format only says how to read a request and how
+ * to write a reply; what is generated, and what is logged, is decided here.
+ *
+ * Tool calls: when the request offers tools and requires one (tool choice) or its last user
+ * message names a tool, the reply is one deterministic call of that tool (arguments built from
+ * its schema), never after a tool result: so tool streaming is testable without a model.
+ */
+import { destroy, send, sleepUnlessAborted, stall, type ChatContext } from "./chat.ts";
+import { Exchange } from "./exchange.ts";
+import type { SimOptions } from "./options.ts";
+import { simCompletion, simPromptText } from "./text.ts";
+import { simCountTokens, simPromptTokens, type SimMessage } from "./tokens.ts";
+
+export interface SimToolOffer {
+  name: string;
+  /** JSON Schema of the arguments, as the vendor wrote it. */
+  schema: unknown;
+}
+
+/** What the simulator reads from any vendor's request. */
+export interface VendorRequest {
+  model: string;
+  stream: boolean;
+  messages: SimMessage[];
+  maxTokens: number | null;
+  tools: SimToolOffer[];
+  /** The tool the request requires (`any` = whichever), or null when calling is optional. */
+  toolRequired: string | "any" | null;
+  /** The last turn carries tool results: answer in text. */
+  afterToolResult: boolean;
+}
+
+export interface PlannedChunk {
+  kind: "text" | "tool";
+  text: string;
+  /** Completion tokens served once this chunk is sent. */
+  tokensAfter: number;
+}
+
+export interface ReplyPlan {
+  seq: number;
+  model: string;
+  promptTokens: number;
+  chunks: PlannedChunk[];
+  tool: { name: string; argumentsJson: string } | null;
+  finish: "stop" | "length" | "tool";
+  tokens: number;
+  thoughtTokens: number;
+}
+
+export interface Refusal {
+  status: number;
+  body: string;
+  headers?: Record<string, string>;
+}
+
+export interface VendorWire {
+  authorized(options: SimOptions, req: Request): boolean;
+  unauthorized: Refusal;
+  rateLimited: Refusal;
+  serverError: Refusal;
+  invalid(message: string): Refusal;
+  /** Tool-call arguments are sent whole in one chunk (Gemini), not streamed in pieces. */
+  toolArgumentsWhole: boolean;
+  /** Reports `thoughtTokens` (Gemini's thoughtsTokenCount); other formats generate none. */
+  reportsThoughtTokens: boolean;
+  /** The request, or why it is invalid. `path` carries the model for path-routed vendors. */
+  parse(raw: unknown, req: Request): VendorRequest | string;
+  /** The whole non-streamed reply body. */
+  complete(plan: ReplyPlan): string;
+  /** Stream frames: the opening, one per planned chunk, and the closing. */
+  head(plan: ReplyPlan): string;
+  chunk(plan: ReplyPlan, index: number): string;
+  tail(plan: ReplyPlan): string;
+}
+
+const jsonHeaders = { "content-type": "application/json" } as const;
+const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const;
+/** Tokens per streamed piece of tool-call arguments. */
+export const toolPieceTokens = 3;
+
+export async function handleVendorChat(context: ChatContext, req: Request, wire: VendorWire): Promise<Response> {
+  const exchange = new Exchange(context, req.headers.get("x-request-id"));
+  if (!wire.authorized(context.options, req)) return refuse(exchange, wire.unauthorized);
+  let raw: unknown;
+  try {
+    raw = await req.json();
+  } catch {
+    return refuse(exchange, wire.invalid("The request body is not valid JSON."));
+  }
+  const parsed = wire.parse(raw, req);
+  if (typeof parsed === "string") return refuse(exchange, wire.invalid(parsed));
+  exchange.model = parsed.model;
+  exchange.stream = parsed.stream;
+  context.metrics.see(parsed.model);
+  if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
+  if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
+  exchange.promptTokens = simPromptTokens(parsed.messages);
+  const plan = planVendorReply(context.options, parsed, exchange, wire);
+  if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
+  return streamReply(exchange, req.signal, context.options, plan, wire);
+}
+
+function refuse(exchange: Exchange, refusal: Refusal): Response {
+  exchange.finish("error", refusal.status);
+  return new Response(refusal.body, { status: refusal.status, headers: { ...jsonHeaders, ...refusal.headers } });
+}
+
+/** The tool this request calls, or null for a text reply. */
+export function toolToCall(request: VendorRequest): SimToolOffer | null {
+  if (request.tools.length === 0 || request.afterToolResult) return null;
+  if (request.toolRequired === "any") return request.tools[0] ?? null;
+  if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
+  const last = [...request.messages].reverse().find((m) => m.role === "user");
+  const text = last ? simPromptText([last]) : "";
+  return request.tools.find((t) => text.includes(t.name)) ?? null;
+}
+
+/**
+ * Arguments from the schema: strings "sim", numbers 1, booleans true, others null.
+ * @example simToolArguments({ type: "object", properties: { city: { type: "string" } } }) // {"city":"sim"}
+ */
+export function simToolArguments(schema: unknown): Record<string, unknown> {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
+  const args: Record<string, unknown> = {};
+  for (const [name, property] of Object.entries(properties)) {
+    const type = String(property?.type ?? "").toLowerCase();
+    args[name] = type === "string" ? "sim" : type === "number" || type === "integer" ? 1 : type === "boolean" ? true : null;
+  }
+  return args;
+}
+
+/** Cuts text into pieces of `tokens` simulator tokens each, keeping every character. */
+export function splitByTokens(text: string, tokens: number): string[] {
+  const starts: number[] = [];
+  let count = 0;
+  for (const match of text.matchAll(/[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu)) {
+    if (count > 0 && count % tokens === 0) starts.push(match.index);
+    count++;
+  }
+  const pieces: string[] = [];
+  let from = 0;
+  for (const start of starts) {
+    pieces.push(text.slice(from, start));
+    from = start;
+  }
+  pieces.push(text.slice(from));
+  return pieces;
+}
+
+function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {
+  const thoughtTokens = wire.reportsThoughtTokens ? options.thoughtTokens : 0;
+  const base = { seq: exchange.seq, model: request.model, promptTokens: exchange.promptTokens, thoughtTokens };
+  const tool = toolToCall(request);
+  if (tool) {
+    const argumentsJson = JSON.stringify(simToolArguments(tool.schema));
+    let served = "";
+    const pieces = wire.toolArgumentsWhole ? [argumentsJson] : splitByTokens(argumentsJson, toolPieceTokens);
+    const chunks = pieces.map((text): PlannedChunk => {
+      served += text;
+      return { kind: "tool", text, tokensAfter: simCountTokens(served) };
+    });
+    return { ...base, chunks, tool: { name: tool.name, argumentsJson }, finish: "tool", tokens: simCountTokens(argumentsJson) };
+  }
+  const cut = request.maxTokens !== null && request.maxTokens < options.outputTokens;
+  const tokens = cut ? request.maxTokens! : options.outputTokens;
+  const deltas = simCompletion({ seed: options.seed, promptText: simPromptText(request.messages), tokens });
+  const chunks = deltas.map((text, i): PlannedChunk => ({ kind: "text", text, tokensAfter: i + 1 }));
+  return { ...base, chunks, tool: null, finish: cut ? "length" : "stop", tokens };
+}
+
+/** Thinking tokens are generated and billed, so the log counts them with the rest. */
+function served(plan: ReplyPlan, tokens: number): number {
+  return tokens + plan.thoughtTokens;
+}
+
+async function completeReply(exchange: Exchange, signal: AbortSignal, options: SimOptions, plan: ReplyPlan, wire: VendorWire): Promise<Response> {
+  const waitMs = options.ttftMs + options.itlMs * Math.max(0, plan.chunks.length - 1);
+  if (waitMs > 0 && !(await sleepUnlessAborted(waitMs, signal))) {
+    exchange.abort();
+    return new Response(null, { status: 499 });
+  }
+  const body = wire.complete(plan);
+  exchange.sent = served(plan, plan.tokens);
+  exchange.finish(plan.finish === "length" ? "length" : "stop", 200);
+  return new Response(body, { headers: jsonHeaders });
+}
+
+function streamReply(exchange: Exchange, signal: AbortSignal, options: SimOptions, plan: ReplyPlan, wire: VendorWire): Response {
+  const { ttftMs, itlMs, failAfterChunks, stallAfterChunks } = options;
+  const fires = (n: number | null) => n !== null && n <= plan.chunks.length;
+  if (ttftMs === 0 && itlMs === 0 && !fires(failAfterChunks) && !fires(stallAfterChunks)) {
+    let body = wire.head(plan);
+    for (let i = 0; i < plan.chunks.length; i++) body += wire.chunk(plan, i);
+    body += wire.tail(plan);
+    exchange.sent = served(plan, plan.tokens);
+    exchange.finish(plan.finish === "length" ? "length" : "stop", 200);
+    return new Response(body, { headers: sseHeaders });
+  }
+  signal.addEventListener("abort", () => exchange.abort(), { once: true });
+  const body = new ReadableStream({
+    type: "direct",
+    pull: async (controller) => {
+      const head = wire.head(plan);
+      // An empty write reads as "caller gone"; Gemini streams have no opening frame.
+      if (head !== "" && !(await send(controller, head))) return exchange.abort();
+      for (let i = 0; i <= plan.chunks.length; i++) {
+        if (failAfterChunks === i) return destroy(controller, exchange);
+        if (stallAfterChunks === i) return stall(exchange);
+        if (i === plan.chunks.length) break;
+        const delayMs = i === 0 ? ttftMs : itlMs;
+        if (delayMs > 0) await Bun.sleep(delayMs);
+        if (exchange.done) return;
+        if (!(await send(controller, wire.chunk(plan, i)))) return exchange.abort();
+        exchange.sent = served(plan, plan.chunks[i]!.tokensAfter);
+      }
+      exchange.sent = served(plan, plan.tokens);
+      exchange.finish(plan.finish === "length" ? "length" : "stop", 200);
+      await send(controller, wire.tail(plan));
+      controller.close();
+    },
+  });
+  return new Response(body, { headers: sseHeaders });
+}
