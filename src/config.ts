@@ -46,13 +46,15 @@ export const envSchema = z.object({
   /** Dotted path to the number in that document, e.g. `data.usd.sell`. */
   RATE_SOURCE_PATH: z.string().min(1).default("toman_per_usd"),
   RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000),
+  /** How long a generated image stays downloadable at its /v1/media URL. */
+  MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
 });
 
 export type Env = z.infer<typeof envSchema>;
 
 export const backendSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),
-  kind: z.enum(["openai"]),
+  kind: z.enum(["openai", "gemini"]),
   url: z.string().url(),
   api_key: z.string().optional(),
   /** The model id the upstream knows; defaults to the catalog id. */

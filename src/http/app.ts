@@ -9,6 +9,7 @@ import { AdminApi, adminAuthorized } from "./admin/route.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
+import { createEmbeddings } from "./embeddings/route.ts";
 import { authorize, failed, isFailure, json } from "./guard.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
@@ -58,6 +59,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
     .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))
     .get(
       "/v1/models/:id",

@@ -6,7 +6,7 @@
  */
 import type { Failure } from "../errors.ts";
 
-export type BackendKind = "openai";
+export type BackendKind = "openai" | "gemini";
 
 export interface Usage {
   inputTokens: number;
@@ -15,7 +15,8 @@ export interface Usage {
 
 export interface UpstreamRequest {
   path: string;
-  body: string;
+  /** JSON text, raw bytes, or a multipart form (fetch sets its boundary: no content-type header then). */
+  body: string | Uint8Array | FormData;
   headers: Record<string, string>;
 }
 
@@ -71,5 +72,49 @@ export interface ProviderAdapter {
   kind: BackendKind;
   /** The vendor's error reply (any operation) as one of the gateway's errors. */
   errorToFailure(status: number, text: string): UpstreamFailure;
-  chat: ChatAdapter;
+  chat?: ChatAdapter;
+  embeddings?: EmbeddingsAdapter;
+  images?: ImagesAdapter;
+  speech?: SpeechAdapter;
+  transcription?: TranscriptionAdapter;
+}
+
+/** The request of any operation but chat: the client's validated body and the upstream's model id. */
+export interface OperationInput<Body> {
+  body: Body;
+  upstreamModel: string;
+}
+
+/** One embedding vector, decoded to numbers whatever encoding the upstream used. */
+export interface EmbeddingsReply {
+  vectors: number[][];
+  /** Input tokens the upstream reports, or null when it reports none. */
+  inputTokens: number | null;
+}
+
+export interface EmbeddingsAdapter {
+  /**
+   * `input` normalised to an array: strings or token arrays. Undefined when this vendor cannot
+   * take the input (Gemini has no token arrays): the pool then tries another backend.
+   */
+  buildEmbeddingsRequest(input: OperationInput<{ input: string[] | number[][]; dimensions?: number }>): UpstreamRequest | undefined;
+  parseEmbeddingsResponse(text: string): EmbeddingsReply | UpstreamFailure;
+}
+
+/** An image as the upstream gave it: bytes in base64, or a URL the gateway must fetch itself. */
+export type UpstreamImage = { b64: string; revisedPrompt?: string } | { url: string; revisedPrompt?: string };
+
+export interface ImagesAdapter {
+  buildImagesRequest(input: OperationInput<Record<string, unknown>>): UpstreamRequest;
+  parseImagesResponse(text: string): { images: UpstreamImage[] } | UpstreamFailure;
+}
+
+export interface SpeechAdapter {
+  /** The reply body is the audio itself, relayed as it arrives. */
+  buildSpeechRequest(input: OperationInput<Record<string, unknown>>): UpstreamRequest;
+}
+
+export interface TranscriptionAdapter {
+  /** The reply body is relayed untouched (JSON or text, as `response_format` asked). */
+  buildTranscriptionRequest(input: OperationInput<{ fields: Record<string, string | string[]>; file: File }>): UpstreamRequest;
 }

@@ -10,6 +10,7 @@
  * await sim.stop();
  */
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
+import { handleEmbeddings } from "./embeddings.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
 import { SimMetrics } from "./metrics.ts";
@@ -52,6 +53,7 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     maxRequestBodySize: simBodyBytesMax,
     routes: {
       "/v1/chat/completions": { POST: (req) => handleChat(context, req) },
+      "/v1/embeddings": { POST: (req) => handleEmbeddings(context, req) },
       "/v1/models": { GET: (req) => modelsResponse(context, req, startedAtSec) },
       "/metrics": { GET: () => metricsResponse(context) },
       "/sim/log": { GET: () => Response.json(context.log.entries()) },
