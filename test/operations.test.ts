@@ -5,11 +5,15 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
+import { parseBuffer } from "music-metadata";
+import { simSpeechSeconds, simToneWav, simTranscriptWords, SIM_SPEECH_SAMPLE_RATE } from "../src/sim/audio.ts";
 import { simEmbedding } from "../src/sim/embeddings.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 /** Toman per 1M units at the seed rate (USD × 90,000): micro-toman per unit. */
 const EMBEDDING_MICRO_PER_TOKEN = 1_800n; // text-embedding-3-small, $0.02/1M
+const SPEECH_MICRO_PER_CHAR = 1_350_000n; // tts-1, $15/1M characters
+const TRANSCRIPTION_MICRO_PER_S = 9_000_000n; // whisper-1, $0.006/minute
 
 let t: TestGateway;
 let key: string;
@@ -18,7 +22,7 @@ let client: OpenAI;
 
 beforeAll(async () => {
   t = await startTestGateway({ MEDIA_TTL_S: "2" });
-  ({ key, accountId } = await t.fundedKey(1000));
+  ({ key, accountId } = await t.fundedKey(100_000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);
 afterAll(async () => t.stop(), SETUP_MS_MAX);
@@ -70,5 +74,114 @@ describe("embeddings", () => {
     expect(empty.param).toBe("input");
     const chat = await client.embeddings.create({ model: "gpt-4o-mini", input: "x" }).catch((e) => e);
     expect([chat.status, chat.param]).toEqual([400, "model"]);
+  });
+});
+
+describe("speech", () => {
+  const input = "The gateway speaks in a steady voice."; // 37 characters
+  const formats = [
+    ["mp3", "audio/mpeg", "MPEG", "MPEG 2 Layer 3"],
+    ["wav", "audio/wav", "WAVE", "PCM"],
+    ["opus", "audio/opus", "Ogg", "Opus"],
+    ["aac", "audio/aac", "ADTS/MPEG-4", "AAC"],
+    ["flac", "audio/flac", "FLAC", "FLAC"],
+  ] as const;
+
+  test.each(formats)("%s: the body parses as %s audio of the simulated length, billed per character", async (format, contentType, container, codec) => {
+    const before = await balanceMicro();
+    const response = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input, response_format: format });
+    expect(response.headers.get("content-type")).toBe(contentType);
+    const audio = new Uint8Array(await response.arrayBuffer());
+    const meta = await parseBuffer(audio, { mimeType: contentType }, { duration: true });
+    expect([meta.format.container, meta.format.codec]).toEqual([container, codec]);
+    // WAV and MP3 follow the input (37 / 15 s); Opus, AAC and FLAC are the one-second clips.
+    const expected = format === "wav" || format === "mp3" ? simSpeechSeconds(input) : 1;
+    expect(Math.abs(meta.format.duration! - expected)).toBeLessThan(0.1);
+    expect(before - (await balanceMicro())).toBe(37n * SPEECH_MICRO_PER_CHAR);
+    const { record, sim } = await billing(response.headers.get("x-request-id")!);
+    expect(sim.map((e) => [e.operation, e.units])).toEqual([["speech", 37]]);
+    expect(record).toMatchObject({ input_units: "37", billed_micro_toman: (37n * SPEECH_MICRO_PER_CHAR).toString() });
+  });
+
+  test("pcm is raw 24 kHz 16-bit samples at half speed", async () => {
+    const response = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input, response_format: "pcm", speed: 0.5 });
+    expect(response.headers.get("content-type")).toBe("audio/pcm");
+    const bytes = (await response.arrayBuffer()).byteLength;
+    expect(bytes).toBe(Math.round(simSpeechSeconds(input, 0.5) * SIM_SPEECH_SAMPLE_RATE) * 2);
+  });
+
+  test("input over 4,096 characters is a 400 before any upstream call", async () => {
+    const requests = t.gw.simulator!.log.totals.requests;
+    const error = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input: "a".repeat(4_097) }).catch((e) => e);
+    expect([error.status, error.param]).toEqual([400, "input"]);
+    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+  });
+});
+
+describe("transcriptions", () => {
+  const seconds = 2.4; // billed as 3 seconds
+  const wav = () => new File([simToneWav(seconds)], "tone.wav", { type: "audio/wav" });
+  const text = simTranscriptWords(seconds).join(" ") + ".";
+
+  test("json: the transcript, billed per second of the file's own duration, rounded up", async () => {
+    const before = await balanceMicro();
+    const { data, response } = await client.audio.transcriptions.create({ model: "whisper-1", file: wav() }).withResponse();
+    expect(data.text).toBe(text);
+    expect(before - (await balanceMicro())).toBe(3n * TRANSCRIPTION_MICRO_PER_S);
+    const { record, sim } = await billing(response.headers.get("x-request-id")!);
+    expect(sim.map((e) => [e.operation, e.units])).toEqual([["transcription", 3]]);
+    expect(record).toMatchObject({ input_units: "3", billed_micro_toman: (3n * TRANSCRIPTION_MICRO_PER_S).toString() });
+  });
+
+  test("text, srt and vtt come back as text/plain", async () => {
+    for (const format of ["text", "srt", "vtt"] as const) {
+      const { data, response } = await client.audio.transcriptions.create({ model: "whisper-1", file: wav(), response_format: format }).withResponse();
+      expect(response.headers.get("content-type")).toStartWith("text/plain");
+      expect(String(data)).toContain(text);
+      if (format === "srt") expect(String(data)).toContain("00:00:00,000 --> 00:00:02,400");
+      if (format === "vtt") expect(String(data)).toStartWith("WEBVTT");
+    }
+  });
+
+  test("verbose_json with word and segment timestamps", async () => {
+    const data = await client.audio.transcriptions.create({
+      model: "whisper-1",
+      file: wav(),
+      response_format: "verbose_json",
+      timestamp_granularities: ["word", "segment"],
+      language: "en",
+      temperature: 0,
+    });
+    expect(data.duration).toBe(seconds);
+    expect(data.language).toBe("en");
+    expect(data.words!.map((w) => w.word)).toEqual(simTranscriptWords(seconds));
+    expect(data.segments).toHaveLength(1);
+  });
+
+  test("the bare `timestamp_granularities` field name is read too", async () => {
+    const form = new FormData();
+    form.set("file", wav());
+    form.set("model", "whisper-1");
+    form.set("response_format", "verbose_json");
+    form.set("timestamp_granularities", "word");
+    const response = await fetch(`${t.url}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: form });
+    const body = (await response.json()) as { words?: unknown[]; segments?: unknown[] };
+    expect([response.status, body.words?.length, body.segments]).toEqual([200, simTranscriptWords(seconds).length, undefined]);
+  });
+
+  test("a wrong extension or a file that is not audio is a 400; an oversized file is a 413", async () => {
+    const requests = t.gw.simulator!.log.totals.requests;
+    const before = await balanceMicro();
+    const text = await client.audio.transcriptions.create({ model: "whisper-1", file: new File(["hello"], "notes.txt") }).catch((e) => e);
+    expect([text.status, text.param, text.type]).toEqual([400, "file", "invalid_request_error"]);
+    const fake = await client.audio.transcriptions.create({ model: "whisper-1", file: new File(["not audio at all"], "fake.wav") }).catch((e) => e);
+    expect([fake.status, fake.param]).toEqual([400, "file"]);
+    const huge = new File([new Uint8Array(25 * 1024 * 1024 + 1)], "huge.wav", { type: "audio/wav" });
+    const large = await client.audio.transcriptions.create({ model: "whisper-1", file: huge }).catch((e) => e);
+    expect(large.status).toBe(413);
+    expect(large.error).toMatchObject({ type: "invalid_request_error", param: "file" });
+    expect(large.message).toContain(String(25 * 1024 * 1024));
+    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+    expect(await balanceMicro()).toBe(before);
   });
 });

@@ -10,6 +10,8 @@ import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { createEmbeddings } from "./embeddings/route.ts";
+import { createSpeech } from "./audio/speech.ts";
+import { createTranscription } from "./audio/transcription.ts";
 import { authorize, failed, isFailure, json } from "./guard.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
@@ -60,6 +62,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
     .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/audio/speech", ({ request }) => createSpeech(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(request, newRequestId(), deps), NO_PARSE)
     .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))
     .get(
       "/v1/models/:id",

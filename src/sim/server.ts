@@ -10,6 +10,7 @@
  * await sim.stop();
  */
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
+import { handleSpeech, handleTranscription } from "./audio.ts";
 import { handleEmbeddings } from "./embeddings.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
@@ -54,6 +55,8 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     routes: {
       "/v1/chat/completions": { POST: (req) => handleChat(context, req) },
       "/v1/embeddings": { POST: (req) => handleEmbeddings(context, req) },
+      "/v1/audio/speech": { POST: (req) => handleSpeech(context, req) },
+      "/v1/audio/transcriptions": { POST: (req) => handleTranscription(context, req) },
       "/v1/models": { GET: (req) => modelsResponse(context, req, startedAtSec) },
       "/metrics": { GET: () => metricsResponse(context) },
       "/sim/log": { GET: () => Response.json(context.log.entries()) },
