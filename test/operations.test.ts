@@ -8,12 +8,16 @@ import OpenAI from "openai";
 import { parseBuffer } from "music-metadata";
 import { simSpeechSeconds, simToneWav, simTranscriptWords, SIM_SPEECH_SAMPLE_RATE } from "../src/sim/audio.ts";
 import { simEmbedding } from "../src/sim/embeddings.ts";
+import { simImage } from "../src/sim/images.ts";
+import { inflateSync } from "node:zlib";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 /** Toman per 1M units at the seed rate (USD × 90,000): micro-toman per unit. */
 const EMBEDDING_MICRO_PER_TOKEN = 1_800n; // text-embedding-3-small, $0.02/1M
 const SPEECH_MICRO_PER_CHAR = 1_350_000n; // tts-1, $15/1M characters
 const TRANSCRIPTION_MICRO_PER_S = 9_000_000n; // whisper-1, $0.006/minute
+const DALLE2_256_MICRO = 1_440_000_000n; // dall-e-2 256x256, $0.016 an image
+const DALLE3_HD_MICRO = 7_200_000_000n; // dall-e-3 1024x1024 hd, $0.08 an image
 
 let t: TestGateway;
 let key: string;
@@ -183,5 +187,88 @@ describe("transcriptions", () => {
     expect(large.message).toContain(String(25 * 1024 * 1024));
     expect(t.gw.simulator!.log.totals.requests).toBe(requests);
     expect(await balanceMicro()).toBe(before);
+  });
+});
+
+/** Checks a PNG's structure: signature, chunk CRCs, IHDR size and the inflated pixel rows. */
+function pngSize(bytes: Uint8Array): { width: number; height: number } {
+  const buf = Buffer.from(bytes);
+  expect(buf.subarray(0, 8)).toEqual(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]));
+  let offset = 8;
+  let width = 0;
+  let height = 0;
+  const idat: Buffer[] = [];
+  while (offset < buf.length) {
+    const length = buf.readUInt32BE(offset);
+    const type = buf.toString("ascii", offset + 4, offset + 8);
+    const data = buf.subarray(offset + 8, offset + 8 + length);
+    expect(buf.readUInt32BE(offset + 8 + length)).toBe(Bun.hash.crc32(buf.subarray(offset + 4, offset + 8 + length)));
+    if (type === "IHDR") [width, height] = [data.readUInt32BE(0), data.readUInt32BE(4)];
+    if (type === "IDAT") idat.push(data);
+    offset += 12 + length;
+  }
+  expect(inflateSync(Buffer.concat(idat)).length).toBe((width * 3 + 1) * height);
+  return { width, height };
+}
+
+describe("images", () => {
+  test("url: a link on the gateway's own origin to a valid PNG, gone after its lifetime", async () => {
+    const before = await balanceMicro();
+    const { data, response } = await client.images.generate({ model: "dall-e-2", prompt: "a river stone", size: "256x256", n: 2, response_format: "url" }).withResponse();
+    expect(data.data).toHaveLength(2);
+    expect(before - (await balanceMicro())).toBe(2n * DALLE2_256_MICRO);
+    const { record, sim } = await billing(response.headers.get("x-request-id")!);
+    expect(sim.map((e) => [e.operation, e.units])).toEqual([["images", 2]]);
+    expect(record).toMatchObject({ input_units: "2", billed_micro_toman: (2n * DALLE2_256_MICRO).toString() });
+    const url = data.data![0]!.url!;
+    expect(url.startsWith(`${t.url}/v1/media/med_`)).toBe(true);
+    expect(url).not.toContain(t.gw.simulator!.url);
+    const image = await fetch(url);
+    expect(image.headers.get("content-type")).toBe("image/png");
+    const bytes = new Uint8Array(await image.arrayBuffer());
+    expect(pngSize(bytes)).toEqual({ width: 256, height: 256 });
+    expect(Buffer.from(bytes)).toEqual(simImage("a river stone", 256, 256, 0));
+    // MEDIA_TTL_S is 2 in this suite.
+    await Bun.sleep(2_500);
+    const gone = await fetch(url);
+    expect(gone.status).toBe(404);
+    expect(((await gone.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
+  });
+
+  test("b64_json: the PNG bytes inline, billed by size and quality", async () => {
+    const before = await balanceMicro();
+    const data = await client.images.generate({ model: "dall-e-3", prompt: "a green window", size: "1024x1024", quality: "hd", response_format: "b64_json" });
+    const bytes = Buffer.from(data.data![0]!.b64_json!, "base64");
+    expect(pngSize(bytes)).toEqual({ width: 1024, height: 1024 });
+    expect(data.data![0]!.revised_prompt).toBe("A simulated picture of: a green window");
+    expect(before - (await balanceMicro())).toBe(DALLE3_HD_MICRO);
+  });
+
+  test("a size or quality the model does not price is a 400 naming it", async () => {
+    const size = await client.images.generate({ model: "dall-e-3", prompt: "x", size: "256x256" }).catch((e) => e);
+    expect([size.status, size.param]).toEqual([400, "size"]);
+    const quality = await client.images.generate({ model: "dall-e-2", prompt: "x", quality: "hd" }).catch((e) => e);
+    expect([quality.status, quality.param]).toEqual([400, "quality"]);
+  });
+});
+
+describe("admission", () => {
+  test("an unaffordable request of each kind is a 402 before any upstream call", async () => {
+    const poor = await t.fundedKey(5); // 5 toman
+    const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
+    const requests = t.gw.simulator!.log.totals.requests;
+    const calls = [
+      () => poorClient.images.generate({ model: "dall-e-3", prompt: "x", quality: "hd", response_format: "b64_json" }),
+      () => poorClient.audio.speech.create({ model: "tts-1", voice: "alloy", input: "four characters each".repeat(4) }),
+      () => poorClient.audio.transcriptions.create({ model: "whisper-1", file: new File([simToneWav(1)], "a.wav") }),
+      () => poorClient.embeddings.create({ model: "text-embedding-3-small", input: [[1, 2, 3]].concat(Array.from({ length: 2000 }, () => Array(100).fill(7))) }),
+    ];
+    for (const call of calls) {
+      const error = await call().catch((e) => e);
+      expect(error).toBeInstanceOf(OpenAI.APIError);
+      expect([error.status, error.code]).toEqual([402, "insufficient_quota"]);
+    }
+    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+    expect(await balanceMicro(poor.key)).toBe(5_000_000n);
   });
 });

@@ -12,6 +12,7 @@
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
 import { handleSpeech, handleTranscription } from "./audio.ts";
 import { handleEmbeddings } from "./embeddings.ts";
+import { handleImages, SimImageStore } from "./images.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
 import { SimMetrics } from "./metrics.ts";
@@ -46,7 +47,8 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
   const options = SimOptionsSchema.parse(opts);
   const context = createContext(options);
   const startedAtSec = Math.floor(Date.now() / 1000);
-  const server = Bun.serve({
+  const images = new SimImageStore();
+  const server: ReturnType<typeof Bun.serve> = Bun.serve({
     port: options.port,
     hostname,
     // Stalls and long TTFTs must not be cut by Bun's 10 s idle default.
@@ -57,6 +59,8 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
       "/v1/embeddings": { POST: (req) => handleEmbeddings(context, req) },
       "/v1/audio/speech": { POST: (req) => handleSpeech(context, req) },
       "/v1/audio/transcriptions": { POST: (req) => handleTranscription(context, req) },
+      "/v1/images/generations": { POST: (req) => handleImages(context, images, `http://${hostname}:${server.port}`, req) },
+      "/sim/images/:id": { GET: (req) => images.serve(req.params.id) },
       "/v1/models": { GET: (req) => modelsResponse(context, req, startedAtSec) },
       "/metrics": { GET: () => metricsResponse(context) },
       "/sim/log": { GET: () => Response.json(context.log.entries()) },

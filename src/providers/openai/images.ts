@@ -10,11 +10,12 @@ const imagesReply = z.object({
 
 export function openAIImages(headers: Record<string, string>): ImagesAdapter {
   return {
-    buildImagesRequest: ({ body, upstreamModel }) => ({
-      path: "/images/generations",
-      body: JSON.stringify({ ...body, model: upstreamModel }),
-      headers: { ...headers, "content-type": "application/json" },
-    }),
+    buildImagesRequest: ({ body, upstreamModel }) => {
+      const upstream: Record<string, unknown> = { ...body, model: upstreamModel };
+      // GPT image models always answer in base64 and refuse the field.
+      if (upstreamModel.startsWith("gpt-image")) delete upstream.response_format;
+      return { path: "/images/generations", body: JSON.stringify(upstream), headers: { ...headers, "content-type": "application/json" } };
+    },
     parseImagesResponse: parseOpenAIImages,
   };
 }
