@@ -227,7 +227,7 @@ describe("images", () => {
     expect(image.headers.get("content-type")).toBe("image/png");
     const bytes = new Uint8Array(await image.arrayBuffer());
     expect(pngSize(bytes)).toEqual({ width: 256, height: 256 });
-    expect(Buffer.from(bytes)).toEqual(simImage("a river stone", 256, 256, 0));
+    expect(Buffer.from(bytes).equals(simImage("a river stone", 256, 256, 0))).toBe(true);
     // MEDIA_TTL_S is 2 in this suite.
     await Bun.sleep(2_500);
     const gone = await fetch(url);
@@ -270,5 +270,21 @@ describe("admission", () => {
     }
     expect(t.gw.simulator!.log.totals.requests).toBe(requests);
     expect(await balanceMicro(poor.key)).toBe(5_000_000n);
+  });
+});
+
+describe("catalog", () => {
+  test("/v1/models shows each operation's pricing units", async () => {
+    const models = new Map((await client.models.list()).data.map((m) => [m.id, m as unknown as { operation: string; pricing: Record<string, any> }]));
+    expect(models.get("text-embedding-3-small")).toMatchObject({ operation: "embeddings", pricing: { input: 1_800, per: 1_000_000, currency: "toman" } });
+    expect(models.get("tts-1")).toMatchObject({ operation: "speech", pricing: { character: 1_350_000 } });
+    expect(models.get("whisper-1")).toMatchObject({ operation: "transcription", pricing: { audio_second: 9_000_000, per_second: 9 } });
+    expect(models.get("dall-e-3")!.pricing.per_image).toEqual({
+      "1024x1024": { standard: 3_600, hd: 7_200 },
+      "1024x1792": { standard: 7_200, hd: 10_800 },
+      "1792x1024": { standard: 7_200, hd: 10_800 },
+    });
+    expect(models.get("dall-e-2")!.pricing.per_image["256x256"]).toEqual({ standard: 1_440 });
+    expect(models.get("gemini-embedding-001")).toMatchObject({ operation: "embeddings", pricing: { input: 13_500 } });
   });
 });
