@@ -90,7 +90,7 @@ export async function createImages(request: Request, requestId: string, deps: Ed
   // The upstream made (and charges for) every image it returned, even one we fail to fetch.
   await settlePaid(deps, admitted, reply.length, backendName, 200);
 
-  const origin = new URL(request.url).origin;
+  const origin = (deps.env.PUBLIC_URL ?? new URL(request.url).origin).replace(/\/+$/, "");
   const data: Record<string, string>[] = [];
   for (const image of reply) {
     const extra: Record<string, string> = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
