@@ -93,6 +93,8 @@ export interface EmbeddingsReply {
 }
 
 export interface EmbeddingsAdapter {
+  /** Whether `input` may be token arrays (a request with them gets a 400 when no backend takes them). */
+  acceptsTokenArrays: boolean;
   /**
    * `input` normalised to an array: strings or token arrays. Undefined when this vendor cannot
    * take the input (Gemini has no token arrays): the pool then tries another backend.

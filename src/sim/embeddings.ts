@@ -60,3 +60,40 @@ export function handleEmbeddings(context: ChatContext, req: Request): Promise<Re
     return { response, model: body.model, units: tokens, promptTokens: tokens };
   });
 }
+
+const geminiBatch = z.object({
+  requests: z
+    .array(
+      z.looseObject({
+        model: z.string(),
+        content: z.object({ parts: z.array(z.object({ text: z.string() })).min(1) }),
+        outputDimensionality: z.number().int().min(1).max(DIMENSIONS_MAX).optional(),
+      }),
+    )
+    .min(1),
+});
+
+/**
+ * Gemini's `POST /v1beta/models/{model}:batchEmbedContents` (key in `x-goog-api-key`): the same
+ * vectors as the OpenAI route for the same text, and no token count, as Gemini sends none.
+ */
+export function handleGeminiEmbeddings(context: ChatContext, req: Request, action: string): Promise<Response> {
+  const keyOk = (r: Request) => context.options.apiKey === null || r.headers.get("x-goog-api-key") === context.options.apiKey;
+  return simOperation(
+    context,
+    req,
+    "embeddings",
+    async () => {
+      const match = /^(.+):batchEmbedContents$/.exec(action);
+      if (!match) return { response: Response.json({ error: { code: 404, message: "unknown method", status: "NOT_FOUND" } }, { status: 404 }), model: "", units: 0 };
+      const model = decodeURIComponent(match[1]!);
+      const body = await simJson(req, geminiBatch);
+      if (body instanceof Response) return { response: body, model, units: 0 };
+      const texts = body.requests.map((r) => r.content.parts.map((p) => p.text).join(""));
+      const embeddings = body.requests.map((r, i) => ({ values: simEmbedding(model, texts[i]!, r.outputDimensionality) }));
+      const tokens = texts.reduce((sum, text) => sum + simCountTokens(text), 0);
+      return { response: Response.json({ embeddings }), model, units: tokens, promptTokens: tokens };
+    },
+    keyOk,
+  );
+}

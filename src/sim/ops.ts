@@ -16,8 +16,10 @@ export async function simOperation(
   req: Request,
   operation: SimOperation,
   serve: () => Promise<{ response: Response; model: string; units: number; promptTokens?: number }>,
+  /** The vendor's key check; OpenAI's bearer token unless given. */
+  isAuthorized: (req: Request) => boolean = (r) => authorized(context.options, r),
 ): Promise<Response> {
-  if (!authorized(context.options, req)) return unauthorizedResponse();
+  if (!isAuthorized(req)) return unauthorizedResponse();
   const seq = context.log.begin();
   const startedAt = Date.now();
   const entry = (model: string, status: number, units: number, promptTokens = 0) => ({

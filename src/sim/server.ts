@@ -11,7 +11,7 @@
  */
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
 import { handleSpeech, handleTranscription } from "./audio.ts";
-import { handleEmbeddings } from "./embeddings.ts";
+import { handleEmbeddings, handleGeminiEmbeddings } from "./embeddings.ts";
 import { handleImages, SimImageStore } from "./images.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
@@ -57,6 +57,7 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     routes: {
       "/v1/chat/completions": { POST: (req) => handleChat(context, req) },
       "/v1/embeddings": { POST: (req) => handleEmbeddings(context, req) },
+      "/v1beta/models/:action": { POST: (req) => handleGeminiEmbeddings(context, req, req.params.action) },
       "/v1/audio/speech": { POST: (req) => handleSpeech(context, req) },
       "/v1/audio/transcriptions": { POST: (req) => handleTranscription(context, req) },
       "/v1/images/generations": { POST: (req) => handleImages(context, images, `http://${hostname}:${server.port}`, req) },

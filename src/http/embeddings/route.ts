@@ -64,6 +64,9 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   const pool = deps.pools.get(model.id);
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
 
+  if (typeof inputs[0] !== "string" && !pool.backends.some((b) => b.adapter.embeddings?.acceptsTokenArrays)) {
+    return failed(fail("invalid_request", `${model.id} takes text only: send \`input\` as a string or an array of strings.`, { param: "input" }), requestId);
+  }
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
   const admitted = await admitPaid(deps, {
     requestId,

@@ -10,6 +10,7 @@ const batchReply = z.object({ embeddings: z.array(z.object({ values: z.array(z.n
 
 export function geminiEmbeddings(apiKey: string | undefined): EmbeddingsAdapter {
   return {
+    acceptsTokenArrays: false,
     buildEmbeddingsRequest: ({ body, upstreamModel }) => {
       if (!body.input.every((item) => typeof item === "string")) return undefined;
       const model = `models/${upstreamModel}`;

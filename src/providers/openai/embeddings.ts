@@ -25,6 +25,7 @@ export function floatsToBase64(vector: readonly number[]): string {
 
 export function openAIEmbeddings(headers: Record<string, string>): EmbeddingsAdapter {
   return {
+    acceptsTokenArrays: true,
     buildEmbeddingsRequest: ({ body, upstreamModel }) => ({
       path: "/embeddings",
       body: JSON.stringify({ ...body, model: upstreamModel, encoding_format: "base64" }),
