@@ -271,6 +271,15 @@ describe("admission", () => {
     expect(t.gw.simulator!.log.totals.requests).toBe(requests);
     expect(await balanceMicro(poor.key)).toBe(5_000_000n);
   });
+
+  test("embeddings whose byte bound does not fit the wallet are counted exactly, admitted and billed at use", async () => {
+    const poor = await t.fundedKey(5); // 5 toman: 2,777 tokens
+    const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
+    const input = Array(1_000).fill("hello").join(" "); // 5,999 bytes (10.8 toman), 1,000 tokens (1.8 toman)
+    const data = await poorClient.embeddings.create({ model: "text-embedding-3-small", input });
+    expect(data.usage.prompt_tokens).toBe(1_000);
+    expect(5_000_000n - (await balanceMicro(poor.key))).toBe(1_000n * EMBEDDING_MICRO_PER_TOKEN);
+  });
 });
 
 describe("catalog", () => {
