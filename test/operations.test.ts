@@ -272,6 +272,27 @@ describe("admission", () => {
     expect(await balanceMicro(poor.key)).toBe(5_000_000n);
   });
 
+  test("a failing upstream is a 502 for each operation, settled once at zero", async () => {
+    const sim = t.gw.simulator!;
+    const before = await balanceMicro();
+    sim.options.failRate = 1;
+    try {
+      const calls = [
+        () => client.embeddings.create({ model: "text-embedding-3-small", input: "x" }),
+        () => client.images.generate({ model: "dall-e-2", prompt: "x", size: "256x256" }),
+        () => client.audio.speech.create({ model: "tts-1", voice: "alloy", input: "x" }),
+        () => client.audio.transcriptions.create({ model: "whisper-1", file: new File([simToneWav(1)], "a.wav") }),
+      ];
+      for (const call of calls) expect((await call().catch((e) => e)).status).toBe(502);
+    } finally {
+      sim.options.failRate = 0;
+    }
+    expect(await balanceMicro()).toBe(before);
+    const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+    const failures = account.body.recent_usage.filter((u: { status: number }) => u.status === 502);
+    expect(failures.map((u: { billed_micro_toman: string }) => u.billed_micro_toman)).toEqual(["0", "0", "0", "0"]);
+  });
+
   test("embeddings whose byte bound does not fit the wallet are counted exactly, admitted and billed at use", async () => {
     const poor = await t.fundedKey(5); // 5 toman: 2,777 tokens
     const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
