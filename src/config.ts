@@ -51,6 +51,10 @@ export const envSchema = z.object({
   /** Dotted path to the number in that document, e.g. `data.usd.sell`. */
   RATE_SOURCE_PATH: z.string().min(1).default("toman_per_usd"),
   RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000),
+  /** The origin clients reach the gateway at (behind a proxy), for the media URLs it hands out; unset: the request's own. */
+  PUBLIC_URL: z.string().url().optional(),
+  /** How long a generated image stays downloadable at its /v1/media URL. */
+  MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
 });
 
 export type Env = z.infer<typeof envSchema>;

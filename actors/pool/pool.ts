@@ -173,7 +173,7 @@ export class PoolActor {
       region: call.region,
       signal: call.signal,
       build: (backend) =>
-        backend.adapter.chat.buildChatRequest({
+        backend.adapter.chat?.buildChatRequest({
           body: call.body,
           upstreamModel: backend.config.upstream_model ?? this.model,
           maxTokens: call.maxTokens,
@@ -188,7 +188,8 @@ export class PoolActor {
     }
     try {
       const body = await reply.response.text();
-      const parsed = backend.adapter.chat.parseChatResponse(body, { requestId: call.requestId, model: this.model, created: call.created });
+      // A backend without chat was skipped by `build`.
+      const parsed = backend.adapter.chat!.parseChatResponse(body, { requestId: call.requestId, model: this.model, created: call.created });
       if ("code" in parsed) return { kind: "failed", backend, failure: parsed };
       return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
     } catch (error) {

@@ -118,6 +118,43 @@ export const SEED_MODELS: readonly SeedModel[] = [
     listing: 41,
     usdPer1m: { audio_second: "100" },
   },
+  {
+    id: "dall-e-2",
+    operation: "images",
+    vendor: "openai",
+    contextWindow: 1000,
+    openWeight: false,
+    listing: 42,
+    usdPer1m: { image_256x256_standard: "16000", image_512x512_standard: "18000", image_1024x1024_standard: "20000" },
+  },
+  {
+    id: "gpt-image-1",
+    operation: "images",
+    vendor: "openai",
+    contextWindow: 32000,
+    openWeight: false,
+    listing: 43,
+    usdPer1m: {
+      image_1024x1024_low: "11000",
+      image_1024x1536_low: "16000",
+      image_1536x1024_low: "16000",
+      image_1024x1024_medium: "42000",
+      image_1024x1536_medium: "63000",
+      image_1536x1024_medium: "63000",
+      image_1024x1024_high: "167000",
+      image_1024x1536_high: "250000",
+      image_1536x1024_high: "250000",
+    },
+  },
+  {
+    id: "gemini-embedding-001",
+    operation: "embeddings",
+    vendor: "google",
+    contextWindow: 2048,
+    openWeight: false,
+    listing: 44,
+    usdPer1m: { input_token: "0.15" },
+  },
 ];
 
 /** The first exchange rate, at which the published toman table was computed. */

@@ -9,6 +9,11 @@ import { AdminApi, adminAuthorized } from "./admin/route.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
+import { createEmbeddings } from "./embeddings/route.ts";
+import { createSpeech } from "./audio/speech.ts";
+import { createTranscription } from "./audio/transcription.ts";
+import { createImages } from "./images/route.ts";
+import { serveMedia } from "./media/store.ts";
 import { authorize, failed, isFailure, json } from "./guard.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
@@ -60,6 +65,12 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/audio/speech", ({ request }) => createSpeech(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/images/generations", ({ request }) => createImages(request, newRequestId(), deps), NO_PARSE)
+    // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
+    .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
     .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))
     .get(
       "/v1/models/:id",

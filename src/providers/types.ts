@@ -15,9 +15,13 @@ export interface Usage {
 
 export interface UpstreamRequest {
   path: string;
-  body: string;
+  /** JSON text, raw bytes, or a multipart form (fetch sets its boundary: no content-type header then). */
+  body: string | Uint8Array | FormData;
   headers: Record<string, string>;
 }
+
+/** A request whose body is JSON text (every chat request). */
+export type JsonUpstreamRequest = UpstreamRequest & { body: string };
 
 export interface ChatRequestInput {
   /** The client's request body, already validated. */
@@ -79,7 +83,8 @@ export interface UpstreamFailure extends Failure {
 }
 
 export interface ChatAdapter {
-  buildChatRequest(input: ChatRequestInput): UpstreamRequest;
+  /** Chat requests are always JSON. */
+  buildChatRequest(input: ChatRequestInput): JsonUpstreamRequest;
   /** The upstream's 2xx body as an OpenAI `chat.completion` (the OpenAI adapter returns it as is). */
   parseChatResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure;
   createChatStreamDecoder(context: ReplyContext): ChatStreamDecoder;
@@ -93,5 +98,51 @@ export interface ProviderAdapter {
   kind: BackendKind;
   /** The vendor's error reply (any operation) as one of the gateway's errors. */
   errorToFailure(status: number, text: string): UpstreamFailure;
-  chat: ChatAdapter;
+  chat?: ChatAdapter;
+  embeddings?: EmbeddingsAdapter;
+  images?: ImagesAdapter;
+  speech?: SpeechAdapter;
+  transcription?: TranscriptionAdapter;
+}
+
+/** The request of any operation but chat: the client's validated body and the upstream's model id. */
+export interface OperationInput<Body> {
+  body: Body;
+  upstreamModel: string;
+}
+
+/** One embedding vector, decoded to numbers whatever encoding the upstream used. */
+export interface EmbeddingsReply {
+  vectors: number[][];
+  /** Input tokens the upstream reports, or null when it reports none. */
+  inputTokens: number | null;
+}
+
+export interface EmbeddingsAdapter {
+  /** Whether `input` may be token arrays (a request with them gets a 400 when no backend takes them). */
+  acceptsTokenArrays: boolean;
+  /**
+   * `input` normalised to an array: strings or token arrays. Undefined when this vendor cannot
+   * take the input (Gemini has no token arrays): the pool then tries another backend.
+   */
+  buildEmbeddingsRequest(input: OperationInput<{ input: string[] | number[][]; dimensions?: number }>): UpstreamRequest | undefined;
+  parseEmbeddingsResponse(text: string): EmbeddingsReply | UpstreamFailure;
+}
+
+/** An image as the upstream gave it: bytes in base64, or a URL the gateway must fetch itself. */
+export type UpstreamImage = { b64: string; revisedPrompt?: string } | { url: string; revisedPrompt?: string };
+
+export interface ImagesAdapter {
+  buildImagesRequest(input: OperationInput<Record<string, unknown>>): UpstreamRequest;
+  parseImagesResponse(text: string): { images: UpstreamImage[] } | UpstreamFailure;
+}
+
+export interface SpeechAdapter {
+  /** The reply body is the audio itself, relayed as it arrives. */
+  buildSpeechRequest(input: OperationInput<Record<string, unknown>>): UpstreamRequest;
+}
+
+export interface TranscriptionAdapter {
+  /** The reply body is relayed untouched (JSON or text, as `response_format` asked). */
+  buildTranscriptionRequest(input: OperationInput<{ fields: Record<string, string | string[]>; file: File }>): UpstreamRequest;
 }

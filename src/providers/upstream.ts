@@ -137,3 +137,31 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
     } catch {}
   }
 }
+
+/**
+ * Downloads a file an upstream pointed to (an image URL), within `bytesMax` and `timeoutMs`,
+ * so the gateway can serve it itself and the upstream's URL never reaches a client.
+ */
+export async function fetchUpstreamFile(url: string, limits: { bytesMax: number; timeoutMs: number }): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), limits.timeoutMs);
+  try {
+    const response = await fetch(url, { signal: controller.signal });
+    if (!response.ok) return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
+    const parts: Uint8Array[] = [];
+    let total = 0;
+    for await (const part of response.body ?? []) {
+      total += part.byteLength;
+      if (total > limits.bytesMax) {
+        controller.abort();
+        return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
+      }
+      parts.push(part);
+    }
+    return { bytes: Buffer.concat(parts), contentType: response.headers.get("content-type") };
+  } catch (error) {
+    return { code: controller.signal.aborted ? "upstream_timeout" : "upstream_error", message: `The upstream's file could not be fetched: ${(error as Error).message}`, retryable: false };
+  } finally {
+    clearTimeout(timer);
+  }
+}

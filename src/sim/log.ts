@@ -25,7 +25,13 @@ export type SimLogEntry = {
   /** Milliseconds since the epoch. */
   readonly startedAt: number;
   readonly endedAt: number;
+  /** The operation, when not a chat completion. */
+  readonly operation?: SimOperation;
+  /** Units served by that operation: input tokens, images, input characters or audio seconds (rounded up). */
+  readonly units?: number;
 };
+
+export type SimOperation = "embeddings" | "images" | "speech" | "transcription";
 
 export type SimLogTotals = { requests: number; promptTokens: number; completionTokens: number };
 

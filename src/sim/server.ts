@@ -12,6 +12,9 @@
  */
 import { anthropicWire } from "./anthropic.ts";
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
+import { handleSpeech, handleTranscription } from "./audio.ts";
+import { handleEmbeddings, handleGeminiEmbeddings } from "./embeddings.ts";
+import { handleImages, SimImageStore } from "./images.ts";
 import type { Exchange } from "./exchange.ts";
 import { SimLog } from "./log.ts";
 import { SimMetrics } from "./metrics.ts";
@@ -48,7 +51,8 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
   const options = SimOptionsSchema.parse(opts);
   const context = createContext(options);
   const startedAtSec = Math.floor(Date.now() / 1000);
-  const server = Bun.serve({
+  const images = new SimImageStore();
+  const server: ReturnType<typeof Bun.serve> = Bun.serve({
     port: options.port,
     hostname,
     // Stalls and long TTFTs must not be cut by Bun's 10 s idle default.
@@ -56,6 +60,11 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     maxRequestBodySize: simBodyBytesMax,
     routes: {
       ...vendorRoutes(context, options, startedAtSec),
+      "/v1/embeddings": { POST: (req) => handleEmbeddings(context, req) },
+      "/v1/audio/speech": { POST: (req) => handleSpeech(context, req) },
+      "/v1/audio/transcriptions": { POST: (req) => handleTranscription(context, req) },
+      "/v1/images/generations": { POST: (req) => handleImages(context, images, `http://${hostname}:${server.port}`, req) },
+      "/sim/images/:id": { GET: (req) => images.serve(req.params.id) },
       "/metrics": { GET: () => metricsResponse(context) },
       "/sim/log": { GET: () => Response.json(context.log.entries()) },
     },
@@ -84,8 +93,15 @@ function vendorRoutes(context: ChatContext, options: SimOptions, startedAtSec: n
   if (serves("anthropic")) routes["/v1/messages"] = { POST: (req) => handleVendorChat(context, req, anthropicWire) };
   if (serves("gemini")) {
     // Google serves both API versions; @google/genai defaults to v1, the gateway uses v1beta.
-    routes["/v1beta/models/:target"] = { POST: (req) => handleVendorChat(context, req, geminiWire) };
-    routes["/v1/models/:target"] = { POST: (req) => handleVendorChat(context, req, geminiWire) };
+    // `{model}:generateContent` and `:streamGenerateContent` are chat; `:batchEmbedContents` embeds.
+    const gemini = (req: Request) => {
+      const target = decodeURIComponent(new URL(req.url).pathname.split("/").pop() ?? "");
+      return /:(batchEmbedContents|embedContent)$/.test(target)
+        ? handleGeminiEmbeddings(context, req, target)
+        : handleVendorChat(context, req, geminiWire);
+    };
+    routes["/v1beta/models/:target"] = { POST: gemini };
+    routes["/v1/models/:target"] = { POST: gemini };
   }
   return routes;
 }

@@ -7,7 +7,7 @@
  *   edge:  relay the reply (JSON, or SSE frames as the upstream sent them), then settle the
  *          actual usage through the key actor, exactly once, whatever happened.
  */
-import { ADMIT, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from "../../../actors/protocol.ts";
+import { ADMIT, SETTLE, type AdmitTicket, type Settlement } from "../../../actors/protocol.ts";
 import { partitionOf } from "../../../actors/subjects.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
@@ -19,6 +19,7 @@ import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
+import { rateHeaders } from "../paid.ts";
 import { readJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
@@ -128,23 +129,6 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
   return relay(deps, admitted, outcome, request.signal);
-}
-
-/** `x-ratelimit-*` headers, OpenAI's names, for the limits the key has. */
-export function rateHeaders(rate: RateInfo | undefined): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (!rate) return headers;
-  if (rate.limitRequests !== undefined) {
-    headers["x-ratelimit-limit-requests"] = String(rate.limitRequests);
-    headers["x-ratelimit-remaining-requests"] = String(rate.remainingRequests ?? 0);
-    headers["x-ratelimit-reset-requests"] = `${rate.resetRequestsS ?? 0}s`;
-  }
-  if (rate.limitTokens !== undefined) {
-    headers["x-ratelimit-limit-tokens"] = String(rate.limitTokens);
-    headers["x-ratelimit-remaining-tokens"] = String(rate.remainingTokens ?? 0);
-    headers["x-ratelimit-reset-tokens"] = `${rate.resetTokensS ?? 0}s`;
-  }
-  return headers;
 }
 
 type Admission = Admitted | { failure: Failure; headers: Record<string, string> };
@@ -282,7 +266,7 @@ async function* relay(
     let failure: Failure | null = null;
     let done = false;
     try {
-      const decoder = outcome.backend.adapter.chat.createChatStreamDecoder({
+      const decoder = outcome.backend.adapter.chat!.createChatStreamDecoder({
         requestId: a.requestId,
         model: a.model.id,
         created: Math.floor(Date.now() / 1000),

@@ -14,7 +14,7 @@ export interface ModelObject {
   operation: string;
   context_window: number;
   /** Toman per 1M units of each priced unit (`input`, `output`, `character`, …). */
-  pricing: { currency: "toman"; per: number; price_version: number; [unit: string]: number | string };
+  pricing: { currency: "toman"; per: number; price_version: number; [unit: string]: number | string | Record<string, Record<string, number>> };
   vendor: string;
   in_country: boolean;
 }
@@ -24,6 +24,7 @@ const PRICING_FIELD: Record<string, string> = { input_token: "input", output_tok
 export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
   const pricing: Record<string, number> = {};
   for (const [unit, toman] of model.price.tomanPer1m) pricing[PRICING_FIELD[unit] ?? unit] = Number(toman);
+  Object.assign(pricing, perUseDisplay(model));
   return {
     id: model.id,
     object: "model",
@@ -35,6 +36,22 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
     vendor: model.vendor,
     in_country: pools.inCountry(model.id),
   };
+}
+
+/**
+ * The same prices per use, as customers read them: toman per image by size and quality, per
+ * second of audio. Exact per 1M units above; these may have a fractional toman.
+ */
+function perUseDisplay(model: CatalogModel): Record<string, number | Record<string, Record<string, number>>> {
+  const out: Record<string, number | Record<string, Record<string, number>>> = {};
+  const perImage: Record<string, Record<string, number>> = {};
+  for (const [unit, toman] of model.price.tomanPer1m) {
+    const image = /^image_(\d+x\d+)_([a-z]+)$/.exec(unit);
+    if (image) (perImage[image[1]!] ??= {})[image[2]!] = Number(toman) / 1_000_000;
+    if (unit === "audio_second") out.per_second = Number(toman) / 1_000_000;
+  }
+  if (Object.keys(perImage).length > 0) out.per_image = perImage;
+  return out;
 }
 
 export interface ModelReplies {

@@ -9,7 +9,7 @@ const adapter = anthropicAdapter("sk-ant-test");
 
 describe("request", () => {
   const build = (body: Record<string, unknown>, stream = false) =>
-    adapter.chat.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream });
+    adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream });
 
   test("system messages become `system`, the budget `max_tokens`, and auth the Anthropic headers", () => {
     const request = build({
@@ -87,7 +87,7 @@ describe("request", () => {
 
 describe("response", () => {
   test("a tool-use message becomes an OpenAI completion with tool calls and usage", () => {
-    const reply = adapter.chat.parseChatResponse(fixture("anthropic", "message-tool-use.json"), context);
+    const reply = adapter.chat!.parseChatResponse(fixture("anthropic", "message-tool-use.json"), context);
     if ("code" in reply) throw new Error(reply.message);
     expect(reply.usage).toEqual({ inputTokens: 384, outputTokens: 58 });
     const body = JSON.parse(reply.body);
@@ -101,8 +101,8 @@ describe("response", () => {
   });
 
   test("a reply that is not a message is an upstream error", () => {
-    expect(adapter.chat.parseChatResponse('{"choices":[]}', context)).toMatchObject({ code: "upstream_error" });
-    expect(adapter.chat.parseChatResponse("<html>", context)).toMatchObject({ code: "upstream_error" });
+    expect(adapter.chat!.parseChatResponse('{"choices":[]}', context)).toMatchObject({ code: "upstream_error" });
+    expect(adapter.chat!.parseChatResponse("<html>", context)).toMatchObject({ code: "upstream_error" });
   });
 
   test("stop reasons", () => {

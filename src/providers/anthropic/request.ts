@@ -13,7 +13,7 @@ import {
   type ChatMessage,
   type ChatShape,
 } from "../chatShape.ts";
-import type { ChatRequestInput, UpstreamRequest } from "../types.ts";
+import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
 /** The API version every request names; replies and events below follow it. */
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -95,7 +95,7 @@ export function toolChoiceToAnthropic(shape: ChatShape): Block | null {
  * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
  *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
  */
-export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): UpstreamRequest {
+export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
   const { system, turns } = messagesToAnthropic(shape.messages);
   const body: Record<string, unknown> = { model: input.upstreamModel, max_tokens: input.maxTokens, messages: turns };

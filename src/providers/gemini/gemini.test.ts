@@ -9,14 +9,14 @@ const adapter = geminiAdapter("AIza-test");
 
 describe("request", () => {
   const build = (body: Record<string, unknown>, stream = false) =>
-    adapter.chat.buildChatRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 256, stream });
+    adapter.chat!.buildChatRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 256, stream });
 
   test("paths, the API key header, system instruction and generation config", () => {
     const plain = build({ model: "ours", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }], temperature: 0.2, top_p: 0.9, stop: ["END"], seed: 7 });
     expect(plain.path).toBe("/v1beta/models/gemini-2.5-flash:generateContent");
     expect(plain.headers["x-goog-api-key"]).toBe("AIza-test");
     expect(plain.headers.authorization).toBeUndefined();
-    expect(JSON.parse(plain.body)).toEqual({
+    expect(JSON.parse(plain.body as string)).toEqual({
       contents: [{ role: "user", parts: [{ text: "Hi" }] }],
       generationConfig: { maxOutputTokens: 256, temperature: 0.2, topP: 0.9, stopSequences: ["END"], seed: 7 },
       systemInstruction: { parts: [{ text: "Be brief." }] },
@@ -56,7 +56,7 @@ describe("request", () => {
 
 describe("response", () => {
   test("text, thoughts and a function call; thinking tokens billed as output", () => {
-    const reply = adapter.chat.parseChatResponse(fixture("gemini", "reply-tool-call.json"), context);
+    const reply = adapter.chat!.parseChatResponse(fixture("gemini", "reply-tool-call.json"), context);
     if ("code" in reply) throw new Error(reply.message);
     expect(reply.usage).toEqual({ inputTokens: 70, outputTokens: 50 });
     const body = JSON.parse(reply.body);
@@ -70,7 +70,7 @@ describe("response", () => {
   });
 
   test("a blocked prompt is a content filter finish", () => {
-    const reply = adapter.chat.parseChatResponse('{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}', context);
+    const reply = adapter.chat!.parseChatResponse('{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}', context);
     if ("code" in reply) throw new Error(reply.message);
     expect(JSON.parse(reply.body).choices[0].finish_reason).toBe("content_filter");
     expect(reply.usage).toEqual({ inputTokens: 5, outputTokens: 0 });
@@ -88,7 +88,7 @@ describe("response", () => {
   test("errors: quota is worth another backend, a too-long input is the client's", () => {
     expect(adapter.errorToFailure(429, fixture("gemini", "error-quota.json"))).toMatchObject({ code: "upstream_error", retryable: true });
     expect(adapter.errorToFailure(400, fixture("gemini", "error-too-long.json"))).toMatchObject({ code: "context_length_exceeded", retryable: false });
-    expect(adapter.chat.parseChatResponse("[]", context)).toMatchObject({ code: "upstream_error" });
+    expect(adapter.chat!.parseChatResponse("[]", context)).toMatchObject({ code: "upstream_error" });
     const badKey = adapter.errorToFailure(400, '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}');
     expect(badKey).toMatchObject({ code: "upstream_error", retryable: true });
   });

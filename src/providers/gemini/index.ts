@@ -1,5 +1,6 @@
-/** The Gemini generateContent adapter: chat only, translated to and from the OpenAI format. */
+/** The Gemini adapter: chat (generateContent, translated to and from the OpenAI format) and embeddings. */
 import type { ChatAdapter, ProviderAdapter } from "../types.ts";
+import { geminiEmbeddings } from "./embeddings.ts";
 import { geminiErrorToFailure } from "./errors.ts";
 import { openAIToGeminiRequest } from "./request.ts";
 import { geminiToOpenAIResponse } from "./response.ts";
@@ -11,5 +12,5 @@ export function geminiAdapter(apiKey: string | undefined): ProviderAdapter {
     parseChatResponse: geminiToOpenAIResponse,
     createChatStreamDecoder: (context) => new GeminiStreamDecoder(context),
   };
-  return { kind: "gemini", errorToFailure: geminiErrorToFailure, chat };
+  return { kind: "gemini", errorToFailure: geminiErrorToFailure, chat, embeddings: geminiEmbeddings(apiKey) };
 }

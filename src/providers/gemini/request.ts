@@ -13,7 +13,7 @@ import {
   type ChatMessage,
   type ChatShape,
 } from "../chatShape.ts";
-import type { ChatRequestInput, UpstreamRequest } from "../types.ts";
+import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
 type Part = Record<string, unknown>;
 interface Content {
@@ -113,7 +113,7 @@ function generationConfigOf(shape: ChatShape, maxTokens: number): Record<string,
  * @example openAIToGeminiRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 512, stream: true }, key).path
  *   // "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
  */
-export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | undefined): UpstreamRequest {
+export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
   const { system, contents } = messagesToGemini(shape.messages);
   const body: Record<string, unknown> = { contents, generationConfig: generationConfigOf(shape, input.maxTokens) };

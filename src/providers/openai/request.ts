@@ -1,11 +1,11 @@
 /** Builds OpenAI-style requests (OpenAI, vLLM, SGLang, TGI and other compatible servers). */
-import type { ChatRequestInput, UpstreamRequest } from "../types.ts";
+import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
 /**
  * The client's body with our model id mapped to the upstream's, the output budget enforced and
  * usage always requested for streams. Every other field passes through as the client sent it.
  */
-export function chatToOpenAIRequest(input: ChatRequestInput, apiKey: string | undefined): UpstreamRequest {
+export function chatToOpenAIRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const body: Record<string, unknown> = { ...input.body, model: input.upstreamModel };
   // Reasoning models accept only max_completion_tokens; keep whichever field the client used.
   if (body.max_completion_tokens !== undefined && body.max_completion_tokens !== null) {

@@ -1,0 +1,87 @@
+/**
+ * POST /v1/audio/speech, billed per input character (exact, known before the call).
+ *
+ *   edge: key → body → model → reserve = characters × price → pool → the audio relayed as the
+ *         upstream sends it, with the content type of the asked format.
+ *   Settled once, when the upstream accepts the request: a vendor charges for the whole input
+ *   then, whether or not the client reads the audio to its end.
+ */
+import { fail } from "../../errors.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
+import { admitPaid, operationModel, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { readJsonBody } from "../request.ts";
+import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
+
+export async function createSpeech(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+  const key = await authorize(request, deps);
+  if (isFailure(key)) return failed(key, requestId);
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) return failed(raw, requestId);
+  const parsed = speechRequest.safeParse(raw);
+  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  const body = parsed.data;
+  const model = operationModel(deps, body.model, "speech");
+  if (isFailure(model)) return failed(model, requestId);
+  const price = unitPrice(model, "character");
+  if (isFailure(price)) return failed(price, requestId);
+  const region = residencyOf(request);
+  if (isFailure(region)) return failed(region, requestId);
+  const pool = deps.pools.get(model.id);
+  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+
+  const characters = [...body.input].length;
+  const admitted = await admitPaid(deps, { requestId, key, model, operation: "speech", unit: "character", pricePer1m: price, units: characters, tokens: 0, exact: true });
+  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+
+  const sent = await pool
+    .send({
+      requestId,
+      region,
+      build: (backend) => backend.adapter.speech?.buildSpeechRequest({ body, upstreamModel: backend.config.upstream_model ?? model.id }),
+    })
+    .catch((error: Error) => ({ kind: "failed" as const, backend: null, failure: fail("upstream_error", `The upstream call failed: ${error.message}`) }));
+  if (sent.kind === "failed") {
+    await settlePaid(deps, admitted, 0, sent.backend?.name ?? null, 502);
+    return failed(sent.failure, requestId, admitted.headers);
+  }
+  await settlePaid(deps, admitted, characters, sent.backend.name, 200);
+  const upstream = sent.reply.response.body;
+  let done = false;
+  const end = (completed: boolean) => {
+    if (done) return;
+    done = true;
+    if (completed) sent.reply.finish();
+    else sent.reply.abort();
+    sent.release();
+  };
+  const reader = upstream?.getReader();
+  // Pulled one upstream read per client read: a slow client slows the upstream read, and
+  // the upstream timeout still bounds the whole reply.
+  const relay = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!reader) {
+        end(true);
+        return controller.close();
+      }
+      try {
+        const chunk = await reader.read();
+        if (chunk.done) {
+          end(true);
+          return controller.close();
+        }
+        controller.enqueue(chunk.value);
+      } catch (error) {
+        end(false);
+        controller.error(error);
+      }
+    },
+    cancel() {
+      end(false);
+      reader?.cancel().catch(() => {});
+    },
+  });
+  return new Response(relay, {
+    headers: { "content-type": SPEECH_CONTENT_TYPES[body.response_format], "x-request-id": requestId, ...admitted.headers },
+  });
+}

@@ -1,0 +1,121 @@
+/**
+ * POST /v1/embeddings, billed per input token.
+ *
+ *   edge:  key → body → model → cheap bound (UTF-8 bytes of each string, the length of each
+ *          token array) → reserve over the bus (exact js-tiktoken count when the bound does not
+ *          fit the wallet) → pool (the vendor's adapter asks for base64 floats) → settle at the
+ *          upstream's reported tokens (our own count when it reports none).
+ *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
+ */
+import { fail, type Failure } from "../../errors.ts";
+import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
+import { countTokensMany } from "../../tokens/count.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { authorize, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { readJsonBody } from "../request.ts";
+import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "./schema.ts";
+
+/** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
+export const EMBEDDINGS_REPLY_BYTES_MAX = 64 * 1024 * 1024;
+
+async function exactTokens(inputs: string[] | number[][]): Promise<number[]> {
+  if (inputs.length > 0 && typeof inputs[0] !== "string") return (inputs as number[][]).map((t) => t.length);
+  return countTokensMany(inputs as string[]);
+}
+
+function tokensBound(inputs: string[] | number[][]): number[] {
+  return inputs.map((item) => (typeof item === "string" ? Buffer.byteLength(item, "utf8") : item.length));
+}
+
+/** Per-input and per-request token limits; the byte bound is replaced by an exact count first. */
+async function checkWindow(inputs: string[] | number[][], window: number): Promise<Failure | null> {
+  let counts = tokensBound(inputs);
+  const over = (c: number[]) => c.some((n) => n > window) || c.reduce((a, b) => a + b, 0) > EMBEDDING_TOKENS_TOTAL_MAX;
+  if (over(counts)) counts = await exactTokens(inputs);
+  const longest = counts.findIndex((n) => n > window);
+  if (longest !== -1) {
+    return fail("context_length_exceeded", `This model's maximum context length is ${window} tokens, but input ${longest} has ${counts[longest]} tokens.`, { param: "input" });
+  }
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total > EMBEDDING_TOKENS_TOTAL_MAX) {
+    return fail("invalid_request", `The inputs have ${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, { param: "input" });
+  }
+  return null;
+}
+
+export async function createEmbeddings(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+  const key = await authorize(request, deps);
+  if (isFailure(key)) return failed(key, requestId);
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) return failed(raw, requestId);
+  const parsed = embeddingsRequest.safeParse(raw);
+  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  const body = parsed.data;
+  const model = operationModel(deps, body.model, "embeddings");
+  if (isFailure(model)) return failed(model, requestId);
+  const price = unitPrice(model, "input_token");
+  if (isFailure(price)) return failed(price, requestId);
+  const region = residencyOf(request);
+  if (isFailure(region)) return failed(region, requestId);
+  const inputs = embeddingInputs(body.input);
+  const windowFailure = await checkWindow(inputs, model.contextWindow);
+  if (windowFailure) return failed(windowFailure, requestId);
+  const pool = deps.pools.get(model.id);
+  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+
+  if (typeof inputs[0] !== "string" && !pool.backends.some((b) => b.adapter.embeddings?.acceptsTokenArrays)) {
+    return failed(fail("invalid_request", `${model.id} takes text only: send \`input\` as a string or an array of strings.`, { param: "input" }), requestId);
+  }
+  const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
+  const admitted = await admitPaid(deps, {
+    requestId,
+    key,
+    model,
+    operation: "embeddings",
+    unit: "input_token",
+    pricePer1m: price,
+    units: bound,
+    tokens: bound,
+    exact: typeof inputs[0] !== "string",
+    exactUnits: async () => (await exactTokens(inputs)).reduce((a, b) => a + b, 0),
+  });
+  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+
+  let backendName: string | null = null;
+  const result = await (async () => {
+    const sent = await pool.send({
+      requestId,
+      region,
+      build: (backend) =>
+        backend.adapter.embeddings?.buildEmbeddingsRequest({
+          body: { input: inputs, dimensions: body.dimensions },
+          upstreamModel: backend.config.upstream_model ?? model.id,
+        }),
+    });
+    if (sent.kind === "failed") {
+      backendName = sent.backend?.name ?? null;
+      return sent.failure;
+    }
+    backendName = sent.backend.name;
+    const bytes = await readReplyBytes(sent, EMBEDDINGS_REPLY_BYTES_MAX);
+    if (isFailure(bytes)) return bytes;
+    const reply = sent.backend.adapter.embeddings!.parseEmbeddingsResponse(Buffer.from(bytes).toString("utf8"));
+    if ("code" in reply) return reply;
+    if (reply.vectors.length !== inputs.length) return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
+    return reply;
+  })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
+
+  if ("code" in result) {
+    await settlePaid(deps, admitted, 0, backendName, 502);
+    return failed(result, requestId, admitted.headers);
+  }
+  const tokens = result.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);
+  await settlePaid(deps, admitted, tokens, backendName, 200);
+  const data = result.vectors.map((vector, index) => ({
+    object: "embedding" as const,
+    index,
+    embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
+  }));
+  return json({ object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } }, requestId, 200, admitted.headers);
+}

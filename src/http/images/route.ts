@@ -1,0 +1,111 @@
+/**
+ * POST /v1/images/generations, billed per image by size and quality.
+ *
+ *   edge: key → body → model (default dall-e-2) → size and quality resolved and checked against
+ *         the model's priced units → reserve = n × price → pool (the resolved size and quality
+ *         are sent, so the upstream makes what was priced) → settle the images returned.
+ *   reply: `b64_json`, or `url` pointing at `/v1/media/{id}` on this gateway: the bytes are
+ *         stored for MEDIA_TTL_S. An upstream URL is downloaded (bounded) and never shown.
+ */
+import { fail, type Failure } from "../../errors.ts";
+import { fetchUpstreamFile } from "../../providers/upstream.ts";
+import type { UpstreamImage } from "../../providers/types.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { authorize, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { storeMedia } from "../media/store.ts";
+import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { readJsonBody } from "../request.ts";
+import { IMAGE_MODEL_DEFAULT, imagesRequest, resolveImageChoice } from "./schema.ts";
+
+/** The largest image downloaded from an upstream URL. */
+export const IMAGE_BYTES_MAX = 32 * 1024 * 1024;
+/** The largest upstream reply read: ten large images in base64, with room. */
+export const IMAGES_REPLY_BYTES_MAX = IMAGE_BYTES_MAX * 2;
+/** How long one image download from an upstream URL may take. */
+export const IMAGE_DOWNLOAD_MS_MAX = 30_000;
+
+/** The content type of image bytes, from their signature. */
+export function imageContentType(bytes: Uint8Array): string {
+  if (bytes[0] === 0x89 && bytes[1] === 0x50 && bytes[2] === 0x4e && bytes[3] === 0x47) return "image/png";
+  if (bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return "image/jpeg";
+  if (Buffer.from(bytes.subarray(8, 12)).toString("ascii") === "WEBP") return "image/webp";
+  return "application/octet-stream";
+}
+
+async function imageBytes(image: UpstreamImage): Promise<Uint8Array | Failure> {
+  if ("b64" in image) return Buffer.from(image.b64, "base64");
+  const fetched = await fetchUpstreamFile(image.url, { bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
+  return "code" in fetched ? fetched : fetched.bytes;
+}
+
+export async function createImages(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+  const key = await authorize(request, deps);
+  if (isFailure(key)) return failed(key, requestId);
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) return failed(raw, requestId);
+  const parsed = imagesRequest.safeParse(raw);
+  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  const body = parsed.data;
+  const model = operationModel(deps, body.model ?? IMAGE_MODEL_DEFAULT, "images");
+  if (isFailure(model)) return failed(model, requestId);
+  if ([...body.prompt].length > model.contextWindow) {
+    return failed(fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, { param: "prompt" }), requestId);
+  }
+  const choice = resolveImageChoice(model, body.size, body.quality);
+  if ("param" in choice) return failed(fail("invalid_request", choice.message, { param: choice.param }), requestId);
+  const unit = `image_${choice.size}_${choice.quality}`;
+  const price = unitPrice(model, unit);
+  if (isFailure(price)) return failed(price, requestId);
+  const region = residencyOf(request);
+  if (isFailure(region)) return failed(region, requestId);
+  const pool = deps.pools.get(model.id);
+  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+
+  const n = body.n ?? 1;
+  const admitted = await admitPaid(deps, { requestId, key, model, operation: "images", unit, pricePer1m: price, units: n, tokens: 0, exact: true });
+  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+
+  const asUrl = (body.response_format ?? "url") === "url";
+  const upstreamBody = { ...body, n, size: choice.size, quality: choice.quality, response_format: body.response_format ?? "url" };
+  let backendName: string | null = null;
+  const reply = await (async () => {
+    const sent = await pool.send({
+      requestId,
+      region,
+      build: (backend) => backend.adapter.images?.buildImagesRequest({ body: upstreamBody, upstreamModel: backend.config.upstream_model ?? model.id }),
+    });
+    backendName = sent.backend?.name ?? null;
+    if (sent.kind === "failed") return sent.failure;
+    const bytes = await readReplyBytes(sent, IMAGES_REPLY_BYTES_MAX);
+    if (isFailure(bytes)) return bytes;
+    const images = sent.backend.adapter.images!.parseImagesResponse(Buffer.from(bytes).toString("utf8"));
+    if ("code" in images) return images;
+    if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
+    return images.images;
+  })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
+  if (isFailure(reply)) {
+    await settlePaid(deps, admitted, 0, backendName, 502);
+    return failed(reply, requestId, admitted.headers);
+  }
+  // The upstream made (and charges for) every image it returned, even one we fail to fetch.
+  await settlePaid(deps, admitted, reply.length, backendName, 200);
+
+  const origin = (deps.env.PUBLIC_URL ?? new URL(request.url).origin).replace(/\/+$/, "");
+  const data: Record<string, string>[] = [];
+  for (const image of reply) {
+    const extra: Record<string, string> = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
+    if (!asUrl && "b64" in image) {
+      data.push({ b64_json: image.b64, ...extra });
+      continue;
+    }
+    const bytes = await imageBytes(image);
+    if (isFailure(bytes)) return failed(bytes, requestId, admitted.headers);
+    if (!asUrl) {
+      data.push({ b64_json: Buffer.from(bytes).toString("base64"), ...extra });
+      continue;
+    }
+    const id = await storeMedia(deps.db, bytes, imageContentType(bytes), deps.env.MEDIA_TTL_S);
+    data.push({ url: `${origin}/v1/media/${id}`, ...extra });
+  }
+  return json({ created: Math.floor(Date.now() / 1000), data }, requestId, 200, admitted.headers);
+}

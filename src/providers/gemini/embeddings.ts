@@ -1,0 +1,41 @@
+/**
+ * Gemini embeddings (`models/{model}:batchEmbedContents`, key in `x-goog-api-key`). Gemini takes
+ * text only, so token-array inputs are not built here (the pool skips the backend), and its reply
+ * carries no token count (the edge then counts the input itself).
+ */
+import { z } from "zod";
+import type { EmbeddingsAdapter, EmbeddingsReply, UpstreamFailure } from "../types.ts";
+
+const batchReply = z.object({ embeddings: z.array(z.object({ values: z.array(z.number()) })) });
+
+export function geminiEmbeddings(apiKey: string | undefined): EmbeddingsAdapter {
+  return {
+    acceptsTokenArrays: false,
+    buildEmbeddingsRequest: ({ body, upstreamModel }) => {
+      if (!body.input.every((item) => typeof item === "string")) return undefined;
+      const model = `models/${upstreamModel}`;
+      const requests = (body.input as string[]).map((text) => ({
+        model,
+        content: { parts: [{ text }] },
+        ...(body.dimensions !== undefined ? { outputDimensionality: body.dimensions } : {}),
+      }));
+      const headers: Record<string, string> = { "content-type": "application/json" };
+      if (apiKey) headers["x-goog-api-key"] = apiKey;
+      return { path: `/models/${encodeURIComponent(upstreamModel)}:batchEmbedContents`, body: JSON.stringify({ requests }), headers };
+    },
+    parseEmbeddingsResponse: geminiEmbeddingsToReply,
+  };
+}
+
+export function geminiEmbeddingsToReply(text: string): EmbeddingsReply | UpstreamFailure {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
+  }
+  const parsed = batchReply.safeParse(json);
+  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Gemini embeddings batch.", retryable: true };
+  return { vectors: parsed.data.embeddings.map((e) => e.values), inputTokens: null };
+}
+
