@@ -19,6 +19,7 @@ import type { CatalogModel } from "../catalog/catalog.ts";
 import type { Operation } from "../catalog/seed.ts";
 import { describe, fail, type Failure } from "../errors.ts";
 import type { KeyRecord } from "../keys/store.ts";
+import { observeRequest } from "../metrics/observe.ts";
 import type { EdgeDeps } from "./deps.ts";
 
 /** HTTP-style status recorded for a request whose client went away before the end. */
@@ -133,8 +134,10 @@ export async function settlePaid(deps: EdgeDeps, a: PaidAdmission, units: number
       deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
       return null;
     }
-    deps.log("debug", "settled", { requestId: a.requestId, keyId: a.key.id, model: a.model.id, backend, status, unit: a.unit, units, billedMicro: reply.billedMicro });
-    deps.metrics.request({
+    observeRequest(deps, {
+      requestId: a.requestId,
+      keyId: a.key.id,
+      keyName: a.key.name,
       operation: a.operation,
       model: a.model.id,
       backend,
@@ -143,6 +146,7 @@ export async function settlePaid(deps: EdgeDeps, a: PaidAdmission, units: number
       inputTokens: a.tokens > 0 ? units : 0,
       outputTokens: 0,
       billedMicro: reply.billedMicro,
+      meteredMicro: reply.meteredMicro,
     });
     return reply.billedMicro;
   } catch (error) {
