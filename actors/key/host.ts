@@ -9,10 +9,13 @@ import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { fail } from "../../src/errors.ts";
 import {
   ADMIT,
+  EXTEND,
   SETTLE,
   WALLET_RECALLS,
   type AdmitReply,
   type AdmitTicket,
+  type ExtendReply,
+  type ExtendTicket,
   type SettleReply,
   type Settlement,
   type WalletRecall,
@@ -68,6 +71,12 @@ export class KeyActorHost {
     return this.actor(ticket.keyId).admit(ticket, key);
   }
 
+  async extend(ticket: ExtendTicket): Promise<ExtendReply> {
+    const key = await this.deps.keys.get(ticket.keyId);
+    if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
+    return this.actor(ticket.keyId).extend(ticket, key);
+  }
+
   async settle(settlement: Settlement): Promise<SettleReply> {
     const accountId = this.accountOf.get(settlement.keyId) ?? (await this.deps.keys.get(settlement.keyId))?.accountId;
     if (!accountId) return { ok: false, failure: fail("invalid_request", `Unknown key ${settlement.keyId}.`) };
@@ -114,6 +123,7 @@ export class KeyActorHost {
     const stops = partitions.flatMap((p) => [
       bus.serve(ADMIT, subjects.keyAdmit(p), (t) => this.admit(t), { queue: "keys" }),
       bus.serve(SETTLE, subjects.keySettle(p), (s) => this.settle(s), { queue: "keys" }),
+      bus.serve(EXTEND, subjects.keyExtend(p), (t) => this.extend(t), { queue: "keys" }),
     ]);
     stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => void this.releaseAccount(m)));
     this.sweeper = setInterval(() => void this.sweepIdle(), IDLE_SWEEP_INTERVAL_MS);
