@@ -121,3 +121,23 @@ export const keyEvent = z.object({
 });
 export type KeyEvent = z.infer<typeof keyEvent>;
 export const KEY_EVENTS: Topic<KeyEvent> = { name: "key.events", schema: keyEvent };
+
+/**
+ * A stream's live meter, for operators (`gw.v1.meter.<model>`): published at most once per
+ * METER_EVENT_INTERVAL_MS per stream and once at its end, never per token.
+ */
+export const meterEvent = z.object({
+  requestId: z.string(),
+  keyId: z.string(),
+  model: z.string(),
+  backend: z.string().nullable(),
+  /** Output tokens delivered so far (the upstream's running count, or our own). */
+  outputTokens: z.number().int().nonnegative(),
+  /** Output tokens the request's hold covers now. */
+  coveredTokens: z.number().int().nonnegative(),
+  reserveMicro: micro,
+  /** Set on the last event: how the stream ended. */
+  end: z.enum(["done", "length_cut", "failed", "client_gone"]).optional(),
+});
+export type MeterEvent = z.infer<typeof meterEvent>;
+export const METER_EVENTS: Topic<MeterEvent> = { name: "meter", schema: meterEvent };
