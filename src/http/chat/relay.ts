@@ -32,6 +32,12 @@ import type { ChatRequest } from "./schema.ts";
 
 /** Bytes of frames queued for a client that is not reading, before the upstream read pauses. */
 export const STREAM_RELAY_BUFFER_BYTES_MAX = 16_384;
+/**
+ * The largest single read Bun's fetch hands over (measured: ~480 KiB after the socket piled up).
+ * The queue can pass its bound by one read, so a stream's relay holds at most
+ * STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX whatever its client does.
+ */
+export const STREAM_READ_BYTES_MAX = 524_288;
 /** After the client went away: how long the upstream may still finish and report its usage. */
 export const STREAM_DRAIN_MS = 100;
 /** After the client went away, the upstream is aborted within this bound whatever it does. */
@@ -40,6 +46,12 @@ export const STREAM_ABORT_MS_MAX = 250;
 export const METER_EVENT_INTERVAL_MS = 1_000;
 /** HTTP-style status recorded for a request whose client went away before the end. */
 export const STATUS_CLIENT_CLOSED = 499;
+
+/** Bytes queued for clients by every stream of this process: the bound, measured (tests, metrics). */
+let queuedBytesAll = 0;
+export function relayQueuedBytes(): number {
+  return queuedBytesAll;
+}
 
 const encoder = new TextEncoder();
 const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
@@ -125,6 +137,7 @@ export function relayStream(
     if (clientGone) return;
     queue.push(bytes);
     queuedBytes += bytes.length;
+    queuedBytesAll += bytes.length;
     wake.client?.();
   };
   const roomForMore = async () => {
@@ -137,6 +150,7 @@ export function relayStream(
     if (clientGone || ended) return;
     clientGone = true;
     queue.length = 0;
+    queuedBytesAll -= queuedBytes;
     queuedBytes = 0;
     wake.pump?.();
     abortTimers = [
@@ -262,6 +276,7 @@ export function relayStream(
         if (queue.length > 0) {
           const bytes = queue.length === 1 ? queue[0]! : concat(queue);
           queue.length = 0;
+          queuedBytesAll -= queuedBytes;
           queuedBytes = 0;
           wake.pump?.();
           yield bytes;
