@@ -38,4 +38,7 @@ test("extension, meter and operation subjects", () => {
   expect(s.operation("audio.speech")).toBe("gw.v1.audio.speech");
   expect(() => s.operation("chat.*")).toThrow();
   expect(() => s.operation("chat..x")).toThrow();
+  expect(s.streamCredit("str_ab12")).toBe("gw.v1.streams.str_ab12.credit");
+  expect(s.streamCancel("str_ab12")).toBe("gw.v1.streams.str_ab12.cancel");
+  expect(() => s.streamCancel("a.b")).toThrow();
 });

@@ -39,6 +39,10 @@ export interface Subjects {
   meter(model: string): string;
   /** Every operation served to internal services over NATS: `gw.v1.<operation>`. */
   operation(name: string): string;
+  /** Credit grants from an internal service's caller to one of its streams. */
+  streamCredit(streamId: string): string;
+  /** Cancels one stream to an internal service. */
+  streamCancel(streamId: string): string;
   /** Key revocations and limit changes, for every node. */
   keyEvents: string;
   /** Lease recalls for a wallet that ran short, for every node. */
@@ -52,6 +56,10 @@ export interface Subjects {
 export function subjects(prefix: string): Subjects {
   if (!TOKEN.test(prefix)) throw new Error(`subject prefix must be one token of letters, digits, _ or -: ${prefix}`);
   const base = `${prefix}.v1`;
+  const token = (t: string) => {
+    if (!TOKEN.test(t)) throw new Error(`not a subject token: ${t}`);
+    return t;
+  };
   const partition = (p: number) => {
     if (!Number.isInteger(p) || p < 0 || p >= KEY_PARTITIONS) throw new RangeError(`no key partition ${p}`);
     return p;
@@ -65,6 +73,8 @@ export function subjects(prefix: string): Subjects {
       if (!OPERATION.test(name)) throw new Error(`not an operation name: ${name}`);
       return `${base}.${name}`;
     },
+    streamCredit: (id) => `${base}.streams.${token(id)}.credit`,
+    streamCancel: (id) => `${base}.streams.${token(id)}.cancel`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,
