@@ -49,3 +49,10 @@ test("the upstream's running usage is the count when it reports one", async () =
   expect(await meter.deliver("x", 11)).toBe(false);
   expect(await meter.exact()).toBe(9);
 });
+
+test("a stream with the client's own max_tokens is counted but never cut", async () => {
+  const meter = new StreamMeter({ coveredTokens: 2, capTokens: 2, count: words, enforce: false, extend: async () => true });
+  for (let i = 0; i < 5; i++) expect(await meter.deliver(" w")).toBe(true);
+  expect(await meter.exact()).toBe(5);
+  expect(meter.covered).toBe(2); // and no extension was asked for
+});

@@ -31,6 +31,11 @@ export interface MeterOptions {
   capTokens: number;
   /** Grows the hold by this many output tokens; false when refused. */
   extend: (addTokens: number) => Promise<boolean>;
+  /**
+   * False for a stream whose client set max_tokens: the upstream was told the same budget and
+   * bounds itself (by its own tokenizer, which may count differently), so nothing is withheld.
+   */
+  enforce?: boolean;
   /** The exact count (js-tiktoken on its thread); replaceable in tests. */
   count?: (text: string) => Promise<number>;
 }
@@ -72,7 +77,7 @@ export class StreamMeter {
     if (reported === undefined && this.reportedTokens !== null) reported = this.reportedTokens + utf8Bytes(text);
     let need = reported ?? this.exactTokens + this.pendingBytes + utf8Bytes(text);
     let exactAll: number | null = null;
-    while (need > this.covered) {
+    while (need > this.covered && this.options.enforce !== false) {
       if (reported === undefined && exactAll === null) {
         exactAll = await this.count(this.delivered + text);
         need = exactAll;
@@ -120,7 +125,7 @@ export class StreamMeter {
   }
 
   private extendAhead(): void {
-    if (this.extending || this.refused) return;
+    if (this.extending || this.refused || this.options.enforce === false) return;
     if (this.covered - this.tokens >= this.step / 2 || this.covered >= this.options.capTokens) return;
     void this.extendOnce();
   }

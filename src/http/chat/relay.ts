@@ -124,7 +124,8 @@ export function relayStream(
   const meter = new StreamMeter({
     coveredTokens: request.budget.reservedOutputTokens * choices,
     capTokens: request.budget.outputTokensMax * choices,
-    extend: request.budget.metered ? extendHold : async () => false,
+    extend: extendHold,
+    enforce: request.budget.metered,
   });
 
   const queue: Uint8Array[] = [];
