@@ -131,7 +131,7 @@ export const meterEvent = z.object({
   keyId: z.string(),
   model: z.string(),
   backend: z.string().nullable(),
-  /** Output tokens delivered so far (the upstream's running count, or our own). */
+  /** Output tokens delivered so far (the upstream's running count, or our own upper bound); on the last event, what was billed for. */
   outputTokens: z.number().int().nonnegative(),
   /** Output tokens the request's hold covers now. */
   coveredTokens: z.number().int().nonnegative(),

@@ -7,6 +7,7 @@ import { sql } from "drizzle-orm";
 import { Tiktoken } from "js-tiktoken/lite";
 import o200k from "js-tiktoken/ranks/o200k_base";
 import OpenAI from "openai";
+import { METER_EVENTS, type MeterEvent } from "../actors/protocol.ts";
 import { STREAM_ABORT_MS_MAX, STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_BYTES_MAX, relayQueuedBytes } from "../src/http/chat/relay.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
@@ -112,6 +113,28 @@ describe("live metering", () => {
     const record = await usageRecord(response.headers.get("x-request-id")!);
     expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + 1_000n * OUT_MICRO);
     expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(0);
+  });
+
+  test("meter events go to the bus at a bounded rate, the last one saying how the stream ended", async () => {
+    Object.assign(sim().options, { outputTokens: 300, itlMs: 5 });
+    const events: MeterEvent[] = [];
+    const unsubscribe = t.gw.deps.bus.subscribe(METER_EVENTS, t.gw.deps.subjects.meter("gpt-4o-mini"), (e) => events.push(e));
+    try {
+      const funded = await t.fundedKey(100);
+      const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+      const { data: stream, response } = await client.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, stream: true }).withResponse();
+      const startedMs = performance.now();
+      for await (const _ of stream);
+      const elapsedS = (performance.now() - startedMs) / 1000;
+      const requestId = response.headers.get("x-request-id")!;
+      for (let i = 0; i < 100 && !events.some((e) => e.requestId === requestId && e.end); i++) await Bun.sleep(20);
+      const ours = events.filter((e) => e.requestId === requestId);
+      expect(ours.at(-1)).toMatchObject({ end: "done", keyId: funded.keyId, outputTokens: 300 });
+      expect(ours.at(-1)!.coveredTokens).toBeGreaterThanOrEqual(300); // the hold was extended past the first step
+      expect(ours.length).toBeLessThanOrEqual(Math.ceil(elapsedS) + 2); // about one a second, not one per token
+    } finally {
+      unsubscribe();
+    }
   });
 });
 

@@ -162,7 +162,7 @@ export function relayStream(
   clientSignal.addEventListener("abort", onClientGone, { once: true });
 
   let lastEventMs = performance.now();
-  const meterEvent = (end?: End) => {
+  const meterEvent = (end?: End, outputTokens = meter.tokens) => {
     const now = performance.now();
     if (!end && now - lastEventMs < METER_EVENT_INTERVAL_MS) return;
     lastEventMs = now;
@@ -171,7 +171,7 @@ export function relayStream(
       keyId: request.keyId,
       model: request.model,
       backend: outcome.backend.name,
-      outputTokens: meter.tokens,
+      outputTokens,
       coveredTokens: meter.covered,
       reserveMicro,
       end,
@@ -241,15 +241,18 @@ export function relayStream(
     const usage = reported as Usage | null;
     const input = async () => usage?.inputTokens ?? (await countPromptTokens(request.body.messages));
     let end: End;
+    let outputTokens: number;
     if (clientGone) {
       end = "client_gone";
       // Its final report if it finished, its running count if it keeps one, else our count: one figure.
       const output = usage ? usage.outputTokens : await countTokens(meter.delivered + afterGone);
+      outputTokens = output;
       await hooks.settle({ inputTokens: await input(), outputTokens: output }, STATUS_CLIENT_CLOSED);
     } else if (withheld !== null) {
       end = "length_cut";
       const inputTokens = await input();
       const billable = await meter.exact();
+      outputTokens = billable;
       const metered = withheldReport ?? (await countTokens(meter.delivered + withheld));
       const p = request.budget;
       await hooks.settle({ inputTokens, outputTokens: Math.max(metered, billable) }, 200, BigInt(inputTokens) * p.inputPricePer1m + BigInt(billable) * p.outputPricePer1m);
@@ -257,10 +260,11 @@ export function relayStream(
     } else {
       end = failure ? "failed" : "done";
       const settled = finished && usage ? usage : { inputTokens: await input(), outputTokens: await meter.exact() };
+      outputTokens = settled.outputTokens;
       await hooks.settle(settled, failure ? 502 : 200);
       push(failure ? encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) : DONE_FRAME);
     }
-    meterEvent(end);
+    meterEvent(end, outputTokens);
   };
 
   const pumped = pump()
