@@ -95,6 +95,31 @@ describe("live metering", () => {
     expect(await balance(funded.accountId)).toBe(5_535_000n - record.billed);
   });
 
+  test("vLLM's continuous usage is the live count: a cut at the wallet bills the upstream's own running figure", async () => {
+    Object.assign(sim().options, { outputTokens: 1_000 });
+    const funded = await t.fundedKey("5.535"); // 10 prompt tokens and 100 output tokens
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const streamOptions = { include_usage: true, continuous_usage_stats: true } as OpenAI.ChatCompletionStreamOptions;
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true, stream_options: streamOptions })
+      .withResponse();
+    let contentChunks = 0;
+    let finish: string | null = null;
+    let last: OpenAI.CompletionUsage | null = null;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content) contentChunks++;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) last = chunk.usage;
+    }
+    // The simulator sends one token per chunk and counts it on every chunk.
+    expect(finish).toBe("length");
+    expect(last).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: contentChunks });
+    expect(contentChunks).toBeGreaterThan(50);
+    expect(contentChunks).toBeLessThanOrEqual(100);
+    const record = await usageRecord(response.headers.get("x-request-id")!);
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(contentChunks) * OUT_MICRO);
+  });
+
   test("a stream with money extends its hold as it goes and is billed the upstream's usage", async () => {
     Object.assign(sim().options, { outputTokens: 1_000 });
     const funded = await t.fundedKey(100);

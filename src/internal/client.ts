@@ -95,6 +95,7 @@ export class InternalClient {
 
   /** One whole reply (a non-streamed operation); an error status throws InternalError. */
   async request(operation: string, body: unknown): Promise<InternalReply> {
+    if ((body as { stream?: unknown } | null)?.stream === true) throw new TypeError("a streamed request goes through stream(), not request()");
     const msg = await this.nc.request(this.subjects.operation(operation), this.encode(body), { headers: this.requestHeaders(), timeout: this.timeoutMs });
     const reply = toReply(msg);
     if (reply.status >= 400) throw new InternalError(reply.status, reply.json());
