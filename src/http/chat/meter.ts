@@ -4,8 +4,9 @@
  *
  *   count:  the upstream's running usage when a chunk carries it (vLLM's continuous usage);
  *           otherwise an upper bound: the exact js-tiktoken count of a delivered prefix plus the
- *           UTF-8 bytes delivered since (byte-level BPE never makes more tokens than bytes). An
- *           exact recount runs off the event loop every METER_RECOUNT_BYTES, keeping it tight.
+ *           UTF-8 bytes delivered since (byte-level BPE never makes more tokens than bytes). The
+ *           text since the last count is counted off the event loop every METER_RECOUNT_BYTES,
+ *           keeping the bound tight in O(bytes) overall; billing counts the whole text once.
  *   cover:  before a chunk is delivered, its upper bound must fit what the hold covers; if not,
  *           the bound is made exact, then the hold is extended (steps doubling from the first
  *           step to METER_STEP_TOKENS_MAX, halved down to METER_STEP_TOKENS_MIN when refused).
@@ -54,6 +55,7 @@ export class StreamMeter {
   private step: number;
   private extending: Promise<boolean> | null = null;
   private recounting = false;
+  private whole: { length: number; tokens: number } | null = null;
   private refused = false;
   private readonly count: (text: string) => Promise<number>;
 
@@ -63,7 +65,7 @@ export class StreamMeter {
     this.count = options.count ?? countTokens;
   }
 
-  /** Delivered output tokens: an upper bound until `exact()`. */
+  /** Delivered output tokens: an upper bound (exact() gives the count). */
   get tokens(): number {
     return this.reportedTokens ?? this.exactTokens + this.pendingBytes;
   }
@@ -79,7 +81,9 @@ export class StreamMeter {
     let exactAll: number | null = null;
     while (need > this.covered && this.options.enforce !== false) {
       if (reported === undefined && exactAll === null) {
-        exactAll = await this.count(this.delivered + text);
+        // Only the part past the last count: a sum of counts of pieces is never below the count
+        // of the whole in practice (a split only loses merges), so the bound stays a bound.
+        exactAll = this.exactTokens + (await this.count(this.delivered.slice(this.exactLength) + text));
         need = exactAll;
         continue;
       }
@@ -100,24 +104,25 @@ export class StreamMeter {
   /** The exact count of everything delivered (the upstream's when it reported one). */
   async exact(): Promise<number> {
     if (this.reportedTokens !== null) return this.reportedTokens;
-    if (this.pendingBytes > 0) {
-      this.exactTokens = await this.count(this.delivered);
-      this.exactLength = this.delivered.length;
-      this.pendingBytes = 0;
+    if (this.whole?.length !== this.delivered.length) {
+      // The whole text, once: never more than the sum of the pieces the hold was checked against.
+      this.whole = { length: this.delivered.length, tokens: await this.count(this.delivered) };
     }
-    return this.exactTokens;
+    return this.whole.tokens;
   }
 
   private recountAhead(): void {
     if (this.recounting || this.pendingBytes < METER_RECOUNT_BYTES || this.reportedTokens !== null) return;
     this.recounting = true;
+    const from = this.exactLength;
     const length = this.delivered.length;
-    this.count(this.delivered).then(
+    const piece = this.delivered.slice(from, length);
+    this.count(piece).then(
       (tokens) => {
         this.recounting = false;
-        if (length <= this.exactLength) return;
-        this.pendingBytes = Math.max(0, this.pendingBytes - utf8Bytes(this.delivered.slice(this.exactLength, length)));
-        this.exactTokens = tokens;
+        if (this.exactLength !== from) return; // an exact count at the edge overtook this one
+        this.pendingBytes = Math.max(0, this.pendingBytes - utf8Bytes(piece));
+        this.exactTokens += tokens;
         this.exactLength = length;
       },
       () => (this.recounting = false),
