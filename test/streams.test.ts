@@ -233,7 +233,7 @@ describe("ends of a stream", () => {
 
 describe("backpressure", () => {
   test(
-    "a client that stops reading for 10 s: the relay's buffer stays under its bound, the upstream pauses, and the stream resumes intact",
+    "a client that stops reading for 10 s: the relay's buffer stays under its bound and the stream resumes intact",
     async () => {
       const tokens = 100_000;
       Object.assign(sim().options, { outputTokens: tokens, ttftMs: 1 });
@@ -250,12 +250,13 @@ describe("backpressure", () => {
       const decoder = new TextDecoder();
       const first = await reader.read();
       raw += decoder.decode(first.value, { stream: true });
+      // Whether the upstream itself pauses depends on the kernel's socket buffers (here up to
+      // 32 MiB per receiving socket, more than this whole stream); what the gateway holds does not.
       let queuedMax = 0;
       for (let i = 0; i < 100; i++) {
         await Bun.sleep(100);
         queuedMax = Math.max(queuedMax, relayQueuedBytes());
       }
-      expect(sim().log.byRequestId(requestId)).toHaveLength(0); // the upstream has not finished: it waits
       expect(queuedMax).toBeGreaterThan(0);
       // One network read of the upstream may land on a full queue.
       expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX);

@@ -371,13 +371,13 @@ export class KeyActor {
   }
 
   async extend(t: ExtendTicket, key: KeyRecord): Promise<ExtendReply> {
+    const capped = await this.checkMonthlyCap(key, t.addMicro);
+    if (capped) return refuse(capped);
     const admission = this.admissions.get(t.requestId);
     const lease = admission?.lease;
     if (!admission || !lease || lease.holdId !== t.holdId) {
       return refuse(fail("invalid_request", `Request ${t.requestId} is not in flight on hold ${t.holdId}.`));
     }
-    const capped = await this.checkMonthlyCap(key, t.addMicro);
-    if (capped) return refuse(capped);
     if (this.room(lease) < t.addMicro) {
       try {
         if (!(await growHold(this.deps.db, lease.holdId, t.addMicro))) {
@@ -388,6 +388,11 @@ export class KeyActor {
         return refuse(fail("service_unavailable", "The billing database is unavailable.", { retryAfterS: 1 }));
       }
       lease.amount += t.addMicro;
+      // Settled while the hold grew: the growth is the lease's slack now, given back with it.
+      if (this.admissions.get(t.requestId) !== admission) {
+        this.signal();
+        return refuse(fail("invalid_request", `Request ${t.requestId} ended during its extension.`));
+      }
     }
     lease.outstanding += t.addMicro;
     admission.reserve += t.addMicro;

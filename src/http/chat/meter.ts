@@ -101,6 +101,11 @@ export class StreamMeter {
     return true;
   }
 
+  /** Waits for an extension in flight, so that the request settles after it. */
+  async idle(): Promise<void> {
+    await this.extending?.catch(() => false);
+  }
+
   /** The exact count of everything delivered (the upstream's when it reported one). */
   async exact(): Promise<number> {
     if (this.reportedTokens !== null) return this.reportedTokens;
@@ -112,7 +117,8 @@ export class StreamMeter {
   }
 
   private recountAhead(): void {
-    if (this.recounting || this.pendingBytes < METER_RECOUNT_BYTES || this.reportedTokens !== null) return;
+    // Not enforcing: nothing is decided on the live count, the whole text is counted once at the end.
+    if (this.recounting || this.pendingBytes < METER_RECOUNT_BYTES || this.reportedTokens !== null || this.options.enforce === false) return;
     this.recounting = true;
     const from = this.exactLength;
     const length = this.delivered.length;

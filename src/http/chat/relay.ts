@@ -238,6 +238,7 @@ export function relayStream(
       outcome.reply.abort(); // a no-op once the body was read to its end
       outcome.release();
     }
+    await meter.idle();
     const usage = reported as Usage | null;
     const input = async () => usage?.inputTokens ?? (await countPromptTokens(request.body.messages));
     let end: End;
