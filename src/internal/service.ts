@@ -184,10 +184,12 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       while (credit <= 0 && !cancelled) {
         const waitedMs = performance.now() - startedMs;
         if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return cancel();
+        let timer: ReturnType<typeof setTimeout> | undefined;
         await new Promise<void>((resolve) => {
           wakeCredit = resolve;
-          setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
+          timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
         });
+        clearTimeout(timer);
         wakeCredit = null;
       }
     };

@@ -4,7 +4,7 @@
  *   edge:  origin → key → body (size, JSON, schema) → model → budget and reserve
  *   key actor (over the bus, a small ticket): slot + hold, or 429/402
  *   pool actor (this node): backend, upstream call, retries before the first byte
- *   edge:  relay the reply (JSON, or SSE frames as the upstream sent them), then settle the
+ *   edge:  relay the reply (JSON, or SSE frames metered live by relay.ts), then settle the
  *          actual usage through the key actor, exactly once, whatever happened.
  */
 import { ADMIT, EXTEND, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from "../../../actors/protocol.ts";
