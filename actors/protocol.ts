@@ -68,6 +68,11 @@ export const settlement = z.object({
   outputPricePer1m: units,
   status: z.number().int(),
   durationMs: z.number().int().nonnegative(),
+  /**
+   * The most that may be charged, below the reserve: a stream cut where its hold could not be
+   * extended bills only what was delivered; the rest of what was metered is written off.
+   */
+  billedMicroMax: units.optional(),
 });
 export type Settlement = z.infer<typeof settlement>;
 
@@ -77,8 +82,29 @@ export const settleReply = z.union([
 ]);
 export type SettleReply = z.infer<typeof settleReply>;
 
+/**
+ * Grows an admitted request's reserve (a stream metered live, before its hold runs out), from
+ * its lease's room or else by growing the hold from the wallet. Refused when neither can.
+ */
+export const extendTicket = z.object({
+  keyId: z.string().min(1).max(64),
+  requestId: z.string().min(1).max(128),
+  holdId: z.string().min(1).max(128),
+  addMicro: units,
+  /** Output tokens the extension covers, for tokens-per-minute limits. */
+  addTokens: z.number().int().nonnegative(),
+});
+export type ExtendTicket = z.infer<typeof extendTicket>;
+
+export const extendReply = z.union([
+  z.object({ ok: z.literal(true), reserveMicro: micro }),
+  z.object({ ok: z.literal(false), failure }),
+]);
+export type ExtendReply = z.infer<typeof extendReply>;
+
 export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };
 export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply };
+export const EXTEND: Rpc<ExtendTicket, ExtendReply> = { name: "key.extend", request: extendTicket, reply: extendReply };
 
 /** Asks every key actor of an account, on every node, to give back the unused part of its lease. */
 export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.string() });
@@ -162,3 +188,23 @@ export const poolSnapshot = z.object({
 });
 export type PoolSnapshot = z.infer<typeof poolSnapshot>;
 export const POOL_SNAPSHOTS: Topic<PoolSnapshot> = { name: "metrics.pools", schema: poolSnapshot };
+
+/**
+ * A stream's live meter, for operators (`gw.v1.meter.<model>`): published at most once per
+ * METER_EVENT_INTERVAL_MS per stream and once at its end, never per token.
+ */
+export const meterEvent = z.object({
+  requestId: z.string(),
+  keyId: z.string(),
+  model: z.string(),
+  backend: z.string().nullable(),
+  /** Output tokens delivered so far (the upstream's running count, or our own upper bound); on the last event, what was billed for. */
+  outputTokens: z.number().int().nonnegative(),
+  /** Output tokens the request's hold covers now. */
+  coveredTokens: z.number().int().nonnegative(),
+  reserveMicro: micro,
+  /** Set on the last event: how the stream ended. */
+  end: z.enum(["done", "length_cut", "failed", "client_gone"]).optional(),
+});
+export type MeterEvent = z.infer<typeof meterEvent>;
+export const METER_EVENTS: Topic<MeterEvent> = { name: "meter", schema: meterEvent };

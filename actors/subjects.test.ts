@@ -29,3 +29,17 @@ test("partitionOf is stable and spreads keys over every partition", () => {
   expect(Math.min(...counts)).toBeGreaterThan(700);
   expect(Math.max(...counts)).toBeLessThan(1300);
 });
+
+test("extension, meter and operation subjects", () => {
+  const s = subjects("gw");
+  expect(s.keyExtend(5)).toBe("gw.v1.keys.5.extend");
+  expect(s.meter("llama-3.3-70b")).toBe("gw.v1.meter.llama-3_3-70b");
+  expect(s.meter("a*b>c d")).toBe("gw.v1.meter.a_b_c_d");
+  expect(s.operation("chat.completions")).toBe("gw.v1.chat.completions");
+  expect(s.operation("audio.speech")).toBe("gw.v1.audio.speech");
+  expect(() => s.operation("chat.*")).toThrow();
+  expect(() => s.operation("chat..x")).toThrow();
+  expect(s.streamCredit("str_ab12")).toBe("gw.v1.streams.str_ab12.credit");
+  expect(s.streamCancel("str_ab12")).toBe("gw.v1.streams.str_ab12.cancel");
+  expect(() => s.streamCancel("a.b")).toThrow();
+});

@@ -7,6 +7,16 @@
 export const KEY_PARTITIONS = 64;
 
 const TOKEN = /^[A-Za-z0-9_-]+$/;
+/** Operation names as OpenAI's paths spell them, dotted: `chat.completions`, `audio.speech`. */
+const OPERATION = /^[a-z]+(\.[a-z]+)*$/;
+
+/**
+ * A model id as one subject token: characters NATS gives meaning to (`.`, `*`, `>`, spaces) become
+ * `_`, so `llama-3.3-70b` is `llama-3_3-70b`.
+ */
+export function subjectToken(text: string): string {
+  return text.replace(/[^A-Za-z0-9_-]/g, "_") || "_";
+}
 
 /** FNV-1a over the key id: stable across nodes and releases. */
 export function partitionOf(keyId: string): number {
@@ -23,6 +33,16 @@ export interface Subjects {
   keyAdmit(partition: number): string;
   /** Settlements for the keys of one partition. */
   keySettle(partition: number): string;
+  /** Reserve extensions of admitted streams, for the keys of one partition. */
+  keyExtend(partition: number): string;
+  /** Live meter events of streams, per model, for operators. */
+  meter(model: string): string;
+  /** Every operation served to internal services over NATS: `gw.v1.<operation>`. */
+  operation(name: string): string;
+  /** Credit grants from an internal service's caller to one of its streams. */
+  streamCredit(streamId: string): string;
+  /** Cancels one stream to an internal service. */
+  streamCancel(streamId: string): string;
   /** Key revocations and limit changes, for every node. */
   keyEvents: string;
   /** Lease recalls for a wallet that ran short, for every node. */
@@ -38,6 +58,10 @@ export interface Subjects {
 export function subjects(prefix: string): Subjects {
   if (!TOKEN.test(prefix)) throw new Error(`subject prefix must be one token of letters, digits, _ or -: ${prefix}`);
   const base = `${prefix}.v1`;
+  const token = (t: string) => {
+    if (!TOKEN.test(t)) throw new Error(`not a subject token: ${t}`);
+    return t;
+  };
   const partition = (p: number) => {
     if (!Number.isInteger(p) || p < 0 || p >= KEY_PARTITIONS) throw new RangeError(`no key partition ${p}`);
     return p;
@@ -45,6 +69,14 @@ export function subjects(prefix: string): Subjects {
   return {
     keyAdmit: (p) => `${base}.keys.${partition(p)}.admit`,
     keySettle: (p) => `${base}.keys.${partition(p)}.settle`,
+    keyExtend: (p) => `${base}.keys.${partition(p)}.extend`,
+    meter: (model) => `${base}.meter.${subjectToken(model)}`,
+    operation: (name) => {
+      if (!OPERATION.test(name)) throw new Error(`not an operation name: ${name}`);
+      return `${base}.${name}`;
+    },
+    streamCredit: (id) => `${base}.streams.${token(id)}.credit`,
+    streamCancel: (id) => `${base}.streams.${token(id)}.cancel`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,

@@ -26,6 +26,8 @@ export interface Target {
   urls?: string[];
   /** Extra headers on every request (the peer gateway is told its upstream this way). */
   headers?: Record<string, string>;
+  /** The server's process id (Darvaze: its first node), for memory readings. */
+  pid?: number;
   /** `count` more keys on the same funded account (Darvaze only). */
   createKeys?(count: number): Promise<string[]>;
   stop(): Promise<void>;
@@ -245,6 +247,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       : [];
     // One after the other, so the second node finds the database migrated.
     const urls: string[] = [];
+    let pid: number | undefined;
     for (const [i, cpu] of DARVAZE_NODE_CPUS.slice(0, nodes).entries()) {
       const port = freePort();
       const child = spawnPinned({
@@ -254,6 +257,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
         env: { ...env, PORT: String(port), DARVAZE_DATA: join(folder, `data-${i + 1}`) },
       });
       cleanups.push(() => child.stop());
+      pid ??= child.proc.pid;
       const url = `http://${HOST}:${port}`;
       await waitReady(child, `${url}/health`);
       urls.push(url);
@@ -262,7 +266,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const funded = await fundedKey(url, adminToken);
     const name =
       options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
-    return { name, url, key: funded.key, ...(nodes > 1 ? { urls } : {}), createKeys: funded.createKeys, stop };
+    return { name, url, key: funded.key, pid, ...(nodes > 1 ? { urls } : {}), createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -26,6 +26,7 @@ import { Metrics } from "./metrics/metrics.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
+import { serveInternal } from "./internal/service.ts";
 
 
 /**
@@ -154,6 +155,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(async () => {
       await app.stop(true);
     });
+    if (bus instanceof NatsBus) {
+      // Internal services call the same handlers over NATS (gw.v1.<operation>).
+      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log });
+      cleanups.push(stopInternal);
+    }
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
     const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);

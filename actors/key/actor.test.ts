@@ -3,7 +3,7 @@
  * connection (so every message crosses the broker and is validated on receipt).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { ADMIT, SETTLE, WALLET_RECALLS, type Settlement } from "../protocol.ts";
+import { ADMIT, EXTEND, SETTLE, WALLET_RECALLS, type Settlement } from "../protocol.ts";
 import { partitionOf, subjects as buildSubjects } from "../subjects.ts";
 import { KeyActorHost } from "./host.ts";
 import type { Bus } from "../../src/bus/bus.ts";
@@ -172,6 +172,33 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     await settle(settlementFor(r, b.holdId, "c2", 0n, 1n));
     expect(r.host.inFlight(r.keyId)).toBe(0);
     expect((await admit("c4", 1n)).ok).toBe(true);
+  });
+
+  it(`${name}: extend grows a reserve from the lease, then from the wallet, and refuses past it`, async () => {
+    const open = (await admit("c4", 1n)).ok; // c4 is still in flight from the test before
+    expect(open).toBe(false);
+    await settle(settlementFor(r, "-", "c4", 0n, 1n));
+    await r.host.releaseAll();
+    const before = (await wallet())!;
+    expect(before.heldMicro).toBe(0n);
+    const extend = (holdId: string, addMicro: bigint) =>
+      r.client.request(EXTEND, r.subjects.keyExtend(partitionOf(r.keyId)), { keyId: r.keyId, requestId: "e1", holdId, addMicro, addTokens: 10 });
+    // The lease holds the reserve, or the whole balance (then 1,000 micro-toman stay as room).
+    const admitted = await admit("e1", before.balanceMicro - 1_000n);
+    if (!admitted.ok) throw new Error("not admitted");
+    expect(await extend(admitted.holdId, 600n)).toEqual({ ok: true, reserveMicro: before.balanceMicro - 400n });
+    const refused = await extend(admitted.holdId, 2_000n);
+    expect(refused.ok ? null : refused.failure.code).toBe("insufficient_quota");
+    expect((await extend("hold_other", 1n)).ok).toBe(false);
+    await topUp(r.db, r.accountId, 5_000n, "for-extend");
+    expect(await extend(admitted.holdId, 2_000n)).toEqual({ ok: true, reserveMicro: before.balanceMicro + 1_600n });
+    const held = (await wallet())!.heldMicro;
+    expect(held >= before.balanceMicro + 1_600n && held <= before.balanceMicro + 2_000n).toBe(true);
+    // A cut stream bills at most what it delivered: the rest is written off.
+    const settled = await settle({ ...settlementFor(r, admitted.holdId, "e1", 1_000n, before.balanceMicro + 1_600n), billedMicroMax: 7_000n });
+    expect(settled).toEqual({ ok: true, billedMicro: 7_000n, meteredMicro: 54_135_000n });
+    await r.host.releaseAll();
+    expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro + 5_000n - 7_000n, heldMicro: 0n });
   });
 
   it(`${name}: a revoked key is refused`, async () => {

@@ -9,6 +9,9 @@
  *                   exact count; when it cannot cover that either, the actor recalls every
  *                   lease of the wallet and waits (bounded) while any money is still held
  *                   somewhere, and refuses (402) only once nothing is held that could come back.
+ *   extend(t):      a stream metered live grows its reserve: from its lease's room in memory, or
+ *                   by growing the lease's hold from the wallet (one conditional UPDATE); refused
+ *                   (402) when the wallet cannot cover it. Settle may then charge up to the total.
  *   settle(s):      charge = min(metered, reserve) from the request's lease, appended to the
  *                   usage writer (group commit posts it), slot freed, lease closed once retired
  *                   and drained.
@@ -18,11 +21,11 @@
  * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
-import type { AdmitReply, AdmitTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
+import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
-import { closeHold, openHold, shrinkHold } from "../../src/ledger/holds.ts";
+import { closeHold, growHold, openHold, shrinkHold } from "../../src/ledger/holds.ts";
 import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
@@ -374,11 +377,44 @@ export class KeyActor {
     await this.release();
   }
 
+  async extend(t: ExtendTicket, key: KeyRecord): Promise<ExtendReply> {
+    const capped = await this.checkMonthlyCap(key, t.addMicro);
+    if (capped) return refuse(capped);
+    const admission = this.admissions.get(t.requestId);
+    const lease = admission?.lease;
+    if (!admission || !lease || lease.holdId !== t.holdId) {
+      return refuse(fail("invalid_request", `Request ${t.requestId} is not in flight on hold ${t.holdId}.`));
+    }
+    if (this.room(lease) < t.addMicro) {
+      try {
+        if (!(await growHold(this.deps.db, lease.holdId, t.addMicro))) {
+          return refuse(fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(t.addMicro)} toman more.`));
+        }
+      } catch (error) {
+        this.deps.log("error", "extend_failed", { keyId: this.keyId, error: (error as Error).message });
+        return refuse(fail("service_unavailable", "The billing database is unavailable.", { retryAfterS: 1 }));
+      }
+      lease.amount += t.addMicro;
+      // Settled while the hold grew: the growth is the lease's slack now, given back with it.
+      if (this.admissions.get(t.requestId) !== admission) {
+        this.signal();
+        return refuse(fail("invalid_request", `Request ${t.requestId} ended during its extension.`));
+      }
+    }
+    lease.outstanding += t.addMicro;
+    admission.reserve += t.addMicro;
+    admission.tokens += t.addTokens;
+    this.tokenWindow.add(t.addTokens);
+    this.lastUseMs = this.now();
+    return { ok: true, reserveMicro: admission.reserve };
+  }
+
   async settle(s: Settlement, accountId: string): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
     const reserve = admission?.reserve ?? s.reserveMicro;
     const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
-    const billed = metered < reserve ? metered : reserve;
+    let billed = metered < reserve ? metered : reserve;
+    if (s.billedMicroMax !== undefined && s.billedMicroMax < billed) billed = s.billedMicroMax;
     this.deps.writer.append({
       requestId: s.requestId,
       accountId,

@@ -9,10 +9,13 @@ import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { fail } from "../../src/errors.ts";
 import {
   ADMIT,
+  EXTEND,
   SETTLE,
   WALLET_RECALLS,
   type AdmitReply,
   type AdmitTicket,
+  type ExtendReply,
+  type ExtendTicket,
   type SettleReply,
   type Settlement,
   type WalletRecall,
@@ -71,6 +74,12 @@ export class KeyActorHost {
     this.accountOf.set(key.id, key.accountId);
     this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
     return this.actor(ticket.keyId).admit(ticket, key);
+  }
+
+  async extend(ticket: ExtendTicket): Promise<ExtendReply> {
+    const key = await this.deps.keys.get(ticket.keyId);
+    if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
+    return this.actor(ticket.keyId).extend(ticket, key);
   }
 
   async settle(settlement: Settlement): Promise<SettleReply> {
@@ -141,6 +150,7 @@ export class KeyActorHost {
     const stops = partitions.flatMap((p) => [
       bus.serve(ADMIT, subjects.keyAdmit(p), (t) => this.admit(t), { queue: "keys" }),
       bus.serve(SETTLE, subjects.keySettle(p), (s) => this.settle(s), { queue: "keys" }),
+      bus.serve(EXTEND, subjects.keyExtend(p), (t) => this.extend(t), { queue: "keys" }),
     ]);
     stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => void this.releaseAccount(m)));
     this.sweeper = setInterval(() => void this.sweepIdle(), IDLE_SWEEP_INTERVAL_MS);

@@ -106,3 +106,24 @@ export async function pendingHoldTotals(db: Db): Promise<{ pending: number; held
     SELECT count(*) AS n, COALESCE(sum(amount_micro - posted_micro), 0) AS held FROM holds WHERE status = 'pending'`);
   return { pending: Number(row?.n ?? 0), heldMicro: BigInt(String(row?.held ?? 0)) };
 }
+
+/**
+ * Grows a pending hold by `byMicro` from its wallet's available balance (a stream's reserve
+ * extended past its lease's room); false when the wallet cannot cover it or the hold is no
+ * longer pending. The hold's row is locked first, so it cannot close between the two updates.
+ */
+export async function growHold(db: Db, holdId: string, byMicro: bigint): Promise<boolean> {
+  if (byMicro <= 0n) return true;
+  return db.orm.transaction(async (tx) => {
+    const [hold] = await txRows<{ account_id: string }>(tx, sql`
+      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`);
+    if (!hold) return false;
+    const wallet = await txRows(tx, sql`
+      UPDATE wallets SET held_micro = held_micro + ${byMicro}::bigint, updated_at = now()
+      WHERE account_id = ${hold.account_id} AND balance_micro - held_micro >= ${byMicro}::bigint
+      RETURNING account_id`);
+    if (wallet.length !== 1) return false;
+    await txRows(tx, sql`UPDATE holds SET amount_micro = amount_micro + ${byMicro}::bigint WHERE id = ${holdId}`);
+    return true;
+  });
+}

@@ -60,6 +60,8 @@ export interface StreamFrame {
   usageOnly: boolean;
   /** Content delivered by this frame, for metering when the upstream reports no usage. */
   text: string;
+  /** Usage this frame reports: the final figure, or vLLM's running total on every chunk. */
+  usage?: Usage;
 }
 
 export interface StreamPiece {

@@ -2,18 +2,31 @@
  * The admission arithmetic for a chat request: how many tokens it may produce and the most it
  * can cost. Reserve = prompt upper bound × input price + output budget × n × output price, so the
  * hold covers the worst case and the upstream, told the same budget, cannot exceed it.
+ *
+ * A stream without `max_tokens` is metered live instead: the upstream is told a bounded cap
+ * (METERED_OUTPUT_TOKENS_MAX or the context's remainder), the reserve covers only a first step
+ * (METER_FIRST_STEP_TOKENS), and the relay extends the hold in steps before it runs out.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { countPromptTokens, promptTokensUpperBound } from "../../tokens/count.ts";
 import type { ChatRequest } from "./schema.ts";
 
-/** Output budget when the client names none (live metering will extend it in a later version). */
+/** Output budget of a whole (non-streamed) reply when the client names none. */
 export const OUTPUT_TOKENS_DEFAULT = 4_096;
+/** The upstream's max_tokens for a stream without one (lower when the context has less room). */
+export const METERED_OUTPUT_TOKENS_MAX = 16_384;
+/** Output tokens the first reserve of a metered stream covers, per choice. */
+export const METER_FIRST_STEP_TOKENS = 64;
 
 export interface ChatBudget {
   promptTokensBound: number;
+  /** Sent to the upstream as its max_tokens, per choice. */
   outputTokensMax: number;
+  /** Output tokens per choice the admission reserve covers: outputTokensMax unless metered. */
+  reservedOutputTokens: number;
+  /** A stream whose reserve the relay extends as tokens arrive. */
+  metered: boolean;
   choices: number;
   reserveMicro: bigint;
   inputPricePer1m: bigint;
@@ -30,7 +43,7 @@ export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): P
   const promptTokens = Math.min(budget.promptTokensBound, (await countPromptTokens(body.messages)) + toolsBytes);
   return {
     promptTokens,
-    reserveMicro: BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.outputTokensMax * budget.choices) * budget.outputPricePer1m,
+    reserveMicro: BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.reservedOutputTokens * budget.choices) * budget.outputPricePer1m,
   };
 }
 
@@ -58,13 +71,17 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel): Promis
       { param: "messages" },
     );
   }
-  const outputTokensMax = requested ?? Math.min(OUTPUT_TOKENS_DEFAULT, room);
+  const metered = requested === null && body.stream === true;
+  const outputTokensMax = requested ?? Math.min(metered ? METERED_OUTPUT_TOKENS_MAX : OUTPUT_TOKENS_DEFAULT, room);
+  const reservedOutputTokens = metered ? Math.min(METER_FIRST_STEP_TOKENS, outputTokensMax) : outputTokensMax;
   const choices = body.n ?? 1;
   return {
     promptTokensBound,
     outputTokensMax,
+    reservedOutputTokens,
+    metered,
     choices,
-    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(outputTokensMax * choices) * outputPrice,
+    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices) * outputPrice,
     inputPricePer1m: inputPrice,
     outputPricePer1m: outputPrice,
     priceVersionId: model.price.versionId,

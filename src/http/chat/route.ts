@@ -4,17 +4,16 @@
  *   edge:  origin → key → body (size, JSON, schema) → model → budget and reserve
  *   key actor (over the bus, a small ticket): slot + hold, or 429/402
  *   pool actor (this node): backend, upstream call, retries before the first byte
- *   edge:  relay the reply (JSON, or SSE frames as the upstream sent them), then settle the
+ *   edge:  relay the reply (JSON, or SSE frames metered live by relay.ts), then settle the
  *          actual usage through the key actor, exactly once, whatever happened.
  */
-import { ADMIT, SETTLE, type AdmitTicket, type Settlement } from "../../../actors/protocol.ts";
+import { ADMIT, EXTEND, SETTLE, type AdmitTicket, type Settlement } from "../../../actors/protocol.ts";
 import { partitionOf } from "../../../actors/subjects.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { describe, errorBody, fail, type Failure } from "../../errors.ts";
+import { describe, fail, type Failure } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import type { Usage } from "../../providers/types.ts";
-import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
@@ -22,15 +21,8 @@ import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { rateHeaders } from "../paid.ts";
 import { readJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
+import { relayStream } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
-
-/** HTTP-style status recorded for a request whose client went away before the end. */
-const STATUS_CLIENT_CLOSED = 499;
-
-const encoder = new TextEncoder();
-const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
-/** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
-const KEEP_ALIVE_FRAME = encoder.encode(": keep-alive\n\n");
 
 interface Admitted {
   requestId: string;
@@ -128,7 +120,21 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   Object.assign(set.headers, admitted.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
-  return relay(deps, admitted, outcome, request.signal);
+  const partition = partitionOf(key.id);
+  return relayStream(deps, { requestId, keyId: key.id, model: model.id, body, budget, reserveMicro: admitted.reserveMicro }, outcome, request.signal, {
+    extend: async (addTokens) => {
+      const ticket = { keyId: key.id, requestId, holdId: admitted.holdId, addTokens, addMicro: BigInt(addTokens) * budget.outputPricePer1m };
+      try {
+        const reply = await deps.bus.request(EXTEND, deps.subjects.keyExtend(partition), ticket);
+        if (reply.ok) admitted.reserveMicro = reply.reserveMicro;
+        return reply.ok;
+      } catch (error) {
+        deps.log("error", "extend_unreachable", { requestId, error: (error as Error).message });
+        return false;
+      }
+    },
+    settle: (usage, status, extra) => settle(deps, admitted, usage, outcome.backend.name, status, extra),
+  });
 }
 
 type Admission = Admitted | { failure: Failure; headers: Record<string, string> };
@@ -138,7 +144,7 @@ type Admission = Admitted | { failure: Failure; headers: Record<string, string> 
  * prompt exactly and asks once more (the actor may then wait for money held elsewhere).
  */
 async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId" | "reserveMicro" | "headers">): Promise<Admission> {
-  const outputTokens = a.budget.outputTokensMax * a.budget.choices;
+  const outputTokens = a.budget.reservedOutputTokens * a.budget.choices;
   const subject = deps.subjects.keyAdmit(partitionOf(a.key.id));
   let ticket: AdmitTicket = {
     keyId: a.key.id,
@@ -170,6 +176,8 @@ interface SettleExtra {
   firstTokenMs?: number | null;
   /** The text delivered; read only when the operator logs message content. */
   completion?: () => string;
+  /** Caps the charge below the reserve (a stream cut when its hold could not grow). */
+  billedMicroMax?: bigint;
 }
 
 async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string | null, status: number, extra: SettleExtra = {}): Promise<void> {
@@ -188,6 +196,7 @@ async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string
     outputPricePer1m: a.budget.outputPricePer1m,
     status,
     durationMs: Math.round(performance.now() - a.startedMs),
+    billedMicroMax: extra.billedMicroMax,
   };
   try {
     const reply = await deps.bus.request(SETTLE, deps.subjects.keySettle(partitionOf(a.key.id)), settlement);
@@ -231,78 +240,4 @@ function jsonCompletionText(reply: string): string {
     for (const choice of parsed.choices ?? []) if (typeof choice.message?.content === "string") text += choice.message.content;
   } catch {}
   return text;
-}
-
-function errorFrame(failure: Failure): Uint8Array {
-  return encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`);
-}
-
-/**
- * Relays the upstream's SSE frames one network read at a time (Elysia pulls the next piece only
- * when the client has taken the last, so a slow client pauses the upstream read). Settles once:
- * at the end before `[DONE]` or the error frame, or in `finally` when the client went away.
- */
-async function* relay(
-  deps: EdgeDeps,
-  a: Admitted,
-  outcome: Extract<ChatOutcome, { kind: "stream" }>,
-  clientSignal: AbortSignal,
-): AsyncGenerator<Uint8Array> {
-  const wantsUsage = a.body.stream_options?.include_usage === true;
-  let reported: Usage | null = null;
-  let delivered = "";
-  let firstTokenMs: number | null = null;
-  let settled = false;
-  const settleNow = async (status: number) => {
-    if (settled) return;
-    settled = true;
-    const usage = reported ?? {
-      inputTokens: await countPromptTokens(a.body.messages),
-      outputTokens: await countTokens(delivered),
-    };
-    await settle(deps, a, usage, outcome.backend.name, status, { firstTokenMs, completion: () => delivered });
-  };
-  try {
-    let failure: Failure | null = null;
-    let done = false;
-    try {
-      const decoder = outcome.backend.adapter.chat!.createChatStreamDecoder({
-        requestId: a.requestId,
-        model: a.model.id,
-        created: Math.floor(Date.now() / 1000),
-      });
-      const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
-      for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
-        if (piece.keepAlive) {
-          yield KEEP_ALIVE_FRAME;
-          continue;
-        }
-        if (piece.usage) reported = piece.usage;
-        for (const frame of piece.frames) {
-          delivered += frame.text;
-          if (firstTokenMs === null && frame.text !== "") firstTokenMs = performance.now();
-          if (frame.usageOnly && !wantsUsage) continue;
-          yield encoder.encode(`data: ${frame.data}\n\n`);
-        }
-        if (piece.error) failure = piece.error;
-        if (piece.done || piece.error) {
-          done = piece.done;
-          break;
-        }
-      }
-      if (!done && !failure) failure = fail("upstream_error", "The upstream closed the stream before it finished.");
-    } catch (error) {
-      failure =
-        error instanceof StreamStalled
-          ? fail("upstream_timeout", `The upstream stalled: ${error.message}.`)
-          : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
-    }
-    outcome.release();
-    await settleNow(clientSignal.aborted ? STATUS_CLIENT_CLOSED : failure ? 502 : 200);
-    yield failure ? errorFrame(failure) : DONE_FRAME;
-  } finally {
-    outcome.release();
-    // The client went away mid-stream: the upstream was aborted; bill what it generated.
-    await settleNow(STATUS_CLIENT_CLOSED);
-  }
 }

@@ -77,6 +77,7 @@ export class OpenAIStreamDecoder implements ChatStreamDecoder {
       usageOnly: Array.isArray(chunk.choices) && chunk.choices.length === 0 && !!usage?.success,
       text: deltaText(chunk),
     };
+    if (piece.usage && usage?.success) frame.usage = piece.usage;
     piece.frames.push(frame);
   }
 }

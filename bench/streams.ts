@@ -1,0 +1,215 @@
+/**
+ * `bun run bench:streams`: what a stream costs in the gateway.
+ *
+ *   1. TTFB overhead: time to the first body byte through Darvaze (embedded) minus the same
+ *      against the simulator directly, p50 and p99, at 1 and 64 concurrent streams.
+ *   2. RSS per open stream: the gateway's resident memory with N slow streams open (the
+ *      simulator sends a token a second; clients read as it comes) minus before, divided by N,
+ *      at 2,000 and 8,000 streams. Each stream holds two sockets in the gateway, so the command
+ *      raises the file limit first (`ulimit -n 20000`).
+ *   3. Relay throughput: chunks per second relayed by the gateway pinned to one core.
+ *
+ * The gateway runs on the server CPU; simulators, clients and this runner on the load CPU.
+ * Figures are appended to bench/RESULTS.md, except with `--check` (tiny numbers, a smoke test).
+ *
+ *   bun run bench:streams                       # full: 10 s TTFB runs, 2,000 and 8,000 streams
+ *   bun run bench:streams -- --check            # seconds, 50 streams: does it run?
+ */
+import { appendFileSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { percentile } from "./measurement.ts";
+import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
+import { runSseClient } from "./sse-client.ts";
+import { ROOT, startDarvaze, startSimulator, type Target } from "./targets.ts";
+
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: {
+    check: { type: "boolean", default: false },
+    streams: { type: "string" },
+    "ttfb-seconds": { type: "string" },
+    "relay-seconds": { type: "string" },
+  },
+});
+const CHECK = values.check;
+const STREAM_COUNTS = (values.streams ?? (CHECK ? "50" : "2000,8000")).split(",").map(Number);
+const TTFB_MS = Number(values["ttfb-seconds"] ?? (CHECK ? 1 : 10)) * 1000;
+const RELAY_MS = Number(values["relay-seconds"] ?? (CHECK ? 1 : 10)) * 1000;
+const WARMUP_MS = CHECK ? 200 : 2_000;
+/** Streams opened at once while ramping up, so the ramp is not one burst of connects. */
+const OPEN_BATCH = 200;
+/** How long the open streams run before memory is read. */
+const SETTLE_MS = CHECK ? 1_000 : 5_000;
+const HOST = "127.0.0.1";
+
+installExitHandlers();
+pinSelf();
+
+function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(status)?.[1] ?? NaN);
+  return kb * 1024;
+}
+
+async function slowSimulator(): Promise<{ url: string; stop: () => Promise<void> }> {
+  const port = freePort();
+  const child = spawnPinned({
+    label: "slow simulator",
+    cpu: LOAD_CPU,
+    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "1000", "--output-tokens", "100000"],
+  });
+  const url = `http://${HOST}:${port}`;
+  await waitReady(child, `${url}/v1/models`);
+  return { url, stop: () => child.stop() };
+}
+
+/** Opens `count` streams over raw sockets (cheap for the client) and keeps reading them. */
+async function openSlowStreams(target: Target, count: number): Promise<{ ok: () => number; close: () => void }> {
+  const { hostname, port } = new URL(target.url);
+  const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Tell a long story." }], stream: true });
+  const request =
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${target.key}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  let ok = 0;
+  const sockets: { end(): void }[] = [];
+  for (let opened = 0; opened < count; opened += OPEN_BATCH) {
+    const batch = Math.min(OPEN_BATCH, count - opened);
+    await Promise.all(
+      Array.from({ length: batch }, async () => {
+        let seen = false;
+        const socket = await Bun.connect({
+          hostname,
+          port: Number(port),
+          socket: {
+            data(_, data) {
+              if (!seen) {
+                seen = true;
+                if (data.toString("latin1", 0, 12).includes(" 200")) ok++;
+              }
+            },
+          },
+        });
+        socket.write(request);
+        sockets.push(socket);
+      }),
+    );
+  }
+  return { ok: () => ok, close: () => sockets.forEach((s) => s.end()) };
+}
+
+async function rssPerStream(lines: string[]): Promise<void> {
+  const sim = await slowSimulator();
+  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  try {
+    for (const count of STREAM_COUNTS) {
+      const warm = await openSlowStreams(gateway, 20);
+      await Bun.sleep(1_000);
+      warm.close();
+      await Bun.sleep(1_000);
+      Bun.gc(true);
+      const before = rssBytes(gateway.pid!);
+      const streams = await openSlowStreams(gateway, count);
+      await Bun.sleep(SETTLE_MS);
+      const after = rssBytes(gateway.pid!);
+      const open = streams.ok();
+      const perStreamKiB = (after - before) / Math.max(1, open) / 1024;
+      lines.push(`| ${count} | ${open} | ${(before / 2 ** 20).toFixed(1)} | ${(after / 2 ** 20).toFixed(1)} | ${perStreamKiB.toFixed(1)} |`);
+      console.error(`rss: ${count} streams (${open} answered 200): ${perStreamKiB.toFixed(1)} KiB each`);
+      streams.close();
+      await Bun.sleep(CHECK ? 1_000 : 5_000);
+    }
+  } finally {
+    await gateway.stop();
+    await sim.stop();
+  }
+}
+
+async function ttfbOverhead(lines: string[]): Promise<void> {
+  const sim = await startSimulator({ outputTokens: 64 });
+  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  try {
+    for (const concurrency of [1, 64]) {
+      const run = (target: Target) => runSseClient({ target, workload: `stream c=${concurrency}`, concurrency, durationMs: TTFB_MS, warmupMs: WARMUP_MS });
+      const direct = await run(sim);
+      const through = await run(gateway);
+      const p50 = (through.ttfbP50Ms ?? NaN) - (direct.ttfbP50Ms ?? NaN);
+      const p99 = (through.ttfbP99Ms ?? NaN) - (direct.ttfbP99Ms ?? NaN);
+      lines.push(`| ${concurrency} | ${direct.ttfbP50Ms?.toFixed(3)} / ${direct.ttfbP99Ms?.toFixed(3)} | ${through.ttfbP50Ms?.toFixed(3)} / ${through.ttfbP99Ms?.toFixed(3)} | ${p50.toFixed(3)} | ${p99.toFixed(3)} | ${through.errors} |`);
+      console.error(`ttfb c=${concurrency}: overhead p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`);
+    }
+  } finally {
+    await gateway.stop();
+    await sim.stop();
+  }
+}
+
+async function relayThroughput(lines: string[]): Promise<void> {
+  const tokens = 2_000;
+  const sim = await startSimulator({ outputTokens: tokens });
+  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Go." }], stream: true, max_tokens: tokens });
+  const marker = new TextEncoder().encode("data: ")[0]!; // 'd' starting a line: counted as a frame
+  try {
+    let chunks = 0;
+    let streams = 0;
+    const deadline = performance.now() + RELAY_MS;
+    const startedMs = performance.now();
+    await Promise.all(
+      Array.from({ length: 4 }, async () => {
+        while (performance.now() < deadline) {
+          const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" },
+            body,
+          });
+          let previous = 10; // '\n'
+          for await (const part of response.body!) {
+            for (let i = 0; i < part.length; i++) {
+              if (part[i] === marker && previous === 10) chunks++;
+              previous = part[i]!;
+            }
+          }
+          streams++;
+        }
+      }),
+    );
+    const rate = chunks / ((performance.now() - startedMs) / 1000);
+    lines.push(`| ${streams} | ${chunks} | ${Math.round(rate)} |`);
+    console.error(`relay: ${Math.round(rate)} chunks/s over ${streams} streams`);
+  } finally {
+    await gateway.stop();
+    await sim.stop();
+  }
+}
+
+const ttfb: string[] = [];
+const rss: string[] = [];
+const relay: string[] = [];
+try {
+  await ttfbOverhead(ttfb);
+  await relayThroughput(relay);
+  await rssPerStream(rss);
+} finally {
+  await stopAll();
+}
+
+const text = [
+  `\n## Streams — ${new Date().toISOString()}\n`,
+  `Command: \`ulimit -n 20000 && bun run bench:streams\`; Darvaze embedded on the server CPU, simulators and clients on the load CPU. Goals: TTFB overhead p50 < 1 ms; ≤ 64 KiB RSS per open stream.\n`,
+  "| Concurrent streams | Simulator TTFB p50 / p99 (ms) | Darvaze TTFB p50 / p99 (ms) | Overhead p50 (ms) | Overhead p99 (ms) | Errors |",
+  "|---|---|---|---|---|---|",
+  ...ttfb,
+  "",
+  "| Streams relayed | Chunks | Chunks/s (gateway on one core) |",
+  "|---|---|---|",
+  ...relay,
+  "",
+  "| Slow streams opened | Answered 200 | Gateway RSS before (MiB) | RSS with them open (MiB) | RSS per open stream (KiB) |",
+  "|---|---|---|---|---|",
+  ...rss,
+  "",
+].join("\n");
+console.log(text);
+if (!CHECK) appendFileSync(join(import.meta.dir, "RESULTS.md"), text);
+process.exit(0);

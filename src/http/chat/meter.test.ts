@@ -1,0 +1,58 @@
+import { expect, test } from "bun:test";
+import { METER_STEP_TOKENS_MIN, StreamMeter } from "./meter.ts";
+
+/** One token per word: an exact count the test can check by hand. */
+const words = async (text: string) => text.split(" ").filter((w) => w !== "").length;
+
+test("delivers while covered, extends ahead in growing steps, and never delivers past the hold", async () => {
+  const granted: number[] = [];
+  let budget = 150; // tokens the wallet can still cover
+  const meter = new StreamMeter({
+    coveredTokens: 16,
+    capTokens: 10_000,
+    count: words,
+    extend: async (add) => {
+      if (add > budget) return false;
+      budget -= add;
+      granted.push(add);
+      return true;
+    },
+  });
+  let delivered = 0;
+  for (let i = 0; i < 1_000; i++) {
+    if (!(await meter.deliver(" word"))) break;
+    delivered++;
+  }
+  // 16 + every step granted; steps halved down to the minimum at the wallet's edge.
+  expect(delivered).toBe(16 + granted.reduce((a, b) => a + b, 0));
+  expect(delivered).toBeLessThanOrEqual(16 + 150);
+  expect(delivered).toBeGreaterThan(16 + 150 - METER_STEP_TOKENS_MIN);
+  expect(granted[1]!).toBeGreaterThan(granted[0]!); // steps grow while money lasts
+  expect(await meter.exact()).toBe(delivered);
+  expect(meter.covered).toBe(delivered);
+});
+
+test("the byte bound is made exact before asking for money", async () => {
+  let asked = 0;
+  const meter = new StreamMeter({ coveredTokens: 4, capTokens: 4, count: words, extend: async () => (asked++, false) });
+  // 4 words of 5 bytes each: 20 bytes bound, 4 exact tokens: all fit without an extension.
+  for (let i = 0; i < 4; i++) expect(await meter.deliver(" abcd")).toBe(true);
+  expect(await meter.deliver(" abcd")).toBe(false);
+  expect(asked).toBe(0); // at the cap: nothing to ask for
+  expect(await meter.exact()).toBe(4);
+});
+
+test("the upstream's running usage is the count when it reports one", async () => {
+  const meter = new StreamMeter({ coveredTokens: 10, capTokens: 10, count: words, extend: async () => false });
+  expect(await meter.deliver("a much longer piece of text than one token", 9)).toBe(true);
+  expect(meter.tokens).toBe(9);
+  expect(await meter.deliver("x", 11)).toBe(false);
+  expect(await meter.exact()).toBe(9);
+});
+
+test("a stream with the client's own max_tokens is counted but never cut", async () => {
+  const meter = new StreamMeter({ coveredTokens: 2, capTokens: 2, count: words, enforce: false, extend: async () => true });
+  for (let i = 0; i < 5; i++) expect(await meter.deliver(" w")).toBe(true);
+  expect(await meter.exact()).toBe(5);
+  expect(meter.covered).toBe(2); // and no extension was asked for
+});

@@ -1,0 +1,263 @@
+/**
+ * The gateway's operations for internal services over NATS, through the `nats` service
+ * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request becomes the
+ * same `Request` the HTTP route gets, handled by the same Elysia app: authentication, limits,
+ * billing and errors are identical. The wire is described in wire.ts.
+ *
+ * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
+ * control), so a slow caller pauses the relay, whose queue pauses the upstream; a caller that
+ * grants nothing for STREAM_CREDIT_WAIT_MS_MAX is taken for gone; at most STREAMS_OPEN_MAX
+ * streams are open at once.
+ */
+import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
+import type { Subjects } from "../../actors/subjects.ts";
+import { errorBody, fail, type Failure, describe } from "../errors.ts";
+import { newId } from "../ids.ts";
+import type { Logger } from "../log.ts";
+import {
+  HEADER_CANCEL_SUBJECT,
+  HEADER_CREDIT,
+  HEADER_CREDIT_SUBJECT,
+  HEADER_ERROR,
+  HEADER_ERROR_CODE,
+  HEADER_HEARTBEAT,
+  HEADER_SEQ,
+  HEADER_STATUS,
+  HEADERS_BYTES_ALLOWANCE,
+  OPERATIONS,
+  operationPath,
+  STREAM_CREDIT_DEFAULT,
+  STREAM_CREDIT_MAX,
+  STREAM_CREDIT_WAIT_MS_MAX,
+  STREAM_HEARTBEAT_MS,
+  STREAMS_OPEN_MAX,
+} from "./wire.ts";
+
+/** What the service needs of the HTTP app: its routes and its handler. */
+export interface HandlerApp {
+  handle(request: Request): Promise<Response>;
+  routes: { method: string; path: string }[];
+}
+
+export interface InternalServiceOptions {
+  nc: NatsConnection;
+  app: HandlerApp;
+  subjects: Subjects;
+  log: Logger;
+  version?: string;
+}
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+const EMPTY = new Uint8Array(0);
+
+/** Streams' counts for `$SRV.STATS` (the framework counts requests and time per endpoint). */
+interface StreamStats {
+  open: number;
+  total: number;
+  cancelled: number;
+  creditWaits: number;
+  errors: number;
+}
+
+/**
+ * Starts the service on `nc`; resolves to a stop function that ends it (open streams are cancelled).
+ * @example const stop = await serveInternal({ nc, app, subjects, log }); … await stop();
+ */
+export async function serveInternal(options: InternalServiceOptions): Promise<() => Promise<void>> {
+  const { nc, app, subjects, log } = options;
+  const stats: StreamStats = { open: 0, total: 0, cancelled: 0, creditWaits: 0, errors: 0 };
+  const cancels = new Set<() => void>();
+  const service: Service = await nc.services.add({
+    name: "darvaze",
+    version: options.version ?? "0.1.0",
+    description: "OpenAI-compatible operations of the Darvaze gateway (same JSON as /v1, Authorization header)",
+    queue: "darvaze",
+    statsHandler: async () => ({ streams_open: stats.open, streams_total: stats.total, streams_cancelled: stats.cancelled, credit_waits: stats.creditWaits, replies_failed: stats.errors }),
+  });
+  const served = new Set(app.routes.filter((r) => r.method === "POST").map((r) => r.path));
+  for (const operation of OPERATIONS) {
+    const path = operationPath(operation);
+    if (!served.has(path)) continue;
+    service.addEndpoint(operation.replaceAll(".", "_"), {
+      subject: subjects.operation(operation),
+      metadata: { path },
+      handler: (error, msg) => {
+        if (error) return log("error", "internal_endpoint_failed", { operation, error: error.message });
+        void handle(msg, path).catch((e: Error) => {
+          stats.errors++;
+          log("error", "internal_request_failed", { operation, error: e.message });
+        });
+      },
+    });
+  }
+
+  async function handle(msg: ServiceMsg, path: string): Promise<void> {
+    if (!msg.reply) return; // nobody to answer
+    const payloadMax = nc.info?.max_payload ?? 1_048_576;
+    if (msg.data.length > payloadMax) {
+      return replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
+    }
+    const headers = new Headers({ "content-type": msg.headers?.get("Content-Type") || "application/json" });
+    for (const name of ["Authorization", "x-darvaze-residency"]) {
+      const value = msg.headers?.get(name);
+      if (value) headers.set(name, value);
+    }
+    const controller = new AbortController();
+    const request = new Request(`http://nats.internal${path}`, { method: "POST", headers, body: msg.data, signal: controller.signal });
+    const response = await app.handle(request);
+    if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
+      if (stats.open >= STREAMS_OPEN_MAX) {
+        controller.abort();
+        await response.body.cancel();
+        return replyFailure(msg, fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }));
+      }
+      return stream(msg, response, controller);
+    }
+    const body = new Uint8Array(await response.arrayBuffer());
+    if (body.length > payloadMax - HEADERS_BYTES_ALLOWANCE) {
+      return replyFailure(msg, fail("request_too_large", `The reply (${body.length} bytes) is larger than the NATS payload limit of ${payloadMax} bytes; call this over HTTP.`));
+    }
+    const h = replyHeaders(response);
+    if (response.status >= 400) {
+      stats.errors++;
+      h.set(HEADER_ERROR_CODE, String(response.status));
+      h.set(HEADER_ERROR, errorMessage(body));
+    }
+    msg.respond(body, { headers: h });
+  }
+
+  function replyFailure(msg: ServiceMsg, failure: Failure): void {
+    stats.errors++;
+    const status = describe(failure.code).status;
+    const h = natsHeaders();
+    h.set(HEADER_STATUS, String(status));
+    h.set("Content-Type", "application/json");
+    msg.respondError(status, failure.message, encoder.encode(JSON.stringify(errorBody(failure))), { headers: h });
+  }
+
+  async function stream(msg: ServiceMsg, response: Response, controller: AbortController): Promise<void> {
+    const reply = msg.reply!;
+    const streamId = newId("str");
+    stats.open++;
+    stats.total++;
+    let credit = Math.min(STREAM_CREDIT_MAX, Math.max(1, Number(msg.headers?.get(HEADER_CREDIT)) || STREAM_CREDIT_DEFAULT));
+    let seq = 0;
+    let lastSentMs = performance.now();
+    let cancelled = false;
+    let wakeCredit: (() => void) | null = null;
+    const reader = response.body!.getReader();
+    const cancel = () => {
+      if (cancelled) return;
+      cancelled = true;
+      stats.cancelled++;
+      controller.abort(); // the route's client signal: drain, abort the upstream, bill once
+      reader.cancel().catch(() => {});
+      wakeCredit?.();
+    };
+    cancels.add(cancel);
+    const subs: Subscription[] = [
+      nc.subscribe(subjects.streamCredit(streamId), {
+        callback: (_, m) => {
+          const grant = Number(decoder.decode(m.data));
+          if (Number.isFinite(grant) && grant > 0) credit = Math.min(STREAM_CREDIT_MAX, credit + Math.floor(grant));
+          wakeCredit?.();
+        },
+      }),
+      nc.subscribe(subjects.streamCancel(streamId), { callback: () => cancel() }),
+    ];
+    const send = (body: Uint8Array, h: MsgHdrs) => {
+      h.set(HEADER_SEQ, String(seq++));
+      nc.publish(reply, body, { headers: h });
+      lastSentMs = performance.now();
+    };
+    const heartbeat = setInterval(() => {
+      if (performance.now() - lastSentMs < STREAM_HEARTBEAT_MS) return;
+      const h = natsHeaders();
+      h.set(HEADER_HEARTBEAT, "1");
+      nc.publish(reply, EMPTY, { headers: h });
+      lastSentMs = performance.now();
+    }, STREAM_HEARTBEAT_MS / 2);
+    const waitForCredit = async () => {
+      const startedMs = performance.now();
+      if (credit <= 0) stats.creditWaits++;
+      while (credit <= 0 && !cancelled) {
+        const waitedMs = performance.now() - startedMs;
+        if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return cancel();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await new Promise<void>((resolve) => {
+          wakeCredit = resolve;
+          timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
+        });
+        clearTimeout(timer);
+        wakeCredit = null;
+      }
+    };
+    try {
+      const opening = replyHeaders(response);
+      opening.set(HEADER_CREDIT_SUBJECT, subjects.streamCredit(streamId));
+      opening.set(HEADER_CANCEL_SUBJECT, subjects.streamCancel(streamId));
+      send(encoder.encode("{}"), opening);
+      let buffer = "";
+      const text = new TextDecoder();
+      read: while (!cancelled) {
+        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+        if (done) break;
+        buffer += text.decode(value, { stream: true });
+        let end: number;
+        while ((end = buffer.indexOf("\n\n")) !== -1) {
+          const event = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          if (!event.startsWith("data: ")) continue; // keep-alive comments: our heartbeats do that
+          const data = event.slice(6);
+          if (data === "[DONE]") break read;
+          if (data.startsWith('{"error"')) {
+            stats.errors++;
+            const h = natsHeaders();
+            h.set(HEADER_STATUS, "502");
+            h.set(HEADER_ERROR_CODE, "502");
+            h.set(HEADER_ERROR, errorMessage(encoder.encode(data)));
+            send(encoder.encode(data), h);
+            break read;
+          }
+          await waitForCredit();
+          if (cancelled) break read;
+          credit--;
+          send(encoder.encode(data), natsHeaders());
+        }
+      }
+      if (!cancelled) send(EMPTY, natsHeaders());
+    } finally {
+      clearInterval(heartbeat);
+      for (const sub of subs) sub.unsubscribe();
+      cancels.delete(cancel);
+      stats.open--;
+      if (cancelled) await reader.cancel().catch(() => {});
+    }
+  }
+
+  return async () => {
+    for (const cancel of [...cancels]) cancel();
+    await service.stop();
+  };
+}
+
+function replyHeaders(response: Response): MsgHdrs {
+  const h = natsHeaders();
+  h.set(HEADER_STATUS, String(response.status));
+  const type = response.headers.get("content-type");
+  if (type) h.set("Content-Type", type);
+  const requestId = response.headers.get("x-request-id");
+  if (requestId) h.set("x-request-id", requestId);
+  for (const [name, value] of response.headers) if (name.startsWith("x-ratelimit-") || name === "retry-after") h.set(name, value);
+  return h;
+}
+
+function errorMessage(body: Uint8Array): string {
+  try {
+    const parsed = JSON.parse(decoder.decode(body)) as { error?: { message?: unknown } };
+    // Header values are one line.
+    if (typeof parsed.error?.message === "string") return parsed.error.message.replace(/[\r\n]+/g, " ").slice(0, 512);
+  } catch {}
+  return "error";
+}

@@ -1,0 +1,54 @@
+/**
+ * The wire of the gateway's operations over NATS, shared by the service (service.ts) and the
+ * client helper (client.ts).
+ *
+ * Request: a message on `<prefix>.v1.<operation>` (e.g. `gw.v1.chat.completions`) with a reply
+ * subject, an `Authorization: Bearer <key>` header and the same JSON body as over HTTP
+ * (`Content-Type` and `x-darvaze-residency` pass through too).
+ *
+ * Whole reply: one message, headers `Status` (the HTTP status), `Content-Type`, `x-request-id`;
+ * errors also carry `Nats-Service-Error-Code` / `Nats-Service-Error` and the OpenAI error body.
+ *
+ * Stream (`"stream": true`): messages to the reply subject, in order:
+ *   opening   seq 0: `Status: 200`, `Darvaze-Credit-Subject`, `Darvaze-Cancel-Subject`, body `{}`
+ *   chunks    seq 1, 2, …: one chat.completion.chunk JSON each (what follows `data: ` over HTTP),
+ *             sent only while the caller has credit: the request's `Darvaze-Credit` header grants
+ *             the first window (messages), and the caller adds more by publishing a number to the
+ *             credit subject. Without credit the gateway stops reading, so the upstream pauses.
+ *   heartbeat no seq, empty body, `Darvaze-Heartbeat: 1`, after each STREAM_HEARTBEAT_MS without
+ *             a message, so the caller can tell a slow upstream from a dead gateway.
+ *   error     a seq, `Status` and `Nats-Service-Error-Code` headers, the OpenAI error body.
+ *   end       the last seq, empty body (after the last chunk or the error).
+ * Anything published to the cancel subject stops the stream: the upstream is aborted and the
+ * tokens it generated are billed, as when an HTTP client goes away.
+ */
+
+export const HEADER_STATUS = "Status";
+export const HEADER_SEQ = "Darvaze-Seq";
+export const HEADER_CREDIT = "Darvaze-Credit";
+export const HEADER_CREDIT_SUBJECT = "Darvaze-Credit-Subject";
+export const HEADER_CANCEL_SUBJECT = "Darvaze-Cancel-Subject";
+export const HEADER_HEARTBEAT = "Darvaze-Heartbeat";
+export const HEADER_ERROR_CODE = "Nats-Service-Error-Code";
+export const HEADER_ERROR = "Nats-Service-Error";
+
+/** Credit window when the request names none, in chunk messages. */
+export const STREAM_CREDIT_DEFAULT = 64;
+/** The most credit a caller may hold at once, in chunk messages. */
+export const STREAM_CREDIT_MAX = 1_024;
+/** A heartbeat after this long without a message to the caller. */
+export const STREAM_HEARTBEAT_MS = 2_000;
+/** A stream whose caller grants no credit for this long is cancelled (the caller is gone). */
+export const STREAM_CREDIT_WAIT_MS_MAX = 30_000;
+/** Streams open to internal services at once on one node; more get 429. */
+export const STREAMS_OPEN_MAX = 20_000;
+/** Room kept for headers when a whole reply is checked against the NATS payload limit. */
+export const HEADERS_BYTES_ALLOWANCE = 4_096;
+
+/** The HTTP path an operation is served on: `chat.completions` → `/v1/chat/completions`. */
+export function operationPath(operation: string): string {
+  return `/v1/${operation.replaceAll(".", "/")}`;
+}
+
+/** The operations internal services may call, when the HTTP app serves them. */
+export const OPERATIONS = ["chat.completions", "embeddings", "images.generations", "audio.speech", "audio.transcriptions"] as const;

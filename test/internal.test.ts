@@ -1,0 +1,150 @@
+/**
+ * Internal services over NATS: the same operations as over HTTP, through the service framework,
+ * with the stream's own flow control. Needs NATS (skipped loudly without NATS_URL).
+ */
+import { afterAll, beforeAll, expect } from "bun:test";
+import { connect, type NatsConnection, type ServiceInfo, type ServiceStats } from "nats";
+import OpenAI from "openai";
+import { InternalClient, InternalError } from "../src/internal/client.ts";
+import { STREAM_ABORT_MS_MAX } from "../src/http/chat/relay.ts";
+import { simCompletion, simPromptText } from "../src/sim/text.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { describeWith } from "./services.ts";
+
+const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
+
+describeWith(["nats"], "operations over NATS", (it) => {
+  let t: TestGateway;
+  let nc: NatsConnection;
+  let prefix: string;
+  let funded: { accountId: string; keyId: string; key: string };
+  let gw: InternalClient;
+  const sim = () => t.gw.simulator!;
+  const defaults = { ttftMs: 0, itlMs: 0, outputTokens: 16 };
+
+  beforeAll(async () => {
+    t = await startTestGateway();
+    prefix = t.gw.deps.env.DARVAZE_SUBJECT_PREFIX;
+    nc = await connect({ servers: process.env.NATS_URL! });
+    funded = await t.fundedKey(1000);
+    gw = new InternalClient(nc, { apiKey: funded.key, prefix, stallMs: 10_000 });
+  }, SETUP_MS_MAX);
+  afterAll(async () => {
+    await nc?.drain();
+    await t?.stop();
+  }, SETUP_MS_MAX);
+
+  const simEntryBySeq = async (chunkId: string) => {
+    const seq = Number(chunkId.replace("chatcmpl-sim-", ""));
+    for (let i = 0; i < 200; i++) {
+      const entry = sim().log.entries().find((e) => e.seq === seq);
+      if (entry) return entry;
+      await Bun.sleep(25);
+    }
+    throw new Error(`no simulator entry ${seq}`);
+  };
+
+  it("$SRV.PING, $SRV.INFO and $SRV.STATS list the service and its operations", async () => {
+    const client = nc.services.client();
+    const ours = (subjects: string[]) => subjects.includes(`${prefix}.v1.chat.completions`);
+    let info: ServiceInfo | undefined;
+    for await (const i of await client.info("darvaze")) if (ours(i.endpoints.map((e) => e.subject))) info = i;
+    expect(info?.name).toBe("darvaze");
+    let pinged = false;
+    for await (const p of await client.ping("darvaze", info!.id)) pinged ||= p.id === info!.id;
+    expect(pinged).toBe(true);
+    await gw.request("chat.completions", { model: "gpt-4o-mini", messages: HELLO, max_tokens: 3 });
+    let stats: ServiceStats | undefined;
+    for await (const s of await client.stats("darvaze", info!.id)) stats = s;
+    const chat = stats!.endpoints!.find((e) => e.name === "chat_completions")!;
+    expect(chat.num_requests).toBeGreaterThanOrEqual(1);
+    expect(chat.data).toMatchObject({ streams_open: 0 });
+  });
+
+  it("a whole reply and an error come back as over HTTP", async () => {
+    const reply = await gw.request("chat.completions", { model: "gpt-4o-mini", messages: HELLO, max_tokens: 5 });
+    expect(reply.status).toBe(200);
+    expect(reply.headers["x-request-id"]).toMatch(/^req_/);
+    const body = reply.json<{ choices: { message: { content: string } }[] }>();
+    expect(body.choices[0]!.message.content).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 5 }).join(""));
+    const bad = new InternalClient(nc, { apiKey: "sk-dvz-nope", prefix });
+    const error = await bad.request("chat.completions", { model: "gpt-4o-mini", messages: HELLO }).catch((e) => e);
+    expect(error).toBeInstanceOf(InternalError);
+    expect([error.status, error.body.error.code]).toEqual([401, "invalid_api_key"]);
+    const huge = "x".repeat((nc.info?.max_payload ?? 1_048_576) + 1);
+    const tooLarge = await gw.request("chat.completions", { model: "gpt-4o-mini", messages: [{ role: "user", content: huge }] }).catch((e) => e);
+    expect([tooLarge.status, tooLarge.body.error.code]).toEqual([413, "request_too_large"]);
+    expect(tooLarge.message).toContain(String(nc.info?.max_payload));
+  });
+
+  it("a stream over NATS gets the same text and usage as over HTTP", async () => {
+    Object.assign(sim().options, defaults, { outputTokens: 40 });
+    const body = { model: "gpt-4o-mini", messages: HELLO, stream: true, stream_options: { include_usage: true } };
+    const http = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    let httpText = "";
+    let httpUsage: unknown = null;
+    for await (const chunk of await http.chat.completions.create({ ...body, stream: true })) {
+      httpText += chunk.choices[0]?.delta.content ?? "";
+      if (chunk.usage) httpUsage = chunk.usage;
+    }
+    let natsText = "";
+    let natsUsage: unknown = null;
+    for await (const chunk of gw.stream("chat.completions", body)) {
+      natsText += chunk.choices[0]?.delta?.content ?? "";
+      if (chunk.usage) natsUsage = chunk.usage;
+    }
+    expect(httpText.length).toBeGreaterThan(0);
+    expect(natsText).toBe(httpText);
+    expect(natsUsage).toEqual(httpUsage);
+    expect(natsUsage).toMatchObject({ completion_tokens: 40 });
+  });
+
+  it("a slow NATS consumer with a small credit window loses no chunk", async () => {
+    Object.assign(sim().options, defaults, { outputTokens: 300 });
+    const slow = new InternalClient(nc, { apiKey: funded.key, prefix, creditWindow: 4, stallMs: 10_000 });
+    let text = "";
+    let chunks = 0;
+    for await (const chunk of slow.stream("chat.completions", { model: "gpt-4o-mini", messages: HELLO, stream: true })) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      if (++chunks % 50 === 0) await Bun.sleep(100); // stalls now and then, far beyond the window
+      else await Bun.sleep(1);
+    }
+    expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 300 }).join(""));
+    // The gateway did wait for credit: the window, not NATS, paced the stream.
+    const client = nc.services.client();
+    let waits = 0;
+    for await (const s of await client.stats("darvaze")) {
+      const chat = s.endpoints?.find((e) => e.subject === `${prefix}.v1.chat.completions`);
+      if (chat) waits += (chat.data as { credit_waits: number }).credit_waits;
+    }
+    expect(waits).toBeGreaterThan(0);
+  }, 60_000);
+
+  it("leaving a NATS stream cancels it: the upstream is aborted and billed what it generated", async () => {
+    Object.assign(sim().options, defaults, { outputTokens: 1_000, itlMs: 20 });
+    let chunks = 0;
+    let chunkId = "";
+    let leftAt = 0;
+    for await (const chunk of gw.stream("chat.completions", { model: "gpt-4o-mini", messages: HELLO, stream: true })) {
+      chunkId = chunk.id;
+      if (chunk.choices[0]?.delta?.content && ++chunks === 5) {
+        leftAt = Date.now();
+        break;
+      }
+    }
+    const entry = await simEntryBySeq(chunkId);
+    expect(entry.aborted).toBe(true);
+    expect(entry.completionTokens).toBeLessThan(1_000);
+    expect(entry.endedAt - leftAt).toBeLessThanOrEqual(STREAM_ABORT_MS_MAX + 1_000);
+    for (let i = 0; i < 100 && t.gw.keyHost.inFlight(funded.keyId) > 0; i++) await Bun.sleep(20);
+    expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(0);
+    let record: unknown;
+    for (let i = 0; i < 100 && !record; i++) {
+      await t.admin("GET", "/admin/ledger/audit"); // writes this node's pending usage
+      const account = await t.admin("GET", `/admin/accounts/${funded.accountId}`);
+      record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === entry.requestId);
+      if (!record) await Bun.sleep(50);
+    }
+    expect(record).toMatchObject({ status: 499, output_units: String(entry.completionTokens) });
+  });
+});

@@ -1,0 +1,279 @@
+/**
+ * Streams metered live, cut cleanly and billed exactly, checked with the official `openai`
+ * client against the simulator's own log (tokens it generated per request, aborted ones too).
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { Tiktoken } from "js-tiktoken/lite";
+import o200k from "js-tiktoken/ranks/o200k_base";
+import OpenAI from "openai";
+import { METER_EVENTS, type MeterEvent } from "../actors/protocol.ts";
+import { STREAM_ABORT_MS_MAX, STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_BYTES_MAX, relayQueuedBytes } from "../src/http/chat/relay.ts";
+import { simCompletion, simPromptText } from "../src/sim/text.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+
+const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
+const PROMPT_TOKENS = 10; // the simulator's count of HELLO, which it reports as usage
+// gpt-4o-mini: micro-toman per token, in and out.
+const IN_MICRO = 13_500n;
+const OUT_MICRO = 54_000n;
+
+let t: TestGateway;
+const tiktoken = new Tiktoken(o200k);
+const defaults = { ttftMs: 0, itlMs: 0, outputTokens: 16, failAfterChunks: null, stallAfterChunks: null, omitUsage: false };
+
+beforeAll(async () => {
+  t = await startTestGateway();
+}, SETUP_MS_MAX);
+afterAll(async () => t.stop(), SETUP_MS_MAX);
+afterEach(() => Object.assign(t.gw.simulator!.options, defaults));
+
+const sim = () => t.gw.simulator!;
+
+async function usageRecord(requestId: string) {
+  await t.gw.deps.writer.flush();
+  for (let i = 0; i < 100; i++) {
+    const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
+    expect(audit.body.ok).toBe(true);
+    const rows = await t.gw.deps.db.rows<{ input_units: unknown; output_units: unknown; billed_micro: unknown; metered_micro: unknown; status: number }>(
+      sql`SELECT input_units, output_units, billed_micro, metered_micro, status FROM usage_records WHERE request_id = ${requestId}`,
+    );
+    if (rows[0]) {
+      const r = rows[0];
+      return { input: BigInt(String(r.input_units)), output: BigInt(String(r.output_units)), billed: BigInt(String(r.billed_micro)), metered: BigInt(String(r.metered_micro)), status: Number(r.status) };
+    }
+    await Bun.sleep(50);
+  }
+  throw new Error(`no usage record for ${requestId}`);
+}
+
+async function simEntry(requestId: string) {
+  for (let i = 0; i < 200; i++) {
+    const [entry] = sim().log.byRequestId(requestId);
+    if (entry) return entry;
+    await Bun.sleep(25);
+  }
+  throw new Error(`the simulator logged nothing for ${requestId}`);
+}
+
+async function balance(accountId: string): Promise<bigint> {
+  const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+  return BigInt(account.body.balance_micro_toman);
+}
+
+describe("live metering", () => {
+  test("a wallet for ~100 output tokens and a 1,000-token stream without max_tokens: cut with finish_reason length, billed what was delivered", async () => {
+    Object.assign(sim().options, { outputTokens: 1_000 });
+    // 10 prompt tokens and 100 output tokens, exactly.
+    const funded = await t.fundedKey("5.535");
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    const requestId = response.headers.get("x-request-id")!;
+    let text = "";
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | null = null;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const choice of chunk.choices) {
+        text += choice.delta.content ?? "";
+        finish = choice.finish_reason ?? finish;
+      }
+    }
+    expect(finish).toBe("length");
+    const delivered = tiktoken.encode(text).length;
+    expect(usage).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: delivered });
+    expect(delivered).toBeGreaterThan(50); // extensions were granted while the wallet had money…
+    expect(delivered).toBeLessThanOrEqual(100); // …and nothing was delivered past it
+    // The text is the simulator's, in order, with nothing dropped or repeated.
+    expect(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 1_000 }).join("").startsWith(text)).toBe(true);
+    const record = await usageRecord(requestId);
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(delivered) * OUT_MICRO);
+    expect(record.output).toBeGreaterThanOrEqual(BigInt(delivered)); // what was read beyond is metered, written off
+    expect(record.output).toBeLessThanOrEqual(BigInt((await simEntry(requestId)).completionTokens));
+    expect(await balance(funded.accountId)).toBe(5_535_000n - record.billed);
+  });
+
+  test("vLLM's continuous usage is the live count: a cut at the wallet bills the upstream's own running figure", async () => {
+    Object.assign(sim().options, { outputTokens: 1_000 });
+    const funded = await t.fundedKey("5.535"); // 10 prompt tokens and 100 output tokens
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const streamOptions = { include_usage: true, continuous_usage_stats: true } as OpenAI.ChatCompletionStreamOptions;
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true, stream_options: streamOptions })
+      .withResponse();
+    let contentChunks = 0;
+    let finish: string | null = null;
+    let last: OpenAI.CompletionUsage | null = null;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content) contentChunks++;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      if (chunk.usage) last = chunk.usage;
+    }
+    // The simulator sends one token per chunk and counts it on every chunk.
+    expect(finish).toBe("length");
+    expect(last).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: contentChunks });
+    expect(contentChunks).toBeGreaterThan(50);
+    expect(contentChunks).toBeLessThanOrEqual(100);
+    const record = await usageRecord(response.headers.get("x-request-id")!);
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(contentChunks) * OUT_MICRO);
+  });
+
+  test("a stream with money extends its hold as it goes and is billed the upstream's usage", async () => {
+    Object.assign(sim().options, { outputTokens: 1_000 });
+    const funded = await t.fundedKey(100);
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true, stream_options: { include_usage: true } })
+      .withResponse();
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | null = null;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(finish).toBe("stop");
+    expect(usage).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: 1_000 });
+    const record = await usageRecord(response.headers.get("x-request-id")!);
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + 1_000n * OUT_MICRO);
+    expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(0);
+  });
+
+  test("meter events go to the bus at a bounded rate, the last one saying how the stream ended", async () => {
+    Object.assign(sim().options, { outputTokens: 300, itlMs: 5 });
+    const events: MeterEvent[] = [];
+    const unsubscribe = t.gw.deps.bus.subscribe(METER_EVENTS, t.gw.deps.subjects.meter("gpt-4o-mini"), (e) => events.push(e));
+    try {
+      const funded = await t.fundedKey(100);
+      const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+      const { data: stream, response } = await client.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, stream: true }).withResponse();
+      const startedMs = performance.now();
+      for await (const _ of stream);
+      const elapsedS = (performance.now() - startedMs) / 1000;
+      const requestId = response.headers.get("x-request-id")!;
+      for (let i = 0; i < 100 && !events.some((e) => e.requestId === requestId && e.end); i++) await Bun.sleep(20);
+      const ours = events.filter((e) => e.requestId === requestId);
+      expect(ours.at(-1)).toMatchObject({ end: "done", keyId: funded.keyId, outputTokens: 300 });
+      expect(ours.at(-1)!.coveredTokens).toBeGreaterThanOrEqual(300); // the hold was extended past the first step
+      expect(ours.length).toBeLessThanOrEqual(Math.ceil(elapsedS) + 2); // about one a second, not one per token
+    } finally {
+      unsubscribe();
+    }
+  });
+});
+
+describe("ends of a stream", () => {
+  test("a client that aborts after 10 chunks: the upstream is aborted within the bound, billed what it generated, no slot leaked", async () => {
+    Object.assign(sim().options, { outputTokens: 1_000, itlMs: 20 });
+    const funded = await t.fundedKey(100);
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true })
+      .withResponse();
+    const requestId = response.headers.get("x-request-id")!;
+    let chunks = 0;
+    let abortedAt = 0;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content) chunks++;
+      if (chunks === 10) {
+        abortedAt = Date.now();
+        stream.controller.abort();
+        break;
+      }
+    }
+    const entry = await simEntry(requestId);
+    expect(entry.aborted).toBe(true);
+    expect(entry.endedAt - abortedAt).toBeLessThanOrEqual(STREAM_ABORT_MS_MAX + 1_000); // margin for a loaded machine
+    expect(entry.completionTokens).toBeLessThan(1_000);
+    const record = await usageRecord(requestId);
+    expect(record.status).toBe(499);
+    expect(record.output).toBe(BigInt(entry.completionTokens));
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(entry.completionTokens) * OUT_MICRO);
+    expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(0);
+  });
+
+  test("an upstream that dies after 5 chunks: the client's stream raises an APIError with our error; billed those chunks", async () => {
+    Object.assign(sim().options, { outputTokens: 100, failAfterChunks: 5 });
+    const funded = await t.fundedKey(100);
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: HELLO, stream: true })
+      .withResponse();
+    let text = "";
+    const error = await (async () => {
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    })().catch((e) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect(String(error.message)).toContain("upstream");
+    const requestId = response.headers.get("x-request-id")!;
+    const entry = await simEntry(requestId);
+    expect(entry.completionTokens).toBe(5);
+    expect(tiktoken.encode(text).length).toBe(5);
+    const record = await usageRecord(requestId);
+    expect(record.status).toBe(502);
+    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + 5n * OUT_MICRO);
+  });
+
+  test("an upstream that reports no usage: billed by the js-tiktoken count of the delivered text", async () => {
+    Object.assign(sim().options, { outputTokens: 40, omitUsage: true });
+    const funded = await t.fundedKey(100);
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    const { data: stream, response } = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Tell me, in many words, about rivers." }], stream: true })
+      .withResponse();
+    let text = "";
+    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? "";
+    const record = await usageRecord(response.headers.get("x-request-id")!);
+    const output = BigInt(tiktoken.encode(text).length);
+    expect(record.output).toBe(output);
+    expect(record.billed).toBe(record.input * IN_MICRO + output * OUT_MICRO);
+  });
+});
+
+describe("backpressure", () => {
+  test(
+    "a client that stops reading for 10 s: the relay's buffer stays under its bound and the stream resumes intact",
+    async () => {
+      const tokens = 100_000;
+      Object.assign(sim().options, { outputTokens: tokens, ttftMs: 1 });
+      const funded = await t.fundedKey(10_000); // 100,000 output tokens cost 5,400 toman
+      const response = await fetch(`${t.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: HELLO, stream: true, max_tokens: tokens }),
+      });
+      expect(response.status).toBe(200);
+      const requestId = response.headers.get("x-request-id")!;
+      const reader = response.body!.getReader();
+      let raw = "";
+      const decoder = new TextDecoder();
+      const first = await reader.read();
+      raw += decoder.decode(first.value, { stream: true });
+      // Whether the upstream itself pauses depends on the kernel's socket buffers (here up to
+      // 32 MiB per receiving socket, more than this whole stream); what the gateway holds does not.
+      let queuedMax = 0;
+      for (let i = 0; i < 100; i++) {
+        await Bun.sleep(100);
+        queuedMax = Math.max(queuedMax, relayQueuedBytes());
+      }
+      expect(queuedMax).toBeGreaterThan(0);
+      // One network read of the upstream may land on a full queue.
+      expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX);
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        raw += decoder.decode(value, { stream: true });
+      }
+      let text = "";
+      for (const line of raw.split("\n")) {
+        if (!line.startsWith("data: {")) continue;
+        text += (JSON.parse(line.slice(6)) as { choices: { delta?: { content?: string } }[] }).choices[0]?.delta?.content ?? "";
+      }
+      expect(raw.slice(-300)).toEndWith("data: [DONE]\n\n");
+      expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens }).join(""));
+      expect((await simEntry(requestId)).completionTokens).toBe(tokens);
+    },
+    120_000,
+  );
+});
