@@ -31,6 +31,10 @@ export interface Subjects {
   priceEvents: string;
   /** Batches of usage records, into the durable usage stream. */
   usage: string;
+  /** Run-time pool changes, for every node. */
+  poolEvents: string;
+  /** Each node's backend estimates, once a second, for every node. */
+  poolStats: string;
 }
 
 export function subjects(prefix: string): Subjects {
@@ -47,5 +51,7 @@ export function subjects(prefix: string): Subjects {
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
+    poolEvents: `${base}.events.pools`,
+    poolStats: `${base}.pools.stats`,
   };
 }

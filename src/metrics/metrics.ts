@@ -71,7 +71,7 @@ export class Metrics {
       collect() {
         this.reset();
         const now = performance.now();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b.openUntilMs > now ? 1 : 0);
+        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b.breaker.state(now) === "closed" ? 0 : 1);
       },
     });
     new Gauge({

@@ -78,8 +78,13 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   if (residency !== null && residency !== "in-country") {
     return failed(fail("invalid_request", "x-darvaze-residency must be `in-country` when set.", { param: "x-darvaze-residency" }), requestId);
   }
+  // The header or the key's setting: either one keeps the request in the country.
+  const region = residency === "in-country" || key.residency === "in-country" ? "in-country" : undefined;
   const pool = deps.pools.get(model.id);
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  if (region && !pool.hasRegion(region)) {
+    return failed(fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, { retryAfterS: 5 }), requestId);
+  }
 
   const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
   if ("failure" in admitted) {
@@ -95,7 +100,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
       stream,
       maxTokens: budget.outputTokensMax,
       requestId,
-      region: residency === "in-country" ? "in-country" : undefined,
+      region,
       // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
       // the throughput, and a whole reply is billed in full anyway.
       signal: stream ? request.signal : undefined,
@@ -253,7 +258,8 @@ async function* relay(
     let failure: Failure | null = null;
     let done = false;
     try {
-      const decoder = outcome.backend.adapter.chat.createChatStreamDecoder();
+      // The pool's decoder: it times the tokens, which `release` reports to the backend's estimates.
+      const decoder = outcome.decoder;
       const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
       for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
         if (piece.keepAlive) {
