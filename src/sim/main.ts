@@ -18,6 +18,7 @@ const usage = `usage: bun run src/sim/main.ts [flags]
   --rate-limit-rate R      share of requests answered 429, 0..1 (default 0)
   --fail-after-chunks N    streams: drop the connection after N content chunks
   --stall-after-chunks N   streams: go silent after N content chunks
+  --concurrency N          serve N requests at once, queue the rest (default no limit)
   --omit-usage             never report usage
   --api-key KEY            require Authorization: Bearer KEY
   --help                   show this text`;
@@ -33,6 +34,7 @@ const numberFlags = {
   "rate-limit-rate": "rateLimitRate",
   "fail-after-chunks": "failAfterChunks",
   "stall-after-chunks": "stallAfterChunks",
+  concurrency: "concurrency",
 } as const satisfies Record<string, keyof SimOptions>;
 
 class UsageError extends Error {}
@@ -88,6 +90,7 @@ function parseFlags(args: string[]) {
       "output-tokens": stringFlag,
       "fail-rate": stringFlag,
       "rate-limit-rate": stringFlag,
+      concurrency: stringFlag,
       "fail-after-chunks": stringFlag,
       "stall-after-chunks": stringFlag,
       "api-key": stringFlag,

@@ -25,6 +25,8 @@ export const SimOptionsSchema = z.object({
   stallAfterChunks: chunkCount.default(null),
   /** Never report usage, like an upstream that ignores `stream_options`. */
   omitUsage: z.boolean().default(false),
+  /** Requests served at once; more wait in a queue (null: no limit), like a host's full batch. */
+  concurrency: z.number().int().min(1).nullable().default(null),
   /** When set, `Authorization: Bearer <apiKey>` is required on /v1/*. */
   apiKey: z.string().min(1).nullable().default(null),
 });
