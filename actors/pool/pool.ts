@@ -3,8 +3,9 @@
  * (backend.ts: estimates, in-flight, breaker, host queue, concurrency limit).
  *
  *   pick:   a backend not picked for `EXPLORE_AFTER_MS` goes first (one probe keeps its
- *           estimate fresh); otherwise power of two choices over `Backend.cost`, among backends
- *           under their concurrency limit whose breaker lets a request through.
+ *           estimate fresh); otherwise power of two choices (d choices in pools over four, see
+ *           `choicesFor`) over `Backend.cost`, among backends under their concurrency limit whose
+ *           breaker lets a request through.
  *   send:   through the backend's adapter; a connect error, timeout, 429 or 5xx before the reply
  *           is accepted is a penalty and a try on another backend, up to `ATTEMPTS_MAX` tries
  *           within one deadline (the upstream timeout). A whole (non-stream) reply is read here,
@@ -141,13 +142,21 @@ export class PoolActor {
     let chosen = stalest;
     if (!chosen && eligible.length <= 1) chosen = eligible[0] ?? null;
     else if (!chosen) {
+      // Power of d choices: d distinct random candidates (a partial shuffle), the cheapest wins.
       const random = this.options.random ?? Math.random;
-      const i = Math.floor(random() * eligible.length);
-      let j = Math.floor(random() * (eligible.length - 1));
-      if (j >= i) j++;
-      const a = eligible[i]!;
-      const b = eligible[j]!;
-      chosen = a.cost(expectedOutputTokens, now) <= b.cost(expectedOutputTokens, now) ? a : b;
+      const d = choicesFor(eligible.length);
+      let best = Infinity;
+      for (let k = 0; k < d; k++) {
+        const j = k + Math.floor(random() * (eligible.length - k));
+        const candidate = eligible[j]!;
+        eligible[j] = eligible[k]!;
+        eligible[k] = candidate;
+        const cost = candidate.cost(expectedOutputTokens, now);
+        if (cost < best) {
+          best = cost;
+          chosen = candidate;
+        }
+      }
     }
     if (chosen) {
       chosen.lastPickedMs = now;
@@ -324,6 +333,16 @@ export class PoolActor {
     };
     return { kind: "stream", backend, reply, release: finish, decoder };
   }
+}
+
+/**
+ * Candidates compared per pick: two (P2C) up to four backends, then log2 of the pool size. With
+ * two out of eight the fastest backend is in the pair only a quarter of the time, and the two
+ * fastest together can win at most 46% of picks however slow the others are; three out of eight
+ * lets them win about two thirds while the randomness still keeps bursts from piling up.
+ */
+export function choicesFor(eligible: number): number {
+  return Math.min(eligible, Math.max(2, Math.ceil(Math.log2(eligible))));
 }
 
 function retryable(failure: Failure): boolean {
