@@ -99,11 +99,16 @@ describe("breaker", () => {
     expect(b.state(12_010)).toBe("closed");
   });
 
-  test("a health probe that answers ends the cool-down early", () => {
+  test("a health probe that answers cuts a doubled cool-down back to the base one, never shorter", () => {
     const b = new Breaker();
     for (let i = 0; i < BREAKER_FAILURES_MAX; i++) b.failed(0);
     b.healthy(100);
-    expect(b.state(100)).toBe("half-open");
+    expect(b.state(100)).toBe("open");
+    b.taken(BREAKER_COOLDOWN_MS);
+    b.failed(BREAKER_COOLDOWN_MS); // open again, for twice as long
+    b.healthy(BREAKER_COOLDOWN_MS + 10);
+    expect(b.state(2 * BREAKER_COOLDOWN_MS - 1)).toBe("open");
+    expect(b.state(2 * BREAKER_COOLDOWN_MS)).toBe("half-open");
   });
 });
 

@@ -6,7 +6,8 @@
  *              `BREAKER_WINDOW_REQUESTS_MIN` outcomes in the window failed at
  *              `BREAKER_FAILURE_RATIO_MAX` or more.
  *   open:      no traffic for a cool-down (`BREAKER_COOLDOWN_MS`, doubled on each failed probe
- *              up to `BREAKER_COOLDOWN_MS_MAX`); an active health probe that succeeds ends it early.
+ *              up to `BREAKER_COOLDOWN_MS_MAX`); an active health probe that succeeds cuts a
+ *              doubled cool-down back to the base one.
  *   half-open: exactly one request (the probe) is let through; its success closes the breaker,
  *              its failure opens it again.
  */
@@ -25,6 +26,7 @@ export type BreakerState = "closed" | "open" | "half-open";
 export class Breaker {
   private state_: "closed" | "open" = "closed";
   private openUntilMs = 0;
+  private openedAtMs = 0;
   private cooldownMs = BREAKER_COOLDOWN_MS;
   private probing = false;
   private consecutive = 0;
@@ -76,9 +78,14 @@ export class Breaker {
     if (this.consecutive >= BREAKER_FAILURES_MAX || ratioTrips) this.open(nowMs, BREAKER_COOLDOWN_MS);
   }
 
-  /** An active health probe answered: the cool-down ends now and one request will confirm. */
+  /**
+   * An active health probe answered: a cool-down lengthened by failed probes is cut back to the
+   * base one, so a host that is back is tried again soon (a host that answers health checks but
+   * fails requests still waits `BREAKER_COOLDOWN_MS` between probes).
+   */
   healthy(nowMs: number): void {
-    if (this.state_ === "open" && !this.probing) this.openUntilMs = Math.min(this.openUntilMs, nowMs);
+    if (this.state_ !== "open" || this.probing) return;
+    this.openUntilMs = Math.min(this.openUntilMs, Math.max(nowMs, this.openedAtMs + BREAKER_COOLDOWN_MS));
   }
 
   /** A probe request ended without a verdict (client gone): let another one through. */
@@ -88,6 +95,7 @@ export class Breaker {
 
   private open(nowMs: number, cooldownMs: number): void {
     this.state_ = "open";
+    this.openedAtMs = nowMs;
     this.cooldownMs = cooldownMs;
     this.openUntilMs = nowMs + cooldownMs;
     this.probing = false;

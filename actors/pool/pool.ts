@@ -265,8 +265,11 @@ export class PoolActor {
       sent.reply.abort();
       released = true;
       backend.inFlight--;
-      backend.failed(this.now());
-      return { kind: "failed", backend, failure: backend.adapter.errorToFailure(response.status, text) };
+      const failure = backend.adapter.errorToFailure(response.status, text);
+      // A request the upstream refuses as invalid says nothing against the backend.
+      if (failure.retryable) backend.failed(this.now());
+      else backend.breaker.probeAbandoned();
+      return { kind: "failed", backend, failure };
     }
     return { kind: "reply", backend, reply: sent.reply, release, startedMs };
   }
