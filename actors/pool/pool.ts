@@ -21,7 +21,7 @@ import type { BackendConfig } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import type { ChatStreamDecoder, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { sendUpstream, type UpstreamReply } from "../../src/providers/upstream.ts";
-import { Backend, type Observation } from "./backend.ts";
+import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
 
 export { Backend } from "./backend.ts";
 
@@ -112,12 +112,17 @@ export class PoolActor {
   /**
    * Replaces the backend list. A backend with the same name, kind, url and key keeps its
    * estimates, breaker and in-flight count; a new one starts at the median of the warm ones
-   * (or the neutral estimate), so it is neither flooded nor starved.
+   * capped at the neutral estimate, so it is neither flooded nor starved.
    */
   update(configs: BackendConfig[]): void {
     const now = this.now();
     const old = new Map(this.backends.map((b) => [b.name, b]));
-    const neutral = this.backends.length > 0 ? { ttftMs: median(this.backends.map((b) => b.ttft.value)), tpotMs: median(this.backends.map((b) => b.tpot.value)) } : undefined;
+    // Never above the neutral estimate: a low start is corrected by the first slow reply (the
+    // peak rule), a high one only slowly, and the warm ones may carry failure penalties.
+    const neutral =
+      this.backends.length > 0
+        ? { ttftMs: Math.min(TTFT_MS_NEUTRAL, median(this.backends.map((b) => b.ttft.value))), tpotMs: Math.min(TPOT_MS_NEUTRAL, median(this.backends.map((b) => b.tpot.value))) }
+        : undefined;
     this.backends = configs.slice(0, BACKENDS_MAX).map((config) => {
       const kept = old.get(config.name);
       if (!kept || kept.config.url !== config.url || kept.config.kind !== config.kind || kept.config.api_key !== config.api_key) {
