@@ -226,7 +226,14 @@ export class PoolActor {
     }
     const where = call.region ? " in-country" : "";
     if (tries.last && (tries.reached || call.signal?.aborted)) return tries.last;
-    const tried = tries.unreachable.length > 0 ? ` (could not connect to ${tries.unreachable.join(", ")})` : "";
+    const now = this.now();
+    const full = this.backends.some((b) => (!call.region || b.config.region === call.region) && b.breaker.allows(now) && b.inFlight >= b.concurrencyLimit);
+    const tried =
+      tries.unreachable.length > 0
+        ? ` (could not connect to ${tries.unreachable.join(", ")})`
+        : full
+          ? " (the healthy ones are at their concurrency limit)"
+          : "";
     return {
       kind: "failed",
       backend: tries.last?.backend ?? null,

@@ -4,7 +4,7 @@
  * to the `pools` table, applied on this node at once and announced to every other node.
  */
 import { POOL_EVENTS } from "../../../actors/protocol.ts";
-import type { Backend } from "../../../actors/pool/backend.ts";
+import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backend.ts";
 import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/store.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
@@ -15,7 +15,7 @@ import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
 function backendView(b: Backend, nowMs: number) {
-  const hostFresh = b.host !== null && b.hostQueue(nowMs) >= 0 && nowMs - b.host.atMs < 5_000;
+  const host = b.host !== null && nowMs - b.host.atMs <= HOST_METRICS_STALE_MS ? b.host : null;
   return {
     name: b.name,
     kind: b.config.kind,
@@ -31,7 +31,7 @@ function backendView(b: Backend, nowMs: number) {
     /** The old single estimate, kept for readers of earlier replies: the TTFT estimate. */
     latency_ewma_ms: round(b.ttft.value),
     breaker: b.breaker.state(nowMs),
-    host: hostFresh ? { waiting: b.host!.waiting, running: b.host!.running, kv_cache_usage: b.host!.kvCacheUsage } : null,
+    host: host ? { waiting: host.waiting, running: host.running, kv_cache_usage: host.kvCacheUsage } : null,
     requests: b.requests,
     failures: b.failures,
   };
