@@ -103,6 +103,13 @@ export class Backend {
     this.ttft.observe(ttftMs, nowMs);
     if (o.ttftMs !== undefined && tokens >= 2) this.tpot.observe(Math.max(0, o.durationMs - o.ttftMs) / (tokens - 1), nowMs);
     this.samplesUnshared++;
+  }
+
+  /**
+   * The upstream accepted the request (a 2xx with headers): a success for the breaker now, not
+   * when the reply ends, or quick failures would outrun slow successes and look consecutive.
+   */
+  accepted(nowMs: number): void {
     this.breaker.succeeded(nowMs);
   }
 

@@ -39,6 +39,7 @@ function run(h: ReturnType<typeof harness>, requests: number, stepMs: number, la
     if (latency === "fail") b.failed(h.clock.now);
     else {
       const ms = latency * (0.9 + 0.2 * jitter());
+      b.accepted(h.clock.now);
       b.observe({ ttftMs: ms, outputTokens: 1, durationMs: ms }, h.clock.now);
     }
   }

@@ -283,6 +283,7 @@ export class PoolActor {
       else backend.breaker.probeAbandoned();
       return { kind: "failed", backend, failure };
     }
+    backend.accepted(this.now());
     return { kind: "reply", backend, reply: sent.reply, release, startedMs };
   }
 
