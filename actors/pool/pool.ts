@@ -27,7 +27,7 @@ export { Backend } from "./backend.ts";
 
 export const ATTEMPTS_MAX = 3;
 /** A backend no request went to for this long gets the next one, as a probe of its speed. */
-export const EXPLORE_AFTER_MS = 2_000;
+export const EXPLORE_AFTER_MS = 5_000;
 /** Backends in one pool. */
 export const BACKENDS_MAX = 64;
 
