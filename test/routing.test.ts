@@ -10,7 +10,7 @@ import { TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL } from "../actors/pool/backend.ts";
 import { savePool } from "../actors/pool/store.ts";
 import { pools as poolsTable } from "../src/db/schema.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 const MODEL = "llama-3.3-70b-instruct";
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -221,5 +221,8 @@ describe("what streams teach the pool", () => {
     }
     expect(s.tpot_ms).toBeGreaterThanOrEqual(25);
     expect(q.tpot_ms).toBeLessThan(TPOT_MS_NEUTRAL);
+    const metrics = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+    const tpot = Number(new RegExp(`^darvaze_backend_tpot_ms\\{model="${MODEL}",backend="slow"\\} (\\S+)$`, "m").exec(metrics)?.[1]);
+    expect(tpot).toBeCloseTo(s.tpot_ms, 0);
   }, 60_000);
 });
