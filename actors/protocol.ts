@@ -208,3 +208,30 @@ export const meterEvent = z.object({
 });
 export type MeterEvent = z.infer<typeof meterEvent>;
 export const METER_EVENTS: Topic<MeterEvent> = { name: "meter", schema: meterEvent };
+
+/** A model's pool was changed at run time: every node re-reads its row. */
+export const poolEvent = z.object({ model: z.string().min(1).max(256) });
+export type PoolEvent = z.infer<typeof poolEvent>;
+export const POOL_EVENTS: Topic<PoolEvent> = { name: "pool.events", schema: poolEvent };
+
+/** Backends one node reports on in one statistics message. */
+export const POOL_STATS_BACKENDS_MAX = 64;
+
+/** One node's estimates of one model's backends, each second, so every node learns from all traffic. */
+export const poolStats = z.object({
+  node: z.string().min(1).max(64),
+  model: z.string().min(1).max(256),
+  backends: z
+    .array(
+      z.object({
+        name: z.string().min(1).max(64),
+        ttftMs: z.number().nonnegative(),
+        tpotMs: z.number().nonnegative(),
+        /** Replies and failures observed since the last message. */
+        samples: z.number().int().positive(),
+      }),
+    )
+    .max(POOL_STATS_BACKENDS_MAX),
+});
+export type PoolStats = z.infer<typeof poolStats>;
+export const POOL_STATS: Topic<PoolStats> = { name: "pool.stats", schema: poolStats };

@@ -7,6 +7,8 @@ test("subjects are built under <prefix>.v1", () => {
   expect(s.keySettle(63)).toBe("gw.v1.keys.63.settle");
   expect(s.keyEvents).toBe("gw.v1.events.keys");
   expect(s.metricsPools).toBe("gw.v1.metrics.pools");
+  expect(s.poolEvents).toBe("gw.v1.events.pools");
+  expect(s.poolStats).toBe("gw.v1.pools.stats");
 });
 
 test("a prefix must be one subject token", () => {

@@ -53,6 +53,10 @@ export interface Subjects {
   usage: string;
   /** Each node's 1 Hz pool snapshot, for the cluster's live view. */
   metricsPools: string;
+  /** Run-time pool changes, for every node. */
+  poolEvents: string;
+  /** Each node's backend estimates, once a second, for every node. */
+  poolStats: string;
 }
 
 export function subjects(prefix: string): Subjects {
@@ -82,5 +86,7 @@ export function subjects(prefix: string): Subjects {
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
     metricsPools: `${base}.metrics.pools`,
+    poolEvents: `${base}.events.pools`,
+    poolStats: `${base}.pools.stats`,
   };
 }

@@ -104,6 +104,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
+    cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
 
     const sweeper = setInterval(() => {
       expireHolds(db).then(

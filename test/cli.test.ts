@@ -6,6 +6,9 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX } from "./helpers.ts";
 
 const repoRoot = `${import.meta.dir}/..`;
@@ -151,6 +154,29 @@ describe("bun run gw", () => {
       expect(run.code).toBe(0);
       expect(run.stdout).toContain("key revoked");
       expect((await credits(key)).status).toBe(401);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "pools set replaces a model's backends from a file; a file that is not JSON is a usage error",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), "darvaze-cli-pools-"));
+      const file = join(dir, "backends.json");
+      const sim = t.gw.simulator!;
+      writeFileSync(file, JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }));
+      const run = await gw(["pools", "set", "phi-4", "--file", file]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(run.stdout).toContain("pool set: phi-4");
+      expect(run.stdout).toContain("sim-a");
+      expect(t.gw.deps.pools.get("phi-4")!.backends.map((b) => [b.name, b.config.weight])).toEqual([["sim-a", 2]]);
+      writeFileSync(file, "{not json");
+      const broken = await gw(["pools", "set", "phi-4", "--file", file]);
+      expect(broken.code).toBe(2);
+      expect(broken.stderr).toContain("cannot read");
+      const refused = await gw(["pools", "set", "no-such-model", "--file", join(dir, "missing.json")]);
+      expect(refused.code).toBe(2);
     },
     cliTimeoutMs,
   );

@@ -1,68 +1,37 @@
 /**
- * The pool actor: one per model on each node, owning this node's view of the model's backends.
+ * The pool actor: one per model on each node, owning this node's view of the model's backends
+ * (backend.ts: estimates, in-flight, breaker, host queue, concurrency limit).
  *
- *   pick:   power of two choices over cost = latency EWMA × (in-flight + 1) / weight, among
- *           backends under their concurrency cap whose breaker is closed (or due a probe).
- *   send:   through the backend's adapter; an error before the reply's headers (connection,
- *           timeout, 429, 5xx) is a latency penalty and a try on another backend, up to
- *           `ATTEMPTS_MAX`. Once a reply is accepted nothing is retried: bytes may have
- *           reached the client.
+ *   pick:   a backend not picked for `EXPLORE_AFTER_MS` goes first (one probe keeps its
+ *           estimate fresh); otherwise power of two choices (d choices in pools over four, see
+ *           `choicesFor`) over `Backend.cost`, among backends under their concurrency limit whose
+ *           breaker lets a request through.
+ *   send:   through the backend's adapter; a connect error, timeout, 429 or 5xx before the reply
+ *           is accepted is a penalty and a try on another backend, up to `ATTEMPTS_MAX` tries
+ *           within one deadline (the upstream timeout). A whole (non-stream) reply is read here,
+ *           before any byte reaches the client, so a reply that breaks off is retried too. Once a
+ *           stream is handed to the edge nothing is retried: bytes may have reached the client.
+ *   learn:  each reply's TTFT, tokens and duration are observed when it ends (`release`).
  *
- * Bodies and tokens stay on this node: the pool returns the upstream's reply to the edge.
+ * Bodies and tokens stay on this node. Invariant: every accepted reply's `release` runs once,
+ * so in-flight counts return to zero; only the final outcome is settled, so a retried request
+ * is billed once.
  */
 import type { BackendConfig } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
-import { adapterFor } from "../../src/providers/registry.ts";
-import type { ProviderAdapter, UpstreamRequest, Usage } from "../../src/providers/types.ts";
+import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { sendUpstream, type UpstreamReply } from "../../src/providers/upstream.ts";
+import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
+
+export { Backend } from "./backend.ts";
 
 export const ATTEMPTS_MAX = 3;
-/** A new backend's latency estimate: neither favoured nor avoided. */
-export const LATENCY_MS_NEUTRAL = 250;
-/** What an upstream failure counts as, so a backend that fails fast does not attract traffic. */
-export const FAILURE_PENALTY_MS = 5_000;
-const EWMA_WEIGHT_NEW = 0.3;
-export const BREAKER_FAILURES_MAX = 5;
-export const BREAKER_COOLDOWN_MS = 5_000;
+/** A backend no request went to for this long gets the next one, as a probe of its speed. */
+export const EXPLORE_AFTER_MS = 5_000;
+/** Backends in one pool. */
+export const BACKENDS_MAX = 64;
 
-export class Backend {
-  readonly adapter: ProviderAdapter;
-  inFlight = 0;
-  latencyMs = LATENCY_MS_NEUTRAL;
-  consecutiveFailures = 0;
-  openUntilMs = 0;
-  requests = 0;
-  failures = 0;
-
-  constructor(readonly config: BackendConfig) {
-    this.adapter = adapterFor(config);
-  }
-
-  get name(): string {
-    return this.config.name;
-  }
-
-  cost(): number {
-    return (this.latencyMs * (this.inFlight + 1)) / this.config.weight;
-  }
-
-  available(nowMs: number): boolean {
-    return this.inFlight < this.config.concurrency_max && this.openUntilMs <= nowMs;
-  }
-
-  succeeded(latencyMs: number): void {
-    this.latencyMs += EWMA_WEIGHT_NEW * (latencyMs - this.latencyMs);
-    this.consecutiveFailures = 0;
-  }
-
-  failed(nowMs: number): void {
-    this.failures++;
-    this.latencyMs += EWMA_WEIGHT_NEW * (Math.max(FAILURE_PENALTY_MS, this.latencyMs) - this.latencyMs);
-    this.consecutiveFailures++;
-    // Open (or re-open after a failed half-open probe) once failures run consecutively.
-    if (this.consecutiveFailures >= BREAKER_FAILURES_MAX) this.openUntilMs = nowMs + BREAKER_COOLDOWN_MS;
-  }
-}
+export type Region = "in-country";
 
 /**
  * One upstream call of any operation. `build` makes the backend's request, or returns undefined
@@ -71,14 +40,20 @@ export class Backend {
 export interface PoolCall {
   requestId: string;
   /** Only backends in this region when set (residency). */
-  region?: "in-country";
+  region?: Region;
   signal?: AbortSignal;
+  /** Output tokens the reply is expected to carry, for the cost (0 for operations without). */
+  expectedOutputTokens?: number;
   build(backend: Backend): UpstreamRequest | undefined;
 }
 
-/** An accepted reply (status 2xx, headers read, body not yet read); `release` frees the slot. */
+/**
+ * An accepted reply (status 2xx, headers read, body not yet read). `release` frees the slot and
+ * records the reply's timing (by default the time to its headers; `null`: nothing learnt, e.g. the
+ * client left); call it once the body is read.
+ */
 export type SendOutcome =
-  | { kind: "reply"; backend: Backend; reply: UpstreamReply; release: () => void; startedMs: number }
+  | { kind: "reply"; backend: Backend; reply: UpstreamReply; release: (o?: Observation | null) => void; startedMs: number }
   | { kind: "failed"; backend: Backend | null; failure: Failure };
 
 export interface ChatCall {
@@ -89,14 +64,15 @@ export interface ChatCall {
   /** Unix seconds, for translated replies (adapters read no clock). */
   created: number;
   /** Only backends in this region when set (residency). */
-  region?: "in-country";
+  region?: Region;
   signal?: AbortSignal;
 }
 
 export type ChatOutcome =
   /** `body` is in the OpenAI format whatever the backend's kind. */
   | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
-  | { kind: "stream"; backend: Backend; reply: UpstreamReply; release: () => void }
+  /** Read the stream with `decoder` (it times the tokens) and call `release` at its end. */
+  | { kind: "stream"; backend: Backend; reply: UpstreamReply; release: () => void; decoder: ChatStreamDecoder }
   | { kind: "failed"; backend: Backend | null; failure: Failure };
 
 export interface PoolOptions {
@@ -105,73 +81,113 @@ export interface PoolOptions {
   nowMs?: () => number;
 }
 
+/** The tries of one request: the backends already tried, within one deadline. */
+interface Tries {
+  tried: Set<Backend>;
+  attempts: number;
+  deadlineMs: number;
+  /** Some backend answered (or timed out) rather than refusing the connection. */
+  reached: boolean;
+  last: Extract<SendOutcome, { kind: "failed" }> | null;
+  unreachable: string[];
+}
+
 export class PoolActor {
-  readonly backends: Backend[];
+  backends: Backend[];
 
   constructor(
     readonly model: string,
     backends: BackendConfig[],
     private readonly options: PoolOptions,
   ) {
-    this.backends = backends.map((b) => new Backend(b));
+    const now = this.now();
+    this.backends = backends.slice(0, BACKENDS_MAX).map((b) => new Backend(b, now));
   }
 
-  private now(): number {
+  now(): number {
     return this.options.nowMs?.() ?? performance.now();
   }
 
-  /** Two random eligible backends, the cheaper of them; null when none is eligible. */
-  pick(exclude: ReadonlySet<Backend>, region?: "in-country"): Backend | null {
+  hasRegion(region: Region): boolean {
+    return this.backends.some((b) => b.config.region === region);
+  }
+
+  /**
+   * Replaces the backend list. A backend with the same name, kind, url and key keeps its
+   * estimates, breaker and in-flight count; a new one starts at the median of the warm ones
+   * capped at the neutral estimate, so it is neither flooded nor starved.
+   */
+  update(configs: BackendConfig[]): void {
     const now = this.now();
-    const eligible = this.backends.filter(
-      (b) => !exclude.has(b) && b.available(now) && (!region || b.config.region === region),
-    );
-    if (eligible.length <= 1) return eligible[0] ?? null;
-    const random = this.options.random ?? Math.random;
-    const i = Math.floor(random() * eligible.length);
-    let j = Math.floor(random() * (eligible.length - 1));
-    if (j >= i) j++;
-    const a = eligible[i]!;
-    const b = eligible[j]!;
-    return a.cost() <= b.cost() ? a : b;
+    const old = new Map(this.backends.map((b) => [b.name, b]));
+    // Never above the neutral estimate: a low start is corrected by the first slow reply (the
+    // peak rule), a high one only slowly, and the warm ones may carry failure penalties.
+    const neutral =
+      this.backends.length > 0
+        ? { ttftMs: Math.min(TTFT_MS_NEUTRAL, median(this.backends.map((b) => b.ttft.value))), tpotMs: Math.min(TPOT_MS_NEUTRAL, median(this.backends.map((b) => b.tpot.value))) }
+        : undefined;
+    this.backends = configs.slice(0, BACKENDS_MAX).map((config) => {
+      const kept = old.get(config.name);
+      if (!kept || kept.config.url !== config.url || kept.config.kind !== config.kind || kept.config.api_key !== config.api_key) {
+        return new Backend(config, now, neutral);
+      }
+      if (kept.config.concurrency_max !== config.concurrency_max) kept.concurrencyLimit = config.concurrency_max;
+      kept.config = config;
+      return kept;
+    });
+  }
+
+  /** The backend for the next request, or null when none is eligible. */
+  pick(exclude: ReadonlySet<Backend>, region?: Region, expectedOutputTokens = 0): Backend | null {
+    const now = this.now();
+    let stalest: Backend | null = null;
+    const eligible: Backend[] = [];
+    for (const b of this.backends) {
+      if (exclude.has(b) || !b.available(now) || (region && b.config.region !== region)) continue;
+      eligible.push(b);
+      if (now - b.lastPickedMs > EXPLORE_AFTER_MS && (!stalest || b.lastPickedMs < stalest.lastPickedMs)) stalest = b;
+    }
+    let chosen = stalest;
+    if (!chosen && eligible.length <= 1) chosen = eligible[0] ?? null;
+    else if (!chosen) {
+      // Power of d choices: d distinct random candidates (a partial shuffle), the cheapest wins.
+      const random = this.options.random ?? Math.random;
+      const d = choicesFor(eligible.length);
+      let best = Infinity;
+      for (let k = 0; k < d; k++) {
+        const j = k + Math.floor(random() * (eligible.length - k));
+        const candidate = eligible[j]!;
+        eligible[j] = eligible[k]!;
+        eligible[k] = candidate;
+        const cost = candidate.cost(expectedOutputTokens, now);
+        if (cost < best) {
+          best = cost;
+          chosen = candidate;
+        }
+      }
+    }
+    if (chosen) {
+      chosen.lastPickedMs = now;
+      chosen.breaker.taken(now);
+    }
+    return chosen;
   }
 
   /**
    * Sends the call to the best backend, and to another on a retryable failure before any reply
-   * was accepted, up to `ATTEMPTS_MAX`. The caller reads the accepted reply and calls `release`.
+   * was accepted. The caller reads the accepted reply and calls `release`.
    */
-  async send(call: PoolCall): Promise<SendOutcome> {
-    const tried = new Set<Backend>();
-    let last: SendOutcome | null = null;
-    for (let attempt = 0; attempt < ATTEMPTS_MAX; attempt++) {
-      const backend = this.pick(tried, call.region);
-      if (!backend) break;
-      tried.add(backend);
-      const request = call.build(backend);
-      if (!request) {
-        attempt--;
-        continue;
-      }
-      const outcome = await this.attempt(backend, request, call);
-      if (outcome.kind !== "failed" || !(outcome.failure as { retryable?: boolean }).retryable) return outcome;
-      last = outcome;
-      if (call.signal?.aborted) break;
-    }
-    if (last) return last;
-    const where = call.region ? " in-country" : "";
-    return {
-      kind: "failed",
-      backend: null,
-      failure: fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}.`, { retryAfterS: 1 }),
-    };
+  send(call: PoolCall): Promise<SendOutcome> {
+    return this.sendWithin(call, this.tries());
   }
 
   /** A chat completion: a whole JSON reply (read and parsed here), or a stream to relay. */
   async chat(call: ChatCall): Promise<ChatOutcome> {
-    const sent = await this.send({
+    const poolCall: PoolCall = {
       requestId: call.requestId,
       region: call.region,
       signal: call.signal,
+      expectedOutputTokens: call.maxTokens,
       build: (backend) =>
         backend.adapter.chat?.buildChatRequest({
           body: call.body,
@@ -179,58 +195,186 @@ export class PoolActor {
           maxTokens: call.maxTokens,
           stream: call.stream,
         }),
-    });
-    if (sent.kind === "failed") return sent;
-    const { backend, reply, release } = sent;
-    if (call.stream) {
-      reply.settleTimer();
-      return { kind: "stream", backend, reply, release };
-    }
-    try {
-      const body = await reply.response.text();
-      // A backend without chat was skipped by `build`.
-      const parsed = backend.adapter.chat!.parseChatResponse(body, { requestId: call.requestId, model: this.model, created: call.created });
-      if ("code" in parsed) return { kind: "failed", backend, failure: parsed };
-      return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
-    } catch (error) {
-      backend.failed(this.now());
-      return { kind: "failed", backend, failure: fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`) };
-    } finally {
-      reply.finish();
-      release();
+    };
+    const tries = this.tries();
+    for (;;) {
+      const sent = await this.sendWithin(poolCall, tries);
+      if (sent.kind === "failed") return sent;
+      if (call.stream) return this.streamOutcome(sent, call);
+      const read = await this.readWhole(sent, call);
+      if (read.kind !== "failed" || !retryable(read.failure) || !this.mayRetry(tries, call.signal)) return read;
+      tries.last = read as Extract<SendOutcome, { kind: "failed" }>;
     }
   }
 
-  private async attempt(backend: Backend, request: UpstreamRequest, call: PoolCall): Promise<SendOutcome> {
+  private tries(): Tries {
+    return { tried: new Set(), attempts: 0, deadlineMs: this.now() + this.options.upstreamTimeoutMs, reached: false, last: null, unreachable: [] };
+  }
+
+  private mayRetry(tries: Tries, signal?: AbortSignal): boolean {
+    return tries.attempts < ATTEMPTS_MAX && this.now() < tries.deadlineMs && !signal?.aborted;
+  }
+
+  private async sendWithin(call: PoolCall, tries: Tries): Promise<SendOutcome> {
+    while (this.mayRetry(tries, call.signal)) {
+      const backend = this.pick(tries.tried, call.region, call.expectedOutputTokens);
+      if (!backend) break;
+      tries.tried.add(backend);
+      const request = call.build(backend);
+      if (!request) continue;
+      tries.attempts++;
+      const outcome = await this.attempt(backend, request, call, tries);
+      if (outcome.kind !== "failed" || !retryable(outcome.failure)) return outcome;
+      tries.last = outcome;
+    }
+    const where = call.region ? " in-country" : "";
+    if (tries.last && (tries.reached || call.signal?.aborted)) return tries.last;
+    const now = this.now();
+    const full = this.backends.some((b) => (!call.region || b.config.region === call.region) && b.breaker.allows(now) && b.inFlight >= b.concurrencyLimit);
+    const tried =
+      tries.unreachable.length > 0
+        ? ` (could not connect to ${tries.unreachable.join(", ")})`
+        : full
+          ? " (the healthy ones are at their concurrency limit)"
+          : "";
+    return {
+      kind: "failed",
+      backend: tries.last?.backend ?? null,
+      failure: fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }),
+    };
+  }
+
+  private async attempt(backend: Backend, request: UpstreamRequest, call: PoolCall, tries: Tries): Promise<SendOutcome> {
     const startedMs = this.now();
     backend.inFlight++;
     backend.requests++;
     let released = false;
-    const release = () => {
-      if (!released) backend.inFlight--;
+    const release = (o?: Observation | null) => {
+      if (released) return;
       released = true;
+      backend.inFlight--;
+      if (o === null) backend.breaker.probeAbandoned();
+      else backend.observe(o ?? { outputTokens: 0, durationMs: headersMs }, this.now());
     };
     const sent = await sendUpstream({
       baseUrl: backend.config.url,
       request,
       requestId: call.requestId,
       signal: call.signal,
-      timeoutMs: this.options.upstreamTimeoutMs,
+      timeoutMs: Math.max(1, tries.deadlineMs - startedMs),
     });
+    const headersMs = this.now() - startedMs;
     if (!sent.ok) {
-      release();
-      if (!call.signal?.aborted) backend.failed(this.now());
+      released = true;
+      backend.inFlight--;
+      if (call.signal?.aborted) backend.breaker.probeAbandoned();
+      else backend.failed(this.now());
+      if (sent.failure.code === "upstream_timeout") tries.reached = true;
+      else tries.unreachable.push(backend.name);
       return { kind: "failed", backend, failure: sent.failure };
     }
+    tries.reached = true;
     const { response } = sent.reply;
     if (!response.ok) {
       const text = await response.text().catch(() => "");
       sent.reply.abort();
-      release();
-      backend.failed(this.now());
-      return { kind: "failed", backend, failure: backend.adapter.errorToFailure(response.status, text) };
+      released = true;
+      backend.inFlight--;
+      const failure = backend.adapter.errorToFailure(response.status, text);
+      // A request the upstream refuses as invalid says nothing against the backend.
+      if (failure.retryable) backend.failed(this.now());
+      else backend.breaker.probeAbandoned();
+      return { kind: "failed", backend, failure };
     }
-    backend.succeeded(this.now() - startedMs);
+    backend.accepted(this.now());
     return { kind: "reply", backend, reply: sent.reply, release, startedMs };
   }
+
+  /** Reads and parses a whole reply; a body that breaks off counts against the backend. */
+  /** What a translating adapter stamps on the OpenAI-format reply it builds. */
+  private replyContext(call: ChatCall): ReplyContext {
+    return { requestId: call.requestId, model: this.model, created: call.created };
+  }
+
+  private async readWhole(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): Promise<ChatOutcome> {
+    const { backend, reply, release, startedMs } = sent;
+    try {
+      const body = await reply.response.text();
+      // A backend without chat was skipped by `build`.
+      const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
+      if ("code" in parsed) {
+        release(null);
+        backend.failed(this.now());
+        return { kind: "failed", backend, failure: parsed };
+      }
+      release({ outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
+      return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
+    } catch (error) {
+      release(null);
+      backend.failed(this.now());
+      return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } as Failure };
+    } finally {
+      reply.finish();
+    }
+  }
+
+  /** Hands a stream to the edge with a decoder that times its tokens for `release`. */
+  private streamOutcome(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): ChatOutcome {
+    const { backend, reply, release, startedMs } = sent;
+    reply.settleTimer();
+    const inner = backend.adapter.chat!.createChatStreamDecoder(this.replyContext(call));
+    let firstMs: number | null = null;
+    let lastMs: number | null = null;
+    let textFrames = 0;
+    let usage: Usage | undefined;
+    let ended: "done" | "error" | null = null;
+    const decoder: ChatStreamDecoder = {
+      push: (text) => {
+        const piece = inner.push(text);
+        for (const frame of piece.frames) {
+          if (frame.text === "") continue;
+          lastMs = this.now();
+          firstMs ??= lastMs;
+          textFrames++;
+        }
+        if (piece.usage) usage = piece.usage;
+        if (piece.error) ended = "error";
+        else if (piece.done) ended = "done";
+        return piece;
+      },
+    };
+    let released = false;
+    const finish = () => {
+      if (released) return;
+      released = true;
+      if (ended === "done") {
+        const durationMs = (lastMs ?? this.now()) - startedMs;
+        release({ ttftMs: firstMs === null ? durationMs : firstMs - startedMs, outputTokens: usage?.outputTokens ?? textFrames, durationMs });
+        return;
+      }
+      // Ended early: an upstream error event counts against it; a client that left says nothing.
+      release(null);
+      if (ended === "error") backend.failed(this.now());
+    };
+    return { kind: "stream", backend, reply, release: finish, decoder };
+  }
+}
+
+/**
+ * Candidates compared per pick: two (P2C) up to four backends, then log2 of the pool size. With
+ * two out of eight the fastest backend is in the pair only a quarter of the time, and the two
+ * fastest together can win at most 46% of picks however slow the others are; three out of eight
+ * lets them win about two thirds while the randomness still keeps bursts from piling up.
+ */
+export function choicesFor(eligible: number): number {
+  return Math.min(eligible, Math.max(2, Math.ceil(Math.log2(eligible))));
+}
+
+function retryable(failure: Failure): boolean {
+  return (failure as { retryable?: boolean }).retryable === true;
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? 0;
 }

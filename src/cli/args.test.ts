@@ -58,6 +58,13 @@ describe("parseInvocation: commands", () => {
     expect(command(["pools"])).toEqual({ kind: "pools" });
     expect(command(["top"])).toEqual({ kind: "top", once: false });
     expect(command(["top", "--once"])).toEqual({ kind: "top", once: true });
+    expect(command(["pools", "set", "llama", "--file", "b.json"])).toEqual({ kind: "pools.set", model: "llama", file: "b.json" });
+    expect(refused(["pools", "set", "llama"], env)).toContain("--file is required");
+    expect(refused(["pools", "set", "--file", "b.json"], env)).toContain("missing <model>");
+    expect(command(["keys", "create", "acc_1", "k", "--residency", "in-country"])).toEqual({ kind: "keys.create", accountId: "acc_1", name: "k", limits: { residency: "in-country" } });
+    expect(command(["keys", "limits", "key_1", "--residency", "none"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { residency: null } });
+    expect(refused(["keys", "create", "acc_1", "k", "--residency", "none"], env)).toContain("--residency must be in-country");
+    expect(refused(["keys", "limits", "key_1", "--residency", "abroad"], env)).toContain("--residency must be in-country or none");
     expect(command(["help"])).toEqual({ kind: "help" });
     expect(command(["keys", "create", "--help"])).toEqual({ kind: "help" });
     expect(command(["-h"])).toEqual({ kind: "help" });

@@ -12,6 +12,8 @@ export interface KeyLimitsInput {
   tpm?: number | null;
   /** Toman as an exact decimal string. */
   monthly_spend_cap_toman?: string | null;
+  /** `in-country`: the key's requests stay in the country; null: no requirement. */
+  residency?: "in-country" | null;
 }
 
 export type Command =
@@ -25,6 +27,8 @@ export type Command =
   | { kind: "pools" }
   /** The live pool view, redrawn each second; `once`: print the first view and exit. */
   | { kind: "top"; once: boolean }
+  /** `file` holds `{"backends": [...]}` as PUT /admin/pools/{model} takes it. */
+  | { kind: "pools.set"; model: string; file: string }
   | { kind: "rates.show" }
   /** `effectiveAt` is absent for "now" (the gateway's clock). */
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
@@ -56,16 +60,22 @@ commands:
                                                   again: applied once
   keys create <account-id> <name> [--concurrency-max N] [--rpm N] [--tpm N]
               [--monthly-spend-cap TOMAN]         create a key (shown only once)
+              [--residency in-country]            (in-country: its requests never leave the country)
   keys limits <key-id> [--concurrency-max N] [--rpm N|none] [--tpm N|none]
               [--monthly-spend-cap TOMAN|none]    change a key's limits (none = no limit;
-                                                  a monthly cap of 0 stops all spending)
+              [--residency in-country|none]       a monthly cap of 0 stops all spending)
   keys revoke <key-id>                            revoke a key
   rates show                                      the toman-per-USD rate in effect, recent price
                                                   versions and the rate fetcher's status
   rates set <toman-per-usd> [--effective-at ISO]  a new rate and price version, from now or from
                                                   the given time (with offset: 2025-03-21T00:00:00+03:30)
   ledger audit                                    check every ledger invariant (exit 4 on a violation)
-  pools                                           backends of every model pool
+  pools                                           backends of every model pool: estimates,
+                                                  in flight, limits, breakers
+  pools set <model> --file <backends.json>        replace a model's backends on every node; the
+                                                  file is {"backends": [{name, kind, url, region,
+                                                  api_key_env?, weight?, concurrency_max?,
+                                                  upstream_model?}]}
   top [--once]                                    the cluster's live pool view, redrawn each second
                                                   like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
@@ -79,9 +89,9 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
             4 ledger audit found violations`;
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
-const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap"] as const;
+const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
 const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "once"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once"]);
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
 const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
 const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
@@ -173,9 +183,7 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
     case "ledger":
       return ledgerCommand(rest, flags);
     case "pools":
-      allowFlags(flags, [], "pools");
-      arity(rest, [], "pools");
-      return { kind: "pools" };
+      return poolsCommand(rest, flags);
     case "top":
       allowFlags(flags, ["once"], "top");
       arity(rest, [], "top");
@@ -183,6 +191,24 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
     default:
       throw new UsageError(`unknown command: ${word}`);
   }
+}
+
+function poolsCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === undefined || sub === "show") {
+    allowFlags(flags, [], "pools");
+    arity(rest, [], "pools");
+    return { kind: "pools" };
+  }
+  if (sub === "set") {
+    allowFlags(flags, ["file"], "pools set");
+    const [model] = arity(rest, ["model"], "pools set");
+    const file = stringFlag(flags, "file");
+    if (file === undefined) throw new UsageError('pools set: --file is required (a JSON file: {"backends": [...]})');
+    return { kind: "pools.set", model: nonEmpty(model, "model"), file: nonEmpty(file, "--file") };
+  }
+  arity(words, [], "pools");
+  throw new UsageError(`unknown command: pools ${sub}`);
 }
 
 function accountsCommand(words: readonly string[], flags: Flags): Command {
@@ -269,7 +295,7 @@ function keysCommand(words: readonly string[], flags: Flags): Command {
     allowFlags(flags, LIMIT_FLAGS, "keys limits");
     const [keyId] = arity(rest, ["key-id"], "keys limits");
     const limits = limitsOf(flags, { noneAllowed: true });
-    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm or --monthly-spend-cap");
+    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm, --monthly-spend-cap or --residency");
     return { kind: "keys.limits", keyId: nonEmpty(keyId, "key-id"), limits };
   }
   if (sub === "revoke") {
@@ -345,6 +371,13 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
       throw new UsageError(`--monthly-spend-cap must be toman as a whole number or a decimal with at most 6 decimals${options.noneAllowed ? ", or none" : ""}, not ${JSON.stringify(cap)}`);
     }
     limits.monthly_spend_cap_toman = cap === "none" ? null : cap;
+  }
+  const residency = stringFlag(flags, "residency");
+  if (residency !== undefined) {
+    if (residency !== "in-country" && !(residency === "none" && options.noneAllowed)) {
+      throw new UsageError(`--residency must be in-country${options.noneAllowed ? " or none" : ""}, not ${JSON.stringify(residency)}`);
+    }
+    limits.residency = residency === "none" ? null : "in-country";
   }
   return limits;
 }

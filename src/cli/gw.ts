@@ -23,7 +23,7 @@ const VERSIONS_SHOWN_MAX = 10;
 const VIOLATIONS_SHOWN_MAX = 3;
 
 interface Call {
-  method: "GET" | "POST" | "PATCH" | "DELETE";
+  method: "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
   path: string;
   body?: unknown;
 }
@@ -53,6 +53,7 @@ const keyReply = z.object({
   tpm: z.number().nullable(),
   /** Absent from gateways older than the cap; shown as no cap. */
   monthly_spend_cap_toman: z.string().nullish(),
+  residency: z.string().nullish(),
   revoked_at: z.string().nullable(),
 });
 
@@ -101,7 +102,10 @@ const poolsReply = z.object({
           weight: z.number().nullish(),
           concurrency_max: z.number().nullish(),
           in_flight: z.number(),
+          concurrency_limit: z.number().nullish(),
           latency_ewma_ms: z.number(),
+          ttft_ms: z.number().nullish(),
+          tpot_ms: z.number().nullish(),
           breaker: z.string(),
           requests: z.number(),
           failures: z.number(),
@@ -110,6 +114,8 @@ const poolsReply = z.object({
     }),
   ),
 });
+
+const poolReply = z.object({ model: z.string(), backends: poolsReply.shape.data.element.shape.backends });
 
 /**
  * Runs one command line and returns the exit code; all printing goes through `output`.
@@ -136,9 +142,10 @@ async function execute(invocation: Invocation, command: Sent, output: Output): P
   let response: Response;
   let text: string;
   try {
-    response = await send(invocation, callFor(command));
+    response = await send(invocation, callFor(command, await fileBody(command, output)));
     text = await response.text();
   } catch (error) {
+    if (error instanceof FileUnreadable) return EXIT.usage;
     output.err(`error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`);
     return EXIT.unreachable;
   }
@@ -169,8 +176,23 @@ function outcomeOf(command: Sent, reply: unknown): number | null {
   return parsed.data.ok ? EXIT.ok : EXIT.auditFailed;
 }
 
-function callFor(command: Sent): Call {
+class FileUnreadable extends Error {}
+
+/** The JSON file a command sends (pools set), read before anything is sent. */
+async function fileBody(command: Sent, output: Output): Promise<unknown> {
+  if (command.kind !== "pools.set") return undefined;
+  try {
+    return JSON.parse(await Bun.file(command.file).text()) as unknown;
+  } catch (error) {
+    output.err(`error: cannot read ${command.file} as JSON: ${(error as Error).message}`);
+    throw new FileUnreadable();
+  }
+}
+
+function callFor(command: Sent, body?: unknown): Call {
   switch (command.kind) {
+    case "pools.set":
+      return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body };
     case "accounts.create":
       return { method: "POST", path: "/admin/accounts", body: { name: command.name } };
     case "accounts.show":
@@ -227,11 +249,13 @@ function render(command: Sent, reply: unknown): string | null {
     case "keys.create":
       return renderWith(createdKeyReply, reply, renderCreatedKey);
     case "keys.limits":
-      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)], ["monthly cap", capText(k)]])}`);
+      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]])}`);
     case "keys.revoke":
       return renderWith(keyReply, reply, (k) => `key revoked\n${fields([["id", k.id], ["name", k.name], ["revoked at", k.revoked_at ?? "-"]])}`);
     case "pools":
       return renderWith(poolsReply, reply, renderPools);
+    case "pools.set":
+      return renderWith(poolReply, reply, (p) => `pool set: ${p.model}, on every node within a second\n${renderPools({ data: [p] })}`);
     case "adjust":
       return renderWith(adjustmentReply, reply, renderAdjustment);
     case "rates.show":
@@ -278,7 +302,7 @@ function renderTopup(t: z.infer<typeof topupReply>): string {
 function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
   return [
     "key created",
-    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)], ["monthly cap", capText(k)]]),
+    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]]),
     "",
     `    ${k.key}`,
     "",
@@ -353,7 +377,7 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
 
 function renderPools(p: z.infer<typeof poolsReply>): string {
   if (p.data.length === 0) return "no pools";
-  const header = ["MODEL", "BACKEND", "KIND", "REGION", "WEIGHT", "IN FLIGHT", "LATENCY", "BREAKER", "REQUESTS", "FAILURES"];
+  const header = ["MODEL", "BACKEND", "KIND", "REGION", "WEIGHT", "IN FLIGHT", "TTFT", "TPOT", "BREAKER", "REQUESTS", "FAILURES"];
   const rows = p.data.flatMap((pool) =>
     pool.backends.map((b) => [
       pool.model,
@@ -361,8 +385,9 @@ function renderPools(p: z.infer<typeof poolsReply>): string {
       b.kind,
       b.region,
       String(b.weight ?? "-"),
-      `${b.in_flight}/${b.concurrency_max ?? "-"}`,
-      `${b.latency_ewma_ms} ms`,
+      `${b.in_flight}/${b.concurrency_limit ?? b.concurrency_max ?? "-"}`,
+      `${b.ttft_ms ?? b.latency_ewma_ms} ms`,
+      b.tpot_ms == null ? "-" : `${b.tpot_ms} ms`,
       b.breaker,
       String(b.requests),
       String(b.failures),

@@ -103,6 +103,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .patch("/admin/keys/:id", asAdmin((request, params, id) => admin.setKeyLimits(request, params.id!, id)), NO_PARSE)
     .delete("/admin/keys/:id", asAdmin((_, params, id) => admin.revokeKey(params.id!, id)))
     .get("/admin/pools", asAdmin((_, __, id) => admin.pools(id)))
+    .put("/admin/pools/:model", asAdmin((request, params, id) => admin.setPool(request, decodeURIComponent(params.model!), id)), NO_PARSE)
     .post("/admin/accounts/:id/adjustments", asAdmin((request, params, id) => admin.adjust(request, params.id!, id)), NO_PARSE)
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))

@@ -34,6 +34,8 @@ export interface KeyRecord {
   rpm: number | null;
   tpm: number | null;
   monthlySpendCapMicro: bigint | null;
+  /** `in-country`: every request of this key is routed to in-country backends only. */
+  residency: "in-country" | null;
   createdAt: Date;
   revokedAt: Date | null;
   updatedAt: Date;
@@ -44,6 +46,7 @@ export interface KeyLimits {
   rpm?: number | null;
   tpm?: number | null;
   monthlySpendCapMicro?: bigint | null;
+  residency?: "in-country" | null;
 }
 
 interface CacheEntry {
@@ -81,6 +84,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
     rpm: row.rpm,
     tpm: row.tpm,
     monthlySpendCapMicro: row.monthlySpendCapMicro,
+    residency: row.residency === "in-country" ? "in-country" : null,
     createdAt: row.createdAt,
     revokedAt: row.revokedAt,
     updatedAt: row.updatedAt,
@@ -168,6 +172,7 @@ export class KeyStore {
         rpm: limits.rpm ?? null,
         tpm: limits.tpm ?? null,
         monthlySpendCapMicro: limits.monthlySpendCapMicro ?? null,
+        residency: limits.residency ?? null,
       })
       .returning();
     return { key, record: toRecord(row!) };
@@ -193,6 +198,7 @@ export class KeyStore {
         ...(limits.rpm !== undefined ? { rpm: limits.rpm } : {}),
         ...(limits.tpm !== undefined ? { tpm: limits.tpm } : {}),
         ...(limits.monthlySpendCapMicro !== undefined ? { monthlySpendCapMicro: limits.monthlySpendCapMicro } : {}),
+        ...(limits.residency !== undefined ? { residency: limits.residency } : {}),
         updatedAt: sql`now()`,
       })
       .where(eq(apiKeys.id, keyId))

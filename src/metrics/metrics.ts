@@ -157,6 +157,21 @@ export class Metrics {
         for (const [keyClass, n] of sources.keyInFlight?.() ?? []) this.set({ key_class: keyClass }, n);
       },
     });
+    for (const [estimate, help] of [
+      ["ttft", "This node's peak-EWMA estimate of each backend's time to first token, in milliseconds."],
+      ["tpot", "This node's peak-EWMA estimate of each backend's time per output token, in milliseconds."],
+    ] as const) {
+      new Gauge({
+        name: `darvaze_backend_${estimate}_ms`,
+        help,
+        labelNames: ["model", "backend"],
+        registers,
+        collect() {
+          this.reset();
+          for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
+        },
+      });
+    }
     new Gauge({
       name: "darvaze_lease_slack_micro_toman",
       help: "Money held in this node's leases and not yet committed to a request.",

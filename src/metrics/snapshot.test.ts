@@ -1,6 +1,8 @@
 import { expect, test } from "bun:test";
 import { PoolHost } from "../../actors/pool/host.ts";
-import { BREAKER_FAILURES_MAX, type PoolActor } from "../../actors/pool/pool.ts";
+import { BREAKER_COOLDOWN_MS, BREAKER_FAILURES_MAX } from "../../actors/pool/breaker.ts";
+import { TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL } from "../../actors/pool/backend.ts";
+import type { PoolActor } from "../../actors/pool/pool.ts";
 import { poolSnapshot } from "../../actors/protocol.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import { encodeJson } from "../json.ts";
@@ -34,9 +36,10 @@ test("backendSnapshot reads breaker states: closed, open, due a probe (half-open
   expect(backendSnapshot(b, 1000).breaker).toBe("closed");
   for (let i = 0; i < BREAKER_FAILURES_MAX; i++) b.failed(1000);
   expect(backendSnapshot(b, 1000).breaker).toBe("open");
-  expect(backendSnapshot(b, b.openUntilMs + 1).breaker).toBe("half_open");
-  b.succeeded(100);
-  expect(backendSnapshot(b, b.openUntilMs + 1).breaker).toBe("closed");
+  const due = 1000 + BREAKER_COOLDOWN_MS + 1;
+  expect(backendSnapshot(b, due).breaker).toBe("half_open");
+  b.accepted(due);
+  expect(backendSnapshot(b, due).breaker).toBe("closed");
 });
 
 test("the sampler turns cumulative counts into rates over the interval", () => {
@@ -56,7 +59,7 @@ test("the sampler turns cumulative counts into rates over the interval", () => {
   expect(poolSnapshot.parse(JSON.parse(encodeJson(s)))).toEqual(s);
   expect(s).toMatchObject({ node: "node-1", atMs: 3_000, intervalMs: 2_000 });
   const ba = s.backends.find((x) => x.backend === "a")!;
-  expect(ba).toMatchObject({ inFlight: 2, requestsPerS: 5, tokensPerS: 50, errorRate: 0, breaker: "closed", concurrencyLimit: 8, tpotEwmaMs: null });
+  expect(ba).toMatchObject({ inFlight: 2, requestsPerS: 5, tokensPerS: 50, errorRate: 0, breaker: "closed", concurrencyLimit: 8, quotaShare: 1, ttftEwmaMs: TTFT_MS_NEUTRAL, tpotEwmaMs: TPOT_MS_NEUTRAL });
   expect(s.backends.find((x) => x.backend === "b")!).toMatchObject({ requestsPerS: 2, errorRate: 0.5 });
   expect(s.models).toEqual([{ model: MODEL, requestsPerS: 5.5, errorsPerS: 0.5, tokensPerS: 50, spendMicroPerS: 5_000, ttftMs: 145 }]);
   expect(s.topKeys).toEqual([{ keyId: "key_1", name: "first", spentMicro: 10_000n }]);

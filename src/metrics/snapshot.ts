@@ -12,7 +12,7 @@
 import { hostname } from "node:os";
 import { randomBase62 } from "../ids.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
-import { BREAKER_FAILURES_MAX, type Backend } from "../../actors/pool/pool.ts";
+import type { Backend } from "../../actors/pool/pool.ts";
 import {
   SNAPSHOT_BACKENDS_MAX,
   SNAPSHOT_MODELS_MAX,
@@ -47,21 +47,26 @@ export interface BackendState {
 }
 
 /**
- * The one reader of the pool actor's backend fields: adapt this when the pool changes.
- * Today the pool keeps one latency EWMA (time to the reply's headers, which for a stream is the
- * time to its first event), reported as TTFT; time per token and quota shares are not yet kept.
+ * The one reader of the pool actor's backend fields: adapt this when the pool changes. The
+ * quota share is this node's concurrency limit over the backend's whole cap (1 until the cluster
+ * splits the cap between nodes).
  */
 export function backendSnapshot(b: Backend, nowMs: number): BackendState {
+  const cap = b.config.concurrency_max;
   return {
     inFlight: b.inFlight,
-    concurrencyLimit: b.config.concurrency_max,
-    ttftEwmaMs: b.latencyMs,
-    tpotEwmaMs: null,
-    breaker: b.openUntilMs > nowMs ? "open" : b.consecutiveFailures >= BREAKER_FAILURES_MAX ? "half_open" : "closed",
-    quotaShare: null,
+    concurrencyLimit: b.concurrencyLimit,
+    ttftEwmaMs: b.ttft.value,
+    tpotEwmaMs: b.tpot.value,
+    breaker: breakerStateOf(b.breaker.state(nowMs)),
+    quotaShare: cap > 0 ? Math.min(1, b.concurrencyLimit / cap) : null,
     attempts: b.requests,
     failures: b.failures,
   };
+}
+
+function breakerStateOf(state: "closed" | "open" | "half-open"): BreakerState {
+  return state === "half-open" ? "half_open" : state;
 }
 
 /** Key classes for in-flight gauges: by concurrency tier, never by key. */

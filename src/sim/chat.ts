@@ -8,6 +8,7 @@
  */
 import type { z } from "zod";
 import { Exchange, type ExchangeContext } from "./exchange.ts";
+import type { SimGate } from "./gate.ts";
 import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
 import { simPromptTokens } from "./tokens.ts";
@@ -19,6 +20,8 @@ export type ChatContext = ExchangeContext & {
   readonly options: SimOptions;
   /** Seeded roll: true with probability `rate`. */
   roll(rate: number): boolean;
+  /** The batch limit (`options.concurrency`). */
+  readonly gate: SimGate;
 };
 
 type Plan = {
@@ -61,6 +64,9 @@ const serverErrorBytes = encoder.encode(
     type: "server_error",
   }),
 );
+const queueFullBytes = encoder.encode(
+  errorBody({ message: "The simulator's queue is full.", type: "server_error", code: "overloaded" }),
+);
 const badJsonBytes = encoder.encode(
   errorBody({
     message: "We could not parse the JSON body of your request.",
@@ -99,6 +105,14 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
     return refuse(exchange, 429, rateLimitedBytes, { "retry-after": "1" });
   }
   if (context.roll(context.options.failRate)) return refuse(exchange, 500, serverErrorBytes);
+  if (!(await context.gate.enter(req.signal))) {
+    if (req.signal.aborted) {
+      exchange.abort();
+      return new Response(null, { status: 499 });
+    }
+    return refuse(exchange, 503, queueFullBytes);
+  }
+  void exchange.whenDone().then(() => context.gate.leave());
   exchange.promptTokens = simPromptTokens(body.messages);
   const plan = planReply(context.options, body, exchange.seq);
   if (!exchange.stream) return completeReply(exchange, req.signal, plan);

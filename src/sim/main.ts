@@ -18,6 +18,7 @@ const usage = `usage: bun run src/sim/main.ts [flags]
   --rate-limit-rate R      share of requests answered 429, 0..1 (default 0)
   --fail-after-chunks N    streams: drop the connection after N content chunks
   --stall-after-chunks N   streams: go silent after N content chunks
+  --concurrency N          serve N requests at once, queue the rest (default no limit)
   --omit-usage             never report usage
   --api-key KEY            require the key (Bearer, x-api-key or x-goog-api-key by flavor)
   --flavor F               openai | anthropic | gemini | all: wire formats served (default all)
@@ -36,6 +37,7 @@ const numberFlags = {
   "fail-after-chunks": "failAfterChunks",
   "stall-after-chunks": "stallAfterChunks",
   "thought-tokens": "thoughtTokens",
+  concurrency: "concurrency",
 } as const satisfies Record<string, keyof SimOptions>;
 
 class UsageError extends Error {}
@@ -93,6 +95,7 @@ function parseFlags(args: string[]) {
       "output-tokens": stringFlag,
       "fail-rate": stringFlag,
       "rate-limit-rate": stringFlag,
+      concurrency: stringFlag,
       "fail-after-chunks": stringFlag,
       "stall-after-chunks": stringFlag,
       "thought-tokens": stringFlag,

@@ -37,11 +37,11 @@ export class SimMetrics {
   }
 
   /** Prometheus text exposition (version 0.0.4). */
-  render(running: number): string {
+  render(running: number, waiting = 0): string {
     const lines: string[] = [];
     const kvCacheUsage = Math.min(1, running / kvCacheRequestsMax);
     gauge(lines, "vllm:num_requests_running", "Requests in model execution batches.", running);
-    gauge(lines, "vllm:num_requests_waiting", "Requests waiting to be processed.", 0);
+    gauge(lines, "vllm:num_requests_waiting", "Requests waiting to be processed.", waiting);
     gauge(lines, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", kvCacheUsage);
     this.#counter(lines, "vllm:request_success_total", "Finished requests.", (c) => c.success);
     this.#counter(lines, "vllm:prompt_tokens_total", "Prefill tokens processed.", (c) => c.promptTokens);

@@ -32,6 +32,8 @@ export const SimOptionsSchema = z.object({
   flavor: z.enum(["all", "openai", "anthropic", "gemini"]).default("all"),
   /** Gemini flavor: thinking tokens reported as `thoughtsTokenCount` and logged as completion tokens. */
   thoughtTokens: z.number().int().min(0).default(0),
+  /** Requests served at once; more wait in a queue (null: no limit), like a host's full batch. */
+  concurrency: z.number().int().min(1).nullable().default(null),
   /**
    * When set, required on every chat route: `Authorization: Bearer <apiKey>` (OpenAI),
    * `x-api-key` (Anthropic), `x-goog-api-key` or `?key=` (Gemini).

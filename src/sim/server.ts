@@ -16,6 +16,7 @@ import { handleSpeech, handleTranscription } from "./audio.ts";
 import { handleEmbeddings, handleGeminiEmbeddings } from "./embeddings.ts";
 import { handleImages, SimImageStore } from "./images.ts";
 import type { Exchange } from "./exchange.ts";
+import { SimGate } from "./gate.ts";
 import { SimLog } from "./log.ts";
 import { SimMetrics } from "./metrics.ts";
 import { SimOptionsSchema, type SimOptions } from "./options.ts";
@@ -115,6 +116,7 @@ function createContext(options: SimOptions): ChatContext {
     metrics: new SimMetrics(),
     live: new Set<Exchange>(),
     stopping: false,
+    gate: new SimGate(() => options.concurrency),
     roll(rate: number): boolean {
       if (rate <= 0) return false;
       if (rate >= 1) return true;
@@ -141,7 +143,7 @@ function modelsResponse(context: ChatContext, req: Request, created: number): Re
 }
 
 function metricsResponse(context: ChatContext): Response {
-  return new Response(context.metrics.render(context.log.inFlight), {
+  return new Response(context.metrics.render(context.gate.running, context.gate.waiting), {
     headers: { "content-type": "text/plain; version=0.0.4; charset=utf-8" },
   });
 }

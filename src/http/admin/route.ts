@@ -17,6 +17,7 @@ import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 import { bearerToken, readJsonBody } from "../request.ts";
 import { walletFields } from "../account/route.ts";
+import { poolsView, setPool } from "./pools.ts";
 
 /** Admin bodies are small; anything bigger is a mistake. */
 export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
@@ -43,6 +44,8 @@ const limits = {
   rpm: z.number().int().min(1).max(10_000_000).nullable().optional(),
   tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
   monthly_spend_cap_toman: amountToman.nullable().optional(),
+  /** `in-country`: route every request of the key to in-country backends; null: no requirement. */
+  residency: z.literal("in-country").nullable().optional(),
 };
 const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
   if (typeof value === "number" && !Number.isSafeInteger(value)) {
@@ -66,7 +69,7 @@ const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.strin
 const createKeyBody = z.strictObject({ name, ...limits });
 const keyLimitsBody = z
   .strictObject(limits)
-  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman");
+  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency");
 const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
   reason: z.string().trim().min(3).max(500),
@@ -84,6 +87,7 @@ function limitsOf(body: z.infer<typeof keyLimitsBody>) {
     rpm: body.rpm,
     tpm: body.tpm,
     monthlySpendCapMicro: body.monthly_spend_cap_toman,
+    residency: body.residency,
   };
 }
 
@@ -105,6 +109,7 @@ export function keyObject(key: KeyRecord) {
     rpm: key.rpm,
     tpm: key.tpm,
     monthly_spend_cap_toman: key.monthlySpendCapMicro === null ? null : microToToman(key.monthlySpendCapMicro),
+    residency: key.residency,
     created_at: key.createdAt.toISOString(),
     revoked_at: key.revokedAt?.toISOString() ?? null,
   };
@@ -198,7 +203,7 @@ export class AdminApi {
         name: shown.account.name,
         created_at: shown.account.createdAt.toISOString(),
         ...walletFields(shown.wallet),
-        keys: shown.keys.map((k) => keyObject({ ...k })),
+        keys: shown.keys.map((k) => keyObject({ ...k, residency: k.residency === "in-country" ? "in-country" : null })),
         recent_usage: shown.usage.map((u) => ({
           request_id: u.requestId,
           key_id: u.keyId,
@@ -262,28 +267,10 @@ export class AdminApi {
   }
 
   pools(requestId: string): Response {
-    const nowMs = performance.now();
-    return json(
-      {
-        object: "list",
-        data: this.deps.pools.all().map((pool) => ({
-          model: pool.model,
-          backends: pool.backends.map((b) => ({
-            name: b.name,
-            kind: b.config.kind,
-            url: b.config.url,
-            region: b.config.region,
-            weight: b.config.weight,
-            concurrency_max: b.config.concurrency_max,
-            in_flight: b.inFlight,
-            latency_ewma_ms: Math.round(b.latencyMs * 10) / 10,
-            breaker: b.openUntilMs > nowMs ? "open" : "closed",
-            requests: b.requests,
-            failures: b.failures,
-          })),
-        })),
-      },
-      requestId,
-    );
+    return poolsView(this.deps, requestId);
+  }
+
+  setPool(request: Request, model: string, requestId: string): Promise<Response> {
+    return setPool(this.deps, request, model, requestId);
   }
 }

@@ -213,11 +213,8 @@ export function relayStream(
       return true;
     };
     try {
-      const decoder = outcome.backend.adapter.chat!.createChatStreamDecoder({
-        requestId: request.requestId,
-        model: request.model,
-        created: Math.floor(Date.now() / 1000),
-      });
+      // The pool's decoder: it times the tokens, which `release` reports to the backend's estimates.
+      const decoder = outcome.decoder;
       const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
       read: for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
         if (piece.keepAlive) {

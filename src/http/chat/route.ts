@@ -76,8 +76,13 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   if (residency !== null && residency !== "in-country") {
     return failed(fail("invalid_request", "x-darvaze-residency must be `in-country` when set.", { param: "x-darvaze-residency" }), requestId);
   }
+  // The header or the key's setting: either one keeps the request in the country.
+  const region = residency === "in-country" || key.residency === "in-country" ? "in-country" : undefined;
   const pool = deps.pools.get(model.id);
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  if (region && !pool.hasRegion(region)) {
+    return failed(fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, { retryAfterS: 5 }), requestId);
+  }
 
   const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
   if ("failure" in admitted) {
@@ -95,7 +100,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
       maxTokens: budget.outputTokensMax,
       requestId,
       created: Math.floor(Date.now() / 1000),
-      region: residency === "in-country" ? "in-country" : undefined,
+      region,
       // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
       // the throughput, and a whole reply is billed in full anyway.
       signal: stream ? request.signal : undefined,

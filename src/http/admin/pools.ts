@@ -1,0 +1,68 @@
+/**
+ * GET /admin/pools: every model's backends as this node sees them (estimates, in-flight, limit,
+ * breaker, host queue). PUT /admin/pools/{model}: replaces a model's backends, validated, saved
+ * to the `pools` table, applied on this node at once and announced to every other node.
+ */
+import { POOL_EVENTS } from "../../../actors/protocol.ts";
+import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backend.ts";
+import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/store.ts";
+import { fail, isFailure } from "../../errors.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { failed, json, zodFailure } from "../guard.ts";
+import { readJsonBody } from "../request.ts";
+import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
+
+const round = (ms: number) => Math.round(ms * 10) / 10;
+
+function backendView(b: Backend, nowMs: number) {
+  const host = b.host !== null && nowMs - b.host.atMs <= HOST_METRICS_STALE_MS ? b.host : null;
+  return {
+    name: b.name,
+    kind: b.config.kind,
+    url: b.config.url,
+    region: b.config.region,
+    weight: b.config.weight,
+    concurrency_max: b.config.concurrency_max,
+    /** This node's limit (its share of concurrency_max). */
+    concurrency_limit: b.concurrencyLimit,
+    in_flight: b.inFlight,
+    ttft_ms: round(b.ttft.value),
+    tpot_ms: round(b.tpot.value),
+    /** The old single estimate, kept for readers of earlier replies: the TTFT estimate. */
+    latency_ewma_ms: round(b.ttft.value),
+    breaker: b.breaker.state(nowMs),
+    host: host ? { waiting: host.waiting, running: host.running, kv_cache_usage: host.kvCacheUsage } : null,
+    requests: b.requests,
+    failures: b.failures,
+  };
+}
+
+export function poolsView(deps: EdgeDeps, requestId: string): Response {
+  const nowMs = performance.now();
+  return json(
+    {
+      object: "list",
+      node: deps.pools.node,
+      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)) })),
+    },
+    requestId,
+  );
+}
+
+export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
+  const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
+  if (isFailure(raw)) return failed(raw, requestId);
+  const parsed = poolBodySchema.safeParse(raw);
+  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
+  const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
+  if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
+  const row = await savePool(deps.db, model, parsed.data.backends);
+  deps.pools.apply(model, backends);
+  deps.pools.markApplied(row);
+  deps.bus.publish(POOL_EVENTS, deps.subjects.poolEvents, { model });
+  deps.log("info", "pool_set", { model, backends: backends.map((b) => b.name) });
+  const pool = deps.pools.get(model)!;
+  const nowMs = performance.now();
+  return json({ object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)) }, requestId);
+}
