@@ -83,8 +83,13 @@ export interface UpstreamFailure extends Failure {
 }
 
 export interface ChatAdapter {
-  /** Chat requests are always JSON. */
-  buildChatRequest(input: ChatRequestInput): JsonUpstreamRequest;
+  /** Choices (`n`) one call returns at most; absent when the upstream takes any `n` (OpenAI-style). */
+  choicesMax?: number;
+  /**
+   * Chat requests are always JSON. Undefined when this backend cannot serve the request (`n`
+   * above `choicesMax`): the pool then tries another backend.
+   */
+  buildChatRequest(input: ChatRequestInput): JsonUpstreamRequest | undefined;
   /** The upstream's 2xx body as an OpenAI `chat.completion` (the OpenAI adapter returns it as is). */
   parseChatResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure;
   createChatStreamDecoder(context: ReplyContext): ChatStreamDecoder;

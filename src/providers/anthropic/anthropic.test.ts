@@ -9,7 +9,7 @@ const adapter = anthropicAdapter("sk-ant-test");
 
 describe("request", () => {
   const build = (body: Record<string, unknown>, stream = false) =>
-    adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream });
+    adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream })!;
 
   test("system messages become `system`, the budget `max_tokens`, and auth the Anthropic headers", () => {
     const request = build({
