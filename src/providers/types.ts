@@ -126,6 +126,8 @@ export interface EmbeddingsReply {
 export interface EmbeddingsAdapter {
   /** Whether `input` may be token arrays (a request with them gets a 400 when no backend takes them). */
   acceptsTokenArrays: boolean;
+  /** Inputs one call takes at most; absent when the gateway's own bound is the only one. */
+  inputsMax?: number;
   /**
    * `input` normalised to an array: strings or token arrays. Undefined when this vendor cannot
    * take the input (Gemini has no token arrays): the pool then tries another backend.
