@@ -7,7 +7,7 @@
  *          upstream's reported tokens (our own count when it reports none).
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
-import { fail, type Failure } from "../../errors.ts";
+import { describe, fail, type Failure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { countTokensMany } from "../../tokens/count.ts";
@@ -123,7 +123,7 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
 
   if ("code" in result) {
-    await settlePaid(deps, admitted, 0, backendName, 502);
+    await settlePaid(deps, admitted, 0, backendName, describe(result.code).status);
     return failed(result, requestId, admitted.headers);
   }
   const tokens = result.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);

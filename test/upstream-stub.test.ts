@@ -1,7 +1,8 @@
 /**
- * Images whose upstream URL cannot be downloaded: the client gets an OpenAI-shaped 502 and is
- * charged nothing, since it received no image. The upstream is a small OpenAI-style stub that
- * answers with links, one of which is broken.
+ * Upstream replies the simulator does not make, from a small OpenAI-style stub: images whose
+ * link cannot be downloaded (the client gets an OpenAI-shaped 502 and is charged nothing, since
+ * it received no image), and a speech request the upstream refuses (the client's 400, recorded
+ * as the 400 it was, free).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -28,6 +29,9 @@ beforeAll(async () => {
     fetch(req) {
       const url = new URL(req.url);
       if (url.pathname === "/good.png") return new Response(png, { headers: { "content-type": "image/png" } });
+      if (url.pathname === "/v1/audio/speech") {
+        return Response.json({ error: { message: "Unsupported voice: 'nobody'.", type: "invalid_request_error", param: "voice", code: null } }, { status: 400 });
+      }
       if (url.pathname !== "/v1/images/generations") return new Response("gone", { status: 404 });
       return req.json().then((raw) => {
         const body = raw as { n: number };
@@ -38,7 +42,7 @@ beforeAll(async () => {
   });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
   const backend = { name: "images-stub", kind: "openai", url: `${upstream.url.origin}/v1`, api_key: "x", region: "abroad" };
-  writeFileSync(path, JSON.stringify({ pools: { "dall-e-2": { backends: [backend] } } }));
+  writeFileSync(path, JSON.stringify({ pools: { "dall-e-2": { backends: [backend] }, "tts-1": { backends: [backend] } } }));
   t = await startTestGateway({ DARVAZE_CONFIG: path });
   ({ key, accountId } = await t.fundedKey(100_000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
@@ -89,4 +93,14 @@ test.each(["url", "b64_json"] as const)("%s: one of two links broken is a 502 in
   expect(apiError.message).not.toContain(upstream.url.origin);
   expect(await balanceMicro()).toBe(before);
   expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 502 });
+});
+
+test("speech the upstream refuses as invalid: the client's 400 with the upstream's reason, recorded as a 400, nothing charged", async () => {
+  const before = await balanceMicro();
+  const error = await client.audio.speech.create({ model: "tts-1", voice: "nobody", input: "Hello" }).catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+  const apiError = error as InstanceType<typeof OpenAI.BadRequestError>;
+  expect(apiError.message).toContain("Unsupported voice");
+  expect(await balanceMicro()).toBe(before);
+  expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 400 });
 });
