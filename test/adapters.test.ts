@@ -238,6 +238,18 @@ describe.each(VENDORS)("$model through its vendor's wire format", (vendor) => {
     expect(record).toMatchObject({ billed_micro_toman: "0", status: 502 });
   });
 
+  test("n = 2: a 400 naming n before anything is reserved or sent, since the vendor returns one choice", async () => {
+    const error = await client.chat.completions.create({ model: vendor.model, messages: MESSAGES, n: 2 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    const apiError = error as InstanceType<typeof OpenAI.BadRequestError>;
+    expect(apiError.param).toBe("n");
+    expect(apiError.type).toBe("invalid_request_error");
+    expect(apiError.message).toContain("at most 1 choice");
+    expect(sim.log.byRequestId(apiError.requestID!)).toHaveLength(0);
+    const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+    expect(account.body.recent_usage.some((u: { request_id: string }) => u.request_id === apiError.requestID)).toBe(false);
+  });
+
   test("a stream dropped mid-way ends in an error event after the text so far", async () => {
     sim.options.failAfterChunks = 3;
     try {

@@ -64,3 +64,17 @@ test("token arrays cannot go to Gemini: a 400 naming `input`, nothing billed, no
   expect(sim.log.totals.requests).toBe(requests);
   expect(await balanceMicro()).toBe(before);
 });
+
+test("more than 100 texts, Gemini's batch limit: a 400 naming `input` and the limit, nothing billed, no upstream call", async () => {
+  const before = await balanceMicro();
+  const requests = sim.log.totals.requests;
+  const error = await client.embeddings.create({ model: MODEL, input: Array.from({ length: 101 }, (_, i) => `text ${i}`) }).catch((e) => e);
+  expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+  expect([error.status, error.param, error.type]).toEqual([400, "input", "invalid_request_error"]);
+  expect(error.message).toContain("at most 100 inputs");
+  expect(sim.log.totals.requests).toBe(requests);
+  expect(await balanceMicro()).toBe(before);
+  // 100 is within the limit.
+  const hundred = await client.embeddings.create({ model: MODEL, input: Array.from({ length: 100 }, (_, i) => `text ${i}`), encoding_format: "float", dimensions: 4 });
+  expect(hundred.data).toHaveLength(100);
+});

@@ -85,8 +85,13 @@ export interface UpstreamFailure extends Failure {
 }
 
 export interface ChatAdapter {
-  /** Chat requests are always JSON. */
-  buildChatRequest(input: ChatRequestInput): JsonUpstreamRequest;
+  /** Choices (`n`) one call returns at most; absent when the upstream takes any `n` (OpenAI-style). */
+  choicesMax?: number;
+  /**
+   * Chat requests are always JSON. Undefined when this backend cannot serve the request (`n`
+   * above `choicesMax`): the pool then tries another backend.
+   */
+  buildChatRequest(input: ChatRequestInput): JsonUpstreamRequest | undefined;
   /** The upstream's 2xx body as an OpenAI `chat.completion` (the OpenAI adapter returns it as is). */
   parseChatResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure;
   createChatStreamDecoder(context: ReplyContext): ChatStreamDecoder;
@@ -123,6 +128,8 @@ export interface EmbeddingsReply {
 export interface EmbeddingsAdapter {
   /** Whether `input` may be token arrays (a request with them gets a 400 when no backend takes them). */
   acceptsTokenArrays: boolean;
+  /** Inputs one call takes at most; absent when the gateway's own bound is the only one. */
+  inputsMax?: number;
   /**
    * `input` normalised to an array: strings or token arrays. Undefined when this vendor cannot
    * take the input (Gemini has no token arrays): the pool then tries another backend.

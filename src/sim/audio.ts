@@ -2,9 +2,9 @@
  * POST /v1/audio/speech and /v1/audio/transcriptions.
  *
  * Speech is real audio of a 440 Hz tone lasting `simSpeechSeconds(input, speed)`: WAV and PCM
- * (24 kHz mono 16-bit) written here, MP3 encoded with lamejs. Opus, AAC and FLAC are one-second
- * fixture clips (made once with ffmpeg 5.1 from the same tone, checked in under fixtures/), so
- * their length does not follow the input. The body is sent in chunks, like a vendor streaming
+ * (24 kHz mono 16-bit) and FLAC written here, MP3 encoded with lamejs, Opus and AAC made by
+ * repeating the frames of one-second fixture clips (made once with ffmpeg 5.1 from the same tone,
+ * checked in under fixtures/) to the length: every format lasts as long as the input asks. The body is sent in chunks, like a vendor streaming
  * audio as it is made. A transcription reads the upload's real duration with music-metadata and
  * returns a deterministic transcript in the asked format; it logs whole seconds (rounded up).
  */
@@ -14,6 +14,7 @@ import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { ChatContext } from "./chat.ts";
 import { simError, simJson, simOperation } from "./ops.ts";
+import { aacOfLength, flacFile, opusOfLength } from "./audioFormats.ts";
 import { simVocabulary } from "./text.ts";
 
 export const SIM_SPEECH_SAMPLE_RATE = 24_000;
@@ -33,11 +34,8 @@ export const SPEECH_CONTENT_TYPES = {
 export type SpeechFormat = keyof typeof SPEECH_CONTENT_TYPES;
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
-const FIXTURES: Partial<Record<SpeechFormat, Buffer>> = {
-  opus: fixture("speech.opus"),
-  aac: fixture("speech.aac"),
-  flac: fixture("speech.flac"),
-};
+/** One-second clips whose frames are repeated to any length (audioFormats.ts). */
+const FIXTURES = { opus: fixture("speech.opus"), aac: fixture("speech.aac") };
 
 const speechRequest = z.looseObject({
   model: z.string().min(1),
@@ -95,9 +93,10 @@ function mp3File(samples: Int16Array): Buffer {
 }
 
 export function simSpeechAudio(format: SpeechFormat, seconds: number): Buffer {
-  const fixed = FIXTURES[format];
-  if (fixed) return fixed;
+  if (format === "opus") return opusOfLength(FIXTURES.opus, seconds);
+  if (format === "aac") return aacOfLength(FIXTURES.aac, seconds, SIM_SPEECH_SAMPLE_RATE);
   const samples = tone(seconds);
+  if (format === "flac") return flacFile(samples, SIM_SPEECH_SAMPLE_RATE);
   if (format === "wav") return wavFile(samples);
   if (format === "pcm") return Buffer.from(samples.buffer, samples.byteOffset, samples.byteLength);
   return mp3File(samples);

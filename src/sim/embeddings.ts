@@ -70,7 +70,9 @@ const geminiBatch = z.object({
         outputDimensionality: z.number().int().min(1).max(DIMENSIONS_MAX).optional(),
       }),
     )
-    .min(1),
+    .min(1)
+    // Gemini's own limit, so a gateway that sends more fails here as it would against Google.
+    .max(100, "at most 100 requests can be in one batch"),
 });
 
 /**

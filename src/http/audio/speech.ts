@@ -6,7 +6,7 @@
  *   Settled once, when the upstream accepts the request: a vendor charges for the whole input
  *   then, whether or not the client reads the audio to its end.
  */
-import { fail } from "../../errors.ts";
+import { describe, fail } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { admitPaid, operationModel, residencyOf, settlePaid, unitPrice } from "../paid.ts";
@@ -42,7 +42,7 @@ export async function createSpeech(request: Request, requestId: string, deps: Ed
     })
     .catch((error: Error) => ({ kind: "failed" as const, backend: null, failure: fail("upstream_error", `The upstream call failed: ${error.message}`) }));
   if (sent.kind === "failed") {
-    await settlePaid(deps, admitted, 0, sent.backend?.name ?? null, 502);
+    await settlePaid(deps, admitted, 0, sent.backend?.name ?? null, describe(sent.failure.code).status);
     return failed(sent.failure, requestId, admitted.headers);
   }
   await settlePaid(deps, admitted, characters, sent.backend.name, 200);

@@ -8,7 +8,7 @@
  *         → settle the same seconds.
  */
 import { parseBuffer } from "music-metadata";
-import { fail, type Failure } from "../../errors.ts";
+import { describe, fail, type Failure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
@@ -130,7 +130,7 @@ export async function createTranscription(request: Request, requestId: string, d
     return readReplyBytes(sent, TRANSCRIPT_REPLY_BYTES_MAX);
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
   if (isFailure(reply)) {
-    await settlePaid(deps, admitted, 0, backendName, 502);
+    await settlePaid(deps, admitted, 0, backendName, describe(reply.code).status);
     return failed(reply, requestId, admitted.headers);
   }
   await settlePaid(deps, admitted, seconds, backendName, 200);

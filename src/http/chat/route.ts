@@ -13,6 +13,7 @@ import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { describe, fail, type Failure } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
+import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { observeRefused, observeRequest } from "../../metrics/observe.ts";
@@ -60,6 +61,8 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
   }
   const budget = await chatBudget(body, model);
   if (isFailure(budget)) return budget;
+  const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
+  if (choicesRefused) return choicesRefused;
   return { body, model, key, budget };
 }
 

@@ -7,8 +7,9 @@
  *          upstream's reported tokens (our own count when it reports none).
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
-import { fail, type Failure } from "../../errors.ts";
+import { describe, fail, type Failure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
+import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { countTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, json, zodFailure } from "../guard.ts";
@@ -44,6 +45,22 @@ async function checkWindow(inputs: string[] | number[][], window: number): Promi
   return null;
 }
 
+/**
+ * A 400 naming `input` when no backend of the pool can take these inputs in one call: token
+ * arrays where every backend takes text only, or more inputs than every backend's batch holds.
+ */
+export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], inputs: string[] | number[][], model: string): Failure | null {
+  const present = adapters.filter((a): a is EmbeddingsAdapter => a !== undefined);
+  if (typeof inputs[0] !== "string" && !present.some((a) => a.acceptsTokenArrays)) {
+    return fail("invalid_request", `${model} takes text only: send \`input\` as a string or an array of strings.`, { param: "input" });
+  }
+  const inputsMax = Math.max(0, ...present.map((a) => a.inputsMax ?? Number.POSITIVE_INFINITY));
+  if (present.length > 0 && inputs.length > inputsMax) {
+    return fail("invalid_request", `${model} takes at most ${inputsMax} inputs per request; this one has ${inputs.length}. Split it into smaller requests.`, { param: "input" });
+  }
+  return null;
+}
+
 export async function createEmbeddings(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
   const key = await authorize(request, deps);
   if (isFailure(key)) return failed(key, requestId);
@@ -64,9 +81,8 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   const pool = deps.pools.get(model.id);
   if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
 
-  if (typeof inputs[0] !== "string" && !pool.backends.some((b) => b.adapter.embeddings?.acceptsTokenArrays)) {
-    return failed(fail("invalid_request", `${model.id} takes text only: send \`input\` as a string or an array of strings.`, { param: "input" }), requestId);
-  }
+  const refused = inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
+  if (refused) return failed(refused, requestId);
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
   const admitted = await admitPaid(deps, {
     requestId,
@@ -107,7 +123,7 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
 
   if ("code" in result) {
-    await settlePaid(deps, admitted, 0, backendName, 502);
+    await settlePaid(deps, admitted, 0, backendName, describe(result.code).status);
     return failed(result, requestId, admitted.headers);
   }
   const tokens = result.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);

@@ -3,11 +3,12 @@
  *
  *   edge: key → body → model (default dall-e-2) → size and quality resolved and checked against
  *         the model's priced units → reserve = n × price → pool (the resolved size and quality
- *         are sent, so the upstream makes what was priced) → settle the images returned.
+ *         are sent, so the upstream makes what was priced) → every image fetched and stored →
+ *         settle the images the client receives (none when one of them failed: a 502, free).
  *   reply: `b64_json`, or `url` pointing at `/v1/media/{id}` on this gateway: the bytes are
  *         stored for MEDIA_TTL_S. An upstream URL is downloaded (bounded) and never shown.
  */
-import { fail, type Failure } from "../../errors.ts";
+import { describe, fail, type Failure } from "../../errors.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
 import type { EdgeDeps } from "../deps.ts";
@@ -36,6 +37,26 @@ async function imageBytes(image: UpstreamImage): Promise<Uint8Array | Failure> {
   if ("b64" in image) return Buffer.from(image.b64, "base64");
   const fetched = await fetchUpstreamFile(image.url, { bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
   return "code" in fetched ? fetched : fetched.bytes;
+}
+
+function origin(deps: EdgeDeps, request: Request): string {
+  return (deps.env.PUBLIC_URL ?? new URL(request.url).origin).replace(/\/+$/, "");
+}
+
+/** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
+async function imagesToData(deps: EdgeDeps, images: UpstreamImage[], asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
+  const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image))));
+  const failure = fetched.find((bytes) => bytes !== null && isFailure(bytes));
+  if (failure) return failure as Failure;
+  const data: Record<string, string>[] = [];
+  for (const [i, image] of images.entries()) {
+    const extra: Record<string, string> = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
+    const bytes = fetched[i] as Uint8Array | null;
+    if (bytes === null) data.push({ b64_json: (image as { b64: string }).b64, ...extra });
+    else if (!asUrl) data.push({ b64_json: Buffer.from(bytes).toString("base64"), ...extra });
+    else data.push({ url: `${base}/v1/media/${await storeMedia(deps.db, bytes, imageContentType(bytes), deps.env.MEDIA_TTL_S)}`, ...extra });
+  }
+  return data;
 }
 
 export async function createImages(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
@@ -83,29 +104,16 @@ export async function createImages(request: Request, requestId: string, deps: Ed
     if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
     return images.images;
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
-  if (isFailure(reply)) {
-    await settlePaid(deps, admitted, 0, backendName, 502);
-    return failed(reply, requestId, admitted.headers);
+  const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, origin(deps, request)).catch((error: Error) => {
+    deps.log("error", "images_store_failed", { requestId, error: error.message });
+    return fail("internal_error", "The images could not be stored; nothing was charged.");
+  });
+  if (isFailure(data)) {
+    // Billed only for images the client receives: one that cannot be fetched or stored fails
+    // the request, and the upstream's charge for it is the gateway's loss, not the customer's.
+    await settlePaid(deps, admitted, 0, backendName, describe(data.code).status);
+    return failed(data, requestId, admitted.headers);
   }
-  // The upstream made (and charges for) every image it returned, even one we fail to fetch.
-  await settlePaid(deps, admitted, reply.length, backendName, 200);
-
-  const origin = (deps.env.PUBLIC_URL ?? new URL(request.url).origin).replace(/\/+$/, "");
-  const data: Record<string, string>[] = [];
-  for (const image of reply) {
-    const extra: Record<string, string> = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
-    if (!asUrl && "b64" in image) {
-      data.push({ b64_json: image.b64, ...extra });
-      continue;
-    }
-    const bytes = await imageBytes(image);
-    if (isFailure(bytes)) return failed(bytes, requestId, admitted.headers);
-    if (!asUrl) {
-      data.push({ b64_json: Buffer.from(bytes).toString("base64"), ...extra });
-      continue;
-    }
-    const id = await storeMedia(deps.db, bytes, imageContentType(bytes), deps.env.MEDIA_TTL_S);
-    data.push({ url: `${origin}/v1/media/${id}`, ...extra });
-  }
+  await settlePaid(deps, admitted, data.length, backendName, 200);
   return json({ created: Math.floor(Date.now() / 1000), data }, requestId, 200, admitted.headers);
 }

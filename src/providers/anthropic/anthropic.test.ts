@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chunksOf, decodeAll, fixture } from "../testing.ts";
 import { anthropicAdapter } from "./index.ts";
+import { JSON_OBJECT_INSTRUCTION } from "./request.ts";
 import { anthropicStopToFinishReason } from "./response.ts";
 import { AnthropicStreamDecoder } from "./stream.ts";
 
@@ -9,7 +10,7 @@ const adapter = anthropicAdapter("sk-ant-test");
 
 describe("request", () => {
   const build = (body: Record<string, unknown>, stream = false) =>
-    adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream });
+    adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream })!;
 
   test("system messages become `system`, the budget `max_tokens`, and auth the Anthropic headers", () => {
     const request = build({
@@ -82,6 +83,21 @@ describe("request", () => {
     expect(named.tool_choice).toEqual({ type: "tool", name: "f" });
     const none = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: "none" }).body);
     expect(none.tools).toBeUndefined();
+  });
+
+  test("response_format json_schema becomes structured output; json_object an instruction after the system text", () => {
+    const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
+    const messages = [{ role: "system", content: "Be brief." }, { role: "user", content: "x" }];
+    const structured = JSON.parse(build({ model: "m", messages, response_format: { type: "json_schema", json_schema: { name: "place", schema, strict: true } } }).body);
+    expect(structured.output_config).toEqual({ format: { type: "json_schema", schema } });
+    expect(structured.system).toBe("Be brief.");
+    const object = JSON.parse(build({ model: "m", messages, response_format: { type: "json_object" } }).body);
+    expect(object.output_config).toBeUndefined();
+    expect(object.system).toBe(`Be brief.\n\n${JSON_OBJECT_INSTRUCTION}`);
+    const alone = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], response_format: { type: "json_object" } }).body);
+    expect(alone.system).toBe(JSON_OBJECT_INSTRUCTION);
+    const text = JSON.parse(build({ model: "m", messages, response_format: { type: "text" } }).body);
+    expect([text.system, text.output_config]).toEqual(["Be brief.", undefined]);
   });
 });
 

@@ -91,6 +91,22 @@ export function toolChoiceToAnthropic(shape: ChatShape): Block | null {
   return { type: "tool", name: choice.function.name, ...parallel };
 }
 
+/** What `json_object` adds to the system text: Anthropic has no schema-free JSON mode. */
+export const JSON_OBJECT_INSTRUCTION = "Reply with one valid JSON object and nothing else: no prose, no code fences.";
+
+/**
+ * OpenAI `response_format` → Anthropic: `json_schema` becomes structured output
+ * (`output_config.format`, so the reply's text is JSON that fits the schema); `json_object`, which
+ * has no Anthropic counterpart, becomes an instruction in the system text; `text` is the default.
+ */
+export function responseFormatToAnthropic(format: ChatShape["response_format"]): { outputConfig?: Block; instruction?: string } {
+  if (format?.type === "json_object") return { instruction: JSON_OBJECT_INSTRUCTION };
+  if (format?.type !== "json_schema") return {};
+  const schema = (format as { json_schema?: { schema?: unknown } }).json_schema?.schema;
+  const objectSchema = typeof schema === "object" && schema !== null && !Array.isArray(schema) ? schema : { type: "object" };
+  return { outputConfig: { format: { type: "json_schema", schema: objectSchema } } };
+}
+
 /**
  * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
  *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
@@ -98,8 +114,11 @@ export function toolChoiceToAnthropic(shape: ChatShape): Block | null {
 export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
   const { system, turns } = messagesToAnthropic(shape.messages);
+  const format = responseFormatToAnthropic(shape.response_format);
   const body: Record<string, unknown> = { model: input.upstreamModel, max_tokens: input.maxTokens, messages: turns };
-  if (system) body.system = system;
+  const systemText = [system, format.instruction].filter((text) => text).join("\n\n");
+  if (systemText) body.system = systemText;
+  if (format.outputConfig) body.output_config = format.outputConfig;
   if (input.stream) body.stream = true;
   if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
   if (shape.top_p != null) body.top_p = shape.top_p;

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { geminiEmbeddings, geminiEmbeddingsToReply } from "./embeddings.ts";
+import { GEMINI_EMBEDDING_INPUTS_MAX, geminiEmbeddings, geminiEmbeddingsToReply } from "./embeddings.ts";
 import { geminiErrorToFailure } from "./errors.ts";
 
 test("builds one batchEmbedContents request with the key header and output dimensions", () => {
@@ -33,4 +33,12 @@ test("maps Gemini's error reply", () => {
   const failure = geminiErrorToFailure(400, JSON.stringify({ error: { code: 400, message: "bad text", status: "INVALID_ARGUMENT" } }));
   expect(failure).toMatchObject({ code: "invalid_request", message: "bad text", retryable: false });
   expect(geminiErrorToFailure(503, "").retryable).toBe(true);
+});
+
+test("more inputs than one Gemini batch takes are not built, so the pool tries another backend", () => {
+  const adapter = geminiEmbeddings("g-key");
+  const input = (n: number) => ({ body: { input: Array.from({ length: n }, () => "x") }, upstreamModel: "gemini-embedding-001" });
+  expect(adapter.inputsMax).toBe(GEMINI_EMBEDDING_INPUTS_MAX);
+  expect(adapter.buildEmbeddingsRequest(input(GEMINI_EMBEDDING_INPUTS_MAX))).toBeDefined();
+  expect(adapter.buildEmbeddingsRequest(input(GEMINI_EMBEDDING_INPUTS_MAX + 1))).toBeUndefined();
 });

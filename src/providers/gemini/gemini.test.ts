@@ -9,7 +9,7 @@ const adapter = geminiAdapter("AIza-test");
 
 describe("request", () => {
   const build = (body: Record<string, unknown>, stream = false) =>
-    adapter.chat!.buildChatRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 256, stream });
+    adapter.chat!.buildChatRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 256, stream })!;
 
   test("paths, the API key header, system instruction and generation config", () => {
     const plain = build({ model: "ours", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }], temperature: 0.2, top_p: 0.9, stop: ["END"], seed: 7 });

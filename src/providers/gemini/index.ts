@@ -1,4 +1,5 @@
 /** The Gemini adapter: chat (generateContent, translated to and from the OpenAI format) and embeddings. */
+import { choicesOf } from "../choices.ts";
 import type { ChatAdapter, ProviderAdapter } from "../types.ts";
 import { geminiEmbeddings } from "./embeddings.ts";
 import { geminiErrorToFailure } from "./errors.ts";
@@ -8,7 +9,9 @@ import { GeminiStreamDecoder } from "./stream.ts";
 
 export function geminiAdapter(apiKey: string | undefined): ProviderAdapter {
   const chat: ChatAdapter = {
-    buildChatRequest: (input) => openAIToGeminiRequest(input, apiKey),
+    // One choice per call: `n > 1` goes to a backend that returns n (see choices.ts).
+    choicesMax: 1,
+    buildChatRequest: (input) => (choicesOf(input.body) > 1 ? undefined : openAIToGeminiRequest(input, apiKey)),
     parseChatResponse: geminiToOpenAIResponse,
     createChatStreamDecoder: (context) => new GeminiStreamDecoder(context),
   };
