@@ -23,6 +23,10 @@ export interface Subjects {
   keyAdmit(partition: number): string;
   /** Settlements for the keys of one partition. */
   keySettle(partition: number): string;
+  /** Slot grants for the keys of one partition: served by the partition's owner only. */
+  keyGrant(partition: number): string;
+  /** A partition changed owner, for every node (delegates re-register their shares at once). */
+  partitionEvents: string;
   /** Key revocations and limit changes, for every node. */
   keyEvents: string;
   /** Lease recalls for a wallet that ran short, for every node. */
@@ -43,6 +47,8 @@ export function subjects(prefix: string): Subjects {
   return {
     keyAdmit: (p) => `${base}.keys.${partition(p)}.admit`,
     keySettle: (p) => `${base}.keys.${partition(p)}.settle`,
+    keyGrant: (p) => `${base}.keys.${partition(p)}.grant`,
+    partitionEvents: `${base}.events.partitions`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,

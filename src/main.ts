@@ -9,12 +9,14 @@ import { subjects as buildSubjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
 import { LocalBus } from "./bus/local.ts";
 import { NatsBus } from "./bus/nats.ts";
+import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
+import { drainHttp } from "./http/drain.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds } from "./ledger/holds.ts";
@@ -37,6 +39,8 @@ export interface Gateway {
   port: number;
   deps: EdgeDeps;
   keyHost: KeyActorHost;
+  /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
+  cluster: Cluster | null;
   simulator: Simulator | null;
   stop(): Promise<void>;
 }
@@ -95,9 +99,20 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }
     const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
-    const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+    const cluster = bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+    const keyHost = new KeyActorHost(
+      { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
+      (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+      cluster?.shares,
+    );
     cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
+    if (cluster) {
+      await cluster.start();
+      cleanups.push(() => cluster.leave());
+      // A limit change reaches this node's share of the key at once, not at its next renewal.
+      cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => void cluster.shares.renew({ keyIds: [event.keyId], force: true })));
+    }
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
 
     const sweeper = setInterval(() => {
@@ -132,6 +147,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       leaseSlackMicro: () => keyHost.slackMicro(),
       usageBacklog: () => writer.buffered,
       natsConnected: () => (bus instanceof NatsBus ? bus.connected : null),
+      keyAdmissions: () => keyHost.admissionsByPath(),
+      partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
     });
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null }).listen({
@@ -140,9 +157,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
       maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
     });
-    cleanups.push(async () => {
-      await app.stop(true);
-    });
+    const server = app.server!;
+    // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
+    cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
     const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
@@ -153,7 +170,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       });
     }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, simulator, stop };
+    return { url, port, deps, keyHost, cluster, simulator, stop };
   } catch (error) {
     await stop();
     throw error;

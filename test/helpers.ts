@@ -3,6 +3,7 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
+import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { connect } from "nats";
 import postgres from "postgres";
 import { usageStreamName } from "../src/ledger/stream.ts";
@@ -45,6 +46,10 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   const nc = await connect({ servers: services.natsUrl });
   try {
     await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+  } catch {}
+  try {
+    // The cluster's partition leases (a KV bucket is a stream named KV_<bucket>).
+    await (await nc.jetstreamManager()).streams.delete(`KV_${partitionBucket(prefix)}`);
   } catch {}
   await nc.close();
 }

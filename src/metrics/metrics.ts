@@ -27,6 +27,10 @@ export interface MetricSources {
   leaseSlackMicro: () => bigint;
   usageBacklog: () => number;
   natsConnected: () => boolean | null;
+  /** Admissions since start by path: from this node's share (`local`) or after asking the key's owner (cluster only). */
+  keyAdmissions?: () => Record<string, number>;
+  /** Key partitions this node owns (cluster only). */
+  partitionsOwned?: () => number;
 }
 
 export class Metrics {
@@ -88,6 +92,23 @@ export class Metrics {
       registers,
       collect() {
         this.set(sources.usageBacklog());
+      },
+    });
+    new Gauge({
+      name: "darvaze_key_admissions",
+      help: "Admissions since start, by path: local (from this node's share, no broker hop), owner_local, owner_remote (asked the key's partition owner).",
+      labelNames: ["path"],
+      registers,
+      collect() {
+        for (const [path, n] of Object.entries(sources.keyAdmissions?.() ?? {})) this.set({ path }, n);
+      },
+    });
+    new Gauge({
+      name: "darvaze_partitions_owned",
+      help: "Key partitions this node owns (cluster only).",
+      registers,
+      collect() {
+        if (sources.partitionsOwned) this.set(sources.partitionsOwned());
       },
     });
     new Gauge({
