@@ -3,6 +3,8 @@
  * CPU), the bare Bun proxy, the peer gateway (Portkey, on Node) and Darvaze (on the server CPU;
  * a two-node Darvaze puts its second node on the load CPU). Darvaze targets come with a funded key.
  */
+import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -185,8 +187,8 @@ async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): P
 
 export interface DarvazeOptions {
   mode: DarvazeMode;
-  /** nats-pg only: 2 starts a second gateway on the same database, NATS subjects and secrets. */
-  nodes?: 1 | 2;
+  /** nats-pg only: 2 or 3 start more gateways on the same database, NATS subjects and secrets (a cluster). */
+  nodes?: 1 | 2 | 3;
   upstreamUrl: string;
   services?: Services;
   /** Run under `bun --cpu-prof` and write the profile (and its markdown summary) here. */
@@ -245,7 +247,9 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       : [];
     // One after the other, so the second node finds the database migrated.
     const urls: string[] = [];
-    for (const [i, cpu] of DARVAZE_NODE_CPUS.slice(0, nodes).entries()) {
+    // Node 3, if any, shares node 1's CPU: there is no third.
+    const nodeCpus = Array.from({ length: nodes }, (_, i) => DARVAZE_NODE_CPUS[i % DARVAZE_NODE_CPUS.length]!);
+    for (const [i, cpu] of nodeCpus.entries()) {
       const port = freePort();
       const child = spawnPinned({
         label: `darvaze (${options.mode}, node ${i + 1})`,
@@ -313,7 +317,11 @@ async function dropUsageStream(natsUrl: string, prefix: string): Promise<void> {
   try {
     const nc = await connect({ servers: natsUrl });
     try {
-      await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.delete(usageStreamName(prefix)).catch(() => false);
+      // The cluster's KV buckets (streams KV_<bucket>).
+      await jsm.streams.delete(`KV_${partitionBucket(prefix)}`).catch(() => false);
+      await jsm.streams.delete(`KV_${quotaBucket(prefix)}`).catch(() => false);
     } finally {
       await nc.close();
     }

@@ -6,10 +6,13 @@
  *   start: claim partitions → for each, raise its fencing token in the database, then serve
  *          grants for it and tell every node (PARTITION_EVENTS) so their shares re-register.
  *   leave: give every share back, then every partition (deleted, so others take them at once).
+ *   pools: this node's quota of each backend's cap (actors/pool/quota.ts), once the pools exist.
  */
 import { hostname } from "node:os";
 import { PARTITION_LEASE_TTL_MS, PartitionLeases, partitionBucket } from "../actors/cluster/partitions.ts";
 import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, type Tenure } from "../actors/key/capacity.ts";
+import type { PoolHost } from "../actors/pool/host.ts";
+import { BackendQuotas, QUOTA_TTL_MS, quotaBucket } from "../actors/pool/quota.ts";
 import { GRANT, PARTITION_EVENTS } from "../actors/protocol.ts";
 import { partitionOf, type Subjects } from "../actors/subjects.ts";
 import type { Unsubscribe } from "./bus/bus.ts";
@@ -37,6 +40,7 @@ export class Cluster {
   private readonly tenures = new Map<number, Tenure>();
   private readonly serving = new Map<number, Unsubscribe>();
   private stopEvents: Unsubscribe | null = null;
+  private quotas: BackendQuotas | null = null;
 
   constructor(private readonly deps: ClusterDeps) {
     const { bus, subjects } = deps;
@@ -89,8 +93,17 @@ export class Cluster {
     log("info", "cluster_joined", { node: this.node, partitions: this.leases.ownedCount, nodes: this.leases.liveNodes });
   }
 
+  /** Splits every backend's cap with the other nodes, by demand. */
+  async startQuotas(pools: PoolHost): Promise<void> {
+    const kv = await this.deps.bus.nc.jetstream().views.kv(quotaBucket(this.deps.prefix), { ttl: QUOTA_TTL_MS, history: 1 });
+    this.quotas = new BackendQuotas(kv, this.node, pools, this.deps.log);
+    await this.quotas.tick().catch((error: Error) => this.deps.log("warn", "quota_tick_failed", { error: error.message }));
+    this.quotas.start();
+  }
+
   /** Leaving (after the node's requests drained): shares first, then partitions. */
   async leave(): Promise<void> {
+    await this.quotas?.stop();
     await this.shares.stop();
     this.stopEvents?.();
     const given = this.ownedPartitions();

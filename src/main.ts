@@ -114,6 +114,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => void cluster.shares.renew({ keyIds: [event.keyId], force: true })));
     }
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
+    if (cluster) await cluster.startQuotas(pools);
 
     const sweeper = setInterval(() => {
       expireHolds(db).then(

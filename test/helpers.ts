@@ -4,6 +4,7 @@
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
 import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { connect } from "nats";
 import postgres from "postgres";
 import { usageStreamName } from "../src/ledger/stream.ts";
@@ -50,6 +51,9 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   try {
     // The cluster's partition leases (a KV bucket is a stream named KV_<bucket>).
     await (await nc.jetstreamManager()).streams.delete(`KV_${partitionBucket(prefix)}`);
+  } catch {}
+  try {
+    await (await nc.jetstreamManager()).streams.delete(`KV_${quotaBucket(prefix)}`);
   } catch {}
   await nc.close();
 }

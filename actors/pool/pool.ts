@@ -33,9 +33,12 @@ export class Backend {
   openUntilMs = 0;
   requests = 0;
   failures = 0;
+  /** This node's share of the backend's cap (actors/pool/quota.ts sets it in a cluster). */
+  concurrencyLimit: number;
 
   constructor(readonly config: BackendConfig) {
     this.adapter = adapterFor(config);
+    this.concurrencyLimit = config.concurrency_max;
   }
 
   get name(): string {
@@ -47,7 +50,7 @@ export class Backend {
   }
 
   available(nowMs: number): boolean {
-    return this.inFlight < this.config.concurrency_max && this.openUntilMs <= nowMs;
+    return this.inFlight < this.concurrencyLimit && this.openUntilMs <= nowMs;
   }
 
   succeeded(latencyMs: number): void {
