@@ -46,10 +46,12 @@ interface Row {
   admissions: Record<string, number>;
 }
 
-async function admissions(urls: string[]): Promise<Record<string, number>> {
+async function admissions(urls: string[], adminToken: string | undefined): Promise<Record<string, number>> {
   const sum: Record<string, number> = {};
   for (const url of urls) {
-    const text = await (await fetch(`${url}/metrics`)).text();
+    const response = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } });
+    if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
+    const text = await response.text();
     for (const match of text.matchAll(/^darvaze_key_admissions\{path="([a-z_]+)"\} (\d+)/gm)) {
       sum[match[1]!] = (sum[match[1]!] ?? 0) + Number(match[2]);
     }
@@ -97,9 +99,9 @@ function percentile(sorted: number[], p: number): number {
 async function measure(target: Target, keys: string[], nodes: number): Promise<Row> {
   const urls = target.urls ?? [target.url];
   await load(urls, keys, warmupS);
-  const before = await admissions(urls);
+  const before = await admissions(urls, target.adminToken);
   const run = await load(urls, keys, durationS);
-  const after = await admissions(urls);
+  const after = await admissions(urls, target.adminToken);
   const delta: Record<string, number> = {};
   for (const path of new Set([...Object.keys(before), ...Object.keys(after)])) delta[path] = (after[path] ?? 0) - (before[path] ?? 0);
   const total = Object.values(delta).reduce((a, b) => a + b, 0);

@@ -28,6 +28,8 @@ export interface Target {
   urls?: string[];
   /** Extra headers on every request (the peer gateway is told its upstream this way). */
   headers?: Record<string, string>;
+  /** The admin token (Darvaze only), for /metrics. */
+  adminToken?: string;
   /** `count` more keys on the same funded account (Darvaze only). */
   createKeys?(count: number): Promise<string[]>;
   stop(): Promise<void>;
@@ -266,7 +268,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const funded = await fundedKey(url, adminToken);
     const name =
       options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
-    return { name, url, key: funded.key, ...(nodes > 1 ? { urls } : {}), createKeys: funded.createKeys, stop };
+    return { name, url, key: funded.key, ...(nodes > 1 ? { urls } : {}), adminToken, createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -23,6 +23,9 @@ import type { KeyStore } from "./keys/store.ts";
 import { raiseFence } from "./ledger/fence.ts";
 import type { Logger } from "./log.ts";
 
+/** After a key event, how long a node waits before re-registering its share of the key. */
+export const KEY_EVENT_RENEW_DELAY_MS = 200;
+
 export interface ClusterDeps {
   bus: NatsBus;
   db: Db;
@@ -91,6 +94,16 @@ export class Cluster {
     await this.leases.start();
     this.shares.start();
     log("info", "cluster_joined", { node: this.node, partitions: this.leases.ownedCount, nodes: this.leases.liveNodes });
+  }
+
+  /**
+   * A key's limits changed: this node's share is re-registered with the owner shortly, once the
+   * owner has surely dropped its cached copy of the key on the same event, so the new limit
+   * holds cluster-wide within KEY_EVENT_RENEW_DELAY_MS plus a round trip (each node applies a
+   * lowered limit to its own admissions at once).
+   */
+  keyChanged(keyId: string): void {
+    setTimeout(() => void this.shares.renew({ keyIds: [keyId], force: true }), KEY_EVENT_RENEW_DELAY_MS);
   }
 
   /** Splits every backend's cap with the other nodes, by demand. */

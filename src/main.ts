@@ -110,8 +110,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     if (cluster) {
       await cluster.start();
       cleanups.push(() => cluster.leave());
-      // A limit change reaches this node's share of the key at once, not at its next renewal.
-      cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => void cluster.shares.renew({ keyIds: [event.keyId], force: true })));
+      cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => cluster.keyChanged(event.keyId)));
     }
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
     if (cluster) await cluster.startQuotas(pools);

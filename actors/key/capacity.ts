@@ -201,8 +201,9 @@ export class SlotShares {
     return share;
   }
 
-  private canTake(share: Share): boolean {
-    return share.inUse < share.granted && this.now() < share.expiresAtMs;
+  /** Within the share, and within the key's limit as this node knows it (a lowered limit applies here at once). */
+  private canTake(share: Share, key: KeyRecord): boolean {
+    return share.inUse < share.granted && share.inUse < key.concurrencyMax && this.now() < share.expiresAtMs;
   }
 
   private took(share: Share): void {
@@ -214,7 +215,7 @@ export class SlotShares {
   /** Takes a slot of the key: from this node's share, or after asking the owner for more. */
   async take(key: KeyRecord): Promise<Failure | null> {
     const share = this.share(key.id);
-    if (this.canTake(share)) {
+    if (this.canTake(share, key)) {
       this.took(share);
       this.admissions.local++;
       return null;
@@ -226,7 +227,7 @@ export class SlotShares {
     const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
     for (;;) {
       await this.refresh(key.id, share, need());
-      if (this.canTake(share)) {
+      if (this.canTake(share, key)) {
         this.took(share);
         this.admissions[path]++;
         return null;
