@@ -297,9 +297,12 @@ export class SlotShares {
       // Idle: stop admitting from the share before giving it back, so the owner may re-grant it at once.
       if (idle) share.granted = 0;
       const halfGone = now > share.expiresAtMs - GRANT_TTL_MS / 2;
-      // Short of what it asked (contended), or its use changed: report now, so the owner can move slots.
+      // Short of what it asked (contended), needing more, or holding over twice its need: report
+      // now, so the owner can move slots. Smaller changes wait for the half-life renewal, which
+      // keeps a steady key at one grant request per node per GRANT_TTL_MS / 2.
       const short = share.granted < share.asked;
-      if (options.force || halfGone || short || want !== share.asked) pending.push(this.refresh(keyId, share, want));
+      const changed = want > share.granted || want * 2 < share.granted;
+      if (options.force || halfGone || short || changed) pending.push(this.refresh(keyId, share, want));
     }
     return pending;
   }
