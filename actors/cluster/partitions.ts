@@ -60,12 +60,13 @@ export class PartitionLeases {
     readonly node: string,
     private readonly hooks: PartitionHooks,
     private readonly log: Logger,
+    private readonly nowMs: () => number = () => performance.now(),
   ) {}
 
   /** Whether this node may act as owner of the partition right now. */
   owns(partition: number): boolean {
     const o = this.owned.get(partition);
-    return o !== undefined && performance.now() - o.renewedAtMs < PARTITION_OWNER_MS_MAX;
+    return o !== undefined && this.nowMs() - o.renewedAtMs < PARTITION_OWNER_MS_MAX;
   }
 
   fenceOf(partition: number): bigint | null {
@@ -102,9 +103,10 @@ export class PartitionLeases {
 
   private async step(): Promise<void> {
     if (this.stopped) return;
-    await withTimeout(this.kv.put(`n.${this.node}`, ""));
+    // Renewals first, and the late ones dropped even when NATS is unreachable.
     await Promise.all([...this.owned].map(([p, o]) => this.renew(p, o)));
     for (const p of [...this.owned.keys()]) if (!this.owns(p)) this.drop(p, "renewal_late");
+    await withTimeout(this.kv.put(`n.${this.node}`, ""));
 
     const keys = new Set<string>();
     for await (const key of await withTimeout(this.kv.keys())) keys.add(key);
@@ -123,7 +125,7 @@ export class PartitionLeases {
   }
 
   private async renew(p: number, o: Owned): Promise<void> {
-    const sentAtMs = performance.now();
+    const sentAtMs = this.nowMs();
     try {
       o.revision = await withTimeout(this.kv.update(`p.${p}`, this.node, o.revision));
       o.renewedAtMs = sentAtMs;
@@ -135,7 +137,7 @@ export class PartitionLeases {
   }
 
   private async claim(p: number): Promise<void> {
-    const sentAtMs = performance.now();
+    const sentAtMs = this.nowMs();
     let revision: number;
     try {
       revision = await withTimeout(this.kv.create(`p.${p}`, this.node));
