@@ -256,15 +256,20 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
   it("the database refuses a settlement carrying the deposed owner's fencing token", async () => {
     const { accountId, keyId } = await fundedKey(1);
     const partition = partitionOf(keyId);
-    const [row] = await db.rows<{ fence: unknown }>(sql`SELECT fence_token AS fence FROM key_partitions WHERE partition = ${partition}`);
+    const [row] = await db.rows<{ fence: unknown; previous: unknown }>(sql`
+      SELECT fence_token AS fence, previous_fence_token AS previous FROM key_partitions WHERE partition = ${partition}`);
     const current = BigInt(String(row!.fence));
+    const previous = BigInt(String(row!.previous));
+    // Below the previous tenure's token: refused whatever the grace (fence.ts); with no previous
+    // tenure, the first one began at the cluster's start, longer ago than the grace.
+    const stale = (previous > 0n ? previous : current) - 1n;
     expect(await openHold(db, { holdId: `hold_fence_${keyId}`, accountId, keyId, label: "lease", minMicro: 1_000n, desiredMicro: 1_000n, ttlMs: 60_000 })).toMatchObject({ opened: true });
     const record = (requestId: string, fenceToken: bigint) => ({
       requestId, accountId, keyId, holdId: `hold_fence_${keyId}`, model: "gpt-4o-mini", operation: "chat", backend: "sim", priceVersionId: 1,
       inputUnits: 1n, outputUnits: 1n, inputPricePer1m: 100n, outputPricePer1m: 100n, meteredMicro: 200n, billedMicro: 200n, status: 200, durationMs: 1,
       partition, fenceToken,
     });
-    const result = await postUsageBatch(db, [record(`req_stale_${keyId}`, current - 1n), record(`req_live_${keyId}`, current)]);
+    const result = await postUsageBatch(db, [record(`req_stale_${keyId}`, stale), record(`req_live_${keyId}`, current)]);
     expect(result).toMatchObject({ written: 2, postedMicro: 200n, writtenOffMicro: 200n });
   }, 30_000);
 
@@ -300,7 +305,14 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
       await Bun.sleep(1_000);
       stop = true;
       await load;
-      process.stdout.write(`rolling restart: ${ok} requests ok, ${failures.length} failed ${JSON.stringify(failures.slice(0, 5))}\n`);
+      // Usage settled under a partition's previous owner and posted after the takeover is fenced off: billed 0, written off.
+      const [fenced] = await db.rows<{ n: unknown }>(sql`
+        SELECT count(*) AS n FROM usage_records u JOIN key_partitions kp ON kp.partition = u.partition
+        WHERE u.fence_token < kp.fence_token AND u.billed_micro = 0 AND u.metered_micro > 0`);
+      process.stdout.write(
+        `rolling restart: ${ok} requests ok, ${failures.length} failed ${JSON.stringify(failures.slice(0, 5))}; ` +
+          `${Number(fenced!.n)} usage records fenced off (written off, not charged)\n`,
+      );
       if (failures.length > 0) process.stdout.write(`refusals: ${refusals.join("\n")}\n`);
       expect(failures).toEqual([]);
       expect(ok).toBeGreaterThan(100);

@@ -7,7 +7,8 @@
  *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing),
  *   post the new records' charges from their holds (a hold no longer pending — expired — takes
  *   no post, and neither does a record settled under a deposed partition owner, whose fencing
- *   token is below the partition's in `key_partitions`: those records are billed 0 and their
+ *   token is below the partition's in `key_partitions` (beyond fence.ts's grace for the tenure
+ *   just before): those records are billed 0 and their
  *   value goes to write-off; the customer's money stays in the hold until it is closed or
  *   expires, so a refused settlement costs the customer nothing),
  *   move the posted money wallet → revenue, and metered − billed write_off → revenue.
@@ -20,6 +21,7 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { txRows, type Db } from "../db/client.ts";
 import { bigintJson, encodeJson } from "../json.ts";
+import { FENCE_GRACE_MS } from "./fence.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -99,6 +101,7 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
           AS r("requestId" text, partition int, "fenceToken" bigint)
         JOIN key_partitions kp ON kp.partition = r.partition
         WHERE kp.fence_token > r."fenceToken"
+          AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
         FOR SHARE OF kp`);
       for (const row of rows) stale.add(row.request_id);
     }
