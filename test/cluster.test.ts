@@ -169,6 +169,31 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     for (const node of nodes) expect(await send(key, "gpt-4o-mini", () => [node])).toBe(401);
   }, 30_000);
 
+  it("a lowered concurrency_max holds across the nodes within 1 s", async () => {
+    const { keyId, key } = await fundedKey(CONCURRENCY_MAX);
+    let stop = false;
+    const worker = async () => {
+      while (!stop) if ((await send(key, "gpt-4o", () => nodes)) === 429) await Bun.sleep(20);
+    };
+    const load = Promise.all(Array.from({ length: 2 * CONCURRENCY_MAX }, worker));
+    await Bun.sleep(1_500);
+    const response = await fetch(`${nodes[1]!.url}/admin/keys/${keyId}`, {
+      method: "PATCH",
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: JSON.stringify({ concurrency_max: 2 }),
+    });
+    expect(response.status).toBe(200);
+    // Within 1 s of the change (requests admitted before it end within ~0.2 s: 80 ms TTFT + 10 tokens × 5 ms).
+    await Bun.sleep(1_000);
+    limitedSim.log.clear();
+    await Bun.sleep(2_000);
+    stop = true;
+    await load;
+    process.stdout.write(`limit lowered to 2: at most ${limitedSim.log.inFlightMax} in flight from 1 s after the change\n`);
+    expect(limitedSim.log.inFlightMax).toBeLessThanOrEqual(2);
+    expect(limitedSim.log.totals.requests).toBeGreaterThan(5);
+  }, 30_000);
+
   it(
     "kill -9 under load: the limit holds, partitions move, the others keep serving, the audit passes",
     async () => {
