@@ -50,6 +50,8 @@ export const GRANT_REQUEST_TIMEOUT_MS = 2_000;
 /** A share unused this long is given back. */
 export const SHARE_IDLE_MS = 30_000;
 export const SHARES_MAX = 100_000;
+/** Keys with claims an owner keeps before it sweeps the expired ones. */
+export const CLAIMED_KEYS_MAX = 100_000;
 
 interface Claim {
   slots: number;
@@ -86,7 +88,7 @@ export class SlotAllocator {
     const max = !key || key.revokedAt ? 0 : key.concurrencyMax;
     const quietLeftMs = tenure.acquiredAtMs + TAKEOVER_QUIET_MS - this.nowMs();
     let quiet = quietLeftMs > 0;
-    const held = Math.max(req.held, this.claimsOf(req.keyId).get(req.node)?.slots ?? 0);
+    const held = Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0);
     if (quiet && req.want > held) {
       // Others may still hold shares the previous owner granted: wait until they have said so.
       await Bun.sleep(quietLeftMs + 1);
@@ -95,7 +97,8 @@ export class SlotAllocator {
     }
     // Synchronous from here: no other grant of the key interleaves.
     if (this.tenure(p) !== tenure) return notOwner(p);
-    const slots = this.allot(req, max, quiet ? Math.max(req.held, this.claimsOf(req.keyId).get(req.node)?.slots ?? 0) : Infinity);
+    if (this.claims.size >= CLAIMED_KEYS_MAX) this.pruneExpired();
+    const slots = this.allot(req, max, quiet ? Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0) : Infinity);
     return { ok: true, slots, ttlMs: GRANT_TTL_MS, fenceToken: tenure.fenceToken };
   }
 
@@ -136,6 +139,14 @@ export class SlotAllocator {
       this.claims.set(keyId, claims);
     }
     return claims;
+  }
+
+  private pruneExpired(): void {
+    const now = this.nowMs();
+    for (const [keyId, claims] of this.claims) {
+      for (const [node, c] of claims) if (c.expiresAtMs <= now) claims.delete(node);
+      if (claims.size === 0) this.claims.delete(keyId);
+    }
   }
 
   /** The partition moved away: its claims belong to the next owner now. */
