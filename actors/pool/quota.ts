@@ -69,7 +69,10 @@ export class BackendQuotas {
     private readonly log: Logger,
   ) {}
 
-  /** What this node wants of each backend it used since the last tick (absent: nothing). */
+  /**
+   * What this node wants of each of its backends: 0 when unused since the last tick (every node
+   * lists every backend, so that all nodes split over the same set and Σ quotas ≤ cap).
+   */
   wants(): Record<string, number> {
     const wants: Record<string, number> = {};
     for (const pool of this.pools.all()) {
@@ -77,9 +80,8 @@ export class BackendQuotas {
         const key = backendKey(pool.model, b);
         const used = b.requests - (this.lastRequests.get(key) ?? 0);
         this.lastRequests.set(key, b.requests);
-        if (used === 0 && b.inFlight === 0) continue;
-        const saturated = b.inFlight >= b.concurrencyLimit * QUOTA_SATURATED_FRACTION;
-        wants[key] = saturated ? b.concurrencyLimit * 2 : b.inFlight + 1;
+        const saturated = b.inFlight > 0 && b.inFlight >= b.concurrencyLimit * QUOTA_SATURATED_FRACTION;
+        wants[key] = used === 0 && b.inFlight === 0 ? 0 : saturated ? b.concurrencyLimit * 2 : b.inFlight + 1;
       }
     }
     return wants;
@@ -100,8 +102,7 @@ export class BackendQuotas {
         const key = backendKey(pool.model, b);
         const wants = new Map<string, number>();
         for (const [node, w] of all) if (w[key] !== undefined) wants.set(node, w[key]!);
-        // A node that has not used the backend lately still gets its floor when it starts to.
-        if (!wants.has(this.node)) wants.set(this.node, 1);
+        if (!wants.has(this.node)) continue; // our own entry did not read back: keep the last quota
         b.concurrencyLimit = splitCap(b.config.concurrency_max, wants, this.node);
       }
     }
