@@ -3,13 +3,13 @@
  * CPU), the bare Bun proxy, the peer gateway (Portkey, on Node) and Darvaze (on the server CPU;
  * a two-node Darvaze puts its second node on the load CPU). Darvaze targets come with a funded key.
  */
-import { partitionBucket } from "../actors/cluster/partitions.ts";
-import { quotaBucket } from "../actors/pool/quota.ts";
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "nats";
 import postgres from "postgres";
+import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { PEER } from "./report.ts";
 import { freePort, LOAD_CPU, onInterrupt, runLoad, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";

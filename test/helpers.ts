@@ -3,10 +3,10 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
-import { partitionBucket } from "../actors/cluster/partitions.ts";
-import { quotaBucket } from "../actors/pool/quota.ts";
 import { connect } from "nats";
 import postgres from "postgres";
+import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
