@@ -66,6 +66,8 @@ export function testEnv(extra: Record<string, string | undefined> = {}): Record<
     KEY_PEPPER: randomBase62(40),
     NATS_URL: services.natsUrl,
     DARVAZE_SUBJECT_PREFIX: `t${randomBase62(10)}`,
+    // A test that leaves a connection open must not hold its gateway's stop for the default 30 s.
+    SHUTDOWN_DRAIN_MS: "2000",
     LOG_LEVEL: "error",
     ...extra,
   };
