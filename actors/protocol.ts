@@ -235,3 +235,30 @@ export const poolStats = z.object({
 });
 export type PoolStats = z.infer<typeof poolStats>;
 export const POOL_STATS: Topic<PoolStats> = { name: "pool.stats", schema: poolStats };
+
+/**
+ * A node asks a key's partition owner for its share of the key's concurrency slots (Doorman):
+ * `want` is what its recent use calls for, `held` what it holds now (from this owner or a
+ * previous one), `inUse` how many of them its requests occupy.
+ */
+export const grantRequest = z.object({
+  keyId: z.string().min(1).max(64),
+  node: z.string().min(1).max(128),
+  want: z.number().int().nonnegative(),
+  held: z.number().int().nonnegative(),
+  inUse: z.number().int().nonnegative(),
+});
+export type GrantRequest = z.infer<typeof grantRequest>;
+
+export const grantReply = z.union([
+  /** `slots` for `ttlMs` from the ask; settlements carry `fenceToken`, the owner epoch's token. */
+  z.object({ ok: z.literal(true), slots: z.number().int().nonnegative(), ttlMs: z.number().int().positive(), fenceToken: micro }),
+  z.object({ ok: z.literal(false), failure }),
+]);
+export type GrantReply = z.infer<typeof grantReply>;
+export const GRANT: Rpc<GrantRequest, GrantReply> = { name: "key.grant", request: grantRequest, reply: grantReply };
+
+/** A partition was taken (`owner` is the node) or given back (`owner` is empty: claim it now). */
+export const partitionEvent = z.object({ partition: z.number().int().nonnegative(), owner: z.string(), fenceToken: micro });
+export type PartitionEvent = z.infer<typeof partitionEvent>;
+export const PARTITION_EVENTS: Topic<PartitionEvent> = { name: "partitions", schema: partitionEvent };

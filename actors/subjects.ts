@@ -43,6 +43,10 @@ export interface Subjects {
   streamCredit(streamId: string): string;
   /** Cancels one stream to an internal service. */
   streamCancel(streamId: string): string;
+  /** Slot grants for the keys of one partition: served by the partition's owner only. */
+  keyGrant(partition: number): string;
+  /** A partition changed owner, for every node (delegates re-register their shares at once). */
+  partitionEvents: string;
   /** Key revocations and limit changes, for every node. */
   keyEvents: string;
   /** Lease recalls for a wallet that ran short, for every node. */
@@ -81,6 +85,8 @@ export function subjects(prefix: string): Subjects {
     },
     streamCredit: (id) => `${base}.streams.${token(id)}.credit`,
     streamCancel: (id) => `${base}.streams.${token(id)}.cancel`,
+    keyGrant: (p) => `${base}.keys.${partition(p)}.grant`,
+    partitionEvents: `${base}.events.partitions`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,

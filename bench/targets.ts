@@ -8,6 +8,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect } from "nats";
 import postgres from "postgres";
+import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { PEER } from "./report.ts";
 import { freePort, LOAD_CPU, onInterrupt, runLoad, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
@@ -28,6 +30,8 @@ export interface Target {
   headers?: Record<string, string>;
   /** The server's process id (Darvaze: its first node), for memory readings. */
   pid?: number;
+  /** The admin token (Darvaze only), for /metrics. */
+  adminToken?: string;
   /** `count` more keys on the same funded account (Darvaze only). */
   createKeys?(count: number): Promise<string[]>;
   stop(): Promise<void>;
@@ -187,8 +191,8 @@ async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): P
 
 export interface DarvazeOptions {
   mode: DarvazeMode;
-  /** nats-pg only: 2 starts a second gateway on the same database, NATS subjects and secrets. */
-  nodes?: 1 | 2;
+  /** nats-pg only: 2 or 3 start more gateways on the same database, NATS subjects and secrets (a cluster). */
+  nodes?: 1 | 2 | 3;
   upstreamUrl: string;
   services?: Services;
   /** Run under `bun --cpu-prof` and write the profile (and its markdown summary) here. */
@@ -248,7 +252,9 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     // One after the other, so the second node finds the database migrated.
     const urls: string[] = [];
     let pid: number | undefined;
-    for (const [i, cpu] of DARVAZE_NODE_CPUS.slice(0, nodes).entries()) {
+    // Node 3, if any, shares node 1's CPU: there is no third.
+    const nodeCpus = Array.from({ length: nodes }, (_, i) => DARVAZE_NODE_CPUS[i % DARVAZE_NODE_CPUS.length]!);
+    for (const [i, cpu] of nodeCpus.entries()) {
       const port = freePort();
       const child = spawnPinned({
         label: `darvaze (${options.mode}, node ${i + 1})`,
@@ -266,7 +272,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const funded = await fundedKey(url, adminToken);
     const name =
       options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
-    return { name, url, key: funded.key, pid, ...(nodes > 1 ? { urls } : {}), createKeys: funded.createKeys, stop };
+    return { name, url, key: funded.key, pid, ...(nodes > 1 ? { urls } : {}), adminToken, createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -317,7 +323,11 @@ async function dropUsageStream(natsUrl: string, prefix: string): Promise<void> {
   try {
     const nc = await connect({ servers: natsUrl });
     try {
-      await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+      const jsm = await nc.jetstreamManager();
+      await jsm.streams.delete(usageStreamName(prefix)).catch(() => false);
+      // The cluster's KV buckets (streams KV_<bucket>).
+      await jsm.streams.delete(`KV_${partitionBucket(prefix)}`).catch(() => false);
+      await jsm.streams.delete(`KV_${quotaBucket(prefix)}`).catch(() => false);
     } finally {
       await nc.close();
     }

@@ -44,6 +44,8 @@ export const envSchema = z.object({
   LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
   /** Usage records are written in batches at most this long after a request ends: the most a crash loses. */
   USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000),
+  /** On SIGTERM, requests in flight get this long to finish before their connections are closed. */
+  SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000),
   /** How often pending holds past their deadline are closed. */
   HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000),
   /** A JSON document with the day's toman per USD; unset: rates are set by operators only. */

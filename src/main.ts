@@ -9,12 +9,14 @@ import { subjects as buildSubjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
 import { LocalBus } from "./bus/local.ts";
 import { NatsBus } from "./bus/nats.ts";
+import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
 import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
+import { drainHttp } from "./http/drain.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
@@ -40,6 +42,8 @@ export interface Gateway {
   port: number;
   deps: EdgeDeps;
   keyHost: KeyActorHost;
+  /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
+  cluster: Cluster | null;
   simulator: Simulator | null;
   stop(): Promise<void>;
 }
@@ -100,11 +104,22 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }
     const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
-    const keyHost = new KeyActorHost({ db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS }, (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+    const cluster = bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+    const keyHost = new KeyActorHost(
+      { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
+      (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+      cluster?.shares,
+    );
     cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
+    if (cluster) {
+      await cluster.start();
+      cleanups.push(() => cluster.leave());
+      cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => cluster.keyChanged(event.keyId)));
+    }
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
+    if (cluster) await cluster.startQuotas(pools);
 
     const sweeper = setInterval(() => {
       expireHolds(db).then(
@@ -142,6 +157,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyInFlight: () => keyHost.inFlightByClass(),
       holds: () => pendingHoldTotals(db),
       usageLogLag,
+      keyAdmissions: () => keyHost.admissionsByPath(),
+      partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
     });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
@@ -153,9 +170,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
       maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
     });
-    cleanups.push(async () => {
-      await app.stop(true);
-    });
+    const server = app.server!;
+    // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
+    cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     if (bus instanceof NatsBus) {
       // Internal services call the same handlers over NATS (gw.v1.<operation>).
       const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log });
@@ -171,7 +188,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       });
     }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, simulator, stop };
+    return { url, port, deps, keyHost, cluster, simulator, stop };
   } catch (error) {
     await stop();
     throw error;

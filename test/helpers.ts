@@ -5,6 +5,8 @@
  */
 import { connect } from "nats";
 import postgres from "postgres";
+import { partitionBucket } from "../actors/cluster/partitions.ts";
+import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
@@ -46,6 +48,13 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   try {
     await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
   } catch {}
+  try {
+    // The cluster's partition leases (a KV bucket is a stream named KV_<bucket>).
+    await (await nc.jetstreamManager()).streams.delete(`KV_${partitionBucket(prefix)}`);
+  } catch {}
+  try {
+    await (await nc.jetstreamManager()).streams.delete(`KV_${quotaBucket(prefix)}`);
+  } catch {}
   await nc.close();
 }
 
@@ -57,6 +66,8 @@ export function testEnv(extra: Record<string, string | undefined> = {}): Record<
     KEY_PEPPER: randomBase62(40),
     NATS_URL: services.natsUrl,
     DARVAZE_SUBJECT_PREFIX: `t${randomBase62(10)}`,
+    // A test that leaves a connection open must not hold its gateway's stop for the default 30 s.
+    SHUTDOWN_DRAIN_MS: "2000",
     LOG_LEVEL: "error",
     ...extra,
   };

@@ -64,7 +64,11 @@ export async function spawnGateway(env: Record<string, string | undefined>): Pro
     const match = /"event":"listening","url":"([^"]+)"/.exec(text);
     if (match) {
       reader.releaseLock();
-      void child.stderr.pipeTo(new WritableStream()); // keep draining so the child never blocks
+      // Keep draining so the child never blocks; DARVAZE_TEST_LOGS=<folder> keeps each node's log there.
+      const folder = process.env.DARVAZE_TEST_LOGS;
+      const sink = folder ? Bun.file(join(folder, `node-${child.pid}.log`)).writer() : null;
+      sink?.write(text);
+      void child.stderr.pipeTo(new WritableStream({ write: (chunk) => void sink?.write(chunk), close: () => void sink?.end() }));
       return {
         url: match[1]!,
         process: child,

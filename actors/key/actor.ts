@@ -69,6 +69,11 @@ export interface KeyActorDeps {
   nowMs?: () => number;
 }
 
+export interface Fence {
+  partition: number;
+  fenceToken: bigint | null;
+}
+
 interface Lease {
   holdId: string;
   amount: bigint;
@@ -116,6 +121,11 @@ export class KeyActor {
 
   get inFlight(): number {
     return this.admissions.size;
+  }
+
+  /** Whether this actor admitted the request and it has not settled yet. */
+  admitted(requestId: string): boolean {
+    return this.admissions.has(requestId);
   }
 
   /** Money this actor holds but has not committed to a request (tests and metrics). */
@@ -409,7 +419,8 @@ export class KeyActor {
     return { ok: true, reserveMicro: admission.reserve };
   }
 
-  async settle(s: Settlement, accountId: string): Promise<SettleReply> {
+  /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
+  async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
     const reserve = admission?.reserve ?? s.reserveMicro;
     const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
@@ -432,6 +443,8 @@ export class KeyActor {
       billedMicro: billed,
       status: s.status,
       durationMs: s.durationMs,
+      partition: fence?.partition ?? null,
+      fenceToken: fence?.fenceToken ?? null,
     });
     this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits));
     if (admission) {

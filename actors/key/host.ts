@@ -4,6 +4,11 @@
  * is served here, so every admission is an in-process call. The host also answers wallet
  * recalls (every actor of the account gives its lease slack back), returns idle actors' leases,
  * and drops idle actors when there are more than `KEY_ACTORS_MAX`.
+ *
+ * In a cluster every node still admits locally, each key actor from this node's own leases (the
+ * database keeps the wallet whole whoever holds them); what crosses nodes is the key's
+ * concurrency: an admission first takes a slot from this node's share (capacity.ts), granted by
+ * the key's partition owner, and a settlement carries that owner's fencing token.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { fail } from "../../src/errors.ts";
@@ -20,9 +25,10 @@ import {
   type Settlement,
   type WalletRecall,
 } from "../protocol.ts";
-import { KEY_PARTITIONS, type Subjects } from "../subjects.ts";
+import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
 import { keyClassOf } from "../../src/metrics/snapshot.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
+import type { SlotShares } from "./capacity.ts";
 
 export const KEY_ACTORS_MAX = 100_000;
 /** A key with no request for this long returns its lease. */
@@ -43,6 +49,8 @@ export class KeyActorHost {
   constructor(
     deps: Omit<KeyActorDeps, "recall">,
     private readonly publishRecall: (recall: WalletRecall) => void,
+    /** This node's shares of keys' slots (cluster); absent, each actor's own count is the limit. */
+    private readonly shares?: SlotShares,
   ) {
     this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId) };
   }
@@ -73,7 +81,12 @@ export class KeyActorHost {
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
     this.accountOf.set(key.id, key.accountId);
     this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
-    return this.actor(ticket.keyId).admit(ticket, key);
+    if (!this.shares) return this.actor(ticket.keyId).admit(ticket, key);
+    const refused = await this.shares.take(key);
+    if (refused) return { ok: false, failure: refused };
+    const reply = await this.actor(ticket.keyId).admit(ticket, key);
+    if (!reply.ok) this.shares.give(key.id);
+    return reply;
   }
 
   async extend(ticket: ExtendTicket): Promise<ExtendReply> {
@@ -85,7 +98,18 @@ export class KeyActorHost {
   async settle(settlement: Settlement): Promise<SettleReply> {
     const accountId = this.accountOf.get(settlement.keyId) ?? (await this.deps.keys.get(settlement.keyId))?.accountId;
     if (!accountId) return { ok: false, failure: fail("invalid_request", `Unknown key ${settlement.keyId}.`) };
-    return this.actor(settlement.keyId).settle(settlement, accountId);
+    const actor = this.actor(settlement.keyId);
+    if (!this.shares) return actor.settle(settlement, accountId);
+    const mine = actor.admitted(settlement.requestId);
+    const fence = { partition: partitionOf(settlement.keyId), fenceToken: this.shares.fenceOf(settlement.keyId) };
+    const reply = await actor.settle(settlement, accountId, fence);
+    if (mine) this.shares.give(settlement.keyId);
+    return reply;
+  }
+
+  /** Admissions by path (local share, own partition, another node's partition): metrics and bench. */
+  admissionsByPath(): Record<string, number> {
+    return { ...(this.shares?.admissions ?? {}) };
   }
 
   /** Money this node's leases hold and have not committed to a request (metrics). */

@@ -201,6 +201,9 @@ export const usageRecords = pgTable(
     billedMicro: micro("billed_micro").notNull(),
     status: integer("status").notNull(),
     durationMs: integer("duration_ms").notNull(),
+    /** The key partition and the fencing token of the owner epoch it was settled under (null: one node). */
+    partition: integer("partition"),
+    fenceToken: bigint("fence_token", { mode: "bigint" }),
     createdAt: createdAt(),
   },
   (t) => [
@@ -237,4 +240,24 @@ export const media = pgTable(
     createdAt: createdAt(),
   },
   (t) => [index("media_expires_idx").on(t.expiresAt)],
+);
+
+/**
+ * Who owns each key partition, by fencing token: the JetStream KV revision of the lease that
+ * began the owner's tenure. A new owner raises the token here before it acts, and the ledger
+ * refuses (bills nothing from) a settlement carrying a lower token than the partition's, except
+ * one of the previous tenure posted within FENCE_GRACE_MS of the takeover (database clock):
+ * usage settled before the takeover that was still on its way through the usage stream.
+ */
+export const keyPartitions = pgTable(
+  "key_partitions",
+  {
+    partition: integer("partition").primaryKey(),
+    fenceToken: bigint("fence_token", { mode: "bigint" }).notNull().default(sql`0`),
+    /** The token of the tenure before this one (0: none). */
+    previousFenceToken: bigint("previous_fence_token", { mode: "bigint" }).notNull().default(sql`0`),
+    owner: text("owner").notNull(),
+    acquiredAt: timestamp("acquired_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check("key_partitions_fence_non_negative", sql`${t.fenceToken} >= 0`)],
 );

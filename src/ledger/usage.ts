@@ -6,7 +6,11 @@
  *
  *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing),
  *   post the new records' charges from their holds (a hold no longer pending — expired — takes
- *   no post: those records are billed 0 and their value goes to write-off),
+ *   no post, and neither does a record settled under a deposed partition owner, whose fencing
+ *   token is below the partition's in `key_partitions` (beyond fence.ts's grace for the tenure
+ *   just before): those records are billed 0 and their
+ *   value goes to write-off; the customer's money stays in the hold until it is closed or
+ *   expires, so a refused settlement costs the customer nothing),
  *   move the posted money wallet → revenue, and metered − billed write_off → revenue.
  *
  * A crash loses at most the records of the last `flushMs`. While the database
@@ -17,6 +21,7 @@ import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { txRows, type Db } from "../db/client.ts";
 import { bigintJson, encodeJson } from "../json.ts";
+import { FENCE_GRACE_MS } from "./fence.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -45,6 +50,9 @@ export interface UsageRecord {
   billedMicro: bigint;
   status: number;
   durationMs: number;
+  /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
+  partition?: number | null;
+  fenceToken?: bigint | null;
 }
 
 export interface BatchResult {
@@ -81,16 +89,40 @@ export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<Batc
       WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
       FOR UPDATE`);
     const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
-    const records = [...unique.values()].map((r) => ({ ...r, billedMicro: accountOf.has(r.holdId) ? r.billedMicro : 0n }));
+    // 1b. Fencing: a record settled under an owner epoch older than the partition's current one
+    // is refused. FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
+    // judged against one fence, before or after the takeover, never half-way.
+    const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
+    const stale = new Set<string>();
+    if (fenced.length > 0) {
+      const rows = await txRows<{ request_id: string }>(tx, sql`
+        SELECT r."requestId" AS request_id
+        FROM jsonb_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::jsonb)
+          AS r("requestId" text, partition int, "fenceToken" bigint)
+        JOIN key_partitions kp ON kp.partition = r.partition
+        WHERE kp.fence_token > r."fenceToken"
+          AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
+        FOR SHARE OF kp`);
+      for (const row of rows) stale.add(row.request_id);
+    }
+    const records = [...unique.values()].map((r) => ({
+      ...r,
+      partition: r.partition ?? null,
+      fenceToken: r.fenceToken ?? null,
+      billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
+    }));
     // 2. The records; those already written (a replay) are skipped.
     const inserted = await txRows<{ request_id: string }>(tx, sql`
       INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
-        input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms)
+        input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms,
+        partition, fence_token)
       SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
-        "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs"
+        "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs",
+        partition, "fenceToken"
       FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
         model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
-        "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int)
+        "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
+        partition int, "fenceToken" bigint)
       ON CONFLICT (request_id) DO NOTHING
       RETURNING request_id`);
     const fresh = new Set(inserted.map((r) => r.request_id));
@@ -164,6 +196,8 @@ export const usageRecordSchema = z.object({
   billedMicro: bigintJson,
   status: z.number().int(),
   durationMs: z.number().int(),
+  partition: z.number().int().nullable().optional(),
+  fenceToken: bigintJson.nullable().optional(),
 });
 
 

@@ -53,6 +53,10 @@ export interface MetricSources {
   /** Messages of the durable usage log not yet posted to the ledger; null without one. */
   usageLogLag?: () => Promise<number | null>;
   natsConnected: () => boolean | null;
+  /** Admissions since start by path: from this node's share (`local`) or after asking the key's owner (cluster only). */
+  keyAdmissions?: () => Record<string, number>;
+  /** Key partitions this node owns (cluster only). */
+  partitionsOwned?: () => number;
 }
 
 export class Metrics {
@@ -229,6 +233,23 @@ export class Metrics {
       async collect() {
         const lag = await sources.usageLogLag?.().catch(() => null);
         if (lag !== null && lag !== undefined) this.set(lag);
+      },
+    });
+    new Gauge({
+      name: "darvaze_key_admissions",
+      help: "Admissions since start, by path: local (from this node's share, no broker hop), owner_local, owner_remote (asked the key's partition owner).",
+      labelNames: ["path"],
+      registers,
+      collect() {
+        for (const [path, n] of Object.entries(sources.keyAdmissions?.() ?? {})) this.set({ path }, n);
+      },
+    });
+    new Gauge({
+      name: "darvaze_partitions_owned",
+      help: "Key partitions this node owns (cluster only).",
+      registers,
+      collect() {
+        if (sources.partitionsOwned) this.set(sources.partitionsOwned());
       },
     });
     new Gauge({

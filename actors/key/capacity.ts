@@ -1,0 +1,349 @@
+/**
+ * Delegated concurrency capacity across nodes, after Google's Doorman: the owner of a key's
+ * partition splits the key's `concurrency_max` into shares, one per node, and each node admits
+ * from its own share in memory. A node asks the owner (one request/reply on `keyGrant(p)`) only
+ * when its share is used up, and re-registers it every `GRANT_RENEW_MS` while its use changes or
+ * half the grant's life has passed, so shares follow use (Doorman's rebalancing).
+ *
+ *   owner (SlotAllocator): claims per key per node {slots, want, expiry}. A grant never makes
+ *     Σ slots exceed concurrency_max; when the nodes together want more than that, each gets at
+ *     most its fair share (or what it already uses). After taking a partition the owner knows no
+ *     claims, so for `TAKEOVER_QUIET_MS` it only confirms what nodes say they hold (capped by
+ *     what is free) and lets a node grow once that time has passed: every connected node has
+ *     re-registered by then (each is told at once through PARTITION_EVENTS, and renews anyway).
+ *   node (SlotShares): `take` admits while inUse < granted and the grant is unexpired; requests
+ *     already admitted keep their slot until they settle, whatever happens to the grant.
+ *
+ * Invariant: Σ over nodes of slots in use ≤ concurrency_max, because inUse ≤ granted on each
+ * node and Σ granted ≤ concurrency_max at the owner.
+ *
+ * Failover slack, named and bounded: a node that cannot reach the new owner within
+ * TAKEOVER_QUIET_MS of a takeover may hold its old share (≤ its last grant) while the owner
+ * grants the same slots to others; it admits nothing new once its grant expires
+ * (GRANT_TTL_MS), so the excess is at most that node's last grant, for at most GRANT_TTL_MS
+ * plus the length of the requests it admitted before. With every node connected (a node killed,
+ * a rolling restart) the slack is zero.
+ */
+import { fail, type Failure } from "../../src/errors.ts";
+import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import type { GrantReply, GrantRequest } from "../protocol.ts";
+import { partitionOf } from "../subjects.ts";
+
+/** A grant lives this long: longer than a dead owner's partition takes to move (lease TTL + a renewal). */
+export const GRANT_TTL_MS = 10_000;
+/** How often a node looks at its shares (renewing those whose use changed or which are half-expired). */
+export const GRANT_RENEW_MS = 500;
+/** A new owner grows nobody's share for this long after taking a partition. */
+export const TAKEOVER_QUIET_MS = 1_000;
+/** A share is its node's recent peak use plus this headroom (at least GRANT_HEADROOM_MIN)… */
+export const GRANT_HEADROOM_FRACTION = 0.5;
+export const GRANT_HEADROOM_MIN = 2;
+/**
+ * Longest an admission that needs a bigger share waits for an owner while a partition moves: a
+ * graceful handover takes up to a renewal tick, a claim and TAKEOVER_QUIET_MS (about 2.5 s),
+ * a dead owner's partition its lease TTL plus a renewal on top of that.
+ */
+export const GRANT_ASK_WAIT_MS_MAX = 8_000;
+export const GRANT_ASK_RETRY_MS = 100;
+/** Bound on one grant request/reply. */
+export const GRANT_REQUEST_TIMEOUT_MS = 2_000;
+/** A share unused this long is given back. */
+export const SHARE_IDLE_MS = 30_000;
+export const SHARES_MAX = 100_000;
+/** Keys with claims an owner keeps before it sweeps the expired ones. */
+export const CLAIMED_KEYS_MAX = 100_000;
+
+interface Claim {
+  slots: number;
+  want: number;
+  /**
+   * What the node may occupy until its next report: max(slots, the previous grant, its reported
+   * use). A node admits up to its previous grant until this reply reaches it, so a share that
+   * shrinks frees its slots for others only at the node's next report.
+   */
+  occupied: number;
+  expiresAtMs: number;
+}
+
+export interface Tenure {
+  fenceToken: bigint;
+  acquiredAtMs: number;
+}
+
+/** The owner's side: splits each key's slots between the nodes that ask. */
+export class SlotAllocator {
+  private readonly claims = new Map<string, Map<string, Claim>>();
+
+  constructor(
+    private readonly keys: KeyStore,
+    private readonly tenure: (partition: number) => Tenure | null,
+    private readonly nowMs: () => number = () => performance.now(),
+  ) {}
+
+  async grant(req: GrantRequest): Promise<GrantReply> {
+    const p = partitionOf(req.keyId);
+    const tenure = this.tenure(p);
+    if (!tenure) return notOwner(p);
+    const key = await this.keys.get(req.keyId);
+    const max = !key || key.revokedAt ? 0 : key.concurrencyMax;
+    const quietLeftMs = tenure.acquiredAtMs + TAKEOVER_QUIET_MS - this.nowMs();
+    let quiet = quietLeftMs > 0;
+    const held = Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0);
+    if (quiet && req.want > held) {
+      // Others may still hold shares the previous owner granted: wait until they have said so.
+      await Bun.sleep(quietLeftMs + 1);
+      if (this.tenure(p) !== tenure) return this.grant(req); // the partition moved meanwhile
+      quiet = false;
+    }
+    // Synchronous from here: no other grant of the key interleaves.
+    if (this.tenure(p) !== tenure) return notOwner(p);
+    if (this.claims.size >= CLAIMED_KEYS_MAX) this.pruneExpired();
+    const slots = this.allot(req, max, quiet ? Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0) : Infinity);
+    return { ok: true, slots, ttlMs: GRANT_TTL_MS, fenceToken: tenure.fenceToken };
+  }
+
+  /** Synchronous: no other grant of the key interleaves between reading the claims and writing them. */
+  private allot(req: GrantRequest, max: number, cap: number): number {
+    const claims = this.claimsOf(req.keyId);
+    const now = this.nowMs();
+    let othersSlots = 0;
+    let othersWant = 0;
+    for (const [node, c] of claims) {
+      if (node === req.node) continue;
+      if (c.expiresAtMs <= now) claims.delete(node);
+      else {
+        othersSlots += c.occupied;
+        othersWant += c.want;
+      }
+    }
+    const free = Math.max(0, max - othersSlots);
+    let slots = Math.min(req.want, free, cap);
+    if (othersWant + req.want > max) {
+      // Contended: nobody keeps more than a fair share unless its requests already use it.
+      const fair = Math.ceil(max / (claims.size + (claims.has(req.node) ? 0 : 1)));
+      slots = Math.min(slots, Math.max(fair, req.inUse));
+    }
+    const previous = claims.get(req.node)?.slots ?? req.held;
+    const occupied = Math.max(slots, previous, req.inUse);
+    // A node gives its share back only once it stopped admitting from it (held 0, nothing in use).
+    if (req.want === 0 && req.held === 0 && req.inUse === 0) claims.delete(req.node);
+    else claims.set(req.node, { slots, want: req.want, occupied, expiresAtMs: now + GRANT_TTL_MS });
+    if (claims.size === 0) this.claims.delete(req.keyId);
+    return slots;
+  }
+
+  private claimsOf(keyId: string): Map<string, Claim> {
+    let claims = this.claims.get(keyId);
+    if (!claims) {
+      claims = new Map();
+      this.claims.set(keyId, claims);
+    }
+    return claims;
+  }
+
+  private pruneExpired(): void {
+    const now = this.nowMs();
+    for (const [keyId, claims] of this.claims) {
+      for (const [node, c] of claims) if (c.expiresAtMs <= now) claims.delete(node);
+      if (claims.size === 0) this.claims.delete(keyId);
+    }
+  }
+
+  /** The partition moved away: its claims belong to the next owner now. */
+  forget(partition: number): void {
+    for (const keyId of this.claims.keys()) if (partitionOf(keyId) === partition) this.claims.delete(keyId);
+  }
+
+  /** Slots a key's nodes may occupy, over every node (tests). */
+  granted(keyId: string): number {
+    let sum = 0;
+    for (const c of this.claims.get(keyId)?.values() ?? []) sum += c.occupied;
+    return sum;
+  }
+}
+
+function notOwner(p: number): GrantReply {
+  return { ok: false, failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }) };
+}
+
+interface Share {
+  granted: number;
+  inUse: number;
+  /** Highest inUse since the last renewal: what the next want is sized on. */
+  peak: number;
+  /** The want the owner last heard. */
+  asked: number;
+  fenceToken: bigint | null;
+  expiresAtMs: number;
+  lastUseMs: number;
+  asking: Promise<void> | null;
+}
+
+export type AdmissionPath = "local" | "owner_local" | "owner_remote";
+
+export interface ShareDeps {
+  node: string;
+  /** Sends a grant request to the key's partition owner. */
+  ask: (req: GrantRequest) => Promise<GrantReply>;
+  /** Whether this node owns the partition (asking it costs no broker hop). */
+  ownsPartition: (partition: number) => boolean;
+  nowMs?: () => number;
+}
+
+/** A node's side: its shares of every key it admits, and the admissions counted by path. */
+export class SlotShares {
+  private readonly shares = new Map<string, Share>();
+  private timer: ReturnType<typeof setInterval> | null = null;
+  readonly admissions: Record<AdmissionPath, number> = { local: 0, owner_local: 0, owner_remote: 0 };
+
+  constructor(private readonly deps: ShareDeps) {}
+
+  private now(): number {
+    return this.deps.nowMs?.() ?? performance.now();
+  }
+
+  private share(keyId: string): Share {
+    let share = this.shares.get(keyId);
+    if (!share) {
+      if (this.shares.size >= SHARES_MAX) this.evictIdle();
+      share = { granted: 0, inUse: 0, peak: 0, asked: 0, fenceToken: null, expiresAtMs: 0, lastUseMs: this.now(), asking: null };
+      this.shares.set(keyId, share);
+    }
+    return share;
+  }
+
+  /** Within the share, and within the key's limit as this node knows it (a lowered limit applies here at once). */
+  private canTake(share: Share, key: KeyRecord): boolean {
+    return share.inUse < share.granted && share.inUse < key.concurrencyMax && this.now() < share.expiresAtMs;
+  }
+
+  private took(share: Share): void {
+    share.inUse++;
+    share.peak = Math.max(share.peak, share.inUse);
+    share.lastUseMs = this.now();
+  }
+
+  /** Takes a slot of the key: from this node's share, or after asking the owner for more. */
+  async take(key: KeyRecord): Promise<Failure | null> {
+    const share = this.share(key.id);
+    if (this.canTake(share, key)) {
+      this.took(share);
+      this.admissions.local++;
+      return null;
+    }
+    const path: AdmissionPath = this.deps.ownsPartition(partitionOf(key.id)) ? "owner_local" : "owner_remote";
+    // Asks until the owner has heard a want that covers this admission (an ask already under way
+    // may be for less) and answered it, or GRANT_ASK_WAIT_MS_MAX has passed (the partition is moving).
+    const deadlineMs = this.now() + GRANT_ASK_WAIT_MS_MAX;
+    const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
+    for (;;) {
+      await this.refresh(key.id, share, need());
+      if (this.canTake(share, key)) {
+        this.took(share);
+        this.admissions[path]++;
+        return null;
+      }
+      // Others here took what came back meanwhile: ask again unless the owner already heard this need.
+      if (share.asked >= need() || this.now() >= deadlineMs) break;
+    }
+    return fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
+  }
+
+  /** A request admitted here settled (or was refused after taking its slot). */
+  give(keyId: string): void {
+    const share = this.shares.get(keyId);
+    if (share && share.inUse > 0) share.inUse--;
+  }
+
+  /** The fencing token a settlement of this key carries: the epoch of the owner that granted the share. */
+  fenceOf(keyId: string): bigint | null {
+    return this.shares.get(keyId)?.fenceToken ?? null;
+  }
+
+  private wantFor(use: number): number {
+    return use + Math.max(GRANT_HEADROOM_MIN, Math.ceil(use * GRANT_HEADROOM_FRACTION));
+  }
+
+  private refresh(keyId: string, share: Share, want: number): Promise<void> {
+    share.asking ??= this.ask(keyId, share, want).finally(() => (share.asking = null));
+    return share.asking;
+  }
+
+  private async ask(keyId: string, share: Share, want: number): Promise<void> {
+    const deadlineMs = this.now() + GRANT_ASK_WAIT_MS_MAX;
+    for (;;) {
+      const sentAtMs = this.now();
+      try {
+        const reply = await this.deps.ask({ keyId, node: this.deps.node, want, held: share.granted, inUse: share.inUse });
+        if (reply.ok) {
+          share.granted = reply.slots;
+          share.asked = want;
+          share.fenceToken = reply.fenceToken;
+          share.expiresAtMs = sentAtMs + reply.ttlMs;
+          return;
+        }
+      } catch {
+        // No owner right now (the partition is moving) or it is slow: ask again shortly.
+      }
+      if (this.now() + GRANT_ASK_RETRY_MS > deadlineMs) return;
+      await Bun.sleep(GRANT_ASK_RETRY_MS);
+    }
+  }
+
+  /** Re-registers shares whose use changed or which are half-expired; gives idle ones back. */
+  renew(options: { keyIds?: Iterable<string>; force?: boolean } = {}): Promise<void>[] {
+    const now = this.now();
+    const pending: Promise<void>[] = [];
+    const ids = options.keyIds ? [...options.keyIds] : [...this.shares.keys()];
+    for (const keyId of ids) {
+      const share = this.shares.get(keyId);
+      if (!share || share.asking) continue;
+      const idle = share.inUse === 0 && now - share.lastUseMs > SHARE_IDLE_MS;
+      const want = idle ? 0 : this.wantFor(share.peak);
+      share.peak = share.inUse;
+      if (share.granted === 0 && want === 0 && share.inUse === 0) {
+        if (idle) this.shares.delete(keyId);
+        continue;
+      }
+      // Idle: stop admitting from the share before giving it back, so the owner may re-grant it at once.
+      if (idle) share.granted = 0;
+      const halfGone = now > share.expiresAtMs - GRANT_TTL_MS / 2;
+      // Short of what it asked (contended), needing more, or holding over twice its need: report
+      // now, so the owner can move slots. Smaller changes wait for the half-life renewal, which
+      // keeps a steady key at one grant request per node per GRANT_TTL_MS / 2.
+      const short = share.granted < share.asked;
+      const changed = want > share.granted || want * 2 < share.granted;
+      if (options.force || halfGone || short || changed) pending.push(this.refresh(keyId, share, want));
+    }
+    return pending;
+  }
+
+  /** Renews at once the shares of keys in a partition that just changed owner. */
+  partitionMoved(partition: number): void {
+    void this.renew({ keyIds: [...this.shares.keys()].filter((k) => partitionOf(k) === partition), force: true });
+  }
+
+  start(): void {
+    this.timer = setInterval(() => void this.renew(), GRANT_RENEW_MS);
+  }
+
+  /** Leaving: stops renewing and gives every share back (after the node's requests settled). */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    const gone: Promise<unknown>[] = [];
+    for (const [keyId, share] of this.shares) {
+      if (share.granted === 0) continue;
+      share.granted = 0;
+      gone.push(this.deps.ask({ keyId, node: this.deps.node, want: 0, held: 0, inUse: share.inUse }).catch(() => {}));
+    }
+    await Promise.all(gone);
+    this.shares.clear();
+  }
+
+  private evictIdle(): void {
+    for (const [id, share] of this.shares) {
+      if (share.inUse === 0 && share.granted === 0) this.shares.delete(id);
+      if (this.shares.size < SHARES_MAX / 2) return;
+    }
+  }
+}

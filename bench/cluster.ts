@@ -1,0 +1,162 @@
+/**
+ * `bun run bench:cluster [-- --duration-s 10 --concurrency 64 --keys 100]`: throughput of one,
+ * two and three Darvaze nodes (NATS + PostgreSQL) against the same simulator, under a random
+ * spread: every request goes to a node picked at random, with a key picked at random among
+ * `--keys` keys of one funded account (so keys hash into partitions owned by every node).
+ * For each run it reads `darvaze_key_admissions{path}` from every node's /metrics before and
+ * after the measurement, and reports the share of admissions made locally from the node's own
+ * slot share, without a broker hop.
+ *
+ * The load generator is a Bun fetch loop in this process (pinned to the load CPU with the
+ * simulator), the same for every node count, so the ratios compare like with like; the figures
+ * are printed, not appended to RESULTS.md.
+ */
+import { loadavg } from "node:os";
+import { parseArgs } from "node:util";
+import { installExitHandlers, interruptedSignal, pinSelf, stopAll } from "./procs.ts";
+import { servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: {
+    "duration-s": { type: "string", default: "10" },
+    "warmup-s": { type: "string", default: "2" },
+    concurrency: { type: "string", default: "64" },
+    keys: { type: "string", default: "100" },
+    nodes: { type: "string", default: "1,2,3" },
+  },
+});
+const durationS = Number(flags["duration-s"]);
+const warmupS = Number(flags["warmup-s"]);
+const concurrency = Number(flags.concurrency);
+const keysCount = Math.max(1, Number(flags.keys));
+const nodeCounts = flags.nodes.split(",").map(Number) as (1 | 2 | 3)[];
+/** Bound on one request: a slower one counts as an error. */
+const REQUEST_TIMEOUT_MS = 10_000;
+const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello in one short sentence." }], max_tokens: 16 });
+
+interface Row {
+  nodes: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  errors: number;
+  localShare: number | null;
+  admissions: Record<string, number>;
+}
+
+async function admissions(urls: string[], adminToken: string | undefined): Promise<Record<string, number>> {
+  const sum: Record<string, number> = {};
+  for (const url of urls) {
+    const response = await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${adminToken}` } });
+    if (!response.ok) throw new Error(`/metrics answered ${response.status}`);
+    const text = await response.text();
+    for (const match of text.matchAll(/^darvaze_key_admissions\{path="([a-z_]+)"\} (\d+)/gm)) {
+      sum[match[1]!] = (sum[match[1]!] ?? 0) + Number(match[2]);
+    }
+  }
+  return sum;
+}
+
+/** `concurrency` loops, each sending one request at a time to a random node with a random key. */
+async function load(urls: string[], keys: string[], seconds: number): Promise<{ ok: number; errors: number; latenciesMs: number[] }> {
+  const endAt = performance.now() + seconds * 1000;
+  const latenciesMs: number[] = [];
+  let ok = 0;
+  let errors = 0;
+  const worker = async () => {
+    while (performance.now() < endAt && !interruptedSignal.aborted) {
+      const url = urls[Math.floor(Math.random() * urls.length)]!;
+      const key = keys[Math.floor(Math.random() * keys.length)]!;
+      const startedMs = performance.now();
+      try {
+        const response = await fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body,
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        });
+        await response.arrayBuffer();
+        if (response.status === 200) {
+          ok++;
+          latenciesMs.push(performance.now() - startedMs);
+        } else errors++;
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { ok, errors, latenciesMs };
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function measure(target: Target, keys: string[], nodes: number): Promise<Row> {
+  const urls = target.urls ?? [target.url];
+  await load(urls, keys, warmupS);
+  const before = await admissions(urls, target.adminToken);
+  const run = await load(urls, keys, durationS);
+  const after = await admissions(urls, target.adminToken);
+  const delta: Record<string, number> = {};
+  for (const path of new Set([...Object.keys(before), ...Object.keys(after)])) delta[path] = (after[path] ?? 0) - (before[path] ?? 0);
+  const total = Object.values(delta).reduce((a, b) => a + b, 0);
+  const sorted = run.latenciesMs.sort((a, b) => a - b);
+  return {
+    nodes,
+    rps: run.ok / durationS,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    errors: run.errors,
+    // Local: from the node's own share; owner_local also crosses no broker (this node owns the key).
+    localShare: total > 0 ? ((delta.local ?? 0) + (delta.owner_local ?? 0)) / total : null,
+    admissions: delta,
+  };
+}
+
+async function main(): Promise<void> {
+  installExitHandlers();
+  pinSelf();
+  const reason = await servicesUnavailable(servicesDefaults);
+  if (reason) {
+    console.error(`bench:cluster needs NATS and PostgreSQL: ${reason}`);
+    process.exit(2);
+  }
+  const sim = await startSimulator({ outputTokens: 64 });
+  const rows: Row[] = [];
+  try {
+    for (const nodes of nodeCounts) {
+      console.error(`starting ${nodes} node(s) …`);
+      const target = await startDarvaze({ mode: "nats-pg", nodes, upstreamUrl: sim.url, services: servicesDefaults });
+      try {
+        const keys = [target.key, ...(keysCount > 1 ? await target.createKeys!(keysCount - 1) : [])];
+        const row = await measure(target, keys, nodes);
+        rows.push(row);
+        console.error(`  ${Math.round(row.rps)} req/s, p50 ${row.p50Ms.toFixed(2)} ms, errors ${row.errors}, admissions ${JSON.stringify(row.admissions)}`);
+      } finally {
+        await target.stop();
+      }
+    }
+  } finally {
+    await sim.stop();
+    await stopAll();
+  }
+  const one = rows.find((r) => r.nodes === 1)?.rps;
+  const lines = [
+    `Cluster, random spread: ${concurrency} clients, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}`,
+    "",
+    "| Nodes | req/s | × one node | p50 ms | p99 ms | errors | admissions without a broker hop |",
+    "|---|---|---|---|---|---|---|",
+    ...rows.map(
+      (r) =>
+        `| ${r.nodes} | ${Math.round(r.rps)} | ${one ? (r.rps / one).toFixed(2) : "—"} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${r.errors} | ${r.localShare === null ? "—" : `${(r.localShare * 100).toFixed(1)}%`} |`,
+    ),
+  ];
+  console.log(lines.join("\n"));
+}
+
+await main();

@@ -1,0 +1,127 @@
+/**
+ * Joining the cluster (NATS_URL and DATABASE_URL set): key partition leases in JetStream KV
+ * (actors/cluster/partitions.ts), the slot allocator this node runs for the partitions it owns,
+ * and this node's shares of every key's slots (actors/key/capacity.ts).
+ *
+ *   start: claim partitions → for each, raise its fencing token in the database, then serve
+ *          grants for it and tell every node (PARTITION_EVENTS) so their shares re-register.
+ *   leave: give every share back, then every partition (deleted, so others take them at once).
+ *   pools: this node's quota of each backend's cap (actors/pool/quota.ts), once the pools exist.
+ */
+import { hostname } from "node:os";
+import { PARTITION_LEASE_TTL_MS, PartitionLeases, partitionBucket } from "../actors/cluster/partitions.ts";
+import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, type Tenure } from "../actors/key/capacity.ts";
+import type { PoolHost } from "../actors/pool/host.ts";
+import { BackendQuotas, QUOTA_TTL_MS, quotaBucket } from "../actors/pool/quota.ts";
+import { GRANT, PARTITION_EVENTS } from "../actors/protocol.ts";
+import { partitionOf, type Subjects } from "../actors/subjects.ts";
+import type { Unsubscribe } from "./bus/bus.ts";
+import type { NatsBus } from "./bus/nats.ts";
+import type { Db } from "./db/client.ts";
+import { randomBase62 } from "./ids.ts";
+import type { KeyStore } from "./keys/store.ts";
+import { raiseFence } from "./ledger/fence.ts";
+import type { Logger } from "./log.ts";
+
+/** After a key event, how long a node waits before re-registering its share of the key. */
+export const KEY_EVENT_RENEW_DELAY_MS = 200;
+
+export interface ClusterDeps {
+  bus: NatsBus;
+  db: Db;
+  keys: KeyStore;
+  subjects: Subjects;
+  prefix: string;
+  log: Logger;
+}
+
+export class Cluster {
+  readonly node = `${hostname()}-${process.pid}-${randomBase62(6)}`;
+  readonly shares: SlotShares;
+  readonly allocator: SlotAllocator;
+  private leases: PartitionLeases | null = null;
+  private readonly tenures = new Map<number, Tenure>();
+  private readonly serving = new Map<number, Unsubscribe>();
+  private stopEvents: Unsubscribe | null = null;
+  private quotas: BackendQuotas | null = null;
+
+  constructor(private readonly deps: ClusterDeps) {
+    const { bus, subjects } = deps;
+    this.allocator = new SlotAllocator(deps.keys, (p) => (this.leases?.owns(p) ? (this.tenures.get(p) ?? null) : null));
+    this.shares = new SlotShares({
+      node: this.node,
+      ask: (req) => bus.request(GRANT, subjects.keyGrant(partitionOf(req.keyId)), req, { timeoutMs: GRANT_REQUEST_TIMEOUT_MS }),
+      ownsPartition: (p) => this.leases?.owns(p) ?? false,
+    });
+  }
+
+  get partitionsOwned(): number {
+    return this.leases?.ownedCount ?? 0;
+  }
+
+  ownedPartitions(): number[] {
+    return this.leases?.ownedPartitions() ?? [];
+  }
+
+  async start(): Promise<void> {
+    const { bus, db, subjects, log } = this.deps;
+    const kv = await bus.nc.jetstream().views.kv(partitionBucket(this.deps.prefix), { ttl: PARTITION_LEASE_TTL_MS, history: 1 });
+    this.stopEvents = bus.subscribe(PARTITION_EVENTS, subjects.partitionEvents, (e) => {
+      if (e.owner === "") void this.leases?.tick(); // given back: take it now rather than at the next renewal
+      else if (e.owner !== this.node) this.shares.partitionMoved(e.partition);
+    });
+    this.leases = new PartitionLeases(
+      kv,
+      this.node,
+      {
+        acquired: async (p, fenceToken) => {
+          if (!(await raiseFence(db, p, fenceToken, this.node))) return false;
+          this.tenures.set(p, { fenceToken, acquiredAtMs: performance.now() });
+          this.serving.set(p, bus.serve(GRANT, subjects.keyGrant(p), (req) => this.allocator.grant(req)));
+          bus.publish(PARTITION_EVENTS, subjects.partitionEvents, { partition: p, owner: this.node, fenceToken });
+          this.shares.partitionMoved(p);
+          return true;
+        },
+        lost: (p) => {
+          this.serving.get(p)?.();
+          this.serving.delete(p);
+          this.tenures.delete(p);
+          this.allocator.forget(p);
+        },
+      },
+      log,
+    );
+    await this.leases.start();
+    this.shares.start();
+    log("info", "cluster_joined", { node: this.node, partitions: this.leases.ownedCount, nodes: this.leases.liveNodes });
+  }
+
+  /**
+   * A key's limits changed: this node's share is re-registered with the owner shortly, once the
+   * owner has surely dropped its cached copy of the key on the same event, so the new limit
+   * holds cluster-wide within KEY_EVENT_RENEW_DELAY_MS plus a round trip (each node applies a
+   * lowered limit to its own admissions at once).
+   */
+  keyChanged(keyId: string): void {
+    setTimeout(() => void this.shares.renew({ keyIds: [keyId], force: true }), KEY_EVENT_RENEW_DELAY_MS);
+  }
+
+  /** Splits every backend's cap with the other nodes, by demand. */
+  async startQuotas(pools: PoolHost): Promise<void> {
+    const kv = await this.deps.bus.nc.jetstream().views.kv(quotaBucket(this.deps.prefix), { ttl: QUOTA_TTL_MS, history: 1 });
+    this.quotas = new BackendQuotas(kv, this.node, pools, this.deps.log);
+    await this.quotas.tick().catch((error: Error) => this.deps.log("warn", "quota_tick_failed", { error: error.message }));
+    this.quotas.start();
+  }
+
+  /** Leaving (after the node's requests drained): shares first, then partitions. */
+  async leave(): Promise<void> {
+    await this.quotas?.stop();
+    await this.shares.stop();
+    this.stopEvents?.();
+    const given = this.ownedPartitions();
+    await this.leases?.stop();
+    for (const p of given) this.deps.bus.publish(PARTITION_EVENTS, this.deps.subjects.partitionEvents, { partition: p, owner: "", fenceToken: 0n });
+    this.deps.log("info", "cluster_left", { node: this.node });
+  }
+}
