@@ -8,6 +8,7 @@ import OpenAI from "openai";
 import { InternalClient, InternalError } from "../src/internal/client.ts";
 import { STREAM_ABORT_MS_MAX } from "../src/http/chat/relay.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
+import { simToneWav, simTranscriptWords } from "../src/sim/audio.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { describeWith } from "./services.ts";
 
@@ -76,6 +77,55 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect([tooLarge.status, tooLarge.body.error.code]).toEqual([413, "request_too_large"]);
     expect(tooLarge.message).toContain(String(nc.info?.max_payload));
   });
+
+  it("embeddings, images, speech and transcription answer over NATS as over HTTP, billed the same", async () => {
+    const rich = await t.fundedKey(100_000); // an image costs 1,440 toman
+    const http = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: rich.key, maxRetries: 0 });
+    const gw = new InternalClient(nc, { apiKey: rich.key, prefix });
+    const balance = async () => BigInt(((await (await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${rich.key}` } })).json()) as { balance_micro_toman: string }).balance_micro_toman);
+    const spent = async (call: () => Promise<unknown>) => {
+      const before = await balance();
+      await call();
+      return before - (await balance());
+    };
+    // Embeddings: the same vectors and usage, the same charge.
+    const embedBody = { model: "text-embedding-3-small", input: ["Hello, world!", "naïve café"], encoding_format: "float" as const };
+    const viaHttp = await http.embeddings.create(embedBody);
+    let viaNats: typeof viaHttp | undefined;
+    const natsCost = await spent(async () => (viaNats = (await gw.request("embeddings", embedBody)).json()));
+    expect(viaNats!.data.map((d) => d.embedding)).toEqual(viaHttp.data.map((d) => d.embedding));
+    expect(viaNats!.usage).toEqual(viaHttp.usage);
+    expect(natsCost).toBe(await spent(() => http.embeddings.create(embedBody)));
+    // A reply larger than one NATS message comes in parts and is joined whole.
+    const many = { model: "text-embedding-3-small", input: Array.from({ length: 60 }, (_, i) => `line ${i}`), encoding_format: "float" as const };
+    const big = await gw.request("embeddings", many);
+    expect(big.body.length).toBeGreaterThan(nc.info!.max_payload);
+    expect(big.json<typeof viaHttp>().data.map((d) => d.embedding)).toEqual((await http.embeddings.create(many)).data.map((d) => d.embedding));
+    // Images as b64_json: a PNG.
+    const image = (await gw.request("images.generations", { model: "dall-e-2", prompt: "a green window", size: "256x256", response_format: "b64_json" })).json<{ data: { b64_json: string }[] }>();
+    expect(Buffer.from(image.data[0]!.b64_json, "base64").subarray(1, 4).toString()).toBe("PNG");
+    // Speech: the audio bytes and their content type, as over HTTP.
+    const speechBody = { model: "tts-1", voice: "alloy", input: "The gateway speaks.", response_format: "wav" };
+    const speech = await gw.request("audio.speech", speechBody);
+    expect(speech.headers["Content-Type"]).toBe("audio/wav");
+    const httpSpeech = Buffer.from(await (await http.audio.speech.create(speechBody as Parameters<typeof http.audio.speech.create>[0])).arrayBuffer());
+    expect(Buffer.from(speech.body).equals(httpSpeech)).toBe(true);
+    // Transcription: multipart, as over HTTP.
+    const form = new FormData();
+    form.set("model", "whisper-1");
+    form.set("file", new File([simToneWav(2.4)], "tone.wav", { type: "audio/wav" }));
+    form.set("response_format", "text");
+    const transcript = await gw.request("audio.transcriptions", form);
+    expect(new TextDecoder().decode(transcript.body).trim()).toBe(simTranscriptWords(2.4).join(" ") + ".");
+    // An unaffordable request is refused the same way over NATS.
+    const poor = await t.fundedKey(1);
+    const requests = sim().log.totals.requests;
+    const refused = await new InternalClient(nc, { apiKey: poor.key, prefix })
+      .request("images.generations", { model: "dall-e-2", prompt: "a green window", size: "256x256" })
+      .catch((e) => e);
+    expect(sim().log.totals.requests).toBe(requests);
+    expect([refused.status, refused.body.error.code]).toEqual([402, "insufficient_quota"]);
+  }, 30_000);
 
   it("a stream over NATS gets the same text and usage as over HTTP", async () => {
     Object.assign(sim().options, defaults, { outputTokens: 40 });

@@ -20,7 +20,7 @@
 import type { BackendConfig } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
-import { sendUpstream, type UpstreamReply } from "../../src/providers/upstream.ts";
+import { CHAT_REPLY_BYTES_MAX, readTextBounded, sendUpstream, UPSTREAM_ERROR_BODY_BYTES_MAX, type UpstreamReply } from "../../src/providers/upstream.ts";
 import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
 
 export { Backend } from "./backend.ts";
@@ -276,7 +276,7 @@ export class PoolActor {
     tries.reached = true;
     const { response } = sent.reply;
     if (!response.ok) {
-      const text = await response.text().catch(() => "");
+      const { text } = await readTextBounded(response, UPSTREAM_ERROR_BODY_BYTES_MAX).catch(() => ({ text: "" }));
       sent.reply.abort();
       released = true;
       backend.inFlight--;
@@ -290,16 +290,20 @@ export class PoolActor {
     return { kind: "reply", backend, reply: sent.reply, release, startedMs };
   }
 
-  /** Reads and parses a whole reply; a body that breaks off counts against the backend. */
   /** What a translating adapter stamps on the OpenAI-format reply it builds. */
   private replyContext(call: ChatCall): ReplyContext {
     return { requestId: call.requestId, model: this.model, created: call.created };
   }
 
+  /** Reads and parses a whole reply within CHAT_REPLY_BYTES_MAX; a body that breaks off counts against the backend. */
   private async readWhole(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): Promise<ChatOutcome> {
     const { backend, reply, release, startedMs } = sent;
     try {
-      const body = await reply.response.text();
+      const { text: body, truncated } = await readTextBounded(reply.response, CHAT_REPLY_BYTES_MAX);
+      if (truncated) {
+        release(null);
+        return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`), retryable: false } as Failure };
+      }
       // A backend without chat was skipped by `build`.
       const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
       if ("code" in parsed) {

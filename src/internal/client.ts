@@ -16,8 +16,11 @@ import {
   HEADER_CREDIT_SUBJECT,
   HEADER_ERROR_CODE,
   HEADER_HEARTBEAT,
+  HEADER_PART,
+  HEADER_PARTS,
   HEADER_SEQ,
   HEADER_STATUS,
+  REPLY_PARTS_MAX,
   STREAM_CREDIT_DEFAULT,
 } from "./wire.ts";
 
@@ -85,21 +88,57 @@ export class InternalClient {
     return data;
   }
 
-  private requestHeaders(credit?: number) {
+  private requestHeaders(credit?: number, contentType = "application/json") {
     const h = natsHeaders();
     h.set("Authorization", `Bearer ${this.options.apiKey}`);
-    h.set("Content-Type", "application/json");
+    h.set("Content-Type", contentType);
     if (credit !== undefined) h.set(HEADER_CREDIT, String(credit));
     return h;
   }
 
-  /** One whole reply (a non-streamed operation); an error status throws InternalError. */
+  /**
+   * One whole reply (a non-streamed operation); an error status throws InternalError. The body
+   * is JSON, or FormData for `audio.transcriptions` (sent as multipart, as over HTTP).
+   */
   async request(operation: string, body: unknown): Promise<InternalReply> {
     if ((body as { stream?: unknown } | null)?.stream === true) throw new TypeError("a streamed request goes through stream(), not request()");
-    const msg = await this.nc.request(this.subjects.operation(operation), this.encode(body), { headers: this.requestHeaders(), timeout: this.timeoutMs });
-    const reply = toReply(msg);
+    let data: Uint8Array;
+    let contentType = "application/json";
+    if (body instanceof FormData) {
+      const multipart = new Response(body);
+      contentType = multipart.headers.get("content-type")!;
+      data = this.encode(new Uint8Array(await multipart.arrayBuffer()));
+    } else data = this.encode(body);
+    const reply = await this.whole(operation, data, contentType);
     if (reply.status >= 400) throw new InternalError(reply.status, reply.json());
     return reply;
+  }
+
+  /** Sends one request and gathers its reply, joining the parts of a reply that came in several messages. */
+  private async whole(operation: string, data: Uint8Array, contentType: string): Promise<InternalReply> {
+    const inbox = createInbox();
+    const sub = this.nc.subscribe(inbox, { max: REPLY_PARTS_MAX });
+    const timer = setTimeout(() => sub.unsubscribe(), this.timeoutMs);
+    try {
+      this.nc.publish(this.subjects.operation(operation), data, { reply: inbox, headers: this.requestHeaders(undefined, contentType) });
+      let first: Msg | null = null;
+      const parts: Uint8Array[] = [];
+      for await (const msg of sub) {
+        if (msg.headers?.code === 503 && msg.data.length === 0 && !msg.headers.get(HEADER_STATUS)) {
+          throw failure(503, "service_unavailable", "No gateway serves this operation on NATS.");
+        }
+        const count = Number(msg.headers?.get(HEADER_PARTS) || 1);
+        const index = Number(msg.headers?.get(HEADER_PART) || 0);
+        if (index !== parts.length) throw failure(502, "upstream_error", `Reply part ${parts.length} was lost (got ${index}).`);
+        first ??= msg;
+        parts.push(msg.data);
+        if (parts.length === count) return { ...toReply(first), body: parts.length === 1 ? msg.data : Buffer.concat(parts), json: <T>() => JSON.parse(decoder.decode(Buffer.concat(parts))) as T };
+      }
+      throw failure(504, "upstream_timeout", `The gateway did not reply within ${this.timeoutMs} ms.`);
+    } finally {
+      clearTimeout(timer);
+      sub.unsubscribe();
+    }
   }
 
   /**

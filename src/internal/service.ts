@@ -21,11 +21,14 @@ import {
   HEADER_ERROR,
   HEADER_ERROR_CODE,
   HEADER_HEARTBEAT,
+  HEADER_PART,
+  HEADER_PARTS,
   HEADER_SEQ,
   HEADER_STATUS,
   HEADERS_BYTES_ALLOWANCE,
   OPERATIONS,
   operationPath,
+  REPLY_PARTS_MAX,
   STREAM_CREDIT_DEFAULT,
   STREAM_CREDIT_MAX,
   STREAM_CREDIT_WAIT_MS_MAX,
@@ -115,8 +118,13 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       return stream(msg, response, controller);
     }
     const body = new Uint8Array(await response.arrayBuffer());
-    if (body.length > payloadMax - HEADERS_BYTES_ALLOWANCE) {
-      return replyFailure(msg, fail("request_too_large", `The reply (${body.length} bytes) is larger than the NATS payload limit of ${payloadMax} bytes; call this over HTTP.`));
+    const partBytes = payloadMax - HEADERS_BYTES_ALLOWANCE;
+    const parts = Math.max(1, Math.ceil(body.length / partBytes));
+    if (parts > REPLY_PARTS_MAX) {
+      return replyFailure(
+        msg,
+        fail("request_too_large", `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`),
+      );
     }
     const h = replyHeaders(response);
     if (response.status >= 400) {
@@ -124,7 +132,13 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       h.set(HEADER_ERROR_CODE, String(response.status));
       h.set(HEADER_ERROR, errorMessage(body));
     }
-    msg.respond(body, { headers: h });
+    if (parts === 1) return void msg.respond(body, { headers: h });
+    for (let i = 0; i < parts; i++) {
+      const ph = i === 0 ? h : natsHeaders();
+      ph.set(HEADER_PARTS, String(parts));
+      ph.set(HEADER_PART, String(i));
+      nc.publish(msg.reply, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
+    }
   }
 
   function replyFailure(msg: ServiceMsg, failure: Failure): void {

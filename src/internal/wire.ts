@@ -8,6 +8,11 @@
  *
  * Whole reply: one message, headers `Status` (the HTTP status), `Content-Type`, `x-request-id`;
  * errors also carry `Nats-Service-Error-Code` / `Nats-Service-Error` and the OpenAI error body.
+ * A reply larger than one NATS message (many embeddings, a large image as b64_json) comes in
+ * parts: each message carries `Darvaze-Parts: <n>` and `Darvaze-Part: <i>` (0-based, in order)
+ * and a slice of the body; the first also carries the headers above. The caller joins them.
+ * Above REPLY_PARTS_MAX parts the reply is a 413 naming the limit (the operation was not lost:
+ * it ran and is billed, as over HTTP; call it over HTTP instead).
  *
  * Stream (`"stream": true`): messages to the reply subject, in order:
  *   opening   seq 0: `Status: 200`, `Darvaze-Credit-Subject`, `Darvaze-Cancel-Subject`, body `{}`
@@ -29,6 +34,8 @@ export const HEADER_CREDIT = "Darvaze-Credit";
 export const HEADER_CREDIT_SUBJECT = "Darvaze-Credit-Subject";
 export const HEADER_CANCEL_SUBJECT = "Darvaze-Cancel-Subject";
 export const HEADER_HEARTBEAT = "Darvaze-Heartbeat";
+export const HEADER_PARTS = "Darvaze-Parts";
+export const HEADER_PART = "Darvaze-Part";
 export const HEADER_ERROR_CODE = "Nats-Service-Error-Code";
 export const HEADER_ERROR = "Nats-Service-Error";
 
@@ -42,6 +49,8 @@ export const STREAM_HEARTBEAT_MS = 2_000;
 export const STREAM_CREDIT_WAIT_MS_MAX = 30_000;
 /** Streams open to internal services at once on one node; more get 429. */
 export const STREAMS_OPEN_MAX = 20_000;
+/** The most messages one whole reply may take (about 64 MiB at NATS's default 1 MiB payload). */
+export const REPLY_PARTS_MAX = 64;
 /** Room kept for headers when a whole reply is checked against the NATS payload limit. */
 export const HEADERS_BYTES_ALLOWANCE = 4_096;
 

@@ -70,6 +70,38 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
   }
 }
 
+/** An upstream's error body is read up to this many bytes (the rest is dropped): enough for any vendor's error JSON. */
+export const UPSTREAM_ERROR_BODY_BYTES_MAX = 64 * 1024;
+/** A whole (non-streamed) chat reply larger than this is refused as an upstream error. */
+export const CHAT_REPLY_BYTES_MAX = 16 * 1024 * 1024;
+
+/**
+ * Reads a body as text within `bytesMax`. Past the bound it stops reading and returns what it
+ * has with `truncated` set, so a misbehaving upstream can never make the gateway buffer more.
+ */
+export async function readTextBounded(response: Response, bytesMax: number): Promise<{ text: string; truncated: boolean }> {
+  const parts: Uint8Array[] = [];
+  let total = 0;
+  const reader = response.body?.getReader();
+  if (!reader) return { text: "", truncated: false };
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (total + value.byteLength > bytesMax) {
+        parts.push(value.subarray(0, bytesMax - total));
+        await reader.cancel().catch(() => {});
+        return { text: new TextDecoder().decode(Buffer.concat(parts)), truncated: true };
+      }
+      total += value.byteLength;
+      parts.push(value);
+    }
+    return { text: new TextDecoder().decode(Buffer.concat(parts)), truncated: false };
+  } finally {
+    reader.releaseLock();
+  }
+}
+
 export class StreamStalled extends Error {}
 
 /** A piece with nothing in it: the upstream has been silent for one keep-alive interval. */

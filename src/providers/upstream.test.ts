@@ -1,0 +1,39 @@
+import { describe, expect, test } from "bun:test";
+import { readTextBounded } from "./upstream.ts";
+
+/** A body of endless 16 KiB chunks of "a", counting how many the reader pulled. */
+function endlessBody() {
+  const chunk = new TextEncoder().encode("a".repeat(16 * 1024));
+  const counter = { pulls: 0, cancelled: false };
+  const body = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      counter.pulls++;
+      controller.enqueue(chunk);
+    },
+    cancel() {
+      counter.cancelled = true;
+    },
+  }, { highWaterMark: 0 });
+  return { response: new Response(body), counter };
+}
+
+describe("readTextBounded", () => {
+  test("reads a body within the bound whole", async () => {
+    const got = await readTextBounded(new Response('{"error":{"message":"busy"}}'), 1024);
+    expect(got).toEqual({ text: '{"error":{"message":"busy"}}', truncated: false });
+  });
+
+  test("stops at the bound on an endless body, cancels it and keeps exactly the bound", async () => {
+    const { response, counter } = endlessBody();
+    const got = await readTextBounded(response, 40 * 1024);
+    expect(got.truncated).toBe(true);
+    expect(got.text.length).toBe(40 * 1024);
+    expect(counter.cancelled).toBe(true);
+    expect(counter.pulls).toBeLessThanOrEqual(4); // 40 KiB is three 16 KiB chunks, plus at most one read ahead
+  });
+
+  test("a body of exactly the bound is not truncated", async () => {
+    const got = await readTextBounded(new Response("b".repeat(100)), 100);
+    expect(got).toEqual({ text: "b".repeat(100), truncated: false });
+  });
+});
