@@ -55,6 +55,8 @@ export const envSchema = z.object({
   RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000),
   /** The origin clients reach the gateway at (behind a proxy), for the media URLs it hands out; unset: the request's own. */
   PUBLIC_URL: z.string().url().optional(),
+  /** Resident-set growth in MiB after which the node runs a full garbage collection (src/memory.ts); 0: never. */
+  GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
   /** How long a generated image stays downloadable at its /v1/media URL. */
   MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
 });

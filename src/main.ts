@@ -2,6 +2,7 @@
  * Start-up, in the order a request depends on things: config → db → bus → actors → http.
  * `bun run start` runs this file; tests and the demo call `startGateway` in-process.
  */
+import { startMemoryGuard } from "./memory.ts";
 import { KeyActorHost } from "../actors/key/host.ts";
 import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
 import { KEY_EVENTS, PRICE_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
@@ -148,7 +149,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       rateFetcher = fetcher;
     }
 
+    const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
+    cleanups.push(() => memory.stop());
     const metrics = new Metrics({
+      memoryGuard: () => memory.stats,
       pools,
       leaseSlackMicro: () => keyHost.slackMicro(),
       usageBacklog: () => writer.buffered,

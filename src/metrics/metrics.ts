@@ -57,6 +57,8 @@ export interface MetricSources {
   keyAdmissions?: () => Record<string, number>;
   /** Key partitions this node owns (cluster only). */
   partitionsOwned?: () => number;
+  /** Full collections the memory guard ran and their pauses (src/memory.ts). */
+  memoryGuard?: () => { collections: number; pauseMsTotal: number };
 }
 
 export class Metrics {
@@ -173,6 +175,27 @@ export class Metrics {
         collect() {
           this.reset();
           for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
+        },
+      });
+    }
+    if (sources.memoryGuard) {
+      const guard = sources.memoryGuard;
+      new Counter({
+        name: "darvaze_gc_forced_total",
+        help: "Full garbage collections the memory guard ran (resident set grew by GC_RSS_GROWTH_MIB).",
+        registers,
+        collect() {
+          this.reset();
+          this.inc(guard().collections);
+        },
+      });
+      new Counter({
+        name: "darvaze_gc_forced_pause_seconds_total",
+        help: "Time this node was paused by the memory guard's full collections.",
+        registers,
+        collect() {
+          this.reset();
+          this.inc(guard().pauseMsTotal / 1000);
         },
       });
     }
