@@ -7,10 +7,16 @@
  * after the measurement, and reports the share of admissions made locally from the node's own
  * slot share, without a broker hop.
  *
+ * It also reads the gateway processes' CPU time over the measurement: on a machine with fewer cores
+ * than nodes + load generator + simulator, req/s cannot grow with nodes, but CPU per request shows
+ * what a node added to the cluster costs (the same µs per request means throughput that scales
+ * with cores).
+ *
  * The load generator is a Bun fetch loop in this process (pinned to the load CPU with the
  * simulator), the same for every node count, so the ratios compare like with like; the figures
  * are printed, not appended to RESULTS.md.
  */
+import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { installExitHandlers, interruptedSignal, pinSelf, stopAll } from "./procs.ts";
@@ -44,6 +50,14 @@ interface Row {
   errors: number;
   localShare: number | null;
   admissions: Record<string, number>;
+  /** Gateway CPU time (all nodes, user + system) per successful request. */
+  cpuUsPerRequest: number;
+}
+
+/** User + system CPU seconds a process has used so far (/proc/<pid>/stat, clock ticks of 1/100 s). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
 async function admissions(urls: string[], adminToken: string | undefined): Promise<Record<string, number>> {
@@ -100,7 +114,9 @@ async function measure(target: Target, keys: string[], nodes: number): Promise<R
   const urls = target.urls ?? [target.url];
   await load(urls, keys, warmupS);
   const before = await admissions(urls, target.adminToken);
+  const cpuBefore = (target.pids ?? []).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   const run = await load(urls, keys, durationS);
+  const cpuAfter = (target.pids ?? []).reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   const after = await admissions(urls, target.adminToken);
   const delta: Record<string, number> = {};
   for (const path of new Set([...Object.keys(before), ...Object.keys(after)])) delta[path] = (after[path] ?? 0) - (before[path] ?? 0);
@@ -115,6 +131,7 @@ async function measure(target: Target, keys: string[], nodes: number): Promise<R
     // Local: from the node's own share; owner_local also crosses no broker (this node owns the key).
     localShare: total > 0 ? ((delta.local ?? 0) + (delta.owner_local ?? 0)) / total : null,
     admissions: delta,
+    cpuUsPerRequest: run.ok > 0 ? ((cpuAfter - cpuBefore) * 1e6) / run.ok : 0,
   };
 }
 
@@ -149,11 +166,11 @@ async function main(): Promise<void> {
   const lines = [
     `Cluster, random spread: ${concurrency} clients, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}`,
     "",
-    "| Nodes | req/s | × one node | p50 ms | p99 ms | errors | admissions without a broker hop |",
-    "|---|---|---|---|---|---|---|",
+    "| Nodes | req/s | × one node | p50 ms | p99 ms | errors | admissions without a broker hop | gateway CPU µs per request (all nodes) |",
+    "|---|---|---|---|---|---|---|---|",
     ...rows.map(
       (r) =>
-        `| ${r.nodes} | ${Math.round(r.rps)} | ${one ? (r.rps / one).toFixed(2) : "—"} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${r.errors} | ${r.localShare === null ? "—" : `${(r.localShare * 100).toFixed(1)}%`} |`,
+        `| ${r.nodes} | ${Math.round(r.rps)} | ${one ? (r.rps / one).toFixed(2) : "—"} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${r.errors} | ${r.localShare === null ? "—" : `${(r.localShare * 100).toFixed(1)}%`} | ${Math.round(r.cpuUsPerRequest)} |`,
     ),
   ];
   console.log(lines.join("\n"));

@@ -14,6 +14,7 @@
  *
  *   bun run bench:streams                       # full: 10 s TTFB runs, 2,000 and 8,000 streams
  *   bun run bench:streams -- --check            # seconds, 50 streams: does it run?
+ *   bun run bench:streams -- --parts rss        # only some of ttfb, relay, rss
  */
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -21,7 +22,7 @@ import { parseArgs } from "node:util";
 import { percentile } from "./measurement.ts";
 import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
 import { runSseClient } from "./sse-client.ts";
-import { ROOT, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -30,6 +31,7 @@ const { values } = parseArgs({
     streams: { type: "string" },
     "ttfb-seconds": { type: "string" },
     "relay-seconds": { type: "string" },
+    parts: { type: "string", default: "ttfb,relay,rss" },
   },
 });
 const CHECK = values.check;
@@ -39,8 +41,10 @@ const RELAY_MS = Number(values["relay-seconds"] ?? (CHECK ? 1 : 10)) * 1000;
 const WARMUP_MS = CHECK ? 200 : 2_000;
 /** Streams opened at once while ramping up, so the ramp is not one burst of connects. */
 const OPEN_BATCH = 200;
-/** How long the open streams run before memory is read. */
-const SETTLE_MS = CHECK ? 1_000 : 5_000;
+/** Longest wait for every slow stream to be answered before memory is read. */
+const ANSWER_WAIT_MS_MAX = CHECK ? 5_000 : 60_000;
+/** Memory is read once a second for this long with the streams open (mean and peak reported). */
+const SAMPLE_MS = CHECK ? 2_000 : 30_000;
 const HOST = "127.0.0.1";
 
 installExitHandlers();
@@ -57,7 +61,7 @@ async function slowSimulator(): Promise<{ url: string; stop: () => Promise<void>
   const child = spawnPinned({
     label: "slow simulator",
     cpu: LOAD_CPU,
-    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "1000", "--output-tokens", "100000"],
+    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "1000", "--output-tokens", "3600"],
   });
   const url = `http://${HOST}:${port}`;
   await waitReady(child, `${url}/v1/models`);
@@ -98,28 +102,57 @@ async function openSlowStreams(target: Target, count: number): Promise<{ ok: () 
   return { ok: () => ok, close: () => sockets.forEach((s) => s.end()) };
 }
 
+/** The memory guard's full collections so far and their pause time, from the gateway's /metrics. */
+async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number }> {
+  if (!target.adminToken) return { count: 0, pauseS: 0 }; // not a Darvaze
+  const text = await (await fetch(`${target.url}/metrics`, { headers: { authorization: `Bearer ${target.adminToken}` } })).text();
+  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return { count: value("darvaze_gc_forced_total"), pauseS: value("darvaze_gc_forced_pause_seconds_total") };
+}
+
 async function rssPerStream(lines: string[]): Promise<void> {
   const sim = await slowSimulator();
-  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  // As in production: PostgreSQL and NATS when reachable (no embedded database in the heap).
+  const unavailable = await servicesUnavailable(servicesDefaults);
+  const mode = unavailable ? "embedded" : "nats-pg";
+  if (unavailable) console.error(`rss: ${unavailable}; measuring the embedded gateway`);
+  const gateway = await startDarvaze({ mode, upstreamUrl: sim.url, ...(mode === "nats-pg" ? { services: servicesDefaults } : {}) });
+  const bare = await startBareProxy(sim.url);
   try {
+    for (const [name, target] of [[`Darvaze (${mode})`, gateway], ["bare Bun proxy", bare]] as const)
     for (const count of STREAM_COUNTS) {
-      const warm = await openSlowStreams(gateway, 20);
+      const warm = await openSlowStreams(target, 20);
       await Bun.sleep(1_000);
       warm.close();
       await Bun.sleep(1_000);
       Bun.gc(true);
-      const before = rssBytes(gateway.pid!);
-      const streams = await openSlowStreams(gateway, count);
-      await Bun.sleep(SETTLE_MS);
-      const after = rssBytes(gateway.pid!);
+      const before = rssBytes(target.pid!);
+      const streams = await openSlowStreams(target, count);
+      const openedMs = performance.now();
+      while (streams.ok() < count && performance.now() - openedMs < ANSWER_WAIT_MS_MAX) await Bun.sleep(250);
+      const answeredS = (performance.now() - openedMs) / 1000;
+      const gcBefore = await forcedCollections(target);
+      const samples: number[] = [];
+      for (let waited = 0; waited < SAMPLE_MS; waited += 1_000) {
+        await Bun.sleep(1_000);
+        samples.push(rssBytes(target.pid!));
+      }
+      const gcAfter = await forcedCollections(target);
       const open = streams.ok();
-      const perStreamKiB = (after - before) / Math.max(1, open) / 1024;
-      lines.push(`| ${count} | ${open} | ${(before / 2 ** 20).toFixed(1)} | ${(after / 2 ** 20).toFixed(1)} | ${perStreamKiB.toFixed(1)} |`);
-      console.error(`rss: ${count} streams (${open} answered 200): ${perStreamKiB.toFixed(1)} KiB each`);
+      const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+      const peak = Math.max(...samples);
+      const kib = (rss: number) => ((rss - before) / Math.max(1, open) / 1024).toFixed(1);
+      const collections = gcAfter.count - gcBefore.count;
+      const pauseMs = collections > 0 ? ((gcAfter.pauseS - gcBefore.pauseS) * 1000) / collections : 0;
+      lines.push(
+        `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
+      );
+      console.error(`rss: ${name}, ${count} streams (${open} answered 200): ${kib(mean)} KiB each (mean), ${kib(peak)} KiB (peak)`);
       streams.close();
       await Bun.sleep(CHECK ? 1_000 : 5_000);
     }
   } finally {
+    await bare.stop();
     await gateway.stop();
     await sim.stop();
   }
@@ -187,9 +220,10 @@ const ttfb: string[] = [];
 const rss: string[] = [];
 const relay: string[] = [];
 try {
-  await ttfbOverhead(ttfb);
-  await relayThroughput(relay);
-  await rssPerStream(rss);
+  const parts = new Set(values.parts!.split(","));
+  if (parts.has("ttfb")) await ttfbOverhead(ttfb);
+  if (parts.has("relay")) await relayThroughput(relay);
+  if (parts.has("rss")) await rssPerStream(rss);
 } finally {
   await stopAll();
 }
@@ -198,15 +232,17 @@ const text = [
   `\n## Streams — ${new Date().toISOString()}\n`,
   `Command: \`ulimit -n 20000 && bun run bench:streams\`; Darvaze embedded on the server CPU, simulators and clients on the load CPU. Goals: TTFB overhead p50 < 1 ms; ≤ 64 KiB RSS per open stream.\n`,
   "| Concurrent streams | Simulator TTFB p50 / p99 (ms) | Darvaze TTFB p50 / p99 (ms) | Overhead p50 (ms) | Overhead p99 (ms) | Errors |",
-  "|---|---|---|---|---|---|",
+  "|---|---|---|---|---|---|---|",
   ...ttfb,
   "",
   "| Streams relayed | Chunks | Chunks/s (gateway on one core) |",
   "|---|---|---|",
   ...relay,
   "",
-  "| Slow streams opened | Answered 200 | Gateway RSS before (MiB) | RSS with them open (MiB) | RSS per open stream (KiB) |",
-  "|---|---|---|---|---|",
+  `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${"on PostgreSQL + NATS when reachable"}, its memory guard at the default GC_RSS_GROWTH_MIB; the bare Bun proxy (no JavaScript per chunk) for reference.`,
+  "",
+  "| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | Guard's full collections × mean pause |",
+  "|---|---|---|---|---|---|---|",
   ...rss,
   "",
 ].join("\n");

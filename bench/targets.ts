@@ -30,6 +30,8 @@ export interface Target {
   headers?: Record<string, string>;
   /** The server's process id (Darvaze: its first node), for memory readings. */
   pid?: number;
+  /** Every node's process id (Darvaze), for CPU readings. */
+  pids?: number[];
   /** The admin token (Darvaze only), for /metrics. */
   adminToken?: string;
   /** `count` more keys on the same funded account (Darvaze only). */
@@ -76,7 +78,7 @@ export async function startBareProxy(upstreamUrl: string): Promise<Target> {
   const url = `http://${HOST}:${port}`;
   // The proxy has no health route; a GET fails to parse as JSON and answers 500, so poll the port.
   await waitForPort(child, port);
-  return { name: "bare Bun proxy", url, key: "bench", stop: () => child.stop() };
+  return { name: "bare Bun proxy", url, key: "bench", pid: child.proc.pid, stop: () => child.stop() };
 }
 
 const peersDir = join(ROOT, "bench/peers");
@@ -252,6 +254,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     // One after the other, so the second node finds the database migrated.
     const urls: string[] = [];
     let pid: number | undefined;
+    const pids: number[] = [];
     // Node 3, if any, shares node 1's CPU: there is no third.
     const nodeCpus = Array.from({ length: nodes }, (_, i) => DARVAZE_NODE_CPUS[i % DARVAZE_NODE_CPUS.length]!);
     for (const [i, cpu] of nodeCpus.entries()) {
@@ -264,6 +267,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       });
       cleanups.push(() => child.stop());
       pid ??= child.proc.pid;
+      pids.push(child.proc.pid);
       const url = `http://${HOST}:${port}`;
       await waitReady(child, `${url}/health`);
       urls.push(url);
@@ -272,7 +276,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const funded = await fundedKey(url, adminToken);
     const name =
       options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
-    return { name, url, key: funded.key, pid, ...(nodes > 1 ? { urls } : {}), adminToken, createKeys: funded.createKeys, stop };
+    return { name, url, key: funded.key, pid, pids, ...(nodes > 1 ? { urls } : {}), adminToken, createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();
     throw error;
