@@ -167,6 +167,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
+    await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live }).listen({
       port: env.PORT,

@@ -46,6 +46,7 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   const writer = new UsageWriter(ledgerSink(db), silentLogger);
   const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
   const unserve = host.serve(server, subjects);
+  await server.flush(); // the client's first request must find the subscriptions on the broker
   return {
     db,
     host,

@@ -34,6 +34,8 @@ export interface Bus {
   serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options?: { queue?: string }): Unsubscribe;
   publish<T>(topic: Topic<T>, subject: string, msg: T): void;
   subscribe<T>(topic: Topic<T>, subject: string, handler: (msg: T) => void): Unsubscribe;
+  /** Resolves once the broker has every subscription made so far: requests from other connections reach them. */
+  flush(): Promise<void>;
   close(): Promise<void>;
 }
 

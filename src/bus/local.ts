@@ -38,6 +38,8 @@ export class LocalBus implements Bus {
     return () => set.delete(handler as (msg: unknown) => void);
   }
 
+  async flush(): Promise<void> {}
+
   async close(): Promise<void> {
     this.closed = true;
     this.handlers.clear();

@@ -87,6 +87,10 @@ export class NatsBus implements Bus {
     return () => sub.unsubscribe();
   }
 
+  async flush(): Promise<void> {
+    await this.nc.flush();
+  }
+
   async close(): Promise<void> {
     this.local.clear();
     if (!this.nc.isClosed()) await this.nc.drain();
