@@ -12,6 +12,11 @@
  * what a node added to the cluster costs (the same µs per request means throughput that scales
  * with cores).
  *
+ * `--rate-per-node R` paces the load instead (open loop: R × nodes requests a second in all, sent
+ * on a schedule by the same loops), so every node works at the same rate whatever the node count:
+ * a node that is not saturated batches less (fewer requests per wake-up, per write, per flush), and
+ * comparing CPU per request at equal load per node separates that from what the cluster adds.
+ *
  * The load generator is a Bun fetch loop in this process (pinned to the load CPU with the
  * simulator), the same for every node count, so the ratios compare like with like; the figures
  * are printed, not appended to RESULTS.md.
@@ -31,6 +36,7 @@ const { values: flags } = parseArgs({
     concurrency: { type: "string", default: "64" },
     keys: { type: "string", default: "100" },
     nodes: { type: "string", default: "1,2,3" },
+    "rate-per-node": { type: "string" },
   },
 });
 const durationS = Number(flags["duration-s"]);
@@ -38,6 +44,9 @@ const warmupS = Number(flags["warmup-s"]);
 const concurrency = Number(flags.concurrency);
 const keysCount = Math.max(1, Number(flags.keys));
 const nodeCounts = flags.nodes.split(",").map(Number) as (1 | 2 | 3)[];
+/** Requests a second each node gets, when the load is paced; unset: as fast as the loops go. */
+const ratePerNode = flags["rate-per-node"] === undefined ? null : Number(flags["rate-per-node"]);
+if (ratePerNode !== null && !(ratePerNode > 0)) throw new Error("--rate-per-node must be a positive number");
 /** Bound on one request: a slower one counts as an error. */
 const REQUEST_TIMEOUT_MS = 10_000;
 const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello in one short sentence." }], max_tokens: 16 });
@@ -79,8 +88,17 @@ async function load(urls: string[], keys: string[], seconds: number): Promise<{ 
   const latenciesMs: number[] = [];
   let ok = 0;
   let errors = 0;
+  const intervalMs = ratePerNode === null ? 0 : 1000 / (ratePerNode * urls.length);
+  let nextAtMs = performance.now();
   const worker = async () => {
     while (performance.now() < endAt && !interruptedSignal.aborted) {
+      if (intervalMs > 0) {
+        const atMs = nextAtMs;
+        nextAtMs += intervalMs;
+        if (atMs >= endAt) break;
+        const waitMs = atMs - performance.now();
+        if (waitMs > 0) await Bun.sleep(waitMs);
+      }
       const url = urls[Math.floor(Math.random() * urls.length)]!;
       const key = keys[Math.floor(Math.random() * keys.length)]!;
       const startedMs = performance.now();
@@ -164,7 +182,7 @@ async function main(): Promise<void> {
   }
   const one = rows.find((r) => r.nodes === 1)?.rps;
   const lines = [
-    `Cluster, random spread: ${concurrency} clients, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}`,
+    `Cluster, random spread: ${concurrency} clients${ratePerNode === null ? "" : ` paced at ${ratePerNode} req/s per node`}, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}`,
     "",
     "| Nodes | req/s | × one node | p50 ms | p99 ms | errors | admissions without a broker hop | gateway CPU µs per request (all nodes) |",
     "|---|---|---|---|---|---|---|---|",
