@@ -144,7 +144,7 @@ export class Cluster {
   async leave(): Promise<void> {
     await this.quotas?.stop();
     await this.shares.stop();
-    this.permits.stop();
+    await this.permits.stop();
     this.stopEvents?.();
     const given = this.ownedPartitions();
     await this.leases?.stop();

@@ -334,7 +334,7 @@ export class RatePermits implements RateGate {
 
   async admit(key: KeyRecord, tokens: number, reserveMicro: bigint): Promise<Verdict> {
     if (!limited(key)) return { ok: true };
-    return this.acquire(key, this.need(key, tokens, reserveMicro));
+    return this.acquire(key, this.need(key, tokens, reserveMicro), true);
   }
 
   async extend(key: KeyRecord, tokens: number, micro: bigint): Promise<Refusal | null> {
@@ -345,16 +345,17 @@ export class RatePermits implements RateGate {
     p.left.tokens -= fromPermits;
     if (key.tpm !== null) p.overTokens += tokens - fromPermits;
     if (key.monthlySpendCapMicro === null) return null;
-    const verdict = await this.acquire(key, { ...NONE, micro });
+    const verdict = await this.acquire(key, { ...NONE, micro }, false);
     return verdict.ok ? null : verdict.failure;
   }
 
-  private async acquire(key: KeyRecord, need: Amounts): Promise<Verdict> {
+  /** `admission`: counted by path (an extension is not). */
+  private async acquire(key: KeyRecord, need: Amounts, admission: boolean): Promise<Verdict> {
     const p = this.state(key.id);
     p.capped = key.monthlySpendCapMicro !== null;
     if (this.covers(p, need)) {
       this.take(p, need);
-      this.admissions.local++;
+      if (admission) this.admissions.local++;
       return { ok: true, rate: this.rateOf(p) };
     }
     const owner = this.deps.ownsPartition(partitionOf(key.id));
@@ -365,7 +366,7 @@ export class RatePermits implements RateGate {
       const reply = await (p.asking ??= this.ask(key, p, need, owner).finally(() => (p.asking = null)));
       if (this.covers(p, need)) {
         this.take(p, need);
-        this.admissions[owner ? "owner" : "asked"]++;
+        if (admission) this.admissions[owner ? "owner" : "asked"]++;
         return { ok: true, rate: this.rateOf(p) };
       }
       // Another's refusal answers this admission too when it is the window's, not the other's size or money.
@@ -454,22 +455,34 @@ export class RatePermits implements RateGate {
   }
 
   /** Reports the reserves in flight and billing of keys with a cap, so the owner's claims stay current. */
-  report(options: { keyIds?: Iterable<string>; takeover?: boolean } = {}): Promise<unknown>[] {
+  report(options: { keyIds?: Iterable<string>; takeover?: boolean; now?: boolean } = {}): Promise<unknown>[] {
     const now = this.now();
     const pending: Promise<unknown>[] = [];
     for (const keyId of options.keyIds ? [...options.keyIds] : [...this.permits.keys()]) {
       const p = this.permits.get(keyId);
-      if (!p || p.asking) continue;
+      if (!p) continue;
       if (!options.takeover) {
         if (p.outstandingMicro === 0n && p.billedMicro === 0n && p.overTokens === 0) {
           if (now - p.lastUseMs > RATE_IDLE_MS) this.permits.delete(keyId);
           continue;
         }
-        if (now - p.lastReportMs < SPEND_REPORT_MS) continue;
+        if (!options.now && now - p.lastReportMs < SPEND_REPORT_MS) continue;
       }
-      pending.push(this.sendReport(keyId, p, options.takeover ?? false));
+      pending.push(this.reportOne(keyId, p, options.takeover ?? false));
     }
     return pending;
+  }
+
+  /**
+   * One report at a time with the key's asks: the owner's claim is the last report it heard, so a
+   * report overtaking an ask's grant would drop the allowance the node holds. A takeover's report
+   * waits for the ask under way; a routine one is skipped (the ask reports).
+   */
+  private reportOne(keyId: string, p: Permits, takeover: boolean): Promise<unknown> {
+    if (p.asking) return takeover ? p.asking.then(() => this.reportOne(keyId, p, takeover)) : Promise.resolve();
+    const sent = this.sendReport(keyId, p, takeover).then(() => null);
+    p.asking = sent.finally(() => (p.asking = null));
+    return p.asking;
   }
 
   private async sendReport(keyId: string, p: Permits, takeover: boolean): Promise<void> {
@@ -497,8 +510,10 @@ export class RatePermits implements RateGate {
     this.timer = setInterval(() => void this.report(), SPEND_REPORT_MS);
   }
 
-  stop(): void {
+  /** Leaving (after the node's requests settled): reports its last billing, so the owner's count of the month is whole. */
+  async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
+    await Promise.all(this.report({ now: true }));
   }
 
   private evictIdle(): void {
