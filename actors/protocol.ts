@@ -258,6 +258,43 @@ export const grantReply = z.union([
 export type GrantReply = z.infer<typeof grantReply>;
 export const GRANT: Rpc<GrantRequest, GrantReply> = { name: "key.grant", request: grantRequest, reply: grantReply };
 
+/** Amounts of a key's budget: requests and tokens of its per-minute limits, micro-toman of its monthly cap. */
+const permitAmounts = z.object({ requests: z.number().int().nonnegative(), tokens: z.number().int().nonnegative(), micro: units });
+
+/**
+ * A node asks a key's partition owner for rate and spend permits (actors/key/rates.ts): `need`
+ * is what the admission at hand needs (refused unless all of it fits), `want` what the node's
+ * recent use calls for. It reports what the owner must count: its reserves in flight for the key
+ * and what it billed since its last report (keys with a monthly cap), tokens it used beyond its
+ * permits, and after a takeover what it was granted in the last minute (`history`).
+ */
+export const permitRequest = z.object({
+  keyId: z.string().min(1).max(64),
+  node: z.string().min(1).max(128),
+  need: permitAmounts,
+  want: permitAmounts,
+  outstandingMicro: units,
+  billedMicro: units,
+  overTokens: z.number().int().nonnegative(),
+  history: z.object({ requests: z.number().int().nonnegative(), tokens: z.number().int().nonnegative() }).optional(),
+});
+export type PermitRequest = z.infer<typeof permitRequest>;
+
+export const permitReply = z.union([
+  /** Permits for `ttlMs` from the ask; `rate` is the owner's windows after the grant. */
+  z.object({
+    ok: z.literal(true),
+    requests: z.number().int().nonnegative(),
+    tokens: z.number().int().nonnegative(),
+    micro: units,
+    ttlMs: z.number().int().positive(),
+    rate: rateInfo.optional(),
+  }),
+  z.object({ ok: z.literal(false), failure, rate: rateInfo.optional() }),
+]);
+export type PermitReply = z.infer<typeof permitReply>;
+export const PERMITS: Rpc<PermitRequest, PermitReply> = { name: "key.permits", request: permitRequest, reply: permitReply };
+
 /** A partition was taken (`owner` is the node) or given back (`owner` is empty: claim it now). */
 export const partitionEvent = z.object({ partition: z.number().int().nonnegative(), owner: z.string(), fenceToken: micro });
 export type PartitionEvent = z.infer<typeof partitionEvent>;

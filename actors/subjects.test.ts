@@ -35,6 +35,7 @@ test("partitionOf is stable and spreads keys over every partition", () => {
 test("extension, meter and operation subjects", () => {
   const s = subjects("gw");
   expect(s.keyExtend(5)).toBe("gw.v1.keys.5.extend");
+  expect(s.keyPermits(7)).toBe("gw.v1.keys.7.permits");
   expect(s.meter("llama-3.3-70b")).toBe("gw.v1.meter.llama-3_3-70b");
   expect(s.meter("a*b>c d")).toBe("gw.v1.meter.a_b_c_d");
   expect(s.operation("chat.completions")).toBe("gw.v1.chat.completions");

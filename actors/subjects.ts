@@ -45,6 +45,8 @@ export interface Subjects {
   streamCancel(streamId: string): string;
   /** Slot grants for the keys of one partition: served by the partition's owner only. */
   keyGrant(partition: number): string;
+  /** Rate and spend permits for the keys of one partition: served by the partition's owner only. */
+  keyPermits(partition: number): string;
   /** A partition changed owner, for every node (delegates re-register their shares at once). */
   partitionEvents: string;
   /** Key revocations and limit changes, for every node. */
@@ -86,6 +88,7 @@ export function subjects(prefix: string): Subjects {
     streamCredit: (id) => `${base}.streams.${token(id)}.credit`,
     streamCancel: (id) => `${base}.streams.${token(id)}.cancel`,
     keyGrant: (p) => `${base}.keys.${partition(p)}.grant`,
+    keyPermits: (p) => `${base}.keys.${partition(p)}.permits`,
     partitionEvents: `${base}.events.partitions`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,

@@ -1,10 +1,12 @@
 /**
  * Joining the cluster (NATS_URL and DATABASE_URL set): key partition leases in JetStream KV
- * (actors/cluster/partitions.ts), the slot allocator this node runs for the partitions it owns,
- * and this node's shares of every key's slots (actors/key/capacity.ts).
+ * (actors/cluster/partitions.ts), the slot and permit allocators this node runs for the
+ * partitions it owns, this node's shares of every key's slots (actors/key/capacity.ts) and its
+ * permits of keys' rates and spend (actors/key/rates.ts).
  *
  *   start: claim partitions → for each, raise its fencing token in the database, then serve
- *          grants for it and tell every node (PARTITION_EVENTS) so their shares re-register.
+ *          grants and permits for it and tell every node (PARTITION_EVENTS) so their shares
+ *          re-register and their permits are reported to the new owner.
  *   leave: give every share back, then every partition (deleted, so others take them at once).
  *   pools: this node's quota of each backend's cap (actors/pool/quota.ts), once the pools exist.
  */
@@ -13,10 +15,12 @@ import { PARTITION_LEASE_TTL_MS, PartitionLeases, partitionBucket } from "../act
 import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, type Tenure } from "../actors/key/capacity.ts";
 import type { PoolHost } from "../actors/pool/host.ts";
 import { BackendQuotas, QUOTA_TTL_MS, quotaBucket } from "../actors/pool/quota.ts";
-import { GRANT, PARTITION_EVENTS } from "../actors/protocol.ts";
+import { PermitAllocator, PERMIT_REQUEST_TIMEOUT_MS, RatePermits } from "../actors/key/rates.ts";
+import { GRANT, PARTITION_EVENTS, PERMITS } from "../actors/protocol.ts";
 import { partitionOf, type Subjects } from "../actors/subjects.ts";
 import type { Unsubscribe } from "./bus/bus.ts";
 import type { NatsBus } from "./bus/nats.ts";
+import { monthSpentMicro } from "../actors/key/actor.ts";
 import type { Db } from "./db/client.ts";
 import { randomBase62 } from "./ids.ts";
 import type { KeyStore } from "./keys/store.ts";
@@ -39,6 +43,8 @@ export class Cluster {
   readonly node = `${hostname()}-${process.pid}-${randomBase62(6)}`;
   readonly shares: SlotShares;
   readonly allocator: SlotAllocator;
+  readonly permits: RatePermits;
+  readonly permitAllocator: PermitAllocator;
   private leases: PartitionLeases | null = null;
   private readonly tenures = new Map<number, Tenure>();
   private readonly serving = new Map<number, Unsubscribe>();
@@ -47,11 +53,20 @@ export class Cluster {
 
   constructor(private readonly deps: ClusterDeps) {
     const { bus, subjects } = deps;
-    this.allocator = new SlotAllocator(deps.keys, (p) => (this.leases?.owns(p) ? (this.tenures.get(p) ?? null) : null));
+    const tenure = (p: number) => (this.leases?.owns(p) ? (this.tenures.get(p) ?? null) : null);
+    const ownsPartition = (p: number) => this.leases?.owns(p) ?? false;
+    this.allocator = new SlotAllocator(deps.keys, tenure);
     this.shares = new SlotShares({
       node: this.node,
       ask: (req) => bus.request(GRANT, subjects.keyGrant(partitionOf(req.keyId)), req, { timeoutMs: GRANT_REQUEST_TIMEOUT_MS }),
-      ownsPartition: (p) => this.leases?.owns(p) ?? false,
+      ownsPartition,
+    });
+    this.permitAllocator = new PermitAllocator({ keys: deps.keys, tenure, monthSpent: (keyId) => monthSpentMicro(deps.db, keyId) });
+    this.permits = new RatePermits({
+      node: this.node,
+      ask: (req) => bus.request(PERMITS, subjects.keyPermits(partitionOf(req.keyId)), req, { timeoutMs: PERMIT_REQUEST_TIMEOUT_MS }),
+      ownsPartition,
+      allocator: this.permitAllocator,
     });
   }
 
@@ -68,7 +83,10 @@ export class Cluster {
     const kv = await bus.nc.jetstream().views.kv(partitionBucket(this.deps.prefix), { ttl: PARTITION_LEASE_TTL_MS, history: 1 });
     this.stopEvents = bus.subscribe(PARTITION_EVENTS, subjects.partitionEvents, (e) => {
       if (e.owner === "") void this.leases?.tick(); // given back: take it now rather than at the next renewal
-      else if (e.owner !== this.node) this.shares.partitionMoved(e.partition);
+      else if (e.owner !== this.node) {
+        this.shares.partitionMoved(e.partition);
+        this.permits.partitionMoved(e.partition);
+      }
     });
     this.leases = new PartitionLeases(
       kv,
@@ -77,9 +95,15 @@ export class Cluster {
         acquired: async (p, fenceToken) => {
           if (!(await raiseFence(db, p, fenceToken, this.node))) return false;
           this.tenures.set(p, { fenceToken, acquiredAtMs: performance.now() });
-          this.serving.set(p, bus.serve(GRANT, subjects.keyGrant(p), (req) => this.allocator.grant(req)));
+          const grants = bus.serve(GRANT, subjects.keyGrant(p), (req) => this.allocator.grant(req));
+          const permits = bus.serve(PERMITS, subjects.keyPermits(p), (req) => this.permitAllocator.grant(req));
+          this.serving.set(p, () => {
+            grants();
+            permits();
+          });
           bus.publish(PARTITION_EVENTS, subjects.partitionEvents, { partition: p, owner: this.node, fenceToken });
           this.shares.partitionMoved(p);
+          this.permits.partitionMoved(p);
           return true;
         },
         lost: (p) => {
@@ -87,12 +111,14 @@ export class Cluster {
           this.serving.delete(p);
           this.tenures.delete(p);
           this.allocator.forget(p);
+          this.permitAllocator.forget(p);
         },
       },
       log,
     );
     await this.leases.start();
     this.shares.start();
+    this.permits.start();
     log("info", "cluster_joined", { node: this.node, partitions: this.leases.ownedCount, nodes: this.leases.liveNodes });
   }
 
@@ -118,6 +144,7 @@ export class Cluster {
   async leave(): Promise<void> {
     await this.quotas?.stop();
     await this.shares.stop();
+    await this.permits.stop();
     this.stopEvents?.();
     const given = this.ownedPartitions();
     await this.leases?.stop();

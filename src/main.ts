@@ -109,7 +109,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const keyHost = new KeyActorHost(
       { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
       (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
-      cluster?.shares,
+      cluster ? { shares: cluster.shares, permits: cluster.permits } : undefined,
     );
     cleanups.push(() => keyHost.releaseAll());
     cleanups.push(keyHost.serve(bus, subjects));
@@ -162,6 +162,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       holds: () => pendingHoldTotals(db),
       usageLogLag,
       keyAdmissions: () => keyHost.admissionsByPath(),
+      keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
     });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });

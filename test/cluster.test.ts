@@ -32,6 +32,10 @@ const LEASE_TTL_MS = 4_000;
 /** Scheduling slack on a loaded 2-core machine, on top of the lease TTL plus a renewal. */
 const MOVE_SLACK_MS = 2_000;
 const NODE_COUNT = 3;
+/** The rate and cap tests: a key's limits, and how long their load lasts (longer than a permit lives, PERMIT_TTL_MS). */
+const RPM = 30;
+const CAP_TOMAN = 20;
+const RATE_LOAD_MS = 3_000;
 
 const chat = (model: string) => JSON.stringify({ model, messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10 });
 
@@ -86,10 +90,10 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
 
   const pidOf = (owner: string) => Number(owner.split("-").at(-2));
 
-  async function fundedKey(concurrencyMax: number) {
+  async function fundedKey(concurrencyMax: number, limits: { rpm?: number; monthly_spend_cap_toman?: number } = {}) {
     const account = await admin("POST", "/admin/accounts", { name: "cluster" });
     await admin("POST", `/admin/accounts/${account.id}/topups`, { amount_toman: 10_000_000, reference: `seed-${account.id}` });
-    const created = await admin("POST", `/admin/accounts/${account.id}/keys`, { name: "k", concurrency_max: concurrencyMax });
+    const created = await admin("POST", `/admin/accounts/${account.id}/keys`, { name: "k", concurrency_max: concurrencyMax, ...limits });
     return { accountId: account.id as string, keyId: created.id as string, key: created.key as string };
   }
 
@@ -192,6 +196,69 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     process.stdout.write(`limit lowered to 2: at most ${limitedSim.log.inFlightMax} in flight from 1 s after the change\n`);
     expect(limitedSim.log.inFlightMax).toBeLessThanOrEqual(2);
     expect(limitedSim.log.totals.requests).toBeGreaterThan(5);
+  }, 30_000);
+
+  /**
+   * `clients` clients sending requests round robin over the nodes for RATE_LOAD_MS (longer than a
+   * permit lives, PERMIT_TTL_MS); a client refused (4xx) waits 50 ms. Returns the count by status.
+   */
+  async function roundRobin(key: string, clients: number, seen?: (response: Response, body: { error?: { code: string } }) => void) {
+    const statuses = new Map<number, number>();
+    let next = 0;
+    const stopAtMs = performance.now() + RATE_LOAD_MS;
+    const client = async () => {
+      while (performance.now() < stopAtMs) {
+        const node = nodes[next++ % nodes.length]!;
+        const response = await fetch(`${node.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: chat("gpt-4o-mini"),
+        });
+        const body = (await response.json()) as { error?: { code: string } };
+        statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+        seen?.(response, body);
+        if (response.status >= 400 && response.status < 500) await Bun.sleep(50);
+      }
+    };
+    await Promise.all(Array.from({ length: clients }, client));
+    return statuses;
+  }
+
+  it("rpm holds across the nodes: exactly rpm requests of a minute succeed, the rest get 429 with retry-after", async () => {
+    const { key } = await fundedKey(100, { rpm: RPM });
+    const refusals: { code: string; retryAfter: string | null; limit: string | null }[] = [];
+    const statuses = await roundRobin(key, 6, (response, body) => {
+      if (response.status === 429) refusals.push({ code: body.error!.code, retryAfter: response.headers.get("retry-after"), limit: response.headers.get("x-ratelimit-limit-requests") });
+    });
+    process.stdout.write(`rpm ${RPM} over ${NODE_COUNT} nodes for ${RATE_LOAD_MS} ms: statuses ${JSON.stringify(Object.fromEntries(statuses))}\n`);
+    expect(statuses.get(200)).toBe(RPM);
+    expect([...statuses.keys()].sort()).toEqual([200, 429]);
+    expect(refusals.length).toBeGreaterThan(2 * RPM);
+    for (const r of refusals) {
+      expect(r.code).toBe("rate_limit_exceeded");
+      expect(Number(r.retryAfter)).toBeGreaterThanOrEqual(1);
+      expect(r.limit).toBe(String(RPM));
+    }
+  }, 30_000);
+
+  it("a monthly spend cap holds across the nodes: concurrent requests over every node never bill beyond it", async () => {
+    const { keyId, key } = await fundedKey(100, { monthly_spend_cap_toman: CAP_TOMAN });
+    const statuses = await roundRobin(key, 9);
+    const ok = statuses.get(200) ?? 0;
+    // Every admitted request's usage reaches the database (through the usage log) within a few seconds.
+    let billed = 0n;
+    for (let waited = 0; waited < 10_000; waited += 200) {
+      const [row] = await db.rows<{ n: unknown; billed: unknown }>(sql`SELECT count(*) AS n, coalesce(sum(billed_micro), 0) AS billed FROM usage_records WHERE key_id = ${keyId}`);
+      billed = BigInt(String(row!.billed));
+      if (Number(row!.n) >= ok) break;
+      await Bun.sleep(200);
+    }
+    process.stdout.write(`monthly cap ${CAP_TOMAN} toman over ${NODE_COUNT} nodes: statuses ${JSON.stringify(Object.fromEntries(statuses))}, billed ${billed} micro-toman\n`);
+    expect(ok).toBeGreaterThan(5);
+    expect(statuses.get(402) ?? 0).toBeGreaterThan(0);
+    expect([...statuses.keys()].sort()).toEqual([200, 402]);
+    // The bound with every node connected: no overspend at all.
+    expect(billed).toBeLessThanOrEqual(BigInt(CAP_TOMAN) * 1_000_000n);
   }, 30_000);
 
   it(

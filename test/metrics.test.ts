@@ -110,6 +110,12 @@ describe("/metrics", () => {
       expect(valueOf(after, "darvaze_nats_connected", {})).toBe(1);
       expect(after.some((f) => f.name === "darvaze_usage_log_lag_messages")).toBe(true);
     }
+    const rateAdmissions = after.find((f) => f.name === "darvaze_key_rate_admissions")?.metrics.map((m) => m.labels?.path).sort();
+    // In a cluster: every path, none taken (this key has no rpm, tpm or cap); alone: absent.
+    if (services.natsUrl && services.databaseUrl) {
+      expect(rateAdmissions).toEqual(["asked", "local", "owner"]);
+      for (const path of rateAdmissions!) expect(valueOf(after, "darvaze_key_rate_admissions", { path: path! })).toBe(0);
+    } else expect(rateAdmissions ?? []).toEqual([]);
   });
 
   test("names follow the conventions and no label carries a key", async () => {

@@ -16,6 +16,10 @@
  *                   usage writer (group commit posts it), slot freed, lease closed once retired
  *                   and drained.
  *
+ * In a cluster the per-minute windows and the monthly cap are the key's partition owner's, and
+ * `deps.rates` (rates.ts) admits from this node's permits; alone, the actor's own windows and its
+ * view of the month's spend are the limits.
+ *
  * Invariants: slots in use ≤ concurrencyMax; for every lease, consumed + outstanding ≤ amount,
  * so posts never exceed the hold; admission stops at a lease's cut-off (half its life, on the
  * monotonic clock) and whenever the usage writer is failing.
@@ -30,7 +34,8 @@ import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { Logger } from "../../src/log.ts";
-import { MinuteWindow } from "./window.ts";
+import type { RateGate } from "./rates.ts";
+import { RateWindows } from "./window.ts";
 
 /** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */
 export const LEASE_TTL_MS_DEFAULT = 10 * 60_000;
@@ -64,6 +69,8 @@ export interface KeyActorDeps {
   /** Asks every node to recall the account's leases, except the asking key's. */
   recall: (accountId: string, fromKeyId: string) => void;
   log: Logger;
+  /** Cluster-wide rpm, tpm and monthly cap (rates.ts); absent, the actor's own windows and month. */
+  rates?: RateGate;
   /** How long a lease's hold lives (a crashed node's money is back after this). */
   leaseTtlMs?: number;
   nowMs?: () => number;
@@ -98,8 +105,7 @@ export class KeyActor {
   private lowBalanceUntilMs = 0;
   /** The wallet as the last failed open saw it; forgotten on any local change or after SHORT_MEMO_MS. */
   private short: { atMs: number; available: bigint; heldMicro: bigint } | null = null;
-  private readonly requestWindow: MinuteWindow;
-  private readonly tokenWindow: MinuteWindow;
+  private readonly windows = new RateWindows();
   private spendRate = 0; // micro-toman per second, decaying
   private spendAtMs = 0;
   private month: { key: string; spent: bigint } | null = null;
@@ -110,8 +116,6 @@ export class KeyActor {
     readonly keyId: string,
     private readonly deps: KeyActorDeps,
   ) {
-    this.requestWindow = new MinuteWindow(() => Date.now());
-    this.tokenWindow = new MinuteWindow(() => Date.now());
     this.lastUseMs = this.now();
   }
 
@@ -158,13 +162,20 @@ export class KeyActor {
         fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 }),
       );
     }
-    const limited = this.checkRates(key, ticket.reserveTokens);
-    if (limited) return limited;
-    if (!this.deps.writer.accepting) {
-      return refuse(fail("service_unavailable", "Billing is unavailable right now; try again shortly.", { retryAfterS: 1 }));
+    const gate = this.deps.rates;
+    let rate: RateInfo | undefined;
+    if (gate) {
+      if (!this.deps.writer.accepting) return unavailable();
+      const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
+      if (!verdict.ok) return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
+      rate = verdict.rate;
+    } else {
+      const limited = this.windows.check(key, 1, ticket.reserveTokens);
+      if (limited) return limited.rate ? { ok: false, ...limited } : refuse(limited.failure);
+      if (!this.deps.writer.accepting) return unavailable();
+      const capped = await this.checkMonthlyCap(key, ticket.reserveMicro);
+      if (capped) return refuse(capped);
     }
-    const capped = await this.checkMonthlyCap(key, ticket.reserveMicro);
-    if (capped) return refuse(capped);
     // The slot is taken before the first await on money, so the limit holds under concurrency.
     const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens };
     this.admissions.set(ticket.requestId, admission);
@@ -172,46 +183,21 @@ export class KeyActor {
       const got = await this.reserve(admission, key, ticket.exact);
       if ("code" in got) {
         this.admissions.delete(ticket.requestId);
+        gate?.release(key.id, { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro });
         return { ok: false, failure: got, exactNeeded: !ticket.exact && got.code === "insufficient_quota" };
       }
-      this.requestWindow.add(1);
-      this.tokenWindow.add(ticket.reserveTokens);
-      return { ok: true, holdId: got.holdId, rate: this.rateInfo(key) };
+      if (!gate) {
+        this.windows.add(1, ticket.reserveTokens);
+        rate = this.windows.info(key);
+      }
+      return { ok: true, holdId: got.holdId, rate };
     } catch (error) {
       this.admissions.delete(ticket.requestId);
+      gate?.release(key.id, { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro });
       const cause = (error as { cause?: Error }).cause;
       this.deps.log("error", "admit_failed", { keyId: key.id, error: cause?.message ?? (error as Error).message });
       return refuse(fail("service_unavailable", "The billing database is unavailable; try again shortly.", { retryAfterS: 1 }));
     }
-  }
-
-  private checkRates(key: KeyRecord, tokens: number): AdmitReply | null {
-    if (key.rpm !== null && this.requestWindow.used() + 1 > key.rpm) {
-      const retryAfterS = this.requestWindow.secondsUntilFree(1, key.rpm);
-      return { ok: false, failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }), rate: this.rateInfo(key) };
-    }
-    if (key.tpm !== null && this.tokenWindow.used() + tokens > key.tpm) {
-      if (tokens > key.tpm) {
-        return refuse(fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, { param: "max_tokens" }));
-      }
-      const retryAfterS = this.tokenWindow.secondsUntilFree(tokens, key.tpm);
-      return { ok: false, failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }), rate: this.rateInfo(key) };
-    }
-    return null;
-  }
-
-  private rateInfo(key: KeyRecord): RateInfo | undefined {
-    if (key.rpm === null && key.tpm === null) return undefined;
-    const info: RateInfo = {};
-    if (key.rpm !== null) {
-      const used = this.requestWindow.used();
-      Object.assign(info, { limitRequests: key.rpm, remainingRequests: Math.max(0, key.rpm - used), resetRequestsS: used > 0 ? this.requestWindow.secondsUntilFree(0, used - 1) : 0 });
-    }
-    if (key.tpm !== null) {
-      const used = Math.ceil(this.tokenWindow.used());
-      Object.assign(info, { limitTokens: key.tpm, remainingTokens: Math.max(0, key.tpm - used), resetTokensS: used > 0 ? this.tokenWindow.secondsUntilFree(0, used - 1) : 0 });
-    }
-    return info;
   }
 
   private async checkMonthlyCap(key: KeyRecord, reserve: bigint): Promise<Failure | null> {
@@ -220,22 +206,15 @@ export class KeyActor {
     let outstanding = 0n;
     for (const a of this.admissions.values()) outstanding += a.reserve;
     if (month.spent + outstanding + reserve <= key.monthlySpendCapMicro) return null;
-    return fail(
-      "insufficient_quota",
-      `This key's monthly spend cap of ${microToToman(key.monthlySpendCapMicro)} toman would be exceeded ` +
-        `(spent ${microToToman(month.spent)} toman this month).`,
-    );
+    return capExceeded(key.monthlySpendCapMicro, month.spent);
   }
 
   private async monthSpent(): Promise<{ key: string; spent: bigint }> {
-    const monthKey = new Date().toISOString().slice(0, 7);
+    const monthKey = utcMonth();
     if (this.month?.key === monthKey) return this.month;
-    const [row] = await this.deps.db.rows<{ spent: unknown }>(sql`
-      SELECT coalesce(sum(billed_micro), 0) AS spent FROM usage_records
-      WHERE key_id = ${this.keyId} AND created_at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`);
     // Charges still in the usage writer are missing here (at most USAGE_FLUSH_MS of them);
     // from now on settle() adds each charge as it happens.
-    this.month = { key: monthKey, spent: BigInt(String(row?.spent ?? 0)) };
+    this.month = { key: monthKey, spent: await monthSpentMicro(this.deps.db, this.keyId) };
     return this.month;
   }
 
@@ -388,8 +367,15 @@ export class KeyActor {
   }
 
   async extend(t: ExtendTicket, key: KeyRecord): Promise<ExtendReply> {
-    const capped = await this.checkMonthlyCap(key, t.addMicro);
-    if (capped) return refuse(capped);
+    const gate = this.deps.rates;
+    const capped = gate ? await gate.extend(key, t.addTokens, t.addMicro) : await this.checkMonthlyCap(key, t.addMicro);
+    if (capped) return { ok: false, failure: capped };
+    const reply = await this.grow(t);
+    if (!reply.ok) gate?.release(key.id, { requests: 0, tokens: 0, micro: t.addMicro });
+    return reply;
+  }
+
+  private async grow(t: ExtendTicket): Promise<ExtendReply> {
     const admission = this.admissions.get(t.requestId);
     const lease = admission?.lease;
     if (!admission || !lease || lease.holdId !== t.holdId) {
@@ -414,7 +400,7 @@ export class KeyActor {
     lease.outstanding += t.addMicro;
     admission.reserve += t.addMicro;
     admission.tokens += t.addTokens;
-    this.tokenWindow.add(t.addTokens);
+    if (!this.deps.rates) this.windows.tokens.add(t.addTokens);
     this.lastUseMs = this.now();
     return { ok: true, reserveMicro: admission.reserve };
   }
@@ -467,11 +453,38 @@ export class KeyActor {
     this.spendRate = this.spendRate * decay + (Number(billed) * Math.LN2 * 1000) / SPEND_HALF_LIFE_MS;
     this.spendAtMs = now;
     if (this.month) this.month.spent += billed;
+    if (!admission) return;
     // Tokens per minute count what was used, not what was reserved.
-    if (admission) this.tokenWindow.add(tokens - admission.tokens);
+    if (this.deps.rates) this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
+    else this.windows.tokens.add(tokens - admission.tokens);
   }
 }
 
 function refuse(failure: Failure): { ok: false; failure: Failure } {
   return { ok: false, failure };
+}
+
+function unavailable(): { ok: false; failure: Failure } {
+  return refuse(fail("service_unavailable", "Billing is unavailable right now; try again shortly.", { retryAfterS: 1 }));
+}
+
+/** The current UTC month, `2026-11`: the monthly cap's period. */
+export function utcMonth(): string {
+  return new Date().toISOString().slice(0, 7);
+}
+
+/** What a key was billed this UTC month, as the database knows it (every node's usage once written). */
+export async function monthSpentMicro(db: Db, keyId: string): Promise<bigint> {
+  const [row] = await db.rows<{ spent: unknown }>(sql`
+    SELECT coalesce(sum(billed_micro), 0) AS spent FROM usage_records
+    WHERE key_id = ${keyId} AND created_at >= date_trunc('month', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'`);
+  return BigInt(String(row?.spent ?? 0));
+}
+
+/** The 402 of a monthly spend cap that this reserve would exceed. */
+export function capExceeded(capMicro: bigint, spentMicro: bigint): Failure {
+  return fail(
+    "insufficient_quota",
+    `This key's monthly spend cap of ${microToToman(capMicro)} toman would be exceeded (spent ${microToToman(spentMicro)} toman this month).`,
+  );
 }

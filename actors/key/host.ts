@@ -8,7 +8,9 @@
  * In a cluster every node still admits locally, each key actor from this node's own leases (the
  * database keeps the wallet whole whoever holds them); what crosses nodes is the key's
  * concurrency: an admission first takes a slot from this node's share (capacity.ts), granted by
- * the key's partition owner, and a settlement carries that owner's fencing token.
+ * the key's partition owner, and a settlement carries that owner's fencing token; and the key's
+ * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (rates.ts), also
+ * granted by the owner.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { fail } from "../../src/errors.ts";
@@ -29,6 +31,13 @@ import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
 import { keyClassOf } from "../../src/metrics/snapshot.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 import type { SlotShares } from "./capacity.ts";
+import type { RatePermits } from "./rates.ts";
+
+/** What a node in a cluster admits from: its shares of keys' slots and its permits of their rates and spend. */
+export interface ClusterGates {
+  shares: SlotShares;
+  permits: RatePermits;
+}
 
 export const KEY_ACTORS_MAX = 100_000;
 /** A key with no request for this long returns its lease. */
@@ -44,15 +53,17 @@ export class KeyActorHost {
   private readonly classOf = new Map<string, string>();
   private readonly lastRecallMs = new Map<string, number>();
   private readonly deps: KeyActorDeps;
+  private readonly shares: SlotShares | undefined;
   private sweeper: ReturnType<typeof setInterval> | null = null;
 
   constructor(
     deps: Omit<KeyActorDeps, "recall">,
     private readonly publishRecall: (recall: WalletRecall) => void,
-    /** This node's shares of keys' slots (cluster); absent, each actor's own count is the limit. */
-    private readonly shares?: SlotShares,
+    /** Cluster only; absent, each actor's own counts, windows and month are the limits. */
+    private readonly cluster?: ClusterGates,
   ) {
-    this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId) };
+    this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId), rates: cluster?.permits };
+    this.shares = cluster?.shares;
   }
 
   private actor(keyId: string): KeyActor {
@@ -110,6 +121,11 @@ export class KeyActorHost {
   /** Admissions by path (local share, own partition, another node's partition): metrics and bench. */
   admissionsByPath(): Record<string, number> {
     return { ...(this.shares?.admissions ?? {}) };
+  }
+
+  /** Rate admissions by path (this node's permits, as the key's owner, after asking the owner): metrics. */
+  rateAdmissionsByPath(): Record<string, number> {
+    return { ...(this.cluster?.permits.admissions ?? {}) };
   }
 
   /** Money this node's leases hold and have not committed to a request (metrics). */

@@ -2,6 +2,8 @@
  * A per-minute budget (requests or tokens per minute) as a sliding window of one-second buckets.
  * Memory is fixed (60 buckets) whatever the rate.
  */
+import { fail, type Failure } from "../../src/errors.ts";
+import type { RateInfo } from "../protocol.ts";
 
 export const WINDOW_SECONDS = 60;
 
@@ -43,5 +45,67 @@ export class MinuteWindow {
       if (excess <= 0) return Math.max(1, WINDOW_SECONDS - age);
     }
     return WINDOW_SECONDS;
+  }
+}
+
+/** The per-minute limits a key may have (null: none). */
+export interface RateLimits {
+  rpm: number | null;
+  tpm: number | null;
+}
+
+/** A refusal by rpm or tpm, with the x-ratelimit-* view when the client should retry. */
+export interface RateRefusal {
+  failure: Failure;
+  rate?: RateInfo;
+}
+
+/**
+ * A key's requests-per-minute and tokens-per-minute windows: the key actor's own on one node, the
+ * partition owner's in a cluster (rates.ts). `check` says whether more would fit, `add` counts it.
+ */
+export class RateWindows {
+  readonly requests: MinuteWindow;
+  readonly tokens: MinuteWindow;
+
+  constructor(nowMs: () => number = () => Date.now()) {
+    this.requests = new MinuteWindow(nowMs);
+    this.tokens = new MinuteWindow(nowMs);
+  }
+
+  add(requests: number, tokens: number): void {
+    if (requests !== 0) this.requests.add(requests);
+    if (tokens !== 0) this.tokens.add(tokens);
+  }
+
+  /** Null when `requests` more requests using `tokens` tokens fit the key's limits. */
+  check(key: RateLimits, requests: number, tokens: number): RateRefusal | null {
+    if (key.rpm !== null && requests > 0 && this.requests.used() + requests > key.rpm) {
+      const retryAfterS = this.requests.secondsUntilFree(requests, key.rpm);
+      return { failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }), rate: this.info(key) };
+    }
+    if (key.tpm !== null && tokens > 0 && this.tokens.used() + tokens > key.tpm) {
+      if (tokens > key.tpm) {
+        return { failure: fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, { param: "max_tokens" }) };
+      }
+      const retryAfterS = this.tokens.secondsUntilFree(tokens, key.tpm);
+      return { failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }), rate: this.info(key) };
+    }
+    return null;
+  }
+
+  /** What the x-ratelimit-* headers report, for the limits the key has. */
+  info(key: RateLimits): RateInfo | undefined {
+    if (key.rpm === null && key.tpm === null) return undefined;
+    const info: RateInfo = {};
+    if (key.rpm !== null) {
+      const used = this.requests.used();
+      Object.assign(info, { limitRequests: key.rpm, remainingRequests: Math.max(0, key.rpm - used), resetRequestsS: used > 0 ? this.requests.secondsUntilFree(0, used - 1) : 0 });
+    }
+    if (key.tpm !== null) {
+      const used = Math.ceil(this.tokens.used());
+      Object.assign(info, { limitTokens: key.tpm, remainingTokens: Math.max(0, key.tpm - used), resetTokensS: used > 0 ? this.tokens.secondsUntilFree(0, used - 1) : 0 });
+    }
+    return info;
   }
 }

@@ -55,6 +55,8 @@ export interface MetricSources {
   natsConnected: () => boolean | null;
   /** Admissions since start by path: from this node's share (`local`) or after asking the key's owner (cluster only). */
   keyAdmissions?: () => Record<string, number>;
+  /** Admissions of keys with rpm, tpm or a monthly cap by path: from this node's permits (`local`), as the key's owner, or after asking it (cluster only). */
+  keyRateAdmissions?: () => Record<string, number>;
   /** Key partitions this node owns (cluster only). */
   partitionsOwned?: () => number;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
@@ -265,6 +267,15 @@ export class Metrics {
       registers,
       collect() {
         for (const [path, n] of Object.entries(sources.keyAdmissions?.() ?? {})) this.set({ path }, n);
+      },
+    });
+    new Gauge({
+      name: "darvaze_key_rate_admissions",
+      help: "Admissions of keys with rpm, tpm or a monthly cap since start, by path: local (this node's permits, no broker hop), owner (this node owns the key's partition), asked (asked the owner for permits). Cluster only.",
+      labelNames: ["path"],
+      registers,
+      collect() {
+        for (const [path, n] of Object.entries(sources.keyRateAdmissions?.() ?? {})) this.set({ path }, n);
       },
     });
     new Gauge({

@@ -1,0 +1,176 @@
+import { expect, test } from "bun:test";
+import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import { encodeJson } from "../../src/json.ts";
+import { PERMITS, type PermitRequest } from "../protocol.ts";
+import type { Tenure } from "./capacity.ts";
+import { PERMIT_GRANT_FRACTION, PERMIT_TTL_MS, PermitAllocator, RATE_TAKEOVER_QUIET_MS, RatePermits } from "./rates.ts";
+
+type Limits = Partial<Pick<KeyRecord, "rpm" | "tpm" | "monthlySpendCapMicro">>;
+
+function keyRecord(limits: Limits): KeyRecord {
+  const now = new Date();
+  return { id: "key_rates", accountId: "acc", name: "k", display: "sk-…", concurrencyMax: 1_000, rpm: null, tpm: null, monthlySpendCapMicro: null,
+    residency: null, createdAt: now, revokedAt: null, updatedAt: now, ...limits };
+}
+
+/** Three nodes (a owns the partition) over a fake clock; every remote ask crosses the wire schemas. */
+function setup(limits: Limits, spentMicro = 0n) {
+  let nowMs = 1_000_000;
+  const key = keyRecord(limits);
+  const keys = { get: async () => key } as unknown as KeyStore;
+  let tenure: Tenure | null = { fenceToken: 7n, acquiredAtMs: nowMs - RATE_TAKEOVER_QUIET_MS };
+  const clock = { nowMs: () => nowMs, windowNowMs: () => nowMs };
+  const allocator = () => new PermitAllocator({ keys, tenure: () => tenure, monthSpent: async () => spentMicro, ...clock });
+  let owner = allocator();
+  const asks: PermitRequest[] = [];
+  const wire = async (req: PermitRequest) => {
+    asks.push(req);
+    const reply = await owner.grant(PERMITS.request.parse(JSON.parse(encodeJson(req))));
+    return PERMITS.reply.parse(JSON.parse(encodeJson(reply)));
+  };
+  const node = (name: string) =>
+    new RatePermits({ node: name, ask: wire, ownsPartition: () => name === "a", allocator: { grant: (r: PermitRequest) => owner.grant(r), correct: (id: string, t: number) => owner.correct(id, t) } as PermitAllocator, ...clock });
+  return {
+    key,
+    asks,
+    node,
+    owner: () => owner,
+    advance: (ms: number) => (nowMs += ms),
+    /** The partition moves: a new owner with no windows, in its quiet period. */
+    takeover: () => {
+      tenure = { fenceToken: 8n, acquiredAtMs: nowMs };
+      owner = allocator();
+    },
+  };
+}
+
+async function admitted(permits: RatePermits, key: KeyRecord, n: number, tokens = 10, micro = 0n): Promise<number> {
+  let ok = 0;
+  for (let i = 0; i < n; i++) if ((await permits.admit(key, tokens, micro)).ok) ok++;
+  return ok;
+}
+
+test("three nodes admit exactly rpm in a minute between them, and a refusal says when to retry", async () => {
+  const s = setup({ rpm: 30 });
+  const nodes = [s.node("a"), s.node("b"), s.node("c")];
+  let ok = 0;
+  // Round robin, well above the limit, over 50 s: a node's permits are used before they expire.
+  for (let i = 0; i < 100; i++) {
+    if ((await nodes[i % 3]!.admit(s.key, 10, 0n)).ok) ok++;
+    expect(s.owner().granted(s.key.id).requests).toBeLessThanOrEqual(30);
+    s.advance(500);
+  }
+  expect(ok).toBe(30);
+  const refused = await nodes[1]!.admit(s.key, 10, 0n);
+  expect(refused).toMatchObject({ ok: false, failure: { code: "rate_limit_exceeded" }, rate: { limitRequests: 30, remainingRequests: 0 } });
+  expect(!refused.ok && refused.failure.retryAfterS).toBeGreaterThanOrEqual(1);
+  // No grant was larger than the per-grant fraction of the limit (3 of 30).
+  for (const ask of s.asks) expect(ask.want.requests).toBeGreaterThanOrEqual(ask.need.requests);
+  expect(nodes[1]!.admissions.local + nodes[2]!.admissions.local).toBeGreaterThan(0);
+  expect(nodes[0]!.admissions.owner).toBeGreaterThan(0);
+  expect(nodes[1]!.admissions.asked).toBeGreaterThan(0);
+  // A minute later the window has room again.
+  s.advance(60_000);
+  expect(await admitted(nodes[2]!, s.key, 1)).toBe(1);
+});
+
+test("tokens granted in a window never exceed tpm; one request above tpm is refused for its size", async () => {
+  const s = setup({ tpm: 1_000 });
+  const nodes = [s.node("a"), s.node("b"), s.node("c")];
+  let tokens = 0;
+  for (let i = 0; i < 90; i++) {
+    if ((await nodes[i % 3]!.admit(s.key, 40, 0n)).ok) tokens += 40;
+    expect(s.owner().granted(s.key.id).tokens).toBeLessThanOrEqual(1_000);
+    s.advance(200);
+  }
+  expect(tokens).toBeLessThanOrEqual(1_000);
+  expect(tokens).toBeGreaterThanOrEqual(1_000 - 3 * 40 * Math.ceil(1 / PERMIT_GRANT_FRACTION)); // what expired unused is bounded
+  s.advance(61_000);
+  const tooBig = await nodes[2]!.admit(s.key, 1_001, 0n);
+  expect(tooBig).toMatchObject({ ok: false, failure: { code: "rate_limit_exceeded", param: "max_tokens" } });
+  expect(!tooBig.ok && tooBig.failure.retryAfterS).toBeUndefined();
+});
+
+test("permits expire: after PERMIT_TTL_MS a node asks again", async () => {
+  const s = setup({ rpm: 100 });
+  const b = s.node("b");
+  expect(await admitted(b, s.key, 4)).toBe(4); // sizes its asks on its use: it now holds spare permits
+  const asked = s.asks.length;
+  expect(await admitted(b, s.key, 1)).toBe(1);
+  expect(s.asks.length).toBe(asked); // from a spare permit, no ask
+  s.advance(PERMIT_TTL_MS);
+  expect(await admitted(b, s.key, 1)).toBe(1);
+  expect(s.asks.length).toBe(asked + 1);
+});
+
+test("concurrent admissions on a node share one ask", async () => {
+  const s = setup({ rpm: 1_000 });
+  const b = s.node("b");
+  const verdicts = await Promise.all(Array.from({ length: 5 }, () => b.admit(s.key, 10, 0n)));
+  expect(verdicts.every((v) => v.ok)).toBe(true);
+  expect(s.asks.length).toBeLessThanOrEqual(5);
+  expect(s.asks[0]!.need.requests).toBe(1);
+});
+
+test("after a takeover nodes report their last minute's grants and the new owner grants nothing until it has heard them", async () => {
+  const s = setup({ rpm: 30 });
+  const [a, b, c] = [s.node("a"), s.node("b"), s.node("c")];
+  let ok = 0;
+  for (let i = 0; i < 45; i++) if ((await [a, b, c][i % 3]!.admit(s.key, 10, 0n)).ok) ok++;
+  expect(ok).toBeGreaterThanOrEqual(27);
+  s.takeover();
+  await Promise.all([...a.report({ takeover: true }), ...b.report({ takeover: true }), ...c.report({ takeover: true })]);
+  expect(s.owner().granted(s.key.id).requests).toBeGreaterThanOrEqual(ok);
+  const startedMs = performance.now();
+  const after = await b.admit(s.key, 10, 0n);
+  expect(performance.now() - startedMs).toBeGreaterThanOrEqual(RATE_TAKEOVER_QUIET_MS - 50);
+  expect(after).toMatchObject({ ok: false, failure: { code: "rate_limit_exceeded" } });
+});
+
+test("keys without rpm, tpm or a cap never ask", async () => {
+  const s = setup({});
+  const b = s.node("b");
+  expect(await admitted(b, s.key, 50)).toBe(50);
+  expect(s.asks).toEqual([]);
+  expect(b.admissions).toEqual({ local: 0, owner: 0, asked: 0 });
+});
+
+test("a monthly cap holds over nodes: spent + reserves in flight everywhere never exceed it", async () => {
+  const cap = 10_000n;
+  const spentBefore = 2_000n;
+  const s = setup({ monthlySpendCapMicro: cap }, spentBefore);
+  const nodes = [s.node("a"), s.node("b"), s.node("c")];
+  const inFlight: bigint[][] = [[], [], []];
+  let billed = 0n;
+  let seed = 42;
+  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  let admittedCount = 0;
+  let refusedCount = 0;
+  for (let step = 0; step < 400; step++) {
+    const i = Math.floor(random() * 3);
+    const r = random();
+    if (r < 0.6) {
+      const reserve = BigInt(200 + Math.floor(random() * 600));
+      const verdict = await nodes[i]!.admit(s.key, 0, reserve);
+      if (verdict.ok) {
+        inFlight[i]!.push(reserve);
+        admittedCount++;
+      } else {
+        expect(verdict.failure.code).toBe("insufficient_quota");
+        refusedCount++;
+      }
+    } else if (r < 0.9 && inFlight[i]!.length > 0) {
+      const reserve = inFlight[i]!.shift()!;
+      const charge = (reserve * BigInt(Math.floor(random() * 100))) / 100n;
+      billed += charge;
+      nodes[i]!.settled(s.key.id, { reserveMicro: reserve, billedMicro: charge, tokens: 0 });
+    } else {
+      s.advance(1_100);
+      await Promise.all(nodes.flatMap((n) => n.report()));
+    }
+    const committed = inFlight.flat().reduce((a, b) => a + b, 0n);
+    expect(spentBefore + billed + committed).toBeLessThanOrEqual(cap);
+  }
+  expect(admittedCount).toBeGreaterThan(20); // the cap's room was reused as requests settled
+  expect(refusedCount).toBeGreaterThan(0);
+});
