@@ -20,6 +20,7 @@ import type { Operation } from "../catalog/seed.ts";
 import { describe, fail, type Failure } from "../errors.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { observeRequest } from "../metrics/observe.ts";
+import { readBounded } from "../providers/upstream.ts";
 import type { EdgeDeps } from "./deps.ts";
 
 /** HTTP-style status recorded for a request whose client went away before the end. */
@@ -178,17 +179,12 @@ export function residencyOf(request: Request): "in-country" | undefined | Failur
  * the upstream is aborted), then frees the backend's slot.
  */
 export async function readReplyBytes(sent: Extract<SendOutcome, { kind: "reply" }>, bytesMax: number): Promise<Uint8Array | Failure> {
-  const parts: Uint8Array[] = [];
-  let total = 0;
   let complete = false;
   try {
-    for await (const part of sent.reply.response.body ?? []) {
-      total += part.byteLength;
-      if (total > bytesMax) return fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`);
-      parts.push(part);
-    }
+    const { bytes, truncated } = await readBounded(sent.reply.response.body, bytesMax);
+    if (truncated) return fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`);
     complete = true;
-    return Buffer.concat(parts);
+    return bytes;
   } catch (error) {
     return fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`);
   } finally {

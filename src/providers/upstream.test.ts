@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { readTextBounded } from "./upstream.ts";
+import { fetchUpstreamFile, readTextBounded } from "./upstream.ts";
 
 /** A body of endless 16 KiB chunks of "a", counting how many the reader pulled. */
 function endlessBody() {
@@ -35,5 +35,20 @@ describe("readTextBounded", () => {
   test("a body of exactly the bound is not truncated", async () => {
     const got = await readTextBounded(new Response("b".repeat(100)), 100);
     expect(got).toEqual({ text: "b".repeat(100), truncated: false });
+  });
+});
+
+describe("fetchUpstreamFile", () => {
+  test("downloads a file within the bound, and refuses one a byte over it", async () => {
+    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("p".repeat(100), { headers: { "content-type": "image/png" } }) });
+    try {
+      const url = `http://127.0.0.1:${server.port}/image.png`;
+      const whole = await fetchUpstreamFile(url, { bytesMax: 100, timeoutMs: 5_000 });
+      expect("bytes" in whole ? [whole.bytes.byteLength, whole.contentType] : whole).toEqual([100, "image/png"]);
+      const over = await fetchUpstreamFile(url, { bytesMax: 99, timeoutMs: 5_000 });
+      expect(over).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 99 bytes.", retryable: false });
+    } finally {
+      server.stop(true);
+    }
   });
 });

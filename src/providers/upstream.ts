@@ -76,14 +76,15 @@ export const UPSTREAM_ERROR_BODY_BYTES_MAX = 64 * 1024;
 export const CHAT_REPLY_BYTES_MAX = 16 * 1024 * 1024;
 
 /**
- * Reads a body as text within `bytesMax`. Past the bound it stops reading and returns what it
- * has with `truncated` set, so a misbehaving upstream can never make the gateway buffer more.
+ * Reads a body within `bytesMax`. Past the bound it stops reading, cancels the body and returns
+ * its first `bytesMax` bytes with `truncated` set, so a misbehaving upstream can never make the
+ * gateway buffer more. A body that breaks off throws.
  */
-export async function readTextBounded(response: Response, bytesMax: number): Promise<{ text: string; truncated: boolean }> {
+export async function readBounded(body: ReadableStream<Uint8Array> | null, bytesMax: number): Promise<{ bytes: Uint8Array; truncated: boolean }> {
   const parts: Uint8Array[] = [];
   let total = 0;
-  const reader = response.body?.getReader();
-  if (!reader) return { text: "", truncated: false };
+  const reader = body?.getReader();
+  if (!reader) return { bytes: new Uint8Array(0), truncated: false };
   try {
     for (;;) {
       const { done, value } = await reader.read();
@@ -91,15 +92,21 @@ export async function readTextBounded(response: Response, bytesMax: number): Pro
       if (total + value.byteLength > bytesMax) {
         parts.push(value.subarray(0, bytesMax - total));
         await reader.cancel().catch(() => {});
-        return { text: new TextDecoder().decode(Buffer.concat(parts)), truncated: true };
+        return { bytes: Buffer.concat(parts), truncated: true };
       }
       total += value.byteLength;
       parts.push(value);
     }
-    return { text: new TextDecoder().decode(Buffer.concat(parts)), truncated: false };
+    return { bytes: Buffer.concat(parts), truncated: false };
   } finally {
     reader.releaseLock();
   }
+}
+
+/** Reads a body as text within `bytesMax` (readBounded). */
+export async function readTextBounded(response: Response, bytesMax: number): Promise<{ text: string; truncated: boolean }> {
+  const { bytes, truncated } = await readBounded(response.body, bytesMax);
+  return { text: new TextDecoder().decode(bytes), truncated };
 }
 
 export class StreamStalled extends Error {}
@@ -180,17 +187,12 @@ export async function fetchUpstreamFile(url: string, limits: { bytesMax: number;
   try {
     const response = await fetch(url, { signal: controller.signal });
     if (!response.ok) return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
-    const parts: Uint8Array[] = [];
-    let total = 0;
-    for await (const part of response.body ?? []) {
-      total += part.byteLength;
-      if (total > limits.bytesMax) {
-        controller.abort();
-        return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
-      }
-      parts.push(part);
+    const { bytes, truncated } = await readBounded(response.body, limits.bytesMax);
+    if (truncated) {
+      controller.abort();
+      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
     }
-    return { bytes: Buffer.concat(parts), contentType: response.headers.get("content-type") };
+    return { bytes, contentType: response.headers.get("content-type") };
   } catch (error) {
     return { code: controller.signal.aborted ? "upstream_timeout" : "upstream_error", message: `The upstream's file could not be fetched: ${(error as Error).message}`, retryable: false };
   } finally {
