@@ -132,7 +132,10 @@ export class InternalClient {
         if (index !== parts.length) throw failure(502, "upstream_error", `Reply part ${parts.length} was lost (got ${index}).`);
         first ??= msg;
         parts.push(msg.data);
-        if (parts.length === count) return { ...toReply(first), body: parts.length === 1 ? msg.data : Buffer.concat(parts), json: <T>() => JSON.parse(decoder.decode(Buffer.concat(parts))) as T };
+        if (parts.length === count) {
+          const body = parts.length === 1 ? msg.data : Buffer.concat(parts);
+          return { ...toReply(first), body, json: <T>() => JSON.parse(decoder.decode(body)) as T };
+        }
       }
       throw failure(504, "upstream_timeout", `The gateway did not reply within ${this.timeoutMs} ms.`);
     } finally {
