@@ -162,7 +162,8 @@ export class SlotAllocator {
   }
 }
 
-function notOwner(p: number): GrantReply {
+/** The reply of a node asked for a partition it does not own (grants here, permits in rates.ts). */
+export function notOwner(p: number): { ok: false; failure: Failure } {
   return { ok: false, failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }) };
 }
 

@@ -45,7 +45,7 @@ import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { PermitReply, PermitRequest, RateInfo } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { capExceeded, utcMonth } from "./actor.ts";
-import type { Tenure } from "./capacity.ts";
+import { GRANT_ASK_RETRY_MS, GRANT_ASK_WAIT_MS_MAX, notOwner, type Tenure } from "./capacity.ts";
 import { RateWindows } from "./window.ts";
 
 /** A permit is valid this long from its ask. */
@@ -54,9 +54,9 @@ export const PERMIT_TTL_MS = 2_000;
 export const PERMIT_GRANT_FRACTION = 0.1;
 /** A new owner grants nothing new for this long after taking a partition, while nodes report. */
 export const RATE_TAKEOVER_QUIET_MS = 1_000;
-/** Longest an admission waits for an owner while a partition moves (as GRANT_ASK_WAIT_MS_MAX). */
-export const PERMIT_ASK_WAIT_MS_MAX = 8_000;
-export const PERMIT_ASK_RETRY_MS = 100;
+/** Longest an admission waits for an owner while a partition moves: as long as for a slot share. */
+export const PERMIT_ASK_WAIT_MS_MAX = GRANT_ASK_WAIT_MS_MAX;
+export const PERMIT_ASK_RETRY_MS = GRANT_ASK_RETRY_MS;
 /** Bound on one permit request/reply. */
 export const PERMIT_REQUEST_TIMEOUT_MS = 2_000;
 /** A node with reserves in flight or unreported billing reports them this often. */
@@ -235,10 +235,6 @@ function clampMicro(want: bigint, need: bigint, room: bigint): bigint {
   const fraction = (room * BigInt(Math.round(PERMIT_GRANT_FRACTION * 1000))) / 1000n;
   const upTo = want < fraction ? want : fraction;
   return upTo > need ? upTo : need;
-}
-
-function notOwner(p: number): PermitReply {
-  return { ok: false, failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }) };
 }
 
 interface Permits {
