@@ -181,7 +181,7 @@ export function residencyOf(request: Request): "in-country" | undefined | Failur
 export async function readReplyBytes(sent: Extract<SendOutcome, { kind: "reply" }>, bytesMax: number): Promise<Uint8Array | Failure> {
   let complete = false;
   try {
-    const { bytes, truncated } = await readBounded(sent.reply.response.body, bytesMax);
+    const { bytes, truncated } = await readBounded(sent.reply.response, bytesMax);
     if (truncated) return fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`);
     complete = true;
     return bytes;

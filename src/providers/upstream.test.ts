@@ -51,4 +51,16 @@ describe("fetchUpstreamFile", () => {
       server.stop(true);
     }
   });
+
+  test("a compressed file is bounded by what it unpacks to, not by its declared length", async () => {
+    const packed = Bun.gzipSync("z".repeat(1_000_000));
+    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(packed, { headers: { "content-encoding": "gzip", "content-length": String(packed.byteLength) } }) });
+    try {
+      const got = await fetchUpstreamFile(`http://127.0.0.1:${server.port}/image.png`, { bytesMax: 100_000, timeoutMs: 5_000 });
+      expect(packed.byteLength).toBeLessThan(100_000);
+      expect(got).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 100000 bytes.", retryable: false });
+    } finally {
+      server.stop(true);
+    }
+  });
 });

@@ -78,12 +78,14 @@ export const CHAT_REPLY_BYTES_MAX = 16 * 1024 * 1024;
 /**
  * Reads a body within `bytesMax`. Past the bound it stops reading, cancels the body and returns
  * its first `bytesMax` bytes with `truncated` set, so a misbehaving upstream can never make the
- * gateway buffer more. A body that breaks off throws.
+ * gateway buffer more. A body that breaks off throws. A body whose declared, uncompressed length
+ * fits (the usual whole reply) is read in one native call: its framing already bounds it.
  */
-export async function readBounded(body: ReadableStream<Uint8Array> | null, bytesMax: number): Promise<{ bytes: Uint8Array; truncated: boolean }> {
+export async function readBounded(response: Response, bytesMax: number): Promise<{ bytes: Uint8Array; truncated: boolean }> {
+  if (declaredWithin(response, bytesMax)) return { bytes: new Uint8Array(await response.arrayBuffer()), truncated: false };
   const parts: Uint8Array[] = [];
   let total = 0;
-  const reader = body?.getReader();
+  const reader = response.body?.getReader();
   if (!reader) return { bytes: new Uint8Array(0), truncated: false };
   try {
     for (;;) {
@@ -103,9 +105,17 @@ export async function readBounded(body: ReadableStream<Uint8Array> | null, bytes
   }
 }
 
+/** Whether a body's framing bounds it within `bytesMax`: a declared length that fits, not compressed. */
+function declaredWithin(response: Response, bytesMax: number): boolean {
+  const declared = response.headers.get("content-length");
+  const encoding = response.headers.get("content-encoding");
+  return declared !== null && Number(declared) <= bytesMax && (encoding === null || encoding === "identity");
+}
+
 /** Reads a body as text within `bytesMax` (readBounded). */
 export async function readTextBounded(response: Response, bytesMax: number): Promise<{ text: string; truncated: boolean }> {
-  const { bytes, truncated } = await readBounded(response.body, bytesMax);
+  if (declaredWithin(response, bytesMax)) return { text: await response.text(), truncated: false };
+  const { bytes, truncated } = await readBounded(response, bytesMax);
   return { text: new TextDecoder().decode(bytes), truncated };
 }
 
@@ -187,7 +197,7 @@ export async function fetchUpstreamFile(url: string, limits: { bytesMax: number;
   try {
     const response = await fetch(url, { signal: controller.signal });
     if (!response.ok) return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
-    const { bytes, truncated } = await readBounded(response.body, limits.bytesMax);
+    const { bytes, truncated } = await readBounded(response, limits.bytesMax);
     if (truncated) {
       controller.abort();
       return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
