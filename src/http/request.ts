@@ -1,6 +1,7 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { Credentials } from "../admission/admission.ts";
 
 export function newRequestId(): string {
   return newId("req");
@@ -46,13 +47,7 @@ export function bearerToken(request: Request): string | null {
   return request.headers.get("x-api-key");
 }
 
-/** A request from a browser page carries Origin; keys are for servers unless the origin is allowed. */
-export function checkOrigin(request: Request, allowed: readonly string[]): Failure | null {
-  const origin = request.headers.get("origin");
-  if (origin === null || allowed.includes(origin)) return null;
-  return fail(
-    "origin_not_allowed",
-    "Darvaze API keys are for servers only: this request came from a browser page (it carries an Origin header). " +
-      "Call the API from your backend, or ask the operator to allow this origin.",
-  );
+/** What the caller presented, for admission (src/admission): key, browser origin, residency. */
+export function credentialsOf(request: Request): Credentials {
+  return { key: bearerToken(request), origin: request.headers.get("origin"), residency: request.headers.get("x-darvaze-residency") };
 }

@@ -21,6 +21,7 @@
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
+import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/admission.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
@@ -44,8 +45,6 @@ export const STREAM_DRAIN_MS = 100;
 export const STREAM_ABORT_MS_MAX = 250;
 /** Meter events per stream on the bus: at most one per this interval, plus one at the end. */
 export const METER_EVENT_INTERVAL_MS = 1_000;
-/** HTTP-style status recorded for a request whose client went away before the end. */
-export const STATUS_CLIENT_CLOSED = 499;
 
 /** Bytes queued for clients by every stream of this process: the bound, measured (tests, metrics). */
 let queuedBytesAll = 0;
@@ -58,23 +57,10 @@ const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
 /** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
 const KEEP_ALIVE_FRAME = encoder.encode(": keep-alive\n\n");
 
+/** What the relay reads of the request beyond its admission. */
 export interface RelayRequest {
-  requestId: string;
-  keyId: string;
-  model: string;
   body: ChatRequest;
   budget: ChatBudget;
-  reserveMicro: bigint;
-}
-
-export interface RelayHooks {
-  /** Grows the request's hold by `addTokens` output tokens; false when refused. */
-  extend(addTokens: number): Promise<boolean>;
-  /**
-   * Settles the request once; `billedMicroMax` caps the charge below the reserve;
-   * `firstTokenMs` (performance clock) and `completion` feed the access line and histograms.
-   */
-  settle(usage: Usage, status: number, extra: { billedMicroMax?: bigint; firstTokenMs: number | null; completion: () => string }): Promise<void>;
 }
 
 type End = NonNullable<MeterEvent["end"]>;
@@ -109,27 +95,18 @@ function frameBytes(data: string): Uint8Array {
  */
 export function relayStream(
   deps: EdgeDeps,
+  admission: Admission,
   request: RelayRequest,
   outcome: Extract<ChatOutcome, { kind: "stream" }>,
   clientSignal: AbortSignal,
-  hooks: RelayHooks,
 ): AsyncGenerator<Uint8Array> {
   // From here the client's signal no longer aborts the upstream at once: the drain does.
   outcome.reply.finish();
   const wantsUsage = request.body.stream_options?.include_usage === true;
   const choices = request.budget.choices;
-  let reserveMicro = request.reserveMicro;
-  const extendHold = async (addTokens: number) => {
-    const ok = await hooks.extend(addTokens);
-    if (ok) reserveMicro += BigInt(addTokens) * request.budget.outputPricePer1m;
-    return ok;
-  };
-  const meter = new StreamMeter({
-    coveredTokens: request.budget.reservedOutputTokens * choices,
-    capTokens: request.budget.outputTokensMax * choices,
-    extend: extendHold,
-    enforce: request.budget.metered,
-  });
+  const requestId = admission.requestId;
+  const model = admission.model.id;
+  const meter = new StreamMeter({ hold: admission, capTokens: request.budget.outputTokensMax * choices, enforce: request.budget.metered });
 
   const queue: Uint8Array[] = [];
   let queuedBytes = 0;
@@ -169,14 +146,14 @@ export function relayStream(
     const now = performance.now();
     if (!end && now - lastEventMs < METER_EVENT_INTERVAL_MS) return;
     lastEventMs = now;
-    deps.bus.publish(METER_EVENTS, deps.subjects.meter(request.model), {
-      requestId: request.requestId,
-      keyId: request.keyId,
-      model: request.model,
+    deps.bus.publish(METER_EVENTS, deps.subjects.meter(model), {
+      requestId,
+      keyId: admission.key.id,
+      model,
       backend: outcome.backend.name,
       outputTokens,
       coveredTokens: meter.covered,
-      reserveMicro,
+      reserveMicro: admission.reserveMicro,
       end,
     });
   };
@@ -190,7 +167,9 @@ export function relayStream(
     let withheldReport: number | undefined;
     /** Performance-clock time of the first delivered token, for TTFT. */
     let firstTokenMs: number | null = null;
-    const completion = () => meter.delivered;
+    const content = () => ({ prompt: request.body.messages, completion: meter.delivered });
+    const settle = (usage: Usage, status: number, billedMicroMax?: bigint) =>
+      admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, status, { firstTokenMs, content, billedMicroMax });
     let afterGone = ""; // read after the client left: generated, so billed
     const handle = async (frame: StreamFrame): Promise<boolean> => {
       if (frame.usage) reported = frame.usage;
@@ -198,8 +177,9 @@ export function relayStream(
         afterGone += frame.text;
         return true;
       }
-      ids ??= chunkIds(frame, request.model);
+      ids ??= chunkIds(frame, model);
       if (frame.usageOnly) {
+        if (frame.usage) await meter.report(frame.usage.outputTokens);
         if (wantsUsage) push(frameBytes(frame.data));
         return true;
       }
@@ -222,8 +202,12 @@ export function relayStream(
           continue;
         }
         for (const frame of piece.frames) if (!(await handle(frame))) break read;
-        // Translating decoders report usage on the piece (e.g. Anthropic's message_delta), not on a frame.
-        if (piece.usage) reported = piece.usage;
+        // Translating decoders report usage on the piece (Anthropic's message_delta, Gemini's
+        // usageMetadata with its thoughts), not on a frame: the meter sees every figure.
+        if (piece.usage) {
+          reported = piece.usage;
+          if (!clientGone) await meter.report(piece.usage.outputTokens);
+        }
         meterEvent();
         if (piece.error) failure = piece.error;
         if (piece.done || piece.error) {
@@ -258,7 +242,7 @@ export function relayStream(
       // Its final report if it finished, its running count if it keeps one, else our count: one figure.
       const output = usage ? usage.outputTokens : await countTokens(meter.delivered + afterGone);
       outputTokens = output;
-      await hooks.settle({ inputTokens: await input(), outputTokens: output }, STATUS_CLIENT_CLOSED, { firstTokenMs, completion });
+      await settle({ inputTokens: await input(), outputTokens: output }, STATUS_CLIENT_CLOSED);
     } else if (withheld !== null) {
       end = "length_cut";
       const inputTokens = await input();
@@ -267,20 +251,20 @@ export function relayStream(
       const metered = withheldReport ?? (await countTokens(meter.delivered + withheld));
       const p = request.budget;
       const billedMicroMax = BigInt(inputTokens) * p.inputPricePer1m + BigInt(billable) * p.outputPricePer1m;
-      await hooks.settle({ inputTokens, outputTokens: Math.max(metered, billable) }, 200, { billedMicroMax, firstTokenMs, completion });
-      push(cutFrames(ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: request.model }, choices, wantsUsage ? { inputTokens, outputTokens: billable } : null));
+      await settle({ inputTokens, outputTokens: Math.max(metered, billable) }, 200, billedMicroMax);
+      push(cutFrames(ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model }, choices, wantsUsage ? { inputTokens, outputTokens: billable } : null));
     } else {
       end = failure ? "failed" : "done";
       const settled = finished && usage ? usage : { inputTokens: await input(), outputTokens: await meter.exact() };
       outputTokens = settled.outputTokens;
-      await hooks.settle(settled, failure ? 502 : 200, { firstTokenMs, completion });
+      await settle(settled, failure ? 502 : 200);
       push(failure ? encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) : DONE_FRAME);
     }
     meterEvent(end, outputTokens);
   };
 
   const pumped = pump()
-    .catch((error) => deps.log("error", "relay_failed", { requestId: request.requestId, error: (error as Error).message }))
+    .catch((error) => deps.log("error", "relay_failed", { requestId, error: (error as Error).message }))
     .finally(() => {
       ended = true;
       clientSignal.removeEventListener("abort", onClientGone);
