@@ -67,3 +67,24 @@ test("a stream with the client's own max_tokens is counted but never cut", async
   expect(await meter.exact()).toBe(5);
   expect(meter.covered).toBe(2); // and no extension was asked for
 });
+
+test("a usage figure without text (hidden reasoning) becomes the count, and the hold is extended to cover it", async () => {
+  let budget = 500;
+  const meter = new StreamMeter({
+    hold: hold(64, async (add) => {
+      if (add > budget) return false;
+      budget -= add;
+      return true;
+    }),
+    capTokens: 10_000,
+    count: words,
+  });
+  expect(await meter.report(300)).toBe(true);
+  expect(meter.tokens).toBe(300);
+  expect(meter.covered).toBeGreaterThanOrEqual(300);
+  // Past what the wallet can cover: the report is not covered, and the next text is withheld.
+  expect(await meter.report(5_000)).toBe(false);
+  expect(meter.covered).toBeLessThanOrEqual(64 + 500);
+  expect(await meter.deliver(" more")).toBe(false);
+  expect(await meter.exact()).toBe(5_000);
+});
