@@ -18,6 +18,7 @@ import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import { drainHttp } from "./http/drain.ts";
+import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
@@ -68,6 +69,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    ensurePortFree(env.HOST, env.PORT);
     const db: Db = await openDb({ databaseUrl: env.DATABASE_URL, dataFolder: options.inMemory ? null : env.DARVAZE_DATA });
     cleanups.push(() => db.close());
     const applied = await migrate(db);
@@ -170,12 +172,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live }).listen({
-      port: env.PORT,
-      hostname: env.HOST,
-      // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
-      maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
-    });
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live });
+    try {
+      app.listen(listenOptions(env));
+    } catch (error) {
+      // Taken since ensurePortFree looked.
+      throw isAddressInUse(error) ? new PortInUseError(env.HOST, env.PORT) : error;
+    }
     const server = app.server!;
     // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
@@ -213,7 +216,7 @@ export async function runMain(start: () => Promise<Gateway>): Promise<Gateway> {
     process.once("SIGTERM", shutdown);
     return gateway;
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof DataFolderLockedError) {
+    if (error instanceof ConfigError || error instanceof DataFolderLockedError || error instanceof PortInUseError) {
       console.error(`darvaze: ${error.message}`);
     } else {
       console.error("darvaze: failed to start:", error);

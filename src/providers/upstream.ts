@@ -3,6 +3,7 @@
  * headers (and, for a whole JSON reply, its body); `readUpstreamStream` bounds the silence
  * between chunks. Either bound aborts the upstream request, so it stops generating.
  */
+import { fileTarget, systemLookup, type Lookup } from "./fileUrl.ts";
 import type { ChatStreamDecoder, StreamPiece, UpstreamFailure, UpstreamRequest } from "./types.ts";
 
 export interface UpstreamCall {
@@ -187,20 +188,39 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
   }
 }
 
+/** Redirects followed for one file download; each hop's URL is judged again (fileTarget). */
+export const FILE_REDIRECTS_MAX = 5;
+
+export interface FileFetch {
+  /** The backend that pointed to the file: its own origin is fetched as configured. */
+  backendUrl: string;
+  bytesMax: number;
+  /** For the whole download: name lookups, every redirect hop and the body. */
+  timeoutMs: number;
+  /** Name resolution; tests inject one. Default: the system's (dns.lookup). */
+  lookup?: Lookup;
+}
+
 /**
  * Downloads a file an upstream pointed to (an image URL), within `bytesMax` and `timeoutMs`,
- * so the gateway can serve it itself and the upstream's URL never reaches a client.
+ * so the gateway can serve it itself and the upstream's URL never reaches a client. Only the
+ * backend's own origin, public `https` hosts and `data:` are fetched (src/providers/fileUrl.ts):
+ * a compromised backend cannot make the gateway read its own files or its private network.
  */
-export async function fetchUpstreamFile(url: string, limits: { bytesMax: number; timeoutMs: number }): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
+export async function fetchUpstreamFile(url: string, fetching: FileFetch): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), limits.timeoutMs);
+  const timer = setTimeout(() => controller.abort(), fetching.timeoutMs);
   try {
-    const response = await fetch(url, { signal: controller.signal });
-    if (!response.ok) return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
-    const { bytes, truncated } = await readBounded(response, limits.bytesMax);
+    const response = await followFile(url, fetching, controller.signal);
+    if (!(response instanceof Response)) return response;
+    if (!response.ok) {
+      await response.body?.cancel().catch(() => {});
+      return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
+    }
+    const { bytes, truncated } = await readBounded(response, fetching.bytesMax);
     if (truncated) {
       controller.abort();
-      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
+      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${fetching.bytesMax} bytes.`, retryable: false };
     }
     return { bytes, contentType: response.headers.get("content-type") };
   } catch (error) {
@@ -208,4 +228,38 @@ export async function fetchUpstreamFile(url: string, limits: { bytesMax: number;
   } finally {
     clearTimeout(timer);
   }
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/** The first non-redirect response for `raw`, every hop judged by fileTarget; or why it was refused. */
+async function followFile(raw: string, fetching: FileFetch, signal: AbortSignal): Promise<Response | UpstreamFailure> {
+  const refused = (why: string): UpstreamFailure => ({ code: "upstream_error", message: `The upstream's file URL was refused: ${why}.`, retryable: false });
+  let url = URL.parse(raw);
+  if (!url) return refused("it is not a URL");
+  // Inline bytes, decoded in-process; only as the URL the upstream gave, never as a redirect's target.
+  if (url.protocol === "data:") return fetch(url, { signal });
+  const policy = { backendUrl: fetching.backendUrl, lookup: fetching.lookup ?? systemLookup };
+  for (let hop = 0; ; hop++) {
+    const target = await abortable(fileTarget(url, policy), signal);
+    if ("refused" in target) return refused(target.refused);
+    const response = await fetch(target.url, { redirect: "manual", signal, headers: target.headers, tls: target.tls });
+    if (!REDIRECT_STATUSES.has(response.status)) return response;
+    await response.body?.cancel().catch(() => {});
+    const location = response.headers.get("location");
+    if (location === null) return refused(`a ${response.status} redirect without a location`);
+    if (hop >= FILE_REDIRECTS_MAX) return refused(`more than ${FILE_REDIRECTS_MAX} redirects`);
+    url = URL.parse(location, url.href);
+    if (!url) return refused("a redirect to something that is not a URL");
+  }
+}
+
+/** A name lookup cannot be cancelled; the download's deadline stops waiting for it. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error("timed out"));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }

@@ -34,9 +34,10 @@ export function imageContentType(bytes: Uint8Array): string {
   return "application/octet-stream";
 }
 
-async function imageBytes(image: UpstreamImage): Promise<Uint8Array | Failure> {
+/** An image's bytes; a URL is downloaded under the safe-fetch rules, the backend's own origin allowed. */
+async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uint8Array | Failure> {
   if ("b64" in image) return Buffer.from(image.b64, "base64");
-  const fetched = await fetchUpstreamFile(image.url, { bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
+  const fetched = await fetchUpstreamFile(image.url, { backendUrl, bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
   return "code" in fetched ? fetched : fetched.bytes;
 }
 
@@ -45,8 +46,9 @@ function origin(deps: EdgeDeps, request: Request): string {
 }
 
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
-async function imagesToData(deps: EdgeDeps, images: UpstreamImage[], asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
-  const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image))));
+async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; backendUrl: string }, asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
+  const { images, backendUrl } = reply;
+  const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image, backendUrl))));
   const failure = fetched.find((bytes) => bytes !== null && isFailure(bytes));
   if (failure) return failure as Failure;
   const data: Record<string, string>[] = [];
@@ -111,7 +113,7 @@ export async function createImages(request: Request, requestId: string, deps: Ed
     const images = sent.backend.adapter.images!.parseImagesResponse(Buffer.from(bytes).toString("utf8"));
     if ("code" in images) return images;
     if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
-    return images.images;
+    return { images: images.images, backendUrl: sent.backend.config.url };
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
   const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, origin(deps, request)).catch((error: Error) => {
     deps.log("error", "images_store_failed", { requestId, error: error.message });
