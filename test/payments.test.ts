@@ -269,6 +269,31 @@ describe("refusals leave no credit and a clear state", () => {
   });
 });
 
+test("the CLI starts, lists, shows and reconciles top-ups", async () => {
+  const accountId = await account();
+  const gw = async (...argv: string[]) => {
+    const out: string[] = [];
+    const code = await runGw(argv, { GW_URL: t.url, ADMIN_TOKEN }, { out: (s) => out.push(s), err: (s) => out.push(s) });
+    return { code, text: out.join("\n") };
+  };
+  const started = await gw("topups", "start", accountId, "25000");
+  expect(started.code).toBe(0);
+  const url = /(http:\/\/\S+\/pg\/StartPay\/(A\d+))/.exec(started.text)!;
+  expect(started.text).toContain("redirected");
+  sim.pay(url[2]!, "pay-silently");
+  const reconciled = await gw("topups", "reconcile");
+  expect(reconciled.text).toMatch(/verified\s+1/);
+  const listed = await gw("topups", "list", "--account", accountId, "--state", "verified");
+  expect(listed.text).toContain("25000 toman");
+  const id = /top_[0-9A-Za-z]+/.exec(listed.text)![0];
+  const shown = await gw("topups", "show", id);
+  expect(shown.text).toContain("reply 1");
+  expect((await gw("topups", "list", "--state", "paid")).code).toBe(2);
+  const refused = await gw("topups", "complete", id, "--reason", "already verified");
+  expect(refused.code).toBe(1);
+  expect(refused.text).toContain("not needs_review");
+});
+
 test("/metrics counts top-ups per state, and `gw ledger audit` passes after all of the above", async () => {
   const metrics = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
   expect(metrics).toMatch(/darvaze_topups\{state="verified"\} [1-9]/);
