@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { runGw } from "../src/cli/gw.ts";
+import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
@@ -239,6 +240,12 @@ describe("refusals leave no credit and a clear state", () => {
     expect(shown.state).toBe("failed");
     expect(shown.reason).toContain("-51: not paid");
     expect(await credits(topup.id)).toHaveLength(0);
+
+    // Whoever knows the authority cannot make the gateway verify it without end.
+    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
+    const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
+    expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX);
+    expect((await show(topup.id)).state).toBe("failed");
   });
 
   test("an invalid authority (−54): failed with the reason; a rejected review stays uncredited", async () => {
