@@ -231,6 +231,21 @@ describe("refusals leave no credit and a clear state", () => {
     expect(await balanceMicro(accountId)).toBe(11_000n * 1_000_000n);
   });
 
+  test("a top-up in review rejected with --reverse: the payment is handed back, nothing credited", async () => {
+    const accountId = await account();
+    const topup = await start(accountId, 13_000);
+    sim.faults.verifyCode = -50;
+    await customer(topup, "pay");
+    expect((await show(topup.id)).state).toBe("needs_review");
+    const rejected = await t.admin("POST", `/admin/topups/${topup.id}/reject`, { reason: "amount differs at the bank", reverse: true });
+    expect(rejected.status).toBe(200);
+    expect(rejected.body.state).toBe("reversed");
+    expect(sim.status(topup.authority)).toBe("REVERSED");
+    await reconcile();
+    expect((await show(topup.id)).state).toBe("reversed");
+    expect(await credits(topup.id)).toHaveLength(0);
+  });
+
   test("a callback saying OK for an unpaid payment (−51): failed, not paid", async () => {
     const accountId = await account();
     const topup = await start(accountId, 10_000);

@@ -265,6 +265,13 @@ describe("parseInvocation: paid top-ups", () => {
     expect(command(["topups", "show", "top_1"])).toEqual({ kind: "topups.show", topupId: "top_1" });
     expect(command(["topups", "complete", "top_1", "--reason", " bank confirmed "])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "complete", reason: "bank confirmed" });
     expect(command(["topups", "reject", "top_1", "--reason", "never paid"])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "reject", reason: "never paid" });
+    expect(command(["topups", "reject", "top_1", "--reason", "amount differs", "--reverse"])).toEqual({
+      kind: "topups.review",
+      topupId: "top_1",
+      decision: "reject",
+      reason: "amount differs",
+      reverse: true,
+    });
     expect(command(["topups", "reconcile"])).toEqual({ kind: "topups.reconcile" });
   });
 
@@ -277,5 +284,6 @@ describe("parseInvocation: paid top-ups", () => {
     expect(refused(["topups", "reject", "top_1", "--reason", "no"])).toContain("--reason must be 3 to 500 characters");
     expect(refused(["topups", "show", "top_1", "--state", "verified"])).toContain("topups show does not take --state");
     expect(refused(["topups", "refund", "top_1"])).toContain("unknown command: topups refund");
+    expect(refused(["topups", "complete", "top_1", "--reason", "paid", "--reverse"])).toContain("topups complete does not take --reverse");
   });
 });

@@ -39,7 +39,8 @@ export type Command =
   | { kind: "topups.start"; accountId: string; amountToman: string }
   | { kind: "topups.list"; state?: string; accountId?: string }
   | { kind: "topups.show"; topupId: string }
-  | { kind: "topups.review"; topupId: string; decision: "complete" | "reject"; reason: string }
+  /** `reverse` (reject only): hand the payment back through the provider first. */
+  | { kind: "topups.review"; topupId: string; decision: "complete" | "reject"; reason: string; reverse?: true }
   | { kind: "topups.reconcile" };
 
 export interface Invocation {
@@ -80,7 +81,9 @@ commands:
   topups list [--state S] [--account ID]          paid top-ups, newest first, with their state
   topups show <topup-id>                          one top-up with its provider replies
   topups complete <topup-id> --reason <text>      credit a top-up in review (once)
-  topups reject <topup-id> --reason <text>        close a top-up in review without credit
+  topups reject <topup-id> --reason <text> [--reverse]
+                                                  close a top-up in review without credit
+                                                  (--reverse: hand the payment back first)
   topups reconcile                                run the payment reconciler now
   pools                                           backends of every model pool: estimates,
                                                   in flight, limits, breakers
@@ -102,8 +105,8 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account"]);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account", "reverse"]);
 /** The states a paid top-up can be in (src/db/schema.ts TOPUP_STATES). */
 const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"];
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
@@ -323,12 +326,13 @@ function topupsCommand(words: readonly string[], flags: Flags): Command {
     }
     case "complete":
     case "reject": {
-      allowFlags(flags, ["reason"], `topups ${sub}`);
+      allowFlags(flags, sub === "reject" ? ["reason", "reverse"] : ["reason"], `topups ${sub}`);
       const [topupId] = arity(rest, ["topup-id"], `topups ${sub}`);
       const reason = stringFlag(flags, "reason")?.trim();
       if (reason === undefined) throw new UsageError(`topups ${sub}: --reason is required (it is kept with the decision)`);
       if (reason.length < REASON_LENGTH_MIN || reason.length > REASON_LENGTH_MAX) throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
-      return { kind: "topups.review", topupId: nonEmpty(topupId, "topup-id"), decision: sub, reason };
+      const reviewed = { kind: "topups.review", topupId: nonEmpty(topupId, "topup-id"), decision: sub, reason } as const;
+      return flags.get("reverse") === true ? { ...reviewed, reverse: true } : reviewed;
     }
     case "reconcile":
       allowFlags(flags, [], "topups reconcile");

@@ -259,7 +259,11 @@ function callFor(command: Sent, body?: unknown): Call {
     case "topups.show":
       return { method: "GET", path: `/admin/topups/${encodeURIComponent(command.topupId)}` };
     case "topups.review":
-      return { method: "POST", path: `/admin/topups/${encodeURIComponent(command.topupId)}/${command.decision}`, body: { reason: command.reason } };
+      return {
+        method: "POST",
+        path: `/admin/topups/${encodeURIComponent(command.topupId)}/${command.decision}`,
+        body: { reason: command.reason, ...(command.reverse ? { reverse: true } : {}) },
+      };
     case "topups.reconcile":
       return { method: "POST", path: "/admin/topups/reconcile" };
   }

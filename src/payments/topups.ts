@@ -258,13 +258,26 @@ export class Topups {
 
   /**
    * An operator's decision on a top-up in review: `complete` credits it (once, as any verify
-   * would), `reject` closes it without credit. Either keeps the operator's reason.
+   * would); `reject` closes it without credit, and with `reverse` first hands the payment back
+   * through the provider (Zarinpal: within 30 minutes of payment). Either keeps the reason.
    */
-  async review(id: string, decision: "complete" | "reject", reason: string): Promise<Topup | Failure> {
-    if (decision === "reject") {
+  async review(id: string, decision: { complete: true } | { complete: false; reverse: boolean }, reason: string): Promise<Topup | Failure> {
+    if (decision.complete) return this.complete(id, reason);
+    if (!decision.reverse) {
       const row = await this.move(id, ["needs_review"], { state: "failed", reason: `rejected by operator: ${reason}` });
       return row ?? (await this.notInReview(id));
     }
+    const row = await this.get(id);
+    if (row?.state !== "needs_review" || !row.authority) return this.notInReview(id);
+    if (!this.provider.reverse) return fail("invalid_request", `The ${this.provider.name} provider cannot reverse a payment.`);
+    const reversed = await this.provider.reverse(row.authority);
+    if (!reversed.ok) return fail("upstream_error", `The payment provider did not reverse the payment: ${reversed.reason}.`);
+    this.options.log("info", "topup_reversed_by_operator", { topupId: id });
+    const moved = await this.move(id, ["needs_review"], { state: "reversed", reason: `reversed by operator: ${reason}` }, reversed.raw);
+    return moved ?? (await this.notInReview(id));
+  }
+
+  private async complete(id: string, reason: string): Promise<Topup | Failure> {
     const row = await this.options.db.orm.transaction(async (tx) => {
       const [moved] = await tx
         .update(topups)
