@@ -298,6 +298,9 @@ describe("refusals leave no credit and a clear state", () => {
   test("an unknown authority on the callback lands on the result page and credits nothing", async () => {
     const landed = await fetch(`${t.url}/pay/zarinpal/callback?Authority=A000000000000000000000000000000000001&Status=OK`, { redirect: "manual" });
     expect(new URL(landed.headers.get("location")!).searchParams.get("outcome")).toBe("unknown");
+    const odd = await (await fetch(`${t.url}/pay/result?outcome=constructor&topup=<b>`)).text();
+    expect(odd).toContain('data-outcome="unknown"');
+    expect(odd).not.toContain("<b>");
   });
 
   test("amounts outside the configured bounds are refused before the provider is asked", async () => {
