@@ -114,6 +114,16 @@ test("the bank page: pay redirects with Status=OK, cancel with NOK, and callback
   }
 });
 
+test("faults can be set over HTTP, and a wrong one is refused", async () => {
+  const set = await fetch(`${strings.url}/__sim/faults`, { method: "POST", body: JSON.stringify({ verifyCode: -11, callbackNeverSent: true }) });
+  expect(await set.json()).toMatchObject({ verifyCode: -11, callbackNeverSent: true });
+  const wrong = await fetch(`${strings.url}/__sim/faults`, { method: "POST", body: JSON.stringify({ callbackNeverSent: "yes" }) });
+  expect(wrong.status).toBe(400);
+  const unknown = await fetch(`${strings.url}/__sim/faults`, { method: "POST", body: JSON.stringify({ explode: true }) });
+  expect(unknown.status).toBe(400);
+  Object.assign(strings.faults, { verifyCode: null, callbackNeverSent: false });
+});
+
 test("codes as strings, as some of Zarinpal's own samples send them", async () => {
   const reply = await request(strings);
   expect(reply.json.data.code).toBe("100");

@@ -363,7 +363,14 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
       if (path === "/__sim/log") return Response.json(log);
       if (path === "/__sim/faults" && request.method === "POST") {
         const body = (await readBody(request)) ?? {};
-        for (const key of Object.keys(faults) as (keyof SimPayFaults)[]) if (key in body) (faults as unknown as Record<string, unknown>)[key] = body[key];
+        const current = faults as unknown as Record<string, unknown>;
+        for (const [key, value] of Object.entries(body)) {
+          // Only known faults, each with its own type (a code may also be cleared with null).
+          const known = Object.hasOwn(current, key);
+          const fits = typeof value === typeof current[key] || (value === null && key.endsWith("Code")) || (typeof value === "number" && key.endsWith("Code"));
+          if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
+        }
+        Object.assign(faults, body);
         return Response.json(faults);
       }
       return new Response("not found", { status: 404 });
