@@ -14,6 +14,9 @@
  *   node (SlotShares): `take` admits while inUse < granted and the grant is unexpired; requests
  *     already admitted keep their slot until they settle, whatever happens to the grant.
  *
+ * The steps rate permits share (tenure and quiet period, asks retried while a partition moves,
+ * waiters sharing one ask, bounded per-key state) are grant.ts's.
+ *
  * Invariant: Σ over nodes of slots in use ≤ concurrency_max, because inUse ≤ granted on each
  * node and Σ granted ≤ concurrency_max at the owner.
  *

@@ -1,8 +1,9 @@
 /**
- * Cluster-wide `rpm`, `tpm` and monthly spend cap, by permits, in the manner of capacity.ts: the
- * owner of a key's partition keeps the key's authoritative windows and spend; the other nodes
- * admit from permits it granted them, asking (one request/reply on `keyPermits(p)`) only when
- * their permits run out. Keys with none of these limits never ask and keep no state here.
+ * Cluster-wide `rpm`, `tpm` and monthly spend cap, by permits, on the grant protocol that slot
+ * shares use too (grant.ts): the owner of a key's partition keeps the key's authoritative
+ * windows and spend; the other nodes admit from permits it granted them, asking (one
+ * request/reply on `keyPermits(p)`) only when their permits run out. Keys with none of these
+ * limits never ask and keep no state here.
  *
  *   owner (PermitAllocator): per key, the requests and tokens windows of the last 60 s and, for a
  *     key with a cap, the month's spend (the database's sum at the first need in the owner's
