@@ -31,6 +31,7 @@ import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
+import { startPayments, type Payments } from "./payments/service.ts";
 
 
 /**
@@ -47,6 +48,8 @@ export interface Gateway {
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
+  /** Paid top-ups; null without ZARINPAL_MERCHANT_ID. */
+  payments: Payments | null;
   stop(): Promise<void>;
 }
 
@@ -151,6 +154,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       rateFetcher = fetcher;
     }
 
+    // The callback URL needs the listen address, known only once the server is up.
+    let origin = `http://${env.HOST}:${env.PORT}`;
+    const payments = startPayments(env, db, log, () => origin);
+    if (payments) cleanups.push(() => payments.stop());
+
     const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
     cleanups.push(() => memory.stop());
     const metrics = new Metrics({
@@ -166,12 +174,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyAdmissions: () => keyHost.admissionsByPath(),
       keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
+      topups: payments ? () => payments.topups.countsByState() : undefined,
     });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live });
     try {
       app.listen(listenOptions(env));
@@ -189,6 +198,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
+    origin = url;
     const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
     if (!(fetchesMax >= UPSTREAM_FETCHES_MIN)) {
       log("warn", "upstream_fetches_limited", {
@@ -197,7 +207,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       });
     }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, stop };
+    return { url, port, deps, keyHost, cluster, simulator, payments, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -37,7 +37,7 @@ import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { Logger } from "../../src/log.ts";
-import type { RateGate } from "./rates.ts";
+import type { RateGate } from "./gate.ts";
 import { RateWindows } from "./window.ts";
 
 /** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */

@@ -31,7 +31,7 @@ export function adminAuthorized(request: Request, adminToken: string): boolean {
 }
 
 const name = z.string().trim().min(1).max(200);
-const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+export const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
   try {
     return tomanToMicro(value);
   } catch (error) {
@@ -91,7 +91,7 @@ function limitsOf(body: z.infer<typeof keyLimitsBody>) {
   };
 }
 
-async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
+export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
   const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
   if (isFailure(raw)) return raw;
   const parsed = schema.safeParse(raw);
