@@ -319,20 +319,10 @@ export class Relay {
 }
 
 /**
- * Relays one admitted stream as the HTTP edge's SSE body: what Elysia's generator route returns.
- * A client that stops pulling (Elysia returns the generator) has left.
+ * A relayed stream as the HTTP edge's SSE body: what Elysia's generator route returns. A client
+ * that stops pulling (Elysia returns the generator) has left.
  */
-export function relayStream(
-  deps: EdgeDeps,
-  admission: Admission,
-  request: RelayRequest,
-  outcome: Extract<ChatOutcome, { kind: "stream" }>,
-  clientSignal: AbortSignal,
-): AsyncGenerator<Uint8Array> {
-  return sseBody(new Relay(deps, admission, request, outcome, clientSignal));
-}
-
-async function* sseBody(relay: Relay): AsyncGenerator<Uint8Array> {
+export async function* sseBody(relay: Relay): AsyncGenerator<Uint8Array> {
   try {
     for (let frames = await relay.take(); frames; frames = await relay.take()) {
       yield frames.length === 1 ? frames[0]!.bytes : concat(frames.map((f) => f.bytes));
