@@ -13,7 +13,7 @@ import { NatsBus } from "./bus/nats.ts";
 import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
-import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { ConfigError, loadConfig, natsSettings, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
@@ -57,7 +57,7 @@ export interface StartOptions {
 
 async function openBus(config: Config): Promise<Bus> {
   if (!config.env.NATS_URL) return new LocalBus();
-  return NatsBus.connect(config.env.NATS_URL, `darvaze-${process.pid}`);
+  return NatsBus.connect(natsSettings(config.env)!, `darvaze-${process.pid}`);
 }
 
 export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
