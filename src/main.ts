@@ -23,6 +23,7 @@ import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
+import { DeadLetterTally, deadLetterTotals, type DeadLetter } from "./ledger/deadletter.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
@@ -95,10 +96,23 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
-    let sink = ledgerSink(db);
+    const deadLetters = new DeadLetterTally();
+    const onDeadLetter = (letter: DeadLetter) => deadLetters.add(letter);
+    let sink = ledgerSink(db, {
+      onDeadLetter: (letter) => {
+        onDeadLetter(letter);
+        log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
+      },
+    });
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
-      const stream = await startUsageStream(bus.nc, db, env.DARVAZE_SUBJECT_PREFIX, subjects.usage, log);
+      const stream = await startUsageStream(bus.nc, db, {
+        prefix: env.DARVAZE_SUBJECT_PREFIX,
+        subject: subjects.usage,
+        deadSubject: subjects.usageDead,
+        log,
+        onDeadLetter,
+      });
       cleanups.push(() => stream.consumer.stop());
       sink = stream.sink;
       usageLogLag = () => stream.sink.lag();
@@ -161,6 +175,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyInFlight: () => keyHost.inFlightByClass(),
       holds: () => pendingHoldTotals(db),
       usageLogLag,
+      deadLetters: () => deadLetters.counts.values(),
+      deadLettersPending: () => deadLetterTotals(db),
       keyAdmissions: () => keyHost.admissionsByPath(),
       keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,

@@ -6,6 +6,7 @@
 import { Elysia } from "elysia";
 import { fail, type Failure } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
@@ -108,6 +109,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
     .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
+    .get("/admin/usage/dead-letters", asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)))
+    .post("/admin/usage/dead-letters/:id/replay", asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)), NO_PARSE)
     .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
 }
 

@@ -7,11 +7,14 @@
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
  *               past its deadline (beyond the sweeper's grace)
  *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
+ *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
+ *               transfers; none awaiting replay is also billed. The report lists how many await.
  *
  * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
+import { deadLetterTotals } from "./deadletter.ts";
 
 /** A pending hold this long past its deadline is a violation (the sweeper runs every 10 s). */
 export const AUDIT_DEADLINE_GRACE_S = 30;
@@ -26,6 +29,8 @@ export interface AuditCheck {
 export interface AuditReport {
   ok: boolean;
   checks: AuditCheck[];
+  /** Usage records dead-lettered and not replayed yet: not a violation, work for an operator. */
+  dead_letters: { awaiting_replay: number; written_off_micro: string };
 }
 
 const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
@@ -91,6 +96,19 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
         (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'write_off') t
       WHERE u.total <> t.total`,
   },
+  {
+    name: "dead letters' write-offs equal their transfers",
+    query: sql`
+      SELECT d.total::text AS dead_written_off, t.total::text AS dead_letter_transfers FROM
+        (SELECT coalesce(sum(written_off_micro), 0) AS total FROM usage_dead_letters WHERE status = 'dead') d,
+        (SELECT coalesce(sum(CASE kind WHEN 'dead_letter' THEN amount_micro ELSE -amount_micro END), 0) AS total
+         FROM ledger_transfers WHERE kind IN ('dead_letter', 'dead_letter_reversal')) t
+      WHERE d.total <> t.total`,
+  },
+  {
+    name: "no dead letter awaiting replay is billed too (replay it: that reverses its write-off)",
+    query: sql`SELECT d.id::text AS id, d.request_id FROM usage_dead_letters d JOIN usage_records u ON u.request_id = d.request_id WHERE d.status = 'dead'`,
+  },
 ];
 
 export async function auditLedger(db: Db): Promise<AuditReport> {
@@ -99,5 +117,10 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
     const rows = await db.rows<Record<string, unknown>>(check.query);
     checks.push({ name: check.name, ok: rows.length === 0, violations: rows.slice(0, AUDIT_VIOLATIONS_SHOWN_MAX) });
   }
-  return { ok: checks.every((c) => c.ok), checks };
+  const dead = await deadLetterTotals(db);
+  return {
+    ok: checks.every((c) => c.ok),
+    checks,
+    dead_letters: { awaiting_replay: dead.dead, written_off_micro: dead.writtenOffMicro.toString() },
+  };
 }
