@@ -17,7 +17,7 @@
  * transactions (about 2·log2 n for one bad record). The audit checks that the write-offs of dead
  * letters equal their transfers (audit.ts).
  */
-import { sql } from "drizzle-orm";
+import { sql, type SQL } from "drizzle-orm";
 import { txRows, type Db } from "../db/client.ts";
 import { encodeJson } from "../json.ts";
 import { postUsageBatch, postUsageInTx, usageRecordSchema, type BatchResult, type UsageRecord } from "./usage.ts";
@@ -204,12 +204,14 @@ export interface DeadLetterRow {
   record: string;
 }
 
+const isoText = (column: SQL) => sql`to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
 /** Dead letters, newest first; `status` narrows to dead (awaiting replay) or replayed ones. */
 export async function listDeadLetters(db: Db, options: { status?: "dead" | "replayed"; limit?: number } = {}): Promise<DeadLetterRow[]> {
   const limit = Math.min(options.limit ?? 100, DEAD_LETTERS_LISTED_MAX);
   return db.rows<DeadLetterRow>(sql`
     SELECT id::text AS id, request_id, account_id, hold_id, reason, sql_state, source, written_off_micro::text AS written_off_micro,
-      status, created_at::text AS created_at, replayed_at::text AS replayed_at, record
+      status, ${isoText(sql`created_at`)} AS created_at, ${isoText(sql`replayed_at`)} AS replayed_at, record
     FROM usage_dead_letters
     WHERE ${options.status ?? null}::text IS NULL OR status = ${options.status ?? null}::text
     ORDER BY id DESC LIMIT ${limit}`);
