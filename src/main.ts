@@ -18,6 +18,7 @@ import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import { drainHttp } from "./http/drain.ts";
+import { Health } from "./http/health.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
@@ -47,6 +48,8 @@ export interface Gateway {
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
+  /** /ready's checks; `draining` is set when stop() begins. */
+  health: Health;
   stop(): Promise<void>;
 }
 
@@ -186,7 +189,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live }).listen({
+    const health = new Health(deps);
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health }).listen({
       port: env.PORT,
       hostname: env.HOST,
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
@@ -209,8 +213,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
         fix: "start with BUN_CONFIG_MAX_HTTP_REQUESTS=16384 (bun run start does)",
       });
     }
+    // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
+    cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, stop };
+    return { url, port, deps, keyHost, cluster, simulator, health, stop };
   } catch (error) {
     await stop();
     throw error;

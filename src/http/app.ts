@@ -21,6 +21,7 @@ import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
+import { Health, readyResponse } from "./health.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -28,8 +29,9 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
+  const health = options.health ?? new Health(deps);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
   const modelReplies = () => {
@@ -90,6 +92,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       }),
     )
     .get("/health", () => new Response("ok"))
+    .get("/ready", () => readyResponse(health))
     .get(
       "/metrics",
       asAdmin(async () => {

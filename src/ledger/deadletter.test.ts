@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
-import { isPoison, sqlReason, sqlStateOf } from "./deadletter.ts";
+import { sqlStateOf } from "../db/client.ts";
+import { isPoison, sqlReason } from "./deadletter.ts";
 
 /** An error as drizzle throws it: "Failed query … params: …", the driver's error as its cause. */
 const drizzleError = (code: string, message: string) =>

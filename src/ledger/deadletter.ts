@@ -18,7 +18,7 @@
  * letters equal their transfers (audit.ts).
  */
 import { sql, type SQL } from "drizzle-orm";
-import { txRows, type Db } from "../db/client.ts";
+import { CAUSE_DEPTH_MAX, sqlStateOf, txRows, type Db } from "../db/client.ts";
 import { encodeJson } from "../json.ts";
 import { postUsageBatch, postUsageInTx, usageRecordSchema, type BatchResult, type UsageRecord } from "./usage.ts";
 
@@ -26,7 +26,6 @@ import { postUsageBatch, postUsageInTx, usageRecordSchema, type BatchResult, typ
 export const POISON_SQLSTATE_CLASSES = ["22", "23"] as const;
 export const DEAD_LETTER_REASON_CHARS_MAX = 500;
 export const DEAD_LETTERS_LISTED_MAX = 500;
-const CAUSE_DEPTH_MAX = 5;
 const INT64_MAX = 2n ** 63n - 1n;
 
 export type DeadLetterSource = "writer" | "consumer" | "deliveries";
@@ -40,15 +39,6 @@ export interface DeadLetter {
   writtenOffMicro: bigint;
   /** The record as stored (JSON text). */
   record: string;
-}
-
-/** The SQLSTATE of a database error, whichever the engine (drizzle wraps both drivers' errors in `cause`). */
-export function sqlStateOf(error: unknown): string | null {
-  let e = error as { code?: unknown; cause?: unknown } | undefined;
-  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
-    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
-  }
-  return null;
 }
 
 /** True for a refusal of the data itself; false for connection, serialization and every other error. */
