@@ -88,6 +88,23 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect(dead.json<{ requestId: string; source: string }>()).toMatchObject({ requestId: record.requestId, source: "deliveries" });
   }, 30_000);
 
+  it("a message that is not usage records is terminated and kept in the dead-letter stream", async () => {
+    const ack = await nc.jetstream().publish(subjects.usage, encodeJson({ not: "records" }));
+    const consumer = startConsumer(db);
+    const deadStream = deadLetterStreamName(prefix);
+    let found: { reason: string; seq: number } | null = null;
+    await until(async () => {
+      const last = await jsm.streams.getMessage(deadStream, { last_by_subj: subjects.usageDead }).catch(() => null);
+      const body = last?.json<{ reason?: string; seq?: number }>();
+      if (body?.seq === ack.seq) found = body as { reason: string; seq: number };
+      return found !== null;
+    });
+    await consumer.stop();
+    expect(found!.reason).toStartWith("not a batch of usage records");
+    const info = await jsm.consumers.info(stream, CONSUMER);
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
+  }, 30_000);
+
   it("a database outage (connection lost, serialization failure) is retried in place: no redelivery, no dead letter", async () => {
     const failures = [
       Object.assign(new Error("Failed query: INSERT …"), { cause: Object.assign(new Error("terminating connection"), { code: "08006" }) }),
