@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { connect, type NatsConnection, type Status } from "nats";
+import { connect, nkeys, type NatsConnection, type Status } from "nats";
 import { InternalClient } from "../src/internal/client.ts";
 import { connectNats } from "../src/bus/nats.ts";
 import { loadConfig, natsSettings } from "../src/config.ts";
@@ -14,7 +14,7 @@ import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, testEnv } from "./helpers.ts";
-import { NATS_SERVER_BIN, PASSWORDS, startShippedNats, type NatsServer } from "./natsServer.ts";
+import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startShippedNats, type NatsServer } from "./natsServer.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
 
@@ -192,5 +192,31 @@ suite("NATS with mutual TLS (the shipped file with verify: true)", () => {
       (e: Error) => e.message,
     );
     expect(refused).toMatch(/cannot connect to NATS/);
+  }, 30_000);
+});
+
+suite("NATS with an NKey or a token", () => {
+  test("a node authenticates with its NKey seed or token from the environment; a wrong one is refused", async () => {
+    const user = nkeys.createUser();
+    const seed = new TextDecoder().decode(user.getSeed());
+    const other = new TextDecoder().decode(nkeys.createUser().getSeed());
+    const byNkey = await startNatsWithAuthorization(`{ users: [ { nkey: ${user.getPublicKey()} } ] }`);
+    const byToken = await startNatsWithAuthorization(`{ token: "node-token-0123456789" }`);
+    try {
+      const connects = async (env: Record<string, string>) => {
+        const settings = natsSettings(loadConfig(testEnv(env)).env)!;
+        return connectNats(settings, "auth-check").then(
+          async (nc) => (await nc.close(), "connected"),
+          (e: Error) => e.message,
+        );
+      };
+      expect(await connects({ NATS_URL: byNkey.url, NATS_NKEY_SEED: seed })).toBe("connected");
+      expect(await connects({ NATS_URL: byNkey.url, NATS_NKEY_SEED: other })).toMatch(/Authorization Violation/i);
+      expect(await connects({ NATS_URL: byToken.url, NATS_TOKEN: "node-token-0123456789" })).toBe("connected");
+      expect(await connects({ NATS_URL: byToken.url, NATS_TOKEN: "wrong" })).toMatch(/Authorization Violation/i);
+    } finally {
+      await byNkey.stop();
+      await byToken.stop();
+    }
   }, 30_000);
 });

@@ -79,16 +79,25 @@ export async function startShippedNats(options: { verifyClients?: boolean } = {}
   }
   const config = join(dir, "nats.conf");
   writeFileSync(config, replaced);
-  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], {
-    env: {
-      PATH: process.env.PATH ?? "",
-      DARVAZE_NATS_GATEWAY_PASSWORD: PASSWORDS.gateway,
-      DARVAZE_NATS_BILLING_PASSWORD: PASSWORDS.billing,
-      DARVAZE_NATS_SUPPORT_PASSWORD: PASSWORDS.support,
-    },
-    stdout: "ignore",
-    stderr: "pipe",
+  const stop = await runNatsServer(config, httpPort, {
+    DARVAZE_NATS_GATEWAY_PASSWORD: PASSWORDS.gateway,
+    DARVAZE_NATS_BILLING_PASSWORD: PASSWORDS.billing,
+    DARVAZE_NATS_SUPPORT_PASSWORD: PASSWORDS.support,
   });
+  return {
+    port,
+    tls,
+    url: `tls://127.0.0.1:${port}`,
+    async stop() {
+      await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs nats-server on a configuration file until its monitoring port says healthy; resolves to its stop. */
+async function runNatsServer(config: string, httpPort: number, env: Record<string, string>): Promise<() => Promise<void>> {
+  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], { env: { PATH: process.env.PATH ?? "", ...env }, stdout: "ignore", stderr: "pipe" });
   const deadline = performance.now() + READY_MS_MAX;
   for (;;) {
     const health = await fetch(`http://127.0.0.1:${httpPort}/healthz`).catch(() => null);
@@ -99,13 +108,24 @@ export async function startShippedNats(options: { verifyClients?: boolean } = {}
     }
     await Bun.sleep(50);
   }
+  return async () => {
+    proc.kill();
+    await proc.exited;
+  };
+}
+
+/** A plain nats-server (no TLS) with the given `authorization { … }` block, for the other credential kinds. */
+export async function startNatsWithAuthorization(authorization: string): Promise<{ url: string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-auth-"));
+  const port = await freePort();
+  const httpPort = await freePort();
+  const config = join(dir, "nats.conf");
+  writeFileSync(config, `port: ${port}\nhttp_port: ${httpPort}\nauthorization ${authorization}\n`);
+  const stop = await runNatsServer(config, httpPort, {});
   return {
-    port,
-    tls,
-    url: `tls://127.0.0.1:${port}`,
+    url: `nats://127.0.0.1:${port}`,
     async stop() {
-      proc.kill();
-      await proc.exited;
+      await stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
