@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { migratedDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { usageRecord } from "../../test/usageRecords.ts";
-import { openDb, sqlStateOf, type Db } from "../db/client.ts";
-import { migrate } from "../db/migrate.ts";
+import { sqlStateOf, type Db } from "../db/client.ts";
 import { auditLedger } from "./audit.ts";
 import { deadLetterRecords, isPoison, postOrDeadLetter, replayDeadLetter, sqlReason } from "./deadletter.ts";
 import { openHold } from "./holds.ts";
@@ -33,17 +32,9 @@ test("a reason is the database's words, without the batch drizzle puts in its me
 
 describe("on a database", () => {
   let db: Db;
-  let drop: (() => Promise<void>) | undefined;
-  beforeAll(async () => {
-    const database = await freshDatabase();
-    drop = database?.drop;
-    db = await openDb({ databaseUrl: database?.url, dataFolder: null });
-    await migrate(db);
-  }, SETUP_MS_MAX);
-  afterAll(async () => {
-    await db?.close();
-    await drop?.();
-  }, SETUP_MS_MAX);
+  let close: (() => Promise<void>) | undefined;
+  beforeAll(async () => ({ db, close } = await migratedDb()), SETUP_MS_MAX);
+  afterAll(async () => close?.(), SETUP_MS_MAX);
 
   test("a dead-lettered record is not billed by a redelivery, only by its replay, once", async () => {
     const account = await createAccount(db, "dead letters");
