@@ -114,18 +114,30 @@ async function runNatsServer(config: string, httpPort: number, env: Record<strin
   };
 }
 
-/** A plain nats-server (no TLS) with the given `authorization { … }` block, for the other credential kinds. */
-export async function startNatsWithAuthorization(authorization: string): Promise<{ url: string; stop(): Promise<void> }> {
+/**
+ * A plain nats-server (no TLS, JetStream on) with the given `authorization { … }` block, for the
+ * other credential kinds; `restart()` kills it and starts it again on the same port and store.
+ */
+export async function startNatsWithAuthorization(authorization: string): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void>; restart(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-auth-"));
   const port = await freePort();
   const httpPort = await freePort();
   const config = join(dir, "nats.conf");
-  writeFileSync(config, `port: ${port}\nhttp_port: ${httpPort}\nauthorization ${authorization}\n`);
-  const stop = await runNatsServer(config, httpPort, {});
+  writeFileSync(config, `port: ${port}\nhttp_port: ${httpPort}\njetstream { store_dir: "${join(dir, "jetstream")}" }\nauthorization ${authorization}\n`);
+  let stop: (() => Promise<void>) | null = await runNatsServer(config, httpPort, {});
+  const kill = async () => {
+    await stop?.();
+    stop = null;
+  };
   return {
     url: `nats://127.0.0.1:${port}`,
+    kill,
+    async restart() {
+      await kill();
+      stop = await runNatsServer(config, httpPort, {});
+    },
     async stop() {
-      await stop();
+      await kill();
       rmSync(dir, { recursive: true, force: true });
     },
   };
