@@ -199,7 +199,7 @@ export class UsageConsumer {
         this.messages = messages;
         // Each message is already one node's group-committed batch: post it as it comes.
         for await (const message of messages) {
-          const parsed = usageRecordSchema.array().safeParse(message.json());
+          const parsed = usageRecordSchema.array().safeParse(jsonOrUndefined(message));
           if (!parsed.success) {
             // Not records at all (no request id to file it under): kept in the dead-letter stream only.
             const reason = `not a batch of usage records: ${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message}`;
@@ -263,6 +263,14 @@ export class UsageConsumer {
     this.stopped = true;
     this.messages?.stop();
     await this.loop?.catch(() => {});
+  }
+}
+
+function jsonOrUndefined(message: JsMsg): unknown {
+  try {
+    return message.json();
+  } catch {
+    return undefined; // not JSON: refused by the schema like any other non-batch
   }
 }
 
