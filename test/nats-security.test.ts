@@ -14,7 +14,7 @@ import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv } from "./helpers.ts";
-import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startShippedNats, type NatsServer } from "./natsServer.ts";
+import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startNatsWithOperator, startShippedNats, type NatsServer } from "./natsServer.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
 
@@ -200,6 +200,23 @@ suite("NATS with mutual TLS (the shipped file with verify: true)", () => {
       (e: Error) => e.message,
     );
     expect(refused).toMatch(/cannot connect to NATS/);
+  }, 30_000);
+});
+
+suite("NATS in operator mode, with a .creds file", () => {
+  test("a node connects with its creds file; one signed by an unknown account is refused", async () => {
+    const nats = await startNatsWithOperator();
+    try {
+      const connects = async (file: string) =>
+        connectNats(natsSettings(loadConfig(testEnv({ NATS_URL: nats.url, NATS_CREDS_FILE: file })).env)!, "creds-check").then(
+          async (nc) => (await nc.close(), "connected"),
+          (e: Error) => e.message,
+        );
+      expect(await connects(nats.credsFile)).toBe("connected");
+      expect(await connects(nats.strangerCredsFile)).toMatch(/Authorization Violation/i);
+    } finally {
+      await nats.stop();
+    }
   }, 30_000);
 });
 

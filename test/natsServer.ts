@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { nkeys } from "nats";
 
 export const NATS_SERVER_BIN = process.env.NATS_SERVER_BIN ?? "/usr/sbin/nats-server";
 export const SHIPPED_CONFIG = join(import.meta.dir, "..", "docs", "nats", "darvaze.conf");
@@ -138,6 +139,55 @@ export async function startNatsWithAuthorization(authorization: string): Promise
     },
     async stop() {
       await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+type Signer = ReturnType<typeof nkeys.createOperator>;
+
+/** A NATS JWT (header.claims.signature, ed25519 by an NKey), as `nsc` writes them. */
+function natsJwt(signer: Signer, claims: Record<string, unknown>): string {
+  const b64 = (data: Uint8Array | string) => Buffer.from(data).toString("base64url");
+  const header = b64(JSON.stringify({ typ: "JWT", alg: "ed25519-nkey" }));
+  const body = b64(JSON.stringify({ jti: crypto.randomUUID().replaceAll("-", "").toUpperCase(), iat: Math.floor(Date.now() / 1000), iss: signer.getPublicKey(), ...claims }));
+  return `${header}.${body}.${b64(signer.sign(new TextEncoder().encode(`${header}.${body}`)))}`;
+}
+
+/** A `.creds` file: a user's JWT signed by `account`, and the user's seed. */
+function credsFile(path: string, account: Signer): string {
+  const user = nkeys.createUser();
+  const userJwt = natsJwt(account, { name: "node", sub: user.getPublicKey(), nats: { pub: {}, sub: {}, subs: -1, data: -1, payload: -1, type: "user", version: 2 } });
+  const seed = new TextDecoder().decode(user.getSeed());
+  writeFileSync(path, `-----BEGIN NATS USER JWT-----\n${userJwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`);
+  return path;
+}
+
+/**
+ * nats-server in operator mode (JWTs, a memory resolver): one account, a `.creds` file of a user
+ * of it, and one of a user signed by an account the server does not know.
+ */
+export async function startNatsWithOperator(): Promise<{ url: string; credsFile: string; strangerCredsFile: string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-jwt-"));
+  const port = await freePort();
+  const httpPort = await freePort();
+  const operator = nkeys.createOperator();
+  const account = nkeys.createAccount();
+  const operatorJwt = natsJwt(operator, { name: "darvaze-test", sub: operator.getPublicKey(), nats: { type: "operator", version: 2 } });
+  const limits = { subs: -1, data: -1, payload: -1, imports: -1, exports: -1, wildcards: true, conn: -1, leaf: -1 };
+  const accountJwt = natsJwt(operator, { name: "GATEWAY", sub: account.getPublicKey(), nats: { limits, type: "account", version: 2 } });
+  const config = join(dir, "nats.conf");
+  writeFileSync(
+    config,
+    `port: ${port}\nhttp_port: ${httpPort}\noperator: ${operatorJwt}\nresolver: MEMORY\nresolver_preload: { ${account.getPublicKey()}: ${accountJwt} }\n`,
+  );
+  const stop = await runNatsServer(config, httpPort, {});
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    credsFile: credsFile(join(dir, "node.creds"), account),
+    strangerCredsFile: credsFile(join(dir, "stranger.creds"), nkeys.createAccount()),
+    async stop() {
+      await stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
