@@ -248,7 +248,6 @@ export class UsageConsumer {
 
   private deadLettered(letter: DeadLetter): void {
     this.dead.onDeadLetter?.(letter);
-    this.log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
     this.publishDead(letter, `dead:${letter.requestId}`);
   }
 
