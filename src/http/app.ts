@@ -6,6 +6,7 @@
 import { Elysia } from "elysia";
 import { fail, type Failure } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
@@ -24,6 +25,7 @@ import { liveRoutes } from "./live/route.ts";
 import { TopupsAdmin } from "./admin/topups.ts";
 import { paymentCallback, resultPage } from "./pay/route.ts";
 import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
+import { Health, readyResponse } from "./health.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -31,9 +33,10 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
   const topups = new TopupsAdmin(deps);
+  const health = options.health ?? new Health(deps);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
   const modelReplies = () => {
@@ -97,6 +100,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     // The customer's browser, back from the payment provider: no key, and never a payment by itself.
     .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
     .get(RESULT_PATH, ({ request }) => resultPage(request))
+    .get("/ready", () => readyResponse(health))
     .get(
       "/metrics",
       asAdmin(async () => {
@@ -122,6 +126,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .get("/admin/topups/:id", asAdmin((_, params, id) => topups.show(params.id!, id)))
     .post("/admin/topups/:id/complete", asAdmin((request, params, id) => topups.review(request, params.id!, "complete", id)), NO_PARSE)
     .post("/admin/topups/:id/reject", asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)), NO_PARSE)
+    .get("/admin/usage/dead-letters", asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)))
+    .post("/admin/usage/dead-letters/:id/replay", asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)), NO_PARSE)
     .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
 }
 
