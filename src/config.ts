@@ -59,6 +59,22 @@ export const envSchema = z.object({
   GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
   /** How long a generated image stays downloadable at its /v1/media URL. */
   MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
+  /** How the account area sends sign-in codes: `kavenegar`, `log` (development: codes in the log), `none`. */
+  SMS_SENDER: z.enum(["none", "log", "kavenegar"]).default("none"),
+  KAVENEGAR_API_KEY: z.string().min(1).optional(),
+  /** The verify/lookup template registered with Kavenegar; its `%token` is the code. */
+  KAVENEGAR_TEMPLATE: z.string().min(1).default("darvaze-otp"),
+  KAVENEGAR_URL: z.string().url().default("https://api.kavenegar.com"),
+  /** Keys the sign-in codes' HMAC and the CSRF tokens; unset: derived from KEY_PEPPER. */
+  CONSOLE_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** An account-area session ends after this long unused… */
+  CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600),
+  /** …and this long after sign-in in any case. */
+  CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600),
+}).superRefine((env, ctx) => {
+  if (env.SMS_SENDER === "kavenegar" && !env.KAVENEGAR_API_KEY) {
+    ctx.addIssue({ code: "custom", path: ["KAVENEGAR_API_KEY"], message: "is required when SMS_SENDER=kavenegar" });
+  }
 });
 
 export type Env = z.infer<typeof envSchema>;

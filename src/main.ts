@@ -17,9 +17,12 @@ import { ConfigError, loadConfig, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
+import { createConsole, type Console } from "./console/index.ts";
+import type { ConsoleTopUps } from "./console/topups.ts";
 import { drainHttp } from "./http/drain.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
+import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
@@ -43,6 +46,8 @@ export interface Gateway {
   port: number;
   deps: EdgeDeps;
   keyHost: KeyActorHost;
+  /** The account area's sessions, codes and top-ups. */
+  console: Console;
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
@@ -53,6 +58,8 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
+  /** Top-ups through a payment provider for the account area; default: the ledger's history only. */
+  topUps?: (deps: EdgeDeps) => ConsoleTopUps;
 }
 
 async function openBus(config: Config): Promise<Bus> {
@@ -95,6 +102,12 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
+    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
+    const lastUseFlush = setInterval(flushLastUse, LAST_USE_FLUSH_MS);
+    cleanups.push(async () => {
+      clearInterval(lastUseFlush);
+      await flushLastUse();
+    });
     let sink = ledgerSink(db);
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
@@ -170,7 +183,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live }).listen({
+    const area = createConsole(env, db, log, { topUps: options.topUps?.(deps) });
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, console: area }).listen({
       port: env.PORT,
       hostname: env.HOST,
       // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
@@ -194,7 +208,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       });
     }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, stop };
+    return { url, port, deps, keyHost, console: area, cluster, simulator, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -20,6 +20,8 @@ import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
+import type { Console } from "../console/index.ts";
+import { consoleRoutes } from "./console/route.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -27,7 +29,7 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; console?: Console } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
@@ -108,7 +110,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
     .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
-    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
+    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia())
+    .use(options.console ? consoleRoutes(deps, options.console) : new Elysia());
 }
 
 export type App = ReturnType<typeof createApp>;
