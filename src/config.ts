@@ -71,9 +71,41 @@ export const envSchema = z.object({
   CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600),
   /** …and this long after sign-in in any case. */
   CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600),
+  /** Zarinpal's 36-character merchant id; unset: payments are off (operators top up by hand). */
+  ZARINPAL_MERCHANT_ID: z
+    .string()
+    .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "must be Zarinpal's 36-character merchant id (UUID format)")
+    .optional(),
+  /** https://payment.zarinpal.com (production), https://sandbox.zarinpal.com, or a simulator (`bun run sim:pay`). */
+  ZARINPAL_BASE_URL: z.string().url().default("https://payment.zarinpal.com"),
+  /** The origin the payment provider sends customers back to (…/pay/zarinpal/callback); default PUBLIC_URL, else the listen address. */
+  PAYMENT_CALLBACK_BASE: z.string().url().optional(),
+  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`; default the built-in /pay/result page. */
+  PAYMENT_RETURN_URL: z.string().url().optional(),
+  /** Bounds on one top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman). */
+  TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000),
+  TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000),
+  /** A top-up not paid within this is expired by the reconciler. */
+  TOPUP_TTL_MS: intFromEnv(30 * 60_000, 1_000, 24 * 3_600_000),
+  /** Each call to the payment provider gets this long. */
+  PAYMENT_TIMEOUT_MS: intFromEnv(10_000, 100, 120_000),
+  /** How long one verify may hold a top-up; must exceed PAYMENT_TIMEOUT_MS. */
+  PAYMENT_VERIFY_CLAIM_MS: intFromEnv(60_000, 200, 3_600_000),
+  /** A waiting top-up with no news this long is asked about by the reconciler. */
+  PAYMENT_STALE_MS: intFromEnv(2 * 60_000, 0, 24 * 3_600_000),
+  /** How often the reconciler runs (0: only on demand). */
+  RECONCILE_INTERVAL_MS: intFromEnv(3 * 60_000, 0, 24 * 3_600_000),
+  /** Crash tests only: the process dies abruptly at this named point. */
+  DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional(),
 }).superRefine((env, ctx) => {
   if (env.SMS_SENDER === "kavenegar" && !env.KAVENEGAR_API_KEY) {
     ctx.addIssue({ code: "custom", path: ["KAVENEGAR_API_KEY"], message: "is required when SMS_SENDER=kavenegar" });
+  }
+  if (env.TOPUP_TOMAN_MAX < env.TOPUP_TOMAN_MIN) {
+    ctx.addIssue({ code: "custom", path: ["TOPUP_TOMAN_MAX"], message: `must be at least TOPUP_TOMAN_MIN (${env.TOPUP_TOMAN_MIN})` });
+  }
+  if (env.PAYMENT_VERIFY_CLAIM_MS <= env.PAYMENT_TIMEOUT_MS) {
+    ctx.addIssue({ code: "custom", path: ["PAYMENT_VERIFY_CLAIM_MS"], message: `must exceed PAYMENT_TIMEOUT_MS (${env.PAYMENT_TIMEOUT_MS}), so one verify ends before another may start` });
   }
 });
 

@@ -18,7 +18,7 @@ import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import { createConsole, type Console } from "./console/index.ts";
-import type { ConsoleTopUps } from "./console/topups.ts";
+import { paymentTopUps } from "./console/topups.ts";
 import { drainHttp } from "./http/drain.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
@@ -33,6 +33,7 @@ import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
+import { startPayments, type Payments } from "./payments/service.ts";
 
 
 /**
@@ -51,6 +52,8 @@ export interface Gateway {
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
+  /** Paid top-ups; null without ZARINPAL_MERCHANT_ID. */
+  payments: Payments | null;
   stop(): Promise<void>;
 }
 
@@ -58,8 +61,6 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
-  /** Top-ups through a payment provider for the account area; default: the ledger's history only. */
-  topUps?: (deps: EdgeDeps) => ConsoleTopUps;
 }
 
 async function openBus(config: Config): Promise<Bus> {
@@ -162,6 +163,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       rateFetcher = fetcher;
     }
 
+    // The callback URL needs the listen address, known only once the server is up.
+    let origin = `http://${env.HOST}:${env.PORT}`;
+    const payments = startPayments(env, db, log, () => origin);
+    if (payments) cleanups.push(() => payments.stop());
+
     const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
     cleanups.push(() => memory.stop());
     const metrics = new Metrics({
@@ -177,13 +183,14 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyAdmissions: () => keyHost.admissionsByPath(),
       keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
+      topups: payments ? () => payments.topups.countsByState() : undefined,
     });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const area = createConsole(env, db, log, { topUps: options.topUps?.(deps) });
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
+    const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, console: area }).listen({
       port: env.PORT,
       hostname: env.HOST,
@@ -200,6 +207,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
+    origin = url;
     const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
     if (!(fetchesMax >= UPSTREAM_FETCHES_MIN)) {
       log("warn", "upstream_fetches_limited", {
@@ -208,7 +216,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       });
     }
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, console: area, cluster, simulator, stop };
+    return { url, port, deps, keyHost, console: area, cluster, simulator, payments, stop };
   } catch (error) {
     await stop();
     throw error;

@@ -4,15 +4,16 @@
  * provider again about a pending one ("check status"). Every call is scoped to the signed-in
  * account: another account's top-up id is "not found", never shown.
  *
- * Until a provider is configured, `ledgerTopUps` stands in: it lists the wallet's credits from
+ * `paymentTopUps` adapts src/payments (Zarinpal). Until a provider is configured, `ledgerTopUps` stands in: it lists the wallet's credits from
  * the ledger (operator top-ups) and refuses to start a payment with a 503 saying why.
  */
 import { and, desc, eq } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { ledgerTransfers } from "../db/schema.ts";
-import { fail, type Failure } from "../errors.ts";
+import { ledgerTransfers, TOPUP_STATES } from "../db/schema.ts";
+import { fail, isFailure, type Failure } from "../errors.ts";
+import { reconcileOne } from "../payments/reconciler.ts";
+import type { Topup, Topups } from "../payments/topups.ts";
 
-export const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"] as const;
 export type TopUpState = (typeof TOPUP_STATES)[number];
 /** States the customer may ask the provider about again. */
 export const TOPUP_PENDING_STATES: readonly TopUpState[] = ["created", "redirected", "verifying"];
@@ -73,3 +74,51 @@ export function ledgerTopUps(db: Db): ConsoleTopUps {
   };
 }
 
+
+function paidView(row: Topup): TopUpView {
+  return {
+    id: row.id,
+    amountMicro: row.amountMicro,
+    state: TOPUP_STATES.includes(row.state as TopUpState) ? (row.state as TopUpState) : "needs_review",
+    refId: row.refId,
+    reason: row.reason,
+    createdAt: row.createdAt,
+    verifiedAt: row.verifiedAt,
+  };
+}
+
+/**
+ * Top-ups through the configured payment provider. "Check status" asks the provider the way the
+ * reconciler does (an inquiry, and a settle only when it says paid), so checking a payment the
+ * customer has not finished never fails it.
+ */
+export function paymentTopUps(topups: Topups): ConsoleTopUps {
+  const owned = async (accountId: string, id: string) => {
+    const row = await topups.get(id);
+    return row && row.accountId === accountId ? row : null;
+  };
+  return {
+    available: true,
+    async start(accountId, amountMicro) {
+      const started = await topups.start(accountId, amountMicro);
+      if (isFailure(started)) return started;
+      return { id: started.topup.id, paymentUrl: started.redirectUrl };
+    },
+    async list(accountId, limit) {
+      return (await topups.list({ accountId, limit: Math.min(limit, TOPUP_LIST_MAX) })).map(paidView);
+    },
+    async get(accountId, id) {
+      const row = await owned(accountId, id);
+      return row ? paidView(row) : null;
+    },
+    async check(accountId, id) {
+      const row = await owned(accountId, id);
+      if (!row) return fail("not_found", `No top-up ${id}.`);
+      if (TOPUP_PENDING_STATES.includes(row.state as TopUpState)) {
+        const report = { unverified_listed: 0, inquired: 0, settled: 0, verified: 0, expired: 0, reversed: 0, needs_review: 0, unanswered: 0 };
+        await reconcileOne(topups, row, report, () => {});
+      }
+      return paidView((await topups.get(id)) ?? row);
+    },
+  };
+}

@@ -20,6 +20,7 @@ import {
   text,
   jsonb,
   timestamp,
+  uniqueIndex,
 } from "drizzle-orm/pg-core";
 
 const micro = (name: string) => bigint(name, { mode: "bigint" });
@@ -266,6 +267,53 @@ export const keyPartitions = pgTable(
     acquiredAt: timestamp("acquired_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [check("key_partitions_fence_non_negative", sql`${t.fenceToken} >= 0`)],
+);
+
+/**
+ * Wallet top-ups paid through a payment provider (src/payments/topups.ts). A row is created
+ * before the provider is asked, so its id travels as the order id; the wallet is credited only
+ * in the transaction that moves it to `verified`, through the ledger reference `topup:pay:<id>`.
+ * `claim_until` is the deadline of the one verify in flight; `attempts` fences a stale claim.
+ */
+export const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"] as const;
+
+export const topups = pgTable(
+  "topups",
+  {
+    id: text("id").primaryKey(),
+    /** The account recorded when the top-up was requested: the only one it can ever credit. */
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    provider: text("provider").notNull(),
+    /** The requested amount: what is credited (the provider's fee is recorded, never deducted). */
+    amountMicro: micro("amount_micro").notNull(),
+    state: text("state").notNull(),
+    authority: text("authority").unique(),
+    refId: text("ref_id"),
+    /** As the provider masks it (`502229******5995`). */
+    cardPan: text("card_pan"),
+    cardHash: text("card_hash"),
+    feeMicro: micro("fee_micro"),
+    /** Why the top-up is where it is, in words, when that is not plain success. */
+    reason: text("reason"),
+    /** The provider's replies, newest last, each cut to a bounded size. */
+    replies: jsonb("replies").notNull().default(sql`'[]'::jsonb`),
+    attempts: integer("attempts").notNull().default(0),
+    claimUntil: timestamp("claim_until", { withTimezone: true }),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    verifiedAt: timestamp("verified_at", { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("topups_amount_positive", sql`${t.amountMicro} > 0`),
+    check("topups_fee_non_negative", sql`${t.feeMicro} IS NULL OR ${t.feeMicro} >= 0`),
+    check("topups_state", sql`${t.state} IN ('created', 'redirected', 'verifying', 'verified', 'failed', 'expired', 'needs_review', 'reversed')`),
+    uniqueIndex("topups_provider_ref_idx").on(t.provider, t.refId),
+    index("topups_state_idx").on(t.state, t.updatedAt),
+    index("topups_account_idx").on(t.accountId, t.createdAt),
+  ],
 );
 
 /**

@@ -22,6 +22,9 @@ import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
 import type { Console } from "../console/index.ts";
 import { consoleRoutes } from "./console/route.ts";
+import { TopupsAdmin } from "./admin/topups.ts";
+import { paymentCallback, resultPage } from "./pay/route.ts";
+import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -31,6 +34,7 @@ function prepared(body: string, requestId: string): Response {
 
 export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; console?: Console } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
+  const topups = new TopupsAdmin(deps);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
   const modelReplies = () => {
@@ -91,6 +95,9 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       }),
     )
     .get("/health", () => new Response("ok"))
+    // The customer's browser, back from the payment provider: no key, and never a payment by itself.
+    .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
+    .get(RESULT_PATH, ({ request }) => resultPage(request))
     .get(
       "/metrics",
       asAdmin(async () => {
@@ -110,6 +117,12 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
     .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
+    .post("/admin/topups", asAdmin((request, _, id) => topups.start(request, id)), NO_PARSE)
+    .get("/admin/topups", asAdmin((request, _, id) => topups.list(request, id)))
+    .post("/admin/topups/reconcile", asAdmin((_, __, id) => topups.reconcile(id)))
+    .get("/admin/topups/:id", asAdmin((_, params, id) => topups.show(params.id!, id)))
+    .post("/admin/topups/:id/complete", asAdmin((request, params, id) => topups.review(request, params.id!, "complete", id)), NO_PARSE)
+    .post("/admin/topups/:id/reject", asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)), NO_PARSE)
     .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia())
     .use(options.console ? consoleRoutes(deps, options.console) : new Elysia());
 }

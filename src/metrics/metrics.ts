@@ -59,6 +59,8 @@ export interface MetricSources {
   keyRateAdmissions?: () => Record<string, number>;
   /** Key partitions this node owns (cluster only). */
   partitionsOwned?: () => number;
+  /** Paid top-ups per state, every node's, read from the database at scrape time. */
+  topups?: () => Promise<Record<string, number>>;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
   memoryGuard?: () => { collections: number; pauseMsTotal: number };
 }
@@ -223,6 +225,19 @@ export class Metrics {
       registers,
       collect() {
         if (sources.leases) this.set(Number(sources.leases().heldMicro));
+      },
+    });
+    const topups = sources.topups;
+    new Gauge({
+      name: "darvaze_topups",
+      help: "Paid top-ups by state (created, redirected, verifying, verified, failed, expired, needs_review, reversed), every node's.",
+      labelNames: ["state"],
+      registers,
+      async collect() {
+        const counts = await topups?.().catch(() => null);
+        if (!counts) return;
+        this.reset();
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
       },
     });
     new Gauge({
