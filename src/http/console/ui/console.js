@@ -79,7 +79,8 @@
   function showError(box, error) { box.textContent = t("errors.generic", { message: error.message }); }
   function field(label, input) { return h("label", {}, label, input); }
   function table(caption, heads, rows, id) {
-    return h("div", { class: "table-wrap" }, h("table", { id },
+    // Focusable and named: a table wider than a phone screen scrolls, and keyboards must reach it.
+    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id },
       h("caption", { class: "sr-only" }, caption),
       h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
       h("tbody", {}, rows)));
@@ -184,7 +185,8 @@
     const list = await api("GET", "/console/api/topups");
     const err = errorBox("topup-error");
     root.append(h("h1", {}, t("wallet.title")));
-    const returned = hashParams().get("topup");
+    // Back from the payment page: PAYMENT_RETURN_URL=<origin>/console/#/wallet adds ?topup=…&outcome=….
+    const returned = hashParams().get("topup") || new URLSearchParams(location.search).get("topup");
     if (returned) {
       const found = list.data.find((x) => x.id === returned);
       if (found) root.append(h("p", { id: "topup-outcome", role: "status", class: found.state === "verified" ? "ok" : "warn" }, t("wallet.returned", { state: t(`states.${found.state}`) })));
