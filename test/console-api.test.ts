@@ -8,18 +8,30 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, OTP_TRIES_MAX } from "../src/console/otp.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
+import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 const SMS_KEY = "sim-kavenegar-key";
 const TEMPLATE = "darvaze-otp";
+const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
 
 let sms: SmsSimulator;
+let zarinpal: ZarinpalSim;
 let t: TestGateway;
 let origin: string;
 
 beforeAll(async () => {
   sms = await startSmsSimulator({ apiKey: SMS_KEY, template: TEMPLATE });
-  t = await startTestGateway({ SMS_SENDER: "kavenegar", KAVENEGAR_API_KEY: SMS_KEY, KAVENEGAR_TEMPLATE: TEMPLATE, KAVENEGAR_URL: sms.url });
+  zarinpal = await startZarinpalSim({ merchantIds: [MERCHANT] });
+  t = await startTestGateway({
+    SMS_SENDER: "kavenegar",
+    KAVENEGAR_API_KEY: SMS_KEY,
+    KAVENEGAR_TEMPLATE: TEMPLATE,
+    KAVENEGAR_URL: sms.url,
+    ZARINPAL_MERCHANT_ID: MERCHANT,
+    ZARINPAL_BASE_URL: zarinpal.url,
+    RECONCILE_INTERVAL_MS: "0",
+  });
   origin = new URL(t.url).origin;
 }, SETUP_MS_MAX);
 
@@ -84,10 +96,32 @@ describe("console API", () => {
     expect(session.body.account_id).toBe(signed.body.account_id);
     // The same code again: used up.
     expect((await call(null, "POST", "/console/api/sign-in", { phone: "09120000001", code })).body.error.code).toBe("code_expired");
-    // Signing in again makes a new session id and ends the old one.
-    await Bun.sleep(0);
-    const again = await signIn("09120000001").catch(() => null);
-    expect(again).toBeNull(); // resend limited: asked less than a minute ago
+    // Signing in again from this browser makes a new session and ends the one it came with.
+    const oldCookie = b.cookie;
+    await call(b, "POST", "/console/api/otp", { phone: "09120000011" });
+    const again = await call(b, "POST", "/console/api/sign-in", { phone: "09120000011", code: sms.lastCode("09120000011") });
+    expect(again.body.session_id).not.toBe(signed.body.session_id);
+    expect(b.cookie).not.toBe(oldCookie);
+    expect((await call({ cookie: oldCookie, csrf: null }, "GET", "/console/api/session")).status).toBe(401);
+  });
+
+  test("top-up through Zarinpal: the payment page, then check status of a payment whose customer never came back", async () => {
+    const b = await signIn("09120000012");
+    const started = await call(b, "POST", "/console/api/topups", { amount_toman: 50_000 });
+    expect(started.status).toBe(201);
+    expect(started.body.payment_url).toStartWith(`${zarinpal.url}/pg/StartPay/`);
+    const pending = await call(b, "GET", `/console/api/topups/${started.body.id}`);
+    expect(pending.body).toMatchObject({ state: "redirected", pending: true, ref_id: null, amount_micro_toman: "50000000000" });
+    // The customer pays and closes the tab: no callback ever arrives.
+    const bank = await fetch(`${started.body.payment_url}/pay-silently`, { method: "POST", redirect: "manual" });
+    expect(bank.status).toBeLessThan(500);
+    const checked = await call(b, "POST", `/console/api/topups/${started.body.id}/check`);
+    expect(checked.body).toMatchObject({ state: "verified", pending: false });
+    expect(checked.body.ref_id).toMatch(/^\d+$/);
+    expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
+    // Checking again credits nothing more.
+    await call(b, "POST", `/console/api/topups/${started.body.id}/check`);
+    expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
   });
 
   test("refusals: no session, cross-site (another port too), missing CSRF token", async () => {
@@ -140,10 +174,11 @@ describe("console API", () => {
     const other = await signIn("09120000005");
     expect((await call(other, "DELETE", `/console/api/keys/${created.body.id}`)).status).toBe(404);
     expect((await call(other, "GET", `/console/api/usage?key=${created.body.id}`)).body.data).toHaveLength(0);
-    const topups = await call(b, "GET", "/console/api/topups");
-    expect(topups.body.data).toHaveLength(1);
-    expect((await call(other, "GET", `/console/api/topups/${topups.body.data[0].id}`)).status).toBe(404);
-    expect((await call(other, "POST", `/console/api/topups/${topups.body.data[0].id}/check`)).status).toBe(404);
+    const mine = await call(b, "POST", "/console/api/topups", { amount_toman: 20_000 });
+    expect((await call(b, "GET", "/console/api/topups")).body.data.map((x: any) => x.id)).toEqual([mine.body.id]);
+    expect((await call(other, "GET", "/console/api/topups")).body.data).toEqual([]);
+    expect((await call(other, "GET", `/console/api/topups/${mine.body.id}`)).status).toBe(404);
+    expect((await call(other, "POST", `/console/api/topups/${mine.body.id}/check`)).status).toBe(404);
 
     const soon = await call(b, "POST", "/console/api/keys", { name: "brief", expires_at: new Date(Date.now() + 1_500).toISOString() });
     expect(soon.status).toBe(201);

@@ -60,6 +60,8 @@ export interface CodeSent {
   resendInS: number;
 }
 
+/** A time as a SQL parameter both drivers accept (postgres.js refuses Date objects in raw SQL). */
+const at = (ms: number) => sql`${new Date(ms).toISOString()}::timestamptz`;
 const ceilS = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
 export class OtpService {
@@ -78,12 +80,12 @@ export class OtpService {
     const refused = await this.db.orm.transaction(async (tx) => {
       await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-address:${clientAddress}`}))`);
       await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-phone:${phone}`}))`);
-      const hourAgo = new Date(now - HOUR_MS);
+      const hourAgo = at(now - HOUR_MS);
       const [byPhone] = await txRows<{ sends: number; newest: string | Date | null; wrong: number }>(tx, sql`
         SELECT count(*) FILTER (WHERE created_at > ${hourAgo})::int AS sends,
                max(created_at) AS newest,
                coalesce(sum(tries), 0)::int AS wrong
-        FROM otp_codes WHERE phone = ${phone} AND created_at > ${new Date(now - DAY_MS)}`);
+        FROM otp_codes WHERE phone = ${phone} AND created_at > ${at(now - DAY_MS)}`);
       const [byAddress] = await txRows<{ sends: number }>(tx, sql`
         SELECT count(*)::int AS sends FROM otp_codes WHERE client_address = ${clientAddress} AND created_at > ${hourAgo}`);
       const newestMs = byPhone?.newest ? new Date(byPhone.newest).getTime() : null;
@@ -100,7 +102,7 @@ export class OtpService {
       }
       await tx.execute(sql`
         INSERT INTO otp_codes (id, phone, code_hash, client_address, expires_at, created_at)
-        VALUES (${newId("otp")}, ${phone}, ${codeHash(this.options.secret, phone, code)}, ${clientAddress}, ${new Date(now + OTP_TTL_MS)}, ${new Date(now)})`);
+        VALUES (${newId("otp")}, ${phone}, ${codeHash(this.options.secret, phone, code)}, ${clientAddress}, ${at(now + OTP_TTL_MS)}, ${at(now)})`);
       return null;
     });
     if (refused) return refused;
@@ -118,12 +120,12 @@ export class OtpService {
     }
     const now = new Date(this.now());
     const [day] = await this.db.rows<{ wrong: number }>(sql`
-      SELECT coalesce(sum(tries), 0)::int AS wrong FROM otp_codes WHERE phone = ${phone} AND created_at > ${new Date(now.getTime() - DAY_MS)}`);
+      SELECT coalesce(sum(tries), 0)::int AS wrong FROM otp_codes WHERE phone = ${phone} AND created_at > ${at(now.getTime() - DAY_MS)}`);
     if ((day?.wrong ?? 0) >= OTP_WRONG_TRIES_PER_DAY_MAX) return lockedOut();
     const [tried] = await this.db.rows<{ id: string; code_hash: string; tries: number }>(sql`
       UPDATE otp_codes SET tries = tries + 1
       WHERE id = (SELECT id FROM otp_codes WHERE phone = ${phone} ORDER BY created_at DESC LIMIT 1)
-        AND consumed_at IS NULL AND expires_at > ${now} AND tries < ${OTP_TRIES_MAX}
+        AND consumed_at IS NULL AND expires_at > ${at(now.getTime())} AND tries < ${OTP_TRIES_MAX}
       RETURNING id, code_hash, tries`);
     if (!tried) return this.whyNot(phone, now);
     const expected = Buffer.from(tried.code_hash, "hex");
@@ -135,7 +137,7 @@ export class OtpService {
       return fail("code_invalid", `Wrong code; ${left} ${left === 1 ? "try" : "tries"} left.`, { param: "code" });
     }
     const [used] = await this.db.rows(sql`
-      UPDATE otp_codes SET consumed_at = ${now}, tries = tries - 1 WHERE id = ${tried.id} AND consumed_at IS NULL RETURNING id`);
+      UPDATE otp_codes SET consumed_at = ${at(now.getTime())}, tries = tries - 1 WHERE id = ${tried.id} AND consumed_at IS NULL RETURNING id`);
     return used ? null : expired();
   }
 

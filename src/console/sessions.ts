@@ -64,7 +64,7 @@ export class SessionStore {
     });
     // Bounded: the oldest live sessions beyond the cap end now.
     await this.db.rows(sql`
-      UPDATE console_sessions SET revoked_at = ${new Date(now)}
+      UPDATE console_sessions SET revoked_at = ${new Date(now).toISOString()}::timestamptz
       WHERE id IN (SELECT id FROM console_sessions WHERE account_id = ${accountId} AND revoked_at IS NULL
                    ORDER BY created_at DESC OFFSET ${SESSIONS_PER_ACCOUNT_MAX})`);
     return { id, token };

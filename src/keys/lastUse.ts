@@ -9,6 +9,8 @@ import type { Db } from "../db/client.ts";
 
 export const LAST_USE_FLUSH_MS = 5_000;
 export const LAST_USE_ENTRIES_MAX = 100_000;
+/** Keys per UPDATE: two parameters each, well under PostgreSQL's 65,535 per statement. */
+const LAST_USE_STATEMENT_KEYS_MAX = 2_000;
 
 export class LastUse {
   private pending = new Map<string, number>();
@@ -28,17 +30,19 @@ export class LastUse {
     if (this.pending.size === 0) return 0;
     const batch = this.pending;
     this.pending = new Map();
-    const ids = [...batch.keys()];
-    const times = ids.map((id) => new Date(batch.get(id)!).toISOString());
+    const entries = [...batch];
     try {
-      await db.rows(sql`
-        UPDATE api_keys AS k SET last_used_at = u.at
-        FROM unnest(${sql.param(ids)}::text[], ${sql.param(times)}::timestamptz[]) AS u(id, at)
-        WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`);
+      for (let i = 0; i < entries.length; i += LAST_USE_STATEMENT_KEYS_MAX) {
+        const rows = entries.slice(i, i + LAST_USE_STATEMENT_KEYS_MAX).map(([id, atMs]) => sql`(${id}, ${new Date(atMs).toISOString()}::timestamptz)`);
+        await db.rows(sql`
+          UPDATE api_keys AS k SET last_used_at = u.at
+          FROM (VALUES ${sql.join(rows, sql`, `)}) AS u(id, at)
+          WHERE k.id = u.id AND (k.last_used_at IS NULL OR k.last_used_at < u.at)`);
+      }
     } catch (error) {
       for (const [id, at] of batch) if (!this.pending.has(id)) this.note(id, at);
       throw error;
     }
-    return ids.length;
+    return entries.length;
   }
 }

@@ -8,6 +8,7 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
 import { microToToman } from "../../catalog/prices.ts";
+import { jalaliMonthStart } from "../../console/calendar.ts";
 import type { Console } from "../../console/index.ts";
 import { maskPhone, normalisePhone } from "../../console/phone.ts";
 import type { Session } from "../../console/sessions.ts";
@@ -238,6 +239,8 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
           const { dayStart, monthStart } = utcPeriods(now);
           const today = await usageTotals(db, session.accountId, { from: dayStart });
           const month = await usageTotals(db, session.accountId, { from: monthStart });
+          const jalali = jalaliMonthStart(now);
+          const jalaliMonth = await usageTotals(db, session.accountId, { from: jalali.start });
           const available = wallet.balanceMicro - wallet.heldMicro;
           return json(
             {
@@ -250,6 +253,15 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
               low_balance_toman: microToToman(LOW_BALANCE_MICRO),
               today: { from: dayStart.toISOString(), timezone: "UTC", spent_toman: microToToman(today.billedMicro), spent_micro_toman: today.billedMicro.toString(), requests: today.requests },
               month: { from: monthStart.toISOString(), timezone: "UTC", spent_toman: microToToman(month.billedMicro), spent_micro_toman: month.billedMicro.toString(), requests: month.requests },
+              jalali_month: {
+                from: jalali.start.toISOString(),
+                timezone: "Asia/Tehran",
+                year: jalali.year,
+                month: jalali.month,
+                spent_toman: microToToman(jalaliMonth.billedMicro),
+                spent_micro_toman: jalaliMonth.billedMicro.toString(),
+                requests: jalaliMonth.requests,
+              },
             },
             ctx.requestId,
           );

@@ -161,22 +161,21 @@
   // ---- overview ----
   async function overviewView(root) {
     const o = await api("GET", "/console/api/overview");
-    const monthName = (lang) => new Intl.DateTimeFormat(lang === "fa" ? "fa-IR" : "en-US", { month: "long", year: "numeric", timeZone: "UTC" }).format(new Date(o.month.from));
+    // The UTC calendar month (what keys' monthly caps count) and the Jalali month (Tehran time), each labelled.
+    const gregorianMonth = new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-gregory" : "en-US", { month: "long", year: "numeric", timeZone: "UTC" }).format(new Date(o.month.from));
+    const jalaliMonth = new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(o.jalali_month.from));
     const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
+    const money = (x) => `${toman(x, 2)} ${t("toman")}`;
     root.append(h("h1", {}, t("overview.title")));
     if (!o.funded) root.append(h("p", { class: "warn", id: "not-funded" }, t("overview.notFunded"), " ", h("a", { href: "#/wallet" }, t("nav.wallet"))));
     else if (o.low_balance) root.append(h("p", { class: "warn", id: "low-balance" }, t("overview.low", { amount: toman(o.low_balance_toman) })));
-    let jalali = null;
-    if (state.lang === "fa") {
-      jalali = new Intl.DateTimeFormat("fa-IR-u-ca-persian", { month: "long", year: "numeric" }).format(new Date());
-    }
     root.append(h("div", { class: "cards" },
-      card("balance", t("overview.balance"), `${toman(o.balance_toman, 2)} ${t("toman")}`),
-      card("held", t("overview.held"), `${toman(o.held_toman, 2)} ${t("toman")}`),
-      card("available", t("overview.available"), `${toman(o.available_toman, 2)} ${t("toman")}`),
-      card("spent-today", t("overview.today"), `${toman(o.today.spent_toman, 2)} ${t("toman")}`, t("overview.requests", { n: num(o.today.requests) })),
-      card("spent-month", t("overview.month", { month: monthName(state.lang) }), `${toman(o.month.spent_toman, 2)} ${t("toman")}`,
-        [t("overview.requests", { n: num(o.month.requests) }), jalali ? ` · ${jalali}` : ""].join(""))));
+      card("balance", t("overview.balance"), money(o.balance_toman)),
+      card("held", t("overview.held"), money(o.held_toman)),
+      card("available", t("overview.available"), money(o.available_toman)),
+      card("spent-today", t("overview.today"), money(o.today.spent_toman), t("overview.requests", { n: num(o.today.requests) })),
+      card("spent-month", t("overview.month", { month: gregorianMonth }), money(o.month.spent_toman), t("overview.requests", { n: num(o.month.requests) })),
+      card("spent-jalali-month", t("overview.jalaliMonth", { month: jalaliMonth }), money(o.jalali_month.spent_toman), t("overview.requests", { n: num(o.jalali_month.requests) }))));
   }
 
   // ---- wallet ----
@@ -319,7 +318,7 @@
     const label = daily.map((d) => `${day(d.day)}: ${toman(d.cost_toman, 2)} ${t("toman")}`).join("، ") || t("usage.none");
     svg.setAttribute("aria-label", `${t("usage.chart")}: ${label}`);
     const max = Math.max(1, ...daily.map((d) => Number(d.cost_micro_toman)));
-    const w = 600 / Math.max(daily.length, 1);
+    const w = Math.min(60, 600 / Math.max(daily.length, 1));
     daily.forEach((d, i) => {
       const r = document.createElementNS(NS, "rect");
       const height = Math.max(2, (Number(d.cost_micro_toman) / max) * 160);
