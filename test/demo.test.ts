@@ -1,6 +1,6 @@
 /**
  * `bun run demo` as a newcomer runs it: a fresh data folder, the embedded defaults, and the
- * curl line it prints, run as printed. A second demo on the same folder must refuse to start.
+ * curl line it prints, run as printed, and the simulated bank page it prints. A second demo on the same folder must refuse to start.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -59,6 +59,13 @@ test(
     const credits = lines.find((l) => l.startsWith("curl -s") && l.includes("/credits"))!;
     const balance = JSON.parse(Bun.spawnSync(["sh", "-c", credits]).stdout.toString()) as { balance_micro_toman: string };
     expect(BigInt(balance.balance_micro_toman)).toBeLessThan(1_000_000n * 1_000_000n);
+
+    // The wallet was funded through the simulated Zarinpal, and a second bank page waits for a browser.
+    expect(output).toContain("funded by a paid top-up of 1000000 toman through the simulated Zarinpal");
+    const bankPage = lines.find((l) => /^http:\/\/127\.0\.0\.1:\d+\/pg\/StartPay\/A\d{35}$/.test(l))!;
+    const page = await fetch(bankPage);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("500,000 rial");
   },
   READY_MS_MAX + 10_000,
 );

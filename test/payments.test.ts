@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { runGw } from "../src/cli/gw.ts";
+import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
@@ -131,8 +132,12 @@ describe("the customer's path", () => {
     expect(await credits(topup.id)).toEqual([{ amount: 20_000_000_000n, credit: `wallet:${accountId}` }]);
     expect(await balanceMicro(accountId)).toBe(20_000n * 1_000_000n);
     expect((await show(topup.id)).state).toBe("verified");
-    // The claim kept verifies one at a time: the simulator never had to answer −12.
-    expect(sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority && e.code === -12)).toHaveLength(0);
+    // The claim let one settle verify while the others returned the row as it was: without it,
+    // each of the 55 settles would have called verify. (A verify that outlives the provider
+    // timeout on a busy core frees the claim, so a few may follow: never one per settle.)
+    const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
+    expect(verifies.length).toBeGreaterThanOrEqual(1);
+    expect(verifies.length).toBeLessThan(10);
   });
 
   test("a cancelled payment: no verify, then expired by the reconciler, with no credit", async () => {
@@ -226,6 +231,21 @@ describe("refusals leave no credit and a clear state", () => {
     expect(await balanceMicro(accountId)).toBe(11_000n * 1_000_000n);
   });
 
+  test("a top-up in review rejected with --reverse: the payment is handed back, nothing credited", async () => {
+    const accountId = await account();
+    const topup = await start(accountId, 13_000);
+    sim.faults.verifyCode = -50;
+    await customer(topup, "pay");
+    expect((await show(topup.id)).state).toBe("needs_review");
+    const rejected = await t.admin("POST", `/admin/topups/${topup.id}/reject`, { reason: "amount differs at the bank", reverse: true });
+    expect(rejected.status).toBe(200);
+    expect(rejected.body.state).toBe("reversed");
+    expect(sim.status(topup.authority)).toBe("REVERSED");
+    await reconcile();
+    expect((await show(topup.id)).state).toBe("reversed");
+    expect(await credits(topup.id)).toHaveLength(0);
+  });
+
   test("a callback saying OK for an unpaid payment (−51): failed, not paid", async () => {
     const accountId = await account();
     const topup = await start(accountId, 10_000);
@@ -235,6 +255,12 @@ describe("refusals leave no credit and a clear state", () => {
     expect(shown.state).toBe("failed");
     expect(shown.reason).toContain("-51: not paid");
     expect(await credits(topup.id)).toHaveLength(0);
+
+    // Whoever knows the authority cannot make the gateway verify it without end.
+    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
+    const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
+    expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX);
+    expect((await show(topup.id)).state).toBe("failed");
   });
 
   test("an invalid authority (−54): failed with the reason; a rejected review stays uncredited", async () => {
@@ -269,6 +295,31 @@ describe("refusals leave no credit and a clear state", () => {
   });
 });
 
+test("the CLI starts, lists, shows and reconciles top-ups", async () => {
+  const accountId = await account();
+  const gw = async (...argv: string[]) => {
+    const out: string[] = [];
+    const code = await runGw(argv, { GW_URL: t.url, ADMIN_TOKEN }, { out: (s) => out.push(s), err: (s) => out.push(s) });
+    return { code, text: out.join("\n") };
+  };
+  const started = await gw("topups", "start", accountId, "25000");
+  expect(started.code).toBe(0);
+  const url = /(http:\/\/\S+\/pg\/StartPay\/(A\d+))/.exec(started.text)!;
+  expect(started.text).toContain("redirected");
+  sim.pay(url[2]!, "pay-silently");
+  const reconciled = await gw("topups", "reconcile");
+  expect(reconciled.text).toMatch(/verified\s+1/);
+  const listed = await gw("topups", "list", "--account", accountId, "--state", "verified");
+  expect(listed.text).toContain("25000 toman");
+  const id = /top_[0-9A-Za-z]+/.exec(listed.text)![0];
+  const shown = await gw("topups", "show", id);
+  expect(shown.text).toContain("reply 1");
+  expect((await gw("topups", "list", "--state", "paid")).code).toBe(2);
+  const refused = await gw("topups", "complete", id, "--reason", "already verified");
+  expect(refused.code).toBe(1);
+  expect(refused.text).toContain("not needs_review");
+});
+
 test("/metrics counts top-ups per state, and `gw ledger audit` passes after all of the above", async () => {
   const metrics = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
   expect(metrics).toMatch(/darvaze_topups\{state="verified"\} [1-9]/);
@@ -277,4 +328,19 @@ test("/metrics counts top-ups per state, and `gw ledger audit` passes after all 
   const code = await runGw(["ledger", "audit"], { GW_URL: t.url, ADMIN_TOKEN }, { out: (s) => out.push(s), err: (s) => out.push(s) });
   expect(out.join("\n")).toContain("ledger audit: ok");
   expect(code).toBe(0);
+});
+
+test("the audit catches a verified top-up without its credit, or a credit without one", async () => {
+  const db = t.gw.deps.db;
+  const [row] = await db.rows<{ id: string }>(sql`SELECT id FROM topups WHERE state = 'verified' LIMIT 1`);
+  await db.rows(sql`UPDATE topups SET state = 'failed' WHERE id = ${row!.id}`);
+  try {
+    const audit = (await t.admin("GET", "/admin/ledger/audit")).body as { ok: boolean; checks: { name: string; ok: boolean; violations: { topup: string }[] }[] };
+    expect(audit.ok).toBe(false);
+    const check = audit.checks.find((c) => c.name.startsWith("every verified top-up"))!;
+    expect(check.violations.map((v) => v.topup)).toEqual([row!.id]);
+  } finally {
+    await db.rows(sql`UPDATE topups SET state = 'verified' WHERE id = ${row!.id}`);
+  }
+  expect((await t.admin("GET", "/admin/ledger/audit")).body.ok).toBe(true);
 });

@@ -7,6 +7,8 @@
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
  *               past its deadline (beyond the sweeper's grace)
  *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
+ *   payments:   a paid top-up is verified exactly when its credit (`topup:pay:<id>`) exists, and
+ *               that credit is the requested amount, to the account recorded at request time
  *
  * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
  */
@@ -90,6 +92,16 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
         (SELECT coalesce(sum(metered_micro - billed_micro), 0) AS total FROM usage_records) u,
         (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'write_off') t
       WHERE u.total <> t.total`,
+  },
+  {
+    name: "every verified top-up is credited once, for its amount, and nothing else is",
+    query: sql`
+      WITH credits AS (SELECT reference, amount_micro, credit_account FROM ledger_transfers WHERE reference LIKE 'topup:pay:%')
+      SELECT coalesce(t.id, substr(c.reference, 11)) AS topup, t.state, t.amount_micro::text AS amount, c.amount_micro::text AS credited, c.credit_account
+      FROM topups t FULL OUTER JOIN credits c ON c.reference = 'topup:pay:' || t.id
+      WHERE t.id IS NULL
+         OR (t.state = 'verified') <> (c.reference IS NOT NULL)
+         OR (c.reference IS NOT NULL AND (c.amount_micro <> t.amount_micro OR c.credit_account <> 'wallet:' || t.account_id))`,
   },
 ];
 

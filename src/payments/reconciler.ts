@@ -66,25 +66,25 @@ async function settleUnverified(topups: Topups, report: ReconcileReport, count: 
       if (await topups.move(row.id, ["created", "redirected", "failed", "expired", "verifying"], { state: "needs_review", reason })) report.needs_review++;
       continue;
     }
-    count(await topups.settle(row.id));
+    count(await topups.settle(row.id, "reconciler"));
   }
 }
 
 export async function reconcileOne(topups: Topups, row: Topup, report: ReconcileReport, count: (row: Topup | null) => void): Promise<void> {
   const expiredNow = row.expiresAt.getTime() < Date.now();
-  if (row.state === "verifying") return count(await topups.settle(row.id));
+  if (row.state === "verifying") return count(await topups.settle(row.id, "reconciler"));
   if (!row.authority) {
     if (expiredNow && (await topups.expire(row.id, "no payment was ever requested"))) report.expired++;
     return;
   }
-  if (!topups.provider.inquiry) return count(await topups.settle(row.id));
+  if (!topups.provider.inquiry) return count(await topups.settle(row.id, "reconciler"));
   report.inquired++;
   const answer = await topups.provider.inquiry(row.authority);
   if (answer.kind === "retry") {
     report.unanswered++;
     return;
   }
-  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED")) return count(await topups.settle(row.id));
+  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED")) return count(await topups.settle(row.id, "reconciler"));
   if (answer.kind === "status" && answer.status === "REVERSED") {
     if (await topups.move(row.id, ["created", "redirected"], { state: "reversed", reason: "the provider reports the payment reversed" }, answer.raw)) report.reversed++;
     return;

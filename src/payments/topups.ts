@@ -31,6 +31,12 @@ export type TopupState = Topup["state"];
 export const REPLIES_KEPT_MAX = 20;
 /** Settles that got no usable answer before a top-up goes to an operator. */
 export const VERIFY_ATTEMPTS_MAX = 30;
+/**
+ * Verifies a callback may start for one top-up. The callback needs no key, so whoever knows an
+ * authority could otherwise make us verify it without end (and Zarinpal throttle the merchant);
+ * past this only the reconciler, acting on the provider's own word, verifies it.
+ */
+export const CALLBACK_ATTEMPTS_MAX = 10;
 /** `list` returns at most this many. */
 export const LIST_LIMIT_MAX = 500;
 export const MICRO_PER_TOMAN = 1_000_000n;
@@ -90,8 +96,10 @@ export class Topups {
       return fail("upstream_error", `The payment provider refused the top-up: ${outcome.reason}.`);
     }
     const topup = await this.move(id, ["created"], { state: "redirected", authority: outcome.authority, feeMicro: outcome.feeMicro }, outcome.raw);
+    // Only a provider slower than the top-up's whole lifetime gets here: the reconciler expired it.
+    if (!topup) return fail("upstream_error", "The payment provider answered after the top-up had expired; start a new one.");
     this.options.log("info", "topup_started", { topupId: id, accountId, amountMicro });
-    return { topup: topup!, redirectUrl: provider.redirectUrl(outcome.authority) };
+    return { topup, redirectUrl: provider.redirectUrl(outcome.authority) };
   }
 
   async get(id: string): Promise<Topup | null> {
@@ -119,10 +127,11 @@ export class Topups {
   /**
    * Verifies the top-up with the provider and records the outcome, crediting the wallet once if
    * it is paid. Safe to call any number of times from anywhere: a top-up already settled, or
-   * with a verify in flight elsewhere, is returned as it is.
+   * with a verify in flight elsewhere, is returned as it is. `by` bounds what a callback may
+   * start (CALLBACK_ATTEMPTS_MAX); the reconciler acts on the provider's own word and is not bounded.
    */
-  async settle(id: string): Promise<Topup | null> {
-    const claimed = await this.claim(id);
+  async settle(id: string, by: "callback" | "reconciler"): Promise<Topup | null> {
+    const claimed = await this.claim(id, by === "callback" ? CALLBACK_ATTEMPTS_MAX : null);
     if (!claimed) return this.get(id);
     const outcome = await this.options.provider.verify({ authority: claimed.authority!, amountMicro: claimed.amountMicro });
     if (this.options.fault === "topup_after_verify") {
@@ -133,7 +142,7 @@ export class Topups {
   }
 
   /** Takes the one verify in flight: from a waiting state, or from a claim that has lapsed. */
-  private async claim(id: string): Promise<Topup | null> {
+  private async claim(id: string, attemptsMax: number | null): Promise<Topup | null> {
     const [row] = await this.options.db.orm
       .update(topups)
       .set({
@@ -144,7 +153,8 @@ export class Topups {
       })
       .where(
         sql`${topups.id} = ${id} AND ${topups.authority} IS NOT NULL AND (${topups.state} IN ('redirected', 'failed', 'expired')
-            OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now())))`,
+            OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now())))
+            ${attemptsMax === null ? sql`` : sql`AND ${topups.attempts} < ${attemptsMax}`}`,
       )
       .returning();
     return row ?? null;
@@ -248,13 +258,26 @@ export class Topups {
 
   /**
    * An operator's decision on a top-up in review: `complete` credits it (once, as any verify
-   * would), `reject` closes it without credit. Either keeps the operator's reason.
+   * would); `reject` closes it without credit, and with `reverse` first hands the payment back
+   * through the provider (Zarinpal: within 30 minutes of payment). Either keeps the reason.
    */
-  async review(id: string, decision: "complete" | "reject", reason: string): Promise<Topup | Failure> {
-    if (decision === "reject") {
+  async review(id: string, decision: { complete: true } | { complete: false; reverse: boolean }, reason: string): Promise<Topup | Failure> {
+    if (decision.complete) return this.complete(id, reason);
+    if (!decision.reverse) {
       const row = await this.move(id, ["needs_review"], { state: "failed", reason: `rejected by operator: ${reason}` });
       return row ?? (await this.notInReview(id));
     }
+    const row = await this.get(id);
+    if (row?.state !== "needs_review" || !row.authority) return this.notInReview(id);
+    if (!this.provider.reverse) return fail("invalid_request", `The ${this.provider.name} provider cannot reverse a payment.`);
+    const reversed = await this.provider.reverse(row.authority);
+    if (!reversed.ok) return fail("upstream_error", `The payment provider did not reverse the payment: ${reversed.reason}.`);
+    this.options.log("info", "topup_reversed_by_operator", { topupId: id });
+    const moved = await this.move(id, ["needs_review"], { state: "reversed", reason: `reversed by operator: ${reason}` }, reversed.raw);
+    return moved ?? (await this.notInReview(id));
+  }
+
+  private async complete(id: string, reason: string): Promise<Topup | Failure> {
     const row = await this.options.db.orm.transaction(async (tx) => {
       const [moved] = await tx
         .update(topups)

@@ -14,7 +14,10 @@ import { failed, json, zodFailure } from "../guard.ts";
 import { amountToman, parseBody } from "./route.ts";
 
 const startBody = z.strictObject({ account_id: z.string().trim().min(1).max(100), amount_toman: amountToman });
-const reviewBody = z.strictObject({ reason: z.string().trim().min(3).max(500) });
+const reason = z.string().trim().min(3).max(500);
+const completeBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason });
+/** `reverse`: hand the payment back through the provider before closing the top-up. */
+const rejectBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason, reverse: z.boolean().optional() });
 const listQuery = z.object({
   state: z.enum(TOPUP_STATES).optional(),
   account_id: z.string().min(1).max(100).optional(),
@@ -82,9 +85,10 @@ export class TopupsAdmin {
 
   async review(request: Request, id: string, decision: "complete" | "reject", requestId: string): Promise<Response> {
     if (!this.payments) return this.disabled(requestId);
-    const body = await parseBody(request, reviewBody);
+    const body = await parseBody(request, decision === "complete" ? completeBody : rejectBody);
     if (isFailure(body)) return failed(body, requestId);
-    const row = await this.payments.topups.review(id, decision, body.reason);
+    const choice = decision === "complete" ? ({ complete: true } as const) : ({ complete: false, reverse: body.reverse === true } as const);
+    const row = await this.payments.topups.review(id, choice, body.reason);
     if (isFailure(row)) return failed(row, requestId);
     return json(topupObject(row, { replies: true }), requestId);
   }

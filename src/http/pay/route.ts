@@ -32,7 +32,7 @@ export async function paymentCallback(request: Request, payments: Payments | nul
   if (!payments) return failed(fail("not_found", "Payments are not enabled on this gateway."), requestId);
   const params = payments.topups.provider.parseCallback(new URL(request.url).searchParams);
   const found = params ? await payments.topups.byAuthority(params.authority) : null;
-  const topup = found && params!.status === "OK" ? await payments.topups.settle(found.id) : found;
+  const topup = found && params!.status === "OK" ? await payments.topups.settle(found.id, "callback") : found;
   const location = payments.returnUrl(topup?.id ?? null, outcomeOf(topup, params?.status ?? "NOK"));
   return new Response(null, { status: 303, headers: { location, "x-request-id": requestId, "cache-control": "no-store" } });
 }
