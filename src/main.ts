@@ -31,7 +31,7 @@ import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
-import { startSimulator, type Simulator } from "./sim/server.ts";
+import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
@@ -61,6 +61,8 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
+  /** Options of the simulated upstreams started when no pools file is given (the demo's human pace). */
+  simulator?: Partial<SimOptions>;
 }
 
 async function openBus(config: Config): Promise<Bus> {
@@ -90,7 +92,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     let simulator: Simulator | null = null;
     let poolsFile = config.pools;
     if (!poolsFile) {
-      simulator = await startSimulator({ port: 0 });
+      simulator = await startSimulator({ port: 0, ...options.simulator });
       const sim = simulator;
       cleanups.push(() => sim.stop());
       poolsFile = simulatorPools(catalog, simulator.url);
