@@ -212,6 +212,16 @@ suite("account area in a browser", () => {
     }
     expect(existsSync(join(ARTIFACTS, "console-usage-en.png"))).toBe(true);
 
+    // A phone's screen: no page is wider than it (wide tables scroll inside their own region).
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const view of PAGES) {
+      await go(view);
+      expect({ view, overflow: await page.evaluate("document.documentElement.scrollWidth - window.innerWidth") }).toEqual({ view, overflow: 0 });
+    }
+    await go("keys");
+    await page.screenshot({ path: join(ARTIFACTS, "console-keys-phone-en.png"), fullPage: true });
+    await page.setViewportSize({ width: 1200, height: 900 });
+
     // Revoke from the keys page (keyboard; the confirmation is accepted), then the next call is refused.
     await go("keys");
     await page.locator("button.revoke").first().focus();

@@ -166,6 +166,7 @@
     const jalaliMonth = new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(o.jalali_month.from));
     const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
     const money = (x) => `${toman(x, 2)} ${t("toman")}`;
+    const requests = (n) => t(new Intl.PluralRules(locale()).select(n) === "one" ? "overview.request" : "overview.requests", { n: num(n) });
     root.append(h("h1", {}, t("overview.title")));
     if (!o.funded) root.append(h("p", { class: "warn", id: "not-funded" }, t("overview.notFunded"), " ", h("a", { href: "#/wallet" }, t("nav.wallet"))));
     else if (o.low_balance) root.append(h("p", { class: "warn", id: "low-balance" }, t("overview.low", { amount: toman(o.low_balance_toman) })));
@@ -173,9 +174,9 @@
       card("balance", t("overview.balance"), money(o.balance_toman)),
       card("held", t("overview.held"), money(o.held_toman)),
       card("available", t("overview.available"), money(o.available_toman)),
-      card("spent-today", t("overview.today"), money(o.today.spent_toman), t("overview.requests", { n: num(o.today.requests) })),
-      card("spent-month", t("overview.month", { month: gregorianMonth }), money(o.month.spent_toman), t("overview.requests", { n: num(o.month.requests) })),
-      card("spent-jalali-month", t("overview.jalaliMonth", { month: jalaliMonth }), money(o.jalali_month.spent_toman), t("overview.requests", { n: num(o.jalali_month.requests) }))));
+      card("spent-today", t("overview.today"), money(o.today.spent_toman), requests(o.today.requests)),
+      card("spent-month", t("overview.month", { month: gregorianMonth }), money(o.month.spent_toman), requests(o.month.requests)),
+      card("spent-jalali-month", t("overview.jalaliMonth", { month: jalaliMonth }), money(o.jalali_month.spent_toman), requests(o.jalali_month.requests))));
   }
 
   // ---- wallet ----
