@@ -19,6 +19,7 @@ import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import { createConsole, type Console } from "./console/index.ts";
 import { paymentTopUps } from "./console/topups.ts";
+import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./console/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
@@ -193,6 +194,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
+    const consoleSweep = setInterval(() => {
+      sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
+    }, CONSOLE_SWEEP_INTERVAL_MS);
+    cleanups.push(() => clearInterval(consoleSweep));
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, console: area }).listen({
       port: env.PORT,
       hostname: env.HOST,

@@ -16,6 +16,7 @@ import { accountForPhone, createAccount } from "../ledger/wallets.ts";
 import { KeyStore } from "../keys/store.ts";
 import { OTP_RESEND_INTERVAL_MS, OTP_SENDS_PER_PHONE_PER_HOUR_MAX, OTP_TRIES_MAX, OTP_TTL_MS, OTP_WRONG_TRIES_PER_DAY_MAX, OtpService } from "./otp.ts";
 import { SESSIONS_PER_ACCOUNT_MAX, SessionStore } from "./sessions.ts";
+import { sweepConsole } from "./sweep.ts";
 import type { SmsSender } from "./sms.ts";
 
 let db: Db;
@@ -152,6 +153,23 @@ describe("sessions", () => {
     expect(await sessions.lookup(made.at(-1)!.token)).toBeNull();
     expect(sessions.csrfToken(made[1]!.id)).not.toBe(sessions.csrfToken(made[2]!.id));
   });
+});
+
+test("old codes and long-ended sessions are swept; live ones stay", async () => {
+  const sessions = new SessionStore(db, { idleMs: 60 * 60_000, ttlMs: 3 * 60 * 60_000, secret: "x".repeat(40), now: () => nowMs });
+  const { id: accountId } = await accountForPhone(db, "+989120000301");
+  const ended = await sessions.create(accountId, { userAgent: null, clientAddress: null });
+  await sessions.revoke(accountId, ended.id);
+  await otp.send("+989120000301", "10.0.9.1");
+  const old = await sweepConsole(db, nowMs + 31 * 24 * 3_600_000);
+  expect(old.codes).toBeGreaterThan(0);
+  expect(old.sessions).toBeGreaterThan(0);
+  const live = await sessions.create(accountId, { userAgent: null, clientAddress: null });
+  await otp.send("+989120000302", "10.0.9.1");
+  await sweepConsole(db, nowMs);
+  expect(await sessions.lookup(live.token)).not.toBeNull();
+  const [left] = await db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM otp_codes WHERE phone = '+989120000302'`);
+  expect(left!.n).toBe(1);
 });
 
 describe("keys: last use in batches, expiry on cached keys", () => {
