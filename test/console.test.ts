@@ -94,16 +94,20 @@ suite("account area in a browser", () => {
     }
   }
   const ready = (view: string) => waitFor(`document.getElementById("main").dataset.view === ${JSON.stringify(view)} && !!document.getElementById("main").dataset.ready`);
-  /** Moves focus with Tab until the element with this id has it (the keyboard path to it). */
-  async function tabTo(id: string, pressesMax = 60): Promise<void> {
+  /** Moves focus with Tab until the element with this id (or matching this selector) has it: the keyboard path to it. */
+  async function tabTo(idOrSelector: string, options: { back?: boolean; pressesMax?: number } = {}): Promise<void> {
+    const pressesMax = options.pressesMax ?? 80;
+    const selector = /^[\w-]+$/.test(idOrSelector) ? `#${idOrSelector}` : idOrSelector;
     for (let i = 0; i < pressesMax; i++) {
-      if (await page.evaluate(`document.activeElement && document.activeElement.id === ${JSON.stringify(id)}`)) return;
-      await page.keyboard.press("Tab");
+      if (await page.evaluate(`!!document.activeElement && document.activeElement.matches(${JSON.stringify(selector)})`)) return;
+      await page.keyboard.press(options.back ? "Shift+Tab" : "Tab");
     }
-    throw new Error(`#${id} cannot be reached with Tab`);
+    throw new Error(`${selector} cannot be reached with Tab`);
   }
+  /** To a page by its link in the header, by keyboard: back from the page's content to the navigation. */
   async function go(view: string) {
-    await page.evaluate(`location.hash = "#/${view}"`);
+    await tabTo(`#nav-${view}`, { back: true });
+    await page.keyboard.press("Enter");
     await ready(view);
   }
   async function axe(label: string) {
@@ -143,7 +147,7 @@ suite("account area in a browser", () => {
     await page.keyboard.type("۲۰۰۰۰۰");
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/pg\/StartPay\//, { timeout: 15_000 });
-    await page.getByRole("button", { name: "Pay", exact: true }).focus();
+    await tabTo('button[value="pay"]');
     await page.keyboard.press("Enter");
     await page.waitForURL(/\/console\/\?topup=/, { timeout: 15_000 });
     await ready("wallet");
@@ -191,7 +195,8 @@ suite("account area in a browser", () => {
     expect(await page.locator("#usage-chart rect").count()).toBe(1);
 
     // CSV export (a download).
-    const [download] = await Promise.all([page.waitForEvent("download"), page.click("#usage-csv")]);
+    await tabTo("usage-csv");
+    const [download] = await Promise.all([page.waitForEvent("download"), page.keyboard.press("Enter")]);
     const csv = readFileSync((await download.path())!, "utf8");
     expect(csv.split("\r\n")[1]).toContain(record.request_id);
     expect(csv.split("\r\n")[1]).toContain(`,${record.billed_micro_toman},`);
@@ -224,7 +229,7 @@ suite("account area in a browser", () => {
 
     // Revoke from the keys page (keyboard; the confirmation is accepted), then the next call is refused.
     await go("keys");
-    await page.locator("button.revoke").first().focus();
+    await tabTo("button.revoke");
     await page.keyboard.press("Enter");
     await waitFor(`!document.querySelector("button.revoke")`);
     const refused = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] }).catch((error) => error);

@@ -1,7 +1,7 @@
 /**
  * Keeps the account area's tables bounded: sign-in codes are needed for a day (the daily cap on
- * wrong tries looks back 24 hours) and kept two; ended sessions are kept 30 days so that a
- * customer can still see a recent sign-out in the list's history, then deleted. Runs every
+ * wrong tries looks back 24 hours) and kept two; ended sessions are kept 30 days (for an
+ * operator looking into a customer's question), then deleted. Runs every
  * CONSOLE_SWEEP_INTERVAL_MS on each node; deleting twice is harmless.
  */
 import { sql } from "drizzle-orm";
