@@ -231,6 +231,21 @@ describe("refusals leave no credit and a clear state", () => {
     expect(await balanceMicro(accountId)).toBe(11_000n * 1_000_000n);
   });
 
+  test("a ref_id already credited to another top-up goes to review, not to a second credit", async () => {
+    const accountId = await account();
+    const first = await start(accountId, 14_000);
+    await customer(first, "pay");
+    const second = await start(accountId, 14_000);
+    sim.faults.repeatRefId = true;
+    const landed = await customer(second, "pay");
+    expect(landed!.searchParams.get("outcome")).toBe("review");
+    const shown = await show(second.id);
+    expect(shown.state).toBe("needs_review");
+    expect(shown.reason).toBe(`ref_id ${(await show(first.id)).ref_id} already belongs to top-up ${first.id}`);
+    expect(await credits(second.id)).toHaveLength(0);
+    expect(await balanceMicro(accountId)).toBe(14_000n * 1_000_000n);
+  });
+
   test("a top-up in review rejected with --reverse: the payment is handed back, nothing credited", async () => {
     const accountId = await account();
     const topup = await start(accountId, 13_000);
@@ -283,6 +298,9 @@ describe("refusals leave no credit and a clear state", () => {
   test("an unknown authority on the callback lands on the result page and credits nothing", async () => {
     const landed = await fetch(`${t.url}/pay/zarinpal/callback?Authority=A000000000000000000000000000000000001&Status=OK`, { redirect: "manual" });
     expect(new URL(landed.headers.get("location")!).searchParams.get("outcome")).toBe("unknown");
+    const odd = await (await fetch(`${t.url}/pay/result?outcome=constructor&topup=<b>`)).text();
+    expect(odd).toContain('data-outcome="unknown"');
+    expect(odd).not.toContain("<b>");
   });
 
   test("amounts outside the configured bounds are refused before the provider is asked", async () => {

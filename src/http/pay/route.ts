@@ -49,11 +49,12 @@ const MESSAGES: Record<ReturnOutcome, string> = {
 
 export function resultPage(request: Request): Response {
   const query = new URL(request.url).searchParams;
-  const outcome = (query.get("outcome") ?? "unknown") as ReturnOutcome;
-  const message = MESSAGES[outcome] ?? MESSAGES.unknown;
+  const asked = query.get("outcome") ?? "unknown";
+  const outcome: ReturnOutcome = Object.hasOwn(MESSAGES, asked) ? (asked as ReturnOutcome) : "unknown";
+  const message = MESSAGES[outcome];
   const id = /^top_[0-9A-Za-z]{1,40}$/.test(query.get("topup") ?? "") ? query.get("topup")! : null;
   const html = `<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>Darvaze top-up</title>
 <style>body{font:16px system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem}code{background:#eee;padding:0 .3em}</style></head>
-<body><h1>Wallet top-up</h1><p data-outcome="${outcome in MESSAGES ? outcome : "unknown"}">${message}</p>${id ? `<p>Reference: <code>${id}</code></p>` : ""}</body></html>`;
+<body><h1>Wallet top-up</h1><p data-outcome="${outcome}">${message}</p>${id ? `<p>Reference: <code>${id}</code></p>` : ""}</body></html>`;
   return new Response(html, { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } });
 }

@@ -80,6 +80,8 @@ export interface SimPayFaults {
   callbackNeverSent: boolean;
   /** Every verify waits this long before answering (to widen races). */
   verifyDelayMs: number;
+  /** The next payment gets the previous payment's ref_id (one shot): a bank-side duplicate. */
+  repeatRefId: boolean;
 }
 
 export interface SimPayOptions {
@@ -108,7 +110,7 @@ export interface ZarinpalSim {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 function noFaults(): SimPayFaults {
-  return { dropVerifyReplies: 0, verifyCode: null, requestCode: null, callbackNeverSent: false, verifyDelayMs: 0 };
+  return { dropVerifyReplies: 0, verifyCode: null, requestCode: null, callbackNeverSent: false, verifyDelayMs: 0, repeatRefId: false };
 }
 
 export async function startZarinpalSim(options: SimPayOptions = {}): Promise<ZarinpalSim> {
@@ -289,7 +291,8 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
     }
     payment.status = "PAID";
     payment.paidAt = new Date();
-    payment.refId = nextRefId++;
+    payment.refId = faults.repeatRefId ? nextRefId - 1 : nextRefId++;
+    faults.repeatRefId = false;
     const last4 = String(1000 + (payment.refId % 9000));
     payment.cardPan = `502229******${last4}`;
     payment.cardHash = new Bun.CryptoHasher("sha256").update(`card-${last4}`).digest("hex").toUpperCase();
@@ -360,7 +363,14 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
       if (path === "/__sim/log") return Response.json(log);
       if (path === "/__sim/faults" && request.method === "POST") {
         const body = (await readBody(request)) ?? {};
-        for (const key of Object.keys(faults) as (keyof SimPayFaults)[]) if (key in body) (faults as unknown as Record<string, unknown>)[key] = body[key];
+        const current = faults as unknown as Record<string, unknown>;
+        for (const [key, value] of Object.entries(body)) {
+          // Only known faults, each with its own type (a code may also be cleared with null).
+          const known = Object.hasOwn(current, key);
+          const fits = typeof value === typeof current[key] || (value === null && key.endsWith("Code")) || (typeof value === "number" && key.endsWith("Code"));
+          if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
+        }
+        Object.assign(faults, body);
         return Response.json(faults);
       }
       return new Response("not found", { status: 404 });
