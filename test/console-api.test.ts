@@ -155,7 +155,11 @@ describe("console API", () => {
     expect(before.status).toBe(409);
     expect(before.body.error.code).toBe("wallet_not_funded");
     const session = await call(b, "GET", "/console/api/session");
+    expect((await call(b, "GET", "/console/api/overview")).body).toMatchObject({ funded: false, low_balance: true, balance_micro_toman: "0" });
     await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 100_000, reference: "console-api-1" });
+    const overview = (await call(b, "GET", "/console/api/overview")).body;
+    expect(overview).toMatchObject({ funded: true, low_balance: false, available_toman: "100000", today: { requests: 0, timezone: "UTC" }, jalali_month: { timezone: "Asia/Tehran" } });
+    expect(overview.month.from).toMatch(/^\d{4}-\d{2}-01T00:00:00\.000Z$/);
     const created = await call(b, "POST", "/console/api/keys", { name: "first", rpm: 100 });
     expect(created.status).toBe(201);
     expect(created.body.exports).toEqual([`export OPENAI_BASE_URL=${t.url}/v1`, `export OPENAI_API_KEY=${created.body.key}`]);
