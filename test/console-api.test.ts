@@ -174,6 +174,14 @@ describe("console API", () => {
     expect(usage.body.data).toHaveLength(1);
     expect(usage.body.data[0].output_units).toBe(String(reply.usage!.completion_tokens));
     expect(row.spent_micro_toman).toBe(usage.body.totals.cost_micro_toman);
+    expect((await call(b, "GET", "/console/api/usage?model=gpt-4o-mini")).body.data).toHaveLength(1);
+    expect((await call(b, "GET", "/console/api/usage?model=other-model")).body.totals.requests).toBe(0);
+    expect((await call(b, "GET", "/console/api/usage?from=2000-01-01&to=2000-01-02")).body.data).toHaveLength(0);
+    const today = new Date().toISOString().slice(0, 10);
+    expect((await call(b, "GET", `/console/api/usage?from=${today}&to=${today}`)).body.daily).toEqual([
+      { day: today, cost_toman: usage.body.totals.cost_toman, cost_micro_toman: usage.body.totals.cost_micro_toman, requests: 1 },
+    ]);
+    expect((await call(b, "GET", "/console/api/usage?from=yesterday")).status).toBe(400);
 
     const other = await signIn("09120000005");
     expect((await call(other, "DELETE", `/console/api/keys/${created.body.id}`)).status).toBe(404);

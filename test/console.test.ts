@@ -156,6 +156,18 @@ suite("account area in a browser", () => {
     const refId = await page.textContent("#topups tbody tr td:nth-child(4)");
     expect(refId).toMatch(/^\d+$/);
 
+    // A payment whose customer never came back (paid, tab closed): "check status" asks the bank and credits it.
+    await tabTo("preset-100000");
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/\/pg\/StartPay\//, { timeout: 15_000 });
+    await tabTo('button[value="pay-silently"]');
+    await Promise.all([page.waitForNavigation(), page.keyboard.press("Enter")]);
+    await page.goto(`${t.url}/console/#/wallet`); // typed into the address bar
+    await ready("wallet");
+    await tabTo('#topups tr[data-state="redirected"] button');
+    await page.keyboard.press("Enter");
+    await waitFor(`document.querySelectorAll('#topups tr[data-state="verified"]').length === 2`);
+
     // Create a key with limits, from the keyboard; read it from the page.
     await go("keys");
     await tabTo("key-name");
@@ -193,6 +205,18 @@ suite("account area in a browser", () => {
     expect(await page.getAttribute(row, "data-cost-micro")).toBe(record.billed_micro_toman);
     expect(await page.getAttribute("#usage-totals", "data-cost-micro")).toBe(record.billed_micro_toman);
     expect(await page.locator("#usage-chart rect").count()).toBe(1);
+
+    // Filters: a model with no requests empties the list and the totals; clearing it brings them back.
+    await tabTo("filter-model");
+    await page.keyboard.type("no-such-model");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === "0"`);
+    expect(await page.locator("#usage-table").count()).toBe(0);
+    await tabTo("filter-model");
+    await page.keyboard.press("Control+A");
+    await page.keyboard.press("Backspace");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === ${JSON.stringify(record.billed_micro_toman)}`);
 
     // CSV export (a download).
     await tabTo("usage-csv");

@@ -189,7 +189,10 @@
     const returned = hashParams().get("topup") || new URLSearchParams(location.search).get("topup");
     if (returned) {
       const found = list.data.find((x) => x.id === returned);
-      if (found) root.append(h("p", { id: "topup-outcome", role: "status", class: found.state === "verified" ? "ok" : "warn" }, t("wallet.returned", { state: t(`states.${found.state}`) })));
+      // The record's state is the truth; the outcome the payment page reported explains a pending one.
+      const outcome = new URLSearchParams(location.search).get("outcome");
+      const note = outcome && found && found.state !== "verified" && T().outcomes[outcome] ? ` — ${T().outcomes[outcome]}` : "";
+      if (found) root.append(h("p", { id: "topup-outcome", role: "status", class: found.state === "verified" ? "ok" : "warn" }, t("wallet.returned", { state: t(`states.${found.state}`) }) + note));
     }
     const amount = h("input", { id: "topup-amount", inputmode: "numeric", dir: "ltr", required: true });
     const pay = async (value) => {
