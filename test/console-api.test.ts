@@ -196,6 +196,8 @@ describe("console API", () => {
     expect(soon.status).toBe(201);
     const briefClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: soon.body.key, maxRetries: 0 });
     await briefClient.models.list(); // cached now
+    const info = (await (await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${soon.body.key}` } })).json()) as { expires_at: number };
+    expect(info.expires_at).toBe(Math.floor(Date.parse(soon.body.expires_at) / 1000));
     await Bun.sleep(1_600);
     const refused = await briefClient.models.list().catch((error) => error);
     expect(refused.status).toBe(401);
