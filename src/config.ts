@@ -80,8 +80,11 @@ export const envSchema = z.object({
   ZARINPAL_BASE_URL: z.string().url().default("https://payment.zarinpal.com"),
   /** The origin the payment provider sends customers back to (…/pay/zarinpal/callback); default PUBLIC_URL, else the listen address. */
   PAYMENT_CALLBACK_BASE: z.string().url().optional(),
-  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`; default the built-in /pay/result page. */
-  PAYMENT_RETURN_URL: z.string().url().optional(),
+  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`: a URL, or a path on the callback base; default the built-in /pay/result page. */
+  PAYMENT_RETURN_URL: z
+    .string()
+    .refine((v) => (v.startsWith("/") && !v.startsWith("//")) || URL.canParse(v), "an absolute URL, or a path (`/console/#/wallet`) on the callback base")
+    .optional(),
   /** Bounds on one top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman). */
   TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000),
   TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000),

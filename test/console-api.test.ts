@@ -80,6 +80,14 @@ async function signIn(national: string): Promise<Browser> {
   return b;
 }
 
+/** Waits until the account's usage shows `requests` requests: records are written within the durability bound (a stream and a consumer with NATS). */
+async function usageWritten(b: Browser, requests: number): Promise<void> {
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await Bun.sleep(100)) {
+    if ((await call(b, "GET", "/console/api/usage")).body.totals.requests >= requests) return;
+  }
+  throw new Error(`usage never showed ${requests} requests`);
+}
+
 const persian = (ascii: string) => ascii.replace(/\d/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[Number(d)]!);
 
 describe("console API", () => {
@@ -166,6 +174,7 @@ describe("console API", () => {
 
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
     const reply = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 });
+    await usageWritten(b, 1);
     const listed = await call(b, "GET", "/console/api/keys");
     expect(JSON.stringify(listed.body)).not.toContain(created.body.key);
     const row = listed.body.data.find((k: any) => k.id === created.body.id);
@@ -215,6 +224,7 @@ describe("console API", () => {
     const created = await call(b, "POST", "/console/api/keys", { name: "=HYPERLINK(\"http://x\")" });
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
     await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
+    await usageWritten(b, 1);
     const csv = await call(b, "GET", "/console/api/usage.csv");
     expect(csv.headers.get("content-type")).toBe("text/csv; charset=utf-8");
     const lines = (csv.body as string).trim().split("\r\n");

@@ -30,13 +30,6 @@ const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 const suite = existsSync(CHROMIUM) ? describe : describe.skip;
 if (!existsSync(CHROMIUM)) process.stderr.write(`\n*** SKIPPED the account-area browser test: it needs ${CHROMIUM} (apt-get install -y chromium) ***\n\n`);
 
-async function freePort(): Promise<number> {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  probe.stop(true);
-  return port;
-}
-
 suite("account area in a browser", () => {
   let sms: SmsSimulator;
   let zarinpal: ZarinpalSim;
@@ -50,16 +43,14 @@ suite("account area in a browser", () => {
   beforeAll(async () => {
     sms = await startSmsSimulator({ apiKey: SMS_KEY, template: "darvaze-otp" });
     zarinpal = await startZarinpalSim({ merchantIds: [MERCHANT] });
-    const port = await freePort();
     t = await startTestGateway(
       {
-        PORT: String(port),
         SMS_SENDER: "kavenegar",
         KAVENEGAR_API_KEY: SMS_KEY,
         KAVENEGAR_URL: sms.url,
         ZARINPAL_MERCHANT_ID: MERCHANT,
         ZARINPAL_BASE_URL: zarinpal.url,
-        PAYMENT_RETURN_URL: `http://127.0.0.1:${port}/console/#/wallet`,
+        PAYMENT_RETURN_URL: "/console/#/wallet",
         LOG_LEVEL: "debug",
       },
       { log: createLogger("debug", (line) => logLines.push(line)) },
@@ -122,13 +113,16 @@ suite("account area in a browser", () => {
     await page.goto(`${t.url}/console/`);
     await ready("signin");
     expect(await page.getAttribute("html", "dir")).toBe("rtl");
+    expect(await page.isHidden("#code")).toBe(true); // until a code was sent
     await axe("signin-fa");
 
     // Sign in: the phone in Persian digits, the code as the SMS simulator received it.
     await tabTo("phone");
     await page.keyboard.type("۰۹۱۲۱۱۱۲۲۳۳");
     await page.keyboard.press("Enter");
-    await page.waitForSelector("#code", { state: "visible" });
+    await page.waitForSelector("#phone-form", { state: "hidden" });
+    expect(await page.isHidden("#code")).toBe(false);
+    expect(await page.evaluate("document.activeElement.id")).toBe("code");
     const code = sms.lastCode(PHONE);
     expect(code).toMatch(/^\d{6}$/);
     await page.keyboard.type(code!);
@@ -193,17 +187,21 @@ suite("account area in a browser", () => {
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
     const reply = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "سلام" }], max_tokens: 12 });
     expect(reply.choices[0]!.message.content).toBeTruthy();
-    await t.gw.deps.writer.flush();
-    const usage = await t.admin("GET", `/admin/accounts/${(await page.evaluate(`fetch("/console/api/session").then((r) => r.json())`) as any).account_id}`);
-    const record = usage.body.recent_usage[0];
-    expect(record.request_id).toBeTruthy();
+    // The usage record is written within the durability bound (through the usage stream with NATS).
+    const accountId = ((await page.evaluate(`fetch("/console/api/session").then((r) => r.json())`)) as { account_id: string }).account_id;
+    let record: { request_id: string; billed_micro_toman: string } | undefined;
+    for (const deadline = Date.now() + 15_000; !record && Date.now() < deadline; await Bun.sleep(100)) {
+      await t.gw.deps.writer.flush();
+      record = (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage[0];
+    }
+    expect(record!.request_id).toBeTruthy();
 
     // The usage page shows the request and its exact cost; totals agree.
     await go("usage");
-    const row = `tr[data-request="${record.request_id}"]`;
+    const row = `tr[data-request="${record!.request_id}"]`;
     await page.waitForSelector(row);
-    expect(await page.getAttribute(row, "data-cost-micro")).toBe(record.billed_micro_toman);
-    expect(await page.getAttribute("#usage-totals", "data-cost-micro")).toBe(record.billed_micro_toman);
+    expect(await page.getAttribute(row, "data-cost-micro")).toBe(record!.billed_micro_toman);
+    expect(await page.getAttribute("#usage-totals", "data-cost-micro")).toBe(record!.billed_micro_toman);
     expect(await page.locator("#usage-chart rect").count()).toBe(1);
 
     // Filters: a model with no requests empties the list and the totals; clearing it brings them back.
@@ -216,14 +214,14 @@ suite("account area in a browser", () => {
     await page.keyboard.press("Control+A");
     await page.keyboard.press("Backspace");
     await page.keyboard.press("Enter");
-    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === ${JSON.stringify(record.billed_micro_toman)}`);
+    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === ${JSON.stringify(record!.billed_micro_toman)}`);
 
     // CSV export (a download).
     await tabTo("usage-csv");
     const [download] = await Promise.all([page.waitForEvent("download"), page.keyboard.press("Enter")]);
     const csv = readFileSync((await download.path())!, "utf8");
-    expect(csv.split("\r\n")[1]).toContain(record.request_id);
-    expect(csv.split("\r\n")[1]).toContain(`,${record.billed_micro_toman},`);
+    expect(csv.split("\r\n")[1]).toContain(record!.request_id);
+    expect(csv.split("\r\n")[1]).toContain(`,${record!.billed_micro_toman},`);
 
     // Every page in both languages: screenshots and axe.
     for (const lang of ["fa", "en"] as const) {

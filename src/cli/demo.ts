@@ -142,13 +142,11 @@ if (import.meta.main) {
     console.error("darvaze demo: could not start the Zarinpal simulator:", (error as Error).message);
     process.exit(1);
   }
-  const port = process.env.PORT ?? "8080";
-  const host = process.env.HOST ?? "127.0.0.1";
   const env = {
     ...process.env,
     // Codes in the demo's terminal, never a real SMS; customers come back from the bank page to the account area.
     SMS_SENDER: process.env.SMS_SENDER ?? "log",
-    ...(port !== "0" && !process.env.PAYMENT_RETURN_URL ? { PAYMENT_RETURN_URL: `http://${host}:${port}/console/#/wallet` } : {}),
+    PAYMENT_RETURN_URL: process.env.PAYMENT_RETURN_URL ?? "/console/#/wallet",
     ZARINPAL_MERCHANT_ID: DEMO_MERCHANT_ID,
     ZARINPAL_BASE_URL: zarinpal.url,
     DARVAZE_DATA: folder,

@@ -185,7 +185,7 @@
     const list = await api("GET", "/console/api/topups");
     const err = errorBox("topup-error");
     root.append(h("h1", {}, t("wallet.title")));
-    // Back from the payment page: PAYMENT_RETURN_URL=<origin>/console/#/wallet adds ?topup=…&outcome=….
+    // Back from the payment page: PAYMENT_RETURN_URL=/console/#/wallet adds ?topup=…&outcome=….
     const returned = hashParams().get("topup") || new URLSearchParams(location.search).get("topup");
     if (returned) {
       const found = list.data.find((x) => x.id === returned);
