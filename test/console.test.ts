@@ -115,6 +115,7 @@ suite("account area in a browser", () => {
     expect(await page.getAttribute("html", "dir")).toBe("rtl");
     expect(await page.isHidden("#code")).toBe(true); // until a code was sent
     await axe("signin-fa");
+    await page.screenshot({ path: join(ARTIFACTS, "console-signin-fa.png"), fullPage: true });
 
     // Sign in: the phone in Persian digits, the code as the SMS simulator received it.
     await tabTo("phone");
@@ -257,6 +258,15 @@ suite("account area in a browser", () => {
     const refused = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] }).catch((error) => error);
     expect(refused.status).toBe(401);
     expect(refused.error.message).toContain("revoked");
+
+    // Sign out by keyboard; the sign-in page in English passes axe too.
+    await tabTo("sign-out", { back: true });
+    await page.keyboard.press("Enter");
+    await ready("signin");
+    expect(await page.getAttribute("html", "lang")).toBe("en");
+    await axe("signin-en");
+    await page.screenshot({ path: join(ARTIFACTS, "console-signin-en.png"), fullPage: true });
+    expect((await page.evaluate(`fetch("/console/api/session").then((r) => r.status)`)) as number).toBe(401);
 
     // The secret never appears again: not in any response after the creation reply, not in the log.
     const creation = captured.filter((c) => c.body.includes(key));
