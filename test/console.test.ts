@@ -126,6 +126,12 @@ suite("account area in a browser", () => {
     expect(await page.evaluate("document.activeElement.id")).toBe("code");
     const code = sms.lastCode(PHONE);
     expect(code).toMatch(/^\d{6}$/);
+    // A wrong code first: refused in Persian, with the tries left.
+    await page.keyboard.type(code === "000000" ? "111111" : "000000");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.getElementById("signin-error").textContent.includes("کد نادرست است")`);
+    expect(await page.textContent("#signin-error")).toContain("4 tries left");
+    await page.keyboard.press("Control+A");
     await page.keyboard.type(code!);
     await page.keyboard.press("Enter");
     await ready("overview");

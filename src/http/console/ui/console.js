@@ -76,7 +76,11 @@
   }
 
   function errorBox(id) { return h("p", { id, class: "error", role: "alert" }); }
-  function showError(box, error) { box.textContent = t("errors.generic", { message: error.message }); }
+  function showError(box, error) {
+    const known = T().errors.codes && error.code ? T().errors.codes[error.code] : undefined;
+    // In Persian the known codes read in Persian, with the server's words kept for the details (tries left, seconds).
+    box.textContent = known ? `${known} (${error.message})` : t("errors.generic", { message: error.message });
+  }
   function field(label, input) { return h("label", {}, label, input); }
   function table(caption, heads, rows, id) {
     // Focusable and named: a table wider than a phone screen scrolls, and keyboards must reach it.

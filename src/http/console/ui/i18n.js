@@ -15,7 +15,21 @@ window.DVZ_I18N = {
     usage: { title: "مصرف", key: "کلید", model: "مدل", from: "از تاریخ", to: "تا تاریخ", apply: "اعمال", all: "همه", time: "زمان", tokens: "توکن ورودی / خروجی", cost: "هزینه (تومان)", status: "وضعیت", totals: "جمع: {n} درخواست، {cost} تومان", csv: "دانلود CSV", chart: "هزینهٔ روزانه (روز UTC)", none: "درخواستی با این فیلترها نیست.", more: "بیشتر" },
     pricing: { title: "قیمت‌ها", model: "مدل", window: "پنجرهٔ متن (توکن)", input: "ورودی (تومان / ۱ میلیون)", output: "خروجی (تومان / ۱ میلیون)", inCountry: "داخل کشور", rate: "نرخ دلار: {rate} تومان، از {date}", yes: "✓ داخل کشور", no: "" },
     security: { title: "نشست‌ها", device: "مرورگر", address: "نشانی", lastUsed: "آخرین استفاده", current: "همین نشست", end: "پایان", everywhere: "خروج از همهٔ دستگاه‌ها" },
-    errors: { network: "ارتباط با سرور برقرار نشد.", generic: "خطا: {message}" },
+    errors: {
+      network: "ارتباط با سرور برقرار نشد.", generic: "خطا: {message}",
+      // The server's messages are English; in Persian each known code has its own sentence.
+      codes: {
+        code_invalid: "کد نادرست است.", code_expired: "این کد منقضی شده یا قبلاً استفاده شده است؛ کد تازه بخواهید.",
+        code_attempts_exceeded: "تلاش‌های نادرست بیش از حد مجاز بود؛ کد تازه بخواهید یا بعداً دوباره امتحان کنید.",
+        code_resend_limited: "کد به‌تازگی فرستاده شده است؛ کمی بعد دوباره بخواهید.",
+        wallet_not_funded: "ابتدا کیف پول را شارژ کنید؛ ساختن کلید پس از اولین شارژ ممکن است.",
+        session_required: "نشست شما پایان یافته است؛ دوباره وارد شوید.",
+        service_unavailable: "این سرویس اکنون در دسترس نیست؛ کمی بعد دوباره امتحان کنید.",
+        invalid_request: "مقدار واردشده معتبر نیست.",
+        not_found: "پیدا نشد.",
+        cross_site_refused: "درخواست از صفحهٔ دیگری آمده بود و پذیرفته نشد.",
+      },
+    },
     toman: "تومان",
   },
   en: {
