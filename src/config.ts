@@ -29,9 +29,14 @@ export const envSchema = z.object({
   /** Browser origins allowed to call /v1 with a key (default none: keys are for servers). */
   ALLOWED_ORIGINS: listFromEnv,
   BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-  UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 3_600_000),
+  /**
+   * The whole wait for an upstream's reply, all tries. A client waiting for a non-streamed reply
+   * hears nothing meanwhile, and Bun's idle timeout (at most 255 s) must cover it and an image
+   * download: hence the bound (src/http/listen.ts).
+   */
+  UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 215_000),
   /** A stream whose upstream is silent this long gets a `: keep-alive` comment (and again after each interval). */
-  STREAM_KEEPALIVE_MS: intFromEnv(15_000, 50, 600_000),
+  STREAM_KEEPALIVE_MS: intFromEnv(15_000, 50, 240_000),
   /** A stream whose upstream is silent this long is ended with an error frame and the upstream aborted. */
   STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),

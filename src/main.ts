@@ -21,6 +21,7 @@ import { createConsole, type Console } from "./console/index.ts";
 import { paymentTopUps } from "./console/topups.ts";
 import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./console/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
+import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
@@ -34,6 +35,7 @@ import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
+import { chat } from "./http/chat/route.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
 
@@ -79,6 +81,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    ensurePortFree(env.HOST, env.PORT);
     const db: Db = await openDb({ databaseUrl: env.DATABASE_URL, dataFolder: options.inMemory ? null : env.DARVAZE_DATA });
     cleanups.push(() => db.close());
     const applied = await migrate(db);
@@ -198,18 +201,19 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
     }, CONSOLE_SWEEP_INTERVAL_MS);
     cleanups.push(() => clearInterval(consoleSweep));
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, console: area }).listen({
-      port: env.PORT,
-      hostname: env.HOST,
-      // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
-      maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
-    });
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, console: area });
+    try {
+      app.listen(listenOptions(env));
+    } catch (error) {
+      // Taken since ensurePortFree looked.
+      throw isAddressInUse(error) ? new PortInUseError(env.HOST, env.PORT) : error;
+    }
     const server = app.server!;
     // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     if (bus instanceof NatsBus) {
       // Internal services call the same handlers over NATS (gw.v1.<operation>).
-      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log });
+      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log, chat: (input) => chat(deps, input) });
       cleanups.push(stopInternal);
     }
     const port = app.server!.port!;
@@ -242,7 +246,7 @@ export async function runMain(start: () => Promise<Gateway>): Promise<Gateway> {
     process.once("SIGTERM", shutdown);
     return gateway;
   } catch (error) {
-    if (error instanceof ConfigError || error instanceof DataFolderLockedError) {
+    if (error instanceof ConfigError || error instanceof DataFolderLockedError || error instanceof PortInUseError) {
       console.error(`darvaze: ${error.message}`);
     } else {
       console.error("darvaze: failed to start:", error);

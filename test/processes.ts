@@ -42,20 +42,29 @@ export function clusterEnv(databaseUrl: string, sim: Simulator, extra: Record<st
   };
 }
 
+/**
+ * `bun run src/main.ts` with this process's environment and `env` over it; a variable set to
+ * undefined in `env` is left out. PORT is 0 unless `env` names one.
+ */
+function spawnMain(env: Record<string, string | undefined>): Subprocess<"ignore", "pipe", "pipe"> {
+  const merged: Record<string, string | undefined> = { ...process.env, PORT: "0", ...env, LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "16384" };
+  const childEnv = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
+  return Bun.spawn(["bun", "run", "src/main.ts"], { cwd: ROOT, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+}
+
+/** A gateway that must fail to start: its exit code and what it wrote, or a throw if it is still up after NODE_READY_MS_MAX. */
+export async function gatewayStartFailure(env: Record<string, string | undefined>): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+  const child = spawnMain(env);
+  const exited = await Promise.race([child.exited, Bun.sleep(NODE_READY_MS_MAX).then(() => null)]);
+  if (exited === null) {
+    child.kill("SIGKILL");
+    throw new Error(`gateway still running after ${NODE_READY_MS_MAX} ms`);
+  }
+  return { exitCode: exited, stdout: await new Response(child.stdout).text(), stderr: await new Response(child.stderr).text() };
+}
+
 export async function spawnGateway(env: Record<string, string | undefined>): Promise<GatewayProcess> {
-  const child = Bun.spawn(["bun", "run", "src/main.ts"], {
-    cwd: ROOT,
-    env: {
-      ...(process.env as Record<string, string>),
-      ...(env as Record<string, string>),
-      LOG_LEVEL: "info",
-      PORT: "0",
-      BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
-    },
-    stdin: "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const child = spawnMain(env);
   const reader = child.stderr.getReader();
   const decoder = new TextDecoder();
   let text = "";

@@ -108,17 +108,19 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     return getWallet(r.db, r.accountId);
   };
 
-  it(`${name}: admit leases what the wallet has; settle charges min(cost, reserve) from the lease`, async () => {
+  it(`${name}: admit leases what the wallet has; usage beyond the reserve is charged up to the wallet, the rest written off`, async () => {
     const admitted = await admit("r1", 700_000n);
     expect(admitted.ok).toBe(true);
     if (!admitted.ok) return;
     // The lease wanted 1,000 toman; the wallet had 1, so the lease took all of it.
     expect(await wallet()).toEqual({ balanceMicro: 1_000_000n, heldMicro: 1_000_000n });
-    // 10 × 13,500 + 20 × 54,000 = 1,215,000 metered, more than the reserve: 700,000 charged.
+    // 10 × 13,500 + 20 × 54,000 = 1,215,000 metered, more than the 700,000 reserve: the lease's
+    // other 300,000 cover part of it; the wallet has nothing more, so 215,000 are written off.
     const settled = await settle(settlementFor(r, admitted.holdId, "r1", 20n, 700_000n));
-    expect(settled).toEqual({ ok: true, billedMicro: 700_000n, meteredMicro: 1_215_000n });
-    expect(await wallet()).toEqual({ balanceMicro: 300_000n, heldMicro: 300_000n });
+    expect(settled).toEqual({ ok: true, billedMicro: 1_000_000n, meteredMicro: 1_215_000n });
+    expect(await wallet()).toEqual({ balanceMicro: 0n, heldMicro: 0n });
     await r.host.releaseAll();
+    await topUp(r.db, r.accountId, 300_000n, "after-overrun");
     expect(await wallet()).toEqual({ balanceMicro: 300_000n, heldMicro: 0n });
   });
 
@@ -200,6 +202,21 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     expect(settled).toEqual({ ok: true, billedMicro: 7_000n, meteredMicro: 54_135_000n });
     await r.host.releaseAll();
     expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro + 5_000n - 7_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: usage beyond the reserve and the lease's room grows the hold from the wallet`, async () => {
+    await r.host.releaseAll();
+    await topUp(r.db, r.accountId, 3_000_000_000n, "for-overrun"); // 3,000 toman: more than one lease
+    const before = (await wallet())!;
+    const admitted = await admit("o1", 1_000_000n);
+    if (!admitted.ok) throw new Error("not admitted");
+    // The lease holds less than 1,000 toman (the minimum, or only the reserve while the wallet
+    // was low): 30,000 output tokens × 54,000 + 135,000 is past all of it.
+    expect((await wallet())!.heldMicro).toBeLessThanOrEqual(1_000_000_000n);
+    const s = settlementFor(r, admitted.holdId, "o1", 30_000n, 1_000_000n);
+    expect(await settle(s)).toEqual({ ok: true, billedMicro: 1_620_135_000n, meteredMicro: 1_620_135_000n });
+    await r.host.releaseAll();
+    expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro - 1_620_135_000n, heldMicro: 0n });
   });
 
   it(`${name}: a revoked key is refused`, async () => {

@@ -12,9 +12,12 @@
  *   extend(t):      a stream metered live grows its reserve: from its lease's room in memory, or
  *                   by growing the lease's hold from the wallet (one conditional UPDATE); refused
  *                   (402) when the wallet cannot cover it. Settle may then charge up to the total.
- *   settle(s):      charge = min(metered, reserve) from the request's lease, appended to the
- *                   usage writer (group commit posts it), slot freed, lease closed once retired
- *                   and drained.
+ *   settle(s):      metered = the usage at the admitted prices. Usage beyond the reserve (hidden
+ *                   reasoning, a vendor tokenizer that counts more) is first covered from the
+ *                   lease's room, then by growing its hold from what the wallet has (within the
+ *                   key's monthly cap); charge = min(metered, what is then covered), appended to
+ *                   the usage writer (group commit posts it), and metered − charge is written
+ *                   off. Slot freed, lease closed once retired and drained.
  *
  * In a cluster the per-minute windows and the monthly cap are the key's partition owner's, and
  * `deps.rates` (rates.ts) admits from this node's permits; alone, the actor's own windows and its
@@ -29,12 +32,12 @@ import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, Sett
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
-import { closeHold, growHold, openHold, shrinkHold } from "../../src/ledger/holds.ts";
+import { closeHold, growHold, growHoldUpTo, openHold, shrinkHold } from "../../src/ledger/holds.ts";
 import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { Logger } from "../../src/log.ts";
-import type { RateGate } from "./rates.ts";
+import type { RateGate } from "./gate.ts";
 import { RateWindows } from "./window.ts";
 
 /** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */
@@ -408,8 +411,9 @@ export class KeyActor {
   /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
-    const reserve = admission?.reserve ?? s.reserveMicro;
     const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
+    if (admission && metered > admission.reserve && s.billedMicroMax === undefined) await this.coverOverrun(admission, metered - admission.reserve);
+    const reserve = admission?.reserve ?? s.reserveMicro;
     let billed = metered < reserve ? metered : reserve;
     if (s.billedMicroMax !== undefined && s.billedMicroMax < billed) billed = s.billedMicroMax;
     this.deps.writer.append({
@@ -445,6 +449,45 @@ export class KeyActor {
     this.lastUseMs = this.now();
     this.signal();
     return { ok: true, billedMicro: billed, meteredMicro: metered };
+  }
+
+  /**
+   * Grows an admission's reserve toward usage the upstream reported beyond it: from the lease's
+   * room, then from the wallet, never past the key's monthly cap. What cannot be covered stays
+   * uncharged (written off). Rare, so it may touch the database on the settle path.
+   */
+  private async coverOverrun(admission: Admission, needMicro: bigint): Promise<void> {
+    const lease = admission.lease;
+    if (!lease) return;
+    let need = needMicro;
+    try {
+      const key = await this.deps.keys.get(this.keyId);
+      if (key) need = await this.capRoom(key, need);
+      if (need <= 0n) return;
+      const fromLease = this.room(lease) < need ? this.room(lease) : need;
+      let grown = 0n;
+      if (fromLease < need) {
+        grown = await growHoldUpTo(this.deps.db, lease.holdId, need - fromLease);
+        lease.amount += grown;
+      }
+      lease.outstanding += fromLease + grown;
+      admission.reserve += fromLease + grown;
+    } catch (error) {
+      this.deps.log("error", "overrun_cover_failed", { keyId: this.keyId, error: (error as Error).message });
+    }
+  }
+
+  /** How much of `need` the key's monthly cap still allows (all of it without a cap). */
+  private async capRoom(key: KeyRecord, need: bigint): Promise<bigint> {
+    if (key.monthlySpendCapMicro === null) return need;
+    const gate = this.deps.rates;
+    if (gate) return (await gate.extend(key, 0, need)) ? 0n : need;
+    const month = await this.monthSpent();
+    let outstanding = 0n;
+    for (const a of this.admissions.values()) outstanding += a.reserve;
+    const room = key.monthlySpendCapMicro - month.spent - outstanding;
+    if (room <= 0n) return 0n;
+    return room < need ? room : need;
   }
 
   private recordSpend(billed: bigint, admission: Admission | undefined, tokens: number): void {

@@ -10,6 +10,7 @@
  * The admin token goes only into the Authorization header; nothing here prints it.
  */
 import { z } from "zod";
+import { microToToman } from "../catalog/prices.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
 import { runTop } from "./top.ts";
 
@@ -88,6 +89,7 @@ const ratesReply = z.object({
 const auditReply = z.object({
   ok: z.boolean(),
   checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
+  write_offs_by_key: z.array(z.object({ key_id: z.string(), requests: z.number(), write_off_micro: z.string() })).default([]),
 });
 
 const paidTopupReply = z.object({
@@ -444,6 +446,10 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
       lines.push(`          ${Object.entries(violation).map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`).join(" ")}`);
     }
     if (count > VIOLATIONS_SHOWN_MAX) lines.push(`          … and ${count - VIOLATIONS_SHOWN_MAX} more (--json lists them)`);
+  }
+  if (a.write_offs_by_key.length > 0) lines.push("  written off (metered, not charged), by key:");
+  for (const w of a.write_offs_by_key) {
+    lines.push(`          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`);
   }
   const failed = a.checks.filter((c) => !c.ok).length;
   lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);

@@ -14,7 +14,8 @@ import { createSpeech } from "./audio/speech.ts";
 import { createTranscription } from "./audio/transcription.ts";
 import { createImages } from "./images/route.ts";
 import { serveMedia } from "./media/store.ts";
-import { authorize, failed, isFailure, json } from "./guard.ts";
+import { callerOf, failed, isFailure, json } from "./guard.ts";
+import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
 import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
@@ -44,12 +45,12 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
 
   /** Runs a /v1 handler for an authenticated key. */
   const withKey =
-    (handler: (key: Exclude<Awaited<ReturnType<typeof authorize>>, Failure>, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response) =>
+    (handler: (key: KeyRecord, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response) =>
     async ({ request, params }: { request: Request; params: Record<string, string> }) => {
       const requestId = newRequestId();
-      const key = await authorize(request, deps);
-      if (isFailure(key)) return failed(key, requestId);
-      return handler(key, requestId, request, params);
+      const caller = await callerOf(request, deps);
+      if (isFailure(caller)) return failed(caller, requestId);
+      return handler(caller.key, requestId, request, params);
     };
 
   /** Runs an /admin handler after checking the admin token. */

@@ -1,14 +1,13 @@
-/** Checks shared by every /v1 route: browser origin, then the API key. */
+/** What every /v1 route shares: the caller (admission's one rule), error replies. */
 import type { z } from "zod";
+import { enter, type Caller } from "../admission/admission.ts";
 import { errorResponse, fail, isFailure, type Failure } from "../errors.ts";
-import type { KeyRecord } from "../keys/store.ts";
 import type { EdgeDeps } from "./deps.ts";
-import { bearerToken, checkOrigin } from "./request.ts";
+import { credentialsOf } from "./request.ts";
 
-export async function authorize(request: Request, deps: EdgeDeps): Promise<KeyRecord | Failure> {
-  const refused = checkOrigin(request, deps.env.ALLOWED_ORIGINS);
-  if (refused) return refused;
-  return deps.keys.authenticate(bearerToken(request));
+/** Browser origin, the API key and residency, read from an HTTP request. */
+export function callerOf(request: Request, deps: EdgeDeps): Promise<Caller | Failure> {
+  return enter(deps, credentialsOf(request));
 }
 
 /** The first zod issue as a 400 naming the field (`messages.0.role`). */

@@ -1,6 +1,7 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
+import type { Credentials } from "../admission/admission.ts";
 
 export function newRequestId(): string {
   return newId("req");
@@ -24,6 +25,11 @@ export async function readJsonBody(request: Request, bytesMax: number): Promise<
     text = Buffer.concat(parts).toString("utf8");
   }
   if (text.length > bytesMax) return tooLarge(bytesMax);
+  return parseJsonText(text);
+}
+
+/** A body's text as JSON, or the 400 `invalid_json` a client expects. */
+export function parseJsonText(text: string): unknown | Failure {
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   try {
     return JSON.parse(text) as unknown;
@@ -38,21 +44,19 @@ function tooLarge(bytesMax: number): Failure {
 
 /** The token of `Authorization: Bearer <token>` (also the `x-api-key` header), or null. */
 export function bearerToken(request: Request): string | null {
-  const header = request.headers.get("authorization");
-  if (header) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    return match ? match[1]! : null;
-  }
-  return request.headers.get("x-api-key");
+  return presentedKey(request.headers.get("authorization"), request.headers.get("x-api-key"));
 }
 
-/** A request from a browser page carries Origin; keys are for servers unless the origin is allowed. */
-export function checkOrigin(request: Request, allowed: readonly string[]): Failure | null {
-  const origin = request.headers.get("origin");
-  if (origin === null || allowed.includes(origin)) return null;
-  return fail(
-    "origin_not_allowed",
-    "Darvaze API keys are for servers only: this request came from a browser page (it carries an Origin header). " +
-      "Call the API from your backend, or ask the operator to allow this origin.",
-  );
+/** The key of an `Authorization: Bearer <token>` value, else of an `x-api-key` value, or null. */
+export function presentedKey(authorization: string | null | undefined, apiKey: string | null | undefined = null): string | null {
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    return match ? match[1]! : null;
+  }
+  return apiKey || null;
+}
+
+/** What the caller presented, for admission (src/admission): key, browser origin, residency. */
+export function credentialsOf(request: Request): Credentials {
+  return { key: bearerToken(request), origin: request.headers.get("origin"), residency: request.headers.get("x-darvaze-residency") };
 }

@@ -10,6 +10,9 @@
  *   payments:   a paid top-up is verified exactly when its credit (`topup:pay:<id>`) exists, and
  *               that credit is the requested amount, to the account recorded at request time
  *
+ * Beside the checks, the write-offs by key (usage metered but not charged: beyond what the
+ * wallet could cover, or past a stream's cut), the largest first.
+ *
  * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
  */
 import { sql } from "drizzle-orm";
@@ -25,9 +28,19 @@ export interface AuditCheck {
   violations: Record<string, unknown>[];
 }
 
+/** Keys listed in the audit's write-offs, the largest first. */
+export const AUDIT_WRITE_OFF_KEYS_MAX = 20;
+
+export interface KeyWriteOff {
+  key_id: string;
+  requests: number;
+  write_off_micro: string;
+}
+
 export interface AuditReport {
   ok: boolean;
   checks: AuditCheck[];
+  write_offs_by_key: KeyWriteOff[];
 }
 
 const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
@@ -111,5 +124,9 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
     const rows = await db.rows<Record<string, unknown>>(check.query);
     checks.push({ name: check.name, ok: rows.length === 0, violations: rows.slice(0, AUDIT_VIOLATIONS_SHOWN_MAX) });
   }
-  return { ok: checks.every((c) => c.ok), checks };
+  const writeOffs = await db.rows<{ key_id: string; requests: unknown; write_off_micro: unknown }>(sql`
+    SELECT key_id, count(*) AS requests, sum(metered_micro - billed_micro) AS write_off_micro FROM usage_records
+    WHERE metered_micro > billed_micro GROUP BY key_id ORDER BY sum(metered_micro - billed_micro) DESC LIMIT ${AUDIT_WRITE_OFF_KEYS_MAX}`);
+  const byKey = writeOffs.map((r) => ({ key_id: r.key_id, requests: Number(r.requests), write_off_micro: String(r.write_off_micro) }));
+  return { ok: checks.every((c) => c.ok), checks, write_offs_by_key: byKey };
 }

@@ -127,3 +127,27 @@ export async function growHold(db: Db, holdId: string, byMicro: bigint): Promise
     return true;
   });
 }
+
+/**
+ * Grows a pending hold by as much of `maxMicro` as its wallet has available (usage an upstream
+ * reported beyond a request's reserve); returns what it grew by, 0 when the wallet has nothing
+ * or the hold is no longer pending. The hold's row is locked first, as in growHold.
+ */
+export async function growHoldUpTo(db: Db, holdId: string, maxMicro: bigint): Promise<bigint> {
+  if (maxMicro <= 0n) return 0n;
+  return db.orm.transaction(async (tx) => {
+    const [hold] = await txRows<{ account_id: string }>(tx, sql`
+      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`);
+    if (!hold) return 0n;
+    const [grown] = await txRows<{ grow: unknown }>(tx, sql`
+      WITH w AS (
+        SELECT account_id, LEAST(${maxMicro}::bigint, balance_micro - held_micro) AS grow
+        FROM wallets WHERE account_id = ${hold.account_id} FOR UPDATE)
+      UPDATE wallets SET held_micro = wallets.held_micro + w.grow, updated_at = now()
+      FROM w WHERE wallets.account_id = w.account_id AND w.grow > 0
+      RETURNING w.grow`);
+    const grow = grown ? BigInt(String(grown.grow)) : 0n;
+    if (grow > 0n) await txRows(tx, sql`UPDATE holds SET amount_micro = amount_micro + ${grow}::bigint WHERE id = ${holdId}`);
+    return grow;
+  });
+}

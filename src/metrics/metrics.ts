@@ -29,6 +29,8 @@ export interface RequestMetric {
   inputTokens: number;
   outputTokens: number;
   billedMicro: bigint;
+  /** Metered at list price; metered − billed is written off (the wallet could not cover it). */
+  meteredMicro?: bigint;
   /** For the live view's top keys (id and name only), never a label. */
   keyId?: string | null;
   keyName?: string | null;
@@ -75,6 +77,7 @@ export class Metrics {
   private readonly tpot: Histogram<"model" | "backend">;
   private readonly tokens: Counter<"model" | "direction">;
   private readonly cost: Counter<"model">;
+  private readonly writeOff: Counter<"model" | "backend">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -107,6 +110,12 @@ export class Metrics {
     });
     this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction (input, output).", labelNames: ["model", "direction"], registers });
     this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
+    this.writeOff = new Counter({
+      name: "darvaze_write_off_micro_toman_total",
+      help: "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
+      labelNames: ["model", "backend"],
+      registers,
+    });
     this.stateGauges(sources, registers);
   }
 
@@ -321,6 +330,7 @@ export class Metrics {
     if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
+    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
     this.traffic.add({
       model: m.model,
       backend: m.backend,

@@ -14,7 +14,6 @@ export const LOGGED_CONTENT_CHARS_MAX = 16_384;
 export interface RequestRecord extends RequestMetric {
   requestId: string;
   keyId: string | null;
-  meteredMicro?: bigint;
   /** Read only when content logging is on. */
   content?: () => { prompt: unknown; completion: string };
 }

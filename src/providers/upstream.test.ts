@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { fetchUpstreamFile, readTextBounded } from "./upstream.ts";
+import { FILE_REDIRECTS_MAX, fetchUpstreamFile, readTextBounded } from "./upstream.ts";
 
 /** A body of endless 16 KiB chunks of "a", counting how many the reader pulled. */
 function endlessBody() {
@@ -43,9 +43,9 @@ describe("fetchUpstreamFile", () => {
     const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("p".repeat(100), { headers: { "content-type": "image/png" } }) });
     try {
       const url = `http://127.0.0.1:${server.port}/image.png`;
-      const whole = await fetchUpstreamFile(url, { bytesMax: 100, timeoutMs: 5_000 });
+      const whole = await fetchUpstreamFile(url, { backendUrl: url, bytesMax: 100, timeoutMs: 5_000 });
       expect("bytes" in whole ? [whole.bytes.byteLength, whole.contentType] : whole).toEqual([100, "image/png"]);
-      const over = await fetchUpstreamFile(url, { bytesMax: 99, timeoutMs: 5_000 });
+      const over = await fetchUpstreamFile(url, { backendUrl: url, bytesMax: 99, timeoutMs: 5_000 });
       expect(over).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 99 bytes.", retryable: false });
     } finally {
       server.stop(true);
@@ -56,11 +56,103 @@ describe("fetchUpstreamFile", () => {
     const packed = Bun.gzipSync("z".repeat(1_000_000));
     const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(packed, { headers: { "content-encoding": "gzip", "content-length": String(packed.byteLength) } }) });
     try {
-      const got = await fetchUpstreamFile(`http://127.0.0.1:${server.port}/image.png`, { bytesMax: 100_000, timeoutMs: 5_000 });
+      const got = await fetchUpstreamFile(`http://127.0.0.1:${server.port}/image.png`, { backendUrl: `http://127.0.0.1:${server.port}/v1`, bytesMax: 100_000, timeoutMs: 5_000 });
       expect(packed.byteLength).toBeLessThan(100_000);
       expect(got).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 100000 bytes.", retryable: false });
     } finally {
       server.stop(true);
     }
+  });
+});
+
+describe("fetchUpstreamFile: only the backend's origin, public https and data:", () => {
+  /** A backend on loopback: /a.png is the image, /hop/N redirects N more times, /to?url= redirects there. */
+  const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 1, 2, 3]);
+  let hits: string[] = [];
+  const backend = () =>
+    Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch(req) {
+        const url = new URL(req.url);
+        hits.push(url.pathname);
+        if (url.pathname === "/a.png") return new Response(png, { headers: { "content-type": "image/png" } });
+        const hop = /^\/hop\/(\d+)$/.exec(url.pathname);
+        if (hop) return Response.redirect(Number(hop[1]) === 0 ? "/a.png" : `/hop/${Number(hop[1]) - 1}`, 302);
+        if (url.pathname === "/to") return Response.redirect(url.searchParams.get("url")!, 307);
+        return new Response("no", { status: 404 });
+      },
+    });
+  const refused = (why: string) => ({ code: "upstream_error" as const, message: `The upstream's file URL was refused: ${why}.`, retryable: false });
+  const notPublic = "the URL's address is not a public one";
+
+  async function withBackend(run: (origin: string) => Promise<void>) {
+    hits = [];
+    const server = backend();
+    try {
+      await run(`http://127.0.0.1:${server.port}`);
+    } finally {
+      server.stop(true);
+    }
+  }
+  const get = (url: string, origin: string) => fetchUpstreamFile(url, { backendUrl: `${origin}/v1`, bytesMax: 1_000, timeoutMs: 5_000 });
+
+  test("the backend's own origin, private as it is, with redirects inside it", () =>
+    withBackend(async (origin) => {
+      expect(await get(`${origin}/hop/2`, origin)).toEqual({ bytes: png, contentType: "image/png" });
+      expect(hits).toEqual(["/hop/2", "/hop/1", "/hop/0", "/a.png"]);
+    }));
+
+  test(`more than ${FILE_REDIRECTS_MAX} redirects are refused`, () =>
+    withBackend(async (origin) => {
+      expect(await get(`${origin}/hop/${FILE_REDIRECTS_MAX}`, origin)).toEqual(refused(`more than ${FILE_REDIRECTS_MAX} redirects`));
+      expect(hits).not.toContain("/a.png");
+    }));
+
+  test("file:, loopback and link-local URLs are refused without a connection", () =>
+    withBackend(async (origin) => {
+      const port = new URL(origin).port;
+      expect(await get("file:///proc/self/environ", origin)).toEqual(refused("file: URLs are not fetched (only https, or the backend's own origin)"));
+      expect(await get(`https://127.0.0.1:${port}/a.png`, origin)).toEqual(refused(notPublic));
+      expect(await get(`http://localhost:${port}/a.png`, origin)).toEqual(refused("http: URLs are not fetched (only https, or the backend's own origin)"));
+      expect(await get(`https://localhost:${port}/a.png`, origin)).toEqual(refused("the URL's host resolves to an address that is not a public one"));
+      expect(await get("https://169.254.169.254/latest/meta-data/", origin)).toEqual(refused(notPublic));
+      expect(hits).toEqual([]);
+    }));
+
+  test("a redirect from the backend's origin to a private address is refused at that hop", () =>
+    withBackend(async (origin) => {
+      const cases: [string, string][] = [
+        [`https://127.0.0.1:${new URL(origin).port}/a.png`, notPublic],
+        [`https://localhost:${new URL(origin).port}/a.png`, "the URL's host resolves to an address that is not a public one"],
+        ["https://[::ffff:127.0.0.1]/a.png", notPublic],
+        ["file:///etc/passwd", "file: URLs are not fetched (only https, or the backend's own origin)"],
+        ["data:image/png;base64,iVBORw==", "data: URLs are not fetched (only https, or the backend's own origin)"],
+      ];
+      for (const [to, why] of cases) expect(await get(`${origin}/to?url=${encodeURIComponent(to)}`, origin)).toEqual(refused(why));
+      expect(hits).toEqual(Array(cases.length).fill("/to"));
+    }));
+
+  test("a host name is resolved once, by the lookup given, and judged by its answer", async () => {
+    const asked: string[] = [];
+    const got = await fetchUpstreamFile("https://images.example/a.png", {
+      backendUrl: "http://10.0.0.5/v1",
+      bytesMax: 1_000,
+      timeoutMs: 5_000,
+      lookup: async (host) => (asked.push(host), [{ address: "127.0.0.1", family: 4 }]),
+    });
+    expect(got).toEqual(refused("the URL's host resolves to an address that is not a public one"));
+    expect(asked).toEqual(["images.example"]);
+  });
+
+  test("a lookup that never answers is bounded by the download's time", async () => {
+    const got = await fetchUpstreamFile("https://slow.example/a.png", { backendUrl: "http://10.0.0.5/v1", bytesMax: 1_000, timeoutMs: 100, lookup: () => new Promise(() => {}) });
+    expect(got).toMatchObject({ code: "upstream_timeout" });
+  });
+
+  test("a data: URL is decoded in-process, within the byte bound", async () => {
+    const url = `data:image/png;base64,${Buffer.from(png).toString("base64")}`;
+    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 1_000, timeoutMs: 5_000 })).toEqual({ bytes: png, contentType: "image/png" });
+    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 6, timeoutMs: 5_000 })).toMatchObject({ message: "The upstream's file is larger than the limit of 6 bytes." });
   });
 });

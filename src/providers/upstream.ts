@@ -3,6 +3,7 @@
  * headers (and, for a whole JSON reply, its body); `readUpstreamStream` bounds the silence
  * between chunks. Either bound aborts the upstream request, so it stops generating.
  */
+import { fileTarget, systemLookup, type Lookup } from "./fileUrl.ts";
 import type { ChatStreamDecoder, StreamPiece, UpstreamFailure, UpstreamRequest } from "./types.ts";
 
 export interface UpstreamCall {
@@ -15,14 +16,57 @@ export interface UpstreamCall {
   timeoutMs: number;
 }
 
-export interface UpstreamReply {
-  response: Response;
-  /** Stops the upstream request (client gone, stall, budget exhausted). */
-  abort: () => void;
-  /** Releases the timer and listener of a reply read to its end (aborting it would cost more). */
-  finish: () => void;
-  /** Clears the headers timeout: call once the body is being streamed. */
-  settleTimer: () => void;
+/**
+ * How an accepted reply ended, for its backend: `done` (read to its end: its timing is learnt),
+ * `failed` (it broke off or sent an error: counts against the backend), `abandoned` (we stopped
+ * it: the client left, the budget ran out, it was too large; nothing is learnt).
+ */
+export type ReplyEnd = "done" | "failed" | "abandoned";
+
+/** What a reply read to its end teaches its backend's estimates. */
+export interface ReplyTiming {
+  ttftMs?: number;
+  outputTokens: number;
+  durationMs: number;
+}
+
+/**
+ * An accepted upstream reply, owned by whoever reads it until `close`. One close ends it
+ * whatever happened: the headers timeout and the client's abort listener are cleared, the
+ * upstream request is aborted unless its body was read to its end, and `onClose` (the pool:
+ * the backend's slot and estimates) learns how it ended. Later calls do nothing.
+ */
+export class UpstreamReply {
+  /** Set by the pool before the reply is handed over. */
+  onClose: ((end: ReplyEnd, timing?: ReplyTiming) => void) | null = null;
+  private closed = false;
+
+  constructor(
+    readonly response: Response,
+    private readonly controller: AbortController,
+    private readonly cleanup: () => void,
+  ) {}
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * The body is being streamed to a client: the headers timeout no longer applies, and the
+   * client's signal no longer aborts the upstream at once (the stream's owner decides when).
+   */
+  streaming(): void {
+    this.cleanup();
+  }
+
+  /** Ends the reply (see the class); `timing` for a reply read to its end. */
+  close(end: ReplyEnd, timing?: ReplyTiming): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.cleanup();
+    if (end !== "done") this.controller.abort();
+    this.onClose?.(end, timing);
+  }
 }
 
 export type UpstreamResult = { ok: true; reply: UpstreamReply } | { ok: false; failure: UpstreamFailure };
@@ -47,18 +91,7 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
       headers: { ...call.request.headers, "x-request-id": call.requestId },
       signal: controller.signal,
     });
-    return {
-      ok: true,
-      reply: {
-        response,
-        abort: () => {
-          cleanup();
-          controller.abort();
-        },
-        finish: cleanup,
-        settleTimer: () => clearTimeout(timer),
-      },
-    };
+    return { ok: true, reply: new UpstreamReply(response, controller, cleanup) };
   } catch (error) {
     cleanup();
     if (timedOut) return { ok: false, failure: { code: "upstream_timeout", message: "The upstream did not answer in time.", retryable: true } };
@@ -134,15 +167,14 @@ export interface StreamTiming {
 /**
  * Reads an SSE body through the adapter's decoder, one piece per network read. Every
  * `keepAliveMs` of silence yields KEEP_ALIVE_PIECE, so the edge can keep the client's connection
- * alive; a silence of `stallMsMax` aborts the upstream and throws StreamStalled. Leaving the loop
- * early for any reason aborts the upstream too.
+ * alive; a silence of `stallMsMax` throws StreamStalled. It never ends the reply: its owner
+ * closes it, once, saying how it ended.
  */
 export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStreamDecoder, timing: StreamTiming): AsyncGenerator<StreamPiece> {
   const body = reply.response.body;
   if (!body) return;
   const reader = body.getReader();
   const text = new TextDecoder();
-  let finished = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const tickMs = Math.min(timing.keepAliveMs, timing.stallMsMax);
   try {
@@ -162,7 +194,6 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
         silentMs += tickMs;
         sinceKeepAliveMs += tickMs;
         if (silentMs >= timing.stallMsMax) {
-          reply.abort();
           read.catch(() => {});
           throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
         }
@@ -171,36 +202,50 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
           yield KEEP_ALIVE_PIECE;
         }
       }
-      if (chunk.done) {
-        finished = true;
-        return;
-      }
+      if (chunk.done) return;
       yield decoder.push(text.decode(chunk.value, { stream: true }));
     }
   } finally {
     clearTimeout(timer);
-    // Left early (client gone, error, budget): stop the upstream generating.
-    if (!finished) reply.abort();
     try {
       reader.releaseLock();
     } catch {}
   }
 }
 
+/** Redirects followed for one file download; each hop's URL is judged again (fileTarget). */
+export const FILE_REDIRECTS_MAX = 5;
+
+export interface FileFetch {
+  /** The backend that pointed to the file: its own origin is fetched as configured. */
+  backendUrl: string;
+  bytesMax: number;
+  /** For the whole download: name lookups, every redirect hop and the body. */
+  timeoutMs: number;
+  /** Name resolution; tests inject one. Default: the system's (dns.lookup). */
+  lookup?: Lookup;
+}
+
 /**
  * Downloads a file an upstream pointed to (an image URL), within `bytesMax` and `timeoutMs`,
- * so the gateway can serve it itself and the upstream's URL never reaches a client.
+ * so the gateway can serve it itself and the upstream's URL never reaches a client. Only the
+ * backend's own origin, public `https` hosts and `data:` are fetched (src/providers/fileUrl.ts):
+ * a compromised backend cannot make the gateway read its own files or its private network.
  */
-export async function fetchUpstreamFile(url: string, limits: { bytesMax: number; timeoutMs: number }): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
+export async function fetchUpstreamFile(url: string, fetching: FileFetch): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), limits.timeoutMs);
+  const timer = setTimeout(() => controller.abort(), fetching.timeoutMs);
   try {
-    const response = await fetch(url, { signal: controller.signal });
-    if (!response.ok) return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
-    const { bytes, truncated } = await readBounded(response, limits.bytesMax);
+    const response = await followFile(url, fetching, controller.signal);
+    if (!(response instanceof Response)) return response;
+    if (!response.ok) {
+      await response.body?.cancel().catch(() => {});
+      return { code: "upstream_error", message: `The upstream's file could not be fetched (status ${response.status}).`, retryable: false };
+    }
+    const { bytes, truncated } = await readBounded(response, fetching.bytesMax);
     if (truncated) {
       controller.abort();
-      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${limits.bytesMax} bytes.`, retryable: false };
+      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${fetching.bytesMax} bytes.`, retryable: false };
     }
     return { bytes, contentType: response.headers.get("content-type") };
   } catch (error) {
@@ -208,4 +253,38 @@ export async function fetchUpstreamFile(url: string, limits: { bytesMax: number;
   } finally {
     clearTimeout(timer);
   }
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/** The first non-redirect response for `raw`, every hop judged by fileTarget; or why it was refused. */
+async function followFile(raw: string, fetching: FileFetch, signal: AbortSignal): Promise<Response | UpstreamFailure> {
+  const refused = (why: string): UpstreamFailure => ({ code: "upstream_error", message: `The upstream's file URL was refused: ${why}.`, retryable: false });
+  let url = URL.parse(raw);
+  if (!url) return refused("it is not a URL");
+  // Inline bytes, decoded in-process; only as the URL the upstream gave, never as a redirect's target.
+  if (url.protocol === "data:") return fetch(url, { signal });
+  const policy = { backendUrl: fetching.backendUrl, lookup: fetching.lookup ?? systemLookup };
+  for (let hop = 0; ; hop++) {
+    const target = await abortable(fileTarget(url, policy), signal);
+    if ("refused" in target) return refused(target.refused);
+    const response = await fetch(target.url, { redirect: "manual", signal, headers: target.headers, tls: target.tls });
+    if (!REDIRECT_STATUSES.has(response.status)) return response;
+    await response.body?.cancel().catch(() => {});
+    const location = response.headers.get("location");
+    if (location === null) return refused(`a ${response.status} redirect without a location`);
+    if (hop >= FILE_REDIRECTS_MAX) return refused(`more than ${FILE_REDIRECTS_MAX} redirects`);
+    url = URL.parse(location, url.href);
+    if (!url) return refused("a redirect to something that is not a URL");
+  }
+}
+
+/** A name lookup cannot be cancelled; the download's deadline stops waiting for it. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error("timed out"));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }

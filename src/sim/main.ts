@@ -120,7 +120,12 @@ async function main(args: string[]): Promise<void> {
     console.error(`simulator: ${error.message}\n${usage}`);
     process.exit(2);
   }
-  const sim = await startSimulator(options);
+  const sim = await startSimulator(options).catch((error: unknown) => {
+    // The simulator imports nothing from the gateway: the one check it shares is this code.
+    if ((error as { code?: unknown } | null)?.code !== "EADDRINUSE") throw error;
+    console.error(`simulator: port ${options.port} is in use (another simulator?); pass a free --port`);
+    process.exit(1);
+  });
   console.log(`simulator listening on ${sim.url}`);
   const shutdown = async () => {
     await sim.stop();

@@ -58,6 +58,8 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     hostname,
     // Stalls and long TTFTs must not be cut by Bun's 10 s idle default.
     idleTimeout: 0,
+    // Bun's default, stated: a second simulator on a busy port fails instead of sharing it.
+    reusePort: false,
     maxRequestBodySize: simBodyBytesMax,
     routes: {
       ...vendorRoutes(context, options, startedAtSec),

@@ -8,31 +8,36 @@
  */
 import { describe, fail } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
-import { admitPaid, operationModel, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { admit } from "../../admission/admission.ts";
+import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
+import { type PaidContext, pricedModel, refused } from "../paid.ts";
 import { readJsonBody } from "../request.ts";
 import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
 
 export async function createSpeech(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
-  const key = await authorize(request, deps);
-  if (isFailure(key)) return failed(key, requestId);
+  const ctx: PaidContext = { requestId, operation: "speech", startedMs: performance.now() };
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return failed(raw, requestId);
+  if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = speechRequest.safeParse(raw);
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
-  const model = operationModel(deps, body.model, "speech");
-  if (isFailure(model)) return failed(model, requestId);
-  const price = unitPrice(model, "character");
-  if (isFailure(price)) return failed(price, requestId);
-  const region = residencyOf(request);
-  if (isFailure(region)) return failed(region, requestId);
-  const pool = deps.pools.get(model.id);
-  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  const priced = pricedModel(deps, caller, body.model, "speech", "character");
+  if (isFailure(priced)) return refused(deps, ctx, caller, priced);
+  const { model, pricePer1m, pool } = priced;
 
   const characters = [...body.input].length;
-  const admitted = await admitPaid(deps, { requestId, key, model, operation: "speech", unit: "character", pricePer1m: price, units: characters, tokens: 0, exact: true });
+  const admitted = await admit(deps, {
+    requestId,
+    caller,
+    model,
+    operation: "speech",
+    startedMs: ctx.startedMs,
+    reserve: { input: { unit: "character", units: characters, pricePer1m }, tokens: 0, exact: true },
+  });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+  const region = caller.region;
 
   const sent = await pool
     .send({
@@ -42,18 +47,16 @@ export async function createSpeech(request: Request, requestId: string, deps: Ed
     })
     .catch((error: Error) => ({ kind: "failed" as const, backend: null, failure: fail("upstream_error", `The upstream call failed: ${error.message}`) }));
   if (sent.kind === "failed") {
-    await settlePaid(deps, admitted, 0, sent.backend?.name ?? null, describe(sent.failure.code).status);
+    await admitted.settle({ input: 0 }, sent.backend?.name ?? null, describe(sent.failure.code).status);
     return failed(sent.failure, requestId, admitted.headers);
   }
-  await settlePaid(deps, admitted, characters, sent.backend.name, 200);
+  await admitted.settle({ input: characters }, sent.backend.name, 200);
   const upstream = sent.reply.response.body;
   let done = false;
   const end = (completed: boolean) => {
     if (done) return;
     done = true;
-    if (completed) sent.reply.finish();
-    else sent.reply.abort();
-    sent.release();
+    sent.reply.close(completed ? "done" : "abandoned");
   };
   const reader = upstream?.getReader();
   // Pulled one upstream read per client read: a slow client slows the upstream read, and

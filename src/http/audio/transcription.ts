@@ -10,8 +10,9 @@
 import { parseBuffer } from "music-metadata";
 import { describe, fail, type Failure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
-import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { admit } from "../../admission/admission.ts";
+import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
+import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -85,34 +86,38 @@ function upstreamFields(fields: TranscriptionFields): Record<string, string | st
 }
 
 export async function createTranscription(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
-  const key = await authorize(request, deps);
-  if (isFailure(key)) return failed(key, requestId);
+  const ctx: PaidContext = { requestId, operation: "transcription", startedMs: performance.now() };
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const form = await readForm(request);
-  if (isFailure(form)) return failed(form, requestId);
+  if (isFailure(form)) return refused(deps, ctx, caller, form);
   const file = form.get("file");
-  if (!(file instanceof File)) return failed(fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }), requestId);
-  if (file.size > TRANSCRIPTION_FILE_BYTES_MAX) return failed(tooLarge(), requestId);
+  if (!(file instanceof File)) return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
+  if (file.size > TRANSCRIPTION_FILE_BYTES_MAX) return refused(deps, ctx, caller, tooLarge());
   if (!audioExtensionOk(file.name)) {
-    return failed(fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" }), requestId);
+    return refused(deps, ctx, caller, fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" }));
   }
   const parsed = transcriptionFields.safeParse(formFields(form));
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const fields = parsed.data;
-  const model = operationModel(deps, fields.model, "transcription");
-  if (isFailure(model)) return failed(model, requestId);
-  const price = unitPrice(model, "audio_second");
-  if (isFailure(price)) return failed(price, requestId);
-  const region = residencyOf(request);
-  if (isFailure(region)) return failed(region, requestId);
+  const priced = pricedModel(deps, caller, fields.model, "transcription", "audio_second");
+  if (isFailure(priced)) return refused(deps, ctx, caller, priced);
+  const { model, pricePer1m, pool } = priced;
   const bytes = new Uint8Array(await file.arrayBuffer());
   const duration = await audioSeconds(file, bytes);
-  if (isFailure(duration)) return failed(duration, requestId);
-  const pool = deps.pools.get(model.id);
-  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  if (isFailure(duration)) return refused(deps, ctx, caller, duration, model);
 
   const seconds = Math.ceil(duration);
-  const admitted = await admitPaid(deps, { requestId, key, model, operation: "transcription", unit: "audio_second", pricePer1m: price, units: seconds, tokens: 0, exact: true });
+  const admitted = await admit(deps, {
+    requestId,
+    caller,
+    model,
+    operation: "transcription",
+    startedMs: ctx.startedMs,
+    reserve: { input: { unit: "audio_second", units: seconds, pricePer1m }, tokens: 0, exact: true },
+  });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+  const region = caller.region;
 
   let backendName: string | null = null;
   const reply = await (async () => {
@@ -130,10 +135,10 @@ export async function createTranscription(request: Request, requestId: string, d
     return readReplyBytes(sent, TRANSCRIPT_REPLY_BYTES_MAX);
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
   if (isFailure(reply)) {
-    await settlePaid(deps, admitted, 0, backendName, describe(reply.code).status);
+    await admitted.settle({ input: 0 }, backendName, describe(reply.code).status);
     return failed(reply, requestId, admitted.headers);
   }
-  await settlePaid(deps, admitted, seconds, backendName, 200);
+  await admitted.settle({ input: seconds }, backendName, 200);
   const json = fields.response_format === "json" || fields.response_format === "verbose_json";
   return new Response(reply, {
     headers: { "content-type": json ? "application/json" : "text/plain; charset=utf-8", "x-request-id": requestId, ...admitted.headers },

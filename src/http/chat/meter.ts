@@ -14,6 +14,14 @@
  *   ahead:  once the room left is under half a step, the next extension starts in the
  *           background, so a stream with money rarely waits for one.
  *
+ *   report: every usage figure the upstream sends (a chunk's running count, a translated wire's
+ *           usage event, hidden reasoning included) replaces the count, and the hold is extended
+ *           to cover it; reasoning the hold cannot cover leaves the next delivery uncovered, so
+ *           the stream is cut there, and settlement charges what the wallet has.
+ *
+ * The hold is the request's admission (src/admission): the meter reads what it covers from it
+ * and keeps no copy of the reserve.
+ *
  * Invariant: delivered tokens (by the exact count, or by the upstream's own) ≤ covered tokens.
  */
 import { countTokens } from "../../tokens/count.ts";
@@ -25,13 +33,18 @@ export const METER_STEP_TOKENS_MIN = 16;
 /** Bytes delivered past the last exact count that trigger a recount in the background. */
 export const METER_RECOUNT_BYTES = 512;
 
+/** The request's hold, as the meter sees it. */
+export interface MeterHold {
+  /** Output tokens the hold covers now (all choices). */
+  readonly coveredOutputUnits: number;
+  /** Grows the hold by this many output tokens (coveredOutputUnits follows); false when refused. */
+  extend(addUnits: number): Promise<boolean>;
+}
+
 export interface MeterOptions {
-  /** Output tokens the admission reserve covers (all choices). */
-  coveredTokens: number;
+  hold: MeterHold;
   /** The most the stream may produce (all choices): the upstream was told as much. */
   capTokens: number;
-  /** Grows the hold by this many output tokens; false when refused. */
-  extend: (addTokens: number) => Promise<boolean>;
   /**
    * False for a stream whose client set max_tokens: the upstream was told the same budget and
    * bounds itself (by its own tokenizer, which may count differently), so nothing is withheld.
@@ -44,7 +57,6 @@ export interface MeterOptions {
 const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8");
 
 export class StreamMeter {
-  covered: number;
   /** Everything delivered to the client, in order. */
   delivered = "";
   private exactTokens = 0;
@@ -60,9 +72,13 @@ export class StreamMeter {
   private readonly count: (text: string) => Promise<number>;
 
   constructor(private readonly options: MeterOptions) {
-    this.covered = options.coveredTokens;
-    this.step = Math.max(METER_STEP_TOKENS_MIN, Math.min(METER_STEP_TOKENS_MAX, options.coveredTokens));
+    this.step = Math.max(METER_STEP_TOKENS_MIN, Math.min(METER_STEP_TOKENS_MAX, options.hold.coveredOutputUnits));
     this.count = options.count ?? countTokens;
+  }
+
+  /** Output tokens the hold covers now. */
+  get covered(): number {
+    return this.options.hold.coveredOutputUnits;
   }
 
   /** Delivered output tokens: an upper bound (exact() gives the count). */
@@ -97,6 +113,20 @@ export class StreamMeter {
       this.pendingBytes = 0;
     } else this.pendingBytes += utf8Bytes(text);
     this.recountAhead();
+    this.extendAhead();
+    return true;
+  }
+
+  /**
+   * The upstream's own running count of output tokens (hidden reasoning included), from a usage
+   * figure that came without text to deliver. It replaces the count, and the hold is extended to
+   * cover it while the wallet allows; false when it could not be covered.
+   */
+  async report(outputTokens: number): Promise<boolean> {
+    this.reportedTokens = outputTokens;
+    while (this.tokens > this.covered && this.options.enforce !== false) {
+      if (!(await this.extendOnce())) return false;
+    }
     this.extendAhead();
     return true;
   }
@@ -148,8 +178,7 @@ export class StreamMeter {
     this.extending = (async () => {
       let step = Math.min(this.step, this.options.capTokens - this.covered);
       while (step > 0) {
-        if (await this.options.extend(step)) {
-          this.covered += step;
+        if (await this.options.hold.extend(step)) {
           this.step = Math.min(METER_STEP_TOKENS_MAX, this.step * 2);
           return true;
         }

@@ -1,49 +1,34 @@
 /**
  * POST /v1/chat/completions: the whole path of a paid request.
  *
- *   edge:  origin → key → body (size, JSON, schema) → model → budget and reserve
- *   key actor (over the bus, a small ticket): slot + hold, or 429/402
+ *   edge:  the caller (origin, key, residency) → body (size, JSON, schema) → model → budget and
+ *          reserve → admission (src/admission: the key actor's slot and hold, or 429/402)
  *   pool actor (this node): backend, upstream call, retries before the first byte
- *   edge:  relay the reply (JSON, or SSE frames metered live by relay.ts), then settle the
- *          actual usage through the key actor, exactly once, whatever happened.
+ *   edge:  relay the reply (JSON, or frames metered live by relay.ts), then settle the actual
+ *          usage through the admission, exactly once, whatever happened.
+ *
+ * `chat` is the path itself, for any transport: the HTTP route below and the internal NATS
+ * service (src/internal/service.ts) both call it and only translate its result.
  */
-import { ADMIT, EXTEND, SETTLE, type AdmitTicket, type Settlement } from "../../../actors/protocol.ts";
-import { partitionOf } from "../../../actors/subjects.ts";
-import type { ChatOutcome } from "../../../actors/pool/pool.ts";
+import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
+import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool } from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { describe, fail, type Failure } from "../../errors.ts";
-import type { KeyRecord } from "../../keys/store.ts";
+import { fail, type Failure } from "../../errors.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
-import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
-import { rateHeaders } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import { failed, isFailure, zodFailure } from "../guard.ts";
+import { credentialsOf, readJsonBody } from "../request.ts";
+import { type Credentials, enter } from "../../admission/admission.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
-import { relayStream } from "./relay.ts";
+import { Relay, sseBody } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
-interface Admitted {
-  requestId: string;
-  key: KeyRecord;
-  model: CatalogModel;
-  body: ChatRequest;
-  budget: ChatBudget;
-  holdId: string;
-  /** The reserve admitted: the cheap bound, or the exact count at the wallet's edge. */
-  reserveMicro: bigint;
-  headers: Record<string, string>;
-  startedMs: number;
-}
+type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
-type Prepared = { body: ChatRequest; model: CatalogModel; key: KeyRecord; budget: ChatBudget };
-
-async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Failure> {
-  const key = await authorize(request, deps);
-  if (isFailure(key)) return key;
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
+  const raw = await input.readBody();
   if (isFailure(raw)) return raw;
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
@@ -52,47 +37,65 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
     if (!parsed.success) return zodFailure(parsed.error);
     body = parsed.data;
   }
-  const model = deps.catalog.get(body.model);
-  if (!model) {
-    return fail("model_not_found", `The model \`${body.model}\` does not exist or you do not have access to it.`, { param: "model" });
-  }
-  if (model.operation !== "chat") {
-    return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a chat model.`, { param: "model" });
-  }
+  const model = operationModel(deps, body.model, "chat");
+  if (isFailure(model)) return model;
   const budget = await chatBudget(body, model);
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
-  return { body, model, key, budget };
+  const pool = servingPool(deps, model, caller.region);
+  if (isFailure(pool)) return pool;
+  return { body, model, budget, pool };
 }
 
-export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
-  const startedMs = performance.now();
-  const prepared = await prepare(request, deps);
-  if (isFailure(prepared)) {
-    const status = describe(prepared.code).status;
-    observeRefused(deps, { requestId, keyId: null, operation: "chat", model: null, status, code: prepared.code, durationMs: performance.now() - startedMs });
-    return failed(prepared, requestId);
-  }
-  const { key, model, body, budget } = prepared;
-  const residency = request.headers.get("x-darvaze-residency");
-  if (residency !== null && residency !== "in-country") {
-    return failed(fail("invalid_request", "x-darvaze-residency must be `in-country` when set.", { param: "x-darvaze-residency" }), requestId);
-  }
-  // The header or the key's setting: either one keeps the request in the country.
-  const region = residency === "in-country" || key.residency === "in-country" ? "in-country" : undefined;
-  const pool = deps.pools.get(model.id);
-  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
-  if (region && !pool.hasRegion(region)) {
-    return failed(fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, { retryAfterS: 5 }), requestId);
-  }
+/**
+ * The reserve of a chat request: the prompt's bound at the input price and the output budget of
+ * every choice at the output price. At the wallet's edge the prompt is counted exactly.
+ */
+export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
+  const outputUnits = budget.reservedOutputTokens * budget.choices;
+  return {
+    input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
+    output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
+    tokens: budget.promptTokensBound + outputUnits,
+    exact: false,
+    exactInputUnits: async () => (await exactChatReserve(body, budget)).promptTokens,
+  };
+}
 
-  const admitted = await admit(deps, { requestId, key, model, body, budget, startedMs });
-  if ("failure" in admitted) {
-    const status = describe(admitted.failure.code).status;
-    observeRefused(deps, { requestId, keyId: key.id, operation: "chat", model: model.id, status, code: admitted.failure.code, durationMs: performance.now() - startedMs });
-    return failed(admitted.failure, requestId, admitted.headers);
+/** A chat request as any transport receives it. */
+export interface ChatInput {
+  requestId: string;
+  credentials: Credentials;
+  /** The body as JSON, read only once the caller is known (or the 400/413 it deserves). */
+  readBody: () => Promise<unknown>;
+  /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
+  signal: AbortSignal;
+}
+
+/** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
+export type ChatResult =
+  | { kind: "refused"; failure: Failure; headers: Record<string, string> }
+  | { kind: "json"; body: string; headers: Record<string, string> }
+  | { kind: "stream"; relay: Relay; headers: Record<string, string> };
+
+/** The whole path of one chat request, whatever transport brought it. */
+export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult> {
+  const { requestId } = input;
+  const startedMs = performance.now();
+  const caller = await enter(deps, input.credentials);
+  if (isFailure(caller)) {
+    recordRefusal(deps, { requestId, keyId: null, operation: "chat", model: null, startedMs }, caller);
+    return { kind: "refused", failure: caller, headers: {} };
   }
+  const prepared = await prepare(input, deps, caller);
+  if (isFailure(prepared)) {
+    recordRefusal(deps, { requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs }, prepared);
+    return { kind: "refused", failure: prepared, headers: {} };
+  }
+  const { model, body, budget, pool } = prepared;
+  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
+  if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
   let outcome: ChatOutcome;
@@ -103,137 +106,46 @@ export async function chatCompletions(request: Request, requestId: string, deps:
       maxTokens: budget.outputTokensMax,
       requestId,
       created: Math.floor(Date.now() / 1000),
-      region,
+      region: caller.region,
       // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
       // the throughput, and a whole reply is billed in full anyway.
-      signal: stream ? request.signal : undefined,
+      signal: stream ? input.signal : undefined,
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
     outcome = { kind: "failed", backend: null, failure: fail("internal_error", "The gateway failed to call the upstream.") };
   }
   if (outcome.kind === "failed") {
-    await settle(deps, admitted, { inputTokens: 0, outputTokens: 0 }, outcome.backend?.name ?? null, 502);
-    return failed(outcome.failure, requestId, admitted.headers);
+    await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);
+    return { kind: "refused", failure: outcome.failure, headers: admission.headers };
   }
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
     const reply = outcome.body;
-    await settle(deps, admitted, usage, outcome.backend.name, 200, { completion: () => jsonCompletionText(reply) });
-    return new Response(outcome.body, {
-      status: 200,
-      headers: { "content-type": "application/json", "x-request-id": requestId, ...admitted.headers },
+    await admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, 200, {
+      content: () => ({ prompt: body.messages, completion: jsonCompletionText(reply) }),
     });
+    return { kind: "json", body: reply, headers: admission.headers };
   }
-  Object.assign(set.headers, admitted.headers);
+  return { kind: "stream", relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal), headers: admission.headers };
+}
+
+/** The HTTP route: the request's headers and body in, a JSON reply or an SSE body out. */
+export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+  const result = await chat(deps, {
+    requestId,
+    credentials: credentialsOf(request),
+    readBody: () => readJsonBody(request, deps.env.BODY_BYTES_MAX),
+    signal: request.signal,
+  });
+  if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
+  if (result.kind === "json") {
+    return new Response(result.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers } });
+  }
+  Object.assign(set.headers, result.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
-  const partition = partitionOf(key.id);
-  return relayStream(deps, { requestId, keyId: key.id, model: model.id, body, budget, reserveMicro: admitted.reserveMicro }, outcome, request.signal, {
-    extend: async (addTokens) => {
-      const ticket = { keyId: key.id, requestId, holdId: admitted.holdId, addTokens, addMicro: BigInt(addTokens) * budget.outputPricePer1m };
-      try {
-        const reply = await deps.bus.request(EXTEND, deps.subjects.keyExtend(partition), ticket);
-        if (reply.ok) admitted.reserveMicro = reply.reserveMicro;
-        return reply.ok;
-      } catch (error) {
-        deps.log("error", "extend_unreachable", { requestId, error: (error as Error).message });
-        return false;
-      }
-    },
-    settle: (usage, status, extra) => settle(deps, admitted, usage, outcome.backend.name, status, extra),
-  });
-}
-
-type Admission = Admitted | { failure: Failure; headers: Record<string, string> };
-
-/**
- * Asks the key actor with the cheap reserve; when that does not fit the wallet, counts the
- * prompt exactly and asks once more (the actor may then wait for money held elsewhere).
- */
-async function admit(deps: EdgeDeps, a: Omit<Admitted, "holdId" | "reserveMicro" | "headers">): Promise<Admission> {
-  const outputTokens = a.budget.reservedOutputTokens * a.budget.choices;
-  const subject = deps.subjects.keyAdmit(partitionOf(a.key.id));
-  let ticket: AdmitTicket = {
-    keyId: a.key.id,
-    requestId: a.requestId,
-    model: a.model.id,
-    reserveMicro: a.budget.reserveMicro,
-    reserveTokens: a.budget.promptTokensBound + outputTokens,
-    exact: false,
-  };
-  try {
-    let reply = await deps.bus.request(ADMIT, subject, ticket);
-    if (!reply.ok && reply.exactNeeded) {
-      const exact = await exactChatReserve(a.body, a.budget);
-      ticket = { ...ticket, reserveMicro: exact.reserveMicro, reserveTokens: exact.promptTokens + outputTokens, exact: true };
-      reply = await deps.bus.request(ADMIT, subject, ticket);
-    }
-    const headers = rateHeaders(reply.rate);
-    if (!reply.ok) return { failure: reply.failure as Failure, headers };
-    return { ...a, holdId: reply.holdId, reserveMicro: ticket.reserveMicro, headers };
-  } catch (error) {
-    deps.log("error", "admit_unreachable", { requestId: a.requestId, error: (error as Error).message });
-    return { failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }), headers: {} };
-  }
-}
-
-/** What the access line and the latency histograms need beyond the usage. */
-interface SettleExtra {
-  /** Performance-clock time of the first streamed token. */
-  firstTokenMs?: number | null;
-  /** The text delivered; read only when the operator logs message content. */
-  completion?: () => string;
-  /** Caps the charge below the reserve (a stream cut when its hold could not grow). */
-  billedMicroMax?: bigint;
-}
-
-async function settle(deps: EdgeDeps, a: Admitted, usage: Usage, backend: string | null, status: number, extra: SettleExtra = {}): Promise<void> {
-  const settlement: Settlement = {
-    keyId: a.key.id,
-    requestId: a.requestId,
-    holdId: a.holdId,
-    reserveMicro: a.reserveMicro,
-    model: a.model.id,
-    operation: "chat",
-    backend,
-    priceVersionId: a.budget.priceVersionId,
-    inputUnits: BigInt(usage.inputTokens),
-    outputUnits: BigInt(usage.outputTokens),
-    inputPricePer1m: a.budget.inputPricePer1m,
-    outputPricePer1m: a.budget.outputPricePer1m,
-    status,
-    durationMs: Math.round(performance.now() - a.startedMs),
-    billedMicroMax: extra.billedMicroMax,
-  };
-  try {
-    const reply = await deps.bus.request(SETTLE, deps.subjects.keySettle(partitionOf(a.key.id)), settlement);
-    if (!reply.ok) {
-      deps.log("error", "settle_refused", { requestId: a.requestId, code: reply.failure.code });
-      return;
-    }
-    const first = extra.firstTokenMs ?? null;
-    const endMs = a.startedMs + settlement.durationMs;
-    observeRequest(deps, {
-      requestId: a.requestId,
-      keyId: a.key.id,
-      keyName: a.key.name,
-      operation: "chat",
-      model: a.model.id,
-      backend,
-      status,
-      durationMs: settlement.durationMs,
-      ttftMs: first === null ? null : first - a.startedMs,
-      tpotMs: first === null || usage.outputTokens < 2 ? null : (endMs - first) / (usage.outputTokens - 1),
-      inputTokens: usage.inputTokens,
-      outputTokens: usage.outputTokens,
-      billedMicro: reply.billedMicro,
-      meteredMicro: reply.meteredMicro,
-      content: () => ({ prompt: a.body.messages, completion: extra.completion?.() ?? "" }),
-    });
-  } catch (error) {
-    deps.log("error", "settle_unreachable", { requestId: a.requestId, error: (error as Error).message });
-  }
+  return sseBody(result.relay);
 }
 
 /** Usage for a reply that reported none: the exact count of the prompt and the returned text. */

@@ -12,8 +12,9 @@ import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { countTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { authorize, failed, isFailure, json, zodFailure } from "../guard.ts";
-import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { admit } from "../../admission/admission.ts";
+import { callerOf, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
 import { readJsonBody } from "../request.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
@@ -62,41 +63,37 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
 }
 
 export async function createEmbeddings(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
-  const key = await authorize(request, deps);
-  if (isFailure(key)) return failed(key, requestId);
+  const ctx: PaidContext = { requestId, operation: "embeddings", startedMs: performance.now() };
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return failed(raw, requestId);
+  if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = embeddingsRequest.safeParse(raw);
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
-  const model = operationModel(deps, body.model, "embeddings");
-  if (isFailure(model)) return failed(model, requestId);
-  const price = unitPrice(model, "input_token");
-  if (isFailure(price)) return failed(price, requestId);
-  const region = residencyOf(request);
-  if (isFailure(region)) return failed(region, requestId);
+  const priced = pricedModel(deps, caller, body.model, "embeddings", "input_token");
+  if (isFailure(priced)) return refused(deps, ctx, caller, priced);
+  const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
-  const windowFailure = await checkWindow(inputs, model.contextWindow);
-  if (windowFailure) return failed(windowFailure, requestId);
-  const pool = deps.pools.get(model.id);
-  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  const windowFailure = (await checkWindow(inputs, model.contextWindow)) ?? inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
+  if (windowFailure) return refused(deps, ctx, caller, windowFailure, model);
 
-  const refused = inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
-  if (refused) return failed(refused, requestId);
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
-  const admitted = await admitPaid(deps, {
+  const admitted = await admit(deps, {
     requestId,
-    key,
+    caller,
     model,
     operation: "embeddings",
-    unit: "input_token",
-    pricePer1m: price,
-    units: bound,
-    tokens: bound,
-    exact: typeof inputs[0] !== "string",
-    exactUnits: async () => (await exactTokens(inputs)).reduce((a, b) => a + b, 0),
+    startedMs: ctx.startedMs,
+    reserve: {
+      input: { unit: "input_token", units: bound, pricePer1m },
+      tokens: bound,
+      exact: typeof inputs[0] !== "string",
+      exactInputUnits: async () => (await exactTokens(inputs)).reduce((a, b) => a + b, 0),
+    },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+  const region = caller.region;
 
   let backendName: string | null = null;
   const result = await (async () => {
@@ -123,11 +120,11 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
 
   if ("code" in result) {
-    await settlePaid(deps, admitted, 0, backendName, describe(result.code).status);
+    await admitted.settle({ input: 0 }, backendName, describe(result.code).status);
     return failed(result, requestId, admitted.headers);
   }
   const tokens = result.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);
-  await settlePaid(deps, admitted, tokens, backendName, 200);
+  await admitted.settle({ input: tokens }, backendName, 200);
   const data = result.vectors.map((vector, index) => ({
     object: "embedding" as const,
     index,

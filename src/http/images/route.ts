@@ -12,11 +12,12 @@ import { describe, fail, type Failure } from "../../errors.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { authorize, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { admit } from "../../admission/admission.ts";
+import { callerOf, failed, isFailure, json, zodFailure } from "../guard.ts";
 import { storeMedia } from "../media/store.ts";
-import { admitPaid, operationModel, readReplyBytes, residencyOf, settlePaid, unitPrice } from "../paid.ts";
+import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
 import { readJsonBody } from "../request.ts";
-import { IMAGE_MODEL_DEFAULT, imagesRequest, resolveImageChoice } from "./schema.ts";
+import { type ImageChoice, IMAGE_MODEL_DEFAULT, imagesRequest, resolveImageChoice } from "./schema.ts";
 
 /** The largest image downloaded from an upstream URL. */
 export const IMAGE_BYTES_MAX = 32 * 1024 * 1024;
@@ -33,9 +34,10 @@ export function imageContentType(bytes: Uint8Array): string {
   return "application/octet-stream";
 }
 
-async function imageBytes(image: UpstreamImage): Promise<Uint8Array | Failure> {
+/** An image's bytes; a URL is downloaded under the safe-fetch rules, the backend's own origin allowed. */
+async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uint8Array | Failure> {
   if ("b64" in image) return Buffer.from(image.b64, "base64");
-  const fetched = await fetchUpstreamFile(image.url, { bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
+  const fetched = await fetchUpstreamFile(image.url, { backendUrl, bytesMax: IMAGE_BYTES_MAX, timeoutMs: IMAGE_DOWNLOAD_MS_MAX });
   return "code" in fetched ? fetched : fetched.bytes;
 }
 
@@ -44,8 +46,9 @@ function origin(deps: EdgeDeps, request: Request): string {
 }
 
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
-async function imagesToData(deps: EdgeDeps, images: UpstreamImage[], asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
-  const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image))));
+async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; backendUrl: string }, asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
+  const { images, backendUrl } = reply;
+  const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image, backendUrl))));
   const failure = fetched.find((bytes) => bytes !== null && isFailure(bytes));
   if (failure) return failure as Failure;
   const data: Record<string, string>[] = [];
@@ -60,34 +63,42 @@ async function imagesToData(deps: EdgeDeps, images: UpstreamImage[], asUrl: bool
 }
 
 export async function createImages(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
-  const key = await authorize(request, deps);
-  if (isFailure(key)) return failed(key, requestId);
+  const ctx: PaidContext = { requestId, operation: "images", startedMs: performance.now() };
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return failed(raw, requestId);
+  if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = imagesRequest.safeParse(raw);
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
-  const model = operationModel(deps, body.model ?? IMAGE_MODEL_DEFAULT, "images");
-  if (isFailure(model)) return failed(model, requestId);
-  if ([...body.prompt].length > model.contextWindow) {
-    return failed(fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, { param: "prompt" }), requestId);
-  }
-  const choice = resolveImageChoice(model, body.size, body.quality);
-  if ("param" in choice) return failed(fail("invalid_request", choice.message, { param: choice.param }), requestId);
-  const unit = `image_${choice.size}_${choice.quality}`;
-  const price = unitPrice(model, unit);
-  if (isFailure(price)) return failed(price, requestId);
-  const region = residencyOf(request);
-  if (isFailure(region)) return failed(region, requestId);
-  const pool = deps.pools.get(model.id);
-  if (!pool) return failed(fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 }), requestId);
+  let choice: ImageChoice | null = null;
+  const priced = pricedModel(deps, caller, body.model ?? IMAGE_MODEL_DEFAULT, "images", (model) => {
+    if ([...body.prompt].length > model.contextWindow) {
+      return fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, { param: "prompt" });
+    }
+    const resolved = resolveImageChoice(model, body.size, body.quality);
+    if ("param" in resolved) return fail("invalid_request", resolved.message, { param: resolved.param });
+    choice = resolved;
+    return `image_${resolved.size}_${resolved.quality}`;
+  });
+  if (isFailure(priced) || choice === null) return refused(deps, ctx, caller, isFailure(priced) ? priced : fail("internal_error", "No image size was resolved."));
+  const { model, pricePer1m, pool } = priced;
+  const { size, quality } = choice as ImageChoice;
 
   const n = body.n ?? 1;
-  const admitted = await admitPaid(deps, { requestId, key, model, operation: "images", unit, pricePer1m: price, units: n, tokens: 0, exact: true });
+  const admitted = await admit(deps, {
+    requestId,
+    caller,
+    model,
+    operation: "images",
+    startedMs: ctx.startedMs,
+    reserve: { input: { unit: `image_${size}_${quality}`, units: n, pricePer1m }, tokens: 0, exact: true },
+  });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
+  const region = caller.region;
 
   const asUrl = (body.response_format ?? "url") === "url";
-  const upstreamBody = { ...body, n, size: choice.size, quality: choice.quality, response_format: body.response_format ?? "url" };
+  const upstreamBody = { ...body, n, size, quality, response_format: body.response_format ?? "url" };
   let backendName: string | null = null;
   const reply = await (async () => {
     const sent = await pool.send({
@@ -102,7 +113,7 @@ export async function createImages(request: Request, requestId: string, deps: Ed
     const images = sent.backend.adapter.images!.parseImagesResponse(Buffer.from(bytes).toString("utf8"));
     if ("code" in images) return images;
     if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
-    return images.images;
+    return { images: images.images, backendUrl: sent.backend.config.url };
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
   const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, origin(deps, request)).catch((error: Error) => {
     deps.log("error", "images_store_failed", { requestId, error: error.message });
@@ -111,9 +122,9 @@ export async function createImages(request: Request, requestId: string, deps: Ed
   if (isFailure(data)) {
     // Billed only for images the client receives: one that cannot be fetched or stored fails
     // the request, and the upstream's charge for it is the gateway's loss, not the customer's.
-    await settlePaid(deps, admitted, 0, backendName, describe(data.code).status);
+    await admitted.settle({ input: 0 }, backendName, describe(data.code).status);
     return failed(data, requestId, admitted.headers);
   }
-  await settlePaid(deps, admitted, data.length, backendName, 200);
+  await admitted.settle({ input: data.length }, backendName, 200);
   return json({ created: Math.floor(Date.now() / 1000), data }, requestId, 200, admitted.headers);
 }

@@ -39,7 +39,13 @@ export function imageOptions(model: CatalogModel): { size: string; quality: stri
 export const IMAGE_SIZE_DEFAULT = "1024x1024";
 
 /** `auto` and an absent field resolve to the default size, and to the model's middle quality. */
-export function resolveImageChoice(model: CatalogModel, size: string | null | undefined, quality: string | null | undefined): { size: string; quality: string } | { param: "size" | "quality"; message: string } {
+/** The size and quality an image request is priced and made at. */
+export interface ImageChoice {
+  size: string;
+  quality: string;
+}
+
+export function resolveImageChoice(model: CatalogModel, size: string | null | undefined, quality: string | null | undefined): ImageChoice | { param: "size" | "quality"; message: string } {
   const options = imageOptions(model);
   const sizes = [...new Set(options.map((o) => o.size))];
   const chosenSize = !size || size === "auto" ? (sizes.includes(IMAGE_SIZE_DEFAULT) ? IMAGE_SIZE_DEFAULT : sizes[0]) : size;
