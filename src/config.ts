@@ -76,6 +76,18 @@ export const envSchema = z.object({
   GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
   /** How long a generated image stays downloadable at its /v1/media URL. */
   MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
+  /** How the account area sends sign-in codes: `kavenegar`, `log` (development: codes in the log), `none`. */
+  SMS_SENDER: z.enum(["none", "log", "kavenegar"]).default("none"),
+  KAVENEGAR_API_KEY: z.string().min(1).optional(),
+  /** The verify/lookup template registered with Kavenegar; its `%token` is the code. */
+  KAVENEGAR_TEMPLATE: z.string().min(1).default("darvaze-otp"),
+  KAVENEGAR_URL: z.string().url().default("https://api.kavenegar.com"),
+  /** Keys the sign-in codes' HMAC and the CSRF tokens; unset: derived from KEY_PEPPER. */
+  CONSOLE_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** An account-area session ends after this long unused… */
+  CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600),
+  /** …and this long after sign-in in any case. */
+  CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600),
   /** Zarinpal's 36-character merchant id; unset: payments are off (operators top up by hand). */
   ZARINPAL_MERCHANT_ID: z
     .string()
@@ -85,8 +97,11 @@ export const envSchema = z.object({
   ZARINPAL_BASE_URL: z.string().url().default("https://payment.zarinpal.com"),
   /** The origin the payment provider sends customers back to (…/pay/zarinpal/callback); default PUBLIC_URL, else the listen address. */
   PAYMENT_CALLBACK_BASE: z.string().url().optional(),
-  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`; default the built-in /pay/result page. */
-  PAYMENT_RETURN_URL: z.string().url().optional(),
+  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`: a URL, or a path on the callback base; default the built-in /pay/result page. */
+  PAYMENT_RETURN_URL: z
+    .string()
+    .refine((v) => (v.startsWith("/") && !v.startsWith("//")) || URL.canParse(v), "an absolute URL, or a path (`/console/#/wallet`) on the callback base")
+    .optional(),
   /** Bounds on one top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman). */
   TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000),
   TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000),
@@ -104,6 +119,9 @@ export const envSchema = z.object({
   DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional(),
 }).superRefine((env, ctx) => {
   checkNatsSettings(env, ctx);
+  if (env.SMS_SENDER === "kavenegar" && !env.KAVENEGAR_API_KEY) {
+    ctx.addIssue({ code: "custom", path: ["KAVENEGAR_API_KEY"], message: "is required when SMS_SENDER=kavenegar" });
+  }
   if (env.TOPUP_TOMAN_MAX < env.TOPUP_TOMAN_MIN) {
     ctx.addIssue({ code: "custom", path: ["TOPUP_TOMAN_MAX"], message: `must be at least TOPUP_TOMAN_MIN (${env.TOPUP_TOMAN_MIN})` });
   }

@@ -17,11 +17,15 @@ import { ConfigError, loadConfig, natsSettings, type Config } from "./config.ts"
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
+import { createConsole, type Console } from "./console/index.ts";
+import { paymentTopUps } from "./console/topups.ts";
+import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./console/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import { Health } from "./http/health.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
+import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
@@ -31,7 +35,7 @@ import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
-import { startSimulator, type Simulator } from "./sim/server.ts";
+import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
 import { chat } from "./http/chat/route.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
@@ -48,6 +52,8 @@ export interface Gateway {
   port: number;
   deps: EdgeDeps;
   keyHost: KeyActorHost;
+  /** The account area's sessions, codes and top-ups. */
+  console: Console;
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
@@ -62,6 +68,8 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
+  /** Options of the simulated upstreams started when no pools file is given (the demo's human pace). */
+  simulator?: Partial<SimOptions>;
 }
 
 async function openBus(config: Config): Promise<Bus> {
@@ -92,7 +100,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     let simulator: Simulator | null = null;
     let poolsFile = config.pools;
     if (!poolsFile) {
-      simulator = await startSimulator({ port: 0 });
+      simulator = await startSimulator({ port: 0, ...options.simulator });
       const sim = simulator;
       cleanups.push(() => sim.stop());
       poolsFile = simulatorPools(catalog, simulator.url);
@@ -111,6 +119,12 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
     };
     let sink = ledgerSink(db, { onDeadLetter });
+    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
+    const lastUseFlush = setInterval(flushLastUse, LAST_USE_FLUSH_MS);
+    cleanups.push(async () => {
+      clearInterval(lastUseFlush);
+      await flushLastUse();
+    });
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
       const stream = await startUsageStream(bus.nc, db, {
@@ -200,7 +214,12 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health });
+    const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
+    const consoleSweep = setInterval(() => {
+      sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
+    }, CONSOLE_SWEEP_INTERVAL_MS);
+    cleanups.push(() => clearInterval(consoleSweep));
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health, console: area });
     try {
       app.listen(listenOptions(env));
     } catch (error) {
@@ -228,7 +247,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, payments, health, stop };
+    return { url, port, deps, keyHost, console: area, cluster, simulator, payments, health, stop };
   } catch (error) {
     await stop();
     throw error;

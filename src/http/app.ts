@@ -22,6 +22,8 @@ import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
+import type { Console } from "../console/index.ts";
+import { consoleRoutes } from "./console/route.ts";
 import { TopupsAdmin } from "./admin/topups.ts";
 import { paymentCallback, resultPage } from "./pay/route.ts";
 import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
@@ -33,7 +35,7 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: Console } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
   const topups = new TopupsAdmin(deps);
   const health = options.health ?? new Health(deps);
@@ -128,7 +130,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/topups/:id/reject", asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)), NO_PARSE)
     .get("/admin/usage/dead-letters", asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)))
     .post("/admin/usage/dead-letters/:id/replay", asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)), NO_PARSE)
-    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
+    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia())
+    .use(options.console ? consoleRoutes(deps, options.console) : new Elysia());
 }
 
 export type App = ReturnType<typeof createApp>;
