@@ -38,6 +38,10 @@ import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
 import { chat } from "./http/chat/route.ts";
+import { createEmbeddings } from "./http/embeddings/route.ts";
+import { createImages } from "./http/images/route.ts";
+import { createSpeech } from "./http/audio/speech.ts";
+import { createTranscription } from "./http/audio/transcription.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
 
@@ -231,7 +235,19 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     if (bus instanceof NatsBus) {
       // Internal services call the same handlers over NATS (gw.v1.<operation>).
-      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log, chat: (input) => chat(deps, input) });
+      const stopInternal = await serveInternal({
+        nc: bus.nc,
+        subjects,
+        log,
+        origin: env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`,
+        chat: (input) => chat(deps, input),
+        operations: {
+          embeddings: (input) => createEmbeddings(input, deps),
+          "images.generations": (input) => createImages(input, deps),
+          "audio.speech": (input) => createSpeech(input, deps),
+          "audio.transcriptions": (input) => createTranscription(input, deps),
+        },
+      });
       cleanups.push(stopInternal);
     }
     const port = app.server!.port!;

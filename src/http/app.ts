@@ -18,7 +18,7 @@ import { serveMedia } from "./media/store.ts";
 import { callerOf, failed, isFailure, json } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { newRequestId } from "./request.ts";
+import { httpInput, newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
@@ -67,6 +67,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return handler(request, params, requestId);
     };
 
+  const input = (request: Request) => httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
+
   return new Elysia()
     .onError(({ code, error }) => {
       const requestId = newRequestId();
@@ -75,10 +77,10 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
-    .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/audio/speech", ({ request }) => createSpeech(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/images/generations", ({ request }) => createImages(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/embeddings", ({ request }) => createEmbeddings(input(request), deps), NO_PARSE)
+    .post("/v1/audio/speech", ({ request }) => createSpeech(input(request), deps), NO_PARSE)
+    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(input(request), deps), NO_PARSE)
+    .post("/v1/images/generations", ({ request }) => createImages(input(request), deps), NO_PARSE)
     // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
     .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
     .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))

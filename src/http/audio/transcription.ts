@@ -10,9 +10,10 @@
 import { parseBuffer } from "music-metadata";
 import { describe, fail, type Failure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, zodFailure } from "../guard.ts";
 import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
+import type { Form, OperationInput } from "../request.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -26,32 +27,9 @@ import {
 export const TRANSCRIPT_REPLY_BYTES_MAX = 8 * 1024 * 1024;
 const FORM_BYTES_MAX = TRANSCRIPTION_FILE_BYTES_MAX + TRANSCRIPTION_FORM_OVERHEAD_BYTES_MAX;
 
-type Form = Awaited<ReturnType<Request["formData"]>>;
 
 function tooLarge(): Failure {
   return fail("request_too_large", `The audio file is larger than the limit of ${TRANSCRIPTION_FILE_BYTES_MAX} bytes.`, { param: "file" });
-}
-
-/** The multipart body, read within the size limit. */
-async function readForm(request: Request): Promise<Form | Failure> {
-  const type = request.headers.get("content-type") ?? "";
-  if (!type.toLowerCase().startsWith("multipart/form-data")) {
-    return fail("invalid_request", "Send the audio as multipart/form-data with a `file` field.", { param: "file" });
-  }
-  const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > FORM_BYTES_MAX) return tooLarge();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const part of request.body ?? []) {
-    total += part.byteLength;
-    if (total > FORM_BYTES_MAX) return tooLarge();
-    parts.push(part);
-  }
-  try {
-    return await new Response(Buffer.concat(parts), { headers: { "content-type": type } }).formData();
-  } catch {
-    return fail("invalid_request", "The multipart body could not be read.", { param: "file" });
-  }
 }
 
 /** The text fields as the schema expects them; `timestamp_granularities[]` and the bare name both count. */
@@ -85,11 +63,13 @@ function upstreamFields(fields: TranscriptionFields): Record<string, string | st
   return out;
 }
 
-export async function createTranscription(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createTranscription(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "transcription", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const form = await readForm(request);
+  const form = await input.form(FORM_BYTES_MAX);
+  if (form === null) return refused(deps, ctx, caller, tooLarge());
   if (isFailure(form)) return refused(deps, ctx, caller, form);
   const file = form.get("file");
   if (!(file instanceof File)) return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
