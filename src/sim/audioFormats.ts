@@ -80,14 +80,14 @@ export function flacFile(samples: Int16Array, sampleRate: number): Buffer {
   return Buffer.concat(frames);
 }
 
-interface OggPage {
+export interface OggPage {
   flags: number;
   granule: bigint;
   serial: number;
   packets: Buffer[];
 }
 
-function oggPages(file: Buffer): OggPage[] {
+export function oggPages(file: Buffer): OggPage[] {
   const pages: OggPage[] = [];
   for (let at = 0; at + 27 <= file.length; ) {
     const segments = file[at + 26]!;
@@ -119,7 +119,7 @@ const OGG_CRC_TABLE = (() => {
   return table;
 })();
 
-function oggPage(page: OggPage, sequence: number): Buffer {
+export function oggPage(page: OggPage, sequence: number): Buffer {
   const lacing: number[] = [];
   for (const packet of page.packets) {
     for (let left = packet.length; ; left -= 255) {

@@ -1,0 +1,152 @@
+/**
+ * MP4 / M4A (ISO BMFF): the seconds come from the audio track's sample tables, never from the
+ * `mvhd`, `tkhd` or `mdhd` durations, and are checked against the bytes the file carries.
+ *
+ *   table seconds: the larger of the time-to-sample total (`stts`) over the track's time scale
+ *                  and, for AAC, the sample count (`stsz`) × 1,024 over the codec's own rate
+ *                  (AudioSpecificConfig), which a decoder plays whatever the timing tables say;
+ *   payload check: the table's samples should cover the `mdat` payload. Payload no track
+ *                  references is counted as more of the audio at the same bytes per second;
+ *                  tables that claim more bytes than the payload holds are scaled down to it.
+ * Fragmented files (`moof`) give null; a file without a sound track, 0.
+ */
+import { fourcc, plausibleRate, u16be, u32be, u64be, u8 } from "./bytes.ts";
+
+/** Nesting depth of the boxes read (moov/trak/mdia/minf/stbl/stsd/mp4a/esds is 8). */
+const BOX_DEPTH_MAX = 10;
+const CONTAINERS = new Set(["moov", "trak", "mdia", "minf", "stbl"]);
+const AAC_FRAME_SAMPLES = 1_024;
+const AAC_RATES = [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350] as const;
+/** Bytes from a sound sample entry's start to its child boxes (box header, SampleEntry, AudioSampleEntry v0). */
+const SOUND_ENTRY_CHILDREN = 36;
+
+interface Box {
+  type: string;
+  /** Payload start and end (clamped to the parent). */
+  start: number;
+  end: number;
+}
+
+interface Track {
+  sound: boolean;
+  timescale: number;
+  ticks: number;
+  sampleCount: number;
+  sampleBytes: number;
+  codec: string;
+  codecRate: number;
+}
+
+export const isMp4 = (b: Uint8Array): boolean => ["ftyp", "moov", "mdat", "free", "skip", "wide"].includes(fourcc(b, 4));
+
+function* boxes(b: Uint8Array, start: number, end: number): Generator<Box> {
+  for (let at = start; at + 8 <= end; ) {
+    const size32 = u32be(b, at);
+    const type = fourcc(b, at + 4);
+    const header = size32 === 1 ? 16 : 8;
+    const size = size32 === 0 ? end - at : size32 === 1 ? u64be(b, at + 8) : size32;
+    if (size < header) return;
+    const boxEnd = Math.min(end, at + size);
+    yield { type, start: at + header, end: boxEnd };
+    at = boxEnd;
+  }
+}
+
+function child(b: Uint8Array, parent: Box, type: string): Box | undefined {
+  for (const box of boxes(b, parent.start, parent.end)) if (box.type === type) return box;
+  return undefined;
+}
+
+/** The sampling rate in an `esds` box's AudioSpecificConfig, or 0. */
+function esdsRate(b: Uint8Array, esds: Box): number {
+  let at = esds.start + 4; // version and flags
+  const descriptor = (tag: number): number => {
+    if (u8(b, at) !== tag) return -1;
+    at++;
+    let length = 0;
+    for (let i = 0; i < 4; i++) {
+      const byte = u8(b, at++);
+      length = (length << 7) | (byte & 0x7f);
+      if (!(byte & 0x80)) break;
+    }
+    return length;
+  };
+  if (descriptor(0x03) < 0) return 0;
+  const flags = u8(b, at + 2);
+  at += 3;
+  if (flags & 0x80) at += 2; // dependsOn_ES_ID
+  if (flags & 0x40) at += 1 + u8(b, at); // URL
+  if (flags & 0x20) at += 2; // OCR_ES_Id
+  if (descriptor(0x04) < 0) return 0;
+  at += 13;
+  if (descriptor(0x05) < 0 || at + 2 > esds.end) return 0;
+  const bits = u16be(b, at) * 0x100 + u8(b, at + 2); // 24 bits: object type (5), rate index (4), …
+  const objectType = bits >> 19;
+  const index = objectType === 31 ? (bits >> 9) & 0xf : (bits >> 15) & 0xf;
+  return AAC_RATES[index] ?? 0;
+}
+
+function readTrack(b: Uint8Array, trak: Box): Track {
+  const track: Track = { sound: false, timescale: 0, ticks: 0, sampleCount: 0, sampleBytes: 0, codec: "", codecRate: 0 };
+  const mdia = child(b, trak, "mdia");
+  if (!mdia) return track;
+  const hdlr = child(b, mdia, "hdlr");
+  track.sound = hdlr !== undefined && fourcc(b, hdlr.start + 8) === "soun";
+  const mdhd = child(b, mdia, "mdhd");
+  if (mdhd) track.timescale = u32be(b, mdhd.start + (u8(b, mdhd.start) === 1 ? 20 : 12));
+  const minf = child(b, mdia, "minf");
+  const stbl = minf && child(b, minf, "stbl");
+  if (!stbl) return track;
+  const stts = child(b, stbl, "stts");
+  if (stts) {
+    for (let at = stts.start + 8, n = u32be(b, stts.start + 4); n > 0 && at + 8 <= stts.end; n--, at += 8) track.ticks += u32be(b, at) * u32be(b, at + 4);
+  }
+  const stsz = child(b, stbl, "stsz");
+  if (stsz) {
+    const fixed = u32be(b, stsz.start + 4);
+    track.sampleCount = u32be(b, stsz.start + 8);
+    if (fixed !== 0) track.sampleBytes = fixed * track.sampleCount;
+    else {
+      const listed = Math.min(track.sampleCount, Math.floor((stsz.end - stsz.start - 12) / 4));
+      track.sampleCount = listed;
+      for (let i = 0, at = stsz.start + 12; i < listed; i++, at += 4) track.sampleBytes += u32be(b, at);
+    }
+  }
+  const stsd = child(b, stbl, "stsd");
+  const entry = stsd && boxes(b, stsd.start + 8, stsd.end).next().value;
+  if (entry) {
+    track.codec = entry.type;
+    const esds = entry.type === "mp4a" ? child(b, { type: "mp4a", start: entry.start - 8 + SOUND_ENTRY_CHILDREN, end: entry.end }, "esds") : undefined;
+    track.codecRate = (esds && esdsRate(b, esds)) || u16be(b, entry.start + 24);
+  }
+  return track;
+}
+
+function trackSeconds(track: Track): number {
+  const timed = track.timescale > 0 ? track.ticks / track.timescale : 0;
+  const framed = track.codec === "mp4a" && plausibleRate(track.codecRate) ? (track.sampleCount * AAC_FRAME_SAMPLES) / track.codecRate : 0;
+  return Math.max(timed, framed);
+}
+
+/** Seconds of audio in an MP4/M4A file's sound track (0 without one), or null when fragmented. */
+export function mp4Seconds(b: Uint8Array): number | null {
+  const tracks: Track[] = [];
+  let payload = 0;
+  let fragmented = false;
+  const walk = (start: number, end: number, depth: number): void => {
+    if (depth > BOX_DEPTH_MAX) return;
+    for (const box of boxes(b, start, end)) {
+      if (box.type === "mdat") payload += box.end - box.start;
+      else if (box.type === "moof") fragmented = true;
+      else if (box.type === "trak") tracks.push(readTrack(b, box));
+      else if (CONTAINERS.has(box.type)) walk(box.start, box.end, depth + 1);
+    }
+  };
+  walk(0, b.length, 0);
+  if (fragmented) return null;
+  const sound = tracks.find((t) => t.sound && t.sampleBytes > 0);
+  if (!sound) return 0;
+  const referenced = tracks.reduce((n, t) => n + t.sampleBytes, 0);
+  const audioBytes = referenced <= payload ? sound.sampleBytes + (payload - referenced) : (sound.sampleBytes * payload) / referenced;
+  return (trackSeconds(sound) * audioBytes) / sound.sampleBytes;
+}

@@ -1,0 +1,131 @@
+/**
+ * How long an uploaded file plays, as a decoding upstream measures it: the simulator bills
+ * transcriptions by this. It shares no code with the gateway's reader (src/audio): frames are
+ * found by codec-parser (MP3, ADTS AAC, FLAC, Ogg Opus/Vorbis/FLAC); WAV and MP4 are read here
+ * the way ffmpeg's demuxers play them. Header durations (WAV `fact`, Xing counts, STREAMINFO
+ * totals, `mvhd`/`mdhd`) are never used. Other containers (WebM) fall back to music-metadata.
+ */
+import CodecParser, { type CodecFrame, type OggPage } from "codec-parser";
+import { parseBuffer } from "music-metadata";
+
+type Mime = ConstructorParameters<typeof CodecParser>[0];
+
+const ascii = (b: Buffer, at: number, n = 4) => b.toString("latin1", at, at + n);
+
+/** PCM WAV: the `data` chunk's bytes (to the end of the file when its size is unset or too large) over the byte rate. */
+function wavSeconds(b: Buffer): number | null {
+  let byteRate = 0;
+  for (let at = 12; at + 8 <= b.length; ) {
+    const id = ascii(b, at);
+    const size = b.readUInt32LE(at + 4);
+    if (id === "fmt ") byteRate = b.readUInt32LE(at + 12) * b.readUInt16LE(at + 10) * (b.readUInt16LE(at + 22) / 8);
+    if (id === "data") {
+      const bytes = size === 0 || at + 8 + size > b.length ? b.length - at - 8 : size;
+      return byteRate > 0 ? bytes / byteRate : null;
+    }
+    at += 8 + size + (size % 2);
+  }
+  return null;
+}
+
+/** A box's payload inside `b[start, end)` by a path of types, e.g. moov/trak/mdia. */
+function box(b: Buffer, path: string[], start = 0, end = b.length): { start: number; end: number } | null {
+  for (let at = start; at + 8 <= end; ) {
+    const size = b.readUInt32BE(at);
+    if (size < 8) return null;
+    if (ascii(b, at + 4) === path[0]) return path.length === 1 ? { start: at + 8, end: Math.min(end, at + size) } : box(b, path.slice(1), at + 8, Math.min(end, at + size));
+    at += size;
+  }
+  return null;
+}
+
+const AAC_RATES = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350];
+
+/** AAC in MP4: every sample in the table is one access unit that decodes to 1,024 samples at the AudioSpecificConfig's rate. */
+function mp4Seconds(b: Buffer): number | null {
+  const stbl = box(b, ["moov", "trak", "mdia", "minf", "stbl"]);
+  const stsz = stbl && box(b, ["stsz"], stbl.start, stbl.end);
+  const stsd = stbl && box(b, ["stsd"], stbl.start, stbl.end);
+  if (!stsz || !stsd || ascii(b, stsd.start + 12) !== "mp4a") return null;
+  const esds = box(b, ["esds"], stsd.start + 8 + 36, stsd.end);
+  if (!esds) return null;
+  // ES_Descriptor (3) → DecoderConfigDescriptor (4) → DecoderSpecificInfo (5): the AudioSpecificConfig.
+  let at = esds.start + 4;
+  const descriptor = () => {
+    at++;
+    while (b[at++]! & 0x80);
+  };
+  descriptor();
+  at += 3; // ES_ID and flags (no optional fields, as encoders write it)
+  descriptor();
+  at += 13;
+  descriptor();
+  const rate = AAC_RATES[(b.readUInt16BE(at) >> 7) & 0xf];
+  return rate ? (b.readUInt32BE(stsz.start + 8) * 1024) / rate : null;
+}
+
+/** STREAMINFO's sample rate, which FLAC frames may defer to. */
+const flacStreamRate = (b: Buffer): number => (b.readUInt32BE(18) >>> 12) & 0xfffff;
+
+function framedSeconds(b: Buffer, mime: Mime): number | null {
+  let frames: (CodecFrame | OggPage)[];
+  try {
+    frames = new CodecParser(mime, { enableLogging: false }).parseAll(new Uint8Array(b));
+  } catch {
+    return null;
+  }
+  const codecFrames = frames.flatMap((f) => ("codecFrames" in f ? f.codecFrames : [f]));
+  // An encoder's Xing/Info frame is silent and skipped by decoders.
+  const first = codecFrames[0]?.data;
+  if (mime === "audio/mpeg" && first && /Xing|Info/.test(Buffer.from(first.subarray(0, 64)).toString("latin1"))) codecFrames.shift();
+  const streamRate = mime === "audio/flac" ? flacStreamRate(b) : 0;
+  const opus = codecFrames[0] !== undefined && "preSkip" in codecFrames[0].header ? codecFrames[0].header.preSkip : null;
+  if (opus !== null) return opusSeconds(codecFrames, frames.at(-1), opus);
+  // Samples summed per rate, then one division each: a sum of per-frame fractions drifts past whole seconds.
+  const byRate = new Map<number, number>();
+  for (const frame of codecFrames) {
+    // FLAC frames that defer to STREAMINFO carry a note instead of a number.
+    const rate = typeof frame.header.sampleRate === "number" ? frame.header.sampleRate : streamRate;
+    byRate.set(rate, (byRate.get(rate) ?? 0) + frame.samples);
+  }
+  let seconds = 0;
+  for (const [rate, samples] of byRate) seconds += samples / rate;
+  return seconds > 0 && Number.isFinite(seconds) ? seconds : null;
+}
+
+/**
+ * Ogg Opus: each packet's TOC gives its samples (codec-parser's own count trims the last page by
+ * its granule position, which a file may state as anything); the stream then ends where the last
+ * granule position says only when that lies within the last page (RFC 7845 §4.5).
+ */
+function opusSeconds(codecFrames: CodecFrame[], last: CodecFrame | OggPage | undefined, preSkip: number): number | null {
+  const packetSamples = (f: CodecFrame) => {
+    const header = f.header as { frameSize: number; frameCount: number };
+    return header.frameSize * 48 * header.frameCount;
+  };
+  const samples = codecFrames.reduce((n, f) => n + packetSamples(f), 0);
+  const lastPage = last && "codecFrames" in last ? last.codecFrames.reduce((n, f) => n + packetSamples(f), 0) : 0;
+  const granule = last && "codecFrames" in last ? Number(last.absoluteGranulePosition) : -1;
+  const end = granule <= samples && granule >= samples - lastPage ? granule : samples;
+  return end > preSkip ? (end - preSkip) / 48_000 : null;
+}
+
+/** Seconds the file plays for, or null when it is not audio the simulator can decode. */
+export async function simAudioSeconds(bytes: Buffer, name: string, type: string): Promise<number | null> {
+  try {
+    return await decodedSeconds(bytes, name, type);
+  } catch {
+    return null; // a read past the end of a broken file
+  }
+}
+
+async function decodedSeconds(bytes: Buffer, name: string, type: string): Promise<number | null> {
+  if (ascii(bytes, 0) === "RIFF" && ascii(bytes, 8) === "WAVE") return wavSeconds(bytes);
+  if (ascii(bytes, 4) === "ftyp") return mp4Seconds(bytes);
+  if (ascii(bytes, 0) === "fLaC") return framedSeconds(bytes, "audio/flac");
+  if (ascii(bytes, 0) === "OggS") return framedSeconds(bytes, "audio/ogg");
+  if (bytes[0] === 0xff && (bytes[1]! & 0xf6) === 0xf0) return framedSeconds(bytes, "audio/aac");
+  if (ascii(bytes, 0, 3) === "ID3" || (bytes[0] === 0xff && (bytes[1]! & 0xe0) === 0xe0)) return framedSeconds(bytes, "audio/mpeg");
+  const meta = await parseBuffer(new Uint8Array(bytes), { mimeType: type || undefined, path: name }, { duration: true });
+  return meta.format.duration ?? null;
+}

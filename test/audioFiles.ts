@@ -1,0 +1,175 @@
+/**
+ * Audio files of a known length whose header fields understate it tenfold, for the transcription
+ * billing tests. Each generator knows its true length by construction (samples written, frames
+ * repeated), never by parsing what it wrote:
+ *
+ *   WAV:  the simulator's tone, with a `fact` chunk stating a tenth of the samples;
+ *   MP3:  lamejs's 144-byte CBR frames (24 kHz mono, 48 kbit/s, 576 samples each) repeated,
+ *         behind a Xing frame that counts a tenth of them;
+ *   FLAC: the simulator's FLAC, with STREAMINFO's total samples a tenth of the real count;
+ *   MP4:  an M4A of the AAC fixture's frames (1,024 samples at 24 kHz each) whose mvhd, tkhd and
+ *         mdhd durations are a tenth (the sample tables honest), or whose tables list a tenth;
+ *   Ogg:  the simulator's Opus with every granule position divided by ten.
+ */
+import { Mp3Encoder } from "@breezystack/lamejs";
+import { readFileSync } from "node:fs";
+import { simToneWav, simSpeechAudio, SIM_SPEECH_SAMPLE_RATE } from "../src/sim/audio.ts";
+import { oggPage, oggPages } from "../src/sim/audioFormats.ts";
+
+export interface GeneratedAudio {
+  bytes: Buffer;
+  /** The length the generator wrote. */
+  seconds: number;
+  name: string;
+  type: string;
+}
+
+const RATE = SIM_SPEECH_SAMPLE_RATE;
+export const MP3_FRAME_BYTES = 144;
+export const MP3_FRAME_SAMPLES = 576;
+export const AAC_FRAME_SAMPLES = 1_024;
+
+export function lyingWav(seconds: number): GeneratedAudio {
+  const honest = simToneWav(seconds);
+  const samples = Math.round(seconds * RATE);
+  const fact = Buffer.alloc(12);
+  fact.write("fact", 0, "ascii");
+  fact.writeUInt32LE(4, 4);
+  fact.writeUInt32LE(Math.round(samples / 10), 8);
+  const bytes = Buffer.concat([honest.subarray(0, 36), fact, honest.subarray(36)]);
+  bytes.writeUInt32LE(bytes.length - 8, 4);
+  return { bytes, seconds: samples / RATE, name: "tone.wav", type: "audio/wav" };
+}
+
+/** lamejs's frames of a second of tone: each a whole 144-byte frame. */
+function mp3Frames(): Buffer[] {
+  const encoder = new Mp3Encoder(1, RATE, 48);
+  const tone = new Int16Array(RATE).map((_, i) => Math.round(8_000 * Math.sin((2 * Math.PI * 440 * i) / RATE)));
+  const bytes = (a: ArrayBufferView) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+  const all = Buffer.concat([bytes(encoder.encodeBuffer(tone)), bytes(encoder.flush())]);
+  const frames: Buffer[] = [];
+  for (let at = 0; at < all.length; at += MP3_FRAME_BYTES) frames.push(all.subarray(at, at + MP3_FRAME_BYTES));
+  return frames;
+}
+
+/** A 16 kbit/s frame at 24 kHz: the Xing frame's size (a bit rate of its own, as in a VBR file). */
+export const XING_FRAME_BYTES = 48;
+
+/**
+ * A Xing frame like LAME writes first: the stream's header at 16 kbit/s, empty side info, then
+ * "Xing", flags (frames and bytes present), a frame count and a byte count.
+ */
+export function xingFrame(header: Buffer, frames: number, bytes: number): Buffer {
+  const frame = Buffer.alloc(XING_FRAME_BYTES);
+  header.copy(frame, 0, 0, 4);
+  frame[2] = (2 << 4) | (frame[2]! & 0x0f); // bit-rate index 2: 16 kbit/s
+  frame.write("Xing", 4 + 9, "ascii"); // MPEG-2 mono: 9 bytes of side info
+  frame.writeUInt32BE(0x3, 4 + 9 + 4);
+  frame.writeUInt32BE(frames, 4 + 9 + 8);
+  frame.writeUInt32BE(bytes, 4 + 9 + 12);
+  return frame;
+}
+
+/** An MP3 of `frames` audio frames (576 samples at 24 kHz each), its Xing frame counting a tenth. */
+export function lyingMp3(frameCount: number): GeneratedAudio {
+  const frames = mp3Frames();
+  const audio = Array.from({ length: frameCount }, (_, i) => frames[i % frames.length]!);
+  const stated = Math.round(frameCount / 10);
+  const bytes = Buffer.concat([xingFrame(frames[0]!, stated, stated * MP3_FRAME_BYTES), ...audio]);
+  return { bytes, seconds: (frameCount * MP3_FRAME_SAMPLES) / RATE, name: "tone.mp3", type: "audio/mpeg" };
+}
+
+export function lyingFlac(seconds: number): GeneratedAudio {
+  const bytes = Buffer.from(simSpeechAudio("flac", seconds));
+  const samples = BigInt(Math.round(seconds * RATE));
+  const packed = bytes.readBigUInt64BE(18);
+  bytes.writeBigUInt64BE((packed & ~0xfffffffffn) | (samples / 10n), 18);
+  return { bytes, seconds: Number(samples) / RATE, name: "tone.flac", type: "audio/flac" };
+}
+
+/** The AAC fixture's raw frames (ADTS headers taken off). */
+function aacFrames(): Buffer[] {
+  const clip = readFileSync(new URL("../src/sim/fixtures/speech.aac", import.meta.url));
+  const frames: Buffer[] = [];
+  for (let at = 0; at + 7 <= clip.length; ) {
+    const length = ((clip[at + 3]! & 3) << 11) | (clip[at + 4]! << 3) | (clip[at + 5]! >> 5);
+    const header = clip[at + 1]! & 1 ? 7 : 9;
+    frames.push(clip.subarray(at + header, at + length));
+    at += length;
+  }
+  return frames;
+}
+
+const box = (type: string, ...payload: Buffer[]): Buffer => {
+  const body = Buffer.concat(payload);
+  const head = Buffer.alloc(8);
+  head.writeUInt32BE(8 + body.length, 0);
+  head.write(type, 4, "ascii");
+  return Buffer.concat([head, body]);
+};
+const u32 = (...values: number[]): Buffer => {
+  const out = Buffer.alloc(values.length * 4);
+  values.forEach((v, i) => out.writeUInt32BE(v, i * 4));
+  return out;
+};
+
+/** An AAC-LC, 24 kHz, mono AudioSpecificConfig inside an esds box. */
+function esds(): Buffer {
+  const asc = Buffer.from([(2 << 3) | (6 >> 1), ((6 & 1) << 7) | (1 << 3)]);
+  const decoderSpecific = Buffer.concat([Buffer.from([0x05, asc.length]), asc]);
+  const decoderConfig = Buffer.concat([Buffer.from([0x04, 13 + decoderSpecific.length, 0x40, 0x15, 0, 0, 0]), u32(0, 0), decoderSpecific]);
+  const es = Buffer.concat([Buffer.from([0x03, 3 + decoderConfig.length + 3, 0, 1, 0]), decoderConfig, Buffer.from([0x06, 1, 2])]);
+  return box("esds", u32(0), es);
+}
+
+/**
+ * An M4A of `frameCount` AAC frames. `statedSeconds` goes in mvhd, tkhd and mdhd; `listed` is
+ * how many samples the tables describe (all of them for an honest table).
+ */
+export function m4a(frameCount: number, options: { statedSeconds: number; listed?: number }): Buffer {
+  const source = aacFrames();
+  const frames = Array.from({ length: frameCount }, (_, i) => source[i % source.length]!);
+  const listed = options.listed ?? frameCount;
+  const mdat = box("mdat", ...frames);
+  const stated = Math.round(options.statedSeconds * 1000);
+  const sampleEntry = box("mp4a", Buffer.alloc(6), Buffer.from([0, 1]), Buffer.alloc(8), Buffer.from([0, 1, 0, 16, 0, 0, 0, 0]), u32(RATE * 65536), esds());
+  const stbl = (chunkOffset: number) =>
+    box(
+      "stbl",
+      box("stsd", u32(0, 1), sampleEntry),
+      box("stts", u32(0, 1, listed, AAC_FRAME_SAMPLES)),
+      box("stsc", u32(0, 1, 1, listed, 1)),
+      box("stsz", u32(0, 0, listed), ...frames.slice(0, listed).map((f) => u32(f.length))),
+      box("stco", u32(0, 1, chunkOffset)),
+    );
+  const moov = (chunkOffset: number) =>
+    box(
+      "moov",
+      box("mvhd", u32(0, 0, 0, 1000, stated, 0x10000), Buffer.alloc(76)),
+      box(
+        "trak",
+        box("tkhd", u32(7, 0, 0, 1, 0, stated), Buffer.alloc(60)),
+        box(
+          "mdia",
+          box("mdhd", u32(0, 0, 0, RATE, Math.round(options.statedSeconds * RATE)), Buffer.alloc(4)),
+          box("hdlr", u32(0, 0), Buffer.from("soun"), Buffer.alloc(12), Buffer.from("SoundHandler\0")),
+          box("minf", box("smhd", u32(0, 0)), box("dinf", box("dref", u32(0, 1), box("url ", u32(1)))), stbl(chunkOffset)),
+        ),
+      ),
+    );
+  const ftyp = box("ftyp", Buffer.from("M4A "), u32(0), Buffer.from("M4A isommp42"));
+  const head = ftyp.length + moov(0).length;
+  return Buffer.concat([ftyp, moov(head + 8), mdat]);
+}
+
+export function lyingMp4(frameCount: number): GeneratedAudio {
+  const seconds = (frameCount * AAC_FRAME_SAMPLES) / RATE;
+  return { bytes: m4a(frameCount, { statedSeconds: seconds / 10 }), seconds, name: "tone.m4a", type: "audio/mp4" };
+}
+
+/** The simulator's Ogg Opus of `seconds`, every granule position divided by ten. */
+export function lyingOgg(seconds: number): GeneratedAudio {
+  const pages = oggPages(Buffer.from(simSpeechAudio("opus", seconds)));
+  const bytes = Buffer.concat(pages.map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
+  return { bytes, seconds, name: "tone.ogg", type: "audio/ogg" };
+}

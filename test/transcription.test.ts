@@ -1,0 +1,86 @@
+/**
+ * Transcriptions are billed by the audio, never by its headers: files whose header fields
+ * understate their length tenfold, sent through the official `openai` client, are billed the
+ * length the test generated: checked against hand-computed micro-toman, the simulator's own log
+ * (it measures uploads with its own decoder, src/sim/audioLength.ts) and the usage record.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, type GeneratedAudio } from "./audioFiles.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+
+/** whisper-1 at $0.006 a minute, 90,000 toman a dollar: 9 toman a second. */
+const MICRO_PER_S = 9_000_000n;
+
+let t: TestGateway;
+let accountId: string;
+let client: OpenAI;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  const funded = await t.fundedKey(100_000);
+  accountId = funded.accountId;
+  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+}, SETUP_MS_MAX);
+afterAll(async () => t.stop(), SETUP_MS_MAX);
+
+/** The account as operators see it: its balance, and the usage record of `requestId`. */
+async function account(id: string, requestId?: string) {
+  const { body } = await t.admin("GET", `/admin/accounts/${id}`);
+  const usage = body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
+  return { balanceMicro: BigInt(body.balance_micro_toman), usage };
+}
+
+const upload = (file: GeneratedAudio) => new File([file.bytes], file.name, { type: file.type });
+
+describe("headers that understate the length tenfold", () => {
+  // [what lies, the file, whole seconds generated (hand-computed), micro-toman]
+  const cases: [string, GeneratedAudio, number, bigint][] = [
+    ["WAV fact: 7.25 s", lyingWav(7.25), 8, 72_000_000n],
+    ["MP3 Xing: 521 frames × 576 / 24 kHz = 12.504 s", lyingMp3(521), 13, 117_000_000n],
+    ["FLAC STREAMINFO: 20.1 s", lyingFlac(20.1), 21, 189_000_000n],
+    ["MP4 mvhd/tkhd/mdhd: 293 frames × 1,024 / 24 kHz = 12.501 s", lyingMp4(293), 13, 117_000_000n],
+    ["Ogg granules: 30.5 s", lyingOgg(30.5), 31, 279_000_000n],
+  ];
+
+  test.each(cases)("%s is billed what was generated", async (_, file, seconds, micro) => {
+    expect(Math.ceil(file.seconds)).toBe(seconds);
+    expect(BigInt(seconds) * MICRO_PER_S).toBe(micro);
+    const before = await account(accountId);
+    const { data, response } = await client.audio.transcriptions.create({ model: "whisper-1", file: upload(file) }).withResponse();
+    expect(data.text.length).toBeGreaterThan(0);
+    const requestId = response.headers.get("x-request-id")!;
+    const after = await account(accountId, requestId);
+    expect(before.balanceMicro - after.balanceMicro).toBe(micro);
+    expect(t.gw.simulator!.log.byRequestId(requestId).map((e) => [e.operation, e.units])).toEqual([["transcription", seconds]]);
+    expect(after.usage).toMatchObject({ input_units: String(seconds), billed_micro_toman: micro.toString(), status: 200 });
+  });
+
+  test("verbose_json relays the upstream's duration and bills the same", async () => {
+    const file = lyingMp3(521);
+    const before = await account(accountId);
+    const data = await client.audio.transcriptions.create({ model: "whisper-1", file: upload(file), response_format: "verbose_json" });
+    expect(data.duration).toBeCloseTo(12.504, 3);
+    expect(before.balanceMicro - (await account(accountId)).balanceMicro).toBe(117_000_000n);
+  });
+});
+
+test("a wallet that holds the decoded seconds but not the size bound is served, billed the decoded seconds", async () => {
+  // 7.25 s of 24 kHz 16-bit PCM is 348,116 bytes: 44 s at the 8,000 B/s floor (396 toman), 8 s decoded (72 toman).
+  const poor = await t.fundedKey(100);
+  const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
+  const { response } = await poorClient.audio.transcriptions.create({ model: "whisper-1", file: upload(lyingWav(7.25)) }).withResponse();
+  const after = await account(poor.accountId, response.headers.get("x-request-id")!);
+  expect([after.balanceMicro, after.usage?.input_units]).toEqual([100_000_000n - 72_000_000n, "8"]);
+});
+
+test("a file that is audio by none of its bytes is a 400 before any upstream call", async () => {
+  const requests = t.gw.simulator!.log.totals.requests;
+  const garbage = new Uint8Array(100_000).map((_, i) => (i * 7919) & 0xff);
+  garbage.set(new TextEncoder().encode("RIFF\0\0\0\0WAVE"));
+  for (const bytes of [garbage, new Uint8Array(50_000).fill(0xff)]) {
+    const error = await client.audio.transcriptions.create({ model: "whisper-1", file: new File([bytes], "x.wav") }).catch((e) => e);
+    expect([error.status, error.param]).toEqual([400, "file"]);
+  }
+  expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+});
