@@ -9,7 +9,8 @@
  *   FLAC: the simulator's FLAC, with STREAMINFO's total samples a tenth of the real count;
  *   MP4:  an M4A of the AAC fixture's frames (1,024 samples at 24 kHz each) whose mvhd, tkhd and
  *         mdhd durations are a tenth (the sample tables honest), or whose tables list a tenth;
- *   Ogg:  the simulator's Opus with every granule position divided by ten.
+ *   Ogg:  the simulator's Opus with every granule position divided by ten;
+ *   WebM: the Opus fixture's 20 ms packets in SimpleBlocks, its Info Duration a tenth.
  */
 import { Mp3Encoder } from "@breezystack/lamejs";
 import { readFileSync } from "node:fs";
@@ -172,4 +173,48 @@ export function lyingOgg(seconds: number): GeneratedAudio {
   const pages = oggPages(Buffer.from(simSpeechAudio("opus", seconds)));
   const bytes = Buffer.concat(pages.map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
   return { bytes, seconds, name: "tone.ogg", type: "audio/ogg" };
+}
+
+/** An EBML element: its ID bytes, an 8-byte size (or the unknown size), the payload. */
+function ebml(id: number[], payload: Buffer | null): Buffer {
+  const size = Buffer.alloc(8);
+  if (payload === null) size.fill(0xff, 1);
+  else size.writeBigUInt64BE(BigInt(payload.length));
+  size[0] = 0x01;
+  return Buffer.concat([Buffer.from(id), size, payload ?? Buffer.alloc(0)]);
+}
+const ebmlUint = (id: number[], value: number) => ebml(id, Buffer.from([value]));
+const ebmlFloat = (id: number[], value: number) => {
+  const out = Buffer.alloc(8);
+  out.writeDoubleBE(value);
+  return ebml(id, out);
+};
+
+/** The Opus fixture's audio packets (20 ms each, as ffmpeg's libopus wrote them). */
+export const OPUS_PACKET_S = 0.02;
+function opusPackets(): Buffer[] {
+  const pages = oggPages(readFileSync(new URL("../src/sim/fixtures/speech.opus", import.meta.url)));
+  return pages.slice(2).flatMap((p) => p.packets);
+}
+
+/**
+ * A WebM of `packetCount` Opus packets, one per SimpleBlock, its Info Duration a tenth of the real
+ * length; with `live`, the Segment and Cluster have the unknown size a browser's recorder writes.
+ */
+export function lyingWebm(packetCount: number, live = false): GeneratedAudio {
+  const packets = opusPackets();
+  const seconds = packetCount * OPUS_PACKET_S;
+  const header = ebml([0x1a, 0x45, 0xdf, 0xa3], Buffer.concat([ebmlUint([0x42, 0x86], 1), ebml([0x42, 0x82], Buffer.from("webm"))]));
+  const info = ebml([0x15, 0x49, 0xa9, 0x66], Buffer.concat([ebml([0x2a, 0xd7, 0xb1], Buffer.from([0x0f, 0x42, 0x40])), ebmlFloat([0x44, 0x89], (seconds * 1000) / 10)]));
+  const track = ebml([0xae], Buffer.concat([ebmlUint([0xd7], 1), ebmlUint([0x83], 2), ebml([0x86], Buffer.from("A_OPUS")), ebml([0xe1], ebmlFloat([0xb5], 48_000))]));
+  const blocks = Array.from({ length: packetCount }, (_, i) => {
+    const head = Buffer.from([0x81, 0, 0, 0x80]);
+    head.writeInt16BE((i * 20) % 30_000, 1);
+    return ebml([0xa3], Buffer.concat([head, packets[i % packets.length]!]));
+  });
+  const clusterBody = Buffer.concat([ebmlUint([0xe7], 0), ...blocks]);
+  const cluster = live ? Buffer.concat([ebml([0x1f, 0x43, 0xb6, 0x75], null), clusterBody]) : ebml([0x1f, 0x43, 0xb6, 0x75], clusterBody);
+  const segmentBody = Buffer.concat([info, ebml([0x16, 0x54, 0xae, 0x6b], track), cluster]);
+  const segment = live ? Buffer.concat([ebml([0x18, 0x53, 0x80, 0x67], null), segmentBody]) : ebml([0x18, 0x53, 0x80, 0x67], segmentBody);
+  return { bytes: Buffer.concat([header, segment]), seconds, name: "voice.webm", type: "audio/webm" };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseBuffer } from "music-metadata";
-import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
+import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
 import { SIM_SPEECH_SAMPLE_RATE, simSpeechAudio, simToneWav } from "../sim/audio.ts";
 import { audioDuration, secondsBound } from "./duration.ts";
 
@@ -36,6 +36,7 @@ describe("headers that understate tenfold are not read", () => {
     ["flac with a lying STREAMINFO total", lyingFlac(12.5)],
     ["m4a with lying mvhd/tkhd/mdhd", lyingMp4(293)],
     ["ogg with granules divided by ten", lyingOgg(12.5)],
+    ["webm with a lying Info Duration", lyingWebm(625)],
   ];
   test.each(cases)("%s", async (_, file) => {
     // The lie is real: a header parser reads about a tenth.
@@ -44,6 +45,11 @@ describe("headers that understate tenfold are not read", () => {
     // Opus counts whole 20 ms packets; the generator trims the last one with the granule it lied about.
     expect(seconds(file.bytes)!).toBeGreaterThanOrEqual(file.seconds);
     expect(seconds(file.bytes)! - file.seconds).toBeLessThan(0.02);
+  });
+
+  test("webm as a browser records it (unknown sizes): the Opus blocks present", () => {
+    expect(audioDuration(lyingWebm(625, true).bytes)).toEqual({ container: "webm", seconds: 12.5 });
+    expect(audioDuration(lyingWebm(0, true).bytes)).toEqual({ container: "webm", seconds: 0 });
   });
 
   test("m4a whose sample tables list a tenth of the payload is bounded by the payload", () => {
@@ -113,6 +119,7 @@ describe("truncated files and garbage never throw", () => {
     simSpeechAudio("opus", 3),
     simSpeechAudio("aac", 3),
     m4a(100, { statedSeconds: 4 }),
+    lyingWebm(150, true).bytes,
   ];
   test("every cut of each file reads as at most its whole length", () => {
     for (const file of files) {
@@ -124,7 +131,7 @@ describe("truncated files and garbage never throw", () => {
     }
   });
   test("half of a file is about half its length", () => {
-    for (const file of [simSpeechAudio("wav", 4), simSpeechAudio("mp3", 4), simSpeechAudio("flac", 4), simSpeechAudio("opus", 4)]) {
+    for (const file of [simSpeechAudio("wav", 4), simSpeechAudio("mp3", 4), simSpeechAudio("flac", 4), simSpeechAudio("opus", 4), lyingWebm(200, true).bytes]) {
       const half = seconds(file.subarray(0, file.length / 2))!;
       expect(Math.abs(half - 2)).toBeLessThan(0.3);
     }

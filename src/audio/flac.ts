@@ -94,23 +94,26 @@ function metadata(b: Uint8Array): { start: number; rate: number } {
 /** Seconds of audio in a FLAC file's frames (0 when it has none). */
 export function flacSeconds(b: Uint8Array): number {
   const { start, rate } = metadata(b);
-  const headers: Header[] = [];
+  const count = new SampleCount();
+  // Headers wait in a window until the ones after them are known, so memory stays bounded.
+  const window: Header[] = [];
+  let previous: Header | null = null;
+  let seen = 0;
+  const decide = () => {
+    const header = window.shift()!;
+    const chained = (previous !== null && continues(previous, header)) || window.some((next) => continues(header, next)) || (seen === 1 && header.number === 0);
+    if (!chained) return;
+    count.add(header.samples, header.rate);
+    previous = header;
+  };
   for (let at = nextSync(b, start); at !== -1 && at + 6 <= b.length; at = nextSync(b, at + 1)) {
     if (((b[at + 1] ?? 0) & 0xfe) !== 0xf8) continue;
     const header = frameHeader(b, at, rate);
-    if (header) headers.push(header);
+    if (!header) continue;
+    seen++;
+    window.push(header);
+    if (window.length > CHAIN_LOOKAHEAD) decide();
   }
-  const count = new SampleCount();
-  let previous: Header | null = null;
-  for (let i = 0; i < headers.length; i++) {
-    const header = headers[i]!;
-    const chained =
-      (previous !== null && continues(previous, header)) ||
-      headers.slice(i + 1, i + 1 + CHAIN_LOOKAHEAD).some((next) => continues(header, next)) ||
-      (headers.length === 1 && header.number === 0);
-    if (!chained) continue;
-    count.add(header.samples, header.rate);
-    previous = header;
-  }
+  while (window.length > 0) decide();
   return count.seconds();
 }

@@ -14,14 +14,19 @@ import { fourcc, plausibleRate, u16be, u32be, u64be, u8 } from "./bytes.ts";
 
 /** Nesting depth of the boxes read (moov/trak/mdia/minf/stbl/stsd/mp4a/esds is 8). */
 const BOX_DEPTH_MAX = 10;
-const CONTAINERS = new Set(["moov", "trak", "mdia", "minf", "stbl"]);
+/** A box type as the 32-bit number its four bytes make, so walking boxes builds no strings. */
+const type = (name: string): number => ((name.charCodeAt(0) << 24) | (name.charCodeAt(1) << 16) | (name.charCodeAt(2) << 8) | name.charCodeAt(3)) >>> 0;
+const [MOOV, TRAK, MDIA, MINF, STBL, MDAT, MOOF] = ["moov", "trak", "mdia", "minf", "stbl", "mdat", "moof"].map(type) as [number, number, number, number, number, number, number];
+const CONTAINERS = new Set([MOOV, MDIA, MINF, STBL]);
 const AAC_FRAME_SAMPLES = 1_024;
 const AAC_RATES = [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350] as const;
+/** Tracks read: a file may hold more `trak` boxes, but no real one has this many. */
+const TRACKS_MAX = 64;
 /** Bytes from a sound sample entry's start to its child boxes (box header, SampleEntry, AudioSampleEntry v0). */
 const SOUND_ENTRY_CHILDREN = 36;
 
 interface Box {
-  type: string;
+  type: number;
   /** Payload start and end (clamped to the parent). */
   start: number;
   end: number;
@@ -39,22 +44,24 @@ interface Track {
 
 export const isMp4 = (b: Uint8Array): boolean => ["ftyp", "moov", "mdat", "free", "skip", "wide"].includes(fourcc(b, 4));
 
-function* boxes(b: Uint8Array, start: number, end: number): Generator<Box> {
+/** Calls `visit` with each box in `[start, end)` until it returns true; sizes are clamped to `end`. */
+function eachBox(b: Uint8Array, start: number, end: number, visit: (box: Box) => boolean | void): void {
   for (let at = start; at + 8 <= end; ) {
     const size32 = u32be(b, at);
-    const type = fourcc(b, at + 4);
     const header = size32 === 1 ? 16 : 8;
     const size = size32 === 0 ? end - at : size32 === 1 ? u64be(b, at + 8) : size32;
     if (size < header) return;
     const boxEnd = Math.min(end, at + size);
-    yield { type, start: at + header, end: boxEnd };
+    if (visit({ type: u32be(b, at + 4), start: at + header, end: boxEnd })) return;
     at = boxEnd;
   }
 }
 
-function child(b: Uint8Array, parent: Box, type: string): Box | undefined {
-  for (const box of boxes(b, parent.start, parent.end)) if (box.type === type) return box;
-  return undefined;
+function child(b: Uint8Array, parent: Box, name: string): Box | undefined {
+  const wanted = type(name);
+  let found: Box | undefined;
+  eachBox(b, parent.start, parent.end, (box) => box.type === wanted && (found = box) !== undefined);
+  return found;
 }
 
 /** The sampling rate in an `esds` box's AudioSpecificConfig, or 0. */
@@ -113,10 +120,11 @@ function readTrack(b: Uint8Array, trak: Box): Track {
     }
   }
   const stsd = child(b, stbl, "stsd");
-  const entry = stsd && boxes(b, stsd.start + 8, stsd.end).next().value;
+  let entry: Box | undefined;
+  if (stsd) eachBox(b, stsd.start + 8, stsd.end, (box) => (entry = box) !== undefined);
   if (entry) {
-    track.codec = entry.type;
-    const esds = entry.type === "mp4a" ? child(b, { type: "mp4a", start: entry.start - 8 + SOUND_ENTRY_CHILDREN, end: entry.end }, "esds") : undefined;
+    track.codec = fourcc(b, entry.start - 4);
+    const esds = track.codec === "mp4a" ? child(b, { type: entry.type, start: entry.start - 8 + SOUND_ENTRY_CHILDREN, end: entry.end }, "esds") : undefined;
     track.codecRate = (esds && esdsRate(b, esds)) || u16be(b, entry.start + 24);
   }
   return track;
@@ -135,12 +143,12 @@ export function mp4Seconds(b: Uint8Array): number | null {
   let fragmented = false;
   const walk = (start: number, end: number, depth: number): void => {
     if (depth > BOX_DEPTH_MAX) return;
-    for (const box of boxes(b, start, end)) {
-      if (box.type === "mdat") payload += box.end - box.start;
-      else if (box.type === "moof") fragmented = true;
-      else if (box.type === "trak") tracks.push(readTrack(b, box));
+    eachBox(b, start, end, (box) => {
+      if (box.type === MDAT) payload += box.end - box.start;
+      else if (box.type === MOOF) fragmented = true;
+      else if (box.type === TRAK && tracks.length < TRACKS_MAX) tracks.push(readTrack(b, box));
       else if (CONTAINERS.has(box.type)) walk(box.start, box.end, depth + 1);
-    }
+    });
   };
   walk(0, b.length, 0);
   if (fragmented) return null;

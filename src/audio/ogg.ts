@@ -1,6 +1,6 @@
 /**
- * Ogg (Opus, Vorbis): pages are walked by their headers and checked by CRC; a page that fails
- * (garbage, a truncated end) is skipped and the walk resynchronises on the next capture pattern.
+ * Ogg (Opus, Vorbis): pages are walked by their headers; where no whole page starts (garbage, a
+ * truncated end) the walk resynchronises on the next capture pattern.
  *
  *   Opus:   every packet's TOC byte gives its samples (RFC 6716 §3.1), so the seconds are the
  *           packets present; the last granule position may trim the end only within the last
@@ -20,38 +20,20 @@ const CONTINUED = 0x01;
 
 export const isOgg = (b: Uint8Array): boolean => fourcc(b, 0) === "OggS";
 
-const crcTable = (() => {
-  const table = new Uint32Array(256);
-  for (let i = 0; i < 256; i++) {
-    let r = i << 24;
-    for (let j = 0; j < 8; j++) r = r & 0x80000000 ? (r << 1) ^ 0x04c11db7 : r << 1;
-    table[i] = r >>> 0;
-  }
-  return table;
-})();
+const OGGS = [0x4f, 0x67, 0x67, 0x53] as const;
 
 /**
- * Bytes checked by CRC per byte of the file: garbage dense with capture patterns could otherwise
- * cost a page's CRC at every byte. Past the budget a page is taken on its structure alone.
+ * The page at `at` and where it ends, or null when it is not a whole page. CRCs are not checked:
+ * the walk steps from page to page by their sizes, so nothing inside a page body is read as a
+ * page, and a page that only looks valid adds its own packets, never hides others.
  */
-const CRC_BYTES_PER_FILE_BYTE_MAX = 4;
-
-/** The page at `at` and where it ends, or null when it is not a whole page with a matching CRC. */
-function page(b: Uint8Array, at: number, budget: { crcBytes: number }): { end: number; body: number } | null {
-  if (fourcc(b, at) !== "OggS" || u8(b, at + 4) !== 0) return null;
+function page(b: Uint8Array, at: number): { end: number; body: number } | null {
+  if (b[at] !== OGGS[0] || b[at + 1] !== OGGS[1] || b[at + 2] !== OGGS[2] || b[at + 3] !== OGGS[3] || b[at + 4] !== 0) return null;
   const segments = u8(b, at + 26);
-  let end = at + PAGE_HEADER_BYTES + segments;
-  for (let i = 0; i < segments; i++) end += u8(b, at + PAGE_HEADER_BYTES + i);
-  if (end > b.length) return null;
   const body = at + PAGE_HEADER_BYTES + segments;
-  budget.crcBytes -= end - at;
-  if (budget.crcBytes < 0) return { end, body };
-  let crc = 0;
-  for (let i = at; i < end; i++) {
-    const byte = i >= at + 22 && i < at + 26 ? 0 : b[i]!;
-    crc = ((crc << 8) ^ crcTable[((crc >>> 24) ^ byte) & 0xff]!) >>> 0;
-  }
-  return crc === u32le(b, at + 22) ? { end, body } : null;
+  let end = body;
+  for (let i = 0; i < segments; i++) end += u8(b, at + PAGE_HEADER_BYTES + i);
+  return end > b.length ? null : { end, body };
 }
 
 /** Opus samples (48 kHz) of the packet whose first bytes are at `at` (RFC 6716 §3.1). */
@@ -121,11 +103,11 @@ function streamSeconds(s: Stream): number {
 export function oggSeconds(b: Uint8Array): number | null {
   let stream: Stream | null = null;
   let pages = 0;
-  const budget = { crcBytes: CRC_BYTES_PER_FILE_BYTE_MAX * b.length };
   for (let at = 0; at + PAGE_HEADER_BYTES <= b.length; ) {
-    const found = page(b, at, budget);
+    const found = page(b, at);
     if (!found) {
-      at++;
+      at = b.indexOf(OGGS[0], at + 1);
+      if (at === -1) break;
       continue;
     }
     pages++;
