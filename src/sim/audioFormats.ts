@@ -143,7 +143,7 @@ export function oggPage(page: OggPage, sequence: number): Buffer {
 }
 
 /** Opus samples (at 48 kHz) in one packet, from its TOC byte (RFC 6716 §3.1). */
-function opusPacketSamples(packet: Buffer): number {
+export function opusPacketSamples(packet: Buffer): number {
   const toc = packet[0]!;
   const config = toc >> 3;
   const frameMs = config < 12 ? [10, 20, 40, 60][config % 4]! : config < 16 ? [10, 20][config % 2]! : [2.5, 5, 10, 20][config % 4]!;

@@ -2,11 +2,13 @@
  * How long an uploaded file plays, as a decoding upstream measures it: the simulator bills
  * transcriptions by this. It shares no code with the gateway's reader (src/audio): frames are
  * found by codec-parser (MP3, ADTS AAC, FLAC, Ogg Opus/Vorbis/FLAC); WAV and MP4 are read here
- * the way ffmpeg's demuxers play them. Header durations (WAV `fact`, Xing counts, STREAMINFO
- * totals, `mvhd`/`mdhd`) are never used. Other containers (WebM) fall back to music-metadata.
+ * the way ffmpeg's demuxers play them, and WebM's Opus blocks (unlaced, as browsers record them)
+ * are counted by their TOC byte. Header durations (WAV `fact`, Xing counts, STREAMINFO totals,
+ * `mvhd`/`mdhd`, WebM `Duration`) are never used. Anything else falls back to music-metadata.
  */
 import CodecParser, { type CodecFrame, type OggPage } from "codec-parser";
 import { parseBuffer } from "music-metadata";
+import { opusPacketSamples } from "./audioFormats.ts";
 
 type Mime = ConstructorParameters<typeof CodecParser>[0];
 
@@ -110,6 +112,35 @@ function opusSeconds(codecFrames: CodecFrame[], last: CodecFrame | OggPage | und
   return end > preSkip ? (end - preSkip) / 48_000 : null;
 }
 
+/** EBML elements the walk descends into: Segment, Tracks, TrackEntry, Cluster, BlockGroup. */
+const WEBM_PARENTS = [0x18538067, 0x1654ae6b, 0xae, 0x1f43b675, 0xa0];
+
+/** WebM: the Opus track's unlaced SimpleBlocks and Blocks, each one packet. */
+function webmSeconds(b: Buffer): number | null {
+  /** An EBML number at `at`: [value, bytes]; the length marker stays in IDs. */
+  const number = (at: number, id: boolean): [number, number] => {
+    const bytes = Math.clz32(b[at]!) - 23;
+    let value = id ? b[at]! : b[at]! & (0xff >> bytes);
+    for (let i = 1; i < bytes; i++) value = value * 256 + b[at + i]!;
+    return [value, bytes];
+  };
+  let track = -1;
+  let opus = -1;
+  let samples = 0;
+  let at = 0;
+  while (at < b.length && b[at] !== 0) {
+    const [id, idBytes] = number(at, true);
+    const [size, sizeBytes] = number(at + idBytes, false);
+    const body = at + idBytes + sizeBytes;
+    const unknown = size === 2 ** (7 * sizeBytes) - 1;
+    at = WEBM_PARENTS.includes(id) ? body : unknown ? b.length : body + size;
+    if (id === 0xd7) track = b.readUIntBE(body, size);
+    else if (id === 0x86 && b.toString("latin1", body, body + size) === "A_OPUS") opus = track;
+    else if ((id === 0xa3 || id === 0xa1) && opus >= 0 && number(body, false)[0] === opus) samples += opusPacketSamples(b.subarray(body + number(body, false)[1] + 3, body + size));
+  }
+  return opus >= 0 && samples > 0 ? samples / 48_000 : null;
+}
+
 /** Seconds the file plays for, or null when it is not audio the simulator can decode. */
 export async function simAudioSeconds(bytes: Buffer, name: string, type: string): Promise<number | null> {
   try {
@@ -124,6 +155,7 @@ async function decodedSeconds(bytes: Buffer, name: string, type: string): Promis
   if (ascii(bytes, 4) === "ftyp") return mp4Seconds(bytes);
   if (ascii(bytes, 0) === "fLaC") return framedSeconds(bytes, "audio/flac");
   if (ascii(bytes, 0) === "OggS") return framedSeconds(bytes, "audio/ogg");
+  if (bytes.readUInt32BE(0) === 0x1a45dfa3) return webmSeconds(bytes);
   if (bytes[0] === 0xff && (bytes[1]! & 0xf6) === 0xf0) return framedSeconds(bytes, "audio/aac");
   if (ascii(bytes, 0, 3) === "ID3" || (bytes[0] === 0xff && (bytes[1]! & 0xe0) === 0xe0)) return framedSeconds(bytes, "audio/mpeg");
   const meta = await parseBuffer(new Uint8Array(bytes), { mimeType: type || undefined, path: name }, { duration: true });
