@@ -9,7 +9,7 @@
  *   FLAC: the simulator's FLAC, with STREAMINFO's total samples a tenth of the real count;
  *   MP4:  an M4A of the AAC fixture's frames (1,024 samples at 24 kHz each) whose mvhd, tkhd and
  *         mdhd durations are a tenth (the sample tables honest), or whose tables list a tenth;
- *   Ogg:  the simulator's Opus with every granule position divided by ten;
+ *   Ogg:  the simulator's Opus, or a Vorbis fixture, with every granule position divided by ten;
  *   WebM: the Opus fixture's 20 ms packets in SimpleBlocks, its Info Duration a tenth.
  */
 import { Mp3Encoder } from "@breezystack/lamejs";
@@ -168,11 +168,21 @@ export function lyingMp4(frameCount: number): GeneratedAudio {
   return { bytes: m4a(frameCount, { statedSeconds: seconds / 10 }), seconds, name: "tone.m4a", type: "audio/mp4" };
 }
 
+/** Pages of an Ogg file with every granule position divided by ten. */
+const tenthGranules = (ogg: Buffer): Buffer => Buffer.concat(oggPages(ogg).map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
+
 /** The simulator's Ogg Opus of `seconds`, every granule position divided by ten. */
 export function lyingOgg(seconds: number): GeneratedAudio {
-  const pages = oggPages(Buffer.from(simSpeechAudio("opus", seconds)));
-  const bytes = Buffer.concat(pages.map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
-  return { bytes, seconds, name: "tone.ogg", type: "audio/ogg" };
+  return { bytes: tenthGranules(Buffer.from(simSpeechAudio("opus", seconds))), seconds, name: "tone.ogg", type: "audio/ogg" };
+}
+
+/**
+ * 12.5 s of the simulator's tone in Ogg Vorbis (fixtures/audio/tone-12.5s.vorbis.ogg, made once
+ * with `oggenc -q 0` from vorbis-tools 1.4.2), every granule position divided by ten.
+ */
+export function lyingVorbis(): GeneratedAudio {
+  const honest = readFileSync(new URL("./fixtures/audio/tone-12.5s.vorbis.ogg", import.meta.url));
+  return { bytes: tenthGranules(honest), seconds: 12.5, name: "tone.oga", type: "audio/ogg" };
 }
 
 /** An EBML element: its ID bytes, an 8-byte size (or the unknown size), the payload. */

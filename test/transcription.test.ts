@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, lyingWebm, type GeneratedAudio } from "./audioFiles.ts";
+import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, type GeneratedAudio } from "./audioFiles.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 /** whisper-1 at $0.006 a minute, 90,000 toman a dollar: 9 toman a second. */
@@ -41,7 +41,8 @@ describe("headers that understate the length tenfold", () => {
     ["MP3 Xing: 521 frames × 576 / 24 kHz = 12.504 s", lyingMp3(521), 13, 117_000_000n],
     ["FLAC STREAMINFO: 20.1 s", lyingFlac(20.1), 21, 189_000_000n],
     ["MP4 mvhd/tkhd/mdhd: 293 frames × 1,024 / 24 kHz = 12.501 s", lyingMp4(293), 13, 117_000_000n],
-    ["Ogg granules: 30.5 s", lyingOgg(30.5), 31, 279_000_000n],
+    ["Ogg Opus granules: 30.5 s", lyingOgg(30.5), 31, 279_000_000n],
+    ["Ogg Vorbis granules: 12.5 s", lyingVorbis(), 13, 117_000_000n],
     ["WebM Duration, as a browser records it: 301 packets × 20 ms = 6.02 s", lyingWebm(301, true), 7, 63_000_000n],
   ];
 

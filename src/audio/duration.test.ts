@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { parseBuffer } from "music-metadata";
-import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
+import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
 import { SIM_SPEECH_SAMPLE_RATE, simSpeechAudio, simToneWav } from "../sim/audio.ts";
 import { audioDuration, secondsBound } from "./duration.ts";
+import { vorbisModes } from "./ogg.ts";
 
 const RATE = SIM_SPEECH_SAMPLE_RATE;
 const seconds = (bytes: Uint8Array) => audioDuration(bytes)?.seconds;
@@ -24,6 +25,14 @@ describe("honest files are their own length", () => {
     }
   });
 
+  test("ogg vorbis: packets by their modes' block sizes, the last granule trimming the last page", async () => {
+    const honest = new Uint8Array(await Bun.file(new URL("../../test/fixtures/audio/tone-12.5s.vorbis.ogg", import.meta.url)).arrayBuffer());
+    expect(audioDuration(honest)).toEqual({ container: "ogg", seconds: 12.5 });
+    // A setup header whose modes cannot be found leaves Vorbis unread rather than guessed.
+    expect(vorbisModes(new Uint8Array(4_000).fill(0x5a))).toBeNull();
+    expect(vorbisModes(new Uint8Array(0))).toBeNull();
+  });
+
   test("m4a: frames × 1,024 at the codec's rate", () => {
     expect(audioDuration(m4a(300, { statedSeconds: 12.8 }))).toEqual({ container: "mp4", seconds: (300 * AAC_FRAME_SAMPLES) / RATE });
   });
@@ -36,6 +45,7 @@ describe("headers that understate tenfold are not read", () => {
     ["flac with a lying STREAMINFO total", lyingFlac(12.5)],
     ["m4a with lying mvhd/tkhd/mdhd", lyingMp4(293)],
     ["ogg with granules divided by ten", lyingOgg(12.5)],
+    ["ogg vorbis with granules divided by ten", lyingVorbis()],
     ["webm with a lying Info Duration", lyingWebm(625)],
   ];
   test.each(cases)("%s", async (_, file) => {
@@ -120,6 +130,7 @@ describe("truncated files and garbage never throw", () => {
     simSpeechAudio("aac", 3),
     m4a(100, { statedSeconds: 4 }),
     lyingWebm(150, true).bytes,
+    lyingVorbis().bytes,
   ];
   test("every cut of each file reads as at most its whole length", () => {
     for (const file of files) {

@@ -5,9 +5,10 @@
  *   Opus:   every packet's TOC byte gives its samples (RFC 6716 §3.1), so the seconds are the
  *           packets present; the last granule position may trim the end only within the last
  *           page (as RFC 7845 §4.5 uses it), and the pre-skip is taken off.
- *   Vorbis: a packet's length needs the codebooks of the setup header, which this does not read:
- *           the seconds are the largest granule position, but at least the audio packets present
- *           × the short block's half (the fewest samples a Vorbis packet can yield).
+ *   Vorbis: each packet's mode (its first bits) gives its block size, from the modes of the setup
+ *           header (read backwards, see vorbisModes); a packet yields a quarter of its block and
+ *           of the one before. The last granule position trims as for Opus. A setup header whose
+ *           modes cannot be found gives null.
  * Other codecs in Ogg give null.
  */
 import { fourcc, plausibleRate, u16le, u32le, u64le, u8 } from "./bytes.ts";
@@ -51,27 +52,86 @@ interface Stream {
   codec: "opus" | "vorbis";
   rate: number;
   preSkip: number;
-  /** Samples of a short Vorbis block's half: the fewest one packet yields. */
-  packetSamplesMin: number;
+  /** Vorbis: short and long block sizes, each mode's block flag (from the setup header), the last block's size. */
+  blocks: [number, number];
+  modes: boolean[] | null;
+  setup: Uint8Array[];
+  previousBlock: number;
   packets: number;
   samples: number;
   lastGranule: number;
   lastPageSamples: number;
 }
 
+/** Bytes of a Vorbis setup header kept to read its modes (real ones are a few KB; codebooks may make tens). */
+const VORBIS_SETUP_BYTES_MAX = 1024 * 1024;
+const VORBIS_MODES_MAX = 64;
+
 /** The stream a first packet opens, when its codec is one this reads. */
 function openStream(b: Uint8Array, serial: number, at: number): Stream | null {
-  const base = { serial, preSkip: 0, packetSamplesMin: 0, packets: 0, samples: 0, lastGranule: -1, lastPageSamples: 0 };
+  const base = { serial, preSkip: 0, blocks: [0, 0] as [number, number], modes: null, setup: [], previousBlock: 0, packets: 0, samples: 0, lastGranule: -1, lastPageSamples: 0 };
   if (fourcc(b, at) === "Opus" && fourcc(b, at + 4) === "Head") return { ...base, codec: "opus", rate: OPUS_RATE, preSkip: u16le(b, at + 10) };
   if (u8(b, at) === 1 && fourcc(b, at + 1) === "vorb") {
     const rate = u32le(b, at + 12);
-    return plausibleRate(rate) ? { ...base, codec: "vorbis", rate, packetSamplesMin: (1 << (u8(b, at + 28) & 0xf)) / 2 } : null;
+    const blocks: [number, number] = [1 << (u8(b, at + 28) & 0xf), 1 << (u8(b, at + 28) >> 4)];
+    const valid = plausibleRate(rate) && blocks[0] >= 64 && blocks[0] <= blocks[1] && blocks[1] <= 8192;
+    return valid ? { ...base, codec: "vorbis", rate, blocks } : null;
   }
   return null;
 }
 
+/**
+ * The block flag of each mode of a Vorbis setup header, or null. The modes are the header's last
+ * fields, after codebooks whose lengths need a full parse, so they are read backwards from the
+ * framing bit, as ffmpeg's vorbis_parser does: each mode is a mapping (< 64), two zero 16-bit
+ * types and the flag, and the count field before them must match.
+ */
+export function vorbisModes(setup: Uint8Array): boolean[] | null {
+  let bit = setup.length * 8 - 1;
+  const next = () => ((setup[bit >> 3] ?? 0) >> (bit-- & 7)) & 1;
+  // Reading an LSB-first stream backwards gives each field most significant bit first.
+  const read = (n: number) => {
+    let value = 0;
+    for (let i = 0; i < n; i++) value = value * 2 + next();
+    return value;
+  };
+  while (bit >= 0 && next() === 0); // padding, then the framing bit
+  const modesEnd = bit;
+  let count = 0;
+  let found = 0;
+  while (bit >= 97 && count < VORBIS_MODES_MAX) {
+    if (read(8) > 63 || read(16) !== 0 || read(16) !== 0) break;
+    read(1);
+    count++;
+    const mark = bit;
+    if (read(6) + 1 === count) found = count;
+    bit = mark;
+  }
+  if (found === 0) return null;
+  bit = modesEnd;
+  const flags: boolean[] = new Array(found);
+  for (let i = found - 1; i >= 0; i--) {
+    read(40);
+    flags[i] = read(1) === 1;
+  }
+  return flags;
+}
+
+/** Samples a Vorbis audio packet yields (a quarter of its block and of the one before), from its first byte. */
+function vorbisPacketSamples(stream: Stream, first: number): number {
+  const modes = stream.modes;
+  if (!modes || first & 1) return 0; // not an audio packet
+  const mode = (first >> 1) & ((1 << Math.ceil(Math.log2(modes.length))) - 1);
+  if (mode >= modes.length) return 0;
+  const block = stream.blocks[modes[mode] ? 1 : 0];
+  const samples = stream.previousBlock === 0 ? 0 : (stream.previousBlock + block) / 4;
+  stream.previousBlock = block;
+  return samples;
+}
+
 /** Header packets before the audio: OpusHead and OpusTags; Vorbis identification, comment and setup. */
 const HEADER_PACKETS = { opus: 2, vorbis: 3 } as const;
+const VORBIS_SETUP_PACKET = 2;
 
 function readPage(b: Uint8Array, at: number, body: number, stream: Stream): void {
   const segments = u8(b, at + 26);
@@ -81,20 +141,25 @@ function readPage(b: Uint8Array, at: number, body: number, stream: Stream): void
     const size = u8(b, at + PAGE_HEADER_BYTES + i);
     if (start) {
       if (stream.packets >= HEADER_PACKETS[stream.codec]) {
-        pageSamples += stream.codec === "opus" ? opusPacketSamples(b, offset) : stream.packetSamplesMin;
+        pageSamples += stream.codec === "opus" ? opusPacketSamples(b, offset) : vorbisPacketSamples(stream, u8(b, offset));
       }
       stream.packets++;
+    }
+    if (stream.codec === "vorbis" && stream.packets - 1 === VORBIS_SETUP_PACKET && stream.modes === null) {
+      if (stream.setup.length * 255 < VORBIS_SETUP_BYTES_MAX) stream.setup.push(b.subarray(offset, offset + size));
+      if (size < 255) stream.modes = vorbisModes(Buffer.concat(stream.setup));
     }
     start = size < 255;
     offset += size;
   }
   stream.samples += pageSamples;
   const granule = u64le(b, at + 6);
-  if (pageSamples > 0 && granule < 2 ** 63) [stream.lastGranule, stream.lastPageSamples] = [Math.max(granule, stream.codec === "vorbis" ? stream.lastGranule : 0), pageSamples];
+  if (pageSamples > 0 && granule < 2 ** 63) [stream.lastGranule, stream.lastPageSamples] = [granule, pageSamples];
 }
 
-function streamSeconds(s: Stream): number {
-  if (s.codec === "vorbis") return Math.max(s.lastGranule, s.samples) / s.rate;
+/** The stream's samples, ended where the last granule position says only when that lies within the last page. */
+function streamSeconds(s: Stream): number | null {
+  if (s.codec === "vorbis" && s.modes === null) return null;
   const trimmed = s.lastGranule >= s.samples - s.lastPageSamples && s.lastGranule <= s.samples ? s.lastGranule : s.samples;
   return Math.max(0, trimmed - s.preSkip) / s.rate;
 }

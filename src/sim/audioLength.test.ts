@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingWav, lyingWebm } from "../../test/audioFiles.ts";
+import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm } from "../../test/audioFiles.ts";
 import { simAudioSeconds } from "./audioLength.ts";
 
 test.each([
@@ -9,6 +9,7 @@ test.each([
   ["m4a", lyingMp4(293), 0],
   // Whole 20 ms packets: the generator's granule that trimmed the last one is the lie.
   ["ogg", lyingOgg(30.5), 0.02],
+  ["ogg vorbis", lyingVorbis(), 0.01],
   ["webm", lyingWebm(301, true), 0],
 ] as const)("the simulator measures a %s by its audio, not its lying header", async (_, file, slack) => {
   const seconds = (await simAudioSeconds(file.bytes, file.name, file.type))!;

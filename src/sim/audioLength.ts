@@ -10,7 +10,7 @@ import CodecParser, { type CodecFrame, type OggPage } from "codec-parser";
 import { parseBuffer } from "music-metadata";
 import { opusPacketSamples } from "./audioFormats.ts";
 
-type Mime = ConstructorParameters<typeof CodecParser>[0];
+type Mime = "audio/mpeg" | "audio/aac" | "audio/flac";
 
 const ascii = (b: Buffer, at: number, n = 4) => b.toString("latin1", at, at + n);
 
@@ -70,19 +70,11 @@ function mp4Seconds(b: Buffer): number | null {
 const flacStreamRate = (b: Buffer): number => (b.readUInt32BE(18) >>> 12) & 0xfffff;
 
 function framedSeconds(b: Buffer, mime: Mime): number | null {
-  let frames: (CodecFrame | OggPage)[];
-  try {
-    frames = new CodecParser(mime, { enableLogging: false }).parseAll(new Uint8Array(b));
-  } catch {
-    return null;
-  }
-  const codecFrames = frames.flatMap((f) => ("codecFrames" in f ? f.codecFrames : [f]));
+  const codecFrames = new CodecParser(mime, { enableLogging: false }).parseAll(new Uint8Array(b)) as CodecFrame[];
   // An encoder's Xing/Info frame is silent and skipped by decoders.
   const first = codecFrames[0]?.data;
   if (mime === "audio/mpeg" && first && /Xing|Info/.test(Buffer.from(first.subarray(0, 64)).toString("latin1"))) codecFrames.shift();
   const streamRate = mime === "audio/flac" ? flacStreamRate(b) : 0;
-  const opus = codecFrames[0] !== undefined && "preSkip" in codecFrames[0].header ? codecFrames[0].header.preSkip : null;
-  if (opus !== null) return opusSeconds(codecFrames, frames.at(-1), opus);
   // Samples summed per rate, then one division each: a sum of per-frame fractions drifts past whole seconds.
   const byRate = new Map<number, number>();
   for (const frame of codecFrames) {
@@ -96,20 +88,30 @@ function framedSeconds(b: Buffer, mime: Mime): number | null {
 }
 
 /**
- * Ogg Opus: each packet's TOC gives its samples (codec-parser's own count trims the last page by
- * its granule position, which a file may state as anything); the stream then ends where the last
- * granule position says only when that lies within the last page (RFC 7845 §4.5).
+ * Ogg (Opus, Vorbis): codec-parser counts each packet's samples (Opus by its TOC, Vorbis by its
+ * mode's block size) but trims the page it is told is the last to that page's granule position,
+ * which a file may state as anything; so that flag is cleared first, and the stream ends where
+ * the last granule position says only when that lies within the last page (RFC 7845 §4.5).
  */
-function opusSeconds(codecFrames: CodecFrame[], last: CodecFrame | OggPage | undefined, preSkip: number): number | null {
-  const packetSamples = (f: CodecFrame) => {
-    const header = f.header as { frameSize: number; frameCount: number };
-    return header.frameSize * 48 * header.frameCount;
-  };
-  const samples = codecFrames.reduce((n, f) => n + packetSamples(f), 0);
-  const lastPage = last && "codecFrames" in last ? last.codecFrames.reduce((n, f) => n + packetSamples(f), 0) : 0;
-  const granule = last && "codecFrames" in last ? Number(last.absoluteGranulePosition) : -1;
-  const end = granule <= samples && granule >= samples - lastPage ? granule : samples;
-  return end > preSkip ? (end - preSkip) / 48_000 : null;
+function oggSeconds(b: Buffer): number | null {
+  const copy = Buffer.from(b);
+  for (let at = 0; at + 27 <= copy.length && ascii(copy, at) === "OggS"; ) {
+    copy[at + 5] = copy[at + 5]! & ~0x04;
+    let size = 27 + copy[at + 26]!;
+    for (let i = 0; i < copy[at + 26]!; i++) size += copy[at + 27 + i]!;
+    at += size;
+  }
+  const pages = new CodecParser("audio/ogg", { enableLogging: false }).parseAll(new Uint8Array(copy)) as OggPage[];
+  const frames = pages.flatMap((p) => p.codecFrames);
+  const header = frames[0]?.header;
+  if (!header) return null;
+  // Opus frames already leave out the pre-skip; its granule positions count it.
+  const preSkip = "preSkip" in header ? header.preSkip : 0;
+  const samples = frames.reduce((n, f) => n + f.samples, 0);
+  const last = pages.findLast((p) => p.codecFrames.length > 0)!;
+  const lastPage = last.codecFrames.reduce((n, f) => n + f.samples, 0);
+  const end = Number(last.absoluteGranulePosition) - preSkip;
+  return (end <= samples && end >= samples - lastPage ? end : samples) / header.sampleRate;
 }
 
 /** EBML elements the walk descends into: Segment, Tracks, TrackEntry, Cluster, BlockGroup. */
@@ -154,7 +156,7 @@ async function decodedSeconds(bytes: Buffer, name: string, type: string): Promis
   if (ascii(bytes, 0) === "RIFF" && ascii(bytes, 8) === "WAVE") return wavSeconds(bytes);
   if (ascii(bytes, 4) === "ftyp") return mp4Seconds(bytes);
   if (ascii(bytes, 0) === "fLaC") return framedSeconds(bytes, "audio/flac");
-  if (ascii(bytes, 0) === "OggS") return framedSeconds(bytes, "audio/ogg");
+  if (ascii(bytes, 0) === "OggS") return oggSeconds(bytes);
   if (bytes.readUInt32BE(0) === 0x1a45dfa3) return webmSeconds(bytes);
   if (bytes[0] === 0xff && (bytes[1]! & 0xf6) === 0xf0) return framedSeconds(bytes, "audio/aac");
   if (ascii(bytes, 0, 3) === "ID3" || (bytes[0] === 0xff && (bytes[1]! & 0xe0) === 0xe0)) return framedSeconds(bytes, "audio/mpeg");
