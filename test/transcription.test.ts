@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import OpenAI from "openai";
+import { simToneWav } from "../src/sim/audio.ts";
 import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, type GeneratedAudio } from "./audioFiles.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
@@ -89,4 +90,31 @@ test("a file that is audio by none of its bytes is a 400 before any upstream cal
     expect([error.status, error.param]).toEqual([400, "file"]);
   }
   expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+});
+
+describe("a codec the gateway does not time (IMA ADPCM in WAV)", () => {
+  // simToneWav(3) is 144,044 bytes; tagged IMA ADPCM at 4 bits, the simulator plays its 144,000
+  // data bytes at 24,000 × 4 / 8 = 12,000 B/s: 12 s. The gateway reads no ADPCM.
+  const adpcm = () => {
+    const bytes = Buffer.from(simToneWav(3));
+    bytes.writeUInt16LE(0x11, 20);
+    bytes.writeUInt16LE(4, 34);
+    return new File([bytes], "voice.wav", { type: "audio/wav" });
+  };
+
+  test("json: billed the upstream's reported seconds", async () => {
+    const before = await account(accountId, client);
+    const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file: adpcm() }).withResponse();
+    const requestId = response.headers.get("x-request-id")!;
+    const after = await account(accountId, client, requestId);
+    expect(t.gw.simulator!.log.byRequestId(requestId).map((e) => e.units)).toEqual([12]);
+    expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([108_000_000n, "12"]);
+  });
+
+  test("text (no report): billed the size bound, 144,044 B at 8,000 B/s = 18.0055 s → 19 s", async () => {
+    const before = await account(accountId, client);
+    const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file: adpcm(), response_format: "text" }).withResponse();
+    const after = await account(accountId, client, response.headers.get("x-request-id")!);
+    expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([171_000_000n, "19"]);
+  });
 });

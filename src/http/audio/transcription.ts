@@ -70,7 +70,7 @@ function formFields(form: Form): Record<string, unknown> {
 /** The file's bytes and its seconds, read from its audio data. */
 async function readAudio(file: File): Promise<{ bytes: Uint8Array; seconds: AudioSeconds } | Failure> {
   const measured = await measureAudio(new Uint8Array(await file.arrayBuffer())).catch(() => null);
-  if (!measured) return fail("service_unavailable", "Audio files are being read at capacity; try again shortly.", { retryAfterS: 1 });
+  if (!measured) return fail("service_unavailable", "The audio file could not be read right now; try again shortly.", { retryAfterS: 1 });
   const duration = measured.duration;
   if (duration && duration.seconds !== 0) return { bytes: measured.bytes, seconds: audioSeconds(duration, measured.bytes.byteLength) };
   return fail("invalid_request", "The file is not audio whose duration could be read. Supported formats: " + AUDIO_EXTENSIONS.join(", ") + ".", { param: "file" });
