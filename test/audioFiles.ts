@@ -8,7 +8,8 @@
  *         behind a Xing frame that counts a tenth of them;
  *   FLAC: the simulator's FLAC, with STREAMINFO's total samples a tenth of the real count;
  *   MP4:  an M4A of the AAC fixture's frames (1,024 samples at 24 kHz each) whose mvhd, tkhd and
- *         mdhd durations are a tenth (the sample tables honest), or whose tables list a tenth;
+ *         mdhd durations are a tenth (the sample tables honest), or whose tables list a tenth,
+ *         or a fragmented one (as Safari records) with the same lying durations;
  *   Ogg:  the simulator's Opus, or a Vorbis fixture, with every granule position divided by ten;
  *   WebM: the Opus fixture's 20 ms packets in SimpleBlocks, its Info Duration a tenth.
  */
@@ -123,6 +124,34 @@ function esds(): Buffer {
   return box("esds", u32(0), es);
 }
 
+const mvhd = (stated: number) => box("mvhd", u32(0, 0, 0, 1000, Math.round(stated * 1000), 0x10000), Buffer.alloc(76));
+
+/** The sound track: its sample tables list `sizes` (empty when the samples are in fragments) from `chunkOffset`. */
+function soundTrak(statedSeconds: number, sizes: number[], chunkOffset: number): Buffer {
+  const listed = sizes.length;
+  const sampleEntry = box("mp4a", Buffer.alloc(6), Buffer.from([0, 1]), Buffer.alloc(8), Buffer.from([0, 1, 0, 16, 0, 0, 0, 0]), u32(RATE * 65536), esds());
+  const stbl = box(
+    "stbl",
+    box("stsd", u32(0, 1), sampleEntry),
+    box("stts", listed ? u32(0, 1, listed, AAC_FRAME_SAMPLES) : u32(0, 0)),
+    box("stsc", listed ? u32(0, 1, 1, listed, 1) : u32(0, 0)),
+    box("stsz", u32(0, 0, listed), ...sizes.map((size) => u32(size))),
+    box("stco", listed ? u32(0, 1, chunkOffset) : u32(0, 0)),
+  );
+  return box(
+    "trak",
+    box("tkhd", u32(7, 0, 0, 1, 0, Math.round(statedSeconds * 1000)), Buffer.alloc(60)),
+    box(
+      "mdia",
+      box("mdhd", u32(0, 0, 0, RATE, Math.round(statedSeconds * RATE)), Buffer.alloc(4)),
+      box("hdlr", u32(0, 0), Buffer.from("soun"), Buffer.alloc(12), Buffer.from("SoundHandler\0")),
+      box("minf", box("smhd", u32(0, 0)), box("dinf", box("dref", u32(0, 1), box("url ", u32(1)))), stbl),
+    ),
+  );
+}
+
+const ftypM4a = () => box("ftyp", Buffer.from("M4A "), u32(0), Buffer.from("M4A isommp42"));
+
 /**
  * An M4A of `frameCount` AAC frames. `statedSeconds` goes in mvhd, tkhd and mdhd; `listed` is
  * how many samples the tables describe (all of them for an honest table).
@@ -130,42 +159,35 @@ function esds(): Buffer {
 export function m4a(frameCount: number, options: { statedSeconds: number; listed?: number }): Buffer {
   const source = aacFrames();
   const frames = Array.from({ length: frameCount }, (_, i) => source[i % source.length]!);
-  const listed = options.listed ?? frameCount;
-  const mdat = box("mdat", ...frames);
-  const stated = Math.round(options.statedSeconds * 1000);
-  const sampleEntry = box("mp4a", Buffer.alloc(6), Buffer.from([0, 1]), Buffer.alloc(8), Buffer.from([0, 1, 0, 16, 0, 0, 0, 0]), u32(RATE * 65536), esds());
-  const stbl = (chunkOffset: number) =>
-    box(
-      "stbl",
-      box("stsd", u32(0, 1), sampleEntry),
-      box("stts", u32(0, 1, listed, AAC_FRAME_SAMPLES)),
-      box("stsc", u32(0, 1, 1, listed, 1)),
-      box("stsz", u32(0, 0, listed), ...frames.slice(0, listed).map((f) => u32(f.length))),
-      box("stco", u32(0, 1, chunkOffset)),
-    );
-  const moov = (chunkOffset: number) =>
-    box(
-      "moov",
-      box("mvhd", u32(0, 0, 0, 1000, stated, 0x10000), Buffer.alloc(76)),
-      box(
-        "trak",
-        box("tkhd", u32(7, 0, 0, 1, 0, stated), Buffer.alloc(60)),
-        box(
-          "mdia",
-          box("mdhd", u32(0, 0, 0, RATE, Math.round(options.statedSeconds * RATE)), Buffer.alloc(4)),
-          box("hdlr", u32(0, 0), Buffer.from("soun"), Buffer.alloc(12), Buffer.from("SoundHandler\0")),
-          box("minf", box("smhd", u32(0, 0)), box("dinf", box("dref", u32(0, 1), box("url ", u32(1)))), stbl(chunkOffset)),
-        ),
-      ),
-    );
-  const ftyp = box("ftyp", Buffer.from("M4A "), u32(0), Buffer.from("M4A isommp42"));
-  const head = ftyp.length + moov(0).length;
-  return Buffer.concat([ftyp, moov(head + 8), mdat]);
+  const sizes = frames.slice(0, options.listed ?? frameCount).map((f) => f.length);
+  const moov = (chunkOffset: number) => box("moov", mvhd(options.statedSeconds), soundTrak(options.statedSeconds, sizes, chunkOffset));
+  const head = ftypM4a().length + moov(0).length;
+  return Buffer.concat([ftypM4a(), moov(head + 8), box("mdat", ...frames)]);
 }
 
-export function lyingMp4(frameCount: number): GeneratedAudio {
+/**
+ * A fragmented M4A, as Safari records: empty sample tables, then fragments of `perFragment`
+ * frames (`moof` whose `tfhd` defaults each sample to 1,024 ticks, as `trex` does, and one
+ * `trun` listing sizes; then its `mdat`). `statedSeconds` goes in mvhd, tkhd and mdhd.
+ */
+export function fragmentedM4a(frameCount: number, options: { statedSeconds: number; perFragment?: number }): Buffer {
+  const source = aacFrames();
+  const perFragment = options.perFragment ?? 50;
+  const trex = box("trex", u32(0, 1, 1, AAC_FRAME_SAMPLES, 0, 0));
+  const parts = [ftypM4a(), box("moov", mvhd(options.statedSeconds), soundTrak(options.statedSeconds, [], 0), box("mvex", trex))];
+  for (let first = 0, sequence = 1; first < frameCount; first += perFragment, sequence++) {
+    const frames = Array.from({ length: Math.min(perFragment, frameCount - first) }, (_, i) => source[(first + i) % source.length]!);
+    const moof = (dataOffset: number) =>
+      box("moof", box("mfhd", u32(0, sequence)), box("traf", box("tfhd", u32(0x020008, 1, AAC_FRAME_SAMPLES)), box("trun", u32(0x000201, frames.length, dataOffset), ...frames.map((f) => u32(f.length)))));
+    parts.push(moof(moof(0).length + 8), box("mdat", ...frames));
+  }
+  return Buffer.concat(parts);
+}
+
+export function lyingMp4(frameCount: number, fragmented = false): GeneratedAudio {
   const seconds = (frameCount * AAC_FRAME_SAMPLES) / RATE;
-  return { bytes: m4a(frameCount, { statedSeconds: seconds / 10 }), seconds, name: "tone.m4a", type: "audio/mp4" };
+  const bytes = (fragmented ? fragmentedM4a : m4a)(frameCount, { statedSeconds: seconds / 10 });
+  return { bytes, seconds, name: fragmented ? "voice.mp4" : "tone.m4a", type: "audio/mp4" };
 }
 
 /** Pages of an Ogg file with every granule position divided by ten. */

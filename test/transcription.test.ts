@@ -42,6 +42,7 @@ describe("headers that understate the length tenfold", () => {
     ["MP3 Xing: 521 frames × 576 / 24 kHz = 12.504 s", lyingMp3(521), 13, 117_000_000n],
     ["FLAC STREAMINFO: 20.1 s", lyingFlac(20.1), 21, 189_000_000n],
     ["MP4 mvhd/tkhd/mdhd: 293 frames × 1,024 / 24 kHz = 12.501 s", lyingMp4(293), 13, 117_000_000n],
+    ["fragmented MP4 (Safari) mvhd/tkhd/mdhd: 400 frames × 1,024 / 24 kHz = 17.067 s", lyingMp4(400, true), 18, 162_000_000n],
     ["Ogg Opus granules: 30.5 s", lyingOgg(30.5), 31, 279_000_000n],
     ["Ogg Vorbis granules: 12.5 s", lyingVorbis(), 13, 117_000_000n],
     ["WebM Duration, as a browser records it: 301 packets × 20 ms = 6.02 s", lyingWebm(301, true), 7, 63_000_000n],

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseBuffer } from "music-metadata";
-import { lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
+import { fragmentedM4a, lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
 import { SIM_SPEECH_SAMPLE_RATE, simSpeechAudio, simToneWav } from "../sim/audio.ts";
 import { audioDuration, secondsBound } from "./duration.ts";
 import { vorbisModes } from "./ogg.ts";
@@ -44,6 +44,7 @@ describe("headers that understate tenfold are not read", () => {
     ["mp3 with a lying Xing count", lyingMp3(521)],
     ["flac with a lying STREAMINFO total", lyingFlac(12.5)],
     ["m4a with lying mvhd/tkhd/mdhd", lyingMp4(293)],
+    ["fragmented mp4 (as Safari records) with lying mvhd/tkhd/mdhd", lyingMp4(293, true)],
     ["ogg with granules divided by ten", lyingOgg(12.5)],
     ["ogg vorbis with granules divided by ten", lyingVorbis()],
     ["webm with a lying Info Duration", lyingWebm(625)],
@@ -129,6 +130,7 @@ describe("truncated files and garbage never throw", () => {
     simSpeechAudio("opus", 3),
     simSpeechAudio("aac", 3),
     m4a(100, { statedSeconds: 4 }),
+    fragmentedM4a(100, { statedSeconds: 4, perFragment: 30 }),
     lyingWebm(150, true).bytes,
     lyingVorbis().bytes,
   ];

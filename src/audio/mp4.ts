@@ -8,16 +8,18 @@
  *   payload check: the table's samples should cover the `mdat` payload. Payload no track
  *                  references is counted as more of the audio at the same bytes per second;
  *                  tables that claim more bytes than the payload holds are scaled down to it.
- * Fragmented files (`moof`) give null; a file without a sound track, 0.
+ * Fragmented files (what Safari records) add their fragments' runs (`moof`/`traf`/`trun`, with the
+ * `trex`/`tfhd` defaults) to the track. A file without a sound track is 0 s.
  */
-import { fourcc, plausibleRate, u16be, u32be, u64be, u8 } from "./bytes.ts";
+import { fourcc, plausibleRate, u16be, u24be, u32be, u64be, u8 } from "./bytes.ts";
 
 /** Nesting depth of the boxes read (moov/trak/mdia/minf/stbl/stsd/mp4a/esds is 8). */
 const BOX_DEPTH_MAX = 10;
 /** A box type as the 32-bit number its four bytes make, so walking boxes builds no strings. */
 const type = (name: string): number => ((name.charCodeAt(0) << 24) | (name.charCodeAt(1) << 16) | (name.charCodeAt(2) << 8) | name.charCodeAt(3)) >>> 0;
-const [MOOV, TRAK, MDIA, MINF, STBL, MDAT, MOOF] = ["moov", "trak", "mdia", "minf", "stbl", "mdat", "moof"].map(type) as [number, number, number, number, number, number, number];
-const CONTAINERS = new Set([MOOV, MDIA, MINF, STBL]);
+const [TRAK, MDAT, TREX, TRAF, TRUN] = [type("trak"), type("mdat"), type("trex"), type("traf"), type("trun")];
+/** Boxes entered on the way to tracks, their defaults and their fragments. */
+const CONTAINERS = new Set(["moov", "mdia", "minf", "stbl", "mvex", "moof"].map(type));
 const AAC_FRAME_SAMPLES = 1_024;
 const AAC_RATES = [96_000, 88_200, 64_000, 48_000, 44_100, 32_000, 24_000, 22_050, 16_000, 12_000, 11_025, 8_000, 7_350] as const;
 /** Tracks read: a file may hold more `trak` boxes, but no real one has this many. */
@@ -33,6 +35,7 @@ interface Box {
 }
 
 interface Track {
+  id: number;
   sound: boolean;
   timescale: number;
   ticks: number;
@@ -94,7 +97,9 @@ function esdsRate(b: Uint8Array, esds: Box): number {
 }
 
 function readTrack(b: Uint8Array, trak: Box): Track {
-  const track: Track = { sound: false, timescale: 0, ticks: 0, sampleCount: 0, sampleBytes: 0, codec: "", codecRate: 0 };
+  const track: Track = { id: 0, sound: false, timescale: 0, ticks: 0, sampleCount: 0, sampleBytes: 0, codec: "", codecRate: 0 };
+  const tkhd = child(b, trak, "tkhd");
+  if (tkhd) track.id = u32be(b, tkhd.start + (u8(b, tkhd.start) === 1 ? 20 : 12));
   const mdia = child(b, trak, "mdia");
   if (!mdia) return track;
   const hdlr = child(b, mdia, "hdlr");
@@ -130,28 +135,66 @@ function readTrack(b: Uint8Array, trak: Box): Track {
   return track;
 }
 
+/** A fragmented file's per-sample defaults (`trex`, overridden per fragment by `tfhd`). */
+interface Defaults {
+  duration: number;
+  size: number;
+}
+
+/** Adds a track fragment's runs (`traf`: `tfhd`, `trun`s) to its track. */
+function readFragment(b: Uint8Array, traf: Box, tracks: Track[], trex: Map<number, Defaults>): void {
+  const tfhd = child(b, traf, "tfhd");
+  const track = tfhd && tracks.find((t) => t.id === u32be(b, tfhd.start + 4));
+  if (!tfhd || !track) return;
+  const flags = u24be(b, tfhd.start + 1);
+  const defaults = { ...(trex.get(track.id) ?? { duration: 0, size: 0 }) };
+  let at = tfhd.start + 8 + (flags & 0x01 ? 8 : 0) + (flags & 0x02 ? 4 : 0); // base data offset, description index
+  if (flags & 0x08) [defaults.duration, at] = [u32be(b, at), at + 4];
+  if (flags & 0x10) defaults.size = u32be(b, at);
+  eachBox(b, traf.start, traf.end, (box) => {
+    if (box.type === TRUN) readRun(b, box, track, defaults);
+  });
+}
+
+/** A `trun`: its samples, with their durations and sizes listed or the defaults. */
+function readRun(b: Uint8Array, trun: Box, track: Track, defaults: Defaults): void {
+  const flags = u24be(b, trun.start + 1);
+  const count = u32be(b, trun.start + 4);
+  const start = trun.start + 8 + (flags & 0x001 ? 4 : 0) + (flags & 0x004 ? 4 : 0); // data offset, first sample flags
+  const fields = [0x100, 0x200, 0x400, 0x800].filter((f) => flags & f).length;
+  const listed = fields === 0 ? count : Math.min(count, Math.floor((trun.end - start) / (4 * fields)));
+  track.sampleCount += listed;
+  if (!(flags & 0x100)) track.ticks += listed * defaults.duration;
+  if (!(flags & 0x200)) track.sampleBytes += listed * defaults.size;
+  if (fields === 0) return;
+  for (let i = 0, at = start; i < listed; i++, at += 4 * fields) {
+    if (flags & 0x100) track.ticks += u32be(b, at);
+    if (flags & 0x200) track.sampleBytes += u32be(b, at + (flags & 0x100 ? 4 : 0));
+  }
+}
+
 function trackSeconds(track: Track): number {
   const timed = track.timescale > 0 ? track.ticks / track.timescale : 0;
   const framed = track.codec === "mp4a" && plausibleRate(track.codecRate) ? (track.sampleCount * AAC_FRAME_SAMPLES) / track.codecRate : 0;
   return Math.max(timed, framed);
 }
 
-/** Seconds of audio in an MP4/M4A file's sound track (0 without one), or null when fragmented. */
-export function mp4Seconds(b: Uint8Array): number | null {
+/** Seconds of audio in an MP4/M4A file's sound track, fragmented or not (0 without one). */
+export function mp4Seconds(b: Uint8Array): number {
   const tracks: Track[] = [];
+  const trex = new Map<number, Defaults>();
   let payload = 0;
-  let fragmented = false;
   const walk = (start: number, end: number, depth: number): void => {
     if (depth > BOX_DEPTH_MAX) return;
     eachBox(b, start, end, (box) => {
       if (box.type === MDAT) payload += box.end - box.start;
-      else if (box.type === MOOF) fragmented = true;
       else if (box.type === TRAK && tracks.length < TRACKS_MAX) tracks.push(readTrack(b, box));
+      else if (box.type === TREX) trex.set(u32be(b, box.start + 4), { duration: u32be(b, box.start + 12), size: u32be(b, box.start + 16) });
+      else if (box.type === TRAF) readFragment(b, box, tracks, trex);
       else if (CONTAINERS.has(box.type)) walk(box.start, box.end, depth + 1);
     });
   };
   walk(0, b.length, 0);
-  if (fragmented) return null;
   const sound = tracks.find((t) => t.sound && t.sampleBytes > 0);
   if (!sound) return 0;
   const referenced = tracks.reduce((n, t) => n + t.sampleBytes, 0);

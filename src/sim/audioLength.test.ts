@@ -7,6 +7,7 @@ test.each([
   ["mp3", lyingMp3(521), 0],
   ["flac", lyingFlac(20.1), 0],
   ["m4a", lyingMp4(293), 0],
+  ["fragmented mp4", lyingMp4(400, true), 0],
   // Whole 20 ms packets: the generator's granule that trimmed the last one is the lie.
   ["ogg", lyingOgg(30.5), 0.02],
   ["ogg vorbis", lyingVorbis(), 0.01],

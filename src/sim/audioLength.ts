@@ -43,7 +43,7 @@ function box(b: Buffer, path: string[], start = 0, end = b.length): { start: num
 
 const AAC_RATES = [96000, 88200, 64000, 48000, 44100, 32000, 24000, 22050, 16000, 12000, 11025, 8000, 7350];
 
-/** AAC in MP4: every sample in the table is one access unit that decodes to 1,024 samples at the AudioSpecificConfig's rate. */
+/** AAC in MP4: every sample in the tables (or the fragments' runs) is one access unit that decodes to 1,024 samples at the AudioSpecificConfig's rate. */
 function mp4Seconds(b: Buffer): number | null {
   const stbl = box(b, ["moov", "trak", "mdia", "minf", "stbl"]);
   const stsz = stbl && box(b, ["stsz"], stbl.start, stbl.end);
@@ -63,7 +63,17 @@ function mp4Seconds(b: Buffer): number | null {
   at += 13;
   descriptor();
   const rate = AAC_RATES[(b.readUInt16BE(at) >> 7) & 0xf];
-  return rate ? (b.readUInt32BE(stsz.start + 8) * 1024) / rate : null;
+  // Fragmented files (Safari's recordings) list their samples in each fragment's runs.
+  let samples = b.readUInt32BE(stsz.start + 8);
+  for (let top = 0; top + 8 <= b.length && b.readUInt32BE(top) >= 8; top += b.readUInt32BE(top)) {
+    if (ascii(b, top + 4) !== "moof") continue;
+    const traf = box(b, ["traf"], top + 8, top + b.readUInt32BE(top));
+    for (let run = traf?.start ?? 0; traf && run + 8 <= traf.end; run += b.readUInt32BE(run)) {
+      if (ascii(b, run + 4) === "trun") samples += b.readUInt32BE(run + 12);
+      if (b.readUInt32BE(run) < 8) break;
+    }
+  }
+  return rate ? (samples * 1024) / rate : null;
 }
 
 /** STREAMINFO's sample rate, which FLAC frames may defer to. */
