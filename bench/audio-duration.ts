@@ -8,7 +8,7 @@ import { audioDuration } from "../src/audio/duration.ts";
 import { measureAudio } from "../src/audio/measure.ts";
 import { TRANSCRIPTION_FILE_BYTES_MAX } from "../src/http/audio/schema.ts";
 import { simSpeechAudio } from "../src/sim/audio.ts";
-import { lyingMp3, lyingWebm, m4a, MP3_FRAME_BYTES } from "../test/audioFiles.ts";
+import { fragmentedM4a, lyingMp3, lyingWebm, m4a, MP3_FRAME_BYTES } from "../test/audioFiles.ts";
 
 const SIZE = TRANSCRIPTION_FILE_BYTES_MAX;
 
@@ -30,6 +30,9 @@ for (let i = 0, x = 1; i < SIZE; i++) random[i] = (x = (x * 1_103_515_245 + 12_3
 const oggHeaders = pattern("", [...new TextEncoder().encode("OggS"), 0, 0, ...new Array(20).fill(0), 1, 255]);
 const boxes = new Uint8Array(SIZE);
 for (let at = 0; at + 8 <= SIZE; at += 8) boxes.set([0, 0, 0, 8, 0x66, 0x72, 0x65, 0x65], at); // "free" boxes of 8 bytes
+const trafs = new Uint8Array(SIZE); // "moof" boxes each holding an empty "traf"
+for (let at = 0; at + 16 <= SIZE; at += 16) trafs.set([0, 0, 0, 16, 0x6d, 0x6f, 0x6f, 0x66, 0, 0, 0, 8, 0x74, 0x72, 0x61, 0x66], at);
+trafs.set([0, 0, 0, 16, 0x66, 0x74, 0x79, 0x70]); // behind an ftyp box
 
 const inputs: [string, Uint8Array][] = [
   ["honest WAV (24 kHz 16-bit)", filling((s) => simSpeechAudio("wav", s), 1)],
@@ -37,6 +40,7 @@ const inputs: [string, Uint8Array][] = [
   ["honest FLAC (verbatim)", filling((s) => simSpeechAudio("flac", s), 1)],
   ["honest Ogg Opus", filling((s) => simSpeechAudio("opus", s), 1)],
   ["honest M4A (AAC)", filling((n) => m4a(n, { statedSeconds: 1 }), 100)],
+  ["honest fragmented MP4 (AAC)", filling((n) => fragmentedM4a(n, { statedSeconds: 1 }), 100)],
   ["honest WebM Opus", filling((n) => lyingWebm(n, true).bytes, 100)],
   ["random bytes", random],
   ["0xFF everywhere", new Uint8Array(SIZE).fill(0xff)],
@@ -46,6 +50,7 @@ const inputs: [string, Uint8Array][] = [
   ["fLaC + FLAC header every 6 bytes", pattern("fLaC", [0xff, 0xf8, 0x69, 0x08, 0x00, 0x00])],
   ["OggS capture pattern every 28 bytes", oggHeaders],
   ["ftyp + 8-byte boxes", boxes],
+  ["ftyp + moof/traf pairs every 16 bytes", trafs],
 ];
 
 const results: [string, number, string][] = [];

@@ -229,20 +229,34 @@ function opusPackets(): Buffer[] {
   return pages.slice(2).flatMap((p) => p.packets);
 }
 
+/** The sizes of all but the last laced frame: Xiph (255s and a remainder) or EBML (a size, then signed differences). */
+function lacingSizes(frames: Buffer[], lacing: "xiph" | "ebml"): Buffer {
+  const sizes = frames.slice(0, -1).map((f) => f.length);
+  if (lacing === "xiph") return Buffer.from(sizes.flatMap((n) => [...Array(Math.floor(n / 255)).fill(255), n % 255]));
+  const twoBytes = (v: number) => [0x40 | (v >> 8), v & 0xff];
+  return Buffer.from(sizes.flatMap((n, i) => twoBytes(i === 0 ? n : n - sizes[i - 1]! + (2 ** 13 - 1))));
+}
+
 /**
- * A WebM of `packetCount` Opus packets, one per SimpleBlock, its Info Duration a tenth of the real
- * length; with `live`, the Segment and Cluster have the unknown size a browser's recorder writes.
+ * A WebM of `packetCount` Opus packets, one per SimpleBlock (or three, laced), its Info Duration a
+ * tenth of the real length; with `live`, the Segment and Cluster have the unknown size a
+ * browser's recorder writes.
  */
-export function lyingWebm(packetCount: number, live = false): GeneratedAudio {
-  const packets = opusPackets();
+export function lyingWebm(packetCount: number, live = false, lacing?: "xiph" | "ebml"): GeneratedAudio {
+  const source = opusPackets();
+  const packets = Array.from({ length: packetCount }, (_, i) => source[i % source.length]!);
   const seconds = packetCount * OPUS_PACKET_S;
   const header = ebml([0x1a, 0x45, 0xdf, 0xa3], Buffer.concat([ebmlUint([0x42, 0x86], 1), ebml([0x42, 0x82], Buffer.from("webm"))]));
   const info = ebml([0x15, 0x49, 0xa9, 0x66], Buffer.concat([ebml([0x2a, 0xd7, 0xb1], Buffer.from([0x0f, 0x42, 0x40])), ebmlFloat([0x44, 0x89], (seconds * 1000) / 10)]));
   const track = ebml([0xae], Buffer.concat([ebmlUint([0xd7], 1), ebmlUint([0x83], 2), ebml([0x86], Buffer.from("A_OPUS")), ebml([0xe1], ebmlFloat([0xb5], 48_000))]));
-  const blocks = Array.from({ length: packetCount }, (_, i) => {
+  const perBlock = lacing ? 3 : 1;
+  const blocks = Array.from({ length: Math.ceil(packetCount / perBlock) }, (_, i) => {
+    const laced = packets.slice(i * perBlock, (i + 1) * perBlock);
     const head = Buffer.from([0x81, 0, 0, 0x80]);
-    head.writeInt16BE((i * 20) % 30_000, 1);
-    return ebml([0xa3], Buffer.concat([head, packets[i % packets.length]!]));
+    head.writeInt16BE((i * 20 * perBlock) % 30_000, 1);
+    if (laced.length === 1) return ebml([0xa3], Buffer.concat([head, laced[0]!]));
+    head[3] = 0x80 | (lacing === "xiph" ? 0x02 : 0x06);
+    return ebml([0xa3], Buffer.concat([head, Buffer.from([laced.length - 1]), lacingSizes(laced, lacing!), ...laced]));
   });
   const clusterBody = Buffer.concat([ebmlUint([0xe7], 0), ...blocks]);
   const cluster = live ? Buffer.concat([ebml([0x1f, 0x43, 0xb6, 0x75], null), clusterBody]) : ebml([0x1f, 0x43, 0xb6, 0x75], clusterBody);

@@ -61,6 +61,7 @@ describe("headers that understate tenfold are not read", () => {
   test("webm as a browser records it (unknown sizes): the Opus blocks present", () => {
     expect(audioDuration(lyingWebm(625, true).bytes)).toEqual({ container: "webm", seconds: 12.5 });
     expect(audioDuration(lyingWebm(0, true).bytes)).toEqual({ container: "webm", seconds: 0 });
+    for (const lacing of ["xiph", "ebml"] as const) expect(audioDuration(lyingWebm(625, true, lacing).bytes)).toEqual({ container: "webm", seconds: 12.5 });
   });
 
   test("m4a whose sample tables list a tenth of the payload is bounded by the payload", () => {

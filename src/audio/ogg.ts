@@ -37,11 +37,15 @@ function page(b: Uint8Array, at: number): { end: number; body: number } | null {
   return end > b.length ? null : { end, body };
 }
 
+/** Samples (48 kHz) of one Opus frame by TOC configuration: SILK 10–60 ms, hybrid 10–20 ms, CELT 2.5–20 ms. */
+const OPUS_FRAME_SAMPLES = Array.from({ length: 32 }, (_, config) =>
+  config < 12 ? [480, 960, 1_920, 2_880][config % 4]! : config < 16 ? [480, 960][config % 2]! : [120, 240, 480, 960][config % 4]!,
+);
+
 /** Opus samples (48 kHz) of the packet whose first bytes are at `at` (RFC 6716 §3.1). */
 export function opusPacketSamples(b: Uint8Array, at: number): number {
   const toc = u8(b, at);
-  const config = toc >> 3;
-  const frame = config < 12 ? [480, 960, 1_920, 2_880][config % 4]! : config < 16 ? [480, 960][config % 2]! : [120, 240, 480, 960][config % 4]!;
+  const frame = OPUS_FRAME_SAMPLES[toc >> 3]!;
   const code = toc & 3;
   const frames = code === 0 ? 1 : code === 3 ? u8(b, at + 1) & 0x3f : 2;
   return Math.min(OPUS_PACKET_SAMPLES_MAX, frame * frames);

@@ -21,18 +21,25 @@ const OPUS_RATE = 48_000;
 
 export const isWebm = (b: Uint8Array): boolean => u8(b, 0) === 0x1a && u8(b, 1) === 0x45 && u8(b, 2) === 0xdf && u8(b, 3) === 0xa3;
 
-/** An EBML variable-length integer at `at`: its value (marker kept for IDs), length, and whether all value bits are set. */
-function vint(b: Uint8Array, at: number, keepMarker: boolean): { value: number; length: number; unknown: boolean } | null {
+/** The last `vint`'s length in bytes, and whether all its value bits were set (an unknown size). */
+let vintLength = 0;
+let vintUnknown = false;
+
+/**
+ * An EBML variable-length integer at `at` (marker kept for IDs), or -1; its length and
+ * unknown-ness are left in `vintLength`/`vintUnknown`, so a walk of a million blocks allocates nothing.
+ */
+function vint(b: Uint8Array, at: number, keepMarker: boolean): number {
   const first = u8(b, at);
-  if (first === 0) return null;
-  const length = Math.clz32(first) - 23;
-  let value = keepMarker ? first : first & (0xff >> length);
-  let unknown = value === 0xff >> length;
-  for (let i = 1; i < length; i++) {
+  if (first === 0) return -1;
+  vintLength = Math.clz32(first) - 23;
+  let value = keepMarker ? first : first & (0xff >> vintLength);
+  vintUnknown = value === 0xff >> vintLength;
+  for (let i = 1; i < vintLength; i++) {
     value = value * 256 + u8(b, at + i);
-    unknown &&= u8(b, at + i) === 0xff;
+    vintUnknown &&= u8(b, at + i) === 0xff;
   }
-  return { value, length, unknown };
+  return value;
 }
 
 /** An unsigned big-endian integer element's value. */
@@ -42,13 +49,13 @@ const uint = (b: Uint8Array, start: number, end: number): number => {
   return value;
 };
 
-/** Byte offsets of the frames in a block's payload from `at` to `end`, by its lacing. */
+/** Byte offsets of the frames in a block's payload from `at` to `end`, by its lacing (1 Xiph, 2 fixed-size, 3 EBML). */
 function blockFrames(b: Uint8Array, at: number, end: number, lacing: number): number[] {
   if (lacing === 0) return [at];
   const count = u8(b, at) + 1;
   let offset = at + 1;
   const sizes: number[] = [];
-  if (lacing === 2) {
+  if (lacing === 1) {
     for (let i = 0; i < count - 1; i++) {
       let size = 0;
       while (offset < end && u8(b, offset) === 255) [size, offset] = [size + 255, offset + 1];
@@ -56,14 +63,14 @@ function blockFrames(b: Uint8Array, at: number, end: number, lacing: number): nu
     }
   } else if (lacing === 3) {
     const first = vint(b, offset, false);
-    if (!first) return [];
-    offset += first.length;
-    sizes.push(first.value);
+    if (first < 0) return [];
+    offset += vintLength;
+    sizes.push(first);
     for (let i = 1; i < count - 1; i++) {
       const delta = vint(b, offset, false);
-      if (!delta) return [];
-      offset += delta.length;
-      sizes.push(sizes[i - 1]! + delta.value - (2 ** (7 * delta.length - 1) - 1));
+      if (delta < 0) return [];
+      offset += vintLength;
+      sizes.push(sizes[i - 1]! + delta - (2 ** (7 * vintLength - 1) - 1));
     }
   } else {
     const size = Math.floor((end - offset) / count);
@@ -81,23 +88,22 @@ export function webmSeconds(b: Uint8Array): number | null {
   let samples = 0;
   for (let at = 0; at < b.length; ) {
     const id = vint(b, at, true);
-    const size = id && vint(b, at + id.length, false);
-    if (!id || !size) break; // garbage: the blocks read so far stand
-    const start = at + id.length + size.length;
-    const end = size.unknown ? b.length : Math.min(b.length, start + size.value);
-    if (id.value !== EBML && ENTERED.has(id.value)) {
+    const idLength = vintLength;
+    const size = id < 0 ? -1 : vint(b, at + idLength, false);
+    if (size < 0) break; // garbage: the blocks read so far stand
+    const start = at + idLength + vintLength;
+    const end = vintUnknown ? b.length : Math.min(b.length, start + size);
+    if (id !== EBML && ENTERED.has(id)) {
       at = start;
       continue;
     }
-    if (id.value === TRACK_NUMBER) lastTrack = uint(b, start, end);
-    if (id.value === CODEC_ID && new TextDecoder().decode(b.subarray(start, end)) === "A_OPUS") opusTrack = lastTrack;
-    if ((id.value === SIMPLE_BLOCK || id.value === BLOCK) && opusTrack >= 0) {
-      const track = vint(b, start, false);
-      if (track && track.value === opusTrack) {
-        const payload = start + track.length + 3; // timecode (2) and flags (1)
-        const lacing = (u8(b, start + track.length + 2) >> 1) & 3;
-        for (const frame of blockFrames(b, payload, end, lacing)) samples += opusPacketSamples(b, frame);
-      }
+    if (id === TRACK_NUMBER) lastTrack = uint(b, start, end);
+    if (id === CODEC_ID && new TextDecoder().decode(b.subarray(start, end)) === "A_OPUS") opusTrack = lastTrack;
+    if ((id === SIMPLE_BLOCK || id === BLOCK) && opusTrack >= 0 && vint(b, start, false) === opusTrack) {
+      const payload = start + vintLength + 3; // timecode (2) and flags (1)
+      const lacing = (u8(b, start + vintLength + 2) >> 1) & 3;
+      if (lacing === 0) samples += opusPacketSamples(b, payload);
+      else for (const frame of blockFrames(b, payload, end, lacing)) samples += opusPacketSamples(b, frame);
     }
     at = end;
   }
