@@ -112,10 +112,10 @@ describe("a codec the gateway does not time (IMA ADPCM in WAV)", () => {
     expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([108_000_000n, "12"]);
   });
 
-  test("text (no report): billed the size bound, 144,044 B at 8,000 B/s = 18.0055 s → 19 s", async () => {
+  test("text (no report): billed the size bound, 144,044 B at 1,000 B/s = 144.044 s → 145 s", async () => {
     const before = await account(accountId, client);
     const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file: adpcm(), response_format: "text" }).withResponse();
     const after = await account(accountId, client, response.headers.get("x-request-id")!);
-    expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([171_000_000n, "19"]);
+    expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([1_305_000_000n, "145"]);
   });
 });

@@ -28,7 +28,8 @@ export interface AudioDuration {
  * The lowest bytes per second each container's audio plausibly has, for `secondsBound`:
  *
  *   wav   8,000: PCM at 8 kHz, 8 bits, mono (telephone audio) is the least PCM a recorder writes;
- *         compressed WAV codecs (ADPCM, GSM 6.10 at 1,625 B/s) fall under the mpeg floor below.
+ *         the compressed codecs a WAV may hold instead (ADPCM, GSM 6.10 at 1,625 B/s, G.729 at
+ *         1,000), which are not read, take WAV_COMPRESSED_BYTES_PER_S_MIN.
  *   mpeg  1,000: 8 kbit/s, the lowest bit rate an MPEG audio frame header can state (MPEG-2.5
  *         Layer III); ADTS AAC is read by the same walk.
  *   flac  2,000: lossless audio of 8 kHz 8-bit mono compresses to about half; silence goes lower,
@@ -36,6 +37,8 @@ export interface AudioDuration {
  *   mp4, ogg, webm  750: 6 kbit/s, the lowest rate of Opus and of HE-AAC v2 as encoders ship them.
  */
 export const AUDIO_BYTES_PER_S_MIN: Record<AudioContainer, number> = { wav: 8_000, mpeg: 1_000, flac: 2_000, mp4: 750, ogg: 750, webm: 750 };
+/** A WAV whose codec is not PCM: 8 kbit/s, G.729's rate, the lowest of the speech codecs WAV carries. */
+export const WAV_COMPRESSED_BYTES_PER_S_MIN = 1_000;
 
 /**
  * The seconds of audio in a file, read from its data; null when it is not audio in a container
@@ -55,7 +58,8 @@ export function audioDuration(b: Uint8Array): AudioDuration | null {
   return read ? { container: "mpeg", seconds: framedSeconds(b, start, read) } : null;
 }
 
-/** The most seconds `bytes` of a container's audio can plausibly last (see AUDIO_BYTES_PER_S_MIN). */
-export function secondsBound(container: AudioContainer, bytes: number): number {
-  return bytes / AUDIO_BYTES_PER_S_MIN[container];
+/** The most seconds `bytes` of a file read as `d` can plausibly last (see AUDIO_BYTES_PER_S_MIN). */
+export function secondsBound(d: AudioDuration, bytes: number): number {
+  const floor = d.container === "wav" && d.seconds === null ? WAV_COMPRESSED_BYTES_PER_S_MIN : AUDIO_BYTES_PER_S_MIN[d.container];
+  return bytes / floor;
 }

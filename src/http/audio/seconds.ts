@@ -27,7 +27,7 @@ export interface AudioSeconds {
 }
 
 export function audioSeconds(duration: AudioDuration, bytes: number): AudioSeconds {
-  return { decoded: duration.seconds, bound: secondsBound(duration.container, bytes) };
+  return { decoded: duration.seconds, bound: secondsBound(duration, bytes) };
 }
 
 /** Units to reserve first, and the exact units to fall back to when those do not fit the wallet. */
