@@ -5,8 +5,11 @@
  */
 import type { AudioDuration } from "./duration.ts";
 
-/** Files waiting for the audio thread at once (each at most the 25 MB upload limit). */
-export const AUDIO_MEASURES_PENDING_MAX = 64;
+/**
+ * Files waiting for the audio thread at once: each holds up to the 25 MB upload limit in memory
+ * (400 MB for all), and each waits at most the others' reads (about 0.3 s each at worst).
+ */
+export const AUDIO_MEASURES_PENDING_MAX = 16;
 
 interface Measured {
   duration: AudioDuration | null;
