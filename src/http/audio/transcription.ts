@@ -2,12 +2,13 @@
  * POST /v1/audio/transcriptions, billed per second of audio, rounded up.
  *
  *   edge: key → multipart body within TRANSCRIPTION_FILE_BYTES_MAX (413 above) → file name
- *         extension → fields → model → the duration read from the file itself with
- *         music-metadata (never from the client) → reserve = seconds × price → pool → the
- *         transcript relayed as the upstream wrote it (JSON, or the text formats as text/plain)
- *         → settle the same seconds.
+ *         extension → fields → model → the duration read from the audio data on the audio
+ *         thread (never from header fields or the client; src/audio) → reserve = the file's
+ *         size bound × price, or the decoded seconds when the wallet cannot hold that → pool →
+ *         the transcript relayed as the upstream wrote it (JSON, or the text formats as
+ *         text/plain) → settle max(decoded, the upstream's reported seconds) (seconds.ts).
  */
-import { parseBuffer } from "music-metadata";
+import { measureAudio } from "../../audio/measure.ts";
 import { describe, fail, type Failure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { admit, enter } from "../../admission/admission.ts";
@@ -22,6 +23,7 @@ import {
   transcriptionFields,
   type TranscriptionFields,
 } from "./schema.ts";
+import { audioSeconds, billedSeconds, reportedSeconds, reserveSeconds, type AudioSeconds } from "./seconds.ts";
 
 /** The largest transcript read from an upstream. */
 export const TRANSCRIPT_REPLY_BYTES_MAX = 8 * 1024 * 1024;
@@ -44,13 +46,12 @@ function formFields(form: Form): Record<string, unknown> {
   return fields;
 }
 
-/** Seconds of audio in the file, read from its own headers and frames. */
-async function audioSeconds(file: File, bytes: Uint8Array): Promise<number | Failure> {
-  try {
-    const meta = await parseBuffer(bytes, { mimeType: file.type || undefined, path: file.name, size: bytes.byteLength }, { duration: true });
-    const seconds = meta.format.duration;
-    if (seconds !== undefined && Number.isFinite(seconds) && seconds > 0) return seconds;
-  } catch {}
+/** The file's bytes and its seconds, read from its audio data. */
+async function readAudio(file: File): Promise<{ bytes: Uint8Array; seconds: AudioSeconds } | Failure> {
+  const measured = await measureAudio(new Uint8Array(await file.arrayBuffer())).catch(() => null);
+  if (!measured) return fail("service_unavailable", "The audio file could not be read right now; try again shortly.", { retryAfterS: 1 });
+  const duration = measured.duration;
+  if (duration && duration.seconds !== 0) return { bytes: measured.bytes, seconds: audioSeconds(duration, measured.bytes.byteLength) };
   return fail("invalid_request", "The file is not audio whose duration could be read. Supported formats: " + AUDIO_EXTENSIONS.join(", ") + ".", { param: "file" });
 }
 
@@ -83,18 +84,24 @@ export async function createTranscription(input: OperationInput, deps: EdgeDeps)
   const priced = pricedModel(deps, caller, fields.model, "transcription", "audio_second");
   if (isFailure(priced)) return refused(deps, ctx, caller, priced);
   const { model, pricePer1m, pool } = priced;
-  const bytes = new Uint8Array(await file.arrayBuffer());
-  const duration = await audioSeconds(file, bytes);
-  if (isFailure(duration)) return refused(deps, ctx, caller, duration, model);
+  const audio = await readAudio(file);
+  if (isFailure(audio)) return refused(deps, ctx, caller, audio, model);
+  const { bytes, seconds } = audio;
 
-  const seconds = Math.ceil(duration);
+  const reserve = reserveSeconds(seconds);
+  const exactUnits = reserve.exactUnits;
   const admitted = await admit(deps, {
     requestId,
     caller,
     model,
     operation: "transcription",
     startedMs: ctx.startedMs,
-    reserve: { input: { unit: "audio_second", units: seconds, pricePer1m }, tokens: 0, exact: true },
+    reserve: {
+      input: { unit: "audio_second", units: reserve.units, pricePer1m },
+      tokens: 0,
+      exact: exactUnits === undefined,
+      ...(exactUnits !== undefined && { exactInputUnits: async () => exactUnits }),
+    },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
   const region = caller.region;
@@ -118,8 +125,8 @@ export async function createTranscription(input: OperationInput, deps: EdgeDeps)
     await admitted.settle({ input: 0 }, backendName, describe(reply.code).status);
     return failed(reply, requestId, admitted.headers);
   }
-  await admitted.settle({ input: seconds }, backendName, 200);
   const json = fields.response_format === "json" || fields.response_format === "verbose_json";
+  await admitted.settle({ input: billedSeconds(seconds, reportedSeconds(reply, json)) }, backendName, 200);
   return new Response(reply, {
     headers: { "content-type": json ? "application/json" : "text/plain; charset=utf-8", "x-request-id": requestId, ...admitted.headers },
   });
