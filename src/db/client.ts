@@ -8,6 +8,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, unlinkSync, writeSync } f
 import { join } from "node:path";
 import type { SQL } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { PgliteOnWorker } from "./pglite-remote.ts";
 import * as schema from "./schema.ts";
 
 export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -102,25 +103,35 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** PGlite in `<folder>/pgdata`, or in memory when folder is null (tests). */
+/**
+ * PGlite in `<folder>/pgdata`, or in memory when folder is null (tests). PGlite runs on the thread
+ * that calls it, so it lives in a worker (pglite-remote.ts): a usage batch's commit no longer
+ * stops the requests in flight.
+ */
 export async function openPglite(folder: string | null): Promise<Db> {
   const unlock = folder ? lockDataFolder(folder) : () => {};
+  let client: PgliteOnWorker | null = null;
   try {
-    const { PGlite } = await import("@electric-sql/pglite");
     const { drizzle } = await import("drizzle-orm/pglite");
-    const client = folder ? new PGlite(join(folder, "pgdata")) : new PGlite();
+    client = new PgliteOnWorker(folder ? join(folder, "pgdata") : null);
     await client.waitReady;
-    const orm = drizzle(client, { schema }) as unknown as Drizzle;
+    // drizzle calls only query, exec and transaction of its client, which the worker's proxy provides.
+    const orm = drizzle({ client: client as never, schema }) as unknown as Drizzle;
+    const opened = client;
     return {
       orm,
       engine: "pglite",
       rows: async (query) => normaliseRows(await orm.execute(query)),
       close: async () => {
-        await client.close();
-        unlock();
+        try {
+          await opened.close();
+        } finally {
+          unlock();
+        }
       },
     };
   } catch (error) {
+    await client?.close().catch(() => {});
     unlock();
     throw error;
   }

@@ -1,0 +1,93 @@
+import { afterAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { SETUP_MS_MAX } from "../../test/helpers.ts";
+import { openPglite, sqlStateOf, txRows } from "./client.ts";
+
+const folder = mkdtempSync(join(tmpdir(), "darvaze-pglite-"));
+afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+/** Long enough that a database on the request thread would hold back every timer for all of it. */
+const SLEEP_MS = 300;
+
+test(
+  "the embedded database works in its worker: the request thread keeps running while a query does",
+  async () => {
+    const db = await openPglite(null);
+    try {
+      let ticks = 0;
+      const timer = setInterval(() => ticks++, 1);
+      await db.rows(sql`SELECT pg_sleep(${SLEEP_MS / 1000})`);
+      clearInterval(timer);
+      // On the request thread the sleep would let no timer run until it ended.
+      expect(ticks).toBeGreaterThan(10);
+    } finally {
+      await db.close();
+    }
+  },
+  SETUP_MS_MAX,
+);
+
+test(
+  "transactions commit, roll back on a throw, keep others out while open; errors keep their SQLSTATE",
+  async () => {
+    const db = await openPglite(null);
+    try {
+      await db.rows(sql`CREATE TABLE t (n int PRIMARY KEY, big bigint, at timestamptz)`);
+      await db.orm.transaction(async (tx) => {
+        await tx.execute(sql`INSERT INTO t VALUES (1, 9007199254740993, '2026-01-02T03:04:05Z')`);
+      });
+      const failed = await db.orm
+        .transaction(async (tx) => {
+          await tx.execute(sql`INSERT INTO t VALUES (2, 0, now())`);
+          throw new Error("changed my mind");
+        })
+        .catch((error: Error) => error.message);
+      expect(failed).toBe("changed my mind");
+
+      // A query outside waits for the open transaction instead of joining it.
+      const order: string[] = [];
+      const inside = db.orm.transaction(async (tx) => {
+        await tx.execute(sql`INSERT INTO t VALUES (3, 0, now())`);
+        await Bun.sleep(50);
+        order.push("inside");
+        throw new Error("roll back 3");
+      });
+      const outside = db.rows<{ n: number }>(sql`SELECT n FROM t ORDER BY n`).then((rows) => {
+        order.push("outside");
+        return rows.map((r) => r.n);
+      });
+      await inside.catch(() => {});
+      expect(await outside).toEqual([1]);
+      expect(order).toEqual(["inside", "outside"]);
+
+      const duplicate = await db.rows(sql`INSERT INTO t VALUES (1, 0, now())`).catch((error) => error);
+      expect(sqlStateOf(duplicate)).toBe("23505");
+      const [row] = await db.orm.transaction((tx) => txRows<{ big: unknown; at: unknown }>(tx, sql`SELECT big::text AS big, at FROM t`));
+      expect(row).toEqual({ big: "9007199254740993", at: "2026-01-02 03:04:05+00" });
+    } finally {
+      await db.close();
+    }
+  },
+  SETUP_MS_MAX,
+);
+
+test(
+  "a data folder keeps its rows across a close and a reopen, and is held by one opener at a time",
+  async () => {
+    const first = await openPglite(folder);
+    await first.rows(sql`CREATE TABLE kept (n int)`);
+    await first.rows(sql`INSERT INTO kept VALUES (7)`);
+    await expect(openPglite(folder)).rejects.toThrow("is in use");
+    await first.close();
+    const again = await openPglite(folder);
+    try {
+      expect(await again.rows(sql`SELECT n FROM kept`)).toEqual([{ n: 7 }]);
+    } finally {
+      await again.close();
+    }
+  },
+  SETUP_MS_MAX,
+);
