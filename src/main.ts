@@ -3,6 +3,7 @@
  * `bun run start` runs this file; tests and the demo call `startGateway` in-process.
  */
 import { startMemoryGuard } from "./memory.ts";
+import { startLoopMonitor } from "./metrics/loop.ts";
 import { KeyActorHost } from "../actors/key/host.ts";
 import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
 import { KEY_EVENTS, PRICE_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
@@ -195,8 +196,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 
     const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
     cleanups.push(() => memory.stop());
+    const loop = startLoopMonitor();
+    cleanups.push(() => loop.stop());
     const metrics = new Metrics({
       memoryGuard: () => memory.stats,
+      eventLoop: loop.read,
       pools,
       leaseSlackMicro: () => keyHost.slackMicro(),
       usageBacklog: () => writer.buffered,

@@ -106,6 +106,7 @@ describe("/metrics", () => {
     expect(valueOf(after, "darvaze_leases_open", {})).toBe(1);
     expect(valueOf(after, "darvaze_key_in_flight", { key_class: "concurrency_le_32" })).toBe(0);
     expect(after.filter((f) => f.name.startsWith("darvaze_gc_forced_")).map((f) => f.name).sort()).toEqual(["darvaze_gc_forced_pause_seconds_total", "darvaze_gc_forced_total"]);
+    expect(after.filter((f) => f.name.startsWith("darvaze_event_loop_")).map((f) => f.name).sort()).toEqual(["darvaze_event_loop_stall_max_seconds"]);
     if (services.natsUrl) {
       expect(valueOf(after, "darvaze_nats_connected", {})).toBe(1);
       expect(after.some((f) => f.name === "darvaze_usage_log_lag_messages")).toBe(true);

@@ -69,6 +69,8 @@ export interface MetricSources {
   topups?: () => Promise<Record<string, number>>;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
   memoryGuard?: () => { collections: number; pauseMsTotal: number };
+  /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
+  eventLoop?: () => { stallMaxMs: number };
 }
 
 export class Metrics {
@@ -213,6 +215,17 @@ export class Metrics {
         collect() {
           this.reset();
           this.inc(guard().pauseMsTotal / 1000);
+        },
+      });
+    }
+    if (sources.eventLoop) {
+      const read = sources.eventLoop;
+      new Gauge({
+        name: "darvaze_event_loop_stall_max_seconds",
+        help: "Longest event-loop delay since the previous scrape: every request arriving then waited for it.",
+        registers,
+        collect() {
+          this.set(read().stallMaxMs / 1000);
         },
       });
     }
