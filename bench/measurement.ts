@@ -1,3 +1,5 @@
+import type { Readings } from "./readings.ts";
+
 /** One measured workload against one target, as the report prints it. */
 export interface Measurement {
   target: string;
@@ -6,13 +8,19 @@ export interface Measurement {
   rps: number;
   /** Whole-request latency; for a stream, until `data: [DONE]`. */
   p50Ms: number;
+  p90Ms: number;
   p99Ms: number;
+  maxMs: number;
   /** Streams only: time to the first body byte. */
   ttfbP50Ms?: number;
   ttfbP99Ms?: number;
   errors: number;
   /** What the errors were, when there were any. */
   errorDetail?: string;
+  /** The server's CPU, stalls and forced collections during the run (readings.ts). */
+  readings?: Readings;
+  /** Every round of this target and workload, when the report combined several (this is the median's). */
+  rounds?: Measurement[];
 }
 
 export interface Workload {

@@ -34,14 +34,53 @@ const ratio = (value: number | undefined) => (value === undefined || !Number.isF
 const times = (value: number) => `${value.toFixed(2)}×`;
 const signedMs = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`);
 
+/**
+ * One row per target and workload: the round with the median req/s, carrying every round for
+ * the spread. Rows keep the order of their first round.
+ */
+export function combineRounds(measurements: Measurement[]): Measurement[] {
+  const groups = new Map<string, Measurement[]>();
+  for (const m of measurements) {
+    const key = `${m.target}\u0000${m.workload}`;
+    groups.set(key, [...(groups.get(key) ?? []), m]);
+  }
+  return [...groups.values()].map((rounds) => {
+    const median = [...rounds].sort((a, b) => a.rps - b.rps)[Math.floor((rounds.length - 1) / 2)]!;
+    return { ...median, rounds };
+  });
+}
+
+/** "median (min–max)" over the rounds of a row. */
+function spread(m: Measurement, pick: (r: Measurement) => number | undefined, format: (value: number) => string): string {
+  const values = (m.rounds ?? [m]).map(pick).filter((v): v is number => v !== undefined && !Number.isNaN(v));
+  const own = pick(m);
+  if (own === undefined || Number.isNaN(own)) return "—";
+  if (values.length < 2) return format(own);
+  return `${format(own)} (${format(Math.min(...values))}–${format(Math.max(...values))})`;
+}
+
+/** The worst of the rounds (stalls, collections): a tail is what the worst round shows. */
+function worst(m: Measurement, pick: (r: Measurement) => number | null | undefined): number | undefined {
+  const values = (m.rounds ?? [m]).map(pick).filter((v): v is number => typeof v === "number");
+  return values.length ? Math.max(...values) : undefined;
+}
+
 export function figuresTable(measurements: Measurement[]): string {
   const lines = [
-    "| Target | Workload | req/s | p50 ms | p99 ms | TTFB p50 ms | TTFB p99 ms | Errors |",
-    "|---|---|---:|---:|---:|---:|---:|---:|",
+    "| Target | Workload | req/s | p50 ms | p90 ms | p99 ms | max ms | TTFB p50 ms | TTFB p99 ms | longest stall ms | forced GCs (pause ms) | server CPU-ms per 1k | CPU 0 busy | Errors |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const m of measurements) {
-    const errors = m.errors > 0 ? `**${m.errors}** (${m.errorDetail ?? ""})` : "0";
-    lines.push(`| ${m.target} | ${m.workload} | ${rate(m.rps)} | ${ms(m.p50Ms)} | ${ms(m.p99Ms)} | ${ms(m.ttfbP50Ms)} | ${ms(m.ttfbP99Ms)} | ${errors} |`);
+    const rounds = m.rounds ?? [m];
+    const errorCount = rounds.reduce((total, r) => total + r.errors, 0);
+    const errors = errorCount > 0 ? `**${errorCount}** (${rounds.find((r) => r.errors > 0)?.errorDetail ?? ""})` : "0";
+    const stall = worst(m, (r) => r.readings?.stallMaxMs);
+    const gcs = worst(m, (r) => r.readings?.gcForced);
+    const pause = worst(m, (r) => r.readings?.gcPauseMs);
+    const cpu0 = worst(m, (r) => r.readings?.cpu0Busy);
+    lines.push(
+      `| ${m.target} | ${m.workload} | ${spread(m, (r) => r.rps, rate)} | ${spread(m, (r) => r.p50Ms, ms)} | ${spread(m, (r) => r.p90Ms, ms)} | ${spread(m, (r) => r.p99Ms, ms)} | ${spread(m, (r) => r.maxMs, ms)} | ${spread(m, (r) => r.ttfbP50Ms, ms)} | ${spread(m, (r) => r.ttfbP99Ms, ms)} | ${ms(stall)} | ${gcs === undefined ? "—" : `${gcs} (${ms(pause)})`} | ${spread(m, (r) => r.readings?.cpuMsPer1k ?? undefined, (v) => v.toFixed(0))} | ${cpu0 === undefined ? "—" : ratio(cpu0)} | ${errors} |`,
+    );
   }
   return lines.join("\n");
 }
@@ -129,6 +168,32 @@ export function goalsTable(measurements: Measurement[]): string {
   return lines.length > 2 ? lines.join("\n") : "";
 }
 
+/** Issue 17's goals: streams against a bare proxy, the one-connection tail, first byte, stalls. */
+export function tailGoalsTable(measurements: Measurement[]): string {
+  const lines = [
+    "| Target | stream c=64 ÷ bare (goal ≥ 40%) | chat c=1 p99 − bare p99 (goal ≤ +2 ms) | stream c=1 TTFB p50 − bare (goal ≤ +0.3 ms) | longest stall, any row (goal ≤ 5 ms) |",
+    "|---|---|---|---|---|",
+  ];
+  const verdict = (ok: boolean) => (ok ? "✓" : "✗");
+  const targets = [...new Set(measurements.filter((m) => m.target.startsWith("Darvaze")).map((m) => m.target))];
+  for (const target of targets) {
+    const pair = (workload: string) => ({ gw: find(measurements, target, workload), bare: find(measurements, BARE, workload) });
+    const streams = pair("stream c=64");
+    const share = streams.gw && streams.bare ? streams.gw.rps / streams.bare.rps : undefined;
+    const chat1 = pair("chat c=1");
+    const tail = chat1.gw && chat1.bare ? chat1.gw.p99Ms - chat1.bare.p99Ms : undefined;
+    const stream1 = pair("stream c=1");
+    const ttfb = stream1.gw?.ttfbP50Ms !== undefined && stream1.bare?.ttfbP50Ms !== undefined ? stream1.gw.ttfbP50Ms - stream1.bare.ttfbP50Ms : undefined;
+    const stalls = measurements.filter((m) => m.target === target).map((m) => worst(m, (r) => r.readings?.stallMaxMs)).filter((v): v is number => v !== undefined);
+    const stall = stalls.length ? Math.max(...stalls) : undefined;
+    const cell = (value: number | undefined, text: (v: number) => string, ok: (v: number) => boolean) => (value === undefined ? "n/a" : `${text(value)} ${verdict(ok(value))}`);
+    lines.push(
+      `| ${target} | ${cell(share, ratio, (v) => v >= 0.4)} | ${cell(tail, (v) => `${signedMs(v)} ms`, (v) => v <= 2)} | ${cell(ttfb, (v) => `${signedMs(v)} ms`, (v) => v <= 0.3)} | ${cell(stall, (v) => `${ms(v)} ms`, (v) => v <= 5)} |`,
+    );
+  }
+  return targets.length ? lines.join("\n") : "";
+}
+
 export interface RunInfo {
   startedAt: Date;
   mode: string;
@@ -140,7 +205,8 @@ export interface RunInfo {
   skipped: string[];
 }
 
-export function runMarkdown(info: RunInfo, measurements: Measurement[]): string {
+export function runMarkdown(info: RunInfo, rounds: Measurement[]): string {
+  const measurements = combineRounds(rounds);
   const sections = [
     `## ${info.startedAt.toISOString().replace("T", " ").slice(0, 16)} UTC · ${info.mode} · ${info.revision}`,
     [
@@ -155,6 +221,8 @@ export function runMarkdown(info: RunInfo, measurements: Measurement[]): string 
   ];
   const goalLines = goalsTable(measurements);
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
+  const tailLines = tailGoalsTable(measurements);
+  if (tailLines) sections.push(`Issue 17 goals (tail, streams, stalls; the median round, the longest stall of any round):\n\n${tailLines}`);
   const scaleLines = scaleGoalsTable(measurements);
   if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
   return sections.join("\n\n") + "\n";
@@ -174,8 +242,10 @@ subjects and secrets; node 1 runs on CPU 1 and node 2 on CPU 0 (with the load ge
 is no third CPU), each fed half the connections by its own wrk (req/s summed, the worse p50/p99).
 
     apt-get install -y wrk            # once
-    bun run bench                     # full: chat c=1/64/256, stream c=1/64, ~10 s each (~8 min)
-    bun run bench -- --quick          # 2 s each, chat c=64 and stream c=64 only (+ 1,000 keys)
+    bun run bench                     # full: chat c=1/64/256, stream c=1/64, 8 s each, 3 rounds (~35 min)
+    bun run bench -- --quick          # 2 s each, chat c=64 and stream c=64 only (+ 1,000 keys), 3 rounds
+    bun run bench -- --rounds 5       # any mode: rounds of every target, taken in turn (default 3)
+    bun run bench -- --only bare --only embedded   # only the targets whose label contains a word
     bun run bench -- --profile        # embedded gateway under bun --cpu-prof, chat c=64; profile in bench/out/
 
 Non-streaming: \`gpt-4o-mini\`, one short message, \`max_tokens: 16\`. Streaming: 64 content chunks

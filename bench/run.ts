@@ -12,6 +12,7 @@ import { parseArgs } from "node:util";
 import type { Measurement, Workload } from "./measurement.ts";
 import { installExitHandlers, interruptedSignal, pinSelf, PINNING, stopAll } from "./procs.ts";
 import { appendResults, BARE, CEILING, MANY_KEYS, runMarkdown } from "./report.ts";
+import { startReadings } from "./readings.ts";
 import { runSseClient } from "./sse-client.ts";
 import {
   DARVAZE_NODE_CPUS,
@@ -29,7 +30,7 @@ import { runWrk } from "./wrk.ts";
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
   strict: true,
-  options: { quick: { type: "boolean", default: false }, profile: { type: "boolean", default: false } },
+  options: { quick: { type: "boolean", default: false }, profile: { type: "boolean", default: false }, rounds: { type: "string", default: "3" }, only: { type: "string", multiple: true } },
 });
 
 const chat = (concurrency: number): Workload => ({ name: `chat c=${concurrency}`, kind: "chat", concurrency });
@@ -45,11 +46,15 @@ interface Settings {
   runSMax: number;
 }
 
+/** Each target is measured this many times, the targets taken in turn each round, so that drift in the machine's load falls on all of them. */
+const ROUNDS_MAX = 10;
+const rounds = Math.min(ROUNDS_MAX, Math.max(1, Number.parseInt(flags.rounds!, 10) || 1));
+
 const settings: Settings = flags.profile
   ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64)], runSMax: 120 }
   : flags.quick
-    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 300 }
-    : { mode: "full", measureS: 10, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 1_000 };
+    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 300 * rounds }
+    : { mode: "full", measureS: 8, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 800 * rounds };
 
 const pinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
 
@@ -62,26 +67,22 @@ function progress(message: string): void {
   console.error(`[${seconds}s] ${message}`);
 }
 
-/** Warm-up at the same concurrency, then the measurement. */
+/** Warm-up at the same concurrency, then the measurement, the server's readings taken around it alone. */
 async function measure(target: Target, workload: Workload): Promise<Measurement> {
-  if (workload.kind === "chat") {
-    let keys: string[] | undefined;
-    if (workload.keys !== undefined && workload.keys > 1) {
-      if (!target.createKeys) throw new Error(`${target.name} cannot create keys`);
-      progress(`  creating ${workload.keys} keys …`);
-      keys = [target.key, ...(await target.createKeys(workload.keys - 1))];
-    }
-    const run = { target, workload: workload.name, concurrency: workload.concurrency, ...(keys ? { keys } : {}) };
-    await runWrk({ ...run, durationS: settings.warmupS });
-    return runWrk({ ...run, durationS: settings.measureS });
+  let keys: string[] | undefined;
+  if (workload.kind === "chat" && workload.keys !== undefined && workload.keys > 1) {
+    if (!target.createKeys) throw new Error(`${target.name} cannot create keys`);
+    progress(`  creating ${workload.keys} keys …`);
+    keys = [target.key, ...(await target.createKeys(workload.keys - 1))];
   }
-  return runSseClient({
-    target,
-    workload: workload.name,
-    concurrency: workload.concurrency,
-    durationMs: settings.measureS * 1000,
-    warmupMs: settings.warmupS * 1000,
-  });
+  const load = (durationS: number) =>
+    workload.kind === "chat"
+      ? runWrk({ target, workload: workload.name, concurrency: workload.concurrency, ...(keys ? { keys } : {}), durationS })
+      : runSseClient({ target, workload: workload.name, concurrency: workload.concurrency, durationMs: durationS * 1000, warmupMs: 0 });
+  await load(settings.warmupS);
+  const readings = await startReadings(target);
+  const m = await load(settings.measureS);
+  return { ...m, readings: await readings(m.requests - m.errors) };
 }
 
 async function measureAll(target: Target, measurements: Measurement[], extra: Workload[] = []): Promise<void> {
@@ -134,9 +135,14 @@ async function runBench(): Promise<void> {
     { label: "Darvaze NATS + PostgreSQL, 1 node", start: natsPg(1) },
     { label: "Darvaze NATS + PostgreSQL, 2 nodes", start: natsPg(2) },
   ];
-  for (const { label, start, extra } of targets) {
+  // --only <words>: the targets whose label contains any of them (the rest are not started).
+  const chosen = flags.only?.length ? targets.filter((t) => flags.only!.some((word) => t.label.includes(word))) : targets;
+  const failed = new Set<string>();
+  for (let round = 1; round <= rounds; round++)
+  for (const { label, start, extra } of chosen) {
+    if (failed.has(label)) continue;
     interruptedSignal.throwIfAborted();
-    progress(`starting ${label}`);
+    progress(`round ${round}/${rounds}: starting ${label}`);
     let target: Target | string;
     try {
       target = await start();
@@ -144,6 +150,7 @@ async function runBench(): Promise<void> {
       target = `failed to start: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
     }
     if (typeof target === "string") {
+      failed.add(label);
       skipped.push(`${label}: ${target}`);
       progress(`skipped ${label}: ${target}`);
       continue;
@@ -152,7 +159,7 @@ async function runBench(): Promise<void> {
       await measureAll(target, measurements, extra);
     } catch (error) {
       interruptedSignal.throwIfAborted();
-      skipped.push(`${label}: stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
+      skipped.push(`${label}: round ${round} stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
       progress(`${label} failed: ${(error as Error).message}`);
     } finally {
       await target.stop();
@@ -160,7 +167,12 @@ async function runBench(): Promise<void> {
   }
   await sim.stop();
 
-  const command = `bun run bench${settings.mode === "full" ? "" : ` -- --${settings.mode}`}`;
+  const flagsUsed = [
+    ...(settings.mode === "full" ? [] : [`--${settings.mode}`]),
+    ...(rounds === 3 ? [] : [`--rounds ${rounds}`]),
+    ...(flags.only ?? []).map((word) => `--only '${word}'`),
+  ];
+  const command = `bun run bench${flagsUsed.length ? ` -- ${flagsUsed.join(" ")}` : ""}`;
   const markdown = runMarkdown(
     {
       startedAt,
@@ -168,7 +180,7 @@ async function runBench(): Promise<void> {
       command,
       revision: revision(),
       pinning,
-      durations: `${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1`,
+      durations: `${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1; ${rounds} rounds, the targets in turn each round (each row is the round with the median req/s, ranges are over the rounds)`,
       machine: machine(),
       skipped,
     },

@@ -22,6 +22,7 @@ import { parseArgs } from "node:util";
 import { percentile } from "./measurement.ts";
 import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
 import { runSseClient } from "./sse-client.ts";
+import { forcedCollections } from "./readings.ts";
 import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
 const { values } = parseArgs({
@@ -100,14 +101,6 @@ async function openSlowStreams(target: Target, count: number): Promise<{ ok: () 
     );
   }
   return { ok: () => ok, close: () => sockets.forEach((s) => s.end()) };
-}
-
-/** The memory guard's full collections so far and their pause time, from the gateway's /metrics. */
-async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number }> {
-  if (!target.adminToken) return { count: 0, pauseS: 0 }; // not a Darvaze
-  const text = await (await fetch(`${target.url}/metrics`, { headers: { authorization: `Bearer ${target.adminToken}` } })).text();
-  const value = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
-  return { count: value("darvaze_gc_forced_total"), pauseS: value("darvaze_gc_forced_pause_seconds_total") };
 }
 
 async function rssPerStream(lines: string[]): Promise<void> {

@@ -1,7 +1,7 @@
 /**
  * Non-streaming load with wrk on the load CPU: `bench/chat.lua` POSTs the chat request and its
  * `done()` hook prints the figures as one JSON line, parsed here. A target with several nodes
- * gets one wrk per node, the connections split between them: req/s add up, and p50/p99 are the
+ * gets one wrk per node, the connections split between them: req/s add up, and percentiles are the
  * worse of the nodes' (wrk keeps no histogram to merge, so this errs on the slow side).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +15,9 @@ const wrkSummarySchema = z.object({
   requests: z.number().int().nonnegative(),
   duration_us: z.number().positive(),
   p50_us: z.number().nonnegative(),
+  p90_us: z.number().nonnegative(),
   p99_us: z.number().nonnegative(),
+  max_us: z.number().nonnegative(),
   errors: z.object({ connect: z.number(), read: z.number(), write: z.number(), status: z.number(), timeout: z.number() }),
 });
 type WrkSummary = z.infer<typeof wrkSummarySchema>;
@@ -88,7 +90,9 @@ export async function runWrk(options: WrkOptions): Promise<Measurement> {
       // wrk counts non-2xx replies as requests; only successful ones count here.
       rps: sum((s) => (s.requests - s.errors.status) / (s.duration_us / 1e6)),
       p50Ms: Math.max(...summaries.map((s) => s.p50_us)) / 1000,
+      p90Ms: Math.max(...summaries.map((s) => s.p90_us)) / 1000,
       p99Ms: Math.max(...summaries.map((s) => s.p99_us)) / 1000,
+      maxMs: Math.max(...summaries.map((s) => s.max_us)) / 1000,
       errors,
       ...(detail ? { errorDetail: detail } : {}),
     };
