@@ -24,14 +24,10 @@ export interface Readings {
 }
 
 /** The memory guard's full collections so far and their pause time, from the gateway's /metrics. */
-export async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number; concurrent: number }> {
-  if (!target.adminToken) return { count: 0, pauseS: 0, concurrent: 0 }; // not a Darvaze
+export async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number }> {
+  if (!target.adminToken) return { count: 0, pauseS: 0 }; // not a Darvaze
   const text = await scrape(target.url, target.adminToken);
-  return {
-    count: metricValue(text, "darvaze_gc_forced_total"),
-    pauseS: metricValue(text, "darvaze_gc_forced_pause_seconds_total"),
-    concurrent: metricValue(text, "darvaze_gc_concurrent_total"),
-  };
+  return { count: metricValue(text, "darvaze_gc_forced_total"), pauseS: metricValue(text, "darvaze_gc_forced_pause_seconds_total") };
 }
 
 async function scrape(url: string, adminToken: string): Promise<string> {

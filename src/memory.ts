@@ -6,24 +6,18 @@
  * streams at one token a second grew a node by ~5 MiB/s, from 36 KiB per stream to over 200 KiB
  * in a minute; with a full collection each second it stayed at 36 KiB).
  *
- * The guard reads the resident set every GC_CHECK_MS. When it has grown by GC_RSS_GROWTH_MIB since
- * the lowest point, it first asks the engine for a collection that runs alongside the requests
- * (`Bun.gc(false)`: the marking is concurrent, no stop-the-world pause); only when the next check
- * finds that this gave back less than half a step does it run a full, synchronous collection,
- * which pauses the node (a few ms at hundreds of streams, ~150 ms at 8,000: counted in
- * darvaze_gc_forced_total and its pause time). The step is large enough that a node with little
- * traffic never pays either.
+ * The guard reads the resident set every GC_CHECK_MS and runs a full collection when it has grown
+ * by GC_RSS_GROWTH_MIB since the last one, at most once per GC_CHECK_MS. A collection pauses the
+ * node for a few milliseconds (counted in darvaze_gc_forced_total and its pause time), so the
+ * step is large enough that a node with little traffic never pays it.
  */
 import type { Logger } from "./log.ts";
 
 export const GC_CHECK_MS = 1_000;
 
 export interface MemoryGuardStats {
-  /** Full, synchronous collections: each one paused the node. */
   collections: number;
   pauseMsTotal: number;
-  /** Concurrent collections asked for (no pause). */
-  concurrent: number;
 }
 
 export interface MemoryGuardOptions {
@@ -31,10 +25,7 @@ export interface MemoryGuardOptions {
   growthMib: number;
   log: Logger;
   rssBytes?: () => number;
-  /** A full collection that stops the node until it is done. */
   collect?: () => void;
-  /** A collection that runs alongside the requests. */
-  collectConcurrently?: () => void;
   checkMs?: number;
 }
 
@@ -43,35 +34,16 @@ export interface MemoryGuardOptions {
  * @example const guard = startMemoryGuard({ growthMib: 64, log }); … guard.stop();
  */
 export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGuardStats; stop: () => void; check: () => void } {
-  const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0, concurrent: 0 };
+  const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0 };
   const rss = options.rssBytes ?? (() => process.memoryUsage.rss());
   const collect = options.collect ?? (() => Bun.gc(true));
-  const collectConcurrently = options.collectConcurrently ?? (() => Bun.gc(false));
   const growthBytes = options.growthMib * 1024 * 1024;
   let baseline = rss();
-  /** The resident set when a concurrent collection was asked for; null when none is awaited. */
-  let askedAt: number | null = null;
   const check = () => {
     const now = rss();
     // Memory freed elsewhere lowers the baseline, so growth is measured from the lowest point.
     if (now < baseline) baseline = now;
-    if (askedAt !== null && askedAt - now >= growthBytes / 2) {
-      // The concurrent collection gave memory back: measure from here.
-      baseline = now;
-      askedAt = null;
-      return;
-    }
-    if (now - baseline < growthBytes) {
-      askedAt = null;
-      return;
-    }
-    if (askedAt === null) {
-      askedAt = now;
-      stats.concurrent++;
-      collectConcurrently();
-      return;
-    }
-    askedAt = null;
+    if (now - baseline < growthBytes) return;
     const startedMs = performance.now();
     collect();
     const pauseMs = performance.now() - startedMs;

@@ -68,7 +68,7 @@ export interface MetricSources {
   /** Paid top-ups per state, every node's, read from the database at scrape time. */
   topups?: () => Promise<Record<string, number>>;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
-  memoryGuard?: () => { collections: number; pauseMsTotal: number; concurrent: number };
+  memoryGuard?: () => { collections: number; pauseMsTotal: number };
   /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
   eventLoop?: () => { stallMaxMs: number };
 }
@@ -206,15 +206,6 @@ export class Metrics {
         collect() {
           this.reset();
           this.inc(guard().collections);
-        },
-      });
-      new Counter({
-        name: "darvaze_gc_concurrent_total",
-        help: "Concurrent collections the memory guard asked for before any full one (no pause).",
-        registers,
-        collect() {
-          this.reset();
-          this.inc(guard().concurrent);
         },
       });
       new Counter({
