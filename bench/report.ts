@@ -243,10 +243,10 @@ is no third CPU), each fed half the connections by its own wrk (req/s summed, th
 
     apt-get install -y wrk            # once
     bun run bench                     # full: chat c=1/64/256, stream c=1/64, 8 s each, 3 rounds (~35 min)
-    bun run bench -- --quick          # 2 s each, chat c=64 and stream c=64 only (+ 1,000 keys), 3 rounds
+    bun run bench -- --quick          # 2 s each, chat and stream at c=1 and c=64 (+ 1,000 keys), 3 rounds
     bun run bench -- --rounds 5       # any mode: rounds of every target, taken in turn (default 3)
     bun run bench -- --only bare --only embedded   # only the targets whose label contains a word
-    bun run bench -- --profile        # embedded gateway under bun --cpu-prof, chat c=64; profile in bench/out/
+    bun run bench -- --profile        # embedded gateway under bun --cpu-prof, chat c=64 and stream c=64; profile in bench/out/
 
 Non-streaming: \`gpt-4o-mini\`, one short message, \`max_tokens: 16\`. Streaming: 64 content chunks
 (\`max_tokens: 64\`, \`stream: true\`); p50/p99 is the whole stream, TTFB the first body byte, and a

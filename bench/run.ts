@@ -51,9 +51,9 @@ const ROUNDS_MAX = 10;
 const rounds = Math.min(ROUNDS_MAX, Math.max(1, Number.parseInt(flags.rounds!, 10) || 1));
 
 const settings: Settings = flags.profile
-  ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64)], runSMax: 120 }
+  ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64), stream(64)], runSMax: 240 }
   : flags.quick
-    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(64), stream(64)], runSMax: 300 * rounds }
+    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(1), chat(64), stream(1), stream(64)], runSMax: 300 * rounds }
     : { mode: "full", measureS: 8, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 800 * rounds };
 
 const pinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
