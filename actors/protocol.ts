@@ -96,10 +96,7 @@ export const extendTicket = z.object({
 });
 export type ExtendTicket = z.infer<typeof extendTicket>;
 
-export const extendReply = z.union([
-  z.object({ ok: z.literal(true), reserveMicro: micro }),
-  z.object({ ok: z.literal(false), failure }),
-]);
+export const extendReply = z.union([z.object({ ok: z.literal(true), reserveMicro: micro }), z.object({ ok: z.literal(false), failure })]);
 export type ExtendReply = z.infer<typeof extendReply>;
 
 export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };

@@ -46,7 +46,15 @@ async function measure(engine: string, open: () => Promise<Db>): Promise<Row> {
     await loadCatalog(db);
     const account = await createAccount(db, "bench");
     await topUp(db, account.id, 10n ** 15n, `seed-${account.id}`);
-    await openHold(db, { holdId: "h", accountId: account.id, keyId: "key_t", label: "bench", minMicro: 1n, desiredMicro: 10n ** 14n, ttlMs: 600_000 });
+    await openHold(db, {
+      holdId: "h",
+      accountId: account.id,
+      keyId: "key_t",
+      label: "bench",
+      minMicro: 1n,
+      desiredMicro: 10n ** 14n,
+      ttlMs: 600_000,
+    });
     const late: number[] = [];
     let last = performance.now();
     const timer = setInterval(() => {
@@ -56,7 +64,9 @@ async function measure(engine: string, open: () => Promise<Db>): Promise<Row> {
     }, TICK_MS);
     const startedMs = performance.now();
     for (let b = 0; b < BATCHES; b++) {
-      const batch = Array.from({ length: BATCH_RECORDS }, (_, i) => usageRecord({ requestId: `r${b}-${i}`, holdId: "h", accountId: account.id, billedMicro: 1n }));
+      const batch = Array.from({ length: BATCH_RECORDS }, (_, i) =>
+        usageRecord({ requestId: `r${b}-${i}`, holdId: "h", accountId: account.id, billedMicro: 1n }),
+      );
       await postUsageBatch(db, batch);
     }
     const endedMs = performance.now();
@@ -77,7 +87,9 @@ for (let round = 0; round < ROUNDS; round++) {
   rows.push(await measure("PGlite on the request thread", pgliteOnThisThread));
   rows.push(await measure("PGlite in its worker", () => openPglite(null)));
 }
-console.log(`${BATCHES} batches of ${BATCH_RECORDS} usage records, ${ROUNDS} interleaved rounds; load average ${loadBefore.toFixed(2)} → ${loadavg()[0]!.toFixed(2)}\n`);
+console.log(
+  `${BATCHES} batches of ${BATCH_RECORDS} usage records, ${ROUNDS} interleaved rounds; load average ${loadBefore.toFixed(2)} → ${loadavg()[0]!.toFixed(2)}\n`,
+);
 console.log("| Engine | longest stall ms (each round) | timer lateness p99 ms | records/s |");
 console.log("|---|---|---|---|");
 for (const engine of new Set(rows.map((r) => r.engine))) {

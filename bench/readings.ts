@@ -47,7 +47,9 @@ function cpuTicks(pids: number[]): number {
 }
 
 function cpu0Ticks(): { busy: number; total: number } {
-  const line = readFileSync("/proc/stat", "utf8").split("\n").find((l) => l.startsWith(`cpu${LOAD_CPU} `))!;
+  const line = readFileSync("/proc/stat", "utf8")
+    .split("\n")
+    .find((l) => l.startsWith(`cpu${LOAD_CPU} `))!;
   const [user, nice, system, idle, iowait, irq, softirq, steal] = line.split(/\s+/).slice(1, 9).map(Number) as number[];
   const busy = user! + nice! + system! + irq! + softirq! + steal!;
   return { busy, total: busy + idle! + iowait! };

@@ -28,11 +28,13 @@ const GOAL_THROUGHPUT_WORKLOAD = "chat c=64";
 const GOAL_LATENCY_WORKLOAD = "chat c=1";
 const GOAL_TTFB_WORKLOAD = "stream c=1";
 
-const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : value < 10 ? value.toFixed(2) : value.toFixed(1));
+const ms = (value: number | undefined) =>
+  value === undefined || Number.isNaN(value) ? "—" : value < 10 ? value.toFixed(2) : value.toFixed(1);
 const rate = (value: number) => (value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1));
 const ratio = (value: number | undefined) => (value === undefined || !Number.isFinite(value) ? "—" : `${(value * 100).toFixed(0)}%`);
 const times = (value: number) => `${value.toFixed(2)}×`;
-const signedMs = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`);
+const signedMs = (value: number | undefined) =>
+  value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`;
 
 /**
  * One row per target and workload: the round with the median req/s, carrying every round for
@@ -79,7 +81,11 @@ export function figuresTable(measurements: Measurement[]): string {
     const pause = worst(m, (r) => r.readings?.gcPauseMs);
     const cpu0 = worst(m, (r) => r.readings?.cpu0Busy);
     lines.push(
-      `| ${m.target} | ${m.workload} | ${spread(m, (r) => r.rps, rate)} | ${spread(m, (r) => r.p50Ms, ms)} | ${spread(m, (r) => r.p90Ms, ms)} | ${spread(m, (r) => r.p99Ms, ms)} | ${spread(m, (r) => r.maxMs, ms)} | ${spread(m, (r) => r.ttfbP50Ms, ms)} | ${spread(m, (r) => r.ttfbP99Ms, ms)} | ${ms(stall)} | ${gcs === undefined ? "—" : `${gcs} (${ms(pause)})`} | ${spread(m, (r) => r.readings?.cpuMsPer1k ?? undefined, (v) => v.toFixed(0))} | ${cpu0 === undefined ? "—" : ratio(cpu0)} | ${errors} |`,
+      `| ${m.target} | ${m.workload} | ${spread(m, (r) => r.rps, rate)} | ${spread(m, (r) => r.p50Ms, ms)} | ${spread(m, (r) => r.p90Ms, ms)} | ${spread(m, (r) => r.p99Ms, ms)} | ${spread(m, (r) => r.maxMs, ms)} | ${spread(m, (r) => r.ttfbP50Ms, ms)} | ${spread(m, (r) => r.ttfbP99Ms, ms)} | ${ms(stall)} | ${gcs === undefined ? "—" : `${gcs} (${ms(pause)})`} | ${spread(
+        m,
+        (r) => r.readings?.cpuMsPer1k ?? undefined,
+        (v) => v.toFixed(0),
+      )} | ${cpu0 === undefined ? "—" : ratio(cpu0)} | ${errors} |`,
     );
   }
   return lines.join("\n");
@@ -117,7 +123,7 @@ export function scaleGoalsTable(measurements: Measurement[]): string {
   const lines = ["| Goal | Measured (chat c=64 req/s) | Verdict |", "|---|---|---|"];
   const byPrefix = (prefix: string) => measurements.find((m) => m.target.startsWith(prefix) && m.workload === GOAL_THROUGHPUT_WORKLOAD);
   const row = (goal: string, a: Measurement | undefined, b: Measurement | undefined, min: number, note = "") => {
-    if (!a || !b) return lines.push(`| ${goal} | n/a (${a ? b?.target ?? "baseline" : "target"} not measured) | — |`);
+    if (!a || !b) return lines.push(`| ${goal} | n/a (${a ? (b?.target ?? "baseline") : "target"} not measured) | — |`);
     const value = a.rps / b.rps;
     return lines.push(`| ${goal} | ${rate(a.rps)} ÷ ${rate(b.rps)} = ${times(value)} | ${value >= min ? "✓" : "✗"}${note} |`);
   };
@@ -127,7 +133,13 @@ export function scaleGoalsTable(measurements: Measurement[]): string {
   const two = byPrefix(TWO_NODES);
   if (!embedded && !peer && !one && !two) return "";
   row(`Darvaze embedded ≥ ${PEER_FACTOR_MIN}× Portkey`, embedded, peer, PEER_FACTOR_MIN);
-  row(`Darvaze NATS + PostgreSQL: two nodes ≥ ${TWO_NODE_FACTOR_MIN}× one node`, two, one, TWO_NODE_FACTOR_MIN, " (node 2 shares CPU 0 with the load generator and simulator)");
+  row(
+    `Darvaze NATS + PostgreSQL: two nodes ≥ ${TWO_NODE_FACTOR_MIN}× one node`,
+    two,
+    one,
+    TWO_NODE_FACTOR_MIN,
+    " (node 2 shares CPU 0 with the load generator and simulator)",
+  );
   return lines.join("\n");
 }
 
@@ -183,12 +195,31 @@ export function tailGoalsTable(measurements: Measurement[]): string {
     const chat1 = pair("chat c=1");
     const tail = chat1.gw && chat1.bare ? chat1.gw.p99Ms - chat1.bare.p99Ms : undefined;
     const stream1 = pair("stream c=1");
-    const ttfb = stream1.gw?.ttfbP50Ms !== undefined && stream1.bare?.ttfbP50Ms !== undefined ? stream1.gw.ttfbP50Ms - stream1.bare.ttfbP50Ms : undefined;
-    const stalls = measurements.filter((m) => m.target === target).map((m) => worst(m, (r) => r.readings?.stallMaxMs)).filter((v): v is number => v !== undefined);
+    const ttfb =
+      stream1.gw?.ttfbP50Ms !== undefined && stream1.bare?.ttfbP50Ms !== undefined
+        ? stream1.gw.ttfbP50Ms - stream1.bare.ttfbP50Ms
+        : undefined;
+    const stalls = measurements
+      .filter((m) => m.target === target)
+      .map((m) => worst(m, (r) => r.readings?.stallMaxMs))
+      .filter((v): v is number => v !== undefined);
     const stall = stalls.length ? Math.max(...stalls) : undefined;
-    const cell = (value: number | undefined, text: (v: number) => string, ok: (v: number) => boolean) => (value === undefined ? "n/a" : `${text(value)} ${verdict(ok(value))}`);
+    const cell = (value: number | undefined, text: (v: number) => string, ok: (v: number) => boolean) =>
+      value === undefined ? "n/a" : `${text(value)} ${verdict(ok(value))}`;
     lines.push(
-      `| ${target} | ${cell(share, ratio, (v) => v >= 0.4)} | ${cell(tail, (v) => `${signedMs(v)} ms`, (v) => v <= 2)} | ${cell(ttfb, (v) => `${signedMs(v)} ms`, (v) => v <= 0.3)} | ${cell(stall, (v) => `${ms(v)} ms`, (v) => v <= 5)} |`,
+      `| ${target} | ${cell(share, ratio, (v) => v >= 0.4)} | ${cell(
+        tail,
+        (v) => `${signedMs(v)} ms`,
+        (v) => v <= 2,
+      )} | ${cell(
+        ttfb,
+        (v) => `${signedMs(v)} ms`,
+        (v) => v <= 0.3,
+      )} | ${cell(
+        stall,
+        (v) => `${ms(v)} ms`,
+        (v) => v <= 5,
+      )} |`,
     );
   }
   return targets.length ? lines.join("\n") : "";

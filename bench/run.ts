@@ -30,7 +30,12 @@ import { runWrk } from "./wrk.ts";
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
   strict: true,
-  options: { quick: { type: "boolean", default: false }, profile: { type: "boolean", default: false }, rounds: { type: "string", default: "3" }, only: { type: "string", multiple: true } },
+  options: {
+    quick: { type: "boolean", default: false },
+    profile: { type: "boolean", default: false },
+    rounds: { type: "string", default: "3" },
+    only: { type: "string", multiple: true },
+  },
 });
 
 const chat = (concurrency: number): Workload => ({ name: `chat c=${concurrency}`, kind: "chat", concurrency });
@@ -107,7 +112,9 @@ function machine(): string {
   const wrk = Bun.spawnSync(["wrk", "-v"], { stderr: "pipe" });
   const wrkVersion = /wrk (\S+)/.exec(wrk.stdout.toString() + wrk.stderr.toString())?.[1] ?? "?";
   // Other work on the machine skews every figure; the load average at the end of the run shows it.
-  const load = loadavg().map((n) => n.toFixed(2)).join(" ");
+  const load = loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ");
   return `${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? "?"}), Bun ${Bun.version}, wrk ${wrkVersion}; load average 1/5/15 min at the end ${load} (the run itself keeps both CPUs busy, ~2)`;
 }
 
@@ -139,32 +146,32 @@ async function runBench(): Promise<void> {
   const chosen = flags.only?.length ? targets.filter((t) => flags.only!.some((word) => t.label.includes(word))) : targets;
   const failed = new Set<string>();
   for (let round = 1; round <= rounds; round++)
-  for (const { label, start, extra } of chosen) {
-    if (failed.has(label)) continue;
-    interruptedSignal.throwIfAborted();
-    progress(`round ${round}/${rounds}: starting ${label}`);
-    let target: Target | string;
-    try {
-      target = await start();
-    } catch (error) {
-      target = `failed to start: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
-    }
-    if (typeof target === "string") {
-      failed.add(label);
-      skipped.push(`${label}: ${target}`);
-      progress(`skipped ${label}: ${target}`);
-      continue;
-    }
-    try {
-      await measureAll(target, measurements, extra);
-    } catch (error) {
+    for (const { label, start, extra } of chosen) {
+      if (failed.has(label)) continue;
       interruptedSignal.throwIfAborted();
-      skipped.push(`${label}: round ${round} stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
-      progress(`${label} failed: ${(error as Error).message}`);
-    } finally {
-      await target.stop();
+      progress(`round ${round}/${rounds}: starting ${label}`);
+      let target: Target | string;
+      try {
+        target = await start();
+      } catch (error) {
+        target = `failed to start: ${(error as Error).message.split("\n").slice(0, 3).join(" ")}`;
+      }
+      if (typeof target === "string") {
+        failed.add(label);
+        skipped.push(`${label}: ${target}`);
+        progress(`skipped ${label}: ${target}`);
+        continue;
+      }
+      try {
+        await measureAll(target, measurements, extra);
+      } catch (error) {
+        interruptedSignal.throwIfAborted();
+        skipped.push(`${label}: round ${round} stopped mid-way: ${(error as Error).message.split("\n")[0]}`);
+        progress(`${label} failed: ${(error as Error).message}`);
+      } finally {
+        await target.stop();
+      }
     }
-  }
   await sim.stop();
 
   const flagsUsed = [

@@ -167,7 +167,10 @@ describe("bun run gw", () => {
       const dir = mkdtempSync(join(tmpdir(), "darvaze-cli-pools-"));
       const file = join(dir, "backends.json");
       const sim = t.gw.simulator!;
-      writeFileSync(file, JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }));
+      writeFileSync(
+        file,
+        JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }),
+      );
       const run = await gw(["pools", "set", "phi-4", "--file", file]);
       expect(run.stderr).toBe("");
       expect(run.code).toBe(0);

@@ -101,7 +101,10 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-export async function startTestGateway(extra: Record<string, string | undefined> = {}, options: { log?: Logger } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  extra: Record<string, string | undefined> = {},
+  options: { log?: Logger } = {},
+): Promise<TestGateway> {
   const db = await freshDatabase();
   const env = testEnv({ DATABASE_URL: db?.url, ...extra });
   const gw = await startGateway(loadConfig(env), { inMemory: true, log: options.log ?? silentLogger });

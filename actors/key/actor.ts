@@ -170,7 +170,8 @@ export class KeyActor {
     if (gate) {
       if (!this.deps.writer.accepting) return unavailable();
       const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
-      if (!verdict.ok) return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
+      if (!verdict.ok)
+        return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
       rate = verdict.rate;
     } else {
       const limited = this.windows.check(key, 1, ticket.reserveTokens);
@@ -387,7 +388,9 @@ export class KeyActor {
     if (this.room(lease) < t.addMicro) {
       try {
         if (!(await growHold(this.deps.db, lease.holdId, t.addMicro))) {
-          return refuse(fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(t.addMicro)} toman more.`));
+          return refuse(
+            fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(t.addMicro)} toman more.`),
+          );
         }
       } catch (error) {
         this.deps.log("error", "extend_failed", { keyId: this.keyId, error: (error as Error).message });
@@ -412,7 +415,8 @@ export class KeyActor {
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
     const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
-    if (admission && metered > admission.reserve && s.billedMicroMax === undefined) await this.coverOverrun(admission, metered - admission.reserve);
+    if (admission && metered > admission.reserve && s.billedMicroMax === undefined)
+      await this.coverOverrun(admission, metered - admission.reserve);
     const reserve = admission?.reserve ?? s.reserveMicro;
     let billed = metered < reserve ? metered : reserve;
     if (s.billedMicroMax !== undefined && s.billedMicroMax < billed) billed = s.billedMicroMax;
@@ -498,7 +502,8 @@ export class KeyActor {
     if (this.month) this.month.spent += billed;
     if (!admission) return;
     // Tokens per minute count what was used, not what was reserved.
-    if (this.deps.rates) this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
+    if (this.deps.rates)
+      this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
     else this.windows.tokens.add(tokens - admission.tokens);
   }
 }

@@ -37,11 +37,15 @@ export const poolBodySchema = z.strictObject({
 export type PoolBody = z.infer<typeof poolBodySchema>;
 
 /** The backends with their keys read from `env`; a named variable that is unset is a problem. */
-export function resolveBackends(stored: StoredBackend[], env: Record<string, string | undefined>): { backends: BackendConfig[]; problems: string[] } {
+export function resolveBackends(
+  stored: StoredBackend[],
+  env: Record<string, string | undefined>,
+): { backends: BackendConfig[]; problems: string[] } {
   const problems: string[] = [];
   const backends = stored.map(({ api_key_env, ...rest }) => {
     const apiKey = api_key_env === undefined ? undefined : env[api_key_env];
-    if (api_key_env !== undefined && apiKey === undefined) problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
+    if (api_key_env !== undefined && apiKey === undefined)
+      problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
     return { ...rest, ...(apiKey !== undefined ? { api_key: apiKey } : {}) };
   });
   return { backends, problems };

@@ -92,7 +92,8 @@ export function operationModel(deps: Pick<EdgeDeps, "catalog">, id: string, oper
 /** The unit price of a model, or a 403 naming what is missing. */
 export function unitPrice(model: CatalogModel, unit: string, param = "model"): bigint | Failure {
   const price = model.price.tomanPer1m.get(unit);
-  if (price === undefined) return fail("model_forbidden", `${model.id} has no price for \`${unit}\` and cannot serve this request.`, { param });
+  if (price === undefined)
+    return fail("model_forbidden", `${model.id} has no price for \`${unit}\` and cannot serve this request.`, { param });
   return price;
 }
 
@@ -101,7 +102,9 @@ export function servingPool(deps: Pick<EdgeDeps, "pools">, model: CatalogModel, 
   const pool = deps.pools.get(model.id);
   if (!pool) return fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 });
   if (region && !pool.hasRegion(region)) {
-    return fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, { retryAfterS: 5 });
+    return fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, {
+      retryAfterS: 5,
+    });
   }
   return pool;
 }
@@ -178,7 +181,10 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     refusal = { failure: reply.failure as Failure, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: r.requestId, error: (error as Error).message });
-    refusal = { failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }), headers: {} };
+    refusal = {
+      failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }),
+      headers: {},
+    };
   }
   recordRefusal(deps, { requestId: r.requestId, keyId: key.id, operation: r.operation, model: r.model.id, startedMs }, refusal.failure);
   return refusal;
@@ -198,7 +204,15 @@ export function recordRefusal(
   failure: Failure,
 ): void {
   const status = describe(failure.code).status;
-  observeRefused(deps, { requestId: r.requestId, keyId: r.keyId, operation: r.operation, model: r.model, status, code: failure.code, durationMs: performance.now() - r.startedMs });
+  observeRefused(deps, {
+    requestId: r.requestId,
+    keyId: r.keyId,
+    operation: r.operation,
+    model: r.model,
+    status,
+    code: failure.code,
+    durationMs: performance.now() - r.startedMs,
+  });
 }
 
 /** The units a request used, as the upstream reported them (or as counted when it did not). */
@@ -279,7 +293,13 @@ export class Admission {
   async extend(addUnits: number): Promise<boolean> {
     const output = this.reserve.output;
     if (!output || this.settled) return false;
-    const ticket = { keyId: this.key.id, requestId: this.requestId, holdId: this.holdId, addTokens: addUnits, addMicro: BigInt(addUnits) * output.pricePer1m };
+    const ticket = {
+      keyId: this.key.id,
+      requestId: this.requestId,
+      holdId: this.holdId,
+      addTokens: addUnits,
+      addMicro: BigInt(addUnits) * output.pricePer1m,
+    };
     try {
       const reply = await this.deps.bus.request(EXTEND, this.deps.subjects.keyExtend(partitionOf(this.key.id)), ticket);
       if (!reply.ok) return false;

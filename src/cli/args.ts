@@ -113,7 +113,19 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
 const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse", "all"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account", "reverse", "all"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([
+  ...GLOBAL_FLAGS,
+  ...LIMIT_FLAGS,
+  "reference",
+  "reason",
+  "effective-at",
+  "file",
+  "once",
+  "state",
+  "account",
+  "reverse",
+  "all",
+]);
 /** The states a paid top-up can be in (src/db/schema.ts TOPUP_STATES). */
 const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"];
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
@@ -258,7 +270,12 @@ function topupCommand(words: readonly string[], flags: Flags): Command {
   const [accountId, amount] = arity(words, ["account-id", "amount-toman"], "topup");
   const reference = stringFlag(flags, "reference");
   if (reference === undefined) throw new UsageError("topup: --reference is required (it makes a repeated top-up harmless)");
-  return { kind: "topup", accountId: nonEmpty(accountId, "account-id"), amountToman: amountOf(amount), reference: nonEmpty(reference, "--reference") };
+  return {
+    kind: "topup",
+    accountId: nonEmpty(accountId, "account-id"),
+    amountToman: amountOf(amount),
+    reference: nonEmpty(reference, "--reference"),
+  };
 }
 
 function adjustCommand(words: readonly string[], flags: Flags): Command {
@@ -295,7 +312,9 @@ function ratesCommand(words: readonly string[], flags: Flags): Command {
     const effectiveAt = stringFlag(flags, "effective-at");
     if (effectiveAt === undefined) return { kind: "rates.set", tomanPerUsd };
     if (!ISO_WITH_OFFSET.safeParse(effectiveAt).success) {
-      throw new UsageError(`--effective-at must be an ISO time with an offset, like 2025-03-21T00:00:00+03:30 or 2025-03-20T20:30:00Z, not ${JSON.stringify(effectiveAt)}`);
+      throw new UsageError(
+        `--effective-at must be an ISO time with an offset, like 2025-03-21T00:00:00+03:30 or 2025-03-20T20:30:00Z, not ${JSON.stringify(effectiveAt)}`,
+      );
     }
     return { kind: "rates.set", tomanPerUsd, effectiveAt };
   }
@@ -324,7 +343,8 @@ function topupsCommand(words: readonly string[], flags: Flags): Command {
       allowFlags(flags, ["state", "account"], "topups list");
       arity(rest, [], "topups list");
       const state = stringFlag(flags, "state");
-      if (state !== undefined && !TOPUP_STATES.includes(state)) throw new UsageError(`--state must be one of ${TOPUP_STATES.join(", ")}, not ${JSON.stringify(state)}`);
+      if (state !== undefined && !TOPUP_STATES.includes(state))
+        throw new UsageError(`--state must be one of ${TOPUP_STATES.join(", ")}, not ${JSON.stringify(state)}`);
       const account = stringFlag(flags, "account");
       return { kind: "topups.list", state, accountId: account === undefined ? undefined : nonEmpty(account, "--account") };
     }
@@ -339,7 +359,8 @@ function topupsCommand(words: readonly string[], flags: Flags): Command {
       const [topupId] = arity(rest, ["topup-id"], `topups ${sub}`);
       const reason = stringFlag(flags, "reason")?.trim();
       if (reason === undefined) throw new UsageError(`topups ${sub}: --reason is required (it is kept with the decision)`);
-      if (reason.length < REASON_LENGTH_MIN || reason.length > REASON_LENGTH_MAX) throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
+      if (reason.length < REASON_LENGTH_MIN || reason.length > REASON_LENGTH_MAX)
+        throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
       const reviewed = { kind: "topups.review", topupId: nonEmpty(topupId, "topup-id"), decision: sub, reason } as const;
       return flags.get("reverse") === true ? { ...reviewed, reverse: true } : reviewed;
     }
@@ -348,7 +369,9 @@ function topupsCommand(words: readonly string[], flags: Flags): Command {
       arity(rest, [], "topups reconcile");
       return { kind: "topups.reconcile" };
     default:
-      throw new UsageError(sub === undefined ? "topups: say start, list, show, complete, reject or reconcile" : `unknown command: topups ${sub}`);
+      throw new UsageError(
+        sub === undefined ? "topups: say start, list, show, complete, reject or reconcile" : `unknown command: topups ${sub}`,
+      );
   }
 }
 
@@ -362,7 +385,8 @@ function usageCommand(words: readonly string[], flags: Flags): Command {
   if (sub === "replay") {
     allowFlags(flags, [], "usage replay");
     const [id] = arity(rest, ["dead-letter-id"], "usage replay");
-    if (!/^[1-9][0-9]{0,18}$/.test(id!)) throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
+    if (!/^[1-9][0-9]{0,18}$/.test(id!))
+      throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
     return { kind: "usage.replay", deadLetterId: id! };
   }
   throw new UsageError(sub === undefined ? "usage: say dead-letters or replay" : `unknown command: usage ${sub}`);
@@ -373,13 +397,19 @@ function keysCommand(words: readonly string[], flags: Flags): Command {
   if (sub === "create") {
     allowFlags(flags, LIMIT_FLAGS, "keys create");
     const [accountId, name] = arity(rest, ["account-id", "name"], "keys create");
-    return { kind: "keys.create", accountId: nonEmpty(accountId, "account-id"), name: nonEmpty(name, "name"), limits: limitsOf(flags, { noneAllowed: false }) };
+    return {
+      kind: "keys.create",
+      accountId: nonEmpty(accountId, "account-id"),
+      name: nonEmpty(name, "name"),
+      limits: limitsOf(flags, { noneAllowed: false }),
+    };
   }
   if (sub === "limits") {
     allowFlags(flags, LIMIT_FLAGS, "keys limits");
     const [keyId] = arity(rest, ["key-id"], "keys limits");
     const limits = limitsOf(flags, { noneAllowed: true });
-    if (Object.keys(limits).length === 0) throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm, --monthly-spend-cap or --residency");
+    if (Object.keys(limits).length === 0)
+      throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm, --monthly-spend-cap or --residency");
     return { kind: "keys.limits", keyId: nonEmpty(keyId, "key-id"), limits };
   }
   if (sub === "revoke") {
@@ -432,7 +462,9 @@ function signedAmountOf(text: string | undefined): string {
   const negative = amount.startsWith("-");
   const magnitude = negative ? amount.slice(1) : amount;
   if (!AMOUNT_PATTERN.test(magnitude)) {
-    throw new UsageError(`amount-toman must be a whole number or a decimal with at most 6 decimals, negative for a debit (e.g. -12.5), not ${JSON.stringify(amount)}`);
+    throw new UsageError(
+      `amount-toman must be a whole number or a decimal with at most 6 decimals, negative for a debit (e.g. -12.5), not ${JSON.stringify(amount)}`,
+    );
   }
   if (AMOUNT_ZERO_PATTERN.test(magnitude)) throw new UsageError("amount-toman must not be zero");
   return amount;
@@ -445,14 +477,18 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
   for (const name of ["rpm", "tpm"] as const) {
     const value = stringFlag(flags, name);
     if (value === undefined) continue;
-    if (value === "none" && !options.noneAllowed) throw new UsageError(`--${name} none: a new key has no ${name} limit unless you give one`);
+    if (value === "none" && !options.noneAllowed)
+      throw new UsageError(`--${name} none: a new key has no ${name} limit unless you give one`);
     limits[name] = value === "none" ? null : positiveInteger(value, `--${name}`);
   }
   const cap = stringFlag(flags, "monthly-spend-cap");
   if (cap !== undefined) {
-    if (cap === "none" && !options.noneAllowed) throw new UsageError("--monthly-spend-cap none: a new key has no monthly spend cap unless you give one");
+    if (cap === "none" && !options.noneAllowed)
+      throw new UsageError("--monthly-spend-cap none: a new key has no monthly spend cap unless you give one");
     if (cap !== "none" && !AMOUNT_PATTERN.test(cap)) {
-      throw new UsageError(`--monthly-spend-cap must be toman as a whole number or a decimal with at most 6 decimals${options.noneAllowed ? ", or none" : ""}, not ${JSON.stringify(cap)}`);
+      throw new UsageError(
+        `--monthly-spend-cap must be toman as a whole number or a decimal with at most 6 decimals${options.noneAllowed ? ", or none" : ""}, not ${JSON.stringify(cap)}`,
+      );
     }
     limits.monthly_spend_cap_toman = cap === "none" ? null : cap;
   }
@@ -468,7 +504,8 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
 
 function positiveInteger(text: string, what: string): number {
   const value = Number(text);
-  if (!/^[1-9]\d*$/.test(text) || !Number.isSafeInteger(value)) throw new UsageError(`${what} must be a positive whole number, not ${JSON.stringify(text)}`);
+  if (!/^[1-9]\d*$/.test(text) || !Number.isSafeInteger(value))
+    throw new UsageError(`${what} must be a positive whole number, not ${JSON.stringify(text)}`);
   return value;
 }
 
@@ -479,6 +516,7 @@ function urlOf(text: string): string {
   } catch {
     throw new UsageError(`the gateway URL is not a URL: ${JSON.stringify(text)}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);
   return url.toString().replace(/\/+$/, "");
 }

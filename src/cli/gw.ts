@@ -172,7 +172,11 @@ const poolReply = z.object({ model: z.string(), backends: poolsReply.shape.data.
  * Runs one command line and returns the exit code; all printing goes through `output`.
  * @example await runGw(["pools"], { GW_URL: "http://127.0.0.1:8080", ADMIN_TOKEN: "…" }) // 0
  */
-export async function runGw(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, output: Output = consoleOutput): Promise<number> {
+export async function runGw(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  output: Output = consoleOutput,
+): Promise<number> {
   const parsed = parseInvocation(argv, env);
   if (!parsed.ok) {
     output.err(`error: ${parsed.error}\n\n${USAGE}`);
@@ -184,7 +188,11 @@ export async function runGw(argv: readonly string[], env: Readonly<Record<string
     return EXIT.ok;
   }
   if (invocation.command.kind === "top") {
-    return runTop(invocation, invocation.command.once, { ...output, rows: () => process.stdout.rows, color: process.stdout.isTTY === true });
+    return runTop(invocation, invocation.command.once, {
+      ...output,
+      rows: () => process.stdout.rows,
+      color: process.stdout.isTTY === true,
+    });
   }
   return execute(invocation, invocation.command, output);
 }
@@ -197,7 +205,9 @@ async function execute(invocation: Invocation, command: Sent, output: Output): P
     text = await response.text();
   } catch (error) {
     if (error instanceof FileUnreadable) return EXIT.usage;
-    output.err(`error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`);
+    output.err(
+      `error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`,
+    );
     return EXIT.unreachable;
   }
   const reply = parseJson(text);
@@ -255,7 +265,11 @@ function callFor(command: Sent, body?: unknown): Call {
         body: { amount_toman: command.amountToman, reference: command.reference },
       };
     case "keys.create":
-      return { method: "POST", path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`, body: { name: command.name, ...command.limits } };
+      return {
+        method: "POST",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`,
+        body: { name: command.name, ...command.limits },
+      };
     case "keys.limits":
       return { method: "PATCH", path: `/admin/keys/${encodeURIComponent(command.keyId)}`, body: command.limits };
     case "keys.revoke":
@@ -314,7 +328,16 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 function render(command: Sent, reply: unknown): string | null {
   switch (command.kind) {
     case "accounts.create":
-      return renderWith(accountReply, reply, (a) => `account created\n${fields([["id", a.id], ["name", a.name], ["balance", `${a.balance_toman} toman`]])}`);
+      return renderWith(
+        accountReply,
+        reply,
+        (a) =>
+          `account created\n${fields([
+            ["id", a.id],
+            ["name", a.name],
+            ["balance", `${a.balance_toman} toman`],
+          ])}`,
+      );
     case "accounts.show":
       return renderWith(accountReply, reply, renderAccount);
     case "topup":
@@ -322,9 +345,28 @@ function render(command: Sent, reply: unknown): string | null {
     case "keys.create":
       return renderWith(createdKeyReply, reply, renderCreatedKey);
     case "keys.limits":
-      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]])}`);
+      return renderWith(
+        keyReply,
+        reply,
+        (k) =>
+          `limits changed\n${fields([
+            ["id", k.id],
+            ["limits", limitsText(k)],
+            ["monthly cap", capText(k)],
+            ["residency", k.residency ?? "any"],
+          ])}`,
+      );
     case "keys.revoke":
-      return renderWith(keyReply, reply, (k) => `key revoked\n${fields([["id", k.id], ["name", k.name], ["revoked at", k.revoked_at ?? "-"]])}`);
+      return renderWith(
+        keyReply,
+        reply,
+        (k) =>
+          `key revoked\n${fields([
+            ["id", k.id],
+            ["name", k.name],
+            ["revoked at", k.revoked_at ?? "-"],
+          ])}`,
+      );
     case "pools":
       return renderWith(poolsReply, reply, renderPools);
     case "pools.set":
@@ -337,12 +379,21 @@ function render(command: Sent, reply: unknown): string | null {
       return renderWith(
         priceVersionReply,
         reply,
-        (v) => `rate set: ${v.toman_per_usd} toman per USD\n${fields([["version", String(v.id)], ["effective", v.effective_at], ["models", `${v.models} priced`]])}`,
+        (v) =>
+          `rate set: ${v.toman_per_usd} toman per USD\n${fields([
+            ["version", String(v.id)],
+            ["effective", v.effective_at],
+            ["models", `${v.models} priced`],
+          ])}`,
       );
     case "ledger.audit":
       return renderWith(auditReply, reply, renderAudit);
     case "topups.start":
-      return renderWith(paidTopupReply.extend({ redirect_url: z.string() }), reply, (p) => `top-up started: send the customer to\n\n    ${p.redirect_url}\n\n${renderPaidTopup(p)}`);
+      return renderWith(
+        paidTopupReply.extend({ redirect_url: z.string() }),
+        reply,
+        (p) => `top-up started: send the customer to\n\n    ${p.redirect_url}\n\n${renderPaidTopup(p)}`,
+      );
     case "topups.list":
       return renderWith(z.object({ data: z.array(paidTopupReply) }), reply, renderPaidTopups);
     case "topups.show":
@@ -351,7 +402,11 @@ function render(command: Sent, reply: unknown): string | null {
         [renderPaidTopup(p), ...(p.replies ?? []).map((r, i) => `  reply ${i + 1}  ${JSON.stringify(r)}`)].join("\n"),
       );
     case "topups.reconcile":
-      return renderWith(reconcileReply, reply, (r) => `reconciled\n${fields(Object.entries(r).map(([k, v]) => [k.replaceAll("_", " "), String(v)] as const))}`);
+      return renderWith(
+        reconcileReply,
+        reply,
+        (r) => `reconciled\n${fields(Object.entries(r).map(([k, v]) => [k.replaceAll("_", " "), String(v)] as const))}`,
+      );
     case "usage.deadLetters":
       return renderWith(deadLettersReply, reply, renderDeadLetters);
     case "usage.replay":
@@ -390,13 +445,23 @@ function renderTopup(t: z.infer<typeof topupReply>): string {
   const head = t.credited
     ? `credited ${t.amount_toman} toman to ${t.account_id}`
     : `already credited: reference ${JSON.stringify(t.reference)} was used before for this amount; nothing changed`;
-  return `${head}\n${fields([["reference", t.reference], ["balance", `${t.balance_toman} toman`], ["available", `${t.available_toman} toman`]])}`;
+  return `${head}\n${fields([
+    ["reference", t.reference],
+    ["balance", `${t.balance_toman} toman`],
+    ["available", `${t.available_toman} toman`],
+  ])}`;
 }
 
 function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
   return [
     "key created",
-    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]]),
+    fields([
+      ["id", k.id],
+      ["name", k.name],
+      ["limits", limitsText(k)],
+      ["monthly cap", capText(k)],
+      ["residency", k.residency ?? "any"],
+    ]),
     "",
     `    ${k.key}`,
     "",
@@ -411,7 +476,12 @@ function renderAdjustment(a: z.infer<typeof adjustmentReply>): string {
     : debit
       ? `debited ${a.amount_toman.slice(1)} toman from ${a.account_id}`
       : `credited ${a.amount_toman} toman to ${a.account_id}`;
-  return `${head}\n${fields([["reference", a.reference], ["reason", a.reason], ["balance", `${a.balance_toman} toman`], ["available", `${a.available_toman} toman`]])}`;
+  return `${head}\n${fields([
+    ["reference", a.reference],
+    ["reason", a.reason],
+    ["balance", `${a.balance_toman} toman`],
+    ["available", `${a.available_toman} toman`],
+  ])}`;
 }
 
 function renderRates(r: z.infer<typeof ratesReply>): string {
@@ -419,7 +489,11 @@ function renderRates(r: z.infer<typeof ratesReply>): string {
   const current = r.current;
   parts.push(
     current
-      ? `rate in effect\n${fields([["toman per USD", String(current.toman_per_usd)], ["version", String(current.id)], ["effective", current.effective_at]])}`
+      ? `rate in effect\n${fields([
+          ["toman per USD", String(current.toman_per_usd)],
+          ["version", String(current.id)],
+          ["effective", current.effective_at],
+        ])}`
       : "no rate in effect: no price version has started yet",
   );
   if (r.versions.length > 0) {
@@ -467,7 +541,15 @@ function renderPaidTopup(p: z.infer<typeof paidTopupReply>): string {
 
 function renderPaidTopups(list: { data: z.infer<typeof paidTopupReply>[] }): string {
   if (list.data.length === 0) return "no top-ups";
-  const rows = list.data.map((p) => [p.id, p.account_id, p.state, `${p.amount_toman} toman`, p.ref_id ?? "-", p.created_at, p.reason ?? ""]);
+  const rows = list.data.map((p) => [
+    p.id,
+    p.account_id,
+    p.state,
+    `${p.amount_toman} toman`,
+    p.ref_id ?? "-",
+    p.created_at,
+    p.reason ?? "",
+  ]);
   return table([["ID", "ACCOUNT", "STATE", "AMOUNT", "REF ID", "CREATED", "REASON"], ...rows], "");
 }
 
@@ -481,18 +563,26 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
     const count = check.violations.length;
     lines.push(`  FAILED  ${check.name} (${count} violation${count === 1 ? "" : "s"} listed)`);
     for (const violation of check.violations.slice(0, VIOLATIONS_SHOWN_MAX)) {
-      lines.push(`          ${Object.entries(violation).map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`).join(" ")}`);
+      lines.push(
+        `          ${Object.entries(violation)
+          .map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`)
+          .join(" ")}`,
+      );
     }
     if (count > VIOLATIONS_SHOWN_MAX) lines.push(`          … and ${count - VIOLATIONS_SHOWN_MAX} more (--json lists them)`);
   }
   if (a.write_offs_by_key.length > 0) lines.push("  written off (metered, not charged), by key:");
   for (const w of a.write_offs_by_key) {
-    lines.push(`          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`);
+    lines.push(
+      `          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`,
+    );
   }
   const failed = a.checks.filter((c) => !c.ok).length;
   const dead = a.dead_letters;
   if (dead && dead.awaiting_replay > 0) {
-    lines.push(`  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`);
+    lines.push(
+      `  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`,
+    );
   }
   lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);
   return lines.join("\n");
@@ -500,7 +590,17 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
 
 function renderDeadLetters(d: z.infer<typeof deadLettersReply>): string {
   if (d.data.length === 0) return "no dead letters";
-  const rows = d.data.map((l) => [l.id, l.status, l.request_id, l.account_id, l.source, l.sql_state ?? "-", l.written_off_toman, l.created_at, l.reason]);
+  const rows = d.data.map((l) => [
+    l.id,
+    l.status,
+    l.request_id,
+    l.account_id,
+    l.source,
+    l.sql_state ?? "-",
+    l.written_off_toman,
+    l.created_at,
+    l.reason,
+  ]);
   return table([["ID", "STATUS", "REQUEST", "ACCOUNT", "SOURCE", "SQLSTATE", "WRITTEN OFF", "AT", "REASON"], ...rows], "  ");
 }
 
@@ -542,7 +642,16 @@ function fields(rows: readonly (readonly [string, string])[]): string {
 /** Rows of cells with every column padded to its widest cell. */
 function table(rows: readonly (readonly string[])[], indent: string): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows.map((row) => indent + row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()).join("\n");
+  return rows
+    .map(
+      (row) =>
+        indent +
+        row
+          .map((cell, column) => cell.padEnd(widths[column]!))
+          .join("  ")
+          .trimEnd(),
+    )
+    .join("\n");
 }
 
 function refusalOf(status: number, reply: unknown): string {

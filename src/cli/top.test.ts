@@ -26,7 +26,9 @@ const view: LiveView = {
     { node: "b", atMs: 0 },
   ],
   backends: [backend("gpu-1"), backend("gpu-2", { breaker: "open", inFlight: 0, requestsPerS: 0, tokensPerS: 0, errorRate: 1 })],
-  models: [{ model: "llama-3.3-70b-instruct", requestsPerS: 12, errorsPerS: 0.5, tokensPerS: 480, spendMicroPerS: 25_500_000, ttftMs: null }],
+  models: [
+    { model: "llama-3.3-70b-instruct", requestsPerS: 12, errorsPerS: 0.5, tokensPerS: 480, spendMicroPerS: 25_500_000, ttftMs: null },
+  ],
   topKeys: [{ keyId: "key_1", name: "backend", spentMicro: 1_234_500_000n }],
 };
 

@@ -68,7 +68,10 @@ export function deadLetterStreamName(prefix: string): string {
 }
 
 /** Creates a file-backed stream of batch-sized messages, or brings an existing one to this configuration. */
-async function ensureFileStream(jsm: JetStreamManager, limits: { name: string; subject: string; maxAgeMs: number; messagesMax: number }): Promise<void> {
+async function ensureFileStream(
+  jsm: JetStreamManager,
+  limits: { name: string; subject: string; maxAgeMs: number; messagesMax: number },
+): Promise<void> {
   const config = {
     name: limits.name,
     subjects: [limits.subject],

@@ -114,8 +114,18 @@ export class Metrics {
       buckets: TPOT_BUCKETS_S,
       registers,
     });
-    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction (input, output).", labelNames: ["model", "direction"], registers });
-    this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
+    this.tokens = new Counter({
+      name: "darvaze_tokens_total",
+      help: "Tokens billed, by direction (input, output).",
+      labelNames: ["model", "direction"],
+      registers,
+    });
+    this.cost = new Counter({
+      name: "darvaze_cost_micro_toman_total",
+      help: "Micro-toman charged to wallets.",
+      labelNames: ["model"],
+      registers,
+    });
     this.writeOff = new Counter({
       name: "darvaze_write_off_micro_toman_total",
       help: "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
@@ -141,7 +151,8 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
+        for (const pool of sources.pools.all())
+          for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
       },
     });
     new Gauge({
@@ -152,7 +163,9 @@ export class Metrics {
       collect() {
         this.reset();
         const now = performance.now();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
+        for (const pool of sources.pools.all())
+          for (const b of pool.backends)
+            if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
       },
     });
     new Gauge({
@@ -167,7 +180,8 @@ export class Metrics {
           for (const b of pool.backends) {
             if (b.requests === 0) continue;
             const state = backendSnapshot(b, now).breaker;
-            for (const s of ["closed", "half_open", "open"] as const) this.set({ model: pool.model, backend: b.name, state: s }, s === state ? 1 : 0);
+            for (const s of ["closed", "half_open", "open"] as const)
+              this.set({ model: pool.model, backend: b.name, state: s }, s === state ? 1 : 0);
           }
         }
       },
@@ -193,7 +207,8 @@ export class Metrics {
         registers,
         collect() {
           this.reset();
-          for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
+          for (const pool of sources.pools.all())
+            for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
         },
       });
     }
@@ -382,7 +397,8 @@ export class Metrics {
     if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
-    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
+    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro)
+      this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
     this.traffic.add({
       model: m.model,
       backend: m.backend,

@@ -89,7 +89,9 @@ export const anthropicWire: VendorWire = {
     req.headers.get("x-api-key") === options.apiKey ||
     req.headers.get("authorization") === `Bearer ${options.apiKey}`,
   unauthorized: refusal(401, "authentication_error", "invalid x-api-key"),
-  rateLimited: refusal(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit (simulated).", { "retry-after": "1" }),
+  rateLimited: refusal(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit (simulated).", {
+    "retry-after": "1",
+  }),
   serverError: refusal(500, "api_error", "Internal server error (simulated)."),
   invalid: (message) => refusal(400, "invalid_request_error", message),
   parse,
@@ -113,9 +115,22 @@ export const anthropicWire: VendorWire = {
   },
 
   head(plan) {
-    const message = { id: messageId(plan), type: "message", role: "assistant", content: [], model: plan.model, stop_reason: null, stop_sequence: null, usage: usage(plan, Math.min(1, plan.tokens)) };
-    const contentBlock = plan.tool ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} } : { type: "text", text: "" };
-    return event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {});
+    const message = {
+      id: messageId(plan),
+      type: "message",
+      role: "assistant",
+      content: [],
+      model: plan.model,
+      stop_reason: null,
+      stop_sequence: null,
+      usage: usage(plan, Math.min(1, plan.tokens)),
+    };
+    const contentBlock = plan.tool
+      ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} }
+      : { type: "text", text: "" };
+    return (
+      event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {})
+    );
   },
 
   chunk(plan, index) {

@@ -31,11 +31,7 @@ describe("simCountTokens / simPromptTokens", () => {
   test("prompt = Σ(3 + message tokens) + 3, content parts concatenated", () => {
     expect(simPromptTokens(messages)).toBe(messagesPromptTokens);
     expect(simPromptTokens([{ role: "user", content: "Hello, world!" }])).toBe(10);
-    const parts = [
-      { type: "text", text: "foo" },
-      { type: "image_url" },
-      { type: "text", text: "bar!" },
-    ];
+    const parts = [{ type: "text", text: "foo" }, { type: "image_url" }, { type: "text", text: "bar!" }];
     expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8); // "foobar!" = 2
     expect(simPromptTokens([{ role: "assistant", content: null }])).toBe(6);
   });
@@ -188,7 +184,10 @@ describe("simulator over HTTP", () => {
     const consume = async () => {
       for await (const chunk of stream) seen.push(chunk.choices[0]?.delta.content ?? "");
     };
-    const error = await consume().then(() => null, (e: unknown) => e);
+    const error = await consume().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(Error);
     expect(seen.filter((content) => content !== "").length).toBe(3);
     const [logged] = sim.log.entries();
@@ -339,12 +338,7 @@ function entry(fields: Partial<SimLogEntry> & { seq: number }): SimLogEntry {
   };
 }
 
-function post(
-  sim: Simulator,
-  body: unknown,
-  headers: Record<string, string> = {},
-  controller?: AbortController,
-): Promise<Response> {
+function post(sim: Simulator, body: unknown, headers: Record<string, string> = {}, controller?: AbortController): Promise<Response> {
   return fetch(`${sim.url}/v1/chat/completions`, {
     method: "POST",
     body: JSON.stringify(body),

@@ -31,10 +31,7 @@ export function usageOf(promptTokens: number, completionTokens: number): SimUsag
 }
 
 function usageJson(promptTokens: number, completionTokens: number): string {
-  return (
-    `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` +
-    `"total_tokens":${promptTokens + completionTokens}}`
-  );
+  return `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` + `"total_tokens":${promptTokens + completionTokens}}`;
 }
 
 /** Builds the `data: {...}\n\n` frames of one streamed reply. */
@@ -121,7 +118,15 @@ export function completionBody(options: CompletionBodyOptions): string {
           content: options.content,
           refusal: null,
           ...(options.toolCall
-            ? { tool_calls: [{ id: options.toolCall.id, type: "function", function: { name: options.toolCall.name, arguments: options.toolCall.arguments } }] }
+            ? {
+                tool_calls: [
+                  {
+                    id: options.toolCall.id,
+                    type: "function",
+                    function: { name: options.toolCall.name, arguments: options.toolCall.arguments },
+                  },
+                ],
+              }
             : {}),
         },
         logprobs: null,

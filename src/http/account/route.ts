@@ -33,7 +33,12 @@ export async function credits(key: KeyRecord, deps: EdgeDeps) {
 export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const [usage] = await deps.db.orm
-    .select({ requests: count(), billed: sum(usageRecords.billedMicro), input: sum(usageRecords.inputUnits), output: sum(usageRecords.outputUnits) })
+    .select({
+      requests: count(),
+      billed: sum(usageRecords.billedMicro),
+      input: sum(usageRecords.inputUnits),
+      output: sum(usageRecords.outputUnits),
+    })
     .from(usageRecords)
     .where(and(eq(usageRecords.keyId, key.id)));
   const billed = BigInt(usage?.billed ?? 0);

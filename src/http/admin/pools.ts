@@ -54,7 +54,8 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   if (isFailure(raw)) return failed(raw, requestId);
   const parsed = poolBodySchema.safeParse(raw);
   if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
-  if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
+  if (!deps.catalog.get(model))
+    return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
   const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
   const row = await savePool(deps.db, model, parsed.data.backends);
@@ -64,5 +65,8 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   deps.log("info", "pool_set", { model, backends: backends.map((b) => b.name) });
   const pool = deps.pools.get(model)!;
   const nowMs = performance.now();
-  return json({ object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)) }, requestId);
+  return json(
+    { object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)) },
+    requestId,
+  );
 }

@@ -43,7 +43,8 @@ export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): P
   const promptTokens = Math.min(budget.promptTokensBound, (await countPromptTokens(body.messages)) + toolsBytes);
   return {
     promptTokens,
-    reserveMicro: BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.reservedOutputTokens * budget.choices) * budget.outputPricePer1m,
+    reserveMicro:
+      BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.reservedOutputTokens * budget.choices) * budget.outputPricePer1m,
   };
 }
 

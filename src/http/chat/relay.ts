@@ -282,7 +282,13 @@ export class Relay {
       }
     }
     this.abortTimers.forEach(clearTimeout);
-    const decision = decideEnd({ clientGone: this.clientGone, withheld: this.withheld !== null, finished: this.finished, failure: this.failure, reported: this.reported });
+    const decision = decideEnd({
+      clientGone: this.clientGone,
+      withheld: this.withheld !== null,
+      finished: this.finished,
+      failure: this.failure,
+      reported: this.reported,
+    });
     this.outcome.reply.close(decision.reply);
     await this.meter.idle();
     await this.settle(decision);
@@ -295,7 +301,11 @@ export class Relay {
     const inputTokens = usage?.inputTokens ?? (await countPromptTokens(body.messages));
     const delivered = this.meter.delivered;
     const output =
-      decision.output === "report" ? usage!.outputTokens : decision.output === "count_sent" ? await countTokens(delivered + this.afterGone) : await this.meter.exact();
+      decision.output === "report"
+        ? usage!.outputTokens
+        : decision.output === "count_sent"
+          ? await countTokens(delivered + this.afterGone)
+          : await this.meter.exact();
     let billedMicroMax: bigint | undefined;
     let metered = output;
     if (decision.end === "length_cut") {
@@ -353,7 +363,11 @@ function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): RelayFr
     frames.push(dataFrame(JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })));
   }
   if (usage) {
-    const u = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+    const u = {
+      prompt_tokens: usage.inputTokens,
+      completion_tokens: usage.outputTokens,
+      total_tokens: usage.inputTokens + usage.outputTokens,
+    };
     frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: u })));
   }
   frames.push(DONE);

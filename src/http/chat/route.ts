@@ -127,11 +127,20 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     });
     return { kind: "json", body: reply, headers: admission.headers };
   }
-  return { kind: "stream", relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal), headers: admission.headers };
+  return {
+    kind: "stream",
+    relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal),
+    headers: admission.headers,
+  };
 }
 
 /** The HTTP route: the request's headers and body in, a JSON reply or an SSE body out. */
-export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+export async function chatCompletions(
+  request: Request,
+  requestId: string,
+  deps: EdgeDeps,
+  set: { headers: Record<string, string | number> },
+) {
   const result = await chat(deps, {
     requestId,
     credentials: credentialsOf(request),
@@ -140,7 +149,10 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   });
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
   if (result.kind === "json") {
-    return new Response(result.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers } });
+    return new Response(result.body, {
+      status: 200,
+      headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers },
+    });
   }
   Object.assign(set.headers, result.headers);
   set.headers["content-type"] = "text/event-stream";

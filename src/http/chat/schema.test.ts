@@ -7,7 +7,10 @@ function randomBody(random: () => number): unknown {
   const maybe = <T>(value: T) => (random() < 0.5 ? undefined : value);
   const message = () =>
     pick([
-      { role: pick(["user", "system", "assistant", "tool", "robot", "", 5]), content: pick(["hi", "", null, [{ type: "text", text: "x" }], 5, {}, undefined]) },
+      {
+        role: pick(["user", "system", "assistant", "tool", "robot", "", 5]),
+        content: pick(["hi", "", null, [{ type: "text", text: "x" }], 5, {}, undefined]),
+      },
       { role: "user", content: "x", name: pick(["n", 5, null, undefined]) },
       pick([null, "text", [], 7]),
     ]);
@@ -32,7 +35,7 @@ function randomBody(random: () => number): unknown {
 
 test("the hot-path check never accepts a body the schema refuses, and accepts ordinary ones", () => {
   let seed = 42;
-  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   let accepted = 0;
   for (let i = 0; i < 20_000; i++) {
     const body = randomBody(random);
@@ -43,6 +46,12 @@ test("the hot-path check never accepts a body the schema refuses, and accepts or
     expect(quick).toBe(schema); // the two agree both ways on these rules
   }
   expect(accepted).toBeGreaterThan(20);
-  const ordinary = { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: true }, max_tokens: 10 };
+  const ordinary = {
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "hi" }],
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: 10,
+  };
   expect(isPlainChatRequest(ordinary)).toBe(true);
 });

@@ -56,7 +56,8 @@ export function isPlainChatRequest(raw: unknown): raw is ChatRequest {
   if (!Array.isArray(messages) || messages.length < 1 || messages.length > MESSAGES_MAX) return false;
   for (const m of messages) if (!messageOk(m)) return false;
   if (!(absent(stream) || typeof stream === "boolean")) return false;
-  if (!(absent(options) || (isObject(options) && (options.include_usage === undefined || typeof options.include_usage === "boolean")))) return false;
+  if (!(absent(options) || (isObject(options) && (options.include_usage === undefined || typeof options.include_usage === "boolean"))))
+    return false;
   if (!(absent(max_tokens) || intIn(max_tokens, 1, TOKENS_MAX))) return false;
   if (!(absent(max_completion_tokens) || intIn(max_completion_tokens, 1, TOKENS_MAX))) return false;
   if (!(absent(n) || intIn(n, 1, CHOICES_MAX))) return false;

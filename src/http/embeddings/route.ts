@@ -37,11 +37,17 @@ async function checkWindow(inputs: string[] | number[][], window: number): Promi
   if (over(counts)) counts = await exactTokens(inputs);
   const longest = counts.findIndex((n) => n > window);
   if (longest !== -1) {
-    return fail("context_length_exceeded", `This model's maximum context length is ${window} tokens, but input ${longest} has ${counts[longest]} tokens.`, { param: "input" });
+    return fail(
+      "context_length_exceeded",
+      `This model's maximum context length is ${window} tokens, but input ${longest} has ${counts[longest]} tokens.`,
+      { param: "input" },
+    );
   }
   const total = counts.reduce((a, b) => a + b, 0);
   if (total > EMBEDDING_TOKENS_TOTAL_MAX) {
-    return fail("invalid_request", `The inputs have ${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, { param: "input" });
+    return fail("invalid_request", `The inputs have ${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, {
+      param: "input",
+    });
   }
   return null;
 }
@@ -57,7 +63,11 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   }
   const inputsMax = Math.max(0, ...present.map((a) => a.inputsMax ?? Number.POSITIVE_INFINITY));
   if (present.length > 0 && inputs.length > inputsMax) {
-    return fail("invalid_request", `${model} takes at most ${inputsMax} inputs per request; this one has ${inputs.length}. Split it into smaller requests.`, { param: "input" });
+    return fail(
+      "invalid_request",
+      `${model} takes at most ${inputsMax} inputs per request; this one has ${inputs.length}. Split it into smaller requests.`,
+      { param: "input" },
+    );
   }
   return null;
 }
@@ -76,7 +86,13 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
   if (isFailure(priced)) return refused(deps, ctx, caller, priced);
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
-  const windowFailure = (await checkWindow(inputs, model.contextWindow)) ?? inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
+  const windowFailure =
+    (await checkWindow(inputs, model.contextWindow)) ??
+    inputsRefusal(
+      pool.backends.map((b) => b.adapter.embeddings),
+      inputs,
+      model.id,
+    );
   if (windowFailure) return refused(deps, ctx, caller, windowFailure, model);
 
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
@@ -116,7 +132,8 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
     if (isFailure(bytes)) return bytes;
     const reply = sent.backend.adapter.embeddings!.parseEmbeddingsResponse(Buffer.from(bytes).toString("utf8"));
     if ("code" in reply) return reply;
-    if (reply.vectors.length !== inputs.length) return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
+    if (reply.vectors.length !== inputs.length)
+      return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
     return reply;
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
 
@@ -131,5 +148,10 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
     index,
     embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
   }));
-  return json({ object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } }, requestId, 200, admitted.headers);
+  return json(
+    { object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } },
+    requestId,
+    200,
+    admitted.headers,
+  );
 }

@@ -14,7 +14,12 @@ export interface ModelObject {
   operation: string;
   context_window: number;
   /** Toman per 1M units of each priced unit (`input`, `output`, `character`, …). */
-  pricing: { currency: "toman"; per: number; price_version: number; [unit: string]: number | string | Record<string, Record<string, number>> };
+  pricing: {
+    currency: "toman";
+    per: number;
+    price_version: number;
+    [unit: string]: number | string | Record<string, Record<string, number>>;
+  };
   vendor: string;
   in_country: boolean;
 }
