@@ -4,7 +4,7 @@ import { SimLog, type SimLogEntry } from "./log.ts";
 import { optionsFromArgs } from "./main.ts";
 import { SimOptionsSchema, startSimulator, type Simulator } from "./server.ts";
 import { simCompletion, simPromptText, simVocabulary } from "./text.ts";
-import { simCountTokens, simPromptTokens } from "./tokens.ts";
+import { SIM_IMAGE_TOKENS, simChatPromptTokens, simCountTokens, simPromptTokens, simValueTokens } from "./tokens.ts";
 
 // Counted by hand with the rule in tokens.ts:
 //   "You are terse." → You | are | terse | .   = 4
@@ -36,8 +36,21 @@ describe("simCountTokens / simPromptTokens", () => {
       { type: "image_url" },
       { type: "text", text: "bar!" },
     ];
-    expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8); // "foobar!" = 2
+    // "foobar!" = 2, and the image its fixed price
+    expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8 + SIM_IMAGE_TOKENS);
     expect(simPromptTokens([{ role: "assistant", content: null }])).toBe(6);
+  });
+
+  test("everything else the model reads costs its tokens: names, tool calls, part data, tools, schemas", () => {
+    expect(simPromptTokens([{ role: "user", content: "hi", name: "ali" }])).toBe(3 + 1 + 1 + 3);
+    // {"a":"b"} → { " a " : " b " } = 9
+    expect(simValueTokens({ a: "b" })).toBe(9);
+    expect(simPromptTokens([{ role: "user", content: [{ type: "text", text: "", data: { a: "b" } }] }])).toBe(3 + 9 + 3);
+    const tools = [{ type: "function", function: { name: "f" } }];
+    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], tools, max_tokens: 5, temperature: 1 })).toBe(10 + 25);
+    const schema = { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } };
+    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], response_format: schema })).toBe(6 + simValueTokens(schema));
+    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], function_call: "auto", functions: [{ name: "g" }] })).toBe(6 + 1 + 11);
   });
 });
 
