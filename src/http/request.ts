@@ -1,5 +1,5 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
-import { fail, type Failure } from "../errors.ts";
+import { fail, isFailure, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
 
 export function newRequestId(): string {
@@ -8,6 +8,15 @@ export function newRequestId(): string {
 
 /** The body as JSON, within `bytesMax`; 413 above it, 400 for malformed JSON. */
 export async function readJsonBody(request: Request, bytesMax: number): Promise<unknown | Failure> {
+  const read = await readMeasuredJsonBody(request, bytesMax);
+  return isFailure(read) ? read : read.value;
+}
+
+/**
+ * The body as JSON with the UTF-8 bytes of its text, which bound every string in it (chat's
+ * prompt bound reads them instead of serializing the body again).
+ */
+export async function readMeasuredJsonBody(request: Request, bytesMax: number): Promise<{ value: unknown; bytes: number } | Failure> {
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > bytesMax) return tooLarge(bytesMax);
   let text: string;
@@ -26,7 +35,8 @@ export async function readJsonBody(request: Request, bytesMax: number): Promise<
   if (text.length > bytesMax) return tooLarge(bytesMax);
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   try {
-    return JSON.parse(text) as unknown;
+    // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
+    return { value: JSON.parse(text) as unknown, bytes: Buffer.byteLength(text, "utf8") };
   } catch (error) {
     return fail("invalid_json", `The request body is not valid JSON: ${(error as Error).message}`);
   }
