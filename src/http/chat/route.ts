@@ -20,7 +20,7 @@ import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { rateHeaders } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import { readMeasuredJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { relayStream } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
@@ -43,8 +43,9 @@ type Prepared = { body: ChatRequest; model: CatalogModel; key: KeyRecord; budget
 async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Failure> {
   const key = await authorize(request, deps);
   if (isFailure(key)) return key;
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return raw;
+  const read = await readMeasuredJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(read)) return read;
+  const raw = read.value;
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
   else {
@@ -59,9 +60,10 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
   if (model.operation !== "chat") {
     return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a chat model.`, { param: "model" });
   }
-  const budget = await chatBudget(body, model);
+  const pool = deps.pools.get(model.id);
+  const budget = await chatBudget(body, model, { bodyBytes: read.bytes, paidFields: pool?.paidFields });
   if (isFailure(budget)) return budget;
-  const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
+  const choicesRefused = choicesRefusal(pool?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
   return { body, model, key, budget };
 }
