@@ -43,15 +43,54 @@ export function messageAllowanceTokens(message: Readonly<Record<string, unknown>
   return allowance;
 }
 
+/** Chat fields that steer sampling, delivery, storage or price: everything else a model reads as prompt. */
+export const CHAT_CONTROL_FIELDS: ReadonlySet<string> = new Set([
+  "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "parallel_tool_calls",
+  "temperature", "top_p", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs", "stop", "seed",
+  "user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options",
+  "moderation", "reasoning_effort", "verbosity", "service_tier", "store", "modalities", "audio",
+]);
+
+type Message = Readonly<Record<string, unknown>>;
+
+/** A message whose whole prompt is its text and name: role, name, and a string or text parts. */
+function isPlainMessage(message: Message): boolean {
+  for (const field in message) if (field !== "role" && field !== "content" && field !== "name") return false;
+  const content = message.content;
+  if (!Array.isArray(content)) return true;
+  for (const part of content) if ((part as { type?: unknown } | null)?.type !== "text") return false;
+  return true;
+}
+
+/** A body whose only prompt is its messages' text and names: everything else is a control field. */
+function isPlainBody(request: { messages: readonly Message[] }): boolean {
+  for (const field in request) if (!CHAT_CONTROL_FIELDS.has(field)) return false;
+  for (const message of request.messages) if (!isPlainMessage(message)) return false;
+  return true;
+}
+
+/** UTF-8 bytes of a plain message's text and name. */
+function plainMessageBytes(message: Message): number {
+  let bytes = typeof message.name === "string" ? utf8Bytes(message.name) : 0;
+  const content = message.content;
+  if (typeof content === "string") bytes += utf8Bytes(content);
+  else if (Array.isArray(content)) for (const part of content) bytes += utf8Bytes((part as { text?: unknown }).text as string);
+  return bytes;
+}
+
 /**
- * An upper bound on the prompt's tokens in O(messages + parts), with no tokeniser: the body's
- * UTF-8 bytes plus the allowances. `bodyBytes` is the size of the body as received (route.ts
- * reads it with the body); without it the body is serialized once to measure it.
- * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }] }) // 8 + 8 + 45 bytes = 61
+ * An upper bound on the prompt's tokens in O(bytes), with no tokeniser: the bytes of what the
+ * model reads plus the allowances. A plain body (text messages and control fields) is measured by
+ * its texts and names alone; any other is measured whole, by `bodyBytes`, the size of the body
+ * as received (route.ts reads it with the body), or without it by serializing the body once.
+ * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }] }) // 8 + 8 + 2 = 18
+ * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }], tools: [] }, 52) // 8 + 8 + 52 = 68
  */
-export function promptTokensUpperBound(request: { messages: readonly Readonly<Record<string, unknown>>[] }, bodyBytes?: number): number {
-  let bound = REQUEST_ALLOWANCE_TOKENS + (bodyBytes ?? utf8Bytes(JSON.stringify(request)));
+export function promptTokensUpperBound(request: { messages: readonly Message[] }, bodyBytes?: number): number {
+  let bound = REQUEST_ALLOWANCE_TOKENS;
   for (const message of request.messages) bound += messageAllowanceTokens(message);
+  if (!isPlainBody(request)) return bound + (bodyBytes ?? utf8Bytes(JSON.stringify(request)));
+  for (const message of request.messages) bound += plainMessageBytes(message);
   return bound;
 }
 

@@ -11,6 +11,7 @@ import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
+  CHAT_CONTROL_FIELDS,
   countTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
@@ -20,7 +21,7 @@ import {
   utf8Bytes,
 } from "../../tokens/count.ts";
 import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
-import { CHAT_CONTROL_FIELDS, type ChatRequest } from "./schema.ts";
+import type { ChatRequest } from "./schema.ts";
 
 /** Output budget of a whole (non-streamed) reply when the client names none. */
 export const OUTPUT_TOKENS_DEFAULT = 4_096;

@@ -150,14 +150,6 @@ export const chatRequest = z.strictObject({
 
 export type ChatRequest = z.infer<typeof chatRequest>;
 
-/** Fields that steer sampling, delivery, storage or price: everything else a model reads as prompt. */
-export const CHAT_CONTROL_FIELDS: ReadonlySet<string> = new Set([
-  "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "parallel_tool_calls",
-  "temperature", "top_p", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs", "stop", "seed",
-  "user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options",
-  "moderation", "reasoning_effort", "verbosity", "service_tier", "store", "modalities", "audio",
-]);
-
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
 /** The fields the hot path checks by hand; a body with any other field goes to zod. */
 const PLAIN_FIELDS = new Set(["model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "temperature", "top_p"]);
