@@ -95,6 +95,8 @@ describe("fields that change the price or keep data", () => {
       audio: { price_percent: percents.audio },
     });
     expect(pool.body.paid_fields.service_tier.priority.price_percent).toBe(200);
+    const listed = (await t.admin("GET", "/admin/pools")).body.data.find((p: { model: string }) => p.model === MODEL);
+    expect(listed.paid_fields.store).toBe(true);
     const { key } = await t.fundedKey(100);
     const percentOf: Record<string, number> = { service_tier: 200, store: 100, prediction: 100, web_search_options: 300, audio: 800, modalities: 800 };
     for (const [what, fields, param] of PAID) {
