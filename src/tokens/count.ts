@@ -53,28 +53,18 @@ export const CHAT_CONTROL_FIELDS: ReadonlySet<string> = new Set([
 
 type Message = Readonly<Record<string, unknown>>;
 
-/** A message whose whole prompt is its text and name: role, name, and a string or text parts. */
-function isPlainMessage(message: Message): boolean {
-  for (const field in message) if (field !== "role" && field !== "content" && field !== "name") return false;
-  const content = message.content;
-  if (!Array.isArray(content)) return true;
-  for (const part of content) if ((part as { type?: unknown } | null)?.type !== "text") return false;
-  return true;
-}
-
-/** A body whose only prompt is its messages' text and names: everything else is a control field. */
-function isPlainBody(request: { messages: readonly Message[] }): boolean {
-  for (const field in request) if (!CHAT_CONTROL_FIELDS.has(field)) return false;
-  for (const message of request.messages) if (!isPlainMessage(message)) return false;
-  return true;
-}
-
-/** UTF-8 bytes of a plain message's text and name. */
+/** UTF-8 bytes of a message's text and name when they are its whole prompt (role, name, a string or text parts), else -1. */
 function plainMessageBytes(message: Message): number {
+  for (const field in message) if (field !== "role" && field !== "content" && field !== "name") return -1;
   let bytes = typeof message.name === "string" ? utf8Bytes(message.name) : 0;
   const content = message.content;
-  if (typeof content === "string") bytes += utf8Bytes(content);
-  else if (Array.isArray(content)) for (const part of content) bytes += utf8Bytes((part as { text?: unknown }).text as string);
+  if (typeof content === "string") return bytes + utf8Bytes(content);
+  if (!Array.isArray(content)) return bytes;
+  for (const part of content) {
+    const p = part as { type?: unknown; text?: unknown };
+    if (p.type !== "text" || typeof p.text !== "string") return -1;
+    bytes += utf8Bytes(p.text);
+  }
   return bytes;
 }
 
@@ -87,11 +77,18 @@ function plainMessageBytes(message: Message): number {
  * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }], tools: [] }, 52) // 8 + 8 + 52 = 68
  */
 export function promptTokensUpperBound(request: { messages: readonly Message[] }, bodyBytes?: number): number {
-  let bound = REQUEST_ALLOWANCE_TOKENS;
-  for (const message of request.messages) bound += messageAllowanceTokens(message);
-  if (!isPlainBody(request)) return bound + (bodyBytes ?? utf8Bytes(JSON.stringify(request)));
-  for (const message of request.messages) bound += plainMessageBytes(message);
-  return bound;
+  let plain = true;
+  for (const field in request) if (!CHAT_CONTROL_FIELDS.has(field)) plain = false;
+  let allowances = REQUEST_ALLOWANCE_TOKENS;
+  let textBytes = 0;
+  for (const message of request.messages) {
+    allowances += messageAllowanceTokens(message);
+    if (!plain) continue;
+    const bytes = plainMessageBytes(message);
+    if (bytes < 0) plain = false;
+    textBytes += bytes;
+  }
+  return allowances + (plain ? textBytes : (bodyBytes ?? utf8Bytes(JSON.stringify(request))));
 }
 
 /** Counts waiting for the tokenizer thread at once; more is refused rather than queued unbounded. */
