@@ -12,6 +12,7 @@ import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
   CHAT_CONTROL_FIELDS,
+  countPromptTokens,
   countTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
@@ -117,7 +118,10 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   // The byte bound can be ~4× the real count; measure exactly before refusing for the window.
   let promptForWindow = promptTokensBound;
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
-  if (promptForWindow + (requested ?? 1) > model.contextWindow) promptForWindow = await exactPromptTokens(body);
+  if (promptForWindow + (requested ?? 1) > model.contextWindow) {
+    const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
+    promptForWindow = (await countPromptTokens(body.messages)) + toolsBytes;
+  }
   const room = model.contextWindow - promptForWindow;
   if (room < 1 || (requested !== null && requested > room)) {
     return fail(
