@@ -3,8 +3,9 @@
  * than the UTF-8 bytes of the text it reads, and every string an upstream reads as prompt (message
  * text, names, tool calls, tools, schemas, any part's data) is inside the request body, whose JSON
  * bytes are never fewer than the bytes of the strings in it (escapes only add). So the body's bytes
- * plus fixed allowances per message and for what a model reads beyond the bytes (an image, audio,
- * a file) bound the prompt without tokenising it. The exact js-tiktoken count (o200k_base) runs on
+ * (for a plain body of text messages, just its texts' and names' bytes) plus fixed allowances per
+ * message and for what a model reads beyond the bytes (an image, audio, a file, a tool result's
+ * repeated function name) bound the prompt without tokenising it. The exact js-tiktoken count (o200k_base) runs on
  * a thread of its own (worker.ts), used at the wallet's edge, for the context window, and for
  * billing when an upstream reports no usage.
  */

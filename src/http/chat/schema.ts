@@ -4,7 +4,7 @@
  * adapter's named extras (CHAT_ADAPTER_EXTRAS), and nothing else. An unknown field is refused with
  * a 400 naming it, never forwarded: a field the gateway does not know is a field it cannot price.
  * Fields that change the upstream's price or keep customer data are known but refused unless the
- * pool enables them (paid.ts in this folder).
+ * pool enables them (paidFields.ts in this folder).
  */
 import { z } from "zod";
 import { FUNCTION_NAME_CHARS_MAX } from "../../tokens/count.ts";
