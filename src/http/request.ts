@@ -8,15 +8,15 @@ export function newRequestId(): string {
 
 /** The body as JSON, within `bytesMax`; 413 above it, 400 for malformed JSON. */
 export async function readJsonBody(request: Request, bytesMax: number): Promise<unknown | Failure> {
-  const read = await readMeasuredJsonBody(request, bytesMax);
+  const read = await readJsonBodyText(request, bytesMax);
   return isFailure(read) ? read : read.value;
 }
 
 /**
- * The body as JSON with the UTF-8 bytes of its text, which bound every string in it (chat's
- * prompt bound reads them instead of serializing the body again).
+ * The body as JSON and the text it was parsed from: chat's prompt bound measures that text's
+ * UTF-8 bytes (only when it needs them) instead of serializing the body again.
  */
-export async function readMeasuredJsonBody(request: Request, bytesMax: number): Promise<{ value: unknown; bytes: number } | Failure> {
+export async function readJsonBodyText(request: Request, bytesMax: number): Promise<{ value: unknown; text: string } | Failure> {
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > bytesMax) return tooLarge(bytesMax);
   let text: string;
@@ -35,8 +35,7 @@ export async function readMeasuredJsonBody(request: Request, bytesMax: number): 
   if (text.length > bytesMax) return tooLarge(bytesMax);
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   try {
-    // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
-    return { value: JSON.parse(text) as unknown, bytes: Buffer.byteLength(text, "utf8") };
+    return { value: JSON.parse(text) as unknown, text };
   } catch (error) {
     return fail("invalid_json", `The request body is not valid JSON: ${(error as Error).message}`);
   }

@@ -73,11 +73,12 @@ function plainMessageBytes(message: Message): number {
  * An upper bound on the prompt's tokens in O(bytes), with no tokeniser: the bytes of what the
  * model reads plus the allowances. A plain body (text messages and control fields) is measured by
  * its texts and names alone; any other is measured whole, by `bodyBytes`, the size of the body
- * as received (route.ts reads it with the body), or without it by serializing the body once.
+ * as received (route.ts measures the text it parsed, only when asked), or without it by
+ * serializing the body once.
  * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }] }) // 8 + 8 + 2 = 18
- * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }], tools: [] }, 52) // 8 + 8 + 52 = 68
+ * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }], tools: [] }, () => 52) // 8 + 8 + 52 = 68
  */
-export function promptTokensUpperBound(request: { messages: readonly Message[] }, bodyBytes?: number): number {
+export function promptTokensUpperBound(request: { messages: readonly Message[] }, bodyBytes?: () => number): number {
   let plain = true;
   for (const field in request) if (!CHAT_CONTROL_FIELDS.has(field)) plain = false;
   let allowances = REQUEST_ALLOWANCE_TOKENS;
@@ -89,7 +90,7 @@ export function promptTokensUpperBound(request: { messages: readonly Message[] }
     if (bytes < 0) plain = false;
     textBytes += bytes;
   }
-  return allowances + (plain ? textBytes : (bodyBytes ?? utf8Bytes(JSON.stringify(request))));
+  return allowances + (plain ? textBytes : (bodyBytes?.() ?? utf8Bytes(JSON.stringify(request))));
 }
 
 /** Counts waiting for the tokenizer thread at once; more is refused rather than queued unbounded. */

@@ -108,7 +108,7 @@ function expectBoundCovers(generated: unknown): number {
   expect(parsed.error?.issues ?? []).toEqual([]); // the generator writes only what the spec allows
   const request = parsed.data!;
   const raw = JSON.stringify(generated); // compact: the fewest bytes a client can send
-  const bound = promptTokensUpperBound(request, Buffer.byteLength(raw, "utf8"));
+  const bound = promptTokensUpperBound(request, () => Buffer.byteLength(raw, "utf8"));
   const bills = simulatorBills(request);
   expect({ bound, ...bills }).toEqual({
     bound,
@@ -138,5 +138,5 @@ test("a 400 KB JSON schema is bounded by its bytes, not by the few tokens of the
   const request = chatRequest.parse(generated);
   const bills = simulatorBills(request);
   expect(bills.openai).toBeGreaterThan(100_000);
-  expect(promptTokensUpperBound(request, raw.length)).toBeGreaterThanOrEqual(Math.max(bills.openai, bills.anthropic, bills.gemini));
+  expect(promptTokensUpperBound(request, () => raw.length)).toBeGreaterThanOrEqual(Math.max(bills.openai, bills.anthropic, bills.gemini));
 });

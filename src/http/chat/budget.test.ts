@@ -52,7 +52,7 @@ test("the exact count bounds tools, functions, schemas, tool calls and names by 
 test("the wallet-edge reserve is the exact count, never above the cheap bound", async () => {
   const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
   const sent = body({ messages: [{ role: "user", content: [hello, image] }] });
-  const budget = (await chatBudget(sent, model, { bodyBytes: bytes(sent) })) as ChatBudget;
+  const budget = (await chatBudget(sent, model, { bodyBytes: () => bytes(sent) })) as ChatBudget;
   const exact = await exactChatReserve(sent, budget);
   expect(exact.promptTokens).toBe(await exactPromptTokens(sent));
   expect(exact.promptTokens).toBeLessThanOrEqual(budget.promptTokensBound);

@@ -50,8 +50,8 @@ export interface ChatBudget {
 
 /** What chatBudget needs beside the body and the model. */
 export interface ChatBudgetOptions {
-  /** UTF-8 bytes of the body as received; without it the body is serialized once to measure it. */
-  bodyBytes?: number;
+  /** UTF-8 bytes of the body as received, asked only for a body that is not plain (count.ts); without it the body is serialized to measure it. */
+  bodyBytes?: () => number;
   /** The pool's enabled paid fields (paidFields.ts); none when absent. */
   paidFields?: PaidFields;
 }

@@ -20,7 +20,7 @@ import { observeRefused, observeRequest } from "../../metrics/observe.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { authorize, failed, isFailure, zodFailure } from "../guard.ts";
 import { rateHeaders } from "../paid.ts";
-import { readMeasuredJsonBody } from "../request.ts";
+import { readJsonBodyText } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { relayStream } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
@@ -43,7 +43,7 @@ type Prepared = { body: ChatRequest; model: CatalogModel; key: KeyRecord; budget
 async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Failure> {
   const key = await authorize(request, deps);
   if (isFailure(key)) return key;
-  const read = await readMeasuredJsonBody(request, deps.env.BODY_BYTES_MAX);
+  const read = await readJsonBodyText(request, deps.env.BODY_BYTES_MAX);
   if (isFailure(read)) return read;
   const raw = read.value;
   let body: ChatRequest;
@@ -61,7 +61,9 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
     return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a chat model.`, { param: "model" });
   }
   const pool = deps.pools.get(model.id);
-  const budget = await chatBudget(body, model, { bodyBytes: read.bytes, paidFields: pool?.paidFields });
+  // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
+  const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
+  const budget = await chatBudget(body, model, { bodyBytes, paidFields: pool?.paidFields });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(pool?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
