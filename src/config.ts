@@ -213,10 +213,33 @@ export const backendSchema = z.object({
 
 export type BackendConfig = z.infer<typeof backendSchema>;
 
+/** A share of the model's token prices, in percent: 200 bills twice the list price. */
+const pricedField = z.strictObject({ price_percent: z.number().int().min(1).max(10_000) });
+
+/**
+ * Chat fields that change the upstream's price or keep customer data, refused unless a pool
+ * enables them, and how each is priced (src/http/chat/paidFields.ts). `store` has no price of its
+ * own; each other field, when used, multiplies the request's token prices by its percent.
+ */
+export const paidFieldsSchema = z.strictObject({
+  /** `store: true`: the vendor keeps the conversation in the operator's account. */
+  store: z.boolean().optional(),
+  /** Each `service_tier` other than auto/default that may be asked for, with its price. */
+  service_tier: z.strictObject({ flex: pricedField, scale: pricedField, priority: pricedField, fast: pricedField }).partial().optional(),
+  /** Predicted outputs: rejected predicted tokens are billed by the vendor as output. */
+  prediction: pricedField.optional(),
+  /** The vendor's web search, which it bills per call on top of the tokens. */
+  web_search_options: pricedField.optional(),
+  /** Audio output (`audio`, or `modalities` with "audio"), billed by vendors above text. */
+  audio: pricedField.optional(),
+});
+
+export type PaidFields = z.infer<typeof paidFieldsSchema>;
+
 export const poolsFileSchema = z.object({
   /** Backends for models without a pool of their own. */
   default_backends: z.array(backendSchema).default([]),
-  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1) })).default({}),
+  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1), paid_fields: paidFieldsSchema.optional() })).default({}),
 });
 
 export type PoolsFile = z.infer<typeof poolsFileSchema>;

@@ -17,7 +17,7 @@
  * so in-flight counts return to zero; only the final outcome is settled, so a retried request
  * is billed once.
  */
-import type { BackendConfig } from "../../src/config.ts";
+import type { BackendConfig, PaidFields } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { CHAT_REPLY_BYTES_MAX, readTextBounded, sendUpstream, UPSTREAM_ERROR_BODY_BYTES_MAX, type UpstreamReply } from "../../src/providers/upstream.ts";
@@ -94,6 +94,8 @@ interface Tries {
 
 export class PoolActor {
   backends: Backend[];
+  /** Chat fields this pool enables and their prices (src/http/chat/paidFields.ts); none when unset. */
+  paidFields: PaidFields | undefined = undefined;
 
   constructor(
     readonly model: string,

@@ -228,6 +228,8 @@ export const usageRecords = pgTable(
 export const pools = pgTable("pools", {
   model: text("model").primaryKey(),
   backends: jsonb("backends").notNull(),
+  /** Chat fields the pool enables and their prices (src/config.ts `paidFieldsSchema`); null: none. */
+  paidFields: jsonb("paid_fields"),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
 

@@ -1,5 +1,5 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
-import { fail, type Failure } from "../errors.ts";
+import { fail, isFailure, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Credentials } from "../admission/admission.ts";
 
@@ -7,13 +7,13 @@ export function newRequestId(): string {
   return newId("req");
 }
 
+/** A multipart form, as Bun's Response reads it. */
+export type Form = Awaited<ReturnType<Response["formData"]>>;
+
 /**
  * A paid operation's request as any transport receives it (HTTP here, NATS in src/internal):
  * who calls, and its body read on demand, once the caller is known.
  */
-/** A multipart form, as Bun's Response reads it. */
-export type Form = Awaited<ReturnType<Response["formData"]>>;
-
 export interface OperationInput {
   requestId: string;
   credentials: Credentials;
@@ -62,6 +62,15 @@ export async function parseForm(bytes: Uint8Array, contentType: string | null): 
 
 /** The body as JSON, within `bytesMax`; 413 above it, 400 for malformed JSON. */
 export async function readJsonBody(request: Request, bytesMax: number): Promise<unknown | Failure> {
+  const read = await readJsonBodyText(request, bytesMax);
+  return isFailure(read) ? read : read.value;
+}
+
+/**
+ * The body as JSON and the text it was parsed from: chat's prompt bound measures that text's
+ * UTF-8 bytes (only when it needs them) instead of serializing the body again.
+ */
+export async function readJsonBodyText(request: Request, bytesMax: number): Promise<{ value: unknown; text: string } | Failure> {
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > bytesMax) return tooLarge(bytesMax);
   let text: string;
@@ -78,7 +87,8 @@ export async function readJsonBody(request: Request, bytesMax: number): Promise<
     text = Buffer.concat(parts).toString("utf8");
   }
   if (text.length > bytesMax) return tooLarge(bytesMax);
-  return parseJsonText(text);
+  const value = parseJsonText(text);
+  return isFailure(value) ? value : { value, text };
 }
 
 /** A body's text as JSON, or the 400 `invalid_json` a client expects. */

@@ -13,7 +13,7 @@
  */
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
-import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
+import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from "../errors.ts";
 import type { ChatInput, ChatResult } from "../http/chat/route.ts";
 import type { Relay } from "../http/chat/relay.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../http/request.ts";
@@ -123,7 +123,11 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     const result = await options.chat({
       requestId,
       credentials: credentialsOfMsg(msg),
-      readBody: async () => parseJsonText(decoder.decode(msg.data)),
+      readBody: async () => {
+        const text = decoder.decode(msg.data);
+        const value = parseJsonText(text);
+        return isFailure(value) ? value : { value, text };
+      },
       signal: controller.signal,
     });
     const h = natsHeaders();

@@ -11,7 +11,7 @@ import { Exchange, type ExchangeContext } from "./exchange.ts";
 import type { SimGate } from "./gate.ts";
 import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
-import { simPromptTokens } from "./tokens.ts";
+import { simChatPromptTokens } from "./tokens.ts";
 import { openAIToolPlan, type OpenAIToolPlan } from "./openaiTools.ts";
 import { ChunkFrames, completionBody, doneFrame, errorBody, usageOf, type WireFinishReason } from "./wire.ts";
 
@@ -113,7 +113,7 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
     return refuse(exchange, 503, queueFullBytes);
   }
   void exchange.whenDone().then(() => context.gate.leave());
-  exchange.promptTokens = simPromptTokens(body.messages);
+  exchange.promptTokens = simChatPromptTokens(body);
   const plan = planReply(context.options, body, exchange.seq);
   if (!exchange.stream) return completeReply(exchange, req.signal, plan);
   return needsPacing(plan) ? pacedStream(exchange, req.signal, plan) : instantStream(exchange, plan);

@@ -25,6 +25,8 @@ export interface VendorRequest {
   model: string;
   stream: boolean;
   messages: SimMessage[];
+  /** Prompt tokens outside the messages' text and overhead: tools, schemas, tool calls, images (by tokens.ts's rule). */
+  promptExtraTokens: number;
   maxTokens: number | null;
   tools: SimToolOffer[];
   /** The tool the request requires (`any` = whichever), or null when calling is optional. */
@@ -98,7 +100,7 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
   context.metrics.see(parsed.model);
   if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
   if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
-  exchange.promptTokens = simPromptTokens(parsed.messages);
+  exchange.promptTokens = simPromptTokens(parsed.messages) + parsed.promptExtraTokens;
   const plan = planVendorReply(context.options, parsed, exchange, wire);
   if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
   return streamReply(exchange, req.signal, context.options, plan, wire);
@@ -110,7 +112,7 @@ function refuse(exchange: Exchange, refusal: Refusal): Response {
 }
 
 /** The tool this request calls, or null for a text reply. */
-export function toolToCall(request: VendorRequest): SimToolOffer | null {
+export function toolToCall(request: Omit<VendorRequest, "promptExtraTokens">): SimToolOffer | null {
   if (request.tools.length === 0 || request.afterToolResult) return null;
   if (request.toolRequired === "any") return request.tools[0] ?? null;
   if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;

@@ -8,8 +8,20 @@
  * (METER_FIRST_STEP_TOKENS), and the relay extends the hold in steps before it runs out.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { fail, type Failure } from "../../errors.ts";
-import { countPromptTokens, promptTokensUpperBound } from "../../tokens/count.ts";
+import type { PaidFields } from "../../config.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
+import {
+  CHAT_CONTROL_FIELDS,
+  countPromptTokens,
+  countTokensMany,
+  EXACT_MESSAGE_TOKENS,
+  EXACT_REPLY_TOKENS,
+  messageAllowanceTokens,
+  partAllowanceTokens,
+  promptTokensUpperBound,
+  utf8Bytes,
+} from "../../tokens/count.ts";
+import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** Output budget of a whole (non-streamed) reply when the client names none. */
@@ -28,32 +40,81 @@ export interface ChatBudget {
   /** A stream whose reserve the relay extends as tokens arrive. */
   metered: boolean;
   choices: number;
+  /** Bytes of `prediction`, reserved at the output price on top of the output budget. */
+  predictionTokensBound: number;
   reserveMicro: bigint;
   inputPricePer1m: bigint;
   outputPricePer1m: bigint;
   priceVersionId: number;
 }
 
+/** What chatBudget needs beside the body and the model. */
+export interface ChatBudgetOptions {
+  /** UTF-8 bytes of the body as received, asked only for a body that is not plain (count.ts); without it the body is serialized to measure it. */
+  bodyBytes?: () => number;
+  /** The pool's enabled paid fields (paidFields.ts); none when absent. */
+  paidFields?: PaidFields;
+}
+
+const bytesOf = (value: unknown) => (value === undefined || value === null ? 0 : utf8Bytes(typeof value === "string" ? value : JSON.stringify(value)));
+const messageTextFields = new Set(["role", "content"]);
+const partTextFields = new Set(["type", "text"]);
+
+/** Σ bytes of the fields of `record` not in `free`: what is not counted exactly is bounded by its bytes. */
+function fieldsBytes(record: Readonly<Record<string, unknown>>, free: ReadonlySet<string>): number {
+  let bytes = 0;
+  for (const field in record) if (!free.has(field)) bytes += bytesOf(record[field]);
+  return bytes;
+}
+
 /**
- * The reserve with the prompt counted exactly, for a request the cheap bound priced out of the
- * wallet. Tools are still bounded by their bytes.
+ * The prompt counted exactly where it can be: each text (a string content or a text part) by
+ * o200k_base with OpenAI's template counts, and everything else a model reads (names, tool calls,
+ * part data, tools, functions, schemas, prediction, any non-control field) by its UTF-8 bytes,
+ * plus the same allowances as the cheap bound for images, audio, files and tool results.
  */
+export async function exactPromptTokens(body: ChatRequest): Promise<number> {
+  const texts: string[] = [];
+  let bounded = EXACT_REPLY_TOKENS + fieldsBytes(body, CHAT_CONTROL_FIELDS);
+  for (const message of body.messages) {
+    bounded += messageAllowanceTokens(message, EXACT_MESSAGE_TOKENS) + fieldsBytes(message, messageTextFields);
+    const content = message.content;
+    if (typeof content === "string") texts.push(content);
+    else if (Array.isArray(content)) {
+      for (const part of content) {
+        if (part.type === "text") texts.push(part.text);
+        bounded += fieldsBytes(part, partTextFields);
+      }
+    }
+  }
+  const counts = await countTokensMany(texts);
+  return counts.reduce((sum, count) => sum + count, bounded);
+}
+
+/** The reserve with the prompt counted exactly, for a request the cheap bound priced out of the wallet. */
 export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): Promise<{ reserveMicro: bigint; promptTokens: number }> {
-  const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-  const promptTokens = Math.min(budget.promptTokensBound, (await countPromptTokens(body.messages)) + toolsBytes);
+  const promptTokens = Math.min(budget.promptTokensBound, await exactPromptTokens(body));
   return {
     promptTokens,
-    reserveMicro: BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.reservedOutputTokens * budget.choices) * budget.outputPricePer1m,
+    reserveMicro:
+      BigInt(promptTokens) * budget.inputPricePer1m +
+      BigInt(budget.reservedOutputTokens * budget.choices + budget.predictionTokensBound) * budget.outputPricePer1m,
   };
 }
 
-export async function chatBudget(body: ChatRequest, model: CatalogModel): Promise<ChatBudget | Failure> {
-  const inputPrice = model.price.tomanPer1m.get("input_token");
-  const outputPrice = model.price.tomanPer1m.get("output_token");
-  if (inputPrice === undefined || outputPrice === undefined) {
+export async function chatBudget(body: ChatRequest, model: CatalogModel, options: ChatBudgetOptions = {}): Promise<ChatBudget | Failure> {
+  const listInput = model.price.tomanPer1m.get("input_token");
+  const listOutput = model.price.tomanPer1m.get("output_token");
+  if (listInput === undefined || listOutput === undefined) {
     return fail("model_forbidden", `${model.id} has no chat price and cannot be used for chat completions.`, { param: "model" });
   }
-  const promptTokensBound = promptTokensUpperBound(body);
+  const percents = paidFieldPercents(body, options.paidFields);
+  if (isFailure(percents)) return percents;
+  const inputPrice = priceWithPercents(listInput, percents);
+  const outputPrice = priceWithPercents(listOutput, percents);
+  const promptTokensBound = promptTokensUpperBound(body, options.bodyBytes);
+  // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price.
+  const predictionTokensBound = bytesOf(body.prediction);
   // The byte bound can be ~4× the real count; measure exactly before refusing for the window.
   let promptForWindow = promptTokensBound;
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
@@ -81,7 +142,8 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel): Promis
     reservedOutputTokens,
     metered,
     choices,
-    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices) * outputPrice,
+    predictionTokensBound,
+    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices + predictionTokensBound) * outputPrice,
     inputPricePer1m: inputPrice,
     outputPricePer1m: outputPrice,
     priceVersionId: model.price.versionId,

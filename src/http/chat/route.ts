@@ -19,7 +19,7 @@ import type { Usage } from "../../providers/types.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, isFailure, zodFailure } from "../guard.ts";
-import { credentialsOf, readJsonBody } from "../request.ts";
+import { credentialsOf, readJsonBodyText } from "../request.ts";
 import { type Credentials, enter } from "../../admission/admission.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { Relay, sseBody } from "./relay.ts";
@@ -28,8 +28,9 @@ import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
 async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
-  const raw = await input.readBody();
-  if (isFailure(raw)) return raw;
+  const read = await input.readBody();
+  if (isFailure(read)) return read;
+  const raw = read.value;
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
   else {
@@ -39,7 +40,9 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
   }
   const model = operationModel(deps, body.model, "chat");
   if (isFailure(model)) return model;
-  const budget = await chatBudget(body, model);
+  // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
+  const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
+  const budget = await chatBudget(body, model, { bodyBytes, paidFields: deps.pools.get(model.id)?.paidFields });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
@@ -67,8 +70,8 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
 export interface ChatInput {
   requestId: string;
   credentials: Credentials;
-  /** The body as JSON, read only once the caller is known (or the 400/413 it deserves). */
-  readBody: () => Promise<unknown>;
+  /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
+  readBody: () => Promise<{ value: unknown; text: string } | Failure>;
   /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
   signal: AbortSignal;
 }
@@ -135,7 +138,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   const result = await chat(deps, {
     requestId,
     credentials: credentialsOf(request),
-    readBody: () => readJsonBody(request, deps.env.BODY_BYTES_MAX),
+    readBody: () => readJsonBodyText(request, deps.env.BODY_BYTES_MAX),
     signal: request.signal,
   });
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
