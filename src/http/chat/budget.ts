@@ -9,7 +9,7 @@
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
-import { countPromptTokens, promptTokensUpperBound } from "../../tokens/count.ts";
+import { countPromptTokens, measurePromptTokens, promptTokensUpperBound } from "../../tokens/count.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** Output budget of a whole (non-streamed) reply when the client names none. */
@@ -47,30 +47,41 @@ export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): P
   };
 }
 
-export async function chatBudget(body: ChatRequest, model: CatalogModel): Promise<ChatBudget | Failure> {
+/**
+ * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
+ * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
+ * (measurePromptTokens: capped work per request and per key, taking turns by `fairnessKey`) and
+ * refused only when its proven lower bound does not fit. A prompt that can be neither proven to
+ * fit nor proven too long is admitted with room measured from its lower bound: the upstream,
+ * which counts exactly, has the last word, and the reserve still covers the byte bound.
+ */
+export async function chatBudget(body: ChatRequest, model: CatalogModel, options: { fairnessKey: string }): Promise<ChatBudget | Failure> {
   const inputPrice = model.price.tomanPer1m.get("input_token");
   const outputPrice = model.price.tomanPer1m.get("output_token");
   if (inputPrice === undefined || outputPrice === undefined) {
     return fail("model_forbidden", `${model.id} has no chat price and cannot be used for chat completions.`, { param: "model" });
   }
   const promptTokensBound = promptTokensUpperBound(body);
-  // The byte bound can be ~4× the real count; measure exactly before refusing for the window.
-  let promptForWindow = promptTokensBound;
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
-  if (promptForWindow + (requested ?? 1) > model.contextWindow) {
+  const fits = (prompt: number) => prompt + (requested ?? 1) <= model.contextWindow;
+  // The byte bound can be ~4× the real count; measure before refusing for the window.
+  let promptForWindow = promptTokensBound;
+  if (!fits(promptForWindow)) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    promptForWindow = (await countPromptTokens(body.messages)) + toolsBytes;
+    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey });
+    if (!fits(measured.lower)) {
+      const exact = measured.lower === measured.upper;
+      return fail(
+        "context_length_exceeded",
+        `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
+          `${exact ? "" : "at least "}${measured.lower + (requested ?? 1)} tokens (${exact ? "" : "at least "}${measured.lower} in the messages, ` +
+          `${requested ?? 1} in the completion). Please reduce the length of the messages or completion.`,
+        { param: "messages" },
+      );
+    }
+    promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
-  if (room < 1 || (requested !== null && requested > room)) {
-    return fail(
-      "context_length_exceeded",
-      `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
-        `${promptForWindow + (requested ?? 1)} tokens (${promptForWindow} in the messages, ${requested ?? 1} in the completion). ` +
-        `Please reduce the length of the messages or completion.`,
-      { param: "messages" },
-    );
-  }
   const metered = requested === null && body.stream === true;
   const outputTokensMax = requested ?? Math.min(metered ? METERED_OUTPUT_TOKENS_MAX : OUTPUT_TOKENS_DEFAULT, room);
   const reservedOutputTokens = metered ? Math.min(METER_FIRST_STEP_TOKENS, outputTokensMax) : outputTokensMax;

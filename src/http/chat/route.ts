@@ -59,7 +59,7 @@ async function prepare(request: Request, deps: EdgeDeps): Promise<Prepared | Fai
   if (model.operation !== "chat") {
     return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a chat model.`, { param: "model" });
   }
-  const budget = await chatBudget(body, model);
+  const budget = await chatBudget(body, model, { fairnessKey: key.id });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
