@@ -107,8 +107,15 @@ test("work is capped: past bytesMax the text is bounded by its bytes, and slices
   expect(capped.upper).toBeGreaterThanOrEqual(exact);
   expect(capped.lower).toBeGreaterThan(64 * 1024 / 5); // the counted part counts fully
 
+  // Enough to know: counting stops once the proven lower bound passes lowerEnough.
+  const early = counter.start([text], { bytesMax: Number.POSITIVE_INFINITY, lowerEnough: 20_000 });
+  while (!counter.step(early, 16 * 1024));
+  expect(early.counts[0]!.lower).toBeGreaterThan(20_000);
+  expect(early.counts[0]!.lower).toBeLessThanOrEqual(exact);
+  expect(early.counts[0]!.bytesCounted).toBeLessThan(text.length / 4);
+
   const texts = ["Hello, world! ".repeat(500), "a".repeat(200_000) + " tail", randomBytes(random(4), 20_000)];
-  const job = counter.start(texts, Number.POSITIVE_INFINITY);
+  const job = counter.start(texts, { bytesMax: Number.POSITIVE_INFINITY });
   let steps = 0;
   while (!counter.step(job, 1000)) steps++;
   expect(steps).toBeGreaterThan(10);

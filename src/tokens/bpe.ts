@@ -10,15 +10,18 @@
  * What a count is:
  * - `tokens`: exact when no pre-token is longer than PIECE_BYTES_MAX. A longer pre-token (only
  *   pathological text has one) is cut into pieces of that size, each counted exactly. A cut loses
- *   the merges across it, which in practice only adds tokens; BPE's greedy order does not make
- *   that a theorem (a merge across the cut can pre-empt two better ones), so `upper` adds a margin
- *   of CUT_MARGIN_TOKENS per cut, checked against whole counts in the tests.
+ *   the merges across it, which usually adds tokens, but BPE's greedy order can also make the
+ *   pieces count fewer than the whole (a merge across the cut pre-empts two better ones; seen on
+ *   o200k with random letters, less than one token per cut). So `upper` adds CUT_MARGIN_TOKENS
+ *   per cut: an upper bound checked against whole counts in the tests, not a theorem.
  * - `lower`: a proven lower bound. Tokens never cross a pre-token and none is longer than the
  *   longest token that fits inside the pre-token: 128 bytes in general, far fewer inside a run of
  *   one repeated character (8 for "aaaa…", 128 for spaces, 4 for "😀😀…"), computed from the vocabulary.
- * - Work is capped: once `bytesMax` bytes went through the merge, the rest of the text is not
- *   scanned; it adds its bytes to `upper` (byte-level BPE never makes more tokens than bytes) and
- *   its bytes ÷ 128 to `lower`. A run of one character costs one piece whatever its length.
+ * - Work is capped: once `bytesMax` bytes went through the merge (or `lowerEnough` is proven),
+ *   the rest of the text is not scanned; it adds its bytes to `upper` and `tokens` (byte-level BPE
+ *   never makes more tokens than bytes) and its bytes ÷ 128 to `lower`. A run of one character
+ *   costs one piece whatever its length. A count advances in slices (`step`), which the
+ *   tokenizer threads interleave across keys.
  */
 
 /** The longest o200k_base token, in bytes: no token covers more, so tokens ≥ bytes ÷ 128. */
@@ -55,10 +58,24 @@ interface LongPreToken {
   memo: Map<string, number>;
 }
 
+export interface CountLimits {
+  /** Merge work allowed over all the texts; the rest is bounded by its bytes. */
+  bytesMax: number;
+  /**
+   * The caller only needs to know whether the texts have more tokens than this: once the proven
+   * lower bound (counted tokens plus unread bytes ÷ 128) exceeds it, counting stops.
+   */
+  lowerEnough?: number;
+}
+
 /** A count in progress over several texts (see TokenCounter.step). */
 export interface CountJob {
   texts: string[];
   bytesMax: number;
+  lowerEnough: number;
+  /** UTF-8 bytes of the pre-tokens read so far, and of all the texts (when lowerEnough is set). */
+  bytesSeen: number;
+  bytesTotal: number;
   counts: TokenCount[];
   /** The text being counted, and the UTF-16 index its next pre-token starts at. */
   text: number;
@@ -157,14 +174,26 @@ export class TokenCounter {
 
   /** Counts `text`, merging at most `bytesMax` bytes (the rest is bounded, not counted). */
   count(text: string, bytesMax = Number.POSITIVE_INFINITY): TokenCount {
-    const job = this.start([text], bytesMax);
+    const job = this.start([text], { bytesMax });
     while (!this.step(job, Number.POSITIVE_INFINITY));
     return job.counts[0]!;
   }
 
-  /** A count of several texts that `step` advances; `bytesMax` caps the merge work of them all. */
-  start(texts: string[], bytesMax: number): CountJob {
-    return { texts, bytesMax, counts: texts.map(() => ({ tokens: 0, lower: 0, upper: 0, bytesCounted: 0 })), text: 0, from: 0, long: null, bytesCounted: 0 };
+  /** A count of several texts that `step` advances (see CountLimits). */
+  start(texts: string[], limits: CountLimits): CountJob {
+    const bytesTotal = limits.lowerEnough === undefined ? 0 : texts.reduce((sum, t) => sum + Buffer.byteLength(t, "utf8"), 0);
+    return {
+      texts,
+      bytesMax: limits.bytesMax,
+      lowerEnough: limits.lowerEnough ?? Number.POSITIVE_INFINITY,
+      counts: texts.map(() => ({ tokens: 0, lower: 0, upper: 0, bytesCounted: 0 })),
+      text: 0,
+      from: 0,
+      long: null,
+      bytesCounted: 0,
+      bytesSeen: 0,
+      bytesTotal,
+    };
   }
 
   /**
@@ -175,12 +204,15 @@ export class TokenCounter {
   step(job: CountJob, sliceBytes: number): boolean {
     const pauseAt = job.bytesCounted + sliceBytes;
     while (job.text < job.texts.length) {
+      if (job.bytesCounted < job.bytesMax && job.bytesCounted >= pauseAt) {
+        if (!this.provenAbove(job)) return false;
+        job.bytesMax = job.bytesCounted; // enough is known: the rest is bounded, not counted
+      }
       const text = job.texts[job.text]!;
       const result = job.counts[job.text]!;
       if (job.long) {
         this.continueLong(job, result, Math.min(pauseAt, job.bytesMax));
-        if (job.long) {
-          if (job.bytesCounted < job.bytesMax) return false;
+        if (job.long && job.bytesCounted >= job.bytesMax) {
           this.boundLongRest(job.long, result);
           job.long = null;
         }
@@ -191,7 +223,6 @@ export class TokenCounter {
         this.nextText(job);
         continue;
       }
-      if (job.bytesCounted >= pauseAt) return false;
       this.pattern.lastIndex = job.from;
       const match = this.pattern.exec(text);
       if (match === null) {
@@ -204,6 +235,14 @@ export class TokenCounter {
       job.bytesCounted += result.bytesCounted - before;
     }
     return true;
+  }
+
+  /** Whether the job's proven lower bound, its unread bytes ÷ 128 included, exceeds lowerEnough. */
+  private provenAbove(job: CountJob): boolean {
+    if (job.lowerEnough === Number.POSITIVE_INFINITY) return false;
+    let lower = Math.floor((job.bytesTotal - job.bytesSeen) / this.tokenBytesMax);
+    for (let i = 0; i <= job.text && i < job.counts.length; i++) lower += job.counts[i]!.lower;
+    return lower > job.lowerEnough;
   }
 
   private nextText(job: CountJob): void {
@@ -221,13 +260,18 @@ export class TokenCounter {
 
   private countPreToken(piece: string, job: CountJob, result: TokenCount): void {
     if (isAscii(piece)) {
-      if (piece.length <= this.pieceBytesMax) return this.addExact(piece, piece.length, result);
+      if (piece.length <= this.pieceBytesMax) {
+        job.bytesSeen += piece.length;
+        return this.addExact(piece, piece.length, result);
+      }
     } else if (piece.length * 3 <= this.pieceBytesMax) {
       const n = this.encoder.encodeInto(piece, this.bytes).written;
+      job.bytesSeen += n;
       return this.addExact(latin1(this.bytes, 0, n), n, result);
     }
     // Longer than a piece: cut, and bounded below by the longest token that fits inside it.
     const bytes = Buffer.from(piece, "utf8");
+    job.bytesSeen += bytes.length;
     const repeated = repeatedChar(piece);
     result.lower += Math.ceil(bytes.length / (repeated === null ? this.tokenBytesMax : this.longestInRun(repeated)));
     job.long = { bytes, at: 0, cuts: -1, repeated: repeated !== null, memo: new Map() };

@@ -80,7 +80,14 @@ const TOKENIZER_KEYS_TRACKED_MAX = 100_000;
  * uncapped, one queue of their own, and only ever on the first thread, so they never hold more
  * than one thread and alternate with admission counts there.
  */
-export type CountOptions = { purpose: "admission"; fairnessKey: string } | { purpose: "billing" };
+export type CountOptions =
+  | {
+      purpose: "admission";
+      fairnessKey: string;
+      /** Enough to know: counting may stop once the proven lower bound exceeds this many tokens. */
+      lowerEnough?: number;
+    }
+  | { purpose: "billing" };
 const BILLING: CountOptions = { purpose: "billing" };
 
 interface Thread {
@@ -184,7 +191,8 @@ export function measureTokensMany(texts: string[], options: CountOptions = BILLI
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject, thread: target, bytes, keyId: admission ? options.fairnessKey : null });
     target.queuedChars += bytes;
-    const request: CountRequest = { id, fairnessKey, texts, bytesMax: admission ? ADMISSION_COUNT_BYTES_MAX : Number.POSITIVE_INFINITY };
+    const limits = admission ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough } : { bytesMax: Number.POSITIVE_INFINITY };
+    const request: CountRequest = { id, fairnessKey, texts, limits };
     target.worker.postMessage(request);
   });
 }
@@ -215,9 +223,10 @@ function messageText(message: Record<string, unknown>): string {
  * too long, `upper` proves it fits, `tokens` is the count (exact for ordinary text).
  */
 export async function measurePromptTokens(messages: readonly Record<string, unknown>[], options: CountOptions = BILLING): Promise<TokenCount> {
-  const counts = await measureTokensMany(messages.map(messageText), options);
   let template = EXACT_REPLY_TOKENS;
   for (const message of messages) template += EXACT_MESSAGE_TOKENS + (typeof message.name === "string" ? 1 : 0);
+  const textOptions = options.purpose === "admission" && options.lowerEnough !== undefined ? { ...options, lowerEnough: options.lowerEnough - template } : options;
+  const counts = await measureTokensMany(messages.map(messageText), textOptions);
   const sum = (field: "tokens" | "lower" | "upper") => counts.reduce((total, c) => total + c[field], template);
   return { tokens: sum("tokens"), lower: sum("lower"), upper: sum("upper"), bytesCounted: counts.reduce((t, c) => t + c.bytesCounted, 0) };
 }

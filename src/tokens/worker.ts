@@ -6,10 +6,10 @@
  * and the thread serves the keys in turn, SLICE_BYTES of merge work at a time, so a key with many
  * or long counts delays another key's count by at most one slice per other waiting key.
  *
- * Message in: `{ id, fairnessKey, texts, bytesMax }`; out: `{ id, counts, ms }` or `{ id, error }`.
+ * Message in: `{ id, fairnessKey, texts, limits }`; out: `{ id, counts, ms }` or `{ id, error }`.
  */
 import o200k from "js-tiktoken/ranks/o200k_base";
-import { TokenCounter, type CountJob, type TokenCount } from "./bpe.ts";
+import { TokenCounter, type CountJob, type CountLimits, type TokenCount } from "./bpe.ts";
 
 declare const self: Worker;
 
@@ -20,7 +20,7 @@ export interface CountRequest {
   id: number;
   fairnessKey: string;
   texts: string[];
-  bytesMax: number;
+  limits: CountLimits;
 }
 export type CountReply = { id: number; counts: TokenCount[]; ms: number } | { id: number; error: string };
 
@@ -66,9 +66,9 @@ function schedule(): void {
 }
 
 self.onmessage = (event: MessageEvent<CountRequest>) => {
-  const { id, fairnessKey, texts, bytesMax } = event.data;
+  const { id, fairnessKey, texts, limits } = event.data;
   const queue = queues.get(fairnessKey) ?? [];
-  queue.push({ id, job: counter.start(texts, bytesMax), ms: 0 });
+  queue.push({ id, job: counter.start(texts, limits), ms: 0 });
   queues.set(fairnessKey, queue);
   schedule();
 };

@@ -68,7 +68,8 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   let promptForWindow = promptTokensBound;
   if (!fits(promptForWindow)) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey });
+    const lowerEnough = model.contextWindow - (requested ?? 1); // more than this is too long
+    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
     if (!fits(measured.lower)) {
       const exact = measured.lower === measured.upper;
       return fail(
