@@ -70,3 +70,19 @@ test("random bytes and long prose: refused when too long, admitted when they fit
   expect(await verdict("gpt-4o-mini", prose)).toEqual({ status: 400, code: "context_length_exceeded" });
   expect((await verdict("llama-4-scout", prose)).status).toBe(200);
 }, 120_000);
+
+test("embeddings: an input is refused only when its count proves it longer than the window", async () => {
+  const embed = async (input: string) => {
+    const response = await fetch(`${t.url}/v1/embeddings`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "text-embedding-3-small", input }),
+    });
+    const body = (await response.json()) as { error?: { code: string } };
+    return { status: response.status, code: body.error?.code };
+  };
+  // text-embedding-3-small's window is 8,191 tokens; a's make one token per 8.
+  expect(await embed("a".repeat(8 * 8_000))).toEqual({ status: 200, code: undefined }); // 64,000 bytes, 8,000 tokens
+  expect(await embed("a".repeat(8 * 8_200))).toEqual({ status: 400, code: "context_length_exceeded" });
+  expect(await embed(" ".repeat(8_191 * 128))).toEqual({ status: 200, code: undefined }); // 1 MiB of spaces, 8,191 tokens
+}, 60_000);

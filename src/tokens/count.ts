@@ -99,7 +99,7 @@ interface Waiter {
   resolve: (counts: TokenCount[]) => void;
   reject: (error: Error) => void;
   thread: Thread;
-  bytes: number;
+  chars: number;
   /** The key whose tokenizer time this count spends; null for billing. */
   keyId: string | null;
 }
@@ -131,7 +131,7 @@ function startThread(index: number): Thread {
     const waiter = pending.get(reply.id);
     if (!waiter) return;
     pending.delete(reply.id);
-    thread.queuedChars -= waiter.bytes;
+    thread.queuedChars -= waiter.chars;
     if ("error" in reply) return waiter.reject(new Error(`tokenizer failed: ${reply.error}`));
     if (waiter.keyId !== null) chargeKey(waiter.keyId, reply.ms);
     waiter.resolve(reply.counts);
@@ -186,11 +186,11 @@ export function measureTokensMany(texts: string[], options: CountOptions = BILLI
   if (pending.size >= TOKEN_COUNTS_PENDING_MAX) return Promise.reject(new Error("the tokenizer is saturated"));
   const fairnessKey = admission ? `key:${options.fairnessKey}` : "billing";
   const target = admission ? admissionThread() : thread(0);
-  const bytes = texts.reduce((sum, t) => sum + t.length, 0);
+  const chars = texts.reduce((sum, t) => sum + t.length, 0);
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject, thread: target, bytes, keyId: admission ? options.fairnessKey : null });
-    target.queuedChars += bytes;
+    pending.set(id, { resolve, reject, thread: target, chars, keyId: admission ? options.fairnessKey : null });
+    target.queuedChars += chars;
     const limits = admission ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough } : { bytesMax: Number.POSITIVE_INFINITY };
     const request: CountRequest = { id, fairnessKey, texts, limits };
     target.worker.postMessage(request);
