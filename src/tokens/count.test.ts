@@ -7,6 +7,7 @@ import {
   measureTokensMany,
   promptTokensUpperBound,
   setTokenizerMsPerKeyMax,
+  TOKENIZER_COUNTS_PER_KEY_MAX,
   TOKENIZER_MS_PER_KEY_MAX,
 } from "./count.ts";
 
@@ -56,13 +57,15 @@ test("admission counts are capped per request: past the cap the prompt is bounde
 test("one key's long counts do not hold up another key's small one", async () => {
   await countTokens("warm up");
   const finished: string[] = [];
-  const heavy = Array.from({ length: 4 }, (_, i) =>
+  const heavy = Array.from({ length: TOKENIZER_COUNTS_PER_KEY_MAX }, (_, i) =>
     measureTokensMany([noise(ADMISSION_COUNT_BYTES_MAX / 2)], admission("heavy")).then(() => finished.push(`heavy ${i}`)),
   );
   await Bun.sleep(5); // the heavy counts are under way
   const light = countTokens("How many tokens is this?", admission("light")).then(() => finished.push("light"));
+  const [queuedTooMany] = await measureTokensMany([noise(1000)], admission("heavy")); // one more at once
   await Promise.all([...heavy, light]);
   expect(finished.indexOf("light")).toBeLessThan(2); // at most the counts already on both threads end first
+  expect(queuedTooMany!.bytesCounted).toBe(0); // decided by byte bounds, not queued
 });
 
 test("a key over its tokenizer time is decided by byte bounds, other keys are still counted", async () => {

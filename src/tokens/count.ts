@@ -71,6 +71,11 @@ let keyMsMax = TOKENIZER_MS_PER_KEY_MAX;
 export function setTokenizerMsPerKeyMax(ms: number): void {
   keyMsMax = ms;
 }
+/**
+ * Admission counts one key may have queued at once; more are decided by byte bounds. Time is
+ * charged when a count ends, so without this a key could queue many before its budget showed it.
+ */
+export const TOKENIZER_COUNTS_PER_KEY_MAX = 4;
 /** Keys whose tokenizer time is remembered; the table is cleared when a window turns. */
 const TOKENIZER_KEYS_TRACKED_MAX = 100_000;
 
@@ -109,6 +114,16 @@ let nextId = 0;
 const pending = new Map<number, Waiter>();
 let keyWindowStartedMs = 0;
 const keyMs = new Map<string, number>();
+/** Admission counts queued per key (bounded by TOKEN_COUNTS_PENDING_MAX in all). */
+const keyQueued = new Map<string, number>();
+
+function settleKey(keyId: string | null, ms: number | null): void {
+  if (keyId === null) return;
+  const queued = (keyQueued.get(keyId) ?? 1) - 1;
+  if (queued > 0) keyQueued.set(keyId, queued);
+  else keyQueued.delete(keyId);
+  if (ms !== null) chargeKey(keyId, ms);
+}
 
 function chargeKey(keyId: string, ms: number): void {
   const now = performance.now();
@@ -119,7 +134,9 @@ function chargeKey(keyId: string, ms: number): void {
   keyMs.set(keyId, (keyMs.get(keyId) ?? 0) + ms);
 }
 
+/** Whether the key has spent its tokenizer time in this window, or has its most counts queued. */
 function keyOverBudget(keyId: string): boolean {
+  if ((keyQueued.get(keyId) ?? 0) >= TOKENIZER_COUNTS_PER_KEY_MAX) return true;
   if (performance.now() - keyWindowStartedMs >= TOKENIZER_KEY_WINDOW_MS) return false;
   return (keyMs.get(keyId) ?? 0) >= keyMsMax;
 }
@@ -132,14 +149,15 @@ function startThread(index: number): Thread {
     if (!waiter) return;
     pending.delete(reply.id);
     thread.queuedChars -= waiter.chars;
+    settleKey(waiter.keyId, "error" in reply ? null : reply.ms);
     if ("error" in reply) return waiter.reject(new Error(`tokenizer failed: ${reply.error}`));
-    if (waiter.keyId !== null) chargeKey(waiter.keyId, reply.ms);
     waiter.resolve(reply.counts);
   };
   thread.worker.onerror = (event) => {
     for (const [id, waiter] of pending) {
       if (waiter.thread !== thread) continue;
       pending.delete(id);
+      settleKey(waiter.keyId, null);
       waiter.reject(new Error(`tokenizer failed: ${event.message}`));
     }
     threads[index] = null;
@@ -190,6 +208,7 @@ export function measureTokensMany(texts: string[], options: CountOptions = BILLI
   const id = nextId++;
   return new Promise((resolve, reject) => {
     pending.set(id, { resolve, reject, thread: target, chars, keyId: admission ? options.fairnessKey : null });
+    if (admission) keyQueued.set(options.fairnessKey, (keyQueued.get(options.fairnessKey) ?? 0) + 1);
     target.queuedChars += chars;
     const limits = admission ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough } : { bytesMax: Number.POSITIVE_INFINITY };
     const request: CountRequest = { id, fairnessKey, texts, limits };
