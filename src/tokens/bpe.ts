@@ -53,9 +53,6 @@ interface LongPreToken {
   /** The next piece starts here. */
   at: number;
   cuts: number;
-  /** One character repeated: its pieces repeat, so each distinct piece is merged once. */
-  repeated: boolean;
-  memo: Map<string, number>;
 }
 
 export interface CountLimits {
@@ -270,11 +267,35 @@ export class TokenCounter {
       return this.addExact(latin1(this.bytes, 0, n), n, result);
     }
     // Longer than a piece: cut, and bounded below by the longest token that fits inside it.
+    const repeated = repeatedChar(piece);
+    if (repeated !== null) return this.countRun(repeated, piece.length / repeated.length, job, result);
     const bytes = Buffer.from(piece, "utf8");
     job.bytesSeen += bytes.length;
-    const repeated = repeatedChar(piece);
-    result.lower += Math.ceil(bytes.length / (repeated === null ? this.tokenBytesMax : this.longestInRun(repeated)));
-    job.long = { bytes, at: 0, cuts: -1, repeated: repeated !== null, memo: new Map() };
+    result.lower += Math.ceil(bytes.length / this.tokenBytesMax);
+    job.long = { bytes, at: 0, cuts: -1 };
+  }
+
+  /**
+   * A long run of one character: its pieces are all alike but the last, so two merges count it
+   * whatever its length (the same pieces and count as cutting it piece by piece).
+   */
+  private countRun(char: string, length: number, job: CountJob, result: TokenCount): void {
+    const unitBytes = Buffer.byteLength(char, "utf8");
+    const perPiece = Math.max(1, Math.floor(this.pieceBytesMax / unitBytes));
+    const full = Math.floor(length / perPiece);
+    const restChars = length - full * perPiece;
+    job.bytesSeen += length * unitBytes;
+    result.lower += Math.ceil((length * unitBytes) / this.longestInRun(char));
+    const pieceTokens = (chars: number) => {
+      if (chars === 0) return 0;
+      const key = Buffer.from(char.repeat(chars), "utf8").toString("latin1");
+      result.bytesCounted += key.length;
+      return this.ranks.has(key) ? 1 : this.mergeCount(key, key.length);
+    };
+    const tokens = full * pieceTokens(full > 0 ? perPiece : 0) + pieceTokens(restChars);
+    const cuts = full + (restChars > 0 ? 1 : 0) - 1;
+    result.tokens += tokens;
+    result.upper += tokens + Math.max(0, cuts) * CUT_MARGIN_TOKENS;
   }
 
   /** A pre-token that fits one piece: exact. */
@@ -294,15 +315,11 @@ export class TokenCounter {
     while (long.at < bytes.length) {
       let to = Math.min(bytes.length, long.at + this.pieceBytesMax);
       while (to < bytes.length && (bytes[to]! & 0xc0) === 0x80) to--; // cut between characters
+      if (job.bytesCounted >= workMax) return;
       const key = bytes.toString("latin1", long.at, to);
-      let tokens = long.memo.get(key); // a run of one character repeats its pieces
-      if (tokens === undefined) {
-        if (job.bytesCounted >= workMax) return;
-        tokens = this.ranks.has(key) ? 1 : this.mergeCount(key, to - long.at);
-        result.bytesCounted += to - long.at;
-        job.bytesCounted += to - long.at;
-        if (long.repeated) long.memo.set(key, tokens);
-      }
+      const tokens = this.ranks.has(key) ? 1 : this.mergeCount(key, to - long.at);
+      result.bytesCounted += to - long.at;
+      job.bytesCounted += to - long.at;
       result.tokens += tokens;
       result.upper += tokens;
       long.cuts++;
