@@ -32,7 +32,7 @@ export const PIECE_BYTES_MAX = 64 * 1024;
 export const CUT_MARGIN_TOKENS = 1;
 /** Pair ranks remembered between counts; cleared when full. */
 const PAIR_CACHE_ENTRIES_MAX = 1 << 20;
-/** Characters whose longest in-run token is remembered. */
+/** Characters whose longest in-run token is remembered, and run pieces whose count is. */
 const RUN_CACHE_ENTRIES_MAX = 4_096;
 const NO_RANK = -1;
 
@@ -136,6 +136,8 @@ export class TokenCounter {
   private readonly tokenBytes: Uint8Array[] = [];
   private readonly pairs = new Map<number, number>();
   private readonly runLongest = new Map<string, number>();
+  /** Tokens of a run piece ("<chars>:<char>"), so a repeated attack costs its scan only. */
+  private readonly runPieces = new Map<string, number>();
   private readonly pattern: RegExp;
   private readonly encoder = new TextEncoder();
   /** The longest token in the vocabulary, in bytes (128 for o200k_base). */
@@ -288,9 +290,14 @@ export class TokenCounter {
     result.lower += Math.ceil((length * unitBytes) / this.longestInRun(char));
     const pieceTokens = (chars: number) => {
       if (chars === 0) return 0;
+      const known = this.runPieces.get(`${chars}:${char}`);
+      if (known !== undefined) return known;
       const key = Buffer.from(char.repeat(chars), "utf8").toString("latin1");
       result.bytesCounted += key.length;
-      return this.ranks.has(key) ? 1 : this.mergeCount(key, key.length);
+      const tokens = this.ranks.has(key) ? 1 : this.mergeCount(key, key.length);
+      if (this.runPieces.size >= RUN_CACHE_ENTRIES_MAX) this.runPieces.clear();
+      this.runPieces.set(`${chars}:${char}`, tokens);
+      return tokens;
     };
     const tokens = full * pieceTokens(full > 0 ? perPiece : 0) + pieceTokens(restChars);
     const cuts = full + (restChars > 0 ? 1 : 0) - 1;
