@@ -32,6 +32,9 @@ export const PIECE_BYTES_MAX = 64 * 1024;
 export const CUT_MARGIN_TOKENS = 1;
 /** Pair ranks remembered between counts; cleared when full. */
 const PAIR_CACHE_ENTRIES_MAX = 1 << 20;
+/** Short pre-tokens (words, mostly) whose counts are remembered between counts, and how short. */
+const SHORT_PRE_TOKENS_MAX = 1 << 16;
+const SHORT_PRE_TOKEN_CHARS_MAX = 16;
 /** Characters whose longest in-run token is remembered, and run pieces whose count is. */
 const RUN_CACHE_ENTRIES_MAX = 4_096;
 const NO_RANK = -1;
@@ -136,6 +139,7 @@ export class TokenCounter {
   private readonly tokenBytes: Uint8Array[] = [];
   private readonly pairs = new Map<number, number>();
   private readonly runLongest = new Map<string, number>();
+  private readonly shortPreTokens = new Map<string, { tokens: number; bytes: number }>();
   /** Tokens of a run piece ("<chars>:<char>"), so a repeated attack costs its scan only. */
   private readonly runPieces = new Map<string, number>();
   private readonly pattern: RegExp;
@@ -258,15 +262,20 @@ export class TokenCounter {
   }
 
   private countPreToken(piece: string, job: CountJob, result: TokenCount): void {
+    const known = piece.length <= SHORT_PRE_TOKEN_CHARS_MAX ? this.shortPreTokens.get(piece) : undefined;
+    if (known !== undefined) {
+      job.bytesSeen += known.bytes;
+      return this.add(known.tokens, known.bytes, result);
+    }
     if (isAscii(piece)) {
       if (piece.length <= this.pieceBytesMax) {
         job.bytesSeen += piece.length;
-        return this.addExact(piece, piece.length, result);
+        return this.addExact(piece, piece, piece.length, result);
       }
     } else if (piece.length * 3 <= this.pieceBytesMax) {
       const n = this.encoder.encodeInto(piece, this.bytes).written;
       job.bytesSeen += n;
-      return this.addExact(latin1(this.bytes, 0, n), n, result);
+      return this.addExact(piece, latin1(this.bytes, 0, n), n, result);
     }
     // Longer than a piece: cut, and bounded below by the longest token that fits inside it.
     const repeated = repeatedChar(piece);
@@ -306,9 +315,17 @@ export class TokenCounter {
   }
 
   /** A pre-token that fits one piece: exact. */
-  private addExact(key: string, n: number, result: TokenCount): void {
+  private addExact(piece: string, key: string, n: number, result: TokenCount): void {
     const whole = this.ranks.get(key);
     const tokens = whole === undefined ? this.mergeCount(key, n) : 1;
+    if (piece.length <= SHORT_PRE_TOKEN_CHARS_MAX) {
+      if (this.shortPreTokens.size >= SHORT_PRE_TOKENS_MAX) this.shortPreTokens.clear();
+      this.shortPreTokens.set(piece, { tokens, bytes: n });
+    }
+    this.add(tokens, n, result);
+  }
+
+  private add(tokens: number, n: number, result: TokenCount): void {
     result.tokens += tokens;
     result.lower += tokens;
     result.upper += tokens;
