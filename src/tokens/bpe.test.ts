@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { Tiktoken } from "js-tiktoken/lite";
 import o200k from "js-tiktoken/ranks/o200k_base";
-import { O200K_TOKEN_BYTES_MAX, TokenCounter } from "./bpe.ts";
+import { O200K_TOKEN_BYTES_MAX, TokenCounter, type TokenCount } from "./bpe.ts";
 
 const counter = new TokenCounter(o200k);
 const reference = new Tiktoken(o200k);
@@ -119,5 +119,6 @@ test("work is capped: past bytesMax the text is bounded by its bytes, and slices
   let steps = 0;
   while (!counter.step(job, 1000)) steps++;
   expect(steps).toBeGreaterThan(10);
-  expect(job.counts).toEqual(texts.map((t) => counter.count(t)));
+  const bounds = ({ tokens, lower, upper }: TokenCount) => ({ tokens, lower, upper }); // work differs: counts are remembered
+  expect(job.counts.map(bounds)).toEqual(texts.map((t) => bounds(counter.count(t))));
 });
