@@ -52,7 +52,7 @@ test("the exact count bounds tools, functions, schemas, tool calls and names by 
 test("the wallet-edge reserve is the exact count, never above the cheap bound", async () => {
   const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
   const sent = body({ messages: [{ role: "user", content: [hello, image] }] });
-  const budget = (await chatBudget(sent, model, { bodyBytes: () => bytes(sent) })) as ChatBudget;
+  const budget = (await chatBudget(sent, model, { fairnessKey: "t", bodyBytes: () => bytes(sent) })) as ChatBudget;
   const exact = await exactChatReserve(sent, budget);
   expect(exact.promptTokens).toBe(await exactPromptTokens(sent));
   expect(exact.promptTokens).toBeLessThanOrEqual(budget.promptTokensBound);
@@ -60,15 +60,16 @@ test("the wallet-edge reserve is the exact count, never above the cheap bound", 
 });
 
 test("paid fields: refused without the pool's consent, priced by their percents with it", async () => {
-  const refused = await chatBudget(body({ service_tier: "priority" }), model);
+  const refused = await chatBudget(body({ service_tier: "priority" }), model, { fairnessKey: "t" });
   expect(isFailure(refused) && [refused.code, refused.param]).toEqual(["invalid_request", "service_tier"]);
   const priced = (await chatBudget(body({ service_tier: "priority", web_search_options: {} }), model, {
+    fairnessKey: "t",
     paidFields: { service_tier: { priority: { price_percent: 150 } }, web_search_options: { price_percent: 101 } },
   })) as ChatBudget;
   // 13,500 × 1.5 × 1.01 = 20,452.5 → 20,453; 54,000 × 1.5 × 1.01 = 81,810
   expect([priced.inputPricePer1m, priced.outputPricePer1m]).toEqual([20_453n, 81_810n]);
   const prediction = { type: "content", content: "Hello, world!" };
-  const predicted = (await chatBudget(body({ prediction }), model, { paidFields: { prediction: { price_percent: 100 } } })) as ChatBudget;
+  const predicted = (await chatBudget(body({ prediction }), model, { fairnessKey: "t", paidFields: { prediction: { price_percent: 100 } } })) as ChatBudget;
   // the prediction's bytes are reserved at the output price on top of max_tokens
   expect(predicted.reserveMicro).toBe(BigInt(predicted.promptTokensBound) * 13_500n + BigInt(10 + bytes(prediction)) * 54_000n);
 });

@@ -13,6 +13,7 @@ import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
   CHAT_CONTROL_FIELDS,
   countPromptTokens,
+  measurePromptTokens,
   countTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
@@ -50,6 +51,8 @@ export interface ChatBudget {
 
 /** What chatBudget needs beside the body and the model. */
 export interface ChatBudgetOptions {
+  /** Whose counting this is (the key's id): tokenizer work before admission takes turns by it (count.ts). */
+  fairnessKey: string;
   /** UTF-8 bytes of the body as received, asked only for a body that is not plain (count.ts); without it the body is serialized to measure it. */
   bodyBytes?: () => number;
   /** The pool's enabled paid fields (paidFields.ts); none when absent. */
@@ -102,7 +105,15 @@ export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): P
   };
 }
 
-export async function chatBudget(body: ChatRequest, model: CatalogModel, options: ChatBudgetOptions = {}): Promise<ChatBudget | Failure> {
+/**
+ * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
+ * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
+ * (measurePromptTokens: capped work per request and per key, taking turns by `fairnessKey`) and
+ * refused only when its proven lower bound does not fit. A prompt that can be neither proven to
+ * fit nor proven too long is admitted with room measured from its lower bound: the upstream,
+ * which counts exactly, has the last word, and the reserve still covers the byte bound.
+ */
+export async function chatBudget(body: ChatRequest, model: CatalogModel, options: ChatBudgetOptions): Promise<ChatBudget | Failure> {
   const listInput = model.price.tomanPer1m.get("input_token");
   const listOutput = model.price.tomanPer1m.get("output_token");
   if (listInput === undefined || listOutput === undefined) {
@@ -115,23 +126,27 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   const promptTokensBound = promptTokensUpperBound(body, options.bodyBytes);
   // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price.
   const predictionTokensBound = bytesOf(body.prediction);
-  // The byte bound can be ~4× the real count; measure exactly before refusing for the window.
-  let promptForWindow = promptTokensBound;
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
-  if (promptForWindow + (requested ?? 1) > model.contextWindow) {
+  const fits = (prompt: number) => prompt + (requested ?? 1) <= model.contextWindow;
+  // The byte bound can be ~4× the real count; measure before refusing for the window.
+  let promptForWindow = promptTokensBound;
+  if (!fits(promptForWindow)) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    promptForWindow = (await countPromptTokens(body.messages)) + toolsBytes;
+    const lowerEnough = model.contextWindow - (requested ?? 1); // more than this is too long
+    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
+    if (!fits(measured.lower)) {
+      const exact = measured.lower === measured.upper;
+      return fail(
+        "context_length_exceeded",
+        `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
+          `${exact ? "" : "at least "}${measured.lower + (requested ?? 1)} tokens (${exact ? "" : "at least "}${measured.lower} in the messages, ` +
+          `${requested ?? 1} in the completion). Please reduce the length of the messages or completion.`,
+        { param: "messages" },
+      );
+    }
+    promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
-  if (room < 1 || (requested !== null && requested > room)) {
-    return fail(
-      "context_length_exceeded",
-      `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
-        `${promptForWindow + (requested ?? 1)} tokens (${promptForWindow} in the messages, ${requested ?? 1} in the completion). ` +
-        `Please reduce the length of the messages or completion.`,
-      { param: "messages" },
-    );
-  }
   const metered = requested === null && body.stream === true;
   const outputTokensMax = requested ?? Math.min(metered ? METERED_OUTPUT_TOKENS_MAX : OUTPUT_TOKENS_DEFAULT, room);
   const reservedOutputTokens = metered ? Math.min(METER_FIRST_STEP_TOKENS, outputTokensMax) : outputTokensMax;

@@ -42,7 +42,7 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
   if (isFailure(model)) return model;
   // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
   const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
-  const budget = await chatBudget(body, model, { bodyBytes, paidFields: deps.pools.get(model.id)?.paidFields });
+  const budget = await chatBudget(body, model, { fairnessKey: caller.key.id, bodyBytes, paidFields: deps.pools.get(model.id)?.paidFields });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
