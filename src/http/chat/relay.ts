@@ -21,8 +21,9 @@
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
-import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/admission.ts";
+import { type Admission, STATUS_CLIENT_CLOSED, usedTokens } from "../../admission/admission.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
+import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
@@ -169,7 +170,7 @@ export function relayStream(
     let firstTokenMs: number | null = null;
     const content = () => ({ prompt: request.body.messages, completion: meter.delivered });
     const settle = (usage: Usage, status: number, billedMicroMax?: bigint) =>
-      admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, status, { firstTokenMs, content, billedMicroMax });
+      admission.settle(usedTokens(usage), outcome.backend.name, status, { firstTokenMs, content, billedMicroMax });
     let afterGone = ""; // read after the client left: generated, so billed
     const handle = async (frame: StreamFrame): Promise<boolean> => {
       if (frame.usage) reported = frame.usage;
@@ -234,7 +235,8 @@ export function relayStream(
     }
     await meter.idle();
     const usage = reported as Usage | null;
-    const input = async () => usage?.inputTokens ?? (await countPromptTokens(request.body.messages));
+    // The prompt as reported, its cache parts included; counted when the upstream reported none.
+    const input = async (): Promise<Usage> => (usage ? { ...usage } : { inputTokens: await countPromptTokens(request.body.messages), outputTokens: 0 });
     let end: End;
     let outputTokens: number;
     if (clientGone) {
@@ -242,20 +244,19 @@ export function relayStream(
       // Its final report if it finished, its running count if it keeps one, else our count: one figure.
       const output = usage ? usage.outputTokens : await countTokens(meter.delivered + afterGone);
       outputTokens = output;
-      await settle({ inputTokens: await input(), outputTokens: output }, STATUS_CLIENT_CLOSED);
+      await settle({ ...(await input()), outputTokens: output }, STATUS_CLIENT_CLOSED);
     } else if (withheld !== null) {
       end = "length_cut";
-      const inputTokens = await input();
+      const prompt = await input();
       const billable = await meter.exact();
       outputTokens = billable;
       const metered = withheldReport ?? (await countTokens(meter.delivered + withheld));
-      const p = request.budget;
-      const billedMicroMax = BigInt(inputTokens) * p.inputPricePer1m + BigInt(billable) * p.outputPricePer1m;
-      await settle({ inputTokens, outputTokens: Math.max(metered, billable) }, 200, billedMicroMax);
-      push(cutFrames(ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model }, choices, wantsUsage ? { inputTokens, outputTokens: billable } : null));
+      const billedMicroMax = admission.usedMicro(usedTokens({ ...prompt, outputTokens: billable }));
+      await settle({ ...prompt, outputTokens: Math.max(metered, billable) }, 200, billedMicroMax);
+      push(cutFrames(ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model }, choices, wantsUsage ? { ...prompt, outputTokens: billable } : null));
     } else {
       end = failure ? "failed" : "done";
-      const settled = finished && usage ? usage : { inputTokens: await input(), outputTokens: await meter.exact() };
+      const settled = finished && usage ? usage : { ...(await input()), outputTokens: await meter.exact() };
       outputTokens = settled.outputTokens;
       await settle(settled, failure ? 502 : 200);
       push(failure ? encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) : DONE_FRAME);
@@ -315,8 +316,7 @@ function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): Uint8Ar
     text += `data: ${JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })}\n\n`;
   }
   if (usage) {
-    const u = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
-    text += `data: ${JSON.stringify({ ...base, choices: [], usage: u })}\n\n`;
+    text += `data: ${JSON.stringify({ ...base, choices: [], usage: usageToOpenAI(usage) })}\n\n`;
   }
   return encoder.encode(text + "data: [DONE]\n\n");
 }

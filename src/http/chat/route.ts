@@ -8,7 +8,7 @@
  *          actual usage through the admission, exactly once, whatever happened.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
-import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool } from "../../admission/admission.ts";
+import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool, usedTokens } from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
@@ -19,6 +19,7 @@ import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
 import { readJsonBody } from "../request.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { relayStream } from "./relay.ts";
+import { marksCache } from "./cache.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
@@ -46,12 +47,17 @@ async function prepare(request: Request, deps: EdgeDeps, caller: Caller): Promis
 
 /**
  * The reserve of a chat request: the prompt's bound at the input price and the output budget of
- * every choice at the output price. At the wallet's edge the prompt is counted exactly.
+ * every choice at the output price. At the wallet's edge the prompt is counted exactly. A prompt
+ * that marks `cache_control` may be written to the vendor's cache, priced above input: its bound
+ * is then taken at the cache-write price (a vendor writes only at such marks).
  */
-export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
+export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel): Reserve {
   const outputUnits = budget.reservedOutputTokens * budget.choices;
+  const writePrice = model.price.tomanPer1m.get("cache_write_token");
+  const inputPricePer1mMax = writePrice !== undefined && writePrice > budget.inputPricePer1m && marksCache(body) ? writePrice : undefined;
   return {
     input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
+    ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     tokens: budget.promptTokensBound + outputUnits,
     exact: false,
@@ -72,7 +78,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
     return failed(prepared, requestId);
   }
   const { model, body, budget, pool } = prepared;
-  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
+  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget, model), startedMs });
   if ("failure" in admission) return failed(admission.failure, requestId, admission.headers);
 
   const stream = body.stream === true;
@@ -100,7 +106,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
     const reply = outcome.body;
-    await admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, 200, {
+    await admission.settle(usedTokens(usage), outcome.backend.name, 200, {
       content: () => ({ prompt: body.messages, completion: jsonCompletionText(reply) }),
     });
     return new Response(outcome.body, {
