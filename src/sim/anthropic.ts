@@ -78,8 +78,14 @@ function event(type: string, data: Record<string, unknown>): string {
 const messageId = (plan: ReplyPlan) => `msg_sim_${plan.seq}`;
 const toolUseId = (plan: ReplyPlan) => `toolu_sim_${plan.seq}`;
 
+/** Anthropic's input_tokens are the prompt tokens neither read from nor written to the cache. */
 function usage(plan: ReplyPlan, outputTokens: number) {
-  return { input_tokens: plan.promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: outputTokens };
+  return {
+    input_tokens: plan.promptTokens - plan.cacheReadTokens - plan.cacheWriteTokens,
+    cache_creation_input_tokens: plan.cacheWriteTokens,
+    cache_read_input_tokens: plan.cacheReadTokens,
+    output_tokens: outputTokens,
+  };
 }
 
 export const anthropicWire: VendorWire = {
@@ -95,6 +101,7 @@ export const anthropicWire: VendorWire = {
   parse,
   toolArgumentsWhole: false,
   reportsThoughtTokens: false,
+  reportsCacheWrites: true,
 
   complete(plan) {
     const content = plan.tool
