@@ -11,8 +11,8 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import type { Simulator } from "../src/sim/server.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startSimGateway, type SimGateway, type TestGateway } from "./helpers.ts";
 
 const PROMPT_TOKENS = 143;
 const OUTPUT_TOKENS = 8;
@@ -39,23 +39,18 @@ function poolsFile(sim: Simulator): string {
   return path;
 }
 
+let setup: SimGateway | undefined;
 let sim: Simulator;
 let t: TestGateway;
 let accountId: string;
 let client: OpenAI;
 
 beforeAll(async () => {
-  sim = await startSimulator({ outputTokens: OUTPUT_TOKENS });
-  t = await startTestGateway({ DARVAZE_CONFIG: poolsFile(sim) });
-  const funded = await t.fundedKey(10_000);
-  accountId = funded.accountId;
-  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+  setup = await startSimGateway({ outputTokens: OUTPUT_TOKENS }, poolsFile);
+  ({ sim, t, accountId, client } = setup);
 }, SETUP_MS_MAX);
 
-afterAll(async () => {
-  await t?.stop();
-  await sim?.stop();
-}, SETUP_MS_MAX);
+afterAll(() => setup?.stop(), SETUP_MS_MAX);
 
 const RECORD_WAIT_MS_MAX = 10_000;
 
@@ -71,11 +66,6 @@ async function usageRecord(requestId: string): Promise<Record<string, unknown>> 
   }
 }
 
-function cache(read: number, write: number): void {
-  sim.options.cacheReadTokens = read;
-  sim.options.cacheWriteTokens = write;
-}
-
 async function create(model: string, stream: boolean): Promise<{ requestId: string; usage: OpenAI.CompletionUsage }> {
   if (!stream) {
     const { data, response } = await client.chat.completions.create({ model, messages: MESSAGES, max_tokens: 100 }).withResponse();
@@ -89,21 +79,18 @@ async function create(model: string, stream: boolean): Promise<{ requestId: stri
   return { requestId: response.headers.get("x-request-id")!, usage: usage! };
 }
 
-function expectLogged(requestId: string): void {
-  const entries = sim.log.byRequestId(requestId);
-  expect(entries).toHaveLength(1);
-  expect(entries[0]).toMatchObject({ promptTokens: PROMPT_TOKENS, completionTokens: OUTPUT_TOKENS });
-}
-
-describe.each([false, true])("stream: %p", (stream) => {
-  test("OpenAI shape: 128 cached of 143 prompt tokens on gpt-4.1 ($2 input, $0.50 cached, $8 output)", async () => {
-    cache(128, 0);
-    const { requestId, usage } = await create("gpt-4.1", stream);
-    expectLogged(requestId);
-    expect(usage.prompt_tokens).toBe(PROMPT_TOKENS);
-    expect(usage.prompt_tokens_details?.cached_tokens).toBe(128);
+/**
+ * One request per case: the cache figures the simulator reports, what the client sees, and the
+ * usage record, whose charge is worked out by hand in the case's comment.
+ */
+const CASES = [
+  {
+    name: "OpenAI shape: 128 cached of 143 prompt tokens on gpt-4.1 ($2 input, $0.50 cached, $8 output)",
+    model: "gpt-4.1",
+    cache: { read: 128, write: 0 },
+    usage: { prompt_tokens_details: { cached_tokens: 128 } },
     // 15 × 180,000 + 128 × 45,000 + 8 × 720,000 = 2,700,000 + 5,760,000 + 5,760,000
-    expect(await usageRecord(requestId)).toMatchObject({
+    record: {
       input_units: "15",
       cache_read_units: "128",
       cache_write_units: "0",
@@ -111,40 +98,51 @@ describe.each([false, true])("stream: %p", (stream) => {
       prices_toman_per_1m: { input: "180000", output: "720000", cache_read: "45000", cache_write: "0" },
       metered_micro_toman: "14220000",
       billed_micro_toman: "14220000",
-    });
-  });
-
-  test("Anthropic: 64 written and 64 read of 143 on claude-sonnet-4 ($3 input, $3.75 5-minute write, $0.30 read, $15 output)", async () => {
-    cache(64, 64);
-    const { requestId, usage } = await create("claude-sonnet-4", stream);
-    expectLogged(requestId);
-    expect(usage).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS, prompt_tokens_details: { cached_tokens: 64, cache_write_tokens: 64 } });
+    },
+  },
+  {
+    name: "Anthropic: 64 written and 64 read of 143 on claude-sonnet-4 ($3 input, $3.75 5-minute write, $0.30 read, $15 output)",
+    model: "claude-sonnet-4",
+    cache: { read: 64, write: 64 },
+    usage: { prompt_tokens_details: { cached_tokens: 64, cache_write_tokens: 64 } },
     // 15 × 270,000 + 64 × 27,000 + 64 × 337,500 + 8 × 1,350,000 = 4,050,000 + 1,728,000 + 21,600,000 + 10,800,000
-    expect(await usageRecord(requestId)).toMatchObject({
+    record: {
       input_units: "15",
       cache_read_units: "64",
       cache_write_units: "64",
       output_units: "8",
       prices_toman_per_1m: { input: "270000", output: "1350000", cache_read: "27000", cache_write: "337500" },
       billed_micro_toman: "38178000",
-    });
-  });
-
-  test("Gemini: cachedContentTokenCount 128 of 143 on gemini-2.5-flash ($0.30 input, $0.03 cached, $2.50 output)", async () => {
-    cache(128, 0);
-    const { requestId, usage } = await create("gemini-2.5-flash", stream);
-    expectLogged(requestId);
-    expect(usage.prompt_tokens_details?.cached_tokens).toBe(128);
+    },
+  },
+  {
+    name: "Gemini: cachedContentTokenCount 128 of 143 on gemini-2.5-flash ($0.30 input, $0.03 cached, $2.50 output)",
+    model: "gemini-2.5-flash",
+    cache: { read: 128, write: 0 },
+    usage: { prompt_tokens_details: { cached_tokens: 128 } },
     // 15 × 27,000 + 128 × 2,700 + 8 × 225,000 = 405,000 + 345,600 + 1,800,000
-    expect(await usageRecord(requestId)).toMatchObject({ input_units: "15", cache_read_units: "128", output_units: "8", billed_micro_toman: "2550600" });
-  });
-
-  test("a model without a cache price bills cached tokens as input: deepseek-v3 ($0.27 input, $1.10 output)", async () => {
-    cache(128, 0);
-    const { requestId } = await create("deepseek-v3", stream);
-    expectLogged(requestId);
+    record: { input_units: "15", cache_read_units: "128", output_units: "8", billed_micro_toman: "2550600" },
+  },
+  {
+    name: "a model without a cache price bills cached tokens as input: deepseek-v3 ($0.27 input, $1.10 output)",
+    model: "deepseek-v3",
+    cache: { read: 128, write: 0 },
+    usage: { prompt_tokens_details: { cached_tokens: 128 } },
     // 143 × 24,300 + 8 × 99,000 = 3,474,900 + 792,000
-    expect(await usageRecord(requestId)).toMatchObject({ input_units: "143", cache_read_units: "0", output_units: "8", billed_micro_toman: "4266900" });
+    record: { input_units: "143", cache_read_units: "0", output_units: "8", billed_micro_toman: "4266900" },
+  },
+];
+
+describe.each([false, true])("stream: %p", (stream) => {
+  test.each(CASES)("$name", async (c) => {
+    sim.options.cacheReadTokens = c.cache.read;
+    sim.options.cacheWriteTokens = c.cache.write;
+    const { requestId, usage } = await create(c.model, stream);
+    const entries = sim.log.byRequestId(requestId);
+    expect(entries).toHaveLength(1);
+    expect(entries[0]).toMatchObject({ promptTokens: PROMPT_TOKENS, completionTokens: OUTPUT_TOKENS });
+    expect(usage).toMatchObject({ prompt_tokens: PROMPT_TOKENS, completion_tokens: OUTPUT_TOKENS, ...c.usage });
+    expect(await usageRecord(requestId)).toMatchObject(c.record);
   });
 });
 
