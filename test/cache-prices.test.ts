@@ -166,3 +166,9 @@ test("/metrics counts prompt tokens by kind: input, cache_read, cache_write", as
   expect(count("claude-sonnet-4", "input")).toBe(30);
   expect(count("deepseek-v3", "input")).toBe(2 * PROMPT_TOKENS);
 });
+
+test("the ledger audit passes: every record is metered at its units × prices", async () => {
+  const audit = await t.admin("GET", "/admin/ledger/audit");
+  expect(audit.body.checks.find((c: { name: string }) => c.name.startsWith("every usage record is metered"))).toMatchObject({ ok: true });
+  expect(audit.body.ok).toBe(true);
+});
