@@ -146,6 +146,13 @@ describe.each([false, true])("stream: %p", (stream) => {
   });
 });
 
+test("/v1/key sums whole prompts and their cached parts over the eight requests above", async () => {
+  const response = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${client.apiKey}` } });
+  const body = (await response.json()) as { usage: Record<string, unknown> };
+  // Per run: 128 + 64 + 128 read (deepseek-v3's are input), 64 written; two runs.
+  expect(body.usage).toMatchObject({ requests: 8, input_tokens: 8 * PROMPT_TOKENS, cached_tokens: 640, cache_write_tokens: 128, output_tokens: 8 * OUTPUT_TOKENS });
+});
+
 test("/v1/models shows the cache prices in toman per 1M tokens; a model without them shows none", async () => {
   const models = await client.models.list();
   const pricing = (id: string) => (models.data.find((m) => m.id === id) as unknown as { pricing: Record<string, unknown> }).pricing;
