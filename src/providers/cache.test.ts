@@ -115,6 +115,12 @@ describe("cache_control to Anthropic", () => {
     expect(body.tools).toEqual([{ name: "f", input_schema: { type: "object" }, cache_control: { type: "ephemeral" } }]);
   });
 
+  test("a mark on the request itself is Anthropic's automatic caching, passed on at the top level", () => {
+    const body = build({ model: "m", cache_control: { type: "ephemeral" }, messages: [{ role: "user", content: "Hi" }] });
+    expect(body.cache_control).toEqual({ type: "ephemeral" });
+    expect(body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "Hi" }] }]);
+  });
+
   test("without marks the request is as before: system as text, no cache_control anywhere", () => {
     const body = build({ model: "m", messages: [{ role: "system", content: "S" }, { role: "user", content: "Hi", cache_control: { type: "bogus" } }] });
     expect(body.system).toBe("S");

@@ -72,6 +72,8 @@ export const chatShape = z.looseObject({
   presence_penalty: z.number().nullish(),
   frequency_penalty: z.number().nullish(),
   response_format: z.looseObject({ type: z.string() }).nullish(),
+  /** Anthropic's automatic caching: the prompt up to its last cacheable block may be cached. */
+  cache_control: cacheControl,
 });
 
 export type ChatShape = z.infer<typeof chatShape>;

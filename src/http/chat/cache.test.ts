@@ -51,6 +51,7 @@ describe("reserve", () => {
 
   test("marks are found on parts, messages and tools", () => {
     expect(marksCache({ messages: [{ role: "user", content: "x" }] })).toBe(false);
+    expect(marksCache({ messages: [{ role: "user", content: "x" }], cache_control: { type: "ephemeral" } } as never)).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: [marked] }] })).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: "x", cache_control: { type: "ephemeral" } }] })).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: "x" }], tools: [{ type: "function", cache_control: { type: "ephemeral" } }] })).toBe(true);

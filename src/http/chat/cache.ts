@@ -1,6 +1,7 @@
 /**
  * Prompt caching marks in a chat request. Anthropic caches a prompt's prefix up to each block
- * that carries `cache_control` (content parts, system parts, tools), and only there: a request
+ * that carries `cache_control` (content parts, system parts, tools), or up to the last cacheable
+ * block when the request itself carries it (automatic caching), and only then: a request
  * without a mark writes nothing to the cache, so only a marked request can cost the cache-write
  * price, which is above input. The marks are the client's, passed through to Anthropic backends.
  */
@@ -17,6 +18,7 @@ function hasMark(value: unknown): boolean {
  * @example marksCache({ messages: [{ role: "system", content: [{ type: "text", text: "…", cache_control: { type: "ephemeral" } }] }] }) // true
  */
 export function marksCache(body: { messages: unknown[]; tools?: unknown[] | null }): boolean {
+  if (hasMark(body)) return true;
   let scanned = 0;
   for (const message of body.messages) {
     if (++scanned > CACHE_MARKS_SCAN_MAX) return true; // beyond the scan: assume the worst price

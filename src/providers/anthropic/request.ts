@@ -3,8 +3,9 @@
  * messages become `system`; tool results become `tool_result` blocks in a user turn; assistant
  * tool calls become `tool_use` blocks; consecutive turns of one role are merged, since Anthropic
  * wants user and assistant to alternate. Prompt-cache marks (`cache_control`) on content parts,
- * on a message (its last block) and on tools are passed on where they were; a marked system part
- * makes `system` a list of text blocks so the mark keeps its place.
+ * on a message (its last block), on tools and on the request itself (Anthropic's automatic
+ * caching) are passed on where they were; a marked system part makes `system` a list of text
+ * blocks so the mark keeps its place.
  */
 import {
   argumentsToObject,
@@ -147,6 +148,7 @@ export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string
   if (shape.top_p != null) body.top_p = shape.top_p;
   if (shape.stop != null) body.stop_sequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
   if (shape.user) body.metadata = { user_id: shape.user };
+  if (shape.cache_control) body.cache_control = shape.cache_control;
   if (shape.tools && shape.tools.length > 0 && shape.tool_choice !== "none") {
     body.tools = shape.tools.map((t) => ({
       name: t.function.name,
