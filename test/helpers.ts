@@ -10,6 +10,8 @@ import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
+import { openDb, type Db } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
@@ -139,6 +141,20 @@ export async function startSimGateway(simOptions: Partial<SimOptions>, pools: (s
     async stop() {
       await t.stop();
       await sim.stop();
+    },
+  };
+}
+
+/** A migrated database of a suite's own (PGlite in memory without DATABASE_URL); `close` drops it. */
+export async function openTestDb(): Promise<{ db: Db; close: () => Promise<void> }> {
+  const database = await freshDatabase();
+  const db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  return {
+    db,
+    async close() {
+      await db.close();
+      await database?.drop();
     },
   };
 }

@@ -3,25 +3,18 @@
  * next start-up, at each version's own rate, and a new rate copies them like any other unit.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
-import { openDb, type Db } from "../db/client.ts";
-import { migrate } from "../db/migrate.ts";
+import { openTestDb, SETUP_MS_MAX } from "../../test/helpers.ts";
+import type { Db } from "../db/client.ts";
 import { loadCatalog } from "./catalog.ts";
 import { setRate } from "./rates.ts";
 import { SEED_MODELS } from "./seed.ts";
 
 let db: Db;
-let drop: (() => Promise<void>) | undefined;
+let close: (() => Promise<void>) | undefined;
 beforeAll(async () => {
-  const database = await freshDatabase();
-  drop = database?.drop;
-  db = await openDb({ databaseUrl: database?.url, dataFolder: null });
-  await migrate(db);
+  ({ db, close } = await openTestDb());
 }, SETUP_MS_MAX);
-afterAll(async () => {
-  await db.close();
-  await drop?.();
-}, SETUP_MS_MAX);
+afterAll(() => close?.(), SETUP_MS_MAX);
 
 /** The seed as it was before cache prices: input and output only. */
 const withoutCache = SEED_MODELS.map((m) => ({
