@@ -11,7 +11,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
+import { microToToman } from "../src/catalog/prices.ts";
 import type { Simulator } from "../src/sim/server.ts";
+import { countPromptTokens } from "../src/tokens/count.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startSimGateway, type SimGateway, type TestGateway } from "./helpers.ts";
 
 const PROMPT_TOKENS = 143;
@@ -178,4 +180,26 @@ test("the ledger audit passes: every record is metered at its units × prices", 
   const audit = await t.admin("GET", "/admin/ledger/audit");
   expect(audit.body.checks.find((c: { name: string }) => c.name.startsWith("every usage record is metered"))).toMatchObject({ ok: true });
   expect(audit.body.ok).toBe(true);
+});
+
+test("at the wallet's edge a prompt marked for caching is reserved at the cache-write price, an unmarked one at the input price", async () => {
+  const text = "Reserve me at the price I may cost. ".repeat(20);
+  const part = { type: "text" as const, text };
+  // `cache_control` is Anthropic's field, beyond the openai client's types.
+  const marked = [{ role: "user", content: [{ ...part, cache_control: { type: "ephemeral" } }] }] as unknown as OpenAI.ChatCompletionMessageParam[];
+  const plain: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: [part] }];
+  const exact = BigInt(await countPromptTokens([{ role: "user", content: [part] }]));
+  // claude-sonnet-4: input 270,000, cache write 337,500, output 1,350,000 micro-toman per token.
+  // The wallet covers the exact prompt at the input price and 10 output tokens, plus less than
+  // the cache-write premium (67,500 per token): enough unmarked, not enough marked.
+  const walletMicro = exact * 270_000n + 10n * 1_350_000n + exact * 30_000n;
+  const funded = await t.fundedKey(microToToman(walletMicro));
+  const edge = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+  sim.options.cacheReadTokens = 0;
+  sim.options.cacheWriteTokens = 0;
+  const refused = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: marked, max_tokens: 10 }).then(() => null, (e: unknown) => e);
+  expect(refused).toBeInstanceOf(OpenAI.APIError);
+  expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
+  const served = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: plain, max_tokens: 10 });
+  expect(served.usage?.completion_tokens).toBe(OUTPUT_TOKENS);
 });
