@@ -26,8 +26,12 @@ export interface RequestMetric {
   ttftMs?: number | null;
   /** Mean time between output tokens after the first; null for whole replies. */
   tpotMs?: number | null;
+  /** The whole prompt, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
+  /** Parts of inputTokens read from / written to the vendor's prompt cache. */
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
   billedMicro: bigint;
   /** Metered at list price; metered − billed is written off (the wallet could not cover it). */
   meteredMicro?: bigint;
@@ -112,7 +116,7 @@ export class Metrics {
       buckets: TPOT_BUCKETS_S,
       registers,
     });
-    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction (input, output).", labelNames: ["model", "direction"], registers });
+    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).", labelNames: ["model", "direction"], registers });
     this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
     this.writeOff = new Counter({
       name: "darvaze_write_off_micro_toman_total",
@@ -366,7 +370,12 @@ export class Metrics {
     this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
     if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
     if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
-    if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
+    const cacheRead = m.cacheReadTokens ?? 0;
+    const cacheWrite = m.cacheWriteTokens ?? 0;
+    const uncached = m.inputTokens - cacheRead - cacheWrite;
+    if (uncached > 0) this.tokens.inc({ model: m.model, direction: "input" }, uncached);
+    if (cacheRead > 0) this.tokens.inc({ model: m.model, direction: "cache_read" }, cacheRead);
+    if (cacheWrite > 0) this.tokens.inc({ model: m.model, direction: "cache_write" }, cacheWrite);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
     if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));

@@ -43,9 +43,10 @@ type AnthropicRequest = z.infer<typeof AnthropicRequestSchema>;
 type Block = z.infer<typeof block>;
 
 /** Fields that steer sampling or delivery; `messages` and `system` are counted as messages. */
-const controlFields = new Set(["model", "max_tokens", "messages", "system", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata"]);
-const textFields = new Set(["type", "text"]);
-const toolResultFields = new Set(["type", "content"]);
+// A prompt-cache mark (`cache_control`) steers the cache; the model does not read it.
+const controlFields = new Set(["model", "max_tokens", "messages", "system", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "cache_control"]);
+const textFields = new Set(["type", "text", "cache_control"]);
+const toolResultFields = new Set(["type", "content", "cache_control"]);
 
 /** A block's cost beyond the text blockText reads: its other data (a tool call's name and input), an image's price. */
 function blockExtraTokens(b: Block): number {
@@ -117,8 +118,14 @@ function event(type: string, data: Record<string, unknown>): string {
 const messageId = (plan: ReplyPlan) => `msg_sim_${plan.seq}`;
 const toolUseId = (plan: ReplyPlan) => `toolu_sim_${plan.seq}`;
 
+/** Anthropic's input_tokens are the prompt tokens neither read from nor written to the cache. */
 function usage(plan: ReplyPlan, outputTokens: number) {
-  return { input_tokens: plan.promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: outputTokens };
+  return {
+    input_tokens: plan.promptTokens - plan.cacheReadTokens - plan.cacheWriteTokens,
+    cache_creation_input_tokens: plan.cacheWriteTokens,
+    cache_read_input_tokens: plan.cacheReadTokens,
+    output_tokens: outputTokens,
+  };
 }
 
 export const anthropicWire: VendorWire = {
@@ -134,6 +141,7 @@ export const anthropicWire: VendorWire = {
   parse,
   toolArgumentsWhole: false,
   reportsThoughtTokens: false,
+  reportsCacheWrites: true,
 
   complete(plan) {
     const content = plan.tool

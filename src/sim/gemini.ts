@@ -133,6 +133,7 @@ function usageMetadata(plan: ReplyPlan, tokens: number) {
     candidatesTokenCount: tokens,
     totalTokenCount: plan.promptTokens + tokens + plan.thoughtTokens,
     ...(plan.thoughtTokens > 0 ? { thoughtsTokenCount: plan.thoughtTokens } : {}),
+    ...(plan.cacheReadTokens > 0 ? { cachedContentTokenCount: plan.cacheReadTokens } : {}),
   };
 }
 
@@ -160,6 +161,7 @@ export const geminiWire: VendorWire = {
   parse,
   toolArgumentsWhole: true,
   reportsThoughtTokens: true,
+  reportsCacheWrites: false,
 
   complete(plan) {
     const parts = plan.tool ? [toolPart(plan)] : [{ text: plan.chunks.map((c) => c.text).join("") }];

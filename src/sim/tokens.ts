@@ -83,8 +83,9 @@ export function simMessageText(content: SimMessage["content"]): string {
   return text;
 }
 
-const messageTextFields = new Set(["role", "content"]);
-const partTextFields = new Set(["type", "text"]);
+// A prompt-cache mark steers the vendor's cache; the model does not read it.
+const messageTextFields = new Set(["role", "content", "cache_control"]);
+const partTextFields = new Set(["type", "text", "cache_control"]);
 
 /** A part's cost beyond its text: its other data, and an image's fixed price. */
 function partExtraTokens(part: SimContentPart): number {
@@ -115,7 +116,7 @@ export const SIM_OPENAI_CONTROL_FIELDS: ReadonlySet<string> = new Set([
   "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "temperature", "top_p",
   "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user", "metadata",
   "store", "service_tier", "parallel_tool_calls", "reasoning_effort", "verbosity", "modalities", "audio",
-  "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "moderation",
+  "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "moderation", "cache_control",
 ]);
 
 /**

@@ -46,6 +46,9 @@ export interface ReplyPlan {
   seq: number;
   model: string;
   promptTokens: number;
+  /** Parts of promptTokens reported as read from / written to the prompt cache. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
   chunks: PlannedChunk[];
   tool: { name: string; argumentsJson: string } | null;
   finish: "stop" | "length" | "tool";
@@ -69,6 +72,8 @@ export interface VendorWire {
   toolArgumentsWhole: boolean;
   /** Reports `thoughtTokens` (Gemini's thoughtsTokenCount); other formats generate none. */
   reportsThoughtTokens: boolean;
+  /** Reports cache writes (Anthropic's cache_creation_input_tokens); other formats have none. */
+  reportsCacheWrites: boolean;
   /** The request, or why it is invalid. `path` carries the model for path-routed vendors. */
   parse(raw: unknown, req: Request): VendorRequest | string;
   /** The whole non-streamed reply body. */
@@ -100,7 +105,8 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
   context.metrics.see(parsed.model);
   if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
   if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
-  exchange.promptTokens = simPromptTokens(parsed.messages) + parsed.promptExtraTokens;
+  const cache = { read: context.options.cacheReadTokens, write: wire.reportsCacheWrites ? context.options.cacheWriteTokens : 0 };
+  exchange.setPrompt(simPromptTokens(parsed.messages) + parsed.promptExtraTokens, cache);
   const plan = planVendorReply(context.options, parsed, exchange, wire);
   if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
   return streamReply(exchange, req.signal, context.options, plan, wire);
@@ -155,7 +161,14 @@ export function splitByTokens(text: string, tokens: number): string[] {
 
 function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {
   const thoughtTokens = wire.reportsThoughtTokens ? options.thoughtTokens : 0;
-  const base = { seq: exchange.seq, model: request.model, promptTokens: exchange.promptTokens, thoughtTokens };
+  const base = {
+    seq: exchange.seq,
+    model: request.model,
+    promptTokens: exchange.promptTokens,
+    cacheReadTokens: exchange.cacheReadTokens,
+    cacheWriteTokens: exchange.cacheWriteTokens,
+    thoughtTokens,
+  };
   const tool = toolToCall(request);
   if (tool) {
     const argumentsJson = JSON.stringify(simToolArguments(tool.schema));

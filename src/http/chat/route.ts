@@ -11,7 +11,7 @@
  * service (src/internal/service.ts) both call it and only translate its result.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
-import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool } from "../../admission/admission.ts";
+import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool, usedTokens } from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
@@ -23,6 +23,7 @@ import { credentialsOf, readJsonBodyText } from "../request.ts";
 import { type Credentials, enter } from "../../admission/admission.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { Relay, sseBody } from "./relay.ts";
+import { marksCache } from "./cache.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
@@ -53,12 +54,17 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
 
 /**
  * The reserve of a chat request: the prompt's bound at the input price and the output budget of
- * every choice at the output price. At the wallet's edge the prompt is counted exactly.
+ * every choice at the output price. At the wallet's edge the prompt is counted exactly. A prompt
+ * that marks `cache_control` may be written to the vendor's cache, priced above input: its bound
+ * is then taken at the cache-write price (a vendor writes only at such marks).
  */
-export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
+export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel): Reserve {
   const outputUnits = budget.reservedOutputTokens * budget.choices;
+  const writePrice = model.price.tomanPer1m.get("cache_write_token");
+  const inputPricePer1mMax = writePrice !== undefined && writePrice > budget.inputPricePer1m && marksCache(body) ? writePrice : undefined;
   return {
     input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
+    ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     tokens: budget.promptTokensBound + outputUnits,
     exact: false,
@@ -97,7 +103,7 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     return { kind: "refused", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
-  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
+  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget, model), startedMs });
   if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
@@ -125,7 +131,7 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
     const reply = outcome.body;
-    await admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, 200, {
+    await admission.settle(usedTokens(usage), outcome.backend.name, 200, {
       content: () => ({ prompt: body.messages, completion: jsonCompletionText(reply) }),
     });
     return { kind: "json", body: reply, headers: admission.headers };

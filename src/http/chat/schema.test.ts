@@ -121,9 +121,10 @@ function specProperties(schema: SpecSchema): string[] {
 }
 
 test("the gateway knows exactly the spec's fields of the request and of its messages, plus named extras", () => {
-  expect(Object.keys(chatRequest.shape).sort()).toEqual(specProperties(specSchema("CreateChatCompletionRequest")));
+  const extrasAt = (prefix: string) => CHAT_ADAPTER_EXTRAS.filter((path) => path.startsWith(prefix) && !path.slice(prefix.length).includes(".")).map((path) => path.slice(prefix.length));
+  expect(Object.keys(chatRequest.shape).sort()).toEqual([...specProperties(specSchema("CreateChatCompletionRequest")), ...extrasAt("")].sort());
   const roles = specSchema("ChatCompletionRequestMessage").oneOf!.map((option) => specSchema(option.$ref!));
-  expect(Object.keys(chatMessage.shape).sort()).toEqual([...new Set(roles.flatMap(specProperties))].sort());
+  expect(Object.keys(chatMessage.shape).sort()).toEqual([...new Set(roles.flatMap(specProperties)), ...extrasAt("messages.")].sort());
   const streamOptions = specSchema("ChatCompletionStreamOptions").anyOf![0]!;
   const extras = CHAT_ADAPTER_EXTRAS.filter((path) => path.startsWith("stream_options.")).map((path) => path.split(".")[1]!);
   expect(Object.keys(chatRequest.shape.stream_options.unwrap().unwrap().shape).sort()).toEqual([...specProperties(streamOptions), ...extras].sort());

@@ -22,19 +22,29 @@ const TOKENS_MAX = 100_000_000;
  * Fields an adapter sends on top of the spec, by path. vLLM (`openai` kind): running usage on
  * every stream chunk, which the meter reads.
  */
-export const CHAT_ADAPTER_EXTRAS = ["stream_options.continuous_usage_stats"] as const;
+export const CHAT_ADAPTER_EXTRAS = [
+  "stream_options.continuous_usage_stats",
+  // Anthropic's prompt-cache marks, passed to Anthropic backends and priced (src/http/chat/cache.ts).
+  "cache_control",
+  "messages.cache_control",
+  "messages.content.cache_control",
+  "tools.cache_control",
+] as const;
 
 const tokens = z.number().int().min(1).max(TOKENS_MAX);
 const functionName = z.string().min(1).max(FUNCTION_NAME_CHARS_MAX);
 const jsonObject = z.record(z.string(), z.unknown());
 const cacheBreakpoint = z.strictObject({ mode: z.literal("explicit").optional() }).optional();
+/** Anthropic's prompt-cache mark (an adapter extra: CHAT_ADAPTER_EXTRAS). */
+const cacheControl = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() }).optional();
 
-const textPart = z.strictObject({ type: z.literal("text"), text: z.string(), prompt_cache_breakpoint: cacheBreakpoint });
+const textPart = z.strictObject({ type: z.literal("text"), text: z.string(), prompt_cache_breakpoint: cacheBreakpoint, cache_control: cacheControl });
 const contentPart = z.discriminatedUnion("type", [
   textPart,
   z.strictObject({
     type: z.literal("image_url"),
     image_url: z.strictObject({ url: z.string(), detail: z.enum(["auto", "low", "high"]).optional() }),
+    cache_control: cacheControl,
     prompt_cache_breakpoint: cacheBreakpoint,
   }),
   z.strictObject({
@@ -65,6 +75,7 @@ export const chatMessage = z.strictObject({
   tool_calls: z.array(toolCall).nullish(),
   function_call: z.strictObject({ name: functionName, arguments: z.string() }).nullish(),
   tool_call_id: z.string().optional(),
+  cache_control: cacheControl,
 });
 
 const functionObject = z.strictObject({
@@ -75,7 +86,7 @@ const functionObject = z.strictObject({
 });
 
 const tool = z.discriminatedUnion("type", [
-  z.strictObject({ type: z.literal("function"), function: functionObject }),
+  z.strictObject({ type: z.literal("function"), function: functionObject, cache_control: cacheControl }),
   z.strictObject({
     type: z.literal("custom"),
     custom: z.strictObject({ name: functionName, description: z.string().optional(), format: jsonObject.optional() }),
@@ -102,6 +113,7 @@ const webSearchLocation = z.strictObject({ country: z.string(), region: z.string
 
 export const chatRequest = z.strictObject({
   model: z.string().min(1).max(256),
+  cache_control: cacheControl,
   messages: z.array(chatMessage).min(1).max(MESSAGES_MAX),
   stream: z.boolean().nullish(),
   stream_options: z
