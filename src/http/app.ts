@@ -10,6 +10,7 @@ import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { createEmbeddings } from "./embeddings/route.ts";
+import { createResponse } from "./responses/route.ts";
 import { createSpeech } from "./audio/speech.ts";
 import { createTranscription } from "./audio/transcription.ts";
 import { createImages } from "./images/route.ts";
@@ -70,6 +71,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
     .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
     .post("/v1/audio/speech", ({ request }) => createSpeech(request, newRequestId(), deps), NO_PARSE)
     .post("/v1/audio/transcriptions", ({ request }) => createTranscription(request, newRequestId(), deps), NO_PARSE)

@@ -23,9 +23,7 @@ import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
-async function prepare(request: Request, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return raw;
+async function prepare(raw: unknown, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
   else {
@@ -59,21 +57,35 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
   };
 }
 
-export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
-  const startedMs = performance.now();
-  const caller = await callerOf(request, deps);
-  if (isFailure(caller)) {
-    recordRefusal(deps, { requestId, keyId: null, operation: "chat", model: null, startedMs }, caller);
-    return failed(caller, requestId);
-  }
-  const prepared = await prepare(request, deps, caller);
+/**
+ * What a chat request came to, whatever wire brought it: the seam through which the Responses and
+ * Messages routes (src/http/responses, src/http/messages) run their translated bodies down the
+ * one chat path. `headers` are the admission's (rate limits); a stream's frames are the relay's
+ * SSE bytes (`data: {chunk}`, `: keep-alive`, then `data: [DONE]` or `data: {"error":…}`).
+ */
+export type ChatRun =
+  | { kind: "failed"; failure: Failure; headers: Record<string, string> }
+  | { kind: "json"; body: string; headers: Record<string, string> }
+  | { kind: "stream"; frames: AsyncGenerator<Uint8Array>; headers: Record<string, string> };
+
+/**
+ * Runs an already-read chat body for an authenticated caller: checks, budget, admission, the
+ * pool, and the relay or the whole reply, settled exactly once.
+ * @example const run = await runChat(deps, { request, requestId, caller, raw: chatBody, startedMs });
+ */
+export async function runChat(
+  deps: EdgeDeps,
+  r: { request: Request; requestId: string; caller: Caller; raw: unknown; startedMs: number },
+): Promise<ChatRun> {
+  const { request, requestId, caller, startedMs } = r;
+  const prepared = await prepare(r.raw, deps, caller);
   if (isFailure(prepared)) {
     recordRefusal(deps, { requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs }, prepared);
-    return failed(prepared, requestId);
+    return { kind: "failed", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
   const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
-  if ("failure" in admission) return failed(admission.failure, requestId, admission.headers);
+  if ("failure" in admission) return { kind: "failed", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
   let outcome: ChatOutcome;
@@ -95,7 +107,7 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   }
   if (outcome.kind === "failed") {
     await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);
-    return failed(outcome.failure, requestId, admission.headers);
+    return { kind: "failed", failure: outcome.failure, headers: admission.headers };
   }
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
@@ -103,15 +115,32 @@ export async function chatCompletions(request: Request, requestId: string, deps:
     await admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, 200, {
       content: () => ({ prompt: body.messages, completion: jsonCompletionText(reply) }),
     });
-    return new Response(outcome.body, {
-      status: 200,
-      headers: { "content-type": "application/json", "x-request-id": requestId, ...admission.headers },
-    });
+    return { kind: "json", body: reply, headers: admission.headers };
   }
-  Object.assign(set.headers, admission.headers);
+  return { kind: "stream", frames: relayStream(deps, admission as Admission, { body, budget }, outcome, request.signal), headers: admission.headers };
+}
+
+export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+  const startedMs = performance.now();
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) {
+    recordRefusal(deps, { requestId, keyId: null, operation: "chat", model: null, startedMs }, caller);
+    return failed(caller, requestId);
+  }
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) {
+    recordRefusal(deps, { requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs }, raw);
+    return failed(raw, requestId);
+  }
+  const run = await runChat(deps, { request, requestId, caller, raw, startedMs });
+  if (run.kind === "failed") return failed(run.failure, requestId, run.headers);
+  if (run.kind === "json") {
+    return new Response(run.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...run.headers } });
+  }
+  Object.assign(set.headers, run.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
-  return relayStream(deps, admission as Admission, { body, budget }, outcome, request.signal);
+  return run.frames;
 }
 
 /** Usage for a reply that reported none: the exact count of the prompt and the returned text. */

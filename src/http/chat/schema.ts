@@ -8,7 +8,10 @@ import { z } from "zod";
 export const CHOICES_MAX = 8;
 export const MESSAGES_MAX = 100_000;
 
-const tokens = z.number().int().min(1).max(100_000_000);
+/** Output tokens a request may ask for at most (the model's window bounds it further). */
+export const CHAT_TOKENS_MAX = 100_000_000;
+
+const tokens = z.number().int().min(1).max(CHAT_TOKENS_MAX);
 
 export const chatMessage = z.looseObject({
   role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
@@ -30,7 +33,6 @@ export const chatRequest = z.looseObject({
 export type ChatRequest = z.infer<typeof chatRequest>;
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
-const TOKENS_MAX = 100_000_000;
 const TOOLS_MAX = 1_000;
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -57,8 +59,8 @@ export function isPlainChatRequest(raw: unknown): raw is ChatRequest {
   for (const m of messages) if (!messageOk(m)) return false;
   if (!(absent(stream) || typeof stream === "boolean")) return false;
   if (!(absent(options) || (isObject(options) && (options.include_usage === undefined || typeof options.include_usage === "boolean")))) return false;
-  if (!(absent(max_tokens) || intIn(max_tokens, 1, TOKENS_MAX))) return false;
-  if (!(absent(max_completion_tokens) || intIn(max_completion_tokens, 1, TOKENS_MAX))) return false;
+  if (!(absent(max_tokens) || intIn(max_tokens, 1, CHAT_TOKENS_MAX))) return false;
+  if (!(absent(max_completion_tokens) || intIn(max_completion_tokens, 1, CHAT_TOKENS_MAX))) return false;
   if (!(absent(n) || intIn(n, 1, CHOICES_MAX))) return false;
   return absent(tools) || (Array.isArray(tools) && tools.length <= TOOLS_MAX);
 }

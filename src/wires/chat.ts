@@ -1,0 +1,121 @@
+/**
+ * The gateway's own chat output, read back by the wires translated from it (Responses, Messages):
+ * the `chat.completion` body of a whole reply, and the relay's SSE frames (`data: {chunk}`,
+ * `: keep-alive`, `data: [DONE]`, `data: {"error":…}`). Both come from the gateway itself, yet are
+ * parsed with zod: a field the schema does not know is dropped, never trusted by a cast.
+ */
+import { z } from "zod";
+import { describe, type ErrorCode, type Failure } from "../errors.ts";
+
+const toolCallDelta = z.looseObject({
+  index: z.number().int().nonnegative(),
+  id: z.string().nullish(),
+  function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
+});
+
+export const chatUsage = z.looseObject({
+  prompt_tokens: z.number().int().nonnegative(),
+  completion_tokens: z.number().int().nonnegative(),
+  prompt_tokens_details: z.looseObject({ cached_tokens: z.number().int().nonnegative().nullish() }).nullish(),
+  completion_tokens_details: z.looseObject({ reasoning_tokens: z.number().int().nonnegative().nullish() }).nullish(),
+});
+export type ChatUsage = z.infer<typeof chatUsage>;
+
+export const chatChunk = z.looseObject({
+  choices: z.array(
+    z.looseObject({
+      index: z.number().int().nonnegative(),
+      delta: z
+        .looseObject({
+          content: z.string().nullish(),
+          reasoning_content: z.string().nullish(),
+          refusal: z.string().nullish(),
+          tool_calls: z.array(toolCallDelta).nullish(),
+        })
+        .nullish(),
+      finish_reason: z.string().nullish(),
+    }),
+  ),
+  usage: chatUsage.nullish(),
+});
+export type ChatChunk = z.infer<typeof chatChunk>;
+
+export const chatCompletion = z.looseObject({
+  choices: z
+    .array(
+      z.looseObject({
+        message: z.looseObject({
+          content: z.string().nullish(),
+          reasoning_content: z.string().nullish(),
+          refusal: z.string().nullish(),
+          tool_calls: z
+            .array(z.looseObject({ id: z.string(), function: z.looseObject({ name: z.string(), arguments: z.string() }) }))
+            .nullish(),
+        }),
+        finish_reason: z.string().nullish(),
+      }),
+    )
+    .min(1),
+  usage: chatUsage.nullish(),
+});
+export type ChatCompletion = z.infer<typeof chatCompletion>;
+
+/** One frame of the relay, as the translating wires see it. */
+export type RelayFrame = { kind: "chunk"; chunk: ChatChunk } | { kind: "keepAlive" } | { kind: "done" } | { kind: "error"; failure: Failure };
+
+const errorFrame = z.object({
+  error: z.looseObject({ message: z.string(), code: z.string().nullish(), param: z.string().nullish() }),
+});
+
+/** A code the relay wrote, back in the closed set (an unknown one is the upstream's fault). */
+function errorCodeOf(code: string | null | undefined): ErrorCode {
+  return code && describe(code as ErrorCode) !== undefined ? (code as ErrorCode) : "upstream_error";
+}
+
+const decoder = new TextDecoder();
+
+/**
+ * The frames in one piece the relay yielded: it yields whole frames only, so a piece never
+ * splits one.
+ */
+export function relayFrames(bytes: Uint8Array): RelayFrame[] {
+  const frames: RelayFrame[] = [];
+  for (const block of decoder.decode(bytes).split("\n\n")) {
+    if (block === "") continue;
+    if (block.startsWith(":")) {
+      frames.push({ kind: "keepAlive" });
+      continue;
+    }
+    if (!block.startsWith("data: ")) continue;
+    const data = block.slice("data: ".length);
+    if (data === "[DONE]") {
+      frames.push({ kind: "done" });
+      continue;
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(data);
+    } catch {
+      continue;
+    }
+    const error = errorFrame.safeParse(json);
+    if (error.success) {
+      const e = error.data.error;
+      frames.push({ kind: "error", failure: { code: errorCodeOf(e.code), message: e.message, param: e.param ?? null } });
+      continue;
+    }
+    const chunk = chatChunk.safeParse(json);
+    if (chunk.success) frames.push({ kind: "chunk", chunk: chunk.data });
+  }
+  return frames;
+}
+
+/** The whole reply the chat path returned, or null when it is not a chat completion. */
+export function parseChatCompletion(body: string): ChatCompletion | null {
+  try {
+    const parsed = chatCompletion.safeParse(JSON.parse(body));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * What the suites of the translated wires (responses.test.ts, messages.test.ts) share: a gateway
+ * whose three models go to the simulator's OpenAI, Anthropic and Gemini routes, and the check
+ * that a request was billed exactly what the simulator logged × the published price.
+ */
+import { expect } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { startSimulator, type Simulator } from "../src/sim/server.ts";
+import { simCompletion, simPromptText } from "../src/sim/text.ts";
+import { startTestGateway, type TestGateway } from "./helpers.ts";
+
+export const UPSTREAM_KEY = "upstream-secret";
+export const SEED = 5;
+export const OUTPUT_TOKENS = 8;
+
+/** Catalog prices in micro-toman per token (toman per 1M tokens), as published (USD × 90,000). */
+export const VENDORS = [
+  { kind: "openai", model: "gpt-4o-mini", upstream: "gpt-4o-mini", inputMicro: 13_500n, outputMicro: 54_000n },
+  { kind: "anthropic", model: "claude-3-5-haiku", upstream: "claude-3-5-haiku-20241022", inputMicro: 72_000n, outputMicro: 360_000n },
+  { kind: "gemini", model: "gemini-2.5-flash", upstream: "gemini-2.5-flash", inputMicro: 27_000n, outputMicro: 225_000n },
+] as const;
+export type Vendor = (typeof VENDORS)[number];
+
+/** A one-pixel PNG, as a data URL. */
+export const PIXEL_PNG =
+  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+
+export const WEATHER_PARAMETERS = {
+  type: "object",
+  properties: { city: { type: "string" }, days: { type: "integer" } },
+  required: ["city"],
+};
+
+export async function startWireSuite(): Promise<{ sim: Simulator; t: TestGateway; key: string; accountId: string }> {
+  const sim = await startSimulator({ apiKey: UPSTREAM_KEY, seed: SEED, outputTokens: OUTPUT_TOKENS });
+  const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
+  const pools = Object.fromEntries(
+    VENDORS.map((v) => [v.model, { backends: [{ name: `${v.kind}-sim`, kind: v.kind, url: v.kind === "openai" ? `${sim.url}/v1` : sim.url, api_key: UPSTREAM_KEY, upstream_model: v.upstream, region: "abroad" }] }]),
+  );
+  writeFileSync(path, JSON.stringify({ pools }));
+  const t = await startTestGateway({ DARVAZE_CONFIG: path });
+  const funded = await t.fundedKey(10_000);
+  return { sim, t, key: funded.key, accountId: funded.accountId };
+}
+
+/** The simulator's text for a prompt of these messages (chat shape: role and text content). */
+export function expectedText(messages: { role: string; content: string }[], tokens = OUTPUT_TOKENS): string {
+  return simCompletion({ seed: SEED, promptText: simPromptText(messages), tokens }).join("");
+}
+
+export async function simEntry(sim: Simulator, requestId: string) {
+  for (let i = 0; i < 200; i++) {
+    const [entry] = sim.log.byRequestId(requestId);
+    if (entry) return entry;
+    await Bun.sleep(25);
+  }
+  throw new Error(`the simulator logged nothing for ${requestId}`);
+}
+
+export async function usageRecord(t: TestGateway, requestId: string) {
+  await t.gw.deps.writer.flush();
+  for (let i = 0; i < 100; i++) {
+    const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
+    expect(audit.body.ok).toBe(true);
+    const rows = await t.gw.deps.db.rows<{ model: string; input_units: unknown; output_units: unknown; billed_micro: unknown; status: number }>(
+      sql`SELECT model, input_units, output_units, billed_micro, status FROM usage_records WHERE request_id = ${requestId}`,
+    );
+    if (rows[0]) {
+      const r = rows[0];
+      return { model: r.model, input: BigInt(String(r.input_units)), output: BigInt(String(r.output_units)), billed: BigInt(String(r.billed_micro)), status: Number(r.status) };
+    }
+    await Bun.sleep(50);
+  }
+  throw new Error(`no usage record for ${requestId}`);
+}
+
+/**
+ * The request's usage record holds the simulator's own token counts × the price, with `status`.
+ * Returns the simulator's entry.
+ */
+export async function expectBilledAsLogged(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor, status = 200) {
+  const entry = await simEntry(ctx.sim, requestId);
+  expect(entry.model).toBe(vendor.upstream);
+  const record = await usageRecord(ctx.t, requestId);
+  expect(record).toEqual({
+    model: vendor.model,
+    input: BigInt(entry.promptTokens),
+    output: BigInt(entry.completionTokens),
+    billed: BigInt(entry.promptTokens) * vendor.inputMicro + BigInt(entry.completionTokens) * vendor.outputMicro,
+    status,
+  });
+  return entry;
+}
