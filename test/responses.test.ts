@@ -9,7 +9,7 @@ import OpenAI from "openai";
 import type { Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
 import { responseProblems, streamEventProblems } from "./openaiSchema.ts";
-import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, simEntry, startWireSuite, usageRecord, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
+import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, expectAbortedAndBilled, startWireSuite, withSimOptions, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
 
 const INSTRUCTIONS = "Be brief.";
 const QUESTION = "Hello, world!";
@@ -134,8 +134,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
 
   test("an upstream that dies mid-stream: response.failed with the error after the text so far; billed those tokens", async () => {
     // Tokens apart, so the three reach the gateway before the connection drops.
-    Object.assign(sim.options, { failAfterChunks: 3, itlMs: 5 });
-    try {
+    await withSimOptions(sim, { failAfterChunks: 3, itlMs: 5 }, async () => {
       const { events, final, requestId } = await streamed({ model: vendor.model, instructions: INSTRUCTIONS, input: QUESTION });
       expect(events.at(-1)!.type).toBe("response.failed");
       expect(final.status).toBe("failed");
@@ -143,14 +142,11 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
       expect(final.error?.message).toContain("upstream");
       expect(final.output_text).toBe(expectedText(AS_CHAT, 3));
       await expectBilledAsLogged({ sim, t }, requestId, vendor, 502);
-    } finally {
-      Object.assign(sim.options, { failAfterChunks: null, itlMs: 0 });
-    }
+    });
   });
 
   test("a client that leaves mid-stream: the upstream is aborted and what it generated is billed once", async () => {
-    Object.assign(sim.options, { outputTokens: 1_000, itlMs: 20 });
-    try {
+    await withSimOptions(sim, { outputTokens: 1_000, itlMs: 20 }, async () => {
       const { data: stream, response } = await client.responses.create({ model: vendor.model, input: QUESTION, stream: true }).withResponse();
       const requestId = response.headers.get("x-request-id")!;
       let deltas = 0;
@@ -160,19 +156,9 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
           break;
         }
       }
-      const entry = await simEntry(sim, requestId);
-      expect(entry.aborted).toBe(true);
+      const entry = await expectAbortedAndBilled({ sim, t }, requestId, vendor, 5);
       expect(entry.completionTokens).toBeLessThan(1_000);
-      const record = await usageRecord(t, requestId);
-      expect(record.status).toBe(499);
-      // What reached the gateway before the abort: at least what the client saw, at most what was sent.
-      expect(record.output).toBeGreaterThanOrEqual(5n);
-      expect(record.output).toBeLessThanOrEqual(BigInt(entry.completionTokens));
-      expect(record.input).toBe(BigInt(entry.promptTokens));
-      expect(record.billed).toBe(record.input * vendor.inputMicro + record.output * vendor.outputMicro);
-    } finally {
-      Object.assign(sim.options, { outputTokens: OUTPUT_TOKENS, itlMs: 0 });
-    }
+    });
   });
 });
 

@@ -94,3 +94,30 @@ export async function expectBilledAsLogged(ctx: { sim: Simulator; t: TestGateway
   });
   return entry;
 }
+
+/**
+ * A stream its client left after `seen` deltas: the upstream was aborted, and the record bills
+ * what reached the gateway before the abort (at least what the client saw, at most what the
+ * simulator sent) at the published prices, with status 499.
+ */
+export async function expectAbortedAndBilled(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor, seen: number) {
+  const entry = await simEntry(ctx.sim, requestId);
+  expect(entry.aborted).toBe(true);
+  const record = await usageRecord(ctx.t, requestId);
+  expect(record.status).toBe(499);
+  expect(record.output).toBeGreaterThanOrEqual(BigInt(seen));
+  expect(record.output).toBeLessThanOrEqual(BigInt(entry.completionTokens));
+  expect(record.input).toBe(BigInt(entry.promptTokens));
+  expect(record.billed).toBe(record.input * vendor.inputMicro + record.output * vendor.outputMicro);
+  return entry;
+}
+
+/** Runs `body` with these simulator options, then puts the suite's defaults back. */
+export async function withSimOptions(sim: Simulator, options: Partial<Simulator["options"]>, body: () => Promise<void>): Promise<void> {
+  Object.assign(sim.options, options);
+  try {
+    await body();
+  } finally {
+    Object.assign(sim.options, { outputTokens: OUTPUT_TOKENS, itlMs: 0, failAfterChunks: null });
+  }
+}

@@ -9,6 +9,7 @@
  * database lacks, the first exchange rate and price version when there is none, and prices in
  * the existing versions for models that have none yet.
  */
+import { MODEL_ALIASES } from "./aliases.ts";
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
@@ -90,9 +91,13 @@ export class Catalog {
     if (next && next.effectiveAtMs <= this.nowMs()) this.advance();
   }
 
+  /** The model of a catalog id, or of a vendor's dated id (aliases.ts). */
   get(id: string): CatalogModel | undefined {
     this.refresh();
-    return this.byId.get(id);
+    const model = this.byId.get(id);
+    if (model) return model;
+    const aliased = MODEL_ALIASES.get(id);
+    return aliased === undefined ? undefined : this.byId.get(aliased);
   }
 
   list(): readonly CatalogModel[] {

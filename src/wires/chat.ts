@@ -60,6 +60,19 @@ export const chatCompletion = z.looseObject({
 });
 export type ChatCompletion = z.infer<typeof chatCompletion>;
 
+export type ChunkDelta = NonNullable<ChatChunk["choices"][number]["delta"]>;
+
+/**
+ * The one choice of a chunk, as the translated wires read it (they never ask for `n`): its delta,
+ * the visible text it adds (content, or a refusal), and its finish reason.
+ */
+export function onlyChoice(chunk: ChatChunk): { delta: ChunkDelta; text: string; finishReason: string | null } | null {
+  const choice = chunk.choices.find((c) => c.index === 0);
+  if (!choice) return null;
+  const delta = choice.delta ?? {};
+  return { delta, text: delta.content ?? delta.refusal ?? "", finishReason: choice.finish_reason ?? null };
+}
+
 /** One frame of the relay, as the translating wires see it. */
 export type RelayFrame = { kind: "chunk"; chunk: ChatChunk } | { kind: "keepAlive" } | { kind: "done" } | { kind: "error"; failure: Failure };
 

@@ -15,7 +15,7 @@
  *   keep-alive       passed on as an SSE comment
  */
 import type { Failure } from "../../errors.ts";
-import type { ChatChunk, ChatUsage, RelayFrame } from "../chat.ts";
+import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type RelayFrame } from "../chat.ts";
 import {
   finishReasonToStatus,
   functionCallItem,
@@ -75,15 +75,11 @@ export class ResponsesStream {
 
   private chunk(chunk: ChatChunk): string {
     if (chunk.usage) this.usage = chunk.usage;
-    let out = "";
-    for (const choice of chunk.choices) {
-      if (choice.index !== 0) continue;
-      const delta = choice.delta ?? {};
-      const text = delta.content ?? delta.refusal ?? "";
-      if (text !== "") out += this.textDelta(text);
-      for (const call of delta.tool_calls ?? []) out += this.callDelta(call);
-      if (choice.finish_reason) this.finishReason = choice.finish_reason;
-    }
+    const choice = onlyChoice(chunk);
+    if (!choice) return "";
+    let out = choice.text !== "" ? this.textDelta(choice.text) : "";
+    for (const call of choice.delta.tool_calls ?? []) out += this.callDelta(call);
+    this.finishReason = choice.finishReason ?? this.finishReason;
     return out;
   }
 
@@ -103,7 +99,7 @@ export class ResponsesStream {
     return { item_id: messageItemId(this.ctx), output_index: this.text!.outputIndex, content_index: 0 };
   }
 
-  private callDelta(delta: NonNullable<NonNullable<ChatChunk["choices"][number]["delta"]>["tool_calls"]>[number]): string {
+  private callDelta(delta: NonNullable<ChunkDelta["tool_calls"]>[number]): string {
     let out = "";
     let call = this.calls.get(delta.index);
     if (!call) {
