@@ -31,6 +31,7 @@ import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
 import { startSimulator, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
+import { chat } from "./http/chat/route.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
 
@@ -193,7 +194,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     if (bus instanceof NatsBus) {
       // Internal services call the same handlers over NATS (gw.v1.<operation>).
-      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log });
+      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log, chat: (input) => chat(deps, input) });
       cleanups.push(stopInternal);
     }
     const port = app.server!.port!;

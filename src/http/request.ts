@@ -25,6 +25,11 @@ export async function readJsonBody(request: Request, bytesMax: number): Promise<
     text = Buffer.concat(parts).toString("utf8");
   }
   if (text.length > bytesMax) return tooLarge(bytesMax);
+  return parseJsonText(text);
+}
+
+/** A body's text as JSON, or the 400 `invalid_json` a client expects. */
+export function parseJsonText(text: string): unknown | Failure {
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   try {
     return JSON.parse(text) as unknown;
@@ -39,12 +44,16 @@ function tooLarge(bytesMax: number): Failure {
 
 /** The token of `Authorization: Bearer <token>` (also the `x-api-key` header), or null. */
 export function bearerToken(request: Request): string | null {
-  const header = request.headers.get("authorization");
-  if (header) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return presentedKey(request.headers.get("authorization"), request.headers.get("x-api-key"));
+}
+
+/** The key of an `Authorization: Bearer <token>` value, else of an `x-api-key` value, or null. */
+export function presentedKey(authorization: string | null | undefined, apiKey: string | null | undefined = null): string | null {
+  if (authorization) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
     return match ? match[1]! : null;
   }
-  return request.headers.get("x-api-key");
+  return apiKey || null;
 }
 
 /** What the caller presented, for admission (src/admission): key, browser origin, residency. */

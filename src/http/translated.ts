@@ -1,66 +1,71 @@
 /**
- * What the routes of the translated wires (Responses, Messages) share: the caller and the body
- * read once, then the one chat path (chat/route.ts `runChat`), and the relay's frames re-written
- * in the wire's own events. Nothing here meters or settles: the chat path did.
+ * What the routes of the translated wires (Responses, Messages) share: the wire's body becomes a
+ * chat body inside the one chat path (chat/route.ts `chat`: caller, then body, then admission),
+ * and the relay's frames are re-written in the wire's own events. Nothing here meters or
+ * settles: the chat path did.
  */
-import type { Caller } from "../admission/admission.ts";
-import { recordRefusal } from "../admission/admission.ts";
 import type { Failure } from "../errors.ts";
-import { relayFrames, type RelayFrame } from "../wires/chat.ts";
-import type { ChatRun } from "./chat/route.ts";
+import { chatFrameOf, type ChatFrame } from "../wires/chat.ts";
+import { chat, type ChatResult } from "./chat/route.ts";
+import type { Relay } from "./chat/relay.ts";
 import type { EdgeDeps } from "./deps.ts";
-import { callerOf, isFailure } from "./guard.ts";
-import { readJsonBody } from "./request.ts";
+import { isFailure } from "./guard.ts";
+import { credentialsOf, readJsonBody } from "./request.ts";
 
 /** A wire's stream translation: its opening events, then the events of each relay frame. */
 export interface WireStream {
   start(): string;
-  frame(frame: RelayFrame): string;
+  frame(frame: ChatFrame): string;
 }
 
-export interface Arrival {
-  requestId: string;
-  startedMs: number;
-}
-
-/** The caller and the JSON body, or the refusal (recorded) to answer in the wire's shape. */
-export async function callerAndBody(request: Request, deps: EdgeDeps, arrival: Arrival): Promise<{ caller: Caller; raw: unknown } | Failure> {
-  const record = (keyId: string | null, failure: Failure) =>
-    recordRefusal(deps, { requestId: arrival.requestId, keyId, operation: "chat", model: null, startedMs: arrival.startedMs }, failure);
-  const caller = await callerOf(request, deps);
-  if (isFailure(caller)) {
-    record(null, caller);
-    return caller;
-  }
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) {
-    record(caller.key.id, raw);
-    return raw;
-  }
-  return { caller, raw };
-}
-
-/** A body the wire's own translation refused, recorded like any refusal before admission. */
-export function recordWireRefusal(deps: EdgeDeps, arrival: Arrival, caller: Caller, failure: Failure): void {
-  recordRefusal(deps, { requestId: arrival.requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs: arrival.startedMs }, failure);
+/**
+ * Runs a wire's request down the chat path: `translate` turns the JSON body (read only once the
+ * caller is known) into a chat body, or into the 400 the chat path records and returns.
+ * Returns the chat result and the wire's own reading of the request, when it got that far.
+ */
+export async function chatThroughWire<W>(
+  deps: EdgeDeps,
+  request: Request,
+  requestId: string,
+  translate: (raw: unknown) => { request: W; chat: Record<string, unknown> } | Failure,
+): Promise<{ result: ChatResult; wire: W | null }> {
+  let wire: W | null = null;
+  const result = await chat(deps, {
+    requestId,
+    credentials: credentialsOf(request),
+    readBody: async () => {
+      const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+      if (isFailure(raw)) return raw;
+      const translated = translate(raw);
+      if (isFailure(translated)) return translated;
+      wire = translated.request;
+      return translated.chat;
+    },
+    signal: request.signal,
+  });
+  return { result, wire };
 }
 
 const encoder = new TextEncoder();
 
 /**
- * The relay's frames re-written by `wire`. Leaving early (the client went away) returns the
- * relay's generator, which starts its drain-and-abort like a chat client's departure.
+ * The relay's frames re-written by `wire`: what Elysia's generator route returns. A client that
+ * stops pulling (Elysia returns the generator) has left, as on chat's own SSE body.
  */
-export async function* translateRelay(run: Extract<ChatRun, { kind: "stream" }>, wire: WireStream): AsyncGenerator<Uint8Array> {
+export async function* wireBody(relay: Relay, wire: WireStream): AsyncGenerator<Uint8Array> {
   try {
     yield encoder.encode(wire.start());
-    for await (const bytes of run.frames) {
+    for (let frames = await relay.take(); frames; frames = await relay.take()) {
       let text = "";
-      for (const frame of relayFrames(bytes)) text += wire.frame(frame);
+      for (const frame of frames) {
+        const read = chatFrameOf(frame);
+        if (read) text += wire.frame(read);
+      }
       if (text !== "") yield encoder.encode(text);
     }
   } finally {
-    await run.frames.return(undefined);
+    relay.leave();
+    await relay.done;
   }
 }
 

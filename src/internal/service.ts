@@ -1,8 +1,9 @@
 /**
  * The gateway's operations for internal services over NATS, through the `nats` service
- * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request becomes the
- * same `Request` the HTTP route gets, handled by the same Elysia app: authentication, limits,
- * billing and errors are identical. The wire is described in wire.ts.
+ * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Chat calls the chat path
+ * itself (src/http/chat/route.ts `chat`: admission, the pool, the relay's frames); the other
+ * operations still go through the HTTP app's handler with the same headers and body. Either
+ * way authentication, limits, billing and errors are identical. The wire is described in wire.ts.
  *
  * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
  * control), so a slow caller pauses the relay, whose queue pauses the upstream; a caller that
@@ -11,7 +12,10 @@
  */
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
-import { errorBody, fail, type Failure, describe } from "../errors.ts";
+import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
+import type { ChatInput, ChatResult } from "../http/chat/route.ts";
+import type { Relay } from "../http/chat/relay.ts";
+import { newRequestId, parseJsonText, presentedKey } from "../http/request.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -45,6 +49,8 @@ export interface HandlerApp {
 export interface InternalServiceOptions {
   nc: NatsConnection;
   app: HandlerApp;
+  /** The chat path (`chat` of src/http/chat/route.ts with the gateway's deps). */
+  chat: (input: ChatInput) => Promise<ChatResult>;
   subjects: Subjects;
   log: Logger;
   version?: string;
@@ -101,6 +107,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     if (msg.data.length > payloadMax) {
       return replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
     }
+    if (path === CHAT_PATH) return handleChat(msg, payloadMax);
     const headers = new Headers({ "content-type": msg.headers?.get("Content-Type") || "application/json" });
     for (const name of ["Authorization", "x-darvaze-residency"]) {
       const value = msg.headers?.get(name);
@@ -109,15 +116,39 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     const controller = new AbortController();
     const request = new Request(`http://nats.internal${path}`, { method: "POST", headers, body: msg.data, signal: controller.signal });
     const response = await app.handle(request);
-    if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
+    const body = new Uint8Array(await response.arrayBuffer());
+    const h = replyHeaders(response);
+    replyBody(msg, body, h, response.status, payloadMax);
+  }
+
+  /** Chat: the chat path itself; a stream's frames go out as NATS messages against the caller's credit. */
+  async function handleChat(msg: ServiceMsg, payloadMax: number): Promise<void> {
+    const requestId = newRequestId();
+    const controller = new AbortController();
+    const result = await options.chat({
+      requestId,
+      credentials: { key: presentedKey(msg.headers?.get("Authorization")), origin: null, residency: msg.headers?.get("x-darvaze-residency") || null },
+      readBody: async () => parseJsonText(decoder.decode(msg.data)),
+      signal: controller.signal,
+    });
+    const h = natsHeaders();
+    h.set("x-request-id", requestId);
+    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
+    if (result.kind === "stream") {
       if (stats.open >= STREAMS_OPEN_MAX) {
         controller.abort();
-        await response.body.cancel();
         return replyFailure(msg, fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }));
       }
-      return stream(msg, response, controller);
+      return stream(msg, result.relay, h, controller);
     }
-    const body = new Uint8Array(await response.arrayBuffer());
+    h.set("Content-Type", "application/json");
+    if (result.kind === "json") return replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
+    for (const [name, value] of Object.entries(errorHeaders(result.failure))) h.set(name, value);
+    replyBody(msg, encoder.encode(JSON.stringify(errorBody(result.failure))), h, describe(result.failure.code).status, payloadMax);
+  }
+
+  /** A whole reply: one message, or ordered parts when larger than one message holds. */
+  function replyBody(msg: ServiceMsg, body: Uint8Array, h: MsgHdrs, status: number, payloadMax: number): void {
     const partBytes = payloadMax - HEADERS_BYTES_ALLOWANCE;
     const parts = Math.max(1, Math.ceil(body.length / partBytes));
     if (parts > REPLY_PARTS_MAX) {
@@ -126,10 +157,10 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
         fail("request_too_large", `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`),
       );
     }
-    const h = replyHeaders(response);
-    if (response.status >= 400) {
+    h.set(HEADER_STATUS, String(status));
+    if (status >= 400) {
       stats.errors++;
-      h.set(HEADER_ERROR_CODE, String(response.status));
+      h.set(HEADER_ERROR_CODE, String(status));
       h.set(HEADER_ERROR, errorMessage(body));
     }
     if (parts === 1) return void msg.respond(body, { headers: h });
@@ -137,7 +168,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       const ph = i === 0 ? h : natsHeaders();
       ph.set(HEADER_PARTS, String(parts));
       ph.set(HEADER_PART, String(i));
-      nc.publish(msg.reply, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
+      nc.publish(msg.reply!, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
     }
   }
 
@@ -150,7 +181,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     msg.respondError(status, failure.message, encoder.encode(JSON.stringify(errorBody(failure))), { headers: h });
   }
 
-  async function stream(msg: ServiceMsg, response: Response, controller: AbortController): Promise<void> {
+  async function stream(msg: ServiceMsg, relay: Relay, opening: MsgHdrs, controller: AbortController): Promise<void> {
     const reply = msg.reply!;
     const streamId = newId("str");
     stats.open++;
@@ -160,13 +191,11 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     let lastSentMs = performance.now();
     let cancelled = false;
     let wakeCredit: (() => void) | null = null;
-    const reader = response.body!.getReader();
     const cancel = () => {
       if (cancelled) return;
       cancelled = true;
       stats.cancelled++;
-      controller.abort(); // the route's client signal: drain, abort the upstream, bill once
-      reader.cancel().catch(() => {});
+      controller.abort(); // the relay's client signal: drain, abort the upstream, bill once
       wakeCredit?.();
     };
     cancels.add(cancel);
@@ -208,36 +237,29 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       }
     };
     try {
-      const opening = replyHeaders(response);
+      opening.set(HEADER_STATUS, "200");
+      opening.set("Content-Type", "text/event-stream");
       opening.set(HEADER_CREDIT_SUBJECT, subjects.streamCredit(streamId));
       opening.set(HEADER_CANCEL_SUBJECT, subjects.streamCancel(streamId));
       send(encoder.encode("{}"), opening);
-      let buffer = "";
-      const text = new TextDecoder();
-      read: while (!cancelled) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) break;
-        buffer += text.decode(value, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) !== -1) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (!event.startsWith("data: ")) continue; // keep-alive comments: our heartbeats do that
-          const data = event.slice(6);
-          if (data === "[DONE]") break read;
-          if (data.startsWith('{"error"')) {
+      relay: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
+        for (const frame of frames) {
+          if (frame.kind === "keepAlive") continue; // our heartbeats do that
+          if (frame.kind === "done") break relay;
+          if (frame.kind === "error") {
             stats.errors++;
+            const status = String(describe(frame.failure.code).status);
             const h = natsHeaders();
-            h.set(HEADER_STATUS, "502");
-            h.set(HEADER_ERROR_CODE, "502");
-            h.set(HEADER_ERROR, errorMessage(encoder.encode(data)));
-            send(encoder.encode(data), h);
-            break read;
+            h.set(HEADER_STATUS, status);
+            h.set(HEADER_ERROR_CODE, status);
+            h.set(HEADER_ERROR, oneLine(frame.failure.message));
+            send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
+            break relay;
           }
           await waitForCredit();
-          if (cancelled) break read;
+          if (cancelled) break relay;
           credit--;
-          send(encoder.encode(data), natsHeaders());
+          send(encoder.encode(frame.data), natsHeaders());
         }
       }
       if (!cancelled) send(EMPTY, natsHeaders());
@@ -246,7 +268,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       for (const sub of subs) sub.unsubscribe();
       cancels.delete(cancel);
       stats.open--;
-      if (cancelled) await reader.cancel().catch(() => {});
+      if (cancelled) relay.leave();
     }
   }
 
@@ -270,8 +292,15 @@ function replyHeaders(response: Response): MsgHdrs {
 function errorMessage(body: Uint8Array): string {
   try {
     const parsed = JSON.parse(decoder.decode(body)) as { error?: { message?: unknown } };
-    // Header values are one line.
-    if (typeof parsed.error?.message === "string") return parsed.error.message.replace(/[\r\n]+/g, " ").slice(0, 512);
+    if (typeof parsed.error?.message === "string") return oneLine(parsed.error.message);
   } catch {}
   return "error";
 }
+
+/** Header values are one line, and short. */
+function oneLine(message: string): string {
+  return message.replace(/[\r\n]+/g, " ").slice(0, 512);
+}
+
+/** The one operation whose path the service calls directly. */
+const CHAT_PATH = operationPath("chat.completions");

@@ -1,11 +1,11 @@
 /**
  * The gateway's own chat output, read back by the wires translated from it (Responses, Messages):
- * the `chat.completion` body of a whole reply, and the relay's SSE frames (`data: {chunk}`,
- * `: keep-alive`, `data: [DONE]`, `data: {"error":…}`). Both come from the gateway itself, yet are
- * parsed with zod: a field the schema does not know is dropped, never trusted by a cast.
+ * the `chat.completion` body of a whole reply, and the relay's frames (a chunk's JSON, a
+ * keep-alive, the end, a failure). Both come from the gateway itself, yet are parsed with zod: a
+ * field the schema does not know is dropped, never trusted by a cast.
  */
 import { z } from "zod";
-import { describe, type ErrorCode, type Failure } from "../errors.ts";
+import type { Failure } from "../errors.ts";
 
 const toolCallDelta = z.looseObject({
   index: z.number().int().nonnegative(),
@@ -73,54 +73,21 @@ export function onlyChoice(chunk: ChatChunk): { delta: ChunkDelta; text: string;
   return { delta, text: delta.content ?? delta.refusal ?? "", finishReason: choice.finish_reason ?? null };
 }
 
-/** One frame of the relay, as the translating wires see it. */
-export type RelayFrame = { kind: "chunk"; chunk: ChatChunk } | { kind: "keepAlive" } | { kind: "done" } | { kind: "error"; failure: Failure };
-
-const errorFrame = z.object({
-  error: z.looseObject({ message: z.string(), code: z.string().nullish(), param: z.string().nullish() }),
-});
-
-/** A code the relay wrote, back in the closed set (an unknown one is the upstream's fault). */
-function errorCodeOf(code: string | null | undefined): ErrorCode {
-  return code && describe(code as ErrorCode) !== undefined ? (code as ErrorCode) : "upstream_error";
-}
-
-const decoder = new TextDecoder();
-
 /**
- * The frames in one piece the relay yielded: it yields whole frames only, so a piece never
- * splits one.
+ * One frame of the relay (src/http/chat/relay.ts), as the translating wires see it: its chunk
+ * parsed, or the keep-alive, the end, or the failure that ended it.
  */
-export function relayFrames(bytes: Uint8Array): RelayFrame[] {
-  const frames: RelayFrame[] = [];
-  for (const block of decoder.decode(bytes).split("\n\n")) {
-    if (block === "") continue;
-    if (block.startsWith(":")) {
-      frames.push({ kind: "keepAlive" });
-      continue;
-    }
-    if (!block.startsWith("data: ")) continue;
-    const data = block.slice("data: ".length);
-    if (data === "[DONE]") {
-      frames.push({ kind: "done" });
-      continue;
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(data);
-    } catch {
-      continue;
-    }
-    const error = errorFrame.safeParse(json);
-    if (error.success) {
-      const e = error.data.error;
-      frames.push({ kind: "error", failure: { code: errorCodeOf(e.code), message: e.message, param: e.param ?? null } });
-      continue;
-    }
-    const chunk = chatChunk.safeParse(json);
-    if (chunk.success) frames.push({ kind: "chunk", chunk: chunk.data });
+export type ChatFrame = { kind: "chunk"; chunk: ChatChunk } | { kind: "keepAlive" } | { kind: "done" } | { kind: "error"; failure: Failure };
+
+/** A relay frame for the wires; null for a chunk that is not one (never sent by the relay). */
+export function chatFrameOf(frame: { kind: "data"; data: string } | { kind: "keepAlive" | "done" } | { kind: "error"; failure: Failure }): ChatFrame | null {
+  if (frame.kind !== "data") return frame.kind === "error" ? { kind: "error", failure: frame.failure } : { kind: frame.kind };
+  try {
+    const chunk = chatChunk.safeParse(JSON.parse(frame.data));
+    return chunk.success ? { kind: "chunk", chunk: chunk.data } : null;
+  } catch {
+    return null;
   }
-  return frames;
 }
 
 /** The whole reply the chat path returned, or null when it is not a chat completion. */

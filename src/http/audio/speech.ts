@@ -56,9 +56,7 @@ export async function createSpeech(request: Request, requestId: string, deps: Ed
   const end = (completed: boolean) => {
     if (done) return;
     done = true;
-    if (completed) sent.reply.finish();
-    else sent.reply.abort();
-    sent.release();
+    sent.reply.close(completed ? "done" : "abandoned");
   };
   const reader = upstream?.getReader();
   // Pulled one upstream read per client read: a slow client slows the upstream read, and

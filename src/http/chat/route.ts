@@ -4,8 +4,11 @@
  *   edge:  the caller (origin, key, residency) → body (size, JSON, schema) → model → budget and
  *          reserve → admission (src/admission: the key actor's slot and hold, or 429/402)
  *   pool actor (this node): backend, upstream call, retries before the first byte
- *   edge:  relay the reply (JSON, or SSE frames metered live by relay.ts), then settle the
- *          actual usage through the admission, exactly once, whatever happened.
+ *   edge:  relay the reply (JSON, or frames metered live by relay.ts), then settle the actual
+ *          usage through the admission, exactly once, whatever happened.
+ *
+ * `chat` is the path itself, for any transport: the HTTP route below and the internal NATS
+ * service (src/internal/service.ts) both call it and only translate its result.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
 import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool } from "../../admission/admission.ts";
@@ -15,15 +18,18 @@ import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
-import { readJsonBody } from "../request.ts";
+import { failed, isFailure, zodFailure } from "../guard.ts";
+import { credentialsOf, readJsonBody } from "../request.ts";
+import { type Credentials, enter } from "../../admission/admission.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
-import { relayStream } from "./relay.ts";
+import { Relay, sseBody } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
-async function prepare(raw: unknown, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
+async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
+  const raw = await input.readBody();
+  if (isFailure(raw)) return raw;
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
   else {
@@ -57,35 +63,39 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
   };
 }
 
-/**
- * What a chat request came to, whatever wire brought it: the seam through which the Responses and
- * Messages routes (src/http/responses, src/http/messages) run their translated bodies down the
- * one chat path. `headers` are the admission's (rate limits); a stream's frames are the relay's
- * SSE bytes (`data: {chunk}`, `: keep-alive`, then `data: [DONE]` or `data: {"error":…}`).
- */
-export type ChatRun =
-  | { kind: "failed"; failure: Failure; headers: Record<string, string> }
-  | { kind: "json"; body: string; headers: Record<string, string> }
-  | { kind: "stream"; frames: AsyncGenerator<Uint8Array>; headers: Record<string, string> };
+/** A chat request as any transport receives it. */
+export interface ChatInput {
+  requestId: string;
+  credentials: Credentials;
+  /** The body as JSON, read only once the caller is known (or the 400/413 it deserves). */
+  readBody: () => Promise<unknown>;
+  /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
+  signal: AbortSignal;
+}
 
-/**
- * Runs an already-read chat body for an authenticated caller: checks, budget, admission, the
- * pool, and the relay or the whole reply, settled exactly once.
- * @example const run = await runChat(deps, { request, requestId, caller, raw: chatBody, startedMs });
- */
-export async function runChat(
-  deps: EdgeDeps,
-  r: { request: Request; requestId: string; caller: Caller; raw: unknown; startedMs: number },
-): Promise<ChatRun> {
-  const { request, requestId, caller, startedMs } = r;
-  const prepared = await prepare(r.raw, deps, caller);
+/** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
+export type ChatResult =
+  | { kind: "refused"; failure: Failure; headers: Record<string, string> }
+  | { kind: "json"; body: string; headers: Record<string, string> }
+  | { kind: "stream"; relay: Relay; headers: Record<string, string> };
+
+/** The whole path of one chat request, whatever transport brought it. */
+export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult> {
+  const { requestId } = input;
+  const startedMs = performance.now();
+  const caller = await enter(deps, input.credentials);
+  if (isFailure(caller)) {
+    recordRefusal(deps, { requestId, keyId: null, operation: "chat", model: null, startedMs }, caller);
+    return { kind: "refused", failure: caller, headers: {} };
+  }
+  const prepared = await prepare(input, deps, caller);
   if (isFailure(prepared)) {
     recordRefusal(deps, { requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs }, prepared);
-    return { kind: "failed", failure: prepared, headers: {} };
+    return { kind: "refused", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
   const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
-  if ("failure" in admission) return { kind: "failed", failure: admission.failure, headers: admission.headers };
+  if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
   let outcome: ChatOutcome;
@@ -99,7 +109,7 @@ export async function runChat(
       region: caller.region,
       // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
       // the throughput, and a whole reply is billed in full anyway.
-      signal: stream ? request.signal : undefined,
+      signal: stream ? input.signal : undefined,
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
@@ -107,7 +117,7 @@ export async function runChat(
   }
   if (outcome.kind === "failed") {
     await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);
-    return { kind: "failed", failure: outcome.failure, headers: admission.headers };
+    return { kind: "refused", failure: outcome.failure, headers: admission.headers };
   }
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
@@ -117,30 +127,25 @@ export async function runChat(
     });
     return { kind: "json", body: reply, headers: admission.headers };
   }
-  return { kind: "stream", frames: relayStream(deps, admission as Admission, { body, budget }, outcome, request.signal), headers: admission.headers };
+  return { kind: "stream", relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal), headers: admission.headers };
 }
 
+/** The HTTP route: the request's headers and body in, a JSON reply or an SSE body out. */
 export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
-  const startedMs = performance.now();
-  const caller = await callerOf(request, deps);
-  if (isFailure(caller)) {
-    recordRefusal(deps, { requestId, keyId: null, operation: "chat", model: null, startedMs }, caller);
-    return failed(caller, requestId);
+  const result = await chat(deps, {
+    requestId,
+    credentials: credentialsOf(request),
+    readBody: () => readJsonBody(request, deps.env.BODY_BYTES_MAX),
+    signal: request.signal,
+  });
+  if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
+  if (result.kind === "json") {
+    return new Response(result.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers } });
   }
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) {
-    recordRefusal(deps, { requestId, keyId: caller.key.id, operation: "chat", model: null, startedMs }, raw);
-    return failed(raw, requestId);
-  }
-  const run = await runChat(deps, { request, requestId, caller, raw, startedMs });
-  if (run.kind === "failed") return failed(run.failure, requestId, run.headers);
-  if (run.kind === "json") {
-    return new Response(run.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...run.headers } });
-  }
-  Object.assign(set.headers, run.headers);
+  Object.assign(set.headers, result.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;
-  return run.frames;
+  return sseBody(result.relay);
 }
 
 /** Usage for a reply that reported none: the exact count of the prompt and the returned text. */

@@ -12,13 +12,13 @@ import { fail, isFailure } from "../../errors.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
-import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat } from "../../wires/messages/request.ts";
+import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat, type MessagesRequest } from "../../wires/messages/request.ts";
 import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
-import { runChat } from "../chat/route.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { zodFailure } from "../guard.ts";
-import { callerAndBody, recordWireRefusal, streamHeaders, translateRelay } from "../translated.ts";
+import { callerOf, zodFailure } from "../guard.ts";
+import { readJsonBody } from "../request.ts";
+import { chatThroughWire, streamHeaders, wireBody } from "../translated.ts";
 
 function replyHeaders(requestId: string, headers: Record<string, string> = {}): Record<string, string> {
   // `request-id` is where Anthropic's SDKs read the id from.
@@ -33,25 +33,17 @@ export function anthropicFailed(failure: Failure, requestId: string, headers: Re
 }
 
 export async function createMessage(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
-  const arrival = { requestId, startedMs: performance.now() };
-  const read = await callerAndBody(request, deps, arrival);
-  if (isFailure(read)) return anthropicFailed(read, requestId);
-  const translated = messagesToChat(read.raw);
-  if (isFailure(translated)) {
-    recordWireRefusal(deps, arrival, read.caller, translated);
-    return anthropicFailed(translated, requestId);
+  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat);
+  if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
+  const ctx = { requestId, model: wire!.model };
+  if (result.kind === "json") {
+    const reply = parseChatCompletion(result.body);
+    if (!reply) return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
+    return new Response(JSON.stringify(chatToMessage(reply, ctx)), { status: 200, headers: replyHeaders(requestId, result.headers) });
   }
-  const ctx = { requestId, model: translated.request.model };
-  const run = await runChat(deps, { request, requestId, caller: read.caller, raw: translated.chat, startedMs: arrival.startedMs });
-  if (run.kind === "failed") return anthropicFailed(run.failure, requestId, run.headers);
-  if (run.kind === "json") {
-    const reply = parseChatCompletion(run.body);
-    if (!reply) return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, run.headers);
-    return new Response(JSON.stringify(chatToMessage(reply, ctx)), { status: 200, headers: replyHeaders(requestId, run.headers) });
-  }
-  streamHeaders(set, requestId, run.headers);
+  streamHeaders(set, requestId, result.headers);
   set.headers["request-id"] = requestId;
-  return translateRelay(run, new MessagesStream(ctx));
+  return wireBody(result.relay, new MessagesStream(ctx));
 }
 
 /**
@@ -60,10 +52,11 @@ export async function createMessage(request: Request, requestId: string, deps: E
  * not the vendor's tokenizer. Free, but it needs a key and a chat model of the catalog.
  */
 export async function countMessageTokens(request: Request, requestId: string, deps: EdgeDeps) {
-  const arrival = { requestId, startedMs: performance.now() };
-  const read = await callerAndBody(request, deps, arrival);
-  if (isFailure(read)) return anthropicFailed(read, requestId);
-  const parsed = countTokensRequest.safeParse(read.raw);
+  const caller = await callerOf(request, deps);
+  if (isFailure(caller)) return anthropicFailed(caller, requestId);
+  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(raw)) return anthropicFailed(raw, requestId);
+  const parsed = countTokensRequest.safeParse(raw);
   if (!parsed.success) return anthropicFailed(zodFailure(parsed.error), requestId);
   const model = operationModel(deps, parsed.data.model, "chat");
   if (isFailure(model)) return anthropicFailed(model, requestId);

@@ -12,7 +12,7 @@
  *   error frame       an `error` event (the SDKs raise it)
  *   keep-alive        ping
  */
-import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type RelayFrame } from "../chat.ts";
+import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type ChatFrame } from "../chat.ts";
 import { failureToAnthropicError } from "./errors.ts";
 import { finishReasonToStopReason, messageId, usageToAnthropic, type MessagesContext } from "./response.ts";
 
@@ -45,7 +45,7 @@ export class MessagesStream {
     return event("message_start", { message }) + event("ping", {});
   }
 
-  frame(frame: RelayFrame): string {
+  frame(frame: ChatFrame): string {
     if (this.ended) return "";
     switch (frame.kind) {
       case "keepAlive":

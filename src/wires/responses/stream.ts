@@ -15,7 +15,7 @@
  *   keep-alive       passed on as an SSE comment
  */
 import type { Failure } from "../../errors.ts";
-import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type RelayFrame } from "../chat.ts";
+import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type ChatFrame } from "../chat.ts";
 import {
   finishReasonToStatus,
   functionCallItem,
@@ -59,7 +59,7 @@ export class ResponsesStream {
   }
 
   /** The events for one relay frame (possibly none). */
-  frame(frame: RelayFrame): string {
+  frame(frame: ChatFrame): string {
     if (this.ended) return "";
     switch (frame.kind) {
       case "keepAlive":
