@@ -162,7 +162,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
 });
 
 describe("what Claude Code sends", () => {
-  const anthropic = VENDORS[1];
+  const anthropic = VENDORS.find((v) => v.kind === "anthropic")!;
 
   test("a dated model id, `?beta=true`, Claude Code's headers and a Bearer key: served and billed as the catalog model", async () => {
     const response = await fetch(`${t.url}/v1/messages?beta=true`, {

@@ -16,13 +16,26 @@ export const UPSTREAM_KEY = "upstream-secret";
 export const SEED = 5;
 export const OUTPUT_TOKENS = 8;
 
-/** Catalog prices in micro-toman per token (toman per 1M tokens), as published (USD × 90,000). */
+/**
+ * Catalog prices in micro-toman per token (toman per 1M tokens), as published (USD × 90,000).
+ * `openai-responses` is an OpenAI-compatible backend with `responses_api: true`: the simulator's
+ * native /v1/responses serves it.
+ */
 export const VENDORS = [
   { kind: "openai", model: "gpt-4o-mini", upstream: "gpt-4o-mini", inputMicro: 13_500n, outputMicro: 54_000n },
+  { kind: "openai-responses", model: "gpt-4.1-mini", upstream: "gpt-4.1-mini", inputMicro: 36_000n, outputMicro: 144_000n },
   { kind: "anthropic", model: "claude-3-5-haiku", upstream: "claude-3-5-haiku-20241022", inputMicro: 72_000n, outputMicro: 360_000n },
   { kind: "gemini", model: "gemini-2.5-flash", upstream: "gemini-2.5-flash", inputMicro: 27_000n, outputMicro: 225_000n },
 ] as const;
 export type Vendor = (typeof VENDORS)[number];
+
+/** The simulator's route each backend is served by, or its start (chat completions log no path). */
+const UPSTREAM_PATHS: Record<Vendor["kind"], string | undefined> = {
+  openai: undefined,
+  "openai-responses": "/v1/responses",
+  anthropic: "/v1/messages",
+  gemini: "/v1beta/models/gemini-2.5-flash:",
+};
 
 /** A one-pixel PNG, as a data URL. */
 export const PIXEL_PNG =
@@ -37,9 +50,12 @@ export const WEATHER_PARAMETERS = {
 export async function startWireSuite(): Promise<{ sim: Simulator; t: TestGateway; key: string; accountId: string }> {
   const sim = await startSimulator({ apiKey: UPSTREAM_KEY, seed: SEED, outputTokens: OUTPUT_TOKENS });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
-  const pools = Object.fromEntries(
-    VENDORS.map((v) => [v.model, { backends: [{ name: `${v.kind}-sim`, kind: v.kind, url: v.kind === "openai" ? `${sim.url}/v1` : sim.url, api_key: UPSTREAM_KEY, upstream_model: v.upstream, region: "abroad" }] }]),
-  );
+  const backend = (v: Vendor) => {
+    const common = { name: `${v.kind}-sim`, api_key: UPSTREAM_KEY, upstream_model: v.upstream, region: "abroad" };
+    if (v.kind === "openai-responses") return { ...common, kind: "openai", url: `${sim.url}/v1`, responses_api: true };
+    return { ...common, kind: v.kind, url: v.kind === "openai" ? `${sim.url}/v1` : sim.url };
+  };
+  const pools = Object.fromEntries(VENDORS.map((v) => [v.model, { backends: [backend(v)] }]));
   writeFileSync(path, JSON.stringify({ pools }));
   const t = await startTestGateway({ DARVAZE_CONFIG: path });
   const funded = await t.fundedKey(10_000);
@@ -84,6 +100,9 @@ export async function usageRecord(t: TestGateway, requestId: string) {
 export async function expectBilledAsLogged(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor, status = 200) {
   const entry = await simEntry(ctx.sim, requestId);
   expect(entry.model).toBe(vendor.upstream);
+  const path = UPSTREAM_PATHS[vendor.kind];
+  if (path === undefined) expect(entry.path).toBeUndefined();
+  else expect(entry.path).toStartWith(path);
   const record = await usageRecord(ctx.t, requestId);
   expect(record).toEqual({
     model: vendor.model,

@@ -20,6 +20,8 @@ export class Exchange {
   readonly requestId: string | null;
   readonly startedAt = Date.now();
   model = "";
+  /** The route served, for the wires besides chat completions (logged, so tests see which was used). */
+  path: string | null = null;
   stream = false;
   promptTokens = 0;
   /** Content tokens written to the caller so far. */
@@ -71,6 +73,7 @@ export class Exchange {
       seq: this.seq,
       requestId: this.requestId,
       model: this.model,
+      ...(this.path ? { path: this.path } : {}),
       stream: this.stream,
       promptTokens: this.promptTokens,
       completionTokens: this.sent,
