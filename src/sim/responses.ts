@@ -132,7 +132,7 @@ export const responsesWire: VendorWire = {
     let sequence = headEvents(plan) + plan.chunks.length;
     const done = outputItem(plan, true);
     let text = "";
-    if (plan.tool) text += event("response.function_call_arguments.done", sequence++, { output_index: 0, item_id: ids(plan).item, arguments: plan.tool.argumentsJson });
+    if (plan.tool) text += event("response.function_call_arguments.done", sequence++, { output_index: 0, item_id: ids(plan).item, name: plan.tool.name, arguments: plan.tool.argumentsJson });
     else {
       const whole = plan.chunks.map((c) => c.text).join("");
       const at = { output_index: 0, item_id: ids(plan).message, content_index: 0 };
