@@ -3,17 +3,17 @@
  * fixture (OpenAI's own chunks, which the relay passes on untouched) read as relay frames, or a
  * vendor's fixture run through its adapter's decoder first (the chunks the relay would queue).
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
+import { decodeAll, fixture } from "../providers/testing.ts";
 import type { ChatStreamDecoder } from "../providers/types.ts";
 import { chatFrameOf, type ChatFrame } from "./chat.ts";
 
-export const FIXTURES = join(import.meta.dir, "../../test/fixtures");
+/** Characters per network piece when a fixture is decoded. */
+const PIECE_CHARS = 64;
 
-/** A chat SSE fixture's frames: its chunks, then the end. */
-export function chatFixtureFrames(path: string): ChatFrame[] {
+/** A chat SSE fixture's frames (`test/fixtures/<vendor>/<name>`): its chunks, then the end. */
+export function chatFixtureFrames(vendor: string, name: string): ChatFrame[] {
   const frames: ChatFrame[] = [];
-  for (const block of readFileSync(join(FIXTURES, path), "utf8").split("\n\n")) {
+  for (const block of fixture(vendor, name).split("\n\n")) {
     if (!block.startsWith("data: ")) continue;
     const data = block.slice("data: ".length).trim();
     const frame = chatFrameOf(data === "[DONE]" ? { kind: "done" } : { kind: "data", data });
@@ -23,8 +23,8 @@ export function chatFixtureFrames(path: string): ChatFrame[] {
 }
 
 /** A vendor's SSE fixture through its decoder: the chat frames, then the end (or its error). */
-export function decodedFixtureFrames(path: string, decoder: ChatStreamDecoder): ChatFrame[] {
-  const piece = decoder.push(readFileSync(join(FIXTURES, path), "utf8"));
+export function decodedFixtureFrames(vendor: string, name: string, decoder: ChatStreamDecoder): ChatFrame[] {
+  const piece = decodeAll(decoder, fixture(vendor, name), PIECE_CHARS);
   const frames: ChatFrame[] = [];
   for (const frame of piece.frames) {
     const read = chatFrameOf({ kind: "data", data: frame.data });

@@ -1,10 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { isFailure, type ErrorCode } from "../../errors.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { parseChatCompletion } from "../chat.ts";
-import { chatFixtureFrames, decodedFixtureFrames, FIXTURES, sseEvents } from "../fixtures.ts";
+import { fixture } from "../../providers/testing.ts";
+import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { anthropicErrorType, failureToAnthropicError } from "./errors.ts";
 import { messagesToChat } from "./request.ts";
 import { chatToMessage } from "./response.ts";
@@ -100,10 +99,10 @@ function translate(frames: ReturnType<typeof chatFixtureFrames>) {
 const types = (events: Record<string, unknown>[]) => events.map((e) => e.type).filter((t) => t !== "ping");
 
 describe("MessagesStream", () => {
-  test.each(["text.sse", "tool-use.sse", "thinking.sse"])("Anthropic's %s → chat → Anthropic: the same events and content", (fixture) => {
+  test.each(["text.sse", "tool-use.sse", "thinking.sse"])("Anthropic's %s → chat → Anthropic: the same events and content", (name) => {
     const decoder = new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 });
-    const events = translate(decodedFixtureFrames(`anthropic/${fixture}`, decoder));
-    const original = sseEvents(readFileSync(join(FIXTURES, "anthropic", fixture), "utf8")).map((e) => e.data);
+    const events = translate(decodedFixtureFrames("anthropic", name, decoder));
+    const original = sseEvents(fixture("anthropic", name)).map((e) => e.data);
     // The deltas of one block may come split differently; the blocks, their order and content may not.
     const blocks = (list: Record<string, any>[]) => {
       const out: string[] = [];
@@ -123,7 +122,7 @@ describe("MessagesStream", () => {
   });
 
   test("a recorded OpenAI tool-call stream: one tool_use block with its input in pieces, stop_reason tool_use, the usage", () => {
-    const events = translate(chatFixtureFrames("openai/tool-calls.sse"));
+    const events = translate(chatFixtureFrames("openai", "tool-calls.sse"));
     expect(types(events)).toEqual(["message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
     expect(events[2]).toMatchObject({ content_block: { type: "tool_use", id: "call_a1b2", name: "get_weather", input: {} } });
     expect(events.at(-2)).toEqual({ type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { input_tokens: 61, output_tokens: 15 } });

@@ -10,12 +10,14 @@
  *   thinking, redacted_thinking      → dropped (no backend takes them back through chat)
  *   max_tokens (required)            → max_tokens;  stop_sequences → stop
  *   tools / tool_choice              → function tools / auto, required, a named function, none
- *   thinking {enabled, budget}       → reasoning_effort, by budget (passed where the backend has it)
+ *   thinking {enabled, budget}       → reasoning_effort by budget, for a model that reasons
+ *                                      (catalog/reasoning.ts; an Anthropic backend gets thinking)
  *
  * Server tools (web search, code execution …) and document blocks have no chat counterpart: a
  * 400 names them.
  */
 import { z } from "zod";
+import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
 import { zodFailure } from "../../http/guard.ts";
@@ -220,7 +222,7 @@ export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: 
   if (body.stop_sequences && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
   if (body.temperature !== undefined) chat.temperature = body.temperature;
   if (body.top_p !== undefined) chat.top_p = body.top_p;
-  if (body.thinking?.type === "enabled") chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
+  if (body.thinking?.type === "enabled" && takesReasoningEffort(body.model)) chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
   if (body.metadata?.user_id) chat.user = body.metadata.user_id;
   if (body.stream === true) {
     chat.stream = true;

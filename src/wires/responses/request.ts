@@ -11,10 +11,12 @@
  *   function_call items     → an assistant message's tool_calls (consecutive calls share one)
  *   function_call_output    → a tool message
  *   reasoning items         → dropped (no backend takes them back through chat)
- *   max_output_tokens       → max_completion_tokens;  reasoning.effort → reasoning_effort
+ *   max_output_tokens       → max_completion_tokens
+ *   reasoning.effort        → reasoning_effort, for a model that reasons (catalog/reasoning.ts)
  *   text.format             → response_format;  tools/tool_choice → chat's function tools
  */
 import { z } from "zod";
+import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
 import { zodFailure } from "../../http/guard.ts";
@@ -229,7 +231,7 @@ export function responsesToChat(raw: unknown): { request: ResponsesRequest; chat
   if (body.temperature != null) chat.temperature = body.temperature;
   if (body.top_p != null) chat.top_p = body.top_p;
   if (body.parallel_tool_calls != null && chat.tools) chat.parallel_tool_calls = body.parallel_tool_calls;
-  if (body.reasoning?.effort) chat.reasoning_effort = body.reasoning.effort;
+  if (body.reasoning?.effort && takesReasoningEffort(body.model)) chat.reasoning_effort = body.reasoning.effort;
   const format = formatToChat(body.text?.format);
   if (format) chat.response_format = format;
   if (body.user) chat.user = body.user;

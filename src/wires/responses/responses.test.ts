@@ -16,9 +16,9 @@ const request = (body: Record<string, unknown>) => {
 
 describe("responsesToChat", () => {
   test("instructions and a string input: a system and a user message; the budget and effort carried", () => {
-    const { chat } = request({ instructions: "Be brief.", input: "Hi", max_output_tokens: 64, reasoning: { effort: "low" }, temperature: 0.2 });
+    const { chat } = request({ model: "o3", instructions: "Be brief.", input: "Hi", max_output_tokens: 64, reasoning: { effort: "low" }, temperature: 0.2 });
     expect(chat).toEqual({
-      model: "gpt-4o",
+      model: "o3",
       messages: [
         { role: "system", content: "Be brief." },
         { role: "user", content: "Hi" },
@@ -61,6 +61,10 @@ describe("responsesToChat", () => {
     expect(chat.stream_options).toEqual({ include_usage: true });
   });
 
+  test("a reasoning effort for a model without reasoning is dropped, not sent to fail upstream", () => {
+    expect(request({ input: "Hi", reasoning: { effort: "high" } }).chat.reasoning_effort).toBeUndefined();
+  });
+
   test("text.format json_schema becomes response_format", () => {
     const { chat } = request({ input: "Hi", text: { format: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true } } });
     expect(chat.response_format).toEqual({ type: "json_schema", json_schema: { name: "answer", schema: { type: "object" }, strict: true } });
@@ -101,7 +105,7 @@ function translate(frames: ReturnType<typeof chatFixtureFrames>, context = ctx(t
 
 describe("ResponsesStream", () => {
   test("a recorded text stream: the text in deltas, then a completed response with the usage", () => {
-    const events = translate(chatFixtureFrames("openai/basic-usage.sse"));
+    const events = translate(chatFixtureFrames("openai", "basic-usage.sse"));
     const text = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("");
     const done = events.at(-1)!;
     expect(done.type).toBe("response.completed");
@@ -112,7 +116,7 @@ describe("ResponsesStream", () => {
   });
 
   test("a recorded tool-call stream: a function_call item whose argument deltas make its arguments", () => {
-    const events = translate(chatFixtureFrames("openai/tool-calls.sse"));
+    const events = translate(chatFixtureFrames("openai", "tool-calls.sse"));
     expect(events.map((e) => e.type)).toEqual([
       "response.created",
       "response.in_progress",
@@ -129,14 +133,14 @@ describe("ResponsesStream", () => {
   });
 
   test("an Anthropic stream cut at max_tokens ends as response.incomplete", () => {
-    const frames = decodedFixtureFrames("anthropic/text.sse", new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }));
+    const frames = decodedFixtureFrames("anthropic", "text.sse", new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }));
     const cut = frames.map((f) => (f.kind === "chunk" && f.chunk.choices[0]?.finish_reason ? { ...f, chunk: { ...f.chunk, choices: [{ ...f.chunk.choices[0], finish_reason: "length" }] } } : f));
     const events = translate(cut);
     expect(events.at(-1)).toMatchObject({ type: "response.incomplete", response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } } });
   });
 
   test("a failure mid-stream: the text so far, then response.failed", () => {
-    const frames = chatFixtureFrames("openai/basic-usage.sse").slice(0, 2);
+    const frames = chatFixtureFrames("openai", "basic-usage.sse").slice(0, 2);
     const events = translate([...frames, { kind: "error", failure: { code: "upstream_error", message: "The upstream stream broke off." } }]);
     expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error", message: "The upstream stream broke off." } } });
     expect((events.at(-1)!.response as any).output[0].status).toBe("incomplete");

@@ -1,15 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { responseProblems, streamEventProblems } from "../../../../test/openaiSchema.ts";
-import { FIXTURES, sseEvents } from "../../../wires/fixtures.ts";
-import type { ReplyContext, StreamFrame } from "../../types.ts";
+import { sseEvents } from "../../../wires/fixtures.ts";
+import { chunksOf, decodeAll, fixture as recorded } from "../../testing.ts";
+import type { ReplyContext } from "../../types.ts";
 import { chatToResponsesRequest } from "./request.ts";
 import { responsesToOpenAIResponse } from "./response.ts";
 import { ResponsesStreamDecoder } from "./stream.ts";
 
 const context: ReplyContext = { requestId: "req_1", model: "gpt-4.1", created: 1_756_302_124 };
-const fixture = (name: string) => readFileSync(join(FIXTURES, "openai", name), "utf8");
+const fixture = (name: string) => recorded("openai", name);
 
 test.each(["responses-text.sse", "responses-function-call.sse", "responses-incomplete.sse", "responses-failed.sse"])("the recorded %s is the spec's wire", (name) => {
   for (const { data } of sseEvents(fixture(name))) expect(streamEventProblems(data as { type: string })).toEqual([]);
@@ -78,19 +77,10 @@ describe("responsesToOpenAIResponse", () => {
   });
 });
 
-/** A fixture pushed in pieces of `size` characters: the frames, the usage, how it ended. */
+/** A fixture pushed in pieces of `size` characters, as the relay reads it. */
 function decode(name: string, size: number) {
-  const decoder = new ResponsesStreamDecoder(context);
-  const text = fixture(name);
-  const frames: StreamFrame[] = [];
-  let end: { done: boolean; error?: string; usage?: unknown } = { done: false };
-  for (let i = 0; i < text.length; i += size) {
-    const piece = decoder.push(text.slice(i, i + size));
-    frames.push(...piece.frames);
-    if (piece.done || piece.error) end = { done: piece.done, error: piece.error?.message, usage: piece.usage };
-  }
-  const chunks = frames.map((f) => JSON.parse(f.data));
-  return { frames, chunks, end };
+  const piece = decodeAll(new ResponsesStreamDecoder(context), fixture(name), size);
+  return { frames: piece.frames, chunks: chunksOf(piece) as any[], end: { done: piece.done, error: piece.error?.message, usage: piece.usage } };
 }
 
 describe("ResponsesStreamDecoder", () => {
