@@ -7,8 +7,10 @@ import { connect } from "nats";
 import postgres from "postgres";
 import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
-import { usageStreamName } from "../src/ledger/stream.ts";
+import { deadLetterStreamName, usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
+import { openDb, type Db } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
@@ -41,12 +43,29 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
   };
 }
 
+/** A migrated database of a suite's own: a fresh PostgreSQL database on DATABASE_URL, else PGlite in memory. */
+export async function migratedDb(): Promise<{ db: Db; close(): Promise<void> }> {
+  const database = await freshDatabase();
+  const db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  return {
+    db,
+    async close() {
+      await db.close();
+      await database?.drop();
+    },
+  };
+}
+
 /** Removes a test run's usage stream from the shared NATS server. */
 export async function dropUsageStream(prefix: string): Promise<void> {
   if (!services.natsUrl) return;
   const nc = await connect({ servers: services.natsUrl });
   try {
     await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+  } catch {}
+  try {
+    await (await nc.jetstreamManager()).streams.delete(deadLetterStreamName(prefix));
   } catch {}
   try {
     // The cluster's partition leases (a KV bucket is a stream named KV_<bucket>).

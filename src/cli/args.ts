@@ -41,7 +41,10 @@ export type Command =
   | { kind: "topups.show"; topupId: string }
   /** `reverse` (reject only): hand the payment back through the provider first. */
   | { kind: "topups.review"; topupId: string; decision: "complete" | "reject"; reason: string; reverse?: true }
-  | { kind: "topups.reconcile" };
+  | { kind: "topups.reconcile" }
+  /** `all`: replayed ones too, not only those awaiting replay. */
+  | { kind: "usage.deadLetters"; all: boolean }
+  | { kind: "usage.replay"; deadLetterId: string };
 
 export interface Invocation {
   command: Command;
@@ -85,6 +88,10 @@ commands:
                                                   close a top-up in review without credit
                                                   (--reverse: hand the payment back first)
   topups reconcile                                run the payment reconciler now
+  usage dead-letters [--all]                      usage records the ledger refused, awaiting replay
+                                                  (--all: replayed ones too)
+  usage replay <dead-letter-id>                   post a dead letter after a fix (by request id,
+                                                  once) and reverse its write-off
   pools                                           backends of every model pool: estimates,
                                                   in flight, limits, breakers
   pools set <model> --file <backends.json>        replace a model's backends on every node; the
@@ -105,8 +112,8 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account", "reverse"]);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse", "all"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account", "reverse", "all"]);
 /** The states a paid top-up can be in (src/db/schema.ts TOPUP_STATES). */
 const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"];
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
@@ -203,6 +210,8 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
       return topupsCommand(rest, flags);
     case "pools":
       return poolsCommand(rest, flags);
+    case "usage":
+      return usageCommand(rest, flags);
     case "top":
       allowFlags(flags, ["once"], "top");
       arity(rest, [], "top");
@@ -341,6 +350,22 @@ function topupsCommand(words: readonly string[], flags: Flags): Command {
     default:
       throw new UsageError(sub === undefined ? "topups: say start, list, show, complete, reject or reconcile" : `unknown command: topups ${sub}`);
   }
+}
+
+function usageCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === "dead-letters") {
+    allowFlags(flags, ["all"], "usage dead-letters");
+    arity(rest, [], "usage dead-letters");
+    return { kind: "usage.deadLetters", all: flags.get("all") === true };
+  }
+  if (sub === "replay") {
+    allowFlags(flags, [], "usage replay");
+    const [id] = arity(rest, ["dead-letter-id"], "usage replay");
+    if (!/^[1-9][0-9]{0,18}$/.test(id!)) throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
+    return { kind: "usage.replay", deadLetterId: id! };
+  }
+  throw new UsageError(sub === undefined ? "usage: say dead-letters or replay" : `unknown command: usage ${sub}`);
 }
 
 function keysCommand(words: readonly string[], flags: Flags): Command {

@@ -2,7 +2,10 @@
  * `bun run demo`: a working gateway on a bare machine. Starts on the embedded defaults (PGlite
  * in DARVAZE_DATA, the in-process bus, a simulated upstream for every model, a simulated
  * Zarinpal), funds a demo account the way a customer would (a paid top-up: request, the bank
- * page, the callback, verify), creates a key and prints what to paste. The key pepper (and the admin token, unless
+ * page, the callback, verify), creates a key and prints what to paste, with the account area's
+ * address (sign in as the demo phone; the development SMS sender prints each code here) and the
+ * operators' dashboard. Simulated upstreams answer at a human pace (DEMO_TTFT_MS, DEMO_ITL_MS,
+ * DEMO_OUTPUT_TOKENS), so a streamed reply is visibly streamed. The key pepper (and the admin token, unless
  * ADMIN_TOKEN is set) are generated once and kept in the data folder, so keys from an earlier
  * run keep working.
  */
@@ -10,7 +13,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { loadConfig } from "../config.ts";
 import { randomBase62 } from "../ids.ts";
-import { createAccount, getWallet, hasBeenFunded, showAccount } from "../ledger/wallets.ts";
+import { accountForPhone, getWallet, hasBeenFunded } from "../ledger/wallets.ts";
+import { createLogger, type Logger, type LogLevel } from "../log.ts";
+import { maskPhone, nationalPhone } from "../console/phone.ts";
 import { isFailure } from "../errors.ts";
 import { runMain, startGateway, type Gateway } from "../main.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../sim/zarinpal/server.ts";
@@ -30,16 +35,29 @@ function keptSecret(folder: string, name: string): string {
   return secret;
 }
 
-async function demoAccount(gateway: Gateway, folder: string): Promise<string> {
-  const path = join(folder, "demo-account");
-  const { db } = gateway.deps;
-  if (existsSync(path)) {
-    const id = readFileSync(path, "utf8").trim();
-    if (await showAccount(db, id)) return id;
-  }
-  const account = await createAccount(db, "demo");
-  writeFileSync(path, `${account.id}\n`);
-  return account.id;
+/** The demo customer's phone: the account area signs it in with codes printed by the demo. */
+export const DEMO_PHONE = "+989120000000";
+
+/** The simulated upstreams' pace in the demo: a first token after a few hundred ms, then tens a second. */
+export function demoPace(env: Record<string, string | undefined>) {
+  const ms = (name: string, fallback: number, max: number) => Math.min(max, Math.max(0, Number(env[name] ?? fallback) || 0));
+  return { ttftMs: ms("DEMO_TTFT_MS", 400, 60_000), itlMs: ms("DEMO_ITL_MS", 40, 10_000), outputTokens: ms("DEMO_OUTPUT_TOKENS", 120, 100_000) };
+}
+
+/** The operator's log, plus each development SMS as a plain line on the terminal. */
+function demoLogger(level: LogLevel): Logger {
+  const log = createLogger(level);
+  return (lvl, event, fields = {}) => {
+    if (event === "sms_development_code") {
+      process.stdout.write(`SMS to ${nationalPhone(String(fields.phone))}: your Darvaze sign-in code is ${String(fields.code)} (valid 2 minutes)\n`);
+      return;
+    }
+    log(lvl, event, fields);
+  };
+}
+
+async function demoAccount(gateway: Gateway): Promise<string> {
+  return (await accountForPhone(gateway.deps.db, DEMO_PHONE)).id;
 }
 
 /**
@@ -60,7 +78,7 @@ async function payAsCustomer(gateway: Gateway, accountId: string, toman: bigint)
 }
 
 async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN: string }, adminTokenGenerated: boolean) {
-  const accountId = await demoAccount(gateway, folder);
+  const accountId = await demoAccount(gateway);
   const payment = (await hasBeenFunded(gateway.deps.db, accountId)) ? null : await payAsCustomer(gateway, accountId, DEMO_TOPUP_TOMAN);
   const wallet = (await getWallet(gateway.deps.db, accountId))!;
   const waiting = await gateway.payments!.topups.start(accountId, DEMO_BROWSER_TOPUP_TOMAN * 1_000_000n);
@@ -97,11 +115,19 @@ async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN:
     "",
     `Operators: ADMIN_TOKEN=${adminTokenGenerated ? env.ADMIN_TOKEN : "<your ADMIN_TOKEN>"} GW_URL=${gateway.url} bun run gw accounts show ${accountId}`,
     "  (and `bun run gw topups list` for paid top-ups and their states)",
+    `Operators' live dashboard: ${gateway.url}/admin/dashboard (sign in with the admin token)`,
+    "",
+    `Account area: ${gateway.url}/console/`,
+    `  sign in as ${nationalPhone(DEMO_PHONE)}: the development SMS sender (SMS_SENDER=${gateway.console.sender.kind}) prints each code on this terminal;`,
+    "  top up through the simulated bank page, create a key, call the API, watch usage.",
     "",
     "The key is shown only this once. Press Ctrl+C to stop.",
     "",
   ];
   process.stdout.write(lines.join("\n"));
+  // Signs the demo customer in: the first code goes out now, printed by the development sender.
+  const sent = await gateway.console.otp.send(DEMO_PHONE, "demo");
+  if (isFailure(sent)) process.stdout.write(`(no sign-in code sent for ${maskPhone(DEMO_PHONE)}: ${sent.message})\n`);
 }
 
 if (import.meta.main) {
@@ -118,6 +144,9 @@ if (import.meta.main) {
   }
   const env = {
     ...process.env,
+    // Codes in the demo's terminal, never a real SMS; customers come back from the bank page to the account area.
+    SMS_SENDER: process.env.SMS_SENDER ?? "log",
+    PAYMENT_RETURN_URL: process.env.PAYMENT_RETURN_URL ?? "/console/#/wallet",
     ZARINPAL_MERCHANT_ID: DEMO_MERCHANT_ID,
     ZARINPAL_BASE_URL: zarinpal.url,
     DARVAZE_DATA: folder,
@@ -125,7 +154,8 @@ if (import.meta.main) {
     KEY_PEPPER: process.env.KEY_PEPPER ?? keptSecret(folder, "pepper"),
     LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
   };
-  const gateway = await runMain(() => startGateway(loadConfig(env)));
+  const config = loadConfig(env);
+  const gateway = await runMain(() => startGateway(config, { log: demoLogger(config.env.LOG_LEVEL), simulator: demoPace(process.env) }));
   try {
     await prepareDemo(gateway, folder, { ADMIN_TOKEN: env.ADMIN_TOKEN }, adminTokenGenerated);
   } catch (error) {

@@ -29,6 +29,8 @@ const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull(
 export const accounts = pgTable("accounts", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
+  /** The customer's mobile number in E.164 (`+989121234567`), the account area's sign-in; null: made by an operator. */
+  phone: text("phone").unique(),
   createdAt: createdAt(),
 });
 
@@ -69,6 +71,10 @@ export const apiKeys = pgTable(
     residency: text("residency"),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
+    /** After this instant the key is refused (checked on every request, cached or not); null: never. */
+    expiresAt: timestamp("expires_at", { withTimezone: true }),
+    /** When the key was last used, written in batches (keys/lastUse.ts), so within LAST_USE_FLUSH_MS. */
+    lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
     /** Bumped by every change, so that nodes can poll for revocations and new limits. */
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -308,4 +314,82 @@ export const topups = pgTable(
     index("topups_state_idx").on(t.state, t.updatedAt),
     index("topups_account_idx").on(t.accountId, t.createdAt),
   ],
+);
+
+/**
+ * Usage records the database refused with a data or constraint error (SQLSTATE classes 22, 23),
+ * or that the usage stream delivered USAGE_DELIVERIES_MAX times without their being posted.
+ * The record is kept as the JSON text it arrived as (a NUL in it would be refused by jsonb);
+ * its charge was written off (transfer `deadletter:<request id>`, kind dead_letter) until an
+ * operator replays it, which posts it by request id and reverses the write-off.
+ */
+export const usageDeadLetters = pgTable(
+  "usage_dead_letters",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    requestId: text("request_id").notNull().unique(),
+    accountId: text("account_id").notNull(),
+    holdId: text("hold_id").notNull(),
+    record: text("record").notNull(),
+    reason: text("reason").notNull(),
+    /** The database's SQLSTATE; null when dead-lettered for its deliveries. */
+    sqlState: text("sql_state"),
+    /** `writer` (embedded), `consumer` (usage stream) or `deliveries` (max_deliver reached). */
+    source: text("source").notNull(),
+    /** What its hold would have been charged, written off while it is dead. */
+    writtenOffMicro: micro("written_off_micro").notNull().default(sql`0`),
+    status: text("status").notNull().default("dead"),
+    replayedAt: timestamp("replayed_at", { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("usage_dead_letters_written_off_non_negative", sql`${t.writtenOffMicro} >= 0`),
+    check("usage_dead_letters_status", sql`${t.status} IN ('dead', 'replayed')`),
+    check("usage_dead_letters_source", sql`${t.source} IN ('writer', 'consumer', 'deliveries')`),
+    index("usage_dead_letters_dead_idx").on(t.createdAt).where(sql`${t.status} = 'dead'`),
+  ],
+);
+
+/**
+ * One-time sign-in codes of the account area. Only an HMAC of the code under the console secret,
+ * bound to the phone, is stored. `tries` counts wrong tries; the sum over a phone's codes of the
+ * last day caps guessing across resends, and rows double as the resend log per phone and address.
+ */
+export const otpCodes = pgTable(
+  "otp_codes",
+  {
+    id: text("id").primaryKey(),
+    phone: text("phone").notNull(),
+    codeHash: text("code_hash").notNull(),
+    clientAddress: text("client_address").notNull(),
+    tries: integer("tries").notNull().default(0),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    consumedAt: timestamp("consumed_at", { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("otp_codes_phone_idx").on(t.phone, t.createdAt),
+    index("otp_codes_address_idx").on(t.clientAddress, t.createdAt),
+    check("otp_codes_tries_non_negative", sql`${t.tries} >= 0`),
+  ],
+);
+
+/** Account-area sessions: the cookie holds a random token, the table its SHA-256 only. */
+export const consoleSessions = pgTable(
+  "console_sessions",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    userAgent: text("user_agent"),
+    clientAddress: text("client_address"),
+    createdAt: createdAt(),
+    lastUsedAt: timestamp("last_used_at", { withTimezone: true }).notNull().defaultNow(),
+    /** The absolute lifetime's end; the idle lifetime runs from last_used_at. */
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("console_sessions_account_idx").on(t.accountId, t.createdAt)],
 );

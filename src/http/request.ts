@@ -7,6 +7,59 @@ export function newRequestId(): string {
   return newId("req");
 }
 
+/**
+ * A paid operation's request as any transport receives it (HTTP here, NATS in src/internal):
+ * who calls, and its body read on demand, once the caller is known.
+ */
+/** A multipart form, as Bun's Response reads it. */
+export type Form = Awaited<ReturnType<Response["formData"]>>;
+
+export interface OperationInput {
+  requestId: string;
+  credentials: Credentials;
+  /** The body as JSON within `bytesMax`: 413 above it, 400 for malformed JSON. */
+  json(bytesMax: number): Promise<unknown | Failure>;
+  /** The body as a multipart form within `bytesMax` (null above it: the caller says what was too large). */
+  form(bytesMax: number): Promise<Form | null | Failure>;
+  /** This gateway's origin as its callers reach it, for links to its own media. */
+  origin: string;
+}
+
+/** An HTTP request as an operation's input. */
+export function httpInput(request: Request, requestId: string, publicUrl: string | undefined): OperationInput {
+  return {
+    requestId,
+    credentials: credentialsOf(request),
+    json: (bytesMax) => readJsonBody(request, bytesMax),
+    form: async (bytesMax) => {
+      const declared = request.headers.get("content-length");
+      if (declared !== null && Number(declared) > bytesMax) return null;
+      const parts: Uint8Array[] = [];
+      let total = 0;
+      for await (const part of request.body ?? []) {
+        total += part.byteLength;
+        if (total > bytesMax) return null;
+        parts.push(part);
+      }
+      return parseForm(Buffer.concat(parts), request.headers.get("content-type"));
+    },
+    origin: (publicUrl ?? new URL(request.url).origin).replace(/\/+$/, ""),
+  };
+}
+
+/** A multipart body's bytes as a form, or the 400 naming `file` a client expects. */
+export async function parseForm(bytes: Uint8Array, contentType: string | null): Promise<Form | Failure> {
+  const type = contentType ?? "";
+  if (!type.toLowerCase().startsWith("multipart/form-data")) {
+    return fail("invalid_request", "Send the audio as multipart/form-data with a `file` field.", { param: "file" });
+  }
+  try {
+    return await new Response(bytes, { headers: { "content-type": type } }).formData();
+  } catch {
+    return fail("invalid_request", "The multipart body could not be read.", { param: "file" });
+  }
+}
+
 /** The body as JSON, within `bytesMax`; 413 above it, 400 for malformed JSON. */
 export async function readJsonBody(request: Request, bytesMax: number): Promise<unknown | Failure> {
   const declared = request.headers.get("content-length");
@@ -38,7 +91,7 @@ export function parseJsonText(text: string): unknown | Failure {
   }
 }
 
-function tooLarge(bytesMax: number): Failure {
+export function tooLarge(bytesMax: number): Failure {
   return fail("request_too_large", `The request body is larger than the limit of ${bytesMax} bytes.`);
 }
 

@@ -1,9 +1,10 @@
 /**
  * The gateway's operations for internal services over NATS, through the `nats` service
- * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Chat calls the chat path
- * itself (src/http/chat/route.ts `chat`: admission, the pool, the relay's frames); the other
- * operations still go through the HTTP app's handler with the same headers and body. Either
- * way authentication, limits, billing and errors are identical. The wire is described in wire.ts.
+ * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request calls the
+ * operation itself, as the HTTP routes do (chat: `chat` of src/http/chat/route.ts, whose
+ * relay's frames go out as NATS messages; the others with the same OperationInput the HTTP
+ * edge builds): authentication, limits, billing and errors are identical. The wire is described
+ * in wire.ts.
  *
  * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
  * control), so a slow caller pauses the relay, whose queue pauses the upstream; a caller that
@@ -15,7 +16,8 @@ import type { Subjects } from "../../actors/subjects.ts";
 import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
 import type { ChatInput, ChatResult } from "../http/chat/route.ts";
 import type { Relay } from "../http/chat/relay.ts";
-import { newRequestId, parseJsonText, presentedKey } from "../http/request.ts";
+import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../http/request.ts";
+import type { Credentials } from "../admission/admission.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -30,6 +32,7 @@ import {
   HEADER_SEQ,
   HEADER_STATUS,
   HEADERS_BYTES_ALLOWANCE,
+  type Operation,
   OPERATIONS,
   operationPath,
   REPLY_PARTS_MAX,
@@ -40,17 +43,17 @@ import {
   STREAMS_OPEN_MAX,
 } from "./wire.ts";
 
-/** What the service needs of the HTTP app: its routes and its handler. */
-export interface HandlerApp {
-  handle(request: Request): Promise<Response>;
-  routes: { method: string; path: string }[];
-}
+/** An operation other than chat, as the HTTP edge calls it (its reply is read whole here). */
+export type OperationHandler = (input: OperationInput) => Promise<Response>;
 
 export interface InternalServiceOptions {
   nc: NatsConnection;
-  app: HandlerApp;
   /** The chat path (`chat` of src/http/chat/route.ts with the gateway's deps). */
   chat: (input: ChatInput) => Promise<ChatResult>;
+  /** The other operations by name; an operation missing here is not served. */
+  operations: Partial<Record<Exclude<Operation, "chat.completions">, OperationHandler>>;
+  /** This gateway's origin as clients reach it, for links to its own media. */
+  origin: string;
   subjects: Subjects;
   log: Logger;
   version?: string;
@@ -71,10 +74,10 @@ interface StreamStats {
 
 /**
  * Starts the service on `nc`; resolves to a stop function that ends it (open streams are cancelled).
- * @example const stop = await serveInternal({ nc, app, subjects, log }); … await stop();
+ * @example const stop = await serveInternal({ nc, chat, operations, origin, subjects, log }); … await stop();
  */
 export async function serveInternal(options: InternalServiceOptions): Promise<() => Promise<void>> {
-  const { nc, app, subjects, log } = options;
+  const { nc, subjects, log } = options;
   const stats: StreamStats = { open: 0, total: 0, cancelled: 0, creditWaits: 0, errors: 0 };
   const cancels = new Set<() => void>();
   const service: Service = await nc.services.add({
@@ -84,16 +87,15 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     queue: "darvaze",
     statsHandler: async () => ({ streams_open: stats.open, streams_total: stats.total, streams_cancelled: stats.cancelled, credit_waits: stats.creditWaits, replies_failed: stats.errors }),
   });
-  const served = new Set(app.routes.filter((r) => r.method === "POST").map((r) => r.path));
   for (const operation of OPERATIONS) {
     const path = operationPath(operation);
-    if (!served.has(path)) continue;
+    if (operation !== "chat.completions" && !options.operations[operation]) continue;
     service.addEndpoint(operation.replaceAll(".", "_"), {
       subject: subjects.operation(operation),
       metadata: { path },
       handler: (error, msg) => {
         if (error) return log("error", "internal_endpoint_failed", { operation, error: error.message });
-        void handle(msg, path).catch((e: Error) => {
+        void handle(msg, operation).catch((e: Error) => {
           stats.errors++;
           log("error", "internal_request_failed", { operation, error: e.message });
         });
@@ -101,21 +103,14 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     });
   }
 
-  async function handle(msg: ServiceMsg, path: string): Promise<void> {
+  async function handle(msg: ServiceMsg, operation: Operation): Promise<void> {
     if (!msg.reply) return; // nobody to answer
     const payloadMax = nc.info?.max_payload ?? 1_048_576;
     if (msg.data.length > payloadMax) {
       return replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
     }
-    if (path === CHAT_PATH) return handleChat(msg, payloadMax);
-    const headers = new Headers({ "content-type": msg.headers?.get("Content-Type") || "application/json" });
-    for (const name of ["Authorization", "x-darvaze-residency"]) {
-      const value = msg.headers?.get(name);
-      if (value) headers.set(name, value);
-    }
-    const controller = new AbortController();
-    const request = new Request(`http://nats.internal${path}`, { method: "POST", headers, body: msg.data, signal: controller.signal });
-    const response = await app.handle(request);
+    if (operation === "chat.completions") return handleChat(msg, payloadMax);
+    const response = await options.operations[operation]!(natsInput(msg, newRequestId(), options.origin));
     const body = new Uint8Array(await response.arrayBuffer());
     const h = replyHeaders(response);
     replyBody(msg, body, h, response.status, payloadMax);
@@ -127,7 +122,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     const controller = new AbortController();
     const result = await options.chat({
       requestId,
-      credentials: { key: presentedKey(msg.headers?.get("Authorization")), origin: null, residency: msg.headers?.get("x-darvaze-residency") || null },
+      credentials: credentialsOfMsg(msg),
       readBody: async () => parseJsonText(decoder.decode(msg.data)),
       signal: controller.signal,
     });
@@ -302,5 +297,18 @@ function oneLine(message: string): string {
   return message.replace(/[\r\n]+/g, " ").slice(0, 512);
 }
 
-/** The one operation whose path the service calls directly. */
-const CHAT_PATH = operationPath("chat.completions");
+/** What an internal caller presented: its key and residency (never a browser origin). */
+function credentialsOfMsg(msg: ServiceMsg): Credentials {
+  return { key: presentedKey(msg.headers?.get("Authorization")), origin: null, residency: msg.headers?.get("x-darvaze-residency") || null };
+}
+
+/** A NATS request as an operation's input: the message's headers and payload. */
+function natsInput(msg: ServiceMsg, requestId: string, origin: string): OperationInput {
+  return {
+    requestId,
+    credentials: credentialsOfMsg(msg),
+    json: async (bytesMax) => (msg.data.length > bytesMax ? tooLarge(bytesMax) : parseJsonText(decoder.decode(msg.data))),
+    form: async (bytesMax) => (msg.data.length > bytesMax ? null : parseForm(msg.data, msg.headers?.get("Content-Type") || null)),
+    origin,
+  };
+}

@@ -26,6 +26,12 @@
  *   end       the last seq, empty body (after the last chunk or the error).
  * Anything published to the cancel subject stops the stream: the upstream is aborted and the
  * tokens it generated are billed, as when an HTTP client goes away.
+ *
+ * Accounts: every subject a caller publishes to lies under `<prefix>.v1.` — the operations, and
+ * the credit and cancel subjects `<prefix>.v1.streams.<stream id>.credit|cancel` — so a NATS
+ * server with an account per caller exports them as services (`<prefix>.v1.streams.*.credit`)
+ * and nothing else; replies go to the caller's own reply subject, which the server maps across
+ * accounts (docs/nats/darvaze.conf).
  */
 
 export const HEADER_STATUS = "Status";
@@ -59,5 +65,6 @@ export function operationPath(operation: string): string {
   return `/v1/${operation.replaceAll(".", "/")}`;
 }
 
-/** The operations internal services may call, when the HTTP app serves them. */
+/** The operations internal services may call. */
 export const OPERATIONS = ["chat.completions", "embeddings", "images.generations", "audio.speech", "audio.transcriptions"] as const;
+export type Operation = (typeof OPERATIONS)[number];

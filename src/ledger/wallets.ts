@@ -18,6 +18,23 @@ export async function createAccount(db: Db, name: string): Promise<{ id: string;
   });
 }
 
+/**
+ * The account signed in with this phone, created with its wallet on the first sign-in. Two
+ * first sign-ins at once make one account: the phone is unique and the loser reads the winner's.
+ */
+export async function accountForPhone(db: Db, phone: string): Promise<{ id: string; created: boolean }> {
+  const id = newId("acc");
+  const created = await db.orm.transaction(async (tx) => {
+    const rows = await txRows(tx, sql`
+      INSERT INTO accounts (id, name, phone) VALUES (${id}, ${phone}, ${phone}) ON CONFLICT (phone) DO NOTHING RETURNING id`);
+    if (rows.length === 1) await tx.insert(wallets).values({ accountId: id });
+    return rows.length === 1;
+  });
+  if (created) return { id, created };
+  const [row] = await db.orm.select({ id: accounts.id }).from(accounts).where(eq(accounts.phone, phone));
+  return { id: row!.id, created: false };
+}
+
 export interface Wallet {
   balanceMicro: bigint;
   heldMicro: bigint;

@@ -70,7 +70,7 @@ async function settleUnverified(topups: Topups, report: ReconcileReport, count: 
   }
 }
 
-async function reconcileOne(topups: Topups, row: Topup, report: ReconcileReport, count: (row: Topup | null) => void): Promise<void> {
+export async function reconcileOne(topups: Topups, row: Topup, report: ReconcileReport, count: (row: Topup | null) => void): Promise<void> {
   const expiredNow = row.expiresAt.getTime() < Date.now();
   if (row.state === "verifying") return count(await topups.settle(row.id, "reconciler"));
   if (!row.authority) {

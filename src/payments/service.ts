@@ -50,7 +50,8 @@ export function startPayments(env: Env, db: Db, log: Logger, origin: () => strin
     topups,
     reconcile: run,
     returnUrl(topupId, outcome) {
-      const url = new URL(env.PAYMENT_RETURN_URL ?? base() + RESULT_PATH);
+      // A path (the account area's `/console/#/wallet`) is on the same origin as the callback.
+      const url = new URL(env.PAYMENT_RETURN_URL ?? RESULT_PATH, `${base()}/`);
       if (topupId) url.searchParams.set("topup", topupId);
       url.searchParams.set("outcome", outcome);
       return url.toString();

@@ -43,6 +43,8 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     name: key.name,
     display: key.display,
     created_at: Math.floor(key.createdAt.getTime() / 1000),
+    /** Unix seconds after which the key is refused; null: never. */
+    expires_at: key.expiresAt ? Math.floor(key.expiresAt.getTime() / 1000) : null,
     limits: { concurrency_max: key.concurrencyMax, rpm: key.rpm, tpm: key.tpm },
     usage: {
       requests: usage?.requests ?? 0,

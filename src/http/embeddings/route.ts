@@ -12,10 +12,10 @@ import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { countTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, json, zodFailure } from "../guard.ts";
 import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import type { OperationInput } from "../request.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
@@ -62,11 +62,12 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   return null;
 }
 
-export async function createEmbeddings(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "embeddings", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = embeddingsRequest.safeParse(raw);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));

@@ -24,14 +24,19 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "context_length_exceeded":
     case "idempotency_conflict":
     case "wallet_not_funded":
+    case "replay_refused":
+    case "code_invalid":
+    case "code_expired":
       return "invalid_request_error";
     case "invalid_api_key":
     case "admin_unauthorized":
+    case "session_required":
       return "authentication_error";
     case "insufficient_quota":
       return "billing_error";
     case "origin_not_allowed":
     case "model_forbidden":
+    case "cross_site_refused":
       return "permission_error";
     case "model_not_found":
     case "not_found":
@@ -40,6 +45,8 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
       return "request_too_large";
     case "concurrency_limit_exceeded":
     case "rate_limit_exceeded":
+    case "code_attempts_exceeded":
+    case "code_resend_limited":
       return "rate_limit_error";
     case "upstream_error":
     case "internal_error":
