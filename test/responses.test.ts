@@ -9,7 +9,7 @@ import OpenAI from "openai";
 import type { Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
 import { responseProblems, streamEventProblems } from "./openaiSchema.ts";
-import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, expectAbortedAndBilled, startWireSuite, withSimOptions, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
+import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, expectAbortedAndBilled, startWireSuite, usageRecord, withSimOptions, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
 
 const INSTRUCTIONS = "Be brief.";
 const QUESTION = "Hello, world!";
@@ -158,6 +158,31 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
       }
       const entry = await expectAbortedAndBilled({ sim, t }, requestId, vendor, 5);
       expect(entry.completionTokens).toBeLessThan(1_000);
+    });
+  });
+});
+
+describe("the cut at the wallet", () => {
+  test("a stream without max_output_tokens the wallet cannot finish: response.incomplete, billed what was delivered, never more than the wallet", async () => {
+    const vendor = VENDORS[0];
+    const walletMicro = 5_000_000n; // the prompt and about 80 output tokens at gpt-4o-mini's prices
+    const funded = await t.fundedKey(5);
+    const poor = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+    await withSimOptions(sim, { outputTokens: 1_000 }, async () => {
+      const stream = poor.responses.stream({ model: vendor.model, input: QUESTION });
+      const events: OpenAI.Responses.ResponseStreamEvent[] = [];
+      for await (const event of stream) events.push(event);
+      const final = await stream.finalResponse();
+      expect(events.at(-1)!.type).toBe("response.incomplete");
+      expect(final).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" } });
+      const delivered = events.filter((e) => e.type === "response.output_text.delta").length;
+      expect(delivered).toBeGreaterThan(0);
+      expect(delivered).toBeLessThan(1_000);
+      const record = await usageRecord(t, final.id.replace(/^resp_/, ""));
+      expect(record.billed).toBeLessThanOrEqual(walletMicro);
+      // The simulator's words are one token each: the charge is the delivered text's.
+      expect(record.billed).toBe(record.input * vendor.inputMicro + BigInt(delivered) * vendor.outputMicro);
+      expect(final.usage).toMatchObject({ input_tokens: Number(record.input), output_tokens: delivered });
     });
   });
 });
