@@ -217,6 +217,12 @@ describe("errors in Anthropic's shape", () => {
     await expectError(stranger.messages.create({ model: "gpt-4o-mini", messages: MESSAGES, max_tokens: 10 }), 401, "authentication_error");
   });
 
+  test("a wallet that cannot cover the reserve: 402 billing_error, with x-should-retry: false", async () => {
+    const poor = new Anthropic({ baseURL: t.url, apiKey: (await t.fundedKey("0.01")).key, maxRetries: 0 });
+    const error = await expectError(poor.messages.create({ model: "claude-3-5-haiku", messages: MESSAGES, max_tokens: 4_000 }), 402, "billing_error");
+    expect(error.headers?.get("x-should-retry")).toBe("false");
+  });
+
   test("an unknown model: 404 not_found_error", async () => {
     await expectError(client.messages.create({ model: "claude-unknown-1", messages: MESSAGES, max_tokens: 10 }), 404, "not_found_error");
   });

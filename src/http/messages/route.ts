@@ -7,8 +7,7 @@
  * and `?beta=true` are accepted and change nothing. Errors keep Anthropic's shape.
  */
 import { operationModel } from "../../admission/admission.ts";
-import type { Failure } from "../../errors.ts";
-import { fail, isFailure } from "../../errors.ts";
+import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
@@ -25,11 +24,10 @@ function replyHeaders(requestId: string, headers: Record<string, string> = {}): 
   return { "content-type": "application/json", "x-request-id": requestId, "request-id": requestId, ...headers };
 }
 
-/** A failure in Anthropic's shape, with `retry-after` and the rate headers that still apply. */
+/** A failure in Anthropic's shape, with the failure's headers (`retry-after` …) and the rate headers that still apply. */
 export function anthropicFailed(failure: Failure, requestId: string, headers: Record<string, string> = {}): Response {
   const { status, body } = failureToAnthropicError(failure);
-  const retry: Record<string, string> = failure.retryAfterS !== undefined ? { "retry-after": String(failure.retryAfterS) } : {};
-  return new Response(JSON.stringify(body), { status, headers: replyHeaders(requestId, { ...retry, ...headers }) });
+  return new Response(JSON.stringify(body), { status, headers: replyHeaders(requestId, { ...errorHeaders(failure), ...headers }) });
 }
 
 export async function createMessage(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
