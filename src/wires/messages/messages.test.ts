@@ -68,6 +68,20 @@ describe("messagesToChat", () => {
     });
   });
 
+  test("a tool result's image follows the tool message, in the turn's user message", () => {
+    const image = { type: "image", source: { type: "url", url: "https://x/shot.png" } };
+    const chat = translated({
+      messages: [
+        { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "screenshot", input: {} }] },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "taken" }, image], is_error: false }] },
+      ],
+    });
+    expect((chat.messages as unknown[]).slice(1)).toEqual([
+      { role: "tool", tool_call_id: "toolu_1", content: "taken" },
+      { role: "user", content: [{ type: "image_url", image_url: { url: "https://x/shot.png" } }] },
+    ]);
+  });
+
   test.each([
     [{ tool_choice: { type: "tool", name: "f" } }, { type: "function", function: { name: "f" } }],
     [{ tool_choice: { type: "none" } }, "none"],

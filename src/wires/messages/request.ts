@@ -5,7 +5,8 @@
  *
  *   system (string or text blocks)   → a leading system message
  *   user text and image blocks       → a user message's text and image_url parts
- *   user tool_result blocks          → tool messages, in order, before the rest of that turn
+ *   user tool_result blocks          → tool messages, in order, before the rest of that turn (their
+ *                                      images join the turn's user message: tool messages carry text)
  *   assistant text / tool_use        → an assistant message's content / tool_calls
  *   thinking, redacted_thinking      → dropped (no backend takes them back through chat)
  *   max_tokens (required)            → max_tokens;  stop_sequences → stop
@@ -122,6 +123,11 @@ function userTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMes
       if (!result.success) return zodFailureAt(result.error, param);
       const text = toolResultText(result.data);
       out.push({ role: "tool", tool_call_id: result.data.tool_use_id, content: result.data.is_error ? `Error: ${text}` : text });
+      // A chat tool message carries text only: the result's images follow in the turn's user message.
+      for (const block of Array.isArray(result.data.content) ? result.data.content : []) {
+        const image = imageBlock.safeParse(block);
+        if (image.success) parts.push(imageToChat(image.data));
+      }
     } else if (raw.type === "thinking" || raw.type === "redacted_thinking") continue;
     else return refuseBlock(raw.type, `${param}.type`);
   }
