@@ -138,9 +138,13 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
     if (raw.type === "function_call") {
       const item = functionCallItem.parse(raw);
       const call = { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
+      // Calls right after an assistant message (its text, or other calls) belong to it.
       const last = messages[messages.length - 1];
-      if (last?.role === "assistant") (last.tool_calls as unknown[] | undefined)?.push(call) ?? (last.tool_calls = [call]);
-      else messages.push({ role: "assistant", content: null, tool_calls: [call] });
+      if (last?.role === "assistant") {
+        const calls = (last.tool_calls as unknown[] | undefined) ?? [];
+        calls.push(call);
+        last.tool_calls = calls;
+      } else messages.push({ role: "assistant", content: null, tool_calls: [call] });
     } else if (raw.type === "function_call_output") {
       const item = functionCallOutputItem.parse(raw);
       messages.push({ role: "tool", tool_call_id: item.call_id, content: outputText(item.output) });
