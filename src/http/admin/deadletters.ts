@@ -21,7 +21,7 @@ const listQuery = z.object({
 /** A dead letter's id: a bigserial, in decimal. */
 export const DEAD_LETTER_ID = /^[1-9][0-9]{0,18}$/;
 
-function deadLetterObject(row: DeadLetterRow) {
+export function deadLetterObject(row: DeadLetterRow) {
   const { written_off_micro, ...rest } = row;
   return { object: "usage.dead_letter", ...rest, written_off_toman: microToToman(BigInt(written_off_micro)), written_off_micro_toman: written_off_micro };
 }
