@@ -10,9 +10,11 @@
  * The admin token goes only into the Authorization header; nothing here prints it.
  */
 import { z } from "zod";
+import { poolBodySchema, type PoolBody } from "../../actors/pool/store.ts";
 import { microToToman } from "../catalog/prices.ts";
 import type { errorBody } from "../errors.ts";
 import type { walletFields } from "../http/account/route.ts";
+import { zodFailure } from "../http/guard.ts";
 import type { deadLetterObject } from "../http/admin/deadletters.ts";
 import type { backendView } from "../http/admin/pools.ts";
 import type { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, keyObject, rateBody, topUpBody } from "../http/admin/route.ts";
@@ -240,18 +242,26 @@ function outcomeOf(command: Sent, reply: unknown): number | null {
 
 class FileUnreadable extends Error {}
 
-/** The JSON file a command sends (pools set), read before anything is sent. */
-async function fileBody(command: Sent, output: Output): Promise<unknown> {
+/**
+ * The pool file a command sends (pools set), read and checked by the schema PUT /admin/pools
+ * checks it with before anything is sent, so a mistake in it is a usage error naming the field.
+ */
+async function fileBody(command: Sent, output: Output): Promise<PoolBody | undefined> {
   if (command.kind !== "pools.set") return undefined;
+  let raw: unknown;
   try {
-    return JSON.parse(await Bun.file(command.file).text()) as unknown;
+    raw = JSON.parse(await Bun.file(command.file).text());
   } catch (error) {
-    output.err(`error: cannot read ${command.file} as JSON: ${(error as Error).message}`);
+    output.err(`error: cannot read ${command.file} as JSON: ${messageOf(error)}`);
     throw new FileUnreadable();
   }
+  const parsed = poolBodySchema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  output.err(`error: ${command.file} is not a pool the gateway takes: ${zodFailure(parsed.error).message}`);
+  throw new FileUnreadable();
 }
 
-function callFor(command: Sent, body?: unknown): Call {
+function callFor(command: Sent, body?: PoolBody): Call {
   switch (command.kind) {
     case "pools.set":
       return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body };
@@ -564,16 +574,22 @@ function refusalOf(status: number, reply: unknown): string {
 
 function parseJson(text: string): unknown {
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(text);
   } catch {
     return undefined;
   }
 }
 
+const errorCode = z.object({ code: z.string() });
+
 function reasonOf(error: unknown): string {
   if (error instanceof Error && error.name === "TimeoutError") return `no reply within ${REQUEST_TIMEOUT_MS / 1000} s`;
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : error instanceof Error ? error.message : String(error);
+  const coded = errorCode.safeParse(error);
+  return coded.success ? coded.data.code : messageOf(error);
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** The URL without any user:password in it, for messages. */
