@@ -22,9 +22,8 @@ import type { rejectBody, startBody, topupObject } from "../http/admin/topups.ts
 import type { AuditReport } from "../ledger/audit.ts";
 import type { ReconcileReport } from "../payments/reconciler.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
+import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
-
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, auditFailed: 4 } as const;
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -210,7 +209,7 @@ async function execute(invocation: Invocation, command: Sent, output: Output): P
     text = await response.text();
   } catch (error) {
     if (error instanceof FileUnreadable) return EXIT.usage;
-    output.err(`error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`);
+    output.err(unreachableText(invocation.url, reasonOf(error)));
     return EXIT.unreachable;
   }
   const reply = parseJson(text);
@@ -586,18 +585,6 @@ function reasonOf(error: unknown): string {
   if (error instanceof Error && error.name === "TimeoutError") return `no reply within ${REQUEST_TIMEOUT_MS / 1000} s`;
   const coded = errorCode.safeParse(error);
   return coded.success ? coded.data.code : messageOf(error);
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-/** The URL without any user:password in it, for messages. */
-function shownUrl(url: string): string {
-  const parsed = new URL(url);
-  parsed.username = "";
-  parsed.password = "";
-  return parsed.toString().replace(/\/+$/, "");
 }
 
 const consoleOutput: Output = {
