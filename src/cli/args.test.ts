@@ -304,8 +304,9 @@ describe("parseInvocation: the admin API's rules", () => {
     expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "10000001"])).toBe('--rpm must be a positive whole number (at most 10000000), not "10000001"');
     expect(refused(["rates", "set", "100000001"])).toContain("toman-per-usd must be a positive whole number (at most 100000000)");
     expect(command(["accounts", "create", "x".repeat(200)])).toMatchObject({ name: "x".repeat(200) });
-    expect(refused(["accounts", "create", "x".repeat(201)])).toBe("name must not be empty (at most 200 characters)");
-    expect(refused(["topups", "start", "a".repeat(101), "5"])).toBe("account-id must not be empty (at most 100 characters)");
+    expect(refused(["accounts", "create", "x".repeat(201)])).toBe("name must be at most 200 characters");
+    expect(refused(["topups", "start", "a".repeat(101), "5"])).toBe("account-id must be at most 100 characters");
+    expect(refused(["topup", "acct_1", "5", "--reference", "r".repeat(201)])).toBe("--reference must be at most 200 characters");
   });
 
   test("a negative number is a word wherever it stands, and a flag's value may be negative", () => {

@@ -332,7 +332,8 @@ function text(schema: z.ZodString, given: string | undefined, what: string): str
   const parsed = schema.safeParse(given ?? "");
   if (parsed.success) return parsed.data;
   const [min, max] = [schema.minLength ?? 0, schema.maxLength];
-  throw new UsageError(min <= 1 ? `${what} must not be empty (at most ${max} characters)` : `${what} must be ${min} to ${max} characters`);
+  if (min > 1) throw new UsageError(`${what} must be ${min} to ${max} characters`);
+  throw new UsageError((given ?? "").trim() === "" ? `${what} must not be empty` : `${what} must be at most ${max} characters`);
 }
 
 /** `given` if the admin API's `schema` accepts it; else the usage error `refusal`. */
