@@ -48,7 +48,7 @@ export const keyLimitFields = {
   /** `in-country`: route every request of the key to in-country backends; null: no requirement. */
   residency: z.literal("in-country").nullable().optional(),
 };
-export const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
   if (typeof value === "number" && !Number.isSafeInteger(value)) {
     ctx.addIssue({ code: "custom", message: "an amount given as a JSON number must be whole; send decimals as a string" });
     return z.NEVER;
