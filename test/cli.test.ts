@@ -184,7 +184,7 @@ describe("bun run gw", () => {
       writeFileSync(file, JSON.stringify({ backends: [{ name: "sim-b", kind: "openai", url: `${sim.url}/v1`, region: "in-country", wieght: 3 }] }));
       const misspelled = await gw(["pools", "set", "phi-4", "--file", file]);
       expect(misspelled.code).toBe(2);
-      expect(misspelled.stderr).toContain(`error: ${file} is not a pool the gateway takes: Invalid value for 'backends.0'`);
+      expect(misspelled.stderr).toContain(`error: ${file} is not a pool the gateway takes: Unrecognized request argument supplied: backends.0.wieght`);
       expect(t.gw.deps.pools.get("phi-4")!.backends.map((b) => b.name)).toEqual(["sim-a"]);
     },
     cliTimeoutMs,

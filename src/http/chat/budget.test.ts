@@ -53,7 +53,7 @@ test("the wallet-edge reserve is the exact count, never above the cheap bound", 
   const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
   const sent = body({ messages: [{ role: "user", content: [hello, image] }] });
   const budget = (await chatBudget(sent, model, { fairnessKey: "t", bodyBytes: () => bytes(sent) })) as ChatBudget;
-  const exact = await exactChatReserve(sent, budget);
+  const exact = await exactChatReserve(sent, budget, "t");
   expect(exact.promptTokens).toBe(await exactPromptTokens(sent));
   expect(exact.promptTokens).toBeLessThanOrEqual(budget.promptTokensBound);
   expect(exact.reserveMicro).toBe(BigInt(exact.promptTokens) * 13_500n + 10n * 54_000n);

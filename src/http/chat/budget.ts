@@ -14,7 +14,8 @@ import {
   CHAT_CONTROL_FIELDS,
   countPromptTokens,
   measurePromptTokens,
-  countTokensMany,
+  type CountOptions,
+  measureTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
   messageAllowanceTokens,
@@ -76,7 +77,7 @@ function fieldsBytes(record: Readonly<Record<string, unknown>>, free: ReadonlySe
  * part data, tools, functions, schemas, prediction, any non-control field) by its UTF-8 bytes,
  * plus the same allowances as the cheap bound for images, audio, files and tool results.
  */
-export async function exactPromptTokens(body: ChatRequest): Promise<number> {
+export async function exactPromptTokens(body: ChatRequest, options: CountOptions = { purpose: "billing" }): Promise<number> {
   const texts: string[] = [];
   let bounded = EXACT_REPLY_TOKENS + fieldsBytes(body, CHAT_CONTROL_FIELDS);
   for (const message of body.messages) {
@@ -90,13 +91,17 @@ export async function exactPromptTokens(body: ChatRequest): Promise<number> {
       }
     }
   }
-  const counts = await countTokensMany(texts);
-  return counts.reduce((sum, count) => sum + count, bounded);
+  // Admission counts are capped per request and per key (count.ts): their upper bound stays a bound.
+  const counts = await measureTokensMany(texts, options);
+  return counts.reduce((sum, count) => sum + count.upper, bounded);
 }
 
-/** The reserve with the prompt counted exactly, for a request the cheap bound priced out of the wallet. */
-export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): Promise<{ reserveMicro: bigint; promptTokens: number }> {
-  const promptTokens = Math.min(budget.promptTokensBound, await exactPromptTokens(body));
+/**
+ * The reserve with the prompt counted exactly, for a request the cheap bound priced out of the
+ * wallet: admission work, so capped and taking turns by the key (`fairnessKey`).
+ */
+export async function exactChatReserve(body: ChatRequest, budget: ChatBudget, fairnessKey: string): Promise<{ reserveMicro: bigint; promptTokens: number }> {
+  const promptTokens = Math.min(budget.promptTokensBound, await exactPromptTokens(body, { purpose: "admission", fairnessKey }));
   return {
     promptTokens,
     reserveMicro:

@@ -28,7 +28,7 @@ async function reserveOf(body: Record<string, unknown>, prices = SONNET) {
   const parsed = chatRequest.parse({ model: "claude-sonnet-4", max_tokens: 10, ...body });
   const budget = await chatBudget(parsed, model(prices), { fairnessKey: "t" });
   if ("code" in budget) throw new Error(budget.message);
-  return { reserve: chatReserve(parsed, budget, model(prices)), budget };
+  return { reserve: chatReserve(parsed, budget, model(prices), "t"), budget };
 }
 
 describe("reserve", () => {

@@ -58,7 +58,7 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
  * that marks `cache_control` may be written to the vendor's cache, priced above input: its bound
  * is then taken at the cache-write price (a vendor writes only at such marks).
  */
-export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel): Reserve {
+export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel, fairnessKey: string): Reserve {
   const outputUnits = budget.reservedOutputTokens * budget.choices;
   const writePrice = model.price.tomanPer1m.get("cache_write_token");
   const inputPricePer1mMax = writePrice !== undefined && writePrice > budget.inputPricePer1m && marksCache(body) ? writePrice : undefined;
@@ -68,7 +68,7 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget, model: Catalo
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     tokens: budget.promptTokensBound + outputUnits,
     exact: false,
-    exactInputUnits: async () => (await exactChatReserve(body, budget)).promptTokens,
+    exactInputUnits: async () => (await exactChatReserve(body, budget, fairnessKey)).promptTokens,
   };
 }
 
@@ -103,7 +103,7 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     return { kind: "refused", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
-  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget, model), startedMs });
+  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget, model, caller.key.id), startedMs });
   if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;

@@ -10,7 +10,7 @@
 import { describe, fail, type Failure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
-import { countTokensMany, measureTokensMany } from "../../tokens/count.ts";
+import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { admit, enter } from "../../admission/admission.ts";
 import { failed, isFailure, json, zodFailure } from "../guard.ts";
@@ -21,9 +21,10 @@ import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
 export const EMBEDDINGS_REPLY_BYTES_MAX = 64 * 1024 * 1024;
 
-async function exactTokens(inputs: string[] | number[][]): Promise<number[]> {
+/** Each input's tokens: exact for billing; for admission capped per request and per key, so an upper bound. */
+async function exactTokens(inputs: string[] | number[][], options: CountOptions = { purpose: "billing" }): Promise<number[]> {
   if (inputs.length > 0 && typeof inputs[0] !== "string") return (inputs as number[][]).map((t) => t.length);
-  return countTokensMany(inputs as string[]);
+  return (await measureTokensMany(inputs as string[], options)).map((count) => count.upper);
 }
 
 function tokensBound(inputs: string[] | number[][]): number[] {
@@ -102,7 +103,7 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
       input: { unit: "input_token", units: bound, pricePer1m },
       tokens: bound,
       exact: typeof inputs[0] !== "string",
-      exactInputUnits: async () => (await exactTokens(inputs)).reduce((a, b) => a + b, 0),
+      exactInputUnits: async () => (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
     },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
