@@ -16,10 +16,10 @@ describe("docs/configuration.md", () => {
   test("a row shows the default, the bounds and the description", () => {
     const schema = z.object({
       WAIT_MS: z.coerce.number().int().min(100).max(60_000).default(2_000).describe("How long to wait | at most."),
-      SECRET: z.string().min(32).describe("A secret."),
+      SECRET: z.string().min(32).describe("A secret (docs/production.md)."),
     });
     const page = renderConfigPage(schema);
     expect(page).toContain("| `WAIT_MS` | `2000` | integer, 100 – 60,000 | How long to wait \\| at most. |");
-    expect(page).toContain("| `SECRET` | **required** | at least 32 characters | A secret. |");
+    expect(page).toContain("| `SECRET` | **required** | at least 32 characters | A secret ([production.md](production.md)). |");
   });
 });

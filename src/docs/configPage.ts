@@ -45,9 +45,12 @@ function bound(value: number | undefined): string {
   return value === undefined ? "?" : value.toLocaleString("en-US");
 }
 
-/** Table cells hold no pipes or line breaks. */
+/** Table cells hold no pipes or line breaks; a mention of another page (`docs/x.md`) becomes a link beside it. */
 function cell(text: string): string {
-  return text.replaceAll("|", "\\|").replaceAll("\n", " ");
+  return text
+    .replaceAll("|", "\\|")
+    .replaceAll("\n", " ")
+    .replace(/\bdocs\/([a-z-]+\.md)/g, "[$1]($1)");
 }
 
 function allowed(schema: VariableSchema): string {
