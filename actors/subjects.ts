@@ -57,6 +57,8 @@ export interface Subjects {
   priceEvents: string;
   /** Batches of usage records, into the durable usage stream. */
   usage: string;
+  /** Usage records the ledger refused, into the dead-letter stream. */
+  usageDead: string;
   /** Each node's 1 Hz pool snapshot, for the cluster's live view. */
   metricsPools: string;
   /** Run-time pool changes, for every node. */
@@ -94,6 +96,7 @@ export function subjects(prefix: string): Subjects {
     walletRecalls: `${base}.events.wallets`,
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
+    usageDead: `${base}.usage.dead`,
     metricsPools: `${base}.metrics.pools`,
     poolEvents: `${base}.events.pools`,
     poolStats: `${base}.pools.stats`,

@@ -2,7 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ConfigError, loadConfig } from "./config.ts";
+import { nkeys } from "nats";
+import { natsConnectionOptions } from "./bus/nats.ts";
+import { ConfigError, loadConfig, natsSettings } from "./config.ts";
 
 const required = { ADMIN_TOKEN: "a".repeat(16), KEY_PEPPER: "p".repeat(32) };
 
@@ -74,5 +76,42 @@ describe("pools file", () => {
     expect(found.some((p) => p.includes("pools.m.backends.0.url"))).toBe(true);
     expect(found.some((p) => p.includes("pools.m.backends.0.region"))).toBe(true);
     expect(problems({ ...required, DARVAZE_CONFIG: join(dir, "absent.json") })[0]).toContain("cannot read");
+  });
+});
+
+describe("NATS credentials and TLS", () => {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-config-"));
+  const ca = join(dir, "ca.pem");
+  writeFileSync(ca, "not checked here: the TLS handshake checks it");
+  const nats = { ...required, NATS_URL: "tls://nats-1:4222,tls://nats-2:4222" };
+
+  test("user and password over tls:// become the connection's settings", () => {
+    const { env } = loadConfig({ ...nats, NATS_USER: "gateway", NATS_PASSWORD: "secret", NATS_TLS_CA_FILE: ca });
+    expect(natsSettings(env)).toEqual({
+      servers: ["tls://nats-1:4222", "tls://nats-2:4222"],
+      auth: { user: "gateway", pass: "secret" },
+      tls: { caFile: ca },
+    });
+    expect(natsSettings(loadConfig({ ...required, NATS_URL: "nats://n:4222", NATS_TOKEN: "t" }).env)).toEqual({ servers: ["nats://n:4222"], auth: { token: "t" }, tls: null });
+    expect(natsSettings(loadConfig(required).env)).toBeNull();
+  });
+
+  test("each bad combination is a clear problem at start", () => {
+    const seed = "SU" + "A".repeat(56);
+    expect(problems({ ...nats, NATS_USER: "gateway" })).toEqual(["NATS_PASSWORD: NATS_USER and NATS_PASSWORD go together"]);
+    expect(problems({ ...nats, NATS_TOKEN: "t", NATS_NKEY_SEED: seed })[0]).toContain("only one NATS credential may be set");
+    expect(problems({ ...nats, NATS_NKEY_SEED: "SAxyz" })[0]).toStartWith("NATS_NKEY_SEED: a user NKey seed");
+    expect(problems({ ...nats, NATS_CREDS_FILE: join(dir, "missing.creds") })[0]).toMatch(/^NATS_CREDS_FILE: cannot read .*ENOENT/);
+    expect(problems({ ...nats, NATS_TLS_CERT_FILE: ca })).toEqual(["NATS_TLS_KEY_FILE: a client certificate needs its key, and the key its certificate"]);
+    expect(problems({ ...required, NATS_TOKEN: "t" })).toEqual(["NATS_TOKEN: is set but NATS_URL is not"]);
+    expect(problems({ ...required, NATS_URL: "nats://a:4222,tls://b:4222" })[0]).toContain("mixes nats:// and tls://");
+    expect(problems({ ...required, NATS_URL: "http://a:4222" })[0]).toContain("scheme http://");
+  });
+
+  test("an NKey seed and a creds file become authenticators", () => {
+    const seed = new TextDecoder().decode(nkeys.createUser().getSeed());
+    const options = natsConnectionOptions(natsSettings(loadConfig({ ...nats, NATS_NKEY_SEED: seed }).env)!, "n");
+    expect(typeof options.authenticator).toBe("function");
+    expect(options.tls).toEqual({});
   });
 });

@@ -3,7 +3,7 @@
  * A bad setting is reported once per problem and the process exits non-zero before it binds
  * a port or opens a database.
  */
-import { readFileSync } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
 import { z } from "zod";
 
 const intFromEnv = (fallback: number, min: number, max: number) =>
@@ -19,7 +19,19 @@ export const envSchema = z.object({
   HOST: z.string().min(1).default("127.0.0.1"),
   DATABASE_URL: z.string().url().optional(),
   DARVAZE_DATA: z.string().min(1).default("./.darvaze"),
+  /** Comma-separated `nats://` or `tls://` URLs of one cluster; `tls://` requires TLS. */
   NATS_URL: z.string().min(1).optional(),
+  /** NATS credentials: one of user/password, token, NKey seed, or a `.creds` (JWT) file. */
+  NATS_USER: z.string().min(1).optional(),
+  NATS_PASSWORD: z.string().min(1).optional(),
+  NATS_TOKEN: z.string().min(1).optional(),
+  /** A user NKey seed (`SU…`), e.g. from `nsc` or `nk -gen user`. */
+  NATS_NKEY_SEED: z.string().regex(/^SU[A-Z2-7]{56}$/, "a user NKey seed: SU followed by 56 base32 characters").optional(),
+  NATS_CREDS_FILE: z.string().min(1).optional(),
+  /** TLS: the CA that signed the server's certificate, and a client certificate when the server verifies clients. */
+  NATS_TLS_CA_FILE: z.string().min(1).optional(),
+  NATS_TLS_CERT_FILE: z.string().min(1).optional(),
+  NATS_TLS_KEY_FILE: z.string().min(1).optional(),
   /** Subjects start with `<prefix>.v1.`; a test run uses its own prefix to stay apart. */
   DARVAZE_SUBJECT_PREFIX: z.string().regex(/^[A-Za-z0-9_-]+$/, "letters, digits, _ and - only").default("gw"),
   ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters"),
@@ -64,9 +76,76 @@ export const envSchema = z.object({
   GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
   /** How long a generated image stays downloadable at its /v1/media URL. */
   MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
-});
+}).superRefine(checkNatsSettings);
 
 export type Env = z.infer<typeof envSchema>;
+
+type NatsEnv = Pick<
+  Env,
+  "NATS_URL" | "NATS_USER" | "NATS_PASSWORD" | "NATS_TOKEN" | "NATS_NKEY_SEED" | "NATS_CREDS_FILE" | "NATS_TLS_CA_FILE" | "NATS_TLS_CERT_FILE" | "NATS_TLS_KEY_FILE"
+>;
+
+/** Credentials and TLS make sense only together with NATS_URL, one method at a time, files readable. */
+function checkNatsSettings(env: NatsEnv, ctx: z.RefinementCtx): void {
+  const problem = (path: keyof NatsEnv, message: string) => ctx.addIssue({ code: "custom", path: [path], message });
+  const methods = (["NATS_USER", "NATS_TOKEN", "NATS_NKEY_SEED", "NATS_CREDS_FILE"] as const).filter((name) => env[name] !== undefined);
+  const tlsFiles = (["NATS_TLS_CA_FILE", "NATS_TLS_CERT_FILE", "NATS_TLS_KEY_FILE"] as const).filter((name) => env[name] !== undefined);
+  if (!env.NATS_URL) {
+    for (const name of [...methods, ...tlsFiles]) problem(name, "is set but NATS_URL is not");
+    return;
+  }
+  if (methods.length > 1) problem(methods[1]!, `only one NATS credential may be set, found ${methods.join(" and ")}`);
+  if ((env.NATS_USER === undefined) !== (env.NATS_PASSWORD === undefined)) {
+    problem(env.NATS_USER === undefined ? "NATS_USER" : "NATS_PASSWORD", "NATS_USER and NATS_PASSWORD go together");
+  }
+  if ((env.NATS_TLS_CERT_FILE === undefined) !== (env.NATS_TLS_KEY_FILE === undefined)) {
+    problem(env.NATS_TLS_CERT_FILE === undefined ? "NATS_TLS_CERT_FILE" : "NATS_TLS_KEY_FILE", "a client certificate needs its key, and the key its certificate");
+  }
+  for (const name of ["NATS_CREDS_FILE", ...tlsFiles] as const) {
+    const path = env[name];
+    if (path === undefined) continue;
+    try {
+      accessSync(path, constants.R_OK);
+    } catch (error) {
+      problem(name, `cannot read ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+    }
+  }
+  const schemes = env.NATS_URL.split(",").map((url) => /^([a-z]+):\/\//i.exec(url.trim())?.[1]?.toLowerCase() ?? "nats");
+  const bad = schemes.find((scheme) => scheme !== "nats" && scheme !== "tls");
+  if (bad) problem("NATS_URL", `scheme ${bad}:// is not nats:// or tls://`);
+  if (new Set(schemes).size > 1) problem("NATS_URL", "mixes nats:// and tls:// URLs: one cluster is either TLS or not");
+}
+
+/** What a NATS connection needs besides its URL, from the environment (validated there). */
+export interface NatsSettings {
+  servers: string[];
+  auth: { user: string; pass: string } | { token: string } | { nkeySeed: string } | { credsFile: string } | null;
+  /** Null: plain TCP, unless the server demands TLS. */
+  tls: { caFile?: string; certFile?: string; keyFile?: string } | null;
+}
+
+/**
+ * The NATS settings of a validated environment; null without NATS_URL.
+ * @example natsSettings(loadConfig().env) // { servers: ["tls://nats:4222"], auth: { credsFile: "/run/gw.creds" }, tls: {} }
+ */
+export function natsSettings(env: NatsEnv): NatsSettings | null {
+  if (!env.NATS_URL) return null;
+  const servers = env.NATS_URL.split(",").map((url) => url.trim()).filter(Boolean);
+  const auth: NatsSettings["auth"] =
+    env.NATS_USER !== undefined && env.NATS_PASSWORD !== undefined ? { user: env.NATS_USER, pass: env.NATS_PASSWORD }
+    : env.NATS_TOKEN !== undefined ? { token: env.NATS_TOKEN }
+    : env.NATS_NKEY_SEED !== undefined ? { nkeySeed: env.NATS_NKEY_SEED }
+    : env.NATS_CREDS_FILE !== undefined ? { credsFile: env.NATS_CREDS_FILE }
+    : null;
+  const wantsTls = servers.some((url) => url.toLowerCase().startsWith("tls://")) || Boolean(env.NATS_TLS_CA_FILE || env.NATS_TLS_CERT_FILE);
+  const tls = wantsTls
+    ? {
+        ...(env.NATS_TLS_CA_FILE ? { caFile: env.NATS_TLS_CA_FILE } : {}),
+        ...(env.NATS_TLS_CERT_FILE ? { certFile: env.NATS_TLS_CERT_FILE, keyFile: env.NATS_TLS_KEY_FILE } : {}),
+      }
+    : null;
+  return { servers, auth, tls };
+}
 
 export const backendSchema = z.object({
   name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),

@@ -15,6 +15,7 @@ export type ErrorCode =
   | "model_not_found"
   | "not_found"
   | "idempotency_conflict"
+  | "replay_refused"
   | "wallet_not_funded"
   | "request_too_large"
   | "concurrency_limit_exceeded"
@@ -60,6 +61,7 @@ export function describe(code: ErrorCode): ErrorDescription {
       return { status: 404, type: "invalid_request_error", retryable: false };
     case "idempotency_conflict":
     case "wallet_not_funded":
+    case "replay_refused":
       return { status: 409, type: "invalid_request_error", retryable: false };
     case "request_too_large":
       return { status: 413, type: "invalid_request_error", retryable: false };

@@ -13,17 +13,19 @@ import { NatsBus } from "./bus/nats.ts";
 import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
-import { ConfigError, loadConfig, type Config } from "./config.ts";
+import { ConfigError, loadConfig, natsSettings, type Config } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
 import { drainHttp } from "./http/drain.ts";
+import { Health } from "./http/health.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
+import { DeadLetterTally, deadLetterTotals, type DeadLetter } from "./ledger/deadletter.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
@@ -47,6 +49,8 @@ export interface Gateway {
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
+  /** /ready's checks; `draining` is set when stop() begins. */
+  health: Health;
   stop(): Promise<void>;
 }
 
@@ -58,7 +62,7 @@ export interface StartOptions {
 
 async function openBus(config: Config): Promise<Bus> {
   if (!config.env.NATS_URL) return new LocalBus();
-  return NatsBus.connect(config.env.NATS_URL, `darvaze-${process.pid}`);
+  return NatsBus.connect(natsSettings(config.env)!, `darvaze-${process.pid}`);
 }
 
 export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
@@ -97,10 +101,23 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
-    let sink = ledgerSink(db);
+    const deadLetters = new DeadLetterTally();
+    const onDeadLetter = (letter: DeadLetter) => deadLetters.add(letter);
+    let sink = ledgerSink(db, {
+      onDeadLetter: (letter) => {
+        onDeadLetter(letter);
+        log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
+      },
+    });
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
-      const stream = await startUsageStream(bus.nc, db, env.DARVAZE_SUBJECT_PREFIX, subjects.usage, log);
+      const stream = await startUsageStream(bus.nc, db, {
+        prefix: env.DARVAZE_SUBJECT_PREFIX,
+        subject: subjects.usage,
+        deadSubject: subjects.usageDead,
+        log,
+        onDeadLetter,
+      });
       cleanups.push(() => stream.consumer.stop());
       sink = stream.sink;
       usageLogLag = () => stream.sink.lag();
@@ -163,6 +180,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyInFlight: () => keyHost.inFlightByClass(),
       holds: () => pendingHoldTotals(db),
       usageLogLag,
+      deadLetters: () => deadLetters.counts.values(),
+      deadLettersPending: () => deadLetterTotals(db),
       keyAdmissions: () => keyHost.admissionsByPath(),
       keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
@@ -172,7 +191,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live });
+    const health = new Health(deps);
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health });
     try {
       app.listen(listenOptions(env));
     } catch (error) {
@@ -196,8 +216,10 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
         fix: "start with BUN_CONFIG_MAX_HTTP_REQUESTS=16384 (bun run start does)",
       });
     }
+    // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
+    cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, stop };
+    return { url, port, deps, keyHost, cluster, simulator, health, stop };
   } catch (error) {
     await stop();
     throw error;

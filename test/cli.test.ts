@@ -9,7 +9,10 @@ import { sql } from "drizzle-orm";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { randomBase62 } from "../src/ids.ts";
+import { deadLetterRecords } from "../src/ledger/deadletter.ts";
 import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX } from "./helpers.ts";
+import { usageRecord } from "./usageRecords.ts";
 
 const repoRoot = `${import.meta.dir}/..`;
 const cliTimeoutMs = 20_000;
@@ -388,6 +391,35 @@ describe("bun run gw: rates, adjustments, spend caps, ledger audit", () => {
       const json = await gw(["ledger", "audit", "--json"]);
       expect(json.code).toBe(0);
       expect((JSON.parse(json.stdout) as { ok: boolean }).ok).toBe(true);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
+    "usage dead-letters lists a refused record, the audit notes it, usage replay posts it once",
+    async () => {
+      const db = t.gw.deps.db;
+      const requestId = `req_cli_dead_${randomBase62(6)}`;
+      const record = usageRecord({ requestId, accountId: "acct_cli_dead", holdId: "hold_cli_closed", billedMicro: 3n });
+      const [letter] = await deadLetterRecords(db, [record], { reason: "23514: a check refused it", sqlState: "23514", source: "writer" });
+      expect(letter?.requestId).toBe(requestId);
+      const listed = await gw(["usage", "dead-letters"]);
+      expect(listed.code).toBe(0);
+      const line = listed.stdout.split("\n").find((l) => l.includes(requestId));
+      expect(line).toMatch(/^\s*\d+\s+dead\s+req_cli_dead_\w+\s+\S+\s+writer\s+23514\s+0\.000003\s/);
+      const audit = await gw(["ledger", "audit"]);
+      expect(audit.code).toBe(0);
+      expect(audit.stdout).toContain("1 dead-lettered usage record(s) await replay, 3 micro-toman written off");
+      const id = line!.trim().split(/\s+/)[0]!;
+      const replayed = await gw(["usage", "replay", id]);
+      expect(replayed.stderr).toBe("");
+      expect(replayed.code).toBe(0);
+      // The hold does not exist (closed long ago): nothing is charged, the write-off is reversed and the value written off as usage.
+      expect(replayed.stdout).toBe(`dead letter ${id} replayed: posted 0 micro-toman, write-off reversed\n`);
+      expect((await gw(["usage", "replay", id])).stdout).toContain("was replayed before");
+      expect((await gw(["usage", "dead-letters"])).stdout).not.toContain(requestId);
+      expect((await gw(["usage", "dead-letters", "--all"])).stdout).toContain(requestId);
+      expect((await gw(["ledger", "audit"])).code).toBe(0);
     },
     cliTimeoutMs,
   );

@@ -7,7 +7,7 @@ import { connect } from "nats";
 import postgres from "postgres";
 import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
-import { usageStreamName } from "../src/ledger/stream.ts";
+import { deadLetterStreamName, usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
@@ -47,6 +47,9 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   const nc = await connect({ servers: services.natsUrl });
   try {
     await (await nc.jetstreamManager()).streams.delete(usageStreamName(prefix));
+  } catch {}
+  try {
+    await (await nc.jetstreamManager()).streams.delete(deadLetterStreamName(prefix));
   } catch {}
   try {
     // The cluster's partition leases (a KV bucket is a stream named KV_<bucket>).

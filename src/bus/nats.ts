@@ -3,7 +3,16 @@
  * (local delivery); otherwise the request crosses NATS as JSON in an envelope `{r}` (reply) or
  * `{e}` (the handler failed), and both sides validate with the Rpc's schemas.
  */
-import { connect, type NatsConnection, type Subscription } from "nats";
+import { readFileSync } from "node:fs";
+import {
+  connect,
+  credsAuthenticator,
+  nkeyAuthenticator,
+  type ConnectionOptions,
+  type NatsConnection,
+  type Subscription,
+} from "nats";
+import type { NatsSettings } from "../config.ts";
 import {
   BusError,
   encodeJson,
@@ -15,6 +24,9 @@ import {
   type Topic,
   type Unsubscribe,
 } from "./bus.ts";
+
+/** A server that never finishes the handshake (e.g. it refused our TLS certificate without a word) fails the start after this. */
+export const NATS_CONNECT_TIMEOUT_MS = 5_000;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -34,9 +46,8 @@ export class NatsBus implements Bus {
     })();
   }
 
-  static async connect(url: string, name: string): Promise<NatsBus> {
-    const nc = await connect({ servers: url, name, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
-    return new NatsBus(nc);
+  static async connect(settings: NatsSettings | string, name: string): Promise<NatsBus> {
+    return new NatsBus(await connectNats(settings, name));
   }
 
   async request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: RequestOptions = {}): Promise<Res> {
@@ -94,6 +105,33 @@ export class NatsBus implements Bus {
   async close(): Promise<void> {
     this.local.clear();
     if (!this.nc.isClosed()) await this.nc.drain();
+  }
+}
+
+/**
+ * The connection options for NATS settings (a bare URL: no credentials, TLS if the server asks).
+ * Files (creds, CA, certificate) are read here, so a rotated file takes effect at the next start.
+ */
+export function natsConnectionOptions(settings: NatsSettings | string, name: string): ConnectionOptions {
+  const s: NatsSettings = typeof settings === "string" ? { servers: settings.split(","), auth: null, tls: null } : settings;
+  const auth = s.auth;
+  const options: ConnectionOptions = { servers: s.servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250, timeout: NATS_CONNECT_TIMEOUT_MS };
+  if (auth && "user" in auth) Object.assign(options, { user: auth.user, pass: auth.pass });
+  else if (auth && "token" in auth) options.token = auth.token;
+  else if (auth && "nkeySeed" in auth) options.authenticator = nkeyAuthenticator(encoder.encode(auth.nkeySeed));
+  else if (auth && "credsFile" in auth) options.authenticator = credsAuthenticator(readFileSync(auth.credsFile));
+  if (s.tls) options.tls = { ...s.tls };
+  return options;
+}
+
+/** Opens a NATS connection with the node's settings; every NATS connection of the gateway goes through here. */
+export async function connectNats(settings: NatsSettings | string, name: string): Promise<NatsConnection> {
+  const options = natsConnectionOptions(settings, name);
+  try {
+    return await connect(options);
+  } catch (error) {
+    const servers = (options.servers as string[]).join(",");
+    throw new Error(`cannot connect to NATS at ${servers}: ${(error as Error).message}`, { cause: error });
   }
 }
 

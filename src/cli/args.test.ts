@@ -149,6 +149,16 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
     expect(refused(["ledger", "audit", "now"])).toContain("unexpected argument: now");
   });
 
+  test("usage dead-letters and usage replay", () => {
+    expect(command(["usage", "dead-letters"])).toEqual({ kind: "usage.deadLetters", all: false });
+    expect(command(["usage", "dead-letters", "--all"])).toEqual({ kind: "usage.deadLetters", all: true });
+    expect(command(["usage", "replay", "42"])).toEqual({ kind: "usage.replay", deadLetterId: "42" });
+    expect(refused(["usage"])).toContain("say dead-letters or replay");
+    expect(refused(["usage", "replay"])).toContain("dead-letter-id");
+    expect(refused(["usage", "replay", "req_1"])).toContain("the dead letter id is a number");
+    expect(refused(["usage", "replay", "1", "--all"])).toContain("--all");
+  });
+
   test("--monthly-spend-cap: toman on keys create; toman or none on keys limits", () => {
     expect(command(["keys", "create", "acct_1", "ci", "--monthly-spend-cap", "250000.5"])).toEqual({
       kind: "keys.create",

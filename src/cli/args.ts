@@ -34,7 +34,10 @@ export type Command =
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
   /** `amountToman` is an exact decimal string, negative for a debit. */
   | { kind: "adjust"; accountId: string; amountToman: string; reason: string; reference: string }
-  | { kind: "ledger.audit" };
+  | { kind: "ledger.audit" }
+  /** `all`: replayed ones too, not only those awaiting replay. */
+  | { kind: "usage.deadLetters"; all: boolean }
+  | { kind: "usage.replay"; deadLetterId: string };
 
 export interface Invocation {
   command: Command;
@@ -70,6 +73,10 @@ commands:
   rates set <toman-per-usd> [--effective-at ISO]  a new rate and price version, from now or from
                                                   the given time (with offset: 2025-03-21T00:00:00+03:30)
   ledger audit                                    check every ledger invariant (exit 4 on a violation)
+  usage dead-letters [--all]                      usage records the ledger refused, awaiting replay
+                                                  (--all: replayed ones too)
+  usage replay <dead-letter-id>                   post a dead letter after a fix (by request id,
+                                                  once) and reverse its write-off
   pools                                           backends of every model pool: estimates,
                                                   in flight, limits, breakers
   pools set <model> --file <backends.json>        replace a model's backends on every node; the
@@ -90,8 +97,8 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once"]);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "all"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "all"]);
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
 const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
 const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
@@ -184,6 +191,8 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
       return ledgerCommand(rest, flags);
     case "pools":
       return poolsCommand(rest, flags);
+    case "usage":
+      return usageCommand(rest, flags);
     case "top":
       allowFlags(flags, ["once"], "top");
       arity(rest, [], "top");
@@ -282,6 +291,22 @@ function ledgerCommand(words: readonly string[], flags: Flags): Command {
     return { kind: "ledger.audit" };
   }
   throw new UsageError(sub === undefined ? "ledger: say audit" : `unknown command: ledger ${sub}`);
+}
+
+function usageCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  if (sub === "dead-letters") {
+    allowFlags(flags, ["all"], "usage dead-letters");
+    arity(rest, [], "usage dead-letters");
+    return { kind: "usage.deadLetters", all: flags.get("all") === true };
+  }
+  if (sub === "replay") {
+    allowFlags(flags, [], "usage replay");
+    const [id] = arity(rest, ["dead-letter-id"], "usage replay");
+    if (!/^[1-9][0-9]{0,18}$/.test(id!)) throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
+    return { kind: "usage.replay", deadLetterId: id! };
+  }
+  throw new UsageError(sub === undefined ? "usage: say dead-letters or replay" : `unknown command: usage ${sub}`);
 }
 
 function keysCommand(words: readonly string[], flags: Flags): Command {

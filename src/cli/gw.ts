@@ -90,6 +90,30 @@ const auditReply = z.object({
   ok: z.boolean(),
   checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
   write_offs_by_key: z.array(z.object({ key_id: z.string(), requests: z.number(), write_off_micro: z.string() })).default([]),
+  dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string() }).optional(),
+});
+
+const deadLettersReply = z.object({
+  data: z.array(
+    z.object({
+      id: z.string(),
+      request_id: z.string(),
+      account_id: z.string(),
+      source: z.string(),
+      sql_state: z.string().nullable(),
+      reason: z.string(),
+      written_off_toman: z.string(),
+      status: z.string(),
+      created_at: z.string(),
+    }),
+  ),
+});
+
+const replayReply = z.object({
+  id: z.string(),
+  outcome: z.enum(["replayed", "already_replayed"]),
+  written: z.number().optional(),
+  posted_micro_toman: z.string().optional(),
 });
 
 const poolsReply = z.object({
@@ -225,6 +249,10 @@ function callFor(command: Sent, body?: unknown): Call {
       return { method: "POST", path: "/admin/rates", body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } };
     case "ledger.audit":
       return { method: "GET", path: "/admin/ledger/audit" };
+    case "usage.deadLetters":
+      return { method: "GET", path: `/admin/usage/dead-letters?status=${command.all ? "all" : "dead"}` };
+    case "usage.replay":
+      return { method: "POST", path: `/admin/usage/dead-letters/${encodeURIComponent(command.deadLetterId)}/replay` };
   }
 }
 
@@ -270,6 +298,16 @@ function render(command: Sent, reply: unknown): string | null {
       );
     case "ledger.audit":
       return renderWith(auditReply, reply, renderAudit);
+    case "usage.deadLetters":
+      return renderWith(deadLettersReply, reply, renderDeadLetters);
+    case "usage.replay":
+      return renderWith(replayReply, reply, (r) =>
+        r.outcome === "already_replayed"
+          ? `dead letter ${r.id} was replayed before; nothing changed`
+          : r.written === 0
+            ? `dead letter ${r.id} replayed: its request was already billed, so nothing was posted; its write-off is reversed`
+            : `dead letter ${r.id} replayed: posted ${r.posted_micro_toman} micro-toman, write-off reversed`,
+      );
   }
 }
 
@@ -377,8 +415,18 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
     lines.push(`          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`);
   }
   const failed = a.checks.filter((c) => !c.ok).length;
+  const dead = a.dead_letters;
+  if (dead && dead.awaiting_replay > 0) {
+    lines.push(`  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`);
+  }
   lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);
   return lines.join("\n");
+}
+
+function renderDeadLetters(d: z.infer<typeof deadLettersReply>): string {
+  if (d.data.length === 0) return "no dead letters";
+  const rows = d.data.map((l) => [l.id, l.status, l.request_id, l.account_id, l.source, l.sql_state ?? "-", l.written_off_toman, l.created_at, l.reason]);
+  return table([["ID", "STATUS", "REQUEST", "ACCOUNT", "SOURCE", "SQLSTATE", "WRITTEN OFF", "AT", "REASON"], ...rows], "  ");
 }
 
 function renderPools(p: z.infer<typeof poolsReply>): string {

@@ -26,6 +26,18 @@ const POSTGRES_POOL_MAX = 10;
 /** A transaction handle of either engine. */
 export type Tx = Parameters<Parameters<Drizzle["transaction"]>[0]>[0];
 
+/** How deep an error's `cause` chain is searched for the database's error. */
+export const CAUSE_DEPTH_MAX = 5;
+
+/** The SQLSTATE of a database error, whichever the engine (drizzle wraps both drivers' errors in `cause`). */
+export function sqlStateOf(error: unknown): string | null {
+  let e = error as { code?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
+    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
+  }
+  return null;
+}
+
 /** postgres.js returns rows as an array, PGlite as `{ rows }`: one shape for both. */
 export function normaliseRows<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];

@@ -261,3 +261,37 @@ export const keyPartitions = pgTable(
   },
   (t) => [check("key_partitions_fence_non_negative", sql`${t.fenceToken} >= 0`)],
 );
+
+/**
+ * Usage records the database refused with a data or constraint error (SQLSTATE classes 22, 23),
+ * or that the usage stream delivered USAGE_DELIVERIES_MAX times without their being posted.
+ * The record is kept as the JSON text it arrived as (a NUL in it would be refused by jsonb);
+ * its charge was written off (transfer `deadletter:<request id>`, kind dead_letter) until an
+ * operator replays it, which posts it by request id and reverses the write-off.
+ */
+export const usageDeadLetters = pgTable(
+  "usage_dead_letters",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    requestId: text("request_id").notNull().unique(),
+    accountId: text("account_id").notNull(),
+    holdId: text("hold_id").notNull(),
+    record: text("record").notNull(),
+    reason: text("reason").notNull(),
+    /** The database's SQLSTATE; null when dead-lettered for its deliveries. */
+    sqlState: text("sql_state"),
+    /** `writer` (embedded), `consumer` (usage stream) or `deliveries` (max_deliver reached). */
+    source: text("source").notNull(),
+    /** What its hold would have been charged, written off while it is dead. */
+    writtenOffMicro: micro("written_off_micro").notNull().default(sql`0`),
+    status: text("status").notNull().default("dead"),
+    replayedAt: timestamp("replayed_at", { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("usage_dead_letters_written_off_non_negative", sql`${t.writtenOffMicro} >= 0`),
+    check("usage_dead_letters_status", sql`${t.status} IN ('dead', 'replayed')`),
+    check("usage_dead_letters_source", sql`${t.source} IN ('writer', 'consumer', 'deliveries')`),
+    index("usage_dead_letters_dead_idx").on(t.createdAt).where(sql`${t.status} = 'dead'`),
+  ],
+);

@@ -6,6 +6,7 @@
 import { Elysia } from "elysia";
 import { fail, type Failure } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
@@ -21,6 +22,7 @@ import { newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
+import { Health, readyResponse } from "./health.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -28,8 +30,9 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
+  const health = options.health ?? new Health(deps);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
   const modelReplies = () => {
@@ -90,6 +93,7 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       }),
     )
     .get("/health", () => new Response("ok"))
+    .get("/ready", () => readyResponse(health))
     .get(
       "/metrics",
       asAdmin(async () => {
@@ -109,6 +113,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
     .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
+    .get("/admin/usage/dead-letters", asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)))
+    .post("/admin/usage/dead-letters/:id/replay", asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)), NO_PARSE)
     .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
 }
 

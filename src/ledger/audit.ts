@@ -7,6 +7,8 @@
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
  *               past its deadline (beyond the sweeper's grace)
  *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
+ *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
+ *               transfers; none awaiting replay is also billed. The report lists how many await.
  *
  * Beside the checks, the write-offs by key (usage metered but not charged: beyond what the
  * wallet could cover, or past a stream's cut), the largest first.
@@ -15,6 +17,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
+import { deadLetterTotals } from "./deadletter.ts";
 
 /** A pending hold this long past its deadline is a violation (the sweeper runs every 10 s). */
 export const AUDIT_DEADLINE_GRACE_S = 30;
@@ -39,6 +42,8 @@ export interface AuditReport {
   ok: boolean;
   checks: AuditCheck[];
   write_offs_by_key: KeyWriteOff[];
+  /** Usage records dead-lettered and not replayed yet: not a violation, work for an operator. */
+  dead_letters: { awaiting_replay: number; written_off_micro: string };
 }
 
 const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
@@ -104,6 +109,19 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
         (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'write_off') t
       WHERE u.total <> t.total`,
   },
+  {
+    name: "dead letters' write-offs equal their transfers",
+    query: sql`
+      SELECT d.total::text AS dead_written_off, t.total::text AS dead_letter_transfers FROM
+        (SELECT coalesce(sum(written_off_micro), 0) AS total FROM usage_dead_letters WHERE status = 'dead') d,
+        (SELECT coalesce(sum(CASE kind WHEN 'dead_letter' THEN amount_micro ELSE -amount_micro END), 0) AS total
+         FROM ledger_transfers WHERE kind IN ('dead_letter', 'dead_letter_reversal')) t
+      WHERE d.total <> t.total`,
+  },
+  {
+    name: "no dead letter awaiting replay is billed too (replay it: that reverses its write-off)",
+    query: sql`SELECT d.id::text AS id, d.request_id FROM usage_dead_letters d JOIN usage_records u ON u.request_id = d.request_id WHERE d.status = 'dead'`,
+  },
 ];
 
 export async function auditLedger(db: Db): Promise<AuditReport> {
@@ -116,5 +134,11 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
     SELECT key_id, count(*) AS requests, sum(metered_micro - billed_micro) AS write_off_micro FROM usage_records
     WHERE metered_micro > billed_micro GROUP BY key_id ORDER BY sum(metered_micro - billed_micro) DESC LIMIT ${AUDIT_WRITE_OFF_KEYS_MAX}`);
   const byKey = writeOffs.map((r) => ({ key_id: r.key_id, requests: Number(r.requests), write_off_micro: String(r.write_off_micro) }));
-  return { ok: checks.every((c) => c.ok), checks, write_offs_by_key: byKey };
+  const dead = await deadLetterTotals(db);
+  return {
+    ok: checks.every((c) => c.ok),
+    checks,
+    write_offs_by_key: byKey,
+    dead_letters: { awaiting_replay: dead.dead, written_off_micro: dead.writtenOffMicro.toString() },
+  };
 }

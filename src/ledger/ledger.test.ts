@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { usageRecord } from "../../test/usageRecords.ts";
 import { loadCatalog } from "../catalog/catalog.ts";
 import { openDb, type Db } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
@@ -25,24 +26,7 @@ afterAll(async () => {
 }, SETUP_MS_MAX);
 
 function record(requestId: string, holdId: string, accountId: string, billedMicro: bigint, meteredMicro = billedMicro): UsageRecord {
-  return {
-    requestId,
-    accountId,
-    keyId: "key_t",
-    holdId,
-    model: "gpt-4o-mini",
-    operation: "chat",
-    backend: "sim",
-    priceVersionId: 1,
-    inputUnits: 1n,
-    outputUnits: 1n,
-    inputPricePer1m: 1n,
-    outputPricePer1m: 1n,
-    meteredMicro,
-    billedMicro,
-    status: 200,
-    durationMs: 1,
-  };
+  return usageRecord({ requestId, holdId, accountId, billedMicro, meteredMicro });
 }
 
 async function funded(micro: bigint) {

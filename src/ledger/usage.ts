@@ -13,15 +13,19 @@
  *   expires, so a refused settlement costs the customer nothing),
  *   move the posted money wallet → revenue, and metered − billed write_off → revenue.
  *
- * A crash loses at most the records of the last `flushMs`. While the database
- * refuses writes the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
- * `accepting` turns false so that admission refuses new work instead of serving it unbilled.
+ * A crash loses at most the records of the last `flushMs`. While the database cannot be written
+ * (down, unreachable) the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
+ * `accepting` turns false so that admission refuses new work instead of serving it unbilled. A
+ * record the database refuses for its data (SQLSTATE 22, 23) is not retried: the sink
+ * dead-letters it (deadletter.ts) and the rest of its batch is posted.
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { txRows, type Db } from "../db/client.ts";
+import { txRows, type Db, type Tx } from "../db/client.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { FENCE_GRACE_MS } from "./fence.ts";
+// A cycle by design: deadletter.ts posts through this module, and the sink here dead-letters through it.
+import { postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -77,93 +81,97 @@ interface HoldTotals {
  * request id (a record already written is skipped, and so is its charge).
  */
 export async function postUsageBatch(db: Db, batch: UsageRecord[]): Promise<BatchResult> {
+  if (batch.length === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
+  return db.orm.transaction((tx) => postUsageInTx(tx, batch));
+}
+
+/** postUsageBatch inside a transaction of the caller's (a dead letter's replay posts with its reversal). */
+export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<BatchResult> {
   // A settle retried within one batch: the first record of a request id is the one.
   const unique = new Map<string, UsageRecord>();
   for (const r of batch) if (!unique.has(r.requestId)) unique.set(r.requestId, r);
   if (unique.size === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
-  return db.orm.transaction(async (tx) => {
-    // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
-    const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
-    const live = await txRows<{ id: string; account_id: string }>(tx, sql`
-      SELECT id, account_id FROM holds
-      WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
-      FOR UPDATE`);
-    const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
-    // 1b. Fencing: a record settled under an owner epoch older than the partition's current one
-    // is refused. FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
-    // judged against one fence, before or after the takeover, never half-way.
-    const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
-    const stale = new Set<string>();
-    if (fenced.length > 0) {
-      const rows = await txRows<{ request_id: string }>(tx, sql`
-        SELECT r."requestId" AS request_id
-        FROM jsonb_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::jsonb)
-          AS r("requestId" text, partition int, "fenceToken" bigint)
-        JOIN key_partitions kp ON kp.partition = r.partition
-        WHERE kp.fence_token > r."fenceToken"
-          AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
-        FOR SHARE OF kp`);
-      for (const row of rows) stale.add(row.request_id);
-    }
-    const records = [...unique.values()].map((r) => ({
-      ...r,
-      partition: r.partition ?? null,
-      fenceToken: r.fenceToken ?? null,
-      billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
-    }));
-    // 2. The records; those already written (a replay) are skipped.
-    const inserted = await txRows<{ request_id: string }>(tx, sql`
-      INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
-        input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms,
-        partition, fence_token)
-      SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
-        "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs",
-        partition, "fenceToken"
-      FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
-        model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
-        "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
-        partition int, "fenceToken" bigint)
-      ON CONFLICT (request_id) DO NOTHING
-      RETURNING request_id`);
-    const fresh = new Set(inserted.map((r) => r.request_id));
-    const totals = new Map<string, HoldTotals>();
-    for (const r of records) {
-      if (!fresh.has(r.requestId)) continue;
-      const t = totals.get(r.holdId) ?? { hold_id: r.holdId, account_id: accountOf.get(r.holdId) ?? r.accountId, billed: 0n, unbilled: 0n, ref: r.requestId };
-      t.billed += r.billedMicro;
-      t.unbilled += r.meteredMicro - r.billedMicro;
-      totals.set(r.holdId, t);
-    }
-    const groups = [...totals.values()];
-    // 3. Posts from the holds, the wallets, and the transfers that record both.
-    if (groups.length > 0) {
-      await txRows(tx, sql`
-        WITH g AS (
-          SELECT * FROM jsonb_to_recordset(${encodeJson(groups)}::jsonb)
-            AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
-        h AS (
-          UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
-          WHERE holds.id = g.hold_id AND g.billed > 0 RETURNING holds.id),
-        w AS (
-          UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
-          FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
-          WHERE wallets.account_id = s.account_id AND s.billed > 0 RETURNING wallets.account_id),
-        usage AS (
-          INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-          SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
-          RETURNING id),
-        written_off AS (
-          INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-          SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
-          RETURNING id)
-        SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`);
-    }
-    return {
-      written: fresh.size,
-      postedMicro: groups.reduce((sum, g) => sum + g.billed, 0n),
-      writtenOffMicro: groups.reduce((sum, g) => sum + g.unbilled, 0n),
-    };
-  });
+  // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
+  const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
+  const live = await txRows<{ id: string; account_id: string }>(tx, sql`
+    SELECT id, account_id FROM holds
+    WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
+    FOR UPDATE`);
+  const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
+  // 1b. Fencing: a record settled under an owner epoch older than the partition's current one
+  // is refused. FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
+  // judged against one fence, before or after the takeover, never half-way.
+  const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
+  const stale = new Set<string>();
+  if (fenced.length > 0) {
+    const rows = await txRows<{ request_id: string }>(tx, sql`
+      SELECT r."requestId" AS request_id
+      FROM jsonb_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::jsonb)
+        AS r("requestId" text, partition int, "fenceToken" bigint)
+      JOIN key_partitions kp ON kp.partition = r.partition
+      WHERE kp.fence_token > r."fenceToken"
+        AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
+      FOR SHARE OF kp`);
+    for (const row of rows) stale.add(row.request_id);
+  }
+  const records = [...unique.values()].map((r) => ({
+    ...r,
+    partition: r.partition ?? null,
+    fenceToken: r.fenceToken ?? null,
+    billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
+  }));
+  // 2. The records; those already written (a replay) are skipped.
+  const inserted = await txRows<{ request_id: string }>(tx, sql`
+    INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
+      input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms,
+      partition, fence_token)
+    SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
+      "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs",
+      partition, "fenceToken"
+    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
+      model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
+      "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
+      partition int, "fenceToken" bigint)
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING request_id`);
+  const fresh = new Set(inserted.map((r) => r.request_id));
+  const totals = new Map<string, HoldTotals>();
+  for (const r of records) {
+    if (!fresh.has(r.requestId)) continue;
+    const t = totals.get(r.holdId) ?? { hold_id: r.holdId, account_id: accountOf.get(r.holdId) ?? r.accountId, billed: 0n, unbilled: 0n, ref: r.requestId };
+    t.billed += r.billedMicro;
+    t.unbilled += r.meteredMicro - r.billedMicro;
+    totals.set(r.holdId, t);
+  }
+  const groups = [...totals.values()];
+  // 3. Posts from the holds, the wallets, and the transfers that record both.
+  if (groups.length > 0) {
+    await txRows(tx, sql`
+      WITH g AS (
+        SELECT * FROM jsonb_to_recordset(${encodeJson(groups)}::jsonb)
+          AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
+      h AS (
+        UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
+        WHERE holds.id = g.hold_id AND g.billed > 0 RETURNING holds.id),
+      w AS (
+        UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
+        FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
+        WHERE wallets.account_id = s.account_id AND s.billed > 0 RETURNING wallets.account_id),
+      usage AS (
+        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+        SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
+        RETURNING id),
+      written_off AS (
+        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+        SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
+        RETURNING id)
+      SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`);
+  }
+  return {
+    written: fresh.size,
+    postedMicro: groups.reduce((sum, g) => sum + g.billed, 0n),
+    writtenOffMicro: groups.reduce((sum, g) => sum + g.unbilled, 0n),
+  };
 }
 
 /** Where batches go: straight into the ledger, or into a durable stream that a consumer posts. */
@@ -173,9 +181,12 @@ export interface UsageSink {
   posted?(): Promise<void>;
 }
 
-/** The embedded and single-database sink: each batch is posted in one transaction. */
-export function ledgerSink(db: Db): UsageSink {
-  return { write: async (batch) => void (await postUsageBatch(db, batch)) };
+/**
+ * The embedded and single-database sink: each batch is posted in one transaction; records the
+ * database refuses are dead-lettered (deadletter.ts) so that one bad record stops nobody's billing.
+ */
+export function ledgerSink(db: Db, options: { onDeadLetter?: (letter: DeadLetter) => void } = {}): UsageSink {
+  return { write: async (batch) => void (await postOrDeadLetter(db, batch, { source: "writer", onDeadLetter: options.onDeadLetter })) };
 }
 
 /** A usage record as it travels through a stream (bigints as strings). */
@@ -261,7 +272,7 @@ export class UsageWriter {
         this.retryMs = RETRY_MS_FIRST;
       } catch (error) {
         this.failing = true;
-        this.log("error", "usage_write_failed", { records: this.buffer.length, error: (error as Error).message, retryMs: this.retryMs });
+        this.log("error", "usage_write_failed", { records: this.buffer.length, error: sqlReason(error), retryMs: this.retryMs });
         if (this.stopped) return;
         await Bun.sleep(this.retryMs);
         this.retryMs = Math.min(this.retryMs * 2, RETRY_MS_MAX);

@@ -55,6 +55,10 @@ export interface MetricSources {
   /** Messages of the durable usage log not yet posted to the ledger; null without one. */
   usageLogLag?: () => Promise<number | null>;
   natsConnected: () => boolean | null;
+  /** Usage records this node dead-lettered since start, by source and SQLSTATE. */
+  deadLetters?: () => Iterable<{ source: string; sqlState: string; count: number }>;
+  /** Dead letters awaiting replay (every node's), read from the database at scrape time. */
+  deadLettersPending?: () => Promise<{ dead: number; writtenOffMicro: bigint }>;
   /** Admissions since start by path: from this node's share (`local`) or after asking the key's owner (cluster only). */
   keyAdmissions?: () => Record<string, number>;
   /** Admissions of keys with rpm, tpm or a monthly cap by path: from this node's permits (`local`), as the key's owner, or after asking it (cluster only). */
@@ -267,6 +271,41 @@ export class Metrics {
       async collect() {
         const lag = await sources.usageLogLag?.().catch(() => null);
         if (lag !== null && lag !== undefined) this.set(lag);
+      },
+    });
+    const deadLetters = sources.deadLetters;
+    new Counter({
+      name: "darvaze_usage_dead_letters_total",
+      help: "Usage records this node dead-lettered (the database refused them, sql_state; or max_deliver reached), by source.",
+      labelNames: ["source", "sql_state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const d of deadLetters?.() ?? []) this.inc({ source: d.source, sql_state: d.sqlState }, d.count);
+      },
+    });
+    // Both dead-letter gauges share the read in progress, as the hold gauges do.
+    let pendingRead: Promise<{ dead: number; writtenOffMicro: bigint } | null> | null = null;
+    const pendingDead = () => {
+      pendingRead ??= (sources.deadLettersPending?.() ?? Promise.resolve(null)).catch(() => null).finally(() => (pendingRead = null));
+      return pendingRead;
+    };
+    new Gauge({
+      name: "darvaze_usage_dead_letters_pending",
+      help: "Dead-lettered usage records awaiting replay, every node's (read from the database at scrape time).",
+      registers,
+      async collect() {
+        const totals = await pendingDead();
+        if (totals) this.set(totals.dead);
+      },
+    });
+    new Gauge({
+      name: "darvaze_usage_dead_letters_written_off_micro_toman",
+      help: "Charges written off for dead-lettered usage records awaiting replay (reversed by replay).",
+      registers,
+      async collect() {
+        const totals = await pendingDead();
+        if (totals) this.set(Number(totals.writtenOffMicro));
       },
     });
     new Gauge({

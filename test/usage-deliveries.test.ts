@@ -1,0 +1,119 @@
+/**
+ * The usage stream's consumer and failures that are not the data's: a database outage is retried
+ * in place (no redelivery, nothing dead-lettered), and a message delivered USAGE_DELIVERIES_MAX
+ * times (its consumers died or hung) is dead-lettered unposted on its last delivery. Needs NATS;
+ * the ledger is PGlite in memory.
+ */
+import { afterAll, beforeAll, expect } from "bun:test";
+import { sql } from "drizzle-orm";
+import { connect, type JetStreamManager, type NatsConnection } from "nats";
+import { subjects as buildSubjects } from "../actors/subjects.ts";
+import { openDb, type Db } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
+import { randomBase62 } from "../src/ids.ts";
+import { encodeJson } from "../src/json.ts";
+import type { DeadLetter } from "../src/ledger/deadletter.ts";
+import { deadLetterStreamName, ensureDeadLetterStream, ensureUsageStream, USAGE_DELIVERIES_MAX, UsageConsumer, usageStreamName } from "../src/ledger/stream.ts";
+import { silentLogger } from "../src/log.ts";
+import { SETUP_MS_MAX } from "./helpers.ts";
+import { describeWith } from "./services.ts";
+import { usageRecord } from "./usageRecords.ts";
+
+const CONSUMER = "usage-ledger";
+
+async function until(condition: () => Promise<boolean>, msMax = 10_000): Promise<void> {
+  const deadline = performance.now() + msMax;
+  while (!(await condition()) && performance.now() < deadline) await Bun.sleep(25);
+}
+
+describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it) => {
+  let nc: NatsConnection;
+  let jsm: JetStreamManager;
+  let db: Db;
+  const prefix = `t${randomBase62(10)}`;
+  const subjects = buildSubjects(prefix);
+  const stream = usageStreamName(prefix);
+  const consumers: UsageConsumer[] = [];
+  const letters: DeadLetter[] = [];
+
+  beforeAll(async () => {
+    nc = await connect({ servers: process.env.NATS_URL! });
+    jsm = await nc.jetstreamManager();
+    await ensureUsageStream(jsm, stream, subjects.usage);
+    await ensureDeadLetterStream(jsm, deadLetterStreamName(prefix), subjects.usageDead);
+    db = await openDb({ dataFolder: null });
+    await migrate(db);
+  }, SETUP_MS_MAX);
+  afterAll(async () => {
+    for (const consumer of consumers) await consumer.stop();
+    for (const name of [stream, deadLetterStreamName(prefix)]) await jsm.streams.delete(name).catch(() => {});
+    await nc?.close();
+    await db?.close();
+  }, SETUP_MS_MAX);
+
+  const startConsumer = (ledger: Db) => {
+    const consumer = new UsageConsumer(ledger, nc.jetstream(), stream, silentLogger, { subject: subjects.usageDead, onDeadLetter: (l) => letters.push(l) });
+    consumers.push(consumer);
+    consumer.start();
+    return consumer;
+  };
+  const written = async (requestId: string) =>
+    (await db.rows(sql`SELECT 1 FROM usage_records WHERE request_id = ${requestId}`)).length === 1;
+
+  it("the consumer has a bounded delivery count", async () => {
+    expect((await jsm.consumers.info(stream, CONSUMER)).config.max_deliver).toBe(USAGE_DELIVERIES_MAX);
+  });
+
+  it(`a message delivered ${USAGE_DELIVERIES_MAX} times is dead-lettered unposted, with that reason`, async () => {
+    const record = usageRecord({ requestId: `req_${randomBase62(8)}`, accountId: "acct_x", holdId: "hold_x", billedMicro: 7n });
+    await nc.jetstream().publish(subjects.usage, encodeJson([record]));
+    // Consumers that took it and died before acknowledging it.
+    const crashing = await nc.jetstream().consumers.get(stream, CONSUMER);
+    for (let delivery = 1; delivery < USAGE_DELIVERIES_MAX; delivery++) {
+      const message = await crashing.next({ expires: 5_000 });
+      expect(message?.info.deliveryCount).toBe(delivery);
+      message!.nak();
+    }
+    const consumer = startConsumer(db);
+    await until(async () => letters.some((l) => l.requestId === record.requestId));
+    await consumer.stop();
+    const [row] = await db.rows<{ source: string; reason: string; sql_state: string | null; written_off_micro: string }>(sql`
+      SELECT source, reason, sql_state, written_off_micro::text FROM usage_dead_letters WHERE request_id = ${record.requestId}`);
+    expect(row).toMatchObject({ source: "deliveries", sql_state: null, written_off_micro: "7" });
+    expect(row!.reason).toContain(`max_deliver ${USAGE_DELIVERIES_MAX}`);
+    expect(await written(record.requestId)).toBe(false);
+    const info = await jsm.consumers.info(stream, CONSUMER);
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
+    const dead = await jsm.streams.getMessage(deadLetterStreamName(prefix), { last_by_subj: subjects.usageDead });
+    expect(dead.json<{ requestId: string; source: string }>()).toMatchObject({ requestId: record.requestId, source: "deliveries" });
+  }, 30_000);
+
+  it("a database outage (connection lost, serialization failure) is retried in place: no redelivery, no dead letter", async () => {
+    const failures = [
+      Object.assign(new Error("Failed query: INSERT …"), { cause: Object.assign(new Error("terminating connection"), { code: "08006" }) }),
+      Object.assign(new Error("Failed query: INSERT …"), { cause: Object.assign(new Error("could not serialize access"), { code: "40001" }) }),
+      Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }),
+    ];
+    let attempts = 0;
+    const flaky: Db = {
+      ...db,
+      orm: new Proxy(db.orm, {
+        get(target, property, receiver) {
+          if (property === "transaction" && attempts < failures.length) return () => Promise.reject(failures[attempts++]);
+          return Reflect.get(target, property, receiver);
+        },
+      }),
+    };
+    const before = (await jsm.consumers.info(stream, CONSUMER)).num_redelivered;
+    const deadBefore = letters.length;
+    const record = usageRecord({ requestId: `req_${randomBase62(8)}`, accountId: "acct_y", holdId: "hold_y", billedMicro: 5n });
+    await nc.jetstream().publish(subjects.usage, encodeJson([record]));
+    startConsumer(flaky);
+    await until(() => written(record.requestId));
+    expect(attempts).toBe(failures.length);
+    expect(await written(record.requestId)).toBe(true);
+    expect(letters.length).toBe(deadBefore);
+    expect((await db.rows(sql`SELECT 1 FROM usage_dead_letters WHERE request_id = ${record.requestId}`)).length).toBe(0);
+    expect((await jsm.consumers.info(stream, CONSUMER)).num_redelivered).toBe(before);
+  }, 30_000);
+});

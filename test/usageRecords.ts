@@ -1,0 +1,20 @@
+/** Usage records for tests of the ledger: a chat of one input and one output token at 1 toman per 1M. */
+import type { UsageRecord } from "../src/ledger/usage.ts";
+
+export function usageRecord(fields: Pick<UsageRecord, "requestId" | "accountId" | "holdId" | "billedMicro"> & Partial<UsageRecord>): UsageRecord {
+  return {
+    keyId: "key_t",
+    model: "gpt-4o-mini",
+    operation: "chat",
+    backend: "sim",
+    priceVersionId: 1,
+    inputUnits: 1n,
+    outputUnits: 1n,
+    inputPricePer1m: 1n,
+    outputPricePer1m: 1n,
+    meteredMicro: fields.billedMicro,
+    status: 200,
+    durationMs: 1,
+    ...fields,
+  };
+}
