@@ -61,6 +61,13 @@ export const envSchema = z.object({
   LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
   /** Usage records are written in batches at most this long after a request ends: the most a crash loses. */
   USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000),
+  /**
+   * With NATS: copies of the usage stream JetStream keeps (1 on a single server; 3 on a cluster of
+   * three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.
+   */
+  USAGE_STREAM_REPLICAS: intFromEnv(1, 1, 5),
+  /** With NATS: messages the usage stream keeps (oldest dropped first; one is a node's batch). */
+  USAGE_STREAM_MESSAGES_MAX: intFromEnv(10_000_000, 100, 1_000_000_000),
   /** On SIGTERM, requests in flight get this long to finish before their connections are closed. */
   SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000),
   /** How often pending holds past their deadline are closed. */
