@@ -58,7 +58,7 @@ export class OwnNats {
     this.proc = proc;
     await waitUntil(
       "nats-server",
-      async () => (await fetch(`http://127.0.0.1:${this.httpPort}/healthz?js-enabled-only=true`)).ok,
+      async () => (await fetch(`http://127.0.0.1:${this.httpPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(READY_POLL_MS * 20) })).ok,
       () => proc.exitCode !== null,
     );
   }
@@ -122,7 +122,7 @@ export class OwnPostgres {
     this.proc = proc;
     await waitUntil(
       "postgres",
-      async () => Bun.spawnSync([postgresBin("pg_isready"), "-h", "127.0.0.1", "-p", String(this.port)]).exitCode === 0,
+      async () => (await Bun.spawn([postgresBin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(this.port)]).exited) === 0,
       () => proc.exitCode !== null,
     );
   }
