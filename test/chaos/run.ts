@@ -361,7 +361,7 @@ async function main(): Promise<number> {
     const phases: PhaseReport[] = [];
     const only = /--only=([\d,]+)/.exec(process.argv.join(" "))?.[1]?.split(",").map(Number);
     for (const fault of FAULTS.filter((_, i) => !only || only.includes(i))) {
-      const phase = await runPhase(c, load, fault, accounted);
+      const phase = await runPhase(c, load, fault, accounted).finally(() => load.stop());
       log(`${phase.fault}: ${phase.requests} requests, ${phase.served} served, ${phase.failures.length === 0 ? "ok" : phase.failures.join("; ")}`);
       phases.push(phase);
     }

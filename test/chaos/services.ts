@@ -4,8 +4,7 @@
  * user when this process is root: PostgreSQL refuses to run as root), both restartable on the same
  * port and data, never the shared services of the other tests.
  */
-import { chmodSync, chownSync, mkdtempSync, rmSync } from "node:fs";
-import { readdirSync } from "node:fs";
+import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -127,10 +126,17 @@ export class OwnPostgres {
     );
   }
 
-  /** SIGINT: PostgreSQL's fast shutdown (open connections are cut, as in a restart). */
+  /**
+   * SIGINT: PostgreSQL's fast shutdown (open connections are cut, as in a restart). Sent to the
+   * postmaster itself (its pid file names it): runuser, its parent here, does not pass SIGINT on.
+   */
   async kill(signal: NodeJS.Signals = "SIGINT"): Promise<void> {
-    await ended(this.proc, signal);
+    const proc = this.proc;
     this.proc = null;
+    if (!proc) return;
+    const pid = Number(readFileSync(join(this.dir, "data", "postmaster.pid"), "utf8").split("\n")[0]);
+    process.kill(pid, signal);
+    await proc.exited;
   }
 
   async stop(): Promise<void> {
