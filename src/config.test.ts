@@ -108,7 +108,7 @@ describe("NATS credentials and TLS", () => {
     expect(problems({ ...required, NATS_URL: "http://a:4222" })[0]).toContain("scheme http://");
   });
 
-  test("an NKey seed and a creds file become authenticators", () => {
+  test("an NKey seed becomes an authenticator, and TLS is required", () => {
     const seed = new TextDecoder().decode(nkeys.createUser().getSeed());
     const options = natsConnectionOptions(natsSettings(loadConfig({ ...nats, NATS_NKEY_SEED: seed }).env)!, "n");
     expect(typeof options.authenticator).toBe("function");

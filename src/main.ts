@@ -102,13 +102,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }, KEY_POLL_INTERVAL_MS);
     cleanups.push(() => clearInterval(keyPoll));
     const deadLetters = new DeadLetterTally();
-    const onDeadLetter = (letter: DeadLetter) => deadLetters.add(letter);
-    let sink = ledgerSink(db, {
-      onDeadLetter: (letter) => {
-        onDeadLetter(letter);
-        log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
-      },
-    });
+    const onDeadLetter = (letter: DeadLetter) => {
+      deadLetters.add(letter);
+      log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
+    };
+    let sink = ledgerSink(db, { onDeadLetter });
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
       const stream = await startUsageStream(bus.nc, db, {

@@ -9,6 +9,8 @@ import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
 import { deadLetterStreamName, usageStreamName } from "../src/ledger/stream.ts";
 import { loadConfig } from "../src/config.ts";
+import { openDb, type Db } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
@@ -37,6 +39,20 @@ export async function freshDatabase(): Promise<{ url: string; drop: () => Promis
       const again = postgres(services.databaseUrl!, { max: 1, onnotice: () => {} });
       await again.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
       await again.end();
+    },
+  };
+}
+
+/** A migrated database of a suite's own: a fresh PostgreSQL database on DATABASE_URL, else PGlite in memory. */
+export async function migratedDb(): Promise<{ db: Db; close(): Promise<void> }> {
+  const database = await freshDatabase();
+  const db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  return {
+    db,
+    async close() {
+      await db.close();
+      await database?.drop();
     },
   };
 }

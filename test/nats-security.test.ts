@@ -6,15 +6,15 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { connect, type NatsConnection, type Status } from "nats";
+import { connect, nkeys, type NatsConnection, type Status } from "nats";
 import { InternalClient } from "../src/internal/client.ts";
 import { connectNats } from "../src/bus/nats.ts";
 import { loadConfig, natsSettings } from "../src/config.ts";
 import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { ADMIN_TOKEN, SETUP_MS_MAX, testEnv } from "./helpers.ts";
-import { NATS_SERVER_BIN, PASSWORDS, startShippedNats, type NatsServer } from "./natsServer.ts";
+import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv } from "./helpers.ts";
+import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startNatsWithOperator, startShippedNats, type NatsServer } from "./natsServer.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
 
@@ -47,15 +47,19 @@ suite("NATS locked down by the shipped configuration", () => {
   const caller = (user: "billing" | "support") =>
     connect({ servers: nats.url, user, pass: PASSWORDS[user], tls: { caFile: nats.tls.caFile } });
 
+  let database: Awaited<ReturnType<typeof freshDatabase>> = null;
+
   beforeAll(async () => {
     nats = await startShippedNats();
+    // With DATABASE_URL the node joins a cluster: partition leases and quotas in KV, in its account.
+    database = await freshDatabase();
     const env = testEnv({
       NATS_URL: nats.url,
       NATS_USER: "gateway",
       NATS_PASSWORD: PASSWORDS.gateway,
       NATS_TLS_CA_FILE: nats.tls.caFile,
       DARVAZE_SUBJECT_PREFIX: "gw", // the shipped file's subjects
-      DATABASE_URL: undefined,
+      DATABASE_URL: database?.url,
     });
     gw = await startGateway(loadConfig(env), { inMemory: true, log: silentLogger });
     const admin = async (path: string, body: unknown) =>
@@ -72,6 +76,7 @@ suite("NATS locked down by the shipped configuration", () => {
     await support?.close();
     await gw?.stop();
     await nats?.stop();
+    await database?.drop();
   }, SETUP_MS_MAX);
 
   test("the server refuses a connection without credentials, with wrong ones, or without TLS", async () => {
@@ -95,6 +100,7 @@ suite("NATS locked down by the shipped configuration", () => {
     const client = new InternalClient(billing, { apiKey: key, prefix: "gw", creditWindow: 4, stallMs: 10_000 });
     const whole = await client.request("chat.completions", { model: "gpt-4o-mini", messages: HELLO, max_tokens: 5 });
     expect(whole.status).toBe(200);
+    expect(gw.cluster !== null).toBe(database !== null);
     let text = "";
     let chunks = 0;
     for await (const chunk of client.stream("chat.completions", { model: "gpt-4o-mini", messages: HELLO, stream: true })) {
@@ -152,18 +158,20 @@ suite("NATS locked down by the shipped configuration", () => {
     const spy = await connect({ servers: nats.url, user: "gateway", pass: PASSWORDS.gateway, tls: { caFile: nats.tls.caFile } });
     const arrived: string[] = [];
     for (const subject of ["gw.v1.keys.>", "gw.v1.events.>", "gw.v1.usage", "gw.v1.usage.>", "gw.v1.pools.>"]) {
-      spy.subscribe(subject, { callback: (_, msg) => arrived.push(msg.subject) });
+      spy.subscribe(subject, { callback: (_, msg) => arrived.push(msg.string()) });
     }
     await spy.flush();
     const targets = ["gw.v1.keys.0.admit", "gw.v1.keys.0.settle", "gw.v1.events.keys", "gw.v1.events.wallets", "gw.v1.usage", "gw.v1.pools.stats"];
-    for (const subject of targets) support.publish(subject, new TextEncoder().encode("{}"));
-    const refused = await support.request("gw.v1.keys.0.admit", new TextEncoder().encode("{}"), { timeout: 1_000 }).then(() => "answered", (e: Error) => e.message);
+    // The gateway's own traffic on these subjects goes on (pool statistics each second): look for ours.
+    const probe = new TextEncoder().encode(JSON.stringify({ probe: "from-support-account" }));
+    for (const subject of targets) support.publish(subject, probe);
+    const refused = await support.request("gw.v1.keys.0.admit", probe, { timeout: 1_000 }).then(() => "answered", (e: Error) => e.message);
     expect(refused).not.toBe("answered");
     await support.flush();
     await until(() => targets.every((t) => errors.includes(`publish ${t}`)));
     for (const subject of targets) expect(errors).toContain(`publish ${subject}`);
     await Bun.sleep(100);
-    expect(arrived.filter((s) => targets.includes(s))).toEqual([]);
+    expect(arrived.filter((data) => data.includes("from-support-account"))).toEqual([]);
     await spy.close();
   });
 });
@@ -192,5 +200,48 @@ suite("NATS with mutual TLS (the shipped file with verify: true)", () => {
       (e: Error) => e.message,
     );
     expect(refused).toMatch(/cannot connect to NATS/);
+  }, 30_000);
+});
+
+suite("NATS in operator mode, with a .creds file", () => {
+  test("a node connects with its creds file; one signed by an unknown account is refused", async () => {
+    const nats = await startNatsWithOperator();
+    try {
+      const connects = async (file: string) =>
+        connectNats(natsSettings(loadConfig(testEnv({ NATS_URL: nats.url, NATS_CREDS_FILE: file })).env)!, "creds-check").then(
+          async (nc) => (await nc.close(), "connected"),
+          (e: Error) => e.message,
+        );
+      expect(await connects(nats.credsFile)).toBe("connected");
+      expect(await connects(nats.strangerCredsFile)).toMatch(/Authorization Violation/i);
+    } finally {
+      await nats.stop();
+    }
+  }, 30_000);
+});
+
+suite("NATS with an NKey or a token", () => {
+  test("a node authenticates with its NKey seed or token from the environment; a wrong one is refused", async () => {
+    const user = nkeys.createUser();
+    const seed = new TextDecoder().decode(user.getSeed());
+    const other = new TextDecoder().decode(nkeys.createUser().getSeed());
+    const byNkey = await startNatsWithAuthorization(`{ users: [ { nkey: ${user.getPublicKey()} } ] }`);
+    const byToken = await startNatsWithAuthorization(`{ token: "node-token-0123456789" }`);
+    try {
+      const connects = async (env: Record<string, string>) => {
+        const settings = natsSettings(loadConfig(testEnv(env)).env)!;
+        return connectNats(settings, "auth-check").then(
+          async (nc) => (await nc.close(), "connected"),
+          (e: Error) => e.message,
+        );
+      };
+      expect(await connects({ NATS_URL: byNkey.url, NATS_NKEY_SEED: seed })).toBe("connected");
+      expect(await connects({ NATS_URL: byNkey.url, NATS_NKEY_SEED: other })).toMatch(/Authorization Violation/i);
+      expect(await connects({ NATS_URL: byToken.url, NATS_TOKEN: "node-token-0123456789" })).toBe("connected");
+      expect(await connects({ NATS_URL: byToken.url, NATS_TOKEN: "wrong" })).toMatch(/Authorization Violation/i);
+    } finally {
+      await byNkey.stop();
+      await byToken.stop();
+    }
   }, 30_000);
 });

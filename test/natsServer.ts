@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
+import { nkeys } from "nats";
 
 export const NATS_SERVER_BIN = process.env.NATS_SERVER_BIN ?? "/usr/sbin/nats-server";
 export const SHIPPED_CONFIG = join(import.meta.dir, "..", "docs", "nats", "darvaze.conf");
@@ -79,16 +80,25 @@ export async function startShippedNats(options: { verifyClients?: boolean } = {}
   }
   const config = join(dir, "nats.conf");
   writeFileSync(config, replaced);
-  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], {
-    env: {
-      PATH: process.env.PATH ?? "",
-      DARVAZE_NATS_GATEWAY_PASSWORD: PASSWORDS.gateway,
-      DARVAZE_NATS_BILLING_PASSWORD: PASSWORDS.billing,
-      DARVAZE_NATS_SUPPORT_PASSWORD: PASSWORDS.support,
-    },
-    stdout: "ignore",
-    stderr: "pipe",
+  const stop = await runNatsServer(config, httpPort, {
+    DARVAZE_NATS_GATEWAY_PASSWORD: PASSWORDS.gateway,
+    DARVAZE_NATS_BILLING_PASSWORD: PASSWORDS.billing,
+    DARVAZE_NATS_SUPPORT_PASSWORD: PASSWORDS.support,
   });
+  return {
+    port,
+    tls,
+    url: `tls://127.0.0.1:${port}`,
+    async stop() {
+      await stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Runs nats-server on a configuration file until its monitoring port says healthy; resolves to its stop. */
+async function runNatsServer(config: string, httpPort: number, env: Record<string, string>): Promise<() => Promise<void>> {
+  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], { env: { PATH: process.env.PATH ?? "", ...env }, stdout: "ignore", stderr: "pipe" });
   const deadline = performance.now() + READY_MS_MAX;
   for (;;) {
     const health = await fetch(`http://127.0.0.1:${httpPort}/healthz`).catch(() => null);
@@ -99,13 +109,85 @@ export async function startShippedNats(options: { verifyClients?: boolean } = {}
     }
     await Bun.sleep(50);
   }
+  return async () => {
+    proc.kill();
+    await proc.exited;
+  };
+}
+
+/**
+ * A plain nats-server (no TLS, JetStream on) with the given `authorization { … }` block, for the
+ * other credential kinds; `restart()` kills it and starts it again on the same port and store.
+ */
+export async function startNatsWithAuthorization(authorization: string): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void>; restart(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-auth-"));
+  const port = await freePort();
+  const httpPort = await freePort();
+  const config = join(dir, "nats.conf");
+  writeFileSync(config, `port: ${port}\nhttp_port: ${httpPort}\njetstream { store_dir: "${join(dir, "jetstream")}" }\nauthorization ${authorization}\n`);
+  let stop: (() => Promise<void>) | null = await runNatsServer(config, httpPort, {});
+  const kill = async () => {
+    await stop?.();
+    stop = null;
+  };
   return {
-    port,
-    tls,
-    url: `tls://127.0.0.1:${port}`,
+    url: `nats://127.0.0.1:${port}`,
+    kill,
+    async restart() {
+      await kill();
+      stop = await runNatsServer(config, httpPort, {});
+    },
     async stop() {
-      proc.kill();
-      await proc.exited;
+      await kill();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+type Signer = ReturnType<typeof nkeys.createOperator>;
+
+/** A NATS JWT (header.claims.signature, ed25519 by an NKey), as `nsc` writes them. */
+function natsJwt(signer: Signer, claims: Record<string, unknown>): string {
+  const b64 = (data: Uint8Array | string) => Buffer.from(data).toString("base64url");
+  const header = b64(JSON.stringify({ typ: "JWT", alg: "ed25519-nkey" }));
+  const body = b64(JSON.stringify({ jti: crypto.randomUUID().replaceAll("-", "").toUpperCase(), iat: Math.floor(Date.now() / 1000), iss: signer.getPublicKey(), ...claims }));
+  return `${header}.${body}.${b64(signer.sign(new TextEncoder().encode(`${header}.${body}`)))}`;
+}
+
+/** A `.creds` file: a user's JWT signed by `account`, and the user's seed. */
+function credsFile(path: string, account: Signer): string {
+  const user = nkeys.createUser();
+  const userJwt = natsJwt(account, { name: "node", sub: user.getPublicKey(), nats: { pub: {}, sub: {}, subs: -1, data: -1, payload: -1, type: "user", version: 2 } });
+  const seed = new TextDecoder().decode(user.getSeed());
+  writeFileSync(path, `-----BEGIN NATS USER JWT-----\n${userJwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`);
+  return path;
+}
+
+/**
+ * nats-server in operator mode (JWTs, a memory resolver): one account, a `.creds` file of a user
+ * of it, and one of a user signed by an account the server does not know.
+ */
+export async function startNatsWithOperator(): Promise<{ url: string; credsFile: string; strangerCredsFile: string; stop(): Promise<void> }> {
+  const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-jwt-"));
+  const port = await freePort();
+  const httpPort = await freePort();
+  const operator = nkeys.createOperator();
+  const account = nkeys.createAccount();
+  const operatorJwt = natsJwt(operator, { name: "darvaze-test", sub: operator.getPublicKey(), nats: { type: "operator", version: 2 } });
+  const limits = { subs: -1, data: -1, payload: -1, imports: -1, exports: -1, wildcards: true, conn: -1, leaf: -1 };
+  const accountJwt = natsJwt(operator, { name: "GATEWAY", sub: account.getPublicKey(), nats: { limits, type: "account", version: 2 } });
+  const config = join(dir, "nats.conf");
+  writeFileSync(
+    config,
+    `port: ${port}\nhttp_port: ${httpPort}\noperator: ${operatorJwt}\nresolver: MEMORY\nresolver_preload: { ${account.getPublicKey()}: ${accountJwt} }\n`,
+  );
+  const stop = await runNatsServer(config, httpPort, {});
+  return {
+    url: `nats://127.0.0.1:${port}`,
+    credsFile: credsFile(join(dir, "node.creds"), account),
+    strangerCredsFile: credsFile(join(dir, "stranger.creds"), nkeys.createAccount()),
+    async stop() {
+      await stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

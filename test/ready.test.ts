@@ -3,7 +3,10 @@
  * ready once started, not ready from the moment it begins to stop.
  */
 import { expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { READY_CACHE_MS } from "../src/http/health.ts";
 import { SETUP_MS_MAX, startTestGateway } from "./helpers.ts";
+import { NATS_SERVER_BIN, startNatsWithAuthorization } from "./natsServer.ts";
 
 test("a started gateway is alive and ready; once stopping, it is not ready and says it drains", async () => {
   const t = await startTestGateway();
@@ -25,5 +28,37 @@ test("a started gateway is alive and ready; once stopping, it is not ready and s
     expect(after.reasons).toContain("draining: the node is shutting down");
   } finally {
     if (!stopped) await t.stop();
+  }
+}, SETUP_MS_MAX);
+
+const withNatsServer = existsSync(NATS_SERVER_BIN) ? test : test.skip;
+if (!existsSync(NATS_SERVER_BIN)) process.stderr.write(`\n*** SKIPPED the NATS readiness test: no ${NATS_SERVER_BIN} ***\n\n`);
+
+withNatsServer("NATS going away makes the node not ready, with that reason; back when NATS is", async () => {
+  const nats = await startNatsWithAuthorization(`{ token: "ready-token-0123456789" }`);
+  const t = await startTestGateway({ NATS_URL: nats.url, NATS_TOKEN: "ready-token-0123456789", DATABASE_URL: undefined });
+  const ready = async () => {
+    const response = await fetch(`${t.url}/ready`);
+    return { status: response.status, body: (await response.json()) as { reasons: string[] } };
+  };
+  const until = async (status: number) => {
+    for (let i = 0; i < 200; i++) {
+      const now = await ready();
+      if (now.status === status) return now;
+      await Bun.sleep(READY_CACHE_MS / 2);
+    }
+    return ready();
+  };
+  try {
+    expect((await ready()).status).toBe(200);
+    await nats.kill();
+    const down = await until(503);
+    expect(down.status).toBe(503);
+    expect(down.body.reasons).toContain("bus: NATS is disconnected (reconnecting)");
+    await nats.restart();
+    expect((await until(200)).status).toBe(200);
+  } finally {
+    await t.stop();
+    await nats.stop();
   }
 }, SETUP_MS_MAX);

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect } from "bun:test";
 import { sql } from "drizzle-orm";
-import { connect, type JetStreamManager, type NatsConnection } from "nats";
+import { AckPolicy, connect, type JetStreamManager, type NatsConnection } from "nats";
 import { subjects as buildSubjects } from "../actors/subjects.ts";
 import { openDb, type Db } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
@@ -60,8 +60,18 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
   const written = async (requestId: string) =>
     (await db.rows(sql`SELECT 1 FROM usage_records WHERE request_id = ${requestId}`)).length === 1;
 
-  it("the consumer has a bounded delivery count", async () => {
+  it("the consumer has a bounded delivery count, also when an older release made it without one", async () => {
     expect((await jsm.consumers.info(stream, CONSUMER)).config.max_deliver).toBe(USAGE_DELIVERIES_MAX);
+    const older = `${stream}_OLDER`;
+    await jsm.streams.add({ name: older, subjects: [`${subjects.usage}.older`] });
+    try {
+      await jsm.consumers.add(older, { durable_name: CONSUMER, ack_policy: AckPolicy.Explicit });
+      expect((await jsm.consumers.info(older, CONSUMER)).config.max_deliver).toBe(-1);
+      await ensureUsageStream(jsm, older, `${subjects.usage}.older`);
+      expect((await jsm.consumers.info(older, CONSUMER)).config.max_deliver).toBe(USAGE_DELIVERIES_MAX);
+    } finally {
+      await jsm.streams.delete(older);
+    }
   });
 
   it(`a message delivered ${USAGE_DELIVERIES_MAX} times is dead-lettered unposted, with that reason`, async () => {
@@ -86,6 +96,24 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
     const dead = await jsm.streams.getMessage(deadLetterStreamName(prefix), { last_by_subj: subjects.usageDead });
     expect(dead.json<{ requestId: string; source: string }>()).toMatchObject({ requestId: record.requestId, source: "deliveries" });
+  }, 30_000);
+
+  it("a message that is not usage records (or not JSON) is terminated and kept in the dead-letter stream", async () => {
+    await nc.jetstream().publish(subjects.usage, "{ not json");
+    const ack = await nc.jetstream().publish(subjects.usage, encodeJson({ not: "records" }));
+    const consumer = startConsumer(db);
+    const deadStream = deadLetterStreamName(prefix);
+    let found: { reason: string; seq: number } | null = null;
+    await until(async () => {
+      const last = await jsm.streams.getMessage(deadStream, { last_by_subj: subjects.usageDead }).catch(() => null);
+      const body = last?.json<{ reason?: string; seq?: number }>();
+      if (body?.seq === ack.seq) found = body as { reason: string; seq: number };
+      return found !== null;
+    });
+    await consumer.stop();
+    expect(found!.reason).toStartWith("not a batch of usage records");
+    const info = await jsm.consumers.info(stream, CONSUMER);
+    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
   }, 30_000);
 
   it("a database outage (connection lost, serialization failure) is retried in place: no redelivery, no dead letter", async () => {

@@ -26,6 +26,12 @@
  *   end       the last seq, empty body (after the last chunk or the error).
  * Anything published to the cancel subject stops the stream: the upstream is aborted and the
  * tokens it generated are billed, as when an HTTP client goes away.
+ *
+ * Accounts: every subject a caller publishes to lies under `<prefix>.v1.` — the operations, and
+ * the credit and cancel subjects `<prefix>.v1.streams.<stream id>.credit|cancel` — so a NATS
+ * server with an account per caller exports them as services (`<prefix>.v1.streams.*.credit`)
+ * and nothing else; replies go to the caller's own reply subject, which the server maps across
+ * accounts (docs/nats/darvaze.conf).
  */
 
 export const HEADER_STATUS = "Status";

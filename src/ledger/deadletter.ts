@@ -3,7 +3,8 @@
  * class 22 or 23: it would refuse the same batch forever) is split in halves until each refused
  * record is alone; those are dead-lettered and every other record is posted as usual:
  *
- *   dead-letter (one statement, skipped when the request is already billed or already dead):
+ *   dead-letter (one statement, skipped when the request is already billed or already dead; from
+ *   then on postUsageInTx skips the request, so a redelivery cannot bill it behind its write-off):
  *     the record goes to usage_dead_letters as the JSON it came as, with the reason and SQLSTATE;
  *     what its hold would have charged is written off: write_off → revenue, `deadletter:<request id>`
  *     (kind dead_letter). The customer's money stays in the hold, released when the hold closes.
@@ -163,7 +164,7 @@ export async function replayDeadLetter(db: Db, id: bigint): Promise<ReplayResult
         const issue = parsed.error.issues[0];
         return { outcome: "refused", reason: `the stored record is not a usage record: ${issue?.path.join(".")}: ${issue?.message}` };
       }
-      const result = await postUsageInTx(tx, [parsed.data]);
+      // Marked first: postUsageInTx skips records whose dead letter awaits replay.
       await txRows(tx, sql`
         WITH d AS (
           UPDATE usage_dead_letters SET status = 'replayed', replayed_at = now() WHERE id = ${id}::bigint
@@ -171,6 +172,7 @@ export async function replayDeadLetter(db: Db, id: bigint): Promise<ReplayResult
         INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
         SELECT 'deadletter-reversal:' || request_id, 'revenue', 'write_off', written_off_micro, 'dead_letter_reversal', 'replayed'
         FROM d WHERE written_off_micro > 0`);
+      const result = await postUsageInTx(tx, [parsed.data]);
       return { outcome: "replayed", ...result };
     });
   } catch (error) {

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { migratedDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { usageRecord } from "../../test/usageRecords.ts";
 import { loadCatalog } from "../catalog/catalog.ts";
-import { openDb, type Db } from "../db/client.ts";
-import { migrate } from "../db/migrate.ts";
+import type { Db } from "../db/client.ts";
 import { isFailure } from "../errors.ts";
 import { auditLedger } from "./audit.ts";
 import { closeHold, expireHolds, openHold, shrinkHold } from "./holds.ts";
@@ -12,18 +11,12 @@ import { postUsageBatch, type UsageRecord } from "./usage.ts";
 import { adjust, createAccount, getWallet, topUp } from "./wallets.ts";
 
 let db: Db;
-let drop: (() => Promise<void>) | undefined;
+let close: (() => Promise<void>) | undefined;
 beforeAll(async () => {
-  const database = await freshDatabase();
-  drop = database?.drop;
-  db = await openDb({ databaseUrl: database?.url, dataFolder: null });
-  await migrate(db);
+  ({ db, close } = await migratedDb());
   await loadCatalog(db);
 }, SETUP_MS_MAX);
-afterAll(async () => {
-  await db.close();
-  await drop?.();
-}, SETUP_MS_MAX);
+afterAll(async () => close?.(), SETUP_MS_MAX);
 
 function record(requestId: string, holdId: string, accountId: string, billedMicro: bigint, meteredMicro = billedMicro): UsageRecord {
   return usageRecord({ requestId, holdId, accountId, billedMicro, meteredMicro });

@@ -235,9 +235,12 @@ export class UsageConsumer {
         this.messages = messages;
         // Each message is already one node's group-committed batch: post it as it comes.
         for await (const message of messages) {
-          const parsed = usageRecordSchema.array().safeParse(message.json());
+          const parsed = usageRecordSchema.array().safeParse(jsonOrUndefined(message));
           if (!parsed.success) {
-            this.log("error", "usage_message_invalid", { seq: message.seq, error: parsed.error.issues[0]?.message });
+            // Not records at all (no request id to file it under): kept in the dead-letter stream only.
+            const reason = `not a batch of usage records: ${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message}`;
+            this.log("error", "usage_message_invalid", { seq: message.seq, reason });
+            this.publishDead({ reason, seq: message.seq, data: message.string() }, `dead-seq:${message.seq}`);
             message.term();
             continue;
           }
@@ -281,16 +284,28 @@ export class UsageConsumer {
 
   private deadLettered(letter: DeadLetter): void {
     this.dead.onDeadLetter?.(letter);
-    this.log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
+    this.publishDead(letter, `dead:${letter.requestId}`);
+  }
+
+  /** Best effort: the database table is what replay reads; the stream is for operators watching NATS. */
+  private publishDead(body: unknown, msgID: string): void {
     this.js
-      .publish(this.dead.subject, encodeJson(letter), { msgID: `dead:${letter.requestId}`, timeout: USAGE_PUBLISH_TIMEOUT_MS })
-      .catch((error: Error) => this.log("warn", "dead_letter_publish_failed", { requestId: letter.requestId, error: error.message }));
+      .publish(this.dead.subject, encodeJson(body), { msgID, timeout: USAGE_PUBLISH_TIMEOUT_MS })
+      .catch((error: Error) => this.log("warn", "dead_letter_publish_failed", { msgID, error: error.message }));
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     this.messages?.stop();
     await this.loop?.catch(() => {});
+  }
+}
+
+function jsonOrUndefined(message: JsMsg): unknown {
+  try {
+    return message.json();
+  } catch {
+    return undefined; // not JSON: refused by the schema like any other non-batch
   }
 }
 

@@ -4,7 +4,8 @@
  * in batches of at most `USAGE_BATCH_MAX`, at most `flushMs` (USAGE_FLUSH_MS) after they were
  * appended, each batch in one transaction:
  *
- *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing),
+ *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing;
+ *   nor does one dead-lettered and awaiting its operator's replay, deadletter.ts),
  *   post the new records' charges from their holds (a hold no longer pending — expired — takes
  *   no post, and neither does a record settled under a deposed partition owner, whose fencing
  *   token is below the partition's in `key_partitions` (beyond fence.ts's grace for the tenure
@@ -132,6 +133,8 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
       "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
       partition int, "fenceToken" bigint)
+    -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
+    WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
     RETURNING request_id`);
   const fresh = new Set(inserted.map((r) => r.request_id));
