@@ -45,6 +45,7 @@ describeWith(["postgres"], "kill -9 of NATS under load", (it) => {
   it(
     "loses no usage record: every request the simulator served is in PostgreSQL",
     async () => {
+      // A flush every millisecond: many small messages, so a kill is likelier to land on some not yet written out.
       const env = clusterEnv(database.url, sim, { NATS_URL: nats.url, HOLD_SWEEP_INTERVAL_MS: "250", USAGE_FLUSH_MS: "1" });
       for (let i = 0; i < NODES; i++) nodes.push(await spawnGateway(env));
       const admin = async (method: string, path: string, body?: unknown) =>
