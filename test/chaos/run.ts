@@ -82,6 +82,8 @@ interface PhaseReport {
   recorded: number;
   lostInBound: number;
   concurrencyMax: number;
+  /** Its served requests' usage metered but not charged, by reason. */
+  writtenOff: string;
   failures: string[];
 }
 
@@ -288,7 +290,8 @@ async function runPhase(c: Cluster, load: Load, fault: (typeof FAULTS)[number], 
   if (undocumented > 0) failures.push(`${undocumented} undocumented answer(s): ${load.undocumented.slice(-3).join(" | ")}`);
   const kinds = new Map([...load.kinds].map(([k, n]) => [k, n - (before.get(k) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
   const requests = [...kinds.values()].reduce((a, b) => a + b, 0);
-  return { fault: fault.name, requests, kinds, served: served.length, recorded, lostInBound: inBound.length, concurrencyMax, failures };
+  const { reasons } = await writeOffs(c, served.map((e) => e.requestId!));
+  return { fault: fault.name, requests, kinds, served: served.length, recorded, lostInBound: inBound.length, concurrencyMax, writtenOff: reasons, failures };
 }
 
 /** Each wallet's spend (seed − balance) against what its usage records billed: zero difference. */
@@ -319,7 +322,8 @@ function republishedRecords(logs: string): number {
  * closed (billed 0, hold no longer pending), settled by a deposed partition owner (billed 0 on a
  * live hold: fenced), or beyond what the reserve and wallet covered (billed in part).
  */
-async function writeOffs(c: Cluster): Promise<{ reasons: string; deadLetters: number }> {
+async function writeOffs(c: Cluster, requestIds?: string[]): Promise<{ reasons: string; deadLetters: number }> {
+  const only = requestIds ? sql`AND u.request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(requestIds)}::jsonb))` : sql``;
   const rows = await c.db.rows<{ reason: string; n: unknown; micro: unknown }>(sql`
     SELECT CASE WHEN u.billed_micro > 0 THEN 'beyond the reserve'
                 WHEN h.status = 'expired' THEN 'hold expired first'
@@ -327,7 +331,7 @@ async function writeOffs(c: Cluster): Promise<{ reasons: string; deadLetters: nu
                 ELSE 'hold closed first' END AS reason,
       count(*) AS n, sum(u.metered_micro - u.billed_micro) AS micro
     FROM usage_records u JOIN holds h ON h.id = u.hold_id LEFT JOIN key_partitions kp ON kp.partition = u.partition
-    WHERE u.metered_micro > u.billed_micro GROUP BY 1 ORDER BY 1`);
+    WHERE u.metered_micro > u.billed_micro ${only} GROUP BY 1 ORDER BY 1`);
   const [d] = await c.db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_dead_letters`);
   const reasons = rows.map((r) => `${r.reason}: ${Number(r.n)} (${String(r.micro)} micro-toman)`).join(", ") || "none";
   return { reasons, deadLetters: Number(d!.n) };
@@ -345,9 +349,9 @@ function report(phases: PhaseReport[], totals: { difference: bigint; republished
       `${totals.republished} usage record(s) published again by their nodes; ${totals.writeOff.deadLetters} dead-lettered`,
     `- Written off (metered, not charged), by reason: ${totals.writeOff.reasons}`,
     "",
-    "| Fault | Requests | Served upstream | In the ledger | Lost in kill bound | Upstream concurrency max | Checks |",
-    "|---|---:|---:|---:|---:|---:|---|",
-    ...phases.map((p) => `| ${p.fault} | ${p.requests} | ${p.served} | ${p.recorded} | ${p.lostInBound} | ${p.concurrencyMax} / ${CONCURRENCY_MAX} | ${p.failures.length === 0 ? "ok" : p.failures.join("; ")} |`),
+    "| Fault | Requests | Served upstream | In the ledger | Lost in kill bound | Written off | Upstream concurrency max | Checks |",
+    "|---|---:|---:|---:|---:|---|---:|---|",
+    ...phases.map((p) => `| ${p.fault} | ${p.requests} | ${p.served} | ${p.recorded} | ${p.lostInBound} | ${p.writtenOff} | ${p.concurrencyMax} / ${CONCURRENCY_MAX} | ${p.failures.length === 0 ? "ok" : p.failures.join("; ")} |`),
     "",
     `Answers by kind: ${[...kinds].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ")}`,
     ...(totals.final.length > 0 ? ["", `Final checks failed: ${totals.final.join("; ")}`] : []),
