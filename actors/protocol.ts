@@ -62,10 +62,17 @@ export const settlement = z.object({
   operation: z.string().min(1).max(32),
   backend: z.string().max(64).nullable(),
   priceVersionId: z.number().int(),
+  /** Input units at the input price: for chat, the prompt tokens not priced as cache reads or writes. */
   inputUnits: units,
   outputUnits: units,
   inputPricePer1m: units,
   outputPricePer1m: units,
+  /** Prompt tokens read from the vendor's cache, at its cache-read price (absent: none). */
+  cacheReadUnits: units.optional(),
+  cacheReadPricePer1m: units.optional(),
+  /** Prompt tokens written to the vendor's cache, at its cache-write price (absent: none). */
+  cacheWriteUnits: units.optional(),
+  cacheWritePricePer1m: units.optional(),
   status: z.number().int(),
   durationMs: z.number().int().nonnegative(),
   /**
@@ -75,6 +82,22 @@ export const settlement = z.object({
   billedMicroMax: units.optional(),
 });
 export type Settlement = z.infer<typeof settlement>;
+
+/** The priced components of a settlement (or of a usage record). */
+export type PricedUsage = Pick<
+  Settlement,
+  "inputUnits" | "outputUnits" | "inputPricePer1m" | "outputPricePer1m" | "cacheReadUnits" | "cacheReadPricePer1m" | "cacheWriteUnits" | "cacheWritePricePer1m"
+>;
+
+/** What usage is worth: Σ units × price over its components, micro-toman, exact. */
+export function pricedMicro(u: PricedUsage): bigint {
+  return (
+    u.inputUnits * u.inputPricePer1m +
+    u.outputUnits * u.outputPricePer1m +
+    (u.cacheReadUnits ?? 0n) * (u.cacheReadPricePer1m ?? 0n) +
+    (u.cacheWriteUnits ?? 0n) * (u.cacheWritePricePer1m ?? 0n)
+  );
+}
 
 export const settleReply = z.union([
   z.object({ ok: z.literal(true), billedMicro: micro, meteredMicro: micro }),

@@ -35,6 +35,19 @@ describe("environment", () => {
     expect(found.some((p) => p.startsWith("DATABASE_URL:"))).toBe(true);
   });
 
+  test("payments: off without a merchant id; the merchant id, bounds and claim are checked at start", () => {
+    const { env } = loadConfig(required);
+    expect(env.ZARINPAL_MERCHANT_ID).toBeUndefined();
+    expect(env.ZARINPAL_BASE_URL).toBe("https://payment.zarinpal.com");
+    expect(loadConfig({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4-0048-11e8-94db-005056a205be" }).env.ZARINPAL_MERCHANT_ID).toBe("1344b5d4-0048-11e8-94db-005056a205be");
+    expect(problems({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4004811e894db005056a205be" })[0]).toStartWith("ZARINPAL_MERCHANT_ID: must be Zarinpal's 36-character merchant id");
+    expect(problems({ ...required, TOPUP_TOMAN_MIN: "500" })[0]).toStartWith("TOPUP_TOMAN_MIN:");
+    expect(problems({ ...required, TOPUP_TOMAN_MIN: "20000", TOPUP_TOMAN_MAX: "10000" })).toEqual(["TOPUP_TOMAN_MAX: must be at least TOPUP_TOMAN_MIN (20000)"]);
+    expect(problems({ ...required, PAYMENT_TIMEOUT_MS: "5000", PAYMENT_VERIFY_CLAIM_MS: "5000" })[0]).toStartWith("PAYMENT_VERIFY_CLAIM_MS: must exceed PAYMENT_TIMEOUT_MS");
+    expect(problems({ ...required, ZARINPAL_BASE_URL: "payment.zarinpal.com" })[0]).toStartWith("ZARINPAL_BASE_URL:");
+    expect(problems({ ...required, DARVAZE_FAULT: "anywhere" })[0]).toStartWith("DARVAZE_FAULT:");
+  });
+
   test("allowed origins are a comma-separated list", () => {
     expect(loadConfig({ ...required, ALLOWED_ORIGINS: "https://a.example, https://b.example" }).env.ALLOWED_ORIGINS).toEqual([
       "https://a.example",

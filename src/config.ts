@@ -83,7 +83,59 @@ export const envSchema = z.object({
   GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
   /** How long a generated image stays downloadable at its /v1/media URL. */
   MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
-}).superRefine(checkNatsSettings);
+  /** How the account area sends sign-in codes: `kavenegar`, `log` (development: codes in the log), `none`. */
+  SMS_SENDER: z.enum(["none", "log", "kavenegar"]).default("none"),
+  KAVENEGAR_API_KEY: z.string().min(1).optional(),
+  /** The verify/lookup template registered with Kavenegar; its `%token` is the code. */
+  KAVENEGAR_TEMPLATE: z.string().min(1).default("darvaze-otp"),
+  KAVENEGAR_URL: z.string().url().default("https://api.kavenegar.com"),
+  /** Keys the sign-in codes' HMAC and the CSRF tokens; unset: derived from KEY_PEPPER. */
+  CONSOLE_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
+  /** An account-area session ends after this long unused… */
+  CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600),
+  /** …and this long after sign-in in any case. */
+  CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600),
+  /** Zarinpal's 36-character merchant id; unset: payments are off (operators top up by hand). */
+  ZARINPAL_MERCHANT_ID: z
+    .string()
+    .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "must be Zarinpal's 36-character merchant id (UUID format)")
+    .optional(),
+  /** https://payment.zarinpal.com (production), https://sandbox.zarinpal.com, or a simulator (`bun run sim:pay`). */
+  ZARINPAL_BASE_URL: z.string().url().default("https://payment.zarinpal.com"),
+  /** The origin the payment provider sends customers back to (…/pay/zarinpal/callback); default PUBLIC_URL, else the listen address. */
+  PAYMENT_CALLBACK_BASE: z.string().url().optional(),
+  /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`: a URL, or a path on the callback base; default the built-in /pay/result page. */
+  PAYMENT_RETURN_URL: z
+    .string()
+    .refine((v) => (v.startsWith("/") && !v.startsWith("//")) || URL.canParse(v), "an absolute URL, or a path (`/console/#/wallet`) on the callback base")
+    .optional(),
+  /** Bounds on one top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman). */
+  TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000),
+  TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000),
+  /** A top-up not paid within this is expired by the reconciler. */
+  TOPUP_TTL_MS: intFromEnv(30 * 60_000, 1_000, 24 * 3_600_000),
+  /** Each call to the payment provider gets this long. */
+  PAYMENT_TIMEOUT_MS: intFromEnv(10_000, 100, 120_000),
+  /** How long one verify may hold a top-up; must exceed PAYMENT_TIMEOUT_MS. */
+  PAYMENT_VERIFY_CLAIM_MS: intFromEnv(60_000, 200, 3_600_000),
+  /** A waiting top-up with no news this long is asked about by the reconciler. */
+  PAYMENT_STALE_MS: intFromEnv(2 * 60_000, 0, 24 * 3_600_000),
+  /** How often the reconciler runs (0: only on demand). */
+  RECONCILE_INTERVAL_MS: intFromEnv(3 * 60_000, 0, 24 * 3_600_000),
+  /** Crash tests only: the process dies abruptly at this named point. */
+  DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional(),
+}).superRefine((env, ctx) => {
+  checkNatsSettings(env, ctx);
+  if (env.SMS_SENDER === "kavenegar" && !env.KAVENEGAR_API_KEY) {
+    ctx.addIssue({ code: "custom", path: ["KAVENEGAR_API_KEY"], message: "is required when SMS_SENDER=kavenegar" });
+  }
+  if (env.TOPUP_TOMAN_MAX < env.TOPUP_TOMAN_MIN) {
+    ctx.addIssue({ code: "custom", path: ["TOPUP_TOMAN_MAX"], message: `must be at least TOPUP_TOMAN_MIN (${env.TOPUP_TOMAN_MIN})` });
+  }
+  if (env.PAYMENT_VERIFY_CLAIM_MS <= env.PAYMENT_TIMEOUT_MS) {
+    ctx.addIssue({ code: "custom", path: ["PAYMENT_VERIFY_CLAIM_MS"], message: `must exceed PAYMENT_TIMEOUT_MS (${env.PAYMENT_TIMEOUT_MS}), so one verify ends before another may start` });
+  }
+});
 
 export type Env = z.infer<typeof envSchema>;
 
@@ -168,10 +220,33 @@ export const backendSchema = z.object({
 
 export type BackendConfig = z.infer<typeof backendSchema>;
 
+/** A share of the model's token prices, in percent: 200 bills twice the list price. */
+const pricedField = z.strictObject({ price_percent: z.number().int().min(1).max(10_000) });
+
+/**
+ * Chat fields that change the upstream's price or keep customer data, refused unless a pool
+ * enables them, and how each is priced (src/http/chat/paidFields.ts). `store` has no price of its
+ * own; each other field, when used, multiplies the request's token prices by its percent.
+ */
+export const paidFieldsSchema = z.strictObject({
+  /** `store: true`: the vendor keeps the conversation in the operator's account. */
+  store: z.boolean().optional(),
+  /** Each `service_tier` other than auto/default that may be asked for, with its price. */
+  service_tier: z.strictObject({ flex: pricedField, scale: pricedField, priority: pricedField, fast: pricedField }).partial().optional(),
+  /** Predicted outputs: rejected predicted tokens are billed by the vendor as output. */
+  prediction: pricedField.optional(),
+  /** The vendor's web search, which it bills per call on top of the tokens. */
+  web_search_options: pricedField.optional(),
+  /** Audio output (`audio`, or `modalities` with "audio"), billed by vendors above text. */
+  audio: pricedField.optional(),
+});
+
+export type PaidFields = z.infer<typeof paidFieldsSchema>;
+
 export const poolsFileSchema = z.object({
   /** Backends for models without a pool of their own. */
   default_backends: z.array(backendSchema).default([]),
-  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1) })).default({}),
+  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1), paid_fields: paidFieldsSchema.optional() })).default({}),
 });
 
 export type PoolsFile = z.infer<typeof poolsFileSchema>;

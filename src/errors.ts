@@ -25,6 +25,12 @@ export type ErrorCode =
   | "service_unavailable"
   | "upstream_timeout"
   | "admin_unauthorized"
+  | "session_required"
+  | "cross_site_refused"
+  | "code_invalid"
+  | "code_expired"
+  | "code_attempts_exceeded"
+  | "code_resend_limited"
   | "internal_error";
 
 export interface Failure {
@@ -47,14 +53,18 @@ export function describe(code: ErrorCode): ErrorDescription {
     case "invalid_json":
     case "invalid_request":
     case "context_length_exceeded":
+    case "code_invalid":
+    case "code_expired":
       return { status: 400, type: "invalid_request_error", retryable: false };
     case "invalid_api_key":
     case "admin_unauthorized":
+    case "session_required":
       return { status: 401, type: "invalid_request_error", retryable: false };
     case "insufficient_quota":
       return { status: 402, type: "insufficient_quota", retryable: false };
     case "origin_not_allowed":
     case "model_forbidden":
+    case "cross_site_refused":
       return { status: 403, type: "permission_error", retryable: false };
     case "model_not_found":
     case "not_found":
@@ -68,6 +78,9 @@ export function describe(code: ErrorCode): ErrorDescription {
     case "concurrency_limit_exceeded":
     case "rate_limit_exceeded":
       return { status: 429, type: "rate_limit_error", retryable: true };
+    case "code_attempts_exceeded":
+    case "code_resend_limited":
+      return { status: 429, type: "rate_limit_error", retryable: false };
     case "upstream_error":
       return { status: 502, type: "api_error", retryable: true };
     case "no_healthy_backend":

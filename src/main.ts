@@ -17,11 +17,15 @@ import { ConfigError, loadConfig, natsSettings, type Config } from "./config.ts"
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
+import { createConsole, type Console } from "./console/index.ts";
+import { paymentTopUps } from "./console/topups.ts";
+import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./console/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
-import { Health } from "./http/health.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
+import { Health } from "./http/health.ts";
 import type { EdgeDeps } from "./http/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
+import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
@@ -31,8 +35,14 @@ import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
-import { startSimulator, type Simulator } from "./sim/server.ts";
+import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
+import { chat } from "./http/chat/route.ts";
+import { createEmbeddings } from "./http/embeddings/route.ts";
+import { createImages } from "./http/images/route.ts";
+import { createSpeech } from "./http/audio/speech.ts";
+import { createTranscription } from "./http/audio/transcription.ts";
+import { startPayments, type Payments } from "./payments/service.ts";
 
 
 /**
@@ -46,9 +56,13 @@ export interface Gateway {
   port: number;
   deps: EdgeDeps;
   keyHost: KeyActorHost;
+  /** The account area's sessions, codes and top-ups. */
+  console: Console;
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
   simulator: Simulator | null;
+  /** Paid top-ups; null without ZARINPAL_MERCHANT_ID. */
+  payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
   health: Health;
   stop(): Promise<void>;
@@ -58,6 +72,8 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
+  /** Options of the simulated upstreams started when no pools file is given (the demo's human pace). */
+  simulator?: Partial<SimOptions>;
 }
 
 async function openBus(config: Config): Promise<Bus> {
@@ -88,7 +104,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     let simulator: Simulator | null = null;
     let poolsFile = config.pools;
     if (!poolsFile) {
-      simulator = await startSimulator({ port: 0 });
+      simulator = await startSimulator({ port: 0, ...options.simulator });
       const sim = simulator;
       cleanups.push(() => sim.stop());
       poolsFile = simulatorPools(catalog, simulator.url);
@@ -107,6 +123,12 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
     };
     let sink = ledgerSink(db, { onDeadLetter });
+    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
+    const lastUseFlush = setInterval(flushLastUse, LAST_USE_FLUSH_MS);
+    cleanups.push(async () => {
+      clearInterval(lastUseFlush);
+      await flushLastUse();
+    });
     let usageLogLag: (() => Promise<number>) | undefined;
     if (bus instanceof NatsBus) {
       const stream = await startUsageStream(bus.nc, db, {
@@ -167,6 +189,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       rateFetcher = fetcher;
     }
 
+    // The callback URL needs the listen address, known only once the server is up.
+    let origin = `http://${env.HOST}:${env.PORT}`;
+    const payments = startPayments(env, db, log, () => origin);
+    if (payments) cleanups.push(() => payments.stop());
+
     const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
     cleanups.push(() => memory.stop());
     const metrics = new Metrics({
@@ -184,14 +211,20 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       keyAdmissions: () => keyHost.admissionsByPath(),
       keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
       partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
+      topups: payments ? () => payments.topups.countsByState() : undefined,
     });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log };
+    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health });
+    const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
+    const consoleSweep = setInterval(() => {
+      sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
+    }, CONSOLE_SWEEP_INTERVAL_MS);
+    cleanups.push(() => clearInterval(consoleSweep));
+    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health, console: area });
     try {
       app.listen(listenOptions(env));
     } catch (error) {
@@ -203,11 +236,24 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
     if (bus instanceof NatsBus) {
       // Internal services call the same handlers over NATS (gw.v1.<operation>).
-      const stopInternal = await serveInternal({ nc: bus.nc, app, subjects, log });
+      const stopInternal = await serveInternal({
+        nc: bus.nc,
+        subjects,
+        log,
+        origin: env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`,
+        chat: (input) => chat(deps, input),
+        operations: {
+          embeddings: (input) => createEmbeddings(input, deps),
+          "images.generations": (input) => createImages(input, deps),
+          "audio.speech": (input) => createSpeech(input, deps),
+          "audio.transcriptions": (input) => createTranscription(input, deps),
+        },
+      });
       cleanups.push(stopInternal);
     }
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
+    origin = url;
     const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
     if (!(fetchesMax >= UPSTREAM_FETCHES_MIN)) {
       log("warn", "upstream_fetches_limited", {
@@ -218,7 +264,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, cluster, simulator, health, stop };
+    return { url, port, deps, keyHost, console: area, cluster, simulator, payments, health, stop };
   } catch (error) {
     await stop();
     throw error;

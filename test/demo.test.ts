@@ -1,6 +1,6 @@
 /**
  * `bun run demo` as a newcomer runs it: a fresh data folder, the embedded defaults, and the
- * curl line it prints, run as printed. A second demo on the same folder must refuse to start.
+ * curl line it prints, run as printed, and the simulated bank page it prints. A second demo on the same folder must refuse to start.
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -59,6 +59,41 @@ test(
     const credits = lines.find((l) => l.startsWith("curl -s") && l.includes("/credits"))!;
     const balance = JSON.parse(Bun.spawnSync(["sh", "-c", credits]).stdout.toString()) as { balance_micro_toman: string };
     expect(BigInt(balance.balance_micro_toman)).toBeLessThan(1_000_000n * 1_000_000n);
+
+    // The wallet was funded through the simulated Zarinpal, and a second bank page waits for a browser.
+    expect(output).toContain("funded by a paid top-up of 1000000 toman through the simulated Zarinpal");
+    const bankPage = lines.find((l) => /^http:\/\/127\.0\.0\.1:\d+\/pg\/StartPay\/A\d{35}$/.test(l))!;
+    const page = await fetch(bankPage);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("500,000 rial");
+
+    // The demo's upstreams answer at a human pace: a stream's tokens arrive spread out (40 ms apart by default).
+    const streamed = await fetch(`${baseUrl}/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello!" }], max_tokens: 10, stream: true }),
+    });
+    const arrivals: number[] = [];
+    for await (const part of streamed.body!) if (new TextDecoder().decode(part).includes('"content"')) arrivals.push(performance.now());
+    expect(arrivals.length).toBeGreaterThan(1);
+    expect(arrivals.at(-1)! - arrivals[0]!).toBeGreaterThanOrEqual(200);
+
+    // The account area: its address, and the demo customer signed in with the code the development sender printed.
+    const consoleUrl = lines.find((l) => l.startsWith("Account area: "))!.slice("Account area: ".length);
+    expect(consoleUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/console\/$/);
+    expect(output).toMatch(/Operators' live dashboard: http:\/\/127\.0\.0\.1:\d+\/admin\/dashboard/);
+    const withCode = output.includes("valid 2 minutes") ? output : output + (await readUntil(demo.stdout, "valid 2 minutes", 10_000));
+    const code = /SMS to 09120000000: your Darvaze sign-in code is (\d{6})/.exec(withCode)![1]!;
+    const origin = new URL(consoleUrl).origin;
+    const signIn = await fetch(`${origin}/console/api/sign-in`, {
+      method: "POST",
+      headers: { origin, "content-type": "application/json" },
+      body: JSON.stringify({ phone: "09120000000", code }),
+    });
+    expect(signIn.status).toBe(200);
+    const session = (await signIn.json()) as { phone: string };
+    expect(session.phone).toBe("+989120000000");
+    expect((await fetch(consoleUrl)).headers.get("content-type")).toBe("text/html; charset=utf-8");
   },
   READY_MS_MAX + 10_000,
 );

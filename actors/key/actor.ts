@@ -12,7 +12,8 @@
  *   extend(t):      a stream metered live grows its reserve: from its lease's room in memory, or
  *                   by growing the lease's hold from the wallet (one conditional UPDATE); refused
  *                   (402) when the wallet cannot cover it. Settle may then charge up to the total.
- *   settle(s):      metered = the usage at the admitted prices. Usage beyond the reserve (hidden
+ *   settle(s):      metered = the usage at the admitted prices, Σ units × price over its
+ *                   components (input, output, prompt-cache reads and writes). Usage beyond the reserve (hidden
  *                   reasoning, a vendor tokenizer that counts more) is first covered from the
  *                   lease's room, then by growing its hold from what the wallet has (within the
  *                   key's monthly cap); charge = min(metered, what is then covered), appended to
@@ -28,7 +29,7 @@
  * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
-import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
+import { pricedMicro, type AdmitReply, type AdmitTicket, type ExtendReply, type ExtendTicket, type RateInfo, type SettleReply, type Settlement } from "../protocol.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
@@ -37,7 +38,7 @@ import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { Logger } from "../../src/log.ts";
-import type { RateGate } from "./rates.ts";
+import type { RateGate } from "./gate.ts";
 import { RateWindows } from "./window.ts";
 
 /** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */
@@ -411,7 +412,7 @@ export class KeyActor {
   /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
-    const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
+    const metered = pricedMicro(s);
     if (admission && metered > admission.reserve && s.billedMicroMax === undefined) await this.coverOverrun(admission, metered - admission.reserve);
     const reserve = admission?.reserve ?? s.reserveMicro;
     let billed = metered < reserve ? metered : reserve;
@@ -429,6 +430,10 @@ export class KeyActor {
       outputUnits: s.outputUnits,
       inputPricePer1m: s.inputPricePer1m,
       outputPricePer1m: s.outputPricePer1m,
+      cacheReadUnits: s.cacheReadUnits,
+      cacheReadPricePer1m: s.cacheReadPricePer1m,
+      cacheWriteUnits: s.cacheWriteUnits,
+      cacheWritePricePer1m: s.cacheWritePricePer1m,
       meteredMicro: metered,
       billedMicro: billed,
       status: s.status,
@@ -436,7 +441,7 @@ export class KeyActor {
       partition: fence?.partition ?? null,
       fenceToken: fence?.fenceToken ?? null,
     });
-    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits));
+    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits + (s.cacheReadUnits ?? 0n) + (s.cacheWriteUnits ?? 0n)));
     if (admission) {
       this.admissions.delete(s.requestId);
       const lease = admission.lease;

@@ -1,6 +1,9 @@
 import { expect, test } from "bun:test";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import type { GrantRequest } from "../protocol.ts";
 import { GRANT_TTL_MS, SlotAllocator, SlotShares, TAKEOVER_QUIET_MS, type Tenure } from "./capacity.ts";
+import { FakeClock } from "./clock.ts";
+import { ASK_RETRY_MS, ASK_WAIT_MS_MAX, notOwner } from "./grant.ts";
 
 function keyRecord(concurrencyMax: number): KeyRecord {
   const now = new Date();
@@ -8,21 +11,15 @@ function keyRecord(concurrencyMax: number): KeyRecord {
   residency: null, createdAt: now, revokedAt: null, updatedAt: now };
 }
 
+/** Nodes over one owner on a virtual clock (a sleep moves it: nothing waits in real time). */
 function setup(concurrencyMax: number, acquiredAtMs = -TAKEOVER_QUIET_MS) {
-  let nowMs = 0;
+  const clock = new FakeClock();
   const key = keyRecord(concurrencyMax);
   const keys = { get: async () => key } as unknown as KeyStore;
-  let tenure: Tenure | null = { fenceToken: 42n, acquiredAtMs };
-  const allocator = new SlotAllocator(keys, () => tenure, () => nowMs);
-  const node = (name: string) =>
-    new SlotShares({ node: name, ask: (req) => allocator.grant(req), ownsPartition: () => name === "a", nowMs: () => nowMs });
-  return {
-    key,
-    allocator,
-    node,
-    advance: (ms: number) => (nowMs += ms),
-    takeover: (fenceToken: bigint) => (tenure = { fenceToken, acquiredAtMs: nowMs }),
-  };
+  const tenure: Tenure = { fenceToken: 42n, acquiredAtMs };
+  const allocator = new SlotAllocator(keys, () => tenure, clock);
+  const node = (name: string) => new SlotShares({ node: name, ask: (req) => allocator.grant(req), ownsPartition: () => name === "a", clock });
+  return { key, allocator, node, clock };
 }
 
 async function takeUpTo(shares: SlotShares, key: KeyRecord, n: number): Promise<number> {
@@ -39,7 +36,7 @@ test("three nodes never hold more than concurrency_max slots between them, and e
   expect(s.allocator.granted(s.key.id)).toBeLessThanOrEqual(6);
   // Once a's requests settle and it reports, its slots move to the nodes that want them.
   for (let i = 0; i < taken[0]!; i++) a.give(s.key.id);
-  s.advance(31_000); // a is idle long enough to give its share back
+  s.clock.advance(31_000); // a is idle long enough to give its share back
   await Promise.all(a.renew());
   const more = (await takeUpTo(b, s.key, 10)) + (await takeUpTo(c, s.key, 10));
   expect(taken[1]! + taken[2]! + more).toBe(6);
@@ -69,16 +66,55 @@ test("after a takeover the new owner confirms held shares and grows none until t
   expect(await takeUpTo(b, s.key, 3)).toBe(3);
   const heldBefore = [s.allocator.granted(s.key.id)];
   // The partition moves: the new owner starts with no claims.
-  const tenure: Tenure = { fenceToken: 50n, acquiredAtMs: 0 };
-  const fresh = new SlotAllocator({ get: async () => s.key } as unknown as KeyStore, () => tenure, () => 0);
+  const tenure: Tenure = { fenceToken: 50n, acquiredAtMs: s.clock.now() };
+  const fresh = new SlotAllocator({ get: async () => s.key } as unknown as KeyStore, () => tenure, s.clock);
   const reply = await fresh.grant({ keyId: s.key.id, node: "b", want: 3, held: 3, inUse: 3 });
   expect(reply).toMatchObject({ ok: true, slots: 3, fenceToken: 50n });
   const reA = await fresh.grant({ keyId: s.key.id, node: "a", want: 3, held: 3, inUse: 3 });
   expect(reA).toMatchObject({ ok: true, slots: 3 });
   // A third node asking for more during the quiet period waits, then finds nothing free.
-  const startedMs = performance.now();
+  const startedMs = s.clock.now();
   const reC = await fresh.grant({ keyId: s.key.id, node: "c", want: 3, held: 0, inUse: 0 });
-  expect(performance.now() - startedMs).toBeGreaterThanOrEqual(TAKEOVER_QUIET_MS - 50);
+  expect(s.clock.now() - startedMs).toBeGreaterThan(TAKEOVER_QUIET_MS);
   expect(reC).toMatchObject({ ok: true, slots: 0 });
   expect(heldBefore[0]).toBe(6);
+});
+
+test("a node cut off for GRANT_TTL_MS loses its claim: its slots go to others and it admits nothing new", async () => {
+  const s = setup(4);
+  const [a, b] = [s.node("a"), s.node("b")];
+  expect(await takeUpTo(a, s.key, 4)).toBe(4);
+  expect(await takeUpTo(b, s.key, 1)).toBe(0);
+  // a's requests run on but it reports nothing (cut off from the owner) for a grant's life.
+  s.clock.advance(GRANT_TTL_MS);
+  expect(await takeUpTo(b, s.key, 4)).toBe(4);
+  // Its own grant has expired too: the excess is a's last share, admitted before it went silent.
+  expect(await takeUpTo(a, s.key, 1)).toBe(0);
+});
+
+/** A node whose asks find no owner until `ownerFromMs` (the partition is moving). */
+function moving(s: ReturnType<typeof setup>, ownerFromMs: number) {
+  let asks = 0;
+  const ask = (req: GrantRequest) => {
+    asks++;
+    return s.clock.now() < ownerFromMs ? Promise.resolve(notOwner(0)) : s.allocator.grant(req);
+  };
+  return { shares: new SlotShares({ node: "b", ask, ownsPartition: () => false, clock: s.clock }), asks: () => asks };
+}
+
+test("while the partition moves an admission asks again every ASK_RETRY_MS, and is admitted by the new owner", async () => {
+  const s = setup(4);
+  const b = moving(s, 3 * ASK_RETRY_MS);
+  expect(await b.shares.take(s.key)).toBeNull();
+  expect(s.clock.now()).toBe(3 * ASK_RETRY_MS);
+  expect(b.asks()).toBe(4);
+  expect(b.shares.admissions.owner_remote).toBe(1);
+});
+
+test("an admission that finds no owner within ASK_WAIT_MS_MAX is refused with 429", async () => {
+  const s = setup(4);
+  const b = moving(s, Infinity);
+  expect(await b.shares.take(s.key)).toMatchObject({ code: "concurrency_limit_exceeded", retryAfterS: 1 });
+  expect(s.clock.now()).toBeGreaterThanOrEqual(ASK_WAIT_MS_MAX);
+  expect(s.clock.now()).toBeLessThan(ASK_WAIT_MS_MAX + ASK_RETRY_MS);
 });

@@ -14,6 +14,9 @@
  *   node (SlotShares): `take` admits while inUse < granted and the grant is unexpired; requests
  *     already admitted keep their slot until they settle, whatever happens to the grant.
  *
+ * The steps rate permits share (tenure and quiet period, asks retried while a partition moves,
+ * waiters sharing one ask, bounded per-key state) are grant.ts's.
+ *
  * Invariant: Σ over nodes of slots in use ≤ concurrency_max, because inUse ≤ granted on each
  * node and Σ granted ≤ concurrency_max at the owner.
  *
@@ -28,6 +31,10 @@ import { fail, type Failure } from "../../src/errors.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { GrantReply, GrantRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
+
+export type { Tenure } from "./grant.ts";
 
 /** A grant lives this long: longer than a dead owner's partition takes to move (lease TTL + a renewal). */
 export const GRANT_TTL_MS = 10_000;
@@ -38,13 +45,6 @@ export const TAKEOVER_QUIET_MS = 1_000;
 /** A share is its node's recent peak use plus this headroom (at least GRANT_HEADROOM_MIN)… */
 export const GRANT_HEADROOM_FRACTION = 0.5;
 export const GRANT_HEADROOM_MIN = 2;
-/**
- * Longest an admission that needs a bigger share waits for an owner while a partition moves: a
- * graceful handover takes up to a renewal tick, a claim and TAKEOVER_QUIET_MS (about 2.5 s),
- * a dead owner's partition its lease TTL plus a renewal on top of that.
- */
-export const GRANT_ASK_WAIT_MS_MAX = 8_000;
-export const GRANT_ASK_RETRY_MS = 100;
 /** Bound on one grant request/reply. */
 export const GRANT_REQUEST_TIMEOUT_MS = 2_000;
 /** A share unused this long is given back. */
@@ -65,47 +65,39 @@ interface Claim {
   expiresAtMs: number;
 }
 
-export interface Tenure {
-  fenceToken: bigint;
-  acquiredAtMs: number;
-}
-
 /** The owner's side: splits each key's slots between the nodes that ask. */
 export class SlotAllocator {
-  private readonly claims = new Map<string, Map<string, Claim>>();
+  private readonly owner: PartitionOwner;
+  private readonly claims = new KeyStates<Map<string, Claim>>({ sizeMax: CLAIMED_KEYS_MAX, idle: (claims) => this.unexpired(claims) === 0 });
 
   constructor(
     private readonly keys: KeyStore,
-    private readonly tenure: (partition: number) => Tenure | null,
-    private readonly nowMs: () => number = () => performance.now(),
-  ) {}
+    tenure: (partition: number) => Tenure | null,
+    private readonly clock: Clock = systemClock,
+  ) {
+    this.owner = new PartitionOwner({ tenure, clock, quietMs: TAKEOVER_QUIET_MS });
+  }
 
   async grant(req: GrantRequest): Promise<GrantReply> {
     const p = partitionOf(req.keyId);
-    const tenure = this.tenure(p);
+    const tenure = this.owner.tenureOf(p);
     if (!tenure) return notOwner(p);
     const key = await this.keys.get(req.keyId);
     const max = !key || key.revokedAt ? 0 : key.concurrencyMax;
-    const quietLeftMs = tenure.acquiredAtMs + TAKEOVER_QUIET_MS - this.nowMs();
-    let quiet = quietLeftMs > 0;
-    const held = Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0);
-    if (quiet && req.want > held) {
-      // Others may still hold shares the previous owner granted: wait until they have said so.
-      await Bun.sleep(quietLeftMs + 1);
-      if (this.tenure(p) !== tenure) return this.grant(req); // the partition moved meanwhile
-      quiet = false;
-    }
+    const held = () => Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0);
+    const quiet = await this.owner.quiet(p, tenure, req.want > held());
+    if (quiet === "moved") return this.grant(req);
     // Synchronous from here: no other grant of the key interleaves.
-    if (this.tenure(p) !== tenure) return notOwner(p);
-    if (this.claims.size >= CLAIMED_KEYS_MAX) this.pruneExpired();
-    const slots = this.allot(req, max, quiet ? Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0) : Infinity);
+    if (!this.owner.holds(p, tenure)) return notOwner(p);
+    // In the quiet period only what the node says it holds is confirmed.
+    const slots = this.allot(req, max, quiet === "quiet" ? held() : Infinity);
     return { ok: true, slots, ttlMs: GRANT_TTL_MS, fenceToken: tenure.fenceToken };
   }
 
   /** Synchronous: no other grant of the key interleaves between reading the claims and writing them. */
   private allot(req: GrantRequest, max: number, cap: number): number {
-    const claims = this.claimsOf(req.keyId);
-    const now = this.nowMs();
+    const claims = this.claims.of(req.keyId, () => new Map());
+    const now = this.clock.now();
     let othersSlots = 0;
     let othersWant = 0;
     for (const [node, c] of claims) {
@@ -132,26 +124,16 @@ export class SlotAllocator {
     return slots;
   }
 
-  private claimsOf(keyId: string): Map<string, Claim> {
-    let claims = this.claims.get(keyId);
-    if (!claims) {
-      claims = new Map();
-      this.claims.set(keyId, claims);
-    }
-    return claims;
-  }
-
-  private pruneExpired(): void {
-    const now = this.nowMs();
-    for (const [keyId, claims] of this.claims) {
-      for (const [node, c] of claims) if (c.expiresAtMs <= now) claims.delete(node);
-      if (claims.size === 0) this.claims.delete(keyId);
-    }
+  /** Drops a key's expired claims: how many are left. */
+  private unexpired(claims: Map<string, Claim>): number {
+    const now = this.clock.now();
+    for (const [node, c] of claims) if (c.expiresAtMs <= now) claims.delete(node);
+    return claims.size;
   }
 
   /** The partition moved away: its claims belong to the next owner now. */
   forget(partition: number): void {
-    for (const keyId of this.claims.keys()) if (partitionOf(keyId) === partition) this.claims.delete(keyId);
+    this.claims.forget(partition);
   }
 
   /** Slots a key's nodes may occupy, over every node (tests). */
@@ -160,11 +142,6 @@ export class SlotAllocator {
     for (const c of this.claims.get(keyId)?.values() ?? []) sum += c.occupied;
     return sum;
   }
-}
-
-/** The reply of a node asked for a partition it does not own (grants here, permits in rates.ts). */
-export function notOwner(p: number): { ok: false; failure: Failure } {
-  return { ok: false, failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }) };
 }
 
 interface Share {
@@ -177,7 +154,7 @@ interface Share {
   fenceToken: bigint | null;
   expiresAtMs: number;
   lastUseMs: number;
-  asking: Promise<void> | null;
+  asking: Promise<GrantReply | null> | null;
 }
 
 export type AdmissionPath = "local" | "owner_local" | "owner_remote";
@@ -188,66 +165,58 @@ export interface ShareDeps {
   ask: (req: GrantRequest) => Promise<GrantReply>;
   /** Whether this node owns the partition (asking it costs no broker hop). */
   ownsPartition: (partition: number) => boolean;
-  nowMs?: () => number;
+  clock?: Clock;
 }
 
 /** A node's side: its shares of every key it admits, and the admissions counted by path. */
 export class SlotShares {
-  private readonly shares = new Map<string, Share>();
+  private readonly shares = new KeyStates<Share>({ sizeMax: SHARES_MAX, idle: (s) => s.inUse === 0 && s.granted === 0 });
+  private readonly clock: Clock;
   private timer: ReturnType<typeof setInterval> | null = null;
   readonly admissions: Record<AdmissionPath, number> = { local: 0, owner_local: 0, owner_remote: 0 };
 
-  constructor(private readonly deps: ShareDeps) {}
-
-  private now(): number {
-    return this.deps.nowMs?.() ?? performance.now();
+  constructor(private readonly deps: ShareDeps) {
+    this.clock = deps.clock ?? systemClock;
   }
 
   private share(keyId: string): Share {
-    let share = this.shares.get(keyId);
-    if (!share) {
-      if (this.shares.size >= SHARES_MAX) this.evictIdle();
-      share = { granted: 0, inUse: 0, peak: 0, asked: 0, fenceToken: null, expiresAtMs: 0, lastUseMs: this.now(), asking: null };
-      this.shares.set(keyId, share);
-    }
-    return share;
+    const blank = (): Share => ({ granted: 0, inUse: 0, peak: 0, asked: 0, fenceToken: null, expiresAtMs: 0, lastUseMs: this.clock.now(), asking: null });
+    return this.shares.of(keyId, blank);
   }
 
-  /** Within the share, and within the key's limit as this node knows it (a lowered limit applies here at once). */
-  private canTake(share: Share, key: KeyRecord): boolean {
-    return share.inUse < share.granted && share.inUse < key.concurrencyMax && this.now() < share.expiresAtMs;
-  }
-
-  private took(share: Share): void {
+  /**
+   * Takes a slot if the share has one, within the key's limit as this node knows it (a lowered
+   * limit applies here at once) and while the grant is unexpired.
+   */
+  private tryTake(share: Share, key: KeyRecord): boolean {
+    if (share.inUse >= share.granted || share.inUse >= key.concurrencyMax || this.clock.now() >= share.expiresAtMs) return false;
     share.inUse++;
     share.peak = Math.max(share.peak, share.inUse);
-    share.lastUseMs = this.now();
+    share.lastUseMs = this.clock.now();
+    return true;
   }
 
   /** Takes a slot of the key: from this node's share, or after asking the owner for more. */
   async take(key: KeyRecord): Promise<Failure | null> {
     const share = this.share(key.id);
-    if (this.canTake(share, key)) {
-      this.took(share);
+    if (this.tryTake(share, key)) {
       this.admissions.local++;
       return null;
     }
     const path: AdmissionPath = this.deps.ownsPartition(partitionOf(key.id)) ? "owner_local" : "owner_remote";
-    // Asks until the owner has heard a want that covers this admission (an ask already under way
-    // may be for less) and answered it, or GRANT_ASK_WAIT_MS_MAX has passed (the partition is moving).
-    const deadlineMs = this.now() + GRANT_ASK_WAIT_MS_MAX;
     const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
-    for (;;) {
-      await this.refresh(key.id, share, need());
-      if (this.canTake(share, key)) {
-        this.took(share);
-        this.admissions[path]++;
-        return null;
-      }
-      // Others here took what came back meanwhile: ask again unless the owner already heard this need.
-      if (share.asked >= need() || this.now() >= deadlineMs) break;
-    }
-    return fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
+    const refused = () => fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
+    // Refused once the owner has heard a want that covers this admission (an ask already under
+    // way may be for less) and answered it.
+    const outcome = await awaitGrant(this.clock, {
+      ask: () => this.refresh(key.id, share, need()),
+      take: () => this.tryTake(share, key),
+      refusal: () => (share.asked >= need() ? refused() : undefined),
+      timedOut: refused,
+    });
+    if (outcome !== "taken") return outcome;
+    this.admissions[path]++;
+    return null;
   }
 
   /** A request admitted here settled (or was refused after taking its slot). */
@@ -265,38 +234,25 @@ export class SlotShares {
     return use + Math.max(GRANT_HEADROOM_MIN, Math.ceil(use * GRANT_HEADROOM_FRACTION));
   }
 
-  private refresh(keyId: string, share: Share, want: number): Promise<void> {
-    share.asking ??= this.ask(keyId, share, want).finally(() => (share.asking = null));
-    return share.asking;
-  }
-
-  private async ask(keyId: string, share: Share, want: number): Promise<void> {
-    const deadlineMs = this.now() + GRANT_ASK_WAIT_MS_MAX;
-    for (;;) {
-      const sentAtMs = this.now();
-      try {
+  private refresh(keyId: string, share: Share, want: number) {
+    return joinAsk(share, () =>
+      askOwner(this.clock, async (sentAtMs) => {
         const reply = await this.deps.ask({ keyId, node: this.deps.node, want, held: share.granted, inUse: share.inUse });
-        if (reply.ok) {
-          share.granted = reply.slots;
-          share.asked = want;
-          share.fenceToken = reply.fenceToken;
-          share.expiresAtMs = sentAtMs + reply.ttlMs;
-          return;
-        }
-      } catch {
-        // No owner right now (the partition is moving) or it is slow: ask again shortly.
-      }
-      if (this.now() + GRANT_ASK_RETRY_MS > deadlineMs) return;
-      await Bun.sleep(GRANT_ASK_RETRY_MS);
-    }
+        if (!reply.ok) return null; // not the owner (any more): ask again
+        share.granted = reply.slots;
+        share.asked = want;
+        share.fenceToken = reply.fenceToken;
+        share.expiresAtMs = sentAtMs + reply.ttlMs;
+        return reply;
+      }),
+    );
   }
 
   /** Re-registers shares whose use changed or which are half-expired; gives idle ones back. */
-  renew(options: { keyIds?: Iterable<string>; force?: boolean } = {}): Promise<void>[] {
-    const now = this.now();
-    const pending: Promise<void>[] = [];
-    const ids = options.keyIds ? [...options.keyIds] : [...this.shares.keys()];
-    for (const keyId of ids) {
+  renew(options: { keyIds?: Iterable<string>; force?: boolean } = {}): Promise<unknown>[] {
+    const now = this.clock.now();
+    const pending: Promise<unknown>[] = [];
+    for (const keyId of [...(options.keyIds ?? this.shares.keys())]) {
       const share = this.shares.get(keyId);
       if (!share || share.asking) continue;
       const idle = share.inUse === 0 && now - share.lastUseMs > SHARE_IDLE_MS;
@@ -314,14 +270,14 @@ export class SlotShares {
       // keeps a steady key at one grant request per node per GRANT_TTL_MS / 2.
       const short = share.granted < share.asked;
       const changed = want > share.granted || want * 2 < share.granted;
-      if (options.force || halfGone || short || changed) pending.push(this.refresh(keyId, share, want));
+      if (options.force || halfGone || short || changed) pending.push(this.refresh(keyId, share, want).reply);
     }
     return pending;
   }
 
   /** Renews at once the shares of keys in a partition that just changed owner. */
   partitionMoved(partition: number): void {
-    void this.renew({ keyIds: [...this.shares.keys()].filter((k) => partitionOf(k) === partition), force: true });
+    void this.renew({ keyIds: this.shares.inPartition(partition), force: true });
   }
 
   start(): void {
@@ -339,12 +295,5 @@ export class SlotShares {
     }
     await Promise.all(gone);
     this.shares.clear();
-  }
-
-  private evictIdle(): void {
-    for (const [id, share] of this.shares) {
-      if (share.inUse === 0 && share.granted === 0) this.shares.delete(id);
-      if (this.shares.size < SHARES_MAX / 2) return;
-    }
   }
 }

@@ -1,8 +1,9 @@
 /**
- * Cluster-wide `rpm`, `tpm` and monthly spend cap, by permits, in the manner of capacity.ts: the
- * owner of a key's partition keeps the key's authoritative windows and spend; the other nodes
- * admit from permits it granted them, asking (one request/reply on `keyPermits(p)`) only when
- * their permits run out. Keys with none of these limits never ask and keep no state here.
+ * Cluster-wide `rpm`, `tpm` and monthly spend cap, by permits, on the grant protocol that slot
+ * shares use too (grant.ts): the owner of a key's partition keeps the key's authoritative
+ * windows and spend; the other nodes admit from permits it granted them, asking (one
+ * request/reply on `keyPermits(p)`) only when their permits run out. Keys with none of these
+ * limits never ask and keep no state here.
  *
  *   owner (PermitAllocator): per key, the requests and tokens windows of the last 60 s and, for a
  *     key with a cap, the month's spend (the database's sum at the first need in the owner's
@@ -40,12 +41,14 @@
  *     USAGE_FLUSH_MS plus the ledger consumer's batch) is missing; billing reported again and
  *     already written is counted twice (conservative).
  */
-import { fail, type Failure } from "../../src/errors.ts";
+import { fail } from "../../src/errors.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { PermitReply, PermitRequest, RateInfo } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { capExceeded, utcMonth } from "./actor.ts";
-import { GRANT_ASK_RETRY_MS, GRANT_ASK_WAIT_MS_MAX, notOwner, type Tenure } from "./capacity.ts";
+import { systemClock, type Clock } from "./clock.ts";
+import type { Amounts, RateGate, Refusal, Verdict } from "./gate.ts";
+import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
 import { RateWindows } from "./window.ts";
 
 /** A permit is valid this long from its ask. */
@@ -54,9 +57,6 @@ export const PERMIT_TTL_MS = 2_000;
 export const PERMIT_GRANT_FRACTION = 0.1;
 /** A new owner grants nothing new for this long after taking a partition, while nodes report. */
 export const RATE_TAKEOVER_QUIET_MS = 1_000;
-/** Longest an admission waits for an owner while a partition moves: as long as for a slot share. */
-export const PERMIT_ASK_WAIT_MS_MAX = GRANT_ASK_WAIT_MS_MAX;
-export const PERMIT_ASK_RETRY_MS = GRANT_ASK_RETRY_MS;
 /** Bound on one permit request/reply. */
 export const PERMIT_REQUEST_TIMEOUT_MS = 2_000;
 /** A node with reserves in flight or unreported billing reports them this often. */
@@ -68,27 +68,11 @@ export const RATE_KEYS_MAX = 100_000;
 /** A node forgets an idle key's permits after this long. */
 export const RATE_IDLE_MS = 120_000;
 
-export type Amounts = { requests: number; tokens: number; micro: bigint };
 const NONE: Amounts = { requests: 0, tokens: 0, micro: 0n };
 
 /** Whether a key has a limit that permits govern. */
 export function limited(key: Pick<KeyRecord, "rpm" | "tpm" | "monthlySpendCapMicro">): boolean {
   return key.rpm !== null || key.tpm !== null || key.monthlySpendCapMicro !== null;
-}
-
-/** A refusal as it travels: the owner's, or this node's own (a Failure). */
-export type Refusal = Extract<PermitReply, { ok: false }>["failure"];
-export type Verdict = { ok: true; rate?: RateInfo } | { ok: false; failure: Refusal; rate?: RateInfo };
-
-/** What a key actor asks of the cluster's rate limits (the node's side, RatePermits). */
-export interface RateGate {
-  admit(key: KeyRecord, tokens: number, reserveMicro: bigint): Promise<Verdict>;
-  /** Money (and tokens) for a stream's extension: refused only by the monthly cap. */
-  extend(key: KeyRecord, tokens: number, micro: bigint): Promise<Refusal | null>;
-  /** Undoes an admit or an extension that did not go ahead. */
-  release(keyId: string, amounts: Amounts): void;
-  /** A request settled: its reserve is no longer in flight, `billedMicro` is spent, `tokens` corrects tpm (used − reserved). */
-  settled(keyId: string, s: { reserveMicro: bigint; billedMicro: bigint; tokens: number }): void;
 }
 
 interface SpendClaim {
@@ -108,34 +92,29 @@ export interface AllocatorDeps {
   tenure: (partition: number) => Tenure | null;
   /** The key's billing this UTC month as the database knows it. */
   monthSpent: (keyId: string) => Promise<bigint>;
-  nowMs?: () => number;
+  clock?: Clock;
   /** The windows' clock (wall time, whole seconds matter). */
   windowNowMs?: () => number;
 }
 
 /** The owner's side: the key's windows and spend, and the permits granted from them. */
 export class PermitAllocator {
-  private readonly rates = new Map<string, KeyRates>();
+  private readonly rates = new KeyStates<KeyRates>({ sizeMax: RATE_KEYS_MAX, idle: (state) => this.idle(state) });
+  private readonly owner: PartitionOwner;
+  private readonly clock: Clock;
 
-  constructor(private readonly deps: AllocatorDeps) {}
-
-  private now(): number {
-    return this.deps.nowMs?.() ?? performance.now();
+  constructor(private readonly deps: AllocatorDeps) {
+    this.clock = deps.clock ?? systemClock;
+    this.owner = new PartitionOwner({ tenure: deps.tenure, clock: this.clock, quietMs: RATE_TAKEOVER_QUIET_MS });
   }
 
   private state(keyId: string): KeyRates {
-    let state = this.rates.get(keyId);
-    if (!state) {
-      if (this.rates.size >= RATE_KEYS_MAX) this.pruneIdle();
-      state = { windows: new RateWindows(this.deps.windowNowMs), reported: new Set(), month: null, claims: new Map() };
-      this.rates.set(keyId, state);
-    }
-    return state;
+    return this.rates.of(keyId, () => ({ windows: new RateWindows(this.deps.windowNowMs), reported: new Set(), month: null, claims: new Map() }));
   }
 
   async grant(req: PermitRequest): Promise<PermitReply> {
     const p = partitionOf(req.keyId);
-    const tenure = this.deps.tenure(p);
+    const tenure = this.owner.tenureOf(p);
     if (!tenure) return notOwner(p);
     const key = await this.deps.keys.get(req.keyId);
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
@@ -145,15 +124,11 @@ export class PermitAllocator {
       state.reported.add(req.node);
       state.windows.add(req.history.requests, req.history.tokens);
     }
-    const quietLeftMs = tenure.acquiredAtMs + RATE_TAKEOVER_QUIET_MS - this.now();
+    // A report (no need) goes on at once: it is what the quiet period waits for.
     const asks = req.need.requests > 0 || req.need.tokens > 0 || req.need.micro > 0n;
-    if (quietLeftMs > 0 && asks) {
-      // Other nodes are still reporting what the previous owner granted them.
-      await Bun.sleep(quietLeftMs + 1);
-      if (this.deps.tenure(p) !== tenure) return this.grant(req);
-    }
+    if ((await this.owner.quiet(p, tenure, asks)) === "moved") return this.grant(req);
     const month = key.monthlySpendCapMicro === null ? null : await this.month(req.keyId, state);
-    if (this.deps.tenure(p) !== tenure) return notOwner(p);
+    if (!this.owner.holds(p, tenure)) return notOwner(p);
     // Synchronous from here: no other grant of the key interleaves.
     return this.allot(req, key, state, month);
   }
@@ -163,7 +138,7 @@ export class PermitAllocator {
     let micro = 0n;
     if (month && key.monthlySpendCapMicro !== null) {
       month.spentMicro += req.billedMicro;
-      const claim = { committedMicro: req.outstandingMicro, expiresAtMs: this.now() + SPEND_CLAIM_TTL_MS };
+      const claim = { committedMicro: req.outstandingMicro, expiresAtMs: this.clock.now() + SPEND_CLAIM_TTL_MS };
       state.claims.set(req.node, claim);
       const room = key.monthlySpendCapMicro - month.spentMicro - this.committedByOthers(state, req.node) - req.outstandingMicro;
       if (req.need.micro > room) return { ok: false, failure: capExceeded(key.monthlySpendCapMicro, month.spentMicro) };
@@ -185,7 +160,7 @@ export class PermitAllocator {
   }
 
   private committedByOthers(state: KeyRates, node: string): bigint {
-    const now = this.now();
+    const now = this.clock.now();
     let sum = 0n;
     for (const [n, c] of state.claims) {
       if (c.expiresAtMs <= now) state.claims.delete(n);
@@ -216,13 +191,12 @@ export class PermitAllocator {
 
   /** The partition moved away: its windows belong to the next owner now. */
   forget(partition: number): void {
-    for (const keyId of this.rates.keys()) if (partitionOf(keyId) === partition) this.rates.delete(keyId);
+    this.rates.forget(partition);
   }
 
-  private pruneIdle(): void {
-    for (const [keyId, state] of this.rates) {
-      if (state.windows.requests.used() === 0 && state.windows.tokens.used() === 0 && this.committedByOthers(state, "") === 0n) this.rates.delete(keyId);
-    }
+  /** Nothing counted in the windows and no node's spend claim. */
+  private idle(state: KeyRates): boolean {
+    return state.windows.requests.used() === 0 && state.windows.tokens.used() === 0 && this.committedByOthers(state, "") === 0n;
   }
 }
 
@@ -268,35 +242,38 @@ export interface PermitDeps {
   /** Whether this node owns the partition: then its allocator answers in process. */
   ownsPartition: (partition: number) => boolean;
   allocator: PermitAllocator;
-  nowMs?: () => number;
+  clock?: Clock;
   windowNowMs?: () => number;
 }
 
 /** A node's side: its permits for every limited key, and its rate admissions counted by path. */
 export class RatePermits implements RateGate {
-  private readonly permits = new Map<string, Permits>();
+  /** A key's permits may go once nothing is in flight and they have expired unused. */
+  private readonly permits = new KeyStates<Permits>({
+    sizeMax: RATE_KEYS_MAX,
+    idle: (p) => p.outstandingMicro === 0n && this.now() - p.lastUseMs > PERMIT_TTL_MS,
+  });
+  private readonly clock: Clock;
   private timer: ReturnType<typeof setInterval> | null = null;
   readonly admissions: Record<RateAdmissionPath, number> = { local: 0, owner: 0, asked: 0 };
 
-  constructor(private readonly deps: PermitDeps) {}
+  constructor(private readonly deps: PermitDeps) {
+    this.clock = deps.clock ?? systemClock;
+  }
 
   private now(): number {
-    return this.deps.nowMs?.() ?? performance.now();
+    return this.clock.now();
   }
 
   private state(keyId: string): Permits {
-    let p = this.permits.get(keyId);
-    if (!p) {
-      if (this.permits.size >= RATE_KEYS_MAX) this.evictIdle();
+    return this.permits.of(keyId, () => {
       const now = this.now();
-      p = {
+      return {
         left: { ...NONE }, expiresAtMs: 0, rate: undefined, rateAtMs: now, usedSinceAsk: { ...NONE }, askedAtMs: now,
         outstandingMicro: 0n, billedMicro: 0n, overTokens: 0, capped: false, history: new RateWindows(this.deps.windowNowMs),
         lastReportMs: now, lastUseMs: now, asking: null,
       };
-      this.permits.set(keyId, p);
-    }
-    return p;
+    });
   }
 
   private need(key: KeyRecord, tokens: number, micro: bigint): Amounts {
@@ -309,11 +286,14 @@ export class RatePermits implements RateGate {
     return rates && (need.micro === 0n || (valid && p.left.micro >= need.micro));
   }
 
-  private take(p: Permits, need: Amounts): void {
+  /** Takes what the admission needs if the unexpired permits cover it. */
+  private tryTake(p: Permits, need: Amounts): boolean {
+    if (!this.covers(p, need)) return false;
     p.left = { requests: p.left.requests - need.requests, tokens: p.left.tokens - need.tokens, micro: p.left.micro - need.micro };
     p.usedSinceAsk = { requests: p.usedSinceAsk.requests + need.requests, tokens: p.usedSinceAsk.tokens + need.tokens, micro: p.usedSinceAsk.micro + need.micro };
     p.outstandingMicro += need.micro;
     p.lastUseMs = this.now();
+    return true;
   }
 
   /** The x-ratelimit-* view here: the owner's at the last grant, plus this node's permits left. */
@@ -349,28 +329,27 @@ export class RatePermits implements RateGate {
   private async acquire(key: KeyRecord, need: Amounts, admission: boolean): Promise<Verdict> {
     const p = this.state(key.id);
     p.capped = key.monthlySpendCapMicro !== null;
-    if (this.covers(p, need)) {
-      this.take(p, need);
+    if (this.tryTake(p, need)) {
       if (admission) this.admissions.local++;
       return { ok: true, rate: this.rateOf(p) };
     }
     const owner = this.deps.ownsPartition(partitionOf(key.id));
-    const deadlineMs = this.now() + PERMIT_ASK_WAIT_MS_MAX;
-    for (;;) {
-      // Concurrent waiters share one ask; each then takes from what came back.
-      const mine = p.asking === null;
-      const reply = await (p.asking ??= this.ask(key, p, need, owner).finally(() => (p.asking = null)));
-      if (this.covers(p, need)) {
-        this.take(p, need);
-        if (admission) this.admissions[owner ? "owner" : "asked"]++;
-        return { ok: true, rate: this.rateOf(p) };
-      }
-      // Another's refusal answers this admission too when it is the window's, not the other's size or money.
-      const shared = reply && !reply.ok && reply.failure.code === "rate_limit_exceeded" && reply.failure.retryAfterS !== undefined;
-      if (reply && !reply.ok && (mine || shared)) return reply;
-      if (!reply && mine) return { ok: false, failure: fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 }) };
-      if (this.now() >= deadlineMs) return { ok: false, failure: fail("service_unavailable", "The key's partition is moving; try again shortly.", { retryAfterS: 1 }) };
-    }
+    // Concurrent waiters share one ask; each then takes from what came back.
+    const outcome = await awaitGrant<PermitReply | null, Verdict>(this.clock, {
+      ask: () => joinAsk(p, () => this.ask(key, p, need, owner)),
+      take: () => this.tryTake(p, need),
+      refusal: (reply, mine) => {
+        // Another's refusal answers this admission too when it is the window's, not the other's size or money.
+        const shared = reply && !reply.ok && reply.failure.code === "rate_limit_exceeded" && reply.failure.retryAfterS !== undefined;
+        if (reply && !reply.ok && (mine || shared)) return reply;
+        if (!reply && mine) return { ok: false, failure: fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 }) };
+        return undefined;
+      },
+      timedOut: () => ({ ok: false, failure: fail("service_unavailable", "The key's partition is moving; try again shortly.", { retryAfterS: 1 }) }),
+    });
+    if (outcome !== "taken") return outcome;
+    if (admission) this.admissions[owner ? "owner" : "asked"]++;
+    return { ok: true, rate: this.rateOf(p) };
   }
 
   /**
@@ -394,38 +373,50 @@ export class RatePermits implements RateGate {
   }
 
   /** One ask (retried while the partition has no owner); null when none answered in time. */
-  private async ask(key: KeyRecord, p: Permits, need: Amounts, owner: boolean): Promise<PermitReply | null> {
-    const deadlineMs = this.now() + PERMIT_ASK_WAIT_MS_MAX;
-    for (;;) {
-      const sentAtMs = this.now();
+  private ask(key: KeyRecord, p: Permits, need: Amounts, owner: boolean): Promise<PermitReply | null> {
+    return askOwner(this.clock, async (sentAtMs) => {
       const req = this.request(key.id, p, need, this.want(key, p, need, owner));
-      // What is reported now is the owner's from here; the allowance left is given up (the claim covers only what is reported).
-      p.billedMicro = 0n;
-      p.overTokens = 0;
-      p.left.micro = 0n;
-      p.lastReportMs = sentAtMs;
-      try {
-        const reply = owner && this.deps.ownsPartition(partitionOf(key.id)) ? await this.deps.allocator.grant(req) : await this.deps.ask(req);
-        if (reply.ok) {
-          if (sentAtMs >= p.expiresAtMs) p.left = { ...NONE };
-          p.left = { requests: p.left.requests + reply.requests, tokens: p.left.tokens + reply.tokens, micro: reply.micro };
-          p.expiresAtMs = sentAtMs + reply.ttlMs;
-          p.usedSinceAsk = { ...NONE };
-          p.askedAtMs = sentAtMs;
-          p.history.add(reply.requests, reply.tokens);
-        }
-        if (reply.ok || reply.rate) {
-          p.rate = reply.rate;
-          p.rateAtMs = this.now();
-        }
-        if (reply.ok || reply.failure.code !== "service_unavailable") return reply;
-      } catch {
-        // No owner right now (the partition is moving) or it is slow: report again below.
-      }
-      p.billedMicro += req.billedMicro;
-      p.overTokens += req.overTokens;
-      if (this.now() + PERMIT_ASK_RETRY_MS > deadlineMs) return null;
-      await Bun.sleep(PERMIT_ASK_RETRY_MS);
+      this.handOver(p, sentAtMs);
+      const reply = await this.send(req).catch(() => null);
+      if (reply) this.granted(p, reply, sentAtMs);
+      if (reply && (reply.ok || reply.failure.code !== "service_unavailable")) return reply;
+      // No owner right now (the partition is moving) or it is slow: reported again with the next ask.
+      this.takeBack(p, req);
+      return null;
+    });
+  }
+
+  /** To the key's owner: in process when this node owns the partition. */
+  private send(req: PermitRequest): Promise<PermitReply> {
+    return this.deps.ownsPartition(partitionOf(req.keyId)) ? this.deps.allocator.grant(req) : this.deps.ask(req);
+  }
+
+  /** A request is sent: what it reports is the owner's from here, and the allowance left is given up (the claim covers only what is reported). */
+  private handOver(p: Permits, sentAtMs: number): void {
+    p.billedMicro = 0n;
+    p.overTokens = 0;
+    p.left.micro = 0n;
+    p.lastReportMs = sentAtMs;
+  }
+
+  /** No owner heard the request: what it reported is this node's to report again. */
+  private takeBack(p: Permits, req: PermitRequest): void {
+    p.billedMicro += req.billedMicro;
+    p.overTokens += req.overTokens;
+  }
+
+  private granted(p: Permits, reply: PermitReply, sentAtMs: number): void {
+    if (reply.ok) {
+      if (sentAtMs >= p.expiresAtMs) p.left = { ...NONE };
+      p.left = { requests: p.left.requests + reply.requests, tokens: p.left.tokens + reply.tokens, micro: reply.micro };
+      p.expiresAtMs = sentAtMs + reply.ttlMs;
+      p.usedSinceAsk = { ...NONE };
+      p.askedAtMs = sentAtMs;
+      p.history.add(reply.requests, reply.tokens);
+    }
+    if (reply.ok || reply.rate) {
+      p.rate = reply.rate;
+      p.rateAtMs = this.now();
     }
   }
 
@@ -454,7 +445,7 @@ export class RatePermits implements RateGate {
   report(options: { keyIds?: Iterable<string>; takeover?: boolean; now?: boolean } = {}): Promise<unknown>[] {
     const now = this.now();
     const pending: Promise<unknown>[] = [];
-    for (const keyId of options.keyIds ? [...options.keyIds] : [...this.permits.keys()]) {
+    for (const keyId of [...(options.keyIds ?? this.permits.keys())]) {
       const p = this.permits.get(keyId);
       if (!p) continue;
       if (!options.takeover) {
@@ -476,30 +467,20 @@ export class RatePermits implements RateGate {
    */
   private reportOne(keyId: string, p: Permits, takeover: boolean): Promise<unknown> {
     if (p.asking) return takeover ? p.asking.then(() => this.reportOne(keyId, p, takeover)) : Promise.resolve();
-    const sent = this.sendReport(keyId, p, takeover).then(() => null);
-    p.asking = sent.finally(() => (p.asking = null));
-    return p.asking;
+    return joinAsk(p, () => this.sendReport(keyId, p, takeover).then(() => null)).reply;
   }
 
   private async sendReport(keyId: string, p: Permits, takeover: boolean): Promise<void> {
     const history = takeover ? { requests: Math.round(p.history.requests.used()), tokens: Math.round(p.history.tokens.used()) } : undefined;
     const req = this.request(keyId, p, NONE, NONE, history);
-    // The owner's claim becomes what is reported: the allowance left is given up.
-    p.left.micro = 0n;
-    p.billedMicro = 0n;
-    p.overTokens = 0;
-    p.lastReportMs = this.now();
-    const owns = this.deps.ownsPartition(partitionOf(keyId));
-    const reply = await (owns ? this.deps.allocator.grant(req) : this.deps.ask(req)).catch(() => null);
-    if (!reply || (!reply.ok && reply.failure.code === "service_unavailable")) {
-      p.billedMicro += req.billedMicro;
-      p.overTokens += req.overTokens;
-    }
+    this.handOver(p, this.now());
+    const reply = await this.send(req).catch(() => null);
+    if (!reply || (!reply.ok && reply.failure.code === "service_unavailable")) this.takeBack(p, req);
   }
 
   /** A partition changed owner: report what this node was granted in the last minute, at once. */
   partitionMoved(partition: number): void {
-    void this.report({ keyIds: [...this.permits.keys()].filter((k) => partitionOf(k) === partition), takeover: true });
+    void this.report({ keyIds: this.permits.inPartition(partition), takeover: true });
   }
 
   start(): void {
@@ -510,13 +491,5 @@ export class RatePermits implements RateGate {
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     await Promise.all(this.report({ now: true }));
-  }
-
-  private evictIdle(): void {
-    const now = this.now();
-    for (const [id, p] of this.permits) {
-      if (p.outstandingMicro === 0n && now - p.lastUseMs > PERMIT_TTL_MS) this.permits.delete(id);
-      if (this.permits.size < RATE_KEYS_MAX / 2) return;
-    }
   }
 }

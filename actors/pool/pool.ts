@@ -17,7 +17,7 @@
  * so in-flight counts return to zero; only the final outcome is settled, so a retried request
  * is billed once.
  */
-import type { BackendConfig } from "../../src/config.ts";
+import type { BackendConfig, PaidFields } from "../../src/config.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { CHAT_REPLY_BYTES_MAX, readTextBounded, sendUpstream, UPSTREAM_ERROR_BODY_BYTES_MAX, type UpstreamReply } from "../../src/providers/upstream.ts";
@@ -48,12 +48,12 @@ export interface PoolCall {
 }
 
 /**
- * An accepted reply (status 2xx, headers read, body not yet read). `release` frees the slot and
- * records the reply's timing (by default the time to its headers; `null`: nothing learnt, e.g. the
- * client left); call it once the body is read.
+ * An accepted reply (status 2xx, headers read, body not yet read). Its reader closes it once
+ * (`reply.close(end, timing?)`): that frees the backend's slot and teaches the backend how it
+ * ended (a `done` reply without timing counts the time to its headers).
  */
 export type SendOutcome =
-  | { kind: "reply"; backend: Backend; reply: UpstreamReply; release: (o?: Observation | null) => void; startedMs: number }
+  | { kind: "reply"; backend: Backend; reply: UpstreamReply; startedMs: number }
   | { kind: "failed"; backend: Backend | null; failure: Failure };
 
 export interface ChatCall {
@@ -71,8 +71,8 @@ export interface ChatCall {
 export type ChatOutcome =
   /** `body` is in the OpenAI format whatever the backend's kind. */
   | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
-  /** Read the stream with `decoder` (it times the tokens) and call `release` at its end. */
-  | { kind: "stream"; backend: Backend; reply: UpstreamReply; release: () => void; decoder: ChatStreamDecoder }
+  /** Read the stream with `decoder` (it times the tokens) and close the reply at its end: its timing is the decoder's. */
+  | { kind: "stream"; backend: Backend; reply: UpstreamReply; decoder: ChatStreamDecoder }
   | { kind: "failed"; backend: Backend | null; failure: Failure };
 
 export interface PoolOptions {
@@ -94,6 +94,8 @@ interface Tries {
 
 export class PoolActor {
   backends: Backend[];
+  /** Chat fields this pool enables and their prices (src/http/chat/paidFields.ts); none when unset. */
+  paidFields: PaidFields | undefined = undefined;
 
   constructor(
     readonly model: string,
@@ -248,14 +250,6 @@ export class PoolActor {
     const startedMs = this.now();
     backend.inFlight++;
     backend.requests++;
-    let released = false;
-    const release = (o?: Observation | null) => {
-      if (released) return;
-      released = true;
-      backend.inFlight--;
-      if (o === null) backend.breaker.probeAbandoned();
-      else backend.observe(o ?? { outputTokens: 0, durationMs: headersMs }, this.now());
-    };
     const sent = await sendUpstream({
       baseUrl: backend.config.url,
       request,
@@ -265,7 +259,6 @@ export class PoolActor {
     });
     const headersMs = this.now() - startedMs;
     if (!sent.ok) {
-      released = true;
       backend.inFlight--;
       if (call.signal?.aborted) backend.breaker.probeAbandoned();
       else backend.failed(this.now());
@@ -274,20 +267,24 @@ export class PoolActor {
       return { kind: "failed", backend, failure: sent.failure };
     }
     tries.reached = true;
-    const { response } = sent.reply;
-    if (!response.ok) {
-      const { text } = await readTextBounded(response, UPSTREAM_ERROR_BODY_BYTES_MAX).catch(() => ({ text: "" }));
-      sent.reply.abort();
-      released = true;
+    const { reply } = sent;
+    reply.onClose = (end, timing) => {
       backend.inFlight--;
-      const failure = backend.adapter.errorToFailure(response.status, text);
+      if (end === "done") backend.observe(timing ?? { outputTokens: 0, durationMs: headersMs }, this.now());
+      else {
+        backend.breaker.probeAbandoned();
+        if (end === "failed") backend.failed(this.now());
+      }
+    };
+    if (!reply.response.ok) {
+      const { text } = await readTextBounded(reply.response, UPSTREAM_ERROR_BODY_BYTES_MAX).catch(() => ({ text: "" }));
+      const failure = backend.adapter.errorToFailure(reply.response.status, text);
       // A request the upstream refuses as invalid says nothing against the backend.
-      if (failure.retryable) backend.failed(this.now());
-      else backend.breaker.probeAbandoned();
+      reply.close(failure.retryable ? "failed" : "abandoned");
       return { kind: "failed", backend, failure };
     }
     backend.accepted(this.now());
-    return { kind: "reply", backend, reply: sent.reply, release, startedMs };
+    return { kind: "reply", backend, reply, startedMs };
   }
 
   /** What a translating adapter stamps on the OpenAI-format reply it builds. */
@@ -297,41 +294,39 @@ export class PoolActor {
 
   /** Reads and parses a whole reply within CHAT_REPLY_BYTES_MAX; a body that breaks off counts against the backend. */
   private async readWhole(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): Promise<ChatOutcome> {
-    const { backend, reply, release, startedMs } = sent;
+    const { backend, reply, startedMs } = sent;
     try {
       const { text: body, truncated } = await readTextBounded(reply.response, CHAT_REPLY_BYTES_MAX);
       if (truncated) {
-        release(null);
+        reply.close("abandoned");
         return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`), retryable: false } as Failure };
       }
       // A backend without chat was skipped by `build`.
       const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
       if ("code" in parsed) {
-        release(null);
-        backend.failed(this.now());
+        reply.close("failed");
         return { kind: "failed", backend, failure: parsed };
       }
-      release({ outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
+      reply.close("done", { outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
       return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
     } catch (error) {
-      release(null);
-      backend.failed(this.now());
+      reply.close("failed");
       return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } as Failure };
-    } finally {
-      reply.finish();
     }
   }
 
-  /** Hands a stream to the edge with a decoder that times its tokens for `release`. */
+  /**
+   * Hands a stream to the edge with a decoder that times its tokens: when the edge closes the
+   * reply `done`, the backend learns its time to first token and per token.
+   */
   private streamOutcome(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): ChatOutcome {
-    const { backend, reply, release, startedMs } = sent;
-    reply.settleTimer();
+    const { backend, reply, startedMs } = sent;
+    reply.streaming();
     const inner = backend.adapter.chat!.createChatStreamDecoder(this.replyContext(call));
     let firstMs: number | null = null;
     let lastMs: number | null = null;
     let textFrames = 0;
     let usage: Usage | undefined;
-    let ended: "done" | "error" | null = null;
     const decoder: ChatStreamDecoder = {
       push: (text) => {
         const piece = inner.push(text);
@@ -342,25 +337,16 @@ export class PoolActor {
           textFrames++;
         }
         if (piece.usage) usage = piece.usage;
-        if (piece.error) ended = "error";
-        else if (piece.done) ended = "done";
         return piece;
       },
     };
-    let released = false;
-    const finish = () => {
-      if (released) return;
-      released = true;
-      if (ended === "done") {
-        const durationMs = (lastMs ?? this.now()) - startedMs;
-        release({ ttftMs: firstMs === null ? durationMs : firstMs - startedMs, outputTokens: usage?.outputTokens ?? textFrames, durationMs });
-        return;
-      }
-      // Ended early: an upstream error event counts against it; a client that left says nothing.
-      release(null);
-      if (ended === "error") backend.failed(this.now());
+    const learn = reply.onClose!;
+    reply.onClose = (end) => {
+      if (end !== "done") return learn(end);
+      const durationMs = (lastMs ?? this.now()) - startedMs;
+      learn("done", { ttftMs: firstMs === null ? durationMs : firstMs - startedMs, outputTokens: usage?.outputTokens ?? textFrames, durationMs });
     };
-    return { kind: "stream", backend, reply, release: finish, decoder };
+    return { kind: "stream", backend, reply, decoder };
   }
 }
 

@@ -7,7 +7,8 @@
  *
  * Seeding is idempotent and runs at every start-up: it adds models the seed has and the
  * database lacks, the first exchange rate and price version when there is none, and prices in
- * the existing versions for models that have none yet.
+ * the existing versions for the models and units that have none yet (a unit added to the seed,
+ * such as a cache price, is priced in every version at that version's rate).
  */
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
@@ -141,7 +142,7 @@ async function seedFirstVersion(db: Db): Promise<void> {
   });
 }
 
-/** Adds prices, in every version, for seed models that have none there. */
+/** Adds prices, in every version, for the seed's models and units that have none there. */
 async function seedPrices(db: Db, seed: readonly SeedModel[]): Promise<void> {
   const versions = await db.orm
     .select({ versionId: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })

@@ -266,3 +266,34 @@ describe("parseInvocation: refusals", () => {
     }
   });
 });
+
+describe("parseInvocation: paid top-ups", () => {
+  test("start, list, show, complete, reject, reconcile", () => {
+    expect(command(["topups", "start", "acc_1", "50000"])).toEqual({ kind: "topups.start", accountId: "acc_1", amountToman: "50000" });
+    expect(command(["topups", "list"])).toEqual({ kind: "topups.list", state: undefined, accountId: undefined });
+    expect(command(["topups", "list", "--state", "needs_review", "--account", "acc_1"])).toEqual({ kind: "topups.list", state: "needs_review", accountId: "acc_1" });
+    expect(command(["topups", "show", "top_1"])).toEqual({ kind: "topups.show", topupId: "top_1" });
+    expect(command(["topups", "complete", "top_1", "--reason", " bank confirmed "])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "complete", reason: "bank confirmed" });
+    expect(command(["topups", "reject", "top_1", "--reason", "never paid"])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "reject", reason: "never paid" });
+    expect(command(["topups", "reject", "top_1", "--reason", "amount differs", "--reverse"])).toEqual({
+      kind: "topups.review",
+      topupId: "top_1",
+      decision: "reject",
+      reason: "amount differs",
+      reverse: true,
+    });
+    expect(command(["topups", "reconcile"])).toEqual({ kind: "topups.reconcile" });
+  });
+
+  test("refusals say what is wrong", () => {
+    expect(refused(["topups"])).toContain("say start, list, show, complete, reject or reconcile");
+    expect(refused(["topups", "start", "acc_1", "-5"])).toContain("amount-toman");
+    expect(refused(["topups", "start", "acc_1"])).toContain("missing <amount-toman>");
+    expect(refused(["topups", "list", "--state", "paid"])).toContain("--state must be one of");
+    expect(refused(["topups", "complete", "top_1"])).toContain("--reason is required");
+    expect(refused(["topups", "reject", "top_1", "--reason", "no"])).toContain("--reason must be 3 to 500 characters");
+    expect(refused(["topups", "show", "top_1", "--state", "verified"])).toContain("topups show does not take --state");
+    expect(refused(["topups", "refund", "top_1"])).toContain("unknown command: topups refund");
+    expect(refused(["topups", "complete", "top_1", "--reason", "paid", "--reverse"])).toContain("topups complete does not take --reverse");
+  });
+});

@@ -35,6 +35,13 @@ export type Command =
   /** `amountToman` is an exact decimal string, negative for a debit. */
   | { kind: "adjust"; accountId: string; amountToman: string; reason: string; reference: string }
   | { kind: "ledger.audit" }
+  /** Paid top-ups (src/payments): `amountToman` is an exact decimal string. */
+  | { kind: "topups.start"; accountId: string; amountToman: string }
+  | { kind: "topups.list"; state?: string; accountId?: string }
+  | { kind: "topups.show"; topupId: string }
+  /** `reverse` (reject only): hand the payment back through the provider first. */
+  | { kind: "topups.review"; topupId: string; decision: "complete" | "reject"; reason: string; reverse?: true }
+  | { kind: "topups.reconcile" }
   /** `all`: replayed ones too, not only those awaiting replay. */
   | { kind: "usage.deadLetters"; all: boolean }
   | { kind: "usage.replay"; deadLetterId: string };
@@ -73,6 +80,14 @@ commands:
   rates set <toman-per-usd> [--effective-at ISO]  a new rate and price version, from now or from
                                                   the given time (with offset: 2025-03-21T00:00:00+03:30)
   ledger audit                                    check every ledger invariant (exit 4 on a violation)
+  topups start <account-id> <amount-toman>        start a paid top-up; prints the payment page URL
+  topups list [--state S] [--account ID]          paid top-ups, newest first, with their state
+  topups show <topup-id>                          one top-up with its provider replies
+  topups complete <topup-id> --reason <text>      credit a top-up in review (once)
+  topups reject <topup-id> --reason <text> [--reverse]
+                                                  close a top-up in review without credit
+                                                  (--reverse: hand the payment back first)
+  topups reconcile                                run the payment reconciler now
   usage dead-letters [--all]                      usage records the ledger refused, awaiting replay
                                                   (--all: replayed ones too)
   usage replay <dead-letter-id>                   post a dead letter after a fix (by request id,
@@ -97,8 +112,10 @@ exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be 
 
 const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
 const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "all"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "all"]);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse", "all"]);
+const KNOWN_FLAGS: ReadonlySet<string> = new Set([...GLOBAL_FLAGS, ...LIMIT_FLAGS, "reference", "reason", "effective-at", "file", "once", "state", "account", "reverse", "all"]);
+/** The states a paid top-up can be in (src/db/schema.ts TOPUP_STATES). */
+const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"];
 /** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
 const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
 const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
@@ -189,6 +206,8 @@ function commandOf(positionals: readonly string[], flags: Flags): Command {
       return ratesCommand(rest, flags);
     case "ledger":
       return ledgerCommand(rest, flags);
+    case "topups":
+      return topupsCommand(rest, flags);
     case "pools":
       return poolsCommand(rest, flags);
     case "usage":
@@ -291,6 +310,46 @@ function ledgerCommand(words: readonly string[], flags: Flags): Command {
     return { kind: "ledger.audit" };
   }
   throw new UsageError(sub === undefined ? "ledger: say audit" : `unknown command: ledger ${sub}`);
+}
+
+function topupsCommand(words: readonly string[], flags: Flags): Command {
+  const [sub, ...rest] = words;
+  switch (sub) {
+    case "start": {
+      allowFlags(flags, [], "topups start");
+      const [accountId, amount] = arity(rest, ["account-id", "amount-toman"], "topups start");
+      return { kind: "topups.start", accountId: nonEmpty(accountId, "account-id"), amountToman: amountOf(amount) };
+    }
+    case "list": {
+      allowFlags(flags, ["state", "account"], "topups list");
+      arity(rest, [], "topups list");
+      const state = stringFlag(flags, "state");
+      if (state !== undefined && !TOPUP_STATES.includes(state)) throw new UsageError(`--state must be one of ${TOPUP_STATES.join(", ")}, not ${JSON.stringify(state)}`);
+      const account = stringFlag(flags, "account");
+      return { kind: "topups.list", state, accountId: account === undefined ? undefined : nonEmpty(account, "--account") };
+    }
+    case "show": {
+      allowFlags(flags, [], "topups show");
+      const [topupId] = arity(rest, ["topup-id"], "topups show");
+      return { kind: "topups.show", topupId: nonEmpty(topupId, "topup-id") };
+    }
+    case "complete":
+    case "reject": {
+      allowFlags(flags, sub === "reject" ? ["reason", "reverse"] : ["reason"], `topups ${sub}`);
+      const [topupId] = arity(rest, ["topup-id"], `topups ${sub}`);
+      const reason = stringFlag(flags, "reason")?.trim();
+      if (reason === undefined) throw new UsageError(`topups ${sub}: --reason is required (it is kept with the decision)`);
+      if (reason.length < REASON_LENGTH_MIN || reason.length > REASON_LENGTH_MAX) throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
+      const reviewed = { kind: "topups.review", topupId: nonEmpty(topupId, "topup-id"), decision: sub, reason } as const;
+      return flags.get("reverse") === true ? { ...reviewed, reverse: true } : reviewed;
+    }
+    case "reconcile":
+      allowFlags(flags, [], "topups reconcile");
+      arity(rest, [], "topups reconcile");
+      return { kind: "topups.reconcile" };
+    default:
+      throw new UsageError(sub === undefined ? "topups: say start, list, show, complete, reject or reconcile" : `unknown command: topups ${sub}`);
+  }
 }
 
 function usageCommand(words: readonly string[], flags: Flags): Command {

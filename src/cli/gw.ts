@@ -93,6 +93,31 @@ const auditReply = z.object({
   dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string() }).optional(),
 });
 
+const paidTopupReply = z.object({
+  id: z.string(),
+  account_id: z.string(),
+  state: z.string(),
+  amount_toman: z.string(),
+  authority: z.string().nullable(),
+  ref_id: z.string().nullable(),
+  card_pan: z.string().nullable(),
+  fee_toman: z.string().nullable(),
+  reason: z.string().nullable(),
+  attempts: z.number(),
+  created_at: z.string(),
+});
+
+const reconcileReply = z.object({
+  unverified_listed: z.number(),
+  inquired: z.number(),
+  settled: z.number(),
+  verified: z.number(),
+  expired: z.number(),
+  reversed: z.number(),
+  needs_review: z.number(),
+  unanswered: z.number(),
+});
+
 const deadLettersReply = z.object({
   data: z.array(
     z.object({
@@ -249,6 +274,24 @@ function callFor(command: Sent, body?: unknown): Call {
       return { method: "POST", path: "/admin/rates", body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } };
     case "ledger.audit":
       return { method: "GET", path: "/admin/ledger/audit" };
+    case "topups.start":
+      return { method: "POST", path: "/admin/topups", body: { account_id: command.accountId, amount_toman: command.amountToman } };
+    case "topups.list": {
+      const query = new URLSearchParams();
+      if (command.state) query.set("state", command.state);
+      if (command.accountId) query.set("account_id", command.accountId);
+      return { method: "GET", path: `/admin/topups${query.size > 0 ? `?${query}` : ""}` };
+    }
+    case "topups.show":
+      return { method: "GET", path: `/admin/topups/${encodeURIComponent(command.topupId)}` };
+    case "topups.review":
+      return {
+        method: "POST",
+        path: `/admin/topups/${encodeURIComponent(command.topupId)}/${command.decision}`,
+        body: { reason: command.reason, ...(command.reverse ? { reverse: true } : {}) },
+      };
+    case "topups.reconcile":
+      return { method: "POST", path: "/admin/topups/reconcile" };
     case "usage.deadLetters":
       return { method: "GET", path: `/admin/usage/dead-letters?status=${command.all ? "all" : "dead"}` };
     case "usage.replay":
@@ -298,6 +341,17 @@ function render(command: Sent, reply: unknown): string | null {
       );
     case "ledger.audit":
       return renderWith(auditReply, reply, renderAudit);
+    case "topups.start":
+      return renderWith(paidTopupReply.extend({ redirect_url: z.string() }), reply, (p) => `top-up started: send the customer to\n\n    ${p.redirect_url}\n\n${renderPaidTopup(p)}`);
+    case "topups.list":
+      return renderWith(z.object({ data: z.array(paidTopupReply) }), reply, renderPaidTopups);
+    case "topups.show":
+    case "topups.review":
+      return renderWith(paidTopupReply.extend({ replies: z.array(z.unknown()).optional() }), reply, (p) =>
+        [renderPaidTopup(p), ...(p.replies ?? []).map((r, i) => `  reply ${i + 1}  ${JSON.stringify(r)}`)].join("\n"),
+      );
+    case "topups.reconcile":
+      return renderWith(reconcileReply, reply, (r) => `reconciled\n${fields(Object.entries(r).map(([k, v]) => [k.replaceAll("_", " "), String(v)] as const))}`);
     case "usage.deadLetters":
       return renderWith(deadLettersReply, reply, renderDeadLetters);
     case "usage.replay":
@@ -394,6 +448,27 @@ function renderRates(r: z.infer<typeof ratesReply>): string {
       : "rate fetch: not configured (the rate changes only by `rates set`)",
   );
   return parts.join("\n\n");
+}
+
+function renderPaidTopup(p: z.infer<typeof paidTopupReply>): string {
+  return fields([
+    ["id", p.id],
+    ["account", p.account_id],
+    ["state", p.state],
+    ["amount", `${p.amount_toman} toman`],
+    ["authority", p.authority ?? "-"],
+    ["ref id", p.ref_id ?? "-"],
+    ["card", p.card_pan ?? "-"],
+    ["fee", p.fee_toman === null ? "-" : `${p.fee_toman} toman (recorded, not deducted)`],
+    ["attempts", String(p.attempts)],
+    ["reason", p.reason ?? "-"],
+  ]);
+}
+
+function renderPaidTopups(list: { data: z.infer<typeof paidTopupReply>[] }): string {
+  if (list.data.length === 0) return "no top-ups";
+  const rows = list.data.map((p) => [p.id, p.account_id, p.state, `${p.amount_toman} toman`, p.ref_id ?? "-", p.created_at, p.reason ?? ""]);
+  return table([["ID", "ACCOUNT", "STATE", "AMOUNT", "REF ID", "CREATED", "REASON"], ...rows], "");
 }
 
 function renderAudit(a: z.infer<typeof auditReply>): string {

@@ -3,6 +3,7 @@
  * `top`. It reads the gateway's SSE feed (`/admin/pools/live`, admin token), so any node shows
  * the whole cluster. `renderTop` is a pure function of one view; `runTop` does the I/O.
  */
+import { SseSplitter } from "../providers/sse.ts";
 import { liveViewSchema, type LiveView } from "../metrics/live.ts";
 import type { Invocation } from "./args.ts";
 
@@ -104,17 +105,9 @@ function toman(micro: bigint): string {
 /** The `data:` of each SSE event of `name` in a byte stream. */
 export async function* sseData(body: ReadableStream<Uint8Array>, name: string): AsyncGenerator<string> {
   const decoder = new TextDecoder();
-  let buffer = "";
+  const sse = new SseSplitter({ eventCharsMax: EVENT_CHARS_MAX });
   for await (const chunk of body) {
-    buffer += decoder.decode(chunk, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const event = buffer.slice(0, end).split("\n");
-      buffer = buffer.slice(end + 2);
-      if (!event.includes(`event: ${name}`)) continue;
-      yield event.filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-    }
-    if (buffer.length > EVENT_CHARS_MAX) throw new Error("an SSE event exceeds its bound");
+    for (const event of sse.push(decoder.decode(chunk, { stream: true }))) if (event.event === name) yield event.data;
   }
 }
 

@@ -20,6 +20,7 @@ import {
   text,
   jsonb,
   timestamp,
+  uniqueIndex,
 } from "drizzle-orm/pg-core";
 
 const micro = (name: string) => bigint(name, { mode: "bigint" });
@@ -28,6 +29,8 @@ const createdAt = () => timestamp("created_at", { withTimezone: true }).notNull(
 export const accounts = pgTable("accounts", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
+  /** The customer's mobile number in E.164 (`+989121234567`), the account area's sign-in; null: made by an operator. */
+  phone: text("phone").unique(),
   createdAt: createdAt(),
 });
 
@@ -68,6 +71,10 @@ export const apiKeys = pgTable(
     residency: text("residency"),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
+    /** After this instant the key is refused (checked on every request, cached or not); null: never. */
+    expiresAt: timestamp("expires_at", { withTimezone: true }),
+    /** When the key was last used, written in batches (keys/lastUse.ts), so within LAST_USE_FLUSH_MS. */
+    lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
     /** Bumped by every change, so that nodes can poll for revocations and new limits. */
     updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
   },
@@ -195,6 +202,12 @@ export const usageRecords = pgTable(
     outputUnits: bigint("output_units", { mode: "bigint" }).notNull(),
     inputPricePer1m: bigint("input_price_per_1m", { mode: "bigint" }).notNull(),
     outputPricePer1m: bigint("output_price_per_1m", { mode: "bigint" }).notNull(),
+    /** Prompt tokens read from the vendor's cache (a part of the prompt not in input_units), at their price. */
+    cacheReadUnits: bigint("cache_read_units", { mode: "bigint" }).notNull().default(sql`0`),
+    cacheReadPricePer1m: bigint("cache_read_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
+    /** Prompt tokens written to the vendor's cache (Anthropic), at their price. */
+    cacheWriteUnits: bigint("cache_write_units", { mode: "bigint" }).notNull().default(sql`0`),
+    cacheWritePricePer1m: bigint("cache_write_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
     /** What the usage is worth at the recorded prices. */
     meteredMicro: micro("metered_micro").notNull(),
     /** What was charged: metered, capped by the hold; the difference went to write-off. */
@@ -221,6 +234,8 @@ export const usageRecords = pgTable(
 export const pools = pgTable("pools", {
   model: text("model").primaryKey(),
   backends: jsonb("backends").notNull(),
+  /** Chat fields the pool enables and their prices (src/config.ts `paidFieldsSchema`); null: none. */
+  paidFields: jsonb("paid_fields"),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -263,6 +278,53 @@ export const keyPartitions = pgTable(
 );
 
 /**
+ * Wallet top-ups paid through a payment provider (src/payments/topups.ts). A row is created
+ * before the provider is asked, so its id travels as the order id; the wallet is credited only
+ * in the transaction that moves it to `verified`, through the ledger reference `topup:pay:<id>`.
+ * `claim_until` is the deadline of the one verify in flight; `attempts` fences a stale claim.
+ */
+export const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"] as const;
+
+export const topups = pgTable(
+  "topups",
+  {
+    id: text("id").primaryKey(),
+    /** The account recorded when the top-up was requested: the only one it can ever credit. */
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    provider: text("provider").notNull(),
+    /** The requested amount: what is credited (the provider's fee is recorded, never deducted). */
+    amountMicro: micro("amount_micro").notNull(),
+    state: text("state").notNull(),
+    authority: text("authority").unique(),
+    refId: text("ref_id"),
+    /** As the provider masks it (`502229******5995`). */
+    cardPan: text("card_pan"),
+    cardHash: text("card_hash"),
+    feeMicro: micro("fee_micro"),
+    /** Why the top-up is where it is, in words, when that is not plain success. */
+    reason: text("reason"),
+    /** The provider's replies, newest last, each cut to a bounded size. */
+    replies: jsonb("replies").notNull().default(sql`'[]'::jsonb`),
+    attempts: integer("attempts").notNull().default(0),
+    claimUntil: timestamp("claim_until", { withTimezone: true }),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    verifiedAt: timestamp("verified_at", { withTimezone: true }),
+    createdAt: createdAt(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check("topups_amount_positive", sql`${t.amountMicro} > 0`),
+    check("topups_fee_non_negative", sql`${t.feeMicro} IS NULL OR ${t.feeMicro} >= 0`),
+    check("topups_state", sql`${t.state} IN ('created', 'redirected', 'verifying', 'verified', 'failed', 'expired', 'needs_review', 'reversed')`),
+    uniqueIndex("topups_provider_ref_idx").on(t.provider, t.refId),
+    index("topups_state_idx").on(t.state, t.updatedAt),
+    index("topups_account_idx").on(t.accountId, t.createdAt),
+  ],
+);
+
+/**
  * Usage records the database refused with a data or constraint error (SQLSTATE classes 22, 23),
  * or that the usage stream delivered USAGE_DELIVERIES_MAX times without their being posted.
  * The record is kept as the JSON text it arrived as (a NUL in it would be refused by jsonb);
@@ -294,4 +356,48 @@ export const usageDeadLetters = pgTable(
     check("usage_dead_letters_source", sql`${t.source} IN ('writer', 'consumer', 'deliveries')`),
     index("usage_dead_letters_dead_idx").on(t.createdAt).where(sql`${t.status} = 'dead'`),
   ],
+);
+
+/**
+ * One-time sign-in codes of the account area. Only an HMAC of the code under the console secret,
+ * bound to the phone, is stored. `tries` counts wrong tries; the sum over a phone's codes of the
+ * last day caps guessing across resends, and rows double as the resend log per phone and address.
+ */
+export const otpCodes = pgTable(
+  "otp_codes",
+  {
+    id: text("id").primaryKey(),
+    phone: text("phone").notNull(),
+    codeHash: text("code_hash").notNull(),
+    clientAddress: text("client_address").notNull(),
+    tries: integer("tries").notNull().default(0),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    consumedAt: timestamp("consumed_at", { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("otp_codes_phone_idx").on(t.phone, t.createdAt),
+    index("otp_codes_address_idx").on(t.clientAddress, t.createdAt),
+    check("otp_codes_tries_non_negative", sql`${t.tries} >= 0`),
+  ],
+);
+
+/** Account-area sessions: the cookie holds a random token, the table its SHA-256 only. */
+export const consoleSessions = pgTable(
+  "console_sessions",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    userAgent: text("user_agent"),
+    clientAddress: text("client_address"),
+    createdAt: createdAt(),
+    lastUsedAt: timestamp("last_used_at", { withTimezone: true }).notNull().defaultNow(),
+    /** The absolute lifetime's end; the idle lifetime runs from last_used_at. */
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("console_sessions_account_idx").on(t.accountId, t.createdAt)],
 );

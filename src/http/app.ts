@@ -18,10 +18,15 @@ import { serveMedia } from "./media/store.ts";
 import { callerOf, failed, isFailure, json } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { newRequestId } from "./request.ts";
+import { httpInput, newRequestId } from "./request.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
+import type { Console } from "../console/index.ts";
+import { consoleRoutes } from "./console/route.ts";
+import { TopupsAdmin } from "./admin/topups.ts";
+import { paymentCallback, resultPage } from "./pay/route.ts";
+import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 import { Health, readyResponse } from "./health.ts";
 
 const NO_PARSE = { parse: "none" as const };
@@ -30,8 +35,9 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
-export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health } = {}) {
+export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: Console } = {}) {
   const admin = new AdminApi(deps, options.rateFetch);
+  const topups = new TopupsAdmin(deps);
   const health = options.health ?? new Health(deps);
   // The catalog replies are prepared once per price version.
   let models = buildModelReplies(deps.catalog, deps.pools);
@@ -61,6 +67,8 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return handler(request, params, requestId);
     };
 
+  const input = (request: Request) => httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
+
   return new Elysia()
     .onError(({ code, error }) => {
       const requestId = newRequestId();
@@ -69,10 +77,10 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
-    .post("/v1/embeddings", ({ request }) => createEmbeddings(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/audio/speech", ({ request }) => createSpeech(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(request, newRequestId(), deps), NO_PARSE)
-    .post("/v1/images/generations", ({ request }) => createImages(request, newRequestId(), deps), NO_PARSE)
+    .post("/v1/embeddings", ({ request }) => createEmbeddings(input(request), deps), NO_PARSE)
+    .post("/v1/audio/speech", ({ request }) => createSpeech(input(request), deps), NO_PARSE)
+    .post("/v1/audio/transcriptions", ({ request }) => createTranscription(input(request), deps), NO_PARSE)
+    .post("/v1/images/generations", ({ request }) => createImages(input(request), deps), NO_PARSE)
     // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
     .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
     .get("/v1/models", withKey((_, requestId) => prepared(modelReplies().list, requestId)))
@@ -93,6 +101,9 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       }),
     )
     .get("/health", () => new Response("ok"))
+    // The customer's browser, back from the payment provider: no key, and never a payment by itself.
+    .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
+    .get(RESULT_PATH, ({ request }) => resultPage(request))
     .get("/ready", () => readyResponse(health))
     .get(
       "/metrics",
@@ -113,9 +124,16 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
     .post("/admin/rates", asAdmin((request, _, id) => admin.setRate(request, id)), NO_PARSE)
     .get("/admin/rates", asAdmin((_, __, id) => admin.rates(id)))
     .get("/admin/ledger/audit", asAdmin((_, __, id) => admin.audit(id)))
+    .post("/admin/topups", asAdmin((request, _, id) => topups.start(request, id)), NO_PARSE)
+    .get("/admin/topups", asAdmin((request, _, id) => topups.list(request, id)))
+    .post("/admin/topups/reconcile", asAdmin((_, __, id) => topups.reconcile(id)))
+    .get("/admin/topups/:id", asAdmin((_, params, id) => topups.show(params.id!, id)))
+    .post("/admin/topups/:id/complete", asAdmin((request, params, id) => topups.review(request, params.id!, "complete", id)), NO_PARSE)
+    .post("/admin/topups/:id/reject", asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)), NO_PARSE)
     .get("/admin/usage/dead-letters", asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)))
     .post("/admin/usage/dead-letters/:id/replay", asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)), NO_PARSE)
-    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia());
+    .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia())
+    .use(options.console ? consoleRoutes(deps, options.console) : new Elysia());
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -9,6 +9,7 @@ import type { KeyStore } from "../keys/store.ts";
 import type { UsageWriter } from "../ledger/usage.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import type { Payments } from "../payments/service.ts";
 
 export interface EdgeDeps {
   env: Env;
@@ -21,4 +22,6 @@ export interface EdgeDeps {
   writer: UsageWriter;
   metrics: Metrics;
   log: Logger;
+  /** Paid top-ups; null when no payment provider is configured. */
+  payments?: Payments | null;
 }

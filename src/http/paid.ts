@@ -47,20 +47,19 @@ export function pricedModel(deps: EdgeDeps, caller: Caller, id: string, operatio
 
 /**
  * Reads an accepted upstream reply to its end, within `bytesMax` (a larger reply is a 502, and
- * the upstream is aborted), then frees the backend's slot.
+ * the upstream is aborted), and closes it.
  */
 export async function readReplyBytes(sent: Extract<SendOutcome, { kind: "reply" }>, bytesMax: number): Promise<Uint8Array | Failure> {
-  let complete = false;
   try {
     const { bytes, truncated } = await readBounded(sent.reply.response, bytesMax);
-    if (truncated) return fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`);
-    complete = true;
+    if (truncated) {
+      sent.reply.close("abandoned");
+      return fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`);
+    }
+    sent.reply.close("done");
     return bytes;
   } catch (error) {
+    sent.reply.close("failed");
     return fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`);
-  } finally {
-    if (complete) sent.reply.finish();
-    else sent.reply.abort();
-    sent.release();
   }
 }

@@ -1,8 +1,10 @@
 /**
  * The gateway's operations for internal services over NATS, through the `nats` service
- * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request becomes the
- * same `Request` the HTTP route gets, handled by the same Elysia app: authentication, limits,
- * billing and errors are identical. The wire is described in wire.ts.
+ * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request calls the
+ * operation itself, as the HTTP routes do (chat: `chat` of src/http/chat/route.ts, whose
+ * relay's frames go out as NATS messages; the others with the same OperationInput the HTTP
+ * edge builds): authentication, limits, billing and errors are identical. The wire is described
+ * in wire.ts.
  *
  * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
  * control), so a slow caller pauses the relay, whose queue pauses the upstream; a caller that
@@ -11,7 +13,11 @@
  */
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
-import { errorBody, fail, type Failure, describe } from "../errors.ts";
+import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from "../errors.ts";
+import type { ChatInput, ChatResult } from "../http/chat/route.ts";
+import type { Relay } from "../http/chat/relay.ts";
+import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../http/request.ts";
+import type { Credentials } from "../admission/admission.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import {
@@ -26,6 +32,7 @@ import {
   HEADER_SEQ,
   HEADER_STATUS,
   HEADERS_BYTES_ALLOWANCE,
+  type Operation,
   OPERATIONS,
   operationPath,
   REPLY_PARTS_MAX,
@@ -36,15 +43,17 @@ import {
   STREAMS_OPEN_MAX,
 } from "./wire.ts";
 
-/** What the service needs of the HTTP app: its routes and its handler. */
-export interface HandlerApp {
-  handle(request: Request): Promise<Response>;
-  routes: { method: string; path: string }[];
-}
+/** An operation other than chat, as the HTTP edge calls it (its reply is read whole here). */
+export type OperationHandler = (input: OperationInput) => Promise<Response>;
 
 export interface InternalServiceOptions {
   nc: NatsConnection;
-  app: HandlerApp;
+  /** The chat path (`chat` of src/http/chat/route.ts with the gateway's deps). */
+  chat: (input: ChatInput) => Promise<ChatResult>;
+  /** The other operations by name; an operation missing here is not served. */
+  operations: Partial<Record<Exclude<Operation, "chat.completions">, OperationHandler>>;
+  /** This gateway's origin as clients reach it, for links to its own media. */
+  origin: string;
   subjects: Subjects;
   log: Logger;
   version?: string;
@@ -65,10 +74,10 @@ interface StreamStats {
 
 /**
  * Starts the service on `nc`; resolves to a stop function that ends it (open streams are cancelled).
- * @example const stop = await serveInternal({ nc, app, subjects, log }); … await stop();
+ * @example const stop = await serveInternal({ nc, chat, operations, origin, subjects, log }); … await stop();
  */
 export async function serveInternal(options: InternalServiceOptions): Promise<() => Promise<void>> {
-  const { nc, app, subjects, log } = options;
+  const { nc, subjects, log } = options;
   const stats: StreamStats = { open: 0, total: 0, cancelled: 0, creditWaits: 0, errors: 0 };
   const cancels = new Set<() => void>();
   const service: Service = await nc.services.add({
@@ -78,16 +87,15 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     queue: "darvaze",
     statsHandler: async () => ({ streams_open: stats.open, streams_total: stats.total, streams_cancelled: stats.cancelled, credit_waits: stats.creditWaits, replies_failed: stats.errors }),
   });
-  const served = new Set(app.routes.filter((r) => r.method === "POST").map((r) => r.path));
   for (const operation of OPERATIONS) {
     const path = operationPath(operation);
-    if (!served.has(path)) continue;
+    if (operation !== "chat.completions" && !options.operations[operation]) continue;
     service.addEndpoint(operation.replaceAll(".", "_"), {
       subject: subjects.operation(operation),
       metadata: { path },
       handler: (error, msg) => {
         if (error) return log("error", "internal_endpoint_failed", { operation, error: error.message });
-        void handle(msg, path).catch((e: Error) => {
+        void handle(msg, operation).catch((e: Error) => {
           stats.errors++;
           log("error", "internal_request_failed", { operation, error: e.message });
         });
@@ -95,29 +103,51 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     });
   }
 
-  async function handle(msg: ServiceMsg, path: string): Promise<void> {
+  async function handle(msg: ServiceMsg, operation: Operation): Promise<void> {
     if (!msg.reply) return; // nobody to answer
     const payloadMax = nc.info?.max_payload ?? 1_048_576;
     if (msg.data.length > payloadMax) {
       return replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
     }
-    const headers = new Headers({ "content-type": msg.headers?.get("Content-Type") || "application/json" });
-    for (const name of ["Authorization", "x-darvaze-residency"]) {
-      const value = msg.headers?.get(name);
-      if (value) headers.set(name, value);
-    }
+    if (operation === "chat.completions") return handleChat(msg, payloadMax);
+    const response = await options.operations[operation]!(natsInput(msg, newRequestId(), options.origin));
+    const body = new Uint8Array(await response.arrayBuffer());
+    const h = replyHeaders(response);
+    replyBody(msg, body, h, response.status, payloadMax);
+  }
+
+  /** Chat: the chat path itself; a stream's frames go out as NATS messages against the caller's credit. */
+  async function handleChat(msg: ServiceMsg, payloadMax: number): Promise<void> {
+    const requestId = newRequestId();
     const controller = new AbortController();
-    const request = new Request(`http://nats.internal${path}`, { method: "POST", headers, body: msg.data, signal: controller.signal });
-    const response = await app.handle(request);
-    if (response.headers.get("content-type")?.startsWith("text/event-stream") && response.body) {
+    const result = await options.chat({
+      requestId,
+      credentials: credentialsOfMsg(msg),
+      readBody: async () => {
+        const text = decoder.decode(msg.data);
+        const value = parseJsonText(text);
+        return isFailure(value) ? value : { value, text };
+      },
+      signal: controller.signal,
+    });
+    const h = natsHeaders();
+    h.set("x-request-id", requestId);
+    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
+    if (result.kind === "stream") {
       if (stats.open >= STREAMS_OPEN_MAX) {
         controller.abort();
-        await response.body.cancel();
         return replyFailure(msg, fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }));
       }
-      return stream(msg, response, controller);
+      return stream(msg, result.relay, h, controller);
     }
-    const body = new Uint8Array(await response.arrayBuffer());
+    h.set("Content-Type", "application/json");
+    if (result.kind === "json") return replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
+    for (const [name, value] of Object.entries(errorHeaders(result.failure))) h.set(name, value);
+    replyBody(msg, encoder.encode(JSON.stringify(errorBody(result.failure))), h, describe(result.failure.code).status, payloadMax);
+  }
+
+  /** A whole reply: one message, or ordered parts when larger than one message holds. */
+  function replyBody(msg: ServiceMsg, body: Uint8Array, h: MsgHdrs, status: number, payloadMax: number): void {
     const partBytes = payloadMax - HEADERS_BYTES_ALLOWANCE;
     const parts = Math.max(1, Math.ceil(body.length / partBytes));
     if (parts > REPLY_PARTS_MAX) {
@@ -126,10 +156,10 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
         fail("request_too_large", `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`),
       );
     }
-    const h = replyHeaders(response);
-    if (response.status >= 400) {
+    h.set(HEADER_STATUS, String(status));
+    if (status >= 400) {
       stats.errors++;
-      h.set(HEADER_ERROR_CODE, String(response.status));
+      h.set(HEADER_ERROR_CODE, String(status));
       h.set(HEADER_ERROR, errorMessage(body));
     }
     if (parts === 1) return void msg.respond(body, { headers: h });
@@ -137,7 +167,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       const ph = i === 0 ? h : natsHeaders();
       ph.set(HEADER_PARTS, String(parts));
       ph.set(HEADER_PART, String(i));
-      nc.publish(msg.reply, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
+      nc.publish(msg.reply!, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
     }
   }
 
@@ -150,7 +180,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     msg.respondError(status, failure.message, encoder.encode(JSON.stringify(errorBody(failure))), { headers: h });
   }
 
-  async function stream(msg: ServiceMsg, response: Response, controller: AbortController): Promise<void> {
+  async function stream(msg: ServiceMsg, relay: Relay, opening: MsgHdrs, controller: AbortController): Promise<void> {
     const reply = msg.reply!;
     const streamId = newId("str");
     stats.open++;
@@ -160,13 +190,11 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     let lastSentMs = performance.now();
     let cancelled = false;
     let wakeCredit: (() => void) | null = null;
-    const reader = response.body!.getReader();
     const cancel = () => {
       if (cancelled) return;
       cancelled = true;
       stats.cancelled++;
-      controller.abort(); // the route's client signal: drain, abort the upstream, bill once
-      reader.cancel().catch(() => {});
+      controller.abort(); // the relay's client signal: drain, abort the upstream, bill once
       wakeCredit?.();
     };
     cancels.add(cancel);
@@ -208,36 +236,29 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       }
     };
     try {
-      const opening = replyHeaders(response);
+      opening.set(HEADER_STATUS, "200");
+      opening.set("Content-Type", "text/event-stream");
       opening.set(HEADER_CREDIT_SUBJECT, subjects.streamCredit(streamId));
       opening.set(HEADER_CANCEL_SUBJECT, subjects.streamCancel(streamId));
       send(encoder.encode("{}"), opening);
-      let buffer = "";
-      const text = new TextDecoder();
-      read: while (!cancelled) {
-        const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-        if (done) break;
-        buffer += text.decode(value, { stream: true });
-        let end: number;
-        while ((end = buffer.indexOf("\n\n")) !== -1) {
-          const event = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          if (!event.startsWith("data: ")) continue; // keep-alive comments: our heartbeats do that
-          const data = event.slice(6);
-          if (data === "[DONE]") break read;
-          if (data.startsWith('{"error"')) {
+      relay: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
+        for (const frame of frames) {
+          if (frame.kind === "keepAlive") continue; // our heartbeats do that
+          if (frame.kind === "done") break relay;
+          if (frame.kind === "error") {
             stats.errors++;
+            const status = String(describe(frame.failure.code).status);
             const h = natsHeaders();
-            h.set(HEADER_STATUS, "502");
-            h.set(HEADER_ERROR_CODE, "502");
-            h.set(HEADER_ERROR, errorMessage(encoder.encode(data)));
-            send(encoder.encode(data), h);
-            break read;
+            h.set(HEADER_STATUS, status);
+            h.set(HEADER_ERROR_CODE, status);
+            h.set(HEADER_ERROR, oneLine(frame.failure.message));
+            send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
+            break relay;
           }
           await waitForCredit();
-          if (cancelled) break read;
+          if (cancelled) break relay;
           credit--;
-          send(encoder.encode(data), natsHeaders());
+          send(encoder.encode(frame.data), natsHeaders());
         }
       }
       if (!cancelled) send(EMPTY, natsHeaders());
@@ -246,7 +267,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       for (const sub of subs) sub.unsubscribe();
       cancels.delete(cancel);
       stats.open--;
-      if (cancelled) await reader.cancel().catch(() => {});
+      if (cancelled) relay.leave();
     }
   }
 
@@ -270,8 +291,28 @@ function replyHeaders(response: Response): MsgHdrs {
 function errorMessage(body: Uint8Array): string {
   try {
     const parsed = JSON.parse(decoder.decode(body)) as { error?: { message?: unknown } };
-    // Header values are one line.
-    if (typeof parsed.error?.message === "string") return parsed.error.message.replace(/[\r\n]+/g, " ").slice(0, 512);
+    if (typeof parsed.error?.message === "string") return oneLine(parsed.error.message);
   } catch {}
   return "error";
+}
+
+/** Header values are one line, and short. */
+function oneLine(message: string): string {
+  return message.replace(/[\r\n]+/g, " ").slice(0, 512);
+}
+
+/** What an internal caller presented: its key and residency (never a browser origin). */
+function credentialsOfMsg(msg: ServiceMsg): Credentials {
+  return { key: presentedKey(msg.headers?.get("Authorization")), origin: null, residency: msg.headers?.get("x-darvaze-residency") || null };
+}
+
+/** A NATS request as an operation's input: the message's headers and payload. */
+function natsInput(msg: ServiceMsg, requestId: string, origin: string): OperationInput {
+  return {
+    requestId,
+    credentials: credentialsOfMsg(msg),
+    json: async (bytesMax) => (msg.data.length > bytesMax ? tooLarge(bytesMax) : parseJsonText(decoder.decode(msg.data))),
+    form: async (bytesMax) => (msg.data.length > bytesMax ? null : parseForm(msg.data, msg.headers?.get("Content-Type") || null)),
+    origin,
+  };
 }

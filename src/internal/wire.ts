@@ -65,5 +65,6 @@ export function operationPath(operation: string): string {
   return `/v1/${operation.replaceAll(".", "/")}`;
 }
 
-/** The operations internal services may call, when the HTTP app serves them. */
+/** The operations internal services may call. */
 export const OPERATIONS = ["chat.completions", "embeddings", "images.generations", "audio.speech", "audio.transcriptions"] as const;
+export type Operation = (typeof OPERATIONS)[number];

@@ -6,13 +6,16 @@
  * lost, each node also polls for keys changed since its last look every `KEY_POLL_INTERVAL_MS`
  * (one indexed query a second, however many keys), so a revoked key is refused within about a
  * second either way. Entries also expire after `KEY_CACHE_TTL_MS`. Unknown keys are cached too
- * (negative entries, briefly), so guessing keys cannot hammer the database.
+ * (negative entries, briefly), so guessing keys cannot hammer the database. A key's expiry is
+ * checked against the clock on every authentication, cached entry or not, so it holds on every
+ * node to the second; its last use is noted in memory and written in batches (lastUse.ts).
  */
 import { and, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
+import { LastUse } from "./lastUse.ts";
 import { displayKey, generateKey, hashKey, looksLikeKey } from "./secret.ts";
 
 export const KEY_CACHE_TTL_MS = 5 * 60_000;
@@ -23,6 +26,7 @@ export const KEY_POLL_INTERVAL_MS = 1_000;
 const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
 export const CONCURRENCY_MAX_DEFAULT = 32;
+export const KEYS_PER_ACCOUNT_LIST_MAX = 1_000;
 export const CONCURRENCY_MAX_LIMIT = 10_000;
 
 export interface KeyRecord {
@@ -38,6 +42,8 @@ export interface KeyRecord {
   residency: "in-country" | null;
   createdAt: Date;
   revokedAt: Date | null;
+  /** Refused from this instant on; null or absent: never. */
+  expiresAt?: Date | null;
   updatedAt: Date;
 }
 
@@ -47,6 +53,7 @@ export interface KeyLimits {
   tpm?: number | null;
   monthlySpendCapMicro?: bigint | null;
   residency?: "in-country" | null;
+  expiresAt?: Date | null;
 }
 
 interface CacheEntry {
@@ -87,6 +94,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
     residency: row.residency === "in-country" ? "in-country" : null,
     createdAt: row.createdAt,
     revokedAt: row.revokedAt,
+    expiresAt: row.expiresAt,
     updatedAt: row.updatedAt,
   };
 }
@@ -94,6 +102,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
 export class KeyStore {
   private readonly byHash = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
   private readonly byId = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+  readonly lastUse = new LastUse();
 
   constructor(
     private readonly db: Db,
@@ -120,6 +129,10 @@ export class KeyStore {
     }
     if (!entry.record) return fail("invalid_api_key", "Incorrect API key provided.");
     if (entry.record.revokedAt) return fail("invalid_api_key", "This API key has been revoked.");
+    if (entry.record.expiresAt && entry.record.expiresAt.getTime() <= Date.now()) {
+      return fail("invalid_api_key", `This API key expired at ${entry.record.expiresAt.toISOString()}.`);
+    }
+    this.lastUse.note(entry.record.id);
     return entry.record;
   }
 
@@ -173,9 +186,16 @@ export class KeyStore {
         tpm: limits.tpm ?? null,
         monthlySpendCapMicro: limits.monthlySpendCapMicro ?? null,
         residency: limits.residency ?? null,
+        expiresAt: limits.expiresAt ?? null,
       })
       .returning();
     return { key, record: toRecord(row!) };
+  }
+
+  /** The account's keys, oldest first, with their last use as last written (LAST_USE_FLUSH_MS behind). */
+  async listForAccount(accountId: string): Promise<{ record: KeyRecord; lastUsedAt: Date | null }[]> {
+    const rows = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.accountId, accountId)).orderBy(apiKeys.createdAt).limit(KEYS_PER_ACCOUNT_LIST_MAX);
+    return rows.map((row) => ({ record: toRecord(row), lastUsedAt: row.lastUsedAt }));
   }
 
   async revoke(keyId: string): Promise<KeyRecord | null> {
@@ -199,6 +219,7 @@ export class KeyStore {
         ...(limits.tpm !== undefined ? { tpm: limits.tpm } : {}),
         ...(limits.monthlySpendCapMicro !== undefined ? { monthlySpendCapMicro: limits.monthlySpendCapMicro } : {}),
         ...(limits.residency !== undefined ? { residency: limits.residency } : {}),
+        ...(limits.expiresAt !== undefined ? { expiresAt: limits.expiresAt } : {}),
         updatedAt: sql`now()`,
       })
       .where(eq(apiKeys.id, keyId))

@@ -6,12 +6,16 @@
  *               its pending holds; balance − held ≥ 0
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
  *               past its deadline (beyond the sweeper's grace)
- *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
- *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
- *               transfers; none awaiting replay is also billed. The report lists how many await.
+ *   usage:      every record's metered = Σ units × price over its components (input, output,
+ *               cache reads, cache writes); Σ billed = Σ usage transfers;
+ *               Σ (metered − billed) = Σ write-off transfers
+ *   payments:   a paid top-up is verified exactly when its credit (`topup:pay:<id>`) exists, and
+ *               that credit is the requested amount, to the account recorded at request time
  *
  * Beside the checks, the write-offs by key (usage metered but not charged: beyond what the
  * wallet could cover, or past a stream's cut), the largest first.
+ *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
+ *               transfers; none awaiting replay is also billed. The report lists how many await.
  *
  * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
  */
@@ -94,6 +98,14 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
                WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${AUDIT_DEADLINE_GRACE_S})`,
   },
   {
+    name: "every usage record is metered at its units × its prices",
+    query: sql`
+      SELECT request_id, metered_micro::text AS metered, p.priced::text AS priced FROM usage_records,
+        LATERAL (SELECT input_units::numeric * input_price_per_1m + output_units::numeric * output_price_per_1m
+          + cache_read_units::numeric * cache_read_price_per_1m + cache_write_units::numeric * cache_write_price_per_1m AS priced) p
+      WHERE metered_micro <> p.priced`,
+  },
+  {
     name: "usage charges equal the posted usage transfers",
     query: sql`
       SELECT u.total::text AS usage_billed, t.total::text AS usage_transfers FROM
@@ -108,6 +120,16 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
         (SELECT coalesce(sum(metered_micro - billed_micro), 0) AS total FROM usage_records) u,
         (SELECT coalesce(sum(amount_micro), 0) AS total FROM ledger_transfers WHERE kind = 'write_off') t
       WHERE u.total <> t.total`,
+  },
+  {
+    name: "every verified top-up is credited once, for its amount, and nothing else is",
+    query: sql`
+      WITH credits AS (SELECT reference, amount_micro, credit_account FROM ledger_transfers WHERE reference LIKE 'topup:pay:%')
+      SELECT coalesce(t.id, substr(c.reference, 11)) AS topup, t.state, t.amount_micro::text AS amount, c.amount_micro::text AS credited, c.credit_account
+      FROM topups t FULL OUTER JOIN credits c ON c.reference = 'topup:pay:' || t.id
+      WHERE t.id IS NULL
+         OR (t.state = 'verified') <> (c.reference IS NOT NULL)
+         OR (c.reference IS NOT NULL AND (c.amount_micro <> t.amount_micro OR c.credit_account <> 'wallet:' || t.account_id))`,
   },
   {
     name: "dead letters' write-offs equal their transfers",

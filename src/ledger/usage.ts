@@ -49,6 +49,11 @@ export interface UsageRecord {
   outputUnits: bigint;
   inputPricePer1m: bigint;
   outputPricePer1m: bigint;
+  /** Prompt tokens read from / written to the vendor's cache, at their own prices (absent: none). */
+  cacheReadUnits?: bigint;
+  cacheReadPricePer1m?: bigint;
+  cacheWriteUnits?: bigint;
+  cacheWritePricePer1m?: bigint;
   /** What the usage is worth at the recorded prices. */
   meteredMicro: bigint;
   /** What is charged: metered capped by the request's reserve; the rest is written off. */
@@ -117,6 +122,10 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   }
   const records = [...unique.values()].map((r) => ({
     ...r,
+    cacheReadUnits: r.cacheReadUnits ?? 0n,
+    cacheReadPricePer1m: r.cacheReadPricePer1m ?? 0n,
+    cacheWriteUnits: r.cacheWriteUnits ?? 0n,
+    cacheWritePricePer1m: r.cacheWritePricePer1m ?? 0n,
     partition: r.partition ?? null,
     fenceToken: r.fenceToken ?? null,
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
@@ -124,14 +133,18 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   // 2. The records; those already written (a replay) are skipped.
   const inserted = await txRows<{ request_id: string }>(tx, sql`
     INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
-      input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms,
-      partition, fence_token)
+      input_units, output_units, input_price_per_1m, output_price_per_1m,
+      cache_read_units, cache_read_price_per_1m, cache_write_units, cache_write_price_per_1m,
+      metered_micro, billed_micro, status, duration_ms, partition, fence_token)
     SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
-      "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs",
-      partition, "fenceToken"
+      "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m",
+      "cacheReadUnits", "cacheReadPricePer1m", "cacheWriteUnits", "cacheWritePricePer1m",
+      "meteredMicro", "billedMicro", status, "durationMs", partition, "fenceToken"
     FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
       model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
-      "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
+      "inputPricePer1m" bigint, "outputPricePer1m" bigint,
+      "cacheReadUnits" bigint, "cacheReadPricePer1m" bigint, "cacheWriteUnits" bigint, "cacheWritePricePer1m" bigint,
+      "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
       partition int, "fenceToken" bigint)
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
@@ -208,6 +221,11 @@ export const usageRecordSchema = z.object({
   outputUnits: bigintJson,
   inputPricePer1m: bigintJson,
   outputPricePer1m: bigintJson,
+  // Absent in records written before cache prices existed: none.
+  cacheReadUnits: bigintJson.optional(),
+  cacheReadPricePer1m: bigintJson.optional(),
+  cacheWriteUnits: bigintJson.optional(),
+  cacheWritePricePer1m: bigintJson.optional(),
   meteredMicro: bigintJson,
   billedMicro: bigintJson,
   status: z.number().int(),

@@ -4,7 +4,7 @@
  * reported as a replay); the same reference with another amount or account is a conflict.
  */
 import { desc, eq, sql, TransactionRollbackError } from "drizzle-orm";
-import { txRows, type Db } from "../db/client.ts";
+import { txRows, type Db, type Tx } from "../db/client.ts";
 import { accounts, apiKeys, usageRecords, wallets } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -16,6 +16,23 @@ export async function createAccount(db: Db, name: string): Promise<{ id: string;
     await tx.insert(wallets).values({ accountId: id });
     return account!;
   });
+}
+
+/**
+ * The account signed in with this phone, created with its wallet on the first sign-in. Two
+ * first sign-ins at once make one account: the phone is unique and the loser reads the winner's.
+ */
+export async function accountForPhone(db: Db, phone: string): Promise<{ id: string; created: boolean }> {
+  const id = newId("acc");
+  const created = await db.orm.transaction(async (tx) => {
+    const rows = await txRows(tx, sql`
+      INSERT INTO accounts (id, name, phone) VALUES (${id}, ${phone}, ${phone}) ON CONFLICT (phone) DO NOTHING RETURNING id`);
+    if (rows.length === 1) await tx.insert(wallets).values({ accountId: id });
+    return rows.length === 1;
+  });
+  if (created) return { id, created };
+  const [row] = await db.orm.select({ id: accounts.id }).from(accounts).where(eq(accounts.phone, phone));
+  return { id: row!.id, created: false };
 }
 
 export interface Wallet {
@@ -50,40 +67,7 @@ interface ExternalTransfer {
  * changes nothing (credited: false); with another amount or account it is a conflict.
  */
 async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
-  const wallet = `wallet:${t.accountId}`;
-  const into = t.amountMicro > 0n;
-  const amount = into ? t.amountMicro : -t.amountMicro;
-  const [debit, credit] = into ? [t.counterparty, wallet] : [wallet, t.counterparty];
-  return db.orm.transaction(async (tx) => {
-    const inserted = await txRows(tx, sql`
-      INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
-      VALUES (${t.reference}, ${debit}, ${credit}, ${amount}, ${t.kind}, ${t.memo ?? null})
-      ON CONFLICT (reference) DO NOTHING RETURNING id`);
-    const created = inserted.length === 1;
-    if (created) {
-      const updated = await tx
-        .update(wallets)
-        .set({ balanceMicro: sql`${wallets.balanceMicro} + ${t.amountMicro}`, updatedAt: new Date() })
-        .where(sql`${wallets.accountId} = ${t.accountId} AND ${wallets.balanceMicro} - ${wallets.heldMicro} + ${t.amountMicro} >= 0`)
-        .returning({ accountId: wallets.accountId });
-      if (updated.length === 0) {
-        tx.rollback();
-      }
-    } else {
-      const [row] = await txRows<{ debit_account: string; credit_account: string; amount_micro: string | bigint }>(tx, sql`
-        SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`);
-      if (!row || row.debit_account !== debit || row.credit_account !== credit || BigInt(row.amount_micro) !== amount) {
-        return fail("idempotency_conflict", `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`, {
-          param: "reference",
-        });
-      }
-    }
-    const [after] = await tx
-      .select({ balanceMicro: wallets.balanceMicro, heldMicro: wallets.heldMicro })
-      .from(wallets)
-      .where(eq(wallets.accountId, t.accountId));
-    return { credited: created, wallet: after! };
-  }).catch((error: unknown) => {
+  return db.orm.transaction((tx) => postExternalIn(tx, t)).catch((error: unknown) => {
     if (error instanceof TransactionRollbackError) {
       return fail("invalid_request", "The wallet's available balance does not cover this debit.", { param: "amount_toman" });
     }
@@ -91,9 +75,58 @@ async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
   });
 }
 
+/** The transfer inside the caller's transaction; a refused debit rolls that transaction back. */
+async function postExternalIn(tx: Tx, t: ExternalTransfer): Promise<TopUpResult> {
+  const wallet = `wallet:${t.accountId}`;
+  const into = t.amountMicro > 0n;
+  const amount = into ? t.amountMicro : -t.amountMicro;
+  const [debit, credit] = into ? [t.counterparty, wallet] : [wallet, t.counterparty];
+  const inserted = await txRows(tx, sql`
+    INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
+    VALUES (${t.reference}, ${debit}, ${credit}, ${amount}, ${t.kind}, ${t.memo ?? null})
+    ON CONFLICT (reference) DO NOTHING RETURNING id`);
+  const created = inserted.length === 1;
+  if (created) {
+    const updated = await tx
+      .update(wallets)
+      .set({ balanceMicro: sql`${wallets.balanceMicro} + ${t.amountMicro}`, updatedAt: new Date() })
+      .where(sql`${wallets.accountId} = ${t.accountId} AND ${wallets.balanceMicro} - ${wallets.heldMicro} + ${t.amountMicro} >= 0`)
+      .returning({ accountId: wallets.accountId });
+    if (updated.length === 0) {
+      tx.rollback();
+    }
+  } else {
+    const [row] = await txRows<{ debit_account: string; credit_account: string; amount_micro: string | bigint }>(tx, sql`
+      SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`);
+    if (!row || row.debit_account !== debit || row.credit_account !== credit || BigInt(row.amount_micro) !== amount) {
+      return fail("idempotency_conflict", `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`, {
+        param: "reference",
+      });
+    }
+  }
+  const [after] = await tx
+    .select({ balanceMicro: wallets.balanceMicro, heldMicro: wallets.heldMicro })
+    .from(wallets)
+    .where(eq(wallets.accountId, t.accountId));
+  return { credited: created, wallet: after! };
+}
+
 export async function topUp(db: Db, accountId: string, amountMicro: bigint, reference: string): Promise<TopUpResult> {
   if (amountMicro <= 0n) return fail("invalid_request", "amount_toman must be positive", { param: "amount_toman" });
-  return postExternal(db, { accountId, amountMicro, reference: `topup:${reference}`, kind: "topup", counterparty: "payments" });
+  return postExternal(db, topUpTransfer(accountId, amountMicro, reference));
+}
+
+/**
+ * The same top-up inside the caller's transaction (a verified payment credits the wallet in the
+ * transaction that marks it verified): the reference still makes a second credit impossible.
+ */
+export async function topUpIn(tx: Tx, accountId: string, amountMicro: bigint, reference: string): Promise<TopUpResult> {
+  if (amountMicro <= 0n) return fail("invalid_request", "amount_toman must be positive", { param: "amount_toman" });
+  return postExternalIn(tx, topUpTransfer(accountId, amountMicro, reference));
+}
+
+function topUpTransfer(accountId: string, amountMicro: bigint, reference: string): ExternalTransfer {
+  return { accountId, amountMicro, reference: `topup:${reference}`, kind: "topup", counterparty: "payments" };
 }
 
 /** An operator's correction, with a reason: positive credits the wallet, negative debits it. */

@@ -26,8 +26,12 @@ export interface RequestMetric {
   ttftMs?: number | null;
   /** Mean time between output tokens after the first; null for whole replies. */
   tpotMs?: number | null;
+  /** The whole prompt, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
+  /** Parts of inputTokens read from / written to the vendor's prompt cache. */
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
   billedMicro: bigint;
   /** Metered at list price; metered − billed is written off (the wallet could not cover it). */
   meteredMicro?: bigint;
@@ -65,6 +69,8 @@ export interface MetricSources {
   keyRateAdmissions?: () => Record<string, number>;
   /** Key partitions this node owns (cluster only). */
   partitionsOwned?: () => number;
+  /** Paid top-ups per state, every node's, read from the database at scrape time. */
+  topups?: () => Promise<Record<string, number>>;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
   memoryGuard?: () => { collections: number; pauseMsTotal: number };
 }
@@ -110,7 +116,7 @@ export class Metrics {
       buckets: TPOT_BUCKETS_S,
       registers,
     });
-    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction (input, output).", labelNames: ["model", "direction"], registers });
+    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).", labelNames: ["model", "direction"], registers });
     this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
     this.writeOff = new Counter({
       name: "darvaze_write_off_micro_toman_total",
@@ -238,6 +244,19 @@ export class Metrics {
         if (sources.leases) this.set(Number(sources.leases().heldMicro));
       },
     });
+    const topups = sources.topups;
+    new Gauge({
+      name: "darvaze_topups",
+      help: "Paid top-ups by state (created, redirected, verifying, verified, failed, expired, needs_review, reversed), every node's.",
+      labelNames: ["state"],
+      registers,
+      async collect() {
+        const counts = await topups?.().catch(() => null);
+        if (!counts) return;
+        this.reset();
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      },
+    });
     new Gauge({
       name: "darvaze_holds_pending",
       help: "Pending holds in the ledger, every node's (read from the database at scrape time).",
@@ -351,7 +370,12 @@ export class Metrics {
     this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
     if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
     if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
-    if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
+    const cacheRead = m.cacheReadTokens ?? 0;
+    const cacheWrite = m.cacheWriteTokens ?? 0;
+    const uncached = m.inputTokens - cacheRead - cacheWrite;
+    if (uncached > 0) this.tokens.inc({ model: m.model, direction: "input" }, uncached);
+    if (cacheRead > 0) this.tokens.inc({ model: m.model, direction: "cache_read" }, cacheRead);
+    if (cacheWrite > 0) this.tokens.inc({ model: m.model, direction: "cache_write" }, cacheWrite);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
     if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));

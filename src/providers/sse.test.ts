@@ -16,5 +16,11 @@ test("an event that never ends is refused at the bound instead of buffered forev
   const line = `data: ${"x".repeat(1024 * 1024)}\n`;
   expect(() => {
     for (let i = 0; i * line.length <= sseEventCharsMax + line.length; i++) sse.push(line);
-  }).toThrow("sseEventCharsMax");
+  }).toThrow(`exceeds ${sseEventCharsMax} characters`);
+});
+
+test("a smaller bound, as the operator's tools use", () => {
+  const sse = new SseSplitter({ eventCharsMax: 10 });
+  expect(sse.push("data: 12345\n\n")).toEqual([{ event: null, data: "12345" }]);
+  expect(() => sse.push("data: 12345678901\n")).toThrow("exceeds 10 characters");
 });

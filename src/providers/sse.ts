@@ -1,10 +1,14 @@
 /**
- * Splits server-sent events out of text that arrives in arbitrary pieces: `event:` and `data:`
+ * The one server-sent-events splitter: every reader of SSE in the gateway uses it (upstream
+ * streams of every vendor, the operator CLI's `gw top`, the dashboard page, which loads this file
+ * transpiled at /admin/dashboard/sse.js). Text arrives in arbitrary pieces: `event:` and `data:`
  * lines up to a blank line make one event; comments (`:`) and other fields are skipped; CRLF is
- * accepted. The buffer holds at most one unfinished event, bounded by `sseEventCharsMax`.
+ * accepted. The buffer holds at most one unfinished event, bounded by `eventCharsMax`.
+ *
+ * Keep this file free of imports: the dashboard loads it as is.
  */
 
-/** A single event larger than this is an upstream fault, not something to buffer forever. */
+/** A single event larger than this is a fault of its sender, not something to buffer forever. */
 export const sseEventCharsMax = 16 * 1024 * 1024;
 
 export interface SseEvent {
@@ -17,19 +21,24 @@ export class SseSplitter {
   private event: string | null = null;
   private dataLines: string[] = [];
   private dataChars = 0;
+  private readonly eventCharsMax: number;
+
+  constructor(options: { eventCharsMax?: number } = {}) {
+    this.eventCharsMax = options.eventCharsMax ?? sseEventCharsMax;
+  }
 
   /** The events completed by this piece of text; throws when one event grows past the bound. */
   push(text: string): SseEvent[] {
     const events: SseEvent[] = [];
-    this.buffer += text;
+    const buffer = this.buffer === "" ? text : this.buffer + text;
     let start = 0;
     let newline: number;
-    while ((newline = this.buffer.indexOf("\n", start)) !== -1) {
-      let line = this.buffer.slice(start, newline);
+    while ((newline = buffer.indexOf("\n", start)) !== -1) {
+      const end = newline > start && buffer.charCodeAt(newline - 1) === 13 ? newline - 1 : newline;
+      const line = buffer.slice(start, end);
       start = newline + 1;
-      if (line.endsWith("\r")) line = line.slice(0, -1);
       if (line === "") {
-        if (this.dataLines.length > 0) events.push({ event: this.event, data: this.dataLines.join("\n") });
+        if (this.dataLines.length > 0) events.push({ event: this.event, data: this.dataLines.length === 1 ? this.dataLines[0]! : this.dataLines.join("\n") });
         this.event = null;
         this.dataLines = [];
         this.dataChars = 0;
@@ -37,11 +46,10 @@ export class SseSplitter {
         const data = line.slice(line.startsWith("data: ") ? 6 : 5);
         this.dataLines.push(data);
         this.dataChars += data.length;
-      }
-      else if (line.startsWith("event:")) this.event = line.slice(6).trim();
+      } else if (line.startsWith("event:")) this.event = line.slice(6).trim();
     }
-    this.buffer = this.buffer.slice(start);
-    if (this.buffer.length + this.dataChars > sseEventCharsMax) throw new Error("an upstream stream event exceeds sseEventCharsMax");
+    this.buffer = start === buffer.length ? "" : buffer.slice(start);
+    if (this.buffer.length + this.dataChars > this.eventCharsMax) throw new Error(`a server-sent event exceeds ${this.eventCharsMax} characters`);
     return events;
   }
 }

@@ -16,14 +16,57 @@ export interface UpstreamCall {
   timeoutMs: number;
 }
 
-export interface UpstreamReply {
-  response: Response;
-  /** Stops the upstream request (client gone, stall, budget exhausted). */
-  abort: () => void;
-  /** Releases the timer and listener of a reply read to its end (aborting it would cost more). */
-  finish: () => void;
-  /** Clears the headers timeout: call once the body is being streamed. */
-  settleTimer: () => void;
+/**
+ * How an accepted reply ended, for its backend: `done` (read to its end: its timing is learnt),
+ * `failed` (it broke off or sent an error: counts against the backend), `abandoned` (we stopped
+ * it: the client left, the budget ran out, it was too large; nothing is learnt).
+ */
+export type ReplyEnd = "done" | "failed" | "abandoned";
+
+/** What a reply read to its end teaches its backend's estimates. */
+export interface ReplyTiming {
+  ttftMs?: number;
+  outputTokens: number;
+  durationMs: number;
+}
+
+/**
+ * An accepted upstream reply, owned by whoever reads it until `close`. One close ends it
+ * whatever happened: the headers timeout and the client's abort listener are cleared, the
+ * upstream request is aborted unless its body was read to its end, and `onClose` (the pool:
+ * the backend's slot and estimates) learns how it ended. Later calls do nothing.
+ */
+export class UpstreamReply {
+  /** Set by the pool before the reply is handed over. */
+  onClose: ((end: ReplyEnd, timing?: ReplyTiming) => void) | null = null;
+  private closed = false;
+
+  constructor(
+    readonly response: Response,
+    private readonly controller: AbortController,
+    private readonly cleanup: () => void,
+  ) {}
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * The body is being streamed to a client: the headers timeout no longer applies, and the
+   * client's signal no longer aborts the upstream at once (the stream's owner decides when).
+   */
+  streaming(): void {
+    this.cleanup();
+  }
+
+  /** Ends the reply (see the class); `timing` for a reply read to its end. */
+  close(end: ReplyEnd, timing?: ReplyTiming): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.cleanup();
+    if (end !== "done") this.controller.abort();
+    this.onClose?.(end, timing);
+  }
 }
 
 export type UpstreamResult = { ok: true; reply: UpstreamReply } | { ok: false; failure: UpstreamFailure };
@@ -48,18 +91,7 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
       headers: { ...call.request.headers, "x-request-id": call.requestId },
       signal: controller.signal,
     });
-    return {
-      ok: true,
-      reply: {
-        response,
-        abort: () => {
-          cleanup();
-          controller.abort();
-        },
-        finish: cleanup,
-        settleTimer: () => clearTimeout(timer),
-      },
-    };
+    return { ok: true, reply: new UpstreamReply(response, controller, cleanup) };
   } catch (error) {
     cleanup();
     if (timedOut) return { ok: false, failure: { code: "upstream_timeout", message: "The upstream did not answer in time.", retryable: true } };
@@ -135,15 +167,14 @@ export interface StreamTiming {
 /**
  * Reads an SSE body through the adapter's decoder, one piece per network read. Every
  * `keepAliveMs` of silence yields KEEP_ALIVE_PIECE, so the edge can keep the client's connection
- * alive; a silence of `stallMsMax` aborts the upstream and throws StreamStalled. Leaving the loop
- * early for any reason aborts the upstream too.
+ * alive; a silence of `stallMsMax` throws StreamStalled. It never ends the reply: its owner
+ * closes it, once, saying how it ended.
  */
 export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStreamDecoder, timing: StreamTiming): AsyncGenerator<StreamPiece> {
   const body = reply.response.body;
   if (!body) return;
   const reader = body.getReader();
   const text = new TextDecoder();
-  let finished = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const tickMs = Math.min(timing.keepAliveMs, timing.stallMsMax);
   try {
@@ -163,7 +194,6 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
         silentMs += tickMs;
         sinceKeepAliveMs += tickMs;
         if (silentMs >= timing.stallMsMax) {
-          reply.abort();
           read.catch(() => {});
           throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
         }
@@ -172,16 +202,11 @@ export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStr
           yield KEEP_ALIVE_PIECE;
         }
       }
-      if (chunk.done) {
-        finished = true;
-        return;
-      }
+      if (chunk.done) return;
       yield decoder.push(text.decode(chunk.value, { stream: true }));
     }
   } finally {
     clearTimeout(timer);
-    // Left early (client gone, error, budget): stop the upstream generating.
-    if (!finished) reply.abort();
     try {
       reader.releaseLock();
     } catch {}

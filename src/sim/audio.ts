@@ -5,16 +5,17 @@
  * (24 kHz mono 16-bit) and FLAC written here, MP3 encoded with lamejs, Opus and AAC made by
  * repeating the frames of one-second fixture clips (made once with ffmpeg 5.1 from the same tone,
  * checked in under fixtures/) to the length: every format lasts as long as the input asks. The body is sent in chunks, like a vendor streaming
- * audio as it is made. A transcription reads the upload's real duration with music-metadata and
- * returns a deterministic transcript in the asked format; it logs whole seconds (rounded up).
+ * audio as it is made. A transcription measures how long the upload plays from its audio data
+ * (audioLength.ts, never its header fields) and returns a deterministic transcript in the asked
+ * format, reporting that duration; it logs whole seconds (rounded up).
  */
 import { Mp3Encoder } from "@breezystack/lamejs";
-import { parseBuffer } from "music-metadata";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
 import type { ChatContext } from "./chat.ts";
 import { simError, simJson, simOperation } from "./ops.ts";
 import { aacOfLength, flacFile, opusOfLength } from "./audioFormats.ts";
+import { simAudioSeconds } from "./audioLength.ts";
 import { simVocabulary } from "./text.ts";
 
 export const SIM_SPEECH_SAMPLE_RATE = 24_000;
@@ -151,7 +152,7 @@ export function simTranscript(seconds: number, format: string, granularities: st
       return { body: `WEBVTT\n\n${timestamp(0, ".")} --> ${timestamp(seconds, ".")}\n${text}\n\n`, contentType: "text/plain; charset=utf-8" };
     case "verbose_json": {
       const step = seconds / words.length;
-      const reply: Record<string, unknown> = { task: "transcribe", language, duration: seconds, text };
+      const reply: Record<string, unknown> = { task: "transcribe", language, duration: seconds, text, usage: { type: "duration", seconds: Math.ceil(seconds) } };
       if (granularities.includes("segment") || !granularities.includes("word")) reply.segments = [segment];
       if (granularities.includes("word")) reply.words = words.map((word, i) => ({ word, start: i * step, end: (i + 1) * step }));
       return { body: JSON.stringify(reply), contentType: "application/json" };
@@ -172,11 +173,7 @@ export function handleTranscription(context: ChatContext, req: Request): Promise
     const file = form.get("file");
     const model = form.get("model");
     if (!(file instanceof File) || typeof model !== "string") return { response: simError(400, "`file` and `model` are required.", "file"), model: "", units: 0 };
-    let seconds: number | undefined;
-    try {
-      const meta = await parseBuffer(new Uint8Array(await file.arrayBuffer()), { mimeType: file.type || undefined, path: file.name }, { duration: true });
-      seconds = meta.format.duration;
-    } catch {}
+    const seconds = await simAudioSeconds(Buffer.from(await file.arrayBuffer()), file.name, file.type);
     if (!seconds || !Number.isFinite(seconds)) return { response: simError(400, "The file is not audio the simulator can read.", "file"), model, units: 0 };
     const granularities = [...form.getAll("timestamp_granularities[]"), ...form.getAll("timestamp_granularities")].map(String);
     const language = typeof form.get("language") === "string" ? String(form.get("language")) : "english";

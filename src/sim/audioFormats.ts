@@ -80,14 +80,14 @@ export function flacFile(samples: Int16Array, sampleRate: number): Buffer {
   return Buffer.concat(frames);
 }
 
-interface OggPage {
+export interface OggPage {
   flags: number;
   granule: bigint;
   serial: number;
   packets: Buffer[];
 }
 
-function oggPages(file: Buffer): OggPage[] {
+export function oggPages(file: Buffer): OggPage[] {
   const pages: OggPage[] = [];
   for (let at = 0; at + 27 <= file.length; ) {
     const segments = file[at + 26]!;
@@ -119,7 +119,7 @@ const OGG_CRC_TABLE = (() => {
   return table;
 })();
 
-function oggPage(page: OggPage, sequence: number): Buffer {
+export function oggPage(page: OggPage, sequence: number): Buffer {
   const lacing: number[] = [];
   for (const packet of page.packets) {
     for (let left = packet.length; ; left -= 255) {
@@ -143,7 +143,7 @@ function oggPage(page: OggPage, sequence: number): Buffer {
 }
 
 /** Opus samples (at 48 kHz) in one packet, from its TOC byte (RFC 6716 §3.1). */
-function opusPacketSamples(packet: Buffer): number {
+export function opusPacketSamples(packet: Buffer): number {
   const toc = packet[0]!;
   const config = toc >> 3;
   const frameMs = config < 12 ? [10, 20, 40, 60][config % 4]! : config < 16 ? [10, 20][config % 2]! : [2.5, 5, 10, 20][config % 4]!;

@@ -16,6 +16,9 @@ export type SimLogEntry = {
   readonly stream: boolean;
   /** Billed prompt tokens: 0 for requests refused before generation (400, 401, 429, 500). */
   readonly promptTokens: number;
+  /** Parts of promptTokens reported as read from / written to the prompt cache (absent: none). */
+  readonly cacheReadTokens?: number;
+  readonly cacheWriteTokens?: number;
   /** Tokens actually generated and written to the caller. */
   readonly completionTokens: number;
   readonly finishReason: SimFinishReason;

@@ -25,6 +25,8 @@ export interface VendorRequest {
   model: string;
   stream: boolean;
   messages: SimMessage[];
+  /** Prompt tokens outside the messages' text and overhead: tools, schemas, tool calls, images (by tokens.ts's rule). */
+  promptExtraTokens: number;
   maxTokens: number | null;
   tools: SimToolOffer[];
   /** The tool the request requires (`any` = whichever), or null when calling is optional. */
@@ -44,6 +46,9 @@ export interface ReplyPlan {
   seq: number;
   model: string;
   promptTokens: number;
+  /** Parts of promptTokens reported as read from / written to the prompt cache. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
   chunks: PlannedChunk[];
   tool: { name: string; argumentsJson: string } | null;
   finish: "stop" | "length" | "tool";
@@ -67,6 +72,8 @@ export interface VendorWire {
   toolArgumentsWhole: boolean;
   /** Reports `thoughtTokens` (Gemini's thoughtsTokenCount); other formats generate none. */
   reportsThoughtTokens: boolean;
+  /** Reports cache writes (Anthropic's cache_creation_input_tokens); other formats have none. */
+  reportsCacheWrites: boolean;
   /** The request, or why it is invalid. `path` carries the model for path-routed vendors. */
   parse(raw: unknown, req: Request): VendorRequest | string;
   /** The whole non-streamed reply body. */
@@ -98,7 +105,8 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
   context.metrics.see(parsed.model);
   if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
   if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
-  exchange.promptTokens = simPromptTokens(parsed.messages);
+  const cache = { read: context.options.cacheReadTokens, write: wire.reportsCacheWrites ? context.options.cacheWriteTokens : 0 };
+  exchange.setPrompt(simPromptTokens(parsed.messages) + parsed.promptExtraTokens, cache);
   const plan = planVendorReply(context.options, parsed, exchange, wire);
   if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
   return streamReply(exchange, req.signal, context.options, plan, wire);
@@ -110,7 +118,7 @@ function refuse(exchange: Exchange, refusal: Refusal): Response {
 }
 
 /** The tool this request calls, or null for a text reply. */
-export function toolToCall(request: VendorRequest): SimToolOffer | null {
+export function toolToCall(request: Omit<VendorRequest, "promptExtraTokens">): SimToolOffer | null {
   if (request.tools.length === 0 || request.afterToolResult) return null;
   if (request.toolRequired === "any") return request.tools[0] ?? null;
   if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
@@ -153,7 +161,14 @@ export function splitByTokens(text: string, tokens: number): string[] {
 
 function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {
   const thoughtTokens = wire.reportsThoughtTokens ? options.thoughtTokens : 0;
-  const base = { seq: exchange.seq, model: request.model, promptTokens: exchange.promptTokens, thoughtTokens };
+  const base = {
+    seq: exchange.seq,
+    model: request.model,
+    promptTokens: exchange.promptTokens,
+    cacheReadTokens: exchange.cacheReadTokens,
+    cacheWriteTokens: exchange.cacheWriteTokens,
+    thoughtTokens,
+  };
   const tool = toolToCall(request);
   if (tool) {
     const argumentsJson = JSON.stringify(simToolArguments(tool.schema));

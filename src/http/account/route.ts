@@ -33,7 +33,14 @@ export async function credits(key: KeyRecord, deps: EdgeDeps) {
 export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const [usage] = await deps.db.orm
-    .select({ requests: count(), billed: sum(usageRecords.billedMicro), input: sum(usageRecords.inputUnits), output: sum(usageRecords.outputUnits) })
+    .select({
+      requests: count(),
+      billed: sum(usageRecords.billedMicro),
+      input: sum(usageRecords.inputUnits),
+      output: sum(usageRecords.outputUnits),
+      cacheRead: sum(usageRecords.cacheReadUnits),
+      cacheWrite: sum(usageRecords.cacheWriteUnits),
+    })
     .from(usageRecords)
     .where(and(eq(usageRecords.keyId, key.id)));
   const billed = BigInt(usage?.billed ?? 0);
@@ -43,10 +50,15 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     name: key.name,
     display: key.display,
     created_at: Math.floor(key.createdAt.getTime() / 1000),
+    /** Unix seconds after which the key is refused; null: never. */
+    expires_at: key.expiresAt ? Math.floor(key.expiresAt.getTime() / 1000) : null,
     limits: { concurrency_max: key.concurrencyMax, rpm: key.rpm, tpm: key.tpm },
     usage: {
       requests: usage?.requests ?? 0,
-      input_tokens: Number(usage?.input ?? 0),
+      // The whole prompts, as `prompt_tokens` counts them; the cache parts also apart.
+      input_tokens: Number(usage?.input ?? 0) + Number(usage?.cacheRead ?? 0) + Number(usage?.cacheWrite ?? 0),
+      cached_tokens: Number(usage?.cacheRead ?? 0),
+      cache_write_tokens: Number(usage?.cacheWrite ?? 0),
       output_tokens: Number(usage?.output ?? 0),
       spent_toman: microToToman(billed),
       spent_micro_toman: billed.toString(),

@@ -43,7 +43,7 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
     {
       object: "list",
       node: deps.pools.node,
-      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)) })),
+      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null })),
     },
     requestId,
   );
@@ -57,12 +57,15 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
   const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
-  const row = await savePool(deps.db, model, parsed.data.backends);
-  deps.pools.apply(model, backends);
+  const row = await savePool(deps.db, model, parsed.data.backends, parsed.data.paid_fields);
+  deps.pools.apply(model, backends, row.paidFields);
   deps.pools.markApplied(row);
   deps.bus.publish(POOL_EVENTS, deps.subjects.poolEvents, { model });
   deps.log("info", "pool_set", { model, backends: backends.map((b) => b.name) });
   const pool = deps.pools.get(model)!;
   const nowMs = performance.now();
-  return json({ object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)) }, requestId);
+  return json(
+    { object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null },
+    requestId,
+  );
 }

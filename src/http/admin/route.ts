@@ -31,7 +31,7 @@ export function adminAuthorized(request: Request, adminToken: string): boolean {
 }
 
 const name = z.string().trim().min(1).max(200);
-const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
+export const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
   try {
     return tomanToMicro(value);
   } catch (error) {
@@ -39,7 +39,8 @@ const amountToman = z.union([z.number(), z.string()]).transform((value, ctx) => 
     return z.NEVER;
   }
 });
-const limits = {
+/** Key limits as operators and the account area set them. */
+export const keyLimitFields = {
   concurrency_max: z.number().int().min(1).max(CONCURRENCY_MAX_LIMIT).optional(),
   rpm: z.number().int().min(1).max(10_000_000).nullable().optional(),
   tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
@@ -66,9 +67,9 @@ const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => 
 // Strict: a misspelled field is a 400, not silently ignored.
 const createAccountBody = z.strictObject({ name });
 const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
-const createKeyBody = z.strictObject({ name, ...limits });
+const createKeyBody = z.strictObject({ name, ...keyLimitFields });
 const keyLimitsBody = z
-  .strictObject(limits)
+  .strictObject(keyLimitFields)
   .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency");
 const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
@@ -81,7 +82,7 @@ const rateBody = z.strictObject({
   effective_at: z.iso.datetime({ offset: true }).optional(),
 });
 
-function limitsOf(body: z.infer<typeof keyLimitsBody>) {
+export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
   return {
     concurrencyMax: body.concurrency_max,
     rpm: body.rpm,
@@ -91,8 +92,8 @@ function limitsOf(body: z.infer<typeof keyLimitsBody>) {
   };
 }
 
-async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>): Promise<T | Failure> {
-  const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
+export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
+  const raw = await readJsonBody(request, bytesMax);
   if (isFailure(raw)) return raw;
   const parsed = schema.safeParse(raw);
   return parsed.success ? parsed.data : zodFailure(parsed.error);
@@ -112,6 +113,7 @@ export function keyObject(key: KeyRecord) {
     residency: key.residency,
     created_at: key.createdAt.toISOString(),
     revoked_at: key.revokedAt?.toISOString() ?? null,
+    expires_at: key.expiresAt?.toISOString() ?? null,
   };
 }
 
@@ -212,7 +214,16 @@ export class AdminApi {
           backend: u.backend,
           input_units: u.inputUnits.toString(),
           output_units: u.outputUnits.toString(),
+          cache_read_units: u.cacheReadUnits.toString(),
+          cache_write_units: u.cacheWriteUnits.toString(),
           price_version: u.priceVersionId,
+          prices_toman_per_1m: {
+            input: u.inputPricePer1m.toString(),
+            output: u.outputPricePer1m.toString(),
+            cache_read: u.cacheReadPricePer1m.toString(),
+            cache_write: u.cacheWritePricePer1m.toString(),
+          },
+          metered_micro_toman: u.meteredMicro.toString(),
           billed_toman: microToToman(u.billedMicro),
           billed_micro_toman: u.billedMicro.toString(),
           status: u.status,

@@ -8,17 +8,18 @@
  */
 import { describe, fail } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, zodFailure } from "../guard.ts";
 import { type PaidContext, pricedModel, refused } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import type { OperationInput } from "../request.ts";
 import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
 
-export async function createSpeech(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createSpeech(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "speech", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = speechRequest.safeParse(raw);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
@@ -56,9 +57,7 @@ export async function createSpeech(request: Request, requestId: string, deps: Ed
   const end = (completed: boolean) => {
     if (done) return;
     done = true;
-    if (completed) sent.reply.finish();
-    else sent.reply.abort();
-    sent.release();
+    sent.reply.close(completed ? "done" : "abandoned");
   };
   const reader = upstream?.getReader();
   // Pulled one upstream read per client read: a slow client slows the upstream read, and

@@ -2,17 +2,19 @@
  * POST /v1/audio/transcriptions, billed per second of audio, rounded up.
  *
  *   edge: key → multipart body within TRANSCRIPTION_FILE_BYTES_MAX (413 above) → file name
- *         extension → fields → model → the duration read from the file itself with
- *         music-metadata (never from the client) → reserve = seconds × price → pool → the
- *         transcript relayed as the upstream wrote it (JSON, or the text formats as text/plain)
- *         → settle the same seconds.
+ *         extension → fields → model → the duration read from the audio data on the audio
+ *         thread (never from header fields or the client; src/audio) → reserve = the file's
+ *         size bound × price, or the decoded seconds when the wallet cannot hold that → pool →
+ *         the transcript relayed as the upstream wrote it (JSON, or the text formats as
+ *         text/plain) → settle max(decoded, the upstream's reported seconds) (seconds.ts).
  */
-import { parseBuffer } from "music-metadata";
+import { measureAudio } from "../../audio/measure.ts";
 import { describe, fail, type Failure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, zodFailure } from "../guard.ts";
 import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
+import type { Form, OperationInput } from "../request.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -21,37 +23,15 @@ import {
   transcriptionFields,
   type TranscriptionFields,
 } from "./schema.ts";
+import { audioSeconds, billedSeconds, reportedSeconds, reserveSeconds, type AudioSeconds } from "./seconds.ts";
 
 /** The largest transcript read from an upstream. */
 export const TRANSCRIPT_REPLY_BYTES_MAX = 8 * 1024 * 1024;
 const FORM_BYTES_MAX = TRANSCRIPTION_FILE_BYTES_MAX + TRANSCRIPTION_FORM_OVERHEAD_BYTES_MAX;
 
-type Form = Awaited<ReturnType<Request["formData"]>>;
 
 function tooLarge(): Failure {
   return fail("request_too_large", `The audio file is larger than the limit of ${TRANSCRIPTION_FILE_BYTES_MAX} bytes.`, { param: "file" });
-}
-
-/** The multipart body, read within the size limit. */
-async function readForm(request: Request): Promise<Form | Failure> {
-  const type = request.headers.get("content-type") ?? "";
-  if (!type.toLowerCase().startsWith("multipart/form-data")) {
-    return fail("invalid_request", "Send the audio as multipart/form-data with a `file` field.", { param: "file" });
-  }
-  const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > FORM_BYTES_MAX) return tooLarge();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for await (const part of request.body ?? []) {
-    total += part.byteLength;
-    if (total > FORM_BYTES_MAX) return tooLarge();
-    parts.push(part);
-  }
-  try {
-    return await new Response(Buffer.concat(parts), { headers: { "content-type": type } }).formData();
-  } catch {
-    return fail("invalid_request", "The multipart body could not be read.", { param: "file" });
-  }
 }
 
 /** The text fields as the schema expects them; `timestamp_granularities[]` and the bare name both count. */
@@ -66,13 +46,12 @@ function formFields(form: Form): Record<string, unknown> {
   return fields;
 }
 
-/** Seconds of audio in the file, read from its own headers and frames. */
-async function audioSeconds(file: File, bytes: Uint8Array): Promise<number | Failure> {
-  try {
-    const meta = await parseBuffer(bytes, { mimeType: file.type || undefined, path: file.name, size: bytes.byteLength }, { duration: true });
-    const seconds = meta.format.duration;
-    if (seconds !== undefined && Number.isFinite(seconds) && seconds > 0) return seconds;
-  } catch {}
+/** The file's bytes and its seconds, read from its audio data. */
+async function readAudio(file: File): Promise<{ bytes: Uint8Array; seconds: AudioSeconds } | Failure> {
+  const measured = await measureAudio(new Uint8Array(await file.arrayBuffer())).catch(() => null);
+  if (!measured) return fail("service_unavailable", "The audio file could not be read right now; try again shortly.", { retryAfterS: 1 });
+  const duration = measured.duration;
+  if (duration && duration.seconds !== 0) return { bytes: measured.bytes, seconds: audioSeconds(duration, measured.bytes.byteLength) };
   return fail("invalid_request", "The file is not audio whose duration could be read. Supported formats: " + AUDIO_EXTENSIONS.join(", ") + ".", { param: "file" });
 }
 
@@ -85,11 +64,13 @@ function upstreamFields(fields: TranscriptionFields): Record<string, string | st
   return out;
 }
 
-export async function createTranscription(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createTranscription(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "transcription", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const form = await readForm(request);
+  const form = await input.form(FORM_BYTES_MAX);
+  if (form === null) return refused(deps, ctx, caller, tooLarge());
   if (isFailure(form)) return refused(deps, ctx, caller, form);
   const file = form.get("file");
   if (!(file instanceof File)) return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
@@ -103,18 +84,24 @@ export async function createTranscription(request: Request, requestId: string, d
   const priced = pricedModel(deps, caller, fields.model, "transcription", "audio_second");
   if (isFailure(priced)) return refused(deps, ctx, caller, priced);
   const { model, pricePer1m, pool } = priced;
-  const bytes = new Uint8Array(await file.arrayBuffer());
-  const duration = await audioSeconds(file, bytes);
-  if (isFailure(duration)) return refused(deps, ctx, caller, duration, model);
+  const audio = await readAudio(file);
+  if (isFailure(audio)) return refused(deps, ctx, caller, audio, model);
+  const { bytes, seconds } = audio;
 
-  const seconds = Math.ceil(duration);
+  const reserve = reserveSeconds(seconds);
+  const exactUnits = reserve.exactUnits;
   const admitted = await admit(deps, {
     requestId,
     caller,
     model,
     operation: "transcription",
     startedMs: ctx.startedMs,
-    reserve: { input: { unit: "audio_second", units: seconds, pricePer1m }, tokens: 0, exact: true },
+    reserve: {
+      input: { unit: "audio_second", units: reserve.units, pricePer1m },
+      tokens: 0,
+      exact: exactUnits === undefined,
+      ...(exactUnits !== undefined && { exactInputUnits: async () => exactUnits }),
+    },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
   const region = caller.region;
@@ -138,8 +125,8 @@ export async function createTranscription(request: Request, requestId: string, d
     await admitted.settle({ input: 0 }, backendName, describe(reply.code).status);
     return failed(reply, requestId, admitted.headers);
   }
-  await admitted.settle({ input: seconds }, backendName, 200);
   const json = fields.response_format === "json" || fields.response_format === "verbose_json";
+  await admitted.settle({ input: billedSeconds(seconds, reportedSeconds(reply, json)) }, backendName, 200);
   return new Response(reply, {
     headers: { "content-type": json ? "application/json" : "text/plain; charset=utf-8", "x-request-id": requestId, ...admitted.headers },
   });

@@ -1,6 +1,8 @@
 /**
  * The stream relay: the upstream's SSE frames to the client as OpenAI's clients expect them,
- * metered live, settled exactly once.
+ * metered live, settled exactly once. One Relay per stream owns the upstream reply from the pool
+ * to its one close; its consumer (the HTTP edge's SSE body, or the internal NATS service) takes
+ * frames in batches. How a stream ends is decided by ending.ts, a pure table.
  *
  *   pump (reads the upstream): decode → meter (extend the hold ahead of the tokens) → queue.
  *     The queue holds at most STREAM_RELAY_BUFFER_BYTES_MAX; past it the pump stops reading,
@@ -21,13 +23,15 @@
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
-import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/admission.ts";
+import { type Admission, usedTokens } from "../../admission/admission.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
+import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import type { ChatBudget } from "./budget.ts";
+import { decideEnd, type EndDecision } from "./ending.ts";
 import { StreamMeter } from "./meter.ts";
 import type { ChatRequest } from "./schema.ts";
 
@@ -85,214 +89,250 @@ function chunkIds(frame: StreamFrame, fallbackModel: string): ChunkIds | null {
   }
 }
 
-function frameBytes(data: string): Uint8Array {
-  return encoder.encode(`data: ${data}\n\n`);
+/**
+ * One frame for the client: a chunk's JSON (`data`), a keep-alive, the end, or an error. `bytes`
+ * is its SSE encoding, made once when it is queued (the HTTP edge writes it; the NATS service
+ * sends `data` in its own messages).
+ */
+export type RelayFrame =
+  | { kind: "data"; data: string; bytes: Uint8Array }
+  | { kind: "keepAlive"; bytes: Uint8Array }
+  | { kind: "done"; bytes: Uint8Array }
+  | { kind: "error"; failure: Failure; bytes: Uint8Array };
+
+const KEEP_ALIVE: RelayFrame = { kind: "keepAlive", bytes: KEEP_ALIVE_FRAME };
+const DONE: RelayFrame = { kind: "done", bytes: DONE_FRAME };
+
+function dataFrame(data: string): RelayFrame {
+  return { kind: "data", data, bytes: encoder.encode(`data: ${data}\n\n`) };
+}
+
+function errorFrame(failure: Failure): RelayFrame {
+  return { kind: "error", failure, bytes: encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) };
 }
 
 /**
- * Relays one admitted stream. The returned generator is what the Elysia route returns; the
- * upstream is read by a pump that runs beside it, bounded by the queue.
+ * Relays one admitted stream: a pump reads the upstream (decode → meter → queue, bounded by
+ * STREAM_RELAY_BUFFER_BYTES_MAX) while the consumer takes what is queued.
  */
-export function relayStream(
-  deps: EdgeDeps,
-  admission: Admission,
-  request: RelayRequest,
-  outcome: Extract<ChatOutcome, { kind: "stream" }>,
-  clientSignal: AbortSignal,
-): AsyncGenerator<Uint8Array> {
-  // From here the client's signal no longer aborts the upstream at once: the drain does.
-  outcome.reply.finish();
-  const wantsUsage = request.body.stream_options?.include_usage === true;
-  const choices = request.budget.choices;
-  const requestId = admission.requestId;
-  const model = admission.model.id;
-  const meter = new StreamMeter({ hold: admission, capTokens: request.budget.outputTokensMax * choices, enforce: request.budget.metered });
+export class Relay {
+  private readonly queue: RelayFrame[] = [];
+  private queuedBytes = 0;
+  private ended = false;
+  private clientGone = false;
+  private wakeClient: (() => void) | null = null;
+  private wakePump: (() => void) | null = null;
+  private abortAfterNextPiece = false;
+  private abortTimers: ReturnType<typeof setTimeout>[] = [];
+  private lastEventMs = performance.now();
+  private readonly meter: StreamMeter;
+  private readonly wantsUsage: boolean;
+  private readonly onClientGone = () => this.leave();
+  // What the pump has seen.
+  private reported: Usage | null = null;
+  private finished = false;
+  private failure: Failure | null = null;
+  private ids: ChunkIds | null = null;
+  private withheld: { text: string; reported?: number } | null = null;
+  /** Performance-clock time of the first delivered token, for TTFT. */
+  private firstTokenMs: number | null = null;
+  /** Read after the client left: generated, so billed. */
+  private afterGone = "";
+  /** Resolves once the stream is settled and its reply closed. */
+  readonly done: Promise<void>;
 
-  const queue: Uint8Array[] = [];
-  let queuedBytes = 0;
-  let ended = false;
-  let clientGone = false;
-  // Who waits: the client for frames, the pump for room (an object: TS does not track closures).
-  const wake: { client: (() => void) | null; pump: (() => void) | null } = { client: null, pump: null };
-  const push = (bytes: Uint8Array) => {
-    if (clientGone) return;
-    queue.push(bytes);
-    queuedBytes += bytes.length;
-    queuedBytesAll += bytes.length;
-    wake.client?.();
-  };
-  const roomForMore = async () => {
-    while (queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX && !clientGone) await new Promise<void>((r) => (wake.pump = r));
-  };
+  constructor(
+    private readonly deps: EdgeDeps,
+    private readonly admission: Admission,
+    private readonly request: RelayRequest,
+    private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,
+    private readonly clientSignal: AbortSignal,
+  ) {
+    const choices = request.budget.choices;
+    this.wantsUsage = request.body.stream_options?.include_usage === true;
+    this.meter = new StreamMeter({ hold: admission, capTokens: request.budget.outputTokensMax * choices, enforce: request.budget.metered });
+    clientSignal.addEventListener("abort", this.onClientGone, { once: true });
+    this.done = this.pump()
+      .catch((error) => deps.log("error", "relay_failed", { requestId: admission.requestId, error: (error as Error).message }))
+      .finally(() => {
+        this.ended = true;
+        clientSignal.removeEventListener("abort", this.onClientGone);
+        this.wakeClient?.();
+      });
+  }
 
-  let abortAfterNextPiece = false;
-  let abortTimers: ReturnType<typeof setTimeout>[] = [];
-  const onClientGone = () => {
-    if (clientGone || ended) return;
-    clientGone = true;
-    queue.length = 0;
-    queuedBytesAll -= queuedBytes;
-    queuedBytes = 0;
-    wake.pump?.();
-    abortTimers = [
-      setTimeout(() => (abortAfterNextPiece = true), STREAM_DRAIN_MS),
-      setTimeout(() => outcome.reply.abort(), STREAM_ABORT_MS_MAX),
+  /** The frames queued so far (waiting for some), or null once the stream has ended. */
+  async take(): Promise<RelayFrame[] | null> {
+    for (;;) {
+      if (this.queue.length > 0) {
+        const frames = this.queue.splice(0);
+        queuedBytesAll -= this.queuedBytes;
+        this.queuedBytes = 0;
+        this.wakePump?.();
+        return frames;
+      }
+      if (this.ended) return null;
+      await new Promise<void>((resolve) => (this.wakeClient = resolve));
+      this.wakeClient = null;
+    }
+  }
+
+  /**
+   * The consumer went away before the end: the upstream may still finish for STREAM_DRAIN_MS
+   * (to report its usage), then is stopped right after its next piece, and within
+   * STREAM_ABORT_MS_MAX whatever it does.
+   */
+  leave(): void {
+    if (this.clientGone || this.ended) return;
+    this.clientGone = true;
+    this.queue.length = 0;
+    queuedBytesAll -= this.queuedBytes;
+    this.queuedBytes = 0;
+    this.wakePump?.();
+    this.abortTimers = [
+      setTimeout(() => (this.abortAfterNextPiece = true), STREAM_DRAIN_MS),
+      setTimeout(() => this.outcome.reply.close("abandoned"), STREAM_ABORT_MS_MAX),
     ];
-  };
-  clientSignal.addEventListener("abort", onClientGone, { once: true });
+  }
 
-  let lastEventMs = performance.now();
-  const meterEvent = (end?: End, outputTokens = meter.tokens) => {
+  private push(frame: RelayFrame): void {
+    if (this.clientGone) return;
+    this.queue.push(frame);
+    this.queuedBytes += frame.bytes.length;
+    queuedBytesAll += frame.bytes.length;
+    this.wakeClient?.();
+  }
+
+  private async roomForMore(): Promise<void> {
+    while (this.queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX && !this.clientGone) await new Promise<void>((r) => (this.wakePump = r));
+  }
+
+  private meterEvent(end?: End, outputTokens = this.meter.tokens): void {
     const now = performance.now();
-    if (!end && now - lastEventMs < METER_EVENT_INTERVAL_MS) return;
-    lastEventMs = now;
-    deps.bus.publish(METER_EVENTS, deps.subjects.meter(model), {
-      requestId,
-      keyId: admission.key.id,
+    if (!end && now - this.lastEventMs < METER_EVENT_INTERVAL_MS) return;
+    this.lastEventMs = now;
+    const model = this.admission.model.id;
+    this.deps.bus.publish(METER_EVENTS, this.deps.subjects.meter(model), {
+      requestId: this.admission.requestId,
+      keyId: this.admission.key.id,
       model,
-      backend: outcome.backend.name,
+      backend: this.outcome.backend.name,
       outputTokens,
-      coveredTokens: meter.covered,
-      reserveMicro: admission.reserveMicro,
+      coveredTokens: this.meter.covered,
+      reserveMicro: this.admission.reserveMicro,
       end,
     });
-  };
+  }
 
-  const pump = async () => {
-    let reported: Usage | null = null;
-    let finished = false;
-    let failure: Failure | null = null;
-    let ids: ChunkIds | null = null;
-    let withheld: string | null = null;
-    let withheldReport: number | undefined;
-    /** Performance-clock time of the first delivered token, for TTFT. */
-    let firstTokenMs: number | null = null;
-    const content = () => ({ prompt: request.body.messages, completion: meter.delivered });
-    const settle = (usage: Usage, status: number, billedMicroMax?: bigint) =>
-      admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, status, { firstTokenMs, content, billedMicroMax });
-    let afterGone = ""; // read after the client left: generated, so billed
-    const handle = async (frame: StreamFrame): Promise<boolean> => {
-      if (frame.usage) reported = frame.usage;
-      if (clientGone) {
-        afterGone += frame.text;
-        return true;
-      }
-      ids ??= chunkIds(frame, model);
-      if (frame.usageOnly) {
-        if (frame.usage) await meter.report(frame.usage.outputTokens);
-        if (wantsUsage) push(frameBytes(frame.data));
-        return true;
-      }
-      if (frame.text !== "" && !(await meter.deliver(frame.text, frame.usage?.outputTokens))) {
-        withheld = frame.text;
-        withheldReport = frame.usage?.outputTokens;
-        return false;
-      }
-      if (frame.text !== "") firstTokenMs ??= performance.now();
-      push(frameBytes(frame.data));
+  /** One upstream frame: false when the hold cannot cover its text (the stream is cut there). */
+  private async handle(frame: StreamFrame): Promise<boolean> {
+    if (frame.usage) this.reported = frame.usage;
+    if (this.clientGone) {
+      this.afterGone += frame.text;
       return true;
-    };
+    }
+    this.ids ??= chunkIds(frame, this.admission.model.id);
+    if (frame.usageOnly) {
+      if (frame.usage) await this.meter.report(frame.usage.outputTokens);
+      if (this.wantsUsage) this.push(dataFrame(frame.data));
+      return true;
+    }
+    if (frame.text !== "" && !(await this.meter.deliver(frame.text, frame.usage?.outputTokens))) {
+      this.withheld = { text: frame.text, reported: frame.usage?.outputTokens };
+      return false;
+    }
+    if (frame.text !== "") this.firstTokenMs ??= performance.now();
+    this.push(dataFrame(frame.data));
+    return true;
+  }
+
+  private async pump(): Promise<void> {
+    const timing = { keepAliveMs: this.deps.env.STREAM_KEEPALIVE_MS, stallMsMax: this.deps.env.STREAM_STALL_MS };
     try {
-      // The pool's decoder: it times the tokens, which `release` reports to the backend's estimates.
-      const decoder = outcome.decoder;
-      const timing = { keepAliveMs: deps.env.STREAM_KEEPALIVE_MS, stallMsMax: deps.env.STREAM_STALL_MS };
-      read: for await (const piece of readUpstreamStream(outcome.reply, decoder, timing)) {
+      // The pool's decoder: it times the tokens, which the reply's close reports to the backend's estimates.
+      read: for await (const piece of readUpstreamStream(this.outcome.reply, this.outcome.decoder, timing)) {
         if (piece.keepAlive) {
-          push(KEEP_ALIVE_FRAME);
+          this.push(KEEP_ALIVE);
           continue;
         }
-        for (const frame of piece.frames) if (!(await handle(frame))) break read;
+        for (const frame of piece.frames) if (!(await this.handle(frame))) break read;
         // Translating decoders report usage on the piece (Anthropic's message_delta, Gemini's
         // usageMetadata with its thoughts), not on a frame: the meter sees every figure.
         if (piece.usage) {
-          reported = piece.usage;
-          if (!clientGone) await meter.report(piece.usage.outputTokens);
+          this.reported = piece.usage;
+          if (!this.clientGone) await this.meter.report(piece.usage.outputTokens);
         }
-        meterEvent();
-        if (piece.error) failure = piece.error;
+        this.meterEvent();
+        if (piece.error) this.failure = piece.error;
         if (piece.done || piece.error) {
-          finished = piece.done;
+          this.finished = piece.done;
           break;
         }
-        if (abortAfterNextPiece) break;
-        await roomForMore();
+        if (this.abortAfterNextPiece) break;
+        await this.roomForMore();
       }
-      if (!finished && !failure && withheld === null && !clientGone) {
-        failure = fail("upstream_error", "The upstream closed the stream before it finished.");
+      if (!this.finished && !this.failure && this.withheld === null && !this.clientGone) {
+        this.failure = fail("upstream_error", "The upstream closed the stream before it finished.");
       }
     } catch (error) {
-      if (!clientGone) {
-        failure =
+      if (!this.clientGone) {
+        this.failure =
           error instanceof StreamStalled
             ? fail("upstream_timeout", `The upstream stalled: ${error.message}.`)
             : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
       }
-    } finally {
-      abortTimers.forEach(clearTimeout);
-      outcome.reply.abort(); // a no-op once the body was read to its end
-      outcome.release();
     }
-    await meter.idle();
-    const usage = reported as Usage | null;
-    const input = async () => usage?.inputTokens ?? (await countPromptTokens(request.body.messages));
-    let end: End;
-    let outputTokens: number;
-    if (clientGone) {
-      end = "client_gone";
-      // Its final report if it finished, its running count if it keeps one, else our count: one figure.
-      const output = usage ? usage.outputTokens : await countTokens(meter.delivered + afterGone);
-      outputTokens = output;
-      await settle({ inputTokens: await input(), outputTokens: output }, STATUS_CLIENT_CLOSED);
-    } else if (withheld !== null) {
-      end = "length_cut";
-      const inputTokens = await input();
-      const billable = await meter.exact();
-      outputTokens = billable;
-      const metered = withheldReport ?? (await countTokens(meter.delivered + withheld));
-      const p = request.budget;
-      const billedMicroMax = BigInt(inputTokens) * p.inputPricePer1m + BigInt(billable) * p.outputPricePer1m;
-      await settle({ inputTokens, outputTokens: Math.max(metered, billable) }, 200, billedMicroMax);
-      push(cutFrames(ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model }, choices, wantsUsage ? { inputTokens, outputTokens: billable } : null));
-    } else {
-      end = failure ? "failed" : "done";
-      const settled = finished && usage ? usage : { inputTokens: await input(), outputTokens: await meter.exact() };
-      outputTokens = settled.outputTokens;
-      await settle(settled, failure ? 502 : 200);
-      push(failure ? encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) : DONE_FRAME);
-    }
-    meterEvent(end, outputTokens);
-  };
+    this.abortTimers.forEach(clearTimeout);
+    const decision = decideEnd({ clientGone: this.clientGone, withheld: this.withheld !== null, finished: this.finished, failure: this.failure, reported: this.reported });
+    this.outcome.reply.close(decision.reply);
+    await this.meter.idle();
+    await this.settle(decision);
+  }
 
-  const pumped = pump()
-    .catch((error) => deps.log("error", "relay_failed", { requestId, error: (error as Error).message }))
-    .finally(() => {
-      ended = true;
-      clientSignal.removeEventListener("abort", onClientGone);
-      wake.client?.();
+  /** Settles the stream as decided, queues its last frames and reports its end on the bus. */
+  private async settle(decision: EndDecision): Promise<void> {
+    const { body, budget } = this.request;
+    const usage = this.reported;
+    // The prompt as reported, its cache parts included; counted when the upstream reported none.
+    const prompt: Usage = usage ? { ...usage } : { inputTokens: await countPromptTokens(body.messages), outputTokens: 0 };
+    const delivered = this.meter.delivered;
+    const output =
+      decision.output === "report" ? usage!.outputTokens : decision.output === "count_sent" ? await countTokens(delivered + this.afterGone) : await this.meter.exact();
+    let billedMicroMax: bigint | undefined;
+    let metered = output;
+    if (decision.end === "length_cut") {
+      // Billed what was delivered; what was read beyond it is metered and written off.
+      metered = Math.max(output, this.withheld!.reported ?? (await countTokens(delivered + this.withheld!.text)));
+      billedMicroMax = this.admission.usedMicro(usedTokens({ ...prompt, outputTokens: output }));
+    }
+    const content = () => ({ prompt: body.messages, completion: delivered });
+    await this.admission.settle(usedTokens({ ...prompt, outputTokens: metered }), this.outcome.backend.name, decision.status, {
+      firstTokenMs: this.firstTokenMs,
+      content,
+      billedMicroMax,
     });
+    if (decision.last === "cut") {
+      const ids = this.ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: this.admission.model.id };
+      for (const frame of cutFrames(ids, budget.choices, this.wantsUsage ? { ...prompt, outputTokens: output } : null)) this.push(frame);
+    } else if (decision.last === "error") this.push(errorFrame(this.failure!));
+    else if (decision.last === "done") this.push(DONE);
+    this.meterEvent(decision.end, output);
+  }
+}
 
-  return (async function* client(): AsyncGenerator<Uint8Array> {
-    try {
-      for (;;) {
-        if (queue.length > 0) {
-          const bytes = queue.length === 1 ? queue[0]! : concat(queue);
-          queue.length = 0;
-          queuedBytesAll -= queuedBytes;
-          queuedBytes = 0;
-          wake.pump?.();
-          yield bytes;
-          continue;
-        }
-        if (ended) return;
-        await new Promise<void>((resolve) => (wake.client = resolve));
-        wake.client = null;
-      }
-    } finally {
-      // Left before the end: the client went away (Elysia stops pulling and returns us).
-      if (!ended) onClientGone();
-      await pumped;
+/**
+ * A relayed stream as the HTTP edge's SSE body: what Elysia's generator route returns. A client
+ * that stops pulling (Elysia returns the generator) has left.
+ */
+export async function* sseBody(relay: Relay): AsyncGenerator<Uint8Array> {
+  try {
+    for (let frames = await relay.take(); frames; frames = await relay.take()) {
+      yield frames.length === 1 ? frames[0]!.bytes : concat(frames.map((f) => f.bytes));
     }
-  })();
+  } finally {
+    relay.leave();
+    await relay.done;
+  }
 }
 
 function concat(parts: Uint8Array[]): Uint8Array {
@@ -308,15 +348,15 @@ function concat(parts: Uint8Array[]): Uint8Array {
 }
 
 /** The end of a stream cut at its hold: finish_reason "length" per choice, usage, [DONE]. */
-function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): Uint8Array {
+function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): RelayFrame[] {
   const base = { id: ids.id, object: "chat.completion.chunk", created: ids.created, model: ids.model };
-  let text = "";
+  const frames: RelayFrame[] = [];
   for (let index = 0; index < choices; index++) {
-    text += `data: ${JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })}\n\n`;
+    frames.push(dataFrame(JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })));
   }
   if (usage) {
-    const u = { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
-    text += `data: ${JSON.stringify({ ...base, choices: [], usage: u })}\n\n`;
+    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: usageToOpenAI(usage) })));
   }
-  return encoder.encode(text + "data: [DONE]\n\n");
+  frames.push(DONE);
+  return frames;
 }

@@ -1,13 +1,15 @@
 // The live dashboard: reads the gateway's SSE feed (/admin/pools/live) with fetch, because
 // EventSource cannot send the Authorization header, and redraws small canvas charts once a
 // second. No library and no CDN: everything it needs ships in this folder.
-"use strict";
+import { SseSplitter } from "./sse.js";
 
 const TOKEN_KEY = "darvaze.adminToken";
 /** Points kept per series: two minutes at one view per second. */
 const HISTORY_POINTS_MAX = 120;
 /** Series drawn per chart; the busiest are kept. */
 const SERIES_PER_CHART_MAX = 8;
+/** The largest event of the feed the page buffers (a cluster's view is far smaller). */
+const EVENT_CHARS_MAX = 4 * 1024 * 1024;
 /** Wait before reconnecting a dropped feed. */
 const RECONNECT_MS = 2000;
 const COLORS = ["#58a6ff", "#3fb950", "#d29922", "#f778ba", "#a371f7", "#56d4dd", "#ff7b72", "#e3b341"];
@@ -196,19 +198,12 @@ async function connect(token) {
   }
   showMain();
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
+  const sse = new SseSplitter({ eventCharsMax: EVENT_CHARS_MAX });
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      buffer += value;
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const event = buffer.slice(0, end);
-        buffer = buffer.slice(end + 2);
-        const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
-        if (data && event.includes("event: pools")) render(JSON.parse(data));
-      }
+      for (const event of sse.push(value)) if (event.event === "pools") render(JSON.parse(event.data));
     }
   } catch (error) {
     if (controller.signal.aborted) return;

@@ -10,12 +10,12 @@
 import { describe, fail, type Failure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
-import { countTokensMany } from "../../tokens/count.ts";
+import { countTokensMany, measureTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, json, zodFailure } from "../guard.ts";
 import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import type { OperationInput } from "../request.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
@@ -30,18 +30,29 @@ function tokensBound(inputs: string[] | number[][]): number[] {
   return inputs.map((item) => (typeof item === "string" ? Buffer.byteLength(item, "utf8") : item.length));
 }
 
-/** Per-input and per-request token limits; the byte bound is replaced by an exact count first. */
-async function checkWindow(inputs: string[] | number[][], window: number): Promise<Failure | null> {
-  let counts = tokensBound(inputs);
+/**
+ * Per-input and per-request token limits. The byte bound decides when it fits; otherwise the
+ * inputs are counted (capped work, taking turns by `fairnessKey`) and refused only when their
+ * proven lower bounds do not fit.
+ */
+async function checkWindow(inputs: string[] | number[][], window: number, options: { fairnessKey: string }): Promise<Failure | null> {
+  let lower = tokensBound(inputs);
   const over = (c: number[]) => c.some((n) => n > window) || c.reduce((a, b) => a + b, 0) > EMBEDDING_TOKENS_TOTAL_MAX;
-  if (over(counts)) counts = await exactTokens(inputs);
-  const longest = counts.findIndex((n) => n > window);
-  if (longest !== -1) {
-    return fail("context_length_exceeded", `This model's maximum context length is ${window} tokens, but input ${longest} has ${counts[longest]} tokens.`, { param: "input" });
+  if (!over(lower)) return null;
+  let exact = true;
+  if (typeof inputs[0] === "string") {
+    const measured = await measureTokensMany(inputs as string[], { purpose: "admission", fairnessKey: options.fairnessKey });
+    lower = measured.map((c) => c.lower);
+    exact = measured.every((c) => c.lower === c.upper);
   }
-  const total = counts.reduce((a, b) => a + b, 0);
+  const atLeast = exact ? "" : "at least ";
+  const longest = lower.findIndex((n) => n > window);
+  if (longest !== -1) {
+    return fail("context_length_exceeded", `This model's maximum context length is ${window} tokens, but input ${longest} has ${atLeast}${lower[longest]} tokens.`, { param: "input" });
+  }
+  const total = lower.reduce((a, b) => a + b, 0);
   if (total > EMBEDDING_TOKENS_TOTAL_MAX) {
-    return fail("invalid_request", `The inputs have ${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, { param: "input" });
+    return fail("invalid_request", `The inputs have ${atLeast}${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, { param: "input" });
   }
   return null;
 }
@@ -62,11 +73,12 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   return null;
 }
 
-export async function createEmbeddings(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "embeddings", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = embeddingsRequest.safeParse(raw);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
@@ -75,7 +87,8 @@ export async function createEmbeddings(request: Request, requestId: string, deps
   if (isFailure(priced)) return refused(deps, ctx, caller, priced);
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
-  const windowFailure = (await checkWindow(inputs, model.contextWindow)) ?? inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
+  const windowFailure =
+    (await checkWindow(inputs, model.contextWindow, { fairnessKey: caller.key.id })) ?? inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
   if (windowFailure) return refused(deps, ctx, caller, windowFailure, model);
 
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);

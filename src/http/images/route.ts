@@ -12,11 +12,11 @@ import { describe, fail, type Failure } from "../../errors.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { admit } from "../../admission/admission.ts";
-import { callerOf, failed, isFailure, json, zodFailure } from "../guard.ts";
+import { admit, enter } from "../../admission/admission.ts";
+import { failed, isFailure, json, zodFailure } from "../guard.ts";
 import { storeMedia } from "../media/store.ts";
 import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
-import { readJsonBody } from "../request.ts";
+import type { OperationInput } from "../request.ts";
 import { type ImageChoice, IMAGE_MODEL_DEFAULT, imagesRequest, resolveImageChoice } from "./schema.ts";
 
 /** The largest image downloaded from an upstream URL. */
@@ -41,10 +41,6 @@ async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uin
   return "code" in fetched ? fetched : fetched.bytes;
 }
 
-function origin(deps: EdgeDeps, request: Request): string {
-  return (deps.env.PUBLIC_URL ?? new URL(request.url).origin).replace(/\/+$/, "");
-}
-
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
 async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; backendUrl: string }, asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
   const { images, backendUrl } = reply;
@@ -62,11 +58,12 @@ async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; ba
   return data;
 }
 
-export async function createImages(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function createImages(input: OperationInput, deps: EdgeDeps): Promise<Response> {
+  const { requestId } = input;
   const ctx: PaidContext = { requestId, operation: "images", startedMs: performance.now() };
-  const caller = await callerOf(request, deps);
+  const caller = await enter(deps, input.credentials);
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
+  const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
   const parsed = imagesRequest.safeParse(raw);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
@@ -115,7 +112,7 @@ export async function createImages(request: Request, requestId: string, deps: Ed
     if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
     return { images: images.images, backendUrl: sent.backend.config.url };
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
-  const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, origin(deps, request)).catch((error: Error) => {
+  const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, input.origin).catch((error: Error) => {
     deps.log("error", "images_store_failed", { requestId, error: error.message });
     return fail("internal_error", "The images could not be stored; nothing was charged.");
   });

@@ -168,12 +168,12 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     expect(out.usage).toEqual({ inputTokens: 472, outputTokens: 89 });
   });
 
-  test("thinking and cumulative usage: the last output_tokens wins, cache reads count as input", () => {
+  test("thinking and cumulative usage: the last output_tokens wins, cache reads are part of the prompt, reported apart", () => {
     const out = decode("thinking.sse");
     const chunks = chunksOf(out);
     expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("")).toBe("27 * 453 = 12231");
     expect(chunks.filter((c) => c.choices[0]?.finish_reason === "length").length).toBeGreaterThan(0);
-    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31 });
+    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31, cacheReadTokens: 12 });
     expect(out.done).toBe(true);
   });
 

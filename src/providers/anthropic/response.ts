@@ -1,6 +1,6 @@
 /** Anthropic Messages reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
 
 export const anthropicUsage = z.looseObject({
@@ -26,11 +26,14 @@ const anthropicMessage = z.object({
 
 /**
  * Cache writes and reads are prompt tokens Anthropic reports apart from `input_tokens`; the
- * customer's prompt was all of them.
+ * customer's prompt was all of them, and each part is priced as Anthropic prices it.
+ * @example anthropicUsageToUsage({ input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 })
+ *   // { inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 }
  */
 export function anthropicUsageToUsage(usage: z.infer<typeof anthropicUsage>): Usage {
-  const input = (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
-  return { inputTokens: input, outputTokens: usage.output_tokens ?? 0 };
+  const read = usage.cache_read_input_tokens ?? 0;
+  const write = usage.cache_creation_input_tokens ?? 0;
+  return boundedUsage((usage.input_tokens ?? 0) + write + read, usage.output_tokens ?? 0, read, write);
 }
 
 /** @example anthropicStopToFinishReason("tool_use") // "tool_calls" */

@@ -1,6 +1,6 @@
 /** Gemini generateContent reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
 
 const count = z.number().int().nonnegative().nullish();
@@ -10,6 +10,7 @@ export const geminiUsage = z.looseObject({
   candidatesTokenCount: count,
   thoughtsTokenCount: count,
   toolUsePromptTokenCount: count,
+  cachedContentTokenCount: count,
 });
 
 export const geminiPart = z.looseObject({
@@ -33,16 +34,19 @@ export type GeminiReply = z.infer<typeof geminiReply>;
 
 /**
  * Thinking tokens are generated and billed by Google as output, though reported apart from
- * `candidatesTokenCount`; tool-use prompt tokens are input the same way.
+ * `candidatesTokenCount`; tool-use prompt tokens are input the same way. `promptTokenCount`
+ * includes `cachedContentTokenCount`, the part read from a context cache (priced apart).
  *
  * @example geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })
  *   // { inputTokens: 8, outputTokens: 42 }
  */
 export function geminiUsageToOpenAI(usage: z.infer<typeof geminiUsage>): Usage {
-  return {
-    inputTokens: (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
-    outputTokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
-  };
+  return boundedUsage(
+    (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
+    (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+    usage.cachedContentTokenCount ?? 0,
+    0,
+  );
 }
 
 /** @example geminiFinishToFinishReason("MAX_TOKENS", false) // "length" */

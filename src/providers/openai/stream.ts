@@ -2,6 +2,7 @@
  * Decodes an OpenAI-style SSE stream into frames to relay untouched, plus the usage it reports
  * (the final usage chunk, or vLLM's continuous usage on every chunk) and the delivered text.
  */
+import { SseSplitter } from "../sse.ts";
 import type { ChatStreamDecoder, StreamFrame, StreamPiece, Usage } from "../types.ts";
 import { openAIUsage, openAIUsageToUsage } from "./response.ts";
 
@@ -29,27 +30,15 @@ function deltaText(chunk: ChunkShape): string {
 }
 
 export class OpenAIStreamDecoder implements ChatStreamDecoder {
-  private buffer = "";
-  private dataLines: string[] = [];
+  private readonly sse = new SseSplitter();
 
   push(text: string): StreamPiece {
     const piece: StreamPiece = { frames: [], done: false };
-    this.buffer += text;
-    let newline: number;
-    while ((newline = this.buffer.indexOf("\n")) !== -1) {
-      let line = this.buffer.slice(0, newline);
-      this.buffer = this.buffer.slice(newline + 1);
-      if (line.endsWith("\r")) line = line.slice(0, -1);
-      if (line === "") this.dispatch(piece);
-      else if (line.startsWith("data:")) this.dataLines.push(line.slice(line.startsWith("data: ") ? 6 : 5));
-    }
+    for (const event of this.sse.push(text)) this.dispatch(piece, event.data);
     return piece;
   }
 
-  private dispatch(piece: StreamPiece): void {
-    if (this.dataLines.length === 0) return;
-    const data = this.dataLines.join("\n");
-    this.dataLines = [];
+  private dispatch(piece: StreamPiece, data: string): void {
     if (data === "[DONE]") {
       piece.done = true;
       return;

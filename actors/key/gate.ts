@@ -1,0 +1,22 @@
+/**
+ * What a key actor (actor.ts) asks of the cluster's rate limits, apart from how they are kept:
+ * rates.ts implements it with permits from each key's partition owner.
+ */
+import type { KeyRecord } from "../../src/keys/store.ts";
+import type { PermitReply, RateInfo } from "../protocol.ts";
+
+export type Amounts = { requests: number; tokens: number; micro: bigint };
+
+/** A refusal as it travels: the owner's, or this node's own (a Failure). */
+export type Refusal = Extract<PermitReply, { ok: false }>["failure"];
+export type Verdict = { ok: true; rate?: RateInfo } | { ok: false; failure: Refusal; rate?: RateInfo };
+
+export interface RateGate {
+  admit(key: KeyRecord, tokens: number, reserveMicro: bigint): Promise<Verdict>;
+  /** Money (and tokens) for a stream's extension: refused only by the monthly cap. */
+  extend(key: KeyRecord, tokens: number, micro: bigint): Promise<Refusal | null>;
+  /** Undoes an admit or an extension that did not go ahead. */
+  release(keyId: string, amounts: Amounts): void;
+  /** A request settled: its reserve is no longer in flight, `billedMicro` is spent, `tokens` corrects tpm (used − reserved). */
+  settled(keyId: string, s: { reserveMicro: bigint; billedMicro: bigint; tokens: number }): void;
+}

@@ -1,0 +1,45 @@
+/**
+ * The account area's parts, built from the configuration: the SMS sender, sign-in codes,
+ * sessions, and top-ups (through a payment provider when one is configured).
+ */
+import type { Env } from "../config.ts";
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../log.ts";
+import { OtpService } from "./otp.ts";
+import { SessionStore } from "./sessions.ts";
+import { kavenegarSender, logSender, noSender, type SmsSender } from "./sms.ts";
+import { ledgerTopUps, type ConsoleTopUps } from "./topups.ts";
+
+export interface Console {
+  otp: OtpService;
+  sessions: SessionStore;
+  topUps: ConsoleTopUps;
+  sender: SmsSender;
+}
+
+/** CONSOLE_SECRET, or one derived from KEY_PEPPER under a label of its own. */
+export function consoleSecret(env: Pick<Env, "CONSOLE_SECRET" | "KEY_PEPPER">): string {
+  return env.CONSOLE_SECRET ?? new Bun.CryptoHasher("sha256", env.KEY_PEPPER).update("darvaze console secret v1").digest("hex");
+}
+
+export function smsSender(env: Env, log: Logger): SmsSender {
+  switch (env.SMS_SENDER) {
+    case "kavenegar":
+      return kavenegarSender({ apiKey: env.KAVENEGAR_API_KEY!, template: env.KAVENEGAR_TEMPLATE, baseUrl: env.KAVENEGAR_URL, log });
+    case "log":
+      return logSender(log);
+    case "none":
+      return noSender;
+  }
+}
+
+export function createConsole(env: Env, db: Db, log: Logger, options: { topUps?: ConsoleTopUps; now?: () => number } = {}): Console {
+  const secret = consoleSecret(env);
+  const sender = smsSender(env, log);
+  return {
+    sender,
+    otp: new OtpService(db, { secret, sender, log, now: options.now }),
+    sessions: new SessionStore(db, { idleMs: env.CONSOLE_SESSION_IDLE_S * 1000, ttlMs: env.CONSOLE_SESSION_TTL_S * 1000, secret, now: options.now }),
+    topUps: options.topUps ?? ledgerTopUps(db),
+  };
+}

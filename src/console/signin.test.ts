@@ -1,0 +1,202 @@
+/**
+ * Codes and sessions against a real database with a clock the test moves: a code's 2-minute
+ * life, only the newest code counting, the daily cap on wrong tries across resends, per-phone
+ * resend limits, session idle and absolute lifetimes, a new id per sign-in, and the batched
+ * last use of keys.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { openDb, type Db } from "../db/client.ts";
+import { migrate } from "../db/migrate.ts";
+import { isFailure, type Failure } from "../errors.ts";
+import { silentLogger } from "../log.ts";
+import { LastUse } from "../keys/lastUse.ts";
+import { accountForPhone, createAccount } from "../ledger/wallets.ts";
+import { KeyStore } from "../keys/store.ts";
+import { OTP_RESEND_INTERVAL_MS, OTP_SENDS_PER_PHONE_PER_HOUR_MAX, OTP_TRIES_MAX, OTP_TTL_MS, OTP_WRONG_TRIES_PER_DAY_MAX, OtpService } from "./otp.ts";
+import { SESSIONS_PER_ACCOUNT_MAX, SessionStore } from "./sessions.ts";
+import { sweepConsole } from "./sweep.ts";
+import type { SmsSender } from "./sms.ts";
+
+let db: Db;
+let drop: (() => Promise<void>) | undefined;
+let nowMs = Date.parse("2026-11-23T10:00:00Z");
+const inbox = new Map<string, string>();
+const sender: SmsSender = {
+  kind: "log",
+  async sendCode(phone, code) {
+    inbox.set(phone, code);
+    return null;
+  },
+};
+let otp: OtpService;
+
+beforeAll(async () => {
+  const database = await freshDatabase();
+  drop = database?.drop;
+  db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  otp = new OtpService(db, { secret: "s".repeat(40), sender, log: silentLogger, now: () => nowMs });
+}, SETUP_MS_MAX);
+afterAll(async () => {
+  await db.close();
+  await drop?.();
+}, SETUP_MS_MAX);
+
+const wrongFor = (code: string) => (code === "123456" ? "654321" : "123456");
+const codeOf = (failure: Failure | null) => failure?.code ?? null;
+
+describe("one-time codes", () => {
+  test("a code lives 2 minutes; a resend waits a minute and replaces the earlier code", async () => {
+    const phone = "+989120000101";
+    expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
+    const first = inbox.get(phone)!;
+    nowMs += OTP_RESEND_INTERVAL_MS - 1_000;
+    expect(codeOf((await otp.send(phone, "10.0.0.1")) as Failure)).toBe("code_resend_limited");
+    nowMs += 1_000;
+    expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
+    const second = inbox.get(phone)!;
+    if (first !== second) expect(codeOf(await otp.verify(phone, first))).toBe("code_invalid");
+    nowMs += OTP_TTL_MS;
+    expect(codeOf(await otp.verify(phone, second))).toBe("code_expired");
+  });
+
+  test("at most OTP_SENDS_PER_PHONE_PER_HOUR_MAX codes an hour per phone", async () => {
+    const phone = "+989120000102";
+    for (let i = 0; i < OTP_SENDS_PER_PHONE_PER_HOUR_MAX; i++) {
+      expect(isFailure(await otp.send(phone, `10.0.1.${i}`))).toBe(false);
+      nowMs += OTP_RESEND_INTERVAL_MS;
+    }
+    const refused = (await otp.send(phone, "10.0.1.99")) as Failure;
+    expect(refused.code).toBe("code_resend_limited");
+    expect(refused.message).toContain("this hour");
+  });
+
+  test("wrong tries are capped per day across resends, then even a right code is refused", async () => {
+    const phone = "+989120000103";
+    let wrong = 0;
+    while (wrong < OTP_WRONG_TRIES_PER_DAY_MAX) {
+      nowMs += 3_600_000 / OTP_SENDS_PER_PHONE_PER_HOUR_MAX + 1; // stays within the hourly send limit
+      expect(isFailure(await otp.send(phone, "10.0.2.1"))).toBe(false);
+      for (let i = 0; i < OTP_TRIES_MAX && wrong < OTP_WRONG_TRIES_PER_DAY_MAX; i++, wrong++) {
+        expect(["code_invalid", "code_attempts_exceeded", null]).toContain(codeOf(await otp.verify(phone, wrongFor(inbox.get(phone)!))));
+      }
+    }
+    nowMs += OTP_RESEND_INTERVAL_MS;
+    const resend = (await otp.send(phone, "10.0.2.1")) as Failure;
+    expect(resend.code).toBe("code_attempts_exceeded");
+    expect(codeOf(await otp.verify(phone, inbox.get(phone)!))).toBe("code_attempts_exceeded");
+    nowMs += 24 * 3_600_000;
+    expect(isFailure(await otp.send(phone, "10.0.2.1"))).toBe(false);
+    expect(await otp.verify(phone, inbox.get(phone)!)).toBeNull();
+  });
+
+  test("concurrent wrong tries cannot exceed the per-code limit", async () => {
+    const phone = "+989120000104";
+    nowMs += 24 * 3_600_000;
+    await otp.send(phone, "10.0.3.1");
+    const code = inbox.get(phone)!;
+    const replies = await Promise.all(Array.from({ length: 12 }, () => otp.verify(phone, wrongFor(code))));
+    expect(replies.every((r) => r !== null)).toBe(true);
+    const [row] = await db.rows<{ tries: number }>(sql`SELECT tries FROM otp_codes WHERE phone = ${phone}`);
+    expect(row!.tries).toBe(OTP_TRIES_MAX);
+    expect(codeOf(await otp.verify(phone, code))).toBe("code_attempts_exceeded");
+  });
+
+  test("the first sign-in creates the account once, even twice at once", async () => {
+    const [a, b] = await Promise.all([accountForPhone(db, "+989120000105"), accountForPhone(db, "+989120000105")]);
+    expect(a.id).toBe(b.id);
+    expect([a.created, b.created].sort()).toEqual([false, true]);
+    const [wallet] = await db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM wallets WHERE account_id = ${a.id}`);
+    expect(wallet!.n).toBe(1);
+  });
+});
+
+describe("sessions", () => {
+  test("idle and absolute lifetimes; the token is stored hashed", async () => {
+    const sessions = new SessionStore(db, { idleMs: 60 * 60_000, ttlMs: 3 * 60 * 60_000, secret: "x".repeat(40), now: () => nowMs });
+    const { id: accountId } = await accountForPhone(db, "+989120000201");
+    const { token, id } = await sessions.create(accountId, { userAgent: "test", clientAddress: "10.0.0.9" });
+    const [row] = await db.rows<{ token_hash: string }>(sql`SELECT token_hash FROM console_sessions WHERE id = ${id}`);
+    expect(row!.token_hash).not.toContain(token);
+    expect((await sessions.lookup(token))?.accountId).toBe(accountId);
+    nowMs += 59 * 60_000;
+    expect(await sessions.lookup(token)).not.toBeNull(); // use renews the idle lifetime
+    nowMs += 59 * 60_000;
+    expect(await sessions.lookup(token)).not.toBeNull();
+    nowMs += 59 * 60_000; // used within idle every time, but 2 h 57 min since sign-in …
+    expect(await sessions.lookup(token)).not.toBeNull();
+    nowMs += 4 * 60_000; // … and past the absolute 3 h now
+    expect(await sessions.lookup(token)).toBeNull();
+
+    const idle = await sessions.create(accountId, { userAgent: null, clientAddress: null });
+    nowMs += 60 * 60_000;
+    expect(await sessions.lookup(idle.token)).toBeNull();
+  });
+
+  test("each sign-in has its own id; at most SESSIONS_PER_ACCOUNT_MAX live; revoke is per account", async () => {
+    const sessions = new SessionStore(db, { idleMs: 60 * 60_000, ttlMs: 3 * 60 * 60_000, secret: "x".repeat(40), now: () => nowMs });
+    const { id: accountId } = await accountForPhone(db, "+989120000202");
+    const made = [];
+    for (let i = 0; i <= SESSIONS_PER_ACCOUNT_MAX; i++) {
+      nowMs += 1;
+      made.push(await sessions.create(accountId, { userAgent: null, clientAddress: null }));
+    }
+    expect(new Set(made.map((m) => m.id)).size).toBe(made.length);
+    expect(await sessions.lookup(made[0]!.token)).toBeNull(); // the oldest was ended
+    expect((await sessions.list(accountId)).length).toBe(SESSIONS_PER_ACCOUNT_MAX);
+    const other = await accountForPhone(db, "+989120000203");
+    expect(await sessions.revoke(other.id, made[1]!.id)).toBe(false);
+    expect(await sessions.revoke(accountId, made[1]!.id)).toBe(true);
+    expect(await sessions.revokeAll(accountId)).toBe(SESSIONS_PER_ACCOUNT_MAX - 1);
+    expect(await sessions.lookup(made.at(-1)!.token)).toBeNull();
+    expect(sessions.csrfToken(made[1]!.id)).not.toBe(sessions.csrfToken(made[2]!.id));
+  });
+});
+
+test("old codes and long-ended sessions are swept; live ones stay", async () => {
+  const sessions = new SessionStore(db, { idleMs: 60 * 60_000, ttlMs: 3 * 60 * 60_000, secret: "x".repeat(40), now: () => nowMs });
+  const { id: accountId } = await accountForPhone(db, "+989120000301");
+  const ended = await sessions.create(accountId, { userAgent: null, clientAddress: null });
+  await sessions.revoke(accountId, ended.id);
+  await otp.send("+989120000301", "10.0.9.1");
+  const old = await sweepConsole(db, nowMs + 31 * 24 * 3_600_000);
+  expect(old.codes).toBeGreaterThan(0);
+  expect(old.sessions).toBeGreaterThan(0);
+  const live = await sessions.create(accountId, { userAgent: null, clientAddress: null });
+  await otp.send("+989120000302", "10.0.9.1");
+  await sweepConsole(db, nowMs);
+  expect(await sessions.lookup(live.token)).not.toBeNull();
+  const [left] = await db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM otp_codes WHERE phone = '+989120000302'`);
+  expect(left!.n).toBe(1);
+});
+
+describe("keys: last use in batches, expiry on cached keys", () => {
+  test("uses are written by one flush, never moving a key's last use back", async () => {
+    const keys = new KeyStore(db, { prefix: "sk-dvz-", pepper: "p".repeat(40) });
+    const account = await createAccount(db, "last use");
+    const { key, record } = await keys.create(account.id, "k", {});
+    for (let i = 0; i < 100; i++) expect(isFailure(await keys.authenticate(key))).toBe(false);
+    expect(keys.lastUse.size).toBe(1);
+    expect(await keys.lastUse.flush(db)).toBe(1);
+    const [row] = await db.rows<{ last_used_at: string }>(sql`SELECT last_used_at FROM api_keys WHERE id = ${record.id}`);
+    const written = new Date(row!.last_used_at).getTime();
+    expect(Math.abs(written - Date.now())).toBeLessThan(10_000);
+    const stale = new LastUse();
+    stale.note(record.id, written - 60_000);
+    await stale.flush(db);
+    const [after] = await db.rows<{ last_used_at: string }>(sql`SELECT last_used_at FROM api_keys WHERE id = ${record.id}`);
+    expect(new Date(after!.last_used_at).getTime()).toBe(written);
+  });
+
+  test("an expired key is refused even from the cache", async () => {
+    const keys = new KeyStore(db, { prefix: "sk-dvz-", pepper: "p".repeat(40) });
+    const account = await createAccount(db, "expiry");
+    const { key } = await keys.create(account.id, "k", { expiresAt: new Date(Date.now() + 300) });
+    expect(isFailure(await keys.authenticate(key))).toBe(false);
+    await Bun.sleep(350);
+    const refused = await keys.authenticate(key);
+    expect(isFailure(refused) && refused.message).toContain("expired");
+  });
+});

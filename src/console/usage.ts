@@ -1,0 +1,147 @@
+/**
+ * The account's usage as the console shows it: per request (newest first, filtered by key, model
+ * and date, paged by id), totals over the same filter, spend per UTC day, and a CSV export.
+ * Every query is scoped to one account and bounded (USAGE_PAGE_MAX rows a page,
+ * USAGE_CSV_ROWS_MAX rows an export, USAGE_DAYS_MAX days a chart).
+ */
+import { and, count, desc, eq, gte, lt, sql, sum, type SQL } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { apiKeys, usageRecords } from "../db/schema.ts";
+import { microToToman } from "../catalog/prices.ts";
+
+export const USAGE_PAGE_MAX = 200;
+export const USAGE_CSV_ROWS_MAX = 100_000;
+export const USAGE_DAYS_MAX = 366;
+
+export interface UsageFilter {
+  keyId?: string;
+  model?: string;
+  /** Inclusive lower bound. */
+  from?: Date;
+  /** Exclusive upper bound. */
+  to?: Date;
+}
+
+function where(accountId: string, filter: UsageFilter): SQL | undefined {
+  return and(
+    eq(usageRecords.accountId, accountId),
+    filter.keyId ? eq(usageRecords.keyId, filter.keyId) : undefined,
+    filter.model ? eq(usageRecords.model, filter.model) : undefined,
+    filter.from ? gte(usageRecords.createdAt, filter.from) : undefined,
+    filter.to ? lt(usageRecords.createdAt, filter.to) : undefined,
+  );
+}
+
+export interface UsageRow {
+  id: bigint;
+  requestId: string;
+  createdAt: Date;
+  keyId: string;
+  keyName: string | null;
+  model: string;
+  operation: string;
+  inputUnits: bigint;
+  outputUnits: bigint;
+  billedMicro: bigint;
+  status: number;
+  durationMs: number;
+}
+
+export async function usagePage(db: Db, accountId: string, filter: UsageFilter, page: { limit: number; beforeId?: bigint }): Promise<UsageRow[]> {
+  return db.orm
+    .select({
+      id: usageRecords.id,
+      requestId: usageRecords.requestId,
+      createdAt: usageRecords.createdAt,
+      keyId: usageRecords.keyId,
+      keyName: apiKeys.name,
+      model: usageRecords.model,
+      operation: usageRecords.operation,
+      inputUnits: usageRecords.inputUnits,
+      outputUnits: usageRecords.outputUnits,
+      billedMicro: usageRecords.billedMicro,
+      status: usageRecords.status,
+      durationMs: usageRecords.durationMs,
+    })
+    .from(usageRecords)
+    .leftJoin(apiKeys, eq(apiKeys.id, usageRecords.keyId))
+    .where(and(where(accountId, filter), page.beforeId !== undefined ? lt(usageRecords.id, page.beforeId) : undefined))
+    .orderBy(desc(usageRecords.id))
+    .limit(Math.min(page.limit, USAGE_CSV_ROWS_MAX));
+}
+
+export interface UsageTotals {
+  requests: number;
+  inputUnits: bigint;
+  outputUnits: bigint;
+  billedMicro: bigint;
+}
+
+export async function usageTotals(db: Db, accountId: string, filter: UsageFilter): Promise<UsageTotals> {
+  const [row] = await db.orm
+    .select({ requests: count(), input: sum(usageRecords.inputUnits), output: sum(usageRecords.outputUnits), billed: sum(usageRecords.billedMicro) })
+    .from(usageRecords)
+    .where(where(accountId, filter));
+  return { requests: row?.requests ?? 0, inputUnits: BigInt(row?.input ?? 0), outputUnits: BigInt(row?.output ?? 0), billedMicro: BigInt(row?.billed ?? 0) };
+}
+
+/** Spend per UTC day (`YYYY-MM-DD`), days without spend omitted. */
+export async function dailySpend(db: Db, accountId: string, filter: UsageFilter): Promise<{ day: string; billedMicro: bigint; requests: number }[]> {
+  const day = sql<string>`to_char(${usageRecords.createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD')`;
+  const rows = await db.orm
+    .select({ day, billed: sum(usageRecords.billedMicro), requests: count() })
+    .from(usageRecords)
+    .where(where(accountId, filter))
+    .groupBy(day)
+    .orderBy(day)
+    .limit(USAGE_DAYS_MAX);
+  return rows.map((r) => ({ day: r.day, billedMicro: BigInt(r.billed ?? 0), requests: r.requests }));
+}
+
+/** Spend per key over all time (the keys page's column). */
+export async function spendByKey(db: Db, accountId: string): Promise<Map<string, bigint>> {
+  const rows = await db.orm
+    .select({ keyId: usageRecords.keyId, billed: sum(usageRecords.billedMicro) })
+    .from(usageRecords)
+    .where(eq(usageRecords.accountId, accountId))
+    .groupBy(usageRecords.keyId);
+  return new Map(rows.map((r) => [r.keyId, BigInt(r.billed ?? 0)]));
+}
+
+/** The start of the UTC day and UTC month containing `now`: the monthly spend cap runs on the UTC month. */
+export function utcPeriods(now: Date): { dayStart: Date; monthStart: Date } {
+  return {
+    dayStart: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate())),
+    monthStart: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1)),
+  };
+}
+
+/**
+ * One CSV cell. A cell a spreadsheet would read as a formula (starting with `=`, `+`, `-`, `@`,
+ * tab or carriage return) gets a leading `'`; cells with a comma, quote or line break are quoted.
+ */
+export function csvCell(value: string): string {
+  const safe = /^[=+\-@\t\r]/.test(value) ? `'${value}` : value;
+  return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
+}
+
+export const USAGE_CSV_HEADER = ["time_utc", "request_id", "key_id", "key_name", "model", "operation", "input_units", "output_units", "cost_toman", "cost_micro_toman", "status", "duration_ms"];
+
+export function usageCsvLine(row: UsageRow): string {
+  return [
+    row.createdAt.toISOString(),
+    row.requestId,
+    row.keyId,
+    row.keyName ?? "",
+    row.model,
+    row.operation,
+    row.inputUnits.toString(),
+    row.outputUnits.toString(),
+    microToToman(row.billedMicro),
+    row.billedMicro.toString(),
+    String(row.status),
+    String(row.durationMs),
+  ]
+    .map(csvCell)
+    .join(",");
+}

@@ -1,0 +1,32 @@
+/**
+ * The account area's front end: a few static files shipped in src/http/console/ui/ (no CDN, no
+ * build step), served with a strict Content-Security-Policy: scripts, styles and requests from
+ * this origin only, no inline code, no framing.
+ */
+import { fail } from "../../errors.ts";
+import { failed } from "../guard.ts";
+import { newRequestId } from "../request.ts";
+
+const UI_DIR = new URL("./ui/", import.meta.url);
+const TYPES: Record<string, string> = {
+  "index.html": "text/html; charset=utf-8",
+  "console.js": "text/javascript; charset=utf-8",
+  "i18n.js": "text/javascript; charset=utf-8",
+  "console.css": "text/css; charset=utf-8",
+};
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+export function consoleAsset(name: string | undefined): Response {
+  const type = name ? TYPES[name] : undefined;
+  if (!name || !type) return failed(fail("not_found", "No such file."), newRequestId());
+  return new Response(Bun.file(new URL(name, UI_DIR)), {
+    headers: {
+      "content-type": type,
+      "cache-control": "no-cache",
+      "x-content-type-options": "nosniff",
+      "content-security-policy": CSP,
+      "referrer-policy": "same-origin",
+      "x-frame-options": "DENY",
+    },
+  });
+}

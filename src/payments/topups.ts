@@ -1,0 +1,337 @@
+/**
+ * Top-ups paid through a provider: records, their state machine, and the one `settle`.
+ *
+ *   created ──request ok──► redirected ──settle (claim)──► verifying ──paid──► verified
+ *      │                        │                            ├─not paid / invalid──► failed
+ *      └─request refused─► failed                            ├─amount differs / ref_id seen twice──► needs_review
+ *                                                            └─no usable answer──► verifying (claim released; retried)
+ *   redirected past its expiry ──► expired;  needs_review ──operator──► verified | failed;  any paid ──► reversed
+ *
+ * Invariants: the wallet is credited only in the transaction that moves a row to `verified`,
+ * through the ledger reference `topup:pay:<id>`, so no path (callback, reconciler, operator,
+ * retry) can credit twice; the credit goes to the account recorded at request time, for the
+ * requested amount (the provider's fee is recorded, never deducted). At most one verify is in
+ * flight per top-up: settle first claims the row (state `verifying`, a claim deadline, attempts
+ * + 1) and commits its outcome only if its claim still holds (`attempts` unchanged). The provider
+ * is called outside any transaction, with a timeout shorter than the claim.
+ */
+import { and, desc, eq, sql, type SQL } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { accounts, TOPUP_STATES, topups } from "../db/schema.ts";
+import { fail, isFailure, type Failure } from "../errors.ts";
+import { newId } from "../ids.ts";
+import { topUpIn } from "../ledger/wallets.ts";
+import type { Logger } from "../log.ts";
+import type { PaymentProvider, RawReply, VerifyOutcome } from "./provider.ts";
+
+export type Topup = typeof topups.$inferSelect;
+export type TopupState = Topup["state"];
+
+/** Provider replies kept per top-up; older ones are dropped first. */
+export const REPLIES_KEPT_MAX = 20;
+/** Settles that got no usable answer before a top-up goes to an operator. */
+export const VERIFY_ATTEMPTS_MAX = 30;
+/**
+ * Verifies a callback may start for one top-up. The callback needs no key, so whoever knows an
+ * authority could otherwise make us verify it without end (and Zarinpal throttle the merchant);
+ * past this only the reconciler, acting on the provider's own word, verifies it.
+ */
+export const CALLBACK_ATTEMPTS_MAX = 10;
+/** `list` returns at most this many. */
+export const LIST_LIMIT_MAX = 500;
+export const MICRO_PER_TOMAN = 1_000_000n;
+
+/** A named point where `DARVAZE_FAULT` makes the process die abruptly (crash tests). */
+export type FaultPoint = "topup_after_verify";
+
+export interface TopupsOptions {
+  db: Db;
+  provider: PaymentProvider;
+  log: Logger;
+  /** Where the provider sends the customer back (our /pay/<provider>/callback); known once the server listens. */
+  callbackUrl: () => string;
+  amountMinMicro: bigint;
+  amountMaxMicro: bigint;
+  /** A top-up not paid within this is expired by the reconciler. */
+  ttlMs: number;
+  /** How long one settle may hold its claim; longer than the provider timeout. */
+  claimMs: number;
+  fault?: FaultPoint;
+}
+
+export type StartResult = { topup: Topup; redirectUrl: string } | Failure;
+
+export class Topups {
+  constructor(readonly options: TopupsOptions) {}
+
+  get provider(): PaymentProvider {
+    return this.options.provider;
+  }
+
+  /**
+   * Records a top-up for the account and asks the provider for a payment; the customer is to be
+   * sent to `redirectUrl`.
+   */
+  async start(accountId: string, amountMicro: bigint): Promise<StartResult> {
+    const { db, provider, amountMinMicro, amountMaxMicro } = this.options;
+    if (amountMicro % MICRO_PER_TOMAN !== 0n) return fail("invalid_request", "amount_toman must be a whole number of toman", { param: "amount_toman" });
+    if (amountMicro < amountMinMicro || amountMicro > amountMaxMicro) {
+      return fail("invalid_request", `amount_toman must be between ${amountMinMicro / MICRO_PER_TOMAN} and ${amountMaxMicro / MICRO_PER_TOMAN}`, { param: "amount_toman" });
+    }
+    const [account] = await db.orm.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, accountId));
+    if (!account) return fail("not_found", `No account ${accountId}.`);
+    const id = newId("top");
+    await db.orm.insert(topups).values({
+      id,
+      accountId,
+      provider: provider.name,
+      amountMicro,
+      state: "created",
+      expiresAt: sql`now() + ${this.options.ttlMs} * interval '1 millisecond'`,
+    });
+    const outcome = await provider.request({ topupId: id, amountMicro, description: `Darvaze wallet top-up ${id}`, callbackUrl: this.options.callbackUrl() });
+    if (!outcome.ok) {
+      await this.move(id, ["created"], { state: "failed", reason: `request refused: ${outcome.reason}` }, outcome.raw);
+      this.options.log("warn", "topup_request_failed", { topupId: id, reason: outcome.reason });
+      return fail("upstream_error", `The payment provider refused the top-up: ${outcome.reason}.`);
+    }
+    const topup = await this.move(id, ["created"], { state: "redirected", authority: outcome.authority, feeMicro: outcome.feeMicro }, outcome.raw);
+    // Only a provider slower than the top-up's whole lifetime gets here: the reconciler expired it.
+    if (!topup) return fail("upstream_error", "The payment provider answered after the top-up had expired; start a new one.");
+    this.options.log("info", "topup_started", { topupId: id, accountId, amountMicro });
+    return { topup, redirectUrl: provider.redirectUrl(outcome.authority) };
+  }
+
+  async get(id: string): Promise<Topup | null> {
+    const [row] = await this.options.db.orm.select().from(topups).where(eq(topups.id, id));
+    return row ?? null;
+  }
+
+  async byAuthority(authority: string): Promise<Topup | null> {
+    const [row] = await this.options.db.orm.select().from(topups).where(eq(topups.authority, authority));
+    return row ?? null;
+  }
+
+  async list(filter: { state?: string; accountId?: string; limit: number }): Promise<Topup[]> {
+    const where: SQL[] = [];
+    if (filter.state) where.push(eq(topups.state, filter.state));
+    if (filter.accountId) where.push(eq(topups.accountId, filter.accountId));
+    return this.options.db.orm
+      .select()
+      .from(topups)
+      .where(and(...where))
+      .orderBy(desc(topups.createdAt))
+      .limit(Math.min(filter.limit, LIST_LIMIT_MAX));
+  }
+
+  /**
+   * Verifies the top-up with the provider and records the outcome, crediting the wallet once if
+   * it is paid. Safe to call any number of times from anywhere: a top-up already settled, or
+   * with a verify in flight elsewhere, is returned as it is. `by` bounds what a callback may
+   * start (CALLBACK_ATTEMPTS_MAX); the reconciler acts on the provider's own word and is not bounded.
+   */
+  async settle(id: string, by: "callback" | "reconciler"): Promise<Topup | null> {
+    const claimed = await this.claim(id, by === "callback" ? CALLBACK_ATTEMPTS_MAX : null);
+    if (!claimed) return this.get(id);
+    const outcome = await this.options.provider.verify({ authority: claimed.authority!, amountMicro: claimed.amountMicro });
+    if (this.options.fault === "topup_after_verify") {
+      // Crash tests: die between the provider's verify reply and the database commit.
+      process.kill(process.pid, "SIGKILL");
+    }
+    return this.record(claimed, outcome);
+  }
+
+  /** Takes the one verify in flight: from a waiting state, or from a claim that has lapsed. */
+  private async claim(id: string, attemptsMax: number | null): Promise<Topup | null> {
+    const [row] = await this.options.db.orm
+      .update(topups)
+      .set({
+        state: "verifying",
+        attempts: sql`${topups.attempts} + 1`,
+        claimUntil: sql`now() + ${this.options.claimMs} * interval '1 millisecond'`,
+        updatedAt: sql`now()`,
+      })
+      .where(
+        sql`${topups.id} = ${id} AND ${topups.authority} IS NOT NULL AND (${topups.state} IN ('redirected', 'failed', 'expired')
+            OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now())))
+            ${attemptsMax === null ? sql`` : sql`AND ${topups.attempts} < ${attemptsMax}`}`,
+      )
+      .returning();
+    return row ?? null;
+  }
+
+  /** Commits a verify's outcome under the claim that made it; a lost claim changes nothing. */
+  private async record(claimed: Topup, outcome: VerifyOutcome): Promise<Topup | null> {
+    const fence = { id: claimed.id, attempts: claimed.attempts };
+    const log = this.options.log;
+    switch (outcome.kind) {
+      case "paid": {
+        const credited = await this.verifyAndCredit(claimed, outcome, fence);
+        if (credited) log("info", "topup_verified", { topupId: claimed.id, accountId: claimed.accountId, amountMicro: claimed.amountMicro, alreadyVerified: outcome.alreadyVerified });
+        return credited ?? this.get(claimed.id);
+      }
+      case "amount_mismatch":
+        log("warn", "topup_needs_review", { topupId: claimed.id, reason: outcome.reason });
+        return this.fenced(fence, { state: "needs_review", reason: `verify: ${outcome.reason}` }, outcome.raw);
+      case "not_paid":
+      case "invalid":
+        return this.fenced(fence, { state: "failed", reason: `verify: ${outcome.reason}` }, outcome.raw);
+      case "retry": {
+        const review = claimed.attempts >= VERIFY_ATTEMPTS_MAX;
+        return this.fenced(
+          fence,
+          review
+            ? { state: "needs_review", reason: `verify unanswered after ${claimed.attempts} attempts: ${outcome.reason}` }
+            : { state: "verifying", claimUntil: null, reason: `verify unanswered, will retry: ${outcome.reason}` },
+          outcome.raw,
+        );
+      }
+    }
+  }
+
+  /**
+   * Marks the top-up verified and credits the wallet in one transaction. A ref_id already on
+   * another top-up sends this one to review instead (the unique index backs the check).
+   */
+  private async verifyAndCredit(claimed: Topup, paid: Extract<VerifyOutcome, { kind: "paid" }>, fence: { id: string; attempts: number }): Promise<Topup | null> {
+    const { db, provider } = this.options;
+    const duplicate = await db.orm
+      .select({ id: topups.id })
+      .from(topups)
+      .where(sql`${topups.provider} = ${provider.name} AND ${topups.refId} = ${paid.refId} AND ${topups.id} <> ${claimed.id}`);
+    if (duplicate.length > 0) {
+      this.options.log("warn", "topup_needs_review", { topupId: claimed.id, reason: "ref_id seen twice" });
+      return this.fenced(fence, { state: "needs_review", reason: `ref_id ${paid.refId} already belongs to top-up ${duplicate[0]!.id}` }, paid.raw);
+    }
+    return db.orm.transaction(async (tx) => {
+      const [row] = await tx
+        .update(topups)
+        .set({
+          state: "verified",
+          refId: paid.refId,
+          cardPan: paid.cardPan,
+          cardHash: paid.cardHash,
+          feeMicro: paid.feeMicro ?? claimed.feeMicro,
+          reason: paid.alreadyVerified ? "verify answered 101 (already verified)" : null,
+          claimUntil: null,
+          verifiedAt: sql`now()`,
+          updatedAt: sql`now()`,
+          replies: appendReply(paid.raw),
+        })
+        .where(sql`${topups.id} = ${fence.id} AND ${topups.state} = 'verifying' AND ${topups.attempts} = ${fence.attempts}`)
+        .returning();
+      if (!row) return null;
+      const credit = await topUpIn(tx, row.accountId, row.amountMicro, ledgerKey(row.id));
+      if (isFailure(credit)) throw new Error(`top-up ${row.id}: ledger refused the credit: ${credit.message}`);
+      return row;
+    });
+  }
+
+  private async fenced(fence: { id: string; attempts: number }, change: Partial<Topup>, raw: RawReply): Promise<Topup | null> {
+    const [row] = await this.options.db.orm
+      .update(topups)
+      .set({ ...change, ...(change.state !== "verifying" ? { claimUntil: null } : {}), updatedAt: sql`now()`, replies: appendReply(raw) })
+      .where(sql`${topups.id} = ${fence.id} AND ${topups.state} = 'verifying' AND ${topups.attempts} = ${fence.attempts}`)
+      .returning();
+    return row ?? this.get(fence.id);
+  }
+
+  /** Moves a top-up between states, only from the listed ones; null when it was elsewhere. */
+  async move(id: string, from: readonly TopupState[], change: Partial<Topup>, raw?: RawReply): Promise<Topup | null> {
+    const [row] = await this.options.db.orm
+      .update(topups)
+      .set({ ...change, updatedAt: sql`now()`, ...(raw === undefined ? {} : { replies: appendReply(raw) }) })
+      .where(sql`${topups.id} = ${id} AND ${topups.state} IN (${sql.join(from.map((s) => sql`${s}`), sql`, `)})`)
+      .returning();
+    return row ?? null;
+  }
+
+  /** Expires a waiting top-up past its expiry (never one that is being verified). */
+  async expire(id: string, reason: string): Promise<Topup | null> {
+    const [row] = await this.options.db.orm
+      .update(topups)
+      .set({ state: "expired", reason, updatedAt: sql`now()` })
+      .where(sql`${topups.id} = ${id} AND ${topups.state} IN ('created', 'redirected') AND ${topups.expiresAt} < now()`)
+      .returning();
+    return row ?? null;
+  }
+
+  /**
+   * An operator's decision on a top-up in review: `complete` credits it (once, as any verify
+   * would); `reject` closes it without credit, and with `reverse` first hands the payment back
+   * through the provider (Zarinpal: within 30 minutes of payment). Either keeps the reason.
+   */
+  async review(id: string, decision: { complete: true } | { complete: false; reverse: boolean }, reason: string): Promise<Topup | Failure> {
+    if (decision.complete) return this.complete(id, reason);
+    if (!decision.reverse) {
+      const row = await this.move(id, ["needs_review"], { state: "failed", reason: `rejected by operator: ${reason}` });
+      return row ?? (await this.notInReview(id));
+    }
+    const row = await this.get(id);
+    if (row?.state !== "needs_review" || !row.authority) return this.notInReview(id);
+    if (!this.provider.reverse) return fail("invalid_request", `The ${this.provider.name} provider cannot reverse a payment.`);
+    const reversed = await this.provider.reverse(row.authority);
+    if (!reversed.ok) return fail("upstream_error", `The payment provider did not reverse the payment: ${reversed.reason}.`);
+    this.options.log("info", "topup_reversed_by_operator", { topupId: id });
+    const moved = await this.move(id, ["needs_review"], { state: "reversed", reason: `reversed by operator: ${reason}` }, reversed.raw);
+    return moved ?? (await this.notInReview(id));
+  }
+
+  private async complete(id: string, reason: string): Promise<Topup | Failure> {
+    const row = await this.options.db.orm.transaction(async (tx) => {
+      const [moved] = await tx
+        .update(topups)
+        .set({ state: "verified", reason: `completed by operator: ${reason}`, verifiedAt: sql`now()`, updatedAt: sql`now()` })
+        .where(sql`${topups.id} = ${id} AND ${topups.state} = 'needs_review'`)
+        .returning();
+      if (!moved) return null;
+      const credit = await topUpIn(tx, moved.accountId, moved.amountMicro, ledgerKey(moved.id));
+      if (isFailure(credit)) throw new Error(`top-up ${moved.id}: ledger refused the credit: ${credit.message}`);
+      return moved;
+    });
+    if (row) this.options.log("info", "topup_completed_by_operator", { topupId: id, amountMicro: row.amountMicro });
+    return row ?? (await this.notInReview(id));
+  }
+
+  private async notInReview(id: string): Promise<Failure> {
+    const row = await this.get(id);
+    if (!row) return fail("not_found", `No top-up ${id}.`);
+    return fail("invalid_request", `Top-up ${id} is ${row.state}, not needs_review: only a top-up in review can be completed or rejected.`);
+  }
+
+  /** Top-ups per state, every node's (for /metrics). */
+  async countsByState(): Promise<Record<string, number>> {
+    const rows = await this.options.db.rows<{ state: string; n: string | number }>(sql`SELECT state, count(*) AS n FROM topups GROUP BY state`);
+    const counts: Record<string, number> = Object.fromEntries(TOPUP_STATES.map((state) => [state, 0]));
+    for (const r of rows) counts[r.state] = Number(r.n);
+    return counts;
+  }
+
+  /** Waiting top-ups the reconciler should look at: stale, past expiry, or a lapsed claim. */
+  async stale(staleMs: number, limit: number): Promise<Topup[]> {
+    return this.options.db.orm
+      .select()
+      .from(topups)
+      .where(
+        sql`(${topups.state} IN ('created', 'redirected') AND (${topups.updatedAt} < now() - ${staleMs} * interval '1 millisecond' OR ${topups.expiresAt} < now()))
+            OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now()))`,
+      )
+      .orderBy(topups.updatedAt)
+      .limit(limit);
+  }
+}
+
+/** Appends a reply to the kept ones, dropping the oldest beyond REPLIES_KEPT_MAX. */
+function appendReply(raw: RawReply): SQL {
+  const json = JSON.stringify(raw ?? null);
+  return sql`(CASE WHEN jsonb_array_length(${topups.replies}) >= ${REPLIES_KEPT_MAX} THEN ${topups.replies} - 0 ELSE ${topups.replies} END) || jsonb_build_array(${json}::jsonb)`;
+}
+
+/** The ledger reference a paid top-up is credited under (`topUpIn` adds the `topup:`). */
+export function topupReference(id: string): string {
+  return `topup:${ledgerKey(id)}`;
+}
+
+function ledgerKey(id: string): string {
+  return `pay:${id}`;
+}

@@ -1,0 +1,265 @@
+/**
+ * The account area's API, called directly as a browser would (Origin, cookie, CSRF token): sign-in
+ * by code through the Kavenegar-speaking SMS simulator, refusals (cross-site including another
+ * port, no session, another account's ids, a code after 5 wrong tries, resend limits), keys
+ * refused before funding, key expiry, usage and its CSV export.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import OpenAI from "openai";
+import { OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, OTP_TRIES_MAX } from "../src/console/otp.ts";
+import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
+import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+
+const SMS_KEY = "sim-kavenegar-key";
+const TEMPLATE = "darvaze-otp";
+const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
+
+let sms: SmsSimulator;
+let zarinpal: ZarinpalSim;
+let t: TestGateway;
+let origin: string;
+
+beforeAll(async () => {
+  sms = await startSmsSimulator({ apiKey: SMS_KEY, template: TEMPLATE });
+  zarinpal = await startZarinpalSim({ merchantIds: [MERCHANT] });
+  t = await startTestGateway({
+    SMS_SENDER: "kavenegar",
+    KAVENEGAR_API_KEY: SMS_KEY,
+    KAVENEGAR_TEMPLATE: TEMPLATE,
+    KAVENEGAR_URL: sms.url,
+    ZARINPAL_MERCHANT_ID: MERCHANT,
+    ZARINPAL_BASE_URL: zarinpal.url,
+    RECONCILE_INTERVAL_MS: "0",
+  });
+  origin = new URL(t.url).origin;
+}, SETUP_MS_MAX);
+
+afterAll(async () => {
+  await t?.stop();
+  await sms?.stop();
+}, SETUP_MS_MAX);
+
+interface Browser {
+  cookie: string | null;
+  csrf: string | null;
+}
+
+async function call(b: Browser | null, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${t.url}${path}`, {
+    method,
+    headers: {
+      origin,
+      "sec-fetch-site": "same-origin",
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...(b?.cookie ? { cookie: b.cookie } : {}),
+      ...(b?.csrf ? { "x-csrf-token": b.csrf } : {}),
+      ...headers,
+    },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const setCookie = response.headers.get("set-cookie");
+  if (b && setCookie) b.cookie = setCookie.split(";")[0]!;
+  const text = await response.text();
+  let parsed: any = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+async function signIn(national: string): Promise<Browser> {
+  const b: Browser = { cookie: null, csrf: null };
+  const sent = await call(b, "POST", "/console/api/otp", { phone: national });
+  expect(sent.status).toBe(202);
+  const code = sms.lastCode(national)!;
+  expect(code).toMatch(/^\d{6}$/);
+  const signed = await call(b, "POST", "/console/api/sign-in", { phone: national, code });
+  expect(signed.status).toBe(200);
+  b.csrf = signed.body.csrf_token;
+  return b;
+}
+
+/** Waits until the account's usage shows `requests` requests: records are written within the durability bound (a stream and a consumer with NATS). */
+async function usageWritten(b: Browser, requests: number): Promise<void> {
+  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await Bun.sleep(100)) {
+    if ((await call(b, "GET", "/console/api/usage")).body.totals.requests >= requests) return;
+  }
+  throw new Error(`usage never showed ${requests} requests`);
+}
+
+const persian = (ascii: string) => ascii.replace(/\d/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[Number(d)]!);
+
+describe("console API", () => {
+  test("sign-in with a code typed in Persian digits creates the account and a session cookie", async () => {
+    const b: Browser = { cookie: null, csrf: null };
+    expect((await call(b, "POST", "/console/api/otp", { phone: "+98 912 000 0001" })).status).toBe(202);
+    const code = sms.lastCode("09120000001")!;
+    const signed = await call(b, "POST", "/console/api/sign-in", { phone: persian("09120000001"), code: persian(code) });
+    expect(signed.status).toBe(200);
+    expect(signed.body.phone).toBe("+989120000001");
+    expect(signed.headers.get("set-cookie")).toMatch(/^dvz_session=\w{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
+    b.csrf = signed.body.csrf_token;
+    const session = await call(b, "GET", "/console/api/session");
+    expect(session.body.account_id).toBe(signed.body.account_id);
+    // The same code again: used up.
+    expect((await call(null, "POST", "/console/api/sign-in", { phone: "09120000001", code })).body.error.code).toBe("code_expired");
+    // Signing in again from this browser makes a new session and ends the one it came with.
+    const oldCookie = b.cookie;
+    await call(b, "POST", "/console/api/otp", { phone: "09120000011" });
+    const again = await call(b, "POST", "/console/api/sign-in", { phone: "09120000011", code: sms.lastCode("09120000011") });
+    expect(again.body.session_id).not.toBe(signed.body.session_id);
+    expect(b.cookie).not.toBe(oldCookie);
+    expect((await call({ cookie: oldCookie, csrf: null }, "GET", "/console/api/session")).status).toBe(401);
+  });
+
+  test("top-up through Zarinpal: the payment page, then check status of a payment whose customer never came back", async () => {
+    const b = await signIn("09120000012");
+    const started = await call(b, "POST", "/console/api/topups", { amount_toman: 50_000 });
+    expect(started.status).toBe(201);
+    expect(started.body.payment_url).toStartWith(`${zarinpal.url}/pg/StartPay/`);
+    const pending = await call(b, "GET", `/console/api/topups/${started.body.id}`);
+    expect(pending.body).toMatchObject({ state: "redirected", pending: true, ref_id: null, amount_micro_toman: "50000000000" });
+    // The customer pays and closes the tab: no callback ever arrives.
+    const bank = await fetch(`${started.body.payment_url}/pay-silently`, { method: "POST", redirect: "manual" });
+    expect(bank.status).toBeLessThan(500);
+    const checked = await call(b, "POST", `/console/api/topups/${started.body.id}/check`);
+    expect(checked.body).toMatchObject({ state: "verified", pending: false });
+    expect(checked.body.ref_id).toMatch(/^\d+$/);
+    expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
+    // Checking again credits nothing more.
+    await call(b, "POST", `/console/api/topups/${started.body.id}/check`);
+    expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
+  });
+
+  test("refusals: no session, cross-site (another port too), missing CSRF token", async () => {
+    expect((await call(null, "GET", "/console/api/overview")).body.error.code).toBe("session_required");
+    const b = await signIn("09120000002");
+    const otherPort = `http://127.0.0.1:${Number(new URL(t.url).port) + 1}`;
+    const cross = await call(b, "POST", "/console/api/keys", { name: "x" }, { origin: otherPort, "sec-fetch-site": "same-site" });
+    expect(cross.status).toBe(403);
+    expect(cross.body.error.code).toBe("cross_site_refused");
+    expect((await call(b, "GET", "/console/api/keys", undefined, { origin: otherPort, "sec-fetch-site": "same-site" })).status).toBe(403);
+    expect((await call({ ...b, csrf: null }, "POST", "/console/api/keys", { name: "x" })).body.error.code).toBe("cross_site_refused");
+    expect((await call(b, "POST", "/console/api/sign-in", { phone: "09120000002", code: "000000" }, { origin: "https://evil.example", "sec-fetch-site": "cross-site" })).status).toBe(403);
+  });
+
+  test("a code is dead after 5 wrong tries, even the right one", async () => {
+    await call(null, "POST", "/console/api/otp", { phone: "09120000003" });
+    const code = sms.lastCode("09120000003")!;
+    const wrong = code === "000000" ? "111111" : "000000";
+    for (let i = 1; i <= OTP_TRIES_MAX; i++) {
+      const reply = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code: wrong });
+      expect(reply.body.error.code).toBe(i < OTP_TRIES_MAX ? "code_invalid" : "code_attempts_exceeded");
+    }
+    const right = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code });
+    expect(right.status).toBe(429);
+    expect(right.body.error.code).toBe("code_attempts_exceeded");
+  });
+
+  test("keys: refused before funding, created after, another account's id is not found, expiry enforced", async () => {
+    const b = await signIn("09120000004");
+    const before = await call(b, "POST", "/console/api/keys", { name: "first" });
+    expect(before.status).toBe(409);
+    expect(before.body.error.code).toBe("wallet_not_funded");
+    const session = await call(b, "GET", "/console/api/session");
+    expect((await call(b, "GET", "/console/api/overview")).body).toMatchObject({ funded: false, low_balance: true, balance_micro_toman: "0" });
+    await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 100_000, reference: "console-api-1" });
+    const overview = (await call(b, "GET", "/console/api/overview")).body;
+    expect(overview).toMatchObject({ funded: true, low_balance: false, available_toman: "100000", today: { requests: 0, timezone: "UTC" }, jalali_month: { timezone: "Asia/Tehran" } });
+    expect(overview.month.from).toMatch(/^\d{4}-\d{2}-01T00:00:00\.000Z$/);
+    const created = await call(b, "POST", "/console/api/keys", { name: "first", rpm: 100 });
+    expect(created.status).toBe(201);
+    expect(created.body.exports).toEqual([`export OPENAI_BASE_URL=${t.url}/v1`, `export OPENAI_API_KEY=${created.body.key}`]);
+
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
+    const reply = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 });
+    await usageWritten(b, 1);
+    const listed = await call(b, "GET", "/console/api/keys");
+    expect(JSON.stringify(listed.body)).not.toContain(created.body.key);
+    const row = listed.body.data.find((k: any) => k.id === created.body.id);
+    expect(row.last_used_at).not.toBeNull();
+    const usage = await call(b, "GET", `/console/api/usage?key=${created.body.id}`);
+    expect(usage.body.data).toHaveLength(1);
+    expect(usage.body.data[0].output_units).toBe(String(reply.usage!.completion_tokens));
+    expect(row.spent_micro_toman).toBe(usage.body.totals.cost_micro_toman);
+    expect((await call(b, "GET", "/console/api/usage?model=gpt-4o-mini")).body.data).toHaveLength(1);
+    expect((await call(b, "GET", "/console/api/usage?model=other-model")).body.totals.requests).toBe(0);
+    expect((await call(b, "GET", "/console/api/usage?from=2000-01-01&to=2000-01-02")).body.data).toHaveLength(0);
+    const today = new Date().toISOString().slice(0, 10);
+    expect((await call(b, "GET", `/console/api/usage?from=${today}&to=${today}`)).body.daily).toEqual([
+      { day: today, cost_toman: usage.body.totals.cost_toman, cost_micro_toman: usage.body.totals.cost_micro_toman, requests: 1 },
+    ]);
+    expect((await call(b, "GET", "/console/api/usage?from=yesterday")).status).toBe(400);
+
+    const other = await signIn("09120000005");
+    expect((await call(other, "DELETE", `/console/api/keys/${created.body.id}`)).status).toBe(404);
+    expect((await call(other, "GET", `/console/api/usage?key=${created.body.id}`)).body.data).toHaveLength(0);
+    const mine = await call(b, "POST", "/console/api/topups", { amount_toman: 20_000 });
+    expect((await call(b, "GET", "/console/api/topups")).body.data.map((x: any) => x.id)).toEqual([mine.body.id]);
+    expect((await call(other, "GET", "/console/api/topups")).body.data).toEqual([]);
+    expect((await call(other, "GET", `/console/api/topups/${mine.body.id}`)).status).toBe(404);
+    expect((await call(other, "POST", `/console/api/topups/${mine.body.id}/check`)).status).toBe(404);
+
+    const soon = await call(b, "POST", "/console/api/keys", { name: "brief", expires_at: new Date(Date.now() + 1_500).toISOString() });
+    expect(soon.status).toBe(201);
+    const briefClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: soon.body.key, maxRetries: 0 });
+    await briefClient.models.list(); // cached now
+    const info = (await (await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${soon.body.key}` } })).json()) as { expires_at: number };
+    expect(info.expires_at).toBe(Math.floor(Date.parse(soon.body.expires_at) / 1000));
+    await Bun.sleep(1_600);
+    const refused = await briefClient.models.list().catch((error) => error);
+    expect(refused.status).toBe(401);
+    expect(refused.error.message).toContain("expired");
+
+    expect((await call(b, "DELETE", `/console/api/keys/${created.body.id}`)).body.revoked_at).not.toBeNull();
+    const after = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }).catch((e) => e);
+    expect(after.status).toBe(401);
+  }, 30_000);
+
+  test("CSV export escapes formula cells", async () => {
+    const b = await signIn("09120000006");
+    const session = await call(b, "GET", "/console/api/session");
+    await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 100_000, reference: "console-api-2" });
+    const created = await call(b, "POST", "/console/api/keys", { name: "=HYPERLINK(\"http://x\")" });
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
+    await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
+    await usageWritten(b, 1);
+    const csv = await call(b, "GET", "/console/api/usage.csv");
+    expect(csv.headers.get("content-type")).toBe("text/csv; charset=utf-8");
+    const lines = (csv.body as string).trim().split("\r\n");
+    expect(lines[0]).toStartWith("time_utc,request_id,key_id,key_name");
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toContain(`"'=HYPERLINK(""http://x"")"`);
+  });
+
+  test("sessions are listed, revocable, and sign-out everywhere ends them all", async () => {
+    const a = await signIn("09120000007");
+    const list = await call(a, "GET", "/console/api/sessions");
+    expect(list.body.data).toHaveLength(1);
+    expect(list.body.data[0].current).toBe(true);
+    const out = await call(a, "POST", "/console/api/sign-out-everywhere");
+    expect(out.body.sessions_ended).toBe(1);
+    expect((await call(a, "GET", "/console/api/session")).status).toBe(401);
+  });
+
+  test("resend limits: per phone (a minute apart) and per client address", async () => {
+    expect((await call(null, "POST", "/console/api/otp", { phone: "09120000008" })).status).toBe(202);
+    const again = await call(null, "POST", "/console/api/otp", { phone: "09120000008" });
+    expect(again.status).toBe(429);
+    expect(again.body.error.code).toBe("code_resend_limited");
+    expect(Number(again.headers.get("retry-after"))).toBeGreaterThan(0);
+    let refusedAt = -1;
+    for (let i = 0; i <= OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX; i++) {
+      const reply = await call(null, "POST", "/console/api/otp", { phone: `0913${String(i).padStart(7, "0")}` });
+      if (reply.status === 429) {
+        refusedAt = i;
+        expect(reply.body.error.message).toContain("network");
+        break;
+      }
+    }
+    // Every send from this address this hour counts (the tests above sent some).
+    expect(refusedAt).toBeGreaterThanOrEqual(0);
+    expect(refusedAt).toBeLessThan(OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX);
+  });
+});
