@@ -216,6 +216,11 @@ export const backendSchema = z.object({
   region: z.enum(["in-country", "abroad"]),
   weight: z.number().positive().max(1000).default(1),
   concurrency_max: z.number().int().positive().max(100_000).default(256),
+  /**
+   * An `openai` backend that speaks OpenAI's Responses API: every chat request (whatever wire the
+   * client used) is sent to its `/responses` natively, stateless, and its replies read back.
+   */
+  responses_api: z.boolean().optional(),
 });
 
 export type BackendConfig = z.infer<typeof backendSchema>;

@@ -24,6 +24,7 @@ export const storedBackendSchema = z.strictObject({
   region: backendSchema.shape.region,
   weight: backendSchema.shape.weight,
   concurrency_max: backendSchema.shape.concurrency_max,
+  responses_api: backendSchema.shape.responses_api,
 });
 export type StoredBackend = z.infer<typeof storedBackendSchema>;
 

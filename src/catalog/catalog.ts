@@ -10,6 +10,7 @@
  * the existing versions for the models and units that have none yet (a unit added to the seed,
  * such as a cache price, is priced in every version at that version's rate).
  */
+import { MODEL_ALIASES } from "./aliases.ts";
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
@@ -91,9 +92,13 @@ export class Catalog {
     if (next && next.effectiveAtMs <= this.nowMs()) this.advance();
   }
 
+  /** The model of a catalog id, or of a vendor's dated id (aliases.ts). */
   get(id: string): CatalogModel | undefined {
     this.refresh();
-    return this.byId.get(id);
+    const model = this.byId.get(id);
+    if (model) return model;
+    const aliased = MODEL_ALIASES.get(id);
+    return aliased === undefined ? undefined : this.byId.get(aliased);
   }
 
   list(): readonly CatalogModel[] {

@@ -11,6 +11,8 @@ import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { createEmbeddings } from "./embeddings/route.ts";
+import { createResponse } from "./responses/route.ts";
+import { countMessageTokens, createMessage } from "./messages/route.ts";
 import { createSpeech } from "./audio/speech.ts";
 import { createTranscription } from "./audio/transcription.ts";
 import { createImages } from "./images/route.ts";
@@ -77,6 +79,10 @@ export function createApp(deps: EdgeDeps, options: { rateFetch?: () => FetchStat
       return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
     })
     .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
+    // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
+    .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps), NO_PARSE)
     .post("/v1/embeddings", ({ request }) => createEmbeddings(input(request), deps), NO_PARSE)
     .post("/v1/audio/speech", ({ request }) => createSpeech(input(request), deps), NO_PARSE)
     .post("/v1/audio/transcriptions", ({ request }) => createTranscription(input(request), deps), NO_PARSE)

@@ -20,6 +20,8 @@ export class Exchange {
   readonly requestId: string | null;
   readonly startedAt = Date.now();
   model = "";
+  /** The route served, for the wires besides chat completions (logged, so tests see which was used). */
+  path: string | null = null;
   stream = false;
   promptTokens = 0;
   /** Parts of promptTokens reported as read from / written to the prompt cache. */
@@ -84,6 +86,7 @@ export class Exchange {
       seq: this.seq,
       requestId: this.requestId,
       model: this.model,
+      ...(this.path ? { path: this.path } : {}),
       stream: this.stream,
       promptTokens: this.promptTokens,
       ...(this.cacheReadTokens > 0 ? { cacheReadTokens: this.cacheReadTokens } : {}),

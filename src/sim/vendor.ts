@@ -1,5 +1,5 @@
 /**
- * The flow shared by the simulator's non-OpenAI wire formats (anthropic.ts, gemini.ts): auth →
+ * The flow shared by the simulator's other wire formats (anthropic.ts, gemini.ts, responses.ts): auth →
  * parse → roll 429 → roll 500 → plan → reply, with the same knobs (latency, failures, stalls)
  * and the same log as the OpenAI route. A wire format only says how to read a request and how
  * to write a reply; what is generated, and what is logged, is decided here.
@@ -91,6 +91,7 @@ export const toolPieceTokens = 3;
 
 export async function handleVendorChat(context: ChatContext, req: Request, wire: VendorWire): Promise<Response> {
   const exchange = new Exchange(context, req.headers.get("x-request-id"));
+  exchange.path = new URL(req.url).pathname;
   if (!wire.authorized(context.options, req)) return refuse(exchange, wire.unauthorized);
   let raw: unknown;
   try {

@@ -14,7 +14,7 @@ import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
-function backendView(b: Backend, nowMs: number) {
+export function backendView(b: Backend, nowMs: number) {
   const host = b.host !== null && nowMs - b.host.atMs <= HOST_METRICS_STALE_MS ? b.host : null;
   return {
     name: b.name,

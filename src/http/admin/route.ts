@@ -65,18 +65,18 @@ const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => 
 });
 
 // Strict: a misspelled field is a 400, not silently ignored.
-const createAccountBody = z.strictObject({ name });
-const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
-const createKeyBody = z.strictObject({ name, ...keyLimitFields });
-const keyLimitsBody = z
+export const createAccountBody = z.strictObject({ name });
+export const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
+export const createKeyBody = z.strictObject({ name, ...keyLimitFields });
+export const keyLimitsBody = z
   .strictObject(keyLimitFields)
   .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency");
-const adjustmentBody = z.strictObject({
+export const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
   reason: z.string().trim().min(3).max(500),
   reference: z.string().trim().min(1).max(200),
 });
-const rateBody = z.strictObject({
+export const rateBody = z.strictObject({
   toman_per_usd: z.number().int().positive().max(100_000_000),
   /** ISO time; default now. */
   effective_at: z.iso.datetime({ offset: true }).optional(),

@@ -16,7 +16,9 @@ export const MESSAGES_MAX = 100_000;
 export const TOOLS_MAX = 1_000;
 /** Stop sequences per request (the spec's limit). */
 export const STOP_SEQUENCES_MAX = 4;
-const TOKENS_MAX = 100_000_000;
+/** Output tokens a request may ask for at most (the model's window bounds it further). */
+export const CHAT_TOKENS_MAX = 100_000_000;
+const TOKENS_MAX = CHAT_TOKENS_MAX;
 
 /**
  * Fields an adapter sends on top of the spec, by path. vLLM (`openai` kind): running usage on

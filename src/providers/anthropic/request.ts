@@ -130,6 +130,20 @@ export function responseFormatToAnthropic(format: ChatShape["response_format"]):
   return { outputConfig: { format: { type: "json_schema", schema: objectSchema } } };
 }
 
+/** Thinking budgets for the chat wire's efforts; Anthropic's least is 1,024 tokens. */
+export const THINKING_BUDGET_TOKENS = { low: 1_024, medium: 4_096, high: 16_384 } as const;
+
+/**
+ * `reasoning_effort` → extended thinking, within the output budget (Anthropic counts thinking in
+ * max_tokens and wants the budget below it); null when there is no room for the least budget.
+ * @example reasoningEffortToThinking("medium", 8_192) // { type: "enabled", budget_tokens: 4096 }
+ */
+export function reasoningEffortToThinking(effort: unknown, maxTokens: number): Block | null {
+  if (effort !== "low" && effort !== "medium" && effort !== "high") return null;
+  const budget = Math.min(THINKING_BUDGET_TOKENS[effort], maxTokens - 1);
+  return budget >= THINKING_BUDGET_TOKENS.low ? { type: "enabled", budget_tokens: budget } : null;
+}
+
 /**
  * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
  *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
@@ -144,8 +158,13 @@ export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string
   else if (systemText) body.system = systemText;
   if (format.outputConfig) body.output_config = format.outputConfig;
   if (input.stream) body.stream = true;
-  if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
-  if (shape.top_p != null) body.top_p = shape.top_p;
+  const thinking = reasoningEffortToThinking(input.body.reasoning_effort, input.maxTokens);
+  // With thinking on, Anthropic takes no temperature and no top_p below 0.95: the effort wins.
+  if (thinking) body.thinking = thinking;
+  else {
+    if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
+    if (shape.top_p != null) body.top_p = shape.top_p;
+  }
   if (shape.stop != null) body.stop_sequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
   if (shape.user) body.metadata = { user_id: shape.user };
   if (shape.cache_control) body.cache_control = shape.cache_control;
