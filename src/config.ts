@@ -91,6 +91,10 @@ export const envSchema = z.object({
     "Life of a key actor's lease (its hold on the wallet); admission from it stops at half. A crashed node's leased money is back after this.",
   ),
   USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000).describe("Usage records are written in batches at most this long after a request ends: the most a crash loses."),
+  USAGE_STREAM_REPLICAS: intFromEnv(1, 1, 5).describe(
+    "With NATS: copies of the usage stream JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
+  ),
+  USAGE_STREAM_MESSAGES_MAX: intFromEnv(10_000_000, 100, 1_000_000_000).describe("With NATS: batch messages the usage stream keeps, the oldest dropped first (a node publishes again what was dropped unposted)."),
   SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000).describe("On SIGTERM, requests in flight get this long to finish before their connections are closed."),
   HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000).describe("How often pending holds past their deadline are closed."),
   RATE_SOURCE_URL: z

@@ -137,8 +137,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
         deadSubject: subjects.usageDead,
         log,
         onDeadLetter,
+        limits: { replicas: env.USAGE_STREAM_REPLICAS, messagesMax: env.USAGE_STREAM_MESSAGES_MAX },
       });
-      cleanups.push(() => stream.consumer.stop());
+      cleanups.push(() => stream.stop());
       sink = stream.sink;
       usageLogLag = () => stream.sink.lag();
     }

@@ -195,6 +195,8 @@ export interface UsageSink {
   write(batch: UsageRecord[]): Promise<void>;
   /** Resolves once everything written so far has been posted to the ledger. */
   posted?(): Promise<void>;
+  /** True while the sink can keep no more unconfirmed records: admit nothing new then. */
+  readonly full?: boolean;
 }
 
 /**
@@ -253,7 +255,7 @@ export class UsageWriter {
 
   /** False while writes fail or the buffer is full: admit nothing new then. */
   get accepting(): boolean {
-    return !this.failing && this.buffer.length < USAGE_BUFFER_MAX && !this.stopped;
+    return !this.failing && this.buffer.length < USAGE_BUFFER_MAX && !this.stopped && !this.sink.full;
   }
 
   get buffered(): number {
