@@ -65,7 +65,7 @@ export async function createImages(input: OperationInput, deps: EdgeDeps): Promi
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = imagesRequest.safeParse(raw);
+  const parsed = imagesRequest.safeParse(raw.value);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
   let choice: ImageChoice | null = null;
