@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { encodeJson } from "../src/json.ts";
-import { pricedMicro, settlement, type Settlement } from "./protocol.ts";
+import { isFailure } from "../src/errors.ts";
+import { admitReply, pricedMicro, settlement, settleReply, type Settlement } from "./protocol.ts";
 
 const base: Settlement = {
   keyId: "key_1",
@@ -32,4 +33,21 @@ test("a settlement from before cache prices (no cache fields) is still valid and
   expect(read.cacheReadUnits).toBeUndefined();
   expect(pricedMicro(read)).toBe(15n * 270_000n + 8n * 1_350_000n);
   expect(settlement.safeParse({ ...JSON.parse(encodeJson(base)), cacheReadUnits: "-1" }).success).toBe(false);
+});
+
+test("a refusal's code travels as one of the closed set; a reply with any other code is malformed", () => {
+  const refused = { ok: false, failure: { code: "rate_limit_exceeded", message: "Slow down.", retryAfterS: 2 } };
+  const read = admitReply.parse(JSON.parse(encodeJson(refused)));
+  expect(read.ok).toBe(false);
+  if (!read.ok) expect(read.failure).toEqual({ code: "rate_limit_exceeded", message: "Slow down.", retryAfterS: 2 });
+  const unknown = { ok: false, failure: { code: "slow_down", message: "Slow down." } };
+  expect(admitReply.safeParse(unknown).success).toBe(false);
+  expect(settleReply.safeParse(unknown).success).toBe(false);
+});
+
+test("a value with a code outside the closed set is not a failure", () => {
+  expect(isFailure({ code: "not_found", message: "No such key." })).toBe(true);
+  expect(isFailure({ code: "slow_down", message: "a client's JSON body" })).toBe(false);
+  expect(isFailure({ code: "not_found" })).toBe(false);
+  expect(isFailure(null)).toBe(false);
 });

@@ -5,17 +5,11 @@
  */
 import { z } from "zod";
 import type { Rpc, Topic } from "../src/bus/bus.ts";
+import { failureSchema } from "../src/errors.ts";
 import { bigintJson } from "../src/json.ts";
 
 const micro = bigintJson;
 const units = micro.refine((v) => v >= 0n, "must not be negative");
-
-const failure = z.object({
-  code: z.string(),
-  message: z.string(),
-  param: z.string().nullable().optional(),
-  retryAfterS: z.number().optional(),
-});
 
 export const admitTicket = z.object({
   keyId: z.string().min(1).max(64),
@@ -44,7 +38,8 @@ export const admitReply = z.union([
   z.object({ ok: z.literal(true), holdId: z.string(), rate: rateInfo.optional() }),
   z.object({
     ok: z.literal(false),
-    failure,
+    /** Its code is one of the closed set (src/errors.ts): a reply with any other is malformed. */
+    failure: failureSchema,
     /** The cheap reserve did not fit: ask again with an exact count. */
     exactNeeded: z.boolean().optional(),
     rate: rateInfo.optional(),
@@ -101,7 +96,7 @@ export function pricedMicro(u: PricedUsage): bigint {
 
 export const settleReply = z.union([
   z.object({ ok: z.literal(true), billedMicro: micro, meteredMicro: micro }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
 ]);
 export type SettleReply = z.infer<typeof settleReply>;
 
@@ -121,7 +116,7 @@ export type ExtendTicket = z.infer<typeof extendTicket>;
 
 export const extendReply = z.union([
   z.object({ ok: z.literal(true), reserveMicro: micro }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
 ]);
 export type ExtendReply = z.infer<typeof extendReply>;
 
@@ -276,7 +271,7 @@ export type GrantRequest = z.infer<typeof grantRequest>;
 export const grantReply = z.union([
   /** `slots` for `ttlMs` from the ask; settlements carry `fenceToken`, the owner epoch's token. */
   z.object({ ok: z.literal(true), slots: z.number().int().nonnegative(), ttlMs: z.number().int().positive(), fenceToken: micro }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
 ]);
 export type GrantReply = z.infer<typeof grantReply>;
 export const GRANT: Rpc<GrantRequest, GrantReply> = { name: "key.grant", request: grantRequest, reply: grantReply };
@@ -313,7 +308,7 @@ export const permitReply = z.union([
     ttlMs: z.number().int().positive(),
     rate: rateInfo.optional(),
   }),
-  z.object({ ok: z.literal(false), failure, rate: rateInfo.optional() }),
+  z.object({ ok: z.literal(false), failure: failureSchema, rate: rateInfo.optional() }),
 ]);
 export type PermitReply = z.infer<typeof permitReply>;
 export const PERMITS: Rpc<PermitRequest, PermitReply> = { name: "key.permits", request: permitRequest, reply: permitReply };

@@ -212,6 +212,20 @@ describe("errors in Anthropic's shape", () => {
     expect(sim.log.byRequestId(error.requestID!)).toHaveLength(0);
   });
 
+  test("a body shaped like one of the gateway's failures is a request like any other: a 400 naming what it lacks", async () => {
+    for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
+      const response = await fetch(`${t.url}${path}`, {
+        method: "POST",
+        headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+        body: JSON.stringify({ code: "not_found", message: "echo me" }),
+      });
+      const body = (await response.json()) as { error: { type: string; message: string } };
+      expect(response.status).toBe(400);
+      expect(body.error.type).toBe("invalid_request_error");
+      expect(body.error.message).not.toContain("echo me");
+    }
+  });
+
   test("a wrong key: 401 authentication_error", async () => {
     const stranger = new Anthropic({ baseURL: t.url, apiKey: "sk-dvz-not-a-key", maxRetries: 0 });
     await expectError(stranger.messages.create({ model: "gpt-4o-mini", messages: MESSAGES, max_tokens: 10 }), 401, "authentication_error");

@@ -18,8 +18,8 @@
  * is billed once.
  */
 import type { BackendConfig, PaidFields } from "../../src/config.ts";
-import { fail, type Failure } from "../../src/errors.ts";
-import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
+import { fail } from "../../src/errors.ts";
+import type { ChatStreamDecoder, ReplyContext, UpstreamFailure, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import { CHAT_REPLY_BYTES_MAX, readTextBounded, sendUpstream, UPSTREAM_ERROR_BODY_BYTES_MAX, type UpstreamReply } from "../../src/providers/upstream.ts";
 import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
 
@@ -54,7 +54,7 @@ export interface PoolCall {
  */
 export type SendOutcome =
   | { kind: "reply"; backend: Backend; reply: UpstreamReply; startedMs: number }
-  | { kind: "failed"; backend: Backend | null; failure: Failure };
+  | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
 
 export interface ChatCall {
   body: Record<string, unknown>;
@@ -73,7 +73,7 @@ export type ChatOutcome =
   | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
   /** Read the stream with `decoder` (it times the tokens) and close the reply at its end: its timing is the decoder's. */
   | { kind: "stream"; backend: Backend; reply: UpstreamReply; decoder: ChatStreamDecoder }
-  | { kind: "failed"; backend: Backend | null; failure: Failure };
+  | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
 
 export interface PoolOptions {
   upstreamTimeoutMs: number;
@@ -204,7 +204,7 @@ export class PoolActor {
       if (sent.kind === "failed") return sent;
       if (call.stream) return this.streamOutcome(sent, call);
       const read = await this.readWhole(sent, call);
-      if (read.kind !== "failed" || !retryable(read.failure) || !this.mayRetry(tries, call.signal)) return read;
+      if (read.kind !== "failed" || !read.failure.retryable || !this.mayRetry(tries, call.signal)) return read;
       tries.last = read as Extract<SendOutcome, { kind: "failed" }>;
     }
   }
@@ -226,7 +226,7 @@ export class PoolActor {
       if (!request) continue;
       tries.attempts++;
       const outcome = await this.attempt(backend, request, call, tries);
-      if (outcome.kind !== "failed" || !retryable(outcome.failure)) return outcome;
+      if (outcome.kind !== "failed" || !outcome.failure.retryable) return outcome;
       tries.last = outcome;
     }
     const where = call.region ? " in-country" : "";
@@ -242,7 +242,8 @@ export class PoolActor {
     return {
       kind: "failed",
       backend: tries.last?.backend ?? null,
-      failure: fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }),
+      // Every backend was tried or is down: nothing is left to retry on.
+      failure: { ...fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }), retryable: false },
     };
   }
 
@@ -299,7 +300,7 @@ export class PoolActor {
       const { text: body, truncated } = await readTextBounded(reply.response, CHAT_REPLY_BYTES_MAX);
       if (truncated) {
         reply.close("abandoned");
-        return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`), retryable: false } as Failure };
+        return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`), retryable: false } };
       }
       // A backend without chat was skipped by `build`.
       const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
@@ -311,7 +312,7 @@ export class PoolActor {
       return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
     } catch (error) {
       reply.close("failed");
-      return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } as Failure };
+      return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } };
     }
   }
 
@@ -358,10 +359,6 @@ export class PoolActor {
  */
 export function choicesFor(eligible: number): number {
   return Math.min(eligible, Math.max(2, Math.ceil(Math.log2(eligible))));
-}
-
-function retryable(failure: Failure): boolean {
-  return (failure as { retryable?: boolean }).retryable === true;
 }
 
 function median(values: number[]): number {

@@ -183,7 +183,7 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     }
     const headers = rateHeaders(reply.rate);
     if (reply.ok) return new Admission(deps, { ...r, reserve, startedMs }, reply.holdId, ticket.reserveMicro, headers);
-    refusal = { failure: reply.failure as Failure, headers };
+    refusal = { failure: reply.failure, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: r.requestId, error: (error as Error).message });
     refusal = { failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }), headers: {} };

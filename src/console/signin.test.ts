@@ -46,6 +46,11 @@ afterAll(async () => {
 
 const wrongFor = (code: string) => (code === "123456" ? "654321" : "123456");
 const codeOf = (failure: Failure | null) => failure?.code ?? null;
+/** The failure a call must have returned. */
+function refusal(result: unknown): Failure {
+  if (!isFailure(result)) throw new Error(`expected a failure, got ${JSON.stringify(result)}`);
+  return result;
+}
 
 describe("one-time codes", () => {
   test("a code lives 2 minutes; a resend waits a minute and replaces the earlier code", async () => {
@@ -53,7 +58,7 @@ describe("one-time codes", () => {
     expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
     const first = inbox.get(phone)!;
     nowMs += OTP_RESEND_INTERVAL_MS - 1_000;
-    expect(codeOf((await otp.send(phone, "10.0.0.1")) as Failure)).toBe("code_resend_limited");
+    expect(refusal(await otp.send(phone, "10.0.0.1")).code).toBe("code_resend_limited");
     nowMs += 1_000;
     expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
     const second = inbox.get(phone)!;
@@ -68,7 +73,7 @@ describe("one-time codes", () => {
       expect(isFailure(await otp.send(phone, `10.0.1.${i}`))).toBe(false);
       nowMs += OTP_RESEND_INTERVAL_MS;
     }
-    const refused = (await otp.send(phone, "10.0.1.99")) as Failure;
+    const refused = refusal(await otp.send(phone, "10.0.1.99"));
     expect(refused.code).toBe("code_resend_limited");
     expect(refused.message).toContain("this hour");
   });
@@ -84,7 +89,7 @@ describe("one-time codes", () => {
       }
     }
     nowMs += OTP_RESEND_INTERVAL_MS;
-    const resend = (await otp.send(phone, "10.0.2.1")) as Failure;
+    const resend = refusal(await otp.send(phone, "10.0.2.1"));
     expect(resend.code).toBe("code_attempts_exceeded");
     expect(codeOf(await otp.verify(phone, inbox.get(phone)!))).toBe("code_attempts_exceeded");
     nowMs += 24 * 3_600_000;

@@ -10,7 +10,7 @@ import { chat, type ChatResult } from "./chat/route.ts";
 import type { Relay } from "./chat/relay.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { isFailure } from "./guard.ts";
-import { credentialsOf, readJsonBody } from "./request.ts";
+import { credentialsOf, readJsonBodyText } from "./request.ts";
 
 /** A wire's stream translation: its opening events, then the events of each relay frame. */
 export interface WireStream {
@@ -34,9 +34,9 @@ export async function chatThroughWire<W>(
     requestId,
     credentials: credentialsOf(request),
     readBody: async () => {
-      const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-      if (isFailure(raw)) return raw;
-      const translated = translate(raw);
+      const read = await readJsonBodyText(request, deps.env.BODY_BYTES_MAX);
+      if (isFailure(read)) return read;
+      const translated = translate(read.value);
       if (isFailure(translated)) return translated;
       wire = translated.request;
       // The chat body sent on is the translation: its bytes are what the prompt bound measures.

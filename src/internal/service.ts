@@ -125,8 +125,8 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       credentials: credentialsOfMsg(msg),
       readBody: async () => {
         const text = decoder.decode(msg.data);
-        const value = parseJsonText(text);
-        return isFailure(value) ? value : { value, text };
+        const parsed = parseJsonText(text);
+        return isFailure(parsed) ? parsed : { value: parsed.value, text };
       },
       signal: controller.signal,
     });

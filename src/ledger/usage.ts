@@ -23,6 +23,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { txRows, type Db, type Tx } from "../db/client.ts";
+import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { FENCE_GRACE_MS } from "./fence.ts";
 // A cycle by design: deadletter.ts posts through this module, and the sink here dead-letters through it.
@@ -35,35 +36,6 @@ export const USAGE_BATCH_MAX = 2_000;
 export const USAGE_BUFFER_MAX = 200_000;
 const RETRY_MS_FIRST = 50;
 const RETRY_MS_MAX = 2_000;
-
-export interface UsageRecord {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  holdId: string;
-  model: string;
-  operation: string;
-  backend: string | null;
-  priceVersionId: number;
-  inputUnits: bigint;
-  outputUnits: bigint;
-  inputPricePer1m: bigint;
-  outputPricePer1m: bigint;
-  /** Prompt tokens read from / written to the vendor's cache, at their own prices (absent: none). */
-  cacheReadUnits?: bigint;
-  cacheReadPricePer1m?: bigint;
-  cacheWriteUnits?: bigint;
-  cacheWritePricePer1m?: bigint;
-  /** What the usage is worth at the recorded prices. */
-  meteredMicro: bigint;
-  /** What is charged: metered capped by the request's reserve; the rest is written off. */
-  billedMicro: bigint;
-  status: number;
-  durationMs: number;
-  /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
-  partition?: number | null;
-  fenceToken?: bigint | null;
-}
 
 export interface BatchResult {
   written: number;
@@ -132,20 +104,9 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   }));
   // 2. The records; those already written (a replay) are skipped.
   const inserted = await txRows<{ request_id: string }>(tx, sql`
-    INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
-      input_units, output_units, input_price_per_1m, output_price_per_1m,
-      cache_read_units, cache_read_price_per_1m, cache_write_units, cache_write_price_per_1m,
-      metered_micro, billed_micro, status, duration_ms, partition, fence_token)
-    SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
-      "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m",
-      "cacheReadUnits", "cacheReadPricePer1m", "cacheWriteUnits", "cacheWritePricePer1m",
-      "meteredMicro", "billedMicro", status, "durationMs", partition, "fenceToken"
-    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
-      model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
-      "inputPricePer1m" bigint, "outputPricePer1m" bigint,
-      "cacheReadUnits" bigint, "cacheReadPricePer1m" bigint, "cacheWriteUnits" bigint, "cacheWritePricePer1m" bigint,
-      "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
-      partition int, "fenceToken" bigint)
+    INSERT INTO usage_records (${insertColumns})
+    SELECT ${recordFields}
+    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r(${recordTypes})
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
@@ -207,7 +168,7 @@ export function ledgerSink(db: Db, options: { onDeadLetter?: (letter: DeadLetter
   return { write: async (batch) => void (await postOrDeadLetter(db, batch, { source: "writer", onDeadLetter: options.onDeadLetter })) };
 }
 
-/** A usage record as it travels through a stream (bigints as strings). */
+/** A usage record, and as it travels through a stream (bigints as strings). Its fields are usage_records' columns. */
 export const usageRecordSchema = z.object({
   requestId: z.string(),
   accountId: z.string(),
@@ -221,18 +182,31 @@ export const usageRecordSchema = z.object({
   outputUnits: bigintJson,
   inputPricePer1m: bigintJson,
   outputPricePer1m: bigintJson,
-  // Absent in records written before cache prices existed: none.
+  /** Prompt tokens read from / written to the vendor's cache, at their own prices (absent: none, as in records written before cache prices existed). */
   cacheReadUnits: bigintJson.optional(),
   cacheReadPricePer1m: bigintJson.optional(),
   cacheWriteUnits: bigintJson.optional(),
   cacheWritePricePer1m: bigintJson.optional(),
+  /** What the usage is worth at the recorded prices. */
   meteredMicro: bigintJson,
+  /** What is charged: metered capped by the request's reserve; the rest is written off. */
   billedMicro: bigintJson,
   status: z.number().int(),
   durationMs: z.number().int(),
+  /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
   partition: z.number().int().nullable().optional(),
   fenceToken: bigintJson.nullable().optional(),
 });
+export type UsageRecord = z.infer<typeof usageRecordSchema>;
+
+/**
+ * The insert's one column list: each record field is the usage_records column of that name in
+ * src/db/schema.ts (a field without one fails the typecheck), read from JSON as its SQL type.
+ */
+const usageColumns = usageRecordSchema.keyof().options.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
+const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
+const recordFields = sql.raw(usageColumns.map((c) => `"${c.field}"`).join(", "));
+const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));
 
 
 export class UsageWriter {

@@ -9,7 +9,7 @@ import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
-import { readJsonBody } from "../request.ts";
+import { readJsonBodyText } from "../request.ts";
 import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
@@ -50,9 +50,9 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
 }
 
 export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
-  const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
-  if (isFailure(raw)) return failed(raw, requestId);
-  const parsed = poolBodySchema.safeParse(raw);
+  const read = await readJsonBodyText(request, ADMIN_BODY_BYTES_MAX);
+  if (isFailure(read)) return failed(read, requestId);
+  const parsed = poolBodySchema.safeParse(read.value);
   if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
   if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
   const { backends, problems } = resolveBackends(parsed.data.backends, process.env);

@@ -15,7 +15,7 @@ import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
-import { bearerToken, readJsonBody } from "../request.ts";
+import { bearerToken, readJsonBodyText } from "../request.ts";
 import { walletFields } from "../account/route.ts";
 import { poolsView, setPool } from "./pools.ts";
 
@@ -93,9 +93,9 @@ export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
 }
 
 export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
-  const raw = await readJsonBody(request, bytesMax);
-  if (isFailure(raw)) return raw;
-  const parsed = schema.safeParse(raw);
+  const read = await readJsonBodyText(request, bytesMax);
+  if (isFailure(read)) return read;
+  const parsed = schema.safeParse(read.value);
   return parsed.success ? parsed.data : zodFailure(parsed.error);
 }
 

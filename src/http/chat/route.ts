@@ -122,7 +122,7 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
-    outcome = { kind: "failed", backend: null, failure: fail("internal_error", "The gateway failed to call the upstream.") };
+    outcome = { kind: "failed", backend: null, failure: { ...fail("internal_error", "The gateway failed to call the upstream."), retryable: false } };
   }
   if (outcome.kind === "failed") {
     await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);

@@ -81,7 +81,7 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = embeddingsRequest.safeParse(raw);
+  const parsed = embeddingsRequest.safeParse(raw.value);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
   const priced = pricedModel(deps, caller, body.model, "embeddings", "input_token");

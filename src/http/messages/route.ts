@@ -16,7 +16,7 @@ import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { callerOf, zodFailure } from "../guard.ts";
-import { readJsonBody } from "../request.ts";
+import { readJsonBodyText } from "../request.ts";
 import { chatThroughWire, streamHeaders, wireBody } from "../translated.ts";
 
 function replyHeaders(requestId: string, headers: Record<string, string> = {}): Record<string, string> {
@@ -52,9 +52,9 @@ export async function createMessage(request: Request, requestId: string, deps: E
 export async function countMessageTokens(request: Request, requestId: string, deps: EdgeDeps) {
   const caller = await callerOf(request, deps);
   if (isFailure(caller)) return anthropicFailed(caller, requestId);
-  const raw = await readJsonBody(request, deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return anthropicFailed(raw, requestId);
-  const parsed = countTokensRequest.safeParse(raw);
+  const read = await readJsonBodyText(request, deps.env.BODY_BYTES_MAX);
+  if (isFailure(read)) return anthropicFailed(read, requestId);
+  const parsed = countTokensRequest.safeParse(read.value);
   if (!parsed.success) return anthropicFailed(zodFailure(parsed.error), requestId);
   const model = operationModel(deps, parsed.data.model, "chat");
   if (isFailure(model)) return anthropicFailed(model, requestId);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { isFailure, type ErrorCode } from "../../errors.ts";
+import { isFailure } from "../../errors.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { parseChatCompletion } from "../chat.ts";
 import { fixture } from "../../providers/testing.ts";
@@ -191,7 +191,7 @@ describe("chatToMessage and errors", () => {
     ["no_healthy_backend", 503, "overloaded_error"],
     ["upstream_timeout", 504, "timeout_error"],
   ] as const)("%s: %d %s", (code, status, type) => {
-    expect(anthropicErrorType(code as ErrorCode)).toBe(type);
+    expect(anthropicErrorType(code)).toBe(type);
     expect(failureToAnthropicError({ code, message: "m", param: "max_tokens" })).toEqual({ status, body: { type: "error", error: { type, message: "max_tokens: m" } } });
   });
 });

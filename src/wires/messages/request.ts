@@ -19,7 +19,7 @@
  */
 import { z } from "zod";
 import { takesReasoningEffort } from "../../catalog/reasoning.ts";
-import { fail, type Failure } from "../../errors.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
 import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
 import { zodFailure } from "../../http/guard.ts";
 
@@ -170,11 +170,11 @@ export function conversationToChat(body: Pick<MessagesRequest, "system" | "messa
     }
     if (m.role === "user") {
       const turn = userTurnToChat(m.content, at);
-      if ("code" in turn) return turn as Failure;
+      if ("code" in turn) return turn;
       out.push(...turn);
     } else {
       const turn = assistantTurnToChat(m.content, at);
-      if ("code" in turn) return turn as Failure;
+      if (isFailure(turn)) return turn;
       out.push(turn);
     }
   }
@@ -221,9 +221,9 @@ export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: 
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
   const messages = conversationToChat(body);
-  if ("code" in messages) return messages as Failure;
+  if ("code" in messages) return messages;
   const tools = toolsToChat(body);
-  if ("code" in tools) return tools as Failure;
+  if (isFailure(tools)) return tools;
   const chat: Record<string, unknown> = { model: body.model, messages, max_tokens: body.max_tokens, ...tools };
   if (body.stop_sequences && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
   if (body.temperature !== undefined) chat.temperature = body.temperature;

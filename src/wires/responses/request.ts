@@ -157,7 +157,7 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
       if (typeof content === "string") messages.push({ role, content });
       else {
         const parts = partsToChat(content, `${at}.content`);
-        if ("code" in parts) return parts as Failure;
+        if ("code" in parts) return parts;
         messages.push({ role, content: parts });
       }
     } else {
@@ -225,11 +225,11 @@ export function responsesToChat(raw: unknown): { request: ResponsesRequest; chat
   const messages: ChatMessage[] = body.instructions ? [{ role: "system", content: body.instructions }] : [];
   const items = typeof body.input === "string" ? [{ role: "user" as const, content: body.input }] : body.input;
   const translated = itemsToChat(items);
-  if ("code" in translated) return translated as Failure;
+  if ("code" in translated) return translated;
   messages.push(...translated);
   if (messages.length === 0) return fail("invalid_request", "The input has no message to answer.", { param: "input" });
   const tools = toolsToChat(body);
-  if ("code" in tools) return tools as Failure;
+  if ("code" in tools) return tools;
   const chat: Record<string, unknown> = { model: body.model, messages, ...tools };
   if (body.max_output_tokens != null) chat.max_completion_tokens = body.max_output_tokens;
   if (body.temperature != null) chat.temperature = body.temperature;
