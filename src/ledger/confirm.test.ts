@@ -10,13 +10,12 @@ import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { openDb, type Db } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
 import { silentLogger } from "../log.ts";
-import { UsageConfirmations, type UsageStreamPort } from "./confirm.ts";
+import { FakeClock } from "../../actors/key/clock.ts";
+import { USAGE_REPUBLISH_AFTER_MS, USAGE_REPUBLISH_AFTER_MS_MAX, UsageConfirmations, type UsageStreamPort } from "./confirm.ts";
 import { openHold } from "./holds.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";
 import { createAccount, topUp } from "./wallets.ts";
 
-const REPUBLISH_AFTER_MS = 30;
-const REPUBLISH_AFTER_MS_MAX = 1_000;
 
 let db: Db;
 let database: Awaited<ReturnType<typeof freshDatabase>>;
@@ -67,14 +66,15 @@ async function records(prefix: string, count: number): Promise<UsageRecord[]> {
   return Array.from({ length: count }, (_, i) => usageRecord({ requestId: `${prefix}-${i}`, accountId: account.id, holdId, billedMicro: 1n }));
 }
 
-const keeper = (port: UsageStreamPort) =>
-  new UsageConfirmations(db, port, silentLogger, { republishAfterMs: REPUBLISH_AFTER_MS, republishAfterMsMax: REPUBLISH_AFTER_MS_MAX });
+/** Messages age on a clock of the test's own, moved by hand: the nodes' real waits, in no real time. */
+const keeper = (port: UsageStreamPort, clock: FakeClock) => new UsageConfirmations(db, port, silentLogger, { now: () => clock.now() });
 
 test("records the ledger has are dropped; the stream's copy is not published again", async () => {
   const stream = fakeStream();
-  const keep = keeper(stream.port);
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
   const batch = await records("posted", 3);
-  keep.keep({ msgId: "m1", seq: await stream.port.publish(batch, "m1"), records: batch, publishedAtMs: performance.now() });
+  keep.keep({ msgId: "m1", seq: await stream.port.publish(batch, "m1"), records: batch, publishedAtMs: clock.now() });
   expect(keep.records).toBe(3);
   await stream.consume();
   await keep.confirmed({ pollMs: 5, waitMsMax: 1_000 });
@@ -85,14 +85,16 @@ test("records the ledger has are dropped; the stream's copy is not published aga
 
 test("a message the stream lost (acknowledged, then gone in a crash) is published again and reaches the ledger", async () => {
   const stream = fakeStream();
-  const keep = keeper(stream.port);
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
   const batch = await records("lost", 4);
   const seq = await stream.port.publish(batch, "m1");
-  keep.keep({ msgId: "m1", seq, records: batch, publishedAtMs: performance.now() });
+  keep.keep({ msgId: "m1", seq, records: batch, publishedAtMs: clock.now() });
   stream.stored.delete(seq); // the server died before writing it out
+  clock.advance(USAGE_REPUBLISH_AFTER_MS - 1);
   await keep.check();
   expect(stream.published).toEqual(["m1"]); // too young to call lost
-  await Bun.sleep(REPUBLISH_AFTER_MS);
+  clock.advance(1);
   await keep.check();
   expect(stream.published.length).toBe(2);
   expect(stream.published[1]).not.toBe("m1"); // a new id: the duplicate window must not swallow it
@@ -105,15 +107,17 @@ test("a message the stream lost (acknowledged, then gone in a crash) is publishe
 
 test("a sequence handed to another message, or counted as acknowledged by a consumer ahead of the stream, means published again", async () => {
   const stream = fakeStream();
-  const keep = keeper(stream.port);
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
   const reused = await records("reused", 2);
   const skipped = await records("skipped", 2);
   const seqReused = await stream.port.publish(reused, "m-reused");
   stream.stored.set(seqReused, { msgId: "someone-else", records: [] });
   const seqSkipped = await stream.port.publish(skipped, "m-skipped");
   stream.setFloor(seqSkipped); // the consumer's state survived the crash, the messages did not
-  keep.keep({ msgId: "m-reused", seq: seqReused, records: reused, publishedAtMs: performance.now() - REPUBLISH_AFTER_MS });
-  keep.keep({ msgId: "m-skipped", seq: seqSkipped, records: skipped, publishedAtMs: performance.now() - REPUBLISH_AFTER_MS });
+  keep.keep({ msgId: "m-reused", seq: seqReused, records: reused, publishedAtMs: clock.now() });
+  keep.keep({ msgId: "m-skipped", seq: seqSkipped, records: skipped, publishedAtMs: clock.now() });
+  clock.advance(USAGE_REPUBLISH_AFTER_MS);
   await keep.check();
   expect(keep.counts.republished).toBe(4);
   await stream.consume();
@@ -123,13 +127,15 @@ test("a sequence handed to another message, or counted as acknowledged by a cons
 
 test("a message still waiting in the stream ahead of the consumer is left to it, until the longest wait", async () => {
   const stream = fakeStream();
-  const keep = keeper(stream.port);
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
   const batch = await records("waiting", 2);
   const seq = await stream.port.publish(batch, "m-wait");
-  keep.keep({ msgId: "m-wait", seq, records: batch, publishedAtMs: performance.now() - REPUBLISH_AFTER_MS });
+  keep.keep({ msgId: "m-wait", seq, records: batch, publishedAtMs: clock.now() });
+  clock.advance(USAGE_REPUBLISH_AFTER_MS_MAX - 1);
   await keep.check();
   expect(keep.counts.republished).toBe(0);
-  keep.keep({ msgId: "m-wait", seq, records: batch, publishedAtMs: performance.now() - REPUBLISH_AFTER_MS_MAX });
+  clock.advance(1);
   await keep.check();
   expect(keep.counts.republished).toBe(2);
   expect(keep.records).toBe(2);
@@ -137,10 +143,11 @@ test("a message still waiting in the stream ahead of the consumer is left to it,
 
 test("the ledger's dead letters count as had", async () => {
   const stream = fakeStream();
-  const keep = keeper(stream.port);
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
   const batch = await records("dead", 1);
   await db.rows(sqlDeadLetter(batch[0]!));
-  keep.keep({ msgId: "m-dead", seq: await stream.port.publish(batch, "m-dead"), records: batch, publishedAtMs: performance.now() });
+  keep.keep({ msgId: "m-dead", seq: await stream.port.publish(batch, "m-dead"), records: batch, publishedAtMs: clock.now() });
   await keep.check();
   expect(keep.records).toBe(0);
 });

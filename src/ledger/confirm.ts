@@ -65,16 +65,19 @@ export class UsageConfirmations {
 
   private readonly republishAfterMs: number;
   private readonly republishAfterMsMax: number;
+  /** Monotonic milliseconds: a message's age is measured on it. */
+  private readonly now: () => number;
 
   constructor(
     private readonly db: Db,
     private readonly stream: UsageStreamPort,
     private readonly log: Logger,
-    /** Tests shorten the waits; nodes use the defaults. */
-    timing: { republishAfterMs?: number; republishAfterMsMax?: number } = {},
+    /** Tests shorten the waits and age messages on a fake clock; nodes use the defaults. */
+    timing: { republishAfterMs?: number; republishAfterMsMax?: number; now?: () => number } = {},
   ) {
     this.republishAfterMs = timing.republishAfterMs ?? USAGE_REPUBLISH_AFTER_MS;
     this.republishAfterMsMax = timing.republishAfterMsMax ?? USAGE_REPUBLISH_AFTER_MS_MAX;
+    this.now = timing.now ?? (() => performance.now());
   }
 
   start(): void {
@@ -129,7 +132,7 @@ export class UsageConfirmations {
   private async checkOnce(): Promise<void> {
     if (this.kept.size === 0) return;
     const present = await this.inLedger([...this.kept.values()].flatMap((p) => p.records.map((r) => r.requestId)));
-    const nowMs = performance.now();
+    const nowMs = this.now();
     const missing: Published[] = [];
     for (const published of [...this.kept.values()]) {
       const remaining = published.records.filter((r) => !present.has(r.requestId));
@@ -162,7 +165,7 @@ export class UsageConfirmations {
     const seq = await this.stream.publish(published.records, msgId);
     this.kept.delete(published.msgId);
     this.keptRecords -= published.records.length;
-    this.keep({ msgId, seq, records: published.records, publishedAtMs: performance.now() });
+    this.keep({ msgId, seq, records: published.records, publishedAtMs: this.now() });
     this.counts.republished += published.records.length;
     this.log("warn", "usage_republished", { records: published.records.length, seq: published.seq, newSeq: seq });
   }
