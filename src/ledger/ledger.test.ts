@@ -90,9 +90,11 @@ test("the audit finds a wallet that does not match its transfers", async () => {
 });
 
 test("the audit finds a usage record metered at other than its units × prices", async () => {
-  const [row] = await db.rows<{ request_id: string }>(sql`SELECT request_id FROM usage_records ORDER BY id LIMIT 1`);
-  expect(row).toBeDefined();
-  const requestId = row!.request_id;
+  // A usage record of its own, so this test holds alone and in any order.
+  const accountId = await funded(1_000n);
+  await open(accountId, "m1", 1n, 500n);
+  const requestId = "m1-a";
+  expect((await postUsageBatch(db, [record(requestId, "m1", accountId, 100n)])).written).toBe(1);
   await db.rows(sql`UPDATE usage_records SET cache_read_units = 3, cache_read_price_per_1m = 2 WHERE request_id = ${requestId}`);
   const report = await auditLedger(db);
   expect(report.checks.find((c) => c.name.startsWith("every usage record is metered"))!.violations).toEqual([
