@@ -13,7 +13,7 @@ import { loadConfig, natsSettings } from "../src/config.ts";
 import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv } from "./helpers.ts";
+import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv, until } from "./helpers.ts";
 import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startNatsWithOperator, startShippedNats, type NatsServer } from "./natsServer.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -30,11 +30,6 @@ function permissionErrors(nc: NatsConnection): string[] {
     }
   })();
   return seen;
-}
-
-async function until(condition: () => boolean, msMax = 5_000): Promise<void> {
-  const deadline = performance.now() + msMax;
-  while (!condition() && performance.now() < deadline) await Bun.sleep(20);
 }
 
 suite("NATS locked down by the shipped configuration", () => {
