@@ -176,17 +176,5 @@ export async function openTestDb(): Promise<{ db: Db; close: () => Promise<void>
   };
 }
 
-/** How often `until` looks again: short, since what it waits for is usually a message or two away. */
-const UNTIL_POLL_MS = 5;
-
-/**
- * Waits for a condition another task makes true, instead of sleeping a guessed time; throws when
- * `msMax` passes first, so a test waiting on something that never happens fails rather than goes on.
- */
-export async function until(condition: () => boolean | Promise<boolean>, msMax = 5_000): Promise<void> {
-  const deadline = performance.now() + msMax;
-  while (!(await condition())) {
-    if (performance.now() >= deadline) throw new Error(`condition not met within ${msMax} ms`);
-    await Bun.sleep(UNTIL_POLL_MS);
-  }
-}
+// The condition wait lives in a module of its own, light enough for unit tests to import.
+export { until } from "./until.ts";
