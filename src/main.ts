@@ -44,7 +44,6 @@ import { createSpeech } from "./http/audio/speech.ts";
 import { createTranscription } from "./http/audio/transcription.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
-
 /**
  * Bun lets a process have only BUN_CONFIG_MAX_HTTP_REQUESTS fetches in flight (256 unless set
  * before start): every upstream request, streams included, counts. Below this the gateway warns.
@@ -145,7 +144,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }
     const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
     cleanups.push(() => writer.stop());
-    const cluster = bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+    const cluster =
+      bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
     const keyHost = new KeyActorHost(
       { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
       (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
@@ -170,7 +170,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     }, env.HOLD_SWEEP_INTERVAL_MS);
     cleanups.push(() => clearInterval(sweeper));
 
-    const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
+    const reload = () =>
+      reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
     cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
     let rateFetcher: RateFetcher | null = null;
     if (env.RATE_SOURCE_URL) {

@@ -45,7 +45,9 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   const { server, client } = await buses();
   const subjects = buildSubjects(`t${randomBase62(8)}`);
   const writer = new UsageWriter(ledgerSink(db), silentLogger);
-  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) =>
+    server.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+  );
   const unserve = host.serve(server, subjects);
   await server.flush(); // the client's first request must find the subscriptions on the broker
   return {

@@ -6,7 +6,11 @@
 import { SseSplitter } from "./sse.ts";
 import type { StreamPiece } from "./types.ts";
 
-export function decodeJsonEvents(sse: SseSplitter, text: string, dispatch: (json: unknown, data: string, piece: StreamPiece) => void): StreamPiece {
+export function decodeJsonEvents(
+  sse: SseSplitter,
+  text: string,
+  dispatch: (json: unknown, data: string, piece: StreamPiece) => void,
+): StreamPiece {
   const piece: StreamPiece = { frames: [], done: false };
   let events;
   try {

@@ -43,7 +43,11 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
     {
       object: "list",
       node: deps.pools.node,
-      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null })),
+      data: deps.pools.all().map((pool) => ({
+        model: pool.model,
+        backends: pool.backends.map((b) => backendView(b, nowMs)),
+        paid_fields: pool.paidFields ?? null,
+      })),
     },
     requestId,
   );
@@ -54,7 +58,8 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   if (isFailure(read)) return failed(read, requestId);
   const parsed = poolBodySchema.safeParse(read.value);
   if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
-  if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
+  if (!deps.catalog.get(model))
+    return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
   const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
   const row = await savePool(deps.db, model, parsed.data.backends, parsed.data.paid_fields);
@@ -65,7 +70,13 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   const pool = deps.pools.get(model)!;
   const nowMs = performance.now();
   return json(
-    { object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null },
+    {
+      object: "pool",
+      model,
+      updated_at: row.updatedAt.toISOString(),
+      backends: pool.backends.map((b) => backendView(b, nowMs)),
+      paid_fields: pool.paidFields ?? null,
+    },
     requestId,
   );
 }

@@ -44,4 +44,3 @@ export function geminiEmbeddingsToReply(text: string): EmbeddingsReply | Upstrea
   if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Gemini embeddings batch.", retryable: true };
   return { vectors: parsed.data.embeddings.map((e) => e.values), inputTokens: null };
 }
-

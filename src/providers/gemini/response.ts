@@ -82,7 +82,8 @@ export function geminiToOpenAIResponse(text: string, context: ReplyContext): Cha
     return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
   }
   const parsed = geminiReply.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Gemini generateContent reply.", retryable: true };
+  if (!parsed.success)
+    return { code: "upstream_error", message: "The upstream reply is not a Gemini generateContent reply.", retryable: true };
   const reply = parsed.data;
   const candidate = reply.candidates?.[0];
   let content = "";
@@ -91,7 +92,11 @@ export function geminiToOpenAIResponse(text: string, context: ReplyContext): Cha
   for (const part of candidate?.content?.parts ?? []) {
     if (part.functionCall) {
       const id = geminiCallId(context, part.functionCall.id, toolCalls.length);
-      toolCalls.push({ id, type: "function", function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) } });
+      toolCalls.push({
+        id,
+        type: "function",
+        function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) },
+      });
     } else if (typeof part.text === "string") {
       if (part.thought) reasoning += part.text;
       else content += part.text;

@@ -36,7 +36,12 @@ export class GeminiStreamDecoder implements ChatStreamDecoder {
     return piece;
   }
 
-  private frame(piece: StreamPiece, delta: Record<string, unknown>, text: string, finish: ReturnType<typeof geminiFinishToFinishReason> = null): void {
+  private frame(
+    piece: StreamPiece,
+    delta: Record<string, unknown>,
+    text: string,
+    finish: ReturnType<typeof geminiFinishToFinishReason> = null,
+  ): void {
     piece.frames.push({ data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text });
   }
 
@@ -73,7 +78,11 @@ export class GeminiStreamDecoder implements ChatStreamDecoder {
         const index = this.toolCalls++;
         const args = JSON.stringify(part.functionCall.args ?? {});
         const id = geminiCallId(this.context, part.functionCall.id, index);
-        this.frame(piece, { tool_calls: [{ index, id, type: "function", function: { name: part.functionCall.name, arguments: args } }] }, args);
+        this.frame(
+          piece,
+          { tool_calls: [{ index, id, type: "function", function: { name: part.functionCall.name, arguments: args } }] },
+          args,
+        );
       } else if (typeof part.text === "string" && part.text !== "") {
         this.frame(piece, part.thought ? { reasoning_content: part.text } : { content: part.text }, part.text);
       }

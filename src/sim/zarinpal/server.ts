@@ -162,7 +162,8 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
 
   function paymentRequest(path: string, body: Record<string, unknown>): Response {
     const merchant = merchantError(body.merchant_id);
-    if (merchant !== null) return error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
+    if (merchant !== null)
+      return error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
     if (faults.requestCode !== null) {
       const forced = faults.requestCode;
       faults.requestCode = null;
@@ -170,13 +171,15 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
     }
     const irt = body.currency === "IRT";
     const amount = typeof body.amount === "string" ? Number(body.amount) : body.amount;
-    if (typeof amount !== "number" || !Number.isSafeInteger(amount)) return error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
+    if (typeof amount !== "number" || !Number.isSafeInteger(amount))
+      return error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
     const amountRial = irt ? amount * 10 : amount;
     if (amountRial < SIM_AMOUNT_RIAL_MIN) return error(path, body, -9, [{ amount: "The amount must be at least 10000 rial." }]);
     if (typeof body.callback_url !== "string" || !/^https?:\/\//.test(body.callback_url)) {
       return error(path, body, -9, [{ callback_url: "The callback url must be an http(s) URL." }]);
     }
-    if (typeof body.description !== "string" || body.description.length === 0) return error(path, body, -9, [{ description: "The description is required." }]);
+    if (typeof body.description !== "string" || body.description.length === 0)
+      return error(path, body, -9, [{ description: "The description is required." }]);
     if (payments.size >= SIM_PAYMENTS_MAX) return error(path, body, -12);
     const metadata = (typeof body.metadata === "object" && body.metadata !== null ? body.metadata : {}) as Record<string, unknown>;
     const authority = newAuthority();
@@ -236,7 +239,15 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
       if (amount !== payment.amountRial) return error(path, body, -50);
       const first = payment.status === "PAID";
       payment.status = "VERIFIED";
-      const data = { code: first ? 100 : 101, message: first ? "Paid" : "Verified", card_hash: payment.cardHash, card_pan: payment.cardPan, ref_id: payment.refId, fee_type: "Merchant", fee: payment.feeRial };
+      const data = {
+        code: first ? 100 : 101,
+        message: first ? "Paid" : "Verified",
+        card_hash: payment.cardHash,
+        card_pan: payment.cardPan,
+        ref_id: payment.refId,
+        fee_type: "Merchant",
+        fee: payment.feeRial,
+      };
       if (faults.dropVerifyReplies > 0) {
         faults.dropVerifyReplies--;
         record(path, body, data.code);
@@ -261,7 +272,13 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
     const authorities = [...payments.values()]
       .filter((p) => p.merchantId === body.merchant_id && p.status === "PAID")
       .slice(-SIM_UNVERIFIED_MAX)
-      .map((p) => ({ authority: p.authority, amount: p.amountRial, callback_url: p.callbackUrl, referer: "", date: p.paidAt!.toISOString().slice(0, 19).replace("T", " ") }));
+      .map((p) => ({
+        authority: p.authority,
+        amount: p.amountRial,
+        callback_url: p.callbackUrl,
+        referer: "",
+        date: p.paidAt!.toISOString().slice(0, 19).replace("T", " "),
+      }));
     return ok(path, body, { code: 100, message: "Success", authorities });
   }
 
@@ -269,7 +286,8 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
     const payment = owned(body);
     if (typeof payment === "number") return error(path, body, payment);
     if (payment.status !== "PAID" && payment.status !== "VERIFIED") return error(path, body, -51);
-    if (Date.now() - payment.paidAt!.getTime() > SIM_REVERSE_WINDOW_MS) return error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
+    if (Date.now() - payment.paidAt!.getTime() > SIM_REVERSE_WINDOW_MS)
+      return error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
     payment.status = "REVERSED";
     return ok(path, body, { code: 100, message: "Reversed" });
   }
@@ -328,7 +346,8 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
     }
     if (action !== "pay" && action !== "cancel" && action !== "pay-silently") return new Response("unknown action", { status: 404 });
     const target = pay(authority, action);
-    if (target === null) return new Response("Paid. (The customer closed the tab: no callback.)", { headers: { "content-type": "text/plain" } });
+    if (target === null)
+      return new Response("Paid. (The customer closed the tab: no callback.)", { headers: { "content-type": "text/plain" } });
     return new Response(null, { status: 302, headers: { location: target } });
   }
 
@@ -367,7 +386,10 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
         for (const [key, value] of Object.entries(body)) {
           // Only known faults, each with its own type (a code may also be cleared with null).
           const known = Object.hasOwn(current, key);
-          const fits = typeof value === typeof current[key] || (value === null && key.endsWith("Code")) || (typeof value === "number" && key.endsWith("Code"));
+          const fits =
+            typeof value === typeof current[key] ||
+            (value === null && key.endsWith("Code")) ||
+            (typeof value === "number" && key.endsWith("Code"));
           if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
         }
         Object.assign(faults, body);

@@ -32,7 +32,11 @@ export function responsesUsageToUsage(usage: z.infer<typeof responsesUsage>): Us
 }
 
 /** @example responsesStatusToFinishReason("incomplete", "max_output_tokens", false) // "length" */
-export function responsesStatusToFinishReason(status: string | null | undefined, reason: string | null | undefined, calls: boolean): FinishReason {
+export function responsesStatusToFinishReason(
+  status: string | null | undefined,
+  reason: string | null | undefined,
+  calls: boolean,
+): FinishReason {
   if (status === "incomplete") return reason === "content_filter" ? "content_filter" : "length";
   return calls ? "tool_calls" : "stop";
 }
@@ -47,7 +51,8 @@ export function responsesToOpenAIResponse(text: string, context: ReplyContext): 
   const parsed = responsesObject.safeParse(json);
   if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Responses API response.", retryable: true };
   const reply = parsed.data;
-  if (reply.status === "failed") return { code: "upstream_error", message: `The upstream failed: ${reply.error?.message ?? "no reason given"}`, retryable: true };
+  if (reply.status === "failed")
+    return { code: "upstream_error", message: `The upstream failed: ${reply.error?.message ?? "no reason given"}`, retryable: true };
   let content = "";
   let reasoning = "";
   const toolCalls: OpenAIToolCall[] = [];
