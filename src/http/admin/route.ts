@@ -15,12 +15,10 @@ import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
-import { bearerToken, readJsonBody } from "../request.ts";
+import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
+import { parseBody } from "./body.ts";
 import { poolsView, setPool } from "./pools.ts";
-
-/** Admin bodies are small; anything bigger is a mistake. */
-export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
 
@@ -90,13 +88,6 @@ export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
     monthlySpendCapMicro: body.monthly_spend_cap_toman,
     residency: body.residency,
   };
-}
-
-export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
-  const raw = await readJsonBody(request, bytesMax);
-  if (isFailure(raw)) return raw;
-  const parsed = schema.safeParse(raw);
-  return parsed.success ? parsed.data : zodFailure(parsed.error);
 }
 
 export function keyObject(key: KeyRecord) {

@@ -17,7 +17,8 @@ import { dailySpend, spendByKey, USAGE_CSV_HEADER, USAGE_CSV_ROWS_MAX, USAGE_PAG
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { walletFields } from "../account/route.ts";
-import { amountToman, keyLimitFields, keyObject, limitsOf, parseBody } from "../admin/route.ts";
+import { parseBody } from "../admin/body.ts";
+import { amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json } from "../guard.ts";
 import { modelObject } from "../models/route.ts";
