@@ -4,7 +4,7 @@
  * OpenAI error shape; every reply carries `x-request-id`.
  */
 import { Elysia } from "elysia";
-import { fail, type Failure } from "../errors.ts";
+import { fail } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, keyInfo } from "./account/route.ts";

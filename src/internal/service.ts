@@ -225,10 +225,10 @@ class InternalService {
       opening.set(HEADER_CREDIT_SUBJECT, this.subjects.streamCredit(streamId));
       opening.set(HEADER_CANCEL_SUBJECT, this.subjects.streamCancel(streamId));
       send(encoder.encode("{}"), opening);
-      relay: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
+      relaying: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
         for (const frame of frames) {
           if (frame.kind === "keepAlive") continue; // our heartbeats do that
-          if (frame.kind === "done") break relay;
+          if (frame.kind === "done") break relaying;
           if (frame.kind === "error") {
             this.stats.errors++;
             const status = String(describe(frame.failure.code).status);
@@ -237,10 +237,10 @@ class InternalService {
             h.set(HEADER_ERROR_CODE, status);
             h.set(HEADER_ERROR, oneLine(frame.failure.message));
             send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
-            break relay;
+            break relaying;
           }
           await waitForCredit();
-          if (cancelled) break relay;
+          if (cancelled) break relaying;
           credit--;
           send(encoder.encode(frame.data), natsHeaders());
         }

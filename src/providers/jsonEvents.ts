@@ -27,7 +27,7 @@ export abstract class JsonEventsDecoder implements ChatStreamDecoder {
 
 function decodeJsonEvents(sse: SseSplitter, text: string, dispatch: (json: unknown, data: string, piece: StreamPiece) => void): StreamPiece {
   const piece: StreamPiece = { frames: [], done: false };
-  let events;
+  let events: ReturnType<SseSplitter["push"]>;
   try {
     events = sse.push(text);
   } catch (error) {

@@ -12,13 +12,11 @@ import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
   CHAT_CONTROL_FIELDS,
-  countPromptTokens,
   measurePromptTokens,
   countTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
   messageAllowanceTokens,
-  partAllowanceTokens,
   promptTokensUpperBound,
   utf8Bytes,
 } from "../../tokens/count.ts";

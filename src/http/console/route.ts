@@ -447,7 +447,7 @@ function usageRoutes(deps: EdgeDeps, { signedIn }: Guards) {
         if (isFailure(asked)) return failed(asked, ctx.requestId);
         await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
         const rows = await usagePage(db, session.accountId, asked.filter, { limit: USAGE_CSV_ROWS_MAX });
-        const body = [USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n") + "\r\n";
+        const body = `${[USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n")}\r\n`;
         return new Response(body, {
           headers: {
             "content-type": "text/csv; charset=utf-8",
