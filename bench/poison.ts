@@ -59,4 +59,4 @@ for (const poisoned of [false, true]) {
   rows.push(`| ${engine} | ${poisoned ? "1 poisoned" : "clean"} | ${USAGE_BATCH_MAX} | ${transactions} | ${median.toFixed(0)} | ${timesMs[ROUNDS - 1]!.toFixed(0)} |`);
 }
 await close();
-console.log("| Engine | Batch | Records | Transactions | Median ms | Max ms |\n|---|---|---|---|---|---|\n" + rows.join("\n"));
+console.log(`| Engine | Batch | Records | Transactions | Median ms | Max ms |\n|---|---|---|---|---|---|\n${rows.join("\n")}`);

@@ -170,7 +170,7 @@ const lines = [
   "",
   "| Requests | n | p50 ms | p99 ms | max ms |",
   "|---|---|---|---|---|",
-  `| small (\"Hello\" to gpt-4o-mini) | ${stats(victimMs.small)} |`,
+  `| small ("Hello" to gpt-4o-mini) | ${stats(victimMs.small)} |`,
   `| window edge (64 KiB prose to phi-4, counted) | ${stats(victimMs.edge)} |`,
   "",
   victimErrors.length === 0 ? "The second key's requests: all 200." : `The second key's failures: ${victimErrors.slice(0, 10).join(", ")}${victimErrors.length > 10 ? ", …" : ""}`,

@@ -29,7 +29,8 @@ import {
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { encodeJson } from "../json.ts";
-import { deadLetterRecords, postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
+import { deadLetterRecords, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
 import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 

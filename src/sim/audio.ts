@@ -141,11 +141,11 @@ function timestamp(seconds: number, separator: "," | "."): string {
 /** The transcript in each `response_format`; `words` only with the word granularity. */
 export function simTranscript(seconds: number, format: string, granularities: string[], language: string): { body: string; contentType: string } {
   const words = simTranscriptWords(seconds);
-  const text = words.join(" ") + ".";
+  const text = `${words.join(" ")}.`;
   const segment = { id: 0, seek: 0, start: 0, end: seconds, text: ` ${text}`, tokens: [], temperature: 0, avg_logprob: -0.1, compression_ratio: 1, no_speech_prob: 0 };
   switch (format) {
     case "text":
-      return { body: text + "\n", contentType: "text/plain; charset=utf-8" };
+      return { body: `${text}\n`, contentType: "text/plain; charset=utf-8" };
     case "srt":
       return { body: `1\n${timestamp(0, ",")} --> ${timestamp(seconds, ",")}\n${text}\n\n`, contentType: "text/plain; charset=utf-8" };
     case "vtt":
