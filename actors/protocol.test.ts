@@ -21,7 +21,13 @@ const base: Settlement = {
 };
 
 test("a settlement's cache components travel as decimal strings and are read back exactly", () => {
-  const withCache: Settlement = { ...base, cacheReadUnits: 64n, cacheReadPricePer1m: 27_000n, cacheWriteUnits: 64n, cacheWritePricePer1m: 337_500n };
+  const withCache: Settlement = {
+    ...base,
+    cacheReadUnits: 64n,
+    cacheReadPricePer1m: 27_000n,
+    cacheWriteUnits: 64n,
+    cacheWritePricePer1m: 337_500n,
+  };
   const read = settlement.parse(JSON.parse(encodeJson(withCache)));
   expect(read).toEqual(withCache);
   // 15 × 270,000 + 8 × 1,350,000 + 64 × 27,000 + 64 × 337,500

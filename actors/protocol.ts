@@ -81,7 +81,14 @@ export type Settlement = z.infer<typeof settlement>;
 /** The priced components of a settlement (or of a usage record). */
 export type PricedUsage = Pick<
   Settlement,
-  "inputUnits" | "outputUnits" | "inputPricePer1m" | "outputPricePer1m" | "cacheReadUnits" | "cacheReadPricePer1m" | "cacheWriteUnits" | "cacheWritePricePer1m"
+  | "inputUnits"
+  | "outputUnits"
+  | "inputPricePer1m"
+  | "outputPricePer1m"
+  | "cacheReadUnits"
+  | "cacheReadPricePer1m"
+  | "cacheWriteUnits"
+  | "cacheWritePricePer1m"
 >;
 
 /** What usage is worth: Σ units × price over its components, micro-toman, exact. */

@@ -73,7 +73,9 @@ async function measure(mode: string, db: Db, server: Bus, client: Bus, keyCount:
   const keys = new KeyStore(db, { prefix: "sk-b-", pepper: randomBase62(40) });
   const writer = new UsageWriter(ledgerSink(db), silentLogger);
   const subjects = buildSubjects(`b${randomBase62(8)}`);
-  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) =>
+    server.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+  );
   const unserve = host.serve(server, subjects);
   // Each key on a wallet of its own, as customers' keys are.
   const keyIds: string[] = [];
@@ -178,7 +180,9 @@ const lines = [
   "",
   "| Bus and database | Keys | Admissions/s | p50 µs | p99 µs | Refused |",
   "|---|---:|---:|---:|---:|---:|",
-  ...results.map((r) => `| ${r.mode} | ${r.keys} | ${Math.round(r.admissionsPerS).toLocaleString("en-US")} | ${r.p50Us} | ${r.p99Us} | ${r.refused} |`),
+  ...results.map(
+    (r) => `| ${r.mode} | ${r.keys} | ${Math.round(r.admissionsPerS).toLocaleString("en-US")} | ${r.p50Us} | ${r.p99Us} | ${r.refused} |`,
+  ),
   "",
 ];
 const text = lines.join("\n");

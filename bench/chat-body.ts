@@ -9,14 +9,55 @@ import { promptTokensUpperBound } from "../src/tokens/count.ts";
 
 const properties: Record<string, unknown> = {};
 for (let i = 0; i < 5_000; i++) properties[`field_${i}`] = { type: "string", description: `value number ${i} of the record, as text` };
-const tools = [{ type: "function", function: { name: "get_weather", description: "The weather in a city", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+const tools = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "The weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string" } } },
+    },
+  },
+];
 
 const bodies: Record<string, unknown> = {
-  "plain, one short message (the benchmarks' body)": { model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello in one short sentence." }], max_tokens: 16 },
-  "plain, 20 messages of 2 KB": { model: "gpt-4o-mini", messages: Array.from({ length: 20 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: "سلام دنیا، حال شما چطور است؟ ".repeat(40) })), max_tokens: 16 },
-  "plain, 1 MiB of text": { model: "gpt-4o-mini", messages: [{ role: "user", content: "The quick brown fox jumps over the lazy dog. ".repeat(23_302) }] },
-  "tools and an image (zod)": { model: "gpt-4o-mini", messages: [{ role: "user", content: [{ type: "text", text: "What is this?" }, { type: "image_url", image_url: { url: "https://example.com/a.png" } }] }], tools, tool_choice: "auto" },
-  "a 400 KB JSON schema (zod)": { model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }], max_tokens: 1, response_format: { type: "json_schema", json_schema: { name: "big", schema: { type: "object", properties } } } },
+  "plain, one short message (the benchmarks' body)": {
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "Say hello in one short sentence." }],
+    max_tokens: 16,
+  },
+  "plain, 20 messages of 2 KB": {
+    model: "gpt-4o-mini",
+    messages: Array.from({ length: 20 }, (_, i) => ({
+      role: i % 2 ? "assistant" : "user",
+      content: "سلام دنیا، حال شما چطور است؟ ".repeat(40),
+    })),
+    max_tokens: 16,
+  },
+  "plain, 1 MiB of text": {
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "The quick brown fox jumps over the lazy dog. ".repeat(23_302) }],
+  },
+  "tools and an image (zod)": {
+    model: "gpt-4o-mini",
+    messages: [
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "What is this?" },
+          { type: "image_url", image_url: { url: "https://example.com/a.png" } },
+        ],
+      },
+    ],
+    tools,
+    tool_choice: "auto",
+  },
+  "a 400 KB JSON schema (zod)": {
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "Hi" }],
+    max_tokens: 1,
+    response_format: { type: "json_schema", json_schema: { name: "big", schema: { type: "object", properties } } },
+  },
 };
 
 /** As route.ts does: the body's bytes are measured from its text only when the bound asks. */

@@ -49,7 +49,11 @@ const ratePerNode = flags["rate-per-node"] === undefined ? null : Number(flags["
 if (ratePerNode !== null && !(ratePerNode > 0)) throw new Error("--rate-per-node must be a positive number");
 /** Bound on one request: a slower one counts as an error. */
 const REQUEST_TIMEOUT_MS = 10_000;
-const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Say hello in one short sentence." }], max_tokens: 16 });
+const body = JSON.stringify({
+  model: "gpt-4o-mini",
+  messages: [{ role: "user", content: "Say hello in one short sentence." }],
+  max_tokens: 16,
+});
 
 interface Row {
   nodes: number;
@@ -171,7 +175,9 @@ async function main(): Promise<void> {
         const keys = [target.key, ...(keysCount > 1 ? await target.createKeys!(keysCount - 1) : [])];
         const row = await measure(target, keys, nodes);
         rows.push(row);
-        console.error(`  ${Math.round(row.rps)} req/s, p50 ${row.p50Ms.toFixed(2)} ms, errors ${row.errors}, admissions ${JSON.stringify(row.admissions)}`);
+        console.error(
+          `  ${Math.round(row.rps)} req/s, p50 ${row.p50Ms.toFixed(2)} ms, errors ${row.errors}, admissions ${JSON.stringify(row.admissions)}`,
+        );
       } finally {
         await target.stop();
       }
@@ -182,7 +188,9 @@ async function main(): Promise<void> {
   }
   const one = rows.find((r) => r.nodes === 1)?.rps;
   const lines = [
-    `Cluster, random spread: ${concurrency} clients${ratePerNode === null ? "" : ` paced at ${ratePerNode} req/s per node`}, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg().map((n) => n.toFixed(2)).join(" ")}`,
+    `Cluster, random spread: ${concurrency} clients${ratePerNode === null ? "" : ` paced at ${ratePerNode} req/s per node`}, ${keysCount} keys, ${durationS} s after a ${warmupS} s warm-up; load average ${loadavg()
+      .map((n) => n.toFixed(2))
+      .join(" ")}`,
     "",
     "| Nodes | req/s | × one node | p50 ms | p99 ms | errors | admissions without a broker hop | gateway CPU µs per request (all nodes) |",
     "|---|---|---|---|---|---|---|---|",

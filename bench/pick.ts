@@ -29,10 +29,21 @@ const WORKERS = Math.min(256, Math.max(1, Number(values.workers)));
 const WARMUP_REQUESTS = Math.max(10, Math.round(REQUESTS / 5));
 const TTFTS_MS = [20, 60, 100, 140, 180, 220, 260, 300];
 
-const config = (name: string, url: string): BackendConfig => ({ name, kind: "openai", url, region: "in-country", weight: 1, concurrency_max: 10_000 });
+const config = (name: string, url: string): BackendConfig => ({
+  name,
+  kind: "openai",
+  url,
+  region: "in-country",
+  weight: 1,
+  concurrency_max: 10_000,
+});
 
 function pickCost(): { usPerPick: number; picks: number } {
-  const pool = new PoolActor("m", TTFTS_MS.map((_, i) => config(`b${i}`, `http://b${i}.invalid/v1`)), { upstreamTimeoutMs: 10_000 });
+  const pool = new PoolActor(
+    "m",
+    TTFTS_MS.map((_, i) => config(`b${i}`, `http://b${i}.invalid/v1`)),
+    { upstreamTimeoutMs: 10_000 },
+  );
   const now = performance.now();
   pool.backends.forEach((b, i) => {
     b.observe({ ttftMs: TTFTS_MS[i]!, outputTokens: 16, durationMs: TTFTS_MS[i]! + 150 }, now);
@@ -51,7 +62,11 @@ function pickCost(): { usPerPick: number; picks: number } {
 async function skewedShares(): Promise<{ counts: number[]; seconds: number }> {
   const sims = await Promise.all(TTFTS_MS.map((ttftMs) => startSimulator({ ttftMs, outputTokens: 4 })));
   try {
-    const pool = new PoolActor("m", sims.map((s, i) => config(`b${i}`, `${s.url}/v1`)), { upstreamTimeoutMs: 30_000 });
+    const pool = new PoolActor(
+      "m",
+      sims.map((s, i) => config(`b${i}`, `${s.url}/v1`)),
+      { upstreamTimeoutMs: 30_000 },
+    );
     const body = { model: "m", messages: [{ role: "user", content: "Hello" }] };
     const load = async (requests: number) => {
       const counts = new Array<number>(TTFTS_MS.length).fill(0);
@@ -60,7 +75,8 @@ async function skewedShares(): Promise<{ counts: number[]; seconds: number }> {
         while (next < requests) {
           next++;
           const outcome = await pool.chat({ body, stream: false, maxTokens: 4, requestId: `r${next}`, created: 0 });
-          if (outcome.kind !== "json") throw new Error(`a request failed: ${JSON.stringify((outcome as Extract<ChatOutcome, { kind: "failed" }>).failure)}`);
+          if (outcome.kind !== "json")
+            throw new Error(`a request failed: ${JSON.stringify((outcome as Extract<ChatOutcome, { kind: "failed" }>).failure)}`);
           counts[Number(outcome.backend.name.slice(1))]!++;
         }
       };
@@ -82,7 +98,9 @@ const pct = (n: number) => `${((n / REQUESTS) * 100).toFixed(1)}%`;
 console.log(`## Routing decision (bench/pick.ts, ${new Date().toISOString()})\n`);
 console.log("| What | Value |\n|---|---|");
 console.log(`| µs per pick, 8 backends (${pick.picks.toLocaleString("en")} picks) | ${pick.usPerPick.toFixed(3)} |`);
-console.log(`| Share of the two fastest (20, 60 ms), ${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up, ${WORKERS} at a time | ${pct(shares.counts[0]! + shares.counts[1]!)} |`);
+console.log(
+  `| Share of the two fastest (20, 60 ms), ${REQUESTS} requests after ${WARMUP_REQUESTS} warm-up, ${WORKERS} at a time | ${pct(shares.counts[0]! + shares.counts[1]!)} |`,
+);
 console.log(`| Duration of the measured requests | ${shares.seconds.toFixed(1)} s |\n`);
 console.log(`| Backend TTFT | ${TTFTS_MS.map((ms) => `${ms} ms`).join(" | ")} |`);
 console.log(`|---|${TTFTS_MS.map(() => "---").join("|")}|`);

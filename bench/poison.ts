@@ -20,9 +20,23 @@ async function batch(db: Db, poisoned: boolean): Promise<UsageRecord[]> {
   const account = await createAccount(db, "bench");
   await topUp(db, account.id, 10n ** 12n, `seed-${account.id}`);
   const holdId = `h_${account.id}`;
-  await openHold(db, { holdId, accountId: account.id, keyId: "key_b", label: "lease", minMicro: 1n, desiredMicro: 10n ** 9n, ttlMs: 600_000 });
+  await openHold(db, {
+    holdId,
+    accountId: account.id,
+    keyId: "key_b",
+    label: "lease",
+    minMicro: 1n,
+    desiredMicro: 10n ** 9n,
+    ttlMs: 600_000,
+  });
   return Array.from({ length: USAGE_BATCH_MAX }, (_, i) =>
-    usageRecord({ requestId: `req_${account.id}_${i}`, accountId: account.id, holdId, meteredMicro: 10n, billedMicro: poisoned && i === 1_234 ? 20n : 10n }),
+    usageRecord({
+      requestId: `req_${account.id}_${i}`,
+      accountId: account.id,
+      holdId,
+      meteredMicro: 10n,
+      billedMicro: poisoned && i === 1_234 ? 20n : 10n,
+    }),
   );
 }
 
@@ -56,7 +70,9 @@ for (const poisoned of [false, true]) {
   }
   timesMs.sort((a, b) => a - b);
   const median = timesMs[Math.floor(ROUNDS / 2)]!;
-  rows.push(`| ${engine} | ${poisoned ? "1 poisoned" : "clean"} | ${USAGE_BATCH_MAX} | ${transactions} | ${median.toFixed(0)} | ${timesMs[ROUNDS - 1]!.toFixed(0)} |`);
+  rows.push(
+    `| ${engine} | ${poisoned ? "1 poisoned" : "clean"} | ${USAGE_BATCH_MAX} | ${transactions} | ${median.toFixed(0)} | ${timesMs[ROUNDS - 1]!.toFixed(0)} |`,
+  );
 }
 await close();
 console.log(`| Engine | Batch | Records | Transactions | Median ms | Max ms |\n|---|---|---|---|---|---|\n${rows.join("\n")}`);

@@ -28,11 +28,13 @@ const GOAL_THROUGHPUT_WORKLOAD = "chat c=64";
 const GOAL_LATENCY_WORKLOAD = "chat c=1";
 const GOAL_TTFB_WORKLOAD = "stream c=1";
 
-const ms = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : value < 10 ? value.toFixed(2) : value.toFixed(1));
+const ms = (value: number | undefined) =>
+  value === undefined || Number.isNaN(value) ? "—" : value < 10 ? value.toFixed(2) : value.toFixed(1);
 const rate = (value: number) => (value >= 100 ? Math.round(value).toLocaleString("en-US") : value.toFixed(1));
 const ratio = (value: number | undefined) => (value === undefined || !Number.isFinite(value) ? "—" : `${(value * 100).toFixed(0)}%`);
 const times = (value: number) => `${value.toFixed(2)}×`;
-const signedMs = (value: number | undefined) => (value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`);
+const signedMs = (value: number | undefined) =>
+  value === undefined || Number.isNaN(value) ? "—" : `${value >= 0 ? "+" : ""}${value.toFixed(2)}`;
 
 export function figuresTable(measurements: Measurement[]): string {
   const lines = [
@@ -41,7 +43,9 @@ export function figuresTable(measurements: Measurement[]): string {
   ];
   for (const m of measurements) {
     const errors = m.errors > 0 ? `**${m.errors}** (${m.errorDetail ?? ""})` : "0";
-    lines.push(`| ${m.target} | ${m.workload} | ${rate(m.rps)} | ${ms(m.p50Ms)} | ${ms(m.p99Ms)} | ${ms(m.ttfbP50Ms)} | ${ms(m.ttfbP99Ms)} | ${errors} |`);
+    lines.push(
+      `| ${m.target} | ${m.workload} | ${rate(m.rps)} | ${ms(m.p50Ms)} | ${ms(m.p99Ms)} | ${ms(m.ttfbP50Ms)} | ${ms(m.ttfbP99Ms)} | ${errors} |`,
+    );
   }
   return lines.join("\n");
 }
@@ -78,7 +82,7 @@ export function scaleGoalsTable(measurements: Measurement[]): string {
   const lines = ["| Goal | Measured (chat c=64 req/s) | Verdict |", "|---|---|---|"];
   const byPrefix = (prefix: string) => measurements.find((m) => m.target.startsWith(prefix) && m.workload === GOAL_THROUGHPUT_WORKLOAD);
   const row = (goal: string, a: Measurement | undefined, b: Measurement | undefined, min: number, note = "") => {
-    if (!a || !b) return lines.push(`| ${goal} | n/a (${a ? b?.target ?? "baseline" : "target"} not measured) | — |`);
+    if (!a || !b) return lines.push(`| ${goal} | n/a (${a ? (b?.target ?? "baseline") : "target"} not measured) | — |`);
     const value = a.rps / b.rps;
     return lines.push(`| ${goal} | ${rate(a.rps)} ÷ ${rate(b.rps)} = ${times(value)} | ${value >= min ? "✓" : "✗"}${note} |`);
   };
@@ -88,7 +92,13 @@ export function scaleGoalsTable(measurements: Measurement[]): string {
   const two = byPrefix(TWO_NODES);
   if (!embedded && !peer && !one && !two) return "";
   row(`Darvaze embedded ≥ ${PEER_FACTOR_MIN}× Portkey`, embedded, peer, PEER_FACTOR_MIN);
-  row(`Darvaze NATS + PostgreSQL: two nodes ≥ ${TWO_NODE_FACTOR_MIN}× one node`, two, one, TWO_NODE_FACTOR_MIN, " (node 2 shares CPU 0 with the load generator and simulator)");
+  row(
+    `Darvaze NATS + PostgreSQL: two nodes ≥ ${TWO_NODE_FACTOR_MIN}× one node`,
+    two,
+    one,
+    TWO_NODE_FACTOR_MIN,
+    " (node 2 shares CPU 0 with the load generator and simulator)",
+  );
   return lines.join("\n");
 }
 

@@ -106,7 +106,9 @@ function machine(): string {
   const wrk = Bun.spawnSync(["wrk", "-v"], { stderr: "pipe" });
   const wrkVersion = /wrk (\S+)/.exec(wrk.stdout.toString() + wrk.stderr.toString())?.[1] ?? "?";
   // Other work on the machine skews every figure; the load average at the end of the run shows it.
-  const load = loadavg().map((n) => n.toFixed(2)).join(" ");
+  const load = loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ");
   return `${cpus().length} CPUs (${cpus()[0]?.model.trim() ?? "?"}), Bun ${Bun.version}, wrk ${wrkVersion}; load average 1/5/15 min at the end ${load} (the run itself keeps both CPUs busy, ~2)`;
 }
 

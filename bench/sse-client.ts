@@ -25,7 +25,10 @@ const samplesMax = 2_000_000;
 const requestsPerClientMax = 10_000_000;
 const concurrencyMax = 10_000;
 
-const latencyMs = z.number().nullable().transform((value) => value ?? Number.NaN);
+const latencyMs = z
+  .number()
+  .nullable()
+  .transform((value) => value ?? Number.NaN);
 const resultSchema = z.object({
   requests: z.number().int().nonnegative(),
   elapsedMs: z.number().positive(),
@@ -85,7 +88,10 @@ async function oneStream(options: LoadOptions, url: string): Promise<number> {
 }
 
 class StreamError extends Error {
-  constructor(readonly kind: "status" | "incomplete", message: string) {
+  constructor(
+    readonly kind: "status" | "incomplete",
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -137,11 +143,22 @@ export interface SseClientOptions {
 /** Spawns this file on the load CPU (warm-up, then measurement) and returns its figures. */
 export async function runSseClient(options: SseClientOptions): Promise<Measurement> {
   const cmd = [
-    "taskset", "-c", String(LOAD_CPU), "bun", "run", import.meta.path,
+    "taskset",
+    "-c",
+    String(LOAD_CPU),
+    "bun",
+    "run",
+    import.meta.path,
     ...(options.target.urls ?? [options.target.url]).flatMap((url) => ["--url", url]),
     ...Object.entries(options.target.headers ?? {}).flatMap(([name, value]) => ["--header", `${name}: ${value}`]),
-    "--key", options.target.key, "--concurrency", String(options.concurrency),
-    "--duration-ms", String(options.durationMs), "--warmup-ms", String(options.warmupMs),
+    "--key",
+    options.target.key,
+    "--concurrency",
+    String(options.concurrency),
+    "--duration-ms",
+    String(options.durationMs),
+    "--warmup-ms",
+    String(options.warmupMs),
   ];
   const stdout = await runLoad("sse-client", cmd, options.warmupMs + options.durationMs + 2 * streamTimeoutMs);
   const line = stdout.split("\n").findLast((l) => l.startsWith("{"));
@@ -159,7 +176,9 @@ export async function runSseClient(options: SseClientOptions): Promise<Measureme
     ttfbP50Ms: result.ttfbP50Ms,
     ttfbP99Ms: result.ttfbP99Ms,
     errors,
-    ...(errors > 0 ? { errorDetail: `status ${e.status}, incomplete ${e.incomplete}, failed ${e.failed}; first: ${result.firstError ?? "?"}` } : {}),
+    ...(errors > 0
+      ? { errorDetail: `status ${e.status}, incomplete ${e.incomplete}, failed ${e.failed}; first: ${result.firstError ?? "?"}` }
+      : {}),
   };
 }
 
@@ -179,15 +198,24 @@ function optionsFromArgs(args: string[]): LoadOptions & { warmupMs: number } {
   return z
     .object({
       urls: z.array(z.string().url()).min(1),
-      headers: z.array(z.string().regex(/^[^:]+:/)).transform((lines) =>
-        Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).trim(), line.slice(line.indexOf(":") + 1).trim()])),
-      ),
+      headers: z
+        .array(z.string().regex(/^[^:]+:/))
+        .transform((lines) =>
+          Object.fromEntries(lines.map((line) => [line.slice(0, line.indexOf(":")).trim(), line.slice(line.indexOf(":") + 1).trim()])),
+        ),
       key: z.string().min(1),
       concurrency: z.coerce.number().int().min(1).max(concurrencyMax),
       durationMs: z.coerce.number().int().min(100).max(600_000),
       warmupMs: z.coerce.number().int().min(0).max(600_000),
     })
-    .parse({ urls: values.url, headers: values.header, key: values.key, concurrency: values.concurrency, durationMs: values["duration-ms"], warmupMs: values["warmup-ms"] });
+    .parse({
+      urls: values.url,
+      headers: values.header,
+      key: values.key,
+      concurrency: values.concurrency,
+      durationMs: values["duration-ms"],
+      warmupMs: values["warmup-ms"],
+    });
 }
 
 if (import.meta.main) {

@@ -60,7 +60,19 @@ async function slowSimulator(): Promise<{ url: string; stop: () => Promise<void>
   const child = spawnPinned({
     label: "slow simulator",
     cpu: LOAD_CPU,
-    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "1000", "--output-tokens", "3600"],
+    cmd: [
+      "bun",
+      "run",
+      join(ROOT, "src/sim/main.ts"),
+      "--port",
+      String(port),
+      "--ttft-ms",
+      "0",
+      "--itl-ms",
+      "1000",
+      "--output-tokens",
+      "3600",
+    ],
   });
   const url = `http://${HOST}:${port}`;
   await waitReady(child, `${url}/v1/models`);
@@ -123,38 +135,41 @@ async function rssPerStream(lines: string[]): Promise<void> {
   const gateway = await startDarvaze({ mode, upstreamUrl: sim.url, ...(mode === "nats-pg" ? { services: servicesDefaults } : {}) });
   const bare = await startBareProxy(sim.url);
   try {
-    for (const [name, target] of [[`Darvaze (${mode})`, gateway], ["bare Bun proxy", bare]] as const)
-    for (const count of STREAM_COUNTS) {
-      const warm = await openSlowStreams(target, 20);
-      await Bun.sleep(1_000);
-      warm.close();
-      await Bun.sleep(1_000);
-      Bun.gc(true);
-      const before = rssBytes(target.pid!);
-      const streams = await openSlowStreams(target, count);
-      const openedMs = performance.now();
-      while (streams.ok() < count && performance.now() - openedMs < ANSWER_WAIT_MS_MAX) await Bun.sleep(250);
-      const answeredS = (performance.now() - openedMs) / 1000;
-      const gcBefore = await forcedCollections(target);
-      const samples: number[] = [];
-      for (let waited = 0; waited < SAMPLE_MS; waited += 1_000) {
+    for (const [name, target] of [
+      [`Darvaze (${mode})`, gateway],
+      ["bare Bun proxy", bare],
+    ] as const)
+      for (const count of STREAM_COUNTS) {
+        const warm = await openSlowStreams(target, 20);
         await Bun.sleep(1_000);
-        samples.push(rssBytes(target.pid!));
+        warm.close();
+        await Bun.sleep(1_000);
+        Bun.gc(true);
+        const before = rssBytes(target.pid!);
+        const streams = await openSlowStreams(target, count);
+        const openedMs = performance.now();
+        while (streams.ok() < count && performance.now() - openedMs < ANSWER_WAIT_MS_MAX) await Bun.sleep(250);
+        const answeredS = (performance.now() - openedMs) / 1000;
+        const gcBefore = await forcedCollections(target);
+        const samples: number[] = [];
+        for (let waited = 0; waited < SAMPLE_MS; waited += 1_000) {
+          await Bun.sleep(1_000);
+          samples.push(rssBytes(target.pid!));
+        }
+        const gcAfter = await forcedCollections(target);
+        const open = streams.ok();
+        const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
+        const peak = Math.max(...samples);
+        const kib = (rss: number) => ((rss - before) / Math.max(1, open) / 1024).toFixed(1);
+        const collections = gcAfter.count - gcBefore.count;
+        const pauseMs = collections > 0 ? ((gcAfter.pauseS - gcBefore.pauseS) * 1000) / collections : 0;
+        lines.push(
+          `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
+        );
+        console.error(`rss: ${name}, ${count} streams (${open} answered 200): ${kib(mean)} KiB each (mean), ${kib(peak)} KiB (peak)`);
+        streams.close();
+        await Bun.sleep(CHECK ? 1_000 : 5_000);
       }
-      const gcAfter = await forcedCollections(target);
-      const open = streams.ok();
-      const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
-      const peak = Math.max(...samples);
-      const kib = (rss: number) => ((rss - before) / Math.max(1, open) / 1024).toFixed(1);
-      const collections = gcAfter.count - gcBefore.count;
-      const pauseMs = collections > 0 ? ((gcAfter.pauseS - gcBefore.pauseS) * 1000) / collections : 0;
-      lines.push(
-        `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
-      );
-      console.error(`rss: ${name}, ${count} streams (${open} answered 200): ${kib(mean)} KiB each (mean), ${kib(peak)} KiB (peak)`);
-      streams.close();
-      await Bun.sleep(CHECK ? 1_000 : 5_000);
-    }
   } finally {
     await bare.stop();
     await gateway.stop();
@@ -167,12 +182,15 @@ async function ttfbOverhead(lines: string[]): Promise<void> {
   const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
   try {
     for (const concurrency of [1, 64]) {
-      const run = (target: Target) => runSseClient({ target, workload: `stream c=${concurrency}`, concurrency, durationMs: TTFB_MS, warmupMs: WARMUP_MS });
+      const run = (target: Target) =>
+        runSseClient({ target, workload: `stream c=${concurrency}`, concurrency, durationMs: TTFB_MS, warmupMs: WARMUP_MS });
       const direct = await run(sim);
       const through = await run(gateway);
       const p50 = (through.ttfbP50Ms ?? NaN) - (direct.ttfbP50Ms ?? NaN);
       const p99 = (through.ttfbP99Ms ?? NaN) - (direct.ttfbP99Ms ?? NaN);
-      lines.push(`| ${concurrency} | ${direct.ttfbP50Ms?.toFixed(3)} / ${direct.ttfbP99Ms?.toFixed(3)} | ${through.ttfbP50Ms?.toFixed(3)} / ${through.ttfbP99Ms?.toFixed(3)} | ${p50.toFixed(3)} | ${p99.toFixed(3)} | ${through.errors} |`);
+      lines.push(
+        `| ${concurrency} | ${direct.ttfbP50Ms?.toFixed(3)} / ${direct.ttfbP99Ms?.toFixed(3)} | ${through.ttfbP50Ms?.toFixed(3)} / ${through.ttfbP99Ms?.toFixed(3)} | ${p50.toFixed(3)} | ${p99.toFixed(3)} | ${through.errors} |`,
+      );
       console.error(`ttfb c=${concurrency}: overhead p50 ${p50.toFixed(3)} ms, p99 ${p99.toFixed(3)} ms`);
     }
   } finally {

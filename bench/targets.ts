@@ -52,7 +52,10 @@ export const servicesDefaults: Services = {
 };
 
 /** `length` random hex digits. */
-const randomId = (length: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(Math.ceil(length / 2)))).toString("hex").slice(0, length);
+const randomId = (length: number) =>
+  Buffer.from(crypto.getRandomValues(new Uint8Array(Math.ceil(length / 2))))
+    .toString("hex")
+    .slice(0, length);
 
 /** The simulator with no delays; `max_tokens` cuts replies shorter than `outputTokens`. */
 export async function startSimulator(options: { outputTokens: number }): Promise<Target> {
@@ -60,7 +63,19 @@ export async function startSimulator(options: { outputTokens: number }): Promise
   const child = spawnPinned({
     label: "simulator",
     cpu: LOAD_CPU,
-    cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), "--port", String(port), "--ttft-ms", "0", "--itl-ms", "0", "--output-tokens", String(options.outputTokens)],
+    cmd: [
+      "bun",
+      "run",
+      join(ROOT, "src/sim/main.ts"),
+      "--port",
+      String(port),
+      "--ttft-ms",
+      "0",
+      "--itl-ms",
+      "0",
+      "--output-tokens",
+      String(options.outputTokens),
+    ],
   });
   const url = `http://${HOST}:${port}`;
   await waitReady(child, `${url}/v1/models`);
@@ -218,7 +233,14 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const folder = mkdtempSync(join(tmpdir(), "darvaze-bench-"));
     cleanUpLater(() => rmSync(folder, { recursive: true, force: true }));
     const configPath = join(folder, "pools.json");
-    const backend = { name: "sim", kind: "openai", url: `${options.upstreamUrl}/v1`, region: "in-country", weight: 1, concurrency_max: 100_000 };
+    const backend = {
+      name: "sim",
+      kind: "openai",
+      url: `${options.upstreamUrl}/v1`,
+      region: "in-country",
+      weight: 1,
+      concurrency_max: 100_000,
+    };
     writeFileSync(configPath, JSON.stringify({ default_backends: [backend], pools: {} }));
 
     const nodes = options.nodes ?? 1;
@@ -275,7 +297,9 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const url = urls[0]!;
     const funded = await fundedKey(url, adminToken);
     const name =
-      options.mode === "embedded" ? "Darvaze embedded (PGlite, in-process bus)" : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
+      options.mode === "embedded"
+        ? "Darvaze embedded (PGlite, in-process bus)"
+        : `Darvaze NATS + PostgreSQL, ${nodes} node${nodes > 1 ? "s" : ""}`;
     return { name, url, key: funded.key, pid, pids, ...(nodes > 1 ? { urls } : {}), adminToken, createKeys: funded.createKeys, stop };
   } catch (error) {
     await stop();

@@ -24,7 +24,10 @@ import { startSimulator } from "./targets.ts";
 
 const { values } = parseArgs({ options: { sizes: { type: "string", default: "1,8,30" } } });
 const MIB = 1024 * 1024;
-const SIZES_MIB = values.sizes!.split(",").map(Number).filter((n) => n > 0 && n <= 30);
+const SIZES_MIB = values
+  .sizes!.split(",")
+  .map(Number)
+  .filter((n) => n > 0 && n <= 30);
 const MODELS = [
   ["gpt-4o-mini", "128k"],
   ["llama-4-scout", "10M"],
@@ -40,7 +43,9 @@ const KINDS: [string, (bytes: number) => string][] = [
     (bytes) => {
       // Random bytes as a client would send them, decoded as UTF-8 (invalid sequences become
       // U+FFFD); control characters, quote and backslash left out so the JSON body is the text.
-      const raw = crypto.getRandomValues(new Uint8Array(Math.ceil(bytes / 1.7))).map((b) => (b < 0x20 || b === 0x22 || b === 0x5c ? 0x41 : b));
+      const raw = crypto
+        .getRandomValues(new Uint8Array(Math.ceil(bytes / 1.7)))
+        .map((b) => (b < 0x20 || b === 0x22 || b === 0x5c ? 0x41 : b));
       const text = new TextDecoder().decode(raw);
       return Buffer.from(text, "utf8").subarray(0, bytes).toString("utf8");
     },
@@ -51,7 +56,10 @@ installExitHandlers();
 const sim = await startSimulator({ outputTokens: 1 });
 const poolsPath = join(mkdtempSync(join(tmpdir(), "bench-tokens-")), "pools.json");
 const backend = { name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "in-country", concurrency_max: 10_000 };
-writeFileSync(poolsPath, JSON.stringify({ pools: Object.fromEntries(["gpt-4o-mini", "llama-4-scout", "phi-4"].map((m) => [m, { backends: [backend] }])) }));
+writeFileSync(
+  poolsPath,
+  JSON.stringify({ pools: Object.fromEntries(["gpt-4o-mini", "llama-4-scout", "phi-4"].map((m) => [m, { backends: [backend] }])) }),
+);
 const t = await startTestGateway({ LOG_LEVEL: "error", DARVAZE_CONFIG: poolsPath });
 const attacker = await t.fundedKey(10_000_000);
 const victim = await t.fundedKey(10_000_000);
@@ -173,7 +181,9 @@ const lines = [
   `| small ("Hello" to gpt-4o-mini) | ${stats(victimMs.small)} |`,
   `| window edge (64 KiB prose to phi-4, counted) | ${stats(victimMs.edge)} |`,
   "",
-  victimErrors.length === 0 ? "The second key's requests: all 200." : `The second key's failures: ${victimErrors.slice(0, 10).join(", ")}${victimErrors.length > 10 ? ", …" : ""}`,
+  victimErrors.length === 0
+    ? "The second key's requests: all 200."
+    : `The second key's failures: ${victimErrors.slice(0, 10).join(", ")}${victimErrors.length > 10 ? ", …" : ""}`,
   "",
 ];
 console.log(lines.join("\n"));

@@ -42,9 +42,20 @@ export function splitConcurrency(concurrency: number, parts: number): number[] {
 
 async function wrkOnce(url: string, concurrency: number, durationS: number, scriptArgs: string[]): Promise<WrkSummary> {
   const cmd = [
-    "taskset", "-c", String(LOAD_CPU),
-    "wrk", "-t1", `-c${concurrency}`, `-d${durationS}s`, `--timeout`, `${requestTimeoutS}s`,
-    "-s", script, `${url}/v1/chat/completions`, "--", ...scriptArgs,
+    "taskset",
+    "-c",
+    String(LOAD_CPU),
+    "wrk",
+    "-t1",
+    `-c${concurrency}`,
+    `-d${durationS}s`,
+    `--timeout`,
+    `${requestTimeoutS}s`,
+    "-s",
+    script,
+    `${url}/v1/chat/completions`,
+    "--",
+    ...scriptArgs,
   ];
   const stdout = await runLoad("wrk", cmd, durationS * 1000 + killAfterExtraMs);
   const line = stdout.split("\n").findLast((l) => l.startsWith("{"));
@@ -80,7 +91,10 @@ export async function runWrk(options: WrkOptions): Promise<Measurement> {
       timeout: sum((s) => s.errors.timeout),
     };
     const errors = e.connect + e.read + e.write + e.status + e.timeout;
-    const detail = Object.entries(e).filter(([, n]) => n > 0).map(([kind, n]) => `${kind} ${n}`).join(", ");
+    const detail = Object.entries(e)
+      .filter(([, n]) => n > 0)
+      .map(([kind, n]) => `${kind} ${n}`)
+      .join(", ");
     return {
       target: options.target.name,
       workload: options.workload,

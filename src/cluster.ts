@@ -82,7 +82,8 @@ export class Cluster {
     const { bus, db, subjects, log } = this.deps;
     const kv = await bus.nc.jetstream().views.kv(partitionBucket(this.deps.prefix), { ttl: PARTITION_LEASE_TTL_MS, history: 1 });
     this.stopEvents = bus.subscribe(PARTITION_EVENTS, subjects.partitionEvents, (e) => {
-      if (e.owner === "") void this.leases?.tick(); // given back: take it now rather than at the next renewal
+      if (e.owner === "")
+        void this.leases?.tick(); // given back: take it now rather than at the next renewal
       else if (e.owner !== this.node) {
         this.shares.partitionMoved(e.partition);
         this.permits.partitionMoved(e.partition);
@@ -148,7 +149,8 @@ export class Cluster {
     this.stopEvents?.();
     const given = this.ownedPartitions();
     await this.leases?.stop();
-    for (const p of given) this.deps.bus.publish(PARTITION_EVENTS, this.deps.subjects.partitionEvents, { partition: p, owner: "", fenceToken: 0n });
+    for (const p of given)
+      this.deps.bus.publish(PARTITION_EVENTS, this.deps.subjects.partitionEvents, { partition: p, owner: "", fenceToken: 0n });
     this.deps.log("info", "cluster_left", { node: this.node });
   }
 }

@@ -39,11 +39,19 @@ describe("environment", () => {
     const { env } = loadConfig(required);
     expect(env.ZARINPAL_MERCHANT_ID).toBeUndefined();
     expect(env.ZARINPAL_BASE_URL).toBe("https://payment.zarinpal.com");
-    expect(loadConfig({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4-0048-11e8-94db-005056a205be" }).env.ZARINPAL_MERCHANT_ID).toBe("1344b5d4-0048-11e8-94db-005056a205be");
-    expect(problems({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4004811e894db005056a205be" })[0]).toStartWith("ZARINPAL_MERCHANT_ID: must be Zarinpal's 36-character merchant id");
+    expect(loadConfig({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4-0048-11e8-94db-005056a205be" }).env.ZARINPAL_MERCHANT_ID).toBe(
+      "1344b5d4-0048-11e8-94db-005056a205be",
+    );
+    expect(problems({ ...required, ZARINPAL_MERCHANT_ID: "1344b5d4004811e894db005056a205be" })[0]).toStartWith(
+      "ZARINPAL_MERCHANT_ID: must be Zarinpal's 36-character merchant id",
+    );
     expect(problems({ ...required, TOPUP_TOMAN_MIN: "500" })[0]).toStartWith("TOPUP_TOMAN_MIN:");
-    expect(problems({ ...required, TOPUP_TOMAN_MIN: "20000", TOPUP_TOMAN_MAX: "10000" })).toEqual(["TOPUP_TOMAN_MAX: must be at least TOPUP_TOMAN_MIN (20000)"]);
-    expect(problems({ ...required, PAYMENT_TIMEOUT_MS: "5000", PAYMENT_VERIFY_CLAIM_MS: "5000" })[0]).toStartWith("PAYMENT_VERIFY_CLAIM_MS: must exceed PAYMENT_TIMEOUT_MS");
+    expect(problems({ ...required, TOPUP_TOMAN_MIN: "20000", TOPUP_TOMAN_MAX: "10000" })).toEqual([
+      "TOPUP_TOMAN_MAX: must be at least TOPUP_TOMAN_MIN (20000)",
+    ]);
+    expect(problems({ ...required, PAYMENT_TIMEOUT_MS: "5000", PAYMENT_VERIFY_CLAIM_MS: "5000" })[0]).toStartWith(
+      "PAYMENT_VERIFY_CLAIM_MS: must exceed PAYMENT_TIMEOUT_MS",
+    );
     expect(problems({ ...required, ZARINPAL_BASE_URL: "payment.zarinpal.com" })[0]).toStartWith("ZARINPAL_BASE_URL:");
     expect(problems({ ...required, DARVAZE_FAULT: "anywhere" })[0]).toStartWith("DARVAZE_FAULT:");
   });
@@ -105,7 +113,11 @@ describe("NATS credentials and TLS", () => {
       auth: { user: "gateway", pass: "secret" },
       tls: { caFile: ca },
     });
-    expect(natsSettings(loadConfig({ ...required, NATS_URL: "nats://n:4222", NATS_TOKEN: "t" }).env)).toEqual({ servers: ["nats://n:4222"], auth: { token: "t" }, tls: null });
+    expect(natsSettings(loadConfig({ ...required, NATS_URL: "nats://n:4222", NATS_TOKEN: "t" }).env)).toEqual({
+      servers: ["nats://n:4222"],
+      auth: { token: "t" },
+      tls: null,
+    });
     expect(natsSettings(loadConfig(required).env)).toBeNull();
   });
 
@@ -115,7 +127,9 @@ describe("NATS credentials and TLS", () => {
     expect(problems({ ...nats, NATS_TOKEN: "t", NATS_NKEY_SEED: seed })[0]).toContain("only one NATS credential may be set");
     expect(problems({ ...nats, NATS_NKEY_SEED: "SAxyz" })[0]).toStartWith("NATS_NKEY_SEED: a user NKey seed");
     expect(problems({ ...nats, NATS_CREDS_FILE: join(dir, "missing.creds") })[0]).toMatch(/^NATS_CREDS_FILE: cannot read .*ENOENT/);
-    expect(problems({ ...nats, NATS_TLS_CERT_FILE: ca })).toEqual(["NATS_TLS_KEY_FILE: a client certificate needs its key, and the key its certificate"]);
+    expect(problems({ ...nats, NATS_TLS_CERT_FILE: ca })).toEqual([
+      "NATS_TLS_KEY_FILE: a client certificate needs its key, and the key its certificate",
+    ]);
     expect(problems({ ...required, NATS_TOKEN: "t" })).toEqual(["NATS_TOKEN: is set but NATS_URL is not"]);
     expect(problems({ ...required, NATS_URL: "nats://a:4222,tls://b:4222" })[0]).toContain("mixes nats:// and tls://");
     expect(problems({ ...required, NATS_URL: "http://a:4222" })[0]).toContain("scheme http://");

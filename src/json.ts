@@ -10,4 +10,10 @@ export function encodeJson(value: unknown): string {
 }
 
 /** A bigint, or its decimal string as `encodeJson` wrote it. */
-export const bigintJson = z.union([z.bigint(), z.string().regex(/^-?\d{1,30}$/).transform((s) => BigInt(s))]);
+export const bigintJson = z.union([
+  z.bigint(),
+  z
+    .string()
+    .regex(/^-?\d{1,30}$/)
+    .transform((s) => BigInt(s)),
+]);

@@ -44,7 +44,6 @@ import { createSpeech } from "./http/audio/speech.ts";
 import { createTranscription } from "./http/audio/transcription.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
-
 /**
  * Bun lets a process have only BUN_CONFIG_MAX_HTTP_REQUESTS fetches in flight (256 unless set
  * before start): every upstream request, streams included, counts. Below this the gateway warns.
@@ -128,7 +127,15 @@ async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, 
 }
 
 /** Prices follow the catalog's table (on every node's price event) and, when configured, the exchange-rate source. */
-function followPrices(config: Config, db: Db, bus: Bus, subjects: Subjects, catalog: Catalog, cleanups: Cleanups, log: Logger): RateFetcher | null {
+function followPrices(
+  config: Config,
+  db: Db,
+  bus: Bus,
+  subjects: Subjects,
+  catalog: Catalog,
+  cleanups: Cleanups,
+  log: Logger,
+): RateFetcher | null {
   const env = config.env;
   const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
   cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
@@ -212,7 +219,8 @@ async function startKeyActors(
 ): Promise<{ cluster: Cluster | null; keyHost: KeyActorHost }> {
   const { db, bus, subjects, keys, writer } = parts;
   const env = config.env;
-  const cluster = bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+  const cluster =
+    bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
   const keyHost = new KeyActorHost(
     { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
     (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),

@@ -50,7 +50,11 @@ export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGu
     stats.collections++;
     stats.pauseMsTotal += pauseMs;
     baseline = rss();
-    options.log("debug", "memory_collected", { rss_before_mib: Math.round(now / 2 ** 20), rss_after_mib: Math.round(baseline / 2 ** 20), pause_ms: Math.round(pauseMs) });
+    options.log("debug", "memory_collected", {
+      rss_before_mib: Math.round(now / 2 ** 20),
+      rss_after_mib: Math.round(baseline / 2 ** 20),
+      pause_ms: Math.round(pauseMs),
+    });
   };
   if (growthBytes <= 0) return { stats, stop: () => {}, check: () => {} };
   const timer = setInterval(check, options.checkMs ?? GC_CHECK_MS);

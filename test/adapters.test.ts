@@ -107,7 +107,9 @@ const expectedText = (tokens = OUTPUT_TOKENS) => simCompletion({ seed: SEED, pro
 
 describe.each(VENDORS)("$model through its vendor's wire format", (vendor) => {
   test("create: the text, finish reason and usage in OpenAI's format, charged as the simulator logged", async () => {
-    const { data, response } = await client.chat.completions.create({ model: vendor.model, messages: MESSAGES, max_tokens: 100 }).withResponse();
+    const { data, response } = await client.chat.completions
+      .create({ model: vendor.model, messages: MESSAGES, max_tokens: 100 })
+      .withResponse();
     const requestId = response.headers.get("x-request-id")!;
     expect(data.object).toBe("chat.completion");
     expect(data.id).toBe(`chatcmpl-${requestId}`);
@@ -178,7 +180,14 @@ describe.each(VENDORS)("$model through its vendor's wire format", (vendor) => {
 
   test("tools, streamed: the arguments reassemble from the deltas, charged as logged", async () => {
     const { data: stream, response } = await client.chat.completions
-      .create({ model: vendor.model, messages: MESSAGES, tools: [WEATHER_TOOL], tool_choice: "required", stream: true, stream_options: { include_usage: true } })
+      .create({
+        model: vendor.model,
+        messages: MESSAGES,
+        tools: [WEATHER_TOOL],
+        tool_choice: "required",
+        stream: true,
+        stream_options: { include_usage: true },
+      })
       .withResponse();
     const calls = new Map<number, { id?: string; name?: string; arguments: string }>();
     let finish: string | null = null;
@@ -203,7 +212,12 @@ describe.each(VENDORS)("$model through its vendor's wire format", (vendor) => {
   });
 
   test("multi-turn: after the tool's result the model answers in text", async () => {
-    const first = await client.chat.completions.create({ model: vendor.model, messages: MESSAGES, tools: [WEATHER_TOOL], tool_choice: "required" });
+    const first = await client.chat.completions.create({
+      model: vendor.model,
+      messages: MESSAGES,
+      tools: [WEATHER_TOOL],
+      tool_choice: "required",
+    });
     const call = first.choices[0]!.message.tool_calls![0]! as OpenAI.Chat.ChatCompletionMessageFunctionToolCall;
     const second = await client.chat.completions.create({
       model: vendor.model,

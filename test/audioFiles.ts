@@ -129,7 +129,15 @@ const mvhd = (stated: number) => box("mvhd", u32(0, 0, 0, 1000, Math.round(state
 /** The sound track: its sample tables list `sizes` (empty when the samples are in fragments) from `chunkOffset`. */
 function soundTrak(statedSeconds: number, sizes: number[], chunkOffset: number): Buffer {
   const listed = sizes.length;
-  const sampleEntry = box("mp4a", Buffer.alloc(6), Buffer.from([0, 1]), Buffer.alloc(8), Buffer.from([0, 1, 0, 16, 0, 0, 0, 0]), u32(RATE * 65536), esds());
+  const sampleEntry = box(
+    "mp4a",
+    Buffer.alloc(6),
+    Buffer.from([0, 1]),
+    Buffer.alloc(8),
+    Buffer.from([0, 1, 0, 16, 0, 0, 0, 0]),
+    u32(RATE * 65536),
+    esds(),
+  );
   const stbl = box(
     "stbl",
     box("stsd", u32(0, 1), sampleEntry),
@@ -178,7 +186,15 @@ export function fragmentedM4a(frameCount: number, options: { statedSeconds: numb
   for (let first = 0, sequence = 1; first < frameCount; first += perFragment, sequence++) {
     const frames = Array.from({ length: Math.min(perFragment, frameCount - first) }, (_, i) => source[(first + i) % source.length]!);
     const moof = (dataOffset: number) =>
-      box("moof", box("mfhd", u32(0, sequence)), box("traf", box("tfhd", u32(0x020008, 1, AAC_FRAME_SAMPLES)), box("trun", u32(0x000201, frames.length, dataOffset), ...frames.map((f) => u32(f.length)))));
+      box(
+        "moof",
+        box("mfhd", u32(0, sequence)),
+        box(
+          "traf",
+          box("tfhd", u32(0x020008, 1, AAC_FRAME_SAMPLES)),
+          box("trun", u32(0x000201, frames.length, dataOffset), ...frames.map((f) => u32(f.length))),
+        ),
+      );
     parts.push(moof(moof(0).length + 8), box("mdat", ...frames));
   }
   return Buffer.concat(parts);
@@ -191,7 +207,8 @@ export function lyingMp4(frameCount: number, fragmented = false): GeneratedAudio
 }
 
 /** Pages of an Ogg file with every granule position divided by ten. */
-const tenthGranules = (ogg: Buffer): Buffer => Buffer.concat(oggPages(ogg).map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
+const tenthGranules = (ogg: Buffer): Buffer =>
+  Buffer.concat(oggPages(ogg).map((page, i) => oggPage({ ...page, granule: page.granule / 10n }, i)));
 
 /** The simulator's Ogg Opus of `seconds`, every granule position divided by ten. */
 export function lyingOgg(seconds: number): GeneratedAudio {
@@ -247,8 +264,14 @@ export function lyingWebm(packetCount: number, live = false, lacing?: "xiph" | "
   const packets = Array.from({ length: packetCount }, (_, i) => source[i % source.length]!);
   const seconds = packetCount * OPUS_PACKET_S;
   const header = ebml([0x1a, 0x45, 0xdf, 0xa3], Buffer.concat([ebmlUint([0x42, 0x86], 1), ebml([0x42, 0x82], Buffer.from("webm"))]));
-  const info = ebml([0x15, 0x49, 0xa9, 0x66], Buffer.concat([ebml([0x2a, 0xd7, 0xb1], Buffer.from([0x0f, 0x42, 0x40])), ebmlFloat([0x44, 0x89], (seconds * 1000) / 10)]));
-  const track = ebml([0xae], Buffer.concat([ebmlUint([0xd7], 1), ebmlUint([0x83], 2), ebml([0x86], Buffer.from("A_OPUS")), ebml([0xe1], ebmlFloat([0xb5], 48_000))]));
+  const info = ebml(
+    [0x15, 0x49, 0xa9, 0x66],
+    Buffer.concat([ebml([0x2a, 0xd7, 0xb1], Buffer.from([0x0f, 0x42, 0x40])), ebmlFloat([0x44, 0x89], (seconds * 1000) / 10)]),
+  );
+  const track = ebml(
+    [0xae],
+    Buffer.concat([ebmlUint([0xd7], 1), ebmlUint([0x83], 2), ebml([0x86], Buffer.from("A_OPUS")), ebml([0xe1], ebmlFloat([0xb5], 48_000))]),
+  );
   const perBlock = lacing ? 3 : 1;
   const blocks = Array.from({ length: Math.ceil(packetCount / perBlock) }, (_, i) => {
     const laced = packets.slice(i * perBlock, (i + 1) * perBlock);

@@ -13,7 +13,14 @@ const TTFTS_MS = [20, 60, 100, 140, 180, 220, 260, 300];
 const body = { model: "m", messages: [{ role: "user", content: "Hello" }] };
 
 function poolOver(sims: Simulator[]): PoolActor {
-  const configs: BackendConfig[] = sims.map((sim, i) => ({ name: `b${i}`, kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 1, concurrency_max: 1_000 }));
+  const configs: BackendConfig[] = sims.map((sim, i) => ({
+    name: `b${i}`,
+    kind: "openai",
+    url: `${sim.url}/v1`,
+    region: "in-country",
+    weight: 1,
+    concurrency_max: 1_000,
+  }));
   return new PoolActor("m", configs, { upstreamTimeoutMs: 30_000 });
 }
 
@@ -34,7 +41,8 @@ async function load(pool: PoolActor, requests: number, workers: number): Promise
   return counts;
 }
 
-const shareOf = (counts: Map<string, number>, names: string[], total: number) => names.reduce((n, name) => n + (counts.get(name) ?? 0), 0) / total;
+const shareOf = (counts: Map<string, number>, names: string[], total: number) =>
+  names.reduce((n, name) => n + (counts.get(name) ?? 0), 0) / total;
 const percent = (x: number) => `${(x * 100).toFixed(1)}%`;
 
 describe("eight backends, 20 to 300 ms to the first token", () => {
@@ -52,7 +60,10 @@ describe("eight backends, 20 to 300 ms to the first token", () => {
     await load(pool, 200, 4); // warm-up
     const counts = await load(pool, 1_000, 4);
     const share = shareOf(counts, ["b0", "b1"], 1_000);
-    console.log(`balance: the two fastest of eight (20, 60 ms) served ${percent(share)} of 1000 requests (4 at a time);`, Object.fromEntries([...counts].sort()));
+    console.log(
+      `balance: the two fastest of eight (20, 60 ms) served ${percent(share)} of 1000 requests (4 at a time);`,
+      Object.fromEntries([...counts].sort()),
+    );
     expect(share).toBeGreaterThan(0.5);
     expect(counts.get("b0") ?? 0).toBeGreaterThan(counts.get("b7") ?? 0);
     // The slowest still gets the probes that keep its estimate true.
@@ -68,7 +79,9 @@ describe("eight backends, 20 to 300 ms to the first token", () => {
     const seconds = (performance.now() - started) / 1000;
     const fastNow = shareOf(counts, ["b7"], 600);
     const slowNow = shareOf(counts, ["b0"], 600);
-    console.log(`balance: ${seconds.toFixed(1)} s after swapping the fastest and the slowest, the new fastest serves ${percent(fastNow)}, the old ${percent(slowNow)}`);
+    console.log(
+      `balance: ${seconds.toFixed(1)} s after swapping the fastest and the slowest, the new fastest serves ${percent(fastNow)}, the old ${percent(slowNow)}`,
+    );
     expect(fastNow).toBeGreaterThan(0.2);
     expect(slowNow).toBeLessThan(0.05);
   }, 120_000);
@@ -96,7 +109,9 @@ describe("in flight", () => {
       await load(pool, 200, 32); // the queue shows in its latency and its /metrics
       const saturated = await load(pool, 400, 32);
       const saturatedShare = shareOf(saturated, ["b0"], 400);
-      console.log(`in flight: the fastest of three served ${percent(freeShare)} with room, ${percent(saturatedShare)} when it queues beyond 4; its queue peaked at ${sims[0]!.log.inFlightMax} in flight`);
+      console.log(
+        `in flight: the fastest of three served ${percent(freeShare)} with room, ${percent(saturatedShare)} when it queues beyond 4; its queue peaked at ${sims[0]!.log.inFlightMax} in flight`,
+      );
       expect(saturatedShare).toBeLessThan(freeShare - 0.1);
       expect(shareOf(saturated, ["b1", "b2"], 400)).toBeGreaterThan(0.4);
     } finally {
@@ -106,7 +121,9 @@ describe("in flight", () => {
   }, 120_000);
 
   test("a burst of 200 simultaneous requests does not land on one backend", async () => {
-    const outcomes = await Promise.all(Array.from({ length: 200 }, (_, i) => pool.chat({ body, stream: false, maxTokens: 4, requestId: `burst${i}`, created: 0 })));
+    const outcomes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) => pool.chat({ body, stream: false, maxTokens: 4, requestId: `burst${i}`, created: 0 })),
+    );
     const counts = new Map<string, number>();
     for (const o of outcomes) {
       expect(o.kind).toBe("json");

@@ -79,7 +79,15 @@ describe("known fields only", () => {
 
   test("the spec's ordinary fields and vLLM's continuous_usage_stats pass", async () => {
     const { key } = await t.fundedKey(100);
-    const ok = await chat(key, { temperature: 0.5, seed: 7, stop: ["zz"], user: "u1", service_tier: "auto", store: false, stream_options: null });
+    const ok = await chat(key, {
+      temperature: 0.5,
+      seed: 7,
+      stop: ["zz"],
+      user: "u1",
+      service_tier: "auto",
+      store: false,
+      stream_options: null,
+    });
     expect(ok.status).toBe(200);
   });
 });
@@ -109,7 +117,14 @@ describe("fields that change the price or keep data", () => {
     const listed = (await t.admin("GET", "/admin/pools")).body.data.find((p: { model: string }) => p.model === MODEL);
     expect(listed.paid_fields.store).toBe(true);
     const { key } = await t.fundedKey(100);
-    const percentOf: Record<string, number> = { service_tier: 200, store: 100, prediction: 100, web_search_options: 300, audio: 800, modalities: 800 };
+    const percentOf: Record<string, number> = {
+      service_tier: 200,
+      store: 100,
+      prediction: 100,
+      web_search_options: 300,
+      audio: 800,
+      modalities: 800,
+    };
     for (const [what, fields, param] of PAID) {
       sim.log.clear();
       const before = await balanceMicro(key);
@@ -117,7 +132,8 @@ describe("fields that change the price or keep data", () => {
       expect([what, reply.status]).toEqual([what, 200]);
       const entry = sim.log.entries()[0]!;
       const percent = BigInt(percentOf[param]!);
-      const cost = BigInt(entry.promptTokens) * INPUT_MICRO * percent / 100n + BigInt(entry.completionTokens) * OUTPUT_MICRO * percent / 100n;
+      const cost =
+        (BigInt(entry.promptTokens) * INPUT_MICRO * percent) / 100n + (BigInt(entry.completionTokens) * OUTPUT_MICRO * percent) / 100n;
       expect([what, before - (await balanceAfterCharge(key, before))]).toEqual([what, cost]);
     }
     const flex = await chat(key, { service_tier: "flex" }); // only the tiers listed are enabled
@@ -154,7 +170,9 @@ describe("a prompt outside the messages", () => {
     const entry = sim.log.entries()[0]!;
     expect(entry.promptTokens).toBeGreaterThan(100_000); // the upstream bills the schema
     // Billing is capped by the reserve: a charge of every billed token shows the reserve covered them.
-    expect(before - (await balanceAfterCharge(key, before))).toBe(BigInt(entry.promptTokens) * WIDE_INPUT_MICRO + BigInt(entry.completionTokens) * WIDE_OUTPUT_MICRO);
+    expect(before - (await balanceAfterCharge(key, before))).toBe(
+      BigInt(entry.promptTokens) * WIDE_INPUT_MICRO + BigInt(entry.completionTokens) * WIDE_OUTPUT_MICRO,
+    );
   });
 
   test("a wallet that cannot cover the schema's tokens is refused 402, and nothing is served", async () => {

@@ -152,7 +152,13 @@ test("/v1/key sums whole prompts and their cached parts over the eight requests 
   const response = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${client.apiKey}` } });
   const body = (await response.json()) as { usage: Record<string, unknown> };
   // Per run: 128 + 64 + 128 read (deepseek-v3's are input), 64 written; two runs.
-  expect(body.usage).toMatchObject({ requests: 8, input_tokens: 8 * PROMPT_TOKENS, cached_tokens: 640, cache_write_tokens: 128, output_tokens: 8 * OUTPUT_TOKENS });
+  expect(body.usage).toMatchObject({
+    requests: 8,
+    input_tokens: 8 * PROMPT_TOKENS,
+    cached_tokens: 640,
+    cache_write_tokens: 128,
+    output_tokens: 8 * OUTPUT_TOKENS,
+  });
 });
 
 test("/v1/models shows the cache prices in toman per 1M tokens; a model without them shows none", async () => {
@@ -166,7 +172,9 @@ test("/v1/models shows the cache prices in toman per 1M tokens; a model without 
 test("/metrics counts prompt tokens by kind: input, cache_read, cache_write", async () => {
   const text = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
   const count = (model: string, direction: string) => {
-    const line = text.split("\n").find((l) => l.startsWith("darvaze_tokens_total{") && l.includes(`model="${model}"`) && l.includes(`direction="${direction}"`));
+    const line = text
+      .split("\n")
+      .find((l) => l.startsWith("darvaze_tokens_total{") && l.includes(`model="${model}"`) && l.includes(`direction="${direction}"`));
     return line ? Number(line.split(" ").at(-1)) : 0;
   };
   // Two requests each (whole and streamed).
@@ -186,7 +194,9 @@ test("at the wallet's edge a prompt marked for caching is reserved at the cache-
   const text = "Reserve me at the price I may cost. ".repeat(20);
   const part = { type: "text" as const, text };
   // `cache_control` is Anthropic's field, beyond the openai client's types.
-  const marked = [{ role: "user", content: [{ ...part, cache_control: { type: "ephemeral" } }] }] as unknown as OpenAI.ChatCompletionMessageParam[];
+  const marked = [
+    { role: "user", content: [{ ...part, cache_control: { type: "ephemeral" } }] },
+  ] as unknown as OpenAI.ChatCompletionMessageParam[];
   const plain: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: [part] }];
   const exact = BigInt(await countPromptTokens([{ role: "user", content: [part] }]));
   // claude-sonnet-4: input 270,000, cache write 337,500, output 1,350,000 micro-toman per token.
@@ -197,7 +207,10 @@ test("at the wallet's edge a prompt marked for caching is reserved at the cache-
   const edge = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
   sim.options.cacheReadTokens = 0;
   sim.options.cacheWriteTokens = 0;
-  const refused = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: marked, max_tokens: 10 }).then(() => null, (e: unknown) => e);
+  const refused = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: marked, max_tokens: 10 }).then(
+    () => null,
+    (e: unknown) => e,
+  );
   expect(refused).toBeInstanceOf(OpenAI.APIError);
   expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
   const served = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: plain, max_tokens: 10 });

@@ -167,7 +167,10 @@ describe("bun run gw", () => {
       const dir = mkdtempSync(join(tmpdir(), "darvaze-cli-pools-"));
       const file = join(dir, "backends.json");
       const sim = t.gw.simulator!;
-      writeFileSync(file, JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }));
+      writeFileSync(
+        file,
+        JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }),
+      );
       const run = await gw(["pools", "set", "phi-4", "--file", file]);
       expect(run.stderr).toBe("");
       expect(run.code).toBe(0);
@@ -181,10 +184,15 @@ describe("bun run gw", () => {
       const refused = await gw(["pools", "set", "no-such-model", "--file", join(dir, "missing.json")]);
       expect(refused.code).toBe(2);
       // Checked by the schema the admin API checks it with, before anything is sent.
-      writeFileSync(file, JSON.stringify({ backends: [{ name: "sim-b", kind: "openai", url: `${sim.url}/v1`, region: "in-country", wieght: 3 }] }));
+      writeFileSync(
+        file,
+        JSON.stringify({ backends: [{ name: "sim-b", kind: "openai", url: `${sim.url}/v1`, region: "in-country", wieght: 3 }] }),
+      );
       const misspelled = await gw(["pools", "set", "phi-4", "--file", file]);
       expect(misspelled.code).toBe(2);
-      expect(misspelled.stderr).toContain(`error: ${file} is not a pool the gateway takes: Unrecognized request argument supplied: backends.0.wieght`);
+      expect(misspelled.stderr).toContain(
+        `error: ${file} is not a pool the gateway takes: Unrecognized request argument supplied: backends.0.wieght`,
+      );
       expect(t.gw.deps.pools.get("phi-4")!.backends.map((b) => b.name)).toEqual(["sim-a"]);
     },
     cliTimeoutMs,

@@ -56,7 +56,11 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
   const refusals: string[] = [];
 
   const admin = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(nodes[0]!.url + path, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: body ? JSON.stringify(body) : undefined });
+    const response = await fetch(nodes[0]!.url + path, {
+      method,
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: body ? JSON.stringify(body) : undefined,
+    });
     return (await response.json()) as any;
   };
 
@@ -228,9 +232,16 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     const { key } = await fundedKey(100, { rpm: RPM });
     const refusals: { code: string; retryAfter: string | null; limit: string | null }[] = [];
     const statuses = await roundRobin(key, 6, (response, body) => {
-      if (response.status === 429) refusals.push({ code: body.error!.code, retryAfter: response.headers.get("retry-after"), limit: response.headers.get("x-ratelimit-limit-requests") });
+      if (response.status === 429)
+        refusals.push({
+          code: body.error!.code,
+          retryAfter: response.headers.get("retry-after"),
+          limit: response.headers.get("x-ratelimit-limit-requests"),
+        });
     });
-    process.stdout.write(`rpm ${RPM} over ${NODE_COUNT} nodes for ${RATE_LOAD_MS} ms: statuses ${JSON.stringify(Object.fromEntries(statuses))}\n`);
+    process.stdout.write(
+      `rpm ${RPM} over ${NODE_COUNT} nodes for ${RATE_LOAD_MS} ms: statuses ${JSON.stringify(Object.fromEntries(statuses))}\n`,
+    );
     expect(statuses.get(200)).toBe(RPM);
     expect([...statuses.keys()].sort()).toEqual([200, 429]);
     expect(refusals.length).toBeGreaterThan(2 * RPM);
@@ -248,12 +259,16 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     // Every admitted request's usage reaches the database (through the usage log) within a few seconds.
     let billed = 0n;
     for (let waited = 0; waited < 10_000; waited += 200) {
-      const [row] = await db.rows<{ n: unknown; billed: unknown }>(sql`SELECT count(*) AS n, coalesce(sum(billed_micro), 0) AS billed FROM usage_records WHERE key_id = ${keyId}`);
+      const [row] = await db.rows<{ n: unknown; billed: unknown }>(
+        sql`SELECT count(*) AS n, coalesce(sum(billed_micro), 0) AS billed FROM usage_records WHERE key_id = ${keyId}`,
+      );
       billed = BigInt(String(row!.billed));
       if (Number(row!.n) >= ok) break;
       await Bun.sleep(200);
     }
-    process.stdout.write(`monthly cap ${CAP_TOMAN} toman over ${NODE_COUNT} nodes: statuses ${JSON.stringify(Object.fromEntries(statuses))}, billed ${billed} micro-toman\n`);
+    process.stdout.write(
+      `monthly cap ${CAP_TOMAN} toman over ${NODE_COUNT} nodes: statuses ${JSON.stringify(Object.fromEntries(statuses))}, billed ${billed} micro-toman\n`,
+    );
     expect(ok).toBeGreaterThan(5);
     expect(statuses.get(402) ?? 0).toBeGreaterThan(0);
     expect([...statuses.keys()].sort()).toEqual([200, 402]);
@@ -261,90 +276,90 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     expect(billed).toBeLessThanOrEqual(BigInt(CAP_TOMAN) * 1_000_000n);
   }, 30_000);
 
-  it(
-    "kill -9 under load: the limit holds, partitions move, the others keep serving, the audit passes",
-    async () => {
-      const limited = await fundedKey(CONCURRENCY_MAX);
-      // The node to kill owns the limited key's partition; the steady key's partition too, so
-      // that both keys' owner dies.
-      const owners = await db.rows<{ partition: number; owner: string }>(sql`SELECT partition, owner FROM key_partitions`);
-      const ownerOf = (keyId: string) => owners.find((o) => o.partition === partitionOf(keyId))!.owner;
-      const victimOwner = ownerOf(limited.keyId);
-      const victim = nodes.find((n) => n.process.pid === pidOf(victimOwner))!;
-      expect(victim).toBeDefined();
-      let steady = await fundedKey(500);
-      for (let i = 0; i < 30 && ownerOf(steady.keyId) !== victimOwner; i++) steady = await fundedKey(500);
-      expect(ownerOf(steady.keyId)).toBe(victimOwner);
-      const survivors = nodes.filter((n) => n !== victim);
-      let alive = [...nodes];
+  it("kill -9 under load: the limit holds, partitions move, the others keep serving, the audit passes", async () => {
+    const limited = await fundedKey(CONCURRENCY_MAX);
+    // The node to kill owns the limited key's partition; the steady key's partition too, so
+    // that both keys' owner dies.
+    const owners = await db.rows<{ partition: number; owner: string }>(sql`SELECT partition, owner FROM key_partitions`);
+    const ownerOf = (keyId: string) => owners.find((o) => o.partition === partitionOf(keyId))!.owner;
+    const victimOwner = ownerOf(limited.keyId);
+    const victim = nodes.find((n) => n.process.pid === pidOf(victimOwner))!;
+    expect(victim).toBeDefined();
+    let steady = await fundedKey(500);
+    for (let i = 0; i < 30 && ownerOf(steady.keyId) !== victimOwner; i++) steady = await fundedKey(500);
+    expect(ownerOf(steady.keyId)).toBe(victimOwner);
+    const survivors = nodes.filter((n) => n !== victim);
+    let alive = [...nodes];
 
-      limitedSim.log.clear();
-      let stop = false;
-      const limitedStatuses = new Map<string, number>();
-      const steadyFailures: string[] = [];
-      let steadyOk = 0;
-      const count = (status: number | "failed") => limitedStatuses.set(String(status), (limitedStatuses.get(String(status)) ?? 0) + 1);
-      const limitedWorker = async () => {
-        while (!stop) {
-          const status = await send(limited.key, "gpt-4o", () => alive);
-          count(status);
-          if (status === 429) await Bun.sleep(20); // a client backing off a little, as retry-after asks
-        }
-      };
-      const steadyWorker = async () => {
-        while (!stop) {
-          const status = await send(steady.key, "gpt-4o-mini", () => survivors);
-          if (status === 200) steadyOk++;
-          else steadyFailures.push(String(status));
-        }
-      };
-      const load = Promise.all([...Array.from({ length: 2 * CONCURRENCY_MAX }, limitedWorker), ...Array.from({ length: 6 }, steadyWorker)]);
-
-      await Bun.sleep(2_000);
-      const beforeKill = limitedSim.log.inFlightMax;
-      victim.process.kill("SIGKILL");
-      const killedAt = performance.now();
-      await victim.process.exited;
-      alive = survivors;
-      nodes = survivors;
-      // Ownership of every partition the victim held moves to a live node.
-      let movedAfterMs = Infinity;
-      for (;;) {
-        const byOwner = await ownersByNode();
-        if (!byOwner.has(victimOwner)) {
-          movedAfterMs = performance.now() - killedAt;
-          break;
-        }
-        if (performance.now() - killedAt > PARTITION_LEASE_TTL_MS + PARTITION_RENEW_MS + MOVE_SLACK_MS + 5_000) break;
-        await Bun.sleep(100);
+    limitedSim.log.clear();
+    let stop = false;
+    const limitedStatuses = new Map<string, number>();
+    const steadyFailures: string[] = [];
+    let steadyOk = 0;
+    const count = (status: number | "failed") => limitedStatuses.set(String(status), (limitedStatuses.get(String(status)) ?? 0) + 1);
+    const limitedWorker = async () => {
+      while (!stop) {
+        const status = await send(limited.key, "gpt-4o", () => alive);
+        count(status);
+        if (status === 429) await Bun.sleep(20); // a client backing off a little, as retry-after asks
       }
-      await Bun.sleep(3_000);
-      stop = true;
-      await load;
+    };
+    const steadyWorker = async () => {
+      while (!stop) {
+        const status = await send(steady.key, "gpt-4o-mini", () => survivors);
+        if (status === 200) steadyOk++;
+        else steadyFailures.push(String(status));
+      }
+    };
+    const load = Promise.all([...Array.from({ length: 2 * CONCURRENCY_MAX }, limitedWorker), ...Array.from({ length: 6 }, steadyWorker)]);
 
-      process.stdout.write(
-        `kill -9: partitions moved after ${movedAfterMs.toFixed(0)} ms; limited key statuses ${JSON.stringify(Object.fromEntries(limitedStatuses))}; ` +
-          `in flight at most ${limitedSim.log.inFlightMax} (before the kill ${beforeKill}); steady key ${steadyOk} ok, ${steadyFailures.length} failed\n`,
-      );
-      expect(movedAfterMs).toBeLessThan(PARTITION_LEASE_TTL_MS + PARTITION_RENEW_MS + MOVE_SLACK_MS);
-      // The load pressed on the limit (twice as many clients as slots; a slot may be between two requests).
-      expect(beforeKill).toBeGreaterThanOrEqual(CONCURRENCY_MAX - 1);
-      expect(limitedSim.log.inFlightMax).toBeLessThanOrEqual(CONCURRENCY_MAX + FAILOVER_SLACK);
-      expect(limitedStatuses.get("200") ?? 0).toBeGreaterThan(20);
-      expect(steadyFailures).toEqual([]);
-      expect(steadyOk).toBeGreaterThan(50);
+    await Bun.sleep(2_000);
+    const beforeKill = limitedSim.log.inFlightMax;
+    victim.process.kill("SIGKILL");
+    const killedAt = performance.now();
+    await victim.process.exited;
+    alive = survivors;
+    nodes = survivors;
+    // Ownership of every partition the victim held moves to a live node.
+    let movedAfterMs = Infinity;
+    for (;;) {
+      const byOwner = await ownersByNode();
+      if (!byOwner.has(victimOwner)) {
+        movedAfterMs = performance.now() - killedAt;
+        break;
+      }
+      if (performance.now() - killedAt > PARTITION_LEASE_TTL_MS + PARTITION_RENEW_MS + MOVE_SLACK_MS + 5_000) break;
+      await Bun.sleep(100);
+    }
+    await Bun.sleep(3_000);
+    stop = true;
+    await load;
 
-      // After the lease deadline the victim's leases are expired by the survivors' sweepers.
-      await Bun.sleep(LEASE_TTL_MS + 1_000);
-      const [pending] = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM holds WHERE status = 'pending' AND deadline < now()`);
-      expect(Number(pending!.n)).toBe(0);
-      const [twice] = await db.rows<{ n: unknown; d: unknown }>(sql`SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM usage_records`);
-      expect(Number(twice!.n)).toBe(Number(twice!.d));
-      const audit = (await (await fetch(`${survivors[0]!.url}/admin/ledger/audit`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json()) as { checks: { name: string; ok: boolean }[] };
-      expect(audit.checks.filter((c) => !c.ok)).toEqual([]);
-    },
-    90_000,
-  );
+    process.stdout.write(
+      `kill -9: partitions moved after ${movedAfterMs.toFixed(0)} ms; limited key statuses ${JSON.stringify(Object.fromEntries(limitedStatuses))}; ` +
+        `in flight at most ${limitedSim.log.inFlightMax} (before the kill ${beforeKill}); steady key ${steadyOk} ok, ${steadyFailures.length} failed\n`,
+    );
+    expect(movedAfterMs).toBeLessThan(PARTITION_LEASE_TTL_MS + PARTITION_RENEW_MS + MOVE_SLACK_MS);
+    // The load pressed on the limit (twice as many clients as slots; a slot may be between two requests).
+    expect(beforeKill).toBeGreaterThanOrEqual(CONCURRENCY_MAX - 1);
+    expect(limitedSim.log.inFlightMax).toBeLessThanOrEqual(CONCURRENCY_MAX + FAILOVER_SLACK);
+    expect(limitedStatuses.get("200") ?? 0).toBeGreaterThan(20);
+    expect(steadyFailures).toEqual([]);
+    expect(steadyOk).toBeGreaterThan(50);
+
+    // After the lease deadline the victim's leases are expired by the survivors' sweepers.
+    await Bun.sleep(LEASE_TTL_MS + 1_000);
+    const [pending] = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM holds WHERE status = 'pending' AND deadline < now()`);
+    expect(Number(pending!.n)).toBe(0);
+    const [twice] = await db.rows<{ n: unknown; d: unknown }>(
+      sql`SELECT count(*) AS n, count(DISTINCT request_id) AS d FROM usage_records`,
+    );
+    expect(Number(twice!.n)).toBe(Number(twice!.d));
+    const audit = (await (
+      await fetch(`${survivors[0]!.url}/admin/ledger/audit`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })
+    ).json()) as { checks: { name: string; ok: boolean }[] };
+    expect(audit.checks.filter((c) => !c.ok)).toEqual([]);
+  }, 90_000);
 
   it("the database refuses a settlement carrying the deposed owner's fencing token", async () => {
     const { accountId, keyId } = await fundedKey(1);
@@ -356,60 +371,81 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     // Below the previous tenure's token: refused whatever the grace (fence.ts); with no previous
     // tenure, the first one began at the cluster's start, longer ago than the grace.
     const stale = (previous > 0n ? previous : current) - 1n;
-    expect(await openHold(db, { holdId: `hold_fence_${keyId}`, accountId, keyId, label: "lease", minMicro: 1_000n, desiredMicro: 1_000n, ttlMs: 60_000 })).toMatchObject({ opened: true });
+    expect(
+      await openHold(db, {
+        holdId: `hold_fence_${keyId}`,
+        accountId,
+        keyId,
+        label: "lease",
+        minMicro: 1_000n,
+        desiredMicro: 1_000n,
+        ttlMs: 60_000,
+      }),
+    ).toMatchObject({ opened: true });
     const record = (requestId: string, fenceToken: bigint) => ({
-      requestId, accountId, keyId, holdId: `hold_fence_${keyId}`, model: "gpt-4o-mini", operation: "chat", backend: "sim", priceVersionId: 1,
-      inputUnits: 1n, outputUnits: 1n, inputPricePer1m: 100n, outputPricePer1m: 100n, meteredMicro: 200n, billedMicro: 200n, status: 200, durationMs: 1,
-      partition, fenceToken,
+      requestId,
+      accountId,
+      keyId,
+      holdId: `hold_fence_${keyId}`,
+      model: "gpt-4o-mini",
+      operation: "chat",
+      backend: "sim",
+      priceVersionId: 1,
+      inputUnits: 1n,
+      outputUnits: 1n,
+      inputPricePer1m: 100n,
+      outputPricePer1m: 100n,
+      meteredMicro: 200n,
+      billedMicro: 200n,
+      status: 200,
+      durationMs: 1,
+      partition,
+      fenceToken,
     });
     const result = await postUsageBatch(db, [record(`req_stale_${keyId}`, stale), record(`req_live_${keyId}`, current)]);
     expect(result).toMatchObject({ written: 2, postedMicro: 200n, writtenOffMicro: 200n });
   }, 30_000);
 
-  it(
-    "a node joins and ownership spreads; a rolling restart of every node under load fails no request",
-    async () => {
-      if (nodes.length < NODE_COUNT) nodes.push(await spawnGateway(env)); // replaces the node killed above
-      await spread(NODE_COUNT);
-      const { key } = await fundedKey(500);
-      refusals.length = 0;
-      let stop = false;
-      let ok = 0;
-      const failures: string[] = [];
-      const worker = async () => {
-        while (!stop) {
-          const status = await send(key, "gpt-4o-mini", () => nodes);
-          if (status === 200) ok++;
-          else failures.push(String(status));
-        }
-      };
-      const load = Promise.all(Array.from({ length: 8 }, worker));
-      await Bun.sleep(1_000);
-      for (let i = 0; i < NODE_COUNT; i++) {
-        // The stopping node stays in the client's list: its refused connections are retried elsewhere.
-        const old = nodes[0]!;
-        await old.kill("SIGTERM");
-        expect(old.process.exitCode).toBe(0);
-        nodes = nodes.filter((n) => n !== old);
-        nodes.push(await spawnGateway(env));
-        await Bun.sleep(500);
+  it("a node joins and ownership spreads; a rolling restart of every node under load fails no request", async () => {
+    if (nodes.length < NODE_COUNT) nodes.push(await spawnGateway(env)); // replaces the node killed above
+    await spread(NODE_COUNT);
+    const { key } = await fundedKey(500);
+    refusals.length = 0;
+    let stop = false;
+    let ok = 0;
+    const failures: string[] = [];
+    const worker = async () => {
+      while (!stop) {
+        const status = await send(key, "gpt-4o-mini", () => nodes);
+        if (status === 200) ok++;
+        else failures.push(String(status));
       }
-      await settled(NODE_COUNT);
-      await Bun.sleep(1_000);
-      stop = true;
-      await load;
-      // Usage settled under a partition's previous owner and posted after the takeover is fenced off: billed 0, written off.
-      const [fenced] = await db.rows<{ n: unknown }>(sql`
+    };
+    const load = Promise.all(Array.from({ length: 8 }, worker));
+    await Bun.sleep(1_000);
+    for (let i = 0; i < NODE_COUNT; i++) {
+      // The stopping node stays in the client's list: its refused connections are retried elsewhere.
+      const old = nodes[0]!;
+      await old.kill("SIGTERM");
+      expect(old.process.exitCode).toBe(0);
+      nodes = nodes.filter((n) => n !== old);
+      nodes.push(await spawnGateway(env));
+      await Bun.sleep(500);
+    }
+    await settled(NODE_COUNT);
+    await Bun.sleep(1_000);
+    stop = true;
+    await load;
+    // Usage settled under a partition's previous owner and posted after the takeover is fenced off: billed 0, written off.
+    const [fenced] = await db.rows<{ n: unknown }>(sql`
         SELECT count(*) AS n FROM usage_records u JOIN key_partitions kp ON kp.partition = u.partition
         WHERE u.fence_token < kp.fence_token AND u.billed_micro = 0 AND u.metered_micro > 0`);
-      process.stdout.write(
-        `rolling restart: ${ok} requests ok, ${failures.length} failed ${JSON.stringify(failures.slice(0, 5))}; ` +
-          `${Number(fenced!.n)} usage records fenced off (written off, not charged)\n`,
-      );
-      if (failures.length > 0) process.stdout.write(`refusals: ${refusals.join("\n")}\n`);
-      expect(failures).toEqual([]);
-      expect(ok).toBeGreaterThan(100);
-    },
-    120_000,
-  );
+    process.stdout.write(
+      `rolling restart: ${ok} requests ok, ${failures.length} failed ${JSON.stringify(failures.slice(0, 5))}; ` +
+        `${Number(fenced!.n)} usage records fenced off (written off, not charged)\n`,
+    );
+    if (failures.length > 0) process.stdout.write(`refusals: ${refusals.join("\n")}\n`);
+    expect(failures).toEqual([]);
+    expect(ok).toBeGreaterThan(100);
+  }, 120_000);
 });

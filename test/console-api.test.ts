@@ -141,7 +141,17 @@ describe("console API", () => {
     expect(cross.body.error.code).toBe("cross_site_refused");
     expect((await call(b, "GET", "/console/api/keys", undefined, { origin: otherPort, "sec-fetch-site": "same-site" })).status).toBe(403);
     expect((await call({ ...b, csrf: null }, "POST", "/console/api/keys", { name: "x" })).body.error.code).toBe("cross_site_refused");
-    expect((await call(b, "POST", "/console/api/sign-in", { phone: "09120000002", code: "000000" }, { origin: "https://evil.example", "sec-fetch-site": "cross-site" })).status).toBe(403);
+    expect(
+      (
+        await call(
+          b,
+          "POST",
+          "/console/api/sign-in",
+          { phone: "09120000002", code: "000000" },
+          { origin: "https://evil.example", "sec-fetch-site": "cross-site" },
+        )
+      ).status,
+    ).toBe(403);
   });
 
   test("a code is dead after 5 wrong tries, even the right one", async () => {
@@ -163,17 +173,31 @@ describe("console API", () => {
     expect(before.status).toBe(409);
     expect(before.body.error.code).toBe("wallet_not_funded");
     const session = await call(b, "GET", "/console/api/session");
-    expect((await call(b, "GET", "/console/api/overview")).body).toMatchObject({ funded: false, low_balance: true, balance_micro_toman: "0" });
+    expect((await call(b, "GET", "/console/api/overview")).body).toMatchObject({
+      funded: false,
+      low_balance: true,
+      balance_micro_toman: "0",
+    });
     await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 100_000, reference: "console-api-1" });
     const overview = (await call(b, "GET", "/console/api/overview")).body;
-    expect(overview).toMatchObject({ funded: true, low_balance: false, available_toman: "100000", today: { requests: 0, timezone: "UTC" }, jalali_month: { timezone: "Asia/Tehran" } });
+    expect(overview).toMatchObject({
+      funded: true,
+      low_balance: false,
+      available_toman: "100000",
+      today: { requests: 0, timezone: "UTC" },
+      jalali_month: { timezone: "Asia/Tehran" },
+    });
     expect(overview.month.from).toMatch(/^\d{4}-\d{2}-01T00:00:00\.000Z$/);
     const created = await call(b, "POST", "/console/api/keys", { name: "first", rpm: 100 });
     expect(created.status).toBe(201);
     expect(created.body.exports).toEqual([`export OPENAI_BASE_URL=${t.url}/v1`, `export OPENAI_API_KEY=${created.body.key}`]);
 
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
-    const reply = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 });
+    const reply = await client.chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 5,
+    });
     await usageWritten(b, 1);
     const listed = await call(b, "GET", "/console/api/keys");
     expect(JSON.stringify(listed.body)).not.toContain(created.body.key);
@@ -205,7 +229,9 @@ describe("console API", () => {
     expect(soon.status).toBe(201);
     const briefClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: soon.body.key, maxRetries: 0 });
     await briefClient.models.list(); // cached now
-    const info = (await (await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${soon.body.key}` } })).json()) as { expires_at: number };
+    const info = (await (await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${soon.body.key}` } })).json()) as {
+      expires_at: number;
+    };
     expect(info.expires_at).toBe(Math.floor(Date.parse(soon.body.expires_at) / 1000));
     await Bun.sleep(1_600);
     const refused = await briefClient.models.list().catch((error) => error);
@@ -213,7 +239,9 @@ describe("console API", () => {
     expect(refused.error.message).toContain("expired");
 
     expect((await call(b, "DELETE", `/console/api/keys/${created.body.id}`)).body.revoked_at).not.toBeNull();
-    const after = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] }).catch((e) => e);
+    const after = await client.chat.completions
+      .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] })
+      .catch((e) => e);
     expect(after.status).toBe(401);
   }, 30_000);
 
@@ -221,7 +249,7 @@ describe("console API", () => {
     const b = await signIn("09120000006");
     const session = await call(b, "GET", "/console/api/session");
     await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 100_000, reference: "console-api-2" });
-    const created = await call(b, "POST", "/console/api/keys", { name: "=HYPERLINK(\"http://x\")" });
+    const created = await call(b, "POST", "/console/api/keys", { name: '=HYPERLINK("http://x")' });
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 });
     await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
     await usageWritten(b, 1);

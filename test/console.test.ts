@@ -28,7 +28,8 @@ const PAGES = ["overview", "wallet", "keys", "usage", "pricing", "security"] as 
 const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 const suite = existsSync(CHROMIUM) ? describe : describe.skip;
-if (!existsSync(CHROMIUM)) process.stderr.write(`\n*** SKIPPED the account-area browser test: it needs ${CHROMIUM} (apt-get install -y chromium) ***\n\n`);
+if (!existsSync(CHROMIUM))
+  process.stderr.write(`\n*** SKIPPED the account-area browser test: it needs ${CHROMIUM} (apt-get install -y chromium) ***\n\n`);
 
 suite("account area in a browser", () => {
   let sms: SmsSimulator;
@@ -84,7 +85,8 @@ suite("account area in a browser", () => {
       await Bun.sleep(50);
     }
   }
-  const ready = (view: string) => waitFor(`document.getElementById("main").dataset.view === ${JSON.stringify(view)} && !!document.getElementById("main").dataset.ready`);
+  const ready = (view: string) =>
+    waitFor(`document.getElementById("main").dataset.view === ${JSON.stringify(view)} && !!document.getElementById("main").dataset.ready`);
   /** Moves focus with Tab until the element with this id (or matching this selector) has it: the keyboard path to it. */
   async function tabTo(idOrSelector: string, options: { back?: boolean; pressesMax?: number } = {}): Promise<void> {
     const pressesMax = options.pressesMax ?? 80;
@@ -103,9 +105,14 @@ suite("account area in a browser", () => {
   }
   async function axe(label: string) {
     await page.evaluate(AXE);
-    const result = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] })`)) as { violations: { id: string; impact: string; nodes: { target: string[] }[] }[] };
+    const result = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] })`)) as {
+      violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
+    };
     const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-    expect({ page: label, serious: serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`) }).toEqual({ page: label, serious: [] });
+    expect({ page: label, serious: serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`) }).toEqual({
+      page: label,
+      serious: [],
+    });
   }
 
   test("the whole flow, by keyboard, in Persian and English", async () => {
@@ -250,7 +257,10 @@ suite("account area in a browser", () => {
     await page.setViewportSize({ width: 390, height: 844 });
     for (const view of PAGES) {
       await go(view);
-      expect({ view, overflow: await page.evaluate("document.documentElement.scrollWidth - window.innerWidth") }).toEqual({ view, overflow: 0 });
+      expect({ view, overflow: await page.evaluate("document.documentElement.scrollWidth - window.innerWidth") }).toEqual({
+        view,
+        overflow: 0,
+      });
     }
     await go("keys");
     await page.screenshot({ path: join(ARTIFACTS, "console-keys-phone-en.png"), fullPage: true });
@@ -261,7 +271,9 @@ suite("account area in a browser", () => {
     await tabTo("button.revoke");
     await page.keyboard.press("Enter");
     await waitFor(`!document.querySelector("button.revoke")`);
-    const refused = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] }).catch((error) => error);
+    const refused = await client.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: "hi" }] })
+      .catch((error) => error);
     expect(refused.status).toBe(401);
     expect(refused.error.message).toContain("revoked");
 

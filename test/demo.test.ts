@@ -51,7 +51,11 @@ test(
     const curl = lines.find((l) => l.startsWith("curl -s") && l.includes("/chat/completions"))!;
     const run = Bun.spawnSync(["sh", "-c", curl]);
     expect(run.exitCode).toBe(0);
-    const reply = JSON.parse(run.stdout.toString()) as { object: string; choices: { message: { content: string } }[]; usage: { completion_tokens: number } };
+    const reply = JSON.parse(run.stdout.toString()) as {
+      object: string;
+      choices: { message: { content: string } }[];
+      usage: { completion_tokens: number };
+    };
     expect(reply.object).toBe("chat.completion");
     expect(reply.choices[0]!.message.content.length).toBeGreaterThan(0);
     expect(reply.usage.completion_tokens).toBeGreaterThan(0);

@@ -78,7 +78,12 @@ async function balanceMicro(apiKey = key): Promise<bigint> {
 describe("catalog", () => {
   test("models.list returns every published model with its window and toman prices", async () => {
     const page = await client.models.list();
-    const byId = new Map(page.data.map((m) => [m.id, m as unknown as { context_window: number; pricing: { input: number; output: number }; vendor: string; in_country: boolean }]));
+    const byId = new Map(
+      page.data.map((m) => [
+        m.id,
+        m as unknown as { context_window: number; pricing: { input: number; output: number }; vendor: string; in_country: boolean },
+      ]),
+    );
     expect(PUBLISHED).toHaveLength(37);
     for (const [id, window, input, output] of PUBLISHED) {
       const model = byId.get(id);
@@ -279,7 +284,11 @@ describe("keys and access", () => {
 
   test("GET /v1/key names the key, its limits and usage", async () => {
     const fresh = await t.fundedKey(10, { concurrency_max: 3, rpm: 60 });
-    await new OpenAI({ baseURL: `${t.url}/v1`, apiKey: fresh.key }).chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, max_tokens: 10 });
+    await new OpenAI({ baseURL: `${t.url}/v1`, apiKey: fresh.key }).chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: HELLO,
+      max_tokens: 10,
+    });
     const response = await fetch(`${t.url}/v1/key`, { headers: { authorization: `Bearer ${fresh.key}` } });
     const body = (await response.json()) as Record<string, any>;
     expect(body).toMatchObject({

@@ -75,6 +75,11 @@ test("more than 100 texts, Gemini's batch limit: a 400 naming `input` and the li
   expect(sim.log.totals.requests).toBe(requests);
   expect(await balanceMicro()).toBe(before);
   // 100 is within the limit.
-  const hundred = await client.embeddings.create({ model: MODEL, input: Array.from({ length: 100 }, (_, i) => `text ${i}`), encoding_format: "float", dimensions: 4 });
+  const hundred = await client.embeddings.create({
+    model: MODEL,
+    input: Array.from({ length: 100 }, (_, i) => `text ${i}`),
+    encoding_format: "float",
+    dimensions: 4,
+  });
   expect(hundred.data).toHaveLength(100);
 });

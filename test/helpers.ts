@@ -103,7 +103,10 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-export async function startTestGateway(extra: Record<string, string | undefined> = {}, options: { log?: Logger } = {}): Promise<TestGateway> {
+export async function startTestGateway(
+  extra: Record<string, string | undefined> = {},
+  options: { log?: Logger } = {},
+): Promise<TestGateway> {
   const db = await freshDatabase();
   const env = testEnv({ DATABASE_URL: db?.url, ...extra });
   const gw = await startGateway(loadConfig(env), { inMemory: true, log: options.log ?? silentLogger });
@@ -145,7 +148,11 @@ export interface SimGateway {
 }
 
 /** Starts a simulator, then a gateway with the pools file `pools(sim)` writes, funded with `toman`. */
-export async function startSimGateway(simOptions: Partial<SimOptions>, pools: (sim: Simulator) => string, toman = 10_000): Promise<SimGateway> {
+export async function startSimGateway(
+  simOptions: Partial<SimOptions>,
+  pools: (sim: Simulator) => string,
+  toman = 10_000,
+): Promise<SimGateway> {
   const sim = await startSimulator(simOptions);
   const t = await startTestGateway({ DARVAZE_CONFIG: pools(sim) });
   const funded = await t.fundedKey(toman);

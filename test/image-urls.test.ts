@@ -24,7 +24,11 @@ let client: OpenAI;
 
 beforeAll(async () => {
   const png = simImage("x", 256, 256);
-  bystander = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => (bystanderHits++, new Response(png, { headers: { "content-type": "image/png" } })) });
+  bystander = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    fetch: () => (bystanderHits++, new Response(png, { headers: { "content-type": "image/png" } })),
+  });
   backend = Bun.serve({
     port: 0,
     hostname: "127.0.0.1",
@@ -33,7 +37,9 @@ beforeAll(async () => {
       if (url.pathname === "/files/good.png") return new Response(png, { headers: { "content-type": "image/png" } });
       if (url.pathname === "/files/redirect") return Response.redirect(url.searchParams.get("to")!, 302);
       if (url.pathname !== "/v1/images/generations") return new Response("gone", { status: 404 });
-      return req.json().then((raw) => Response.json({ created: 1, data: [{ url: (raw as { prompt: string }).prompt.replace("{origin}", url.origin) }] }));
+      return req
+        .json()
+        .then((raw) => Response.json({ created: 1, data: [{ url: (raw as { prompt: string }).prompt.replace("{origin}", url.origin) }] }));
     },
   });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
@@ -69,10 +75,22 @@ const REFUSED: [string, () => string, string][] = [
   ["file:", () => "file:///proc/self/environ", "file: URLs are not fetched"],
   ["loopback over http, another origin", () => `http://127.0.0.1:${bystander.port}/a.png`, "http: URLs are not fetched"],
   ["loopback over https", () => `https://127.0.0.1:${bystander.port}/a.png`, "the URL's address is not a public one"],
-  ["a host name that resolves to loopback", () => `https://localhost:${bystander.port}/a.png`, "the URL's host resolves to an address that is not a public one"],
+  [
+    "a host name that resolves to loopback",
+    () => `https://localhost:${bystander.port}/a.png`,
+    "the URL's host resolves to an address that is not a public one",
+  ],
   ["link-local (cloud metadata)", () => "https://169.254.169.254/latest/meta-data/", "the URL's address is not a public one"],
-  ["a redirect from the backend's origin to a private address", () => `{origin}/files/redirect?to=${encodeURIComponent(`https://[::ffff:127.0.0.1]:${bystander.port}/a.png`)}`, "the URL's address is not a public one"],
-  ["a redirect from the backend's origin to a file:", () => `{origin}/files/redirect?to=${encodeURIComponent("file:///etc/passwd")}`, "file: URLs are not fetched"],
+  [
+    "a redirect from the backend's origin to a private address",
+    () => `{origin}/files/redirect?to=${encodeURIComponent(`https://[::ffff:127.0.0.1]:${bystander.port}/a.png`)}`,
+    "the URL's address is not a public one",
+  ],
+  [
+    "a redirect from the backend's origin to a file:",
+    () => `{origin}/files/redirect?to=${encodeURIComponent("file:///etc/passwd")}`,
+    "file: URLs are not fetched",
+  ],
 ];
 
 test.each(REFUSED)("%s: refused, a 502 upstream_error, nothing charged", async (_name, url, why) => {

@@ -38,7 +38,9 @@ describeWith(["nats"], "operations over NATS", (it) => {
   const simEntryBySeq = async (chunkId: string) => {
     const seq = Number(chunkId.replace("chatcmpl-sim-", ""));
     for (let i = 0; i < 200; i++) {
-      const entry = sim().log.entries().find((e) => e.seq === seq);
+      const entry = sim()
+        .log.entries()
+        .find((e) => e.seq === seq);
       if (entry) return entry;
       await Bun.sleep(25);
     }
@@ -73,7 +75,9 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect(error).toBeInstanceOf(InternalError);
     expect([error.status, error.body.error.code]).toEqual([401, "invalid_api_key"]);
     const huge = "x".repeat((nc.info?.max_payload ?? 1_048_576) + 1);
-    const tooLarge = await gw.request("chat.completions", { model: "gpt-4o-mini", messages: [{ role: "user", content: huge }] }).catch((e) => e);
+    const tooLarge = await gw
+      .request("chat.completions", { model: "gpt-4o-mini", messages: [{ role: "user", content: huge }] })
+      .catch((e) => e);
     expect([tooLarge.status, tooLarge.body.error.code]).toEqual([413, "request_too_large"]);
     expect(tooLarge.message).toContain(String(nc.info?.max_payload));
   });
@@ -82,7 +86,14 @@ describeWith(["nats"], "operations over NATS", (it) => {
     const rich = await t.fundedKey(100_000); // an image costs 1,440 toman
     const http = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: rich.key, maxRetries: 0 });
     const gw = new InternalClient(nc, { apiKey: rich.key, prefix });
-    const balance = async () => BigInt(((await (await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${rich.key}` } })).json()) as { balance_micro_toman: string }).balance_micro_toman);
+    const balance = async () =>
+      BigInt(
+        (
+          (await (await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${rich.key}` } })).json()) as {
+            balance_micro_toman: string;
+          }
+        ).balance_micro_toman,
+      );
     const spent = async (call: () => Promise<unknown>) => {
       const before = await balance();
       await call();
@@ -97,18 +108,28 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect(viaNats!.usage).toEqual(viaHttp.usage);
     expect(natsCost).toBe(await spent(() => http.embeddings.create(embedBody)));
     // A reply larger than one NATS message comes in parts and is joined whole.
-    const many = { model: "text-embedding-3-small", input: Array.from({ length: 60 }, (_, i) => `line ${i}`), encoding_format: "float" as const };
+    const many = {
+      model: "text-embedding-3-small",
+      input: Array.from({ length: 60 }, (_, i) => `line ${i}`),
+      encoding_format: "float" as const,
+    };
     const big = await gw.request("embeddings", many);
     expect(big.body.length).toBeGreaterThan(nc.info!.max_payload);
-    expect(big.json<typeof viaHttp>().data.map((d) => d.embedding)).toEqual((await http.embeddings.create(many)).data.map((d) => d.embedding));
+    expect(big.json<typeof viaHttp>().data.map((d) => d.embedding)).toEqual(
+      (await http.embeddings.create(many)).data.map((d) => d.embedding),
+    );
     // Images as b64_json: a PNG.
-    const image = (await gw.request("images.generations", { model: "dall-e-2", prompt: "a green window", size: "256x256", response_format: "b64_json" })).json<{ data: { b64_json: string }[] }>();
+    const image = (
+      await gw.request("images.generations", { model: "dall-e-2", prompt: "a green window", size: "256x256", response_format: "b64_json" })
+    ).json<{ data: { b64_json: string }[] }>();
     expect(Buffer.from(image.data[0]!.b64_json, "base64").subarray(1, 4).toString()).toBe("PNG");
     // Speech: the audio bytes and their content type, as over HTTP.
     const speechBody = { model: "tts-1", voice: "alloy", input: "The gateway speaks.", response_format: "wav" };
     const speech = await gw.request("audio.speech", speechBody);
     expect(speech.headers["Content-Type"]).toBe("audio/wav");
-    const httpSpeech = Buffer.from(await (await http.audio.speech.create(speechBody as Parameters<typeof http.audio.speech.create>[0])).arrayBuffer());
+    const httpSpeech = Buffer.from(
+      await (await http.audio.speech.create(speechBody as Parameters<typeof http.audio.speech.create>[0])).arrayBuffer(),
+    );
     expect(Buffer.from(speech.body).equals(httpSpeech)).toBe(true);
     // Transcription: multipart, as over HTTP.
     const form = new FormData();
@@ -156,7 +177,8 @@ describeWith(["nats"], "operations over NATS", (it) => {
     let chunks = 0;
     for await (const chunk of slow.stream("chat.completions", { model: "gpt-4o-mini", messages: HELLO, stream: true })) {
       text += chunk.choices[0]?.delta?.content ?? "";
-      if (++chunks % 50 === 0) await Bun.sleep(100); // stalls now and then, far beyond the window
+      if (++chunks % 50 === 0)
+        await Bun.sleep(100); // stalls now and then, far beyond the window
       else await Bun.sleep(1);
     }
     expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 300 }).join(""));

@@ -47,7 +47,9 @@ test(
       KEY_PEPPER: randomBase62(40),
     });
     expect(second.exitCode).toBe(1);
-    expect(second.stderr.trim()).toBe(`darvaze: port ${t.gw.port} on 127.0.0.1 is in use (another gateway?); stop it or set PORT to a free port`);
+    expect(second.stderr.trim()).toBe(
+      `darvaze: port ${t.gw.port} on 127.0.0.1 is in use (another gateway?); stop it or set PORT to a free port`,
+    );
     expect(existsSync(data)).toBe(false);
     // Every connection still reaches the first gateway: with reusePort the kernel would have split them.
     const health = await fetch(`${t.url}/health`);
@@ -69,7 +71,11 @@ test(
     // The SDK's own default timeout is 10 minutes; no retry, so a cut connection would fail the test.
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
     const startedMs = Date.now();
-    const reply = await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10 });
+    const reply = await client.chat.completions.create({
+      model: "gpt-4o-mini",
+      messages: [{ role: "user", content: "Hello, world!" }],
+      max_tokens: 10,
+    });
     expect(Date.now() - startedMs).toBeGreaterThanOrEqual(SLOW_REPLY_MS);
     expect(reply.usage).toMatchObject({ prompt_tokens: 10, completion_tokens: 10 });
     expect(sim.log.entries().length - upstreamCallsBefore).toBe(1);

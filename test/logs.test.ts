@@ -25,17 +25,32 @@ async function gatewayLogging(extra: Record<string, string>): Promise<{ t: TestG
 async function traffic(t: TestGateway): Promise<{ key: string; keyId: string; requestIds: string[]; completion: string }> {
   const { key, keyId } = await t.fundedKey(1000);
   const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
-  const whole = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `say ${MARKER}` }] }).withResponse();
+  const whole = await client.chat.completions
+    .create({ model: MODEL, messages: [{ role: "user", content: `say ${MARKER}` }] })
+    .withResponse();
   const streamed = await client.chat.completions
-    .create({ model: MODEL, messages: [{ role: "user", content: `stream ${MARKER}` }], stream: true, stream_options: { include_usage: true } })
+    .create({
+      model: MODEL,
+      messages: [{ role: "user", content: `stream ${MARKER}` }],
+      stream: true,
+      stream_options: { include_usage: true },
+    })
     .withResponse();
   for await (const _ of streamed.data);
-  const bad = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: MARKER }] }) });
+  const bad = await fetch(`${t.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "no-such-model", messages: [{ role: "user", content: MARKER }] }),
+  });
   expect(bad.status).toBe(404);
   return {
     key,
     keyId,
-    requestIds: [whole.response.headers.get("x-request-id")!, streamed.response.headers.get("x-request-id")!, bad.headers.get("x-request-id")!],
+    requestIds: [
+      whole.response.headers.get("x-request-id")!,
+      streamed.response.headers.get("x-request-id")!,
+      bad.headers.get("x-request-id")!,
+    ],
     completion: whole.data.choices[0]!.message.content!,
   };
 }
@@ -87,7 +102,9 @@ describe("access logs with LOG_MESSAGE_CONTENT=true", () => {
     const streamed = logged.records().find((r) => r.event === "request" && r.requestId === requestIds[1]);
     expect(String(streamed!.completion).length).toBeGreaterThan(0);
     // Content appears only in access lines.
-    expect(logged.lines.filter((l) => l.includes(MARKER)).every((l) => (JSON.parse(l) as { event: string }).event === "request")).toBe(true);
+    expect(logged.lines.filter((l) => l.includes(MARKER)).every((l) => (JSON.parse(l) as { event: string }).event === "request")).toBe(
+      true,
+    );
     expect(logged.lines.join("\n")).not.toContain(key);
   }, 30_000);
 });

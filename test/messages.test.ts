@@ -9,7 +9,17 @@ import Anthropic from "@anthropic-ai/sdk";
 import type { Simulator } from "../src/sim/server.ts";
 import { countPromptTokens } from "../src/tokens/count.ts";
 import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
-import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, expectAbortedAndBilled, startWireSuite, withSimOptions, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
+import {
+  expectBilledAsLogged,
+  expectedText,
+  OUTPUT_TOKENS,
+  PIXEL_PNG,
+  expectAbortedAndBilled,
+  startWireSuite,
+  withSimOptions,
+  VENDORS,
+  WEATHER_PARAMETERS,
+} from "./wires.ts";
 
 const SYSTEM = "Be brief.";
 const QUESTION = "Hello, world!";
@@ -18,7 +28,11 @@ const AS_CHAT = [
   { role: "user", content: QUESTION },
 ];
 const MESSAGES: Anthropic.MessageParam[] = [{ role: "user", content: QUESTION }];
-const WEATHER_TOOL: Anthropic.Tool = { name: "get_weather", description: "Current weather", input_schema: WEATHER_PARAMETERS as Anthropic.Tool.InputSchema };
+const WEATHER_TOOL: Anthropic.Tool = {
+  name: "get_weather",
+  description: "Current weather",
+  input_schema: WEATHER_PARAMETERS as Anthropic.Tool.InputSchema,
+};
 
 let sim: Simulator;
 let t: TestGateway;
@@ -52,9 +66,18 @@ async function streamed(params: Anthropic.MessageStreamParams) {
 
 describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendor) => {
   test("create: the text, stop reason and usage in Anthropic's shape, billed as logged", async () => {
-    const { data, response } = await client.messages.create({ model: vendor.model, system: SYSTEM, messages: MESSAGES, max_tokens: 100 }).withResponse();
+    const { data, response } = await client.messages
+      .create({ model: vendor.model, system: SYSTEM, messages: MESSAGES, max_tokens: 100 })
+      .withResponse();
     const requestId = response.headers.get("request-id")!;
-    expect(data).toMatchObject({ id: `msg_${requestId}`, type: "message", role: "assistant", model: vendor.model, stop_reason: "end_turn", stop_sequence: null });
+    expect(data).toMatchObject({
+      id: `msg_${requestId}`,
+      type: "message",
+      role: "assistant",
+      model: vendor.model,
+      stop_reason: "end_turn",
+      stop_sequence: null,
+    });
     expect(textOf(data.content)).toEqual([expectedText(AS_CHAT)]);
     const entry = await expectBilledAsLogged({ sim, t }, requestId, vendor);
     expect(data.usage).toMatchObject({ input_tokens: entry.promptTokens, output_tokens: OUTPUT_TOKENS });
@@ -86,7 +109,11 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
       model: vendor.model,
       max_tokens: 100,
       tools: [WEATHER_TOOL],
-      messages: [...MESSAGES, { role: "assistant", content: first.content }, { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "18 degrees" }] }],
+      messages: [
+        ...MESSAGES,
+        { role: "assistant", content: first.content },
+        { role: "user", content: [{ type: "tool_result", tool_use_id: use.id, content: "18 degrees" }] },
+      ],
     });
     expect(second.stop_reason).toBe("end_turn");
     expect(second.content.some((b) => b.type === "tool_use")).toBe(false);
@@ -94,7 +121,13 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
   });
 
   test("a tool call streamed: input_json_delta pieces make the tool_use input", async () => {
-    const { events, final, requestId } = await streamed({ model: vendor.model, messages: MESSAGES, max_tokens: 100, tools: [WEATHER_TOOL], tool_choice: { type: "any" } });
+    const { events, final, requestId } = await streamed({
+      model: vendor.model,
+      messages: MESSAGES,
+      max_tokens: 100,
+      tools: [WEATHER_TOOL],
+      tool_choice: { type: "any" },
+    });
     expect(events.some((e) => e.type === "content_block_delta" && e.delta.type === "input_json_delta")).toBe(true);
     expect(final.stop_reason).toBe("tool_use");
     expect(final.content.find((b) => b.type === "tool_use")).toMatchObject({ name: "get_weather", input: { city: "sim", days: 1 } });
@@ -106,7 +139,15 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
       .create({
         model: vendor.model,
         max_tokens: 100,
-        messages: [{ role: "user", content: [{ type: "text", text: "What is this?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: PIXEL_PNG } }] }],
+        messages: [
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "What is this?" },
+              { type: "image", source: { type: "base64", media_type: "image/png", data: PIXEL_PNG } },
+            ],
+          },
+        ],
       })
       .withResponse();
     expect(data.stop_reason).toBe("end_turn");
@@ -191,7 +232,12 @@ describe("what Claude Code sends", () => {
   test("count_tokens: the gateway's own count of the prompt, tools included", async () => {
     const plain = await client.messages.countTokens({ model: "claude-sonnet-4-20250514", system: SYSTEM, messages: MESSAGES });
     expect(plain.input_tokens).toBe(await countPromptTokens(AS_CHAT));
-    const withTools = await client.messages.countTokens({ model: "claude-sonnet-4", system: SYSTEM, messages: MESSAGES, tools: [WEATHER_TOOL] });
+    const withTools = await client.messages.countTokens({
+      model: "claude-sonnet-4",
+      system: SYSTEM,
+      messages: MESSAGES,
+      tools: [WEATHER_TOOL],
+    });
     expect(withTools.input_tokens).toBeGreaterThan(plain.input_tokens);
   });
 });
@@ -207,7 +253,11 @@ describe("errors in Anthropic's shape", () => {
   };
 
   test("no max_tokens: a 400 invalid_request_error naming it, nothing sent upstream", async () => {
-    const error = await expectError(client.messages.create({ model: "gpt-4o-mini", messages: MESSAGES } as unknown as Anthropic.MessageCreateParamsNonStreaming), 400, "invalid_request_error");
+    const error = await expectError(
+      client.messages.create({ model: "gpt-4o-mini", messages: MESSAGES } as unknown as Anthropic.MessageCreateParamsNonStreaming),
+      400,
+      "invalid_request_error",
+    );
     expect(error.message).toContain("max_tokens");
     expect(sim.log.byRequestId(error.requestID!)).toHaveLength(0);
   });
@@ -233,7 +283,11 @@ describe("errors in Anthropic's shape", () => {
 
   test("a wallet that cannot cover the reserve: 402 billing_error, with x-should-retry: false", async () => {
     const poor = new Anthropic({ baseURL: t.url, apiKey: (await t.fundedKey("0.01")).key, maxRetries: 0 });
-    const error = await expectError(poor.messages.create({ model: "claude-3-5-haiku", messages: MESSAGES, max_tokens: 4_000 }), 402, "billing_error");
+    const error = await expectError(
+      poor.messages.create({ model: "claude-3-5-haiku", messages: MESSAGES, max_tokens: 4_000 }),
+      402,
+      "billing_error",
+    );
     expect(error.headers?.get("x-should-retry")).toBe("false");
   });
 
@@ -243,7 +297,12 @@ describe("errors in Anthropic's shape", () => {
 
   test("a server tool: a 400 that names it", async () => {
     const error = await expectError(
-      client.messages.create({ model: "gpt-4o-mini", messages: MESSAGES, max_tokens: 10, tools: [{ type: "web_search_20250305", name: "web_search" }] }),
+      client.messages.create({
+        model: "gpt-4o-mini",
+        messages: MESSAGES,
+        max_tokens: 10,
+        tools: [{ type: "web_search_20250305", name: "web_search" }],
+      }),
       400,
       "invalid_request_error",
     );

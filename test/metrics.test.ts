@@ -77,7 +77,12 @@ describe("/metrics", () => {
       output += reply.usage!.completion_tokens;
     }
     for (let i = 0; i < 2; i++) {
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "stream" }], stream: true, stream_options: { include_usage: true } });
+      const stream = await client.chat.completions.create({
+        model: MODEL,
+        messages: [{ role: "user", content: "stream" }],
+        stream: true,
+        stream_options: { include_usage: true },
+      });
       for await (const chunk of stream) {
         if (chunk.usage) {
           input += chunk.usage.prompt_tokens;
@@ -85,7 +90,11 @@ describe("/metrics", () => {
         }
       }
     }
-    const refused = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", headers: { authorization: "Bearer sk-dvz-wrong" }, body: "{}" });
+    const refused = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: "Bearer sk-dvz-wrong" },
+      body: "{}",
+    });
     expect(refused.status).toBe(401);
     const spent = balanceBefore - (await balanceMicro());
     const after = await scrape(t.url);
@@ -105,12 +114,20 @@ describe("/metrics", () => {
     expect(valueOf(after, "darvaze_holds_pending", {})).toBeGreaterThanOrEqual(1); // the key's lease
     expect(valueOf(after, "darvaze_leases_open", {})).toBe(1);
     expect(valueOf(after, "darvaze_key_in_flight", { key_class: "concurrency_le_32" })).toBe(0);
-    expect(after.filter((f) => f.name.startsWith("darvaze_gc_forced_")).map((f) => f.name).sort()).toEqual(["darvaze_gc_forced_pause_seconds_total", "darvaze_gc_forced_total"]);
+    expect(
+      after
+        .filter((f) => f.name.startsWith("darvaze_gc_forced_"))
+        .map((f) => f.name)
+        .sort(),
+    ).toEqual(["darvaze_gc_forced_pause_seconds_total", "darvaze_gc_forced_total"]);
     if (services.natsUrl) {
       expect(valueOf(after, "darvaze_nats_connected", {})).toBe(1);
       expect(after.some((f) => f.name === "darvaze_usage_log_lag_messages")).toBe(true);
     }
-    const rateAdmissions = after.find((f) => f.name === "darvaze_key_rate_admissions")?.metrics.map((m) => m.labels?.path).sort();
+    const rateAdmissions = after
+      .find((f) => f.name === "darvaze_key_rate_admissions")
+      ?.metrics.map((m) => m.labels?.path)
+      .sort();
     // In a cluster: every path, none taken (this key has no rpm, tpm or cap); alone: absent.
     if (services.natsUrl && services.databaseUrl) {
       expect(rateAdmissions).toEqual(["asked", "local", "owner"]);
@@ -202,7 +219,10 @@ describe("pool snapshots on the bus", () => {
       const backendOf = (s: PoolSnapshot, name: string) => s.backends.find((x) => x.model === MODEL && x.backend === name);
       const busy = await waitFor((s) => (backendOf(s, "a")?.inFlight ?? 0) > 0, TRAFFIC_SEEN_MS_MAX);
       expect(busy).not.toBeNull();
-      const flowing = await waitFor((s) => (backendOf(s, "a")?.tokensPerS ?? 0) > 0 && (s.models.find((m) => m.model === MODEL)?.requestsPerS ?? 0) > 0, TRAFFIC_SEEN_MS_MAX);
+      const flowing = await waitFor(
+        (s) => (backendOf(s, "a")?.tokensPerS ?? 0) > 0 && (s.models.find((m) => m.model === MODEL)?.requestsPerS ?? 0) > 0,
+        TRAFFIC_SEEN_MS_MAX,
+      );
       expect(flowing).not.toBeNull();
       expect(backendOf(flowing!, "b")?.breaker).toBe("closed");
       expect(flowing!.topKeys.length).toBe(1);

@@ -57,7 +57,10 @@ async function adminAt(url: string, method: string, path: string, body?: unknown
 async function exactWallet(url: string, keys: number): Promise<{ accountId: string; keys: string[] }> {
   const account = await adminAt(url, "POST", "/admin/accounts", { name: "exact" });
   const micro = COST_MICRO * BigInt(N);
-  await adminAt(url, "POST", `/admin/accounts/${account.body.id}/topups`, { amount_toman: `${micro / 1_000_000n}.${(micro % 1_000_000n).toString().padStart(6, "0")}`, reference: randomBase62(10) });
+  await adminAt(url, "POST", `/admin/accounts/${account.body.id}/topups`, {
+    amount_toman: `${micro / 1_000_000n}.${(micro % 1_000_000n).toString().padStart(6, "0")}`,
+    reference: randomBase62(10),
+  });
   const created = [];
   for (let i = 0; i < keys; i++) {
     const key = await adminAt(url, "POST", `/admin/accounts/${account.body.id}/keys`, { name: `k${i}`, concurrency_max: 10_000 });
@@ -67,7 +70,9 @@ async function exactWallet(url: string, keys: number): Promise<{ accountId: stri
 }
 
 async function expectSpentExactly(url: string, accountId: string, key: string) {
-  const credits = await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json() as { balance_micro_toman: string };
+  const credits = (await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+    balance_micro_toman: string;
+  };
   expect(credits.balance_micro_toman).toBe("0");
   const account = await adminAt(url, "GET", `/admin/accounts/${accountId}`);
   expect(account.body.balance_micro_toman).toBe("0");
@@ -206,11 +211,17 @@ describe("exchange rates", () => {
     const after = await post(t.url, key);
     expect(after.status).toBe(200);
     await (await before).text();
-    const models = await (await fetch(`${t.url}/v1/models/${MODEL}`, { headers: { authorization: `Bearer ${key}` } })).json() as { pricing: { input: number; output: number; price_version: number } };
+    const models = (await (await fetch(`${t.url}/v1/models/${MODEL}`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      pricing: { input: number; output: number; price_version: number };
+    };
     // USD 0.15 and 0.6 per 1M × 100,000 toman per USD.
     expect(models.pricing).toMatchObject({ input: 15_000, output: 60_000, price_version: rate.body.id });
     await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
-    const usage = (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage as { price_version: number; billed_micro_toman: string; status: number }[];
+    const usage = (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage as {
+      price_version: number;
+      billed_micro_toman: string;
+      status: number;
+    }[];
     const byVersion = Object.fromEntries(usage.map((u) => [u.price_version, u.billed_micro_toman]));
     expect(byVersion).toEqual({ 1: "675000", [rate.body.id]: "750000" }); // 10 × 15,000 + 10 × 60,000
     const rates = await t.admin("GET", "/admin/rates");

@@ -14,7 +14,14 @@ import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv } from "./helpers.ts";
-import { NATS_SERVER_BIN, PASSWORDS, startNatsWithAuthorization, startNatsWithOperator, startShippedNats, type NatsServer } from "./natsServer.ts";
+import {
+  NATS_SERVER_BIN,
+  PASSWORDS,
+  startNatsWithAuthorization,
+  startNatsWithOperator,
+  startShippedNats,
+  type NatsServer,
+} from "./natsServer.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
 
@@ -63,7 +70,9 @@ suite("NATS locked down by the shipped configuration", () => {
     });
     gw = await startGateway(loadConfig(env), { inMemory: true, log: silentLogger });
     const admin = async (path: string, body: unknown) =>
-      (await fetch(gw.url + path, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) })).json() as Promise<any>;
+      (
+        await fetch(gw.url + path, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: JSON.stringify(body) })
+      ).json() as Promise<any>;
     const account = await admin("/admin/accounts", { name: "callers" });
     await admin(`/admin/accounts/${account.id}/topups`, { amount_toman: 1000, reference: "nats-security" });
     key = (await admin(`/admin/accounts/${account.id}/keys`, { name: "internal" })).key;
@@ -81,18 +90,41 @@ suite("NATS locked down by the shipped configuration", () => {
 
   test("the server refuses a connection without credentials, with wrong ones, or without TLS", async () => {
     const base = { servers: nats.url, tls: { caFile: nats.tls.caFile }, reconnect: false };
-    expect(await connect(base).then(() => "connected", (e: Error) => e.message)).toMatch(/Authorization Violation/i);
-    expect(await connect({ ...base, user: "gateway", pass: "wrong" }).then(() => "connected", (e: Error) => e.message)).toMatch(/Authorization Violation/i);
+    expect(
+      await connect(base).then(
+        () => "connected",
+        (e: Error) => e.message,
+      ),
+    ).toMatch(/Authorization Violation/i);
+    expect(
+      await connect({ ...base, user: "gateway", pass: "wrong" }).then(
+        () => "connected",
+        (e: Error) => e.message,
+      ),
+    ).toMatch(/Authorization Violation/i);
     // The server's certificate is signed by the test CA only: without it, the client refuses the server.
-    const untrusted = await connect({ servers: nats.url, user: "gateway", pass: PASSWORDS.gateway, reconnect: false }).then(() => "connected", (e: Error) => e.message);
+    const untrusted = await connect({ servers: nats.url, user: "gateway", pass: PASSWORDS.gateway, reconnect: false }).then(
+      () => "connected",
+      (e: Error) => e.message,
+    );
     expect(untrusted).not.toBe("connected");
     // The gateway's own settings, as a node reads them, connect; the same without TLS settings refuse.
-    const settings = natsSettings(loadConfig(testEnv({ NATS_URL: nats.url, NATS_USER: "gateway", NATS_PASSWORD: PASSWORDS.gateway, NATS_TLS_CA_FILE: nats.tls.caFile })).env)!;
+    const settings = natsSettings(
+      loadConfig(testEnv({ NATS_URL: nats.url, NATS_USER: "gateway", NATS_PASSWORD: PASSWORDS.gateway, NATS_TLS_CA_FILE: nats.tls.caFile }))
+        .env,
+    )!;
     const nc = await connectNats(settings, "settings-check");
     expect(nc.info?.tls_required).toBe(true);
     await nc.close();
-    const plain = natsSettings(loadConfig(testEnv({ NATS_URL: `nats://127.0.0.1:${nats.port}`, NATS_USER: "gateway", NATS_PASSWORD: PASSWORDS.gateway })).env)!;
-    expect(await connectNats({ ...plain }, "no-ca").then((c) => c.close().then(() => "connected"), (e: Error) => e.message)).toMatch(/cannot connect to NATS/);
+    const plain = natsSettings(
+      loadConfig(testEnv({ NATS_URL: `nats://127.0.0.1:${nats.port}`, NATS_USER: "gateway", NATS_PASSWORD: PASSWORDS.gateway })).env,
+    )!;
+    expect(
+      await connectNats({ ...plain }, "no-ca").then(
+        (c) => c.close().then(() => "connected"),
+        (e: Error) => e.message,
+      ),
+    ).toMatch(/cannot connect to NATS/);
   });
 
   test("an internal caller calls an operation and streams with credit, through its account's imports", async () => {
@@ -116,7 +148,11 @@ suite("NATS locked down by the shipped configuration", () => {
     }
     expect(waits).toBeGreaterThan(0);
     // A whole reply in several messages (a streamed response type) arrives joined.
-    const many = await client.request("embeddings", { model: "text-embedding-3-small", input: Array.from({ length: 60 }, (_, i) => `line ${i}`), encoding_format: "float" });
+    const many = await client.request("embeddings", {
+      model: "text-embedding-3-small",
+      input: Array.from({ length: 60 }, (_, i) => `line ${i}`),
+      encoding_format: "float",
+    });
     expect(many.body.length).toBeGreaterThan(billing.info!.max_payload);
   }, 30_000);
 
@@ -161,11 +197,21 @@ suite("NATS locked down by the shipped configuration", () => {
       spy.subscribe(subject, { callback: (_, msg) => arrived.push(msg.string()) });
     }
     await spy.flush();
-    const targets = ["gw.v1.keys.0.admit", "gw.v1.keys.0.settle", "gw.v1.events.keys", "gw.v1.events.wallets", "gw.v1.usage", "gw.v1.pools.stats"];
+    const targets = [
+      "gw.v1.keys.0.admit",
+      "gw.v1.keys.0.settle",
+      "gw.v1.events.keys",
+      "gw.v1.events.wallets",
+      "gw.v1.usage",
+      "gw.v1.pools.stats",
+    ];
     // The gateway's own traffic on these subjects goes on (pool statistics each second): look for ours.
     const probe = new TextEncoder().encode(JSON.stringify({ probe: "from-support-account" }));
     for (const subject of targets) support.publish(subject, probe);
-    const refused = await support.request("gw.v1.keys.0.admit", probe, { timeout: 1_000 }).then(() => "answered", (e: Error) => e.message);
+    const refused = await support.request("gw.v1.keys.0.admit", probe, { timeout: 1_000 }).then(
+      () => "answered",
+      (e: Error) => e.message,
+    );
     expect(refused).not.toBe("answered");
     await support.flush();
     await until(() => targets.every((t) => errors.includes(`publish ${t}`)));
@@ -185,7 +231,9 @@ suite("NATS with mutual TLS (the shipped file with verify: true)", () => {
 
   test("a node with its client certificate connects; without one it is refused", async () => {
     const base = { NATS_URL: nats.url, NATS_USER: "gateway", NATS_PASSWORD: PASSWORDS.gateway, NATS_TLS_CA_FILE: nats.tls.caFile };
-    const withCert = natsSettings(loadConfig(testEnv({ ...base, NATS_TLS_CERT_FILE: nats.tls.clientCertFile, NATS_TLS_KEY_FILE: nats.tls.clientKeyFile })).env)!;
+    const withCert = natsSettings(
+      loadConfig(testEnv({ ...base, NATS_TLS_CERT_FILE: nats.tls.clientCertFile, NATS_TLS_KEY_FILE: nats.tls.clientKeyFile })).env,
+    )!;
     const nc = await connectNats(withCert, "mtls-check");
     await nc.flush();
     await nc.close();
@@ -193,7 +241,10 @@ suite("NATS with mutual TLS (the shipped file with verify: true)", () => {
     const refused = await connectNats({ ...without }, "no-cert").then(
       async (c) => {
         // Some TLS stacks report the refused certificate only at the first round trip.
-        const flushed = await c.flush().then(() => "connected", (e: Error) => e.message);
+        const flushed = await c.flush().then(
+          () => "connected",
+          (e: Error) => e.message,
+        );
         await c.close();
         return flushed;
       },

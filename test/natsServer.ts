@@ -35,12 +35,56 @@ function openssl(dir: string, args: string[]): void {
 
 /** A CA, a server certificate for localhost/127.0.0.1 and a client certificate, all valid for a day. */
 export function makeTls(dir: string): Tls {
-  openssl(dir, ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", "1", "-subj", "/CN=darvaze-test-ca"]);
+  openssl(dir, [
+    "req",
+    "-x509",
+    "-newkey",
+    "rsa:2048",
+    "-nodes",
+    "-keyout",
+    "ca-key.pem",
+    "-out",
+    "ca.pem",
+    "-days",
+    "1",
+    "-subj",
+    "/CN=darvaze-test-ca",
+  ]);
   writeFileSync(join(dir, "server.ext"), "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
   openssl(dir, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server-key.pem", "-out", "server.csr", "-subj", "/CN=localhost"]);
-  openssl(dir, ["x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-out", "server-cert.pem", "-days", "1", "-extfile", "server.ext"]);
+  openssl(dir, [
+    "x509",
+    "-req",
+    "-in",
+    "server.csr",
+    "-CA",
+    "ca.pem",
+    "-CAkey",
+    "ca-key.pem",
+    "-CAcreateserial",
+    "-out",
+    "server-cert.pem",
+    "-days",
+    "1",
+    "-extfile",
+    "server.ext",
+  ]);
   openssl(dir, ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client-key.pem", "-out", "client.csr", "-subj", "/CN=darvaze-node"]);
-  openssl(dir, ["x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-CAcreateserial", "-out", "client-cert.pem", "-days", "1"]);
+  openssl(dir, [
+    "x509",
+    "-req",
+    "-in",
+    "client.csr",
+    "-CA",
+    "ca.pem",
+    "-CAkey",
+    "ca-key.pem",
+    "-CAcreateserial",
+    "-out",
+    "client-cert.pem",
+    "-days",
+    "1",
+  ]);
   return { dir, caFile: join(dir, "ca.pem"), clientCertFile: join(dir, "client-cert.pem"), clientKeyFile: join(dir, "client-key.pem") };
 }
 
@@ -98,7 +142,11 @@ export async function startShippedNats(options: { verifyClients?: boolean } = {}
 
 /** Runs nats-server on a configuration file until its monitoring port says healthy; resolves to its stop. */
 async function runNatsServer(config: string, httpPort: number, env: Record<string, string>): Promise<() => Promise<void>> {
-  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], { env: { PATH: process.env.PATH ?? "", ...env }, stdout: "ignore", stderr: "pipe" });
+  const proc: Subprocess = Bun.spawn([NATS_SERVER_BIN, "-c", config], {
+    env: { PATH: process.env.PATH ?? "", ...env },
+    stdout: "ignore",
+    stderr: "pipe",
+  });
   const deadline = performance.now() + READY_MS_MAX;
   for (;;) {
     const health = await fetch(`http://127.0.0.1:${httpPort}/healthz`).catch(() => null);
@@ -119,12 +167,17 @@ async function runNatsServer(config: string, httpPort: number, env: Record<strin
  * A plain nats-server (no TLS, JetStream on) with the given `authorization { … }` block, for the
  * other credential kinds; `restart()` kills it and starts it again on the same port and store.
  */
-export async function startNatsWithAuthorization(authorization: string): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void>; restart(): Promise<void> }> {
+export async function startNatsWithAuthorization(
+  authorization: string,
+): Promise<{ url: string; stop(): Promise<void>; kill(): Promise<void>; restart(): Promise<void> }> {
   const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-auth-"));
   const port = await freePort();
   const httpPort = await freePort();
   const config = join(dir, "nats.conf");
-  writeFileSync(config, `port: ${port}\nhttp_port: ${httpPort}\njetstream { store_dir: "${join(dir, "jetstream")}" }\nauthorization ${authorization}\n`);
+  writeFileSync(
+    config,
+    `port: ${port}\nhttp_port: ${httpPort}\njetstream { store_dir: "${join(dir, "jetstream")}" }\nauthorization ${authorization}\n`,
+  );
   let stop: (() => Promise<void>) | null = await runNatsServer(config, httpPort, {});
   const kill = async () => {
     await stop?.();
@@ -150,16 +203,30 @@ type Signer = ReturnType<typeof nkeys.createOperator>;
 function natsJwt(signer: Signer, claims: Record<string, unknown>): string {
   const b64 = (data: Uint8Array | string) => Buffer.from(data).toString("base64url");
   const header = b64(JSON.stringify({ typ: "JWT", alg: "ed25519-nkey" }));
-  const body = b64(JSON.stringify({ jti: crypto.randomUUID().replaceAll("-", "").toUpperCase(), iat: Math.floor(Date.now() / 1000), iss: signer.getPublicKey(), ...claims }));
+  const body = b64(
+    JSON.stringify({
+      jti: crypto.randomUUID().replaceAll("-", "").toUpperCase(),
+      iat: Math.floor(Date.now() / 1000),
+      iss: signer.getPublicKey(),
+      ...claims,
+    }),
+  );
   return `${header}.${body}.${b64(signer.sign(new TextEncoder().encode(`${header}.${body}`)))}`;
 }
 
 /** A `.creds` file: a user's JWT signed by `account`, and the user's seed. */
 function credsFile(path: string, account: Signer): string {
   const user = nkeys.createUser();
-  const userJwt = natsJwt(account, { name: "node", sub: user.getPublicKey(), nats: { pub: {}, sub: {}, subs: -1, data: -1, payload: -1, type: "user", version: 2 } });
+  const userJwt = natsJwt(account, {
+    name: "node",
+    sub: user.getPublicKey(),
+    nats: { pub: {}, sub: {}, subs: -1, data: -1, payload: -1, type: "user", version: 2 },
+  });
   const seed = new TextDecoder().decode(user.getSeed());
-  writeFileSync(path, `-----BEGIN NATS USER JWT-----\n${userJwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`);
+  writeFileSync(
+    path,
+    `-----BEGIN NATS USER JWT-----\n${userJwt}\n------END NATS USER JWT------\n\n-----BEGIN USER NKEY SEED-----\n${seed}\n------END USER NKEY SEED------\n`,
+  );
   return path;
 }
 
@@ -167,7 +234,12 @@ function credsFile(path: string, account: Signer): string {
  * nats-server in operator mode (JWTs, a memory resolver): one account, a `.creds` file of a user
  * of it, and one of a user signed by an account the server does not know.
  */
-export async function startNatsWithOperator(): Promise<{ url: string; credsFile: string; strangerCredsFile: string; stop(): Promise<void> }> {
+export async function startNatsWithOperator(): Promise<{
+  url: string;
+  credsFile: string;
+  strangerCredsFile: string;
+  stop(): Promise<void>;
+}> {
   const dir = mkdtempSync(join(tmpdir(), "darvaze-nats-jwt-"));
   const port = await freePort();
   const httpPort = await freePort();

@@ -22,7 +22,8 @@ export const responseProblems = validator("Response");
 const eventSchemas = new Map<string, (value: unknown) => string[]>();
 for (const member of (schema.components.schemas.ResponseStreamEvent as { anyOf: { $ref: string }[] }).anyOf) {
   const name = member.$ref.split("/").at(-1)!;
-  const types = (schema.components.schemas as Record<string, { properties?: { type?: { enum?: string[] } } }>)[name]?.properties?.type?.enum ?? [];
+  const types =
+    (schema.components.schemas as Record<string, { properties?: { type?: { enum?: string[] } } }>)[name]?.properties?.type?.enum ?? [];
   for (const type of types) eventSchemas.set(type, validator(name));
 }
 

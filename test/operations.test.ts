@@ -63,10 +63,22 @@ describe("embeddings", () => {
   });
 
   test("float encoding and dimensions pass through; token arrays are billed by their length", async () => {
-    const floats = await client.embeddings.create({ model: "text-embedding-3-small", input: "Hello", encoding_format: "float", dimensions: 8 });
+    const floats = await client.embeddings.create({
+      model: "text-embedding-3-small",
+      input: "Hello",
+      encoding_format: "float",
+      dimensions: 8,
+    });
     expect(floats.data[0]!.embedding).toEqual(simEmbedding("text-embedding-3-small", "Hello", 8));
     const before = await balanceMicro();
-    const tokens = await client.embeddings.create({ model: "text-embedding-3-small", input: [[1, 2, 3], [4, 5]], encoding_format: "float" });
+    const tokens = await client.embeddings.create({
+      model: "text-embedding-3-small",
+      input: [
+        [1, 2, 3],
+        [4, 5],
+      ],
+      encoding_format: "float",
+    });
     expect(tokens.data[1]!.embedding).toEqual(simEmbedding("text-embedding-3-small", [4, 5]));
     expect(tokens.usage.prompt_tokens).toBe(5);
     expect(before - (await balanceMicro())).toBe(5n * EMBEDDING_MICRO_PER_TOKEN);
@@ -91,20 +103,23 @@ describe("speech", () => {
     ["flac", "audio/flac", "FLAC", "FLAC"],
   ] as const;
 
-  test.each(formats)("%s: the body parses as %s audio of the simulated length, billed per character", async (format, contentType, container, codec) => {
-    const before = await balanceMicro();
-    const response = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input, response_format: format });
-    expect(response.headers.get("content-type")).toBe(contentType);
-    const audio = new Uint8Array(await response.arrayBuffer());
-    const meta = await parseBuffer(audio, { mimeType: contentType }, { duration: true });
-    expect([meta.format.container, meta.format.codec]).toEqual([container, codec]);
-    // Every format follows the input: 37 characters at 15 a second.
-    expect(Math.abs(meta.format.duration! - simSpeechSeconds(input))).toBeLessThan(0.1);
-    expect(before - (await balanceMicro())).toBe(37n * SPEECH_MICRO_PER_CHAR);
-    const { record, sim } = await billing(response.headers.get("x-request-id")!);
-    expect(sim.map((e) => [e.operation, e.units])).toEqual([["speech", 37]]);
-    expect(record).toMatchObject({ input_units: "37", billed_micro_toman: (37n * SPEECH_MICRO_PER_CHAR).toString() });
-  });
+  test.each(formats)(
+    "%s: the body parses as %s audio of the simulated length, billed per character",
+    async (format, contentType, container, codec) => {
+      const before = await balanceMicro();
+      const response = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input, response_format: format });
+      expect(response.headers.get("content-type")).toBe(contentType);
+      const audio = new Uint8Array(await response.arrayBuffer());
+      const meta = await parseBuffer(audio, { mimeType: contentType }, { duration: true });
+      expect([meta.format.container, meta.format.codec]).toEqual([container, codec]);
+      // Every format follows the input: 37 characters at 15 a second.
+      expect(Math.abs(meta.format.duration! - simSpeechSeconds(input))).toBeLessThan(0.1);
+      expect(before - (await balanceMicro())).toBe(37n * SPEECH_MICRO_PER_CHAR);
+      const { record, sim } = await billing(response.headers.get("x-request-id")!);
+      expect(sim.map((e) => [e.operation, e.units])).toEqual([["speech", 37]]);
+      expect(record).toMatchObject({ input_units: "37", billed_micro_toman: (37n * SPEECH_MICRO_PER_CHAR).toString() });
+    },
+  );
 
   test("pcm is raw 24 kHz 16-bit samples at half speed", async () => {
     const response = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input, response_format: "pcm", speed: 0.5 });
@@ -138,7 +153,9 @@ describe("transcriptions", () => {
 
   test("text, srt and vtt come back as text/plain", async () => {
     for (const format of ["text", "srt", "vtt"] as const) {
-      const { data, response } = await client.audio.transcriptions.create({ model: "whisper-1", file: wav(), response_format: format }).withResponse();
+      const { data, response } = await client.audio.transcriptions
+        .create({ model: "whisper-1", file: wav(), response_format: format })
+        .withResponse();
       expect(response.headers.get("content-type")).toStartWith("text/plain");
       expect(String(data)).toContain(text);
       if (format === "srt") expect(String(data)).toContain("00:00:00,000 --> 00:00:02,400");
@@ -167,7 +184,11 @@ describe("transcriptions", () => {
     form.set("model", "whisper-1");
     form.set("response_format", "verbose_json");
     form.set("timestamp_granularities", "word");
-    const response = await fetch(`${t.url}/v1/audio/transcriptions`, { method: "POST", headers: { authorization: `Bearer ${key}` }, body: form });
+    const response = await fetch(`${t.url}/v1/audio/transcriptions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}` },
+      body: form,
+    });
     const body = (await response.json()) as { words?: unknown[]; segments?: unknown[] };
     expect([response.status, body.words?.length, body.segments]).toEqual([200, simTranscriptWords(seconds).length, undefined]);
   });
@@ -177,7 +198,9 @@ describe("transcriptions", () => {
     const before = await balanceMicro();
     const text = await client.audio.transcriptions.create({ model: "whisper-1", file: new File(["hello"], "notes.txt") }).catch((e) => e);
     expect([text.status, text.param, text.type]).toEqual([400, "file", "invalid_request_error"]);
-    const fake = await client.audio.transcriptions.create({ model: "whisper-1", file: new File(["not audio at all"], "fake.wav") }).catch((e) => e);
+    const fake = await client.audio.transcriptions
+      .create({ model: "whisper-1", file: new File(["not audio at all"], "fake.wav") })
+      .catch((e) => e);
     expect([fake.status, fake.param]).toEqual([400, "file"]);
     const huge = new File([new Uint8Array(25 * 1024 * 1024 + 1)], "huge.wav", { type: "audio/wav" });
     const large = await client.audio.transcriptions.create({ model: "whisper-1", file: huge }).catch((e) => e);
@@ -213,7 +236,9 @@ function pngSize(bytes: Uint8Array): { width: number; height: number } {
 describe("images", () => {
   test("url: a link on the gateway's own origin to a valid PNG, gone after its lifetime", async () => {
     const before = await balanceMicro();
-    const { data, response } = await client.images.generate({ model: "dall-e-2", prompt: "a river stone", size: "256x256", n: 2, response_format: "url" }).withResponse();
+    const { data, response } = await client.images
+      .generate({ model: "dall-e-2", prompt: "a river stone", size: "256x256", n: 2, response_format: "url" })
+      .withResponse();
     expect(data.data).toHaveLength(2);
     expect(before - (await balanceMicro())).toBe(2n * DALLE2_256_MICRO);
     const { record, sim } = await billing(response.headers.get("x-request-id")!);
@@ -236,7 +261,13 @@ describe("images", () => {
 
   test("b64_json: the PNG bytes inline, billed by size and quality", async () => {
     const before = await balanceMicro();
-    const data = await client.images.generate({ model: "dall-e-3", prompt: "a green window", size: "1024x1024", quality: "hd", response_format: "b64_json" });
+    const data = await client.images.generate({
+      model: "dall-e-3",
+      prompt: "a green window",
+      size: "1024x1024",
+      quality: "hd",
+      response_format: "b64_json",
+    });
     const bytes = Buffer.from(data.data![0]!.b64_json!, "base64");
     expect(pngSize(bytes)).toEqual({ width: 1024, height: 1024 });
     expect(data.data![0]!.revised_prompt).toBe("A simulated picture of: a green window");
@@ -260,7 +291,11 @@ describe("admission", () => {
       () => poorClient.images.generate({ model: "dall-e-3", prompt: "x", quality: "hd", response_format: "b64_json" }),
       () => poorClient.audio.speech.create({ model: "tts-1", voice: "alloy", input: "four characters each".repeat(4) }),
       () => poorClient.audio.transcriptions.create({ model: "whisper-1", file: new File([simToneWav(1)], "a.wav") }),
-      () => poorClient.embeddings.create({ model: "text-embedding-3-small", input: [[1, 2, 3]].concat(Array.from({ length: 2000 }, () => Array(100).fill(7))) }),
+      () =>
+        poorClient.embeddings.create({
+          model: "text-embedding-3-small",
+          input: [[1, 2, 3]].concat(Array.from({ length: 2000 }, () => Array(100).fill(7))),
+        }),
     ];
     for (const call of calls) {
       const error = await call().catch((e) => e);
@@ -304,8 +339,13 @@ describe("admission", () => {
 
 describe("catalog", () => {
   test("/v1/models shows each operation's pricing units", async () => {
-    const models = new Map((await client.models.list()).data.map((m) => [m.id, m as unknown as { operation: string; pricing: Record<string, any> }]));
-    expect(models.get("text-embedding-3-small")).toMatchObject({ operation: "embeddings", pricing: { input: 1_800, per: 1_000_000, currency: "toman" } });
+    const models = new Map(
+      (await client.models.list()).data.map((m) => [m.id, m as unknown as { operation: string; pricing: Record<string, any> }]),
+    );
+    expect(models.get("text-embedding-3-small")).toMatchObject({
+      operation: "embeddings",
+      pricing: { input: 1_800, per: 1_000_000, currency: "toman" },
+    });
     expect(models.get("tts-1")).toMatchObject({ operation: "speech", pricing: { character: 1_350_000 } });
     expect(models.get("whisper-1")).toMatchObject({ operation: "transcription", pricing: { audio_second: 9_000_000, per_second: 9 } });
     expect(models.get("dall-e-3")!.pricing.per_image).toEqual({

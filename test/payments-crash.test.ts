@@ -87,7 +87,9 @@ describeWith(["postgres"], "kill -9 between verify and commit", (it) => {
         const shown = await admin(second)("GET", `/admin/topups/${topup.body.id}`);
         expect(shown.body.state).toBe("verified");
         expect(shown.body.reason).toContain("101");
-        const credits = await db.rows<{ amount_micro: string }>(sql`SELECT amount_micro::text FROM ledger_transfers WHERE reference = ${`topup:pay:${topup.body.id}`}`);
+        const credits = await db.rows<{ amount_micro: string }>(
+          sql`SELECT amount_micro::text FROM ledger_transfers WHERE reference = ${`topup:pay:${topup.body.id}`}`,
+        );
         expect(credits.map((c) => c.amount_micro)).toEqual(["40000000000"]);
         const wallet = await admin(second)("GET", `/admin/accounts/${account.body.id}`);
         expect(wallet.body.balance_micro_toman).toBe("40000000000");

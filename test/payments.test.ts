@@ -71,7 +71,14 @@ async function credits(topupId: string): Promise<{ amount: bigint; credit: strin
 }
 
 async function show(id: string) {
-  return (await t.admin("GET", `/admin/topups/${id}`)).body as { state: string; reason: string | null; ref_id: string | null; replies: unknown[]; fee_toman: string | null; card_pan: string | null };
+  return (await t.admin("GET", `/admin/topups/${id}`)).body as {
+    state: string;
+    reason: string | null;
+    ref_id: string | null;
+    replies: unknown[];
+    fee_toman: string | null;
+    card_pan: string | null;
+  };
 }
 
 const reconcile = async () => (await t.admin("POST", "/admin/topups/reconcile")).body;
@@ -93,7 +100,9 @@ describe("the customer's path", () => {
     const result = await fetch(landed!);
     expect(await result.text()).toContain('data-outcome="verified"');
 
-    const sent = sim.log.find((e) => e.path === "/pg/v4/payment/request.json" && (e.body?.metadata as { order_id?: string })?.order_id === topup.id);
+    const sent = sim.log.find(
+      (e) => e.path === "/pg/v4/payment/request.json" && (e.body?.metadata as { order_id?: string })?.order_id === topup.id,
+    );
     expect(sent!.body!.amount).toBe(500_000);
     const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
     expect(verifies.map((e) => e.body!.amount)).toEqual([500_000]);
@@ -120,7 +129,9 @@ describe("the customer's path", () => {
     sim.pay(topup.authority, "pay-silently");
     sim.faults.verifyDelayMs = 30;
     try {
-      const callbacks = Array.from({ length: 50 }, () => fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" }));
+      const callbacks = Array.from({ length: 50 }, () =>
+        fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" }),
+      );
       const runs = Array.from({ length: 5 }, () => reconcile());
       const replies = await Promise.all(callbacks);
       await Promise.all(runs);
@@ -272,7 +283,8 @@ describe("refusals leave no credit and a clear state", () => {
     expect(await credits(topup.id)).toHaveLength(0);
 
     // Whoever knows the authority cannot make the gateway verify it without end.
-    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
+    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++)
+      await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
     const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
     expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX);
     expect((await show(topup.id)).state).toBe("failed");
@@ -296,7 +308,9 @@ describe("refusals leave no credit and a clear state", () => {
   });
 
   test("an unknown authority on the callback lands on the result page and credits nothing", async () => {
-    const landed = await fetch(`${t.url}/pay/zarinpal/callback?Authority=A000000000000000000000000000000000001&Status=OK`, { redirect: "manual" });
+    const landed = await fetch(`${t.url}/pay/zarinpal/callback?Authority=A000000000000000000000000000000000001&Status=OK`, {
+      redirect: "manual",
+    });
     expect(new URL(landed.headers.get("location")!).searchParams.get("outcome")).toBe("unknown");
     const odd = await (await fetch(`${t.url}/pay/result?outcome=constructor&topup=<b>`)).text();
     expect(odd).toContain('data-outcome="unknown"');
@@ -353,7 +367,10 @@ test("the audit catches a verified top-up without its credit, or a credit withou
   const [row] = await db.rows<{ id: string }>(sql`SELECT id FROM topups WHERE state = 'verified' LIMIT 1`);
   await db.rows(sql`UPDATE topups SET state = 'failed' WHERE id = ${row!.id}`);
   try {
-    const audit = (await t.admin("GET", "/admin/ledger/audit")).body as { ok: boolean; checks: { name: string; ok: boolean; violations: { topup: string }[] }[] };
+    const audit = (await t.admin("GET", "/admin/ledger/audit")).body as {
+      ok: boolean;
+      checks: { name: string; ok: boolean; violations: { topup: string }[] }[];
+    };
     expect(audit.ok).toBe(false);
     const check = audit.checks.find((c) => c.name.startsWith("every verified top-up"))!;
     expect(check.violations.map((v) => v.topup)).toEqual([row!.id]);

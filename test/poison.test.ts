@@ -20,7 +20,12 @@ const RECORDS = 2_000;
 const POISONED = 1_234;
 const CHARGE_MICRO = 10n;
 
-function suite(name: string, it: (name: string, fn: () => Promise<unknown>, timeoutMs?: number) => void, extra: Record<string, string | undefined>, source: string) {
+function suite(
+  name: string,
+  it: (name: string, fn: () => Promise<unknown>, timeoutMs?: number) => void,
+  extra: Record<string, string | undefined>,
+  source: string,
+) {
   let t: TestGateway;
   beforeAll(async () => {
     t = await startTestGateway(extra);
@@ -32,7 +37,15 @@ function suite(name: string, it: (name: string, fn: () => Promise<unknown>, time
     const { db, writer } = t.gw.deps;
     const funded = await t.fundedKey(10);
     const holdId = `hold_poison_${funded.accountId}`;
-    const hold = await openHold(db, { holdId, accountId: funded.accountId, keyId: funded.keyId, label: "lease", minMicro: 1n, desiredMicro: 1_000_000n, ttlMs: 600_000 });
+    const hold = await openHold(db, {
+      holdId,
+      accountId: funded.accountId,
+      keyId: funded.keyId,
+      label: "lease",
+      minMicro: 1n,
+      desiredMicro: 1_000_000n,
+      ttlMs: 600_000,
+    });
     expect(hold.opened).toBe(true);
     const records: UsageRecord[] = Array.from({ length: RECORDS }, (_, i) =>
       usageRecord({
@@ -46,7 +59,9 @@ function suite(name: string, it: (name: string, fn: () => Promise<unknown>, time
       }),
     );
     const balance = async () => {
-      const [row] = await db.rows<{ balance: string }>(sql`SELECT balance_micro::text AS balance FROM wallets WHERE account_id = ${funded.accountId}`);
+      const [row] = await db.rows<{ balance: string }>(
+        sql`SELECT balance_micro::text AS balance FROM wallets WHERE account_id = ${funded.accountId}`,
+      );
       return BigInt(row!.balance);
     };
     const before = await balance();
@@ -82,19 +97,32 @@ function suite(name: string, it: (name: string, fn: () => Promise<unknown>, time
 
     // 1,999 billed, one dead-lettered with its reason and its charge written off.
     const ours = sql`request_id LIKE ${`req_poison_${funded.accountId}_%`}`;
-    const [billed] = await db.rows<{ n: string; sum: string }>(sql`SELECT count(*)::text AS n, coalesce(sum(billed_micro), 0)::text AS sum FROM usage_records WHERE ${ours}`);
+    const [billed] = await db.rows<{ n: string; sum: string }>(
+      sql`SELECT count(*)::text AS n, coalesce(sum(billed_micro), 0)::text AS sum FROM usage_records WHERE ${ours}`,
+    );
     expect(billed).toEqual({ n: String(RECORDS - 1), sum: String(BigInt(RECORDS - 1) * CHARGE_MICRO) });
     const listed = await t.admin("GET", "/admin/usage/dead-letters");
     const letters = listed.body.data.filter((d: { request_id: string }) => d.request_id.startsWith(`req_poison_${funded.accountId}_`));
     expect(letters).toHaveLength(1);
     const letter = letters[0];
-    expect(letter).toMatchObject({ request_id: records[POISONED]!.requestId, sql_state: "23514", source, status: "dead", written_off_micro_toman: "20" });
+    expect(letter).toMatchObject({
+      request_id: records[POISONED]!.requestId,
+      sql_state: "23514",
+      source,
+      status: "dead",
+      written_off_micro_toman: "20",
+    });
     expect(letter.reason).toContain("usage_records_billed_within_metered");
     if (t.gw.deps.bus instanceof NatsBus) {
       // The dead-letter stream has it too, for operators who watch NATS.
       const jsm = await t.gw.deps.bus.nc.jetstreamManager();
-      const message = await jsm.streams.getMessage(deadLetterStreamName(t.gw.deps.env.DARVAZE_SUBJECT_PREFIX), { last_by_subj: t.gw.deps.subjects.usageDead });
-      expect(message.json<{ requestId: string; sqlState: string }>()).toMatchObject({ requestId: records[POISONED]!.requestId, sqlState: "23514" });
+      const message = await jsm.streams.getMessage(deadLetterStreamName(t.gw.deps.env.DARVAZE_SUBJECT_PREFIX), {
+        last_by_subj: t.gw.deps.subjects.usageDead,
+      });
+      expect(message.json<{ requestId: string; sqlState: string }>()).toMatchObject({
+        requestId: records[POISONED]!.requestId,
+        sqlState: "23514",
+      });
     }
     const [writeOff] = await db.rows<{ amount: string; memo: string }>(sql`
       SELECT amount_micro::text AS amount, memo FROM ledger_transfers WHERE reference = ${`deadletter:${records[POISONED]!.requestId}`} AND kind = 'dead_letter'`);
@@ -114,7 +142,9 @@ function suite(name: string, it: (name: string, fn: () => Promise<unknown>, time
     expect([refused.status, refused.body.error.code]).toEqual([409, "replay_refused"]);
     expect(refused.body.error.message).toContain("23514");
     // The operator's fix (here, of the stored record), then the replay bills it once.
-    await db.rows(sql`UPDATE usage_dead_letters SET record = replace(record, '"billedMicro":"20"', '"billedMicro":"10"') WHERE id = ${letter.id}::bigint`);
+    await db.rows(
+      sql`UPDATE usage_dead_letters SET record = replace(record, '"billedMicro":"20"', '"billedMicro":"10"') WHERE id = ${letter.id}::bigint`,
+    );
     const replayed = await t.admin("POST", `/admin/usage/dead-letters/${letter.id}/replay`);
     expect(replayed.status).toBe(200);
     expect(replayed.body).toMatchObject({ outcome: "replayed", written: 1, posted_micro_toman: "10" });
@@ -136,7 +166,12 @@ async function httpCharges(t: TestGateway, accountId: string): Promise<bigint> {
 }
 
 describe("poisoned usage batch, embedded", () => {
-  suite("embedded", (name, fn, timeoutMs) => require("bun:test").test(name, fn, timeoutMs), { NATS_URL: undefined, DATABASE_URL: undefined }, "writer");
+  suite(
+    "embedded",
+    (name, fn, timeoutMs) => require("bun:test").test(name, fn, timeoutMs),
+    { NATS_URL: undefined, DATABASE_URL: undefined },
+    "writer",
+  );
 });
 
 describeWith(["nats", "postgres"], "poisoned usage batch, NATS + PostgreSQL", (it) => {

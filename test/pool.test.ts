@@ -25,7 +25,13 @@ beforeAll(async () => {
   good = await startSimulator({});
   flaky = await startSimulator({});
   // The flaky backend weighs 100×: preferred while healthy, so the pool must route around it.
-  const backend = (name: string, sim: Simulator, weight: number) => ({ name, kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight });
+  const backend = (name: string, sim: Simulator, weight: number) => ({
+    name,
+    kind: "openai",
+    url: `${sim.url}/v1`,
+    region: "in-country",
+    weight,
+  });
   const file = join(mkdtempSync(join(tmpdir(), "darvaze-pool-")), "pools.json");
   writeFileSync(file, JSON.stringify({ pools: { [MODEL]: { backends: [backend("good", good, 1), backend("flaky", flaky, 100)] } } }));
   t = await startTestGateway({ DARVAZE_CONFIG: file });

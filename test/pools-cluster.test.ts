@@ -80,7 +80,11 @@ describeWith(["nats", "postgres"], "pools on two gateway processes", (it) => {
     // Enough traffic for the slow backend to be tried several times.
     const deadline = performance.now() + 8_000;
     while (performance.now() < deadline && slow.log.totals.requests < 3) {
-      await Promise.all(Array.from({ length: 4 }, () => client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 })));
+      await Promise.all(
+        Array.from({ length: 4 }, () =>
+          client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 }),
+        ),
+      );
     }
     await Bun.sleep(2_500); // two sharing intervals
     const seen = await backendsOn(two);

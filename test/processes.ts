@@ -24,7 +24,9 @@ export function poolsFileFor(sim: Simulator): string {
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
   writeFileSync(
     path,
-    JSON.stringify({ default_backends: [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "in-country", concurrency_max: 100_000 }] }),
+    JSON.stringify({
+      default_backends: [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "in-country", concurrency_max: 100_000 }],
+    }),
   );
   return path;
 }
@@ -47,13 +49,21 @@ export function clusterEnv(databaseUrl: string, sim: Simulator, extra: Record<st
  * undefined in `env` is left out. PORT is 0 unless `env` names one.
  */
 function spawnMain(env: Record<string, string | undefined>): Subprocess<"ignore", "pipe", "pipe"> {
-  const merged: Record<string, string | undefined> = { ...process.env, PORT: "0", ...env, LOG_LEVEL: "info", BUN_CONFIG_MAX_HTTP_REQUESTS: "16384" };
+  const merged: Record<string, string | undefined> = {
+    ...process.env,
+    PORT: "0",
+    ...env,
+    LOG_LEVEL: "info",
+    BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
+  };
   const childEnv = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
   return Bun.spawn(["bun", "run", "src/main.ts"], { cwd: ROOT, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
 }
 
 /** A gateway that must fail to start: its exit code and what it wrote, or a throw if it is still up after NODE_READY_MS_MAX. */
-export async function gatewayStartFailure(env: Record<string, string | undefined>): Promise<{ exitCode: number; stdout: string; stderr: string }> {
+export async function gatewayStartFailure(
+  env: Record<string, string | undefined>,
+): Promise<{ exitCode: number; stdout: string; stderr: string }> {
   const child = spawnMain(env);
   const exited = await Promise.race([child.exited, Bun.sleep(NODE_READY_MS_MAX).then(() => null)]);
   if (exited === null) {

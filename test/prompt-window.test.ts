@@ -49,7 +49,11 @@ test("runs of spaces, of one letter and of one emoji: refused exactly when they 
     ["emoji", "😀".repeat(32 * KIB), 32 * KIB],
   ];
   for (const [name, content, tokens] of cases) {
-    for (const [model, window] of [["phi-4", 16_000], ["gpt-4o-mini", 128_000], ["llama-4-scout", 10_000_000]] as const) {
+    for (const [model, window] of [
+      ["phi-4", 16_000],
+      ["gpt-4o-mini", 128_000],
+      ["llama-4-scout", 10_000_000],
+    ] as const) {
       const got = await verdict(model, content);
       expect({ name, model, status: got.status }).toEqual({ name, model, status: expected(window, tokens) });
       if (got.status === 400) expect(got.code).toBe("context_length_exceeded");

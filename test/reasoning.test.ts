@@ -90,6 +90,6 @@ test("past the wallet, the thinking is charged up to what the wallet has and the
   const audit = await t.admin("GET", "/admin/ledger/audit");
   expect(audit.body.ok).toBe(true);
   // The audit names the key with its write-off.
-  const keyId = (await t.gw.deps.keys.authenticate(key) as { id: string }).id;
+  const keyId = ((await t.gw.deps.keys.authenticate(key)) as { id: string }).id;
   expect(audit.body.write_offs_by_key).toContainEqual({ key_id: keyId, requests: 1, write_off_micro: (metered - billed).toString() });
 });

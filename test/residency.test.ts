@@ -23,13 +23,39 @@ afterAll(async () => {
 
 /** One call of each operation, as the official client makes it. */
 const OPERATIONS: { name: string; model: string; call: (c: OpenAI) => Promise<unknown> }[] = [
-  { name: "chat", model: "llama-3.3-70b-instruct", call: (c) => c.chat.completions.create({ model: "llama-3.3-70b-instruct", messages: [{ role: "user", content: "Salaam" }], max_tokens: 5 }) },
-  { name: "chat stream", model: "llama-3.3-70b-instruct", call: async (c) => {
-    for await (const _ of await c.chat.completions.create({ model: "llama-3.3-70b-instruct", messages: [{ role: "user", content: "Salaam" }], stream: true })) {}
-  } },
-  { name: "embeddings", model: "text-embedding-3-small", call: (c) => c.embeddings.create({ model: "text-embedding-3-small", input: "Salaam" }) },
-  { name: "images", model: "dall-e-2", call: (c) => c.images.generate({ model: "dall-e-2", prompt: "a river stone", size: "256x256", response_format: "b64_json" }) },
-  { name: "speech", model: "tts-1", call: async (c) => (await c.audio.speech.create({ model: "tts-1", voice: "alloy", input: "Salaam" })).arrayBuffer() },
+  {
+    name: "chat",
+    model: "llama-3.3-70b-instruct",
+    call: (c) =>
+      c.chat.completions.create({ model: "llama-3.3-70b-instruct", messages: [{ role: "user", content: "Salaam" }], max_tokens: 5 }),
+  },
+  {
+    name: "chat stream",
+    model: "llama-3.3-70b-instruct",
+    call: async (c) => {
+      for await (const _ of await c.chat.completions.create({
+        model: "llama-3.3-70b-instruct",
+        messages: [{ role: "user", content: "Salaam" }],
+        stream: true,
+      })) {
+      }
+    },
+  },
+  {
+    name: "embeddings",
+    model: "text-embedding-3-small",
+    call: (c) => c.embeddings.create({ model: "text-embedding-3-small", input: "Salaam" }),
+  },
+  {
+    name: "images",
+    model: "dall-e-2",
+    call: (c) => c.images.generate({ model: "dall-e-2", prompt: "a river stone", size: "256x256", response_format: "b64_json" }),
+  },
+  {
+    name: "speech",
+    model: "tts-1",
+    call: async (c) => (await c.audio.speech.create({ model: "tts-1", voice: "alloy", input: "Salaam" })).arrayBuffer(),
+  },
   {
     name: "transcription",
     model: "whisper-1",

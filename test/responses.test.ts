@@ -9,7 +9,18 @@ import OpenAI from "openai";
 import type { Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
 import { responseProblems, streamEventProblems } from "./openaiSchema.ts";
-import { expectBilledAsLogged, expectedText, OUTPUT_TOKENS, PIXEL_PNG, expectAbortedAndBilled, startWireSuite, usageRecord, withSimOptions, VENDORS, WEATHER_PARAMETERS } from "./wires.ts";
+import {
+  expectBilledAsLogged,
+  expectedText,
+  OUTPUT_TOKENS,
+  PIXEL_PNG,
+  expectAbortedAndBilled,
+  startWireSuite,
+  usageRecord,
+  withSimOptions,
+  VENDORS,
+  WEATHER_PARAMETERS,
+} from "./wires.ts";
 
 const INSTRUCTIONS = "Be brief.";
 const QUESTION = "Hello, world!";
@@ -18,7 +29,13 @@ const AS_CHAT = [
   { role: "system", content: INSTRUCTIONS },
   { role: "user", content: QUESTION },
 ];
-const WEATHER_TOOL = { type: "function" as const, name: "get_weather", description: "Current weather", parameters: WEATHER_PARAMETERS, strict: false };
+const WEATHER_TOOL = {
+  type: "function" as const,
+  name: "get_weather",
+  description: "Current weather",
+  parameters: WEATHER_PARAMETERS,
+  strict: false,
+};
 
 let sim: Simulator;
 let t: TestGateway;
@@ -42,7 +59,8 @@ async function streamed(params: Parameters<OpenAI["responses"]["stream"]>[0]) {
   const events: OpenAI.Responses.ResponseStreamEvent[] = [];
   for await (const event of stream) events.push(event);
   const final = await stream.finalResponse();
-  for (const event of events) expect({ type: event.type, problems: streamEventProblems(event) }).toEqual({ type: event.type, problems: [] });
+  for (const event of events)
+    expect({ type: event.type, problems: streamEventProblems(event) }).toEqual({ type: event.type, problems: [] });
   expect(events.map((e) => e.sequence_number)).toEqual(events.map((_, i) => i));
   return { events, final, requestId: final.id.replace(/^resp_/, "") };
 }
@@ -57,15 +75,31 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
     expect(data).toMatchObject({ id: `resp_${requestId}`, object: "response", status: "completed", model: vendor.model, store: false });
     expect(data.output_text).toBe(expectedText(AS_CHAT));
     const entry = await expectBilledAsLogged({ sim, t }, requestId, vendor);
-    expect(data.usage).toMatchObject({ input_tokens: entry.promptTokens, output_tokens: OUTPUT_TOKENS, total_tokens: entry.promptTokens + OUTPUT_TOKENS });
+    expect(data.usage).toMatchObject({
+      input_tokens: entry.promptTokens,
+      output_tokens: OUTPUT_TOKENS,
+      total_tokens: entry.promptTokens + OUTPUT_TOKENS,
+    });
   });
 
   test("stream: typed events in order, the final response's text and usage, billed as logged", async () => {
     const { events, final, requestId } = await streamed({ model: vendor.model, instructions: INSTRUCTIONS, input: QUESTION });
     const types = events.map((e) => e.type);
-    expect(types.slice(0, 4)).toEqual(["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"]);
-    expect(types.slice(-4)).toEqual(["response.output_text.done", "response.content_part.done", "response.output_item.done", "response.completed"]);
-    const deltas = events.filter((e) => e.type === "response.output_text.delta").map((e) => (e as OpenAI.Responses.ResponseTextDeltaEvent).delta);
+    expect(types.slice(0, 4)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.content_part.added",
+    ]);
+    expect(types.slice(-4)).toEqual([
+      "response.output_text.done",
+      "response.content_part.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const deltas = events
+      .filter((e) => e.type === "response.output_text.delta")
+      .map((e) => (e as OpenAI.Responses.ResponseTextDeltaEvent).delta);
     expect(deltas.join("")).toBe(expectedText(AS_CHAT));
     expect(final.status).toBe("completed");
     expect(final.output_text).toBe(expectedText(AS_CHAT));
@@ -99,10 +133,19 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
   });
 
   test("a function call streamed: the arguments arrive as deltas and reassemble", async () => {
-    const { events, final, requestId } = await streamed({ model: vendor.model, input: QUESTION, tools: [WEATHER_TOOL], tool_choice: "required" });
-    const done = events.find((e) => e.type === "response.function_call_arguments.done") as OpenAI.Responses.ResponseFunctionCallArgumentsDoneEvent;
+    const { events, final, requestId } = await streamed({
+      model: vendor.model,
+      input: QUESTION,
+      tools: [WEATHER_TOOL],
+      tool_choice: "required",
+    });
+    const done = events.find(
+      (e) => e.type === "response.function_call_arguments.done",
+    ) as OpenAI.Responses.ResponseFunctionCallArgumentsDoneEvent;
     expect(JSON.parse(done.arguments)).toEqual({ city: "sim", days: 1 });
-    const deltas = events.filter((e) => e.type === "response.function_call_arguments.delta").map((e) => (e as OpenAI.Responses.ResponseFunctionCallArgumentsDeltaEvent).delta);
+    const deltas = events
+      .filter((e) => e.type === "response.function_call_arguments.delta")
+      .map((e) => (e as OpenAI.Responses.ResponseFunctionCallArgumentsDeltaEvent).delta);
     expect(deltas.join("")).toBe(done.arguments);
     const call = final.output.find((item) => item.type === "function_call") as OpenAI.Responses.ResponseFunctionToolCall;
     expect(call.name).toBe("get_weather");
@@ -113,7 +156,15 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
     const { data, response } = await client.responses
       .create({
         model: vendor.model,
-        input: [{ role: "user", content: [{ type: "input_text", text: "What is this?" }, { type: "input_image", image_url: `data:image/png;base64,${PIXEL_PNG}`, detail: "auto" }] }],
+        input: [
+          {
+            role: "user",
+            content: [
+              { type: "input_text", text: "What is this?" },
+              { type: "input_image", image_url: `data:image/png;base64,${PIXEL_PNG}`, detail: "auto" },
+            ],
+          },
+        ],
       })
       .withResponse();
     expect(data.status).toBe("completed");
@@ -126,9 +177,18 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
     expect(responseProblems(whole)).toEqual([]);
     expect(whole).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" } });
     expect(whole.output_text).toBe(expectedText(AS_CHAT, 3));
-    const { events, final, requestId } = await streamed({ model: vendor.model, instructions: INSTRUCTIONS, input: QUESTION, max_output_tokens: 3 });
+    const { events, final, requestId } = await streamed({
+      model: vendor.model,
+      instructions: INSTRUCTIONS,
+      input: QUESTION,
+      max_output_tokens: 3,
+    });
     expect(events.at(-1)!.type).toBe("response.incomplete");
-    expect(final).toMatchObject({ status: "incomplete", incomplete_details: { reason: "max_output_tokens" }, output_text: expectedText(AS_CHAT, 3) });
+    expect(final).toMatchObject({
+      status: "incomplete",
+      incomplete_details: { reason: "max_output_tokens" },
+      output_text: expectedText(AS_CHAT, 3),
+    });
     await expectBilledAsLogged({ sim, t }, requestId, vendor);
   });
 
@@ -147,7 +207,9 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
 
   test("a client that leaves mid-stream: the upstream is aborted and what it generated is billed once", async () => {
     await withSimOptions(sim, { outputTokens: 1_000, itlMs: 20 }, async () => {
-      const { data: stream, response } = await client.responses.create({ model: vendor.model, input: QUESTION, stream: true }).withResponse();
+      const { data: stream, response } = await client.responses
+        .create({ model: vendor.model, input: QUESTION, stream: true })
+        .withResponse();
       const requestId = response.headers.get("x-request-id")!;
       let deltas = 0;
       for await (const event of stream) {
@@ -193,7 +255,9 @@ describe("what a stateless gateway refuses", () => {
     [{ previous_response_id: "resp_earlier" }, "previous_response_id"],
     [{ tools: [{ type: "web_search" }] }, "tools.0.type"],
   ] as const)("%j: a 400 naming %s, nothing sent upstream", async (extra, param) => {
-    const error = await client.responses.create({ model: "gpt-4o-mini", input: QUESTION, ...(extra as object) } as OpenAI.Responses.ResponseCreateParamsNonStreaming).catch((e: unknown) => e);
+    const error = await client.responses
+      .create({ model: "gpt-4o-mini", input: QUESTION, ...(extra as object) } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+      .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);
     const apiError = error as InstanceType<typeof OpenAI.BadRequestError>;
     expect(apiError.param).toBe(param);

@@ -26,7 +26,13 @@ async function sim(options: Parameters<typeof startSimulator>[0] = {}): Promise<
   return s;
 }
 
-const backend = (name: string, s: Simulator, extra: Record<string, unknown> = {}) => ({ name, kind: "openai", url: `${s.url}/v1`, region: "in-country", ...extra });
+const backend = (name: string, s: Simulator, extra: Record<string, unknown> = {}) => ({
+  name,
+  kind: "openai",
+  url: `${s.url}/v1`,
+  region: "in-country",
+  ...extra,
+});
 
 async function setPool(backends: unknown[]): Promise<void> {
   const reply = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends });
@@ -68,11 +74,15 @@ describe("pools changed at run time", () => {
     const a = await sim({ apiKey: "sk-upstream-secret" });
     const bad = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends: [{ ...backend("a", a), region: "moon" }] });
     expect([bad.status, bad.body.error.code]).toEqual([400, "invalid_request"]);
-    const secretInBody = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends: [{ ...backend("a", a), api_key: "sk-upstream-secret" }] });
+    const secretInBody = await t.admin("PUT", `/admin/pools/${MODEL}`, {
+      backends: [{ ...backend("a", a), api_key: "sk-upstream-secret" }],
+    });
     expect(secretInBody.status).toBe(400);
     const dup = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends: [backend("a", a), backend("a", a)] });
     expect(dup.status).toBe(400);
-    const unset = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends: [{ ...backend("a", a), api_key_env: "ROUTING_TEST_SIM_KEY" }] });
+    const unset = await t.admin("PUT", `/admin/pools/${MODEL}`, {
+      backends: [{ ...backend("a", a), api_key_env: "ROUTING_TEST_SIM_KEY" }],
+    });
     expect(unset.status).toBe(400);
     expect(unset.body.error.message).toContain("ROUTING_TEST_SIM_KEY is not set");
     const unknown = await t.admin("PUT", "/admin/pools/no-such-model", { backends: [backend("a", a)] });
@@ -88,7 +98,16 @@ describe("pools changed at run time", () => {
     expect(a.log.totals.requests).toBe(3);
     const shown = (await t.admin("GET", "/admin/pools")).body.data.find((p: { model: string }) => p.model === MODEL);
     expect(shown.backends).toHaveLength(1);
-    expect(shown.backends[0]).toMatchObject({ name: "a", weight: 2, concurrency_max: 7, concurrency_limit: 7, in_flight: 0, breaker: "closed", requests: 3, failures: 0 });
+    expect(shown.backends[0]).toMatchObject({
+      name: "a",
+      weight: 2,
+      concurrency_max: 7,
+      concurrency_limit: 7,
+      in_flight: 0,
+      breaker: "closed",
+      requests: 3,
+      failures: 0,
+    });
     expect(shown.backends[0].ttft_ms).toBeGreaterThan(0);
     expect(shown.backends[0].tpot_ms).toBeGreaterThan(0);
   });
@@ -129,7 +148,9 @@ describe("failing backends", () => {
     await run(300, 4);
     const tries = (s: Simulator) => s.log.totals.requests;
     const all = tries(good1) + tries(good2) + tries(failing) + tries(limited);
-    console.log(`failing: of ${all} upstream tries for 300 requests, the failing backend got ${tries(failing)}, the 429 one ${tries(limited)}`);
+    console.log(
+      `failing: of ${all} upstream tries for 300 requests, the failing backend got ${tries(failing)}, the 429 one ${tries(limited)}`,
+    );
     expect(tries(failing) / 300).toBeLessThan(0.05);
     expect(tries(limited) / 300).toBeLessThan(0.05);
     expect(tries(good1) + tries(good2)).toBe(300);
@@ -161,7 +182,12 @@ describe("residency", () => {
     const resident = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: residentKey, maxRetries: 0 });
     const shown = await t.admin("GET", `/admin/accounts/${(await t.gw.deps.keys.get(keyId))!.accountId}`);
     expect(shown.body.keys[0].residency).toBe("in-country");
-    const header = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0, defaultHeaders: { "x-darvaze-residency": "in-country" } });
+    const header = new OpenAI({
+      baseURL: `${t.url}/v1`,
+      apiKey: key,
+      maxRetries: 0,
+      defaultHeaders: { "x-darvaze-residency": "in-country" },
+    });
 
     await run(30, 3, resident);
     await run(30, 3, header);
@@ -199,15 +225,19 @@ describe("what streams teach the pool", () => {
     await setPool([backend("quick", quick), backend("slow", slow)]);
     const pool = t.gw.deps.pools.get(MODEL)!;
     // Both get streams: pin each in turn by filling the other's limit.
-    for (const [target, other] of [[0, 1], [1, 0]] as const) {
+    for (const [target, other] of [
+      [0, 1],
+      [1, 0],
+    ] as const) {
       pool.backends[other]!.concurrencyLimit = 0;
       for (let i = 0; i < 3; i++) {
         let text = "";
-        for await (const chunk of await client.chat.completions.create({ model: MODEL, messages: HELLO, max_tokens: 20, stream: true })) text += chunk.choices[0]?.delta?.content ?? "";
+        for await (const chunk of await client.chat.completions.create({ model: MODEL, messages: HELLO, max_tokens: 20, stream: true }))
+          text += chunk.choices[0]?.delta?.content ?? "";
         expect(text.length).toBeGreaterThan(0);
       }
       pool.backends[other]!.concurrencyLimit = pool.backends[other]!.config.concurrency_max;
-        expect(pool.backends[target]!.inFlight).toBe(0);
+      expect(pool.backends[target]!.inFlight).toBe(0);
     }
     const shown = (await t.admin("GET", "/admin/pools")).body.data.find((p: { model: string }) => p.model === MODEL).backends;
     const [q, s] = shown;

@@ -16,9 +16,21 @@ const folder = mkdtempSync(join(tmpdir(), "darvaze-shutdown-"));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
 
 test("SIGTERM returns every lease and loses no usage", async () => {
-  const node = await spawnGateway({ DARVAZE_DATA: folder, DATABASE_URL: undefined, NATS_URL: undefined, ADMIN_TOKEN, KEY_PEPPER: randomBase62(40) });
+  const node = await spawnGateway({
+    DARVAZE_DATA: folder,
+    DATABASE_URL: undefined,
+    NATS_URL: undefined,
+    ADMIN_TOKEN,
+    KEY_PEPPER: randomBase62(40),
+  });
   const admin = async (method: string, path: string, body?: unknown) =>
-    (await fetch(node.url + path, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: body ? JSON.stringify(body) : undefined })).json() as Promise<any>;
+    (
+      await fetch(node.url + path, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        body: body ? JSON.stringify(body) : undefined,
+      })
+    ).json() as Promise<any>;
   const account = await admin("POST", "/admin/accounts", { name: "shutdown" });
   await admin("POST", `/admin/accounts/${account.id}/topups`, { amount_toman: 5_000, reference: "seed" });
   const { key } = await admin("POST", `/admin/accounts/${account.id}/keys`, { name: "k" });
@@ -31,14 +43,18 @@ test("SIGTERM returns every lease and loses no usage", async () => {
     });
     if (response.status === 200) served++;
   }
-  const credits = (await (await fetch(`${node.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as { held_micro_toman: string };
+  const credits = (await (await fetch(`${node.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+    held_micro_toman: string;
+  };
   expect(BigInt(credits.held_micro_toman)).toBeGreaterThan(0n); // the key's lease
   await node.kill("SIGTERM");
   expect(node.process.exitCode).toBe(0);
 
   const db = await openPglite(folder);
   try {
-    const [wallet] = await db.rows<{ held: unknown; balance: unknown }>(sql`SELECT held_micro AS held, balance_micro AS balance FROM wallets`);
+    const [wallet] = await db.rows<{ held: unknown; balance: unknown }>(
+      sql`SELECT held_micro AS held, balance_micro AS balance FROM wallets`,
+    );
     expect(String(wallet!.held)).toBe("0");
     const [usage] = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_records`);
     expect(Number(usage!.n)).toBe(served);

@@ -35,12 +35,22 @@ async function usageRecord(requestId: string) {
   for (let i = 0; i < 100; i++) {
     const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
     expect(audit.body.ok).toBe(true);
-    const rows = await t.gw.deps.db.rows<{ input_units: unknown; output_units: unknown; billed_micro: unknown; metered_micro: unknown; status: number }>(
-      sql`SELECT input_units, output_units, billed_micro, metered_micro, status FROM usage_records WHERE request_id = ${requestId}`,
-    );
+    const rows = await t.gw.deps.db.rows<{
+      input_units: unknown;
+      output_units: unknown;
+      billed_micro: unknown;
+      metered_micro: unknown;
+      status: number;
+    }>(sql`SELECT input_units, output_units, billed_micro, metered_micro, status FROM usage_records WHERE request_id = ${requestId}`);
     if (rows[0]) {
       const r = rows[0];
-      return { input: BigInt(String(r.input_units)), output: BigInt(String(r.output_units)), billed: BigInt(String(r.billed_micro)), metered: BigInt(String(r.metered_micro)), status: Number(r.status) };
+      return {
+        input: BigInt(String(r.input_units)),
+        output: BigInt(String(r.output_units)),
+        billed: BigInt(String(r.billed_micro)),
+        metered: BigInt(String(r.metered_micro)),
+        status: Number(r.status),
+      };
     }
     await Bun.sleep(50);
   }
@@ -87,7 +97,11 @@ describe("live metering", () => {
     expect(delivered).toBeGreaterThan(50); // extensions were granted while the wallet had money…
     expect(delivered).toBeLessThanOrEqual(100); // …and nothing was delivered past it
     // The text is the simulator's, in order, with nothing dropped or repeated.
-    expect(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 1_000 }).join("").startsWith(text)).toBe(true);
+    expect(
+      simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 1_000 })
+        .join("")
+        .startsWith(text),
+    ).toBe(true);
     const record = await usageRecord(requestId);
     expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(delivered) * OUT_MICRO);
     expect(record.output).toBeGreaterThanOrEqual(BigInt(delivered)); // what was read beyond is metered, written off
@@ -147,7 +161,9 @@ describe("live metering", () => {
     try {
       const funded = await t.fundedKey(100);
       const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
-      const { data: stream, response } = await client.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, stream: true }).withResponse();
+      const { data: stream, response } = await client.chat.completions
+        .create({ model: "gpt-4o-mini", messages: HELLO, stream: true })
+        .withResponse();
       const startedMs = performance.now();
       for await (const _ of stream);
       const elapsedS = (performance.now() - startedMs) / 1000;
@@ -232,48 +248,44 @@ describe("ends of a stream", () => {
 });
 
 describe("backpressure", () => {
-  test(
-    "a client that stops reading for 10 s: the relay's buffer stays under its bound and the stream resumes intact",
-    async () => {
-      const tokens = 100_000;
-      Object.assign(sim().options, { outputTokens: tokens, ttftMs: 1 });
-      const funded = await t.fundedKey(10_000); // 100,000 output tokens cost 5,400 toman
-      const response = await fetch(`${t.url}/v1/chat/completions`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
-        body: JSON.stringify({ model: "gpt-4o-mini", messages: HELLO, stream: true, max_tokens: tokens }),
-      });
-      expect(response.status).toBe(200);
-      const requestId = response.headers.get("x-request-id")!;
-      const reader = response.body!.getReader();
-      let raw = "";
-      const decoder = new TextDecoder();
-      const first = await reader.read();
-      raw += decoder.decode(first.value, { stream: true });
-      // Whether the upstream itself pauses depends on the kernel's socket buffers (here up to
-      // 32 MiB per receiving socket, more than this whole stream); what the gateway holds does not.
-      let queuedMax = 0;
-      for (let i = 0; i < 100; i++) {
-        await Bun.sleep(100);
-        queuedMax = Math.max(queuedMax, relayQueuedBytes());
-      }
-      expect(queuedMax).toBeGreaterThan(0);
-      // One network read of the upstream may land on a full queue.
-      expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX);
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        raw += decoder.decode(value, { stream: true });
-      }
-      let text = "";
-      for (const line of raw.split("\n")) {
-        if (!line.startsWith("data: {")) continue;
-        text += (JSON.parse(line.slice(6)) as { choices: { delta?: { content?: string } }[] }).choices[0]?.delta?.content ?? "";
-      }
-      expect(raw.slice(-300)).toEndWith("data: [DONE]\n\n");
-      expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens }).join(""));
-      expect((await simEntry(requestId)).completionTokens).toBe(tokens);
-    },
-    120_000,
-  );
+  test("a client that stops reading for 10 s: the relay's buffer stays under its bound and the stream resumes intact", async () => {
+    const tokens = 100_000;
+    Object.assign(sim().options, { outputTokens: tokens, ttftMs: 1 });
+    const funded = await t.fundedKey(10_000); // 100,000 output tokens cost 5,400 toman
+    const response = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-4o-mini", messages: HELLO, stream: true, max_tokens: tokens }),
+    });
+    expect(response.status).toBe(200);
+    const requestId = response.headers.get("x-request-id")!;
+    const reader = response.body!.getReader();
+    let raw = "";
+    const decoder = new TextDecoder();
+    const first = await reader.read();
+    raw += decoder.decode(first.value, { stream: true });
+    // Whether the upstream itself pauses depends on the kernel's socket buffers (here up to
+    // 32 MiB per receiving socket, more than this whole stream); what the gateway holds does not.
+    let queuedMax = 0;
+    for (let i = 0; i < 100; i++) {
+      await Bun.sleep(100);
+      queuedMax = Math.max(queuedMax, relayQueuedBytes());
+    }
+    expect(queuedMax).toBeGreaterThan(0);
+    // One network read of the upstream may land on a full queue.
+    expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      raw += decoder.decode(value, { stream: true });
+    }
+    let text = "";
+    for (const line of raw.split("\n")) {
+      if (!line.startsWith("data: {")) continue;
+      text += (JSON.parse(line.slice(6)) as { choices: { delta?: { content?: string } }[] }).choices[0]?.delta?.content ?? "";
+    }
+    expect(raw.slice(-300)).toEndWith("data: [DONE]\n\n");
+    expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens }).join(""));
+    expect((await simEntry(requestId)).completionTokens).toBe(tokens);
+  }, 120_000);
 });

@@ -55,7 +55,9 @@ describe("headers that understate the length tenfold", () => {
     expect(Math.ceil(file.seconds)).toBe(seconds);
     expect(BigInt(seconds) * MICRO_PER_S).toBe(micro);
     const before = await account(accountId, client);
-    const { data, response } = await client.audio.transcriptions.create({ model: "whisper-1", file: upload(file), response_format: format }).withResponse();
+    const { data, response } = await client.audio.transcriptions
+      .create({ model: "whisper-1", file: upload(file), response_format: format })
+      .withResponse();
     expect(JSON.stringify(data).length).toBeGreaterThan(10);
     const requestId = response.headers.get("x-request-id")!;
     const after = await account(accountId, client, requestId);
@@ -114,7 +116,9 @@ describe("a codec the gateway does not time (IMA ADPCM in WAV)", () => {
 
   test("text (no report): billed the size bound, 144,044 B at 1,000 B/s = 144.044 s → 145 s", async () => {
     const before = await account(accountId, client);
-    const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file: adpcm(), response_format: "text" }).withResponse();
+    const { response } = await client.audio.transcriptions
+      .create({ model: "whisper-1", file: adpcm(), response_format: "text" })
+      .withResponse();
     const after = await account(accountId, client, response.headers.get("x-request-id")!);
     expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([1_305_000_000n, "145"]);
   });

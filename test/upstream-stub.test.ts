@@ -30,7 +30,10 @@ beforeAll(async () => {
       const url = new URL(req.url);
       if (url.pathname === "/good.png") return new Response(png, { headers: { "content-type": "image/png" } });
       if (url.pathname === "/v1/audio/speech") {
-        return Response.json({ error: { message: "Unsupported voice: 'nobody'.", type: "invalid_request_error", param: "voice", code: null } }, { status: 400 });
+        return Response.json(
+          { error: { message: "Unsupported voice: 'nobody'.", type: "invalid_request_error", param: "voice", code: null } },
+          { status: 400 },
+        );
       }
       if (url.pathname !== "/v1/images/generations") return new Response("gone", { status: 404 });
       return req.json().then((raw) => {
@@ -81,19 +84,24 @@ test("two links that download: both images, billed two images", async () => {
   expect(await record(response.headers.get("x-request-id")!)).toMatchObject({ input_units: "2", status: 200 });
 });
 
-test.each(["url", "b64_json"] as const)("%s: one of two links broken is a 502 in OpenAI's shape, and nothing is charged", async (format) => {
-  brokenLinks = 1;
-  const before = await balanceMicro();
-  const error = await client.images.generate({ model: "dall-e-2", prompt: "x", n: 2, size: "256x256", response_format: format }).catch((e: unknown) => e);
-  expect(error).toBeInstanceOf(OpenAI.APIError);
-  const apiError = error as InstanceType<typeof OpenAI.APIError>;
-  expect(apiError.status).toBe(502);
-  expect(apiError.type).toBe("api_error");
-  expect(apiError.message).toContain("file could not be fetched (status 404)");
-  expect(apiError.message).not.toContain(upstream.url.origin);
-  expect(await balanceMicro()).toBe(before);
-  expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 502 });
-});
+test.each(["url", "b64_json"] as const)(
+  "%s: one of two links broken is a 502 in OpenAI's shape, and nothing is charged",
+  async (format) => {
+    brokenLinks = 1;
+    const before = await balanceMicro();
+    const error = await client.images
+      .generate({ model: "dall-e-2", prompt: "x", n: 2, size: "256x256", response_format: format })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    const apiError = error as InstanceType<typeof OpenAI.APIError>;
+    expect(apiError.status).toBe(502);
+    expect(apiError.type).toBe("api_error");
+    expect(apiError.message).toContain("file could not be fetched (status 404)");
+    expect(apiError.message).not.toContain(upstream.url.origin);
+    expect(await balanceMicro()).toBe(before);
+    expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 502 });
+  },
+);
 
 test("speech the upstream refuses as invalid: the client's 400 with the upstream's reason, recorded as a 400, nothing charged", async () => {
   const before = await balanceMicro();

@@ -13,7 +13,14 @@ import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { encodeJson } from "../src/json.ts";
 import type { DeadLetter } from "../src/ledger/deadletter.ts";
-import { deadLetterStreamName, ensureDeadLetterStream, ensureUsageStream, USAGE_DELIVERIES_MAX, UsageConsumer, usageStreamName } from "../src/ledger/stream.ts";
+import {
+  deadLetterStreamName,
+  ensureDeadLetterStream,
+  ensureUsageStream,
+  USAGE_DELIVERIES_MAX,
+  UsageConsumer,
+  usageStreamName,
+} from "../src/ledger/stream.ts";
 import { silentLogger } from "../src/log.ts";
 import { SETUP_MS_MAX } from "./helpers.ts";
 import { describeWith } from "./services.ts";
@@ -52,7 +59,10 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
   }, SETUP_MS_MAX);
 
   const startConsumer = (ledger: Db) => {
-    const consumer = new UsageConsumer(ledger, nc.jetstream(), stream, silentLogger, { subject: subjects.usageDead, onDeadLetter: (l) => letters.push(l) });
+    const consumer = new UsageConsumer(ledger, nc.jetstream(), stream, silentLogger, {
+      subject: subjects.usageDead,
+      onDeadLetter: (l) => letters.push(l),
+    });
     consumers.push(consumer);
     consumer.start();
     return consumer;
@@ -119,7 +129,9 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
   it("a database outage (connection lost, serialization failure) is retried in place: no redelivery, no dead letter", async () => {
     const failures = [
       Object.assign(new Error("Failed query: INSERT …"), { cause: Object.assign(new Error("terminating connection"), { code: "08006" }) }),
-      Object.assign(new Error("Failed query: INSERT …"), { cause: Object.assign(new Error("could not serialize access"), { code: "40001" }) }),
+      Object.assign(new Error("Failed query: INSERT …"), {
+        cause: Object.assign(new Error("could not serialize access"), { code: "40001" }),
+      }),
       Object.assign(new Error("connect ECONNREFUSED 127.0.0.1:5432"), { code: "ECONNREFUSED" }),
     ];
     let attempts = 0;

@@ -1,7 +1,9 @@
 /** Usage records for tests of the ledger: metered input tokens at 1 toman per 1M (metered = units × price, as the audit checks). */
 import type { UsageRecord } from "../src/ledger/usage.ts";
 
-export function usageRecord(fields: Pick<UsageRecord, "requestId" | "accountId" | "holdId" | "billedMicro"> & Partial<UsageRecord>): UsageRecord {
+export function usageRecord(
+  fields: Pick<UsageRecord, "requestId" | "accountId" | "holdId" | "billedMicro"> & Partial<UsageRecord>,
+): UsageRecord {
   return {
     keyId: "key_t",
     model: "gpt-4o-mini",

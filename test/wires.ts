@@ -38,8 +38,7 @@ const UPSTREAM_PATHS: Record<Vendor["kind"], string | undefined> = {
 };
 
 /** A one-pixel PNG, as a data URL. */
-export const PIXEL_PNG =
-  "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+export const PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
 export const WEATHER_PARAMETERS = {
   type: "object",
@@ -81,12 +80,22 @@ export async function usageRecord(t: TestGateway, requestId: string) {
   for (let i = 0; i < 100; i++) {
     const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
     expect(audit.body.ok).toBe(true);
-    const rows = await t.gw.deps.db.rows<{ model: string; input_units: unknown; output_units: unknown; billed_micro: unknown; status: number }>(
-      sql`SELECT model, input_units, output_units, billed_micro, status FROM usage_records WHERE request_id = ${requestId}`,
-    );
+    const rows = await t.gw.deps.db.rows<{
+      model: string;
+      input_units: unknown;
+      output_units: unknown;
+      billed_micro: unknown;
+      status: number;
+    }>(sql`SELECT model, input_units, output_units, billed_micro, status FROM usage_records WHERE request_id = ${requestId}`);
     if (rows[0]) {
       const r = rows[0];
-      return { model: r.model, input: BigInt(String(r.input_units)), output: BigInt(String(r.output_units)), billed: BigInt(String(r.billed_micro)), status: Number(r.status) };
+      return {
+        model: r.model,
+        input: BigInt(String(r.input_units)),
+        output: BigInt(String(r.output_units)),
+        billed: BigInt(String(r.billed_micro)),
+        status: Number(r.status),
+      };
     }
     await Bun.sleep(50);
   }

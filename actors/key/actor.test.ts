@@ -45,7 +45,9 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   const { server, client } = await buses();
   const subjects = buildSubjects(`t${randomBase62(8)}`);
   const writer = new UsageWriter(ledgerSink(db), silentLogger);
-  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) => server.publish(WALLET_RECALLS, subjects.walletRecalls, recall));
+  const host = new KeyActorHost({ db, keys, writer, log: silentLogger }, (recall) =>
+    server.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+  );
   const unserve = host.serve(server, subjects);
   await server.flush(); // the client's first request must find the subscriptions on the broker
   return {
@@ -186,7 +188,13 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     const before = (await wallet())!;
     expect(before.heldMicro).toBe(0n);
     const extend = (holdId: string, addMicro: bigint) =>
-      r.client.request(EXTEND, r.subjects.keyExtend(partitionOf(r.keyId)), { keyId: r.keyId, requestId: "e1", holdId, addMicro, addTokens: 10 });
+      r.client.request(EXTEND, r.subjects.keyExtend(partitionOf(r.keyId)), {
+        keyId: r.keyId,
+        requestId: "e1",
+        holdId,
+        addMicro,
+        addTokens: 10,
+      });
     // The lease holds the reserve, or the whole balance (then 1,000 micro-toman stay as room).
     const admitted = await admit("e1", before.balanceMicro - 1_000n);
     if (!admitted.ok) throw new Error("not admitted");
@@ -199,7 +207,10 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     const held = (await wallet())!.heldMicro;
     expect(held >= before.balanceMicro + 1_600n && held <= before.balanceMicro + 2_000n).toBe(true);
     // A cut stream bills at most what it delivered: the rest is written off.
-    const settled = await settle({ ...settlementFor(r, admitted.holdId, "e1", 1_000n, before.balanceMicro + 1_600n), billedMicroMax: 7_000n });
+    const settled = await settle({
+      ...settlementFor(r, admitted.holdId, "e1", 1_000n, before.balanceMicro + 1_600n),
+      billedMicroMax: 7_000n,
+    });
     expect(settled).toEqual({ ok: true, billedMicro: 7_000n, meteredMicro: 54_135_000n });
     await r.host.releaseAll();
     expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro + 5_000n - 7_000n, heldMicro: 0n });

@@ -29,7 +29,16 @@
  * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
-import { pricedMicro, type AdmitReply, type AdmitTicket, type ExtendReply, type ExtendTicket, type RateInfo, type SettleReply, type Settlement } from "../protocol.ts";
+import {
+  pricedMicro,
+  type AdmitReply,
+  type AdmitTicket,
+  type ExtendReply,
+  type ExtendTicket,
+  type RateInfo,
+  type SettleReply,
+  type Settlement,
+} from "../protocol.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
@@ -171,7 +180,8 @@ export class KeyActor {
     if (gate) {
       if (!this.deps.writer.accepting) return unavailable();
       const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
-      if (!verdict.ok) return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
+      if (!verdict.ok)
+        return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
       rate = verdict.rate;
     } else {
       const limited = this.windows.check(key, 1, ticket.reserveTokens);
@@ -388,7 +398,9 @@ export class KeyActor {
     if (this.room(lease) < t.addMicro) {
       try {
         if (!(await growHold(this.deps.db, lease.holdId, t.addMicro))) {
-          return refuse(fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(t.addMicro)} toman more.`));
+          return refuse(
+            fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(t.addMicro)} toman more.`),
+          );
         }
       } catch (error) {
         this.deps.log("error", "extend_failed", { keyId: this.keyId, error: (error as Error).message });
@@ -413,7 +425,8 @@ export class KeyActor {
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
     const metered = pricedMicro(s);
-    if (admission && metered > admission.reserve && s.billedMicroMax === undefined) await this.coverOverrun(admission, metered - admission.reserve);
+    if (admission && metered > admission.reserve && s.billedMicroMax === undefined)
+      await this.coverOverrun(admission, metered - admission.reserve);
     const reserve = admission?.reserve ?? s.reserveMicro;
     let billed = metered < reserve ? metered : reserve;
     if (s.billedMicroMax !== undefined && s.billedMicroMax < billed) billed = s.billedMicroMax;
@@ -503,7 +516,8 @@ export class KeyActor {
     if (this.month) this.month.spent += billed;
     if (!admission) return;
     // Tokens per minute count what was used, not what was reserved.
-    if (this.deps.rates) this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
+    if (this.deps.rates)
+      this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
     else this.windows.tokens.add(tokens - admission.tokens);
   }
 }

@@ -7,8 +7,20 @@ import { ASK_RETRY_MS, ASK_WAIT_MS_MAX, notOwner } from "./grant.ts";
 
 function keyRecord(concurrencyMax: number): KeyRecord {
   const now = new Date();
-  return { id: "key_cap", accountId: "acc", name: "k", display: "sk-…", concurrencyMax, rpm: null, tpm: null, monthlySpendCapMicro: null,
-  residency: null, createdAt: now, revokedAt: null, updatedAt: now };
+  return {
+    id: "key_cap",
+    accountId: "acc",
+    name: "k",
+    display: "sk-…",
+    concurrencyMax,
+    rpm: null,
+    tpm: null,
+    monthlySpendCapMicro: null,
+    residency: null,
+    createdAt: now,
+    revokedAt: null,
+    updatedAt: now,
+  };
 }
 
 /** Nodes over one owner on a virtual clock (a sleep moves it: nothing waits in real time). */
@@ -18,7 +30,8 @@ function setup(concurrencyMax: number, acquiredAtMs = -TAKEOVER_QUIET_MS) {
   const keys = { get: async () => key } as unknown as KeyStore;
   const tenure: Tenure = { fenceToken: 42n, acquiredAtMs };
   const allocator = new SlotAllocator(keys, () => tenure, clock);
-  const node = (name: string) => new SlotShares({ node: name, ask: (req) => allocator.grant(req), ownsPartition: () => name === "a", clock });
+  const node = (name: string) =>
+    new SlotShares({ node: name, ask: (req) => allocator.grant(req), ownsPartition: () => name === "a", clock });
   return { key, allocator, node, clock };
 }
 

@@ -68,7 +68,10 @@ interface Claim {
 /** The owner's side: splits each key's slots between the nodes that ask. */
 export class SlotAllocator {
   private readonly owner: PartitionOwner;
-  private readonly claims = new KeyStates<Map<string, Claim>>({ sizeMax: CLAIMED_KEYS_MAX, idle: (claims) => this.unexpired(claims) === 0 });
+  private readonly claims = new KeyStates<Map<string, Claim>>({
+    sizeMax: CLAIMED_KEYS_MAX,
+    idle: (claims) => this.unexpired(claims) === 0,
+  });
 
   constructor(
     private readonly keys: KeyStore,
@@ -180,7 +183,16 @@ export class SlotShares {
   }
 
   private share(keyId: string): Share {
-    const blank = (): Share => ({ granted: 0, inUse: 0, peak: 0, asked: 0, fenceToken: null, expiresAtMs: 0, lastUseMs: this.clock.now(), asking: null });
+    const blank = (): Share => ({
+      granted: 0,
+      inUse: 0,
+      peak: 0,
+      asked: 0,
+      fenceToken: null,
+      expiresAtMs: 0,
+      lastUseMs: this.clock.now(),
+      asking: null,
+    });
     return this.shares.of(keyId, blank);
   }
 
@@ -205,7 +217,8 @@ export class SlotShares {
     }
     const path: AdmissionPath = this.deps.ownsPartition(partitionOf(key.id)) ? "owner_local" : "owner_remote";
     const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
-    const refused = () => fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
+    const refused = () =>
+      fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
     // Refused once the owner has heard a want that covers this admission (an ask already under
     // way may be for less) and answered it.
     const outcome = await awaitGrant(this.clock, {

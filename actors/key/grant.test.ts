@@ -1,7 +1,17 @@
 import { expect, test } from "bun:test";
 import { partitionOf } from "../subjects.ts";
 import { FakeClock } from "./clock.ts";
-import { ASK_RETRY_MS, ASK_WAIT_MS_MAX, askOwner, awaitGrant, joinAsk, KeyStates, PartitionOwner, type Asking, type Tenure } from "./grant.ts";
+import {
+  ASK_RETRY_MS,
+  ASK_WAIT_MS_MAX,
+  askOwner,
+  awaitGrant,
+  joinAsk,
+  KeyStates,
+  PartitionOwner,
+  type Asking,
+  type Tenure,
+} from "./grant.ts";
 
 const QUIET_MS = 1_000;
 
@@ -140,7 +150,10 @@ test("an admission whose asks never cover it is refused once ASK_WAIT_MS_MAX has
 test("at sizeMax keys, state left idle after silence is evicted down to half; state in use stays", () => {
   const clock = new FakeClock();
   const silentMs = 1_000;
-  const states = new KeyStates<{ lastUseMs: number; inUse: number }>({ sizeMax: 8, idle: (s) => s.inUse === 0 && clock.now() - s.lastUseMs > silentMs });
+  const states = new KeyStates<{ lastUseMs: number; inUse: number }>({
+    sizeMax: 8,
+    idle: (s) => s.inUse === 0 && clock.now() - s.lastUseMs > silentMs,
+  });
   for (let i = 0; i < 8; i++) states.of(`key_${i}`, () => ({ lastUseMs: clock.now(), inUse: i < 2 ? 1 : 0 }));
   clock.advance(silentMs + 1);
   states.of("key_new", () => ({ lastUseMs: clock.now(), inUse: 0 }));

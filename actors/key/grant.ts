@@ -38,7 +38,10 @@ export interface Tenure {
 
 /** The reply of a node asked for a partition it does not own (a grant or a permit). */
 export function notOwner(p: number): { ok: false; failure: Failure } {
-  return { ok: false, failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }) };
+  return {
+    ok: false,
+    failure: fail("service_unavailable", `This node does not own key partition ${p} (it is moving).`, { retryAfterS: 1 }),
+  };
 }
 
 /** Where an owner's grant stands with the quiet period after its takeover. */

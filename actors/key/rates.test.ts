@@ -10,8 +10,21 @@ type Limits = Partial<Pick<KeyRecord, "rpm" | "tpm" | "monthlySpendCapMicro">>;
 
 function keyRecord(limits: Limits): KeyRecord {
   const now = new Date();
-  return { id: "key_rates", accountId: "acc", name: "k", display: "sk-…", concurrencyMax: 1_000, rpm: null, tpm: null, monthlySpendCapMicro: null,
-    residency: null, createdAt: now, revokedAt: null, updatedAt: now, ...limits };
+  return {
+    id: "key_rates",
+    accountId: "acc",
+    name: "k",
+    display: "sk-…",
+    concurrencyMax: 1_000,
+    rpm: null,
+    tpm: null,
+    monthlySpendCapMicro: null,
+    residency: null,
+    createdAt: now,
+    revokedAt: null,
+    updatedAt: now,
+    ...limits,
+  };
 }
 
 /**
@@ -33,7 +46,16 @@ function setup(limits: Limits, spentMicro = 0n) {
     return PERMITS.reply.parse(JSON.parse(encodeJson(reply)));
   };
   const node = (name: string) =>
-    new RatePermits({ node: name, ask: wire, ownsPartition: () => name === "a", allocator: { grant: (r: PermitRequest) => owner.grant(r), correct: (id: string, t: number) => owner.correct(id, t) } as PermitAllocator, ...clock });
+    new RatePermits({
+      node: name,
+      ask: wire,
+      ownsPartition: () => name === "a",
+      allocator: {
+        grant: (r: PermitRequest) => owner.grant(r),
+        correct: (id: string, t: number) => owner.correct(id, t),
+      } as PermitAllocator,
+      ...clock,
+    });
   return {
     key,
     asks,
@@ -149,7 +171,7 @@ test("a monthly cap holds over nodes: spent + reserves in flight everywhere neve
   const inFlight: bigint[][] = [[], [], []];
   let billed = 0n;
   let seed = 42;
-  const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   let admittedCount = 0;
   let refusedCount = 0;
   for (let step = 0; step < 400; step++) {

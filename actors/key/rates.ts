@@ -109,7 +109,12 @@ export class PermitAllocator {
   }
 
   private state(keyId: string): KeyRates {
-    return this.rates.of(keyId, () => ({ windows: new RateWindows(this.deps.windowNowMs), reported: new Set(), month: null, claims: new Map() }));
+    return this.rates.of(keyId, () => ({
+      windows: new RateWindows(this.deps.windowNowMs),
+      reported: new Set(),
+      month: null,
+      claims: new Map(),
+    }));
   }
 
   async grant(req: PermitRequest): Promise<PermitReply> {
@@ -269,20 +274,36 @@ export class RatePermits implements RateGate {
     return this.permits.of(keyId, () => {
       const now = this.now();
       return {
-        left: { ...NONE }, expiresAtMs: 0, rate: undefined, rateAtMs: now, usedSinceAsk: { ...NONE }, askedAtMs: now,
-        outstandingMicro: 0n, billedMicro: 0n, overTokens: 0, capped: false, history: new RateWindows(this.deps.windowNowMs),
-        lastReportMs: now, lastUseMs: now, asking: null,
+        left: { ...NONE },
+        expiresAtMs: 0,
+        rate: undefined,
+        rateAtMs: now,
+        usedSinceAsk: { ...NONE },
+        askedAtMs: now,
+        outstandingMicro: 0n,
+        billedMicro: 0n,
+        overTokens: 0,
+        capped: false,
+        history: new RateWindows(this.deps.windowNowMs),
+        lastReportMs: now,
+        lastUseMs: now,
+        asking: null,
       };
     });
   }
 
   private need(key: KeyRecord, tokens: number, micro: bigint): Amounts {
-    return { requests: key.rpm === null ? 0 : 1, tokens: key.tpm === null ? 0 : tokens, micro: key.monthlySpendCapMicro === null ? 0n : micro };
+    return {
+      requests: key.rpm === null ? 0 : 1,
+      tokens: key.tpm === null ? 0 : tokens,
+      micro: key.monthlySpendCapMicro === null ? 0n : micro,
+    };
   }
 
   private covers(p: Permits, need: Amounts): boolean {
     const valid = this.now() < p.expiresAtMs;
-    const rates = need.requests === 0 && need.tokens === 0 ? true : valid && p.left.requests >= need.requests && p.left.tokens >= need.tokens;
+    const rates =
+      need.requests === 0 && need.tokens === 0 ? true : valid && p.left.requests >= need.requests && p.left.tokens >= need.tokens;
     return rates && (need.micro === 0n || (valid && p.left.micro >= need.micro));
   }
 
@@ -290,7 +311,11 @@ export class RatePermits implements RateGate {
   private tryTake(p: Permits, need: Amounts): boolean {
     if (!this.covers(p, need)) return false;
     p.left = { requests: p.left.requests - need.requests, tokens: p.left.tokens - need.tokens, micro: p.left.micro - need.micro };
-    p.usedSinceAsk = { requests: p.usedSinceAsk.requests + need.requests, tokens: p.usedSinceAsk.tokens + need.tokens, micro: p.usedSinceAsk.micro + need.micro };
+    p.usedSinceAsk = {
+      requests: p.usedSinceAsk.requests + need.requests,
+      tokens: p.usedSinceAsk.tokens + need.tokens,
+      micro: p.usedSinceAsk.micro + need.micro,
+    };
     p.outstandingMicro += need.micro;
     p.lastUseMs = this.now();
     return true;
@@ -342,10 +367,17 @@ export class RatePermits implements RateGate {
         // Another's refusal answers this admission too when it is the window's, not the other's size or money.
         const shared = reply && !reply.ok && reply.failure.code === "rate_limit_exceeded" && reply.failure.retryAfterS !== undefined;
         if (reply && !reply.ok && (mine || shared)) return reply;
-        if (!reply && mine) return { ok: false, failure: fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 }) };
+        if (!reply && mine)
+          return {
+            ok: false,
+            failure: fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 }),
+          };
         return undefined;
       },
-      timedOut: () => ({ ok: false, failure: fail("service_unavailable", "The key's partition is moving; try again shortly.", { retryAfterS: 1 }) }),
+      timedOut: () => ({
+        ok: false,
+        failure: fail("service_unavailable", "The key's partition is moving; try again shortly.", { retryAfterS: 1 }),
+      }),
     });
     if (outcome !== "taken") return outcome;
     if (admission) this.admissions[owner ? "owner" : "asked"]++;
@@ -369,7 +401,16 @@ export class RatePermits implements RateGate {
   }
 
   private request(keyId: string, p: Permits, need: Amounts, want: Amounts, history?: { requests: number; tokens: number }): PermitRequest {
-    return { keyId, node: this.deps.node, need, want, outstandingMicro: p.outstandingMicro, billedMicro: p.billedMicro, overTokens: p.overTokens, ...(history ? { history } : {}) };
+    return {
+      keyId,
+      node: this.deps.node,
+      need,
+      want,
+      outstandingMicro: p.outstandingMicro,
+      billedMicro: p.billedMicro,
+      overTokens: p.overTokens,
+      ...(history ? { history } : {}),
+    };
   }
 
   /** One ask (retried while the partition has no owner); null when none answered in time. */

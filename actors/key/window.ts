@@ -82,14 +82,24 @@ export class RateWindows {
   check(key: RateLimits, requests: number, tokens: number): RateRefusal | null {
     if (key.rpm !== null && requests > 0 && this.requests.used() + requests > key.rpm) {
       const retryAfterS = this.requests.secondsUntilFree(requests, key.rpm);
-      return { failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }), rate: this.info(key) };
+      return {
+        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }),
+        rate: this.info(key),
+      };
     }
     if (key.tpm !== null && tokens > 0 && this.tokens.used() + tokens > key.tpm) {
       if (tokens > key.tpm) {
-        return { failure: fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, { param: "max_tokens" }) };
+        return {
+          failure: fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, {
+            param: "max_tokens",
+          }),
+        };
       }
       const retryAfterS = this.tokens.secondsUntilFree(tokens, key.tpm);
-      return { failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }), rate: this.info(key) };
+      return {
+        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }),
+        rate: this.info(key),
+      };
     }
     return null;
   }
@@ -100,11 +110,19 @@ export class RateWindows {
     const info: RateInfo = {};
     if (key.rpm !== null) {
       const used = this.requests.used();
-      Object.assign(info, { limitRequests: key.rpm, remainingRequests: Math.max(0, key.rpm - used), resetRequestsS: used > 0 ? this.requests.secondsUntilFree(0, used - 1) : 0 });
+      Object.assign(info, {
+        limitRequests: key.rpm,
+        remainingRequests: Math.max(0, key.rpm - used),
+        resetRequestsS: used > 0 ? this.requests.secondsUntilFree(0, used - 1) : 0,
+      });
     }
     if (key.tpm !== null) {
       const used = Math.ceil(this.tokens.used());
-      Object.assign(info, { limitTokens: key.tpm, remainingTokens: Math.max(0, key.tpm - used), resetTokensS: used > 0 ? this.tokens.secondsUntilFree(0, used - 1) : 0 });
+      Object.assign(info, {
+        limitTokens: key.tpm,
+        remainingTokens: Math.max(0, key.tpm - used),
+        resetTokensS: used > 0 ? this.tokens.secondsUntilFree(0, used - 1) : 0,
+      });
     }
     return info;
   }

@@ -23,12 +23,21 @@ const config = (name: string, extra: Partial<BackendConfig> = {}): BackendConfig
 
 function harness(names: string[], extra: (name: string) => Partial<BackendConfig> = () => ({})) {
   const clock = { now: 1_000_000 };
-  const pool = new PoolActor("m", names.map((n) => config(n, extra(n))), { upstreamTimeoutMs: 10_000, nowMs: () => clock.now, random: mulberry32(7) });
+  const pool = new PoolActor(
+    "m",
+    names.map((n) => config(n, extra(n))),
+    { upstreamTimeoutMs: 10_000, nowMs: () => clock.now, random: mulberry32(7) },
+  );
   return { clock, pool };
 }
 
 /** Sequential requests `stepMs` apart, each taking `latencyOf(backend)`; returns the count per backend. */
-function run(h: ReturnType<typeof harness>, requests: number, stepMs: number, latencyOf: (name: string) => number | "fail"): Map<string, number> {
+function run(
+  h: ReturnType<typeof harness>,
+  requests: number,
+  stepMs: number,
+  latencyOf: (name: string) => number | "fail",
+): Map<string, number> {
   const counts = new Map<string, number>();
   const jitter = mulberry32(11); // ±10%, as real latencies are never exactly equal
   for (let i = 0; i < requests; i++) {

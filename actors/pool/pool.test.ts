@@ -72,7 +72,13 @@ function poolOf(backends: BackendConfig[]) {
 }
 
 const call = (pool: PoolActor, i: number): Promise<ChatOutcome> =>
-  pool.chat({ body: { model: "m", messages: [{ role: "user", content: "Hello" }] }, stream: false, maxTokens: 16, requestId: `req_${i}`, created: 0 });
+  pool.chat({
+    body: { model: "m", messages: [{ role: "user", content: "Hello" }] },
+    stream: false,
+    maxTokens: 16,
+    requestId: `req_${i}`,
+    created: 0,
+  });
 
 test("a malformed reply (retryable) is retried on the other backend: every call is answered", async () => {
   const send = poolOf([config("malformed", malformed), config("good", good)]);

@@ -20,7 +20,13 @@
 import type { BackendConfig, PaidFields } from "../../src/config.ts";
 import { fail } from "../../src/errors.ts";
 import type { ChatStreamDecoder, ReplyContext, UpstreamFailure, UpstreamRequest, Usage } from "../../src/providers/types.ts";
-import { CHAT_REPLY_BYTES_MAX, readTextBounded, sendUpstream, UPSTREAM_ERROR_BODY_BYTES_MAX, type UpstreamReply } from "../../src/providers/upstream.ts";
+import {
+  CHAT_REPLY_BYTES_MAX,
+  readTextBounded,
+  sendUpstream,
+  UPSTREAM_ERROR_BODY_BYTES_MAX,
+  type UpstreamReply,
+} from "../../src/providers/upstream.ts";
 import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
 
 export { Backend } from "./backend.ts";
@@ -126,7 +132,10 @@ export class PoolActor {
     // peak rule), a high one only slowly, and the warm ones may carry failure penalties.
     const neutral =
       this.backends.length > 0
-        ? { ttftMs: Math.min(TTFT_MS_NEUTRAL, median(this.backends.map((b) => b.ttft.value))), tpotMs: Math.min(TPOT_MS_NEUTRAL, median(this.backends.map((b) => b.tpot.value))) }
+        ? {
+            ttftMs: Math.min(TTFT_MS_NEUTRAL, median(this.backends.map((b) => b.ttft.value))),
+            tpotMs: Math.min(TPOT_MS_NEUTRAL, median(this.backends.map((b) => b.tpot.value))),
+          }
         : undefined;
     this.backends = configs.slice(0, BACKENDS_MAX).map((config) => {
       const kept = old.get(config.name);
@@ -210,7 +219,14 @@ export class PoolActor {
   }
 
   private tries(): Tries {
-    return { tried: new Set(), attempts: 0, deadlineMs: this.now() + this.options.upstreamTimeoutMs, reached: false, last: null, unreachable: [] };
+    return {
+      tried: new Set(),
+      attempts: 0,
+      deadlineMs: this.now() + this.options.upstreamTimeoutMs,
+      reached: false,
+      last: null,
+      unreachable: [],
+    };
   }
 
   private mayRetry(tries: Tries, signal?: AbortSignal): boolean {
@@ -232,7 +248,9 @@ export class PoolActor {
     const where = call.region ? " in-country" : "";
     if (tries.last && (tries.reached || call.signal?.aborted)) return tries.last;
     const now = this.now();
-    const full = this.backends.some((b) => (!call.region || b.config.region === call.region) && b.breaker.allows(now) && b.inFlight >= b.concurrencyLimit);
+    const full = this.backends.some(
+      (b) => (!call.region || b.config.region === call.region) && b.breaker.allows(now) && b.inFlight >= b.concurrencyLimit,
+    );
     const tried =
       tries.unreachable.length > 0
         ? ` (could not connect to ${tries.unreachable.join(", ")})`
@@ -243,7 +261,10 @@ export class PoolActor {
       kind: "failed",
       backend: tries.last?.backend ?? null,
       // Every backend was tried or is down: nothing is left to retry on.
-      failure: { ...fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }), retryable: false },
+      failure: {
+        ...fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }),
+        retryable: false,
+      },
     };
   }
 
@@ -300,7 +321,14 @@ export class PoolActor {
       const { text: body, truncated } = await readTextBounded(reply.response, CHAT_REPLY_BYTES_MAX);
       if (truncated) {
         reply.close("abandoned");
-        return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`), retryable: false } };
+        return {
+          kind: "failed",
+          backend,
+          failure: {
+            ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`),
+            retryable: false,
+          },
+        };
       }
       // A backend without chat was skipped by `build`.
       const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
@@ -312,7 +340,11 @@ export class PoolActor {
       return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
     } catch (error) {
       reply.close("failed");
-      return { kind: "failed", backend, failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } };
+      return {
+        kind: "failed",
+        backend,
+        failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true },
+      };
     }
   }
 
@@ -345,7 +377,11 @@ export class PoolActor {
     reply.onClose = (end) => {
       if (end !== "done") return learn(end);
       const durationMs = (lastMs ?? this.now()) - startedMs;
-      learn("done", { ttftMs: firstMs === null ? durationMs : firstMs - startedMs, outputTokens: usage?.outputTokens ?? textFrames, durationMs });
+      learn("done", {
+        ttftMs: firstMs === null ? durationMs : firstMs - startedMs,
+        outputTokens: usage?.outputTokens ?? textFrames,
+        durationMs,
+      });
     };
     return { kind: "stream", backend, reply, decoder };
   }

@@ -12,19 +12,43 @@ test("one node alone gets the whole cap", () => {
 });
 
 test("a cap is split by want, one slot each first, never summing above the cap", () => {
-  const wants = new Map([["a", 6], ["b", 2], ["c", 0]]);
+  const wants = new Map([
+    ["a", 6],
+    ["b", 2],
+    ["c", 0],
+  ]);
   expect(splitCap(11, wants, "a")).toBe(1 + 6);
   expect(splitCap(11, wants, "b")).toBe(1 + 2);
   expect(splitCap(11, wants, "c")).toBe(1);
   for (const cap of [1, 2, 3, 5, 7, 100]) {
-    for (const w of [new Map([["a", 1], ["b", 1], ["c", 1]]), new Map([["a", 9], ["b", 1], ["c", 5]]), new Map([["a", 0], ["b", 0], ["c", 0]])]) {
+    for (const w of [
+      new Map([
+        ["a", 1],
+        ["b", 1],
+        ["c", 1],
+      ]),
+      new Map([
+        ["a", 9],
+        ["b", 1],
+        ["c", 5],
+      ]),
+      new Map([
+        ["a", 0],
+        ["b", 0],
+        ["c", 0],
+      ]),
+    ]) {
       expect(sumOver(cap, w)).toBeLessThanOrEqual(cap);
     }
   }
 });
 
 test("with fewer slots than nodes, the nodes that want most get one each", () => {
-  const wants = new Map([["a", 1], ["b", 5], ["c", 3]]);
+  const wants = new Map([
+    ["a", 1],
+    ["b", 5],
+    ["c", 3],
+  ]);
   expect([splitCap(2, wants, "a"), splitCap(2, wants, "b"), splitCap(2, wants, "c")]).toEqual([0, 1, 1]);
 });
 
@@ -35,15 +59,23 @@ function memoryKv(): KV {
     put: async (k: string, v: string) => void entries.set(k, v),
     get: async (k: string) => (entries.has(k) ? { operation: "PUT", string: () => entries.get(k)! } : null),
     delete: async (k: string) => void entries.delete(k),
-    keys: async () => (async function* () {
-      yield* [...entries.keys()];
-    })(),
+    keys: async () =>
+      (async function* () {
+        yield* [...entries.keys()];
+      })(),
   } as unknown as KV;
 }
 
 test("nodes split a backend's cap through the KV by demand, and a leaving node's share goes back", async () => {
   const kv = memoryKv();
-  const config = { name: "gpu-1", kind: "openai" as const, url: "http://127.0.0.1:1/v1", region: "in-country" as const, weight: 1, concurrency_max: 12 };
+  const config = {
+    name: "gpu-1",
+    kind: "openai" as const,
+    url: "http://127.0.0.1:1/v1",
+    region: "in-country" as const,
+    weight: 1,
+    concurrency_max: 12,
+  };
   const host = () => {
     const pool = new PoolActor("llama", [config], { upstreamTimeoutMs: 1_000 });
     return { pool, host: { all: () => [pool] } as unknown as PoolHost };

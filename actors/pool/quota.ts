@@ -125,6 +125,8 @@ export class BackendQuotas {
 
 function within<T>(promise: Promise<T>): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("KV operation timed out")), QUOTA_KV_TIMEOUT_MS)));
+  const timeout = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error("KV operation timed out")), QUOTA_KV_TIMEOUT_MS)),
+  );
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }

@@ -5,7 +5,14 @@ import { PoolActor } from "./pool.ts";
 import { foldStats, PEER_SHARE_MAX, statsOf } from "./stats.ts";
 import { poolBodySchema, resolveBackends } from "./store.ts";
 
-const config = (name: string): BackendConfig => ({ name, kind: "openai", url: `http://${name}.invalid/v1`, region: "abroad", weight: 1, concurrency_max: 8 });
+const config = (name: string): BackendConfig => ({
+  name,
+  kind: "openai",
+  url: `http://${name}.invalid/v1`,
+  region: "abroad",
+  weight: 1,
+  concurrency_max: 8,
+});
 
 test("a node shares only what it observed since its last message, and a peer's view moves ours at most part of the way", () => {
   let now = 0;
@@ -30,12 +37,17 @@ test("a node shares only what it observed since its last message, and a peer's v
 });
 
 test("stored backends name an environment variable for their key; the key itself is refused", () => {
-  const stored = poolBodySchema.parse({ backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key_env: "A_KEY" }] });
+  const stored = poolBodySchema.parse({
+    backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key_env: "A_KEY" }],
+  });
   expect(resolveBackends(stored.backends, { A_KEY: "sk-1" })).toEqual({
     backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", weight: 1, concurrency_max: 256, api_key: "sk-1" }],
     problems: [],
   });
   expect(resolveBackends(stored.backends, {}).problems).toEqual(["backend a: environment variable A_KEY is not set"]);
-  expect(poolBodySchema.safeParse({ backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key: "sk-1" }] }).success).toBe(false);
+  expect(
+    poolBodySchema.safeParse({ backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key: "sk-1" }] })
+      .success,
+  ).toBe(false);
   expect(poolBodySchema.safeParse({ backends: [] }).success).toBe(false);
 });

@@ -40,11 +40,15 @@ export const poolBodySchema = z.strictObject({
 export type PoolBody = z.infer<typeof poolBodySchema>;
 
 /** The backends with their keys read from `env`; a named variable that is unset is a problem. */
-export function resolveBackends(stored: StoredBackend[], env: Record<string, string | undefined>): { backends: BackendConfig[]; problems: string[] } {
+export function resolveBackends(
+  stored: StoredBackend[],
+  env: Record<string, string | undefined>,
+): { backends: BackendConfig[]; problems: string[] } {
   const problems: string[] = [];
   const backends = stored.map(({ api_key_env, ...rest }) => {
     const apiKey = api_key_env === undefined ? undefined : env[api_key_env];
-    if (api_key_env !== undefined && apiKey === undefined) problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
+    if (api_key_env !== undefined && apiKey === undefined)
+      problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
     return { ...rest, ...(apiKey !== undefined ? { api_key: apiKey } : {}) };
   });
   return { backends, problems };
@@ -84,7 +88,8 @@ function parseRows(raw: (typeof pools.$inferSelect)[]): { rows: PoolRow[]; inval
   const invalid: string[] = [];
   for (const row of raw) {
     const parsed = poolBodySchema.safeParse({ backends: row.backends, paid_fields: row.paidFields ?? undefined });
-    if (parsed.success) rows.push({ model: row.model, backends: parsed.data.backends, paidFields: parsed.data.paid_fields, updatedAt: row.updatedAt });
+    if (parsed.success)
+      rows.push({ model: row.model, backends: parsed.data.backends, paidFields: parsed.data.paid_fields, updatedAt: row.updatedAt });
     else invalid.push(row.model);
   }
   return { rows, invalid };

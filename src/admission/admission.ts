@@ -19,7 +19,16 @@
  * beyond the reserve is charged at settlement from what the wallet has (the key actor extends
  * the hold); only what the wallet cannot cover is written off.
  */
-import { ADMIT, EXTEND, pricedMicro, SETTLE, type AdmitTicket, type PricedUsage, type RateInfo, type Settlement } from "../../actors/protocol.ts";
+import {
+  ADMIT,
+  EXTEND,
+  pricedMicro,
+  SETTLE,
+  type AdmitTicket,
+  type PricedUsage,
+  type RateInfo,
+  type Settlement,
+} from "../../actors/protocol.ts";
 import type { PoolActor, Region } from "../../actors/pool/pool.ts";
 import { partitionOf } from "../../actors/subjects.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
@@ -94,7 +103,8 @@ export function operationModel(deps: Pick<EdgeDeps, "catalog">, id: string, oper
 /** The unit price of a model, or a 403 naming what is missing. */
 export function unitPrice(model: CatalogModel, unit: string, param = "model"): bigint | Failure {
   const price = model.price.tomanPer1m.get(unit);
-  if (price === undefined) return fail("model_forbidden", `${model.id} has no price for \`${unit}\` and cannot serve this request.`, { param });
+  if (price === undefined)
+    return fail("model_forbidden", `${model.id} has no price for \`${unit}\` and cannot serve this request.`, { param });
   return price;
 }
 
@@ -103,7 +113,9 @@ export function servingPool(deps: Pick<EdgeDeps, "pools">, model: CatalogModel, 
   const pool = deps.pools.get(model.id);
   if (!pool) return fail("no_healthy_backend", `No backend is configured for ${model.id}.`, { retryAfterS: 5 });
   if (region && !pool.hasRegion(region)) {
-    return fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, { retryAfterS: 5 });
+    return fail("no_healthy_backend", `${model.id} has no in-country backend, and this request must stay in the country.`, {
+      retryAfterS: 5,
+    });
   }
   return pool;
 }
@@ -186,7 +198,10 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     refusal = { failure: reply.failure, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: r.requestId, error: (error as Error).message });
-    refusal = { failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }), headers: {} };
+    refusal = {
+      failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }),
+      headers: {},
+    };
   }
   recordRefusal(deps, { requestId: r.requestId, keyId: key.id, operation: r.operation, model: r.model.id, startedMs }, refusal.failure);
   return refusal;
@@ -206,7 +221,15 @@ export function recordRefusal(
   failure: Failure,
 ): void {
   const status = describe(failure.code).status;
-  observeRefused(deps, { requestId: r.requestId, keyId: r.keyId, operation: r.operation, model: r.model, status, code: failure.code, durationMs: performance.now() - r.startedMs });
+  observeRefused(deps, {
+    requestId: r.requestId,
+    keyId: r.keyId,
+    operation: r.operation,
+    model: r.model,
+    status,
+    code: failure.code,
+    durationMs: performance.now() - r.startedMs,
+  });
 }
 
 /** The units a request used, as the upstream reported them (or as counted when it did not). */
@@ -225,7 +248,12 @@ export interface UsedUnits {
  * @example usedTokens({ inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 })
  *   // { input: 4020, output: 7, cacheRead: 3000, cacheWrite: 1000 }
  */
-export function usedTokens(usage: { inputTokens: number; outputTokens: number; cacheReadTokens?: number; cacheWriteTokens?: number }): UsedUnits {
+export function usedTokens(usage: {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+}): UsedUnits {
   return { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens };
 }
 
@@ -233,7 +261,12 @@ export function usedTokens(usage: { inputTokens: number; outputTokens: number; c
  * Used units priced by component: cache reads and writes at the model's cache prices when it
  * has them, else as input; the input component is what remains of the prompt.
  */
-export function pricedUsage(used: UsedUnits, prices: ReadonlyMap<string, bigint>, inputPricePer1m: bigint, outputPricePer1m: bigint): PricedUsage {
+export function pricedUsage(
+  used: UsedUnits,
+  prices: ReadonlyMap<string, bigint>,
+  inputPricePer1m: bigint,
+  outputPricePer1m: bigint,
+): PricedUsage {
   const readPrice = prices.get("cache_read_token");
   const writePrice = prices.get("cache_write_token");
   const read = readPrice === undefined ? 0 : Math.min(used.cacheRead ?? 0, used.input);
@@ -330,7 +363,13 @@ export class Admission {
   async extend(addUnits: number): Promise<boolean> {
     const output = this.reserve.output;
     if (!output || this.settled) return false;
-    const ticket = { keyId: this.key.id, requestId: this.requestId, holdId: this.holdId, addTokens: addUnits, addMicro: BigInt(addUnits) * output.pricePer1m };
+    const ticket = {
+      keyId: this.key.id,
+      requestId: this.requestId,
+      holdId: this.holdId,
+      addTokens: addUnits,
+      addMicro: BigInt(addUnits) * output.pricePer1m,
+    };
     try {
       const reply = await this.deps.bus.request(EXTEND, this.deps.subjects.keyExtend(partitionOf(this.key.id)), ticket);
       if (!reply.ok) return false;

@@ -1,6 +1,20 @@
 import { describe, expect, test } from "bun:test";
 import { parseBuffer } from "music-metadata";
-import { fragmentedM4a, lyingFlac, lyingMp3, lyingMp4, lyingOgg, lyingVorbis, lyingWav, lyingWebm, m4a, AAC_FRAME_SAMPLES, MP3_FRAME_BYTES, XING_FRAME_BYTES, type GeneratedAudio } from "../../test/audioFiles.ts";
+import {
+  fragmentedM4a,
+  lyingFlac,
+  lyingMp3,
+  lyingMp4,
+  lyingOgg,
+  lyingVorbis,
+  lyingWav,
+  lyingWebm,
+  m4a,
+  AAC_FRAME_SAMPLES,
+  MP3_FRAME_BYTES,
+  XING_FRAME_BYTES,
+  type GeneratedAudio,
+} from "../../test/audioFiles.ts";
 import { SIM_SPEECH_SAMPLE_RATE, simSpeechAudio, simToneWav } from "../sim/audio.ts";
 import { audioDuration, secondsBound } from "./duration.ts";
 import { vorbisModes } from "./ogg.ts";
@@ -26,7 +40,9 @@ describe("honest files are their own length", () => {
   });
 
   test("ogg vorbis: packets by their modes' block sizes, the last granule trimming the last page", async () => {
-    const honest = new Uint8Array(await Bun.file(new URL("../../test/fixtures/audio/tone-12.5s.vorbis.ogg", import.meta.url)).arrayBuffer());
+    const honest = new Uint8Array(
+      await Bun.file(new URL("../../test/fixtures/audio/tone-12.5s.vorbis.ogg", import.meta.url)).arrayBuffer(),
+    );
     expect(audioDuration(honest)).toEqual({ container: "ogg", seconds: 12.5 });
     // A setup header whose modes cannot be found leaves Vorbis unread rather than guessed.
     expect(vorbisModes(new Uint8Array(4_000).fill(0x5a))).toBeNull();
@@ -61,7 +77,8 @@ describe("headers that understate tenfold are not read", () => {
   test("webm as a browser records it (unknown sizes): the Opus blocks present", () => {
     expect(audioDuration(lyingWebm(625, true).bytes)).toEqual({ container: "webm", seconds: 12.5 });
     expect(audioDuration(lyingWebm(0, true).bytes)).toEqual({ container: "webm", seconds: 0 });
-    for (const lacing of ["xiph", "ebml"] as const) expect(audioDuration(lyingWebm(625, true, lacing).bytes)).toEqual({ container: "webm", seconds: 12.5 });
+    for (const lacing of ["xiph", "ebml"] as const)
+      expect(audioDuration(lyingWebm(625, true, lacing).bytes)).toEqual({ container: "webm", seconds: 12.5 });
   });
 
   test("m4a whose sample tables list a tenth of the payload is bounded by the payload", () => {
@@ -145,7 +162,13 @@ describe("truncated files and garbage never throw", () => {
     }
   });
   test("half of a file is about half its length", () => {
-    for (const file of [simSpeechAudio("wav", 4), simSpeechAudio("mp3", 4), simSpeechAudio("flac", 4), simSpeechAudio("opus", 4), lyingWebm(200, true).bytes]) {
+    for (const file of [
+      simSpeechAudio("wav", 4),
+      simSpeechAudio("mp3", 4),
+      simSpeechAudio("flac", 4),
+      simSpeechAudio("opus", 4),
+      lyingWebm(200, true).bytes,
+    ]) {
       const half = seconds(file.subarray(0, file.length / 2))!;
       expect(Math.abs(half - 2)).toBeLessThan(0.3);
     }

@@ -36,7 +36,14 @@ export interface AudioDuration {
  *         but FLAC's frames are always counted, so the bound only matters for broken files.
  *   mp4, ogg, webm  750: 6 kbit/s, the lowest rate of Opus and of HE-AAC v2 as encoders ship them.
  */
-export const AUDIO_BYTES_PER_S_MIN: Record<AudioContainer, number> = { wav: 8_000, mpeg: 1_000, flac: 2_000, mp4: 750, ogg: 750, webm: 750 };
+export const AUDIO_BYTES_PER_S_MIN: Record<AudioContainer, number> = {
+  wav: 8_000,
+  mpeg: 1_000,
+  flac: 2_000,
+  mp4: 750,
+  ogg: 750,
+  webm: 750,
+};
 /** A WAV whose codec is not PCM: 8 kbit/s, G.729's rate, the lowest of the speech codecs WAV carries. */
 export const WAV_COMPRESSED_BYTES_PER_S_MIN = 1_000;
 

@@ -101,7 +101,10 @@ export function flacSeconds(b: Uint8Array): number {
   let seen = 0;
   const decide = () => {
     const header = window.shift()!;
-    const chained = (previous !== null && continues(previous, header)) || window.some((next) => continues(header, next)) || (seen === 1 && header.number === 0);
+    const chained =
+      (previous !== null && continues(previous, header)) ||
+      window.some((next) => continues(header, next)) ||
+      (seen === 1 && header.number === 0);
     if (!chained) return;
     count.add(header.samples, header.rate);
     previous = header;

@@ -16,7 +16,8 @@ import { fourcc, plausibleRate, u16be, u24be, u32be, u64be, u8 } from "./bytes.t
 /** Nesting depth of the boxes read (moov/trak/mdia/minf/stbl/stsd/mp4a/esds is 8). */
 const BOX_DEPTH_MAX = 10;
 /** A box type as the 32-bit number its four bytes make, so walking boxes builds no strings. */
-const type = (name: string): number => ((name.charCodeAt(0) << 24) | (name.charCodeAt(1) << 16) | (name.charCodeAt(2) << 8) | name.charCodeAt(3)) >>> 0;
+const type = (name: string): number =>
+  ((name.charCodeAt(0) << 24) | (name.charCodeAt(1) << 16) | (name.charCodeAt(2) << 8) | name.charCodeAt(3)) >>> 0;
 const [TRAK, MDAT, TREX, TRAF, TRUN] = [type("trak"), type("mdat"), type("trex"), type("traf"), type("trun")];
 /** Boxes entered on the way to tracks, their defaults and their fragments. */
 const CONTAINERS = new Set(["moov", "mdia", "minf", "stbl", "mvex", "moof"].map(type));
@@ -111,7 +112,8 @@ function readTrack(b: Uint8Array, trak: Box): Track {
   if (!stbl) return track;
   const stts = child(b, stbl, "stts");
   if (stts) {
-    for (let at = stts.start + 8, n = u32be(b, stts.start + 4); n > 0 && at + 8 <= stts.end; n--, at += 8) track.ticks += u32be(b, at) * u32be(b, at + 4);
+    for (let at = stts.start + 8, n = u32be(b, stts.start + 4); n > 0 && at + 8 <= stts.end; n--, at += 8)
+      track.ticks += u32be(b, at) * u32be(b, at + 4);
   }
   const stsz = child(b, stbl, "stsz");
   if (stsz) {
@@ -129,7 +131,10 @@ function readTrack(b: Uint8Array, trak: Box): Track {
   if (stsd) eachBox(b, stsd.start + 8, stsd.end, (box) => (entry = box) !== undefined);
   if (entry) {
     track.codec = fourcc(b, entry.start - 4);
-    const esds = track.codec === "mp4a" ? child(b, { type: entry.type, start: entry.start - 8 + SOUND_ENTRY_CHILDREN, end: entry.end }, "esds") : undefined;
+    const esds =
+      track.codec === "mp4a"
+        ? child(b, { type: entry.type, start: entry.start - 8 + SOUND_ENTRY_CHILDREN, end: entry.end }, "esds")
+        : undefined;
     track.codecRate = (esds && esdsRate(b, esds)) || u16be(b, entry.start + 24);
   }
   return track;

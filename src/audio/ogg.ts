@@ -73,8 +73,20 @@ const VORBIS_MODES_MAX = 64;
 
 /** The stream a first packet opens, when its codec is one this reads. */
 function openStream(b: Uint8Array, serial: number, at: number): Stream | null {
-  const base = { serial, preSkip: 0, blocks: [0, 0] as [number, number], modes: null, setup: [], previousBlock: 0, packets: 0, samples: 0, lastGranule: -1, lastPageSamples: 0 };
-  if (fourcc(b, at) === "Opus" && fourcc(b, at + 4) === "Head") return { ...base, codec: "opus", rate: OPUS_RATE, preSkip: u16le(b, at + 10) };
+  const base = {
+    serial,
+    preSkip: 0,
+    blocks: [0, 0] as [number, number],
+    modes: null,
+    setup: [],
+    previousBlock: 0,
+    packets: 0,
+    samples: 0,
+    lastGranule: -1,
+    lastPageSamples: 0,
+  };
+  if (fourcc(b, at) === "Opus" && fourcc(b, at + 4) === "Head")
+    return { ...base, codec: "opus", rate: OPUS_RATE, preSkip: u16le(b, at + 10) };
   if (u8(b, at) === 1 && fourcc(b, at + 1) === "vorb") {
     const rate = u32le(b, at + 12);
     const blocks: [number, number] = [1 << (u8(b, at + 28) & 0xf), 1 << (u8(b, at + 28) >> 4)];

@@ -27,7 +27,8 @@ function pcmByteRate(b: Uint8Array, at: number, size: number): number | null {
   const channels = u16le(b, at + 2);
   const rate = u32le(b, at + 4);
   const bits = u16le(b, at + 14);
-  if (!FIXED_WIDTH_FORMATS.has(format) || channels < 1 || channels > WAV_CHANNELS_MAX || !plausibleRate(rate) || !SAMPLE_BITS.has(bits)) return null;
+  if (!FIXED_WIDTH_FORMATS.has(format) || channels < 1 || channels > WAV_CHANNELS_MAX || !plausibleRate(rate) || !SAMPLE_BITS.has(bits))
+    return null;
   return rate * channels * (bits / 8);
 }
 

@@ -4,14 +4,7 @@
  * `{e}` (the handler failed), and both sides validate with the Rpc's schemas.
  */
 import { readFileSync } from "node:fs";
-import {
-  connect,
-  credsAuthenticator,
-  nkeyAuthenticator,
-  type ConnectionOptions,
-  type NatsConnection,
-  type Subscription,
-} from "nats";
+import { connect, credsAuthenticator, nkeyAuthenticator, type ConnectionOptions, type NatsConnection, type Subscription } from "nats";
 import type { NatsSettings } from "../config.ts";
 import {
   BusError,
@@ -115,7 +108,13 @@ export class NatsBus implements Bus {
 export function natsConnectionOptions(settings: NatsSettings | string, name: string): ConnectionOptions {
   const s: NatsSettings = typeof settings === "string" ? { servers: settings.split(","), auth: null, tls: null } : settings;
   const auth = s.auth;
-  const options: ConnectionOptions = { servers: s.servers, name, maxReconnectAttempts: -1, reconnectTimeWait: 250, timeout: NATS_CONNECT_TIMEOUT_MS };
+  const options: ConnectionOptions = {
+    servers: s.servers,
+    name,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+    timeout: NATS_CONNECT_TIMEOUT_MS,
+  };
   if (auth && "user" in auth) Object.assign(options, { user: auth.user, pass: auth.pass });
   else if (auth && "token" in auth) options.token = auth.token;
   else if (auth && "nkeySeed" in auth) options.authenticator = nkeyAuthenticator(encoder.encode(auth.nkeySeed));

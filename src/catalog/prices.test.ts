@@ -4,14 +4,43 @@ import { costMicro, microToToman, parseUsd, tomanToMicro, usdToTomanPer1m } from
 
 // The published toman table (input, output per 1M tokens) in listing order, copied by hand.
 const PUBLISHED_TOMAN: [number, number][] = [
-  [72000, 360000], [1350000, 6750000], [270000, 1350000], [270000, 1350000], [27000, 81000],
-  [225000, 900000], [225000, 900000], [49500, 197100], [24300, 99000], [9000, 36000],
-  [27000, 225000], [112500, 900000], [54000, 198000], [180000, 720000], [36000, 144000],
-  [9000, 36000], [225000, 900000], [13500, 54000], [270000, 1350000], [27000, 45000],
-  [49500, 198000], [10800, 27000], [9000, 22500], [18000, 76500], [7200, 27000],
-  [27000, 148500], [180000, 540000], [9000, 27000], [5400, 21600], [72000, 288000],
-  [180000, 720000], [99000, 396000], [6300, 12600], [31500, 36000], [18000, 54000],
-  [90000, 90000], [270000, 1350000],
+  [72000, 360000],
+  [1350000, 6750000],
+  [270000, 1350000],
+  [270000, 1350000],
+  [27000, 81000],
+  [225000, 900000],
+  [225000, 900000],
+  [49500, 197100],
+  [24300, 99000],
+  [9000, 36000],
+  [27000, 225000],
+  [112500, 900000],
+  [54000, 198000],
+  [180000, 720000],
+  [36000, 144000],
+  [9000, 36000],
+  [225000, 900000],
+  [13500, 54000],
+  [270000, 1350000],
+  [27000, 45000],
+  [49500, 198000],
+  [10800, 27000],
+  [9000, 22500],
+  [18000, 76500],
+  [7200, 27000],
+  [27000, 148500],
+  [180000, 540000],
+  [9000, 27000],
+  [5400, 21600],
+  [72000, 288000],
+  [180000, 720000],
+  [99000, 396000],
+  [6300, 12600],
+  [31500, 36000],
+  [18000, 54000],
+  [90000, 90000],
+  [270000, 1350000],
 ];
 
 describe("USD list price × rate", () => {
@@ -19,7 +48,10 @@ describe("USD list price × rate", () => {
     const chat = SEED_MODELS.filter((m) => m.operation === "chat");
     expect(chat).toHaveLength(PUBLISHED_TOMAN.length);
     chat.forEach((model, i) => {
-      const toman = [usdToTomanPer1m(model.usdPer1m.input_token!, SEED_TOMAN_PER_USD), usdToTomanPer1m(model.usdPer1m.output_token!, SEED_TOMAN_PER_USD)];
+      const toman = [
+        usdToTomanPer1m(model.usdPer1m.input_token!, SEED_TOMAN_PER_USD),
+        usdToTomanPer1m(model.usdPer1m.output_token!, SEED_TOMAN_PER_USD),
+      ];
       expect(toman.map(Number), model.id).toEqual(PUBLISHED_TOMAN[i]!);
     });
   });

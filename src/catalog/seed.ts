@@ -109,12 +109,12 @@ export const SEED_MODELS: readonly SeedModel[] = [
     openWeight: false,
     listing: 39,
     usdPer1m: {
-      "image_1024x1024_standard": "40000",
-      "image_1024x1792_standard": "80000",
-      "image_1792x1024_standard": "80000",
-      "image_1024x1024_hd": "80000",
-      "image_1024x1792_hd": "120000",
-      "image_1792x1024_hd": "120000",
+      image_1024x1024_standard: "40000",
+      image_1024x1792_standard: "80000",
+      image_1792x1024_standard: "80000",
+      image_1024x1024_hd: "80000",
+      image_1024x1792_hd: "120000",
+      image_1792x1024_hd: "120000",
     },
   },
   {

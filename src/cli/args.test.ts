@@ -50,7 +50,11 @@ describe("parseInvocation: commands", () => {
       keyId: "key_1",
       limits: { rpm: null, tpm: 5000 },
     });
-    expect(command(["keys", "limits", "key_1", "--concurrency-max", "2"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { concurrency_max: 2 } });
+    expect(command(["keys", "limits", "key_1", "--concurrency-max", "2"])).toEqual({
+      kind: "keys.limits",
+      keyId: "key_1",
+      limits: { concurrency_max: 2 },
+    });
   });
 
   test("keys revoke, pools, help", () => {
@@ -61,8 +65,17 @@ describe("parseInvocation: commands", () => {
     expect(command(["pools", "set", "llama", "--file", "b.json"])).toEqual({ kind: "pools.set", model: "llama", file: "b.json" });
     expect(refused(["pools", "set", "llama"], env)).toContain("--file is required");
     expect(refused(["pools", "set", "--file", "b.json"], env)).toContain("missing <model>");
-    expect(command(["keys", "create", "acc_1", "k", "--residency", "in-country"])).toEqual({ kind: "keys.create", accountId: "acc_1", name: "k", limits: { residency: "in-country" } });
-    expect(command(["keys", "limits", "key_1", "--residency", "none"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { residency: null } });
+    expect(command(["keys", "create", "acc_1", "k", "--residency", "in-country"])).toEqual({
+      kind: "keys.create",
+      accountId: "acc_1",
+      name: "k",
+      limits: { residency: "in-country" },
+    });
+    expect(command(["keys", "limits", "key_1", "--residency", "none"])).toEqual({
+      kind: "keys.limits",
+      keyId: "key_1",
+      limits: { residency: null },
+    });
     expect(refused(["keys", "create", "acc_1", "k", "--residency", "none"], env)).toContain("--residency must be in-country");
     expect(refused(["keys", "limits", "key_1", "--residency", "abroad"], env)).toContain("--residency must be in-country or none");
     expect(command(["help"])).toEqual({ kind: "help" });
@@ -88,7 +101,9 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
       tomanPerUsd: 95_000,
       effectiveAt: "2025-03-21T00:00:00+03:30",
     });
-    expect(command(["rates", "set", "--effective-at=2025-03-20T20:30:00.5Z", "1"])).toMatchObject({ effectiveAt: "2025-03-20T20:30:00.5Z" });
+    expect(command(["rates", "set", "--effective-at=2025-03-20T20:30:00.5Z", "1"])).toMatchObject({
+      effectiveAt: "2025-03-20T20:30:00.5Z",
+    });
   });
 
   test("a bad rate is refused", () => {
@@ -102,7 +117,16 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
   });
 
   test("a bad --effective-at is refused: it needs an ISO time with an offset", () => {
-    for (const bad of ["2025-03-21T00:00:00", "2025-03-21", "2025-03-21 00:00:00Z", "2025-13-01T00:00:00Z", "2025-02-30T00:00:00Z", "2025-03-21T00:00Z", "tomorrow", "1742500000"]) {
+    for (const bad of [
+      "2025-03-21T00:00:00",
+      "2025-03-21",
+      "2025-03-21 00:00:00Z",
+      "2025-13-01T00:00:00Z",
+      "2025-02-30T00:00:00Z",
+      "2025-03-21T00:00Z",
+      "tomorrow",
+      "1742500000",
+    ]) {
       expect(refused(["rates", "set", "95000", "--effective-at", bad])).toContain("--effective-at must be an ISO time with an offset");
     }
     expect(refused(["rates", "set", "95000", "--effective-at"])).toBe("--effective-at needs a value");
@@ -116,13 +140,20 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
       reason: "refund for outage",
       reference: "adj-1",
     });
-    expect(command(["adjust", "acct_1", "-12.5", "--reason", "double credit", "--reference", "adj-2"])).toMatchObject({ amountToman: "-12.5" });
-    expect(command(["adjust", "--reason=  typo fix  ", "--reference=r", "acct_1", "-0.000001"])).toMatchObject({ amountToman: "-0.000001", reason: "typo fix" });
+    expect(command(["adjust", "acct_1", "-12.5", "--reason", "double credit", "--reference", "adj-2"])).toMatchObject({
+      amountToman: "-12.5",
+    });
+    expect(command(["adjust", "--reason=  typo fix  ", "--reference=r", "acct_1", "-0.000001"])).toMatchObject({
+      amountToman: "-0.000001",
+      reason: "typo fix",
+    });
   });
 
   test("adjust refusals: bad or zero amounts, missing or bad reason and reference", () => {
     for (const bad of ["--5", "-", "+5", "1.2345678", "-1.2345678", "1,000", "-1e3", "abc", "5."]) {
-      expect(refused(["adjust", "acct_1", "--reason", "why not", "--reference", "r", "--", bad])).toContain("amount-toman must be a whole number");
+      expect(refused(["adjust", "acct_1", "--reason", "why not", "--reference", "r", "--", bad])).toContain(
+        "amount-toman must be a whole number",
+      );
     }
     for (const zero of ["0", "-0", "-0.000000"]) {
       expect(refused(["adjust", "acct_1", zero, "--reason", "why not", "--reference", "r"])).toContain("must not be zero");
@@ -130,7 +161,9 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
     expect(refused(["adjust", "acct_1", "5", "--reference", "r"])).toContain("--reason is required");
     expect(refused(["adjust", "acct_1", "5", "--reason", "why not"])).toContain("--reference is required");
     expect(refused(["adjust", "acct_1", "5", "--reason", " ab ", "--reference", "r"])).toContain("--reason must be 3 to 500 characters");
-    expect(refused(["adjust", "acct_1", "5", "--reason", "x".repeat(501), "--reference", "r"])).toContain("--reason must be 3 to 500 characters");
+    expect(refused(["adjust", "acct_1", "5", "--reason", "x".repeat(501), "--reference", "r"])).toContain(
+      "--reason must be 3 to 500 characters",
+    );
     expect(refused(["adjust", "acct_1", "5", "--reason", "why not", "--reference", " "])).toContain("must not be empty");
     expect(refused(["adjust", "acct_1", "--reason", "why not", "--reference", "r"])).toContain("missing <amount-toman>");
   });
@@ -166,13 +199,19 @@ describe("parseInvocation: rates, adjust, ledger, monthly caps", () => {
       name: "ci",
       limits: { monthly_spend_cap_toman: "250000.5" },
     });
-    expect(command(["keys", "limits", "key_1", "--monthly-spend-cap", "none"])).toEqual({ kind: "keys.limits", keyId: "key_1", limits: { monthly_spend_cap_toman: null } });
+    expect(command(["keys", "limits", "key_1", "--monthly-spend-cap", "none"])).toEqual({
+      kind: "keys.limits",
+      keyId: "key_1",
+      limits: { monthly_spend_cap_toman: null },
+    });
     expect(command(["keys", "limits", "key_1", "--monthly-spend-cap=0"])).toMatchObject({ limits: { monthly_spend_cap_toman: "0" } });
     expect(refused(["keys", "create", "acct_1", "ci", "--monthly-spend-cap", "none"])).toContain("--monthly-spend-cap none");
     for (const bad of ["1.2345678", "1,000", "1e6", "abc", ".5", ""]) {
       expect(refused(["keys", "limits", "key_1", "--monthly-spend-cap", bad])).toContain("--monthly-spend-cap must be toman");
     }
-    expect(refused(["topup", "acct_1", "5", "--reference", "r", "--monthly-spend-cap", "5"])).toBe("topup does not take --monthly-spend-cap");
+    expect(refused(["topup", "acct_1", "5", "--reference", "r", "--monthly-spend-cap", "5"])).toBe(
+      "topup does not take --monthly-spend-cap",
+    );
   });
 });
 
@@ -181,7 +220,9 @@ describe("parseInvocation: url, token, --json", () => {
     expect(accepted(["pools"]).url).toBe("http://127.0.0.1:8080");
     expect(accepted(["pools"], { ...env, PORT: "9000" }).url).toBe("http://127.0.0.1:9000");
     expect(accepted(["pools"], { ...env, PORT: "9000", GW_URL: "https://gw.example/" }).url).toBe("https://gw.example");
-    expect(accepted(["pools", "--url", "http://10.0.0.2:8080/"], { ...env, GW_URL: "https://gw.example" }).url).toBe("http://10.0.0.2:8080");
+    expect(accepted(["pools", "--url", "http://10.0.0.2:8080/"], { ...env, GW_URL: "https://gw.example" }).url).toBe(
+      "http://10.0.0.2:8080",
+    );
   });
 
   test("--token wins over ADMIN_TOKEN; neither is a usage error", () => {
@@ -204,7 +245,11 @@ describe("parseInvocation: url, token, --json", () => {
 
   test("the token never appears in a refusal", () => {
     const token = "secret-admin-token-xyz";
-    for (const argv of [["pools", "--token", token, "--bogus"], ["pools", "--token", token, "--token", token], ["topup", "--token", token]]) {
+    for (const argv of [
+      ["pools", "--token", token, "--bogus"],
+      ["pools", "--token", token, "--token", token],
+      ["topup", "--token", token],
+    ]) {
       expect(refused(argv)).not.toContain(token);
     }
   });
@@ -246,7 +291,9 @@ describe("parseInvocation: refusals", () => {
     for (const bad of ["0", "-1", "1.5", "1e3", "abc", "", " 5", "007", "99999999999999999999"]) {
       expect(refused(["keys", "create", "acct_1", "ci", "--rpm", bad])).toContain("--rpm must be a positive whole number");
     }
-    expect(refused(["keys", "limits", "key_1", "--concurrency-max", "none"])).toContain("--concurrency-max must be a positive whole number");
+    expect(refused(["keys", "limits", "key_1", "--concurrency-max", "none"])).toContain(
+      "--concurrency-max must be a positive whole number",
+    );
   });
 
   test("none lifts a limit only on an existing key", () => {
@@ -271,10 +318,24 @@ describe("parseInvocation: paid top-ups", () => {
   test("start, list, show, complete, reject, reconcile", () => {
     expect(command(["topups", "start", "acc_1", "50000"])).toEqual({ kind: "topups.start", accountId: "acc_1", amountToman: "50000" });
     expect(command(["topups", "list"])).toEqual({ kind: "topups.list", state: undefined, accountId: undefined });
-    expect(command(["topups", "list", "--state", "needs_review", "--account", "acc_1"])).toEqual({ kind: "topups.list", state: "needs_review", accountId: "acc_1" });
+    expect(command(["topups", "list", "--state", "needs_review", "--account", "acc_1"])).toEqual({
+      kind: "topups.list",
+      state: "needs_review",
+      accountId: "acc_1",
+    });
     expect(command(["topups", "show", "top_1"])).toEqual({ kind: "topups.show", topupId: "top_1" });
-    expect(command(["topups", "complete", "top_1", "--reason", " bank confirmed "])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "complete", reason: "bank confirmed" });
-    expect(command(["topups", "reject", "top_1", "--reason", "never paid"])).toEqual({ kind: "topups.review", topupId: "top_1", decision: "reject", reason: "never paid" });
+    expect(command(["topups", "complete", "top_1", "--reason", " bank confirmed "])).toEqual({
+      kind: "topups.review",
+      topupId: "top_1",
+      decision: "complete",
+      reason: "bank confirmed",
+    });
+    expect(command(["topups", "reject", "top_1", "--reason", "never paid"])).toEqual({
+      kind: "topups.review",
+      topupId: "top_1",
+      decision: "reject",
+      reason: "never paid",
+    });
     expect(command(["topups", "reject", "top_1", "--reason", "amount differs", "--reverse"])).toEqual({
       kind: "topups.review",
       topupId: "top_1",
@@ -301,7 +362,9 @@ describe("parseInvocation: paid top-ups", () => {
 describe("parseInvocation: the admin API's rules", () => {
   test("bounds come from the admin API's schemas, not from the CLI", () => {
     expect(command(["keys", "create", "acct_1", "ci", "--rpm", "10000000"])).toMatchObject({ limits: { rpm: 10_000_000 } });
-    expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "10000001"])).toBe('--rpm must be a positive whole number (at most 10000000), not "10000001"');
+    expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "10000001"])).toBe(
+      '--rpm must be a positive whole number (at most 10000000), not "10000001"',
+    );
     expect(refused(["rates", "set", "100000001"])).toContain("toman-per-usd must be a positive whole number (at most 100000000)");
     expect(command(["accounts", "create", "x".repeat(200)])).toMatchObject({ name: "x".repeat(200) });
     expect(refused(["accounts", "create", "x".repeat(201)])).toBe("name must be at most 200 characters");
@@ -310,7 +373,12 @@ describe("parseInvocation: the admin API's rules", () => {
   });
 
   test("a negative number is a word wherever it stands, and a flag's value may be negative", () => {
-    expect(command(["adjust", "--reason", "why not", "acct_1", "--reference", "r", "-7"])).toMatchObject({ accountId: "acct_1", amountToman: "-7" });
-    expect(refused(["keys", "limits", "key_1", "--rpm", "-5"])).toContain('--rpm must be a positive whole number (at most 10000000), not "-5"');
+    expect(command(["adjust", "--reason", "why not", "acct_1", "--reference", "r", "-7"])).toMatchObject({
+      accountId: "acct_1",
+      amountToman: "-7",
+    });
+    expect(refused(["keys", "limits", "key_1", "--rpm", "-5"])).toContain(
+      '--rpm must be a positive whole number (at most 10000000), not "-5"',
+    );
   });
 });

@@ -154,15 +154,25 @@ interface Spec {
 }
 
 const pools: Spec = { args: [], build: () => ({ kind: "pools" }) };
-const reviewed = (decision: "complete" | "reject"): Spec["build"] => ([id], flags) => {
-  const review = { kind: "topups.review", topupId: nonEmpty(id, "topup-id"), decision, reason: text(reviewReason, value(flags, "reason"), "--reason") } as const;
-  return flags.has("reverse") ? { ...review, reverse: true } : review;
-};
+const reviewed =
+  (decision: "complete" | "reject"): Spec["build"] =>
+  ([id], flags) => {
+    const review = {
+      kind: "topups.review",
+      topupId: nonEmpty(id, "topup-id"),
+      decision,
+      reason: text(reviewReason, value(flags, "reason"), "--reason"),
+    } as const;
+    return flags.has("reverse") ? { ...review, reverse: true } : review;
+  };
 
 /** Every command by its words; a first word with no command of its own names a group. */
 const COMMANDS: Readonly<Record<string, Spec>> = {
   help: { args: [], build: () => ({ kind: "help" }) },
-  "accounts create": { args: ["name"], build: ([name]) => ({ kind: "accounts.create", name: text(createAccountBody.shape.name, name, "name") }) },
+  "accounts create": {
+    args: ["name"],
+    build: ([name]) => ({ kind: "accounts.create", name: text(createAccountBody.shape.name, name, "name") }),
+  },
   "accounts show": { args: ["account-id"], build: ([id]) => ({ kind: "accounts.show", accountId: nonEmpty(id, "account-id") }) },
   topup: {
     args: ["account-id", "amount-toman"],
@@ -197,7 +207,11 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       limits: limitsOf(flags, { noneAllowed: false }),
     }),
   },
-  "keys limits": { args: ["key-id"], flags: LIMIT_FLAGS, build: ([id], flags) => ({ kind: "keys.limits", keyId: nonEmpty(id, "key-id"), limits: changedLimitsOf(flags) }) },
+  "keys limits": {
+    args: ["key-id"],
+    flags: LIMIT_FLAGS,
+    build: ([id], flags) => ({ kind: "keys.limits", keyId: nonEmpty(id, "key-id"), limits: changedLimitsOf(flags) }),
+  },
   "keys revoke": { args: ["key-id"], build: ([id]) => ({ kind: "keys.revoke", keyId: nonEmpty(id, "key-id") }) },
   "rates show": { args: [], build: () => ({ kind: "rates.show" }) },
   "rates set": { args: ["toman-per-usd"], flags: ["effective-at"], build: ([rate], flags) => rateOf(rate, value(flags, "effective-at")) },
@@ -212,14 +226,29 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
   },
   "topups list": { args: [], flags: ["state", "account"], build: (_, flags) => topupsListOf(flags) },
   "topups show": { args: ["topup-id"], build: ([id]) => ({ kind: "topups.show", topupId: nonEmpty(id, "topup-id") }) },
-  "topups complete": { args: ["topup-id"], flags: ["reason"], required: { reason: "it is kept with the decision" }, build: reviewed("complete") },
-  "topups reject": { args: ["topup-id"], flags: ["reason", "reverse"], required: { reason: "it is kept with the decision" }, build: reviewed("reject") },
+  "topups complete": {
+    args: ["topup-id"],
+    flags: ["reason"],
+    required: { reason: "it is kept with the decision" },
+    build: reviewed("complete"),
+  },
+  "topups reject": {
+    args: ["topup-id"],
+    flags: ["reason", "reverse"],
+    required: { reason: "it is kept with the decision" },
+    build: reviewed("reject"),
+  },
   "topups reconcile": { args: [], build: () => ({ kind: "topups.reconcile" }) },
   "usage dead-letters": { args: [], flags: ["all"], build: (_, flags) => ({ kind: "usage.deadLetters", all: flags.has("all") }) },
   "usage replay": { args: ["dead-letter-id"], build: ([id]) => replayOf(id) },
   pools,
   "pools show": pools,
-  "pools set": { args: ["model"], flags: ["file"], required: { file: 'a JSON file: {"backends": [...]}' }, build: ([model], flags) => poolsSetOf(model, flags) },
+  "pools set": {
+    args: ["model"],
+    flags: ["file"],
+    required: { file: 'a JSON file: {"backends": [...]}' },
+    build: ([model], flags) => poolsSetOf(model, flags),
+  },
   top: { args: [], flags: ["once"], build: (_, flags) => ({ kind: "top", once: flags.has("once") }) },
 };
 
@@ -281,7 +310,8 @@ function tokenize(argv: readonly string[]): { positionals: string[]; flags: Flag
       if (token.value !== undefined) throw new UsageError(`--${name} takes no value`);
       flags.set(name, true);
     } else {
-      if (token.value === undefined || (!token.inlineValue && token.value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
+      if (token.value === undefined || (!token.inlineValue && token.value.startsWith("--")))
+        throw new UsageError(`--${name} needs a value`);
       flags.set(name, token.value);
     }
   }
@@ -379,7 +409,10 @@ function topupsListOf(flags: Flags): Command {
   const account = value(flags, "account");
   return {
     kind: "topups.list",
-    state: state === undefined ? undefined : checked(states, state, `--state must be one of ${states.options.join(", ")}, not ${JSON.stringify(state)}`),
+    state:
+      state === undefined
+        ? undefined
+        : checked(states, state, `--state must be one of ${states.options.join(", ")}, not ${JSON.stringify(state)}`),
     accountId: account === undefined ? undefined : nonEmpty(account, "--account"),
   };
 }
@@ -409,7 +442,11 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
   const cap = value(flags, "monthly-spend-cap");
   if (cap !== undefined && !lifted(cap, "monthly-spend-cap", "monthly spend cap", options)) {
     const orNone = options.noneAllowed ? ", or none" : "";
-    checked(fields.monthly_spend_cap_toman, cap, `--monthly-spend-cap must be toman as ${AMOUNT_RULE}${orNone}, not ${JSON.stringify(cap)}`);
+    checked(
+      fields.monthly_spend_cap_toman,
+      cap,
+      `--monthly-spend-cap must be toman as ${AMOUNT_RULE}${orNone}, not ${JSON.stringify(cap)}`,
+    );
     limits.monthly_spend_cap_toman = cap.trim();
   } else if (cap !== undefined) limits.monthly_spend_cap_toman = null;
   const residency = value(flags, "residency");
@@ -443,6 +480,7 @@ function urlOf(given: string): string {
   } catch {
     throw new UsageError(`the gateway URL is not a URL: ${JSON.stringify(given)}`);
   }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);
   return url.toString().replace(/\/+$/, "");
 }

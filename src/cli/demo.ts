@@ -41,7 +41,11 @@ export const DEMO_PHONE = "+989120000000";
 /** The simulated upstreams' pace in the demo: a first token after a few hundred ms, then tens a second. */
 export function demoPace(env: Record<string, string | undefined>) {
   const ms = (name: string, fallback: number, max: number) => Math.min(max, Math.max(0, Number(env[name] ?? fallback) || 0));
-  return { ttftMs: ms("DEMO_TTFT_MS", 400, 60_000), itlMs: ms("DEMO_ITL_MS", 40, 10_000), outputTokens: ms("DEMO_OUTPUT_TOKENS", 120, 100_000) };
+  return {
+    ttftMs: ms("DEMO_TTFT_MS", 400, 60_000),
+    itlMs: ms("DEMO_ITL_MS", 40, 10_000),
+    outputTokens: ms("DEMO_OUTPUT_TOKENS", 120, 100_000),
+  };
 }
 
 /** The operator's log, plus each development SMS as a plain line on the terminal. */
@@ -49,7 +53,9 @@ function demoLogger(level: LogLevel): Logger {
   const log = createLogger(level);
   return (lvl, event, fields = {}) => {
     if (event === "sms_development_code") {
-      process.stdout.write(`SMS to ${nationalPhone(String(fields.phone))}: your Darvaze sign-in code is ${String(fields.code)} (valid 2 minutes)\n`);
+      process.stdout.write(
+        `SMS to ${nationalPhone(String(fields.phone))}: your Darvaze sign-in code is ${String(fields.code)} (valid 2 minutes)\n`,
+      );
       return;
     }
     log(lvl, event, fields);
@@ -90,7 +96,11 @@ async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN:
     `Darvaze is running at ${gateway.url}`,
     `  ${gateway.deps.db.engine === "pglite" ? `PGlite in ${folder}` : "PostgreSQL"}, ${gateway.deps.bus.kind === "local" ? "in-process" : "NATS"} bus, simulated upstreams for every model`,
     `  demo account ${accountId}, wallet ${wallet.balanceMicro / 1_000_000n} toman`,
-    ...(payment ? [`  funded by a paid top-up of ${DEMO_TOPUP_TOMAN} toman through the simulated Zarinpal (request, bank page, callback, verify; ref_id ${payment})`] : []),
+    ...(payment
+      ? [
+          `  funded by a paid top-up of ${DEMO_TOPUP_TOMAN} toman through the simulated Zarinpal (request, bank page, callback, verify; ref_id ${payment})`,
+        ]
+      : []),
     "",
     "Point any OpenAI client at it (the official SDKs read these two variables):",
     "",

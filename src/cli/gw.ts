@@ -17,7 +17,15 @@ import type { walletFields } from "../http/account/route.ts";
 import { zodFailure } from "../http/guard.ts";
 import type { deadLetterObject } from "../http/admin/deadletters.ts";
 import type { backendView } from "../http/admin/pools.ts";
-import type { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, keyObject, rateBody, topUpBody } from "../http/admin/route.ts";
+import type {
+  adjustmentBody,
+  createAccountBody,
+  createKeyBody,
+  keyLimitsBody,
+  keyObject,
+  rateBody,
+  topUpBody,
+} from "../http/admin/route.ts";
 import type { rejectBody, startBody, topupObject } from "../http/admin/topups.ts";
 import type { AuditReport } from "../ledger/audit.ts";
 import type { ReconcileReport } from "../payments/reconciler.ts";
@@ -58,9 +66,13 @@ const accepts =
   <S extends z.ZodType>(schema: S & ([Sent] extends [z.input<S>] ? unknown : Refused)): S =>
     schema;
 
-const errorReply = accepts<ReturnType<typeof errorBody>>()(z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) }));
+const errorReply = accepts<ReturnType<typeof errorBody>>()(
+  z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) }),
+);
 
-const wallet = accepts<ReturnType<typeof walletFields>>()(z.object({ balance_toman: z.string(), held_toman: z.string(), available_toman: z.string() }));
+const wallet = accepts<ReturnType<typeof walletFields>>()(
+  z.object({ balance_toman: z.string(), held_toman: z.string(), available_toman: z.string() }),
+);
 
 const keyReply = accepts<ReturnType<typeof keyObject>>()(
   z.object({
@@ -184,7 +196,11 @@ const poolsReply = z.object({ data: z.array(poolReply) });
  * Runs one command line and returns the exit code; all printing goes through `output`.
  * @example await runGw(["pools"], { GW_URL: "http://127.0.0.1:8080", ADMIN_TOKEN: "…" }) // 0
  */
-export async function runGw(argv: readonly string[], env: Readonly<Record<string, string | undefined>>, output: Output = consoleOutput): Promise<number> {
+export async function runGw(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  output: Output = consoleOutput,
+): Promise<number> {
   const parsed = parseInvocation(argv, env);
   if (!parsed.ok) {
     output.err(`error: ${parsed.error}\n\n${USAGE}`);
@@ -196,7 +212,11 @@ export async function runGw(argv: readonly string[], env: Readonly<Record<string
     return EXIT.ok;
   }
   if (invocation.command.kind === "top") {
-    return runTop(invocation, invocation.command.once, { ...output, rows: () => process.stdout.rows, color: process.stdout.isTTY === true });
+    return runTop(invocation, invocation.command.once, {
+      ...output,
+      rows: () => process.stdout.rows,
+      color: process.stdout.isTTY === true,
+    });
   }
   return execute(invocation, invocation.command, output);
 }
@@ -275,9 +295,17 @@ function callFor(command: Sent, body?: PoolBody): Call {
         body: { amount_toman: command.amountToman, reference: command.reference } satisfies z.input<typeof topUpBody>,
       };
     case "keys.create":
-      return { method: "POST", path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`, body: { name: command.name, ...command.limits } satisfies z.input<typeof createKeyBody> };
+      return {
+        method: "POST",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`,
+        body: { name: command.name, ...command.limits } satisfies z.input<typeof createKeyBody>,
+      };
     case "keys.limits":
-      return { method: "PATCH", path: `/admin/keys/${encodeURIComponent(command.keyId)}`, body: command.limits satisfies z.input<typeof keyLimitsBody> };
+      return {
+        method: "PATCH",
+        path: `/admin/keys/${encodeURIComponent(command.keyId)}`,
+        body: command.limits satisfies z.input<typeof keyLimitsBody>,
+      };
     case "keys.revoke":
       return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
     case "pools":
@@ -286,16 +314,26 @@ function callFor(command: Sent, body?: PoolBody): Call {
       return {
         method: "POST",
         path: `/admin/accounts/${encodeURIComponent(command.accountId)}/adjustments`,
-        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference } satisfies z.input<typeof adjustmentBody>,
+        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference } satisfies z.input<
+          typeof adjustmentBody
+        >,
       };
     case "rates.show":
       return { method: "GET", path: "/admin/rates" };
     case "rates.set":
-      return { method: "POST", path: "/admin/rates", body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } satisfies z.input<typeof rateBody> };
+      return {
+        method: "POST",
+        path: "/admin/rates",
+        body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } satisfies z.input<typeof rateBody>,
+      };
     case "ledger.audit":
       return { method: "GET", path: "/admin/ledger/audit" };
     case "topups.start":
-      return { method: "POST", path: "/admin/topups", body: { account_id: command.accountId, amount_toman: command.amountToman } satisfies z.input<typeof startBody> };
+      return {
+        method: "POST",
+        path: "/admin/topups",
+        body: { account_id: command.accountId, amount_toman: command.amountToman } satisfies z.input<typeof startBody>,
+      };
     case "topups.list": {
       const query = new URLSearchParams();
       if (command.state) query.set("state", command.state);
@@ -334,7 +372,16 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 function render(command: Sent, reply: unknown): string | null {
   switch (command.kind) {
     case "accounts.create":
-      return renderWith(accountReply, reply, (a) => `account created\n${fields([["id", a.id], ["name", a.name], ["balance", `${a.balance_toman} toman`]])}`);
+      return renderWith(
+        accountReply,
+        reply,
+        (a) =>
+          `account created\n${fields([
+            ["id", a.id],
+            ["name", a.name],
+            ["balance", `${a.balance_toman} toman`],
+          ])}`,
+      );
     case "accounts.show":
       return renderWith(accountReply, reply, renderAccount);
     case "topup":
@@ -342,9 +389,28 @@ function render(command: Sent, reply: unknown): string | null {
     case "keys.create":
       return renderWith(createdKeyReply, reply, renderCreatedKey);
     case "keys.limits":
-      return renderWith(keyReply, reply, (k) => `limits changed\n${fields([["id", k.id], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]])}`);
+      return renderWith(
+        keyReply,
+        reply,
+        (k) =>
+          `limits changed\n${fields([
+            ["id", k.id],
+            ["limits", limitsText(k)],
+            ["monthly cap", capText(k)],
+            ["residency", k.residency ?? "any"],
+          ])}`,
+      );
     case "keys.revoke":
-      return renderWith(keyReply, reply, (k) => `key revoked\n${fields([["id", k.id], ["name", k.name], ["revoked at", k.revoked_at ?? "-"]])}`);
+      return renderWith(
+        keyReply,
+        reply,
+        (k) =>
+          `key revoked\n${fields([
+            ["id", k.id],
+            ["name", k.name],
+            ["revoked at", k.revoked_at ?? "-"],
+          ])}`,
+      );
     case "pools":
       return renderWith(poolsReply, reply, renderPools);
     case "pools.set":
@@ -357,12 +423,21 @@ function render(command: Sent, reply: unknown): string | null {
       return renderWith(
         priceVersionReply,
         reply,
-        (v) => `rate set: ${v.toman_per_usd} toman per USD\n${fields([["version", String(v.id)], ["effective", v.effective_at], ["models", `${v.models} priced`]])}`,
+        (v) =>
+          `rate set: ${v.toman_per_usd} toman per USD\n${fields([
+            ["version", String(v.id)],
+            ["effective", v.effective_at],
+            ["models", `${v.models} priced`],
+          ])}`,
       );
     case "ledger.audit":
       return renderWith(auditReply, reply, renderAudit);
     case "topups.start":
-      return renderWith(paidTopupReply.extend({ redirect_url: z.string() }), reply, (p) => `top-up started: send the customer to\n\n    ${p.redirect_url}\n\n${renderPaidTopup(p)}`);
+      return renderWith(
+        paidTopupReply.extend({ redirect_url: z.string() }),
+        reply,
+        (p) => `top-up started: send the customer to\n\n    ${p.redirect_url}\n\n${renderPaidTopup(p)}`,
+      );
     case "topups.list":
       return renderWith(z.object({ data: z.array(paidTopupReply) }), reply, renderPaidTopups);
     case "topups.show":
@@ -371,7 +446,11 @@ function render(command: Sent, reply: unknown): string | null {
         [renderPaidTopup(p), ...(p.replies ?? []).map((r, i) => `  reply ${i + 1}  ${JSON.stringify(r)}`)].join("\n"),
       );
     case "topups.reconcile":
-      return renderWith(reconcileReply, reply, (r) => `reconciled\n${fields(Object.entries(r).map(([k, v]) => [k.replaceAll("_", " "), String(v)] as const))}`);
+      return renderWith(
+        reconcileReply,
+        reply,
+        (r) => `reconciled\n${fields(Object.entries(r).map(([k, v]) => [k.replaceAll("_", " "), String(v)] as const))}`,
+      );
     case "usage.deadLetters":
       return renderWith(deadLettersReply, reply, renderDeadLetters);
     case "usage.replay":
@@ -410,13 +489,23 @@ function renderTopup(t: z.infer<typeof topupReply>): string {
   const head = t.credited
     ? `credited ${t.amount_toman} toman to ${t.account_id}`
     : `already credited: reference ${JSON.stringify(t.reference)} was used before for this amount; nothing changed`;
-  return `${head}\n${fields([["reference", t.reference], ["balance", `${t.balance_toman} toman`], ["available", `${t.available_toman} toman`]])}`;
+  return `${head}\n${fields([
+    ["reference", t.reference],
+    ["balance", `${t.balance_toman} toman`],
+    ["available", `${t.available_toman} toman`],
+  ])}`;
 }
 
 function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
   return [
     "key created",
-    fields([["id", k.id], ["name", k.name], ["limits", limitsText(k)], ["monthly cap", capText(k)], ["residency", k.residency ?? "any"]]),
+    fields([
+      ["id", k.id],
+      ["name", k.name],
+      ["limits", limitsText(k)],
+      ["monthly cap", capText(k)],
+      ["residency", k.residency ?? "any"],
+    ]),
     "",
     `    ${k.key}`,
     "",
@@ -431,7 +520,12 @@ function renderAdjustment(a: z.infer<typeof adjustmentReply>): string {
     : debit
       ? `debited ${a.amount_toman.slice(1)} toman from ${a.account_id}`
       : `credited ${a.amount_toman} toman to ${a.account_id}`;
-  return `${head}\n${fields([["reference", a.reference], ["reason", a.reason], ["balance", `${a.balance_toman} toman`], ["available", `${a.available_toman} toman`]])}`;
+  return `${head}\n${fields([
+    ["reference", a.reference],
+    ["reason", a.reason],
+    ["balance", `${a.balance_toman} toman`],
+    ["available", `${a.available_toman} toman`],
+  ])}`;
 }
 
 function renderRates(r: z.infer<typeof ratesReply>): string {
@@ -439,7 +533,11 @@ function renderRates(r: z.infer<typeof ratesReply>): string {
   const current = r.current;
   parts.push(
     current
-      ? `rate in effect\n${fields([["toman per USD", String(current.toman_per_usd)], ["version", String(current.id)], ["effective", current.effective_at]])}`
+      ? `rate in effect\n${fields([
+          ["toman per USD", String(current.toman_per_usd)],
+          ["version", String(current.id)],
+          ["effective", current.effective_at],
+        ])}`
       : "no rate in effect: no price version has started yet",
   );
   if (r.versions.length > 0) {
@@ -487,7 +585,15 @@ function renderPaidTopup(p: z.infer<typeof paidTopupReply>): string {
 
 function renderPaidTopups(list: { data: z.infer<typeof paidTopupReply>[] }): string {
   if (list.data.length === 0) return "no top-ups";
-  const rows = list.data.map((p) => [p.id, p.account_id, p.state, `${p.amount_toman} toman`, p.ref_id ?? "-", p.created_at, p.reason ?? ""]);
+  const rows = list.data.map((p) => [
+    p.id,
+    p.account_id,
+    p.state,
+    `${p.amount_toman} toman`,
+    p.ref_id ?? "-",
+    p.created_at,
+    p.reason ?? "",
+  ]);
   return table([["ID", "ACCOUNT", "STATE", "AMOUNT", "REF ID", "CREATED", "REASON"], ...rows], "");
 }
 
@@ -501,18 +607,26 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
     const count = check.violations.length;
     lines.push(`  FAILED  ${check.name} (${count} violation${count === 1 ? "" : "s"} listed)`);
     for (const violation of check.violations.slice(0, VIOLATIONS_SHOWN_MAX)) {
-      lines.push(`          ${Object.entries(violation).map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`).join(" ")}`);
+      lines.push(
+        `          ${Object.entries(violation)
+          .map(([name, value]) => `${name}=${typeof value === "string" ? value : JSON.stringify(value)}`)
+          .join(" ")}`,
+      );
     }
     if (count > VIOLATIONS_SHOWN_MAX) lines.push(`          … and ${count - VIOLATIONS_SHOWN_MAX} more (--json lists them)`);
   }
   if (a.write_offs_by_key.length > 0) lines.push("  written off (metered, not charged), by key:");
   for (const w of a.write_offs_by_key) {
-    lines.push(`          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`);
+    lines.push(
+      `          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`,
+    );
   }
   const failed = a.checks.filter((c) => !c.ok).length;
   const dead = a.dead_letters;
   if (dead && dead.awaiting_replay > 0) {
-    lines.push(`  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`);
+    lines.push(
+      `  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`,
+    );
   }
   lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);
   return lines.join("\n");
@@ -520,7 +634,17 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
 
 function renderDeadLetters(d: z.infer<typeof deadLettersReply>): string {
   if (d.data.length === 0) return "no dead letters";
-  const rows = d.data.map((l) => [l.id, l.status, l.request_id, l.account_id, l.source, l.sql_state ?? "-", l.written_off_toman, l.created_at, l.reason]);
+  const rows = d.data.map((l) => [
+    l.id,
+    l.status,
+    l.request_id,
+    l.account_id,
+    l.source,
+    l.sql_state ?? "-",
+    l.written_off_toman,
+    l.created_at,
+    l.reason,
+  ]);
   return table([["ID", "STATUS", "REQUEST", "ACCOUNT", "SOURCE", "SQLSTATE", "WRITTEN OFF", "AT", "REASON"], ...rows], "  ");
 }
 
@@ -562,7 +686,16 @@ function fields(rows: readonly (readonly [string, string])[]): string {
 /** Rows of cells with every column padded to its widest cell. */
 function table(rows: readonly (readonly string[])[], indent: string): string {
   const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => (row[column] ?? "").length)));
-  return rows.map((row) => indent + row.map((cell, column) => cell.padEnd(widths[column]!)).join("  ").trimEnd()).join("\n");
+  return rows
+    .map(
+      (row) =>
+        indent +
+        row
+          .map((cell, column) => cell.padEnd(widths[column]!))
+          .join("  ")
+          .trimEnd(),
+    )
+    .join("\n");
 }
 
 function refusalOf(status: number, reply: unknown): string {

@@ -27,7 +27,9 @@ const view: LiveView = {
     { node: "b", atMs: 0 },
   ],
   backends: [backend("gpu-1"), backend("gpu-2", { breaker: "open", inFlight: 0, requestsPerS: 0, tokensPerS: 0, errorRate: 1 })],
-  models: [{ model: "llama-3.3-70b-instruct", requestsPerS: 12, errorsPerS: 0.5, tokensPerS: 480, spendMicroPerS: 25_500_000, ttftMs: null }],
+  models: [
+    { model: "llama-3.3-70b-instruct", requestsPerS: 12, errorsPerS: 0.5, tokensPerS: 480, spendMicroPerS: 25_500_000, ttftMs: null },
+  ],
   topKeys: [{ keyId: "key_1", name: "backend", spentMicro: 1_234_500_000n }],
 };
 
@@ -79,7 +81,11 @@ test("runTop: an unreachable gateway exits 3, naming it without its password", a
   await closed.stop(true);
   const said: string[] = [];
   const io = { out: (t: string) => said.push(t), err: (t: string) => said.push(t) };
-  const code = await runTop({ command: { kind: "top", once: true }, url: `http://op:s3cret@127.0.0.1:${port}`, token: "t", json: false }, true, io);
+  const code = await runTop(
+    { command: { kind: "top", once: true }, url: `http://op:s3cret@127.0.0.1:${port}`, token: "t", json: false },
+    true,
+    io,
+  );
   expect(code).toBe(EXIT.unreachable);
   expect(said.join("\n")).toStartWith(`error: cannot reach the gateway at http://127.0.0.1:${port} (`);
   expect(said.join("\n")).not.toContain("s3cret");

@@ -60,7 +60,8 @@ export function renderTop(view: LiveView, options: TopOptions = {}): string {
         `${Math.round(b.errorRate * 100)}%`,
       ]),
       backendRows,
-      (row, text) => (backends[row]!.breaker !== "closed" ? paint(text, RED) : backends[row]!.errorRate >= 0.5 ? paint(text, YELLOW) : text),
+      (row, text) =>
+        backends[row]!.breaker !== "closed" ? paint(text, RED) : backends[row]!.errorRate >= 0.5 ? paint(text, YELLOW) : text,
     ),
     "",
   );
@@ -68,12 +69,25 @@ export function renderTop(view: LiveView, options: TopOptions = {}): string {
   lines.push(
     ...table(
       ["MODEL", "REQ/S", "TOKENS/S", "TTFT MS", "ERRORS/S", "TOMAN/S"],
-      models.map((m) => [m.model, num(m.requestsPerS), num(m.tokensPerS), m.ttftMs === null ? "-" : num(m.ttftMs), num(m.errorsPerS), num(m.spendMicroPerS / 1e6)]),
+      models.map((m) => [
+        m.model,
+        num(m.requestsPerS),
+        num(m.tokensPerS),
+        m.ttftMs === null ? "-" : num(m.ttftMs),
+        num(m.errorsPerS),
+        num(m.spendMicroPerS / 1e6),
+      ]),
       modelRows,
     ),
     "",
   );
-  lines.push(...table(["TOP KEY", "NAME", "SPENT TOMAN"], view.topKeys.map((k) => [k.keyId, k.name, microToToman(k.spentMicro)]), keyRows));
+  lines.push(
+    ...table(
+      ["TOP KEY", "NAME", "SPENT TOMAN"],
+      view.topKeys.map((k) => [k.keyId, k.name, microToToman(k.spentMicro)]),
+      keyRows,
+    ),
+  );
   return lines.join("\n");
 }
 
@@ -86,7 +100,11 @@ function table(header: string[], rows: string[][], rowsMax: number, style: (row:
   if (rows.length === 0) return [header.join("  "), "  (none yet)"];
   const shown = rows.slice(0, rowsMax);
   const widths = header.map((h, c) => Math.max(h.length, ...shown.map((r) => r[c]!.length)));
-  const line = (cells: string[]) => cells.map((cell, c) => (c === 0 || c === 1 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join("  ").trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, c) => (c === 0 || c === 1 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!)))
+      .join("  ")
+      .trimEnd();
   const out = [line(header), ...shown.map((r, i) => style(i, line(r)))];
   if (rows.length > shown.length) out.push(`  … ${rows.length - shown.length} more`);
   return out;
@@ -119,7 +137,10 @@ export interface TopIo {
 export async function runTop(invocation: Invocation, once: boolean, io: TopIo): Promise<number> {
   let response: Response;
   try {
-    response = await fetch(`${invocation.url}/admin/pools/live`, { headers: { authorization: `Bearer ${invocation.token}` }, signal: io.signal });
+    response = await fetch(`${invocation.url}/admin/pools/live`, {
+      headers: { authorization: `Bearer ${invocation.token}` },
+      signal: io.signal,
+    });
   } catch (error) {
     if (io.signal?.aborted) return EXIT.ok;
     io.err(unreachableText(invocation.url, messageOf(error)));

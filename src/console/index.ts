@@ -39,7 +39,12 @@ export function createConsole(env: Env, db: Db, log: Logger, options: { topUps?:
   return {
     sender,
     otp: new OtpService(db, { secret, sender, log, now: options.now }),
-    sessions: new SessionStore(db, { idleMs: env.CONSOLE_SESSION_IDLE_S * 1000, ttlMs: env.CONSOLE_SESSION_TTL_S * 1000, secret, now: options.now }),
+    sessions: new SessionStore(db, {
+      idleMs: env.CONSOLE_SESSION_IDLE_S * 1000,
+      ttlMs: env.CONSOLE_SESSION_TTL_S * 1000,
+      secret,
+      now: options.now,
+    }),
     topUps: options.topUps ?? ledgerTopUps(db),
   };
 }

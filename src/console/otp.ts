@@ -81,13 +81,19 @@ export class OtpService {
       await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-address:${clientAddress}`}))`);
       await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-phone:${phone}`}))`);
       const hourAgo = at(now - HOUR_MS);
-      const [byPhone] = await txRows<{ sends: number; newest: string | Date | null; wrong: number }>(tx, sql`
+      const [byPhone] = await txRows<{ sends: number; newest: string | Date | null; wrong: number }>(
+        tx,
+        sql`
         SELECT count(*) FILTER (WHERE created_at > ${hourAgo})::int AS sends,
                max(created_at) AS newest,
                coalesce(sum(tries), 0)::int AS wrong
-        FROM otp_codes WHERE phone = ${phone} AND created_at > ${at(now - DAY_MS)}`);
-      const [byAddress] = await txRows<{ sends: number }>(tx, sql`
-        SELECT count(*)::int AS sends FROM otp_codes WHERE client_address = ${clientAddress} AND created_at > ${hourAgo}`);
+        FROM otp_codes WHERE phone = ${phone} AND created_at > ${at(now - DAY_MS)}`,
+      );
+      const [byAddress] = await txRows<{ sends: number }>(
+        tx,
+        sql`
+        SELECT count(*)::int AS sends FROM otp_codes WHERE client_address = ${clientAddress} AND created_at > ${hourAgo}`,
+      );
       const newestMs = byPhone?.newest ? new Date(byPhone.newest).getTime() : null;
       if ((byPhone?.wrong ?? 0) >= OTP_WRONG_TRIES_PER_DAY_MAX) return lockedOut();
       if (newestMs !== null && now - newestMs < OTP_RESEND_INTERVAL_MS) {
@@ -98,7 +104,9 @@ export class OtpService {
         return fail("code_resend_limited", "Too many codes were sent to this number this hour; try again later.", { retryAfterS: 3600 });
       }
       if ((byAddress?.sends ?? 0) >= OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX) {
-        return fail("code_resend_limited", "Too many codes were asked for from your network this hour; try again later.", { retryAfterS: 3600 });
+        return fail("code_resend_limited", "Too many codes were asked for from your network this hour; try again later.", {
+          retryAfterS: 3600,
+        });
       }
       await tx.execute(sql`
         INSERT INTO otp_codes (id, phone, code_hash, client_address, expires_at, created_at)
@@ -133,7 +141,8 @@ export class OtpService {
     if (!timingSafeEqual(expected, given)) {
       const left = OTP_TRIES_MAX - tried.tries;
       this.options.log("info", "otp_wrong", { phone: maskPhone(phone), triesLeft: left });
-      if (left === 0) return fail("code_attempts_exceeded", "That code was wrong 5 times and no longer works; ask for a new code.", { param: "code" });
+      if (left === 0)
+        return fail("code_attempts_exceeded", "That code was wrong 5 times and no longer works; ask for a new code.", { param: "code" });
       return fail("code_invalid", `Wrong code; ${left} ${left === 1 ? "try" : "tries"} left.`, { param: "code" });
     }
     const [used] = await this.db.rows(sql`

@@ -17,9 +17,12 @@ describe("phone normalisation", () => {
     expect(normalisePhone(input)).toBe("+989121234567");
   });
 
-  test.each(["", "02112345678", "+14155550100", "0912123456", "091212345678", "abc", "0".repeat(40), "+98 812 123 4567"])("%s is refused", (input) => {
-    expect(normalisePhone(input)).toBeNull();
-  });
+  test.each(["", "02112345678", "+14155550100", "0912123456", "091212345678", "abc", "0".repeat(40), "+98 812 123 4567"])(
+    "%s is refused",
+    (input) => {
+      expect(normalisePhone(input)).toBeNull();
+    },
+  );
 
   test("digits and forms", () => {
     expect(asciiDigits("۱۲۳٤٥٦x")).toBe("123456x");

@@ -48,7 +48,10 @@ export class SessionStore {
     return this.options.idleMs;
   }
 
-  async create(accountId: string, client: { userAgent: string | null; clientAddress: string | null }): Promise<{ id: string; token: string }> {
+  async create(
+    accountId: string,
+    client: { userAgent: string | null; clientAddress: string | null },
+  ): Promise<{ id: string; token: string }> {
     const token = randomBase62(SESSION_TOKEN_LENGTH);
     const id = newId("ses");
     const now = this.now();
@@ -75,13 +78,23 @@ export class SessionStore {
     if (!token || token.length !== SESSION_TOKEN_LENGTH) return null;
     const now = this.now();
     const [row] = await this.db.orm
-      .select({ id: consoleSessions.id, accountId: consoleSessions.accountId, lastUsedAt: consoleSessions.lastUsedAt, phone: accounts.phone })
+      .select({
+        id: consoleSessions.id,
+        accountId: consoleSessions.accountId,
+        lastUsedAt: consoleSessions.lastUsedAt,
+        phone: accounts.phone,
+      })
       .from(consoleSessions)
       .innerJoin(accounts, eq(accounts.id, consoleSessions.accountId))
-      .where(and(eq(consoleSessions.tokenHash, sha256(token)), isNull(consoleSessions.revokedAt), gt(consoleSessions.expiresAt, new Date(now))));
+      .where(
+        and(eq(consoleSessions.tokenHash, sha256(token)), isNull(consoleSessions.revokedAt), gt(consoleSessions.expiresAt, new Date(now))),
+      );
     if (!row || row.lastUsedAt.getTime() + this.options.idleMs <= now) return null;
     if (now - row.lastUsedAt.getTime() >= SESSION_TOUCH_MS) {
-      await this.db.orm.update(consoleSessions).set({ lastUsedAt: new Date(now) }).where(eq(consoleSessions.id, row.id));
+      await this.db.orm
+        .update(consoleSessions)
+        .set({ lastUsedAt: new Date(now) })
+        .where(eq(consoleSessions.id, row.id));
     }
     return { id: row.id, accountId: row.accountId, phone: row.phone };
   }
@@ -96,7 +109,14 @@ export class SessionStore {
       .limit(SESSIONS_PER_ACCOUNT_MAX);
     return rows
       .filter((r) => r.lastUsedAt.getTime() + this.options.idleMs > now.getTime())
-      .map((r) => ({ id: r.id, userAgent: r.userAgent, clientAddress: r.clientAddress, createdAt: r.createdAt, lastUsedAt: r.lastUsedAt, expiresAt: r.expiresAt }));
+      .map((r) => ({
+        id: r.id,
+        userAgent: r.userAgent,
+        clientAddress: r.clientAddress,
+        createdAt: r.createdAt,
+        lastUsedAt: r.lastUsedAt,
+        expiresAt: r.expiresAt,
+      }));
   }
 
   /** Ends one of the account's sessions; false when it is not the account's (or already ended). */
@@ -114,7 +134,13 @@ export class SessionStore {
     const rows = await this.db.orm
       .update(consoleSessions)
       .set({ revokedAt: new Date(this.now()) })
-      .where(and(eq(consoleSessions.accountId, accountId), isNull(consoleSessions.revokedAt), except ? ne(consoleSessions.id, except) : undefined))
+      .where(
+        and(
+          eq(consoleSessions.accountId, accountId),
+          isNull(consoleSessions.revokedAt),
+          except ? ne(consoleSessions.id, except) : undefined,
+        ),
+      )
       .returning({ id: consoleSessions.id });
     return rows.length;
   }

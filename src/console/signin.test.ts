@@ -14,7 +14,14 @@ import { silentLogger } from "../log.ts";
 import { LastUse } from "../keys/lastUse.ts";
 import { accountForPhone, createAccount } from "../ledger/wallets.ts";
 import { KeyStore } from "../keys/store.ts";
-import { OTP_RESEND_INTERVAL_MS, OTP_SENDS_PER_PHONE_PER_HOUR_MAX, OTP_TRIES_MAX, OTP_TTL_MS, OTP_WRONG_TRIES_PER_DAY_MAX, OtpService } from "./otp.ts";
+import {
+  OTP_RESEND_INTERVAL_MS,
+  OTP_SENDS_PER_PHONE_PER_HOUR_MAX,
+  OTP_TRIES_MAX,
+  OTP_TTL_MS,
+  OTP_WRONG_TRIES_PER_DAY_MAX,
+  OtpService,
+} from "./otp.ts";
 import { SESSIONS_PER_ACCOUNT_MAX, SessionStore } from "./sessions.ts";
 import { sweepConsole } from "./sweep.ts";
 import type { SmsSender } from "./sms.ts";

@@ -35,7 +35,8 @@ export interface KavenegarOptions {
 
 export function kavenegarSender(options: KavenegarOptions): SmsSender {
   const url = `${options.baseUrl.replace(/\/$/, "")}/v1/${encodeURIComponent(options.apiKey)}/verify/lookup.json`;
-  const unavailable = () => fail("service_unavailable", "The code could not be sent by SMS just now; try again in a minute.", { retryAfterS: 60 });
+  const unavailable = () =>
+    fail("service_unavailable", "The code could not be sent by SMS just now; try again in a minute.", { retryAfterS: 60 });
   return {
     kind: "kavenegar",
     async sendCode(phone, code) {

@@ -55,7 +55,10 @@ export function ledgerTopUps(db: Db): ConsoleTopUps {
   const get = async (accountId: string, id: string) => {
     const match = /^ltr_(\d{1,18})$/.exec(id);
     if (!match) return null;
-    const [row] = await db.orm.select().from(ledgerTransfers).where(and(credits(accountId), eq(ledgerTransfers.id, BigInt(match[1]!))));
+    const [row] = await db.orm
+      .select()
+      .from(ledgerTransfers)
+      .where(and(credits(accountId), eq(ledgerTransfers.id, BigInt(match[1]!))));
     return row ? view(row) : null;
   };
   return {
@@ -64,7 +67,12 @@ export function ledgerTopUps(db: Db): ConsoleTopUps {
       return fail("service_unavailable", "Online payment is not configured on this gateway yet; ask the operator to top up your wallet.");
     },
     async list(accountId, limit) {
-      const rows = await db.orm.select().from(ledgerTransfers).where(credits(accountId)).orderBy(desc(ledgerTransfers.id)).limit(Math.min(limit, TOPUP_LIST_MAX));
+      const rows = await db.orm
+        .select()
+        .from(ledgerTransfers)
+        .where(credits(accountId))
+        .orderBy(desc(ledgerTransfers.id))
+        .limit(Math.min(limit, TOPUP_LIST_MAX));
       return rows.map(view);
     },
     get,
@@ -73,7 +81,6 @@ export function ledgerTopUps(db: Db): ConsoleTopUps {
     },
   };
 }
-
 
 function paidView(row: Topup): TopUpView {
   return {
@@ -115,7 +122,16 @@ export function paymentTopUps(topups: Topups): ConsoleTopUps {
       const row = await owned(accountId, id);
       if (!row) return fail("not_found", `No top-up ${id}.`);
       if (TOPUP_PENDING_STATES.includes(row.state as TopUpState)) {
-        const report = { unverified_listed: 0, inquired: 0, settled: 0, verified: 0, expired: 0, reversed: 0, needs_review: 0, unanswered: 0 };
+        const report = {
+          unverified_listed: 0,
+          inquired: 0,
+          settled: 0,
+          verified: 0,
+          expired: 0,
+          reversed: 0,
+          needs_review: 0,
+          unanswered: 0,
+        };
         await reconcileOne(topups, row, report, () => {});
       }
       return paidView((await topups.get(id)) ?? row);

@@ -47,7 +47,12 @@ export interface UsageRow {
   durationMs: number;
 }
 
-export async function usagePage(db: Db, accountId: string, filter: UsageFilter, page: { limit: number; beforeId?: bigint }): Promise<UsageRow[]> {
+export async function usagePage(
+  db: Db,
+  accountId: string,
+  filter: UsageFilter,
+  page: { limit: number; beforeId?: bigint },
+): Promise<UsageRow[]> {
   return db.orm
     .select({
       id: usageRecords.id,
@@ -79,14 +84,28 @@ export interface UsageTotals {
 
 export async function usageTotals(db: Db, accountId: string, filter: UsageFilter): Promise<UsageTotals> {
   const [row] = await db.orm
-    .select({ requests: count(), input: sum(usageRecords.inputUnits), output: sum(usageRecords.outputUnits), billed: sum(usageRecords.billedMicro) })
+    .select({
+      requests: count(),
+      input: sum(usageRecords.inputUnits),
+      output: sum(usageRecords.outputUnits),
+      billed: sum(usageRecords.billedMicro),
+    })
     .from(usageRecords)
     .where(where(accountId, filter));
-  return { requests: row?.requests ?? 0, inputUnits: BigInt(row?.input ?? 0), outputUnits: BigInt(row?.output ?? 0), billedMicro: BigInt(row?.billed ?? 0) };
+  return {
+    requests: row?.requests ?? 0,
+    inputUnits: BigInt(row?.input ?? 0),
+    outputUnits: BigInt(row?.output ?? 0),
+    billedMicro: BigInt(row?.billed ?? 0),
+  };
 }
 
 /** Spend per UTC day (`YYYY-MM-DD`), days without spend omitted. */
-export async function dailySpend(db: Db, accountId: string, filter: UsageFilter): Promise<{ day: string; billedMicro: bigint; requests: number }[]> {
+export async function dailySpend(
+  db: Db,
+  accountId: string,
+  filter: UsageFilter,
+): Promise<{ day: string; billedMicro: bigint; requests: number }[]> {
   const day = sql<string>`to_char(${usageRecords.createdAt} AT TIME ZONE 'UTC', 'YYYY-MM-DD')`;
   const rows = await db.orm
     .select({ day, billed: sum(usageRecords.billedMicro), requests: count() })
@@ -125,7 +144,20 @@ export function csvCell(value: string): string {
   return /[",\r\n]/.test(safe) ? `"${safe.replaceAll('"', '""')}"` : safe;
 }
 
-export const USAGE_CSV_HEADER = ["time_utc", "request_id", "key_id", "key_name", "model", "operation", "input_units", "output_units", "cost_toman", "cost_micro_toman", "status", "duration_ms"];
+export const USAGE_CSV_HEADER = [
+  "time_utc",
+  "request_id",
+  "key_id",
+  "key_name",
+  "model",
+  "operation",
+  "input_units",
+  "output_units",
+  "cost_toman",
+  "cost_micro_toman",
+  "status",
+  "duration_ms",
+];
 
 export function usageCsvLine(row: UsageRow): string {
   return [

@@ -44,8 +44,10 @@ test(
       await db.rows(sql`INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
                         VALUES ('h1', 'acc_1', 'k', 'r', 50, 'pending', now())`);
       await expect(db.rows(sql`UPDATE holds SET posted_micro = 51 WHERE id = 'h1'`)).rejects.toThrow();
-      await expect(db.rows(sql`INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-                         VALUES ('x', 'a', 'a', 5, 'usage')`)).rejects.toThrow();
+      await expect(
+        db.rows(sql`INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+                         VALUES ('x', 'a', 'a', 5, 'usage')`),
+      ).rejects.toThrow();
       const [wallet] = await db.rows<{ balance_micro: unknown; held_micro: unknown }>(sql`SELECT balance_micro, held_micro FROM wallets`);
       expect([String(wallet!.balance_micro), String(wallet!.held_micro)]).toEqual(["100", "0"]);
     } finally {

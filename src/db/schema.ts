@@ -317,7 +317,10 @@ export const topups = pgTable(
   (t) => [
     check("topups_amount_positive", sql`${t.amountMicro} > 0`),
     check("topups_fee_non_negative", sql`${t.feeMicro} IS NULL OR ${t.feeMicro} >= 0`),
-    check("topups_state", sql`${t.state} IN ('created', 'redirected', 'verifying', 'verified', 'failed', 'expired', 'needs_review', 'reversed')`),
+    check(
+      "topups_state",
+      sql`${t.state} IN ('created', 'redirected', 'verifying', 'verified', 'failed', 'expired', 'needs_review', 'reversed')`,
+    ),
     uniqueIndex("topups_provider_ref_idx").on(t.provider, t.refId),
     index("topups_state_idx").on(t.state, t.updatedAt),
     index("topups_account_idx").on(t.accountId, t.createdAt),

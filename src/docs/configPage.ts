@@ -75,7 +75,9 @@ export function renderConfigPage(schema: z.ZodObject = envSchema): string {
     required?: string[];
   };
   const required = new Set(json.required ?? []);
-  const undescribed = Object.entries(json.properties).filter(([, v]) => !v.description).map(([name]) => name);
+  const undescribed = Object.entries(json.properties)
+    .filter(([, v]) => !v.description)
+    .map(([name]) => name);
   if (undescribed.length > 0) throw new Error(`variables without a description (add .describe()): ${undescribed.join(", ")}`);
   const rows = Object.entries(json.properties).map(
     ([name, v]) => `| \`${name}\` | ${defaultOf(name, v, required)} | ${cell(allowed(v))} | ${cell(v.description!)} |`,

@@ -19,18 +19,41 @@ test("ready: 200 with every check ok", async () => {
   expect(status).toBe(200);
   expect(body.status).toBe("ready");
   expect(body.reasons).toEqual([]);
-  expect(body.checks).toMatchObject({ database: { ok: true }, bus: { ok: true, kind: "nats" }, usage_writer: { ok: true, buffered: 3 }, draining: { ok: true } });
+  expect(body.checks).toMatchObject({
+    database: { ok: true },
+    bus: { ok: true, kind: "nats" },
+    usage_writer: { ok: true, buffered: 3 },
+    draining: { ok: true },
+  });
   expect(body.error).toBeUndefined();
 });
 
 test("each reason makes a 503 that names it, in the wire's error shape", async () => {
-  const failing = (code: string) => Object.assign(new Error("Failed query: SELECT 1"), { cause: Object.assign(new Error("password authentication failed for user x"), { code }) });
+  const failing = (code: string) =>
+    Object.assign(new Error("Failed query: SELECT 1"), {
+      cause: Object.assign(new Error("password authentication failed for user x"), { code }),
+    });
   const cases: [string, ReadinessSources, boolean, string][] = [
     ["database refuses", { ...healthy(), db: { rows: () => Promise.reject(failing("57P03")) } }, false, "database: query failed (57P03)"],
-    ["database unreachable", { ...healthy(), db: { rows: () => Promise.reject(Object.assign(new Error("connect"), { code: "ECONNREFUSED" })) } }, false, "database: query failed (ECONNREFUSED)"],
-    ["database silent", { ...healthy(), db: { rows: () => new Promise(() => {}) } }, false, `database: no answer within ${READY_DATABASE_MS_MAX} ms`],
+    [
+      "database unreachable",
+      { ...healthy(), db: { rows: () => Promise.reject(Object.assign(new Error("connect"), { code: "ECONNREFUSED" })) } },
+      false,
+      "database: query failed (ECONNREFUSED)",
+    ],
+    [
+      "database silent",
+      { ...healthy(), db: { rows: () => new Promise(() => {}) } },
+      false,
+      `database: no answer within ${READY_DATABASE_MS_MAX} ms`,
+    ],
     ["bus", { ...healthy(), bus: { kind: "nats", connected: false } }, false, "bus: NATS is disconnected (reconnecting)"],
-    ["usage writer", { ...healthy(), writer: { accepting: false, buffered: 200_000 } }, false, "usage_writer: usage records cannot be written"],
+    [
+      "usage writer",
+      { ...healthy(), writer: { accepting: false, buffered: 200_000 } },
+      false,
+      "usage_writer: usage records cannot be written",
+    ],
     ["draining", healthy(), true, "draining: the node is shutting down"],
   ];
   for (const [name, sources, draining, reason] of cases) {

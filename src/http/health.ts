@@ -63,7 +63,11 @@ export class Health {
       bus: busOk ? { ok: true, kind: bus.kind } : { ok: false, kind: bus.kind, reason: "NATS is disconnected (reconnecting)" },
       usage_writer: writer.accepting
         ? { ok: true, buffered: writer.buffered }
-        : { ok: false, buffered: writer.buffered, reason: "usage records cannot be written (database refusing writes or buffer full): paid requests are refused" },
+        : {
+            ok: false,
+            buffered: writer.buffered,
+            reason: "usage records cannot be written (database refusing writes or buffer full): paid requests are refused",
+          },
       draining: this.draining ? { ok: false, reason: "the node is shutting down" } : { ok: true },
     };
     const reasons = Object.entries(checks).flatMap(([name, c]) => (c.ok ? [] : [`${name}: ${c.reason}`]));
@@ -92,7 +96,10 @@ export class Health {
 /** The /ready reply: 200 or 503 with the checks (a 503 also carries the wire's error shape). */
 export async function readyResponse(health: Health): Promise<Response> {
   const readiness = await health.ready();
-  const body = readiness.status === "ready" ? readiness : { ...errorBody(fail("service_unavailable", `Not ready: ${readiness.reasons.join("; ")}`)), ...readiness };
+  const body =
+    readiness.status === "ready"
+      ? readiness
+      : { ...errorBody(fail("service_unavailable", `Not ready: ${readiness.reasons.join("; ")}`)), ...readiness };
   return new Response(JSON.stringify(body), {
     status: readiness.status === "ready" ? 200 : 503,
     headers: { "content-type": "application/json", "cache-control": "no-store" },

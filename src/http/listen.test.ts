@@ -12,7 +12,10 @@ describe("idle timeout", () => {
   test("the longest waits config accepts still fit Bun's maximum; one millisecond more is refused by config", () => {
     const longest = loadConfig({ ...required, UPSTREAM_TIMEOUT_MS: "215000", STREAM_KEEPALIVE_MS: "240000" }).env;
     expect(idleTimeoutS(longest)).toBeLessThanOrEqual(BUN_IDLE_TIMEOUT_S_MAX);
-    for (const [name, value] of [["UPSTREAM_TIMEOUT_MS", "215001"], ["STREAM_KEEPALIVE_MS", "240001"]]) {
+    for (const [name, value] of [
+      ["UPSTREAM_TIMEOUT_MS", "215001"],
+      ["STREAM_KEEPALIVE_MS", "240001"],
+    ]) {
       expect(() => loadConfig({ ...required, [name!]: value })).toThrow(ConfigError);
     }
   });
@@ -23,7 +26,12 @@ describe("idle timeout", () => {
 });
 
 test("listen options state reusePort off and the idle timeout, whatever Elysia's defaults", () => {
-  expect(listenOptions(loadConfig({ ...required, PORT: "9123" }).env)).toMatchObject({ port: 9123, hostname: "127.0.0.1", reusePort: false, idleTimeout: 160 });
+  expect(listenOptions(loadConfig({ ...required, PORT: "9123" }).env)).toMatchObject({
+    port: 9123,
+    hostname: "127.0.0.1",
+    reusePort: false,
+    idleTimeout: 160,
+  });
 });
 
 describe("ensurePortFree", () => {

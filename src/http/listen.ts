@@ -26,7 +26,8 @@ export const IDLE_MARGIN_S = 10;
 export function idleTimeoutS(env: Pick<Env, "UPSTREAM_TIMEOUT_MS" | "STREAM_KEEPALIVE_MS">): number {
   const silenceMs = Math.max(env.UPSTREAM_TIMEOUT_MS + IMAGE_DOWNLOAD_MS_MAX, env.STREAM_KEEPALIVE_MS);
   const seconds = Math.ceil(silenceMs / 1000) + IDLE_MARGIN_S;
-  if (seconds > BUN_IDLE_TIMEOUT_S_MAX) throw new Error(`idle timeout ${seconds} s is above Bun's ${BUN_IDLE_TIMEOUT_S_MAX} s: config.ts must bound the waits`);
+  if (seconds > BUN_IDLE_TIMEOUT_S_MAX)
+    throw new Error(`idle timeout ${seconds} s is above Bun's ${BUN_IDLE_TIMEOUT_S_MAX} s: config.ts must bound the waits`);
   return seconds;
 }
 
@@ -43,7 +44,10 @@ export function listenOptions(env: Env) {
 }
 
 export class PortInUseError extends Error {
-  constructor(readonly hostname: string, readonly port: number) {
+  constructor(
+    readonly hostname: string,
+    readonly port: number,
+  ) {
     super(`port ${port} on ${hostname} is in use (another gateway?); stop it or set PORT to a free port`);
   }
 }

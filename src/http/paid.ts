@@ -21,7 +21,13 @@ export interface PaidContext {
 }
 
 /** The refusal of a request before any backend, recorded (metrics, access line) and answered. */
-export function refused(deps: EdgeDeps, ctx: PaidContext, caller: Caller | null, failure: Failure, model: CatalogModel | null = null): Response {
+export function refused(
+  deps: EdgeDeps,
+  ctx: PaidContext,
+  caller: Caller | null,
+  failure: Failure,
+  model: CatalogModel | null = null,
+): Response {
   recordRefusal(deps, { ...ctx, keyId: caller?.key.id ?? null, model: model?.id ?? null }, failure);
   return failed(failure, ctx.requestId);
 }
@@ -33,7 +39,13 @@ export interface PricedModel {
 }
 
 /** The model (of this operation), its price for `unit` and a pool that may serve the caller. */
-export function pricedModel(deps: EdgeDeps, caller: Caller, id: string, operation: Operation, unit: string | ((model: CatalogModel) => string | Failure)): PricedModel | Failure {
+export function pricedModel(
+  deps: EdgeDeps,
+  caller: Caller,
+  id: string,
+  operation: Operation,
+  unit: string | ((model: CatalogModel) => string | Failure),
+): PricedModel | Failure {
   const model = operationModel(deps, id, operation);
   if (isFailure(model)) return model;
   const unitName = typeof unit === "string" ? unit : unit(model);

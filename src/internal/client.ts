@@ -101,7 +101,8 @@ export class InternalClient {
    * is JSON, or FormData for `audio.transcriptions` (sent as multipart, as over HTTP).
    */
   async request(operation: string, body: unknown): Promise<InternalReply> {
-    if ((body as { stream?: unknown } | null)?.stream === true) throw new TypeError("a streamed request goes through stream(), not request()");
+    if ((body as { stream?: unknown } | null)?.stream === true)
+      throw new TypeError("a streamed request goes through stream(), not request()");
     let data: Uint8Array;
     let contentType = "application/json";
     if (body instanceof FormData) {
@@ -175,7 +176,8 @@ export class InternalClient {
         if (Number.isNaN(seq)) {
           // A whole reply: the gateway refused before streaming (or a NATS no-responders status).
           const reply = toReply(msg);
-          if (msg.headers?.code === 503 && msg.data.length === 0) throw failure(503, "service_unavailable", "No gateway serves this operation on NATS.");
+          if (msg.headers?.code === 503 && msg.data.length === 0)
+            throw failure(503, "service_unavailable", "No gateway serves this operation on NATS.");
           finished = true;
           throw new InternalError(reply.status, reply.json());
         }

@@ -120,7 +120,10 @@ class InternalService {
     if (result.kind === "stream") {
       if (this.stats.open >= STREAMS_OPEN_MAX) {
         controller.abort();
-        return this.replyFailure(msg, fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }));
+        return this.replyFailure(
+          msg,
+          fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }),
+        );
       }
       return this.stream(msg, result.relay, h, controller);
     }
@@ -137,7 +140,10 @@ class InternalService {
     if (parts > REPLY_PARTS_MAX) {
       return this.replyFailure(
         msg,
-        fail("request_too_large", `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`),
+        fail(
+          "request_too_large",
+          `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`,
+        ),
       );
     }
     h.set(HEADER_STATUS, String(status));
@@ -269,7 +275,13 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     version: options.version ?? "0.1.0",
     description: "OpenAI-compatible operations of the Darvaze gateway (same JSON as /v1, Authorization header)",
     queue: "darvaze",
-    statsHandler: async () => ({ streams_open: stats.open, streams_total: stats.total, streams_cancelled: stats.cancelled, credit_waits: stats.creditWaits, replies_failed: stats.errors }),
+    statsHandler: async () => ({
+      streams_open: stats.open,
+      streams_total: stats.total,
+      streams_cancelled: stats.cancelled,
+      credit_waits: stats.creditWaits,
+      replies_failed: stats.errors,
+    }),
   });
   for (const operation of OPERATIONS) {
     const path = operationPath(operation);

@@ -33,7 +33,9 @@ export class LastUse {
     const entries = [...batch];
     try {
       for (let i = 0; i < entries.length; i += LAST_USE_STATEMENT_KEYS_MAX) {
-        const rows = entries.slice(i, i + LAST_USE_STATEMENT_KEYS_MAX).map(([id, atMs]) => sql`(${id}, ${new Date(atMs).toISOString()}::timestamptz)`);
+        const rows = entries
+          .slice(i, i + LAST_USE_STATEMENT_KEYS_MAX)
+          .map(([id, atMs]) => sql`(${id}, ${new Date(atMs).toISOString()}::timestamptz)`);
         await db.rows(sql`
           UPDATE api_keys AS k SET last_used_at = u.at
           FROM (VALUES ${sql.join(rows, sql`, `)}) AS u(id, at)

@@ -194,7 +194,12 @@ export class KeyStore {
 
   /** The account's keys, oldest first, with their last use as last written (LAST_USE_FLUSH_MS behind). */
   async listForAccount(accountId: string): Promise<{ record: KeyRecord; lastUsedAt: Date | null }[]> {
-    const rows = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.accountId, accountId)).orderBy(apiKeys.createdAt).limit(KEYS_PER_ACCOUNT_LIST_MAX);
+    const rows = await this.db.orm
+      .select()
+      .from(apiKeys)
+      .where(eq(apiKeys.accountId, accountId))
+      .orderBy(apiKeys.createdAt)
+      .limit(KEYS_PER_ACCOUNT_LIST_MAX);
     return rows.map((row) => ({ record: toRecord(row), lastUsedAt: row.lastUsedAt }));
   }
 

@@ -64,7 +64,9 @@ async function records(prefix: string, count: number): Promise<UsageRecord[]> {
   await topUp(db, account.id, 1_000_000n, `seed-${prefix}`);
   const holdId = `hold-${prefix}`;
   await openHold(db, { holdId, accountId: account.id, keyId: "key_t", label: "lease", minMicro: 1n, desiredMicro: 1_000n, ttlMs: 60_000 });
-  return Array.from({ length: count }, (_, i) => usageRecord({ requestId: `${prefix}-${i}`, accountId: account.id, holdId, billedMicro: 1n }));
+  return Array.from({ length: count }, (_, i) =>
+    usageRecord({ requestId: `${prefix}-${i}`, accountId: account.id, holdId, billedMicro: 1n }),
+  );
 }
 
 const keeper = (port: UsageStreamPort) =>

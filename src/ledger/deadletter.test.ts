@@ -17,7 +17,8 @@ const drizzleError = (code: string, message: string) =>
 
 test("only data and constraint errors (SQLSTATE classes 22 and 23) are poison", () => {
   for (const code of ["22003", "22P05", "22021", "23514", "23505", "23502"]) expect(isPoison(drizzleError(code, "refused"))).toBe(true);
-  for (const code of ["40001", "40P01", "08006", "57P01", "53300", "42P01", "XX000"]) expect(isPoison(drizzleError(code, "failed"))).toBe(false);
+  for (const code of ["40001", "40P01", "08006", "57P01", "53300", "42P01", "XX000"])
+    expect(isPoison(drizzleError(code, "failed"))).toBe(false);
   // Connection errors carry errno names, not SQLSTATEs.
   expect(isPoison(Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" }))).toBe(false);
   expect(isPoison(Object.assign(new Error("write CONNECTION_CLOSED"), { code: "CONNECTION_CLOSED" }))).toBe(false);
@@ -26,7 +27,9 @@ test("only data and constraint errors (SQLSTATE classes 22 and 23) are poison", 
 });
 
 test("a reason is the database's words, without the batch drizzle puts in its message", () => {
-  const reason = sqlReason(drizzleError("23514", 'new row for relation "usage_records" violates check constraint "usage_records_billed_within_metered"'));
+  const reason = sqlReason(
+    drizzleError("23514", 'new row for relation "usage_records" violates check constraint "usage_records_billed_within_metered"'),
+  );
   expect(reason).toBe('23514: new row for relation "usage_records" violates check constraint "usage_records_billed_within_metered"');
   expect(sqlReason(new Error("Failed query: SELECT 1\nparams: secret"))).toBe("Failed query: SELECT 1");
 });
@@ -40,7 +43,19 @@ describe("on a database", () => {
   test("a dead-lettered record is not billed by a redelivery, only by its replay, once", async () => {
     const account = await createAccount(db, "dead letters");
     await topUp(db, account.id, 1_000n, `seed-${account.id}`);
-    expect((await openHold(db, { holdId: `h_${account.id}`, accountId: account.id, keyId: "key_t", label: "lease", minMicro: 1n, desiredMicro: 500n, ttlMs: 60_000 })).opened).toBe(true);
+    expect(
+      (
+        await openHold(db, {
+          holdId: `h_${account.id}`,
+          accountId: account.id,
+          keyId: "key_t",
+          label: "lease",
+          minMicro: 1n,
+          desiredMicro: 500n,
+          ttlMs: 60_000,
+        })
+      ).opened,
+    ).toBe(true);
     const record = usageRecord({ requestId: `req_${account.id}`, accountId: account.id, holdId: `h_${account.id}`, billedMicro: 40n });
     const [letter] = await deadLetterRecords(db, [record], { reason: "delivered 10 times", sqlState: null, source: "deliveries" });
     expect(letter).toMatchObject({ requestId: record.requestId, writtenOffMicro: 40n });

@@ -59,7 +59,11 @@ export interface PostOptions {
  * only errors that are not the data's (retry the whole batch then).
  * @example const { written, deadLetters } = await postOrDeadLetter(db, batch, { source: "writer" });
  */
-export async function postOrDeadLetter(db: Db, batch: UsageRecord[], options: PostOptions): Promise<{ written: number; deadLetters: DeadLetter[] }> {
+export async function postOrDeadLetter(
+  db: Db,
+  batch: UsageRecord[],
+  options: PostOptions,
+): Promise<{ written: number; deadLetters: DeadLetter[] }> {
   const found: DeadLetter[] = [];
   let written = 0;
   const post = async (part: UsageRecord[]): Promise<void> => {
@@ -68,7 +72,11 @@ export async function postOrDeadLetter(db: Db, batch: UsageRecord[], options: Po
     } catch (error) {
       if (!isPoison(error)) throw error;
       if (part.length === 1) {
-        const letters = await deadLetterRecords(db, part, { reason: sqlReason(error), sqlState: sqlStateOf(error), source: options.source });
+        const letters = await deadLetterRecords(db, part, {
+          reason: sqlReason(error),
+          sqlState: sqlStateOf(error),
+          source: options.source,
+        });
         for (const letter of letters) await options.onDeadLetter?.(letter);
         found.push(...letters);
         return;
@@ -118,7 +126,8 @@ export async function deadLetterRecords(
         SELECT 'deadletter:' || request_id, 'write_off', 'revenue', written_off_micro, 'dead_letter', reason FROM d WHERE written_off_micro > 0
         RETURNING id)
       SELECT request_id FROM d`);
-    if (rows.length === 1) letters.push({ requestId, reason, sqlState: why.sqlState, source: why.source, writtenOffMicro: amount, record: text });
+    if (rows.length === 1)
+      letters.push({ requestId, reason, sqlState: why.sqlState, source: why.source, writtenOffMicro: amount, record: text });
   }
   return letters;
 }
@@ -137,8 +146,11 @@ export type ReplayResult =
 export async function replayDeadLetter(db: Db, id: bigint): Promise<ReplayResult> {
   try {
     return await db.orm.transaction(async (tx): Promise<ReplayResult> => {
-      const [row] = await txRows<{ record: string; status: string }>(tx, sql`
-        SELECT record, status FROM usage_dead_letters WHERE id = ${id}::bigint FOR UPDATE`);
+      const [row] = await txRows<{ record: string; status: string }>(
+        tx,
+        sql`
+        SELECT record, status FROM usage_dead_letters WHERE id = ${id}::bigint FOR UPDATE`,
+      );
       if (!row) return { outcome: "not_found" };
       if (row.status === "replayed") return { outcome: "already_replayed" };
       let json: unknown;
@@ -153,13 +165,16 @@ export async function replayDeadLetter(db: Db, id: bigint): Promise<ReplayResult
         return { outcome: "refused", reason: `the stored record is not a usage record: ${issue?.path.join(".")}: ${issue?.message}` };
       }
       // Marked first: postUsageInTx skips records whose dead letter awaits replay.
-      await txRows(tx, sql`
+      await txRows(
+        tx,
+        sql`
         WITH d AS (
           UPDATE usage_dead_letters SET status = 'replayed', replayed_at = now() WHERE id = ${id}::bigint
           RETURNING request_id, written_off_micro)
         INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
         SELECT 'deadletter-reversal:' || request_id, 'revenue', 'write_off', written_off_micro, 'dead_letter_reversal', 'replayed'
-        FROM d WHERE written_off_micro > 0`);
+        FROM d WHERE written_off_micro > 0`,
+      );
       const result = await postUsageInTx(tx, [parsed.data]);
       return { outcome: "replayed", ...result };
     });

@@ -43,7 +43,9 @@ test("a partition's fencing token only grows", async () => {
   expect(await raiseFence(db, 3, 9n, "node-b")).toBe(false);
   expect(await raiseFence(db, 3, 10n, "node-b")).toBe(false);
   expect(await raiseFence(db, 3, 11n, "node-b")).toBe(true);
-  const [row] = await db.rows<{ owner: string; fence: unknown }>(sql`SELECT owner, fence_token AS fence FROM key_partitions WHERE partition = 3`);
+  const [row] = await db.rows<{ owner: string; fence: unknown }>(
+    sql`SELECT owner, fence_token AS fence FROM key_partitions WHERE partition = 3`,
+  );
   expect(row).toEqual({ owner: "node-b", fence: expect.anything() });
   expect(String(row!.fence)).toBe("11");
 });
@@ -51,7 +53,17 @@ test("a partition's fencing token only grows", async () => {
 test("the database refuses a settlement carrying a stale fencing token, and the customer loses nothing", async () => {
   const { id: accountId } = await createAccount(db, "fence");
   await topUp(db, accountId, 10_000n, `seed-${accountId}`);
-  expect(await openHold(db, { holdId: "h_fence", accountId, keyId: "key_f", label: "lease", minMicro: 1_000n, desiredMicro: 1_000n, ttlMs: 60_000 })).toEqual({ opened: true, amountMicro: 1_000n });
+  expect(
+    await openHold(db, {
+      holdId: "h_fence",
+      accountId,
+      keyId: "key_f",
+      label: "lease",
+      minMicro: 1_000n,
+      desiredMicro: 1_000n,
+      ttlMs: 60_000,
+    }),
+  ).toEqual({ opened: true, amountMicro: 1_000n });
   expect(await raiseFence(db, 7, 10n, "node-a")).toBe(true);
   expect(await raiseFence(db, 7, 20n, "node-b")).toBe(true);
 
@@ -60,13 +72,17 @@ test("the database refuses a settlement carrying a stale fencing token, and the 
   // node-c takes the partition. Within the grace, node-b's settlements (made before the takeover,
   // still in the usage pipeline) post; node-a's, two tenures old, do not.
   expect(await raiseFence(db, 7, 25n, "node-c")).toBe(true);
-  expect(await postUsageBatch(db, [usage("r_grace", accountId, "h_fence", 20n), usage("r_older", accountId, "h_fence", 10n)])).toMatchObject({
+  expect(
+    await postUsageBatch(db, [usage("r_grace", accountId, "h_fence", 20n), usage("r_older", accountId, "h_fence", 10n)]),
+  ).toMatchObject({
     written: 2,
     postedMicro: 100n,
     writtenOffMicro: 100n,
   });
   // Past the grace, node-b is refused too, while node-c posts.
-  await db.rows(sql`UPDATE key_partitions SET acquired_at = now() - make_interval(secs => ${FENCE_GRACE_MS / 1000 + 1}) WHERE partition = 7`);
+  await db.rows(
+    sql`UPDATE key_partitions SET acquired_at = now() - make_interval(secs => ${FENCE_GRACE_MS / 1000 + 1}) WHERE partition = 7`,
+  );
   expect(await postUsageBatch(db, [usage("r_stale", accountId, "h_fence", 20n), usage("r_new", accountId, "h_fence", 25n)])).toMatchObject({
     written: 2,
     postedMicro: 100n,

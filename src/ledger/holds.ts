@@ -29,9 +29,7 @@ export interface OpenHold {
   ttlMs: number;
 }
 
-export type OpenHoldResult =
-  | { opened: true; amountMicro: bigint }
-  | { opened: false; balanceMicro: bigint; heldMicro: bigint };
+export type OpenHoldResult = { opened: true; amountMicro: bigint } | { opened: false; balanceMicro: bigint; heldMicro: bigint };
 
 export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
   return db.orm.transaction(async (tx) => {
@@ -115,13 +113,19 @@ export async function pendingHoldTotals(db: Db): Promise<{ pending: number; held
 export async function growHold(db: Db, holdId: string, byMicro: bigint): Promise<boolean> {
   if (byMicro <= 0n) return true;
   return db.orm.transaction(async (tx) => {
-    const [hold] = await txRows<{ account_id: string }>(tx, sql`
-      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`);
+    const [hold] = await txRows<{ account_id: string }>(
+      tx,
+      sql`
+      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`,
+    );
     if (!hold) return false;
-    const wallet = await txRows(tx, sql`
+    const wallet = await txRows(
+      tx,
+      sql`
       UPDATE wallets SET held_micro = held_micro + ${byMicro}::bigint, updated_at = now()
       WHERE account_id = ${hold.account_id} AND balance_micro - held_micro >= ${byMicro}::bigint
-      RETURNING account_id`);
+      RETURNING account_id`,
+    );
     if (wallet.length !== 1) return false;
     await txRows(tx, sql`UPDATE holds SET amount_micro = amount_micro + ${byMicro}::bigint WHERE id = ${holdId}`);
     return true;
@@ -136,16 +140,22 @@ export async function growHold(db: Db, holdId: string, byMicro: bigint): Promise
 export async function growHoldUpTo(db: Db, holdId: string, maxMicro: bigint): Promise<bigint> {
   if (maxMicro <= 0n) return 0n;
   return db.orm.transaction(async (tx) => {
-    const [hold] = await txRows<{ account_id: string }>(tx, sql`
-      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`);
+    const [hold] = await txRows<{ account_id: string }>(
+      tx,
+      sql`
+      SELECT account_id FROM holds WHERE id = ${holdId} AND status = 'pending' FOR UPDATE`,
+    );
     if (!hold) return 0n;
-    const [grown] = await txRows<{ grow: unknown }>(tx, sql`
+    const [grown] = await txRows<{ grow: unknown }>(
+      tx,
+      sql`
       WITH w AS (
         SELECT account_id, LEAST(${maxMicro}::bigint, balance_micro - held_micro) AS grow
         FROM wallets WHERE account_id = ${hold.account_id} FOR UPDATE)
       UPDATE wallets SET held_micro = wallets.held_micro + w.grow, updated_at = now()
       FROM w WHERE wallets.account_id = w.account_id AND w.grow > 0
-      RETURNING w.grow`);
+      RETURNING w.grow`,
+    );
     const grow = grown ? BigInt(String(grown.grow)) : 0n;
     if (grow > 0n) await txRows(tx, sql`UPDATE holds SET amount_micro = amount_micro + ${grow}::bigint WHERE id = ${holdId}`);
     return grow;

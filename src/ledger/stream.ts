@@ -102,7 +102,12 @@ export interface UsageStreamLimits {
   messagesMax?: number;
 }
 
-export async function ensureUsageStream(jsm: JetStreamManager, stream: string, subject: string, limits: UsageStreamLimits = {}): Promise<void> {
+export async function ensureUsageStream(
+  jsm: JetStreamManager,
+  stream: string,
+  subject: string,
+  limits: UsageStreamLimits = {},
+): Promise<void> {
   await ensureFileStream(jsm, {
     name: stream,
     subject,
@@ -162,14 +167,18 @@ export class JetStreamUsageSink implements UsageSink {
     db: Db,
     log: Logger,
   ) {
-    this.confirmations = new UsageConfirmations(db, {
-      publish: (records, msgId) => this.publish(encodeJson(records), msgId),
-      messageIdAt: async (seq) => {
-        const stored = await this.jsm.streams.getMessage(this.stream, { seq }).catch(() => null);
-        return stored?.header?.get("Nats-Msg-Id") ?? null;
+    this.confirmations = new UsageConfirmations(
+      db,
+      {
+        publish: (records, msgId) => this.publish(encodeJson(records), msgId),
+        messageIdAt: async (seq) => {
+          const stored = await this.jsm.streams.getMessage(this.stream, { seq }).catch(() => null);
+          return stored?.header?.get("Nats-Msg-Id") ?? null;
+        },
+        ackFloor: async () => (await this.jsm.consumers.info(this.stream, CONSUMER)).ack_floor.stream_seq,
       },
-      ackFloor: async () => (await this.jsm.consumers.info(this.stream, CONSUMER)).ack_floor.stream_seq,
-    }, log);
+      log,
+    );
     this.confirmations.start();
   }
 
@@ -314,7 +323,14 @@ function jsonOrUndefined(message: JsMsg): unknown {
 export async function startUsageStream(
   nc: NatsConnection,
   db: Db,
-  options: { prefix: string; subject: string; deadSubject: string; log: Logger; onDeadLetter?: (letter: DeadLetter) => void; limits?: UsageStreamLimits },
+  options: {
+    prefix: string;
+    subject: string;
+    deadSubject: string;
+    log: Logger;
+    onDeadLetter?: (letter: DeadLetter) => void;
+    limits?: UsageStreamLimits;
+  },
 ) {
   const jsm = await nc.jetstreamManager();
   const stream = usageStreamName(options.prefix);

@@ -43,8 +43,6 @@ export interface BatchResult {
   writtenOffMicro: bigint;
 }
 
-
-
 interface HoldTotals {
   hold_id: string;
   account_id: string;
@@ -71,10 +69,13 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   if (unique.size === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
   // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
   const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
-  const live = await txRows<{ id: string; account_id: string }>(tx, sql`
+  const live = await txRows<{ id: string; account_id: string }>(
+    tx,
+    sql`
     SELECT id, account_id FROM holds
     WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
-    FOR UPDATE`);
+    FOR UPDATE`,
+  );
   const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
   // 1b. Fencing: a record settled under an owner epoch older than the partition's current one
   // is refused. FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
@@ -82,14 +83,17 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
   const stale = new Set<string>();
   if (fenced.length > 0) {
-    const rows = await txRows<{ request_id: string }>(tx, sql`
+    const rows = await txRows<{ request_id: string }>(
+      tx,
+      sql`
       SELECT r."requestId" AS request_id
       FROM jsonb_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::jsonb)
         AS r("requestId" text, partition int, "fenceToken" bigint)
       JOIN key_partitions kp ON kp.partition = r.partition
       WHERE kp.fence_token > r."fenceToken"
         AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
-      FOR SHARE OF kp`);
+      FOR SHARE OF kp`,
+    );
     for (const row of rows) stale.add(row.request_id);
   }
   const records = [...unique.values()].map((r) => ({
@@ -103,19 +107,28 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
   }));
   // 2. The records; those already written (a replay) are skipped.
-  const inserted = await txRows<{ request_id: string }>(tx, sql`
+  const inserted = await txRows<{ request_id: string }>(
+    tx,
+    sql`
     INSERT INTO usage_records (${insertColumns})
     SELECT ${recordFields}
     FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r(${recordTypes})
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
-    RETURNING request_id`);
+    RETURNING request_id`,
+  );
   const fresh = new Set(inserted.map((r) => r.request_id));
   const totals = new Map<string, HoldTotals>();
   for (const r of records) {
     if (!fresh.has(r.requestId)) continue;
-    const t = totals.get(r.holdId) ?? { hold_id: r.holdId, account_id: accountOf.get(r.holdId) ?? r.accountId, billed: 0n, unbilled: 0n, ref: r.requestId };
+    const t = totals.get(r.holdId) ?? {
+      hold_id: r.holdId,
+      account_id: accountOf.get(r.holdId) ?? r.accountId,
+      billed: 0n,
+      unbilled: 0n,
+      ref: r.requestId,
+    };
     t.billed += r.billedMicro;
     t.unbilled += r.meteredMicro - r.billedMicro;
     totals.set(r.holdId, t);
@@ -123,7 +136,9 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   const groups = [...totals.values()];
   // 3. Posts from the holds, the wallets, and the transfers that record both.
   if (groups.length > 0) {
-    await txRows(tx, sql`
+    await txRows(
+      tx,
+      sql`
       WITH g AS (
         SELECT * FROM jsonb_to_recordset(${encodeJson(groups)}::jsonb)
           AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
@@ -142,7 +157,8 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
         INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
         SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
         RETURNING id)
-      SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`);
+      SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`,
+    );
   }
   return {
     written: fresh.size,
@@ -159,7 +175,6 @@ export interface UsageSink {
   /** True while the sink can keep no more unconfirmed records: admit nothing new then. */
   readonly full?: boolean;
 }
-
 
 /** A usage record, and as it travels through a stream (bigints as strings). Its fields are usage_records' columns. */
 export const usageRecordSchema = z.object({
@@ -196,11 +211,12 @@ export type UsageRecord = z.infer<typeof usageRecordSchema>;
  * The insert's one column list: each record field is the usage_records column of that name in
  * src/db/schema.ts (a field without one fails the typecheck), read from JSON as its SQL type.
  */
-const usageColumns = usageRecordSchema.keyof().options.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
+const usageColumns = usageRecordSchema
+  .keyof()
+  .options.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
 const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
 const recordFields = sql.raw(usageColumns.map((c) => `"${c.field}"`).join(", "));
 const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));
-
 
 export class UsageWriter {
   private buffer: UsageRecord[] = [];
@@ -291,7 +307,7 @@ export class UsageWriter {
   private wake(): void {
     if (this.waiters.length === 0) return;
     const still: typeof this.waiters = [];
-    for (const waiter of this.waiters) (waiter.count <= this.writtenCount ? waiter.resolve() : still.push(waiter));
+    for (const waiter of this.waiters) waiter.count <= this.writtenCount ? waiter.resolve() : still.push(waiter);
     this.waiters = still;
   }
 
@@ -300,7 +316,12 @@ export class UsageWriter {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)));
     try {
-      return await Promise.race([this.flush().then(() => this.sink.posted?.()).then(() => true as const), timedOut]);
+      return await Promise.race([
+        this.flush()
+          .then(() => this.sink.posted?.())
+          .then(() => true as const),
+        timedOut,
+      ]);
     } finally {
       clearTimeout(timer);
     }

@@ -25,8 +25,11 @@ export async function createAccount(db: Db, name: string): Promise<{ id: string;
 export async function accountForPhone(db: Db, phone: string): Promise<{ id: string; created: boolean }> {
   const id = newId("acc");
   const created = await db.orm.transaction(async (tx) => {
-    const rows = await txRows(tx, sql`
-      INSERT INTO accounts (id, name, phone) VALUES (${id}, ${phone}, ${phone}) ON CONFLICT (phone) DO NOTHING RETURNING id`);
+    const rows = await txRows(
+      tx,
+      sql`
+      INSERT INTO accounts (id, name, phone) VALUES (${id}, ${phone}, ${phone}) ON CONFLICT (phone) DO NOTHING RETURNING id`,
+    );
     if (rows.length === 1) await tx.insert(wallets).values({ accountId: id });
     return rows.length === 1;
   });
@@ -67,12 +70,14 @@ interface ExternalTransfer {
  * changes nothing (credited: false); with another amount or account it is a conflict.
  */
 async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
-  return db.orm.transaction((tx) => postExternalIn(tx, t)).catch((error: unknown) => {
-    if (error instanceof TransactionRollbackError) {
-      return fail("invalid_request", "The wallet's available balance does not cover this debit.", { param: "amount_toman" });
-    }
-    throw error;
-  });
+  return db.orm
+    .transaction((tx) => postExternalIn(tx, t))
+    .catch((error: unknown) => {
+      if (error instanceof TransactionRollbackError) {
+        return fail("invalid_request", "The wallet's available balance does not cover this debit.", { param: "amount_toman" });
+      }
+      throw error;
+    });
 }
 
 /** The transfer inside the caller's transaction; a refused debit rolls that transaction back. */
@@ -81,10 +86,13 @@ async function postExternalIn(tx: Tx, t: ExternalTransfer): Promise<TopUpResult>
   const into = t.amountMicro > 0n;
   const amount = into ? t.amountMicro : -t.amountMicro;
   const [debit, credit] = into ? [t.counterparty, wallet] : [wallet, t.counterparty];
-  const inserted = await txRows(tx, sql`
+  const inserted = await txRows(
+    tx,
+    sql`
     INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind, memo)
     VALUES (${t.reference}, ${debit}, ${credit}, ${amount}, ${t.kind}, ${t.memo ?? null})
-    ON CONFLICT (reference) DO NOTHING RETURNING id`);
+    ON CONFLICT (reference) DO NOTHING RETURNING id`,
+  );
   const created = inserted.length === 1;
   if (created) {
     const updated = await tx
@@ -96,12 +104,19 @@ async function postExternalIn(tx: Tx, t: ExternalTransfer): Promise<TopUpResult>
       tx.rollback();
     }
   } else {
-    const [row] = await txRows<{ debit_account: string; credit_account: string; amount_micro: string | bigint }>(tx, sql`
-      SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`);
+    const [row] = await txRows<{ debit_account: string; credit_account: string; amount_micro: string | bigint }>(
+      tx,
+      sql`
+      SELECT debit_account, credit_account, amount_micro FROM ledger_transfers WHERE reference = ${t.reference}`,
+    );
     if (!row || row.debit_account !== debit || row.credit_account !== credit || BigInt(row.amount_micro) !== amount) {
-      return fail("idempotency_conflict", `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`, {
-        param: "reference",
-      });
+      return fail(
+        "idempotency_conflict",
+        `reference ${JSON.stringify(t.reference.slice(t.reference.indexOf(":") + 1))} was already used for another ${t.kind === "topup" ? "top-up" : "adjustment"}`,
+        {
+          param: "reference",
+        },
+      );
     }
   }
   const [after] = await tx
@@ -132,7 +147,14 @@ function topUpTransfer(accountId: string, amountMicro: bigint, reference: string
 /** An operator's correction, with a reason: positive credits the wallet, negative debits it. */
 export async function adjust(db: Db, accountId: string, amountMicro: bigint, reason: string, reference: string): Promise<TopUpResult> {
   if (amountMicro === 0n) return fail("invalid_request", "amount_toman must not be zero", { param: "amount_toman" });
-  return postExternal(db, { accountId, amountMicro, reference: `adjustment:${reference}`, kind: "adjustment", counterparty: "adjustments", memo: reason });
+  return postExternal(db, {
+    accountId,
+    amountMicro,
+    reference: `adjustment:${reference}`,
+    kind: "adjustment",
+    counterparty: "adjustments",
+    memo: reason,
+  });
 }
 
 /** Whether the account has ever been funded (keys are refused before the first top-up). */

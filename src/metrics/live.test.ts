@@ -91,7 +91,12 @@ test("/admin/pools/live needs the admin token and streams views as SSE", async (
   expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("admin_unauthorized");
 
   const controller = new AbortController();
-  const reply = await routes.handle(new Request("http://localhost/admin/pools/live", { headers: { authorization: "Bearer admin-token-0123456789" }, signal: controller.signal }));
+  const reply = await routes.handle(
+    new Request("http://localhost/admin/pools/live", {
+      headers: { authorization: "Bearer admin-token-0123456789" },
+      signal: controller.signal,
+    }),
+  );
   expect(reply.status).toBe(200);
   expect(reply.headers.get("content-type")).toBe("text/event-stream");
   const reader = reply.body!.getReader();
@@ -116,7 +121,9 @@ test("the dashboard page and its files are served; other names are not", async (
   const html = await page.text();
   expect(html).toContain("/admin/dashboard/dashboard.js");
   expect(html).not.toMatch(/https?:\/\//); // nothing from a CDN
-  expect((await routes.handle(new Request("http://localhost/admin/dashboard/dashboard.js"))).headers.get("content-type")).toContain("javascript");
+  expect((await routes.handle(new Request("http://localhost/admin/dashboard/dashboard.js"))).headers.get("content-type")).toContain(
+    "javascript",
+  );
   expect((await routes.handle(new Request("http://localhost/admin/dashboard/dashboard.css"))).status).toBe(200);
   expect((await routes.handle(new Request("http://localhost/admin/dashboard/..%2Fdeps.ts"))).status).toBe(404);
 });

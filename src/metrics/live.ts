@@ -64,7 +64,10 @@ export function mergeSnapshots(snapshots: readonly PoolSnapshot[], atMs: number)
       }
       const total = m.weight + w;
       m.ttftEwmaMs = (m.ttftEwmaMs * m.weight + b.ttftEwmaMs * w) / total;
-      m.tpotEwmaMs = m.tpotEwmaMs === null || b.tpotEwmaMs === null ? (m.tpotEwmaMs ?? b.tpotEwmaMs) : (m.tpotEwmaMs * m.weight + b.tpotEwmaMs * w) / total;
+      m.tpotEwmaMs =
+        m.tpotEwmaMs === null || b.tpotEwmaMs === null
+          ? (m.tpotEwmaMs ?? b.tpotEwmaMs)
+          : (m.tpotEwmaMs * m.weight + b.tpotEwmaMs * w) / total;
       m.errorRate = (m.errorRate * m.weight + b.errorRate * w) / total;
       m.weight = total;
       m.inFlight += b.inFlight;
@@ -110,7 +113,9 @@ export function mergeSnapshots(snapshots: readonly PoolSnapshot[], atMs: number)
       .map(({ weight: _, ...b }) => b)
       .sort((a, b) => a.model.localeCompare(b.model) || a.backend.localeCompare(b.backend)),
     models: [...models.values()].map(({ ttftWeight: _, ...m }) => m).sort((a, b) => a.model.localeCompare(b.model)),
-    topKeys: [...keys.values()].sort((a, b) => (a.spentMicro === b.spentMicro ? 0 : a.spentMicro > b.spentMicro ? -1 : 1)).slice(0, LIVE_TOP_KEYS_MAX),
+    topKeys: [...keys.values()]
+      .sort((a, b) => (a.spentMicro === b.spentMicro ? 0 : a.spentMicro > b.spentMicro ? -1 : 1))
+      .slice(0, LIVE_TOP_KEYS_MAX),
   };
 }
 
@@ -159,7 +164,10 @@ export class LiveHub {
       const now = performance.now();
       const staleMs = this.options.staleMs ?? SNAPSHOT_STALE_MS;
       for (const [node, entry] of this.latest) if (now - entry.receivedMs > staleMs) this.latest.delete(node);
-      this.view = mergeSnapshots([...this.latest.values()].map((e) => e.snapshot), Date.now());
+      this.view = mergeSnapshots(
+        [...this.latest.values()].map((e) => e.snapshot),
+        Date.now(),
+      );
       for (const listener of this.listeners) listener(this.view);
     } catch (error) {
       this.options.log("error", "pool_snapshot_failed", { error: (error as Error).message });

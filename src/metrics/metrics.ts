@@ -116,8 +116,18 @@ export class Metrics {
       buckets: TPOT_BUCKETS_S,
       registers,
     });
-    this.tokens = new Counter({ name: "darvaze_tokens_total", help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).", labelNames: ["model", "direction"], registers });
-    this.cost = new Counter({ name: "darvaze_cost_micro_toman_total", help: "Micro-toman charged to wallets.", labelNames: ["model"], registers });
+    this.tokens = new Counter({
+      name: "darvaze_tokens_total",
+      help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).",
+      labelNames: ["model", "direction"],
+      registers,
+    });
+    this.cost = new Counter({
+      name: "darvaze_cost_micro_toman_total",
+      help: "Micro-toman charged to wallets.",
+      labelNames: ["model"],
+      registers,
+    });
     this.writeOff = new Counter({
       name: "darvaze_write_off_micro_toman_total",
       help: "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
@@ -144,7 +154,8 @@ export class Metrics {
       registers,
       collect() {
         this.reset();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
+        for (const pool of sources.pools.all())
+          for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
       },
     });
     new Gauge({
@@ -155,7 +166,9 @@ export class Metrics {
       collect() {
         this.reset();
         const now = performance.now();
-        for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
+        for (const pool of sources.pools.all())
+          for (const b of pool.backends)
+            if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
       },
     });
     new Gauge({
@@ -170,7 +183,8 @@ export class Metrics {
           for (const b of pool.backends) {
             if (b.requests === 0) continue;
             const state = backendSnapshot(b, now).breaker;
-            for (const s of ["closed", "half_open", "open"] as const) this.set({ model: pool.model, backend: b.name, state: s }, s === state ? 1 : 0);
+            for (const s of ["closed", "half_open", "open"] as const)
+              this.set({ model: pool.model, backend: b.name, state: s }, s === state ? 1 : 0);
           }
         }
       },
@@ -196,7 +210,8 @@ export class Metrics {
         registers,
         collect() {
           this.reset();
-          for (const pool of sources.pools.all()) for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
+          for (const pool of sources.pools.all())
+            for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
         },
       });
     }
@@ -379,7 +394,8 @@ export class Metrics {
     if (cacheWrite > 0) this.tokens.inc({ model: m.model, direction: "cache_write" }, cacheWrite);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
-    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
+    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro)
+      this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
     this.traffic.add({
       model: m.model,
       backend: m.backend,

@@ -56,7 +56,10 @@ export function observeRequest(deps: ObserveDeps, r: RequestRecord): void {
 }
 
 /** Records a request refused before any backend: bad input, key, money or limits. */
-export function observeRefused(deps: ObserveDeps, r: { requestId: string; keyId: string | null; operation: string; model: string | null; status: number; code: string; durationMs: number }): void {
+export function observeRefused(
+  deps: ObserveDeps,
+  r: { requestId: string; keyId: string | null; operation: string; model: string | null; status: number; code: string; durationMs: number },
+): void {
   // An unknown model name is the client's text: it never becomes a label.
   deps.metrics.refused(r.operation, r.model ?? "none", r.status);
   deps.log("info", "request", {

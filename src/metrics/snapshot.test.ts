@@ -10,10 +10,21 @@ import { backendSnapshot, keyClassOf, Sampler, Traffic, TRACKED_KEYS_MAX } from 
 
 const MODEL = "m-1";
 const catalog = { list: () => [{ id: MODEL, openWeight: true }] } as unknown as Catalog;
-const backendConfig = (name: string) => ({ name, kind: "openai" as const, url: "http://127.0.0.1:9/v1", region: "in-country" as const, weight: 1, concurrency_max: 8 });
+const backendConfig = (name: string) => ({
+  name,
+  kind: "openai" as const,
+  url: "http://127.0.0.1:9/v1",
+  region: "in-country" as const,
+  weight: 1,
+  concurrency_max: 8,
+});
 
 function setup(): { pool: PoolActor; traffic: Traffic; sampler: Sampler } {
-  const host = new PoolHost(catalog, { default_backends: [], pools: { [MODEL]: { backends: [backendConfig("a"), backendConfig("b")] } } }, { upstreamTimeoutMs: 1000 });
+  const host = new PoolHost(
+    catalog,
+    { default_backends: [], pools: { [MODEL]: { backends: [backendConfig("a"), backendConfig("b")] } } },
+    { upstreamTimeoutMs: 1000 },
+  );
   const traffic = new Traffic();
   return { pool: host.get(MODEL)!, traffic, sampler: new Sampler("node-1", host, traffic) };
 }
@@ -59,7 +70,17 @@ test("the sampler turns cumulative counts into rates over the interval", () => {
   expect(poolSnapshot.parse(JSON.parse(encodeJson(s)))).toEqual(s);
   expect(s).toMatchObject({ node: "node-1", atMs: 3_000, intervalMs: 2_000 });
   const ba = s.backends.find((x) => x.backend === "a")!;
-  expect(ba).toMatchObject({ inFlight: 2, requestsPerS: 5, tokensPerS: 50, errorRate: 0, breaker: "closed", concurrencyLimit: 8, quotaShare: 1, ttftEwmaMs: TTFT_MS_NEUTRAL, tpotEwmaMs: TPOT_MS_NEUTRAL });
+  expect(ba).toMatchObject({
+    inFlight: 2,
+    requestsPerS: 5,
+    tokensPerS: 50,
+    errorRate: 0,
+    breaker: "closed",
+    concurrencyLimit: 8,
+    quotaShare: 1,
+    ttftEwmaMs: TTFT_MS_NEUTRAL,
+    tpotEwmaMs: TPOT_MS_NEUTRAL,
+  });
   expect(s.backends.find((x) => x.backend === "b")!).toMatchObject({ requestsPerS: 2, errorRate: 0.5 });
   expect(s.models).toEqual([{ model: MODEL, requestsPerS: 5.5, errorsPerS: 0.5, tokensPerS: 50, spendMicroPerS: 5_000, ttftMs: 145 }]);
   expect(s.topKeys).toEqual([{ keyId: "key_1", name: "first", spentMicro: 10_000n }]);

@@ -222,7 +222,14 @@ export class Sampler {
     }
     this.prev = next;
     this.prevSpend = nextSpend;
-    return { node: this.node, atMs: Math.round(wallMs), intervalMs: Math.max(1, Math.round(elapsedS * 1000)), backends, models, topKeys: this.traffic.topKeys() };
+    return {
+      node: this.node,
+      atMs: Math.round(wallMs),
+      intervalMs: Math.max(1, Math.round(elapsedS * 1000)),
+      backends,
+      models,
+      topKeys: this.traffic.topKeys(),
+    };
   }
 }
 

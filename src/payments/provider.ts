@@ -29,7 +29,15 @@ export type RequestOutcome =
  * mean the money arrived, and the ledger reference makes either credit once.
  */
 export type VerifyOutcome =
-  | { kind: "paid"; refId: string; cardPan: string | null; cardHash: string | null; feeMicro: bigint | null; alreadyVerified: boolean; raw: RawReply }
+  | {
+      kind: "paid";
+      refId: string;
+      cardPan: string | null;
+      cardHash: string | null;
+      feeMicro: bigint | null;
+      alreadyVerified: boolean;
+      raw: RawReply;
+    }
   /** The provider says the customer did not pay (or not yet). */
   | { kind: "not_paid"; reason: string; raw: RawReply }
   /** The provider has the payment at another amount than our record: an operator must look. */

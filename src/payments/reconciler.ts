@@ -35,7 +35,16 @@ export interface ReconcilerOptions {
 }
 
 export async function reconcile(topups: Topups, options: ReconcilerOptions): Promise<ReconcileReport> {
-  const report: ReconcileReport = { unverified_listed: 0, inquired: 0, settled: 0, verified: 0, expired: 0, reversed: 0, needs_review: 0, unanswered: 0 };
+  const report: ReconcileReport = {
+    unverified_listed: 0,
+    inquired: 0,
+    settled: 0,
+    verified: 0,
+    expired: 0,
+    reversed: 0,
+    needs_review: 0,
+    unanswered: 0,
+  };
   const count = (row: Topup | null) => {
     report.settled++;
     if (row?.state === "verified") report.verified++;
@@ -63,7 +72,8 @@ async function settleUnverified(topups: Topups, report: ReconcileReport, count: 
     if (!row || ["verified", "needs_review", "reversed"].includes(row.state)) continue;
     if (payment.amountMicro !== row.amountMicro) {
       const reason = `unverified list: paid ${payment.amountMicro} micro-toman, recorded ${row.amountMicro}`;
-      if (await topups.move(row.id, ["created", "redirected", "failed", "expired", "verifying"], { state: "needs_review", reason })) report.needs_review++;
+      if (await topups.move(row.id, ["created", "redirected", "failed", "expired", "verifying"], { state: "needs_review", reason }))
+        report.needs_review++;
       continue;
     }
     count(await topups.settle(row.id, "reconciler"));
@@ -84,9 +94,18 @@ export async function reconcileOne(topups: Topups, row: Topup, report: Reconcile
     report.unanswered++;
     return;
   }
-  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED")) return count(await topups.settle(row.id, "reconciler"));
+  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED"))
+    return count(await topups.settle(row.id, "reconciler"));
   if (answer.kind === "status" && answer.status === "REVERSED") {
-    if (await topups.move(row.id, ["created", "redirected"], { state: "reversed", reason: "the provider reports the payment reversed" }, answer.raw)) report.reversed++;
+    if (
+      await topups.move(
+        row.id,
+        ["created", "redirected"],
+        { state: "reversed", reason: "the provider reports the payment reversed" },
+        answer.raw,
+      )
+    )
+      report.reversed++;
     return;
   }
   if (!expiredNow) return;

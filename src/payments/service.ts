@@ -44,7 +44,10 @@ export function startPayments(env: Env, db: Db, log: Logger, origin: () => strin
   const run = () => (running ??= reconcile(topups, { staleMs: env.PAYMENT_STALE_MS, log }).finally(() => (running = null)));
   const timer =
     env.RECONCILE_INTERVAL_MS > 0
-      ? setInterval(() => run().catch((error: Error) => log("error", "topups_reconcile_failed", { error: error.message })), env.RECONCILE_INTERVAL_MS)
+      ? setInterval(
+          () => run().catch((error: Error) => log("error", "topups_reconcile_failed", { error: error.message })),
+          env.RECONCILE_INTERVAL_MS,
+        )
       : null;
   return {
     topups,

@@ -74,9 +74,14 @@ export class Topups {
    */
   async start(accountId: string, amountMicro: bigint): Promise<StartResult> {
     const { db, provider, amountMinMicro, amountMaxMicro } = this.options;
-    if (amountMicro % MICRO_PER_TOMAN !== 0n) return fail("invalid_request", "amount_toman must be a whole number of toman", { param: "amount_toman" });
+    if (amountMicro % MICRO_PER_TOMAN !== 0n)
+      return fail("invalid_request", "amount_toman must be a whole number of toman", { param: "amount_toman" });
     if (amountMicro < amountMinMicro || amountMicro > amountMaxMicro) {
-      return fail("invalid_request", `amount_toman must be between ${amountMinMicro / MICRO_PER_TOMAN} and ${amountMaxMicro / MICRO_PER_TOMAN}`, { param: "amount_toman" });
+      return fail(
+        "invalid_request",
+        `amount_toman must be between ${amountMinMicro / MICRO_PER_TOMAN} and ${amountMaxMicro / MICRO_PER_TOMAN}`,
+        { param: "amount_toman" },
+      );
     }
     const [account] = await db.orm.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, accountId));
     if (!account) return fail("not_found", `No account ${accountId}.`);
@@ -89,13 +94,23 @@ export class Topups {
       state: "created",
       expiresAt: sql`now() + ${this.options.ttlMs} * interval '1 millisecond'`,
     });
-    const outcome = await provider.request({ topupId: id, amountMicro, description: `Darvaze wallet top-up ${id}`, callbackUrl: this.options.callbackUrl() });
+    const outcome = await provider.request({
+      topupId: id,
+      amountMicro,
+      description: `Darvaze wallet top-up ${id}`,
+      callbackUrl: this.options.callbackUrl(),
+    });
     if (!outcome.ok) {
       await this.move(id, ["created"], { state: "failed", reason: `request refused: ${outcome.reason}` }, outcome.raw);
       this.options.log("warn", "topup_request_failed", { topupId: id, reason: outcome.reason });
       return fail("upstream_error", `The payment provider refused the top-up: ${outcome.reason}.`);
     }
-    const topup = await this.move(id, ["created"], { state: "redirected", authority: outcome.authority, feeMicro: outcome.feeMicro }, outcome.raw);
+    const topup = await this.move(
+      id,
+      ["created"],
+      { state: "redirected", authority: outcome.authority, feeMicro: outcome.feeMicro },
+      outcome.raw,
+    );
     // Only a provider slower than the top-up's whole lifetime gets here: the reconciler expired it.
     if (!topup) return fail("upstream_error", "The payment provider answered after the top-up had expired; start a new one.");
     this.options.log("info", "topup_started", { topupId: id, accountId, amountMicro });
@@ -167,7 +182,13 @@ export class Topups {
     switch (outcome.kind) {
       case "paid": {
         const credited = await this.verifyAndCredit(claimed, outcome, fence);
-        if (credited) log("info", "topup_verified", { topupId: claimed.id, accountId: claimed.accountId, amountMicro: claimed.amountMicro, alreadyVerified: outcome.alreadyVerified });
+        if (credited)
+          log("info", "topup_verified", {
+            topupId: claimed.id,
+            accountId: claimed.accountId,
+            amountMicro: claimed.amountMicro,
+            alreadyVerified: outcome.alreadyVerified,
+          });
         return credited ?? this.get(claimed.id);
       }
       case "amount_mismatch":
@@ -193,7 +214,11 @@ export class Topups {
    * Marks the top-up verified and credits the wallet in one transaction. A ref_id already on
    * another top-up sends this one to review instead (the unique index backs the check).
    */
-  private async verifyAndCredit(claimed: Topup, paid: Extract<VerifyOutcome, { kind: "paid" }>, fence: { id: string; attempts: number }): Promise<Topup | null> {
+  private async verifyAndCredit(
+    claimed: Topup,
+    paid: Extract<VerifyOutcome, { kind: "paid" }>,
+    fence: { id: string; attempts: number },
+  ): Promise<Topup | null> {
     const { db, provider } = this.options;
     const duplicate = await db.orm
       .select({ id: topups.id })
@@ -201,7 +226,11 @@ export class Topups {
       .where(sql`${topups.provider} = ${provider.name} AND ${topups.refId} = ${paid.refId} AND ${topups.id} <> ${claimed.id}`);
     if (duplicate.length > 0) {
       this.options.log("warn", "topup_needs_review", { topupId: claimed.id, reason: "ref_id seen twice" });
-      return this.fenced(fence, { state: "needs_review", reason: `ref_id ${paid.refId} already belongs to top-up ${duplicate[0]!.id}` }, paid.raw);
+      return this.fenced(
+        fence,
+        { state: "needs_review", reason: `ref_id ${paid.refId} already belongs to top-up ${duplicate[0]!.id}` },
+        paid.raw,
+      );
     }
     return db.orm.transaction(async (tx) => {
       const [row] = await tx
@@ -241,7 +270,12 @@ export class Topups {
     const [row] = await this.options.db.orm
       .update(topups)
       .set({ ...change, updatedAt: sql`now()`, ...(raw === undefined ? {} : { replies: appendReply(raw) }) })
-      .where(sql`${topups.id} = ${id} AND ${topups.state} IN (${sql.join(from.map((s) => sql`${s}`), sql`, `)})`)
+      .where(
+        sql`${topups.id} = ${id} AND ${topups.state} IN (${sql.join(
+          from.map((s) => sql`${s}`),
+          sql`, `,
+        )})`,
+      )
       .returning();
     return row ?? null;
   }
@@ -301,7 +335,9 @@ export class Topups {
 
   /** Top-ups per state, every node's (for /metrics). */
   async countsByState(): Promise<Record<string, number>> {
-    const rows = await this.options.db.rows<{ state: string; n: string | number }>(sql`SELECT state, count(*) AS n FROM topups GROUP BY state`);
+    const rows = await this.options.db.rows<{ state: string; n: string | number }>(
+      sql`SELECT state, count(*) AS n FROM topups GROUP BY state`,
+    );
     const counts: Record<string, number> = Object.fromEntries(TOPUP_STATES.map((state) => [state, 0]));
     for (const r of rows) counts[r.state] = Number(r.n);
     return counts;

@@ -20,29 +20,44 @@ describe("usage conversions", () => {
       outputTokens: 300,
       cacheReadTokens: 1920,
     });
-    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 0 } })).toEqual({ inputTokens: 10, outputTokens: 2 });
+    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 0 } })).toEqual({
+      inputTokens: 10,
+      outputTokens: 2,
+    });
     expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2 })).toEqual({ inputTokens: 10, outputTokens: 2 });
   });
 
   test("OpenAI: a cached figure above the prompt is bounded by it; a malformed details object is ignored", () => {
-    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 50 } })).toEqual({ inputTokens: 10, outputTokens: 2, cacheReadTokens: 10 });
-    const reply = parseOpenAIChatResponse(JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 1, prompt_tokens_details: "x" } }));
+    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 50 } })).toEqual({
+      inputTokens: 10,
+      outputTokens: 2,
+      cacheReadTokens: 10,
+    });
+    const reply = parseOpenAIChatResponse(
+      JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 1, prompt_tokens_details: "x" } }),
+    );
     expect(reply).toEqual({ body: expect.any(String), usage: { inputTokens: 7, outputTokens: 1 } });
   });
 
   test("OpenAI stream: the usage chunk's cached tokens are read", () => {
     const decoder = new OpenAIStreamDecoder();
-    const piece = decoder.push(`data: {"choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":4,"total_tokens":1504,"prompt_tokens_details":{"cached_tokens":1024}}}\n\n`);
+    const piece = decoder.push(
+      `data: {"choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":4,"total_tokens":1504,"prompt_tokens_details":{"cached_tokens":1024}}}\n\n`,
+    );
     expect(piece.usage).toEqual({ inputTokens: 1500, outputTokens: 4, cacheReadTokens: 1024 });
   });
 
   test("Anthropic: input_tokens excludes cache writes and reads; the prompt is all three", () => {
-    expect(anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 188086, cache_read_input_tokens: 0, output_tokens: 393 })).toEqual({
+    expect(
+      anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 188086, cache_read_input_tokens: 0, output_tokens: 393 }),
+    ).toEqual({
       inputTokens: 188107,
       outputTokens: 393,
       cacheWriteTokens: 188086,
     });
-    expect(anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 })).toEqual({
+    expect(
+      anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 }),
+    ).toEqual({
       inputTokens: 4021,
       outputTokens: 7,
       cacheReadTokens: 3000,
@@ -68,13 +83,18 @@ describe("usage conversions", () => {
   });
 
   test("Gemini: cachedContentTokenCount is the part of promptTokenCount read from a context cache", () => {
-    expect(geminiUsageToOpenAI({ promptTokenCount: 12000, candidatesTokenCount: 40, thoughtsTokenCount: 10, cachedContentTokenCount: 8192 })).toEqual({
+    expect(
+      geminiUsageToOpenAI({ promptTokenCount: 12000, candidatesTokenCount: 40, thoughtsTokenCount: 10, cachedContentTokenCount: 8192 }),
+    ).toEqual({
       inputTokens: 12000,
       outputTokens: 50,
       cacheReadTokens: 8192,
     });
     const reply = geminiToOpenAIResponse(
-      JSON.stringify({ candidates: [{ content: { parts: [{ text: "hi" }] }, finishReason: "STOP" }], usageMetadata: { promptTokenCount: 900, candidatesTokenCount: 1, cachedContentTokenCount: 512 } }),
+      JSON.stringify({
+        candidates: [{ content: { parts: [{ text: "hi" }] }, finishReason: "STOP" }],
+        usageMetadata: { promptTokenCount: 900, candidatesTokenCount: 1, cachedContentTokenCount: 512 },
+      }),
       context,
     );
     if ("code" in reply) throw new Error(reply.message);
@@ -96,8 +116,20 @@ describe("cache_control to Anthropic", () => {
     const body = build({
       model: "claude-sonnet-4",
       messages: [
-        { role: "system", content: [{ type: "text", text: "Rules." }, { type: "text", text: "Long document.", cache_control: { type: "ephemeral", ttl: "1h" } }] },
-        { role: "user", content: [{ type: "text", text: "Part one", cache_control: { type: "ephemeral" } }, { type: "text", text: "Question?" }] },
+        {
+          role: "system",
+          content: [
+            { type: "text", text: "Rules." },
+            { type: "text", text: "Long document.", cache_control: { type: "ephemeral", ttl: "1h" } },
+          ],
+        },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Part one", cache_control: { type: "ephemeral" } },
+            { type: "text", text: "Question?" },
+          ],
+        },
         { role: "assistant", content: "Answer.", cache_control: { type: "ephemeral" } },
         { role: "user", content: "Next?" },
       ],
@@ -108,7 +140,13 @@ describe("cache_control to Anthropic", () => {
       { type: "text", text: "Long document.", cache_control: { type: "ephemeral" } },
     ]);
     expect(body.messages).toEqual([
-      { role: "user", content: [{ type: "text", text: "Part one", cache_control: { type: "ephemeral" } }, { type: "text", text: "Question?" }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Part one", cache_control: { type: "ephemeral" } },
+          { type: "text", text: "Question?" },
+        ],
+      },
       { role: "assistant", content: [{ type: "text", text: "Answer.", cache_control: { type: "ephemeral" } }] },
       { role: "user", content: [{ type: "text", text: "Next?" }] },
     ]);
@@ -122,7 +160,13 @@ describe("cache_control to Anthropic", () => {
   });
 
   test("without marks the request is as before: system as text, no cache_control anywhere", () => {
-    const body = build({ model: "m", messages: [{ role: "system", content: "S" }, { role: "user", content: "Hi", cache_control: { type: "bogus" } }] });
+    const body = build({
+      model: "m",
+      messages: [
+        { role: "system", content: "S" },
+        { role: "user", content: "Hi", cache_control: { type: "bogus" } },
+      ],
+    });
     expect(body.system).toBe("S");
     expect(JSON.stringify(body)).not.toContain("cache_control");
   });

@@ -26,5 +26,9 @@ export function chatTakesChoices(chat: ChatAdapter | undefined, n: number): bool
 export function choicesRefusal(backends: readonly { adapter: ProviderAdapter }[], n: number, model: string): Failure | null {
   if (n <= 1 || backends.length === 0 || backends.some((b) => chatTakesChoices(b.adapter.chat, n))) return null;
   const most = Math.max(...backends.map((b) => b.adapter.chat?.choicesMax ?? 1));
-  return fail("invalid_request", `${model} returns at most ${most} choice${most === 1 ? "" : "s"} per request; \`n\` = ${n} is not supported. Send ${n} requests instead.`, { param: "n" });
+  return fail(
+    "invalid_request",
+    `${model} returns at most ${most} choice${most === 1 ? "" : "s"} per request; \`n\` = ${n} is not supported. Send ${n} requests instead.`,
+    { param: "n" },
+  );
 }

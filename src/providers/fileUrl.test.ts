@@ -44,16 +44,40 @@ const NOT_PUBLIC = [
   "not-an-address",
 ];
 
-const PUBLIC = ["1.1.1.1", "8.8.8.8", "93.184.216.34", "100.63.255.255", "100.128.0.0", "172.15.255.255", "172.32.0.0", "192.169.0.1", "223.255.255.255", "2606:4700:4700::1111", "2a00:1450:4001::200e", "::ffff:8.8.8.8", "64:ff9b::8.8.8.8"];
+const PUBLIC = [
+  "1.1.1.1",
+  "8.8.8.8",
+  "93.184.216.34",
+  "100.63.255.255",
+  "100.128.0.0",
+  "172.15.255.255",
+  "172.32.0.0",
+  "192.169.0.1",
+  "223.255.255.255",
+  "2606:4700:4700::1111",
+  "2a00:1450:4001::200e",
+  "::ffff:8.8.8.8",
+  "64:ff9b::8.8.8.8",
+];
 
 describe("isPublicAddress", () => {
   test.each(NOT_PUBLIC)("%s is not public", (address) => expect(isPublicAddress(address)).toBe(false));
   test.each(PUBLIC)("%s is public", (address) => expect(isPublicAddress(address)).toBe(true));
 });
 
-const answers = (table: Record<string, string[]>): Lookup => async (host) =>
-  (table[host] ?? []).map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
-const policy = { backendUrl: "http://10.0.0.5:8000/v1", lookup: answers({ "cdn.example": ["93.184.216.34"], "v6.example": ["2606:4700::1"], "rebind.example": ["93.184.216.34", "127.0.0.1"], localhost: ["127.0.0.1"] }) };
+const answers =
+  (table: Record<string, string[]>): Lookup =>
+  async (host) =>
+    (table[host] ?? []).map((address) => ({ address, family: address.includes(":") ? 6 : 4 }));
+const policy = {
+  backendUrl: "http://10.0.0.5:8000/v1",
+  lookup: answers({
+    "cdn.example": ["93.184.216.34"],
+    "v6.example": ["2606:4700::1"],
+    "rebind.example": ["93.184.216.34", "127.0.0.1"],
+    localhost: ["127.0.0.1"],
+  }),
+};
 const target = (url: string) => fileTarget(new URL(url), policy);
 
 describe("fileTarget", () => {
@@ -62,13 +86,17 @@ describe("fileTarget", () => {
   });
 
   test("another port or scheme on the backend's host is another origin, and refused", async () => {
-    expect(await target("http://10.0.0.5:9000/a.png")).toEqual({ refused: "http: URLs are not fetched (only https, or the backend's own origin)" });
+    expect(await target("http://10.0.0.5:9000/a.png")).toEqual({
+      refused: "http: URLs are not fetched (only https, or the backend's own origin)",
+    });
     expect(await target("https://10.0.0.5:8000/a.png")).toEqual({ refused: "the URL's address is not a public one" });
   });
 
   test("schemes other than https are refused, file: among them", async () => {
     for (const url of ["file:///proc/self/environ", "ftp://cdn.example/a.png", "http://cdn.example/a.png", "gopher://cdn.example/"]) {
-      expect(await target(url)).toEqual({ refused: `${new URL(url).protocol} URLs are not fetched (only https, or the backend's own origin)` });
+      expect(await target(url)).toEqual({
+        refused: `${new URL(url).protocol} URLs are not fetched (only https, or the backend's own origin)`,
+      });
     }
   });
 
@@ -77,14 +105,23 @@ describe("fileTarget", () => {
   });
 
   test("https to a non-public address literal is refused, however it is spelled", async () => {
-    for (const url of ["https://127.0.0.1/a", "https://2130706433/a", "https://0x7f.1/a", "https://[::1]/a", "https://[::ffff:169.254.169.254]/a", "https://169.254.169.254/latest/meta-data/"]) {
+    for (const url of [
+      "https://127.0.0.1/a",
+      "https://2130706433/a",
+      "https://0x7f.1/a",
+      "https://[::1]/a",
+      "https://[::ffff:169.254.169.254]/a",
+      "https://169.254.169.254/latest/meta-data/",
+    ]) {
       expect(await target(url)).toEqual({ refused: "the URL's address is not a public one" });
     }
   });
 
   test("a host name that resolves to loopback, or to a private address among public ones, is refused", async () => {
     expect(await target("https://localhost/a.png")).toEqual({ refused: "the URL's host resolves to an address that is not a public one" });
-    expect(await target("https://rebind.example/a.png")).toEqual({ refused: "the URL's host resolves to an address that is not a public one" });
+    expect(await target("https://rebind.example/a.png")).toEqual({
+      refused: "the URL's host resolves to an address that is not a public one",
+    });
     expect(await target("https://nowhere.example/a.png")).toEqual({ refused: "the URL's host has no address" });
   });
 
@@ -94,7 +131,11 @@ describe("fileTarget", () => {
       headers: { host: "cdn.example:8443" },
       tls: { serverName: "cdn.example" },
     });
-    expect(await target("https://v6.example/a.png")).toEqual({ url: "https://[2606:4700::1]/a.png", headers: { host: "v6.example" }, tls: { serverName: "v6.example" } });
+    expect(await target("https://v6.example/a.png")).toEqual({
+      url: "https://[2606:4700::1]/a.png",
+      headers: { host: "v6.example" },
+      tls: { serverName: "v6.example" },
+    });
   });
 });
 
@@ -105,13 +146,20 @@ describe("connecting to a checked address under its host's name", () => {
   const cert = Bun.file(join(fixtures, "images.test.crt"));
 
   test("reaches the address, with the name as Host, and refuses a certificate for another name", async () => {
-    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", tls: { cert, key: Bun.file(join(fixtures, "images.test.key")) }, fetch: (req) => new Response(req.headers.get("host")) });
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      tls: { cert, key: Bun.file(join(fixtures, "images.test.key")) },
+      fetch: (req) => new Response(req.headers.get("host")),
+    });
     try {
       const ca = await cert.text();
       const url = `https://127.0.0.1:${server.port}/a.png`;
       const reply = await fetch(url, { headers: { host: `images.test:${server.port}` }, tls: { serverName: "images.test", ca } });
       expect(await reply.text()).toBe(`images.test:${server.port}`);
-      const other = await fetch(url, { headers: { host: "other.test" }, tls: { serverName: "other.test", ca } }).catch((error: Error) => error);
+      const other = await fetch(url, { headers: { host: "other.test" }, tls: { serverName: "other.test", ca } }).catch(
+        (error: Error) => error,
+      );
       expect(other).toBeInstanceOf(Error);
     } finally {
       server.stop(true);

@@ -22,9 +22,7 @@ export type Lookup = (hostname: string) => Promise<{ address: string; family: nu
 export const systemLookup: Lookup = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
 
 /** Where to connect for one hop, or why not. */
-export type FileTarget =
-  | { url: string; headers: Record<string, string>; tls?: { serverName: string } }
-  | { refused: string };
+export type FileTarget = { url: string; headers: Record<string, string>; tls?: { serverName: string } } | { refused: string };
 
 export interface FilePolicy {
   /** The backend's base URL (from the pools file): its origin is trusted as configured. */
@@ -44,7 +42,8 @@ export async function fileTarget(url: URL, policy: FilePolicy): Promise<FileTarg
   const addresses = await policy.lookup(host);
   if (addresses.length === 0) return { refused: "the URL's host has no address" };
   // One private answer among public ones is refused too: which one the connection would get is not ours to know.
-  if (!addresses.every((a) => isPublicAddress(a.address))) return { refused: "the URL's host resolves to an address that is not a public one" };
+  if (!addresses.every((a) => isPublicAddress(a.address)))
+    return { refused: "the URL's host resolves to an address that is not a public one" };
   const pinned = new URL(url.href);
   const chosen = addresses[0]!;
   pinned.hostname = chosen.family === 6 ? `[${chosen.address}]` : chosen.address;

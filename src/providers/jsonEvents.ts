@@ -25,7 +25,11 @@ export abstract class JsonEventsDecoder implements ChatStreamDecoder {
   }
 }
 
-function decodeJsonEvents(sse: SseSplitter, text: string, dispatch: (json: unknown, data: string, piece: StreamPiece) => void): StreamPiece {
+function decodeJsonEvents(
+  sse: SseSplitter,
+  text: string,
+  dispatch: (json: unknown, data: string, piece: StreamPiece) => void,
+): StreamPiece {
   const piece: StreamPiece = { frames: [], done: false };
   let events: ReturnType<SseSplitter["push"]>;
   try {

@@ -6,7 +6,11 @@ import type { z } from "zod";
 import type { UpstreamFailure } from "./types.ts";
 
 /** `what` names the expected reply in the error: "The upstream reply is not <what>." */
-export function parseUpstreamReply<T>(text: string, schema: z.ZodType<T, unknown>, what: string): { reply: T } | { failure: UpstreamFailure } {
+export function parseUpstreamReply<T>(
+  text: string,
+  schema: z.ZodType<T, unknown>,
+  what: string,
+): { reply: T } | { failure: UpstreamFailure } {
   let json: unknown;
   try {
     json = JSON.parse(text);

@@ -3,7 +3,7 @@ import { SseSplitter, sseEventCharsMax } from "./sse.ts";
 
 test("events split across pieces, CRLF, comments, multi-line data and named events", () => {
   const sse = new SseSplitter();
-  const text = ": hello\r\nevent: ping\r\ndata: {\"a\":\r\ndata: 1}\r\n\r\ndata: two\n\n";
+  const text = ': hello\r\nevent: ping\r\ndata: {"a":\r\ndata: 1}\r\n\r\ndata: two\n\n';
   const events = [...text].flatMap((char) => sse.push(char));
   expect(events).toEqual([
     { event: "ping", data: '{"a":\n1}' },

@@ -38,7 +38,8 @@ export class SseSplitter {
       const line = buffer.slice(start, end);
       start = newline + 1;
       if (line === "") {
-        if (this.dataLines.length > 0) events.push({ event: this.event, data: this.dataLines.length === 1 ? this.dataLines[0]! : this.dataLines.join("\n") });
+        if (this.dataLines.length > 0)
+          events.push({ event: this.event, data: this.dataLines.length === 1 ? this.dataLines[0]! : this.dataLines.join("\n") });
         this.event = null;
         this.dataLines = [];
         this.dataChars = 0;
@@ -49,7 +50,8 @@ export class SseSplitter {
       } else if (line.startsWith("event:")) this.event = line.slice(6).trim();
     }
     this.buffer = start === buffer.length ? "" : buffer.slice(start);
-    if (this.buffer.length + this.dataChars > this.eventCharsMax) throw new Error(`a server-sent event exceeds ${this.eventCharsMax} characters`);
+    if (this.buffer.length + this.dataChars > this.eventCharsMax)
+      throw new Error(`a server-sent event exceeds ${this.eventCharsMax} characters`);
     return events;
   }
 }

@@ -20,6 +20,15 @@ export function decodeAll(decoder: ChatStreamDecoder, text: string, size: number
 }
 
 /** The parsed `chat.completion.chunk`s of the decoded frames. */
-export function chunksOf(piece: StreamPiece): { choices: { delta: Record<string, unknown>; finish_reason: string | null }[]; usage?: unknown; id: string; object: string; model: string; created: number }[] {
+export function chunksOf(
+  piece: StreamPiece,
+): {
+  choices: { delta: Record<string, unknown>; finish_reason: string | null }[];
+  usage?: unknown;
+  id: string;
+  object: string;
+  model: string;
+  created: number;
+}[] {
   return piece.frames.map((f) => JSON.parse(f.data));
 }

@@ -5,15 +5,18 @@ import { FILE_REDIRECTS_MAX, fetchUpstreamFile, readTextBounded } from "./upstre
 function endlessBody() {
   const chunk = new TextEncoder().encode("a".repeat(16 * 1024));
   const counter = { pulls: 0, cancelled: false };
-  const body = new ReadableStream<Uint8Array>({
-    pull(controller) {
-      counter.pulls++;
-      controller.enqueue(chunk);
+  const body = new ReadableStream<Uint8Array>(
+    {
+      pull(controller) {
+        counter.pulls++;
+        controller.enqueue(chunk);
+      },
+      cancel() {
+        counter.cancelled = true;
+      },
     },
-    cancel() {
-      counter.cancelled = true;
-    },
-  }, { highWaterMark: 0 });
+    { highWaterMark: 0 },
+  );
   return { response: new Response(body), counter };
 }
 
@@ -40,13 +43,21 @@ describe("readTextBounded", () => {
 
 describe("fetchUpstreamFile", () => {
   test("downloads a file within the bound, and refuses one a byte over it", async () => {
-    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("p".repeat(100), { headers: { "content-type": "image/png" } }) });
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () => new Response("p".repeat(100), { headers: { "content-type": "image/png" } }),
+    });
     try {
       const url = `http://127.0.0.1:${server.port}/image.png`;
       const whole = await fetchUpstreamFile(url, { backendUrl: url, bytesMax: 100, timeoutMs: 5_000 });
       expect("bytes" in whole ? [whole.bytes.byteLength, whole.contentType] : whole).toEqual([100, "image/png"]);
       const over = await fetchUpstreamFile(url, { backendUrl: url, bytesMax: 99, timeoutMs: 5_000 });
-      expect(over).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 99 bytes.", retryable: false });
+      expect(over).toEqual({
+        code: "upstream_error",
+        message: "The upstream's file is larger than the limit of 99 bytes.",
+        retryable: false,
+      });
     } finally {
       server.stop(true);
     }
@@ -54,11 +65,23 @@ describe("fetchUpstreamFile", () => {
 
   test("a compressed file is bounded by what it unpacks to, not by its declared length", async () => {
     const packed = Bun.gzipSync("z".repeat(1_000_000));
-    const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response(packed, { headers: { "content-encoding": "gzip", "content-length": String(packed.byteLength) } }) });
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: () => new Response(packed, { headers: { "content-encoding": "gzip", "content-length": String(packed.byteLength) } }),
+    });
     try {
-      const got = await fetchUpstreamFile(`http://127.0.0.1:${server.port}/image.png`, { backendUrl: `http://127.0.0.1:${server.port}/v1`, bytesMax: 100_000, timeoutMs: 5_000 });
+      const got = await fetchUpstreamFile(`http://127.0.0.1:${server.port}/image.png`, {
+        backendUrl: `http://127.0.0.1:${server.port}/v1`,
+        bytesMax: 100_000,
+        timeoutMs: 5_000,
+      });
       expect(packed.byteLength).toBeLessThan(100_000);
-      expect(got).toEqual({ code: "upstream_error", message: "The upstream's file is larger than the limit of 100000 bytes.", retryable: false });
+      expect(got).toEqual({
+        code: "upstream_error",
+        message: "The upstream's file is larger than the limit of 100000 bytes.",
+        retryable: false,
+      });
     } finally {
       server.stop(true);
     }
@@ -83,7 +106,11 @@ describe("fetchUpstreamFile: only the backend's origin, public https and data:",
         return new Response("no", { status: 404 });
       },
     });
-  const refused = (why: string) => ({ code: "upstream_error" as const, message: `The upstream's file URL was refused: ${why}.`, retryable: false });
+  const refused = (why: string) => ({
+    code: "upstream_error" as const,
+    message: `The upstream's file URL was refused: ${why}.`,
+    retryable: false,
+  });
   const notPublic = "the URL's address is not a public one";
 
   async function withBackend(run: (origin: string) => Promise<void>) {
@@ -112,10 +139,16 @@ describe("fetchUpstreamFile: only the backend's origin, public https and data:",
   test("file:, loopback and link-local URLs are refused without a connection", () =>
     withBackend(async (origin) => {
       const port = new URL(origin).port;
-      expect(await get("file:///proc/self/environ", origin)).toEqual(refused("file: URLs are not fetched (only https, or the backend's own origin)"));
+      expect(await get("file:///proc/self/environ", origin)).toEqual(
+        refused("file: URLs are not fetched (only https, or the backend's own origin)"),
+      );
       expect(await get(`https://127.0.0.1:${port}/a.png`, origin)).toEqual(refused(notPublic));
-      expect(await get(`http://localhost:${port}/a.png`, origin)).toEqual(refused("http: URLs are not fetched (only https, or the backend's own origin)"));
-      expect(await get(`https://localhost:${port}/a.png`, origin)).toEqual(refused("the URL's host resolves to an address that is not a public one"));
+      expect(await get(`http://localhost:${port}/a.png`, origin)).toEqual(
+        refused("http: URLs are not fetched (only https, or the backend's own origin)"),
+      );
+      expect(await get(`https://localhost:${port}/a.png`, origin)).toEqual(
+        refused("the URL's host resolves to an address that is not a public one"),
+      );
       expect(await get("https://169.254.169.254/latest/meta-data/", origin)).toEqual(refused(notPublic));
       expect(hits).toEqual([]);
     }));
@@ -146,13 +179,23 @@ describe("fetchUpstreamFile: only the backend's origin, public https and data:",
   });
 
   test("a lookup that never answers is bounded by the download's time", async () => {
-    const got = await fetchUpstreamFile("https://slow.example/a.png", { backendUrl: "http://10.0.0.5/v1", bytesMax: 1_000, timeoutMs: 100, lookup: () => new Promise(() => {}) });
+    const got = await fetchUpstreamFile("https://slow.example/a.png", {
+      backendUrl: "http://10.0.0.5/v1",
+      bytesMax: 1_000,
+      timeoutMs: 100,
+      lookup: () => new Promise(() => {}),
+    });
     expect(got).toMatchObject({ code: "upstream_timeout" });
   });
 
   test("a data: URL is decoded in-process, within the byte bound", async () => {
     const url = `data:image/png;base64,${Buffer.from(png).toString("base64")}`;
-    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 1_000, timeoutMs: 5_000 })).toEqual({ bytes: png, contentType: "image/png" });
-    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 6, timeoutMs: 5_000 })).toMatchObject({ message: "The upstream's file is larger than the limit of 6 bytes." });
+    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 1_000, timeoutMs: 5_000 })).toEqual({
+      bytes: png,
+      contentType: "image/png",
+    });
+    expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 6, timeoutMs: 5_000 })).toMatchObject({
+      message: "The upstream's file is larger than the limit of 6 bytes.",
+    });
   });
 });

@@ -94,7 +94,8 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
     return { ok: true, reply: new UpstreamReply(response, controller, cleanup) };
   } catch (error) {
     cleanup();
-    if (timedOut) return { ok: false, failure: { code: "upstream_timeout", message: "The upstream did not answer in time.", retryable: true } };
+    if (timedOut)
+      return { ok: false, failure: { code: "upstream_timeout", message: "The upstream did not answer in time.", retryable: true } };
     if (call.signal?.aborted) return { ok: false, failure: { code: "upstream_error", message: "The client went away.", retryable: false } };
     return {
       ok: false,
@@ -170,7 +171,11 @@ export interface StreamTiming {
  * alive; a silence of `stallMsMax` throws StreamStalled. It never ends the reply: its owner
  * closes it, once, saying how it ended.
  */
-export async function* readUpstreamStream(reply: UpstreamReply, decoder: ChatStreamDecoder, timing: StreamTiming): AsyncGenerator<StreamPiece> {
+export async function* readUpstreamStream(
+  reply: UpstreamReply,
+  decoder: ChatStreamDecoder,
+  timing: StreamTiming,
+): AsyncGenerator<StreamPiece> {
   const body = reply.response.body;
   if (!body) return;
   const reader = body.getReader();
@@ -232,7 +237,10 @@ export interface FileFetch {
  * backend's own origin, public `https` hosts and `data:` are fetched (src/providers/fileUrl.ts):
  * a compromised backend cannot make the gateway read its own files or its private network.
  */
-export async function fetchUpstreamFile(url: string, fetching: FileFetch): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
+export async function fetchUpstreamFile(
+  url: string,
+  fetching: FileFetch,
+): Promise<{ bytes: Uint8Array; contentType: string | null } | UpstreamFailure> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), fetching.timeoutMs);
   try {
@@ -245,11 +253,19 @@ export async function fetchUpstreamFile(url: string, fetching: FileFetch): Promi
     const { bytes, truncated } = await readBounded(response, fetching.bytesMax);
     if (truncated) {
       controller.abort();
-      return { code: "upstream_error", message: `The upstream's file is larger than the limit of ${fetching.bytesMax} bytes.`, retryable: false };
+      return {
+        code: "upstream_error",
+        message: `The upstream's file is larger than the limit of ${fetching.bytesMax} bytes.`,
+        retryable: false,
+      };
     }
     return { bytes, contentType: response.headers.get("content-type") };
   } catch (error) {
-    return { code: controller.signal.aborted ? "upstream_timeout" : "upstream_error", message: `The upstream's file could not be fetched: ${(error as Error).message}`, retryable: false };
+    return {
+      code: controller.signal.aborted ? "upstream_timeout" : "upstream_error",
+      message: `The upstream's file could not be fetched: ${(error as Error).message}`,
+      retryable: false,
+    };
   } finally {
     clearTimeout(timer);
   }
@@ -259,7 +275,11 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
 /** The first non-redirect response for `raw`, every hop judged by fileTarget; or why it was refused. */
 async function followFile(raw: string, fetching: FileFetch, signal: AbortSignal): Promise<Response | UpstreamFailure> {
-  const refused = (why: string): UpstreamFailure => ({ code: "upstream_error", message: `The upstream's file URL was refused: ${why}.`, retryable: false });
+  const refused = (why: string): UpstreamFailure => ({
+    code: "upstream_error",
+    message: `The upstream's file URL was refused: ${why}.`,
+    retryable: false,
+  });
   let url = URL.parse(raw);
   if (!url) return refused("it is not a URL");
   // Inline bytes, decoded in-process; only as the URL the upstream gave, never as a redirect's target.

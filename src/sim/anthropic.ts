@@ -44,7 +44,19 @@ type Block = z.infer<typeof block>;
 
 /** Fields that steer sampling or delivery; `messages` and `system` are counted as messages. */
 // A prompt-cache mark (`cache_control`) steers the cache; the model does not read it.
-const controlFields = new Set(["model", "max_tokens", "messages", "system", "stream", "temperature", "top_p", "top_k", "stop_sequences", "metadata", "cache_control"]);
+const controlFields = new Set([
+  "model",
+  "max_tokens",
+  "messages",
+  "system",
+  "stream",
+  "temperature",
+  "top_p",
+  "top_k",
+  "stop_sequences",
+  "metadata",
+  "cache_control",
+]);
 const textFields = new Set(["type", "text", "cache_control"]);
 const toolResultFields = new Set(["type", "content", "cache_control"]);
 
@@ -135,7 +147,9 @@ export const anthropicWire: VendorWire = {
     req.headers.get("x-api-key") === options.apiKey ||
     req.headers.get("authorization") === `Bearer ${options.apiKey}`,
   unauthorized: refusal(401, "authentication_error", "invalid x-api-key"),
-  rateLimited: refusal(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit (simulated).", { "retry-after": "1" }),
+  rateLimited: refusal(429, "rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit (simulated).", {
+    "retry-after": "1",
+  }),
   serverError: refusal(500, "api_error", "Internal server error (simulated)."),
   invalid: (message) => refusal(400, "invalid_request_error", message),
   parse,
@@ -160,9 +174,22 @@ export const anthropicWire: VendorWire = {
   },
 
   head(plan) {
-    const message = { id: messageId(plan), type: "message", role: "assistant", content: [], model: plan.model, stop_reason: null, stop_sequence: null, usage: usage(plan, Math.min(1, plan.tokens)) };
-    const contentBlock = plan.tool ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} } : { type: "text", text: "" };
-    return event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {});
+    const message = {
+      id: messageId(plan),
+      type: "message",
+      role: "assistant",
+      content: [],
+      model: plan.model,
+      stop_reason: null,
+      stop_sequence: null,
+      usage: usage(plan, Math.min(1, plan.tokens)),
+    };
+    const contentBlock = plan.tool
+      ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} }
+      : { type: "text", text: "" };
+    return (
+      event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {})
+    );
   },
 
   chunk(plan, index) {

@@ -48,7 +48,10 @@ const speechRequest = z.looseObject({
 
 /** Seconds of speech for an input, at least a tenth of a second, in whole samples. */
 export function simSpeechSeconds(input: string, speed = 1): number {
-  const samples = Math.max(SIM_SPEECH_SAMPLE_RATE / 10, Math.round(([...input].length / SIM_SPEECH_CHARS_PER_S / speed) * SIM_SPEECH_SAMPLE_RATE));
+  const samples = Math.max(
+    SIM_SPEECH_SAMPLE_RATE / 10,
+    Math.round(([...input].length / SIM_SPEECH_CHARS_PER_S / speed) * SIM_SPEECH_SAMPLE_RATE),
+  );
   return samples / SIM_SPEECH_SAMPLE_RATE;
 }
 
@@ -139,20 +142,45 @@ function timestamp(seconds: number, separator: "," | "."): string {
 }
 
 /** The transcript in each `response_format`; `words` only with the word granularity. */
-export function simTranscript(seconds: number, format: string, granularities: string[], language: string): { body: string; contentType: string } {
+export function simTranscript(
+  seconds: number,
+  format: string,
+  granularities: string[],
+  language: string,
+): { body: string; contentType: string } {
   const words = simTranscriptWords(seconds);
   const text = `${words.join(" ")}.`;
-  const segment = { id: 0, seek: 0, start: 0, end: seconds, text: ` ${text}`, tokens: [], temperature: 0, avg_logprob: -0.1, compression_ratio: 1, no_speech_prob: 0 };
+  const segment = {
+    id: 0,
+    seek: 0,
+    start: 0,
+    end: seconds,
+    text: ` ${text}`,
+    tokens: [],
+    temperature: 0,
+    avg_logprob: -0.1,
+    compression_ratio: 1,
+    no_speech_prob: 0,
+  };
   switch (format) {
     case "text":
       return { body: `${text}\n`, contentType: "text/plain; charset=utf-8" };
     case "srt":
       return { body: `1\n${timestamp(0, ",")} --> ${timestamp(seconds, ",")}\n${text}\n\n`, contentType: "text/plain; charset=utf-8" };
     case "vtt":
-      return { body: `WEBVTT\n\n${timestamp(0, ".")} --> ${timestamp(seconds, ".")}\n${text}\n\n`, contentType: "text/plain; charset=utf-8" };
+      return {
+        body: `WEBVTT\n\n${timestamp(0, ".")} --> ${timestamp(seconds, ".")}\n${text}\n\n`,
+        contentType: "text/plain; charset=utf-8",
+      };
     case "verbose_json": {
       const step = seconds / words.length;
-      const reply: Record<string, unknown> = { task: "transcribe", language, duration: seconds, text, usage: { type: "duration", seconds: Math.ceil(seconds) } };
+      const reply: Record<string, unknown> = {
+        task: "transcribe",
+        language,
+        duration: seconds,
+        text,
+        usage: { type: "duration", seconds: Math.ceil(seconds) },
+      };
       if (granularities.includes("segment") || !granularities.includes("word")) reply.segments = [segment];
       if (granularities.includes("word")) reply.words = words.map((word, i) => ({ word, start: i * step, end: (i + 1) * step }));
       return { body: JSON.stringify(reply), contentType: "application/json" };
@@ -172,9 +200,11 @@ export function handleTranscription(context: ChatContext, req: Request): Promise
     }
     const file = form.get("file");
     const model = form.get("model");
-    if (!(file instanceof File) || typeof model !== "string") return { response: simError(400, "`file` and `model` are required.", "file"), model: "", units: 0 };
+    if (!(file instanceof File) || typeof model !== "string")
+      return { response: simError(400, "`file` and `model` are required.", "file"), model: "", units: 0 };
     const seconds = await simAudioSeconds(Buffer.from(await file.arrayBuffer()), file.name, file.type);
-    if (!seconds || !Number.isFinite(seconds)) return { response: simError(400, "The file is not audio the simulator can read.", "file"), model, units: 0 };
+    if (!seconds || !Number.isFinite(seconds))
+      return { response: simError(400, "The file is not audio the simulator can read.", "file"), model, units: 0 };
     const granularities = [...form.getAll("timestamp_granularities[]"), ...form.getAll("timestamp_granularities")].map(String);
     const language = typeof form.get("language") === "string" ? String(form.get("language")) : "english";
     const reply = simTranscript(seconds, String(form.get("response_format") ?? "json"), granularities, language);

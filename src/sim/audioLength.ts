@@ -35,7 +35,8 @@ function box(b: Buffer, path: string[], start = 0, end = b.length): { start: num
   for (let at = start; at + 8 <= end; ) {
     const size = b.readUInt32BE(at);
     if (size < 8) return null;
-    if (ascii(b, at + 4) === path[0]) return path.length === 1 ? { start: at + 8, end: Math.min(end, at + size) } : box(b, path.slice(1), at + 8, Math.min(end, at + size));
+    if (ascii(b, at + 4) === path[0])
+      return path.length === 1 ? { start: at + 8, end: Math.min(end, at + size) } : box(b, path.slice(1), at + 8, Math.min(end, at + size));
     at += size;
   }
   return null;
@@ -148,7 +149,8 @@ function webmSeconds(b: Buffer): number | null {
     at = WEBM_PARENTS.includes(id) ? body : unknown ? b.length : body + size;
     if (id === 0xd7) track = b.readUIntBE(body, size);
     else if (id === 0x86 && b.toString("latin1", body, body + size) === "A_OPUS") opus = track;
-    else if ((id === 0xa3 || id === 0xa1) && opus >= 0 && number(body, false)[0] === opus) samples += opusPacketSamples(b.subarray(body + number(body, false)[1] + 3, body + size));
+    else if ((id === 0xa3 || id === 0xa1) && opus >= 0 && number(body, false)[0] === opus)
+      samples += opusPacketSamples(b.subarray(body + number(body, false)[1] + 3, body + size));
   }
   return opus >= 0 && samples > 0 ? samples / 48_000 : null;
 }

@@ -29,7 +29,12 @@ test("OpenAI: prompt_tokens_details.cached_tokens, whole and streamed; writes ar
   expect(reply.usage?.prompt_tokens_details?.cached_tokens).toBe(25);
   expect(lastLog()).toMatchObject({ promptTokens: reply.usage!.prompt_tokens, cacheReadTokens: 25 });
   expect(lastLog().cacheWriteTokens).toBeUndefined();
-  const stream = await client.chat.completions.create({ model: "m", messages: [{ role: "user", content: longPrompt }], stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({
+    model: "m",
+    messages: [{ role: "user", content: longPrompt }],
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   let cached: number | undefined;
   for await (const chunk of stream) if (chunk.usage) cached = chunk.usage.prompt_tokens_details?.cached_tokens;
   expect(cached).toBe(25);
@@ -53,7 +58,9 @@ test("Anthropic: cache writes and reads apart from input_tokens, which is what r
   const prompt = lastLog().promptTokens;
   expect(message.usage).toMatchObject({ input_tokens: prompt - 35, cache_creation_input_tokens: 15, cache_read_input_tokens: 20 });
   expect(lastLog()).toMatchObject({ cacheReadTokens: 20, cacheWriteTokens: 15 });
-  const final = await client.messages.stream({ model: "c", max_tokens: 50, messages: [{ role: "user", content: longPrompt }] }).finalMessage();
+  const final = await client.messages
+    .stream({ model: "c", max_tokens: 50, messages: [{ role: "user", content: longPrompt }] })
+    .finalMessage();
   expect(final.usage).toMatchObject({ input_tokens: prompt - 35, cache_creation_input_tokens: 15, cache_read_input_tokens: 20 });
 });
 
@@ -67,5 +74,8 @@ test("Gemini: cachedContentTokenCount within promptTokenCount", async () => {
 });
 
 test("flags set the cache figures", () => {
-  expect(optionsFromArgs(["--cache-read-tokens", "12", "--cache-write-tokens", "4"])).toMatchObject({ cacheReadTokens: 12, cacheWriteTokens: 4 });
+  expect(optionsFromArgs(["--cache-read-tokens", "12", "--cache-write-tokens", "4"])).toMatchObject({
+    cacheReadTokens: 12,
+    cacheWriteTokens: 4,
+  });
 });

@@ -64,9 +64,7 @@ const serverErrorBytes = encoder.encode(
     type: "server_error",
   }),
 );
-const queueFullBytes = encoder.encode(
-  errorBody({ message: "The simulator's queue is full.", type: "server_error", code: "overloaded" }),
-);
+const queueFullBytes = encoder.encode(errorBody({ message: "The simulator's queue is full.", type: "server_error", code: "overloaded" }));
 const badJsonBytes = encoder.encode(
   errorBody({
     message: "We could not parse the JSON body of your request.",
@@ -119,12 +117,7 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
   return needsPacing(plan) ? pacedStream(exchange, req.signal, plan) : instantStream(exchange, plan);
 }
 
-function refuse(
-  exchange: Exchange,
-  status: number,
-  body: Uint8Array | string,
-  headers: Record<string, string> = {},
-): Response {
+function refuse(exchange: Exchange, status: number, body: Uint8Array | string, headers: Record<string, string> = {}): Response {
   exchange.finish("error", status);
   return new Response(body, { status, headers: { ...jsonHeaders, ...headers } });
 }
@@ -240,12 +233,7 @@ function firesWithin(afterChunks: number | null, tokens: number): boolean {
 
 function needsPacing(plan: Plan): boolean {
   const tokens = plan.deltas.length;
-  return (
-    plan.ttftMs > 0 ||
-    plan.itlMs > 0 ||
-    firesWithin(plan.failAfterChunks, tokens) ||
-    firesWithin(plan.stallAfterChunks, tokens)
-  );
+  return plan.ttftMs > 0 || plan.itlMs > 0 || firesWithin(plan.failAfterChunks, tokens) || firesWithin(plan.stallAfterChunks, tokens);
 }
 
 function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
@@ -298,12 +286,7 @@ function pacedStream(exchange: Exchange, signal: AbortSignal, plan: Plan): Respo
   return new Response(body, { headers: sseHeaders });
 }
 
-async function pump(
-  controller: ReadableStreamDirectController,
-  exchange: Exchange,
-  plan: Plan,
-  frames: ChunkFrames,
-): Promise<void> {
+async function pump(controller: ReadableStreamDirectController, exchange: Exchange, plan: Plan, frames: ChunkFrames): Promise<void> {
   if (!(await send(controller, openingFrame(frames, plan)))) return exchange.abort();
   const tokens = plan.deltas.length;
   for (let i = 0; i <= tokens; i++) {

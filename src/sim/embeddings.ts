@@ -16,7 +16,12 @@ const DIMENSIONS_MAX = 8_192;
 
 const request = z.looseObject({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(z.string()).min(1), z.array(z.number().int()).min(1), z.array(z.array(z.number().int()).min(1)).min(1)]),
+  input: z.union([
+    z.string(),
+    z.array(z.string()).min(1),
+    z.array(z.number().int()).min(1),
+    z.array(z.array(z.number().int()).min(1)).min(1),
+  ]),
   encoding_format: z.enum(["float", "base64"]).optional(),
   dimensions: z.number().int().min(1).max(DIMENSIONS_MAX).optional(),
 });
@@ -44,7 +49,11 @@ export function handleEmbeddings(context: ChatContext, req: Request): Promise<Re
     const body = await simJson(req, request);
     if (body instanceof Response) return { response: body, model: "", units: 0 };
     const inputs: (string | number[])[] =
-      typeof body.input === "string" ? [body.input] : typeof body.input[0] === "number" ? [body.input as number[]] : (body.input as (string | number[])[]);
+      typeof body.input === "string"
+        ? [body.input]
+        : typeof body.input[0] === "number"
+          ? [body.input as number[]]
+          : (body.input as (string | number[])[]);
     const tokens = inputs.reduce<number>((sum, item) => sum + (typeof item === "string" ? simCountTokens(item) : item.length), 0);
     const data = inputs.map((item, index) => {
       const vector = simEmbedding(body.model, item, body.dimensions);
@@ -87,7 +96,12 @@ export function handleGeminiEmbeddings(context: ChatContext, req: Request, actio
     "embeddings",
     async () => {
       const match = /^(.+):batchEmbedContents$/.exec(action);
-      if (!match) return { response: Response.json({ error: { code: 404, message: "unknown method", status: "NOT_FOUND" } }, { status: 404 }), model: "", units: 0 };
+      if (!match)
+        return {
+          response: Response.json({ error: { code: 404, message: "unknown method", status: "NOT_FOUND" } }, { status: 404 }),
+          model: "",
+          units: 0,
+        };
       const model = decodeURIComponent(match[1]!);
       const body = await simJson(req, geminiBatch);
       if (body instanceof Response) return { response: body, model, units: 0 };

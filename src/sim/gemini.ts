@@ -21,13 +21,17 @@ const GeminiRequestSchema = z.looseObject({
   tools: z
     .array(
       z.looseObject({
-        functionDeclarations: z.array(z.looseObject({ name: z.string(), parameters: z.unknown().optional(), parametersJsonSchema: z.unknown().optional() })).optional(),
+        functionDeclarations: z
+          .array(z.looseObject({ name: z.string(), parameters: z.unknown().optional(), parametersJsonSchema: z.unknown().optional() }))
+          .optional(),
       }),
     )
     .optional(),
   toolConfig: z
     .looseObject({
-      functionCallingConfig: z.looseObject({ mode: z.string().optional(), allowedFunctionNames: z.array(z.string()).optional() }).optional(),
+      functionCallingConfig: z
+        .looseObject({ mode: z.string().optional(), allowedFunctionNames: z.array(z.string()).optional() })
+        .optional(),
     })
     .optional(),
 });
@@ -93,7 +97,8 @@ export function parseGeminiRequest(raw: unknown): GeminiRequest | string {
 export function geminiSimMessages(body: GeminiRequest): SimMessage[] {
   const messages: SimMessage[] = [];
   if (body.systemInstruction) messages.push({ role: "system", content: body.systemInstruction.parts.map(partText).join("") });
-  for (const content of body.contents) messages.push({ role: content.role === "model" ? "assistant" : "user", content: content.parts.map(partText).join("") });
+  for (const content of body.contents)
+    messages.push({ role: content.role === "model" ? "assistant" : "user", content: content.parts.map(partText).join("") });
   return messages;
 }
 
@@ -106,7 +111,8 @@ export function geminiTarget(url: URL): { model: string; method: string } | null
 function parse(raw: unknown, req: Request): VendorRequest | string {
   const url = new URL(req.url);
   const target = geminiTarget(url);
-  if (!target || (target.method !== "generateContent" && target.method !== "streamGenerateContent")) return `Unknown method in ${url.pathname}.`;
+  if (!target || (target.method !== "generateContent" && target.method !== "streamGenerateContent"))
+    return `Unknown method in ${url.pathname}.`;
   const stream = target.method === "streamGenerateContent";
   if (stream && url.searchParams.get("alt") !== "sse") return "The simulator streams only with alt=sse.";
   const body = parseGeminiRequest(raw);

@@ -17,7 +17,10 @@ const request = z.looseObject({
   model: z.string().min(1),
   prompt: z.string().min(1),
   n: z.number().int().min(1).max(10).default(1),
-  size: z.string().regex(/^\d+x\d+$/).default("1024x1024"),
+  size: z
+    .string()
+    .regex(/^\d+x\d+$/)
+    .default("1024x1024"),
   response_format: z.enum(["url", "b64_json"]).optional(),
 });
 
@@ -67,7 +70,14 @@ export function handleImages(context: ChatContext, store: SimImageStore, origin:
     if (body instanceof Response) return { response: body, model: "", units: 0 };
     const [width, height] = body.size.split("x").map(Number) as [number, number];
     if (width < 1 || height < 1 || width > SIDE_MAX || height > SIDE_MAX) {
-      return { response: Response.json({ error: { message: "size out of range", type: "invalid_request_error", param: "size", code: null } }, { status: 400 }), model: body.model, units: 0 };
+      return {
+        response: Response.json(
+          { error: { message: "size out of range", type: "invalid_request_error", param: "size", code: null } },
+          { status: 400 },
+        ),
+        model: body.model,
+        units: 0,
+      };
     }
     const data = Array.from({ length: body.n }, (_, index) => {
       const png = simImage(body.prompt, width, height, index);

@@ -12,7 +12,11 @@ beforeAll(async () => {
 afterAll(() => sim.stop());
 
 const post = (path: string, body: unknown, headers: Record<string, string> = {}) =>
-  fetch(`${sim.url}${path}`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": "r-ops", ...headers }, body: JSON.stringify(body) });
+  fetch(`${sim.url}${path}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-request-id": "r-ops", ...headers },
+    body: JSON.stringify(body),
+  });
 
 test("speech in mp3 transcribes back to its own length, and both are logged with their units", async () => {
   sim.log.clear();
@@ -33,12 +37,17 @@ test("speech in mp3 transcribes back to its own length, and both are logged with
 });
 
 test("images by URL are served by the simulator; embeddings are the documented vectors", async () => {
-  const reply = (await (await post("/v1/images/generations", { model: "dall-e-2", prompt: "stone", size: "64x32", response_format: "url" })).json()) as {
+  const reply = (await (
+    await post("/v1/images/generations", { model: "dall-e-2", prompt: "stone", size: "64x32", response_format: "url" })
+  ).json()) as {
     data: { url: string }[];
   };
   const png = Buffer.from(await (await fetch(reply.data[0]!.url)).arrayBuffer());
   expect(png.equals(simImage("stone", 64, 32))).toBe(true);
-  const embeddings = (await (await post("/v1/embeddings", { model: "e", input: ["a b"], dimensions: 3 })).json()) as { data: { embedding: number[] }[]; usage: { prompt_tokens: number } };
+  const embeddings = (await (await post("/v1/embeddings", { model: "e", input: ["a b"], dimensions: 3 })).json()) as {
+    data: { embedding: number[] }[];
+    usage: { prompt_tokens: number };
+  };
   expect(embeddings.data[0]!.embedding).toEqual(simEmbedding("e", "a b", 3));
   expect(embeddings.usage.prompt_tokens).toBe(2);
 });

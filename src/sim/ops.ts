@@ -39,7 +39,10 @@ export async function simOperation(
   });
   if (context.roll(context.options.rateLimitRate)) {
     context.log.record(entry("", 429, 0));
-    return new Response(errorBody({ message: "Simulated rate limit.", type: "rate_limit_error" }), { status: 429, headers: { "retry-after": "1", "content-type": "application/json" } });
+    return new Response(errorBody({ message: "Simulated rate limit.", type: "rate_limit_error" }), {
+      status: 429,
+      headers: { "retry-after": "1", "content-type": "application/json" },
+    });
   }
   if (context.roll(context.options.failRate)) {
     context.log.record(entry("", 500, 0));
@@ -64,7 +67,8 @@ export async function simJson<T extends z.ZodType>(req: Request, schema: T): Pro
     return simError(400, "The body is not valid JSON.");
   }
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) return simError(400, parsed.error.issues[0]?.message ?? "invalid body", parsed.error.issues[0]?.path.join(".") ?? null);
+  if (!parsed.success)
+    return simError(400, parsed.error.issues[0]?.message ?? "invalid body", parsed.error.issues[0]?.path.join(".") ?? null);
   return parsed.data;
 }
 

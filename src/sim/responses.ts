@@ -36,8 +36,22 @@ const textOf = (value: string | z.infer<typeof part>[] | undefined) =>
 
 /** Fields that steer sampling, delivery or storage; `input` and `instructions` are counted as messages. */
 const RESPONSES_CONTROL_FIELDS: ReadonlySet<string> = new Set([
-  "model", "input", "instructions", "stream", "max_output_tokens", "temperature", "top_p", "store", "metadata", "user",
-  "parallel_tool_calls", "reasoning", "truncation", "service_tier", "include", "tool_choice",
+  "model",
+  "input",
+  "instructions",
+  "stream",
+  "max_output_tokens",
+  "temperature",
+  "top_p",
+  "store",
+  "metadata",
+  "user",
+  "parallel_tool_calls",
+  "reasoning",
+  "truncation",
+  "service_tier",
+  "include",
+  "tool_choice",
 ]);
 
 function parse(raw: unknown): VendorRequest | string {
@@ -54,7 +68,10 @@ function parse(raw: unknown): VendorRequest | string {
     else if (i.role) messages.push({ role: i.role, content: textOf(i.content) });
   }
   const choice = body.tool_choice;
-  const tools = choice === "none" ? [] : (body.tools ?? []).filter((t) => t.type === "function" && t.name).map((t) => ({ name: t.name!, schema: t.parameters }));
+  const tools =
+    choice === "none"
+      ? []
+      : (body.tools ?? []).filter((t) => t.type === "function" && t.name).map((t) => ({ name: t.name!, schema: t.parameters }));
   return {
     model: body.model,
     stream: body.stream === true,
@@ -67,15 +84,33 @@ function parse(raw: unknown): VendorRequest | string {
   };
 }
 
-const ids = (plan: ReplyPlan) => ({ response: `resp_sim_${plan.seq}`, message: `msg_sim_${plan.seq}`, call: `call_sim_${plan.seq}`, item: `fc_sim_${plan.seq}` });
+const ids = (plan: ReplyPlan) => ({
+  response: `resp_sim_${plan.seq}`,
+  message: `msg_sim_${plan.seq}`,
+  call: `call_sim_${plan.seq}`,
+  item: `fc_sim_${plan.seq}`,
+});
 
 function outputItem(plan: ReplyPlan, done: boolean) {
   const id = ids(plan);
   if (plan.tool) {
-    return { type: "function_call", id: id.item, call_id: id.call, name: plan.tool.name, arguments: done ? plan.tool.argumentsJson : "", status: done ? "completed" : "in_progress" };
+    return {
+      type: "function_call",
+      id: id.item,
+      call_id: id.call,
+      name: plan.tool.name,
+      arguments: done ? plan.tool.argumentsJson : "",
+      status: done ? "completed" : "in_progress",
+    };
   }
   const text = plan.chunks.map((c) => c.text).join("");
-  return { type: "message", id: id.message, role: "assistant", status: done ? "completed" : "in_progress", content: done ? [{ type: "output_text", text, annotations: [] }] : [] };
+  return {
+    type: "message",
+    id: id.message,
+    role: "assistant",
+    status: done ? "completed" : "in_progress",
+    content: done ? [{ type: "output_text", text, annotations: [] }] : [],
+  };
 }
 
 function response(plan: ReplyPlan, done: boolean) {
@@ -123,9 +158,17 @@ export const responsesWire: VendorWire = {
 
   head(plan) {
     const at = { output_index: 0 };
-    let text = event("response.created", 0, { response: response(plan, false) }) + event("response.in_progress", 1, { response: response(plan, false) });
+    let text =
+      event("response.created", 0, { response: response(plan, false) }) +
+      event("response.in_progress", 1, { response: response(plan, false) });
     text += event("response.output_item.added", 2, { ...at, item: outputItem(plan, false) });
-    if (!plan.tool) text += event("response.content_part.added", 3, { ...at, item_id: ids(plan).message, content_index: 0, part: { type: "output_text", text: "", annotations: [] } });
+    if (!plan.tool)
+      text += event("response.content_part.added", 3, {
+        ...at,
+        item_id: ids(plan).message,
+        content_index: 0,
+        part: { type: "output_text", text: "", annotations: [] },
+      });
     return text;
   },
 
@@ -133,14 +176,26 @@ export const responsesWire: VendorWire = {
     const sequence = headEvents(plan) + index;
     const delta = plan.chunks[index]!.text;
     if (plan.tool) return event("response.function_call_arguments.delta", sequence, { output_index: 0, item_id: ids(plan).item, delta });
-    return event("response.output_text.delta", sequence, { output_index: 0, item_id: ids(plan).message, content_index: 0, delta, logprobs: [] });
+    return event("response.output_text.delta", sequence, {
+      output_index: 0,
+      item_id: ids(plan).message,
+      content_index: 0,
+      delta,
+      logprobs: [],
+    });
   },
 
   tail(plan) {
     let sequence = headEvents(plan) + plan.chunks.length;
     const done = outputItem(plan, true);
     let text = "";
-    if (plan.tool) text += event("response.function_call_arguments.done", sequence++, { output_index: 0, item_id: ids(plan).item, name: plan.tool.name, arguments: plan.tool.argumentsJson });
+    if (plan.tool)
+      text += event("response.function_call_arguments.done", sequence++, {
+        output_index: 0,
+        item_id: ids(plan).item,
+        name: plan.tool.name,
+        arguments: plan.tool.argumentsJson,
+      });
     else {
       const whole = plan.chunks.map((c) => c.text).join("");
       const at = { output_index: 0, item_id: ids(plan).message, content_index: 0 };

@@ -33,11 +33,7 @@ describe("simCountTokens / simPromptTokens", () => {
   test("prompt = Σ(3 + message tokens) + 3, content parts concatenated", () => {
     expect(simPromptTokens(messages)).toBe(messagesPromptTokens);
     expect(simPromptTokens([{ role: "user", content: "Hello, world!" }])).toBe(10);
-    const parts = [
-      { type: "text", text: "foo" },
-      { type: "image_url" },
-      { type: "text", text: "bar!" },
-    ];
+    const parts = [{ type: "text", text: "foo" }, { type: "image_url" }, { type: "text", text: "bar!" }];
     // "foobar!" = 2, and the image its fixed price
     expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8 + SIM_IMAGE_TOKENS);
     expect(simPromptTokens([{ role: "assistant", content: null }])).toBe(6);
@@ -49,10 +45,16 @@ describe("simCountTokens / simPromptTokens", () => {
     expect(simValueTokens({ a: "b" })).toBe(9);
     expect(simPromptTokens([{ role: "user", content: [{ type: "text", text: "", data: { a: "b" } }] }])).toBe(3 + 9 + 3);
     const tools = [{ type: "function", function: { name: "f" } }];
-    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], tools, max_tokens: 5, temperature: 1 })).toBe(10 + 25);
+    expect(
+      simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], tools, max_tokens: 5, temperature: 1 }),
+    ).toBe(10 + 25);
     const schema = { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } };
-    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], response_format: schema })).toBe(6 + simValueTokens(schema));
-    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], function_call: "auto", functions: [{ name: "g" }] })).toBe(6 + 1 + 11);
+    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], response_format: schema })).toBe(
+      6 + simValueTokens(schema),
+    );
+    expect(
+      simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], function_call: "auto", functions: [{ name: "g" }] }),
+    ).toBe(6 + 1 + 11);
   });
 });
 
@@ -65,7 +67,13 @@ describe("the vendor flavours bill the same way", () => {
       temperature: 1,
       tools,
       messages: [
-        { role: "user", content: [{ type: "text", text: "Hello, world!" }, { type: "image", source: { type: "url", url: "u" } }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello, world!" },
+            { type: "image", source: { type: "url", url: "u" } },
+          ],
+        },
         { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] },
       ],
     });
@@ -243,7 +251,10 @@ describe("simulator over HTTP", () => {
     const consume = async () => {
       for await (const chunk of stream) seen.push(chunk.choices[0]?.delta.content ?? "");
     };
-    const error = await consume().then(() => null, (e: unknown) => e);
+    const error = await consume().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(error).toBeInstanceOf(Error);
     expect(seen.filter((content) => content !== "").length).toBe(3);
     const [logged] = sim.log.entries();
@@ -394,12 +405,7 @@ function entry(fields: Partial<SimLogEntry> & { seq: number }): SimLogEntry {
   };
 }
 
-function post(
-  sim: Simulator,
-  body: unknown,
-  headers: Record<string, string> = {},
-  controller?: AbortController,
-): Promise<Response> {
+function post(sim: Simulator, body: unknown, headers: Record<string, string> = {}, controller?: AbortController): Promise<Response> {
   return fetch(`${sim.url}/v1/chat/completions`, {
     method: "POST",
     body: JSON.stringify(body),

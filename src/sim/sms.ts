@@ -63,7 +63,17 @@ export async function startSmsSimulator(options: { apiKey: string; template: str
       if (!token || token.length > 100) return reply(431, "invalid token");
       sent.push({ receptor, token, template, at: Date.now() });
       if (sent.length > SMS_SIM_SENT_MAX) sent.shift();
-      return reply(200, "تایید شد", [{ messageid: messageId++, message: token, status: 5, statustext: "ارسال به مخابرات", receptor, date: Math.floor(Date.now() / 1000), cost: 0 }]);
+      return reply(200, "تایید شد", [
+        {
+          messageid: messageId++,
+          message: token,
+          status: 5,
+          statustext: "ارسال به مخابرات",
+          receptor,
+          date: Math.floor(Date.now() / 1000),
+          cost: 0,
+        },
+      ]);
     },
   });
   return Object.assign(sim, { url: `http://127.0.0.1:${server.port}` });

@@ -90,7 +90,9 @@ const partTextFields = new Set(["type", "text", "cache_control"]);
 /** A part's cost beyond its text: its other data, and an image's fixed price. */
 function partExtraTokens(part: SimContentPart): number {
   const stored = part.type === "file" && typeof (part.file as { file_id?: unknown } | undefined)?.file_id === "string";
-  return simFieldsTokens(part, partTextFields) + (part.type === "image_url" ? SIM_IMAGE_TOKENS : 0) + (stored ? SIM_STORED_CONTENT_TOKENS : 0);
+  return (
+    simFieldsTokens(part, partTextFields) + (part.type === "image_url" ? SIM_IMAGE_TOKENS : 0) + (stored ? SIM_STORED_CONTENT_TOKENS : 0)
+  );
 }
 
 /** One message: 3 + its text + every other field but the role + its parts' other data. */
@@ -113,10 +115,37 @@ export function simPromptTokens(messages: readonly SimMessage[]): number {
 
 /** OpenAI chat fields that steer sampling, delivery or storage: the model does not read them as prompt. */
 export const SIM_OPENAI_CONTROL_FIELDS: ReadonlySet<string> = new Set([
-  "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "temperature", "top_p",
-  "seed", "stop", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs", "user", "metadata",
-  "store", "service_tier", "parallel_tool_calls", "reasoning_effort", "verbosity", "modalities", "audio",
-  "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options", "moderation", "cache_control",
+  "model",
+  "messages",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+  "temperature",
+  "top_p",
+  "seed",
+  "stop",
+  "presence_penalty",
+  "frequency_penalty",
+  "logit_bias",
+  "logprobs",
+  "top_logprobs",
+  "user",
+  "metadata",
+  "store",
+  "service_tier",
+  "parallel_tool_calls",
+  "reasoning_effort",
+  "verbosity",
+  "modalities",
+  "audio",
+  "safety_identifier",
+  "prompt_cache_key",
+  "prompt_cache_retention",
+  "prompt_cache_options",
+  "moderation",
+  "cache_control",
 ]);
 
 /**

@@ -137,7 +137,13 @@ function served(plan: ReplyPlan, tokens: number): number {
   return tokens + plan.thoughtTokens;
 }
 
-async function completeReply(exchange: Exchange, signal: AbortSignal, options: SimOptions, plan: ReplyPlan, wire: VendorWire): Promise<Response> {
+async function completeReply(
+  exchange: Exchange,
+  signal: AbortSignal,
+  options: SimOptions,
+  plan: ReplyPlan,
+  wire: VendorWire,
+): Promise<Response> {
   const waitMs = options.ttftMs + options.itlMs * Math.max(0, plan.chunks.length - 1);
   if (waitMs > 0 && !(await sleepUnlessAborted(waitMs, signal))) {
     exchange.abort();

@@ -21,7 +21,11 @@ beforeAll(async () => {
 afterAll(() => sim.stop());
 
 /** The SDKs' promises run lazily on `then`: resolve to the rejection, or null. */
-const failure = (promise: PromiseLike<unknown>) => promise.then(() => null, (error: unknown) => error);
+const failure = (promise: PromiseLike<unknown>) =>
+  promise.then(
+    () => null,
+    (error: unknown) => error,
+  );
 const lastLog = () => sim.log.entries().at(-1)!;
 const expectedText = (promptText: string, tokens = 6) => simCompletion({ seed: 3, promptText, tokens }).join("");
 
@@ -49,7 +53,14 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
     const types = new Set<string>();
     stream.on("streamEvent", (event) => types.add(event.type));
     const message = await stream.finalMessage();
-    expect([...types]).toEqual(["message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
+    expect([...types]).toEqual([
+      "message_start",
+      "content_block_start",
+      "content_block_delta",
+      "content_block_stop",
+      "message_delta",
+      "message_stop",
+    ]);
     expect(message.content[0]).toMatchObject({ type: "text", text: expectedText("Hello there", 4) });
     expect(message.stop_reason).toBe("max_tokens");
     expect(message.usage.output_tokens).toBe(4);
@@ -66,7 +77,9 @@ describe("Anthropic Messages via @anthropic-ai/sdk", () => {
     };
     const whole = await client().messages.create(params);
     expect(whole.stop_reason).toBe("tool_use");
-    expect(whole.content).toEqual([{ type: "tool_use", id: expect.any(String), name: "get_weather", input: { city: "sim", days: 1 } } as never]);
+    expect(whole.content).toEqual([
+      { type: "tool_use", id: expect.any(String), name: "get_weather", input: { city: "sim", days: 1 } } as never,
+    ]);
     const deltas: string[] = [];
     const stream = client().messages.stream(params);
     stream.on("inputJson", (partial) => deltas.push(partial));
@@ -142,7 +155,11 @@ describe("Gemini generateContent via @google/genai", () => {
 
   test("stream: the chunks join to the same text, the last has the finish reason and the total usage", async () => {
     const chunks = [];
-    for await (const chunk of await client().models.generateContentStream({ model: "gemini-sim", contents: "Hello there", config: { maxOutputTokens: 3 } })) {
+    for await (const chunk of await client().models.generateContentStream({
+      model: "gemini-sim",
+      contents: "Hello there",
+      config: { maxOutputTokens: 3 },
+    })) {
       chunks.push(chunk);
     }
     expect(chunks.map((c) => c.text ?? "").join("")).toBe(expectedText("Hello there", 3));
@@ -192,7 +209,9 @@ describe("Gemini generateContent via @google/genai", () => {
     expect((refused as ApiError).status).toBe(400);
     sim.options.rateLimitRate = 1;
     try {
-      const limited = await client().models.generateContent({ model: "gemini-sim", contents: "x" }).catch((e: unknown) => e);
+      const limited = await client()
+        .models.generateContent({ model: "gemini-sim", contents: "x" })
+        .catch((e: unknown) => e);
       expect((limited as ApiError).status).toBe(429);
     } finally {
       sim.options.rateLimitRate = 0;
@@ -242,7 +261,12 @@ describe("OpenAI chat via openai: the same tool-call rule", () => {
   const tools = [{ type: "function" as const, function: { name: "get_weather", parameters: weatherSchema } }];
 
   test("a required tool is called, whole and streamed, with usage equal to the log", async () => {
-    const whole = await client().chat.completions.create({ model: "gpt-sim", messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: "required" });
+    const whole = await client().chat.completions.create({
+      model: "gpt-sim",
+      messages: [{ role: "user", content: "Weather?" }],
+      tools,
+      tool_choice: "required",
+    });
     const choice = whole.choices[0]!;
     expect(choice.finish_reason).toBe("tool_calls");
     expect(choice.message.content).toBeNull();
@@ -286,7 +310,11 @@ describe("OpenAI chat via openai: the same tool-call rule", () => {
       tool_choice: "required",
       messages: [
         { role: "user", content: "Weather?" },
-        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{}" } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: "{}" } }],
+        },
         { role: "tool", tool_call_id: "c1", content: "18C" },
       ],
     });

@@ -131,7 +131,15 @@ export function completionBody(options: CompletionBodyOptions): string {
           content: options.content,
           refusal: null,
           ...(options.toolCall
-            ? { tool_calls: [{ id: options.toolCall.id, type: "function", function: { name: options.toolCall.name, arguments: options.toolCall.arguments } }] }
+            ? {
+                tool_calls: [
+                  {
+                    id: options.toolCall.id,
+                    type: "function",
+                    function: { name: options.toolCall.name, arguments: options.toolCall.arguments },
+                  },
+                ],
+              }
             : {}),
         },
         logprobs: null,

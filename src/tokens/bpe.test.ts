@@ -16,10 +16,12 @@ function random(seed: number): () => number {
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }
-const pick = (next: () => number, alphabet: string[], length: number) => Array.from({ length }, () => alphabet[Math.floor(next() * alphabet.length)]!).join("");
+const pick = (next: () => number, alphabet: string[], length: number) =>
+  Array.from({ length }, () => alphabet[Math.floor(next() * alphabet.length)]!).join("");
 const letters = [..."abcdefghijklmnopqrstuvwxyz"];
 const han = Array.from({ length: 400 }, (_, i) => String.fromCharCode(0x4e00 + i));
-const randomBytes = (next: () => number, n: number) => new TextDecoder().decode(Uint8Array.from({ length: n }, () => Math.floor(next() * 256)));
+const randomBytes = (next: () => number, n: number) =>
+  new TextDecoder().decode(Uint8Array.from({ length: n }, () => Math.floor(next() * 256)));
 
 test("counts equal js-tiktoken's on ordinary text in any script", () => {
   const next = random(1);
@@ -105,7 +107,7 @@ test("work is capped: past bytesMax the text is bounded by its bytes, and slices
   expect(capped.bytesCounted).toBeLessThan(64 * 1024 + 64);
   expect(capped.lower).toBeLessThanOrEqual(exact);
   expect(capped.upper).toBeGreaterThanOrEqual(exact);
-  expect(capped.lower).toBeGreaterThan(64 * 1024 / 5); // the counted part counts fully
+  expect(capped.lower).toBeGreaterThan((64 * 1024) / 5); // the counted part counts fully
 
   // Enough to know: counting stops once the proven lower bound passes lowerEnough.
   const early = counter.start([text], { bytesMax: Number.POSITIVE_INFINITY, lowerEnough: 20_000 });

@@ -20,7 +20,13 @@ test("exact o200k counts, and OpenAI's per-message counts for a prompt", async (
 });
 
 test("the cheap bound is never below the exact count", async () => {
-  for (const text of ["Hello, world!", "سلام دنیا، حال شما چطور است؟", "🙂🙃".repeat(50), "x".repeat(10_000), "def f(x):\n  return x**2\n"]) {
+  for (const text of [
+    "Hello, world!",
+    "سلام دنیا، حال شما چطور است؟",
+    "🙂🙃".repeat(50),
+    "x".repeat(10_000),
+    "def f(x):\n  return x**2\n",
+  ]) {
     const messages = [{ role: "user", content: text }];
     await countPromptTokens(messages); // a 10,000-character run without spaces counts in time
     expect(promptTokensUpperBound({ messages })).toBeGreaterThanOrEqual(await countPromptTokens(messages));

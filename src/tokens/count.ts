@@ -52,10 +52,36 @@ export function messageAllowanceTokens(message: Readonly<Record<string, unknown>
 
 /** Chat fields that steer sampling, delivery, storage or price: everything else a model reads as prompt. */
 export const CHAT_CONTROL_FIELDS: ReadonlySet<string> = new Set([
-  "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "parallel_tool_calls",
-  "temperature", "top_p", "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs", "stop", "seed",
-  "user", "metadata", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "prompt_cache_options",
-  "moderation", "reasoning_effort", "verbosity", "service_tier", "store", "modalities", "audio",
+  "model",
+  "messages",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+  "parallel_tool_calls",
+  "temperature",
+  "top_p",
+  "frequency_penalty",
+  "presence_penalty",
+  "logit_bias",
+  "logprobs",
+  "top_logprobs",
+  "stop",
+  "seed",
+  "user",
+  "metadata",
+  "safety_identifier",
+  "prompt_cache_key",
+  "prompt_cache_retention",
+  "prompt_cache_options",
+  "moderation",
+  "reasoning_effort",
+  "verbosity",
+  "service_tier",
+  "store",
+  "modalities",
+  "audio",
 ]);
 
 type Message = Readonly<Record<string, unknown>>;
@@ -250,7 +276,8 @@ function byteBounds(texts: string[]): TokenCount[] {
 export function measureTokensMany(texts: string[], options: CountOptions = BILLING): Promise<TokenCount[]> {
   if (texts.every((t) => t.length === 0)) return Promise.resolve(texts.map(() => ({ tokens: 0, lower: 0, upper: 0, bytesCounted: 0 })));
   const admission = options.purpose === "admission";
-  if (admission && (keyOverBudget(options.fairnessKey) || pending.size >= TOKEN_COUNTS_PENDING_MAX)) return Promise.resolve(byteBounds(texts));
+  if (admission && (keyOverBudget(options.fairnessKey) || pending.size >= TOKEN_COUNTS_PENDING_MAX))
+    return Promise.resolve(byteBounds(texts));
   if (pending.size >= TOKEN_COUNTS_PENDING_MAX) return Promise.reject(new Error("the tokenizer is saturated"));
   const fairnessKey = admission ? `key:${options.fairnessKey}` : "billing";
   const target = admission ? admissionThread() : thread(0);
@@ -260,7 +287,9 @@ export function measureTokensMany(texts: string[], options: CountOptions = BILLI
     pending.set(id, { resolve, reject, thread: target, chars, keyId: admission ? options.fairnessKey : null });
     if (admission) keyQueued.set(options.fairnessKey, (keyQueued.get(options.fairnessKey) ?? 0) + 1);
     target.queuedChars += chars;
-    const limits = admission ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough } : { bytesMax: Number.POSITIVE_INFINITY };
+    const limits = admission
+      ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough }
+      : { bytesMax: Number.POSITIVE_INFINITY };
     const request: CountRequest = { id, fairnessKey, texts, limits };
     target.worker.postMessage(request);
   });
@@ -291,10 +320,16 @@ function messageText(message: Record<string, unknown>): string {
  * Prompt tokens (o200k_base) with OpenAI's template counts, as bounds: `lower` proves a prompt
  * too long, `upper` proves it fits, `tokens` is the count (exact for ordinary text).
  */
-export async function measurePromptTokens(messages: readonly Record<string, unknown>[], options: CountOptions = BILLING): Promise<TokenCount> {
+export async function measurePromptTokens(
+  messages: readonly Record<string, unknown>[],
+  options: CountOptions = BILLING,
+): Promise<TokenCount> {
   let template = EXACT_REPLY_TOKENS;
   for (const message of messages) template += EXACT_MESSAGE_TOKENS + (typeof message.name === "string" ? 1 : 0);
-  const textOptions = options.purpose === "admission" && options.lowerEnough !== undefined ? { ...options, lowerEnough: options.lowerEnough - template } : options;
+  const textOptions =
+    options.purpose === "admission" && options.lowerEnough !== undefined
+      ? { ...options, lowerEnough: options.lowerEnough - template }
+      : options;
   const counts = await measureTokensMany(messages.map(messageText), textOptions);
   const sum = (field: "tokens" | "lower" | "upper") => counts.reduce((total, c) => total + c[field], template);
   return { tokens: sum("tokens"), lower: sum("lower"), upper: sum("upper"), bytesCounted: counts.reduce((t, c) => t + c.bytesCounted, 0) };

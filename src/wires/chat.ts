@@ -77,10 +77,16 @@ export function onlyChoice(chunk: ChatChunk): { delta: ChunkDelta; text: string;
  * One frame of the relay (src/http/chat/relay.ts), as the translating wires see it: its chunk
  * parsed, or the keep-alive, the end, or the failure that ended it.
  */
-export type ChatFrame = { kind: "chunk"; chunk: ChatChunk } | { kind: "keepAlive" } | { kind: "done" } | { kind: "error"; failure: Failure };
+export type ChatFrame =
+  | { kind: "chunk"; chunk: ChatChunk }
+  | { kind: "keepAlive" }
+  | { kind: "done" }
+  | { kind: "error"; failure: Failure };
 
 /** A relay frame for the wires; null for a chunk that is not one (never sent by the relay). */
-export function chatFrameOf(frame: { kind: "data"; data: string } | { kind: "keepAlive" | "done" } | { kind: "error"; failure: Failure }): ChatFrame | null {
+export function chatFrameOf(
+  frame: { kind: "data"; data: string } | { kind: "keepAlive" | "done" } | { kind: "error"; failure: Failure },
+): ChatFrame | null {
   if (frame.kind !== "data") return frame.kind === "error" ? { kind: "error", failure: frame.failure } : { kind: frame.kind };
   try {
     const chunk = chatChunk.safeParse(JSON.parse(frame.data));

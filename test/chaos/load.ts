@@ -146,7 +146,9 @@ export class Load {
     const error = /data: (\{"error".*)\n/.exec(text);
     if (error) {
       const code = (JSON.parse(error[1]!) as { error: { code?: string } }).error.code ?? "";
-      return documented(code, 200) || FAULT_CODES.has(code as ErrorCode) ? `stream error ${code}` : `undocumented: stream error ${error[1]!.slice(0, 160)}`;
+      return documented(code, 200) || FAULT_CODES.has(code as ErrorCode)
+        ? `stream error ${code}`
+        : `undocumented: stream error ${error[1]!.slice(0, 160)}`;
     }
     if (text.includes("data: [DONE]")) return `200 ${operation}`;
     return target.faulted ? "stream cut by fault" : `undocumented: stream ended without [DONE] or an error frame`;

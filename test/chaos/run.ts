@@ -117,7 +117,11 @@ async function spawnNode(c: Cluster, index: number): Promise<void> {
 
 async function admin(c: Cluster, method: string, path: string, body?: unknown): Promise<any> {
   const node = c.targets.find((t) => !t.out)!;
-  const response = await fetch(node.url + path, { method, headers: { authorization: `Bearer ${ADMIN_TOKEN}` }, body: body ? JSON.stringify(body) : undefined });
+  const response = await fetch(node.url + path, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: body ? JSON.stringify(body) : undefined,
+  });
   return response.json();
 }
 
@@ -225,7 +229,12 @@ async function until(ready: () => boolean, waitMsMax: number): Promise<void> {
 
 /** The most requests the upstream served at once (a lower bound of the key's slots in use). */
 function upstreamConcurrency(entries: { startedAt: number; endedAt: number }[]): number {
-  const events = entries.flatMap((e) => [{ t: e.startedAt, d: 1 }, { t: e.endedAt, d: -1 }]).sort((a, b) => a.t - b.t || a.d - b.d);
+  const events = entries
+    .flatMap((e) => [
+      { t: e.startedAt, d: 1 },
+      { t: e.endedAt, d: -1 },
+    ])
+    .sort((a, b) => a.t - b.t || a.d - b.d);
   let now = 0;
   let max = 0;
   for (const e of events) max = Math.max(max, (now += e.d));
@@ -233,12 +242,17 @@ function upstreamConcurrency(entries: { startedAt: number; endedAt: number }[]):
 }
 
 async function ledgerHas(db: Db): Promise<Set<string>> {
-  const rows = await db.rows<{ request_id: string }>(sql`SELECT request_id FROM usage_records UNION ALL SELECT request_id FROM usage_dead_letters`);
+  const rows = await db.rows<{ request_id: string }>(
+    sql`SELECT request_id FROM usage_records UNION ALL SELECT request_id FROM usage_dead_letters`,
+  );
   return new Set(rows.map((r) => r.request_id));
 }
 
 /** Served requests the ledger lacks, once it has converged (or the wait ran out). */
-async function missingAfterConverging<E extends { requestId: string | null }>(c: Cluster, served: E[]): Promise<{ missing: E[]; recorded: number }> {
+async function missingAfterConverging<E extends { requestId: string | null }>(
+  c: Cluster,
+  served: E[],
+): Promise<{ missing: E[]; recorded: number }> {
   const deadline = performance.now() + CONVERGE_MS_MAX;
   for (;;) {
     const has = await ledgerHas(c.db).catch(() => null);
@@ -281,17 +295,37 @@ async function runPhase(c: Cluster, load: Load, fault: (typeof FAULTS)[number], 
   const boundMs = USAGE_FLUSH_MS + KILL_SLACK_MS;
   const inBound = result.killedAtMs === undefined ? [] : missing.filter((e) => e.endedAt >= result.killedAtMs! - boundMs);
   const lost = missing.filter((e) => !inBound.includes(e));
-  if (lost.length > 0) failures.push(`${lost.length} served request(s) not in the ledger, e.g. ${lost.slice(0, 3).map((e) => e.requestId).join(", ")}`);
+  if (lost.length > 0)
+    failures.push(
+      `${lost.length} served request(s) not in the ledger, e.g. ${lost
+        .slice(0, 3)
+        .map((e) => e.requestId)
+        .join(", ")}`,
+    );
   for (const e of served) accounted.add(e.requestId!);
   await checkLedger(c, failures);
   const concurrencyMax = upstreamConcurrency(entries.filter((e) => e.startedAt >= startedAtMs));
-  if (concurrencyMax > CONCURRENCY_MAX) failures.push(`the key's concurrency_max ${CONCURRENCY_MAX} exceeded: ${concurrencyMax} at once upstream`);
+  if (concurrencyMax > CONCURRENCY_MAX)
+    failures.push(`the key's concurrency_max ${CONCURRENCY_MAX} exceeded: ${concurrencyMax} at once upstream`);
   const undocumented = load.undocumentedCount - undocumentedBefore;
   if (undocumented > 0) failures.push(`${undocumented} undocumented answer(s): ${load.undocumented.slice(-3).join(" | ")}`);
   const kinds = new Map([...load.kinds].map(([k, n]) => [k, n - (before.get(k) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
   const requests = [...kinds.values()].reduce((a, b) => a + b, 0);
-  const { reasons } = await writeOffs(c, served.map((e) => e.requestId!));
-  return { fault: fault.name, requests, kinds, served: served.length, recorded, lostInBound: inBound.length, concurrencyMax, writtenOff: reasons, failures };
+  const { reasons } = await writeOffs(
+    c,
+    served.map((e) => e.requestId!),
+  );
+  return {
+    fault: fault.name,
+    requests,
+    kinds,
+    served: served.length,
+    recorded,
+    lostInBound: inBound.length,
+    concurrencyMax,
+    writtenOff: reasons,
+    failures,
+  };
 }
 
 /** Each wallet's spend (seed − balance) against what its usage records billed: zero difference. */
@@ -337,7 +371,10 @@ async function writeOffs(c: Cluster, requestIds?: string[]): Promise<{ reasons: 
   return { reasons, deadLetters: Number(d!.n) };
 }
 
-function report(phases: PhaseReport[], totals: { difference: bigint; republished: number; writeOff: Awaited<ReturnType<typeof writeOffs>>; final: string[]; seconds: number }): string {
+function report(
+  phases: PhaseReport[],
+  totals: { difference: bigint; republished: number; writeOff: Awaited<ReturnType<typeof writeOffs>>; final: string[]; seconds: number },
+): string {
   const kinds = new Map<string, number>();
   for (const p of phases) for (const [k, n] of p.kinds) kinds.set(k, (kinds.get(k) ?? 0) + n);
   const failed = phases.reduce((n, p) => n + p.failures.length, 0) + totals.final.length;
@@ -351,9 +388,15 @@ function report(phases: PhaseReport[], totals: { difference: bigint; republished
     "",
     "| Fault | Requests | Served upstream | In the ledger | Lost in kill bound | Written off | Upstream concurrency max | Checks |",
     "|---|---:|---:|---:|---:|---|---:|---|",
-    ...phases.map((p) => `| ${p.fault} | ${p.requests} | ${p.served} | ${p.recorded} | ${p.lostInBound} | ${p.writtenOff} | ${p.concurrencyMax} / ${CONCURRENCY_MAX} | ${p.failures.length === 0 ? "ok" : p.failures.join("; ")} |`),
+    ...phases.map(
+      (p) =>
+        `| ${p.fault} | ${p.requests} | ${p.served} | ${p.recorded} | ${p.lostInBound} | ${p.writtenOff} | ${p.concurrencyMax} / ${CONCURRENCY_MAX} | ${p.failures.length === 0 ? "ok" : p.failures.join("; ")} |`,
+    ),
     "",
-    `Answers by kind: ${[...kinds].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(", ")}`,
+    `Answers by kind: ${[...kinds]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ")}`,
     ...(totals.final.length > 0 ? ["", `Final checks failed: ${totals.final.join("; ")}`] : []),
     "",
   ];
@@ -372,7 +415,9 @@ async function main(): Promise<number> {
     const only = /--only=([\d,]+)/.exec(process.argv.join(" "))?.[1]?.split(",").map(Number);
     for (const fault of FAULTS.filter((_, i) => !only || only.includes(i))) {
       const phase = await runPhase(c, load, fault, accounted).finally(() => load.stop());
-      log(`${phase.fault}: ${phase.requests} requests, ${phase.served} served, ${phase.failures.length === 0 ? "ok" : phase.failures.join("; ")}`);
+      log(
+        `${phase.fault}: ${phase.requests} requests, ${phase.served} served, ${phase.failures.length === 0 ? "ok" : phase.failures.join("; ")}`,
+      );
       phases.push(phase);
     }
     await Bun.sleep(LEASE_TTL_MS + SWEEP_MS * 4); // every lease of the run past its deadline
@@ -380,7 +425,13 @@ async function main(): Promise<number> {
     await checkLedger(c, final);
     const difference = await moneyDifference(c, keys.accounts);
     if (difference !== 0n) final.push(`money difference ${difference} micro-toman`);
-    const text = report(phases, { difference, republished: republishedRecords(c.logs), writeOff: await writeOffs(c), final, seconds: Math.round((performance.now() - startedMs) / 1000) });
+    const text = report(phases, {
+      difference,
+      republished: republishedRecords(c.logs),
+      writeOff: await writeOffs(c),
+      final,
+      seconds: Math.round((performance.now() - startedMs) / 1000),
+    });
     process.stdout.write(`\n${text}\n`);
     if (RECORD) appendFileSync(join(import.meta.dir, "..", "..", "bench", "RESULTS.md"), `\n${text}`);
     return phases.some((p) => p.failures.length > 0) || final.length > 0 ? 1 : 0;

@@ -39,7 +39,10 @@ export class OwnNats {
   private proc: Subprocess | null = null;
   readonly dir = mkdtempSync(join(tmpdir(), "darvaze-own-nats-"));
 
-  private constructor(readonly port: number, private readonly httpPort: number) {}
+  private constructor(
+    readonly port: number,
+    private readonly httpPort: number,
+  ) {}
 
   static async start(): Promise<OwnNats> {
     const nats = new OwnNats(await freePort(), await freePort());
@@ -52,12 +55,25 @@ export class OwnNats {
   }
 
   async start(): Promise<void> {
-    const args = [NATS_SERVER_BIN, "-js", "-sd", join(this.dir, "store"), "-a", "127.0.0.1", "-p", String(this.port), "-m", String(this.httpPort)];
+    const args = [
+      NATS_SERVER_BIN,
+      "-js",
+      "-sd",
+      join(this.dir, "store"),
+      "-a",
+      "127.0.0.1",
+      "-p",
+      String(this.port),
+      "-m",
+      String(this.httpPort),
+    ];
     const proc = Bun.spawn(args, { stdout: "ignore", stderr: "ignore" });
     this.proc = proc;
     await waitUntil(
       "nats-server",
-      async () => (await fetch(`http://127.0.0.1:${this.httpPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(READY_POLL_MS * 20) })).ok,
+      async () =>
+        (await fetch(`http://127.0.0.1:${this.httpPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(READY_POLL_MS * 20) }))
+          .ok,
       () => proc.exitCode !== null,
     );
   }
@@ -93,7 +109,10 @@ function asPostgresUser(command: string[]): string[] {
 export class OwnPostgres {
   private proc: Subprocess | null = null;
 
-  private constructor(readonly port: number, readonly dir: string) {}
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+  ) {}
 
   static async start(): Promise<OwnPostgres> {
     const dir = mkdtempSync(join(tmpdir(), "darvaze-own-pg-"));
@@ -103,7 +122,10 @@ export class OwnPostgres {
       const gid = Number(Bun.spawnSync(["id", "-g", "postgres"]).stdout.toString().trim());
       chownSync(dir, uid, gid);
     }
-    const init = Bun.spawnSync(asPostgresUser([postgresBin("initdb"), "-D", join(dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync"]), { stderr: "pipe", stdout: "pipe" });
+    const init = Bun.spawnSync(
+      asPostgresUser([postgresBin("initdb"), "-D", join(dir, "data"), "-U", "postgres", "-A", "trust", "--no-sync"]),
+      { stderr: "pipe", stdout: "pipe" },
+    );
     if (init.exitCode !== 0) throw new Error(`initdb failed: ${init.stderr.toString()}`);
     const pg = new OwnPostgres(await freePort(), dir);
     await pg.start();
@@ -115,8 +137,23 @@ export class OwnPostgres {
   }
 
   async start(): Promise<void> {
-    const command = [postgresBin("postgres"), "-D", join(this.dir, "data"), "-p", String(this.port), "-k", this.dir, "-c", "listen_addresses=127.0.0.1",
-      "-c", "fsync=off", "-c", "max_connections=200", "-c", "shared_buffers=32MB"];
+    const command = [
+      postgresBin("postgres"),
+      "-D",
+      join(this.dir, "data"),
+      "-p",
+      String(this.port),
+      "-k",
+      this.dir,
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "fsync=off",
+      "-c",
+      "max_connections=200",
+      "-c",
+      "shared_buffers=32MB",
+    ];
     const proc = Bun.spawn(asPostgresUser(command), { stdout: "ignore", stderr: "ignore" });
     this.proc = proc;
     await waitUntil(

@@ -23,7 +23,12 @@ export const DEAD_LETTER_ID = /^[1-9][0-9]{0,18}$/;
 
 export function deadLetterObject(row: DeadLetterRow) {
   const { written_off_micro, ...rest } = row;
-  return { object: "usage.dead_letter", ...rest, written_off_toman: microToToman(BigInt(written_off_micro)), written_off_micro_toman: written_off_micro };
+  return {
+    object: "usage.dead_letter",
+    ...rest,
+    written_off_toman: microToToman(BigInt(written_off_micro)),
+    written_off_micro_toman: written_off_micro,
+  };
 }
 
 export async function listDeadLettersRoute(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {

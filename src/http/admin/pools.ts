@@ -42,7 +42,13 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
     {
       object: "list",
       node: deps.pools.node,
-      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null })),
+      data: deps.pools
+        .all()
+        .map((pool) => ({
+          model: pool.model,
+          backends: pool.backends.map((b) => backendView(b, nowMs)),
+          paid_fields: pool.paidFields ?? null,
+        })),
     },
     requestId,
   );
@@ -51,7 +57,8 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
 export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, poolBodySchema);
   if (isFailure(body)) return failed(body, requestId);
-  if (!deps.catalog.get(model)) return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
+  if (!deps.catalog.get(model))
+    return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
   const { backends, problems } = resolveBackends(body.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
   const row = await savePool(deps.db, model, body.backends, body.paid_fields);
@@ -62,7 +69,13 @@ export async function setPool(deps: EdgeDeps, request: Request, model: string, r
   const pool = deps.pools.get(model)!;
   const nowMs = performance.now();
   return json(
-    { object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)), paid_fields: pool.paidFields ?? null },
+    {
+      object: "pool",
+      model,
+      updated_at: row.updatedAt.toISOString(),
+      backends: pool.backends.map((b) => backendView(b, nowMs)),
+      paid_fields: pool.paidFields ?? null,
+    },
     requestId,
   );
 }

@@ -68,7 +68,10 @@ export const topUpBody = z.strictObject({ amount_toman: amountToman, reference: 
 export const createKeyBody = z.strictObject({ name, ...keyLimitFields });
 export const keyLimitsBody = z
   .strictObject(keyLimitFields)
-  .refine((body) => Object.values(body).some((v) => v !== undefined), "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency");
+  .refine(
+    (body) => Object.values(body).some((v) => v !== undefined),
+    "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency",
+  );
 export const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
   reason: z.string().trim().min(3).max(500),
@@ -133,7 +136,15 @@ export class AdminApi {
     if (isFailure(result)) return failed(result, requestId);
     this.deps.log("info", "wallet_adjusted", { accountId, amountMicro: body.amount_toman, reference: body.reference });
     return json(
-      { object: "adjustment", account_id: accountId, reference: body.reference, amount_toman: microToToman(body.amount_toman), reason: body.reason, credited: result.credited, ...walletFields(result.wallet) },
+      {
+        object: "adjustment",
+        account_id: accountId,
+        reference: body.reference,
+        amount_toman: microToToman(body.amount_toman),
+        reason: body.reason,
+        credited: result.credited,
+        ...walletFields(result.wallet),
+      },
       requestId,
       result.credited ? 201 : 200,
     );
@@ -146,9 +157,13 @@ export class AdminApi {
     const latest = this.deps.catalog.allVersions().at(-1);
     if (latest && effectiveAt.getTime() < latest.effectiveAtMs) {
       return failed(
-        fail("invalid_request", `effective_at is before the newest price version's (${new Date(latest.effectiveAtMs).toISOString()}); it would never take effect.`, {
-          param: "effective_at",
-        }),
+        fail(
+          "invalid_request",
+          `effective_at is before the newest price version's (${new Date(latest.effectiveAtMs).toISOString()}); it would never take effect.`,
+          {
+            param: "effective_at",
+          },
+        ),
         requestId,
       );
     }
@@ -156,7 +171,17 @@ export class AdminApi {
     await reloadCatalog(this.deps.db, this.deps.catalog);
     this.deps.bus.publish(PRICE_EVENTS, this.deps.subjects.priceEvents, { versionId: version.versionId });
     this.deps.log("info", "rate_set", { tomanPerUsd: body.toman_per_usd, versionId: version.versionId });
-    return json({ object: "price_version", id: version.versionId, toman_per_usd: body.toman_per_usd, effective_at: effectiveAt.toISOString(), models: version.models }, requestId, 201);
+    return json(
+      {
+        object: "price_version",
+        id: version.versionId,
+        toman_per_usd: body.toman_per_usd,
+        effective_at: effectiveAt.toISOString(),
+        models: version.models,
+      },
+      requestId,
+      201,
+    );
   }
 
   rates(requestId: string): Response {
@@ -165,8 +190,18 @@ export class AdminApi {
     return json(
       {
         object: "rates",
-        current: current ? { id: current.versionId, toman_per_usd: Number(current.tomanPerUsd), effective_at: new Date(current.effectiveAtMs).toISOString() } : null,
-        versions: versions.map((v) => ({ id: v.versionId, toman_per_usd: Number(v.tomanPerUsd), effective_at: new Date(v.effectiveAtMs).toISOString() })),
+        current: current
+          ? {
+              id: current.versionId,
+              toman_per_usd: Number(current.tomanPerUsd),
+              effective_at: new Date(current.effectiveAtMs).toISOString(),
+            }
+          : null,
+        versions: versions.map((v) => ({
+          id: v.versionId,
+          toman_per_usd: Number(v.tomanPerUsd),
+          effective_at: new Date(v.effectiveAtMs).toISOString(),
+        })),
         fetch: fetchStatusFields(this.rateFetch()),
       },
       requestId,
@@ -183,7 +218,17 @@ export class AdminApi {
     const body = await parseBody(request, createAccountBody);
     if (isFailure(body)) return failed(body, requestId);
     const account = await createAccount(this.deps.db, body.name);
-    return json({ id: account.id, object: "account", name: account.name, created_at: account.createdAt.toISOString(), ...walletFields({ balanceMicro: 0n, heldMicro: 0n }) }, requestId, 201);
+    return json(
+      {
+        id: account.id,
+        object: "account",
+        name: account.name,
+        created_at: account.createdAt.toISOString(),
+        ...walletFields({ balanceMicro: 0n, heldMicro: 0n }),
+      },
+      requestId,
+      201,
+    );
   }
 
   async showAccount(accountId: string, requestId: string): Promise<Response> {
@@ -233,7 +278,14 @@ export class AdminApi {
     const result = await topUp(this.deps.db, accountId, body.amount_toman, body.reference);
     if (isFailure(result)) return failed(result, requestId);
     return json(
-      { object: "topup", account_id: accountId, reference: body.reference, amount_toman: microToToman(body.amount_toman), credited: result.credited, ...walletFields(result.wallet) },
+      {
+        object: "topup",
+        account_id: accountId,
+        reference: body.reference,
+        amount_toman: microToToman(body.amount_toman),
+        credited: result.credited,
+        ...walletFields(result.wallet),
+      },
       requestId,
       result.credited ? 201 : 200,
     );

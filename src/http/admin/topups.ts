@@ -18,7 +18,10 @@ export const startBody = z.strictObject({ account_id: z.string().trim().min(1).m
 export const reason = z.string().trim().min(3).max(500);
 const completeBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason });
 /** `reverse`: hand the payment back through the provider before closing the top-up. */
-export const rejectBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason, reverse: z.boolean().optional() });
+export const rejectBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({
+  reason,
+  reverse: z.boolean().optional(),
+});
 export const listQuery = z.object({
   state: z.enum(TOPUP_STATES).optional(),
   account_id: z.string().min(1).max(100).optional(),

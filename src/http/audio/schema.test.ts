@@ -11,7 +11,12 @@ test("speech input is bounded in characters, not UTF-16 units", () => {
 
 test("timestamp granularities need verbose_json; temperature comes as form text", () => {
   expect(transcriptionFields.safeParse({ model: "whisper-1", timestamp_granularities: ["word"] }).success).toBe(false);
-  const ok = transcriptionFields.safeParse({ model: "whisper-1", response_format: "verbose_json", timestamp_granularities: ["word"], temperature: "0.2" });
+  const ok = transcriptionFields.safeParse({
+    model: "whisper-1",
+    response_format: "verbose_json",
+    timestamp_granularities: ["word"],
+    temperature: "0.2",
+  });
   expect(ok.success && ok.data.temperature).toBe(0.2);
 });
 

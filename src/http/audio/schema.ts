@@ -53,7 +53,10 @@ export const transcriptionFields = z
     prompt: z.string().max(TRANSCRIPTION_PROMPT_CHARS_MAX).optional(),
     response_format: z.enum(TRANSCRIPT_FORMATS).default("json"),
     temperature: z.coerce.number().min(0).max(1).optional(),
-    timestamp_granularities: z.array(z.enum(["word", "segment"])).max(2).optional(),
+    timestamp_granularities: z
+      .array(z.enum(["word", "segment"]))
+      .max(2)
+      .optional(),
   })
   .refine((f) => !f.timestamp_granularities || f.response_format === "verbose_json", {
     message: "timestamp_granularities needs response_format `verbose_json`",

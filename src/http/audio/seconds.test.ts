@@ -4,7 +4,9 @@ import { billedSeconds, reportedSeconds, reserveSeconds, wholeSeconds } from "./
 const json = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
 test("whole seconds round up, but float noise above a whole second does not", () => {
-  expect([wholeSeconds(12), wholeSeconds(12.0000000001), wholeSeconds(12.001), wholeSeconds(0.2), wholeSeconds(0)]).toEqual([12, 12, 13, 1, 0]);
+  expect([wholeSeconds(12), wholeSeconds(12.0000000001), wholeSeconds(12.001), wholeSeconds(0.2), wholeSeconds(0)]).toEqual([
+    12, 12, 13, 1, 0,
+  ]);
 });
 
 test("the reserve is the size bound, with the decoded seconds to fall back to", () => {
@@ -19,7 +21,9 @@ test("the upstream's report: verbose_json duration, a duration usage, never toke
   expect(reportedSeconds(json({ text: "x", duration: 8.47 }), true)).toBe(8.47);
   expect(reportedSeconds(json({ text: "x", usage: { type: "duration", seconds: 9 } }), true)).toBe(9);
   expect(reportedSeconds(json({ text: "x", duration: 8.2, usage: { type: "duration", seconds: 9 } }), true)).toBe(9);
-  expect(reportedSeconds(json({ text: "x", usage: { type: "tokens", input_tokens: 500, output_tokens: 9, total_tokens: 509 } }), true)).toBeNull();
+  expect(
+    reportedSeconds(json({ text: "x", usage: { type: "tokens", input_tokens: 500, output_tokens: 9, total_tokens: 509 } }), true),
+  ).toBeNull();
   expect(reportedSeconds(json({ text: "x", duration: -1 }), true)).toBeNull();
   expect(reportedSeconds(new TextEncoder().encode("not json"), true)).toBeNull();
   expect(reportedSeconds(json({ text: "x", duration: 5 }), false)).toBeNull();

@@ -46,7 +46,11 @@ export async function createSpeech(input: OperationInput, deps: EdgeDeps): Promi
       region,
       build: (backend) => backend.adapter.speech?.buildSpeechRequest({ body, upstreamModel: backend.config.upstream_model ?? model.id }),
     })
-    .catch((error: Error) => ({ kind: "failed" as const, backend: null, failure: fail("upstream_error", `The upstream call failed: ${error.message}`) }));
+    .catch((error: Error) => ({
+      kind: "failed" as const,
+      backend: null,
+      failure: fail("upstream_error", `The upstream call failed: ${error.message}`),
+    }));
   if (sent.kind === "failed") {
     await admitted.settle({ input: 0 }, sent.backend?.name ?? null, describe(sent.failure.code).status);
     return failed(sent.failure, requestId, admitted.headers);

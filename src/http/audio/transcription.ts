@@ -29,7 +29,6 @@ import { audioSeconds, billedSeconds, reportedSeconds, reserveSeconds, type Audi
 export const TRANSCRIPT_REPLY_BYTES_MAX = 8 * 1024 * 1024;
 const FORM_BYTES_MAX = TRANSCRIPTION_FILE_BYTES_MAX + TRANSCRIPTION_FORM_OVERHEAD_BYTES_MAX;
 
-
 function tooLarge(): Failure {
   return fail("request_too_large", `The audio file is larger than the limit of ${TRANSCRIPTION_FILE_BYTES_MAX} bytes.`, { param: "file" });
 }
@@ -52,7 +51,9 @@ async function readAudio(file: File): Promise<{ bytes: Uint8Array; seconds: Audi
   if (!measured) return fail("service_unavailable", "The audio file could not be read right now; try again shortly.", { retryAfterS: 1 });
   const duration = measured.duration;
   if (duration && duration.seconds !== 0) return { bytes: measured.bytes, seconds: audioSeconds(duration, measured.bytes.byteLength) };
-  return fail("invalid_request", `The file is not audio whose duration could be read. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" });
+  return fail("invalid_request", `The file is not audio whose duration could be read. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, {
+    param: "file",
+  });
 }
 
 function upstreamFields(fields: TranscriptionFields): Record<string, string | string[]> {
@@ -73,10 +74,16 @@ export async function createTranscription(input: OperationInput, deps: EdgeDeps)
   if (form === null) return refused(deps, ctx, caller, tooLarge());
   if (isFailure(form)) return refused(deps, ctx, caller, form);
   const file = form.get("file");
-  if (!(file instanceof File)) return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
+  if (!(file instanceof File))
+    return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
   if (file.size > TRANSCRIPTION_FILE_BYTES_MAX) return refused(deps, ctx, caller, tooLarge());
   if (!audioExtensionOk(file.name)) {
-    return refused(deps, ctx, caller, fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" }));
+    return refused(
+      deps,
+      ctx,
+      caller,
+      fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" }),
+    );
   }
   const parsed = transcriptionFields.safeParse(formFields(form));
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));

@@ -13,9 +13,17 @@ const model: CatalogModel = {
   openWeight: false,
   listing: 1,
   createdS: 0,
-  price: { versionId: 1, tomanPerUsd: 90_000n, tomanPer1m: new Map([["input_token", 13_500n], ["output_token", 54_000n]]) },
+  price: {
+    versionId: 1,
+    tomanPerUsd: 90_000n,
+    tomanPer1m: new Map([
+      ["input_token", 13_500n],
+      ["output_token", 54_000n],
+    ]),
+  },
 };
-const body = (fields: Record<string, unknown>) => chatRequest.parse({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10, ...fields });
+const body = (fields: Record<string, unknown>) =>
+  chatRequest.parse({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10, ...fields });
 const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8");
 const hello = { type: "text", text: "Hello, world!" };
 
@@ -25,11 +33,17 @@ test("the exact count: texts by o200k with OpenAI's template counts", async () =
 
 test("the exact count gives images, audio and files the cheap bound's allowances, plus their data's bytes", async () => {
   const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
-  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, image] }] }))).toBe(10 + IMAGE_ALLOWANCE_TOKENS + bytes(image.image_url));
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, image] }] }))).toBe(
+    10 + IMAGE_ALLOWANCE_TOKENS + bytes(image.image_url),
+  );
   const file = { type: "file", file: { file_id: "file-1" } };
-  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, file] }] }))).toBe(10 + FILE_ALLOWANCE_TOKENS + bytes(file.file));
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, file] }] }))).toBe(
+    10 + FILE_ALLOWANCE_TOKENS + bytes(file.file),
+  );
   const audio = { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } };
-  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, audio] }] }))).toBe(10 + FILE_ALLOWANCE_TOKENS + bytes(audio.input_audio));
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, audio] }] }))).toBe(
+    10 + FILE_ALLOWANCE_TOKENS + bytes(audio.input_audio),
+  );
 });
 
 test("the exact count bounds tools, functions, schemas, tool calls and names by their bytes", async () => {
@@ -46,7 +60,9 @@ test("the exact count bounds tools, functions, schemas, tool calls and names by 
       { role: "tool", tool_call_id: "c1", content: "Hello, world!" },
     ],
   });
-  expect(await exactPromptTokens(conversation)).toBe(3 + (3 + 4 + "ali".length) + (3 + bytes(calls)) + (3 + 4 + "c1".length + TOOL_RESULT_ALLOWANCE_TOKENS));
+  expect(await exactPromptTokens(conversation)).toBe(
+    3 + (3 + 4 + "ali".length) + (3 + bytes(calls)) + (3 + 4 + "c1".length + TOOL_RESULT_ALLOWANCE_TOKENS),
+  );
 });
 
 test("the wallet-edge reserve is the exact count, never above the cheap bound", async () => {
@@ -69,7 +85,10 @@ test("paid fields: refused without the pool's consent, priced by their percents 
   // 13,500 × 1.5 × 1.01 = 20,452.5 → 20,453; 54,000 × 1.5 × 1.01 = 81,810
   expect([priced.inputPricePer1m, priced.outputPricePer1m]).toEqual([20_453n, 81_810n]);
   const prediction = { type: "content", content: "Hello, world!" };
-  const predicted = (await chatBudget(body({ prediction }), model, { fairnessKey: "t", paidFields: { prediction: { price_percent: 100 } } })) as ChatBudget;
+  const predicted = (await chatBudget(body({ prediction }), model, {
+    fairnessKey: "t",
+    paidFields: { prediction: { price_percent: 100 } },
+  })) as ChatBudget;
   // the prediction's bytes are reserved at the output price on top of max_tokens
   expect(predicted.reserveMicro).toBe(BigInt(predicted.promptTokensBound) * 13_500n + BigInt(10 + bytes(prediction)) * 54_000n);
 });

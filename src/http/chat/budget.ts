@@ -58,7 +58,8 @@ export interface ChatBudgetOptions {
   paidFields?: PaidFields;
 }
 
-const bytesOf = (value: unknown) => (value === undefined || value === null ? 0 : utf8Bytes(typeof value === "string" ? value : JSON.stringify(value)));
+const bytesOf = (value: unknown) =>
+  value === undefined || value === null ? 0 : utf8Bytes(typeof value === "string" ? value : JSON.stringify(value));
 const messageTextFields = new Set(["role", "content"]);
 const partTextFields = new Set(["type", "text"]);
 
@@ -98,7 +99,11 @@ export async function exactPromptTokens(body: ChatRequest, options: CountOptions
  * The reserve with the prompt counted exactly, for a request the cheap bound priced out of the
  * wallet: admission work, so capped and taking turns by the key (`fairnessKey`).
  */
-export async function exactChatReserve(body: ChatRequest, budget: ChatBudget, fairnessKey: string): Promise<{ reserveMicro: bigint; promptTokens: number }> {
+export async function exactChatReserve(
+  body: ChatRequest,
+  budget: ChatBudget,
+  fairnessKey: string,
+): Promise<{ reserveMicro: bigint; promptTokens: number }> {
   const promptTokens = Math.min(budget.promptTokensBound, await exactPromptTokens(body, { purpose: "admission", fairnessKey }));
   return {
     promptTokens,

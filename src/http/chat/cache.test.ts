@@ -20,7 +20,12 @@ const SONNET = new Map([
   ["cache_write_token", 337_500n],
 ]);
 const model = (prices: Map<string, bigint>) =>
-  ({ id: "claude-sonnet-4", operation: "chat", contextWindow: 200_000, price: { versionId: 1, tomanPerUsd: 90_000n, tomanPer1m: prices } }) as unknown as CatalogModel;
+  ({
+    id: "claude-sonnet-4",
+    operation: "chat",
+    contextWindow: 200_000,
+    price: { versionId: 1, tomanPerUsd: 90_000n, tomanPer1m: prices },
+  }) as unknown as CatalogModel;
 
 const marked = { type: "text", text: "A long document.", cache_control: { type: "ephemeral" } };
 
@@ -54,7 +59,9 @@ describe("reserve", () => {
     expect(marksCache({ messages: [{ role: "user", content: "x" }], cache_control: { type: "ephemeral" } } as never)).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: [marked] }] })).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: "x", cache_control: { type: "ephemeral" } }] })).toBe(true);
-    expect(marksCache({ messages: [{ role: "user", content: "x" }], tools: [{ type: "function", cache_control: { type: "ephemeral" } }] })).toBe(true);
+    expect(
+      marksCache({ messages: [{ role: "user", content: "x" }], tools: [{ type: "function", cache_control: { type: "ephemeral" } }] }),
+    ).toBe(true);
     expect(marksCache({ messages: [{ role: "user", content: [{ type: "text", text: "x", cache_control: null }] }] })).toBe(false);
     // Past the scan bound the worst price is assumed.
     expect(marksCache({ messages: Array.from({ length: CACHE_MARKS_SCAN_MAX + 1 }, () => ({ role: "user", content: "x" })) })).toBe(true);
@@ -80,7 +87,12 @@ describe("pricing by component", () => {
 
   test("without cache prices every prompt token is input; parts above the prompt are bounded", () => {
     const input = new Map([["input_token", 24_300n]]);
-    expect(pricedUsage({ input: 143, output: 8, cacheRead: 128 }, input, 24_300n, 99_000n)).toEqual({ inputUnits: 143n, outputUnits: 8n, inputPricePer1m: 24_300n, outputPricePer1m: 99_000n });
+    expect(pricedUsage({ input: 143, output: 8, cacheRead: 128 }, input, 24_300n, 99_000n)).toEqual({
+      inputUnits: 143n,
+      outputUnits: 8n,
+      inputPricePer1m: 24_300n,
+      outputPricePer1m: 99_000n,
+    });
     const bounded = pricedUsage({ input: 10, output: 0, cacheRead: 8, cacheWrite: 8 }, SONNET, 270_000n, 0n);
     expect([bounded.inputUnits, bounded.cacheReadUnits, bounded.cacheWriteUnits]).toEqual([0n, 8n, 2n]);
   });

@@ -10,7 +10,9 @@
 export const CACHE_MARKS_SCAN_MAX = 10_000;
 
 function hasMark(value: unknown): boolean {
-  return typeof value === "object" && value !== null && "cache_control" in value && (value as { cache_control?: unknown }).cache_control != null;
+  return (
+    typeof value === "object" && value !== null && "cache_control" in value && (value as { cache_control?: unknown }).cache_control != null
+  );
 }
 
 /**

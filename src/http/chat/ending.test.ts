@@ -7,14 +7,42 @@ const base: StreamEnding = { clientGone: false, withheld: false, finished: false
 const broke = fail("upstream_error", "broke off");
 
 test.each([
-  ["finished with a report", { finished: true, reported: usage }, { end: "done", status: 200, reply: "done", output: "report", last: "done" }],
+  [
+    "finished with a report",
+    { finished: true, reported: usage },
+    { end: "done", status: 200, reply: "done", output: "report", last: "done" },
+  ],
   ["finished without a report: our count", { finished: true }, { end: "done", status: 200, reply: "done", output: "meter", last: "done" }],
-  ["an upstream failure: billed what was delivered", { failure: broke, reported: usage }, { end: "failed", status: 502, reply: "failed", output: "meter", last: "error" }],
-  ["cut at the hold", { withheld: true, reported: usage }, { end: "length_cut", status: 200, reply: "abandoned", output: "meter", last: "cut" }],
-  ["client gone, upstream finished in the drain", { clientGone: true, finished: true, reported: usage }, { end: "client_gone", status: 499, reply: "done", output: "report", last: null }],
-  ["client gone, no report: everything it sent is counted", { clientGone: true }, { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null }],
-  ["client gone wins over a cut and a failure", { clientGone: true, withheld: true, failure: broke }, { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null }],
-  ["a cut wins over a failure", { withheld: true, failure: broke }, { end: "length_cut", status: 200, reply: "abandoned", output: "meter", last: "cut" }],
+  [
+    "an upstream failure: billed what was delivered",
+    { failure: broke, reported: usage },
+    { end: "failed", status: 502, reply: "failed", output: "meter", last: "error" },
+  ],
+  [
+    "cut at the hold",
+    { withheld: true, reported: usage },
+    { end: "length_cut", status: 200, reply: "abandoned", output: "meter", last: "cut" },
+  ],
+  [
+    "client gone, upstream finished in the drain",
+    { clientGone: true, finished: true, reported: usage },
+    { end: "client_gone", status: 499, reply: "done", output: "report", last: null },
+  ],
+  [
+    "client gone, no report: everything it sent is counted",
+    { clientGone: true },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null },
+  ],
+  [
+    "client gone wins over a cut and a failure",
+    { clientGone: true, withheld: true, failure: broke },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null },
+  ],
+  [
+    "a cut wins over a failure",
+    { withheld: true, failure: broke },
+    { end: "length_cut", status: 200, reply: "abandoned", output: "meter", last: "cut" },
+  ],
 ] as const)("%s", (_, ending, decision) => {
   expect(decideEnd({ ...base, ...ending })).toEqual(decision);
 });

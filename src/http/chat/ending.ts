@@ -48,7 +48,13 @@ export interface EndDecision {
  */
 export function decideEnd(e: StreamEnding): EndDecision {
   if (e.clientGone) {
-    return { end: "client_gone", status: STATUS_CLIENT_CLOSED, reply: e.finished ? "done" : "abandoned", output: e.reported ? "report" : "count_sent", last: null };
+    return {
+      end: "client_gone",
+      status: STATUS_CLIENT_CLOSED,
+      reply: e.finished ? "done" : "abandoned",
+      output: e.reported ? "report" : "count_sent",
+      last: null,
+    };
   }
   if (e.withheld) return { end: "length_cut", status: 200, reply: "abandoned", output: "meter", last: "cut" };
   const output = e.finished && e.reported ? "report" : "meter";

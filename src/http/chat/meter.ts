@@ -148,7 +148,8 @@ export class StreamMeter {
 
   private recountAhead(): void {
     // Not enforcing: nothing is decided on the live count, the whole text is counted once at the end.
-    if (this.recounting || this.pendingBytes < METER_RECOUNT_BYTES || this.reportedTokens !== null || this.options.enforce === false) return;
+    if (this.recounting || this.pendingBytes < METER_RECOUNT_BYTES || this.reportedTokens !== null || this.options.enforce === false)
+      return;
     this.recounting = true;
     const from = this.exactLength;
     const length = this.delivered.length;

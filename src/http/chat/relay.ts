@@ -283,7 +283,13 @@ export class Relay {
       }
     }
     this.abortTimers.forEach(clearTimeout);
-    const decision = decideEnd({ clientGone: this.clientGone, withheld: this.withheld !== null, finished: this.finished, failure: this.failure, reported: this.reported });
+    const decision = decideEnd({
+      clientGone: this.clientGone,
+      withheld: this.withheld !== null,
+      finished: this.finished,
+      failure: this.failure,
+      reported: this.reported,
+    });
     this.outcome.reply.close(decision.reply);
     await this.meter.idle();
     await this.settle(decision);
@@ -297,7 +303,11 @@ export class Relay {
     const prompt: Usage = usage ? { ...usage } : { inputTokens: await countPromptTokens(body.messages), outputTokens: 0 };
     const delivered = this.meter.delivered;
     const output =
-      decision.output === "report" ? usage!.outputTokens : decision.output === "count_sent" ? await countTokens(delivered + this.afterGone) : await this.meter.exact();
+      decision.output === "report"
+        ? usage!.outputTokens
+        : decision.output === "count_sent"
+          ? await countTokens(delivered + this.afterGone)
+          : await this.meter.exact();
     let billedMicroMax: bigint | undefined;
     let metered = output;
     if (decision.end === "length_cut") {

@@ -11,7 +11,16 @@
  * service (src/internal/service.ts) both call it and only translate its result.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
-import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool, usedTokens } from "../../admission/admission.ts";
+import {
+  admit,
+  type Admission,
+  type Caller,
+  operationModel,
+  recordRefusal,
+  type Reserve,
+  servingPool,
+  usedTokens,
+} from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
@@ -103,7 +112,14 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     return { kind: "refused", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
-  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget, model, caller.key.id), startedMs });
+  const admission = await admit(deps, {
+    requestId,
+    caller,
+    model,
+    operation: "chat",
+    reserve: chatReserve(body, budget, model, caller.key.id),
+    startedMs,
+  });
   if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
@@ -122,7 +138,11 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
-    outcome = { kind: "failed", backend: null, failure: { ...fail("internal_error", "The gateway failed to call the upstream."), retryable: false } };
+    outcome = {
+      kind: "failed",
+      backend: null,
+      failure: { ...fail("internal_error", "The gateway failed to call the upstream."), retryable: false },
+    };
   }
   if (outcome.kind === "failed") {
     await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);
@@ -136,11 +156,20 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     });
     return { kind: "json", body: reply, headers: admission.headers };
   }
-  return { kind: "stream", relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal), headers: admission.headers };
+  return {
+    kind: "stream",
+    relay: new Relay(deps, admission as Admission, { body, budget }, outcome, input.signal),
+    headers: admission.headers,
+  };
 }
 
 /** The HTTP route: the request's headers and body in, a JSON reply or an SSE body out. */
-export async function chatCompletions(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+export async function chatCompletions(
+  request: Request,
+  requestId: string,
+  deps: EdgeDeps,
+  set: { headers: Record<string, string | number> },
+) {
   const result = await chat(deps, {
     requestId,
     credentials: credentialsOf(request),
@@ -149,7 +178,10 @@ export async function chatCompletions(request: Request, requestId: string, deps:
   });
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
   if (result.kind === "json") {
-    return new Response(result.body, { status: 200, headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers } });
+    return new Response(result.body, {
+      status: 200,
+      headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers },
+    });
   }
   Object.assign(set.headers, result.headers);
   set.headers["content-type"] = "text/event-stream";

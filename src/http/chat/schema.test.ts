@@ -10,9 +10,22 @@ function randomBody(random: () => number): unknown {
     pick([
       { role: "user", content: "hi" },
       { role: "user", content: "hi" },
-      { role: pick(["user", "system", "assistant", "tool", "robot", "", 5]), content: pick(["hi", "", null, [{ type: "text", text: "x" }], 5, {}, undefined]) },
+      {
+        role: pick(["user", "system", "assistant", "tool", "robot", "", 5]),
+        content: pick(["hi", "", null, [{ type: "text", text: "x" }], 5, {}, undefined]),
+      },
       { role: "user", content: "x", name: pick(["n", 5, null, undefined]) },
-      { role: "user", content: [pick([{ type: "text", text: "x", extra: 1 }, { type: "image_url", image_url: { url: "u" } }, { type: "text" }, { type: "video" }])] },
+      {
+        role: "user",
+        content: [
+          pick([
+            { type: "text", text: "x", extra: 1 },
+            { type: "image_url", image_url: { url: "u" } },
+            { type: "text" },
+            { type: "video" },
+          ]),
+        ],
+      },
       { role: "user", content: "x", [pick(["tool_call_id", "secret", "audio"])]: "y" },
       pick([null, "text", [], 7]),
     ]);
@@ -56,7 +69,14 @@ test("the hot-path check never accepts a body the schema refuses, and accepts or
   }
   expect(accepted).toBeGreaterThan(20);
   expect(leftToZod).toBeGreaterThan(20); // bodies with tools or image parts: valid, but zod's to check
-  const ordinary = { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], stream: true, stream_options: { include_usage: true }, max_tokens: 10, temperature: 0.7 };
+  const ordinary = {
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "hi" }],
+    stream: true,
+    stream_options: { include_usage: true },
+    max_tokens: 10,
+    temperature: 0.7,
+  };
   expect(isPlainChatRequest(ordinary)).toBe(true);
 });
 
@@ -71,10 +91,14 @@ const refusal = (body: unknown) => {
 test("an unknown field anywhere is refused with a 400 naming it", () => {
   expect(refusal({ ...base, guided_json: {} })).toMatchObject({ code: "invalid_request", param: "guided_json" });
   expect(refusal({ ...base, messages: [{ role: "user", content: "hi", secret: "x" }] }).param).toBe("messages.0.secret");
-  expect(refusal({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "", data: "x".repeat(1000) }] }] }).param).toBe("messages.0.content.0.data");
+  expect(refusal({ ...base, messages: [{ role: "user", content: [{ type: "text", text: "", data: "x".repeat(1000) }] }] }).param).toBe(
+    "messages.0.content.0.data",
+  );
   expect(refusal({ ...base, stream_options: { include_usage: true, leak: 1 } }).param).toBe("stream_options.leak");
   expect(refusal({ ...base, tools: [{ type: "function", function: { name: "f", extra: 1 } }] }).param).toBe("tools.0.function.extra");
-  expect(refusal({ ...base, response_format: { type: "json_schema", json_schema: { name: "x", schema: {}, more: 1 } } }).param).toBe("response_format.json_schema.more");
+  expect(refusal({ ...base, response_format: { type: "json_schema", json_schema: { name: "x", schema: {}, more: 1 } } }).param).toBe(
+    "response_format.json_schema.more",
+  );
   expect(refusal({ ...base, tools: [{ type: "function", function: { name: "f".repeat(65) } }] }).param).toBe("tools.0.function.name");
 });
 
@@ -83,7 +107,15 @@ test("the spec's fields and the adapters' named extras are accepted", () => {
     ...base,
     messages: [
       { role: "system", content: "be brief", name: "s" },
-      { role: "user", content: [{ type: "text", text: "look" }, { type: "image_url", image_url: { url: "https://x/y.png", detail: "low" } }, { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } }, { type: "file", file: { file_id: "f1" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "look" },
+          { type: "image_url", image_url: { url: "https://x/y.png", detail: "low" } },
+          { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } },
+          { type: "file", file: { file_id: "f1" } },
+        ],
+      },
       { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get", arguments: "{}" } }] },
       { role: "tool", tool_call_id: "c1", content: "sunny" },
     ],
@@ -107,7 +139,13 @@ test("the spec's fields and the adapters' named extras are accepted", () => {
   expect(parsed.error?.issues ?? []).toEqual([]);
 });
 
-type SpecSchema = { properties?: Record<string, unknown>; allOf?: { $ref?: string }[]; oneOf?: { $ref?: string }[]; anyOf?: SpecSchema[]; $ref?: string };
+type SpecSchema = {
+  properties?: Record<string, unknown>;
+  allOf?: { $ref?: string }[];
+  oneOf?: { $ref?: string }[];
+  anyOf?: SpecSchema[];
+  $ref?: string;
+};
 const spec = (await Bun.file(new URL("../../../test/fixtures/openai-chat-request.schema.json", import.meta.url)).json()) as {
   components: { schemas: Record<string, SpecSchema> };
 };
@@ -121,11 +159,18 @@ function specProperties(schema: SpecSchema): string[] {
 }
 
 test("the gateway knows exactly the spec's fields of the request and of its messages, plus named extras", () => {
-  const extrasAt = (prefix: string) => CHAT_ADAPTER_EXTRAS.filter((path) => path.startsWith(prefix) && !path.slice(prefix.length).includes(".")).map((path) => path.slice(prefix.length));
-  expect(Object.keys(chatRequest.shape).sort()).toEqual([...specProperties(specSchema("CreateChatCompletionRequest")), ...extrasAt("")].sort());
+  const extrasAt = (prefix: string) =>
+    CHAT_ADAPTER_EXTRAS.filter((path) => path.startsWith(prefix) && !path.slice(prefix.length).includes(".")).map((path) =>
+      path.slice(prefix.length),
+    );
+  expect(Object.keys(chatRequest.shape).sort()).toEqual(
+    [...specProperties(specSchema("CreateChatCompletionRequest")), ...extrasAt("")].sort(),
+  );
   const roles = specSchema("ChatCompletionRequestMessage").oneOf!.map((option) => specSchema(option.$ref!));
   expect(Object.keys(chatMessage.shape).sort()).toEqual([...new Set(roles.flatMap(specProperties)), ...extrasAt("messages.")].sort());
   const streamOptions = specSchema("ChatCompletionStreamOptions").anyOf![0]!;
   const extras = CHAT_ADAPTER_EXTRAS.filter((path) => path.startsWith("stream_options.")).map((path) => path.split(".")[1]!);
-  expect(Object.keys(chatRequest.shape.stream_options.unwrap().unwrap().shape).sort()).toEqual([...specProperties(streamOptions), ...extras].sort());
+  expect(Object.keys(chatRequest.shape.stream_options.unwrap().unwrap().shape).sort()).toEqual(
+    [...specProperties(streamOptions), ...extras].sort(),
+  );
 });

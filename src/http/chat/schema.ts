@@ -40,7 +40,12 @@ const cacheBreakpoint = z.strictObject({ mode: z.literal("explicit").optional() 
 /** Anthropic's prompt-cache mark (an adapter extra: CHAT_ADAPTER_EXTRAS). */
 const cacheControl = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() }).optional();
 
-const textPart = z.strictObject({ type: z.literal("text"), text: z.string(), prompt_cache_breakpoint: cacheBreakpoint, cache_control: cacheControl });
+const textPart = z.strictObject({
+  type: z.literal("text"),
+  text: z.string(),
+  prompt_cache_breakpoint: cacheBreakpoint,
+  cache_control: cacheControl,
+});
 const contentPart = z.discriminatedUnion("type", [
   textPart,
   z.strictObject({
@@ -63,7 +68,11 @@ const contentPart = z.discriminatedUnion("type", [
 ]);
 
 const toolCall = z.union([
-  z.strictObject({ id: z.string(), type: z.literal("function").optional(), function: z.strictObject({ name: functionName, arguments: z.string() }) }),
+  z.strictObject({
+    id: z.string(),
+    type: z.literal("function").optional(),
+    function: z.strictObject({ name: functionName, arguments: z.string() }),
+  }),
   z.strictObject({ id: z.string(), type: z.literal("custom"), custom: z.strictObject({ name: functionName, input: z.string() }) }),
 ]);
 
@@ -99,7 +108,10 @@ const toolChoice = z.union([
   z.enum(["none", "auto", "required"]),
   z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: functionName }) }),
   z.strictObject({ type: z.literal("custom"), custom: z.strictObject({ name: functionName }) }),
-  z.strictObject({ type: z.literal("allowed_tools"), allowed_tools: z.strictObject({ mode: z.enum(["auto", "required"]), tools: z.array(jsonObject) }) }),
+  z.strictObject({
+    type: z.literal("allowed_tools"),
+    allowed_tools: z.strictObject({ mode: z.enum(["auto", "required"]), tools: z.array(jsonObject) }),
+  }),
 ]);
 
 const responseFormat = z.discriminatedUnion("type", [
@@ -107,7 +119,12 @@ const responseFormat = z.discriminatedUnion("type", [
   z.strictObject({ type: z.literal("json_object") }),
   z.strictObject({
     type: z.literal("json_schema"),
-    json_schema: z.strictObject({ name: z.string(), description: z.string().optional(), schema: jsonObject.optional(), strict: z.boolean().nullish() }),
+    json_schema: z.strictObject({
+      name: z.string(),
+      description: z.string().optional(),
+      schema: jsonObject.optional(),
+      strict: z.boolean().nullish(),
+    }),
   }),
 ]);
 
@@ -119,7 +136,11 @@ export const chatRequest = z.strictObject({
   messages: z.array(chatMessage).min(1).max(MESSAGES_MAX),
   stream: z.boolean().nullish(),
   stream_options: z
-    .strictObject({ include_usage: z.boolean().optional(), include_obfuscation: z.boolean().optional(), continuous_usage_stats: z.boolean().optional() })
+    .strictObject({
+      include_usage: z.boolean().optional(),
+      include_obfuscation: z.boolean().optional(),
+      continuous_usage_stats: z.boolean().optional(),
+    })
     .nullish(),
   max_tokens: tokens.nullish(),
   max_completion_tokens: tokens.nullish(),
@@ -127,7 +148,11 @@ export const chatRequest = z.strictObject({
   tools: z.array(tool).max(TOOLS_MAX).nullish(),
   tool_choice: toolChoice.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
-  functions: z.array(functionObject.omit({ strict: true })).min(1).max(TOOLS_MAX).nullish(),
+  functions: z
+    .array(functionObject.omit({ strict: true }))
+    .min(1)
+    .max(TOOLS_MAX)
+    .nullish(),
   function_call: z.union([z.enum(["none", "auto"]), z.strictObject({ name: functionName })]).nullish(),
   response_format: responseFormat.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
@@ -159,14 +184,29 @@ export const chatRequest = z.strictObject({
     })
     .nullish(),
   modalities: z.array(z.enum(["text", "audio"])).nullish(),
-  audio: z.strictObject({ voice: z.union([z.string(), z.strictObject({ id: z.string() })]), format: z.enum(["wav", "aac", "mp3", "flac", "opus", "pcm16"]) }).nullish(),
+  audio: z
+    .strictObject({
+      voice: z.union([z.string(), z.strictObject({ id: z.string() })]),
+      format: z.enum(["wav", "aac", "mp3", "flac", "opus", "pcm16"]),
+    })
+    .nullish(),
 });
 
 export type ChatRequest = z.infer<typeof chatRequest>;
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
 /** The fields the hot path checks by hand; a body with any other field goes to zod. */
-const PLAIN_FIELDS = new Set(["model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n", "temperature", "top_p"]);
+const PLAIN_FIELDS = new Set([
+  "model",
+  "messages",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+  "temperature",
+  "top_p",
+]);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const absent = (v: unknown) => v === undefined || v === null;

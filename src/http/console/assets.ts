@@ -14,7 +14,8 @@ const TYPES: Record<string, string> = {
   "i18n.js": "text/javascript; charset=utf-8",
   "console.css": "text/css; charset=utf-8",
 };
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
 export function consoleAsset(name: string | undefined): Response {
   const type = name ? TYPES[name] : undefined;

@@ -66,5 +66,8 @@ export function checkCsrf(request: Request, expected: string): Failure | null {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
   if (a.length === b.length && timingSafeEqual(a, b)) return null;
-  return fail("cross_site_refused", `A change needs the session's CSRF token in the ${CSRF_HEADER} header (GET /console/api/session gives it).`);
+  return fail(
+    "cross_site_refused",
+    `A change needs the session's CSRF token in the ${CSRF_HEADER} header (GET /console/api/session gives it).`,
+  );
 }

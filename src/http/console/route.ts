@@ -13,7 +13,18 @@ import type { Console } from "../../console/index.ts";
 import { maskPhone, normalisePhone } from "../../console/phone.ts";
 import type { Session } from "../../console/sessions.ts";
 import { TOPUP_LIST_MAX, TOPUP_PENDING_STATES, type TopUpView } from "../../console/topups.ts";
-import { dailySpend, spendByKey, USAGE_CSV_HEADER, USAGE_CSV_ROWS_MAX, USAGE_PAGE_MAX, usageCsvLine, usagePage, usageTotals, utcPeriods, type UsageFilter } from "../../console/usage.ts";
+import {
+  dailySpend,
+  spendByKey,
+  USAGE_CSV_HEADER,
+  USAGE_CSV_ROWS_MAX,
+  USAGE_PAGE_MAX,
+  usageCsvLine,
+  usagePage,
+  usageTotals,
+  utcPeriods,
+  type UsageFilter,
+} from "../../console/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { walletFields } from "../account/route.ts";
@@ -34,14 +45,17 @@ export const KEY_EXPIRY_MS_MAX = 5 * 366 * 24 * 3_600_000;
 /** How long /console/api waits for this node's buffered usage before reading it. */
 const USAGE_FLUSH_WAIT_MS = 1_000;
 
-const phoneField = z.string().max(64).transform((value, ctx) => {
-  const phone = normalisePhone(value);
-  if (!phone) {
-    ctx.addIssue({ code: "custom", message: "not an Iranian mobile number (09xx xxx xxxx)" });
-    return z.NEVER;
-  }
-  return phone;
-});
+const phoneField = z
+  .string()
+  .max(64)
+  .transform((value, ctx) => {
+    const phone = normalisePhone(value);
+    if (!phone) {
+      ctx.addIssue({ code: "custom", message: "not an Iranian mobile number (09xx xxx xxxx)" });
+      return z.NEVER;
+    }
+    return phone;
+  });
 const otpBody = z.strictObject({ phone: phoneField });
 const signInBody = z.strictObject({ phone: phoneField, code: z.string().max(32) });
 const createKeyBody = z.strictObject({
@@ -62,7 +76,10 @@ const usageQuery = z.object({
   /** Inclusive when a plain date: the whole day counts. */
   to: z.string().max(40).optional(),
   limit: z.coerce.number().int().min(1).max(USAGE_PAGE_MAX).default(50),
-  before: z.string().regex(/^\d{1,18}$/).optional(),
+  before: z
+    .string()
+    .regex(/^\d{1,18}$/)
+    .optional(),
 });
 
 function usageFilter(query: z.infer<typeof usageQuery>): UsageFilter | Failure {
@@ -108,7 +125,11 @@ interface Guards {
   open(change: boolean, handler: (ctx: RouteCtx) => Promise<Response> | Response): (ctx: Ctx) => Promise<Response>;
   /** Checks origin (and for changes the CSRF token), finds the session, runs the handler. */
   signedIn(change: boolean, handler: Handler): (ctx: Ctx) => Promise<Response>;
-  sessionReply(session: { id: string; accountId: string; phone: string | null }, requestId: string, headers?: Record<string, string>): Response;
+  sessionReply(
+    session: { id: string; accountId: string; phone: string | null },
+    requestId: string,
+    headers?: Record<string, string>,
+  ): Response;
 }
 
 function consoleGuards(deps: EdgeDeps, area: Console): Guards {
@@ -122,7 +143,11 @@ function consoleGuards(deps: EdgeDeps, area: Console): Guards {
   const signedIn: Guards["signedIn"] = (change, handler) =>
     open(change, async (ctx) => {
       const session = await area.sessions.lookup(readCookie(ctx.request, cookieName(ctx.origin)));
-      if (!session) return failed(fail("session_required", "Sign in to the account area first (your session has ended or never began)."), ctx.requestId);
+      if (!session)
+        return failed(
+          fail("session_required", "Sign in to the account area first (your session has ended or never began)."),
+          ctx.requestId,
+        );
       if (change) {
         const csrf = checkCsrf(ctx.request, area.sessions.csrfToken(session.id));
         if (csrf) return failed(csrf, ctx.requestId);
@@ -185,7 +210,10 @@ function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Gua
         // A new session id at every sign-in; the one this browser came with ends.
         const previous = await area.sessions.lookup(readCookie(ctx.request, cookieName(ctx.origin)));
         if (previous) await area.sessions.revoke(previous.accountId, previous.id);
-        const created = await area.sessions.create(account.id, { userAgent: ctx.request.headers.get("user-agent"), clientAddress: clientAddress(ctx) });
+        const created = await area.sessions.create(account.id, {
+          userAgent: ctx.request.headers.get("user-agent"),
+          clientAddress: clientAddress(ctx),
+        });
         deps.log("info", "console_signed_in", { accountId: account.id, phone: maskPhone(body.phone), newAccount: account.created });
         return sessionReply({ id: created.id, accountId: account.id, phone: body.phone }, ctx.requestId, {
           "set-cookie": sessionCookie(ctx.origin, created.token, deps.env.CONSOLE_SESSION_TTL_S),
@@ -197,7 +225,10 @@ function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Gua
 
 function sessionRoutes(area: Console, { signedIn, sessionReply }: Guards) {
   return new Elysia()
-    .get("/console/api/session", signedIn(false, (session, ctx) => sessionReply(session, ctx.requestId)))
+    .get(
+      "/console/api/session",
+      signedIn(false, (session, ctx) => sessionReply(session, ctx.requestId)),
+    )
     .post(
       "/console/api/sign-out",
       signedIn(true, async (session, ctx) => {
@@ -241,7 +272,13 @@ function sessionRoutes(area: Console, { signedIn, sessionReply }: Guards) {
 
 /** Spend since `from`, as the overview shows it. */
 function spentSince(totals: { billedMicro: bigint; requests: number }, from: Date, timezone: string) {
-  return { from: from.toISOString(), timezone, spent_toman: microToToman(totals.billedMicro), spent_micro_toman: totals.billedMicro.toString(), requests: totals.requests };
+  return {
+    from: from.toISOString(),
+    timezone,
+    spent_toman: microToToman(totals.billedMicro),
+    spent_micro_toman: totals.billedMicro.toString(),
+    requests: totals.requests,
+  };
 }
 
 async function overviewObject(deps: EdgeDeps, session: Session) {
@@ -326,7 +363,12 @@ function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
             data: keys.map((k) => {
               const { account_id: _, ...key } = keyObject(k.record);
               const micro = spent.get(k.record.id) ?? 0n;
-              return { ...key, last_used_at: k.lastUsedAt?.toISOString() ?? null, spent_toman: microToToman(micro), spent_micro_toman: micro.toString() };
+              return {
+                ...key,
+                last_used_at: k.lastUsedAt?.toISOString() ?? null,
+                spent_toman: microToToman(micro),
+                spent_micro_toman: micro.toString(),
+              };
             }),
           },
           ctx.requestId,
@@ -339,17 +381,25 @@ function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
         const body = await parseBody(ctx.request, createKeyBody, CONSOLE_BODY_BYTES_MAX);
         if (isFailure(body)) return failed(body, ctx.requestId);
         if (!(await hasBeenFunded(db, session.accountId))) {
-          return failed(fail("wallet_not_funded", "Top up your wallet first: keys can be created once the wallet has been funded."), ctx.requestId);
+          return failed(
+            fail("wallet_not_funded", "Top up your wallet first: keys can be created once the wallet has been funded."),
+            ctx.requestId,
+          );
         }
         const expiresAt = body.expires_at ? new Date(body.expires_at) : null;
         if (expiresAt && (expiresAt.getTime() <= Date.now() || expiresAt.getTime() > Date.now() + KEY_EXPIRY_MS_MAX)) {
-          return failed(fail("invalid_request", "expires_at must be in the future and within 5 years.", { param: "expires_at" }), ctx.requestId);
+          return failed(
+            fail("invalid_request", "expires_at must be in the future and within 5 years.", { param: "expires_at" }),
+            ctx.requestId,
+          );
         }
         const { key, record } = await deps.keys.create(session.accountId, body.name, { ...limitsOf(body), expiresAt });
         deps.log("info", "key_created", { keyId: record.id, accountId: session.accountId, by: "console" });
         const { account_id: _, ...shown } = keyObject(record);
         const base = `${deps.env.PUBLIC_URL ?? ctx.origin}/v1`;
-        return json({ ...shown, key, exports: [`export OPENAI_BASE_URL=${base}`, `export OPENAI_API_KEY=${key}`] }, ctx.requestId, 201, { "cache-control": "no-store" });
+        return json({ ...shown, key, exports: [`export OPENAI_BASE_URL=${base}`, `export OPENAI_API_KEY=${key}`] }, ctx.requestId, 201, {
+          "cache-control": "no-store",
+        });
       }),
       { parse: "none" },
     )
@@ -419,7 +469,10 @@ function usageRoutes(deps: EdgeDeps, { signedIn }: Guards) {
         if (isFailure(asked)) return failed(asked, ctx.requestId);
         const { query, filter } = asked;
         await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
-        const rows = await usagePage(db, session.accountId, filter, { limit: query.limit, beforeId: query.before ? BigInt(query.before) : undefined });
+        const rows = await usagePage(db, session.accountId, filter, {
+          limit: query.limit,
+          beforeId: query.before ? BigInt(query.before) : undefined,
+        });
         const totals = await usageTotals(db, session.accountId, filter);
         const daily = await dailySpend(db, session.accountId, filter);
         return json(
@@ -434,7 +487,12 @@ function usageRoutes(deps: EdgeDeps, { signedIn }: Guards) {
               cost_toman: microToToman(totals.billedMicro),
               cost_micro_toman: totals.billedMicro.toString(),
             },
-            daily: daily.map((d) => ({ day: d.day, cost_toman: microToToman(d.billedMicro), cost_micro_toman: d.billedMicro.toString(), requests: d.requests })),
+            daily: daily.map((d) => ({
+              day: d.day,
+              cost_toman: microToToman(d.billedMicro),
+              cost_micro_toman: d.billedMicro.toString(),
+              requests: d.requests,
+            })),
           },
           ctx.requestId,
         );

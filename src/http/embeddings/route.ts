@@ -49,11 +49,19 @@ async function checkWindow(inputs: string[] | number[][], window: number, option
   const atLeast = exact ? "" : "at least ";
   const longest = lower.findIndex((n) => n > window);
   if (longest !== -1) {
-    return fail("context_length_exceeded", `This model's maximum context length is ${window} tokens, but input ${longest} has ${atLeast}${lower[longest]} tokens.`, { param: "input" });
+    return fail(
+      "context_length_exceeded",
+      `This model's maximum context length is ${window} tokens, but input ${longest} has ${atLeast}${lower[longest]} tokens.`,
+      { param: "input" },
+    );
   }
   const total = lower.reduce((a, b) => a + b, 0);
   if (total > EMBEDDING_TOKENS_TOTAL_MAX) {
-    return fail("invalid_request", `The inputs have ${atLeast}${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, { param: "input" });
+    return fail(
+      "invalid_request",
+      `The inputs have ${atLeast}${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`,
+      { param: "input" },
+    );
   }
   return null;
 }
@@ -69,7 +77,11 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   }
   const inputsMax = Math.max(0, ...present.map((a) => a.inputsMax ?? Number.POSITIVE_INFINITY));
   if (present.length > 0 && inputs.length > inputsMax) {
-    return fail("invalid_request", `${model} takes at most ${inputsMax} inputs per request; this one has ${inputs.length}. Split it into smaller requests.`, { param: "input" });
+    return fail(
+      "invalid_request",
+      `${model} takes at most ${inputsMax} inputs per request; this one has ${inputs.length}. Split it into smaller requests.`,
+      { param: "input" },
+    );
   }
   return null;
 }
@@ -89,7 +101,12 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
   const windowFailure =
-    (await checkWindow(inputs, model.contextWindow, { fairnessKey: caller.key.id })) ?? inputsRefusal(pool.backends.map((b) => b.adapter.embeddings), inputs, model.id);
+    (await checkWindow(inputs, model.contextWindow, { fairnessKey: caller.key.id })) ??
+    inputsRefusal(
+      pool.backends.map((b) => b.adapter.embeddings),
+      inputs,
+      model.id,
+    );
   if (windowFailure) return refused(deps, ctx, caller, windowFailure, model);
 
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
@@ -103,7 +120,8 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
       input: { unit: "input_token", units: bound, pricePer1m },
       tokens: bound,
       exact: typeof inputs[0] !== "string",
-      exactInputUnits: async () => (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
+      exactInputUnits: async () =>
+        (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
     },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
@@ -129,7 +147,8 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
     if (isFailure(bytes)) return bytes;
     const reply = sent.backend.adapter.embeddings!.parseEmbeddingsResponse(Buffer.from(bytes).toString("utf8"));
     if ("code" in reply) return reply;
-    if (reply.vectors.length !== inputs.length) return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
+    if (reply.vectors.length !== inputs.length)
+      return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
     return reply;
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
 
@@ -144,5 +163,10 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
     index,
     embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
   }));
-  return json({ object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } }, requestId, 200, admitted.headers);
+  return json(
+    { object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } },
+    requestId,
+    200,
+    admitted.headers,
+  );
 }

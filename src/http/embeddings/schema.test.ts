@@ -6,9 +6,15 @@ const parse = (input: unknown) => embeddingsRequest.safeParse({ model: "m", inpu
 test("every input shape of the spec, normalised to a list", () => {
   const cases: [unknown, unknown][] = [
     ["hello", ["hello"]],
-    [["a", "b"], ["a", "b"]],
+    [
+      ["a", "b"],
+      ["a", "b"],
+    ],
     [[1, 2, 3], [[1, 2, 3]]],
-    [[[1], [2, 3]], [[1], [2, 3]]],
+    [
+      [[1], [2, 3]],
+      [[1], [2, 3]],
+    ],
   ];
   for (const [input, list] of cases) {
     const parsed = parse(input);

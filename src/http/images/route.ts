@@ -42,7 +42,12 @@ async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uin
 }
 
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
-async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; backendUrl: string }, asUrl: boolean, base: string): Promise<Record<string, string>[] | Failure> {
+async function imagesToData(
+  deps: EdgeDeps,
+  reply: { images: UpstreamImage[]; backendUrl: string },
+  asUrl: boolean,
+  base: string,
+): Promise<Record<string, string>[] | Failure> {
   const { images, backendUrl } = reply;
   const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image, backendUrl))));
   const failure = fetched.find(isFailure);
@@ -53,7 +58,8 @@ async function imagesToData(deps: EdgeDeps, reply: { images: UpstreamImage[]; ba
     const bytes = fetched[i] as Uint8Array | null;
     if (bytes === null) data.push({ b64_json: (image as { b64: string }).b64, ...extra });
     else if (!asUrl) data.push({ b64_json: Buffer.from(bytes).toString("base64"), ...extra });
-    else data.push({ url: `${base}/v1/media/${await storeMedia(deps.db, bytes, imageContentType(bytes), deps.env.MEDIA_TTL_S)}`, ...extra });
+    else
+      data.push({ url: `${base}/v1/media/${await storeMedia(deps.db, bytes, imageContentType(bytes), deps.env.MEDIA_TTL_S)}`, ...extra });
   }
   return data;
 }
@@ -71,14 +77,17 @@ export async function createImages(input: OperationInput, deps: EdgeDeps): Promi
   let choice: ImageChoice | null = null;
   const priced = pricedModel(deps, caller, body.model ?? IMAGE_MODEL_DEFAULT, "images", (model) => {
     if ([...body.prompt].length > model.contextWindow) {
-      return fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, { param: "prompt" });
+      return fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, {
+        param: "prompt",
+      });
     }
     const resolved = resolveImageChoice(model, body.size, body.quality);
     if ("param" in resolved) return fail("invalid_request", resolved.message, { param: resolved.param });
     choice = resolved;
     return `image_${resolved.size}_${resolved.quality}`;
   });
-  if (isFailure(priced) || choice === null) return refused(deps, ctx, caller, isFailure(priced) ? priced : fail("internal_error", "No image size was resolved."));
+  if (isFailure(priced) || choice === null)
+    return refused(deps, ctx, caller, isFailure(priced) ? priced : fail("internal_error", "No image size was resolved."));
   const { model, pricePer1m, pool } = priced;
   const { size, quality } = choice as ImageChoice;
 
@@ -101,7 +110,8 @@ export async function createImages(input: OperationInput, deps: EdgeDeps): Promi
     const sent = await pool.send({
       requestId,
       region,
-      build: (backend) => backend.adapter.images?.buildImagesRequest({ body: upstreamBody, upstreamModel: backend.config.upstream_model ?? model.id }),
+      build: (backend) =>
+        backend.adapter.images?.buildImagesRequest({ body: upstreamBody, upstreamModel: backend.config.upstream_model ?? model.id }),
     });
     backendName = sent.backend?.name ?? null;
     if (sent.kind === "failed") return sent.failure;
@@ -112,10 +122,12 @@ export async function createImages(input: OperationInput, deps: EdgeDeps): Promi
     if (images.images.length > n) return fail("upstream_error", `The upstream returned ${images.images.length} images for n = ${n}.`);
     return { images: images.images, backendUrl: sent.backend.config.url };
   })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
-  const data = isFailure(reply) ? reply : await imagesToData(deps, reply, asUrl, input.origin).catch((error: Error) => {
-    deps.log("error", "images_store_failed", { requestId, error: error.message });
-    return fail("internal_error", "The images could not be stored; nothing was charged.");
-  });
+  const data = isFailure(reply)
+    ? reply
+    : await imagesToData(deps, reply, asUrl, input.origin).catch((error: Error) => {
+        deps.log("error", "images_store_failed", { requestId, error: error.message });
+        return fail("internal_error", "The images could not be stored; nothing was charged.");
+      });
   if (isFailure(data)) {
     // Billed only for images the client receives: one that cannot be fetched or stored fails
     // the request, and the upstream's charge for it is the gateway's loss, not the customer's.

@@ -13,7 +13,10 @@ export const imagesRequest = z.object({
   prompt: z.string().min(1, "must not be empty").max(IMAGE_PROMPT_CHARS_MAX),
   model: z.string().min(1).max(256).nullish(),
   n: z.number().int().min(1).max(IMAGES_PER_REQUEST_MAX).nullish(),
-  size: z.string().regex(/^(auto|\d{2,5}x\d{2,5})$/, "must be `auto` or WIDTHxHEIGHT, e.g. 1024x1024").nullish(),
+  size: z
+    .string()
+    .regex(/^(auto|\d{2,5}x\d{2,5})$/, "must be `auto` or WIDTHxHEIGHT, e.g. 1024x1024")
+    .nullish(),
   quality: z.enum(["standard", "hd", "low", "medium", "high", "auto"]).nullish(),
   response_format: z.enum(["url", "b64_json"]).nullish(),
   output_format: z.enum(["png", "jpeg", "webp"]).nullish(),
@@ -45,14 +48,20 @@ export interface ImageChoice {
   quality: string;
 }
 
-export function resolveImageChoice(model: CatalogModel, size: string | null | undefined, quality: string | null | undefined): ImageChoice | { param: "size" | "quality"; message: string } {
+export function resolveImageChoice(
+  model: CatalogModel,
+  size: string | null | undefined,
+  quality: string | null | undefined,
+): ImageChoice | { param: "size" | "quality"; message: string } {
   const options = imageOptions(model);
   const sizes = [...new Set(options.map((o) => o.size))];
   const chosenSize = !size || size === "auto" ? (sizes.includes(IMAGE_SIZE_DEFAULT) ? IMAGE_SIZE_DEFAULT : sizes[0]) : size;
-  if (!chosenSize || !sizes.includes(chosenSize)) return { param: "size", message: `${model.id} makes images of size ${sizes.join(", ")}; not ${size}.` };
+  if (!chosenSize || !sizes.includes(chosenSize))
+    return { param: "size", message: `${model.id} makes images of size ${sizes.join(", ")}; not ${size}.` };
   const qualities = options.filter((o) => o.size === chosenSize).map((o) => o.quality);
   const middle = qualities.includes("medium") ? "medium" : qualities.includes("standard") ? "standard" : qualities[0]!;
   const chosenQuality = !quality || quality === "auto" ? middle : quality;
-  if (!qualities.includes(chosenQuality)) return { param: "quality", message: `${model.id} offers quality ${qualities.join(", ")} at ${chosenSize}; not ${quality}.` };
+  if (!qualities.includes(chosenQuality))
+    return { param: "quality", message: `${model.id} offers quality ${qualities.join(", ")} at ${chosenSize}; not ${quality}.` };
   return { size: chosenSize, quality: chosenQuality };
 }

@@ -28,8 +28,12 @@ export function viewEvent(view: LiveView): Uint8Array {
 /** The gateway's own SSE splitter, for the page: src/providers/sse.ts with its types stripped, once. */
 let sseModule: string | null = null;
 async function sseScript(): Promise<Response> {
-  sseModule ??= new Bun.Transpiler({ loader: "ts" }).transformSync(await Bun.file(new URL("../../providers/sse.ts", import.meta.url)).text());
-  return new Response(sseModule, { headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache", "x-content-type-options": "nosniff" } });
+  sseModule ??= new Bun.Transpiler({ loader: "ts" }).transformSync(
+    await Bun.file(new URL("../../providers/sse.ts", import.meta.url)).text(),
+  );
+  return new Response(sseModule, {
+    headers: { "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache", "x-content-type-options": "nosniff" },
+  });
 }
 
 function asset(name: string): Response | Promise<Response> {

@@ -30,13 +30,19 @@ export function anthropicFailed(failure: Failure, requestId: string, headers: Re
   return new Response(JSON.stringify(body), { status, headers: replyHeaders(requestId, { ...errorHeaders(failure), ...headers }) });
 }
 
-export async function createMessage(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+export async function createMessage(
+  request: Request,
+  requestId: string,
+  deps: EdgeDeps,
+  set: { headers: Record<string, string | number> },
+) {
   const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat);
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: wire!.model };
   if (result.kind === "json") {
     const reply = parseChatCompletion(result.body);
-    if (!reply) return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
+    if (!reply)
+      return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
     return new Response(JSON.stringify(chatToMessage(reply, ctx)), { status: 200, headers: replyHeaders(requestId, result.headers) });
   }
   streamHeaders(set, requestId, result.headers);

@@ -14,13 +14,23 @@ export interface ModelObject {
   operation: string;
   context_window: number;
   /** Toman per 1M units of each priced unit (`input`, `output`, `cache_read`, `cache_write`, `character`, …). */
-  pricing: { currency: "toman"; per: number; price_version: number; [unit: string]: number | string | Record<string, Record<string, number>> };
+  pricing: {
+    currency: "toman";
+    per: number;
+    price_version: number;
+    [unit: string]: number | string | Record<string, Record<string, number>>;
+  };
   vendor: string;
   in_country: boolean;
 }
 
 /** Catalog units → `pricing` fields; a chat model without a cache price bills those tokens as `input`. */
-const PRICING_FIELD: Record<string, string> = { input_token: "input", output_token: "output", cache_read_token: "cache_read", cache_write_token: "cache_write" };
+const PRICING_FIELD: Record<string, string> = {
+  input_token: "input",
+  output_token: "output",
+  cache_read_token: "cache_read",
+  cache_write_token: "cache_write",
+};
 
 export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
   const pricing: Record<string, number> = {};

@@ -14,7 +14,12 @@ import { chatThroughWire, streamHeaders, wireBody } from "../translated.ts";
 
 const nowS = () => Math.floor(Date.now() / 1000);
 
-export async function createResponse(request: Request, requestId: string, deps: EdgeDeps, set: { headers: Record<string, string | number> }) {
+export async function createResponse(
+  request: Request,
+  requestId: string,
+  deps: EdgeDeps,
+  set: { headers: Record<string, string | number> },
+) {
   const createdAt = nowS();
   const { result, wire } = await chatThroughWire<ResponsesRequest>(deps, request, requestId, responsesToChat);
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);

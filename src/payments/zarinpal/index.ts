@@ -34,7 +34,12 @@ async function post(options: ZarinpalOptions, path: string, body: unknown): Prom
     }
   } catch (error) {
     const name = (error as Error).name;
-    return { failure: name === "TimeoutError" || name === "AbortError" ? `no reply within ${options.timeoutMs} ms` : `network: ${(error as Error).message}` };
+    return {
+      failure:
+        name === "TimeoutError" || name === "AbortError"
+          ? `no reply within ${options.timeoutMs} ms`
+          : `network: ${(error as Error).message}`,
+    };
   }
 }
 

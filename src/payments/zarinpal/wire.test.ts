@@ -1,15 +1,30 @@
 import { expect, test } from "bun:test";
 import { microTomanToRial, rialToMicroToman } from "./amount.ts";
-import { callbackParams, RAW_REPLY_CHARS_MAX, replyToInquiryOutcome, replyToUnverifiedOutcome, replyToVerifyOutcome, requestBody } from "./wire.ts";
+import {
+  callbackParams,
+  RAW_REPLY_CHARS_MAX,
+  replyToInquiryOutcome,
+  replyToUnverifiedOutcome,
+  replyToVerifyOutcome,
+  requestBody,
+} from "./wire.ts";
 
-const paid = (code: number | string) => ({ status: 200, body: { data: { code, message: "Verified", card_pan: "502229******5995", card_hash: "AB", ref_id: 201, fee_type: "Merchant", fee: 5000 }, errors: [] } });
+const paid = (code: number | string) => ({
+  status: 200,
+  body: {
+    data: { code, message: "Verified", card_pan: "502229******5995", card_hash: "AB", ref_id: 201, fee_type: "Merchant", fee: 5000 },
+    errors: [],
+  },
+});
 const failure = (code: number | string, status = 200) => ({ status, body: { data: [], errors: { code, message: "x", validations: [] } } });
 
 test("toman ↔ rial is ×10, in one place", () => {
   expect(microTomanToRial(50_000n * 1_000_000n)).toBe(500_000);
   expect(rialToMicroToman(500_000)).toBe(50_000n * 1_000_000n);
   expect(() => microTomanToRial(1n)).toThrow();
-  expect(requestBody("m", { topupId: "top_1", amountMicro: 50_000n * 1_000_000n, description: "d", callbackUrl: "http://x/cb" }).amount).toBe(500_000);
+  expect(
+    requestBody("m", { topupId: "top_1", amountMicro: 50_000n * 1_000_000n, description: "d", callbackUrl: "http://x/cb" }).amount,
+  ).toBe(500_000);
 });
 
 test("100 and 101 are both paid, with code as a number or a string", () => {
@@ -38,9 +53,15 @@ test("error codes map to what settle does with them, whatever the HTTP status", 
 });
 
 test("inquiry, unverified list and callback parsing", () => {
-  expect(replyToInquiryOutcome({ status: 200, body: { data: { code: "100", status: "PAID" }, errors: [] } })).toMatchObject({ kind: "status", status: "PAID" });
+  expect(replyToInquiryOutcome({ status: 200, body: { data: { code: "100", status: "PAID" }, errors: [] } })).toMatchObject({
+    kind: "status",
+    status: "PAID",
+  });
   expect(replyToInquiryOutcome(failure(-54)).kind).toBe("invalid");
-  const list = replyToUnverifiedOutcome({ status: 200, body: { data: { code: "100", authorities: [{ authority: "A1", amount: 50500 }] } } });
+  const list = replyToUnverifiedOutcome({
+    status: 200,
+    body: { data: { code: "100", authorities: [{ authority: "A1", amount: 50500 }] } },
+  });
   expect(list).toEqual({ ok: true, payments: [{ authority: "A1", amountMicro: 5_050n * 1_000_000n }] });
   expect(callbackParams(new URLSearchParams("Authority=A00012&Status=OK"))).toEqual({ authority: "A00012", status: "OK" });
   expect(callbackParams(new URLSearchParams("Authority=A00012&Status=whatever"))?.status).toBe("NOK");

@@ -5,7 +5,15 @@
  * as a string ("100"), as Zarinpal's own samples send it, so both are accepted everywhere.
  */
 import { z } from "zod";
-import type { InquiryOutcome, PaymentRequest, RawReply, RequestOutcome, ReverseOutcome, UnverifiedOutcome, VerifyOutcome } from "../provider.ts";
+import type {
+  InquiryOutcome,
+  PaymentRequest,
+  RawReply,
+  RequestOutcome,
+  ReverseOutcome,
+  UnverifiedOutcome,
+  VerifyOutcome,
+} from "../provider.ts";
 import { PROVIDER_PAYMENT_STATUSES } from "../provider.ts";
 import { microTomanToRial, rialToMicroToman } from "./amount.ts";
 
@@ -40,11 +48,23 @@ export const ERROR_MEANINGS: Record<number, string> = {
   [-54]: "invalid authority",
 };
 
-const code = z.union([z.number().int(), z.string().regex(/^-?\d{1,6}$/).transform(Number)]);
+const code = z.union([
+  z.number().int(),
+  z
+    .string()
+    .regex(/^-?\d{1,6}$/)
+    .transform(Number),
+]);
 const errorEnvelope = z.object({ errors: z.object({ code, message: z.string().max(2_000).optional() }) });
 const authority = z.string().regex(/^[A-Za-z0-9]{1,64}$/);
 const text = z.union([z.string(), z.number()]).transform(String).pipe(z.string().max(200));
-const rial = z.union([z.number().int().nonnegative(), z.string().regex(/^\d{1,15}$/).transform(Number)]);
+const rial = z.union([
+  z.number().int().nonnegative(),
+  z
+    .string()
+    .regex(/^\d{1,15}$/)
+    .transform(Number),
+]);
 
 const requestData = z.object({ code, authority, fee: rial.optional() });
 const verifyData = z.object({ code, ref_id: text, card_pan: text.nullish(), card_hash: text.nullish(), fee: rial.nullish() });
@@ -56,7 +76,9 @@ const reverseData = z.object({ code });
 export function boundedRaw(reply: Reply): RawReply {
   if ("failure" in reply) return { failure: reply.failure };
   const text = JSON.stringify(reply.body) ?? "null";
-  return text.length <= RAW_REPLY_CHARS_MAX ? { status: reply.status, body: reply.body } : { status: reply.status, truncated: text.slice(0, RAW_REPLY_CHARS_MAX) };
+  return text.length <= RAW_REPLY_CHARS_MAX
+    ? { status: reply.status, body: reply.body }
+    : { status: reply.status, truncated: text.slice(0, RAW_REPLY_CHARS_MAX) };
 }
 
 type Parsed<T> = { data: T } | { errorCode: number; reason: string } | { unreadable: string };
@@ -91,7 +113,12 @@ export function replyToRequestOutcome(reply: Reply): RequestOutcome {
   if ("unreadable" in parsed) return { ok: false, reason: parsed.unreadable, raw };
   if ("errorCode" in parsed) return { ok: false, reason: parsed.reason, raw };
   if (parsed.data.code !== CODE_SUCCESS) return { ok: false, reason: `request answered code ${parsed.data.code}`, raw };
-  return { ok: true, authority: parsed.data.authority, feeMicro: parsed.data.fee === undefined ? null : rialToMicroToman(parsed.data.fee), raw };
+  return {
+    ok: true,
+    authority: parsed.data.authority,
+    feeMicro: parsed.data.fee === undefined ? null : rialToMicroToman(parsed.data.fee),
+    raw,
+  };
 }
 
 export function verifyBody(merchantId: string, payment: { authority: string; amountMicro: bigint }) {
@@ -133,7 +160,10 @@ export function replyToInquiryOutcome(reply: Reply): InquiryOutcome {
   const raw = boundedRaw(reply);
   const parsed = parse(reply, inquiryData);
   if ("unreadable" in parsed) return { kind: "retry", reason: parsed.unreadable, raw };
-  if ("errorCode" in parsed) return [-53, -54].includes(parsed.errorCode) ? { kind: "invalid", reason: parsed.reason, raw } : { kind: "retry", reason: parsed.reason, raw };
+  if ("errorCode" in parsed)
+    return [-53, -54].includes(parsed.errorCode)
+      ? { kind: "invalid", reason: parsed.reason, raw }
+      : { kind: "retry", reason: parsed.reason, raw };
   return { kind: "status", status: parsed.data.status, raw };
 }
 

@@ -13,17 +13,20 @@ describe("request", () => {
     adapter.chat!.buildChatRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 300, stream })!;
 
   test("system messages become `system`, the budget `max_tokens`, and auth the Anthropic headers", () => {
-    const request = build({
-      model: "ours",
-      messages: [
-        { role: "system", content: "Be brief." },
-        { role: "developer", content: [{ type: "text", text: "Answer in Persian." }] },
-        { role: "user", content: "Hi" },
-      ],
-      temperature: 1.5,
-      stop: "END",
-      max_tokens: 9999,
-    }, true);
+    const request = build(
+      {
+        model: "ours",
+        messages: [
+          { role: "system", content: "Be brief." },
+          { role: "developer", content: [{ type: "text", text: "Answer in Persian." }] },
+          { role: "user", content: "Hi" },
+        ],
+        temperature: 1.5,
+        stop: "END",
+        max_tokens: 9999,
+      },
+      true,
+    );
     expect(request.path).toBe("/v1/messages");
     expect(request.headers["x-api-key"]).toBe("sk-ant-test");
     expect(request.headers["anthropic-version"]).toBe("2023-06-01");
@@ -45,18 +48,43 @@ describe("request", () => {
       build({
         model: "ours",
         messages: [
-          { role: "user", content: [{ type: "text", text: "Weather here?" }, { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } }] },
-          { role: "assistant", content: null, tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "Weather here?" },
+              { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgo=" } },
+            ],
+          },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }],
+          },
           { role: "tool", tool_call_id: "toolu_1", content: "18C" },
           { role: "user", content: [{ type: "image_url", image_url: { url: "https://example.com/a.jpg" } }] },
         ],
-        tools: [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }],
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "get_weather",
+              description: "Weather",
+              parameters: { type: "object", properties: { city: { type: "string" } } },
+            },
+          },
+        ],
         tool_choice: "required",
         parallel_tool_calls: false,
       }).body,
     );
     expect(body.messages).toEqual([
-      { role: "user", content: [{ type: "text", text: "Weather here?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Weather here?" },
+          { type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } },
+        ],
+      },
       { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Tehran" } }] },
       {
         role: "user",
@@ -66,12 +94,16 @@ describe("request", () => {
         ],
       },
     ]);
-    expect(body.tools).toEqual([{ name: "get_weather", description: "Weather", input_schema: { type: "object", properties: { city: { type: "string" } } } }]);
+    expect(body.tools).toEqual([
+      { name: "get_weather", description: "Weather", input_schema: { type: "object", properties: { city: { type: "string" } } } },
+    ]);
     expect(body.tool_choice).toEqual({ type: "any", disable_parallel_tool_use: true });
   });
 
   test("a field the adapter cannot translate is dropped alone", () => {
-    const body = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools: [{ type: "custom", custom: {} }], temperature: 0.5 }).body);
+    const body = JSON.parse(
+      build({ model: "m", messages: [{ role: "user", content: "x" }], tools: [{ type: "custom", custom: {} }], temperature: 0.5 }).body,
+    );
     expect(body.tools).toBeUndefined();
     expect(body.temperature).toBe(0.5);
     expect(body.messages).toEqual([{ role: "user", content: [{ type: "text", text: "x" }] }]);
@@ -79,7 +111,10 @@ describe("request", () => {
 
   test("a named tool choice and `none`", () => {
     const tools = [{ type: "function", function: { name: "f" } }];
-    const named = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "f" } } }).body);
+    const named = JSON.parse(
+      build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: { type: "function", function: { name: "f" } } })
+        .body,
+    );
     expect(named.tool_choice).toEqual({ type: "tool", name: "f" });
     const none = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], tools, tool_choice: "none" }).body);
     expect(none.tools).toBeUndefined();
@@ -87,14 +122,21 @@ describe("request", () => {
 
   test("response_format json_schema becomes structured output; json_object an instruction after the system text", () => {
     const schema = { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false };
-    const messages = [{ role: "system", content: "Be brief." }, { role: "user", content: "x" }];
-    const structured = JSON.parse(build({ model: "m", messages, response_format: { type: "json_schema", json_schema: { name: "place", schema, strict: true } } }).body);
+    const messages = [
+      { role: "system", content: "Be brief." },
+      { role: "user", content: "x" },
+    ];
+    const structured = JSON.parse(
+      build({ model: "m", messages, response_format: { type: "json_schema", json_schema: { name: "place", schema, strict: true } } }).body,
+    );
     expect(structured.output_config).toEqual({ format: { type: "json_schema", schema } });
     expect(structured.system).toBe("Be brief.");
     const object = JSON.parse(build({ model: "m", messages, response_format: { type: "json_object" } }).body);
     expect(object.output_config).toBeUndefined();
     expect(object.system).toBe(`Be brief.\n\n${JSON_OBJECT_INSTRUCTION}`);
-    const alone = JSON.parse(build({ model: "m", messages: [{ role: "user", content: "x" }], response_format: { type: "json_object" } }).body);
+    const alone = JSON.parse(
+      build({ model: "m", messages: [{ role: "user", content: "x" }], response_format: { type: "json_object" } }).body,
+    );
     expect(alone.system).toBe(JSON_OBJECT_INSTRUCTION);
     const text = JSON.parse(build({ model: "m", messages, response_format: { type: "text" } }).body);
     expect([text.system, text.output_config]).toEqual(["Be brief.", undefined]);
@@ -111,7 +153,11 @@ describe("response", () => {
     expect(body.choices[0].finish_reason).toBe("tool_calls");
     expect(body.choices[0].message.content).toBe("I will look that up.");
     expect(body.choices[0].message.tool_calls).toEqual([
-      { id: "toolu_01A09q90qw90lq917835lq9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran","unit":"celsius"}' } },
+      {
+        id: "toolu_01A09q90qw90lq917835lq9",
+        type: "function",
+        function: { name: "get_weather", arguments: '{"city":"Tehran","unit":"celsius"}' },
+      },
     ]);
     expect(body.usage).toEqual({ prompt_tokens: 384, completion_tokens: 58, total_tokens: 442 });
   });
@@ -133,7 +179,10 @@ describe("response", () => {
 
 describe("errors", () => {
   test("529 overloaded is worth another backend; a too-long prompt is the client's", () => {
-    expect(adapter.errorToFailure(529, fixture("anthropic", "error-overloaded.json"))).toMatchObject({ code: "upstream_error", retryable: true });
+    expect(adapter.errorToFailure(529, fixture("anthropic", "error-overloaded.json"))).toMatchObject({
+      code: "upstream_error",
+      retryable: true,
+    });
     const tooLong = adapter.errorToFailure(400, fixture("anthropic", "error-prompt-too-long.json"));
     expect(tooLong).toMatchObject({ code: "context_length_exceeded", retryable: false });
     expect(tooLong.message).toContain("prompt is too long");
@@ -147,7 +196,8 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     const out = decode("text.sse");
     expect(out.done).toBe(true);
     const chunks = chunksOf(out);
-    for (const chunk of chunks) expect(chunk).toMatchObject({ id: "chatcmpl-req1", object: "chat.completion.chunk", created: 1732000000, model: "claude-test" });
+    for (const chunk of chunks)
+      expect(chunk).toMatchObject({ id: "chatcmpl-req1", object: "chat.completion.chunk", created: 1732000000, model: "claude-test" });
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? null).join("")).toBe("Hello! How can I help?");
     expect(chunks[0]!.choices[0]!.delta).toEqual({ role: "assistant", content: "" });
     expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe("stop");
@@ -160,8 +210,15 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
 
   test("tool use: a tool call opens with id and name, its arguments stream in pieces", () => {
     const out = decode("tool-use.sse");
-    const calls = chunksOf(out).flatMap((c) => (c.choices[0]?.delta.tool_calls as { index: number; id?: string; function: { name?: string; arguments: string } }[]) ?? []);
-    expect(calls[0]).toEqual({ index: 0, id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", type: "function", function: { name: "get_weather", arguments: "" } } as never);
+    const calls = chunksOf(out).flatMap(
+      (c) => (c.choices[0]?.delta.tool_calls as { index: number; id?: string; function: { name?: string; arguments: string } }[]) ?? [],
+    );
+    expect(calls[0]).toEqual({
+      index: 0,
+      id: "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+      type: "function",
+      function: { name: "get_weather", arguments: "" },
+    } as never);
     expect(calls.every((c) => c.index === 0)).toBe(true);
     expect(calls.map((c) => c.function.arguments).join("")).toBe('{"city": "Tehran"}');
     expect(chunksOf(out).at(-2)!.choices[0]!.finish_reason).toBe("tool_calls");
@@ -199,7 +256,17 @@ test("a malformed event is a failure, not a crash", () => {
 
 describe("reasoning_effort as extended thinking", () => {
   const build = (effort: string | undefined, maxTokens: number) =>
-    JSON.parse(openAIToAnthropicRequest({ body: { messages: [{ role: "user", content: "Hi" }], reasoning_effort: effort, temperature: 0.3 }, upstreamModel: "claude-sonnet-4-5", maxTokens, stream: false }, "k").body);
+    JSON.parse(
+      openAIToAnthropicRequest(
+        {
+          body: { messages: [{ role: "user", content: "Hi" }], reasoning_effort: effort, temperature: 0.3 },
+          upstreamModel: "claude-sonnet-4-5",
+          maxTokens,
+          stream: false,
+        },
+        "k",
+      ).body,
+    );
 
   test("an effort becomes a thinking budget below max_tokens, and the temperature gives way", () => {
     expect(build("medium", 8_192)).toMatchObject({ thinking: { type: "enabled", budget_tokens: 4_096 }, max_tokens: 8_192 });

@@ -39,7 +39,8 @@ function contentToAnthropicBlocks(value: ChatMessage["content"]): Block[] {
   if (typeof value === "string") return value === "" ? [] : [{ type: "text", text: value }];
   const blocks: Block[] = [];
   for (const part of value ?? []) {
-    if (part.type === "text" && "text" in part && typeof part.text === "string") blocks.push({ type: "text", text: part.text, ...markOf(part) });
+    if (part.type === "text" && "text" in part && typeof part.text === "string")
+      blocks.push({ type: "text", text: part.text, ...markOf(part) });
     else if (part.type === "image_url" && "image_url" in part) {
       const url = imageUrlOf(part as Parameters<typeof imageUrlOf>[0]);
       const inline = dataUrlToInline(url);

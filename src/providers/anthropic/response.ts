@@ -67,7 +67,11 @@ export function anthropicToOpenAIResponse(text: string, context: ReplyContext): 
     if (block.type === "text" && "text" in block) content += block.text;
     else if (block.type === "thinking" && "thinking" in block) reasoning += block.thinking;
     else if (block.type === "tool_use" && "name" in block && "id" in block) {
-      toolCalls.push({ id: block.id as string, type: "function", function: { name: block.name as string, arguments: JSON.stringify(block.input ?? {}) } });
+      toolCalls.push({
+        id: block.id as string,
+        type: "function",
+        function: { name: block.name as string, arguments: JSON.stringify(block.input ?? {}) },
+      });
     }
   }
   const usage = anthropicUsageToUsage(reply.usage);

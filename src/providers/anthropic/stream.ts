@@ -79,16 +79,24 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
         if (block.type !== "tool_use" || this.toolIndex.size >= anthropicToolCallsMax) return;
         const index = this.toolIndex.size;
         this.toolIndex.set(event.index, index);
-        this.frame(piece, { tool_calls: [{ index, id: block.id ?? `call_${index}`, type: "function", function: { name: block.name ?? "", arguments: "" } }] }, "");
+        this.frame(
+          piece,
+          {
+            tool_calls: [{ index, id: block.id ?? `call_${index}`, type: "function", function: { name: block.name ?? "", arguments: "" } }],
+          },
+          "",
+        );
         return;
       }
       case "content_block_delta": {
         const delta = event.delta;
         if (delta.type === "text_delta" && delta.text !== undefined) this.frame(piece, { content: delta.text }, delta.text);
-        else if (delta.type === "thinking_delta" && delta.thinking !== undefined) this.frame(piece, { reasoning_content: delta.thinking }, delta.thinking);
+        else if (delta.type === "thinking_delta" && delta.thinking !== undefined)
+          this.frame(piece, { reasoning_content: delta.thinking }, delta.thinking);
         else if (delta.type === "input_json_delta" && delta.partial_json !== undefined) {
           const index = this.toolIndex.get(event.index);
-          if (index !== undefined) this.frame(piece, { tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, delta.partial_json);
+          if (index !== undefined)
+            this.frame(piece, { tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, delta.partial_json);
         }
         return;
       }

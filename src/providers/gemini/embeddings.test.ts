@@ -25,7 +25,13 @@ test("token arrays are not built: the pool skips a Gemini backend for them", () 
 
 test("reads the vectors in order and reports no token count", () => {
   const reply = geminiEmbeddingsToReply(JSON.stringify({ embeddings: [{ values: [0.5, -1] }, { values: [2, 3] }] }));
-  expect(reply).toEqual({ vectors: [[0.5, -1], [2, 3]], inputTokens: null });
+  expect(reply).toEqual({
+    vectors: [
+      [0.5, -1],
+      [2, 3],
+    ],
+    inputTokens: null,
+  });
   expect("code" in geminiEmbeddingsToReply("{}")).toBe(true);
 });
 

@@ -39,4 +39,3 @@ export function geminiEmbeddingsToReply(text: string): EmbeddingsReply | Upstrea
   if ("failure" in parsed) return parsed.failure;
   return { vectors: parsed.reply.embeddings.map((e) => e.values), inputTokens: null };
 }
-

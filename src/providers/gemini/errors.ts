@@ -30,5 +30,8 @@ export function geminiErrorToFailure(status: number, text: string): UpstreamFail
 
 /** A mid-stream error object: bytes have been relayed already, so it is never retried. */
 export function geminiStreamErrorToFailure(detail: z.infer<typeof geminiError>["error"]): Failure {
-  return { code: "upstream_error", message: `The upstream failed mid-stream: ${detail.status ?? detail.code ?? "error"}: ${detail.message}` };
+  return {
+    code: "upstream_error",
+    message: `The upstream failed mid-stream: ${detail.status ?? detail.code ?? "error"}: ${detail.message}`,
+  };
 }

@@ -12,7 +12,17 @@ describe("request", () => {
     adapter.chat!.buildChatRequest({ body, upstreamModel: "gemini-2.5-flash", maxTokens: 256, stream })!;
 
   test("paths, the API key header, system instruction and generation config", () => {
-    const plain = build({ model: "ours", messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }], temperature: 0.2, top_p: 0.9, stop: ["END"], seed: 7 });
+    const plain = build({
+      model: "ours",
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hi" },
+      ],
+      temperature: 0.2,
+      top_p: 0.9,
+      stop: ["END"],
+      seed: 7,
+    });
     expect(plain.path).toBe("/v1beta/models/gemini-2.5-flash:generateContent");
     expect(plain.headers["x-goog-api-key"]).toBe("AIza-test");
     expect(plain.headers.authorization).toBeUndefined();
@@ -21,7 +31,9 @@ describe("request", () => {
       generationConfig: { maxOutputTokens: 256, temperature: 0.2, topP: 0.9, stopSequences: ["END"], seed: 7 },
       systemInstruction: { parts: [{ text: "Be brief." }] },
     });
-    expect(build({ model: "m", messages: [{ role: "user", content: "x" }] }, true).path).toBe("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+    expect(build({ model: "m", messages: [{ role: "user", content: "x" }] }, true).path).toBe(
+      "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+    );
   });
 
   test("multi-turn: model turns, function calls, function responses named by their call, images", () => {
@@ -29,18 +41,44 @@ describe("request", () => {
       build({
         model: "ours",
         messages: [
-          { role: "user", content: [{ type: "text", text: "Weather?" }, { type: "image_url", image_url: { url: "data:image/jpeg;base64,/9j/4AAQ" } }, { type: "image_url", image_url: "https://example.com/x.png" }] },
-          { role: "assistant", content: "Checking.", tool_calls: [{ id: "call_9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "Weather?" },
+              { type: "image_url", image_url: { url: "data:image/jpeg;base64,/9j/4AAQ" } },
+              { type: "image_url", image_url: "https://example.com/x.png" },
+            ],
+          },
+          {
+            role: "assistant",
+            content: "Checking.",
+            tool_calls: [{ id: "call_9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }],
+          },
           { role: "tool", tool_call_id: "call_9", content: "18C" },
           { role: "assistant", content: "It is 18C." },
           { role: "user", content: "Thanks" },
         ],
-        tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object", properties: { city: { type: "string" } }, additionalProperties: false } } }],
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "get_weather",
+              parameters: { type: "object", properties: { city: { type: "string" } }, additionalProperties: false },
+            },
+          },
+        ],
         tool_choice: { type: "function", function: { name: "get_weather" } },
       }).body,
     );
     expect(body.contents).toEqual([
-      { role: "user", parts: [{ text: "Weather?" }, { inlineData: { mimeType: "image/jpeg", data: "/9j/4AAQ" } }, { fileData: { mimeType: "image/png", fileUri: "https://example.com/x.png" } }] },
+      {
+        role: "user",
+        parts: [
+          { text: "Weather?" },
+          { inlineData: { mimeType: "image/jpeg", data: "/9j/4AAQ" } },
+          { fileData: { mimeType: "image/png", fileUri: "https://example.com/x.png" } },
+        ],
+      },
       { role: "model", parts: [{ text: "Checking." }, { functionCall: { name: "get_weather", args: { city: "Tehran" } } }] },
       { role: "user", parts: [{ functionResponse: { name: "get_weather", response: { content: "18C" } } }] },
       { role: "model", parts: [{ text: "It is 18C." }] },
@@ -65,12 +103,17 @@ describe("response", () => {
     expect(choice.finish_reason).toBe("tool_calls");
     expect(choice.message.content).toBe("I will look it up.");
     expect(choice.message.reasoning_content).toBe("Checking.");
-    expect(choice.message.tool_calls).toEqual([{ id: "call_req2_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }]);
+    expect(choice.message.tool_calls).toEqual([
+      { id: "call_req2_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } },
+    ]);
     expect(body.usage).toEqual({ prompt_tokens: 70, completion_tokens: 50, total_tokens: 120 });
   });
 
   test("a blocked prompt is a content filter finish", () => {
-    const reply = adapter.chat!.parseChatResponse('{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}', context);
+    const reply = adapter.chat!.parseChatResponse(
+      '{"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5,"totalTokenCount":5}}',
+      context,
+    );
     if ("code" in reply) throw new Error(reply.message);
     expect(JSON.parse(reply.body).choices[0].finish_reason).toBe("content_filter");
     expect(reply.usage).toEqual({ inputTokens: 5, outputTokens: 0 });
@@ -82,14 +125,23 @@ describe("response", () => {
     expect(geminiFinishToFinishReason("MAX_TOKENS", false)).toBe("length");
     expect(geminiFinishToFinishReason("SAFETY", false)).toBe("content_filter");
     expect(geminiFinishToFinishReason(undefined, false)).toBeNull();
-    expect(geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })).toEqual({ inputTokens: 8, outputTokens: 42 });
+    expect(geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })).toEqual({
+      inputTokens: 8,
+      outputTokens: 42,
+    });
   });
 
   test("errors: quota is worth another backend, a too-long input is the client's", () => {
     expect(adapter.errorToFailure(429, fixture("gemini", "error-quota.json"))).toMatchObject({ code: "upstream_error", retryable: true });
-    expect(adapter.errorToFailure(400, fixture("gemini", "error-too-long.json"))).toMatchObject({ code: "context_length_exceeded", retryable: false });
+    expect(adapter.errorToFailure(400, fixture("gemini", "error-too-long.json"))).toMatchObject({
+      code: "context_length_exceeded",
+      retryable: false,
+    });
     expect(adapter.chat!.parseChatResponse("[]", context)).toMatchObject({ code: "upstream_error" });
-    const badKey = adapter.errorToFailure(400, '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}');
+    const badKey = adapter.errorToFailure(
+      400,
+      '{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT"}}',
+    );
     expect(badKey).toMatchObject({ code: "upstream_error", retryable: true });
   });
 });
@@ -114,7 +166,9 @@ describe.each([1, 17, 100_000])("stream decoder, fed %i characters at a time", (
   test("a function call arrives whole as one tool call chunk; thinking tokens billed", () => {
     const out = decode("tool-call.sse");
     const calls = chunksOf(out).flatMap((c) => (c.choices[0]?.delta.tool_calls as unknown[]) ?? []);
-    expect(calls).toEqual([{ index: 0, id: "call_req2_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }]);
+    expect(calls).toEqual([
+      { index: 0, id: "call_req2_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } },
+    ]);
     expect(chunksOf(out).at(-2)!.choices[0]!.finish_reason).toBe("tool_calls");
     expect(out.frames.map((f) => f.text).join("")).toBe('{"city":"Tehran"}');
     expect(out.usage).toEqual({ inputTokens: 61, outputTokens: 59 });

@@ -21,7 +21,14 @@ interface Content {
   parts: Part[];
 }
 
-const imageTypes: Record<string, string> = { png: "image/png", jpg: "image/jpeg", jpeg: "image/jpeg", webp: "image/webp", gif: "image/gif", heic: "image/heic" };
+const imageTypes: Record<string, string> = {
+  png: "image/png",
+  jpg: "image/jpeg",
+  jpeg: "image/jpeg",
+  webp: "image/webp",
+  gif: "image/gif",
+  heic: "image/heic",
+};
 
 /** A remote image's type from its extension; Gemini needs one for `fileData`. */
 function mimeTypeOfUrl(url: string): string {
@@ -134,7 +141,10 @@ export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | 
   }
   const model = encodeURIComponent(input.upstreamModel);
   const path = input.stream ? `/v1beta/models/${model}:streamGenerateContent?alt=sse` : `/v1beta/models/${model}:generateContent`;
-  const headers: Record<string, string> = { "content-type": "application/json", accept: input.stream ? "text/event-stream" : "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: input.stream ? "text/event-stream" : "application/json",
+  };
   if (apiKey) headers["x-goog-api-key"] = apiKey;
   return { path, body: JSON.stringify(body), headers };
 }

@@ -86,7 +86,11 @@ export function geminiToOpenAIResponse(text: string, context: ReplyContext): Cha
   for (const part of candidate?.content?.parts ?? []) {
     if (part.functionCall) {
       const id = geminiCallId(context, part.functionCall.id, toolCalls.length);
-      toolCalls.push({ id, type: "function", function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) } });
+      toolCalls.push({
+        id,
+        type: "function",
+        function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) },
+      });
     } else if (typeof part.text === "string") {
       if (part.thought) reasoning += part.text;
       else content += part.text;

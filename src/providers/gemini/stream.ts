@@ -43,7 +43,11 @@ export class GeminiStreamDecoder extends JsonEventsDecoder {
         const index = this.toolCalls++;
         const args = JSON.stringify(part.functionCall.args ?? {});
         const id = geminiCallId(this.context, part.functionCall.id, index);
-        this.frame(piece, { tool_calls: [{ index, id, type: "function", function: { name: part.functionCall.name, arguments: args } }] }, args);
+        this.frame(
+          piece,
+          { tool_calls: [{ index, id, type: "function", function: { name: part.functionCall.name, arguments: args } }] },
+          args,
+        );
       } else if (typeof part.text === "string" && part.text !== "") {
         this.frame(piece, part.thought ? { reasoning_content: part.text } : { content: part.text }, part.text);
       }

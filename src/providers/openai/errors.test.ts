@@ -30,7 +30,8 @@ test("an error body sent with status 200 takes its status from vLLM's integer co
 });
 
 test("OpenAI's own error: 429 and 5xx are retryable upstream errors, 401 hides the upstream's words", () => {
-  const body = '{"error":{"message":"Incorrect API key provided: sk-abc","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}';
+  const body =
+    '{"error":{"message":"Incorrect API key provided: sk-abc","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}';
   const unauthorized = openAIErrorToFailure(401, body);
   expect(unauthorized.message).not.toContain("sk-abc");
   expect(openAIErrorToFailure(429, body).retryable).toBe(true);

@@ -4,9 +4,7 @@ import type { ImagesAdapter, UpstreamFailure, UpstreamImage } from "../types.ts"
 import { parseUpstreamReply } from "../replyJson.ts";
 
 const imagesReply = z.object({
-  data: z.array(
-    z.object({ b64_json: z.string().nullish(), url: z.string().url().nullish(), revised_prompt: z.string().nullish() }),
-  ),
+  data: z.array(z.object({ b64_json: z.string().nullish(), url: z.string().url().nullish(), revised_prompt: z.string().nullish() })),
 });
 
 export function openAIImages(headers: Record<string, string>): ImagesAdapter {

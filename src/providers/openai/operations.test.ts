@@ -12,20 +12,41 @@ test("embeddings ask the upstream for base64 and decode either encoding, in inde
   const vector = [0.5, -0.25, 1, Math.fround(0.1)];
   expect(base64ToFloats(floatsToBase64(vector))).toEqual(vector);
   const reply = parseOpenAIEmbeddings(
-    JSON.stringify({ data: [{ index: 1, embedding: [1, 2] }, { index: 0, embedding: floatsToBase64([3, 4]) }], usage: { prompt_tokens: 7 } }),
+    JSON.stringify({
+      data: [
+        { index: 1, embedding: [1, 2] },
+        { index: 0, embedding: floatsToBase64([3, 4]) },
+      ],
+      usage: { prompt_tokens: 7 },
+    }),
   );
-  expect(reply).toEqual({ vectors: [[3, 4], [1, 2]], inputTokens: 7 });
-  expect("code" in parseOpenAIEmbeddings("{\"data\": 1}")).toBe(true);
+  expect(reply).toEqual({
+    vectors: [
+      [3, 4],
+      [1, 2],
+    ],
+    inputTokens: 7,
+  });
+  expect("code" in parseOpenAIEmbeddings('{"data": 1}')).toBe(true);
 });
 
 test("images: GPT image models get no response_format; replies give bytes or a URL", () => {
   const images = openAIImages(auth);
-  const gpt = JSON.parse(images.buildImagesRequest({ body: { prompt: "p", response_format: "url" }, upstreamModel: "gpt-image-1" }).body as string);
+  const gpt = JSON.parse(
+    images.buildImagesRequest({ body: { prompt: "p", response_format: "url" }, upstreamModel: "gpt-image-1" }).body as string,
+  );
   expect(gpt.response_format).toBeUndefined();
-  const dalle = JSON.parse(images.buildImagesRequest({ body: { prompt: "p", response_format: "url" }, upstreamModel: "dall-e-3" }).body as string);
+  const dalle = JSON.parse(
+    images.buildImagesRequest({ body: { prompt: "p", response_format: "url" }, upstreamModel: "dall-e-3" }).body as string,
+  );
   expect(dalle.response_format).toBe("url");
-  expect(parseOpenAIImages(JSON.stringify({ data: [{ b64_json: "AAA=" }, { url: "https://cdn.example/x.png", revised_prompt: "r" }] }))).toEqual({
-    images: [{ b64: "AAA=", revisedPrompt: undefined }, { url: "https://cdn.example/x.png", revisedPrompt: "r" }],
+  expect(
+    parseOpenAIImages(JSON.stringify({ data: [{ b64_json: "AAA=" }, { url: "https://cdn.example/x.png", revised_prompt: "r" }] })),
+  ).toEqual({
+    images: [
+      { b64: "AAA=", revisedPrompt: undefined },
+      { url: "https://cdn.example/x.png", revisedPrompt: "r" },
+    ],
   });
   expect("code" in parseOpenAIImages(JSON.stringify({ data: [{}] }))).toBe(true);
 });

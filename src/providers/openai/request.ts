@@ -19,7 +19,10 @@ export function chatToOpenAIRequest(input: ChatRequestInput, apiKey: string | un
     const clientOptions = (body.stream_options as Record<string, unknown> | null | undefined) ?? {};
     body.stream_options = { ...clientOptions, include_usage: true };
   }
-  const headers: Record<string, string> = { "content-type": "application/json", accept: input.stream ? "text/event-stream" : "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: input.stream ? "text/event-stream" : "application/json",
+  };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   return { path: "/chat/completions", body: JSON.stringify(body), headers };
 }

@@ -33,7 +33,9 @@ function main(): Promise<void> | void {
     merchantIds: values["merchant-id"]?.length ? values["merchant-id"] : undefined,
     codesAsStrings: values["codes-as-strings"] === true,
     delayedRedirectS: delayed,
-  }).then((sim) => console.log(`zarinpal simulator listening at ${sim.url} (StartPay: ${sim.url}/pg/StartPay/<authority>, log: ${sim.url}/__sim/log)`));
+  }).then((sim) =>
+    console.log(`zarinpal simulator listening at ${sim.url} (StartPay: ${sim.url}/pg/StartPay/<authority>, log: ${sim.url}/__sim/log)`),
+  );
 }
 
 function parse() {

@@ -22,7 +22,11 @@ afterAll(async () => {
 });
 
 async function call(target: ZarinpalSim, op: string, body: unknown): Promise<{ status: number; json: any }> {
-  const response = await fetch(`${target.url}/pg/v4/payment/${op}.json`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const response = await fetch(`${target.url}/pg/v4/payment/${op}.json`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
   return { status: response.status, json: await response.json() };
 }
 
@@ -70,7 +74,9 @@ test("verify: −51 before payment, 100 then 101 with the same ref_id, −50 on 
   expect([first.code, second.code]).toEqual([100, 101]);
   expect(second.ref_id).toBe(first.ref_id);
   expect(first.card_pan).toMatch(/^\d{6}\*{6}\d{4}$/);
-  expect((await call(sim, "unVerified", { merchant_id: MERCHANT })).json.data.authorities.map((a: { authority: string }) => a.authority)).not.toContain(authority);
+  expect(
+    (await call(sim, "unVerified", { merchant_id: MERCHANT })).json.data.authorities.map((a: { authority: string }) => a.authority),
+  ).not.toContain(authority);
   expect((await call(sim, "verify", { merchant_id: MERCHANT, amount: 500_000, authority: "A0" })).json.errors.code).toBe(-54);
   expect((await call(sim, "reverse", { merchant_id: MERCHANT, authority })).json.data.code).toBe(100);
   expect((await call(sim, "inquiry", { merchant_id: MERCHANT, authority })).json.data.status).toBe("REVERSED");
@@ -117,7 +123,10 @@ test("the bank page: pay redirects with Status=OK, cancel with NOK, and callback
 });
 
 test("faults can be set over HTTP, and a wrong one is refused", async () => {
-  const set = await fetch(`${strings.url}/__sim/faults`, { method: "POST", body: JSON.stringify({ verifyCode: -11, callbackNeverSent: true }) });
+  const set = await fetch(`${strings.url}/__sim/faults`, {
+    method: "POST",
+    body: JSON.stringify({ verifyCode: -11, callbackNeverSent: true }),
+  });
   expect(await set.json()).toMatchObject({ verifyCode: -11, callbackNeverSent: true });
   const wrong = await fetch(`${strings.url}/__sim/faults`, { method: "POST", body: JSON.stringify({ callbackNeverSent: "yes" }) });
   expect(wrong.status).toBe(400);

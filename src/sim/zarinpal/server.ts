@@ -177,7 +177,8 @@ class ZarinpalBank {
 
   private paymentRequest(path: string, body: Record<string, unknown>): Response {
     const merchant = this.merchantError(body.merchant_id);
-    if (merchant !== null) return this.error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
+    if (merchant !== null)
+      return this.error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
     if (this.faults.requestCode !== null) {
       const forced = this.faults.requestCode;
       this.faults.requestCode = null;
@@ -185,13 +186,15 @@ class ZarinpalBank {
     }
     const irt = body.currency === "IRT";
     const amount = typeof body.amount === "string" ? Number(body.amount) : body.amount;
-    if (typeof amount !== "number" || !Number.isSafeInteger(amount)) return this.error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
+    if (typeof amount !== "number" || !Number.isSafeInteger(amount))
+      return this.error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
     const amountRial = irt ? amount * 10 : amount;
     if (amountRial < SIM_AMOUNT_RIAL_MIN) return this.error(path, body, -9, [{ amount: "The amount must be at least 10000 rial." }]);
     if (typeof body.callback_url !== "string" || !/^https?:\/\//.test(body.callback_url)) {
       return this.error(path, body, -9, [{ callback_url: "The callback url must be an http(s) URL." }]);
     }
-    if (typeof body.description !== "string" || body.description.length === 0) return this.error(path, body, -9, [{ description: "The description is required." }]);
+    if (typeof body.description !== "string" || body.description.length === 0)
+      return this.error(path, body, -9, [{ description: "The description is required." }]);
     if (this.payments.size >= SIM_PAYMENTS_MAX) return this.error(path, body, -12);
     const metadata = (typeof body.metadata === "object" && body.metadata !== null ? body.metadata : {}) as Record<string, unknown>;
     const authority = newAuthority();
@@ -251,7 +254,15 @@ class ZarinpalBank {
       if (amount !== payment.amountRial) return this.error(path, body, -50);
       const first = payment.status === "PAID";
       payment.status = "VERIFIED";
-      const data = { code: first ? 100 : 101, message: first ? "Paid" : "Verified", card_hash: payment.cardHash, card_pan: payment.cardPan, ref_id: payment.refId, fee_type: "Merchant", fee: payment.feeRial };
+      const data = {
+        code: first ? 100 : 101,
+        message: first ? "Paid" : "Verified",
+        card_hash: payment.cardHash,
+        card_pan: payment.cardPan,
+        ref_id: payment.refId,
+        fee_type: "Merchant",
+        fee: payment.feeRial,
+      };
       if (this.faults.dropVerifyReplies > 0) {
         this.faults.dropVerifyReplies--;
         this.record(path, body, data.code);
@@ -276,7 +287,13 @@ class ZarinpalBank {
     const authorities = [...this.payments.values()]
       .filter((p) => p.merchantId === body.merchant_id && p.status === "PAID")
       .slice(-SIM_UNVERIFIED_MAX)
-      .map((p) => ({ authority: p.authority, amount: p.amountRial, callback_url: p.callbackUrl, referer: "", date: p.paidAt!.toISOString().slice(0, 19).replace("T", " ") }));
+      .map((p) => ({
+        authority: p.authority,
+        amount: p.amountRial,
+        callback_url: p.callbackUrl,
+        referer: "",
+        date: p.paidAt!.toISOString().slice(0, 19).replace("T", " "),
+      }));
     return this.ok(path, body, { code: 100, message: "Success", authorities });
   }
 
@@ -284,7 +301,8 @@ class ZarinpalBank {
     const payment = this.owned(body);
     if (typeof payment === "number") return this.error(path, body, payment);
     if (payment.status !== "PAID" && payment.status !== "VERIFIED") return this.error(path, body, -51);
-    if (Date.now() - payment.paidAt!.getTime() > SIM_REVERSE_WINDOW_MS) return this.error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
+    if (Date.now() - payment.paidAt!.getTime() > SIM_REVERSE_WINDOW_MS)
+      return this.error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
     payment.status = "REVERSED";
     return this.ok(path, body, { code: 100, message: "Reversed" });
   }
@@ -334,7 +352,8 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
     }
     if (action !== "pay" && action !== "cancel" && action !== "pay-silently") return new Response("unknown action", { status: 404 });
     const target = this.pay(authority, action);
-    if (target === null) return new Response("Paid. (The customer closed the tab: no callback.)", { headers: { "content-type": "text/plain" } });
+    if (target === null)
+      return new Response("Paid. (The customer closed the tab: no callback.)", { headers: { "content-type": "text/plain" } });
     return new Response(null, { status: 302, headers: { location: target } });
   }
 
@@ -352,7 +371,10 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
     const current = this.faults as unknown as Record<string, unknown>;
     for (const [key, value] of Object.entries(body)) {
       const known = Object.hasOwn(current, key);
-      const fits = typeof value === typeof current[key] || (value === null && key.endsWith("Code")) || (typeof value === "number" && key.endsWith("Code"));
+      const fits =
+        typeof value === typeof current[key] ||
+        (value === null && key.endsWith("Code")) ||
+        (typeof value === "number" && key.endsWith("Code"));
       if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
     }
     Object.assign(this.faults, body);

@@ -60,7 +60,10 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
 }
 
 /** The status and body of a failure on the Messages wire; the field at fault joins the message. */
-export function failureToAnthropicError(failure: Failure): { status: number; body: { type: "error"; error: { type: AnthropicErrorType; message: string } } } {
+export function failureToAnthropicError(failure: Failure): {
+  status: number;
+  body: { type: "error"; error: { type: AnthropicErrorType; message: string } };
+} {
   const message = failure.param && !failure.message.includes(failure.param) ? `${failure.param}: ${failure.message}` : failure.message;
   return { status: describe(failure.code).status, body: { type: "error", error: { type: anthropicErrorType(failure.code), message } } };
 }

@@ -23,7 +23,13 @@ describe("messagesToChat", () => {
         { type: "text", text: "Be brief." },
       ],
       messages: [
-        { role: "user", content: [{ type: "text", text: "Weather?" }, { type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Weather?" },
+            { type: "image", source: { type: "base64", media_type: "image/png", data: "AAAA" } },
+          ],
+        },
         {
           role: "assistant",
           content: [
@@ -52,8 +58,18 @@ describe("messagesToChat", () => {
       max_tokens: 256,
       messages: [
         { role: "system", content: "You are Claude Code.\nBe brief." },
-        { role: "user", content: [{ type: "text", text: "Weather?" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } }] },
-        { role: "assistant", content: "Checking.", tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Weather?" },
+            { type: "image_url", image_url: { url: "data:image/png;base64,AAAA" } },
+          ],
+        },
+        {
+          role: "assistant",
+          content: "Checking.",
+          tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }],
+        },
         { role: "tool", tool_call_id: "toolu_1", content: "18" },
         { role: "user", content: [{ type: "text", text: "And tomorrow?" }] },
       ],
@@ -73,7 +89,10 @@ describe("messagesToChat", () => {
     const chat = translated({
       messages: [
         { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "screenshot", input: {} }] },
-        { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "taken" }, image], is_error: false }] },
+        {
+          role: "user",
+          content: [{ type: "tool_result", tool_use_id: "toolu_1", content: [{ type: "text", text: "taken" }, image], is_error: false }],
+        },
       ],
     });
     expect((chat.messages as unknown[]).slice(1)).toEqual([
@@ -87,7 +106,10 @@ describe("messagesToChat", () => {
     [{ tool_choice: { type: "none" } }, "none"],
     [{ tool_choice: { type: "auto" } }, "auto"],
   ])("tool_choice %j", (extra, expected) => {
-    expect(translated({ messages: [{ role: "user", content: "Hi" }], tools: [{ name: "f", input_schema: { type: "object" } }], ...extra }).tool_choice).toEqual(expected);
+    expect(
+      translated({ messages: [{ role: "user", content: "Hi" }], tools: [{ name: "f", input_schema: { type: "object" } }], ...extra })
+        .tool_choice,
+    ).toEqual(expected);
   });
 
   test.each([
@@ -137,9 +159,21 @@ describe("MessagesStream", () => {
 
   test("a recorded OpenAI tool-call stream: one tool_use block with its input in pieces, stop_reason tool_use, the usage", () => {
     const events = translate(chatFixtureFrames("openai", "tool-calls.sse"));
-    expect(types(events)).toEqual(["message_start", "content_block_start", "content_block_delta", "content_block_delta", "content_block_stop", "message_delta", "message_stop"]);
+    expect(types(events)).toEqual([
+      "message_start",
+      "content_block_start",
+      "content_block_delta",
+      "content_block_delta",
+      "content_block_stop",
+      "message_delta",
+      "message_stop",
+    ]);
     expect(events[2]).toMatchObject({ content_block: { type: "tool_use", id: "call_a1b2", name: "get_weather", input: {} } });
-    expect(events.at(-2)).toEqual({ type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { input_tokens: 61, output_tokens: 15 } });
+    expect(events.at(-2)).toEqual({
+      type: "message_delta",
+      delta: { stop_reason: "tool_use", stop_sequence: null },
+      usage: { input_tokens: 61, output_tokens: 15 },
+    });
   });
 
   test("a failure mid-stream: an error event in Anthropic's shape; a keep-alive is a ping", () => {
@@ -156,7 +190,11 @@ describe("chatToMessage and errors", () => {
       JSON.stringify({
         choices: [
           {
-            message: { content: "Checking.", reasoning_content: "Hmm.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } }] },
+            message: {
+              content: "Checking.",
+              reasoning_content: "Hmm.",
+              tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } }],
+            },
             finish_reason: "tool_calls",
           },
         ],
@@ -192,6 +230,9 @@ describe("chatToMessage and errors", () => {
     ["upstream_timeout", 504, "timeout_error"],
   ] as const)("%s: %d %s", (code, status, type) => {
     expect(anthropicErrorType(code)).toBe(type);
-    expect(failureToAnthropicError({ code, message: "m", param: "max_tokens" })).toEqual({ status, body: { type: "error", error: { type, message: "max_tokens: m" } } });
+    expect(failureToAnthropicError({ code, message: "m", param: "max_tokens" })).toEqual({
+      status,
+      body: { type: "error", error: { type, message: "max_tokens: m" } },
+    });
   });
 });

@@ -92,7 +92,11 @@ export const countTokensRequest = messagesRequest.omit({ max_tokens: true, strea
 type ChatMessage = Record<string, unknown>;
 
 const refuseBlock = (type: string, param: string) =>
-  fail("invalid_request", `Content blocks of type \`${type}\` are not supported by this gateway; send text, image, tool_use and tool_result blocks.`, { param });
+  fail(
+    "invalid_request",
+    `Content blocks of type \`${type}\` are not supported by this gateway; send text, image, tool_use and tool_result blocks.`,
+    { param },
+  );
 
 function imageToChat(block: z.infer<typeof imageBlock>) {
   const source = block.source;
@@ -187,19 +191,33 @@ export function toolsToChat(body: Pick<MessagesRequest, "tools" | "tool_choice">
     const tools: unknown[] = [];
     for (const [i, t] of body.tools.entries()) {
       if ((t.type !== undefined && t.type !== "custom") || !t.input_schema) {
-        return fail("invalid_request", `Tool \`${t.name}\` is a server tool (${t.type ?? "no input_schema"}): only client tools with an input_schema are supported.`, {
-          param: `tools.${i}`,
-        });
+        return fail(
+          "invalid_request",
+          `Tool \`${t.name}\` is a server tool (${t.type ?? "no input_schema"}): only client tools with an input_schema are supported.`,
+          {
+            param: `tools.${i}`,
+          },
+        );
       }
-      tools.push({ type: "function", function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema } });
+      tools.push({
+        type: "function",
+        function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema },
+      });
     }
     out.tools = tools;
   }
   const choice = body.tool_choice;
   if (choice) {
-    if (choice.type === "tool" && !choice.name) return fail("invalid_request", "tool_choice of type `tool` needs the tool's `name`.", { param: "tool_choice.name" });
+    if (choice.type === "tool" && !choice.name)
+      return fail("invalid_request", "tool_choice of type `tool` needs the tool's `name`.", { param: "tool_choice.name" });
     out.tool_choice =
-      choice.type === "auto" ? "auto" : choice.type === "any" ? "required" : choice.type === "none" ? "none" : { type: "function", function: { name: choice.name } };
+      choice.type === "auto"
+        ? "auto"
+        : choice.type === "any"
+          ? "required"
+          : choice.type === "none"
+            ? "none"
+            : { type: "function", function: { name: choice.name } };
     if (choice.disable_parallel_tool_use === true && out.tools) out.parallel_tool_calls = false;
   }
   return out;
@@ -228,7 +246,8 @@ export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: 
   if (body.stop_sequences && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
   if (body.temperature !== undefined) chat.temperature = body.temperature;
   if (body.top_p !== undefined) chat.top_p = body.top_p;
-  if (body.thinking?.type === "enabled" && takesReasoningEffort(body.model)) chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
+  if (body.thinking?.type === "enabled" && takesReasoningEffort(body.model))
+    chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
   if (body.metadata?.user_id) chat.user = body.metadata.user_id;
   if (body.stream === true) {
     chat.stream = true;

@@ -71,7 +71,9 @@ export class MessagesStream {
     const { delta, text } = choice;
     let out = "";
     if (delta.reasoning_content) {
-      out += this.into({ kind: "thinking" }, { type: "thinking", thinking: "", signature: "" }) + this.delta({ type: "thinking_delta", thinking: delta.reasoning_content });
+      out +=
+        this.into({ kind: "thinking" }, { type: "thinking", thinking: "", signature: "" }) +
+        this.delta({ type: "thinking_delta", thinking: delta.reasoning_content });
     }
     if (text !== "") out += this.into({ kind: "text" }, { type: "text", text: "" }) + this.delta({ type: "text_delta", text });
     for (const call of delta.tool_calls ?? []) out += this.call(call);
@@ -85,7 +87,12 @@ export class MessagesStream {
     if (!this.calls.has(call.index)) {
       if (this.calls.size >= MESSAGES_STREAM_CALLS_MAX) return "";
       this.calls.add(call.index);
-      const block = { type: "tool_use", id: call.id ?? `toolu_${this.ctx.requestId}_${call.index}`, name: call.function?.name ?? "", input: {} };
+      const block = {
+        type: "tool_use",
+        id: call.id ?? `toolu_${this.ctx.requestId}_${call.index}`,
+        name: call.function?.name ?? "",
+        input: {},
+      };
       out += this.stop() + this.begin({ kind: "tool", callIndex: call.index }, block);
     } else if (!(this.open?.kind === "tool" && this.open.callIndex === call.index)) return ""; // a call's late piece after another began
     const json = call.function?.arguments ?? "";

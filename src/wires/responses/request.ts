@@ -85,7 +85,10 @@ export const responsesRequest = z.looseObject({
   model: z.string().min(1).max(256),
   input: z.union([z.string(), z.array(inputItem).min(1).max(MESSAGES_MAX)]),
   instructions: z.string().nullish(),
-  tools: z.array(z.looseObject({ type: z.string() })).max(RESPONSES_TOOLS_MAX).nullish(),
+  tools: z
+    .array(z.looseObject({ type: z.string() }))
+    .max(RESPONSES_TOOLS_MAX)
+    .nullish(),
   tool_choice: toolChoice.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   max_output_tokens: tokens.nullish(),
@@ -109,17 +112,24 @@ type ChatMessage = Record<string, unknown>;
 function partsToChat(parts: z.infer<typeof contentPart>[], at: string): unknown[] | Failure {
   const out: unknown[] = [];
   for (const [i, part] of parts.entries()) {
-    if ((part.type === "input_text" || part.type === "output_text") && typeof part.text === "string") out.push({ type: "text", text: part.text });
+    if ((part.type === "input_text" || part.type === "output_text") && typeof part.text === "string")
+      out.push({ type: "text", text: part.text });
     else if (part.type === "refusal" && typeof part.refusal === "string") out.push({ type: "text", text: part.refusal });
     else if (part.type === "input_image") {
       const image = part as z.infer<typeof inputImage>;
       if (!image.image_url) {
-        return fail("invalid_request", "input_image needs `image_url` (a URL or a data URL): this gateway stores no files, so `file_id` cannot be used.", { param: `${at}.${i}` });
+        return fail(
+          "invalid_request",
+          "input_image needs `image_url` (a URL or a data URL): this gateway stores no files, so `file_id` cannot be used.",
+          { param: `${at}.${i}` },
+        );
       }
       const detail = image.detail === "low" || image.detail === "high" ? { detail: image.detail } : {};
       out.push({ type: "image_url", image_url: { url: image.image_url, ...detail } });
     } else {
-      return fail("invalid_request", `Content of type \`${part.type}\` is not supported here; send input_text or input_image.`, { param: `${at}.${i}.type` });
+      return fail("invalid_request", `Content of type \`${part.type}\` is not supported here; send input_text or input_image.`, {
+        param: `${at}.${i}.type`,
+      });
     }
   }
   return out;
@@ -161,7 +171,11 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
         messages.push({ role, content: parts });
       }
     } else {
-      return fail("invalid_request", `Input items of type \`${raw.type}\` are not supported: this gateway is stateless and offers function tools only.`, { param: `${at}.type` });
+      return fail(
+        "invalid_request",
+        `Input items of type \`${raw.type}\` are not supported: this gateway is stateless and offers function tools only.`,
+        { param: `${at}.type` },
+      );
     }
   }
   return messages;
@@ -174,19 +188,27 @@ function toolsToChat(body: ResponsesRequest): { tools?: unknown[]; tool_choice?:
     for (const [i, raw] of body.tools.entries()) {
       const tool = functionTool.safeParse(raw);
       if (!tool.success) {
-        return fail("invalid_request", `Tools of type \`${raw.type}\` are not supported: only function tools are.`, { param: `tools.${i}.type` });
+        return fail("invalid_request", `Tools of type \`${raw.type}\` are not supported: only function tools are.`, {
+          param: `tools.${i}.type`,
+        });
       }
       const { name, description, parameters, strict } = tool.data;
       tools.push({
         type: "function",
-        function: { name, ...(description ? { description } : {}), parameters: parameters ?? { type: "object", properties: {} }, ...(strict != null ? { strict } : {}) },
+        function: {
+          name,
+          ...(description ? { description } : {}),
+          parameters: parameters ?? { type: "object", properties: {} },
+          ...(strict != null ? { strict } : {}),
+        },
       });
     }
     out.tools = tools;
   }
   const choice = body.tool_choice;
   if (typeof choice === "string") out.tool_choice = choice;
-  else if (choice?.type === "function" && typeof choice.name === "string") out.tool_choice = { type: "function", function: { name: choice.name } };
+  else if (choice?.type === "function" && typeof choice.name === "string")
+    out.tool_choice = { type: "function", function: { name: choice.name } };
   else if (choice) return fail("invalid_request", `tool_choice of type \`${choice.type}\` is not supported.`, { param: "tool_choice" });
   return out;
 }
@@ -195,19 +217,39 @@ function formatToChat(format: z.infer<typeof textFormat> | undefined): unknown {
   if (!format || format.type === "text") return undefined;
   if (format.type === "json_object") return { type: "json_object" };
   const f = format as Extract<z.infer<typeof textFormat>, { type: "json_schema" }>;
-  return { type: "json_schema", json_schema: { name: f.name, schema: f.schema, ...(f.description ? { description: f.description } : {}), ...(f.strict != null ? { strict: f.strict } : {}) } };
+  return {
+    type: "json_schema",
+    json_schema: {
+      name: f.name,
+      schema: f.schema,
+      ...(f.description ? { description: f.description } : {}),
+      ...(f.strict != null ? { strict: f.strict } : {}),
+    },
+  };
 }
 
 /** What this stateless gateway refuses, with the reason the client needs. */
 function statefulRefusal(body: ResponsesRequest): Failure | null {
   if (body.store === true) {
-    return fail("invalid_request", "Stored responses are not available: this gateway is stateless. Send `store: false` (or omit it).", { param: "store" });
+    return fail("invalid_request", "Stored responses are not available: this gateway is stateless. Send `store: false` (or omit it).", {
+      param: "store",
+    });
   }
   if (body.previous_response_id) {
-    return fail("invalid_request", "previous_response_id is not supported: this gateway stores no responses. Send the whole conversation as `input` items.", { param: "previous_response_id" });
+    return fail(
+      "invalid_request",
+      "previous_response_id is not supported: this gateway stores no responses. Send the whole conversation as `input` items.",
+      { param: "previous_response_id" },
+    );
   }
-  if (body.conversation != null) return fail("invalid_request", "Conversations are not supported: this gateway stores none. Send the whole conversation as `input` items.", { param: "conversation" });
-  if (body.background === true) return fail("invalid_request", "Background responses are not supported: this gateway stores no responses.", { param: "background" });
+  if (body.conversation != null)
+    return fail(
+      "invalid_request",
+      "Conversations are not supported: this gateway stores none. Send the whole conversation as `input` items.",
+      { param: "conversation" },
+    );
+  if (body.background === true)
+    return fail("invalid_request", "Background responses are not supported: this gateway stores no responses.", { param: "background" });
   return null;
 }
 

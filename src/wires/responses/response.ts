@@ -46,7 +46,10 @@ export function usageToResponses(usage: ChatUsage) {
 }
 
 /** A chat finish reason as the Responses status and its `incomplete_details`. */
-export function finishReasonToStatus(finish: string | null | undefined): { status: "completed" | "incomplete"; incomplete: { reason: string } | null } {
+export function finishReasonToStatus(finish: string | null | undefined): {
+  status: "completed" | "incomplete";
+  incomplete: { reason: string } | null;
+} {
   if (finish === "length") return { status: "incomplete", incomplete: { reason: "max_output_tokens" } };
   if (finish === "content_filter") return { status: "incomplete", incomplete: { reason: "content_filter" } };
   return { status: "completed", incomplete: null };
@@ -106,8 +109,18 @@ export function messageItem(ctx: ResponsesContext, text: string, status: "in_pro
 
 export const outputTextPart = (text: string) => ({ type: "output_text", text, annotations: [], logprobs: [] });
 
-export function functionCallItem(call: { callId: string; name: string; arguments: string }, status: "in_progress" | "completed" | "incomplete") {
-  return { type: "function_call", id: functionCallItemId(call.callId), call_id: call.callId, name: call.name, arguments: call.arguments, status };
+export function functionCallItem(
+  call: { callId: string; name: string; arguments: string },
+  status: "in_progress" | "completed" | "incomplete",
+) {
+  return {
+    type: "function_call",
+    id: functionCallItemId(call.callId),
+    call_id: call.callId,
+    name: call.name,
+    arguments: call.arguments,
+    status,
+  };
 }
 
 /**

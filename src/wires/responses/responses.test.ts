@@ -16,7 +16,14 @@ const request = (body: Record<string, unknown>) => {
 
 describe("responsesToChat", () => {
   test("instructions and a string input: a system and a user message; the budget and effort carried", () => {
-    const { chat } = request({ model: "o3", instructions: "Be brief.", input: "Hi", max_output_tokens: 64, reasoning: { effort: "low" }, temperature: 0.2 });
+    const { chat } = request({
+      model: "o3",
+      instructions: "Be brief.",
+      input: "Hi",
+      max_output_tokens: 64,
+      reasoning: { effort: "low" },
+      temperature: 0.2,
+    });
     expect(chat).toEqual({
       model: "o3",
       messages: [
@@ -32,7 +39,13 @@ describe("responsesToChat", () => {
   test("a function call round trip: the calls share one assistant message, each output a tool message", () => {
     const { chat } = request({
       input: [
-        { role: "user", content: [{ type: "input_text", text: "Weather?" }, { type: "input_image", image_url: "data:image/png;base64,AAAA", detail: "low" }] },
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "Weather?" },
+            { type: "input_image", image_url: "data:image/png;base64,AAAA", detail: "low" },
+          ],
+        },
         { type: "reasoning", id: "rs_1", summary: [] },
         { type: "function_call", call_id: "call_1", name: "get_weather", arguments: '{"city":"Tehran"}' },
         { type: "function_call", call_id: "call_2", name: "get_weather", arguments: '{"city":"Tabriz"}' },
@@ -44,7 +57,13 @@ describe("responsesToChat", () => {
       stream: true,
     });
     expect(chat.messages).toEqual([
-      { role: "user", content: [{ type: "text", text: "Weather?" }, { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } }] },
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Weather?" },
+          { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } },
+        ],
+      },
       {
         role: "assistant",
         content: null,
@@ -66,8 +85,14 @@ describe("responsesToChat", () => {
   });
 
   test("text.format json_schema becomes response_format", () => {
-    const { chat } = request({ input: "Hi", text: { format: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true } } });
-    expect(chat.response_format).toEqual({ type: "json_schema", json_schema: { name: "answer", schema: { type: "object" }, strict: true } });
+    const { chat } = request({
+      input: "Hi",
+      text: { format: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true } },
+    });
+    expect(chat.response_format).toEqual({
+      type: "json_schema",
+      json_schema: { name: "answer", schema: { type: "object" }, strict: true },
+    });
   });
 
   test.each([
@@ -106,7 +131,10 @@ function translate(frames: ReturnType<typeof chatFixtureFrames>, context = ctx(t
 describe("ResponsesStream", () => {
   test("a recorded text stream: the text in deltas, then a completed response with the usage", () => {
     const events = translate(chatFixtureFrames("openai", "basic-usage.sse"));
-    const text = events.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("");
+    const text = events
+      .filter((e) => e.type === "response.output_text.delta")
+      .map((e) => e.delta)
+      .join("");
     const done = events.at(-1)!;
     expect(done.type).toBe("response.completed");
     const response = done.response as Record<string, any>;
@@ -128,21 +156,47 @@ describe("ResponsesStream", () => {
       "response.completed",
     ]);
     const response = events.at(-1)!.response as Record<string, any>;
-    expect(response.output).toEqual([{ type: "function_call", id: "fc_call_a1b2", call_id: "call_a1b2", name: "get_weather", arguments: '{"city":"Tehran"}', status: "completed" }]);
+    expect(response.output).toEqual([
+      {
+        type: "function_call",
+        id: "fc_call_a1b2",
+        call_id: "call_a1b2",
+        name: "get_weather",
+        arguments: '{"city":"Tehran"}',
+        status: "completed",
+      },
+    ]);
     expect(response.usage).toMatchObject({ input_tokens: 61, output_tokens: 15, total_tokens: 76 });
   });
 
   test("an Anthropic stream cut at max_tokens ends as response.incomplete", () => {
-    const frames = decodedFixtureFrames("anthropic", "text.sse", new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }));
-    const cut = frames.map((f) => (f.kind === "chunk" && f.chunk.choices[0]?.finish_reason ? { ...f, chunk: { ...f.chunk, choices: [{ ...f.chunk.choices[0], finish_reason: "length" }] } } : f));
+    const frames = decodedFixtureFrames(
+      "anthropic",
+      "text.sse",
+      new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }),
+    );
+    const cut = frames.map((f) =>
+      f.kind === "chunk" && f.chunk.choices[0]?.finish_reason
+        ? { ...f, chunk: { ...f.chunk, choices: [{ ...f.chunk.choices[0], finish_reason: "length" }] } }
+        : f,
+    );
     const events = translate(cut);
-    expect(events.at(-1)).toMatchObject({ type: "response.incomplete", response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } } });
+    expect(events.at(-1)).toMatchObject({
+      type: "response.incomplete",
+      response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } },
+    });
   });
 
   test("a failure mid-stream: the text so far, then response.failed", () => {
     const frames = chatFixtureFrames("openai", "basic-usage.sse").slice(0, 2);
-    const events = translate([...frames, { kind: "error", failure: { code: "upstream_error", message: "The upstream stream broke off." } }]);
-    expect(events.at(-1)).toMatchObject({ type: "response.failed", response: { status: "failed", error: { code: "server_error", message: "The upstream stream broke off." } } });
+    const events = translate([
+      ...frames,
+      { kind: "error", failure: { code: "upstream_error", message: "The upstream stream broke off." } },
+    ]);
+    expect(events.at(-1)).toMatchObject({
+      type: "response.failed",
+      response: { status: "failed", error: { code: "server_error", message: "The upstream stream broke off." } },
+    });
     expect((events.at(-1)!.response as any).output[0].status).toBe("incomplete");
   });
 
@@ -155,7 +209,12 @@ describe("chatToResponse", () => {
   test("a whole reply with text and a tool call conforms to the spec", () => {
     const reply = parseChatCompletion(
       JSON.stringify({
-        choices: [{ message: { content: "Checking.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] }, finish_reason: "tool_calls" }],
+        choices: [
+          {
+            message: { content: "Checking.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
+            finish_reason: "tool_calls",
+          },
+        ],
         usage: { prompt_tokens: 10, completion_tokens: 5, completion_tokens_details: { reasoning_tokens: 2 } },
       }),
     )!;

@@ -88,7 +88,10 @@ export class ResponsesStream {
     if (!this.text) {
       this.text = { outputIndex: this.output.length, text: "" };
       this.output.push(messageItem(this.ctx, "", "in_progress"));
-      out += this.event("response.output_item.added", { output_index: this.text.outputIndex, item: messageItem(this.ctx, "", "in_progress") });
+      out += this.event("response.output_item.added", {
+        output_index: this.text.outputIndex,
+        item: messageItem(this.ctx, "", "in_progress"),
+      });
       out += this.event("response.content_part.added", { ...this.textAt(), part: outputTextPart("") });
     }
     this.text.text += delta;
@@ -105,7 +108,12 @@ export class ResponsesStream {
     if (!call) {
       if (this.calls.size >= RESPONSES_STREAM_CALLS_MAX) return "";
       out += this.closeText("completed");
-      call = { outputIndex: this.output.length, callId: delta.id ?? `call_${this.ctx.requestId}_${delta.index}`, name: delta.function?.name ?? "", arguments: "" };
+      call = {
+        outputIndex: this.output.length,
+        callId: delta.id ?? `call_${this.ctx.requestId}_${delta.index}`,
+        name: delta.function?.name ?? "",
+        arguments: "",
+      };
       this.calls.set(delta.index, call);
       this.openCalls.push(call);
       this.output.push(functionCallItem(call, "in_progress"));
@@ -114,7 +122,14 @@ export class ResponsesStream {
     const piece = delta.function?.arguments ?? "";
     if (piece === "") return out;
     call.arguments += piece;
-    return out + this.event("response.function_call_arguments.delta", { item_id: functionCallItem(call, "in_progress").id, output_index: call.outputIndex, delta: piece });
+    return (
+      out +
+      this.event("response.function_call_arguments.delta", {
+        item_id: functionCallItem(call, "in_progress").id,
+        output_index: call.outputIndex,
+        delta: piece,
+      })
+    );
   }
 
   private closeText(status: "completed" | "incomplete"): string {
@@ -136,7 +151,12 @@ export class ResponsesStream {
     for (const call of this.openCalls) {
       const item = functionCallItem(call, status);
       this.output[call.outputIndex] = item;
-      out += this.event("response.function_call_arguments.done", { item_id: item.id, output_index: call.outputIndex, name: call.name, arguments: call.arguments });
+      out += this.event("response.function_call_arguments.done", {
+        item_id: item.id,
+        output_index: call.outputIndex,
+        name: call.name,
+        arguments: call.arguments,
+      });
       out += this.event("response.output_item.done", { output_index: call.outputIndex, item });
     }
     this.openCalls = [];

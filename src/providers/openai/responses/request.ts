@@ -41,7 +41,8 @@ function messageToItems(message: ChatMessage): Item[] {
       const items: Item[] = [];
       const text = contentText(message.content);
       if (text !== "") items.push({ role: "assistant", content: text });
-      for (const call of message.tool_calls ?? []) items.push({ type: "function_call", call_id: call.id, name: call.function.name, arguments: call.function.arguments });
+      for (const call of message.tool_calls ?? [])
+        items.push({ type: "function_call", call_id: call.id, name: call.function.name, arguments: call.function.arguments });
       return items;
     }
     case "tool":
@@ -59,7 +60,12 @@ function formatToResponses(format: ChatShape["response_format"]): unknown {
   if (!format || format.type === "text") return undefined;
   if (format.type === "json_object") return { type: "json_object" };
   const spec = (format as { json_schema?: { name?: string; schema?: unknown; strict?: boolean } }).json_schema;
-  return { type: "json_schema", name: spec?.name ?? "response", schema: spec?.schema ?? { type: "object" }, ...(spec?.strict != null ? { strict: spec.strict } : {}) };
+  return {
+    type: "json_schema",
+    name: spec?.name ?? "response",
+    schema: spec?.schema ?? { type: "object" },
+    ...(spec?.strict != null ? { strict: spec.strict } : {}),
+  };
 }
 
 /**
@@ -93,7 +99,10 @@ export function chatToResponsesRequest(input: ChatRequestInput, apiKey: string |
   if (typeof effort === "string") body.reasoning = { effort };
   const format = formatToResponses(shape.response_format);
   if (format) body.text = { format };
-  const headers: Record<string, string> = { "content-type": "application/json", accept: input.stream ? "text/event-stream" : "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: input.stream ? "text/event-stream" : "application/json",
+  };
   if (apiKey) headers.authorization = `Bearer ${apiKey}`;
   return { path: "/responses", body: JSON.stringify(body), headers };
 }

@@ -33,7 +33,11 @@ export function responsesUsageToUsage(usage: z.infer<typeof responsesUsage>): Us
 }
 
 /** @example responsesStatusToFinishReason("incomplete", "max_output_tokens", false) // "length" */
-export function responsesStatusToFinishReason(status: string | null | undefined, reason: string | null | undefined, calls: boolean): FinishReason {
+export function responsesStatusToFinishReason(
+  status: string | null | undefined,
+  reason: string | null | undefined,
+  calls: boolean,
+): FinishReason {
   if (status === "incomplete") return reason === "content_filter" ? "content_filter" : "length";
   return calls ? "tool_calls" : "stop";
 }
@@ -42,7 +46,8 @@ export function responsesToOpenAIResponse(text: string, context: ReplyContext): 
   const parsed = parseUpstreamReply(text, responsesObject, "a Responses API response");
   if ("failure" in parsed) return parsed.failure;
   const reply = parsed.reply;
-  if (reply.status === "failed") return { code: "upstream_error", message: `The upstream failed: ${reply.error?.message ?? "no reason given"}`, retryable: true };
+  if (reply.status === "failed")
+    return { code: "upstream_error", message: `The upstream failed: ${reply.error?.message ?? "no reason given"}`, retryable: true };
   let content = "";
   let reasoning = "";
   const toolCalls: OpenAIToolCall[] = [];

@@ -10,9 +10,12 @@ import { ResponsesStreamDecoder } from "./stream.ts";
 const context: ReplyContext = { requestId: "req_1", model: "gpt-4.1", created: 1_756_302_124 };
 const fixture = (name: string) => recorded("openai", name);
 
-test.each(["responses-text.sse", "responses-function-call.sse", "responses-incomplete.sse", "responses-failed.sse"])("the recorded %s is the spec's wire", (name) => {
-  for (const { data } of sseEvents(fixture(name))) expect(streamEventProblems(data as { type: string })).toEqual([]);
-});
+test.each(["responses-text.sse", "responses-function-call.sse", "responses-incomplete.sse", "responses-failed.sse"])(
+  "the recorded %s is the spec's wire",
+  (name) => {
+    for (const { data } of sseEvents(fixture(name))) expect(streamEventProblems(data as { type: string })).toEqual([]);
+  },
+);
 
 describe("chatToResponsesRequest", () => {
   test("a chat conversation as Responses input items, the budget as max_output_tokens, stateless", () => {
@@ -22,8 +25,18 @@ describe("chatToResponsesRequest", () => {
           model: "gpt-4.1",
           messages: [
             { role: "system", content: "Be brief." },
-            { role: "user", content: [{ type: "text", text: "Weather?" }, { type: "image_url", image_url: { url: "https://x/y.png", detail: "low" } }] },
-            { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+            {
+              role: "user",
+              content: [
+                { type: "text", text: "Weather?" },
+                { type: "image_url", image_url: { url: "https://x/y.png", detail: "low" } },
+              ],
+            },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }],
+            },
             { role: "tool", tool_call_id: "call_1", content: "18" },
           ],
           tools: [{ type: "function", function: { name: "get_weather", parameters: { type: "object" } } }],
@@ -43,7 +56,13 @@ describe("chatToResponsesRequest", () => {
       model: "gpt-4.1-2025-04-14",
       input: [
         { role: "system", content: "Be brief." },
-        { role: "user", content: [{ type: "input_text", text: "Weather?" }, { type: "input_image", image_url: "https://x/y.png", detail: "low" }] },
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "Weather?" },
+            { type: "input_image", image_url: "https://x/y.png", detail: "low" },
+          ],
+        },
         { type: "function_call", call_id: "call_1", name: "get_weather", arguments: '{"city":"Tehran"}' },
         { type: "function_call_output", call_id: "call_1", output: "18" },
       ],
@@ -66,7 +85,10 @@ describe("responsesToOpenAIResponse", () => {
     if ("code" in reply) throw new Error(reply.message);
     expect(reply.usage).toEqual({ inputTokens: 61, outputTokens: 15 });
     expect(JSON.parse(reply.body).choices[0]).toMatchObject({
-      message: { content: null, tool_calls: [{ id: "call_Q2x9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }] },
+      message: {
+        content: null,
+        tool_calls: [{ id: "call_Q2x9", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } }],
+      },
       finish_reason: "tool_calls",
     });
   });
@@ -80,7 +102,11 @@ describe("responsesToOpenAIResponse", () => {
 /** A fixture pushed in pieces of `size` characters, as the relay reads it. */
 function decode(name: string, size: number) {
   const piece = decodeAll(new ResponsesStreamDecoder(context), fixture(name), size);
-  return { frames: piece.frames, chunks: chunksOf(piece) as any[], end: { done: piece.done, error: piece.error?.message, usage: piece.usage } };
+  return {
+    frames: piece.frames,
+    chunks: chunksOf(piece) as any[],
+    end: { done: piece.done, error: piece.error?.message, usage: piece.usage },
+  };
 }
 
 describe("ResponsesStreamDecoder", () => {

@@ -29,7 +29,10 @@ const streamEvent = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("response.function_call_arguments.delta"), item_id: z.string(), delta: z.string() }),
   z.looseObject({ type: z.literal("response.completed"), response: responsesObject }),
   z.looseObject({ type: z.literal("response.incomplete"), response: responsesObject }),
-  z.looseObject({ type: z.literal("response.failed"), response: z.looseObject({ error: z.looseObject({ message: z.string() }).nullish() }) }),
+  z.looseObject({
+    type: z.literal("response.failed"),
+    response: z.looseObject({ error: z.looseObject({ message: z.string() }).nullish() }),
+  }),
   z.looseObject({ type: z.literal("error"), message: z.string().optional() }),
 ]);
 
@@ -50,7 +53,15 @@ export class ResponsesStreamDecoder extends JsonEventsDecoder {
         if (item.type !== "function_call" || this.toolIndex.size >= responsesToolCallsMax) return;
         const index = this.toolIndex.size;
         this.toolIndex.set(item.id ?? item.call_id ?? String(index), index);
-        return this.frame(piece, { tool_calls: [{ index, id: item.call_id ?? `call_${index}`, type: "function", function: { name: item.name ?? "", arguments: "" } }] }, "");
+        return this.frame(
+          piece,
+          {
+            tool_calls: [
+              { index, id: item.call_id ?? `call_${index}`, type: "function", function: { name: item.name ?? "", arguments: "" } },
+            ],
+          },
+          "",
+        );
       }
       case "response.output_text.delta":
         return this.frame(piece, { content: event.delta }, event.delta);
@@ -64,7 +75,12 @@ export class ResponsesStreamDecoder extends JsonEventsDecoder {
       case "response.completed":
       case "response.incomplete": {
         const response = event.response;
-        this.frame(piece, {}, "", responsesStatusToFinishReason(response.status, response.incomplete_details?.reason, this.toolIndex.size > 0));
+        this.frame(
+          piece,
+          {},
+          "",
+          responsesStatusToFinishReason(response.status, response.incomplete_details?.reason, this.toolIndex.size > 0),
+        );
         if (response.usage) {
           const usage = responsesUsageToUsage(response.usage);
           piece.usage = usage;
@@ -74,7 +90,10 @@ export class ResponsesStreamDecoder extends JsonEventsDecoder {
         return;
       }
       case "response.failed":
-        piece.error = { code: "upstream_error", message: `The upstream failed mid-stream: ${event.response.error?.message ?? "no reason given"}` };
+        piece.error = {
+          code: "upstream_error",
+          message: `The upstream failed mid-stream: ${event.response.error?.message ?? "no reason given"}`,
+        };
         return;
       case "error":
         piece.error = { code: "upstream_error", message: `The upstream failed mid-stream: ${event.message ?? "unknown error"}` };
