@@ -73,6 +73,7 @@ function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelRepli
   };
 }
 
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one line per route with its handler.
 export function createApp(
   deps: EdgeDeps,
   options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: Console } = {},

@@ -22,6 +22,7 @@ import {
   nanos,
   type ConsumerMessages,
   type JetStreamClient,
+  type ConsumerInfo,
   type JetStreamManager,
   type JsMsg,
   type NatsConnection,
@@ -123,7 +124,7 @@ export async function ensureUsageStream(
     max_ack_pending: 10_000,
     max_deliver: USAGE_DELIVERIES_MAX,
   };
-  let existing;
+  let existing: ConsumerInfo;
   try {
     existing = await jsm.consumers.info(stream, CONSUMER);
   } catch {

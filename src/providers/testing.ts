@@ -20,9 +20,7 @@ export function decodeAll(decoder: ChatStreamDecoder, text: string, size: number
 }
 
 /** The parsed `chat.completion.chunk`s of the decoded frames. */
-export function chunksOf(
-  piece: StreamPiece,
-): {
+export function chunksOf(piece: StreamPiece): {
   choices: { delta: Record<string, unknown>; finish_reason: string | null }[];
   usage?: unknown;
   id: string;

@@ -42,13 +42,11 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
     {
       object: "list",
       node: deps.pools.node,
-      data: deps.pools
-        .all()
-        .map((pool) => ({
-          model: pool.model,
-          backends: pool.backends.map((b) => backendView(b, nowMs)),
-          paid_fields: pool.paidFields ?? null,
-        })),
+      data: deps.pools.all().map((pool) => ({
+        model: pool.model,
+        backends: pool.backends.map((b) => backendView(b, nowMs)),
+        paid_fields: pool.paidFields ?? null,
+      })),
     },
     requestId,
   );
