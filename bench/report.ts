@@ -167,7 +167,7 @@ export function runMarkdown(info: RunInfo, measurements: Measurement[]): string 
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
   const scaleLines = scaleGoalsTable(measurements);
   if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
-  return sections.join("\n\n") + "\n";
+  return `${sections.join("\n\n")}\n`;
 }
 
 export const resultsHeader = `# Benchmark results

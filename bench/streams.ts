@@ -19,7 +19,6 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { percentile } from "./measurement.ts";
 import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
 import { runSseClient } from "./sse-client.ts";
 import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
@@ -111,7 +110,12 @@ async function openSlowStreams(target: Target, count: number): Promise<{ ok: () 
       }),
     );
   }
-  return { ok: () => ok, close: () => sockets.forEach((s) => s.end()) };
+  return {
+    ok: () => ok,
+    close: () => {
+      for (const s of sockets) s.end();
+    },
+  };
 }
 
 /** The memory guard's full collections so far and their pause time, from the gateway's /metrics. */

@@ -178,7 +178,7 @@ const lines = [
   "",
   "| Requests | n | p50 ms | p99 ms | max ms |",
   "|---|---|---|---|---|",
-  `| small (\"Hello\" to gpt-4o-mini) | ${stats(victimMs.small)} |`,
+  `| small ("Hello" to gpt-4o-mini) | ${stats(victimMs.small)} |`,
   `| window edge (64 KiB prose to phi-4, counted) | ${stats(victimMs.edge)} |`,
   "",
   victimErrors.length === 0

@@ -139,7 +139,7 @@ describe("speech", () => {
 describe("transcriptions", () => {
   const seconds = 2.4; // billed as 3 seconds
   const wav = () => new File([simToneWav(seconds)], "tone.wav", { type: "audio/wav" });
-  const text = simTranscriptWords(seconds).join(" ") + ".";
+  const text = `${simTranscriptWords(seconds).join(" ")}.`;
 
   test("json: the transcript, billed per second of the file's own duration, rounded up", async () => {
     const before = await balanceMicro();

@@ -257,7 +257,7 @@ export class KeyActor {
     const startedMs = this.now();
     for (;;) {
       const lease = this.current;
-      if (lease && lease.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
+      if (lease?.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
         return this.take(lease, admission);
       }
       if (this.opening) {

@@ -27,7 +27,7 @@ import {
   UPSTREAM_ERROR_BODY_BYTES_MAX,
   type UpstreamReply,
 } from "../../src/providers/upstream.ts";
-import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
+import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL } from "./backend.ts";
 
 export { Backend } from "./backend.ts";
 

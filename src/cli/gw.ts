@@ -369,6 +369,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 }
 
 /** The formatted reply, or null when it is not the shape this command expects. */
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one renderer per command.
 function render(command: Sent, reply: unknown): string | null {
   switch (command.kind) {
     case "accounts.create":

@@ -38,6 +38,23 @@ export function sqlStateOf(error: unknown): string | null {
   return null;
 }
 
+/** Characters of a database error kept as a reason (a dead letter's, a log line's). */
+export const SQL_REASON_CHARS_MAX = 500;
+
+/**
+ * The database's own words for an error, without drizzle's "Failed query … params: …" (which
+ * would repeat the whole batch).
+ */
+export function sqlReason(error: unknown): string {
+  let e = error as { code?: unknown; cause?: unknown; message?: unknown } | undefined;
+  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
+    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return `${e.code}: ${String(e.message)}`.slice(0, SQL_REASON_CHARS_MAX);
+  }
+  return String((error as Error)?.message ?? error)
+    .split("\nparams:")[0]!
+    .slice(0, SQL_REASON_CHARS_MAX);
+}
+
 /** postgres.js returns rows as an array, PGlite as `{ rows }`: one shape for both. */
 export function normaliseRows<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];

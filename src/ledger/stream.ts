@@ -22,6 +22,7 @@ import {
   nanos,
   type ConsumerMessages,
   type JetStreamClient,
+  type ConsumerInfo,
   type JetStreamManager,
   type JsMsg,
   type NatsConnection,
@@ -29,7 +30,8 @@ import {
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { encodeJson } from "../json.ts";
-import { deadLetterRecords, postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
+import { deadLetterRecords, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
 import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 
@@ -122,7 +124,7 @@ export async function ensureUsageStream(
     max_ack_pending: 10_000,
     max_deliver: USAGE_DELIVERIES_MAX,
   };
-  let existing;
+  let existing: ConsumerInfo;
   try {
     existing = await jsm.consumers.info(stream, CONSUMER);
   } catch {

@@ -27,7 +27,7 @@ import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { FENCE_GRACE_MS } from "./fence.ts";
 // A cycle by design: deadletter.ts posts through this module, and the sink here dead-letters through it.
-import { postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -174,14 +174,6 @@ export interface UsageSink {
   posted?(): Promise<void>;
   /** True while the sink can keep no more unconfirmed records: admit nothing new then. */
   readonly full?: boolean;
-}
-
-/**
- * The embedded and single-database sink: each batch is posted in one transaction; records the
- * database refuses are dead-lettered (deadletter.ts) so that one bad record stops nobody's billing.
- */
-export function ledgerSink(db: Db, options: { onDeadLetter?: (letter: DeadLetter) => void } = {}): UsageSink {
-  return { write: async (batch) => void (await postOrDeadLetter(db, batch, { source: "writer", onDeadLetter: options.onDeadLetter })) };
 }
 
 /** A usage record, and as it travels through a stream (bigints as strings). Its fields are usage_records' columns. */

@@ -137,6 +137,7 @@ export class Metrics {
     this.stateGauges(sources, registers);
   }
 
+  // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one gauge per state with its name, help and read.
   private stateGauges(sources: MetricSources, registers: Registry[]): void {
     // Both hold gauges share the read in progress (prom-client collects a scrape's gauges together).
     let holdsRead: Promise<HoldTotals> | null = null;

@@ -3,16 +3,35 @@
  * completes (bounded by the splitter), each event's JSON handed to `dispatch` in order until one
  * ends the piece (done or error). A malformed event, or one past the bound, is an upstream error.
  */
+import { chunkToOpenAI, type FinishReason } from "./chatShape.ts";
 import { SseSplitter } from "./sse.ts";
-import type { StreamPiece } from "./types.ts";
+import type { ChatStreamDecoder, ReplyContext, StreamPiece } from "./types.ts";
 
-export function decodeJsonEvents(
+/** A vendor's JSON event stream → OpenAI chunks: the vendor's decoder says only what each event means. */
+export abstract class JsonEventsDecoder implements ChatStreamDecoder {
+  private readonly sse = new SseSplitter();
+
+  constructor(protected readonly context: ReplyContext) {}
+
+  push(text: string): StreamPiece {
+    return decodeJsonEvents(this.sse, text, (json, data, piece) => this.dispatch(json, data, piece));
+  }
+
+  /** Reads one event (`data` is its raw text) into the piece: frames, usage, done or error. */
+  protected abstract dispatch(json: unknown, data: string, piece: StreamPiece): void;
+
+  protected frame(piece: StreamPiece, delta: Record<string, unknown>, text: string, finish: FinishReason | null = null): void {
+    piece.frames.push({ data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text });
+  }
+}
+
+function decodeJsonEvents(
   sse: SseSplitter,
   text: string,
   dispatch: (json: unknown, data: string, piece: StreamPiece) => void,
 ): StreamPiece {
   const piece: StreamPiece = { frames: [], done: false };
-  let events;
+  let events: ReturnType<SseSplitter["push"]>;
   try {
     events = sse.push(text);
   } catch (error) {

@@ -3,7 +3,7 @@ import OpenAI, { APIError, AuthenticationError, RateLimitError } from "openai";
 import { SimLog, type SimLogEntry } from "./log.ts";
 import { optionsFromArgs } from "./main.ts";
 import { SimOptionsSchema, startSimulator, type Simulator } from "./server.ts";
-import { simCompletion, simPromptText, simVocabulary } from "./text.ts";
+import { simCompletion, simVocabulary } from "./text.ts";
 import { anthropicSimMessages, parseAnthropicRequest, simAnthropicExtraTokens } from "./anthropic.ts";
 import { geminiSimMessages, parseGeminiRequest, simGeminiExtraTokens } from "./gemini.ts";
 import { SIM_IMAGE_TOKENS, simChatPromptTokens, simCountTokens, simPromptTokens, simValueTokens } from "./tokens.ts";

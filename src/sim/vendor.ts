@@ -12,27 +12,16 @@ import { destroy, send, sleepUnlessAborted, stall, type ChatContext } from "./ch
 import { Exchange } from "./exchange.ts";
 import type { SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
-import { simCountTokens, simPromptTokens, type SimMessage } from "./tokens.ts";
-
-export interface SimToolOffer {
-  name: string;
-  /** JSON Schema of the arguments, as the vendor wrote it. */
-  schema: unknown;
-}
+import { simCountTokens, simPromptTokens } from "./tokens.ts";
+import { simToolArguments, splitByTokens, toolPieceTokens, toolToCall, type ToolQuestion } from "./tools.ts";
 
 /** What the simulator reads from any vendor's request. */
-export interface VendorRequest {
+export interface VendorRequest extends ToolQuestion {
   model: string;
   stream: boolean;
-  messages: SimMessage[];
   /** Prompt tokens outside the messages' text and overhead: tools, schemas, tool calls, images (by tokens.ts's rule). */
   promptExtraTokens: number;
   maxTokens: number | null;
-  tools: SimToolOffer[];
-  /** The tool the request requires (`any` = whichever), or null when calling is optional. */
-  toolRequired: string | "any" | null;
-  /** The last turn carries tool results: answer in text. */
-  afterToolResult: boolean;
 }
 
 export interface PlannedChunk {
@@ -86,9 +75,6 @@ export interface VendorWire {
 
 const jsonHeaders = { "content-type": "application/json" } as const;
 const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const;
-/** Tokens per streamed piece of tool-call arguments. */
-export const toolPieceTokens = 3;
-
 export async function handleVendorChat(context: ChatContext, req: Request, wire: VendorWire): Promise<Response> {
   const exchange = new Exchange(context, req.headers.get("x-request-id"));
   exchange.path = new URL(req.url).pathname;
@@ -116,48 +102,6 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
 function refuse(exchange: Exchange, refusal: Refusal): Response {
   exchange.finish("error", refusal.status);
   return new Response(refusal.body, { status: refusal.status, headers: { ...jsonHeaders, ...refusal.headers } });
-}
-
-/** The tool this request calls, or null for a text reply. */
-export function toolToCall(request: Omit<VendorRequest, "promptExtraTokens">): SimToolOffer | null {
-  if (request.tools.length === 0 || request.afterToolResult) return null;
-  if (request.toolRequired === "any") return request.tools[0] ?? null;
-  if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
-  const last = [...request.messages].reverse().find((m) => m.role === "user");
-  const text = last ? simPromptText([last]) : "";
-  return request.tools.find((t) => text.includes(t.name)) ?? null;
-}
-
-/**
- * Arguments from the schema: strings "sim", numbers 1, booleans true, others null.
- * @example simToolArguments({ type: "object", properties: { city: { type: "string" } } }) // {"city":"sim"}
- */
-export function simToolArguments(schema: unknown): Record<string, unknown> {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
-  const args: Record<string, unknown> = {};
-  for (const [name, property] of Object.entries(properties)) {
-    const type = String(property?.type ?? "").toLowerCase();
-    args[name] = type === "string" ? "sim" : type === "number" || type === "integer" ? 1 : type === "boolean" ? true : null;
-  }
-  return args;
-}
-
-/** Cuts text into pieces of `tokens` simulator tokens each, keeping every character. */
-export function splitByTokens(text: string, tokens: number): string[] {
-  const starts: number[] = [];
-  let count = 0;
-  for (const match of text.matchAll(/[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu)) {
-    if (count > 0 && count % tokens === 0) starts.push(match.index);
-    count++;
-  }
-  const pieces: string[] = [];
-  let from = 0;
-  for (const start of starts) {
-    pieces.push(text.slice(from, start));
-    from = start;
-  }
-  pieces.push(text.slice(from));
-  return pieces;
 }
 
 function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {

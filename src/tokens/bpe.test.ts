@@ -32,7 +32,7 @@ test("counts equal js-tiktoken's on ordinary text in any script", () => {
     "def f(x):\n    return x ** 2  # square\n\n\n",
     "I'm sure they'll say it's fine, DON'T panic.",
     "Ünïcödé ÀÉÎ naïve café 1234567 3.14159",
-    "x".repeat(300) + " " + " ".repeat(700) + "\n\t\r\n",
+    `${"x".repeat(300)} ${" ".repeat(700)}\n\t\r\n`,
     pick(next, han, 500),
     pick(next, letters, 900),
     randomBytes(next, 4000),
@@ -116,7 +116,7 @@ test("work is capped: past bytesMax the text is bounded by its bytes, and slices
   expect(early.counts[0]!.lower).toBeLessThanOrEqual(exact);
   expect(early.counts[0]!.bytesCounted).toBeLessThan(text.length / 4);
 
-  const texts = ["Hello, world! ".repeat(500), "a".repeat(200_000) + " tail", randomBytes(random(4), 20_000)];
+  const texts = ["Hello, world! ".repeat(500), `${"a".repeat(200_000)} tail`, randomBytes(random(4), 20_000)];
   const job = counter.start(texts, { bytesMax: Number.POSITIVE_INFINITY });
   let steps = 0;
   while (!counter.step(job, 1000)) steps++;

@@ -8,9 +8,8 @@ import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backen
 import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/store.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { failed, json, zodFailure } from "../guard.ts";
-import { readJsonBodyText } from "../request.ts";
-import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
+import { failed, json } from "../guard.ts";
+import { parseBody } from "./body.ts";
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
@@ -54,15 +53,13 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
 }
 
 export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
-  const read = await readJsonBodyText(request, ADMIN_BODY_BYTES_MAX);
-  if (isFailure(read)) return failed(read, requestId);
-  const parsed = poolBodySchema.safeParse(read.value);
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  const body = await parseBody(request, poolBodySchema);
+  if (isFailure(body)) return failed(body, requestId);
   if (!deps.catalog.get(model))
     return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
-  const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
+  const { backends, problems } = resolveBackends(body.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
-  const row = await savePool(deps.db, model, parsed.data.backends, parsed.data.paid_fields);
+  const row = await savePool(deps.db, model, body.backends, body.paid_fields);
   deps.pools.apply(model, backends, row.paidFields);
   deps.pools.markApplied(row);
   deps.bus.publish(POOL_EVENTS, deps.subjects.poolEvents, { model });

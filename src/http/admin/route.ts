@@ -10,17 +10,15 @@ import { reloadCatalog } from "../../catalog/catalog.ts";
 import { setRate, type FetchStatus } from "../../catalog/rates.ts";
 import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
-import { fail, isFailure, type Failure } from "../../errors.ts";
+import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { failed, json, zodFailure } from "../guard.ts";
-import { bearerToken, readJsonBodyText } from "../request.ts";
+import { failed, json } from "../guard.ts";
+import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
+import { parseBody } from "./body.ts";
 import { poolsView, setPool } from "./pools.ts";
-
-/** Admin bodies are small; anything bigger is a mistake. */
-export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
 
@@ -93,13 +91,6 @@ export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
     monthlySpendCapMicro: body.monthly_spend_cap_toman,
     residency: body.residency,
   };
-}
-
-export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
-  const read = await readJsonBodyText(request, bytesMax);
-  if (isFailure(read)) return read;
-  const parsed = schema.safeParse(read.value);
-  return parsed.success ? parsed.data : zodFailure(parsed.error);
 }
 
 export function keyObject(key: KeyRecord) {

@@ -11,7 +11,8 @@ import { LIST_LIMIT_MAX, type Topup } from "../../payments/topups.ts";
 import { TOPUP_STATES } from "../../db/schema.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
-import { amountToman, parseBody } from "./route.ts";
+import { parseBody } from "./body.ts";
+import { amountToman } from "./route.ts";
 
 export const startBody = z.strictObject({ account_id: z.string().trim().min(1).max(100), amount_toman: amountToman });
 export const reason = z.string().trim().min(3).max(500);

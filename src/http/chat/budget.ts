@@ -12,14 +12,12 @@ import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
   CHAT_CONTROL_FIELDS,
-  countPromptTokens,
   measurePromptTokens,
   type CountOptions,
   measureTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
   messageAllowanceTokens,
-  partAllowanceTokens,
   promptTokensUpperBound,
   utf8Bytes,
 } from "../../tokens/count.ts";

@@ -146,7 +146,7 @@ export class Relay {
     private readonly admission: Admission,
     private readonly request: RelayRequest,
     private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,
-    private readonly clientSignal: AbortSignal,
+    clientSignal: AbortSignal,
   ) {
     const choices = request.budget.choices;
     this.wantsUsage = request.body.stream_options?.include_usage === true;

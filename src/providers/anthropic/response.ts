@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 export const anthropicUsage = z.looseObject({
   input_tokens: z.number().int().nonnegative().nullish(),
@@ -56,15 +57,9 @@ export function anthropicStopToFinishReason(stop: string | null | undefined): Fi
 }
 
 export function anthropicToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = anthropicMessage.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not an Anthropic message.", retryable: true };
-  const reply = parsed.data;
+  const parsed = parseUpstreamReply(text, anthropicMessage, "an Anthropic message");
+  if ("failure" in parsed) return parsed.failure;
+  const reply = parsed.reply;
   let content = "";
   let reasoning = "";
   const toolCalls: OpenAIToolCall[] = [];

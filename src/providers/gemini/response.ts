@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 const count = z.number().int().nonnegative().nullish();
 
@@ -75,16 +76,9 @@ export function geminiCallId(context: ReplyContext, id: string | undefined, inde
 }
 
 export function geminiToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = geminiReply.safeParse(json);
-  if (!parsed.success)
-    return { code: "upstream_error", message: "The upstream reply is not a Gemini generateContent reply.", retryable: true };
-  const reply = parsed.data;
+  const parsed = parseUpstreamReply(text, geminiReply, "a Gemini generateContent reply");
+  if ("failure" in parsed) return parsed.failure;
+  const reply = parsed.reply;
   const candidate = reply.candidates?.[0];
   let content = "";
   let reasoning = "";

@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { boundedUsage } from "../chatShape.ts";
 import type { ChatReply, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 export const openAIUsage = z.object({
   prompt_tokens: z.number().int().nonnegative(),
@@ -25,13 +26,7 @@ export function openAIUsageToUsage(usage: z.infer<typeof openAIUsage>): Usage {
 
 /** The reply is relayed as the upstream wrote it; only its usage is read. */
 export function parseOpenAIChatResponse(text: string): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = chatCompletion.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a chat completion.", retryable: true };
-  return { body: text, usage: parsed.data.usage ? openAIUsageToUsage(parsed.data.usage) : null };
+  const parsed = parseUpstreamReply(text, chatCompletion, "a chat completion");
+  if ("failure" in parsed) return parsed.failure;
+  return { body: text, usage: parsed.reply.usage ? openAIUsageToUsage(parsed.reply.usage) : null };
 }

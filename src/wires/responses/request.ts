@@ -159,7 +159,6 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
       const item = functionCallOutputItem.parse(raw);
       messages.push({ role: "tool", tool_call_id: item.call_id, content: outputText(item.output) });
     } else if (raw.type === "reasoning") {
-      continue;
     } else if (raw.type === undefined || raw.type === "message") {
       const item = messageItem.safeParse(raw);
       if (!item.success) return fail("invalid_request", `Invalid message item: ${item.error.issues[0]!.message}`, { param: at });

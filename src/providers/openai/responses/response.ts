@@ -2,6 +2,7 @@
 import { z } from "zod";
 import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../../types.ts";
+import { parseUpstreamReply } from "../../replyJson.ts";
 
 export const responsesUsage = z.looseObject({
   input_tokens: z.number().int().nonnegative(),
@@ -42,15 +43,9 @@ export function responsesStatusToFinishReason(
 }
 
 export function responsesToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = responsesObject.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Responses API response.", retryable: true };
-  const reply = parsed.data;
+  const parsed = parseUpstreamReply(text, responsesObject, "a Responses API response");
+  if ("failure" in parsed) return parsed.failure;
+  const reply = parsed.reply;
   if (reply.status === "failed")
     return { code: "upstream_error", message: `The upstream failed: ${reply.error?.message ?? "no reason given"}`, retryable: true };
   let content = "";

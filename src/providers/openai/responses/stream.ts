@@ -10,10 +10,9 @@
  *   response.failed, error                  → piece.error;  anything else → nothing
  */
 import { z } from "zod";
-import { chunkToOpenAI, usageChunkToOpenAI, type FinishReason } from "../../chatShape.ts";
-import { decodeJsonEvents } from "../../jsonEvents.ts";
-import { SseSplitter } from "../../sse.ts";
-import type { ChatStreamDecoder, ReplyContext, StreamPiece } from "../../types.ts";
+import { usageChunkToOpenAI } from "../../chatShape.ts";
+import { JsonEventsDecoder } from "../../jsonEvents.ts";
+import type { StreamPiece } from "../../types.ts";
 import { responsesObject, responsesStatusToFinishReason, responsesUsageToUsage } from "./response.ts";
 
 /** Tool calls per reply we track; more is an upstream fault, not a reason to grow a map forever. */
@@ -37,22 +36,11 @@ const streamEvent = z.discriminatedUnion("type", [
   z.looseObject({ type: z.literal("error"), message: z.string().optional() }),
 ]);
 
-export class ResponsesStreamDecoder implements ChatStreamDecoder {
-  private readonly sse = new SseSplitter();
+export class ResponsesStreamDecoder extends JsonEventsDecoder {
   /** Output item id → chat tool call index. */
   private readonly toolIndex = new Map<string, number>();
 
-  constructor(private readonly context: ReplyContext) {}
-
-  push(text: string): StreamPiece {
-    return decodeJsonEvents(this.sse, text, (json, _, piece) => this.dispatch(json, piece));
-  }
-
-  private frame(piece: StreamPiece, delta: Record<string, unknown>, text: string, finish: FinishReason | null = null): void {
-    piece.frames.push({ data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text });
-  }
-
-  private dispatch(json: unknown, piece: StreamPiece): void {
+  protected dispatch(json: unknown, _data: string, piece: StreamPiece): void {
     const parsed = streamEvent.safeParse(json);
     // Event types this decoder does not translate (part added/done, item done …) carry nothing new.
     if (!parsed.success) return;
