@@ -6,6 +6,7 @@
  * account or message content.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Backend } from "../../actors/pool/backend.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 
@@ -147,30 +148,12 @@ export class Metrics {
           return holdsRead;
         }
       : null;
-    new Gauge({
-      name: "darvaze_backend_in_flight",
-      help: "Requests in flight to each backend from this node.",
-      labelNames: ["model", "backend"],
-      registers,
-      collect() {
-        this.reset();
-        for (const pool of sources.pools.all())
-          for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
-      },
-    });
-    new Gauge({
-      name: "darvaze_backend_breaker_open",
-      help: "1 while a backend's breaker is open on this node.",
-      labelNames: ["model", "backend"],
-      registers,
-      collect() {
-        this.reset();
-        const now = performance.now();
-        for (const pool of sources.pools.all())
-          for (const b of pool.backends)
-            if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
-      },
-    });
+    backendGauge(sources, registers, "darvaze_backend_in_flight", "Requests in flight to each backend from this node.", (b) =>
+      b.requests > 0 || b.inFlight > 0 ? b.inFlight : null,
+    );
+    backendGauge(sources, registers, "darvaze_backend_breaker_open", "1 while a backend's breaker is open on this node.", (b, nowMs) =>
+      b.requests > 0 ? (backendSnapshot(b, nowMs).breaker === "open" ? 1 : 0) : null,
+    );
     new Gauge({
       name: "darvaze_backend_breaker_state",
       help: "1 for the state each backend's breaker is in on this node (closed, half_open, open).",
@@ -203,17 +186,7 @@ export class Metrics {
       ["ttft", "This node's peak-EWMA estimate of each backend's time to first token, in milliseconds."],
       ["tpot", "This node's peak-EWMA estimate of each backend's time per output token, in milliseconds."],
     ] as const) {
-      new Gauge({
-        name: `darvaze_backend_${estimate}_ms`,
-        help,
-        labelNames: ["model", "backend"],
-        registers,
-        collect() {
-          this.reset();
-          for (const pool of sources.pools.all())
-            for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
-        },
-      });
+      backendGauge(sources, registers, `darvaze_backend_${estimate}_ms`, help, (b) => (b.requests > 0 ? b[estimate].value : null));
     }
     if (sources.memoryGuard) {
       const guard = sources.memoryGuard;
@@ -416,4 +389,30 @@ export class Metrics {
   async exposition(): Promise<{ body: string; contentType: string }> {
     return { body: await this.registry.metrics(), contentType: this.registry.contentType };
   }
+}
+
+/** A gauge with one series per backend of this node: `value` reads it (null: no series for that backend). */
+function backendGauge(
+  sources: MetricSources,
+  registers: Registry[],
+  name: string,
+  help: string,
+  value: (backend: Backend, nowMs: number) => number | null,
+): void {
+  new Gauge({
+    name,
+    help,
+    labelNames: ["model", "backend"],
+    registers,
+    collect() {
+      this.reset();
+      const nowMs = performance.now();
+      for (const pool of sources.pools.all()) {
+        for (const b of pool.backends) {
+          const v = value(b, nowMs);
+          if (v !== null) this.set({ model: pool.model, backend: b.name }, v);
+        }
+      }
+    },
+  });
 }
