@@ -5,17 +5,11 @@
  */
 import { z } from "zod";
 import type { Rpc, Topic } from "../src/bus/bus.ts";
+import { failureSchema } from "../src/errors.ts";
 import { bigintJson } from "../src/json.ts";
 
 const micro = bigintJson;
 const units = micro.refine((v) => v >= 0n, "must not be negative");
-
-const failure = z.object({
-  code: z.string(),
-  message: z.string(),
-  param: z.string().nullable().optional(),
-  retryAfterS: z.number().optional(),
-});
 
 export const admitTicket = z.object({
   keyId: z.string().min(1).max(64),
@@ -44,7 +38,8 @@ export const admitReply = z.union([
   z.object({ ok: z.literal(true), holdId: z.string(), rate: rateInfo.optional() }),
   z.object({
     ok: z.literal(false),
-    failure,
+    /** Its code is one of the closed set (src/errors.ts): a reply with any other is malformed. */
+    failure: failureSchema,
     /** The cheap reserve did not fit: ask again with an exact count. */
     exactNeeded: z.boolean().optional(),
     rate: rateInfo.optional(),
@@ -62,10 +57,17 @@ export const settlement = z.object({
   operation: z.string().min(1).max(32),
   backend: z.string().max(64).nullable(),
   priceVersionId: z.number().int(),
+  /** Input units at the input price: for chat, the prompt tokens not priced as cache reads or writes. */
   inputUnits: units,
   outputUnits: units,
   inputPricePer1m: units,
   outputPricePer1m: units,
+  /** Prompt tokens read from the vendor's cache, at its cache-read price (absent: none). */
+  cacheReadUnits: units.optional(),
+  cacheReadPricePer1m: units.optional(),
+  /** Prompt tokens written to the vendor's cache, at its cache-write price (absent: none). */
+  cacheWriteUnits: units.optional(),
+  cacheWritePricePer1m: units.optional(),
   status: z.number().int(),
   durationMs: z.number().int().nonnegative(),
   /**
@@ -76,9 +78,32 @@ export const settlement = z.object({
 });
 export type Settlement = z.infer<typeof settlement>;
 
+/** The priced components of a settlement (or of a usage record). */
+export type PricedUsage = Pick<
+  Settlement,
+  | "inputUnits"
+  | "outputUnits"
+  | "inputPricePer1m"
+  | "outputPricePer1m"
+  | "cacheReadUnits"
+  | "cacheReadPricePer1m"
+  | "cacheWriteUnits"
+  | "cacheWritePricePer1m"
+>;
+
+/** What usage is worth: Σ units × price over its components, micro-toman, exact. */
+export function pricedMicro(u: PricedUsage): bigint {
+  return (
+    u.inputUnits * u.inputPricePer1m +
+    u.outputUnits * u.outputPricePer1m +
+    (u.cacheReadUnits ?? 0n) * (u.cacheReadPricePer1m ?? 0n) +
+    (u.cacheWriteUnits ?? 0n) * (u.cacheWritePricePer1m ?? 0n)
+  );
+}
+
 export const settleReply = z.union([
   z.object({ ok: z.literal(true), billedMicro: micro, meteredMicro: micro }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
 ]);
 export type SettleReply = z.infer<typeof settleReply>;
 
@@ -96,7 +121,10 @@ export const extendTicket = z.object({
 });
 export type ExtendTicket = z.infer<typeof extendTicket>;
 
-export const extendReply = z.union([z.object({ ok: z.literal(true), reserveMicro: micro }), z.object({ ok: z.literal(false), failure })]);
+export const extendReply = z.union([
+  z.object({ ok: z.literal(true), reserveMicro: micro }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
+]);
 export type ExtendReply = z.infer<typeof extendReply>;
 
 export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };
@@ -250,7 +278,7 @@ export type GrantRequest = z.infer<typeof grantRequest>;
 export const grantReply = z.union([
   /** `slots` for `ttlMs` from the ask; settlements carry `fenceToken`, the owner epoch's token. */
   z.object({ ok: z.literal(true), slots: z.number().int().nonnegative(), ttlMs: z.number().int().positive(), fenceToken: micro }),
-  z.object({ ok: z.literal(false), failure }),
+  z.object({ ok: z.literal(false), failure: failureSchema }),
 ]);
 export type GrantReply = z.infer<typeof grantReply>;
 export const GRANT: Rpc<GrantRequest, GrantReply> = { name: "key.grant", request: grantRequest, reply: grantReply };
@@ -287,7 +315,7 @@ export const permitReply = z.union([
     ttlMs: z.number().int().positive(),
     rate: rateInfo.optional(),
   }),
-  z.object({ ok: z.literal(false), failure, rate: rateInfo.optional() }),
+  z.object({ ok: z.literal(false), failure: failureSchema, rate: rateInfo.optional() }),
 ]);
 export type PermitReply = z.infer<typeof permitReply>;
 export const PERMITS: Rpc<PermitRequest, PermitReply> = { name: "key.permits", request: permitRequest, reply: permitReply };

@@ -61,7 +61,7 @@ for (const [name, bytes] of inputs) {
     const t0 = performance.now();
     const d = audioDuration(bytes);
     times.push(performance.now() - t0);
-    found = d === null ? "not audio" : `${d.container} ${d.seconds === null ? "unread" : d.seconds.toFixed(1) + " s"}`;
+    found = d === null ? "not audio" : `${d.container} ${d.seconds === null ? "unread" : `${d.seconds.toFixed(1)} s`}`;
   }
   times.sort((a, b) => a - b);
   results.push([name, times[1]!, found]);

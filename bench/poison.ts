@@ -75,4 +75,4 @@ for (const poisoned of [false, true]) {
   );
 }
 await close();
-console.log("| Engine | Batch | Records | Transactions | Median ms | Max ms |\n|---|---|---|---|---|---|\n" + rows.join("\n"));
+console.log(`| Engine | Batch | Records | Transactions | Median ms | Max ms |\n|---|---|---|---|---|---|\n${rows.join("\n")}`);

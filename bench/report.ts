@@ -256,7 +256,7 @@ export function runMarkdown(info: RunInfo, rounds: Measurement[]): string {
   if (tailLines) sections.push(`Issue 17 goals (tail, streams, stalls; the median round, the longest stall of any round):\n\n${tailLines}`);
   const scaleLines = scaleGoalsTable(measurements);
   if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
-  return sections.join("\n\n") + "\n";
+  return `${sections.join("\n\n")}\n`;
 }
 
 export const resultsHeader = `# Benchmark results

@@ -19,7 +19,6 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { percentile } from "./measurement.ts";
 import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
 import { runSseClient } from "./sse-client.ts";
 import { forcedCollections } from "./readings.ts";
@@ -112,7 +111,12 @@ async function openSlowStreams(target: Target, count: number): Promise<{ ok: () 
       }),
     );
   }
-  return { ok: () => ok, close: () => sockets.forEach((s) => s.end()) };
+  return {
+    ok: () => ok,
+    close: () => {
+      for (const s of sockets) s.end();
+    },
+  };
 }
 
 async function rssPerStream(lines: string[]): Promise<void> {

@@ -122,7 +122,7 @@ describe("NATS credentials and TLS", () => {
   });
 
   test("each bad combination is a clear problem at start", () => {
-    const seed = "SU" + "A".repeat(56);
+    const seed = `SU${"A".repeat(56)}`;
     expect(problems({ ...nats, NATS_USER: "gateway" })).toEqual(["NATS_PASSWORD: NATS_USER and NATS_PASSWORD go together"]);
     expect(problems({ ...nats, NATS_TOKEN: "t", NATS_NKEY_SEED: seed })[0]).toContain("only one NATS credential may be set");
     expect(problems({ ...nats, NATS_NKEY_SEED: "SAxyz" })[0]).toStartWith("NATS_NKEY_SEED: a user NKey seed");

@@ -18,122 +18,219 @@ const listFromEnv = z
       .filter(Boolean),
   );
 
+/**
+ * Every variable's description is its documentation: `bun run docs:config` writes
+ * docs/configuration.md from this schema, and a test fails when the page is not current.
+ */
 export const envSchema = z
   .object({
-    PORT: intFromEnv(8080, 0, 65535),
-    HOST: z.string().min(1).default("127.0.0.1"),
-    DATABASE_URL: z.string().url().optional(),
-    DARVAZE_DATA: z.string().min(1).default("./.darvaze"),
-    /** Comma-separated `nats://` or `tls://` URLs of one cluster; `tls://` requires TLS. */
-    NATS_URL: z.string().min(1).optional(),
-    /** NATS credentials: one of user/password, token, NKey seed, or a `.creds` (JWT) file. */
-    NATS_USER: z.string().min(1).optional(),
-    NATS_PASSWORD: z.string().min(1).optional(),
-    NATS_TOKEN: z.string().min(1).optional(),
-    /** A user NKey seed (`SU…`), e.g. from `nsc` or `nk -gen user`. */
+    PORT: intFromEnv(8080, 0, 65535).describe(
+      "HTTP port (`0`: any free port). One gateway per port: a second one on a busy port exits 1 at once, naming the port.",
+    ),
+    HOST: z.string().min(1).default("127.0.0.1").describe("Address to bind."),
+    DATABASE_URL: z
+      .string()
+      .url()
+      .optional()
+      .describe("PostgreSQL URL. Unset: PGlite in `DARVAZE_DATA` (one process at a time; a second refuses to start)."),
+    DARVAZE_DATA: z.string().min(1).default("./.darvaze").describe("The embedded data folder (PGlite, and the demo's generated secrets)."),
+    PGLITE_THREAD: z
+      .enum(["inline", "worker"])
+      .default("inline")
+      .describe(
+        "Where the embedded database runs: `inline` on the request thread, or `worker` in a thread of its own (no stall when a usage batch commits, but each query crosses threads: bench/RESULTS.md).",
+      ),
+    NATS_URL: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "NATS servers of one cluster, comma-separated, all `nats://` or all `tls://` (`tls://` requires TLS). Unset: the in-process bus.",
+      ),
+    NATS_USER: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("NATS user name; goes with `NATS_PASSWORD`. One kind of NATS credential at most (user, token, NKey seed or creds file)."),
+    NATS_PASSWORD: z.string().min(1).optional().describe("NATS password; goes with `NATS_USER`."),
+    NATS_TOKEN: z.string().min(1).optional().describe("NATS token."),
     NATS_NKEY_SEED: z
       .string()
       .regex(/^SU[A-Z2-7]{56}$/, "a user NKey seed: SU followed by 56 base32 characters")
-      .optional(),
-    NATS_CREDS_FILE: z.string().min(1).optional(),
-    /** TLS: the CA that signed the server's certificate, and a client certificate when the server verifies clients. */
-    NATS_TLS_CA_FILE: z.string().min(1).optional(),
-    NATS_TLS_CERT_FILE: z.string().min(1).optional(),
-    NATS_TLS_KEY_FILE: z.string().min(1).optional(),
-    /** Subjects start with `<prefix>.v1.`; a test run uses its own prefix to stay apart. */
+      .optional()
+      .describe("A user NKey seed (`SU…`), e.g. from `nsc` or `nk -gen user`."),
+    NATS_CREDS_FILE: z.string().min(1).optional().describe("A `.creds` (JWT) file; must be readable."),
+    NATS_TLS_CA_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("TLS: the CA that signed the server's certificate. Any `NATS_TLS_*` file requires TLS; see docs/production.md."),
+    NATS_TLS_CERT_FILE: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("TLS: a client certificate, when the server verifies clients (mutual TLS); goes with `NATS_TLS_KEY_FILE`."),
+    NATS_TLS_KEY_FILE: z.string().min(1).optional().describe("TLS: the client certificate's key; goes with `NATS_TLS_CERT_FILE`."),
     DARVAZE_SUBJECT_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9_-]+$/, "letters, digits, _ and - only")
-      .default("gw"),
-    ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters"),
-    DARVAZE_CONFIG: z.string().min(1).optional(),
+      .default("gw")
+      .describe("First token of every NATS subject (`gw.v1.…`), to keep deployments apart on one NATS; a test run uses its own."),
+    ADMIN_TOKEN: z
+      .string()
+      .min(16, "must be at least 16 characters")
+      .describe("Bearer token of the admin API. The demo generates one and keeps it in the data folder."),
+    DARVAZE_CONFIG: z
+      .string()
+      .min(1)
+      .optional()
+      .describe("The pools file (docs/routing.md). Unset: an embedded simulator serves every model."),
     KEY_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9_-]{1,16}$/, "1 to 16 letters, digits, _ or -")
-      .default("sk-dvz-"),
-    KEY_PEPPER: z.string().min(32, "must be at least 32 characters (e.g. `openssl rand -hex 32`)"),
-    /** Browser origins allowed to call /v1 with a key (default none: keys are for servers). */
-    ALLOWED_ORIGINS: listFromEnv,
-    BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024),
-    /**
-     * The whole wait for an upstream's reply, all tries. A client waiting for a non-streamed reply
-     * hears nothing meanwhile, and Bun's idle timeout (at most 255 s) must cover it and an image
-     * download: hence the bound (src/http/listen.ts).
-     */
-    UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 215_000),
-    /** A stream whose upstream is silent this long gets a `: keep-alive` comment (and again after each interval). */
-    STREAM_KEEPALIVE_MS: intFromEnv(15_000, 50, 240_000),
-    /** A stream whose upstream is silent this long is ended with an error frame and the upstream aborted. */
-    STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000),
-    LOG_LEVEL: z.enum(["debug", "info", "warn", "error"]).default("info"),
-    /** Puts prompts and completions in the access log lines; off by default (they are the customers'). */
+      .default("sk-dvz-")
+      .describe("Prefix of issued keys."),
+    KEY_PEPPER: z
+      .string()
+      .min(32, "must be at least 32 characters (e.g. `openssl rand -hex 32`)")
+      .describe("Secret of the keyed hash under which API keys are stored. Changing it invalidates every key. The demo generates one."),
+    ALLOWED_ORIGINS: listFromEnv.describe(
+      "Comma-separated browser origins allowed to call /v1 with a key (default none: keys are for servers).",
+    ),
+    BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024).describe("Largest request body; 413 `request_too_large` above."),
+    UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 215_000).describe(
+      "The whole wait for an upstream's reply, all tries (headers, and the body of a whole, non-streamed reply); 504 after. A client waiting for a non-streamed reply hears nothing meanwhile, and Bun's idle timeout (at most 255 s) must cover it and an image download: hence the bound (docs/operations.md, Listening).",
+    ),
+    STREAM_KEEPALIVE_MS: intFromEnv(15_000, 50, 240_000).describe(
+      "A stream whose upstream is silent this long gets a `: keep-alive` SSE comment, and again after each interval (clients ignore it; proxies see a live connection).",
+    ),
+    STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000).describe(
+      "A stream whose upstream is silent this long is ended with an `upstream_timeout` error frame and the upstream aborted.",
+    ),
+    LOG_LEVEL: z
+      .enum(["debug", "info", "warn", "error"])
+      .default("info")
+      .describe(
+        "Logs are JSON lines on stderr with ids, counts and timings; never keys, and no message content unless `LOG_MESSAGE_CONTENT` says so.",
+      ),
     LOG_MESSAGE_CONTENT: z
       .enum(["true", "false", "1", "0"], { error: "true or false" })
       .default("false")
-      .transform((v) => v === "true" || v === "1"),
-    /** How long a key actor's lease lives; a crashed node's leased money is back after this. */
-    LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000),
-    /** Usage records are written in batches at most this long after a request ends: the most a crash loses. */
-    USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000),
-    /** On SIGTERM, requests in flight get this long to finish before their connections are closed. */
-    SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000),
-    /** How often pending holds past their deadline are closed. */
-    HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000),
-    /** A JSON document with the day's toman per USD; unset: rates are set by operators only. */
-    RATE_SOURCE_URL: z.string().url().optional(),
-    /** Dotted path to the number in that document, e.g. `data.usd.sell`. */
-    RATE_SOURCE_PATH: z.string().min(1).default("toman_per_usd"),
-    RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000),
-    /** The origin clients reach the gateway at (behind a proxy), for the media URLs it hands out; unset: the request's own. */
-    PUBLIC_URL: z.string().url().optional(),
-    /** Resident-set growth in MiB after which the node runs a full garbage collection (src/memory.ts); 0: never. */
-    GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536),
-    /** How long a generated image stays downloadable at its /v1/media URL. */
-    MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600),
-    /** How the account area sends sign-in codes: `kavenegar`, `log` (development: codes in the log), `none`. */
-    SMS_SENDER: z.enum(["none", "log", "kavenegar"]).default("none"),
-    KAVENEGAR_API_KEY: z.string().min(1).optional(),
-    /** The verify/lookup template registered with Kavenegar; its `%token` is the code. */
-    KAVENEGAR_TEMPLATE: z.string().min(1).default("darvaze-otp"),
-    KAVENEGAR_URL: z.string().url().default("https://api.kavenegar.com"),
-    /** Keys the sign-in codes' HMAC and the CSRF tokens; unset: derived from KEY_PEPPER. */
-    CONSOLE_SECRET: z.string().min(32, "must be at least 32 characters").optional(),
-    /** An account-area session ends after this long unused… */
-    CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600),
-    /** …and this long after sign-in in any case. */
-    CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600),
-    /** Zarinpal's 36-character merchant id; unset: payments are off (operators top up by hand). */
+      .transform((v) => v === "true" || v === "1")
+      .describe(
+        "`true` adds each request's prompt and completion (up to 16,384 characters each) to its access line, and nowhere else. Off by default (they are the customers'): for debugging with the customer's consent only.",
+      ),
+    LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000).describe(
+      "Life of a key actor's lease (its hold on the wallet); admission from it stops at half. A crashed node's leased money is back after this.",
+    ),
+    USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000).describe(
+      "Usage records are written in batches at most this long after a request ends: the most a crash loses.",
+    ),
+    USAGE_STREAM_REPLICAS: intFromEnv(1, 1, 5).describe(
+      "With NATS: copies of the usage stream JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
+    ),
+    USAGE_STREAM_MESSAGES_MAX: intFromEnv(10_000_000, 100, 1_000_000_000).describe(
+      "With NATS: batch messages the usage stream keeps, the oldest dropped first (a node publishes again what was dropped unposted).",
+    ),
+    SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000).describe(
+      "On SIGTERM, requests in flight get this long to finish before their connections are closed.",
+    ),
+    HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000).describe("How often pending holds past their deadline are closed."),
+    RATE_SOURCE_URL: z
+      .string()
+      .url()
+      .optional()
+      .describe("A JSON document with the day's toman per USD (docs/billing.md, Exchange rates). Unset: rates are set by operators only."),
+    RATE_SOURCE_PATH: z
+      .string()
+      .min(1)
+      .default("toman_per_usd")
+      .describe("Dotted path to the number in that document, e.g. `data.usd.sell` or `rates.0.value`."),
+    RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000).describe(
+      "How often the rate is fetched (default a day).",
+    ),
+    PUBLIC_URL: z
+      .string()
+      .url()
+      .optional()
+      .describe(
+        "The origin clients reach the gateway at (e.g. behind a proxy), for the media URLs it hands out; unset: the request's own.",
+      ),
+    GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536).describe(
+      "Resident-set growth in MiB since the last full garbage collection after which the node runs one (checked each second; src/memory.ts); 0: never. Thousands of long streams leave garbage outside the JavaScript heap that the engine is slow to collect: 2,000 slow streams grew a node by ~5 MiB/s without it. Each collection pauses the node (a few ms at hundreds of streams, ~150 ms at 8,000: `darvaze_gc_forced_pause_seconds_total`, bench/RESULTS.md).",
+    ),
+    MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600).describe(
+      "How long a generated image stays downloadable at its /v1/media URL (then 404, and the row is deleted).",
+    ),
+    SMS_SENDER: z
+      .enum(["none", "log", "kavenegar"])
+      .default("none")
+      .describe(
+        "How the account area sends sign-in codes: `kavenegar`, `log` (development: codes in the log), `none` (sign-in by code off). See docs/account-area.md.",
+      ),
+    KAVENEGAR_API_KEY: z.string().min(1).optional().describe("Kavenegar's API key; required when `SMS_SENDER=kavenegar`."),
+    KAVENEGAR_TEMPLATE: z
+      .string()
+      .min(1)
+      .default("darvaze-otp")
+      .describe("The verify/lookup template registered with Kavenegar; its `%token` is the code."),
+    KAVENEGAR_URL: z
+      .string()
+      .url()
+      .default("https://api.kavenegar.com")
+      .describe("Kavenegar's API origin (a local one in tests: src/sim/sms.ts)."),
+    CONSOLE_SECRET: z
+      .string()
+      .min(32, "must be at least 32 characters")
+      .optional()
+      .describe("Keys the sign-in codes' HMAC and the CSRF tokens; unset: derived from `KEY_PEPPER`."),
+    CONSOLE_SESSION_IDLE_S: intFromEnv(2 * 3_600, 60, 30 * 24 * 3_600).describe("An account-area session ends after this long unused…"),
+    CONSOLE_SESSION_TTL_S: intFromEnv(7 * 24 * 3_600, 300, 90 * 24 * 3_600).describe("…and this long after sign-in in any case."),
     ZARINPAL_MERCHANT_ID: z
       .string()
       .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i, "must be Zarinpal's 36-character merchant id (UUID format)")
-      .optional(),
-    /** https://payment.zarinpal.com (production), https://sandbox.zarinpal.com, or a simulator (`bun run sim:pay`). */
-    ZARINPAL_BASE_URL: z.string().url().default("https://payment.zarinpal.com"),
-    /** The origin the payment provider sends customers back to (…/pay/zarinpal/callback); default PUBLIC_URL, else the listen address. */
-    PAYMENT_CALLBACK_BASE: z.string().url().optional(),
-    /** Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`: a URL, or a path on the callback base; default the built-in /pay/result page. */
+      .optional()
+      .describe(
+        "Zarinpal's 36-character merchant id (UUID format); unset: payments are off (operators top up by hand). See docs/payments.md.",
+      ),
+    ZARINPAL_BASE_URL: z
+      .string()
+      .url()
+      .default("https://payment.zarinpal.com")
+      .describe(
+        "https://payment.zarinpal.com (production), https://sandbox.zarinpal.com, or a simulator (`bun run sim:pay`, `http://127.0.0.1:P`).",
+      ),
+    PAYMENT_CALLBACK_BASE: z
+      .string()
+      .url()
+      .optional()
+      .describe(
+        "The origin the payment provider sends customers back to (…/pay/zarinpal/callback); its domain must be the one registered with Zarinpal (error −14 otherwise). Default `PUBLIC_URL`, else the listen address.",
+      ),
     PAYMENT_RETURN_URL: z
       .string()
       .refine(
         (v) => (v.startsWith("/") && !v.startsWith("//")) || URL.canParse(v),
         "an absolute URL, or a path (`/console/#/wallet`) on the callback base",
       )
-      .optional(),
-    /** Bounds on one top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman). */
-    TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000),
-    TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000),
-    /** A top-up not paid within this is expired by the reconciler. */
-    TOPUP_TTL_MS: intFromEnv(30 * 60_000, 1_000, 24 * 3_600_000),
-    /** Each call to the payment provider gets this long. */
-    PAYMENT_TIMEOUT_MS: intFromEnv(10_000, 100, 120_000),
-    /** How long one verify may hold a top-up; must exceed PAYMENT_TIMEOUT_MS. */
-    PAYMENT_VERIFY_CLAIM_MS: intFromEnv(60_000, 200, 3_600_000),
-    /** A waiting top-up with no news this long is asked about by the reconciler. */
-    PAYMENT_STALE_MS: intFromEnv(2 * 60_000, 0, 24 * 3_600_000),
-    /** How often the reconciler runs (0: only on demand). */
-    RECONCILE_INTERVAL_MS: intFromEnv(3 * 60_000, 0, 24 * 3_600_000),
-    /** Crash tests only: the process dies abruptly at this named point. */
-    DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional(),
+      .optional()
+      .describe(
+        "Where a customer lands after the callback, with `?topup=<id>&outcome=<…>`: a URL, or a path on the callback base (the account area's is `/console/#/wallet`); default the built-in /pay/result page.",
+      ),
+    TOPUP_TOMAN_MIN: intFromEnv(10_000, 1_000, 1_000_000_000).describe(
+      "Smallest top-up, whole toman (Zarinpal's own minimum is 10,000 rial = 1,000 toman).",
+    ),
+    TOPUP_TOMAN_MAX: intFromEnv(50_000_000, 1_000, 1_000_000_000).describe("Largest top-up, whole toman; at least `TOPUP_TOMAN_MIN`."),
+    TOPUP_TTL_MS: intFromEnv(30 * 60_000, 1_000, 24 * 3_600_000).describe("A top-up not paid within this is expired by the reconciler."),
+    PAYMENT_TIMEOUT_MS: intFromEnv(10_000, 100, 120_000).describe("Each call to the payment provider gets this long."),
+    PAYMENT_VERIFY_CLAIM_MS: intFromEnv(60_000, 200, 3_600_000).describe(
+      "How long one verify may hold a top-up; must exceed `PAYMENT_TIMEOUT_MS`, so one verify ends before another may start.",
+    ),
+    PAYMENT_STALE_MS: intFromEnv(2 * 60_000, 0, 24 * 3_600_000).describe(
+      "A waiting top-up with no news this long is asked about by the reconciler.",
+    ),
+    RECONCILE_INTERVAL_MS: intFromEnv(3 * 60_000, 0, 24 * 3_600_000).describe("How often the reconciler runs (0: only on demand)."),
+    DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional().describe("Crash tests only: the process dies abruptly at this named point."),
   })
   .superRefine((env, ctx) => {
     checkNatsSettings(env, ctx);
@@ -248,14 +345,42 @@ export const backendSchema = z.object({
   region: z.enum(["in-country", "abroad"]),
   weight: z.number().positive().max(1000).default(1),
   concurrency_max: z.number().int().positive().max(100_000).default(256),
+  /**
+   * An `openai` backend that speaks OpenAI's Responses API: every chat request (whatever wire the
+   * client used) is sent to its `/responses` natively, stateless, and its replies read back.
+   */
+  responses_api: z.boolean().optional(),
 });
 
 export type BackendConfig = z.infer<typeof backendSchema>;
 
+/** A share of the model's token prices, in percent: 200 bills twice the list price. */
+const pricedField = z.strictObject({ price_percent: z.number().int().min(1).max(10_000) });
+
+/**
+ * Chat fields that change the upstream's price or keep customer data, refused unless a pool
+ * enables them, and how each is priced (src/http/chat/paidFields.ts). `store` has no price of its
+ * own; each other field, when used, multiplies the request's token prices by its percent.
+ */
+export const paidFieldsSchema = z.strictObject({
+  /** `store: true`: the vendor keeps the conversation in the operator's account. */
+  store: z.boolean().optional(),
+  /** Each `service_tier` other than auto/default that may be asked for, with its price. */
+  service_tier: z.strictObject({ flex: pricedField, scale: pricedField, priority: pricedField, fast: pricedField }).partial().optional(),
+  /** Predicted outputs: rejected predicted tokens are billed by the vendor as output. */
+  prediction: pricedField.optional(),
+  /** The vendor's web search, which it bills per call on top of the tokens. */
+  web_search_options: pricedField.optional(),
+  /** Audio output (`audio`, or `modalities` with "audio"), billed by vendors above text. */
+  audio: pricedField.optional(),
+});
+
+export type PaidFields = z.infer<typeof paidFieldsSchema>;
+
 export const poolsFileSchema = z.object({
   /** Backends for models without a pool of their own. */
   default_backends: z.array(backendSchema).default([]),
-  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1) })).default({}),
+  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1), paid_fields: paidFieldsSchema.optional() })).default({}),
 });
 
 export type PoolsFile = z.infer<typeof poolsFileSchema>;

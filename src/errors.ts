@@ -3,44 +3,49 @@
  * `describe` maps each to its HTTP status and OpenAI error `type` in one exhaustive switch, so a
  * new code cannot ship without a status. Operating errors are values (`Failure`), not exceptions.
  */
+import { z } from "zod";
 
-export type ErrorCode =
-  | "invalid_json"
-  | "invalid_request"
-  | "context_length_exceeded"
-  | "invalid_api_key"
-  | "insufficient_quota"
-  | "origin_not_allowed"
-  | "model_forbidden"
-  | "model_not_found"
-  | "not_found"
-  | "idempotency_conflict"
-  | "replay_refused"
-  | "wallet_not_funded"
-  | "request_too_large"
-  | "concurrency_limit_exceeded"
-  | "rate_limit_exceeded"
-  | "upstream_error"
-  | "no_healthy_backend"
-  | "service_unavailable"
-  | "upstream_timeout"
-  | "admin_unauthorized"
-  | "session_required"
-  | "cross_site_refused"
-  | "code_invalid"
-  | "code_expired"
-  | "code_attempts_exceeded"
-  | "code_resend_limited"
-  | "internal_error";
+export const errorCode = z.enum([
+  "invalid_json",
+  "invalid_request",
+  "context_length_exceeded",
+  "invalid_api_key",
+  "insufficient_quota",
+  "origin_not_allowed",
+  "model_forbidden",
+  "model_not_found",
+  "not_found",
+  "idempotency_conflict",
+  "replay_refused",
+  "wallet_not_funded",
+  "request_too_large",
+  "concurrency_limit_exceeded",
+  "rate_limit_exceeded",
+  "upstream_error",
+  "no_healthy_backend",
+  "service_unavailable",
+  "upstream_timeout",
+  "admin_unauthorized",
+  "session_required",
+  "cross_site_refused",
+  "code_invalid",
+  "code_expired",
+  "code_attempts_exceeded",
+  "code_resend_limited",
+  "internal_error",
+]);
+export type ErrorCode = z.infer<typeof errorCode>;
 
-export interface Failure {
-  code: ErrorCode;
-  message: string;
+/** A refusal as a value, and as it travels between nodes (actors/protocol.ts). */
+export const failureSchema = z.object({
+  code: errorCode,
+  message: z.string(),
   /** The request field at fault, as a dotted path (`messages.0.role`). */
-  param?: string | null;
+  param: z.string().nullable().optional(),
   /** Seconds a client should wait before retrying (429, 503). */
-  retryAfterS?: number;
-}
+  retryAfterS: z.number().optional(),
+});
+export type Failure = z.infer<typeof failureSchema>;
 
 export interface ErrorDescription {
   status: number;
@@ -124,6 +129,7 @@ export function errorResponse(failure: Failure, headers: Record<string, string> 
   });
 }
 
+/** A value that is a failure, its code one of the closed set (a value with any other `code` is not). */
 export function isFailure(value: unknown): value is Failure {
-  return typeof value === "object" && value !== null && "code" in value && "message" in value;
+  return typeof value === "object" && value !== null && "message" in value && "code" in value && errorCode.safeParse(value.code).success;
 }

@@ -7,9 +7,7 @@ import { encodeJson } from "./json.ts";
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const RANK: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
-export interface Logger {
-  (level: LogLevel, event: string, fields?: Record<string, unknown>): void;
-}
+export type Logger = (level: LogLevel, event: string, fields?: Record<string, unknown>) => void;
 
 export function createLogger(minimum: LogLevel, write: (line: string) => void = (l) => process.stderr.write(l)): Logger {
   const floor = RANK[minimum];

@@ -7,14 +7,14 @@ import { startLoopMonitor } from "./metrics/loop.ts";
 import { KeyActorHost } from "../actors/key/host.ts";
 import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
 import { KEY_EVENTS, PRICE_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
-import { subjects as buildSubjects } from "../actors/subjects.ts";
+import { subjects as buildSubjects, type Subjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
 import { LocalBus } from "./bus/local.ts";
 import { NatsBus } from "./bus/nats.ts";
 import { Cluster } from "./cluster.ts";
-import { loadCatalog, reloadCatalog } from "./catalog/catalog.ts";
+import { loadCatalog, reloadCatalog, type Catalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
-import { ConfigError, loadConfig, natsSettings, type Config } from "./config.ts";
+import { ConfigError, loadConfig, natsSettings, type Config, type Env } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
@@ -29,8 +29,8 @@ import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
 import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
-import { ledgerSink, UsageWriter } from "./ledger/usage.ts";
-import { DeadLetterTally, deadLetterTotals, type DeadLetter } from "./ledger/deadletter.ts";
+import { UsageWriter } from "./ledger/usage.ts";
+import { DeadLetterTally, deadLetterTotals, ledgerSink, type DeadLetter } from "./ledger/deadletter.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
@@ -81,16 +81,182 @@ async function openBus(config: Config): Promise<Bus> {
   return NatsBus.connect(natsSettings(config.env)!, `darvaze-${process.pid}`);
 }
 
+/** What stop() undoes, in reverse order of starting. */
+type Cleanups = (() => Promise<void> | void)[];
+
+/** Runs `task` every `intervalMs` until stop. */
+function repeat(cleanups: Cleanups, intervalMs: number, task: () => void): void {
+  const timer = setInterval(task, intervalMs);
+  cleanups.push(() => clearInterval(timer));
+}
+
+/** The configured pools file, or simulated upstreams when none is given. */
+async function upstreams(config: Config, options: StartOptions, catalog: Catalog, cleanups: Cleanups, log: Logger) {
+  if (config.pools) return { poolsFile: config.pools, simulator: null };
+  const simulator = await startSimulator({ port: 0, ...options.simulator });
+  cleanups.push(() => simulator.stop());
+  log("info", "simulated_upstreams", { url: simulator.url });
+  return { poolsFile: simulatorPools(catalog, simulator.url), simulator };
+}
+
+/** Usage records' way to the ledger: the writer, over the NATS usage log when there is one; dead letters counted. */
+async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, cleanups: Cleanups, log: Logger) {
+  const deadLetters = new DeadLetterTally();
+  const onDeadLetter = (letter: DeadLetter) => {
+    deadLetters.add(letter);
+    log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
+  };
+  let sink = ledgerSink(db, { onDeadLetter });
+  let usageLogLag: (() => Promise<number>) | undefined;
+  if (bus instanceof NatsBus) {
+    const prefix = config.env.DARVAZE_SUBJECT_PREFIX;
+    const stream = await startUsageStream(bus.nc, db, {
+      prefix,
+      subject: subjects.usage,
+      deadSubject: subjects.usageDead,
+      log,
+      onDeadLetter,
+      limits: { replicas: config.env.USAGE_STREAM_REPLICAS, messagesMax: config.env.USAGE_STREAM_MESSAGES_MAX },
+    });
+    cleanups.push(() => stream.stop());
+    sink = stream.sink;
+    usageLogLag = () => stream.sink.lag();
+  }
+  const writer = new UsageWriter(sink, log, config.env.USAGE_FLUSH_MS);
+  cleanups.push(() => writer.stop());
+  return { writer, deadLetters, usageLogLag };
+}
+
+/** Prices follow the catalog's table (on every node's price event) and, when configured, the exchange-rate source. */
+function followPrices(
+  config: Config,
+  db: Db,
+  bus: Bus,
+  subjects: Subjects,
+  catalog: Catalog,
+  cleanups: Cleanups,
+  log: Logger,
+): RateFetcher | null {
+  const env = config.env;
+  const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
+  cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
+  if (!env.RATE_SOURCE_URL) return null;
+  const fetcher = new RateFetcher(
+    db,
+    { url: env.RATE_SOURCE_URL, path: env.RATE_SOURCE_PATH, intervalMs: env.RATE_FETCH_INTERVAL_MS },
+    () => catalog.currentVersion()?.tomanPerUsd,
+    async () => {
+      await reload();
+      bus.publish(PRICE_EVENTS, subjects.priceEvents, { versionId: catalog.currentVersion()?.versionId ?? 0 });
+    },
+    log,
+  );
+  fetcher.start();
+  cleanups.push(() => fetcher.stop());
+  return fetcher;
+}
+
+/** Internal services call the same handlers over NATS (gw.v1.<operation>). */
+async function serveOperations(bus: NatsBus, deps: EdgeDeps, origin: string, cleanups: Cleanups): Promise<void> {
+  const stopInternal = await serveInternal({
+    nc: bus.nc,
+    subjects: deps.subjects,
+    log: deps.log,
+    origin,
+    chat: (input) => chat(deps, input),
+    operations: {
+      embeddings: (input) => createEmbeddings(input, deps),
+      "images.generations": (input) => createImages(input, deps),
+      "audio.speech": (input) => createSpeech(input, deps),
+      "audio.transcriptions": (input) => createTranscription(input, deps),
+    },
+  });
+  cleanups.push(stopInternal);
+}
+
+function warnIfFetchesLimited(log: Logger): void {
+  const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
+  if (fetchesMax >= UPSTREAM_FETCHES_MIN) return;
+  log("warn", "upstream_fetches_limited", { max: fetchesMax, fix: "start with BUN_CONFIG_MAX_HTTP_REQUESTS=16384 (bun run start does)" });
+}
+
+/** The metrics' sources: every part of the node that has a gauge. */
+function gatewayMetrics(
+  parts: {
+    db: Db;
+    bus: Bus;
+    pools: PoolHost;
+    keyHost: KeyActorHost;
+    cluster: Cluster | null;
+    payments: Payments | null;
+    usage: Awaited<ReturnType<typeof startUsage>>;
+  },
+  env: Env,
+  cleanups: Cleanups,
+  log: Logger,
+): Metrics {
+  const { db, bus, pools, keyHost, cluster, payments, usage } = parts;
+  // What the metrics read of the process: the memory guard's collections, the event loop's stalls.
+  const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
+  cleanups.push(() => memory.stop());
+  const loop = startLoopMonitor();
+  cleanups.push(() => loop.stop());
+  return new Metrics({
+    memoryGuard: () => memory.stats,
+    eventLoop: loop.read,
+    pools,
+    leaseSlackMicro: () => keyHost.slackMicro(),
+    usageBacklog: () => usage.writer.buffered,
+    natsConnected: () => (bus instanceof NatsBus ? bus.connected : null),
+    leases: () => keyHost.leaseTotals(),
+    keyInFlight: () => keyHost.inFlightByClass(),
+    holds: () => pendingHoldTotals(db),
+    usageLogLag: usage.usageLogLag,
+    deadLetters: () => usage.deadLetters.counts.values(),
+    deadLettersPending: () => deadLetterTotals(db),
+    keyAdmissions: () => keyHost.admissionsByPath(),
+    keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
+    partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
+    topups: payments ? () => payments.topups.countsByState() : undefined,
+  });
+}
+
+/** The key actors of this node, sharing keys' limits with the cluster's other nodes when there is one (NATS and PostgreSQL). */
+async function startKeyActors(
+  config: Config,
+  parts: { db: Db; bus: Bus; subjects: Subjects; keys: KeyStore; writer: UsageWriter },
+  cleanups: Cleanups,
+  log: Logger,
+): Promise<{ cluster: Cluster | null; keyHost: KeyActorHost }> {
+  const { db, bus, subjects, keys, writer } = parts;
+  const env = config.env;
+  const cluster =
+    bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+  const keyHost = new KeyActorHost(
+    { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
+    (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
+    cluster ? { shares: cluster.shares, permits: cluster.permits } : undefined,
+  );
+  cleanups.push(() => keyHost.releaseAll());
+  cleanups.push(keyHost.serve(bus, subjects));
+  if (cluster) {
+    await cluster.start();
+    cleanups.push(() => cluster.leave());
+    cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => cluster.keyChanged(event.keyId)));
+  }
+  return { cluster, keyHost };
+}
+
 export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
   const env = config.env;
   const log = options.log ?? createLogger(env.LOG_LEVEL);
-  const cleanups: (() => Promise<void> | void)[] = [];
+  const cleanups: Cleanups = [];
   const stop = async () => {
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
     ensurePortFree(env.HOST, env.PORT);
-    const db: Db = await openDb({ databaseUrl: env.DATABASE_URL, dataFolder: options.inMemory ? null : env.DARVAZE_DATA });
+    const db: Db = await openGatewayDb(env, options.inMemory);
     cleanups.push(() => db.close());
     const applied = await migrate(db);
     if (applied.length > 0) log("info", "migrated", { applied });
@@ -101,122 +267,37 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => bus.close());
     const subjects = buildSubjects(env.DARVAZE_SUBJECT_PREFIX);
 
-    let simulator: Simulator | null = null;
-    let poolsFile = config.pools;
-    if (!poolsFile) {
-      simulator = await startSimulator({ port: 0, ...options.simulator });
-      const sim = simulator;
-      cleanups.push(() => sim.stop());
-      poolsFile = simulatorPools(catalog, simulator.url);
-      log("info", "simulated_upstreams", { url: simulator.url });
-    }
+    const { poolsFile, simulator } = await upstreams(config, options, catalog, cleanups, log);
 
     const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
-    const keyPoll = setInterval(() => {
+    repeat(cleanups, KEY_POLL_INTERVAL_MS, () => {
       keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
-    }, KEY_POLL_INTERVAL_MS);
-    cleanups.push(() => clearInterval(keyPoll));
-    const deadLetters = new DeadLetterTally();
-    const onDeadLetter = (letter: DeadLetter) => {
-      deadLetters.add(letter);
-      log("warn", "usage_dead_lettered", { requestId: letter.requestId, source: letter.source, reason: letter.reason });
-    };
-    let sink = ledgerSink(db, { onDeadLetter });
-    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
-    const lastUseFlush = setInterval(flushLastUse, LAST_USE_FLUSH_MS);
-    cleanups.push(async () => {
-      clearInterval(lastUseFlush);
-      await flushLastUse();
     });
-    let usageLogLag: (() => Promise<number>) | undefined;
-    if (bus instanceof NatsBus) {
-      const stream = await startUsageStream(bus.nc, db, {
-        prefix: env.DARVAZE_SUBJECT_PREFIX,
-        subject: subjects.usage,
-        deadSubject: subjects.usageDead,
-        log,
-        onDeadLetter,
-      });
-      cleanups.push(() => stream.consumer.stop());
-      sink = stream.sink;
-      usageLogLag = () => stream.sink.lag();
-    }
-    const writer = new UsageWriter(sink, log, env.USAGE_FLUSH_MS);
-    cleanups.push(() => writer.stop());
-    const cluster =
-      bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
-    const keyHost = new KeyActorHost(
-      { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
-      (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
-      cluster ? { shares: cluster.shares, permits: cluster.permits } : undefined,
-    );
-    cleanups.push(() => keyHost.releaseAll());
-    cleanups.push(keyHost.serve(bus, subjects));
-    if (cluster) {
-      await cluster.start();
-      cleanups.push(() => cluster.leave());
-      cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => cluster.keyChanged(event.keyId)));
-    }
+    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
+    cleanups.push(async () => void (await flushLastUse())); // the last notes, once the timer below has stopped
+    repeat(cleanups, LAST_USE_FLUSH_MS, flushLastUse);
+    const { writer, deadLetters, usageLogLag } = await startUsage(config, db, bus, subjects, cleanups, log);
+    const { cluster, keyHost } = await startKeyActors(config, { db, bus, subjects, keys, writer }, cleanups, log);
     const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
     if (cluster) await cluster.startQuotas(pools);
 
-    const sweeper = setInterval(() => {
+    repeat(cleanups, env.HOLD_SWEEP_INTERVAL_MS, () => {
       expireHolds(db).then(
         (n) => n > 0 && log("warn", "holds_expired", { wallets: n }),
         (error: Error) => log("error", "hold_sweep_failed", { error: error.message }),
       );
-    }, env.HOLD_SWEEP_INTERVAL_MS);
-    cleanups.push(() => clearInterval(sweeper));
-
-    const reload = () =>
-      reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
-    cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
-    let rateFetcher: RateFetcher | null = null;
-    if (env.RATE_SOURCE_URL) {
-      const fetcher = new RateFetcher(
-        db,
-        { url: env.RATE_SOURCE_URL, path: env.RATE_SOURCE_PATH, intervalMs: env.RATE_FETCH_INTERVAL_MS },
-        () => catalog.currentVersion()?.tomanPerUsd,
-        async () => {
-          await reload();
-          bus.publish(PRICE_EVENTS, subjects.priceEvents, { versionId: catalog.currentVersion()?.versionId ?? 0 });
-        },
-        log,
-      );
-      fetcher.start();
-      cleanups.push(() => fetcher.stop());
-      rateFetcher = fetcher;
-    }
+    });
+    const rateFetcher = followPrices(config, db, bus, subjects, catalog, cleanups, log);
 
     // The callback URL needs the listen address, known only once the server is up.
     let origin = `http://${env.HOST}:${env.PORT}`;
     const payments = startPayments(env, db, log, () => origin);
     if (payments) cleanups.push(() => payments.stop());
 
-    const memory = startMemoryGuard({ growthMib: env.GC_RSS_GROWTH_MIB, log });
-    cleanups.push(() => memory.stop());
-    const loop = startLoopMonitor();
-    cleanups.push(() => loop.stop());
-    const metrics = new Metrics({
-      memoryGuard: () => memory.stats,
-      eventLoop: loop.read,
-      pools,
-      leaseSlackMicro: () => keyHost.slackMicro(),
-      usageBacklog: () => writer.buffered,
-      natsConnected: () => (bus instanceof NatsBus ? bus.connected : null),
-      leases: () => keyHost.leaseTotals(),
-      keyInFlight: () => keyHost.inFlightByClass(),
-      holds: () => pendingHoldTotals(db),
-      usageLogLag,
-      deadLetters: () => deadLetters.counts.values(),
-      deadLettersPending: () => deadLetterTotals(db),
-      keyAdmissions: () => keyHost.admissionsByPath(),
-      keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
-      partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
-      topups: payments ? () => payments.topups.countsByState() : undefined,
-    });
+    const usage = { writer, deadLetters, usageLogLag };
+    const metrics = gatewayMetrics({ db, bus, pools, keyHost, cluster, payments, usage }, env, cleanups, log);
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
@@ -224,10 +305,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
     const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
-    const consoleSweep = setInterval(() => {
+    repeat(cleanups, CONSOLE_SWEEP_INTERVAL_MS, () => {
       sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
-    }, CONSOLE_SWEEP_INTERVAL_MS);
-    cleanups.push(() => clearInterval(consoleSweep));
+    });
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health, console: area });
     try {
       app.listen(listenOptions(env));
@@ -238,33 +318,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const server = app.server!;
     // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
     cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
-    if (bus instanceof NatsBus) {
-      // Internal services call the same handlers over NATS (gw.v1.<operation>).
-      const stopInternal = await serveInternal({
-        nc: bus.nc,
-        subjects,
-        log,
-        origin: env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`,
-        chat: (input) => chat(deps, input),
-        operations: {
-          embeddings: (input) => createEmbeddings(input, deps),
-          "images.generations": (input) => createImages(input, deps),
-          "audio.speech": (input) => createSpeech(input, deps),
-          "audio.transcriptions": (input) => createTranscription(input, deps),
-        },
-      });
-      cleanups.push(stopInternal);
-    }
+    if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
     origin = url;
-    const fetchesMax = Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS ?? 256);
-    if (!(fetchesMax >= UPSTREAM_FETCHES_MIN)) {
-      log("warn", "upstream_fetches_limited", {
-        max: fetchesMax,
-        fix: "start with BUN_CONFIG_MAX_HTTP_REQUESTS=16384 (bun run start does)",
-      });
-    }
+    warnIfFetchesLimited(log);
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
@@ -273,6 +331,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     await stop();
     throw error;
   }
+}
+
+/** The gateway's database: PostgreSQL at DATABASE_URL, else PGlite in the data folder (in memory for tests). */
+function openGatewayDb(env: Env, inMemory: boolean | undefined): Promise<Db> {
+  return openDb({ databaseUrl: env.DATABASE_URL, dataFolder: inMemory ? null : env.DARVAZE_DATA, pgliteThread: env.PGLITE_THREAD });
 }
 
 /** Turns start-up failures into one clear message and exit code 1. */

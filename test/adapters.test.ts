@@ -8,9 +8,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { startSimulator, type Simulator } from "../src/sim/server.ts";
+import type { Simulator } from "../src/sim/server.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { SETUP_MS_MAX, startSimGateway, type SimGateway, type TestGateway } from "./helpers.ts";
 
 const UPSTREAM_KEY = "upstream-secret";
 const SEED = 5;
@@ -54,23 +54,18 @@ const WEATHER_TOOL = {
   },
 };
 
+let setup: SimGateway | undefined;
 let sim: Simulator;
 let t: TestGateway;
 let accountId: string;
 let client: OpenAI;
 
 beforeAll(async () => {
-  sim = await startSimulator({ apiKey: UPSTREAM_KEY, seed: SEED, outputTokens: OUTPUT_TOKENS });
-  t = await startTestGateway({ DARVAZE_CONFIG: vendorPoolsFile(sim) });
-  const funded = await t.fundedKey(10_000);
-  accountId = funded.accountId;
-  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+  setup = await startSimGateway({ apiKey: UPSTREAM_KEY, seed: SEED, outputTokens: OUTPUT_TOKENS }, vendorPoolsFile);
+  ({ sim, t, accountId, client } = setup);
 }, SETUP_MS_MAX);
 
-afterAll(async () => {
-  await t?.stop();
-  await sim?.stop();
-}, SETUP_MS_MAX);
+afterAll(() => setup?.stop(), SETUP_MS_MAX);
 
 /** How long a settled request may take to reach the ledger (usage is written in group commits). */
 const RECORD_WAIT_MS_MAX = 10_000;

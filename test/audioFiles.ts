@@ -111,7 +111,7 @@ const box = (type: string, ...payload: Buffer[]): Buffer => {
 };
 const u32 = (...values: number[]): Buffer => {
   const out = Buffer.alloc(values.length * 4);
-  values.forEach((v, i) => out.writeUInt32BE(v, i * 4));
+  for (const [i, v] of values.entries()) out.writeUInt32BE(v, i * 4);
   return out;
 };
 

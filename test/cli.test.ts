@@ -162,7 +162,7 @@ describe("bun run gw", () => {
   );
 
   test(
-    "pools set replaces a model's backends from a file; a file that is not JSON is a usage error",
+    "pools set replaces a model's backends from a file; a file that is not JSON, or not a pool, is a usage error",
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "darvaze-cli-pools-"));
       const file = join(dir, "backends.json");
@@ -183,6 +183,17 @@ describe("bun run gw", () => {
       expect(broken.stderr).toContain("cannot read");
       const refused = await gw(["pools", "set", "no-such-model", "--file", join(dir, "missing.json")]);
       expect(refused.code).toBe(2);
+      // Checked by the schema the admin API checks it with, before anything is sent.
+      writeFileSync(
+        file,
+        JSON.stringify({ backends: [{ name: "sim-b", kind: "openai", url: `${sim.url}/v1`, region: "in-country", wieght: 3 }] }),
+      );
+      const misspelled = await gw(["pools", "set", "phi-4", "--file", file]);
+      expect(misspelled.code).toBe(2);
+      expect(misspelled.stderr).toContain(
+        `error: ${file} is not a pool the gateway takes: Unrecognized request argument supplied: backends.0.wieght`,
+      );
+      expect(t.gw.deps.pools.get("phi-4")!.backends.map((b) => b.name)).toEqual(["sim-a"]);
     },
     cliTimeoutMs,
   );

@@ -211,6 +211,20 @@ describe("chat completions", () => {
     expect(body.error.message).toContain("65536");
   });
 
+  test("a body shaped like one of the gateway's failures is a request like any other: 400 invalid_request", async () => {
+    for (const path of ["/v1/chat/completions", "/v1/embeddings"]) {
+      const response = await fetch(`${t.url}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ code: "not_found", message: "echo me" }),
+      });
+      expect(response.status).toBe(400);
+      const body = (await response.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe("invalid_request");
+      expect(body.error.message).not.toContain("echo me");
+    }
+  });
+
   test("a request the wallet cannot cover is 402 insufficient_quota, not retried", async () => {
     const poor = await t.fundedKey("0.5");
     const error = await new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 }).chat.completions

@@ -4,6 +4,7 @@
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
 import { connect } from "nats";
+import OpenAI from "openai";
 import postgres from "postgres";
 import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
@@ -14,6 +15,7 @@ import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
+import { startSimulator, type Simulator, type SimOptions } from "../src/sim/server.ts";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
 /** Bound on a suite's set-up and tear-down: PGlite start-up alone takes seconds on a busy core. */
@@ -135,3 +137,51 @@ export async function startTestGateway(
     },
   };
 }
+
+/** A simulator, a gateway whose pools send models to it, and the official client on a funded key. */
+export interface SimGateway {
+  sim: Simulator;
+  t: TestGateway;
+  accountId: string;
+  client: OpenAI;
+  stop(): Promise<void>;
+}
+
+/** Starts a simulator, then a gateway with the pools file `pools(sim)` writes, funded with `toman`. */
+export async function startSimGateway(
+  simOptions: Partial<SimOptions>,
+  pools: (sim: Simulator) => string,
+  toman = 10_000,
+): Promise<SimGateway> {
+  const sim = await startSimulator(simOptions);
+  const t = await startTestGateway({ DARVAZE_CONFIG: pools(sim) });
+  const funded = await t.fundedKey(toman);
+  const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
+  return {
+    sim,
+    t,
+    accountId: funded.accountId,
+    client,
+    async stop() {
+      await t.stop();
+      await sim.stop();
+    },
+  };
+}
+
+/** A migrated database of a suite's own (PGlite in memory without DATABASE_URL); `close` drops it. */
+export async function openTestDb(): Promise<{ db: Db; close: () => Promise<void> }> {
+  const database = await freshDatabase();
+  const db = await openDb({ databaseUrl: database?.url, dataFolder: null });
+  await migrate(db);
+  return {
+    db,
+    async close() {
+      await db.close();
+      await database?.drop();
+    },
+  };
+}
+
+// The condition wait lives in a module of its own, light enough for unit tests to import.
+export { until } from "./until.ts";

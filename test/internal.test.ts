@@ -137,7 +137,7 @@ describeWith(["nats"], "operations over NATS", (it) => {
     form.set("file", new File([simToneWav(2.4)], "tone.wav", { type: "audio/wav" }));
     form.set("response_format", "text");
     const transcript = await gw.request("audio.transcriptions", form);
-    expect(new TextDecoder().decode(transcript.body).trim()).toBe(simTranscriptWords(2.4).join(" ") + ".");
+    expect(new TextDecoder().decode(transcript.body).trim()).toBe(`${simTranscriptWords(2.4).join(" ")}.`);
     // An unaffordable request is refused the same way over NATS.
     const poor = await t.fundedKey(1);
     const requests = sim().log.totals.requests;

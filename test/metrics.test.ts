@@ -37,7 +37,7 @@ async function scrape(url: string): Promise<ParsedFamily[]> {
 }
 
 /** The value of one series (`<name>_count` for a histogram's count), 0 when absent. */
-function valueOf(families: ParsedFamily[], name: string, labels: Record<string, string>): number {
+function seriesValue(families: ParsedFamily[], name: string, labels: Record<string, string>): number {
   const family = families.find((f) => f.name === name && f.type !== "HISTOGRAM") ?? families.find((f) => f.name === `${name}_count`);
   const sample = family?.metrics.find((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v));
   if (!sample) return 0;
@@ -98,7 +98,7 @@ describe("/metrics", () => {
     expect(refused.status).toBe(401);
     const spent = balanceBefore - (await balanceMicro());
     const after = await scrape(t.url);
-    const delta = (name: string, labels: Record<string, string>) => valueOf(after, name, labels) - valueOf(before, name, labels);
+    const delta = (name: string, labels: Record<string, string>) => seriesValue(after, name, labels) - seriesValue(before, name, labels);
 
     expect(delta("darvaze_requests_total", { operation: "chat", model: MODEL, backend: "sim", status: "200" })).toBe(5);
     expect(delta("darvaze_requests_total", { operation: "chat", model: "none", backend: "none", status: "401" })).toBe(1);
@@ -109,11 +109,11 @@ describe("/metrics", () => {
     expect(delta("darvaze_request_duration_seconds", { operation: "chat", model: MODEL })).toBe(5);
     expect(delta("darvaze_time_to_first_token_seconds", { model: MODEL, backend: "sim" })).toBe(2);
     expect(delta("darvaze_time_per_output_token_seconds", { model: MODEL, backend: "sim" })).toBe(2);
-    expect(valueOf(after, "darvaze_backend_breaker_state", { model: MODEL, backend: "sim", state: "closed" })).toBe(1);
-    expect(valueOf(after, "darvaze_backend_in_flight", { model: MODEL, backend: "sim" })).toBe(0);
-    expect(valueOf(after, "darvaze_holds_pending", {})).toBeGreaterThanOrEqual(1); // the key's lease
-    expect(valueOf(after, "darvaze_leases_open", {})).toBe(1);
-    expect(valueOf(after, "darvaze_key_in_flight", { key_class: "concurrency_le_32" })).toBe(0);
+    expect(seriesValue(after, "darvaze_backend_breaker_state", { model: MODEL, backend: "sim", state: "closed" })).toBe(1);
+    expect(seriesValue(after, "darvaze_backend_in_flight", { model: MODEL, backend: "sim" })).toBe(0);
+    expect(seriesValue(after, "darvaze_holds_pending", {})).toBeGreaterThanOrEqual(1); // the key's lease
+    expect(seriesValue(after, "darvaze_leases_open", {})).toBe(1);
+    expect(seriesValue(after, "darvaze_key_in_flight", { key_class: "concurrency_le_32" })).toBe(0);
     expect(
       after
         .filter((f) => f.name.startsWith("darvaze_gc_forced_"))
@@ -127,7 +127,7 @@ describe("/metrics", () => {
         .sort(),
     ).toEqual(["darvaze_event_loop_stall_max_seconds"]);
     if (services.natsUrl) {
-      expect(valueOf(after, "darvaze_nats_connected", {})).toBe(1);
+      expect(seriesValue(after, "darvaze_nats_connected", {})).toBe(1);
       expect(after.some((f) => f.name === "darvaze_usage_log_lag_messages")).toBe(true);
     }
     const rateAdmissions = after
@@ -137,7 +137,7 @@ describe("/metrics", () => {
     // In a cluster: every path, none taken (this key has no rpm, tpm or cap); alone: absent.
     if (services.natsUrl && services.databaseUrl) {
       expect(rateAdmissions).toEqual(["asked", "local", "owner"]);
-      for (const path of rateAdmissions!) expect(valueOf(after, "darvaze_key_rate_admissions", { path: path! })).toBe(0);
+      for (const path of rateAdmissions!) expect(seriesValue(after, "darvaze_key_rate_admissions", { path: path! })).toBe(0);
     } else expect(rateAdmissions ?? []).toEqual([]);
   });
 

@@ -13,7 +13,7 @@ import { loadConfig, natsSettings } from "../src/config.ts";
 import { silentLogger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
-import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv } from "./helpers.ts";
+import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX, testEnv, until } from "./helpers.ts";
 import {
   NATS_SERVER_BIN,
   PASSWORDS,
@@ -37,11 +37,6 @@ function permissionErrors(nc: NatsConnection): string[] {
     }
   })();
   return seen;
-}
-
-async function until(condition: () => boolean, msMax = 5_000): Promise<void> {
-  const deadline = performance.now() + msMax;
-  while (!condition() && performance.now() < deadline) await Bun.sleep(20);
 }
 
 suite("NATS locked down by the shipped configuration", () => {

@@ -3,7 +3,7 @@
  * gateway on the embedded simulator: replies match what the simulator made, and every call is
  * billed exactly (hand-computed constants, the simulator's log, the usage record).
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
 import OpenAI from "openai";
 import { parseBuffer } from "music-metadata";
 import { simSpeechSeconds, simToneWav, simTranscriptWords, SIM_SPEECH_SAMPLE_RATE } from "../src/sim/audio.ts";
@@ -139,7 +139,7 @@ describe("speech", () => {
 describe("transcriptions", () => {
   const seconds = 2.4; // billed as 3 seconds
   const wav = () => new File([simToneWav(seconds)], "tone.wav", { type: "audio/wav" });
-  const text = simTranscriptWords(seconds).join(" ") + ".";
+  const text = `${simTranscriptWords(seconds).join(" ")}.`;
 
   test("json: the transcript, billed per second of the file's own duration, rounded up", async () => {
     const before = await balanceMicro();
@@ -252,9 +252,10 @@ describe("images", () => {
     const bytes = new Uint8Array(await image.arrayBuffer());
     expect(pngSize(bytes)).toEqual({ width: 256, height: 256 });
     expect(Buffer.from(bytes).equals(simImage("a river stone", 256, 256, 0))).toBe(true);
-    // MEDIA_TTL_S is 2 in this suite.
-    await Bun.sleep(2_500);
-    const gone = await fetch(url);
+    // MEDIA_TTL_S is 2 in this suite; the gateway runs in this process, so its wall clock moves
+    // past the lifetime instead of the test waiting it out.
+    setSystemTime(new Date(Date.now() + 2_500));
+    const gone = await fetch(url).finally(() => setSystemTime());
     expect(gone.status).toBe(404);
     expect(((await gone.json()) as { error: { type: string } }).error.type).toBe("invalid_request_error");
   });

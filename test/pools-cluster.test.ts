@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect } from "bun:test";
 import OpenAI from "openai";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
+import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX, until } from "./helpers.ts";
 import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
 
@@ -86,9 +86,13 @@ describeWith(["nats", "postgres"], "pools on two gateway processes", (it) => {
         ),
       );
     }
-    await Bun.sleep(2_500); // two sharing intervals
-    const seen = await backendsOn(two);
-    const slowSeen = seen.find((b) => b.name === "slow")!;
+    // The estimate arrives with a sharing interval: wait for it (bounded), not for a guessed time.
+    let slowSeen: Awaited<ReturnType<typeof backendsOn>>[number] | undefined;
+    await until(async () => {
+      slowSeen = (await backendsOn(two)).find((b) => b.name === "slow");
+      return (slowSeen?.ttft_ms ?? 0) > 300;
+    }, 10_000);
+    if (!slowSeen) throw new Error("slow backend not listed");
     console.log(`cluster: with no traffic of its own the other node estimates slow at ${slowSeen.ttft_ms} ms to the first token`);
     expect(slowSeen.requests).toBe(0);
     expect(slowSeen.ttft_ms).toBeGreaterThan(300); // neutral is 250; the host takes 600

@@ -11,6 +11,7 @@ export type Service = "nats" | "postgres";
 
 const VARIABLE: Record<Service, string> = { nats: "NATS_URL", postgres: "DATABASE_URL" };
 
+// biome-ignore lint/suspicious/noConfusingVoidType: the shape of bun:test's own test function
 type TestFn = (name: string, fn: () => void | Promise<unknown>, timeoutMs?: number) => void;
 
 function missing(needs: Service[]): Service[] {

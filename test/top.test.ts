@@ -5,7 +5,8 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import OpenAI from "openai";
 import { SNAPSHOT_INTERVAL_MS } from "../src/metrics/live.ts";
-import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { POOL_SNAPSHOTS } from "../actors/protocol.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, until, type TestGateway } from "./helpers.ts";
 
 let t: TestGateway;
 let keyId = "";
@@ -15,9 +16,18 @@ beforeAll(async () => {
   const funded = await t.fundedKey(1000);
   keyId = funded.keyId;
   const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
-  for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
-  // The traffic reaches the view at the next snapshot.
-  await Bun.sleep(SNAPSHOT_INTERVAL_MS * 2);
+  // The traffic reaches the view with the next snapshot the node publishes (the hub merges it in
+  // the same tick): wait for that snapshot, not for a guessed number of intervals.
+  let seen = false;
+  const unsubscribe = t.gw.deps.bus.subscribe(POOL_SNAPSHOTS, t.gw.deps.subjects.metricsPools, (snapshot) => {
+    if (snapshot.topKeys.some((k) => k.keyId === keyId)) seen = true;
+  });
+  try {
+    for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+    await until(() => seen, SNAPSHOT_INTERVAL_MS * 5);
+  } finally {
+    unsubscribe();
+  }
 }, SETUP_MS_MAX);
 
 afterAll(() => t.stop(), SETUP_MS_MAX);

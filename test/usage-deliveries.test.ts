@@ -22,16 +22,14 @@ import {
   usageStreamName,
 } from "../src/ledger/stream.ts";
 import { silentLogger } from "../src/log.ts";
-import { SETUP_MS_MAX } from "./helpers.ts";
+import { SETUP_MS_MAX, until } from "./helpers.ts";
 import { describeWith } from "./services.ts";
 import { usageRecord } from "./usageRecords.ts";
 
 const CONSUMER = "usage-ledger";
 
-async function until(condition: () => Promise<boolean>, msMax = 10_000): Promise<void> {
-  const deadline = performance.now() + msMax;
-  while (!(await condition()) && performance.now() < deadline) await Bun.sleep(25);
-}
+/** Bound on waiting for the consumer to deliver, retry or dead-letter a message. */
+const DELIVERY_WAIT_MS_MAX = 10_000;
 
 describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it) => {
   let nc: NatsConnection;
@@ -95,7 +93,7 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
       message!.nak();
     }
     const consumer = startConsumer(db);
-    await until(async () => letters.some((l) => l.requestId === record.requestId));
+    await until(async () => letters.some((l) => l.requestId === record.requestId), DELIVERY_WAIT_MS_MAX);
     await consumer.stop();
     const [row] = await db.rows<{ source: string; reason: string; sql_state: string | null; written_off_micro: string }>(sql`
       SELECT source, reason, sql_state, written_off_micro::text FROM usage_dead_letters WHERE request_id = ${record.requestId}`);
@@ -119,7 +117,7 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
       const body = last?.json<{ reason?: string; seq?: number }>();
       if (body?.seq === ack.seq) found = body as { reason: string; seq: number };
       return found !== null;
-    });
+    }, DELIVERY_WAIT_MS_MAX);
     await consumer.stop();
     expect(found!.reason).toStartWith("not a batch of usage records");
     const info = await jsm.consumers.info(stream, CONSUMER);
@@ -149,7 +147,7 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     const record = usageRecord({ requestId: `req_${randomBase62(8)}`, accountId: "acct_y", holdId: "hold_y", billedMicro: 5n });
     await nc.jetstream().publish(subjects.usage, encodeJson([record]));
     startConsumer(flaky);
-    await until(() => written(record.requestId));
+    await until(() => written(record.requestId), DELIVERY_WAIT_MS_MAX);
     expect(attempts).toBe(failures.length);
     expect(await written(record.requestId)).toBe(true);
     expect(letters.length).toBe(deadBefore);

@@ -1,4 +1,4 @@
-/** Usage records for tests of the ledger: a chat of one input and one output token at 1 toman per 1M. */
+/** Usage records for tests of the ledger: metered input tokens at 1 toman per 1M (metered = units × price, as the audit checks). */
 import type { UsageRecord } from "../src/ledger/usage.ts";
 
 export function usageRecord(
@@ -10,8 +10,8 @@ export function usageRecord(
     operation: "chat",
     backend: "sim",
     priceVersionId: 1,
-    inputUnits: 1n,
-    outputUnits: 1n,
+    inputUnits: fields.meteredMicro ?? fields.billedMicro,
+    outputUnits: 0n,
     inputPricePer1m: 1n,
     outputPricePer1m: 1n,
     meteredMicro: fields.billedMicro,

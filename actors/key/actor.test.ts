@@ -15,9 +15,10 @@ import { randomBase62 } from "../../src/ids.ts";
 import { KeyStore } from "../../src/keys/store.ts";
 import { createAccount, getWallet, topUp } from "../../src/ledger/wallets.ts";
 import { loadCatalog } from "../../src/catalog/catalog.ts";
-import { ledgerSink, UsageWriter } from "../../src/ledger/usage.ts";
+import { ledgerSink } from "../../src/ledger/deadletter.ts";
+import { UsageWriter } from "../../src/ledger/usage.ts";
 import { silentLogger } from "../../src/log.ts";
-import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { freshDatabase, SETUP_MS_MAX, until } from "../../test/helpers.ts";
 import { describeWith } from "../../test/services.ts";
 
 interface Rig {
@@ -27,9 +28,13 @@ interface Rig {
   subjects: ReturnType<typeof buildSubjects>;
   keys: KeyStore;
   writer: UsageWriter;
+  stop(): Promise<void>;
+}
+
+/** A key of its own for one test: an account seeded with `seedMicro`, so no test reads another's leftovers. */
+interface TestKey {
   accountId: string;
   keyId: string;
-  stop(): Promise<void>;
 }
 
 async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<Rig> {
@@ -38,9 +43,6 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   await migrate(db);
   await loadCatalog(db);
   const keys = new KeyStore(db, { prefix: "sk-t-", pepper: randomBase62(40) });
-  const account = await createAccount(db, "actor test");
-  await topUp(db, account.id, 1_000_000n, "seed"); // 1 toman
-  const { record } = await keys.create(account.id, "k", { concurrencyMax: 2 });
   const { server, client } = await buses();
   const subjects = buildSubjects(`t${randomBase62(8)}`);
   const writer = new UsageWriter(ledgerSink(db), silentLogger);
@@ -56,8 +58,6 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
     subjects,
     keys,
     writer,
-    accountId: account.id,
-    keyId: record.id,
     async stop() {
       unserve();
       await writer.stop();
@@ -69,9 +69,18 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   };
 }
 
-function settlementFor(r: Rig, holdId: string, requestId: string, outputUnits: bigint, reserveMicro = 1_000_000n): Settlement {
+async function keyWith(r: Rig, seedMicro: bigint): Promise<TestKey> {
+  const account = await createAccount(r.db, "actor test");
+  // A top-up's reference is unique across the ledger: one per account, or the second seed is a no-op.
+  const seeded = await topUp(r.db, account.id, seedMicro, `seed-${account.id}`);
+  if (!("credited" in seeded) || !seeded.credited) throw new Error("seed not credited");
+  const { record } = await r.keys.create(account.id, "k", { concurrencyMax: 2 });
+  return { accountId: account.id, keyId: record.id };
+}
+
+function settlementFor(k: TestKey, holdId: string, requestId: string, outputUnits: bigint, reserveMicro = 1_000_000n): Settlement {
   return {
-    keyId: r.keyId,
+    keyId: k.keyId,
     requestId,
     holdId,
     reserveMicro,
@@ -95,144 +104,147 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
   }, SETUP_MS_MAX);
   afterAll(async () => r.stop(), SETUP_MS_MAX);
 
-  const admit = (requestId: string, reserveMicro: bigint, exact = false) =>
-    r.client.request(ADMIT, r.subjects.keyAdmit(partitionOf(r.keyId)), {
-      keyId: r.keyId,
+  const admit = (k: TestKey, requestId: string, reserveMicro: bigint, exact = false) =>
+    r.client.request(ADMIT, r.subjects.keyAdmit(partitionOf(k.keyId)), {
+      keyId: k.keyId,
       requestId,
       model: "gpt-4o-mini",
       reserveMicro,
       reserveTokens: 100,
       exact,
     });
-  const settle = (s: Settlement) => r.client.request(SETTLE, r.subjects.keySettle(partitionOf(r.keyId)), s);
-  const wallet = async () => {
+  const settle = (s: Settlement) => r.client.request(SETTLE, r.subjects.keySettle(partitionOf(s.keyId)), s);
+  const extend = (k: TestKey, requestId: string, holdId: string, addMicro: bigint) =>
+    r.client.request(EXTEND, r.subjects.keyExtend(partitionOf(k.keyId)), { keyId: k.keyId, requestId, holdId, addMicro, addTokens: 10 });
+  const wallet = async (k: TestKey) => {
     await r.writer.flush();
-    return getWallet(r.db, r.accountId);
+    return getWallet(r.db, k.accountId);
   };
 
   it(`${name}: admit leases what the wallet has; usage beyond the reserve is charged up to the wallet, the rest written off`, async () => {
-    const admitted = await admit("r1", 700_000n);
+    const k = await keyWith(r, 1_000_000n); // 1 toman
+    const admitted = await admit(k, "r1", 700_000n);
     expect(admitted.ok).toBe(true);
     if (!admitted.ok) return;
     // The lease wanted 1,000 toman; the wallet had 1, so the lease took all of it.
-    expect(await wallet()).toEqual({ balanceMicro: 1_000_000n, heldMicro: 1_000_000n });
+    expect(await wallet(k)).toEqual({ balanceMicro: 1_000_000n, heldMicro: 1_000_000n });
     // 10 × 13,500 + 20 × 54,000 = 1,215,000 metered, more than the 700,000 reserve: the lease's
     // other 300,000 cover part of it; the wallet has nothing more, so 215,000 are written off.
-    const settled = await settle(settlementFor(r, admitted.holdId, "r1", 20n, 700_000n));
+    const settled = await settle(settlementFor(k, admitted.holdId, "r1", 20n, 700_000n));
     expect(settled).toEqual({ ok: true, billedMicro: 1_000_000n, meteredMicro: 1_215_000n });
-    expect(await wallet()).toEqual({ balanceMicro: 0n, heldMicro: 0n });
-    await r.host.releaseAll();
-    await topUp(r.db, r.accountId, 300_000n, "after-overrun");
-    expect(await wallet()).toEqual({ balanceMicro: 300_000n, heldMicro: 0n });
+    expect(await wallet(k)).toEqual({ balanceMicro: 0n, heldMicro: 0n });
   });
 
   it(`${name}: a retried settle posts once`, async () => {
-    const admitted = await admit("r2", 200_000n);
+    const k = await keyWith(r, 300_000n);
+    const admitted = await admit(k, "r2", 200_000n);
     if (!admitted.ok) throw new Error("not admitted");
-    const s = settlementFor(r, admitted.holdId, "r2", 1n, 200_000n); // 135,000 + 54,000 = 189,000
+    const s = settlementFor(k, admitted.holdId, "r2", 1n, 200_000n); // 135,000 + 54,000 = 189,000
     expect(await settle(s)).toEqual({ ok: true, billedMicro: 189_000n, meteredMicro: 189_000n });
     await settle(s);
     await r.host.releaseAll();
-    expect(await wallet()).toEqual({ balanceMicro: 111_000n, heldMicro: 0n });
+    expect(await wallet(k)).toEqual({ balanceMicro: 111_000n, heldMicro: 0n });
   });
 
   it(`${name}: a cheap reserve that does not fit asks for an exact count; an exact one is refused`, async () => {
-    const cheap = await admit("r3", 111_001n);
+    const k = await keyWith(r, 111_000n);
+    const cheap = await admit(k, "r3", 111_001n);
     expect(cheap.ok ? null : [cheap.failure.code, cheap.exactNeeded]).toEqual(["insufficient_quota", true]);
-    const exact = await admit("r3", 111_001n, true);
+    const exact = await admit(k, "r3", 111_001n, true);
     expect(exact.ok ? null : [exact.failure.code, exact.exactNeeded]).toEqual(["insufficient_quota", false]);
     if (exact.ok) return;
     expect(exact.failure.message).toContain("0.111 toman is available");
-    expect(r.host.inFlight(r.keyId)).toBe(0);
+    expect(r.host.inFlight(k.keyId)).toBe(0);
   });
 
   it(`${name}: an exact admission waits for money held by a request in flight`, async () => {
-    const first = await admit("w1", 111_000n); // holds the whole wallet
+    const k = await keyWith(r, 111_000n);
+    const first = await admit(k, "w1", 111_000n); // holds the whole wallet
     if (!first.ok) throw new Error("not admitted");
-    const second = admit("w2", 50_000n, true);
-    await Bun.sleep(50);
-    expect(r.host.inFlight(r.keyId)).toBe(2); // still waiting, slot taken
+    let answered = false;
+    const second = admit(k, "w2", 50_000n, true).finally(() => (answered = true));
+    await until(() => r.host.inFlight(k.keyId) === 2); // the second has its slot and waits for money
+    expect(answered).toBe(false);
     // The first used 2 input tokens: 27,000 charged, 84,000 of its reserve comes back.
-    await settle({ ...settlementFor(r, first.holdId, "w1", 0n, 111_000n), inputUnits: 2n });
+    await settle({ ...settlementFor(k, first.holdId, "w1", 0n, 111_000n), inputUnits: 2n });
     const got = await second;
     expect(got.ok).toBe(true);
     if (!got.ok) return;
-    await settle({ ...settlementFor(r, got.holdId, "w2", 0n, 50_000n), inputUnits: 0n });
+    await settle({ ...settlementFor(k, got.holdId, "w2", 0n, 50_000n), inputUnits: 0n });
     await r.host.releaseAll();
-    expect(await wallet()).toEqual({ balanceMicro: 84_000n, heldMicro: 0n });
-    const broke = await admit("w3", 84_001n, true);
+    expect(await wallet(k)).toEqual({ balanceMicro: 84_000n, heldMicro: 0n });
+    const broke = await admit(k, "w3", 84_001n, true);
     expect(broke.ok ? null : broke.failure.code).toBe("insufficient_quota");
   });
 
   it(`${name}: the third concurrent admission over concurrency_max 2 gets 429, and slots come back`, async () => {
-    await topUp(r.db, r.accountId, 10_000_000n, "more");
-    const a = await admit("c1", 1n);
-    const b = await admit("c2", 1n);
-    const c = await admit("c3", 1n);
+    const k = await keyWith(r, 10_000_000n);
+    const a = await admit(k, "c1", 1n);
+    const b = await admit(k, "c2", 1n);
+    const c = await admit(k, "c3", 1n);
     expect([a.ok, b.ok, c.ok]).toEqual([true, true, false]);
     if (c.ok || !a.ok || !b.ok) return;
     expect(c.failure.code).toBe("concurrency_limit_exceeded");
     expect(c.failure.retryAfterS).toBe(1);
-    await settle(settlementFor(r, a.holdId, "c1", 0n, 1n));
-    await settle(settlementFor(r, b.holdId, "c2", 0n, 1n));
-    expect(r.host.inFlight(r.keyId)).toBe(0);
-    expect((await admit("c4", 1n)).ok).toBe(true);
+    await settle(settlementFor(k, a.holdId, "c1", 0n, 1n));
+    await settle(settlementFor(k, b.holdId, "c2", 0n, 1n));
+    expect(r.host.inFlight(k.keyId)).toBe(0);
+    expect((await admit(k, "c4", 1n)).ok).toBe(true);
+  });
+
+  it(`${name}: a request in flight is not admitted twice, and its settle frees the slot`, async () => {
+    const k = await keyWith(r, 10_000_000n);
+    const first = await admit(k, "d1", 1n);
+    if (!first.ok) throw new Error("not admitted");
+    const again = await admit(k, "d1", 1n);
+    expect(again.ok ? null : again.failure.code).toBe("invalid_request");
+    expect(r.host.inFlight(k.keyId)).toBe(1);
+    await settle(settlementFor(k, first.holdId, "d1", 0n, 1n));
+    expect(r.host.inFlight(k.keyId)).toBe(0);
   });
 
   it(`${name}: extend grows a reserve from the lease, then from the wallet, and refuses past it`, async () => {
-    const open = (await admit("c4", 1n)).ok; // c4 is still in flight from the test before
-    expect(open).toBe(false);
-    await settle(settlementFor(r, "-", "c4", 0n, 1n));
-    await r.host.releaseAll();
-    const before = (await wallet())!;
-    expect(before.heldMicro).toBe(0n);
-    const extend = (holdId: string, addMicro: bigint) =>
-      r.client.request(EXTEND, r.subjects.keyExtend(partitionOf(r.keyId)), {
-        keyId: r.keyId,
-        requestId: "e1",
-        holdId,
-        addMicro,
-        addTokens: 10,
-      });
+    const seed = 10_000_000n;
+    const k = await keyWith(r, seed);
     // The lease holds the reserve, or the whole balance (then 1,000 micro-toman stay as room).
-    const admitted = await admit("e1", before.balanceMicro - 1_000n);
+    const admitted = await admit(k, "e1", seed - 1_000n);
     if (!admitted.ok) throw new Error("not admitted");
-    expect(await extend(admitted.holdId, 600n)).toEqual({ ok: true, reserveMicro: before.balanceMicro - 400n });
-    const refused = await extend(admitted.holdId, 2_000n);
+    expect(await extend(k, "e1", admitted.holdId, 600n)).toEqual({ ok: true, reserveMicro: seed - 400n });
+    const refused = await extend(k, "e1", admitted.holdId, 2_000n);
     expect(refused.ok ? null : refused.failure.code).toBe("insufficient_quota");
-    expect((await extend("hold_other", 1n)).ok).toBe(false);
-    await topUp(r.db, r.accountId, 5_000n, "for-extend");
-    expect(await extend(admitted.holdId, 2_000n)).toEqual({ ok: true, reserveMicro: before.balanceMicro + 1_600n });
-    const held = (await wallet())!.heldMicro;
-    expect(held >= before.balanceMicro + 1_600n && held <= before.balanceMicro + 2_000n).toBe(true);
+    expect((await extend(k, "e1", "hold_other", 1n)).ok).toBe(false);
+    await topUp(r.db, k.accountId, 5_000n, `extend-${k.accountId}`);
+    expect(await extend(k, "e1", admitted.holdId, 2_000n)).toEqual({ ok: true, reserveMicro: seed + 1_600n });
+    const held = (await wallet(k))!.heldMicro;
+    expect(held >= seed + 1_600n && held <= seed + 2_000n).toBe(true);
     // A cut stream bills at most what it delivered: the rest is written off.
-    const settled = await settle({
-      ...settlementFor(r, admitted.holdId, "e1", 1_000n, before.balanceMicro + 1_600n),
-      billedMicroMax: 7_000n,
-    });
+    const settled = await settle({ ...settlementFor(k, admitted.holdId, "e1", 1_000n, seed + 1_600n), billedMicroMax: 7_000n });
     expect(settled).toEqual({ ok: true, billedMicro: 7_000n, meteredMicro: 54_135_000n });
     await r.host.releaseAll();
-    expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro + 5_000n - 7_000n, heldMicro: 0n });
+    expect(await wallet(k)).toEqual({ balanceMicro: seed + 5_000n - 7_000n, heldMicro: 0n });
   });
 
   it(`${name}: usage beyond the reserve and the lease's room grows the hold from the wallet`, async () => {
-    await r.host.releaseAll();
-    await topUp(r.db, r.accountId, 3_000_000_000n, "for-overrun"); // 3,000 toman: more than one lease
-    const before = (await wallet())!;
-    const admitted = await admit("o1", 1_000_000n);
+    const seed = 3_000_000_000n; // 3,000 toman: more than one lease
+    const k = await keyWith(r, seed);
+    const admitted = await admit(k, "o1", 1_000_000n);
     if (!admitted.ok) throw new Error("not admitted");
-    // The lease holds less than 1,000 toman (the minimum, or only the reserve while the wallet
-    // was low): 30,000 output tokens × 54,000 + 135,000 is past all of it.
-    expect((await wallet())!.heldMicro).toBeLessThanOrEqual(1_000_000_000n);
-    const s = settlementFor(r, admitted.holdId, "o1", 30_000n, 1_000_000n);
+    // The lease holds at most 1,000 toman (the minimum lease): 30,000 output tokens × 54,000 +
+    // 135,000 is past all of it.
+    expect((await wallet(k))!.heldMicro).toBeLessThanOrEqual(1_000_000_000n);
+    const s = settlementFor(k, admitted.holdId, "o1", 30_000n, 1_000_000n);
     expect(await settle(s)).toEqual({ ok: true, billedMicro: 1_620_135_000n, meteredMicro: 1_620_135_000n });
     await r.host.releaseAll();
-    expect(await wallet()).toEqual({ balanceMicro: before.balanceMicro - 1_620_135_000n, heldMicro: 0n });
+    expect(await wallet(k)).toEqual({ balanceMicro: seed - 1_620_135_000n, heldMicro: 0n });
   });
 
-  it(`${name}: a revoked key is refused`, async () => {
-    await r.keys.revoke(r.keyId);
-    const refused = await admit("x1", 1n);
+  it(`${name}: a revoked key is refused, also after the actor has served it`, async () => {
+    const k = await keyWith(r, 1_000_000n);
+    const served = await admit(k, "x0", 1n);
+    if (!served.ok) throw new Error("not admitted");
+    await settle(settlementFor(k, served.holdId, "x0", 0n, 1n));
+    await r.keys.revoke(k.keyId);
+    const refused = await admit(k, "x1", 1n);
     expect(refused.ok ? null : refused.failure.code).toBe("invalid_api_key");
   });
 }

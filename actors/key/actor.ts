@@ -12,7 +12,8 @@
  *   extend(t):      a stream metered live grows its reserve: from its lease's room in memory, or
  *                   by growing the lease's hold from the wallet (one conditional UPDATE); refused
  *                   (402) when the wallet cannot cover it. Settle may then charge up to the total.
- *   settle(s):      metered = the usage at the admitted prices. Usage beyond the reserve (hidden
+ *   settle(s):      metered = the usage at the admitted prices, Σ units × price over its
+ *                   components (input, output, prompt-cache reads and writes). Usage beyond the reserve (hidden
  *                   reasoning, a vendor tokenizer that counts more) is first covered from the
  *                   lease's room, then by growing its hold from what the wallet has (within the
  *                   key's monthly cap); charge = min(metered, what is then covered), appended to
@@ -28,7 +29,16 @@
  * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
-import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
+import {
+  pricedMicro,
+  type AdmitReply,
+  type AdmitTicket,
+  type ExtendReply,
+  type ExtendTicket,
+  type RateInfo,
+  type SettleReply,
+  type Settlement,
+} from "../protocol.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
 import { newId } from "../../src/ids.ts";
@@ -247,7 +257,7 @@ export class KeyActor {
     const startedMs = this.now();
     for (;;) {
       const lease = this.current;
-      if (lease && lease.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
+      if (lease?.admitting && this.now() < lease.cutoffMs && this.room(lease) >= admission.reserve) {
         return this.take(lease, admission);
       }
       if (this.opening) {
@@ -414,7 +424,7 @@ export class KeyActor {
   /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
     const admission = this.admissions.get(s.requestId);
-    const metered = s.inputUnits * s.inputPricePer1m + s.outputUnits * s.outputPricePer1m;
+    const metered = pricedMicro(s);
     if (admission && metered > admission.reserve && s.billedMicroMax === undefined)
       await this.coverOverrun(admission, metered - admission.reserve);
     const reserve = admission?.reserve ?? s.reserveMicro;
@@ -433,6 +443,10 @@ export class KeyActor {
       outputUnits: s.outputUnits,
       inputPricePer1m: s.inputPricePer1m,
       outputPricePer1m: s.outputPricePer1m,
+      cacheReadUnits: s.cacheReadUnits,
+      cacheReadPricePer1m: s.cacheReadPricePer1m,
+      cacheWriteUnits: s.cacheWriteUnits,
+      cacheWritePricePer1m: s.cacheWritePricePer1m,
       meteredMicro: metered,
       billedMicro: billed,
       status: s.status,
@@ -440,7 +454,7 @@ export class KeyActor {
       partition: fence?.partition ?? null,
       fenceToken: fence?.fenceToken ?? null,
     });
-    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits));
+    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits + (s.cacheReadUnits ?? 0n) + (s.cacheWriteUnits ?? 0n)));
     if (admission) {
       this.admissions.delete(s.requestId);
       const lease = admission.lease;

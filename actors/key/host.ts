@@ -195,7 +195,7 @@ export class KeyActorHost {
     stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => void this.releaseAccount(m)));
     this.sweeper = setInterval(() => void this.sweepIdle(), IDLE_SWEEP_INTERVAL_MS);
     return () => {
-      stops.forEach((stop) => stop());
+      for (const stop of stops) stop();
       if (this.sweeper) clearInterval(this.sweeper);
     };
   }

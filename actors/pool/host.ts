@@ -13,7 +13,7 @@
  * would be on our own GPU hosts.
  */
 import type { Bus } from "../../src/bus/bus.ts";
-import type { BackendConfig, PoolsFile } from "../../src/config.ts";
+import type { BackendConfig, PaidFields, PoolsFile } from "../../src/config.ts";
 import type { Catalog } from "../../src/catalog/catalog.ts";
 import type { Db } from "../../src/db/client.ts";
 import { newId } from "../../src/ids.ts";
@@ -51,7 +51,7 @@ export class PoolHost {
   ) {
     for (const model of catalog.list()) {
       const backends = file.pools[model.id]?.backends ?? file.default_backends;
-      if (backends.length > 0) this.pools.set(model.id, new PoolActor(model.id, backends, options));
+      if (backends.length > 0) this.apply(model.id, backends, file.pools[model.id]?.paid_fields);
     }
   }
 
@@ -68,11 +68,12 @@ export class PoolHost {
     return [...this.pools.values()];
   }
 
-  /** Replaces a model's backends on this node (state kept for backends that did not change). */
-  apply(model: string, backends: BackendConfig[]): void {
-    const pool = this.pools.get(model);
+  /** Replaces a model's backends and paid fields on this node (state kept for backends that did not change). */
+  apply(model: string, backends: BackendConfig[], paidFields?: PaidFields): void {
+    let pool = this.pools.get(model);
     if (pool) pool.update(backends);
-    else this.pools.set(model, new PoolActor(model, backends, this.options));
+    else this.pools.set(model, (pool = new PoolActor(model, backends, this.options)));
+    pool.paidFields = paidFields;
   }
 
   /**
@@ -121,7 +122,7 @@ export class PoolHost {
     if ((this.applied.get(row.model) ?? -1) >= row.updatedAt.getTime()) return;
     const { backends, problems } = resolveBackends(row.backends, sync.env);
     for (const problem of problems) sync.log("warn", "pool_backend_key_missing", { model: row.model, problem });
-    this.apply(row.model, backends);
+    this.apply(row.model, backends, row.paidFields);
     this.applied.set(row.model, row.updatedAt.getTime());
     sync.log("info", "pool_applied", { model: row.model, backends: backends.map((b) => b.name) });
   }

@@ -17,9 +17,9 @@
  * so in-flight counts return to zero; only the final outcome is settled, so a retried request
  * is billed once.
  */
-import type { BackendConfig } from "../../src/config.ts";
-import { fail, type Failure } from "../../src/errors.ts";
-import type { ChatStreamDecoder, ReplyContext, UpstreamRequest, Usage } from "../../src/providers/types.ts";
+import type { BackendConfig, PaidFields } from "../../src/config.ts";
+import { fail } from "../../src/errors.ts";
+import type { ChatStreamDecoder, ReplyContext, UpstreamFailure, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import {
   CHAT_REPLY_BYTES_MAX,
   readTextBounded,
@@ -27,7 +27,7 @@ import {
   UPSTREAM_ERROR_BODY_BYTES_MAX,
   type UpstreamReply,
 } from "../../src/providers/upstream.ts";
-import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL, type Observation } from "./backend.ts";
+import { Backend, TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL } from "./backend.ts";
 
 export { Backend } from "./backend.ts";
 
@@ -60,7 +60,7 @@ export interface PoolCall {
  */
 export type SendOutcome =
   | { kind: "reply"; backend: Backend; reply: UpstreamReply; startedMs: number }
-  | { kind: "failed"; backend: Backend | null; failure: Failure };
+  | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
 
 export interface ChatCall {
   body: Record<string, unknown>;
@@ -79,7 +79,7 @@ export type ChatOutcome =
   | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
   /** Read the stream with `decoder` (it times the tokens) and close the reply at its end: its timing is the decoder's. */
   | { kind: "stream"; backend: Backend; reply: UpstreamReply; decoder: ChatStreamDecoder }
-  | { kind: "failed"; backend: Backend | null; failure: Failure };
+  | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
 
 export interface PoolOptions {
   upstreamTimeoutMs: number;
@@ -100,6 +100,8 @@ interface Tries {
 
 export class PoolActor {
   backends: Backend[];
+  /** Chat fields this pool enables and their prices (src/http/chat/paidFields.ts); none when unset. */
+  paidFields: PaidFields | undefined = undefined;
 
   constructor(
     readonly model: string,
@@ -211,7 +213,7 @@ export class PoolActor {
       if (sent.kind === "failed") return sent;
       if (call.stream) return this.streamOutcome(sent, call);
       const read = await this.readWhole(sent, call);
-      if (read.kind !== "failed" || !retryable(read.failure) || !this.mayRetry(tries, call.signal)) return read;
+      if (read.kind !== "failed" || !read.failure.retryable || !this.mayRetry(tries, call.signal)) return read;
       tries.last = read as Extract<SendOutcome, { kind: "failed" }>;
     }
   }
@@ -240,7 +242,7 @@ export class PoolActor {
       if (!request) continue;
       tries.attempts++;
       const outcome = await this.attempt(backend, request, call, tries);
-      if (outcome.kind !== "failed" || !retryable(outcome.failure)) return outcome;
+      if (outcome.kind !== "failed" || !outcome.failure.retryable) return outcome;
       tries.last = outcome;
     }
     const where = call.region ? " in-country" : "";
@@ -258,7 +260,11 @@ export class PoolActor {
     return {
       kind: "failed",
       backend: tries.last?.backend ?? null,
-      failure: fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }),
+      // Every backend was tried or is down: nothing is left to retry on.
+      failure: {
+        ...fail("no_healthy_backend", `No healthy${where} backend is available for ${this.model}${tried}.`, { retryAfterS: 1 }),
+        retryable: false,
+      },
     };
   }
 
@@ -321,7 +327,7 @@ export class PoolActor {
           failure: {
             ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`),
             retryable: false,
-          } as Failure,
+          },
         };
       }
       // A backend without chat was skipped by `build`.
@@ -337,7 +343,7 @@ export class PoolActor {
       return {
         kind: "failed",
         backend,
-        failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true } as Failure,
+        failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true },
       };
     }
   }
@@ -389,10 +395,6 @@ export class PoolActor {
  */
 export function choicesFor(eligible: number): number {
   return Math.min(eligible, Math.max(2, Math.ceil(Math.log2(eligible))));
-}
-
-function retryable(failure: Failure): boolean {
-  return (failure as { retryable?: boolean }).retryable === true;
 }
 
 function median(values: number[]): number {

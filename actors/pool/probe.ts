@@ -45,7 +45,7 @@ export function parseVllmMetrics(text: string, atMs: number): HostLoad | null {
 /** `http://h:8000/v1` → `http://h:8000/metrics` (vLLM serves metrics at the root). */
 export function metricsUrlOf(backendUrl: string): string {
   const url = new URL(backendUrl);
-  url.pathname = url.pathname.replace(/\/+$/, "").replace(/\/v1$/, "") + "/metrics";
+  url.pathname = `${url.pathname.replace(/\/+$/, "").replace(/\/v1$/, "")}/metrics`;
   return url.toString();
 }
 

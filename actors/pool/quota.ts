@@ -92,7 +92,7 @@ export class BackendQuotas {
     const all = new Map<string, Record<string, number>>();
     for await (const key of await within(this.kv.keys())) {
       const entry = await within(this.kv.get(key));
-      if (!entry || entry.operation !== "PUT") continue;
+      if (entry?.operation !== "PUT") continue;
       try {
         all.set(key.slice(2), JSON.parse(entry.string()) as Record<string, number>);
       } catch {}

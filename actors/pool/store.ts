@@ -5,7 +5,7 @@
  */
 import { eq, gt } from "drizzle-orm";
 import { z } from "zod";
-import { backendSchema, type BackendConfig } from "../../src/config.ts";
+import { backendSchema, paidFieldsSchema, type BackendConfig, type PaidFields } from "../../src/config.ts";
 import type { Db } from "../../src/db/client.ts";
 import { pools } from "../../src/db/schema.ts";
 import { BACKENDS_MAX } from "./pool.ts";
@@ -24,6 +24,7 @@ export const storedBackendSchema = z.strictObject({
   region: backendSchema.shape.region,
   weight: backendSchema.shape.weight,
   concurrency_max: backendSchema.shape.concurrency_max,
+  responses_api: backendSchema.shape.responses_api,
 });
 export type StoredBackend = z.infer<typeof storedBackendSchema>;
 
@@ -33,6 +34,8 @@ export const poolBodySchema = z.strictObject({
     .min(1)
     .max(BACKENDS_MAX)
     .refine((list) => new Set(list.map((b) => b.name)).size === list.length, "backend names must be unique within a pool"),
+  /** Chat fields the pool enables, with their prices (src/config.ts). */
+  paid_fields: paidFieldsSchema.optional(),
 });
 export type PoolBody = z.infer<typeof poolBodySchema>;
 
@@ -54,16 +57,18 @@ export function resolveBackends(
 export interface PoolRow {
   model: string;
   backends: StoredBackend[];
+  paidFields?: PaidFields;
   updatedAt: Date;
 }
 
-export async function savePool(db: Db, model: string, backends: StoredBackend[]): Promise<PoolRow> {
+export async function savePool(db: Db, model: string, backends: StoredBackend[], paidFields?: PaidFields): Promise<PoolRow> {
   const now = new Date();
+  const stored = paidFields ?? null;
   await db.orm
     .insert(pools)
-    .values({ model, backends, updatedAt: now })
-    .onConflictDoUpdate({ target: pools.model, set: { backends, updatedAt: now } });
-  return { model, backends, updatedAt: now };
+    .values({ model, backends, paidFields: stored, updatedAt: now })
+    .onConflictDoUpdate({ target: pools.model, set: { backends, paidFields: stored, updatedAt: now } });
+  return { model, backends, paidFields, updatedAt: now };
 }
 
 /** Rows changed after `since` (all rows without it); a row that no longer validates is skipped and reported. */
@@ -82,8 +87,9 @@ function parseRows(raw: (typeof pools.$inferSelect)[]): { rows: PoolRow[]; inval
   const rows: PoolRow[] = [];
   const invalid: string[] = [];
   for (const row of raw) {
-    const parsed = poolBodySchema.shape.backends.safeParse(row.backends);
-    if (parsed.success) rows.push({ model: row.model, backends: parsed.data, updatedAt: row.updatedAt });
+    const parsed = poolBodySchema.safeParse({ backends: row.backends, paid_fields: row.paidFields ?? undefined });
+    if (parsed.success)
+      rows.push({ model: row.model, backends: parsed.data.backends, paidFields: parsed.data.paid_fields, updatedAt: row.updatedAt });
     else invalid.push(row.model);
   }
   return { rows, invalid };

@@ -13,11 +13,22 @@
  *   Admission  from then on owns the reserve: extensions (a stream metered live) and exactly one
  *              settlement, which records the request (metrics, access line) whatever happened
  *
- * Prices are toman per 1M units, so `units × price` is micro-toman exactly. The upstream's use
+ * Prices are toman per 1M units, so `units × price` is micro-toman exactly. A chat prompt's
+ * tokens read from or written to a vendor's prompt cache are priced at the model's cache-read and
+ * cache-write prices; a model without such a price bills them as input. The upstream's use
  * beyond the reserve is charged at settlement from what the wallet has (the key actor extends
  * the hold); only what the wallet cannot cover is written off.
  */
-import { ADMIT, EXTEND, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from "../../actors/protocol.ts";
+import {
+  ADMIT,
+  EXTEND,
+  pricedMicro,
+  SETTLE,
+  type AdmitTicket,
+  type PricedUsage,
+  type RateInfo,
+  type Settlement,
+} from "../../actors/protocol.ts";
 import type { PoolActor, Region } from "../../actors/pool/pool.ts";
 import { partitionOf } from "../../actors/subjects.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
@@ -122,6 +133,11 @@ export interface PricedUnits {
  */
 export interface Reserve {
   input: PricedUnits;
+  /**
+   * The highest price an input unit may be charged, when above `input.pricePer1m` (a prompt that
+   * asks Anthropic to write its cache, priced above input): the reserve bounds input at it.
+   */
+  inputPricePer1mMax?: bigint;
   output?: PricedUnits;
   tokens: number;
   /** The units are exact (characters, images); false for a cheap upper bound. */
@@ -148,7 +164,8 @@ export interface Refusal {
 
 export function reserveMicro(reserve: Reserve): bigint {
   const { input, output } = reserve;
-  return BigInt(input.units) * input.pricePer1m + (output ? BigInt(output.units) * output.pricePer1m : 0n);
+  const inputPrice = reserve.inputPricePer1mMax ?? input.pricePer1m;
+  return BigInt(input.units) * inputPrice + (output ? BigInt(output.units) * output.pricePer1m : 0n);
 }
 
 /**
@@ -178,7 +195,7 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     }
     const headers = rateHeaders(reply.rate);
     if (reply.ok) return new Admission(deps, { ...r, reserve, startedMs }, reply.holdId, ticket.reserveMicro, headers);
-    refusal = { failure: reply.failure as Failure, headers };
+    refusal = { failure: reply.failure, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: r.requestId, error: (error as Error).message });
     refusal = {
@@ -217,8 +234,52 @@ export function recordRefusal(
 
 /** The units a request used, as the upstream reported them (or as counted when it did not). */
 export interface UsedUnits {
+  /** All input units: for chat, the whole prompt, cache reads and writes included. */
   input: number;
   output?: number;
+  /** Prompt tokens of `input` read from the vendor's prompt cache. */
+  cacheRead?: number;
+  /** Prompt tokens of `input` written to the vendor's prompt cache. */
+  cacheWrite?: number;
+}
+
+/**
+ * A reply's token usage as the units a chat request settles.
+ * @example usedTokens({ inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 })
+ *   // { input: 4020, output: 7, cacheRead: 3000, cacheWrite: 1000 }
+ */
+export function usedTokens(usage: {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+}): UsedUnits {
+  return { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens };
+}
+
+/**
+ * Used units priced by component: cache reads and writes at the model's cache prices when it
+ * has them, else as input; the input component is what remains of the prompt.
+ */
+export function pricedUsage(
+  used: UsedUnits,
+  prices: ReadonlyMap<string, bigint>,
+  inputPricePer1m: bigint,
+  outputPricePer1m: bigint,
+): PricedUsage {
+  const readPrice = prices.get("cache_read_token");
+  const writePrice = prices.get("cache_write_token");
+  const read = readPrice === undefined ? 0 : Math.min(used.cacheRead ?? 0, used.input);
+  const write = writePrice === undefined ? 0 : Math.min(used.cacheWrite ?? 0, used.input - read);
+  const priced: PricedUsage = {
+    inputUnits: BigInt(used.input - read - write),
+    outputUnits: BigInt(used.output ?? 0),
+    inputPricePer1m,
+    outputPricePer1m,
+  };
+  if (read > 0) Object.assign(priced, { cacheReadUnits: BigInt(read), cacheReadPricePer1m: readPrice });
+  if (write > 0) Object.assign(priced, { cacheWriteUnits: BigInt(write), cacheWritePricePer1m: writePrice });
+  return priced;
 }
 
 /** What the access line and the latency histograms need beyond the units. */
@@ -289,6 +350,15 @@ export class Admission {
     return this.outputCovered;
   }
 
+  /** What `used` is worth at this request's prices, by component (micro-toman). */
+  usedMicro(used: UsedUnits): bigint {
+    return pricedMicro(this.priced(used));
+  }
+
+  private priced(used: UsedUnits): PricedUsage {
+    return pricedUsage(used, this.model.price.tomanPer1m, this.reserve.input.pricePer1m, this.reserve.output?.pricePer1m ?? 0n);
+  }
+
   /** Grows the hold by `addUnits` output units; false when the key actor refuses (wallet, cap). */
   async extend(addUnits: number): Promise<boolean> {
     const output = this.reserve.output;
@@ -323,7 +393,6 @@ export class Admission {
   }
 
   private async post(used: UsedUnits, backend: string | null, status: number, extra: SettleExtra): Promise<Settled | null> {
-    const { input, output } = this.reserve;
     const settlement: Settlement = {
       keyId: this.key.id,
       requestId: this.requestId,
@@ -333,10 +402,7 @@ export class Admission {
       operation: this.operation,
       backend,
       priceVersionId: this.model.price.versionId,
-      inputUnits: BigInt(used.input),
-      outputUnits: BigInt(used.output ?? 0),
-      inputPricePer1m: input.pricePer1m,
-      outputPricePer1m: output?.pricePer1m ?? 0n,
+      ...this.priced(used),
       status,
       durationMs: Math.round(performance.now() - this.startedMs),
       billedMicroMax: extra.billedMicroMax,
@@ -373,6 +439,8 @@ export class Admission {
       tpotMs: first === null || outputTokens < 2 ? null : (endMs - first) / (outputTokens - 1),
       inputTokens: tokens ? used.input : 0,
       outputTokens: tokens ? outputTokens : 0,
+      cacheReadTokens: tokens ? Number(s.cacheReadUnits ?? 0n) : 0,
+      cacheWriteTokens: tokens ? Number(s.cacheWriteUnits ?? 0n) : 0,
       billedMicro: reply.billedMicro,
       meteredMicro: reply.meteredMicro,
       content: extra.content,

@@ -49,7 +49,7 @@ interface Track {
 export const isMp4 = (b: Uint8Array): boolean => ["ftyp", "moov", "mdat", "free", "skip", "wide"].includes(fourcc(b, 4));
 
 /** Calls `visit` with each box in `[start, end)` until it returns true; sizes are clamped to `end`. */
-function eachBox(b: Uint8Array, start: number, end: number, visit: (box: Box) => boolean | void): void {
+function eachBox(b: Uint8Array, start: number, end: number, visit: (box: Box) => boolean | undefined): void {
   for (let at = start; at + 8 <= end; ) {
     const size32 = u32be(b, at);
     const header = size32 === 1 ? 16 : 8;

@@ -4,7 +4,15 @@
  * `{e}` (the handler failed), and both sides validate with the Rpc's schemas.
  */
 import { readFileSync } from "node:fs";
-import { connect, credsAuthenticator, nkeyAuthenticator, type ConnectionOptions, type NatsConnection, type Subscription } from "nats";
+import {
+  connect,
+  credsAuthenticator,
+  nkeyAuthenticator,
+  type ConnectionOptions,
+  type Msg,
+  type NatsConnection,
+  type Subscription,
+} from "nats";
 import type { NatsSettings } from "../config.ts";
 import {
   BusError,
@@ -46,7 +54,7 @@ export class NatsBus implements Bus {
   async request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: RequestOptions = {}): Promise<Res> {
     const handler = this.local.get(subject) as Handler<Req, Res> | undefined;
     if (handler) return handler(msg);
-    let reply;
+    let reply: Msg;
     try {
       reply = await this.nc.request(subject, encoder.encode(encodeJson(msg)), {
         timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT,

@@ -7,8 +7,10 @@
  *
  * Seeding is idempotent and runs at every start-up: it adds models the seed has and the
  * database lacks, the first exchange rate and price version when there is none, and prices in
- * the existing versions for models that have none yet.
+ * the existing versions for the models and units that have none yet (a unit added to the seed,
+ * such as a cache price, is priced in every version at that version's rate).
  */
+import { MODEL_ALIASES } from "./aliases.ts";
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
@@ -90,9 +92,13 @@ export class Catalog {
     if (next && next.effectiveAtMs <= this.nowMs()) this.advance();
   }
 
+  /** The model of a catalog id, or of a vendor's dated id (aliases.ts). */
   get(id: string): CatalogModel | undefined {
     this.refresh();
-    return this.byId.get(id);
+    const model = this.byId.get(id);
+    if (model) return model;
+    const aliased = MODEL_ALIASES.get(id);
+    return aliased === undefined ? undefined : this.byId.get(aliased);
   }
 
   list(): readonly CatalogModel[] {
@@ -141,7 +147,7 @@ async function seedFirstVersion(db: Db): Promise<void> {
   });
 }
 
-/** Adds prices, in every version, for seed models that have none there. */
+/** Adds prices, in every version, for the seed's models and units that have none there. */
 async function seedPrices(db: Db, seed: readonly SeedModel[]): Promise<void> {
   const versions = await db.orm
     .select({ versionId: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })

@@ -358,3 +358,27 @@ describe("parseInvocation: paid top-ups", () => {
     expect(refused(["topups", "complete", "top_1", "--reason", "paid", "--reverse"])).toContain("topups complete does not take --reverse");
   });
 });
+
+describe("parseInvocation: the admin API's rules", () => {
+  test("bounds come from the admin API's schemas, not from the CLI", () => {
+    expect(command(["keys", "create", "acct_1", "ci", "--rpm", "10000000"])).toMatchObject({ limits: { rpm: 10_000_000 } });
+    expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "10000001"])).toBe(
+      '--rpm must be a positive whole number (at most 10000000), not "10000001"',
+    );
+    expect(refused(["rates", "set", "100000001"])).toContain("toman-per-usd must be a positive whole number (at most 100000000)");
+    expect(command(["accounts", "create", "x".repeat(200)])).toMatchObject({ name: "x".repeat(200) });
+    expect(refused(["accounts", "create", "x".repeat(201)])).toBe("name must be at most 200 characters");
+    expect(refused(["topups", "start", "a".repeat(101), "5"])).toBe("account-id must be at most 100 characters");
+    expect(refused(["topup", "acct_1", "5", "--reference", "r".repeat(201)])).toBe("--reference must be at most 200 characters");
+  });
+
+  test("a negative number is a word wherever it stands, and a flag's value may be negative", () => {
+    expect(command(["adjust", "--reason", "why not", "acct_1", "--reference", "r", "-7"])).toMatchObject({
+      accountId: "acct_1",
+      amountToman: "-7",
+    });
+    expect(refused(["keys", "limits", "key_1", "--rpm", "-5"])).toContain(
+      '--rpm must be a positive whole number (at most 10000000), not "-5"',
+    );
+  });
+});

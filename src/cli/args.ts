@@ -1,20 +1,18 @@
 /**
  * The operator CLI's argument parser: argv + environment → one validated invocation, or a usage
- * error. Pure (no I/O, no process globals) so every command and refusal is unit-tested; `gw.ts`
- * runs nothing until this has accepted the whole command line.
+ * error. `node:util` parseArgs splits the words; a table says what each command takes; every
+ * value is checked by the schema the admin API checks it with (src/http/admin), so a rule
+ * changes in one place. Pure (no I/O, no process globals) so every command and refusal is
+ * unit-tested; `gw.ts` runs nothing until this has accepted the whole command line.
  */
-import { z } from "zod";
+import { parseArgs } from "node:util";
+import type { z } from "zod";
+import { DEAD_LETTER_ID } from "../http/admin/deadletters.ts";
+import { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, rateBody, topUpBody } from "../http/admin/route.ts";
+import { listQuery as topupListQuery, reason as reviewReason, startBody as topupStartBody } from "../http/admin/topups.ts";
 
 /** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
-export interface KeyLimitsInput {
-  concurrency_max?: number;
-  rpm?: number | null;
-  tpm?: number | null;
-  /** Toman as an exact decimal string. */
-  monthly_spend_cap_toman?: string | null;
-  /** `in-country`: the key's requests stay in the country; null: no requirement. */
-  residency?: "in-country" | null;
-}
+export type KeyLimitsInput = z.input<typeof keyLimitsBody>;
 
 export type Command =
   | { kind: "help" }
@@ -37,7 +35,7 @@ export type Command =
   | { kind: "ledger.audit" }
   /** Paid top-ups (src/payments): `amountToman` is an exact decimal string. */
   | { kind: "topups.start"; accountId: string; amountToman: string }
-  | { kind: "topups.list"; state?: string; accountId?: string }
+  | { kind: "topups.list"; state?: TopupState; accountId?: string }
   | { kind: "topups.show"; topupId: string }
   /** `reverse` (reject only): hand the payment back through the provider first. */
   | { kind: "topups.review"; topupId: string; decision: "complete" | "reject"; reason: string; reverse?: true }
@@ -45,6 +43,8 @@ export type Command =
   /** `all`: replayed ones too, not only those awaiting replay. */
   | { kind: "usage.deadLetters"; all: boolean }
   | { kind: "usage.replay"; deadLetterId: string };
+
+type TopupState = NonNullable<z.output<typeof topupListQuery>["state"]>;
 
 export interface Invocation {
   command: Command;
@@ -110,34 +110,147 @@ flags:
 exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached,
             4 ledger audit found violations`;
 
-const GLOBAL_FLAGS = ["url", "token", "json", "help"] as const;
-const LIMIT_FLAGS = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"] as const;
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(["json", "help", "once", "reverse", "all"]);
-const KNOWN_FLAGS: ReadonlySet<string> = new Set([
-  ...GLOBAL_FLAGS,
-  ...LIMIT_FLAGS,
-  "reference",
-  "reason",
-  "effective-at",
-  "file",
-  "once",
-  "state",
-  "account",
-  "reverse",
-  "all",
-]);
-/** The states a paid top-up can be in (src/db/schema.ts TOPUP_STATES). */
-const TOPUP_STATES = ["created", "redirected", "verifying", "verified", "failed", "expired", "needs_review", "reversed"];
-/** Amounts reach the gateway as exact decimal strings; the ledger counts micro-toman. */
-const AMOUNT_PATTERN = /^\d+(?:\.\d{1,6})?$/;
-const AMOUNT_ZERO_PATTERN = /^0+(?:\.0+)?$/;
-/** The admin API's bounds on an adjustment's reason (after trimming). */
-const REASON_LENGTH_MIN = 3;
-const REASON_LENGTH_MAX = 500;
-/** The same check the admin API makes on `effective_at`: an ISO time with a UTC offset (or Z). */
-const ISO_WITH_OFFSET = z.iso.datetime({ offset: true });
+/** Every flag the CLI knows; parseArgs splits them, `tokenize` holds them to this set. */
+const OPTIONS = {
+  url: { type: "string" },
+  token: { type: "string" },
+  json: { type: "boolean" },
+  help: { type: "boolean", short: "h" },
+  "concurrency-max": { type: "string" },
+  rpm: { type: "string" },
+  tpm: { type: "string" },
+  "monthly-spend-cap": { type: "string" },
+  residency: { type: "string" },
+  reference: { type: "string" },
+  reason: { type: "string" },
+  "effective-at": { type: "string" },
+  file: { type: "string" },
+  state: { type: "string" },
+  account: { type: "string" },
+  once: { type: "boolean" },
+  reverse: { type: "boolean" },
+  all: { type: "boolean" },
+} as const;
+type Flag = keyof typeof OPTIONS;
+type Flags = ReadonlyMap<Flag, string | true>;
 
-type Flags = Map<string, string | true>;
+const GLOBAL_FLAGS: readonly Flag[] = ["url", "token", "json", "help"];
+const LIMIT_FLAGS: readonly Flag[] = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"];
+/** A word like -12.5 is a value (a debit), not a cluster of short flags as parseArgs reads it. */
+const NEGATIVE_NUMBER = /^-\d/;
+/** How a whole number is written on a command line: no sign, exponent, separator or leading zero. */
+const WHOLE_NUMBER = /^[1-9]\d*$/;
+const AMOUNT_RULE = "a whole number or a decimal with at most 6 decimals";
+const ISO_EXAMPLES = "like 2025-03-21T00:00:00+03:30 or 2025-03-20T20:30:00Z";
+
+/** What one command takes; `build` runs once its flags and the number of its words are right. */
+interface Spec {
+  /** The words after the command's own, named as the usage names them. */
+  args: readonly string[];
+  flags?: readonly Flag[];
+  /** Flags that must be given, each with the reason a refusal gives. */
+  required?: Partial<Record<Flag, string>>;
+  build: (args: readonly string[], flags: Flags) => Command;
+}
+
+const pools: Spec = { args: [], build: () => ({ kind: "pools" }) };
+const reviewed =
+  (decision: "complete" | "reject"): Spec["build"] =>
+  ([id], flags) => {
+    const review = {
+      kind: "topups.review",
+      topupId: nonEmpty(id, "topup-id"),
+      decision,
+      reason: text(reviewReason, value(flags, "reason"), "--reason"),
+    } as const;
+    return flags.has("reverse") ? { ...review, reverse: true } : review;
+  };
+
+/** Every command by its words; a first word with no command of its own names a group. */
+const COMMANDS: Readonly<Record<string, Spec>> = {
+  help: { args: [], build: () => ({ kind: "help" }) },
+  "accounts create": {
+    args: ["name"],
+    build: ([name]) => ({ kind: "accounts.create", name: text(createAccountBody.shape.name, name, "name") }),
+  },
+  "accounts show": { args: ["account-id"], build: ([id]) => ({ kind: "accounts.show", accountId: nonEmpty(id, "account-id") }) },
+  topup: {
+    args: ["account-id", "amount-toman"],
+    flags: ["reference"],
+    required: { reference: "it makes a repeated top-up harmless" },
+    build: ([id, amount], flags) => ({
+      kind: "topup",
+      accountId: nonEmpty(id, "account-id"),
+      amountToman: creditOf(topUpBody.shape.amount_toman, amount),
+      reference: text(topUpBody.shape.reference, value(flags, "reference"), "--reference"),
+    }),
+  },
+  adjust: {
+    args: ["account-id", "amount-toman"],
+    flags: ["reason", "reference"],
+    required: { reason: "it is kept with the correction", reference: "it makes a repeated adjustment harmless" },
+    build: ([id, amount], flags) => ({
+      kind: "adjust",
+      accountId: nonEmpty(id, "account-id"),
+      amountToman: adjustmentOf(amount),
+      reason: text(adjustmentBody.shape.reason, value(flags, "reason"), "--reason"),
+      reference: text(adjustmentBody.shape.reference, value(flags, "reference"), "--reference"),
+    }),
+  },
+  "keys create": {
+    args: ["account-id", "name"],
+    flags: LIMIT_FLAGS,
+    build: ([id, name], flags) => ({
+      kind: "keys.create",
+      accountId: nonEmpty(id, "account-id"),
+      name: text(createKeyBody.shape.name, name, "name"),
+      limits: limitsOf(flags, { noneAllowed: false }),
+    }),
+  },
+  "keys limits": {
+    args: ["key-id"],
+    flags: LIMIT_FLAGS,
+    build: ([id], flags) => ({ kind: "keys.limits", keyId: nonEmpty(id, "key-id"), limits: changedLimitsOf(flags) }),
+  },
+  "keys revoke": { args: ["key-id"], build: ([id]) => ({ kind: "keys.revoke", keyId: nonEmpty(id, "key-id") }) },
+  "rates show": { args: [], build: () => ({ kind: "rates.show" }) },
+  "rates set": { args: ["toman-per-usd"], flags: ["effective-at"], build: ([rate], flags) => rateOf(rate, value(flags, "effective-at")) },
+  "ledger audit": { args: [], build: () => ({ kind: "ledger.audit" }) },
+  "topups start": {
+    args: ["account-id", "amount-toman"],
+    build: ([id, amount]) => ({
+      kind: "topups.start",
+      accountId: text(topupStartBody.shape.account_id, id, "account-id"),
+      amountToman: creditOf(topupStartBody.shape.amount_toman, amount),
+    }),
+  },
+  "topups list": { args: [], flags: ["state", "account"], build: (_, flags) => topupsListOf(flags) },
+  "topups show": { args: ["topup-id"], build: ([id]) => ({ kind: "topups.show", topupId: nonEmpty(id, "topup-id") }) },
+  "topups complete": {
+    args: ["topup-id"],
+    flags: ["reason"],
+    required: { reason: "it is kept with the decision" },
+    build: reviewed("complete"),
+  },
+  "topups reject": {
+    args: ["topup-id"],
+    flags: ["reason", "reverse"],
+    required: { reason: "it is kept with the decision" },
+    build: reviewed("reject"),
+  },
+  "topups reconcile": { args: [], build: () => ({ kind: "topups.reconcile" }) },
+  "usage dead-letters": { args: [], flags: ["all"], build: (_, flags) => ({ kind: "usage.deadLetters", all: flags.has("all") }) },
+  "usage replay": { args: ["dead-letter-id"], build: ([id]) => replayOf(id) },
+  pools,
+  "pools show": pools,
+  "pools set": {
+    args: ["model"],
+    flags: ["file"],
+    required: { file: 'a JSON file: {"backends": [...]}' },
+    build: ([model], flags) => poolsSetOf(model, flags),
+  },
+  top: { args: [], flags: ["once"], build: (_, flags) => ({ kind: "top", once: flags.has("once") }) },
+};
 
 class UsageError extends Error {}
 
@@ -158,363 +271,214 @@ export function parseInvocation(argv: readonly string[], env: Readonly<Record<st
 function invocationOf(argv: readonly string[], env: Readonly<Record<string, string | undefined>>): Invocation {
   const { positionals, flags } = tokenize(argv);
   const command = flags.has("help") ? ({ kind: "help" } as const) : commandOf(positionals, flags);
-  const json = flags.get("json") === true;
+  const json = flags.has("json");
   if (command.kind === "help") return { command, url: "", token: null, json };
-  const url = urlOf(stringFlag(flags, "url") ?? env.GW_URL ?? `http://127.0.0.1:${env.PORT || "8080"}`);
-  const token = stringFlag(flags, "token") ?? env.ADMIN_TOKEN ?? "";
+  const url = urlOf(value(flags, "url") ?? env.GW_URL ?? `http://127.0.0.1:${env.PORT || "8080"}`);
+  const token = value(flags, "token") ?? env.ADMIN_TOKEN ?? "";
   if (token.trim() === "") throw new UsageError("no admin token: set ADMIN_TOKEN (or pass --token)");
   return { command, url, token, json };
 }
 
-/** Splits argv into positionals and `--flag value` / `--flag=value` pairs; `--` ends the flags. */
+const isFlag = (name: string): name is Flag => Object.hasOwn(OPTIONS, name);
+
+/**
+ * parseArgs splits argv (`--flag value`, `--flag=value`, `-h`, `--` ends the flags); it runs
+ * loose so that negative numbers stay words and each refusal says what is wrong in our words.
+ */
 function tokenize(argv: readonly string[]): { positionals: string[]; flags: Flags } {
+  const { tokens } = parseArgs({ args: [...argv], options: OPTIONS, strict: false, allowPositionals: true, tokens: true });
   const positionals: string[] = [];
-  const flags: Flags = new Map();
-  for (let i = 0; i < argv.length; i++) {
-    const word = argv[i]!;
-    if (word === "--") {
-      positionals.push(...argv.slice(i + 1));
-      break;
-    }
-    const flag = word === "-h" ? "--help" : word;
-    if (!flag.startsWith("--")) {
-      // A negative number is left to the value checks, which say what is wrong with it.
-      if (flag.startsWith("-") && flag.length > 1 && !/^-\d/.test(flag)) throw new UsageError(`unknown flag: ${flag}`);
-      positionals.push(flag);
+  const flags = new Map<Flag, string | true>();
+  let negativeAt = -1;
+  for (const token of tokens) {
+    if (token.kind === "option-terminator") continue;
+    if (token.kind === "positional") {
+      positionals.push(token.value);
       continue;
     }
-    const eq = flag.indexOf("=");
-    const name = flag.slice(2, eq === -1 ? undefined : eq);
-    if (!KNOWN_FLAGS.has(name)) throw new UsageError(`unknown flag: --${name}`);
+    const word = argv[token.index]!;
+    if (NEGATIVE_NUMBER.test(word)) {
+      // parseArgs reads -12.5 as four short flags, each token pointing at the same word.
+      if (token.index !== negativeAt) positionals.push(word);
+      negativeAt = token.index;
+      continue;
+    }
+    if (!isFlag(token.name)) throw new UsageError(`unknown flag: ${token.rawName}`);
+    const name = token.name;
     if (flags.has(name)) throw new UsageError(`--${name} given twice`);
-    if (BOOLEAN_FLAGS.has(name)) {
-      if (eq !== -1) throw new UsageError(`--${name} takes no value`);
+    if (OPTIONS[name].type === "boolean") {
+      if (token.value !== undefined) throw new UsageError(`--${name} takes no value`);
       flags.set(name, true);
-      continue;
+    } else {
+      if (token.value === undefined || (!token.inlineValue && token.value.startsWith("--")))
+        throw new UsageError(`--${name} needs a value`);
+      flags.set(name, token.value);
     }
-    const value = eq === -1 ? argv[++i] : flag.slice(eq + 1);
-    if (value === undefined || (eq === -1 && value.startsWith("--"))) throw new UsageError(`--${name} needs a value`);
-    flags.set(name, value);
   }
   return { positionals, flags };
 }
 
 function commandOf(positionals: readonly string[], flags: Flags): Command {
-  const [word, ...rest] = positionals;
-  switch (word) {
-    case undefined:
-      throw new UsageError("no command given");
-    case "help":
-      return { kind: "help" };
-    case "accounts":
-      return accountsCommand(rest, flags);
-    case "topup":
-      return topupCommand(rest, flags);
-    case "keys":
-      return keysCommand(rest, flags);
-    case "adjust":
-      return adjustCommand(rest, flags);
-    case "rates":
-      return ratesCommand(rest, flags);
-    case "ledger":
-      return ledgerCommand(rest, flags);
-    case "topups":
-      return topupsCommand(rest, flags);
-    case "pools":
-      return poolsCommand(rest, flags);
-    case "usage":
-      return usageCommand(rest, flags);
-    case "top":
-      allowFlags(flags, ["once"], "top");
-      arity(rest, [], "top");
-      return { kind: "top", once: flags.get("once") === true };
-    default:
-      throw new UsageError(`unknown command: ${word}`);
+  const [first, second] = positionals;
+  if (first === undefined) throw new UsageError("no command given");
+  const words = [`${first} ${second}`, first].find((w) => Object.hasOwn(COMMANDS, w));
+  if (words === undefined) {
+    const subs = Object.keys(COMMANDS).flatMap((w) => (w.startsWith(`${first} `) ? [w.slice(first.length + 1)] : []));
+    if (subs.length === 0) throw new UsageError(`unknown command: ${first}`);
+    throw new UsageError(second === undefined ? `${first}: say ${listed(subs)}` : `unknown command: ${first} ${second}`);
   }
-}
-
-function poolsCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  if (sub === undefined || sub === "show") {
-    allowFlags(flags, [], "pools");
-    arity(rest, [], "pools");
-    return { kind: "pools" };
-  }
-  if (sub === "set") {
-    allowFlags(flags, ["file"], "pools set");
-    const [model] = arity(rest, ["model"], "pools set");
-    const file = stringFlag(flags, "file");
-    if (file === undefined) throw new UsageError('pools set: --file is required (a JSON file: {"backends": [...]})');
-    return { kind: "pools.set", model: nonEmpty(model, "model"), file: nonEmpty(file, "--file") };
-  }
-  arity(words, [], "pools");
-  throw new UsageError(`unknown command: pools ${sub}`);
-}
-
-function accountsCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  allowFlags(flags, [], `accounts ${sub ?? ""}`.trim());
-  if (sub === "create") {
-    const [name] = arity(rest, ["name"], "accounts create");
-    return { kind: "accounts.create", name: nonEmpty(name, "name") };
-  }
-  if (sub === "show") {
-    const [accountId] = arity(rest, ["account-id"], "accounts show");
-    return { kind: "accounts.show", accountId: nonEmpty(accountId, "account-id") };
-  }
-  throw new UsageError(sub === undefined ? "accounts: say create or show" : `unknown command: accounts ${sub}`);
-}
-
-function topupCommand(words: readonly string[], flags: Flags): Command {
-  allowFlags(flags, ["reference"], "topup");
-  const [accountId, amount] = arity(words, ["account-id", "amount-toman"], "topup");
-  const reference = stringFlag(flags, "reference");
-  if (reference === undefined) throw new UsageError("topup: --reference is required (it makes a repeated top-up harmless)");
-  return {
-    kind: "topup",
-    accountId: nonEmpty(accountId, "account-id"),
-    amountToman: amountOf(amount),
-    reference: nonEmpty(reference, "--reference"),
-  };
-}
-
-function adjustCommand(words: readonly string[], flags: Flags): Command {
-  allowFlags(flags, ["reason", "reference"], "adjust");
-  const [accountId, amount] = arity(words, ["account-id", "amount-toman"], "adjust");
-  const reason = stringFlag(flags, "reason");
-  if (reason === undefined) throw new UsageError("adjust: --reason is required (it is kept with the correction)");
-  const reference = stringFlag(flags, "reference");
-  if (reference === undefined) throw new UsageError("adjust: --reference is required (it makes a repeated adjustment harmless)");
-  const trimmedReason = reason.trim();
-  if (trimmedReason.length < REASON_LENGTH_MIN || trimmedReason.length > REASON_LENGTH_MAX) {
-    throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
-  }
-  return {
-    kind: "adjust",
-    accountId: nonEmpty(accountId, "account-id"),
-    amountToman: signedAmountOf(amount),
-    reason: trimmedReason,
-    reference: nonEmpty(reference, "--reference"),
-  };
-}
-
-function ratesCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  if (sub === "show") {
-    allowFlags(flags, [], "rates show");
-    arity(rest, [], "rates show");
-    return { kind: "rates.show" };
-  }
-  if (sub === "set") {
-    allowFlags(flags, ["effective-at"], "rates set");
-    const [rate] = arity(rest, ["toman-per-usd"], "rates set");
-    const tomanPerUsd = positiveInteger(rate!, "toman-per-usd");
-    const effectiveAt = stringFlag(flags, "effective-at");
-    if (effectiveAt === undefined) return { kind: "rates.set", tomanPerUsd };
-    if (!ISO_WITH_OFFSET.safeParse(effectiveAt).success) {
-      throw new UsageError(
-        `--effective-at must be an ISO time with an offset, like 2025-03-21T00:00:00+03:30 or 2025-03-20T20:30:00Z, not ${JSON.stringify(effectiveAt)}`,
-      );
-    }
-    return { kind: "rates.set", tomanPerUsd, effectiveAt };
-  }
-  throw new UsageError(sub === undefined ? "rates: say show or set" : `unknown command: rates ${sub}`);
-}
-
-function ledgerCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  if (sub === "audit") {
-    allowFlags(flags, [], "ledger audit");
-    arity(rest, [], "ledger audit");
-    return { kind: "ledger.audit" };
-  }
-  throw new UsageError(sub === undefined ? "ledger: say audit" : `unknown command: ledger ${sub}`);
-}
-
-function topupsCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  switch (sub) {
-    case "start": {
-      allowFlags(flags, [], "topups start");
-      const [accountId, amount] = arity(rest, ["account-id", "amount-toman"], "topups start");
-      return { kind: "topups.start", accountId: nonEmpty(accountId, "account-id"), amountToman: amountOf(amount) };
-    }
-    case "list": {
-      allowFlags(flags, ["state", "account"], "topups list");
-      arity(rest, [], "topups list");
-      const state = stringFlag(flags, "state");
-      if (state !== undefined && !TOPUP_STATES.includes(state))
-        throw new UsageError(`--state must be one of ${TOPUP_STATES.join(", ")}, not ${JSON.stringify(state)}`);
-      const account = stringFlag(flags, "account");
-      return { kind: "topups.list", state, accountId: account === undefined ? undefined : nonEmpty(account, "--account") };
-    }
-    case "show": {
-      allowFlags(flags, [], "topups show");
-      const [topupId] = arity(rest, ["topup-id"], "topups show");
-      return { kind: "topups.show", topupId: nonEmpty(topupId, "topup-id") };
-    }
-    case "complete":
-    case "reject": {
-      allowFlags(flags, sub === "reject" ? ["reason", "reverse"] : ["reason"], `topups ${sub}`);
-      const [topupId] = arity(rest, ["topup-id"], `topups ${sub}`);
-      const reason = stringFlag(flags, "reason")?.trim();
-      if (reason === undefined) throw new UsageError(`topups ${sub}: --reason is required (it is kept with the decision)`);
-      if (reason.length < REASON_LENGTH_MIN || reason.length > REASON_LENGTH_MAX)
-        throw new UsageError(`--reason must be ${REASON_LENGTH_MIN} to ${REASON_LENGTH_MAX} characters`);
-      const reviewed = { kind: "topups.review", topupId: nonEmpty(topupId, "topup-id"), decision: sub, reason } as const;
-      return flags.get("reverse") === true ? { ...reviewed, reverse: true } : reviewed;
-    }
-    case "reconcile":
-      allowFlags(flags, [], "topups reconcile");
-      arity(rest, [], "topups reconcile");
-      return { kind: "topups.reconcile" };
-    default:
-      throw new UsageError(
-        sub === undefined ? "topups: say start, list, show, complete, reject or reconcile" : `unknown command: topups ${sub}`,
-      );
-  }
-}
-
-function usageCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  if (sub === "dead-letters") {
-    allowFlags(flags, ["all"], "usage dead-letters");
-    arity(rest, [], "usage dead-letters");
-    return { kind: "usage.deadLetters", all: flags.get("all") === true };
-  }
-  if (sub === "replay") {
-    allowFlags(flags, [], "usage replay");
-    const [id] = arity(rest, ["dead-letter-id"], "usage replay");
-    if (!/^[1-9][0-9]{0,18}$/.test(id!))
-      throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
-    return { kind: "usage.replay", deadLetterId: id! };
-  }
-  throw new UsageError(sub === undefined ? "usage: say dead-letters or replay" : `unknown command: usage ${sub}`);
-}
-
-function keysCommand(words: readonly string[], flags: Flags): Command {
-  const [sub, ...rest] = words;
-  if (sub === "create") {
-    allowFlags(flags, LIMIT_FLAGS, "keys create");
-    const [accountId, name] = arity(rest, ["account-id", "name"], "keys create");
-    return {
-      kind: "keys.create",
-      accountId: nonEmpty(accountId, "account-id"),
-      name: nonEmpty(name, "name"),
-      limits: limitsOf(flags, { noneAllowed: false }),
-    };
-  }
-  if (sub === "limits") {
-    allowFlags(flags, LIMIT_FLAGS, "keys limits");
-    const [keyId] = arity(rest, ["key-id"], "keys limits");
-    const limits = limitsOf(flags, { noneAllowed: true });
-    if (Object.keys(limits).length === 0)
-      throw new UsageError("keys limits: nothing to change; give --concurrency-max, --rpm, --tpm, --monthly-spend-cap or --residency");
-    return { kind: "keys.limits", keyId: nonEmpty(keyId, "key-id"), limits };
-  }
-  if (sub === "revoke") {
-    allowFlags(flags, [], "keys revoke");
-    const [keyId] = arity(rest, ["key-id"], "keys revoke");
-    return { kind: "keys.revoke", keyId: nonEmpty(keyId, "key-id") };
-  }
-  throw new UsageError(sub === undefined ? "keys: say create, limits or revoke" : `unknown command: keys ${sub}`);
-}
-
-/** Refuses flags that the command does not take (the global ones are always allowed). */
-function allowFlags(flags: Flags, allowed: readonly string[], command: string): void {
+  const spec = COMMANDS[words]!;
   for (const name of flags.keys()) {
-    if (!(GLOBAL_FLAGS as readonly string[]).includes(name) && !allowed.includes(name)) {
-      throw new UsageError(`${command} does not take --${name}`);
-    }
+    if (!GLOBAL_FLAGS.includes(name) && !spec.flags?.includes(name)) throw new UsageError(`${words} does not take --${name}`);
   }
+  const args = positionals.slice(words.split(" ").length);
+  if (args.length < spec.args.length) throw new UsageError(`${words}: missing <${spec.args[args.length]}>`);
+  if (args.length > spec.args.length) throw new UsageError(`${words}: unexpected argument: ${args[spec.args.length]}`);
+  for (const [name, why] of Object.entries(spec.required ?? {})) {
+    if (!isFlag(name) || !flags.has(name)) throw new UsageError(`${words}: --${name} is required (${why})`);
+  }
+  return spec.build(args, flags);
 }
 
-/** Exactly `names.length` positionals, or a usage error naming what is missing or extra. */
-function arity(words: readonly string[], names: readonly string[], command: string): string[] {
-  if (words.length < names.length) throw new UsageError(`${command}: missing <${names[words.length]}>`);
-  if (words.length > names.length) throw new UsageError(`${command}: unexpected argument: ${words[names.length]}`);
-  return [...words];
+/** "a", "a or b", "a, b or c". */
+function listed(words: readonly string[]): string {
+  return words.length === 1 ? words[0]! : `${words.slice(0, -1).join(", ")} or ${words.at(-1)}`;
 }
 
-function nonEmpty(value: string | undefined, what: string): string {
-  const trimmed = value?.trim() ?? "";
+function value(flags: Flags, name: Flag): string | undefined {
+  const given = flags.get(name);
+  return typeof given === "string" ? given : undefined;
+}
+
+/** An id the gateway looks up (a path segment): any text but blank. */
+function nonEmpty(given: string | undefined, what: string): string {
+  const trimmed = given?.trim() ?? "";
   if (trimmed === "") throw new UsageError(`${what} must not be empty`);
   return trimmed;
 }
 
-function stringFlag(flags: Flags, name: string): string | undefined {
-  const value = flags.get(name);
-  return typeof value === "string" ? value : undefined;
+/** Text as the admin API's `schema` takes it (trimmed, within its lengths). */
+function text(schema: z.ZodString, given: string | undefined, what: string): string {
+  const parsed = schema.safeParse(given ?? "");
+  if (parsed.success) return parsed.data;
+  const [min, max] = [schema.minLength ?? 0, schema.maxLength];
+  if (min > 1) throw new UsageError(`${what} must be ${min} to ${max} characters`);
+  throw new UsageError((given ?? "").trim() === "" ? `${what} must not be empty` : `${what} must be at most ${max} characters`);
 }
 
-function amountOf(text: string | undefined): string {
-  const amount = text?.trim() ?? "";
-  if (!AMOUNT_PATTERN.test(amount)) {
-    throw new UsageError(`amount-toman must be a whole number or a decimal with at most 6 decimals, not ${JSON.stringify(amount)}`);
-  }
-  if (AMOUNT_ZERO_PATTERN.test(amount)) throw new UsageError("amount-toman must be more than zero");
+/** `given` if the admin API's `schema` accepts it; else the usage error `refusal`. */
+function checked<T>(schema: z.ZodType<T, unknown>, given: unknown, refusal: string): T {
+  const parsed = schema.safeParse(given);
+  if (!parsed.success) throw new UsageError(refusal);
+  return parsed.data;
+}
+
+/** A count or a rate: written as a plain whole number, within the admin API's bounds. */
+function wholeNumber(schema: z.ZodNumber, given: string, what: string): number {
+  const refusal = `${what} must be a positive whole number (at most ${schema.maxValue}), not ${JSON.stringify(given)}`;
+  if (!WHOLE_NUMBER.test(given)) throw new UsageError(refusal);
+  return checked(schema, Number(given), refusal);
+}
+
+/** A credit's amount (top-ups): the admin API's rule, and more than zero; sent as typed. */
+function creditOf(schema: z.ZodType<bigint, unknown>, given: string | undefined): string {
+  const amount = given?.trim() ?? "";
+  const micro = checked(schema, amount, `amount-toman must be ${AMOUNT_RULE}, not ${JSON.stringify(amount)}`);
+  if (micro === 0n) throw new UsageError("amount-toman must be more than zero");
   return amount;
 }
 
-/** An adjustment's amount: like a top-up's, but a leading minus makes it a debit. */
-function signedAmountOf(text: string | undefined): string {
-  const amount = text?.trim() ?? "";
-  const negative = amount.startsWith("-");
-  const magnitude = negative ? amount.slice(1) : amount;
-  if (!AMOUNT_PATTERN.test(magnitude)) {
-    throw new UsageError(
-      `amount-toman must be a whole number or a decimal with at most 6 decimals, negative for a debit (e.g. -12.5), not ${JSON.stringify(amount)}`,
-    );
-  }
-  if (AMOUNT_ZERO_PATTERN.test(magnitude)) throw new UsageError("amount-toman must not be zero");
+/** An adjustment's amount: like a credit's, but a leading minus makes it a debit. */
+function adjustmentOf(given: string | undefined): string {
+  const amount = given?.trim() ?? "";
+  const refusal = `amount-toman must be ${AMOUNT_RULE}, negative for a debit (e.g. -12.5), not ${JSON.stringify(amount)}`;
+  if (checked(adjustmentBody.shape.amount_toman, amount, refusal) === 0n) throw new UsageError("amount-toman must not be zero");
   return amount;
 }
 
+function rateOf(rate: string | undefined, effectiveAt: string | undefined): Command {
+  const tomanPerUsd = wholeNumber(rateBody.shape.toman_per_usd, rate ?? "", "toman-per-usd");
+  if (effectiveAt === undefined) return { kind: "rates.set", tomanPerUsd };
+  const refusal = `--effective-at must be an ISO time with an offset, ${ISO_EXAMPLES}, not ${JSON.stringify(effectiveAt)}`;
+  return { kind: "rates.set", tomanPerUsd, effectiveAt: checked(rateBody.shape.effective_at.unwrap(), effectiveAt, refusal) };
+}
+
+function topupsListOf(flags: Flags): Command {
+  const state = value(flags, "state");
+  const states = topupListQuery.shape.state.unwrap();
+  const account = value(flags, "account");
+  return {
+    kind: "topups.list",
+    state:
+      state === undefined
+        ? undefined
+        : checked(states, state, `--state must be one of ${states.options.join(", ")}, not ${JSON.stringify(state)}`),
+    accountId: account === undefined ? undefined : nonEmpty(account, "--account"),
+  };
+}
+
+function replayOf(id: string | undefined): Command {
+  if (id === undefined || !DEAD_LETTER_ID.test(id)) {
+    throw new UsageError(`usage replay: the dead letter id is a number (from \`usage dead-letters\`), not ${JSON.stringify(id)}`);
+  }
+  return { kind: "usage.replay", deadLetterId: id };
+}
+
+function poolsSetOf(model: string | undefined, flags: Flags): Command {
+  return { kind: "pools.set", model: nonEmpty(model, "model"), file: nonEmpty(value(flags, "file"), "--file") };
+}
+
+/** The limits a key is created with: each flag checked by the admin API's rule for its field. */
 function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInput {
+  const fields = keyLimitsBody.shape;
   const limits: KeyLimitsInput = {};
-  const concurrency = stringFlag(flags, "concurrency-max");
-  if (concurrency !== undefined) limits.concurrency_max = positiveInteger(concurrency, "--concurrency-max");
+  const concurrency = value(flags, "concurrency-max");
+  if (concurrency !== undefined) limits.concurrency_max = wholeNumber(fields.concurrency_max.unwrap(), concurrency, "--concurrency-max");
   for (const name of ["rpm", "tpm"] as const) {
-    const value = stringFlag(flags, name);
-    if (value === undefined) continue;
-    if (value === "none" && !options.noneAllowed)
-      throw new UsageError(`--${name} none: a new key has no ${name} limit unless you give one`);
-    limits[name] = value === "none" ? null : positiveInteger(value, `--${name}`);
+    const given = value(flags, name);
+    if (given === undefined) continue;
+    limits[name] = lifted(given, name, `${name} limit`, options) ? null : wholeNumber(fields[name].unwrap().unwrap(), given, `--${name}`);
   }
-  const cap = stringFlag(flags, "monthly-spend-cap");
-  if (cap !== undefined) {
-    if (cap === "none" && !options.noneAllowed)
-      throw new UsageError("--monthly-spend-cap none: a new key has no monthly spend cap unless you give one");
-    if (cap !== "none" && !AMOUNT_PATTERN.test(cap)) {
-      throw new UsageError(
-        `--monthly-spend-cap must be toman as a whole number or a decimal with at most 6 decimals${options.noneAllowed ? ", or none" : ""}, not ${JSON.stringify(cap)}`,
-      );
-    }
-    limits.monthly_spend_cap_toman = cap === "none" ? null : cap;
-  }
-  const residency = stringFlag(flags, "residency");
+  const cap = value(flags, "monthly-spend-cap");
+  if (cap !== undefined && !lifted(cap, "monthly-spend-cap", "monthly spend cap", options)) {
+    const orNone = options.noneAllowed ? ", or none" : "";
+    checked(
+      fields.monthly_spend_cap_toman,
+      cap,
+      `--monthly-spend-cap must be toman as ${AMOUNT_RULE}${orNone}, not ${JSON.stringify(cap)}`,
+    );
+    limits.monthly_spend_cap_toman = cap.trim();
+  } else if (cap !== undefined) limits.monthly_spend_cap_toman = null;
+  const residency = value(flags, "residency");
   if (residency !== undefined) {
-    if (residency !== "in-country" && !(residency === "none" && options.noneAllowed)) {
-      throw new UsageError(`--residency must be in-country${options.noneAllowed ? " or none" : ""}, not ${JSON.stringify(residency)}`);
-    }
-    limits.residency = residency === "none" ? null : "in-country";
+    const lift = options.noneAllowed && residency === "none";
+    const refusal = `--residency must be in-country${options.noneAllowed ? " or none" : ""}, not ${JSON.stringify(residency)}`;
+    limits.residency = lift ? null : checked(fields.residency.unwrap().unwrap(), residency, refusal);
   }
   return limits;
 }
 
-function positiveInteger(text: string, what: string): number {
-  const value = Number(text);
-  if (!/^[1-9]\d*$/.test(text) || !Number.isSafeInteger(value))
-    throw new UsageError(`${what} must be a positive whole number, not ${JSON.stringify(text)}`);
-  return value;
+/** `none` lifts a limit of an existing key; a new key has none unless given one. */
+function lifted(given: string, flag: Flag, what: string, options: { noneAllowed: boolean }): boolean {
+  if (given !== "none") return false;
+  if (!options.noneAllowed) throw new UsageError(`--${flag} none: a new key has no ${what} unless you give one`);
+  return true;
 }
 
-function urlOf(text: string): string {
+/** Limits to change: at least one, as the admin API requires. */
+function changedLimitsOf(flags: Flags): KeyLimitsInput {
+  const limits = limitsOf(flags, { noneAllowed: true });
+  const names = LIMIT_FLAGS.map((name) => `--${name}`);
+  checked(keyLimitsBody, limits, `keys limits: nothing to change; give ${listed(names)}`);
+  return limits;
+}
+
+function urlOf(given: string): string {
   let url: URL;
   try {
-    url = new URL(text);
+    url = new URL(given);
   } catch {
-    throw new UsageError(`the gateway URL is not a URL: ${JSON.stringify(text)}`);
+    throw new UsageError(`the gateway URL is not a URL: ${JSON.stringify(given)}`);
   }
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new UsageError(`the gateway URL must be http or https, not ${url.protocol}`);

@@ -10,11 +10,28 @@
  * The admin token goes only into the Authorization header; nothing here prints it.
  */
 import { z } from "zod";
+import { poolBodySchema, type PoolBody } from "../../actors/pool/store.ts";
 import { microToToman } from "../catalog/prices.ts";
+import type { errorBody } from "../errors.ts";
+import type { walletFields } from "../http/account/route.ts";
+import { zodFailure } from "../http/guard.ts";
+import type { deadLetterObject } from "../http/admin/deadletters.ts";
+import type { backendView } from "../http/admin/pools.ts";
+import type {
+  adjustmentBody,
+  createAccountBody,
+  createKeyBody,
+  keyLimitsBody,
+  keyObject,
+  rateBody,
+  topUpBody,
+} from "../http/admin/route.ts";
+import type { rejectBody, startBody, topupObject } from "../http/admin/topups.ts";
+import type { AuditReport } from "../ledger/audit.ts";
+import type { ReconcileReport } from "../payments/reconciler.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
+import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
-
-export const EXIT = { ok: 0, refused: 1, usage: 2, unreachable: 3, auditFailed: 4 } as const;
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -37,38 +54,45 @@ interface Output {
 /** Commands answered by one request and reply. */
 type Sent = Exclude<Command, { kind: "help" } | { kind: "top" }>;
 
-const errorReply = z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) });
+type Refused = { "the admin API sends a reply this schema refuses": never };
 
-const wallet = {
-  balance_toman: z.string(),
-  held_toman: z.string(),
-  available_toman: z.string(),
-};
+/**
+ * A reply schema checked at compile time against the type of what the admin API sends
+ * (`Sent`): a field the server renames or retypes breaks the typecheck here, not an operator's
+ * terminal. The schema still checks each reply at run time, as every boundary does.
+ */
+const accepts =
+  <Sent>() =>
+  <S extends z.ZodType>(schema: S & ([Sent] extends [z.input<S>] ? unknown : Refused)): S =>
+    schema;
 
-const keyReply = z.object({
-  id: z.string(),
-  name: z.string(),
-  display: z.string(),
-  concurrency_max: z.number(),
-  rpm: z.number().nullable(),
-  tpm: z.number().nullable(),
-  /** Absent from gateways older than the cap; shown as no cap. */
-  monthly_spend_cap_toman: z.string().nullish(),
-  residency: z.string().nullish(),
-  revoked_at: z.string().nullable(),
-});
+const errorReply = accepts<ReturnType<typeof errorBody>>()(
+  z.object({ error: z.object({ message: z.string(), code: z.string().nullable().optional() }) }),
+);
 
-const accountReply = z.object({ id: z.string(), name: z.string(), created_at: z.string(), ...wallet, keys: z.array(keyReply).optional() });
-const topupReply = z.object({ account_id: z.string(), reference: z.string(), amount_toman: z.string(), credited: z.boolean(), ...wallet });
+const wallet = accepts<ReturnType<typeof walletFields>>()(
+  z.object({ balance_toman: z.string(), held_toman: z.string(), available_toman: z.string() }),
+);
+
+const keyReply = accepts<ReturnType<typeof keyObject>>()(
+  z.object({
+    id: z.string(),
+    name: z.string(),
+    display: z.string(),
+    concurrency_max: z.number(),
+    rpm: z.number().nullable(),
+    tpm: z.number().nullable(),
+    /** Absent from gateways older than the cap; shown as no cap. */
+    monthly_spend_cap_toman: z.string().nullish(),
+    residency: z.string().nullish(),
+    revoked_at: z.string().nullable(),
+  }),
+);
+
+const accountReply = wallet.extend({ id: z.string(), name: z.string(), created_at: z.string(), keys: z.array(keyReply).optional() });
+const topupReply = wallet.extend({ account_id: z.string(), reference: z.string(), amount_toman: z.string(), credited: z.boolean() });
 const createdKeyReply = keyReply.extend({ key: z.string() });
-const adjustmentReply = z.object({
-  account_id: z.string(),
-  reference: z.string(),
-  amount_toman: z.string(),
-  reason: z.string(),
-  credited: z.boolean(),
-  ...wallet,
-});
+const adjustmentReply = topupReply.extend({ reason: z.string() });
 
 const priceVersion = z.object({ id: z.number(), toman_per_usd: z.number(), effective_at: z.string() });
 const priceVersionReply = priceVersion.extend({ models: z.number() });
@@ -86,53 +110,60 @@ const ratesReply = z.object({
     .nullish(),
 });
 
-const auditReply = z.object({
-  ok: z.boolean(),
-  checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
-  write_offs_by_key: z.array(z.object({ key_id: z.string(), requests: z.number(), write_off_micro: z.string() })).default([]),
-  dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string() }).optional(),
-});
+const auditReply = accepts<AuditReport>()(
+  z.object({
+    ok: z.boolean(),
+    checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
+    write_offs_by_key: z.array(z.object({ key_id: z.string(), requests: z.number(), write_off_micro: z.string() })).default([]),
+    dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string() }).optional(),
+  }),
+);
 
-const paidTopupReply = z.object({
-  id: z.string(),
-  account_id: z.string(),
-  state: z.string(),
-  amount_toman: z.string(),
-  authority: z.string().nullable(),
-  ref_id: z.string().nullable(),
-  card_pan: z.string().nullable(),
-  fee_toman: z.string().nullable(),
-  reason: z.string().nullable(),
-  attempts: z.number(),
-  created_at: z.string(),
-});
+/** `replies` is jsonb, which the server types as unknown: it is checked here at run time only. */
+const paidTopupReply = accepts<Omit<ReturnType<typeof topupObject>, "replies">>()(
+  z.object({
+    id: z.string(),
+    account_id: z.string(),
+    state: z.string(),
+    amount_toman: z.string(),
+    authority: z.string().nullable(),
+    ref_id: z.string().nullable(),
+    card_pan: z.string().nullable(),
+    fee_toman: z.string().nullable(),
+    reason: z.string().nullable(),
+    attempts: z.number(),
+    created_at: z.string(),
+    replies: z.array(z.unknown()).optional(),
+  }),
+);
 
-const reconcileReply = z.object({
-  unverified_listed: z.number(),
-  inquired: z.number(),
-  settled: z.number(),
-  verified: z.number(),
-  expired: z.number(),
-  reversed: z.number(),
-  needs_review: z.number(),
-  unanswered: z.number(),
-});
+const reconcileReply = accepts<ReconcileReport>()(
+  z.object({
+    unverified_listed: z.number(),
+    inquired: z.number(),
+    settled: z.number(),
+    verified: z.number(),
+    expired: z.number(),
+    reversed: z.number(),
+    needs_review: z.number(),
+    unanswered: z.number(),
+  }),
+);
 
-const deadLettersReply = z.object({
-  data: z.array(
-    z.object({
-      id: z.string(),
-      request_id: z.string(),
-      account_id: z.string(),
-      source: z.string(),
-      sql_state: z.string().nullable(),
-      reason: z.string(),
-      written_off_toman: z.string(),
-      status: z.string(),
-      created_at: z.string(),
-    }),
-  ),
-});
+const deadLetterReply = accepts<ReturnType<typeof deadLetterObject>>()(
+  z.object({
+    id: z.string(),
+    request_id: z.string(),
+    account_id: z.string(),
+    source: z.string(),
+    sql_state: z.string().nullable(),
+    reason: z.string(),
+    written_off_toman: z.string(),
+    status: z.string(),
+    created_at: z.string(),
+  }),
+);
+const deadLettersReply = z.object({ data: z.array(deadLetterReply) });
 
 const replayReply = z.object({
   id: z.string(),
@@ -141,32 +172,25 @@ const replayReply = z.object({
   posted_micro_toman: z.string().optional(),
 });
 
-const poolsReply = z.object({
-  data: z.array(
-    z.object({
-      model: z.string(),
-      backends: z.array(
-        z.object({
-          name: z.string(),
-          kind: z.string(),
-          region: z.string(),
-          weight: z.number().nullish(),
-          concurrency_max: z.number().nullish(),
-          in_flight: z.number(),
-          concurrency_limit: z.number().nullish(),
-          latency_ewma_ms: z.number(),
-          ttft_ms: z.number().nullish(),
-          tpot_ms: z.number().nullish(),
-          breaker: z.string(),
-          requests: z.number(),
-          failures: z.number(),
-        }),
-      ),
-    }),
-  ),
-});
-
-const poolReply = z.object({ model: z.string(), backends: poolsReply.shape.data.element.shape.backends });
+const backendReply = accepts<ReturnType<typeof backendView>>()(
+  z.object({
+    name: z.string(),
+    kind: z.string(),
+    region: z.string(),
+    weight: z.number().nullish(),
+    concurrency_max: z.number().nullish(),
+    in_flight: z.number(),
+    concurrency_limit: z.number().nullish(),
+    latency_ewma_ms: z.number(),
+    ttft_ms: z.number().nullish(),
+    tpot_ms: z.number().nullish(),
+    breaker: z.string(),
+    requests: z.number(),
+    failures: z.number(),
+  }),
+);
+const poolReply = z.object({ model: z.string(), backends: z.array(backendReply) });
+const poolsReply = z.object({ data: z.array(poolReply) });
 
 /**
  * Runs one command line and returns the exit code; all printing goes through `output`.
@@ -205,9 +229,7 @@ async function execute(invocation: Invocation, command: Sent, output: Output): P
     text = await response.text();
   } catch (error) {
     if (error instanceof FileUnreadable) return EXIT.usage;
-    output.err(
-      `error: cannot reach the gateway at ${shownUrl(invocation.url)} (${reasonOf(error)}); is it running, and are --url / GW_URL right?`,
-    );
+    output.err(unreachableText(invocation.url, reasonOf(error)));
     return EXIT.unreachable;
   }
   const reply = parseJson(text);
@@ -232,46 +254,58 @@ async function execute(invocation: Invocation, command: Sent, output: Output): P
  */
 function outcomeOf(command: Sent, reply: unknown): number | null {
   if (command.kind !== "ledger.audit") return EXIT.ok;
-  const parsed = z.object({ ok: z.boolean() }).safeParse(reply);
+  const parsed = auditReply.pick({ ok: true }).safeParse(reply);
   if (!parsed.success) return null;
   return parsed.data.ok ? EXIT.ok : EXIT.auditFailed;
 }
 
 class FileUnreadable extends Error {}
 
-/** The JSON file a command sends (pools set), read before anything is sent. */
-async function fileBody(command: Sent, output: Output): Promise<unknown> {
+/**
+ * The pool file a command sends (pools set), read and checked by the schema PUT /admin/pools
+ * checks it with before anything is sent, so a mistake in it is a usage error naming the field.
+ */
+async function fileBody(command: Sent, output: Output): Promise<PoolBody | undefined> {
   if (command.kind !== "pools.set") return undefined;
+  let raw: unknown;
   try {
-    return JSON.parse(await Bun.file(command.file).text()) as unknown;
+    raw = JSON.parse(await Bun.file(command.file).text());
   } catch (error) {
-    output.err(`error: cannot read ${command.file} as JSON: ${(error as Error).message}`);
+    output.err(`error: cannot read ${command.file} as JSON: ${messageOf(error)}`);
     throw new FileUnreadable();
   }
+  const parsed = poolBodySchema.safeParse(raw);
+  if (parsed.success) return parsed.data;
+  output.err(`error: ${command.file} is not a pool the gateway takes: ${zodFailure(parsed.error).message}`);
+  throw new FileUnreadable();
 }
 
-function callFor(command: Sent, body?: unknown): Call {
+function callFor(command: Sent, body?: PoolBody): Call {
   switch (command.kind) {
     case "pools.set":
       return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body };
     case "accounts.create":
-      return { method: "POST", path: "/admin/accounts", body: { name: command.name } };
+      return { method: "POST", path: "/admin/accounts", body: { name: command.name } satisfies z.input<typeof createAccountBody> };
     case "accounts.show":
       return { method: "GET", path: `/admin/accounts/${encodeURIComponent(command.accountId)}` };
     case "topup":
       return {
         method: "POST",
         path: `/admin/accounts/${encodeURIComponent(command.accountId)}/topups`,
-        body: { amount_toman: command.amountToman, reference: command.reference },
+        body: { amount_toman: command.amountToman, reference: command.reference } satisfies z.input<typeof topUpBody>,
       };
     case "keys.create":
       return {
         method: "POST",
         path: `/admin/accounts/${encodeURIComponent(command.accountId)}/keys`,
-        body: { name: command.name, ...command.limits },
+        body: { name: command.name, ...command.limits } satisfies z.input<typeof createKeyBody>,
       };
     case "keys.limits":
-      return { method: "PATCH", path: `/admin/keys/${encodeURIComponent(command.keyId)}`, body: command.limits };
+      return {
+        method: "PATCH",
+        path: `/admin/keys/${encodeURIComponent(command.keyId)}`,
+        body: command.limits satisfies z.input<typeof keyLimitsBody>,
+      };
     case "keys.revoke":
       return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
     case "pools":
@@ -280,16 +314,26 @@ function callFor(command: Sent, body?: unknown): Call {
       return {
         method: "POST",
         path: `/admin/accounts/${encodeURIComponent(command.accountId)}/adjustments`,
-        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference },
+        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference } satisfies z.input<
+          typeof adjustmentBody
+        >,
       };
     case "rates.show":
       return { method: "GET", path: "/admin/rates" };
     case "rates.set":
-      return { method: "POST", path: "/admin/rates", body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } };
+      return {
+        method: "POST",
+        path: "/admin/rates",
+        body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } satisfies z.input<typeof rateBody>,
+      };
     case "ledger.audit":
       return { method: "GET", path: "/admin/ledger/audit" };
     case "topups.start":
-      return { method: "POST", path: "/admin/topups", body: { account_id: command.accountId, amount_toman: command.amountToman } };
+      return {
+        method: "POST",
+        path: "/admin/topups",
+        body: { account_id: command.accountId, amount_toman: command.amountToman } satisfies z.input<typeof startBody>,
+      };
     case "topups.list": {
       const query = new URLSearchParams();
       if (command.state) query.set("state", command.state);
@@ -302,7 +346,7 @@ function callFor(command: Sent, body?: unknown): Call {
       return {
         method: "POST",
         path: `/admin/topups/${encodeURIComponent(command.topupId)}/${command.decision}`,
-        body: { reason: command.reason, ...(command.reverse ? { reverse: true } : {}) },
+        body: { reason: command.reason, ...(command.reverse ? { reverse: true } : {}) } satisfies z.input<typeof rejectBody>,
       };
     case "topups.reconcile":
       return { method: "POST", path: "/admin/topups/reconcile" };
@@ -325,6 +369,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 }
 
 /** The formatted reply, or null when it is not the shape this command expects. */
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one renderer per command.
 function render(command: Sent, reply: unknown): string | null {
   switch (command.kind) {
     case "accounts.create":
@@ -398,7 +443,7 @@ function render(command: Sent, reply: unknown): string | null {
       return renderWith(z.object({ data: z.array(paidTopupReply) }), reply, renderPaidTopups);
     case "topups.show":
     case "topups.review":
-      return renderWith(paidTopupReply.extend({ replies: z.array(z.unknown()).optional() }), reply, (p) =>
+      return renderWith(paidTopupReply, reply, (p) =>
         [renderPaidTopup(p), ...(p.replies ?? []).map((r, i) => `  reply ${i + 1}  ${JSON.stringify(r)}`)].join("\n"),
       );
     case "topups.reconcile":
@@ -662,24 +707,18 @@ function refusalOf(status: number, reply: unknown): string {
 
 function parseJson(text: string): unknown {
   try {
-    return JSON.parse(text) as unknown;
+    return JSON.parse(text);
   } catch {
     return undefined;
   }
 }
 
+const errorCode = z.object({ code: z.string() });
+
 function reasonOf(error: unknown): string {
   if (error instanceof Error && error.name === "TimeoutError") return `no reply within ${REQUEST_TIMEOUT_MS / 1000} s`;
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === "string" ? code : error instanceof Error ? error.message : String(error);
-}
-
-/** The URL without any user:password in it, for messages. */
-function shownUrl(url: string): string {
-  const parsed = new URL(url);
-  parsed.username = "";
-  parsed.password = "";
-  return parsed.toString().replace(/\/+$/, "");
+  const coded = errorCode.safeParse(error);
+  return coded.success ? coded.data.code : messageOf(error);
 }
 
 const consoleOutput: Output = {

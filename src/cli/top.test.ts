@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import type { LiveView } from "../metrics/live.ts";
-import { renderTop, sseData } from "./top.ts";
+import { EXIT } from "./exit.ts";
+import { renderTop, runTop, sseData } from "./top.ts";
 
 const backend = (name: string, over: Partial<LiveView["backends"][number]> = {}): LiveView["backends"][number] => ({
   model: "llama-3.3-70b-instruct",
@@ -72,4 +73,20 @@ test("sseData yields the data of named events, across chunk boundaries", async (
   const seen: string[] = [];
   for await (const data of sseData(body, "pools")) seen.push(data);
   expect(seen).toEqual(['{"a":1}', '{"a":2}']);
+});
+
+test("runTop: an unreachable gateway exits 3, naming it without its password", async () => {
+  const closed = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response("") });
+  const port = closed.port;
+  await closed.stop(true);
+  const said: string[] = [];
+  const io = { out: (t: string) => said.push(t), err: (t: string) => said.push(t) };
+  const code = await runTop(
+    { command: { kind: "top", once: true }, url: `http://op:s3cret@127.0.0.1:${port}`, token: "t", json: false },
+    true,
+    io,
+  );
+  expect(code).toBe(EXIT.unreachable);
+  expect(said.join("\n")).toStartWith(`error: cannot reach the gateway at http://127.0.0.1:${port} (`);
+  expect(said.join("\n")).not.toContain("s3cret");
 });

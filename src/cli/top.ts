@@ -5,7 +5,9 @@
  */
 import { SseSplitter } from "../providers/sse.ts";
 import { liveViewSchema, type LiveView } from "../metrics/live.ts";
+import { microToToman } from "../catalog/prices.ts";
 import type { Invocation } from "./args.ts";
+import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 
 /** The terminal's rows when it does not say (not a TTY): enough for a log or a pipe. */
 const ROWS_DEFAULT = 40;
@@ -82,7 +84,7 @@ export function renderTop(view: LiveView, options: TopOptions = {}): string {
   lines.push(
     ...table(
       ["TOP KEY", "NAME", "SPENT TOMAN"],
-      view.topKeys.map((k) => [k.keyId, k.name, toman(k.spentMicro)]),
+      view.topKeys.map((k) => [k.keyId, k.name, microToToman(k.spentMicro)]),
       keyRows,
     ),
   );
@@ -114,12 +116,6 @@ function num(n: number): string {
   return n === 0 ? "0" : n.toFixed(3);
 }
 
-function toman(micro: bigint): string {
-  const whole = micro / 1_000_000n;
-  const fraction = (micro % 1_000_000n).toString().padStart(6, "0").replace(/0+$/, "");
-  return fraction ? `${whole}.${fraction}` : String(whole);
-}
-
 /** The `data:` of each SSE event of `name` in a byte stream. */
 export async function* sseData(body: ReadableStream<Uint8Array>, name: string): AsyncGenerator<string> {
   const decoder = new TextDecoder();
@@ -146,35 +142,35 @@ export async function runTop(invocation: Invocation, once: boolean, io: TopIo): 
       signal: io.signal,
     });
   } catch (error) {
-    if (io.signal?.aborted) return 0;
-    io.err(`error: cannot reach the gateway at ${invocation.url} (${(error as Error).message})`);
-    return 3;
+    if (io.signal?.aborted) return EXIT.ok;
+    io.err(unreachableText(invocation.url, messageOf(error)));
+    return EXIT.unreachable;
   }
   if (!response.ok || !response.body) {
     const text = await response.text().catch(() => "");
     io.err(`error: the gateway refused the live feed (HTTP ${response.status}) ${text.slice(0, 300)}`.trimEnd());
-    return 1;
+    return EXIT.refused;
   }
   try {
     for await (const data of sseData(response.body, "pools")) {
       const view = liveViewSchema.safeParse(JSON.parse(data));
       if (!view.success) {
-        io.err(`error: unexpected live view from ${invocation.url}: ${view.error.issues[0]?.message}`);
-        return 1;
+        io.err(`error: unexpected live view from ${shownUrl(invocation.url)}: ${view.error.issues[0]?.message}`);
+        return EXIT.refused;
       }
       const screen = renderTop(view.data, { rows: io.rows?.(), color: io.color });
       if (once) {
         io.out(screen);
-        return 0;
+        return EXIT.ok;
       }
       io.out(`${CLEAR}${screen}`);
     }
   } catch (error) {
-    if (io.signal?.aborted) return 0;
-    io.err(`error: the live feed broke off: ${(error as Error).message}`);
-    return 3;
+    if (io.signal?.aborted) return EXIT.ok;
+    io.err(`error: the live feed broke off: ${messageOf(error)}`);
+    return EXIT.unreachable;
   }
-  if (io.signal?.aborted) return 0;
+  if (io.signal?.aborted) return EXIT.ok;
   io.err("error: the gateway closed the live feed");
-  return 3;
+  return EXIT.unreachable;
 }

@@ -39,6 +39,23 @@ export function sqlStateOf(error: unknown): string | null {
   return null;
 }
 
+/** Characters of a database error kept as a reason (a dead letter's, a log line's). */
+export const SQL_REASON_CHARS_MAX = 500;
+
+/**
+ * The database's own words for an error, without drizzle's "Failed query … params: …" (which
+ * would repeat the whole batch).
+ */
+export function sqlReason(error: unknown): string {
+  let e = error as { code?: unknown; cause?: unknown; message?: unknown } | undefined;
+  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
+    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return `${e.code}: ${String(e.message)}`.slice(0, SQL_REASON_CHARS_MAX);
+  }
+  return String((error as Error)?.message ?? error)
+    .split("\nparams:")[0]!
+    .slice(0, SQL_REASON_CHARS_MAX);
+}
+
 /** postgres.js returns rows as an array, PGlite as `{ rows }`: one shape for both. */
 export function normaliseRows<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];
@@ -103,12 +120,18 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/** Where PGlite runs: on the request thread, or in a worker of its own (pglite-remote.ts). */
+export type PgliteThread = "inline" | "worker";
+
 /**
  * PGlite in `<folder>/pgdata`, or in memory when folder is null (tests). PGlite runs on the thread
- * that calls it, so it lives in a worker (pglite-remote.ts): a usage batch's commit no longer
- * stops the requests in flight.
+ * that calls it; in a worker (`thread: "worker"`) a usage batch's commit no longer stops the
+ * requests in flight (longest stall 143–216 ms → 4.5–8.2 ms, bench/db-stall.ts), but each query
+ * costs a round trip between threads (0.12 → 0.40 ms), and one connection's chat was measured
+ * slower with it: hence a setting (PGLITE_THREAD), on the request thread by default.
  */
-export async function openPglite(folder: string | null): Promise<Db> {
+export async function openPglite(folder: string | null, thread: PgliteThread = "inline"): Promise<Db> {
+  if (thread === "inline") return openPgliteInline(folder);
   const unlock = folder ? lockDataFolder(folder) : () => {};
   let client: PgliteOnWorker | null = null;
   try {
@@ -137,6 +160,33 @@ export async function openPglite(folder: string | null): Promise<Db> {
   }
 }
 
-export function openDb(options: { databaseUrl?: string; dataFolder: string | null }): Promise<Db> {
-  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite(options.dataFolder);
+/** PGlite on the calling thread. */
+async function openPgliteInline(folder: string | null): Promise<Db> {
+  const unlock = folder ? lockDataFolder(folder) : () => {};
+  try {
+    const { PGlite } = await import("@electric-sql/pglite");
+    const { drizzle } = await import("drizzle-orm/pglite");
+    const client = folder ? new PGlite(join(folder, "pgdata")) : new PGlite();
+    await client.waitReady;
+    const orm = drizzle({ client, schema }) as unknown as Drizzle;
+    return {
+      orm,
+      engine: "pglite",
+      rows: async (query) => normaliseRows(await orm.execute(query)),
+      close: async () => {
+        try {
+          await client.close();
+        } finally {
+          unlock();
+        }
+      },
+    };
+  } catch (error) {
+    unlock();
+    throw error;
+  }
+}
+
+export function openDb(options: { databaseUrl?: string; dataFolder: string | null; pgliteThread?: PgliteThread }): Promise<Db> {
+  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite(options.dataFolder, options.pgliteThread);
 }

@@ -15,7 +15,7 @@ const SLEEP_MS = 300;
 test(
   "the embedded database works in its worker: the request thread keeps running while a query does",
   async () => {
-    const db = await openPglite(null);
+    const db = await openPglite(null, "worker");
     try {
       let ticks = 0;
       const timer = setInterval(() => ticks++, 1);
@@ -33,7 +33,7 @@ test(
 test(
   "transactions commit, roll back on a throw, keep others out while open; errors keep their SQLSTATE",
   async () => {
-    const db = await openPglite(null);
+    const db = await openPglite(null, "worker");
     try {
       await db.rows(sql`CREATE TABLE t (n int PRIMARY KEY, big bigint, at timestamptz)`);
       await db.orm.transaction(async (tx) => {
@@ -77,12 +77,12 @@ test(
 test(
   "a data folder keeps its rows across a close and a reopen, and is held by one opener at a time",
   async () => {
-    const first = await openPglite(folder);
+    const first = await openPglite(folder, "worker");
     await first.rows(sql`CREATE TABLE kept (n int)`);
     await first.rows(sql`INSERT INTO kept VALUES (7)`);
-    await expect(openPglite(folder)).rejects.toThrow("is in use");
+    await expect(openPglite(folder, "worker")).rejects.toThrow("is in use");
     await first.close();
-    const again = await openPglite(folder);
+    const again = await openPglite(folder, "worker");
     try {
       expect(await again.rows(sql`SELECT n FROM kept`)).toEqual([{ n: 7 }]);
     } finally {

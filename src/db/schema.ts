@@ -202,6 +202,12 @@ export const usageRecords = pgTable(
     outputUnits: bigint("output_units", { mode: "bigint" }).notNull(),
     inputPricePer1m: bigint("input_price_per_1m", { mode: "bigint" }).notNull(),
     outputPricePer1m: bigint("output_price_per_1m", { mode: "bigint" }).notNull(),
+    /** Prompt tokens read from the vendor's cache (a part of the prompt not in input_units), at their price. */
+    cacheReadUnits: bigint("cache_read_units", { mode: "bigint" }).notNull().default(sql`0`),
+    cacheReadPricePer1m: bigint("cache_read_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
+    /** Prompt tokens written to the vendor's cache (Anthropic), at their price. */
+    cacheWriteUnits: bigint("cache_write_units", { mode: "bigint" }).notNull().default(sql`0`),
+    cacheWritePricePer1m: bigint("cache_write_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
     /** What the usage is worth at the recorded prices. */
     meteredMicro: micro("metered_micro").notNull(),
     /** What was charged: metered, capped by the hold; the difference went to write-off. */
@@ -228,6 +234,8 @@ export const usageRecords = pgTable(
 export const pools = pgTable("pools", {
   model: text("model").primaryKey(),
   backends: jsonb("backends").notNull(),
+  /** Chat fields the pool enables and their prices (src/config.ts `paidFieldsSchema`); null: none. */
+  paidFields: jsonb("paid_fields"),
   updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
 });
 

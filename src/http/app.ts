@@ -4,13 +4,15 @@
  * OpenAI error shape; every reply carries `x-request-id`.
  */
 import { Elysia } from "elysia";
-import { fail, type Failure } from "../errors.ts";
+import { fail } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { createEmbeddings } from "./embeddings/route.ts";
+import { createResponse } from "./responses/route.ts";
+import { countMessageTokens, createMessage } from "./messages/route.ts";
 import { createSpeech } from "./audio/speech.ts";
 import { createTranscription } from "./audio/transcription.ts";
 import { createImages } from "./images/route.ts";
@@ -35,6 +37,43 @@ function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
 }
 
+type RouteArgs = { request: Request; params: Record<string, string> };
+type KeyHandler = (key: KeyRecord, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response;
+type AdminHandler = (request: Request, params: Record<string, string>, requestId: string) => Promise<Response> | Response;
+
+/** Wraps a /v1 handler so it runs for an authenticated key. */
+function keyGuard(deps: EdgeDeps) {
+  return (handler: KeyHandler) =>
+    async ({ request, params }: RouteArgs) => {
+      const requestId = newRequestId();
+      const caller = await callerOf(request, deps);
+      if (isFailure(caller)) return failed(caller, requestId);
+      return handler(caller.key, requestId, request, params);
+    };
+}
+
+/** Wraps an /admin handler so it runs after the admin token is checked. */
+function adminGuard(deps: EdgeDeps) {
+  return (handler: AdminHandler) =>
+    async ({ request, params }: RouteArgs) => {
+      const requestId = newRequestId();
+      if (!adminAuthorized(request, deps.env.ADMIN_TOKEN)) {
+        return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
+      }
+      return handler(request, params, requestId);
+    };
+}
+
+/** The catalog replies, prepared once per price version. */
+function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelReplies> {
+  let models = buildModelReplies(deps.catalog, deps.pools);
+  return () => {
+    if (models.versionId !== deps.catalog.currentVersion()?.versionId) models = buildModelReplies(deps.catalog, deps.pools);
+    return models;
+  };
+}
+
+// biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one line per route with its handler.
 export function createApp(
   deps: EdgeDeps,
   options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: Console } = {},
@@ -42,34 +81,9 @@ export function createApp(
   const admin = new AdminApi(deps, options.rateFetch);
   const topups = new TopupsAdmin(deps);
   const health = options.health ?? new Health(deps);
-  // The catalog replies are prepared once per price version.
-  let models = buildModelReplies(deps.catalog, deps.pools);
-  const modelReplies = () => {
-    if (models.versionId !== deps.catalog.currentVersion()?.versionId) models = buildModelReplies(deps.catalog, deps.pools);
-    return models;
-  };
-
-  /** Runs a /v1 handler for an authenticated key. */
-  const withKey =
-    (handler: (key: KeyRecord, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response) =>
-    async ({ request, params }: { request: Request; params: Record<string, string> }) => {
-      const requestId = newRequestId();
-      const caller = await callerOf(request, deps);
-      if (isFailure(caller)) return failed(caller, requestId);
-      return handler(caller.key, requestId, request, params);
-    };
-
-  /** Runs an /admin handler after checking the admin token. */
-  const asAdmin =
-    (handler: (request: Request, params: Record<string, string>, requestId: string) => Promise<Response> | Response) =>
-    async ({ request, params }: { request: Request; params: Record<string, string> }) => {
-      const requestId = newRequestId();
-      if (!adminAuthorized(request, deps.env.ADMIN_TOKEN)) {
-        return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
-      }
-      return handler(request, params, requestId);
-    };
-
+  const modelReplies = modelRepliesOf(deps);
+  const withKey = keyGuard(deps);
+  const asAdmin = adminGuard(deps);
   const input = (request: Request) => httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
 
   return (
@@ -81,6 +95,10 @@ export function createApp(
         return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
       })
       .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+      .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
+      // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
+      .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
+      .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps), NO_PARSE)
       .post("/v1/embeddings", ({ request }) => createEmbeddings(input(request), deps), NO_PARSE)
       .post("/v1/audio/speech", ({ request }) => createSpeech(input(request), deps), NO_PARSE)
       .post("/v1/audio/transcriptions", ({ request }) => createTranscription(input(request), deps), NO_PARSE)

@@ -10,9 +10,13 @@ export function callerOf(request: Request, deps: EdgeDeps): Promise<Caller | Fai
   return enter(deps, credentialsOf(request));
 }
 
-/** The first zod issue as a 400 naming the field (`messages.0.role`). */
+/** The first zod issue as a 400 naming the field (`messages.0.role`); an unknown field is named itself. */
 export function zodFailure(error: z.ZodError): Failure {
   const issue = error.issues[0]!;
+  if (issue.code === "unrecognized_keys") {
+    const param = [...issue.path, issue.keys[0]!].map(String).join(".");
+    return fail("invalid_request", `Unrecognized request argument supplied: ${param}`, { param });
+  }
   const param = issue.path.map(String).join(".") || null;
   return fail("invalid_request", param ? `Invalid value for '${param}': ${issue.message}` : issue.message, { param });
 }

@@ -1,5 +1,5 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
-import { fail, type Failure } from "../errors.ts";
+import { fail, isFailure, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Credentials } from "../admission/admission.ts";
 
@@ -7,18 +7,18 @@ export function newRequestId(): string {
   return newId("req");
 }
 
+/** A multipart form, as Bun's Response reads it. */
+export type Form = Awaited<ReturnType<Response["formData"]>>;
+
 /**
  * A paid operation's request as any transport receives it (HTTP here, NATS in src/internal):
  * who calls, and its body read on demand, once the caller is known.
  */
-/** A multipart form, as Bun's Response reads it. */
-export type Form = Awaited<ReturnType<Response["formData"]>>;
-
 export interface OperationInput {
   requestId: string;
   credentials: Credentials;
-  /** The body as JSON within `bytesMax`: 413 above it, 400 for malformed JSON. */
-  json(bytesMax: number): Promise<unknown | Failure>;
+  /** The body as JSON within `bytesMax`: 413 above it, 400 for malformed JSON (wrapped: a body may look like a failure). */
+  json(bytesMax: number): Promise<{ value: unknown } | Failure>;
   /** The body as a multipart form within `bytesMax` (null above it: the caller says what was too large). */
   form(bytesMax: number): Promise<Form | null | Failure>;
   /** This gateway's origin as its callers reach it, for links to its own media. */
@@ -30,7 +30,7 @@ export function httpInput(request: Request, requestId: string, publicUrl: string
   return {
     requestId,
     credentials: credentialsOf(request),
-    json: (bytesMax) => readJsonBody(request, bytesMax),
+    json: (bytesMax) => readJsonBodyText(request, bytesMax),
     form: async (bytesMax) => {
       const declared = request.headers.get("content-length");
       if (declared !== null && Number(declared) > bytesMax) return null;
@@ -60,8 +60,12 @@ export async function parseForm(bytes: Uint8Array, contentType: string | null): 
   }
 }
 
-/** The body as JSON, within `bytesMax`; 413 above it, 400 for malformed JSON. */
-export async function readJsonBody(request: Request, bytesMax: number): Promise<unknown | Failure> {
+/**
+ * The body as JSON, within `bytesMax` (413 above it, 400 for malformed JSON), and the text it was
+ * parsed from: chat's prompt bound measures that text's UTF-8 bytes (only when it needs them)
+ * instead of serializing the body again. The value stays wrapped: a client's body may look like a failure.
+ */
+export async function readJsonBodyText(request: Request, bytesMax: number): Promise<{ value: unknown; text: string } | Failure> {
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > bytesMax) return tooLarge(bytesMax);
   let text: string;
@@ -78,14 +82,15 @@ export async function readJsonBody(request: Request, bytesMax: number): Promise<
     text = Buffer.concat(parts).toString("utf8");
   }
   if (text.length > bytesMax) return tooLarge(bytesMax);
-  return parseJsonText(text);
+  const parsed = parseJsonText(text);
+  return isFailure(parsed) ? parsed : { value: parsed.value, text };
 }
 
-/** A body's text as JSON, or the 400 `invalid_json` a client expects. */
-export function parseJsonText(text: string): unknown | Failure {
+/** A body's text as JSON (wrapped, apart from any failure), or the 400 `invalid_json` a client expects. */
+export function parseJsonText(text: string): { value: unknown } | Failure {
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   try {
-    return JSON.parse(text) as unknown;
+    return { value: JSON.parse(text) as unknown };
   } catch (error) {
     return fail("invalid_json", `The request body is not valid JSON: ${(error as Error).message}`);
   }

@@ -150,6 +150,7 @@ export class InternalClient {
    * gateway's error (before or during the stream), and when the stream stalls for `stallMs`
    * or loses a message. Leaving the loop early cancels the stream (the upstream is aborted).
    */
+  // biome-ignore lint/suspicious/noExplicitAny: a caller names the chunk type it expects; untyped callers read chunks as JSON
   async *stream<T = any>(operation: string, body: unknown): AsyncGenerator<T> {
     const data = this.encode(body);
     const inbox = createInbox();

@@ -13,7 +13,7 @@
  */
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
-import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
+import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from "../errors.ts";
 import type { ChatInput, ChatResult } from "../http/chat/route.ts";
 import type { Relay } from "../http/chat/relay.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../http/request.ts";
@@ -72,14 +72,204 @@ interface StreamStats {
   errors: number;
 }
 
+/** The service's handlers and its streams' bookkeeping. */
+class InternalService {
+  readonly stats: StreamStats = { open: 0, total: 0, cancelled: 0, creditWaits: 0, errors: 0 };
+  /** Cancels the open streams (at stop). */
+  readonly cancels = new Set<() => void>();
+  private readonly nc: NatsConnection;
+  private readonly subjects: Subjects;
+  private readonly log: Logger;
+
+  constructor(private readonly options: InternalServiceOptions) {
+    this.nc = options.nc;
+    this.subjects = options.subjects;
+    this.log = options.log;
+  }
+
+  async handle(msg: ServiceMsg, operation: Operation): Promise<void> {
+    if (!msg.reply) return; // nobody to answer
+    const payloadMax = this.nc.info?.max_payload ?? 1_048_576;
+    if (msg.data.length > payloadMax) {
+      return this.replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
+    }
+    if (operation === "chat.completions") return this.handleChat(msg, payloadMax);
+    const response = await this.options.operations[operation]!(natsInput(msg, newRequestId(), this.options.origin));
+    const body = new Uint8Array(await response.arrayBuffer());
+    const h = replyHeaders(response);
+    this.replyBody(msg, body, h, response.status, payloadMax);
+  }
+
+  /** Chat: the chat path itself; a this.stream's frames go out as NATS messages against the caller's credit. */
+  private async handleChat(msg: ServiceMsg, payloadMax: number): Promise<void> {
+    const requestId = newRequestId();
+    const controller = new AbortController();
+    const result = await this.options.chat({
+      requestId,
+      credentials: credentialsOfMsg(msg),
+      readBody: async () => {
+        const text = decoder.decode(msg.data);
+        const parsed = parseJsonText(text);
+        return isFailure(parsed) ? parsed : { value: parsed.value, text };
+      },
+      signal: controller.signal,
+    });
+    const h = natsHeaders();
+    h.set("x-request-id", requestId);
+    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
+    if (result.kind === "stream") {
+      if (this.stats.open >= STREAMS_OPEN_MAX) {
+        controller.abort();
+        return this.replyFailure(
+          msg,
+          fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }),
+        );
+      }
+      return this.stream(msg, result.relay, h, controller);
+    }
+    h.set("Content-Type", "application/json");
+    if (result.kind === "json") return this.replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
+    for (const [name, value] of Object.entries(errorHeaders(result.failure))) h.set(name, value);
+    this.replyBody(msg, encoder.encode(JSON.stringify(errorBody(result.failure))), h, describe(result.failure.code).status, payloadMax);
+  }
+
+  /** A whole reply: one message, or ordered parts when larger than one message holds. */
+  private replyBody(msg: ServiceMsg, body: Uint8Array, h: MsgHdrs, status: number, payloadMax: number): void {
+    const partBytes = payloadMax - HEADERS_BYTES_ALLOWANCE;
+    const parts = Math.max(1, Math.ceil(body.length / partBytes));
+    if (parts > REPLY_PARTS_MAX) {
+      return this.replyFailure(
+        msg,
+        fail(
+          "request_too_large",
+          `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`,
+        ),
+      );
+    }
+    h.set(HEADER_STATUS, String(status));
+    if (status >= 400) {
+      this.stats.errors++;
+      h.set(HEADER_ERROR_CODE, String(status));
+      h.set(HEADER_ERROR, errorMessage(body));
+    }
+    if (parts === 1) return void msg.respond(body, { headers: h });
+    for (let i = 0; i < parts; i++) {
+      const ph = i === 0 ? h : natsHeaders();
+      ph.set(HEADER_PARTS, String(parts));
+      ph.set(HEADER_PART, String(i));
+      this.nc.publish(msg.reply!, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
+    }
+  }
+
+  private replyFailure(msg: ServiceMsg, failure: Failure): void {
+    this.stats.errors++;
+    const status = describe(failure.code).status;
+    const h = natsHeaders();
+    h.set(HEADER_STATUS, String(status));
+    h.set("Content-Type", "application/json");
+    msg.respondError(status, failure.message, encoder.encode(JSON.stringify(errorBody(failure))), { headers: h });
+  }
+
+  private async stream(msg: ServiceMsg, relay: Relay, opening: MsgHdrs, controller: AbortController): Promise<void> {
+    const reply = msg.reply!;
+    const streamId = newId("str");
+    this.stats.open++;
+    this.stats.total++;
+    let credit = Math.min(STREAM_CREDIT_MAX, Math.max(1, Number(msg.headers?.get(HEADER_CREDIT)) || STREAM_CREDIT_DEFAULT));
+    let seq = 0;
+    let lastSentMs = performance.now();
+    let cancelled = false;
+    let wakeCredit: (() => void) | null = null;
+    const cancel = () => {
+      if (cancelled) return;
+      cancelled = true;
+      this.stats.cancelled++;
+      controller.abort(); // the relay's client signal: drain, abort the upstream, bill once
+      wakeCredit?.();
+    };
+    this.cancels.add(cancel);
+    const subs: Subscription[] = [
+      this.nc.subscribe(this.subjects.streamCredit(streamId), {
+        callback: (_, m) => {
+          const grant = Number(decoder.decode(m.data));
+          if (Number.isFinite(grant) && grant > 0) credit = Math.min(STREAM_CREDIT_MAX, credit + Math.floor(grant));
+          wakeCredit?.();
+        },
+      }),
+      this.nc.subscribe(this.subjects.streamCancel(streamId), { callback: () => cancel() }),
+    ];
+    const send = (body: Uint8Array, h: MsgHdrs) => {
+      h.set(HEADER_SEQ, String(seq++));
+      this.nc.publish(reply, body, { headers: h });
+      lastSentMs = performance.now();
+    };
+    const heartbeat = setInterval(() => {
+      if (performance.now() - lastSentMs < STREAM_HEARTBEAT_MS) return;
+      const h = natsHeaders();
+      h.set(HEADER_HEARTBEAT, "1");
+      this.nc.publish(reply, EMPTY, { headers: h });
+      lastSentMs = performance.now();
+    }, STREAM_HEARTBEAT_MS / 2);
+    const waitForCredit = async () => {
+      const startedMs = performance.now();
+      if (credit <= 0) this.stats.creditWaits++;
+      while (credit <= 0 && !cancelled) {
+        const waitedMs = performance.now() - startedMs;
+        if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return cancel();
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        await new Promise<void>((resolve) => {
+          wakeCredit = resolve;
+          timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
+        });
+        clearTimeout(timer);
+        wakeCredit = null;
+      }
+    };
+    try {
+      opening.set(HEADER_STATUS, "200");
+      opening.set("Content-Type", "text/event-stream");
+      opening.set(HEADER_CREDIT_SUBJECT, this.subjects.streamCredit(streamId));
+      opening.set(HEADER_CANCEL_SUBJECT, this.subjects.streamCancel(streamId));
+      send(encoder.encode("{}"), opening);
+      relaying: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
+        for (const frame of frames) {
+          if (frame.kind === "keepAlive") continue; // our heartbeats do that
+          if (frame.kind === "done") break relaying;
+          if (frame.kind === "error") {
+            this.stats.errors++;
+            const status = String(describe(frame.failure.code).status);
+            const h = natsHeaders();
+            h.set(HEADER_STATUS, status);
+            h.set(HEADER_ERROR_CODE, status);
+            h.set(HEADER_ERROR, oneLine(frame.failure.message));
+            send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
+            break relaying;
+          }
+          await waitForCredit();
+          if (cancelled) break relaying;
+          credit--;
+          send(encoder.encode(frame.data), natsHeaders());
+        }
+      }
+      if (!cancelled) send(EMPTY, natsHeaders());
+    } finally {
+      clearInterval(heartbeat);
+      for (const sub of subs) sub.unsubscribe();
+      this.cancels.delete(cancel);
+      this.stats.open--;
+      if (cancelled) relay.leave();
+    }
+  }
+}
+
 /**
  * Starts the service on `nc`; resolves to a stop function that ends it (open streams are cancelled).
  * @example const stop = await serveInternal({ nc, chat, operations, origin, subjects, log }); … await stop();
  */
 export async function serveInternal(options: InternalServiceOptions): Promise<() => Promise<void>> {
   const { nc, subjects, log } = options;
-  const stats: StreamStats = { open: 0, total: 0, cancelled: 0, creditWaits: 0, errors: 0 };
-  const cancels = new Set<() => void>();
+  const internal = new InternalService(options);
+  const stats = internal.stats;
   const service: Service = await nc.services.add({
     name: "darvaze",
     version: options.version ?? "0.1.0",
@@ -101,7 +291,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
       metadata: { path },
       handler: (error, msg) => {
         if (error) return log("error", "internal_endpoint_failed", { operation, error: error.message });
-        void handle(msg, operation).catch((e: Error) => {
+        void internal.handle(msg, operation).catch((e: Error) => {
           stats.errors++;
           log("error", "internal_request_failed", { operation, error: e.message });
         });
@@ -109,178 +299,8 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
     });
   }
 
-  async function handle(msg: ServiceMsg, operation: Operation): Promise<void> {
-    if (!msg.reply) return; // nobody to answer
-    const payloadMax = nc.info?.max_payload ?? 1_048_576;
-    if (msg.data.length > payloadMax) {
-      return replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
-    }
-    if (operation === "chat.completions") return handleChat(msg, payloadMax);
-    const response = await options.operations[operation]!(natsInput(msg, newRequestId(), options.origin));
-    const body = new Uint8Array(await response.arrayBuffer());
-    const h = replyHeaders(response);
-    replyBody(msg, body, h, response.status, payloadMax);
-  }
-
-  /** Chat: the chat path itself; a stream's frames go out as NATS messages against the caller's credit. */
-  async function handleChat(msg: ServiceMsg, payloadMax: number): Promise<void> {
-    const requestId = newRequestId();
-    const controller = new AbortController();
-    const result = await options.chat({
-      requestId,
-      credentials: credentialsOfMsg(msg),
-      readBody: async () => parseJsonText(decoder.decode(msg.data)),
-      signal: controller.signal,
-    });
-    const h = natsHeaders();
-    h.set("x-request-id", requestId);
-    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
-    if (result.kind === "stream") {
-      if (stats.open >= STREAMS_OPEN_MAX) {
-        controller.abort();
-        return replyFailure(
-          msg,
-          fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }),
-        );
-      }
-      return stream(msg, result.relay, h, controller);
-    }
-    h.set("Content-Type", "application/json");
-    if (result.kind === "json") return replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
-    for (const [name, value] of Object.entries(errorHeaders(result.failure))) h.set(name, value);
-    replyBody(msg, encoder.encode(JSON.stringify(errorBody(result.failure))), h, describe(result.failure.code).status, payloadMax);
-  }
-
-  /** A whole reply: one message, or ordered parts when larger than one message holds. */
-  function replyBody(msg: ServiceMsg, body: Uint8Array, h: MsgHdrs, status: number, payloadMax: number): void {
-    const partBytes = payloadMax - HEADERS_BYTES_ALLOWANCE;
-    const parts = Math.max(1, Math.ceil(body.length / partBytes));
-    if (parts > REPLY_PARTS_MAX) {
-      return replyFailure(
-        msg,
-        fail(
-          "request_too_large",
-          `The reply (${body.length} bytes) is larger than ${REPLY_PARTS_MAX} NATS messages of ${payloadMax} bytes; call this over HTTP.`,
-        ),
-      );
-    }
-    h.set(HEADER_STATUS, String(status));
-    if (status >= 400) {
-      stats.errors++;
-      h.set(HEADER_ERROR_CODE, String(status));
-      h.set(HEADER_ERROR, errorMessage(body));
-    }
-    if (parts === 1) return void msg.respond(body, { headers: h });
-    for (let i = 0; i < parts; i++) {
-      const ph = i === 0 ? h : natsHeaders();
-      ph.set(HEADER_PARTS, String(parts));
-      ph.set(HEADER_PART, String(i));
-      nc.publish(msg.reply!, body.subarray(i * partBytes, (i + 1) * partBytes), { headers: ph });
-    }
-  }
-
-  function replyFailure(msg: ServiceMsg, failure: Failure): void {
-    stats.errors++;
-    const status = describe(failure.code).status;
-    const h = natsHeaders();
-    h.set(HEADER_STATUS, String(status));
-    h.set("Content-Type", "application/json");
-    msg.respondError(status, failure.message, encoder.encode(JSON.stringify(errorBody(failure))), { headers: h });
-  }
-
-  async function stream(msg: ServiceMsg, relay: Relay, opening: MsgHdrs, controller: AbortController): Promise<void> {
-    const reply = msg.reply!;
-    const streamId = newId("str");
-    stats.open++;
-    stats.total++;
-    let credit = Math.min(STREAM_CREDIT_MAX, Math.max(1, Number(msg.headers?.get(HEADER_CREDIT)) || STREAM_CREDIT_DEFAULT));
-    let seq = 0;
-    let lastSentMs = performance.now();
-    let cancelled = false;
-    let wakeCredit: (() => void) | null = null;
-    const cancel = () => {
-      if (cancelled) return;
-      cancelled = true;
-      stats.cancelled++;
-      controller.abort(); // the relay's client signal: drain, abort the upstream, bill once
-      wakeCredit?.();
-    };
-    cancels.add(cancel);
-    const subs: Subscription[] = [
-      nc.subscribe(subjects.streamCredit(streamId), {
-        callback: (_, m) => {
-          const grant = Number(decoder.decode(m.data));
-          if (Number.isFinite(grant) && grant > 0) credit = Math.min(STREAM_CREDIT_MAX, credit + Math.floor(grant));
-          wakeCredit?.();
-        },
-      }),
-      nc.subscribe(subjects.streamCancel(streamId), { callback: () => cancel() }),
-    ];
-    const send = (body: Uint8Array, h: MsgHdrs) => {
-      h.set(HEADER_SEQ, String(seq++));
-      nc.publish(reply, body, { headers: h });
-      lastSentMs = performance.now();
-    };
-    const heartbeat = setInterval(() => {
-      if (performance.now() - lastSentMs < STREAM_HEARTBEAT_MS) return;
-      const h = natsHeaders();
-      h.set(HEADER_HEARTBEAT, "1");
-      nc.publish(reply, EMPTY, { headers: h });
-      lastSentMs = performance.now();
-    }, STREAM_HEARTBEAT_MS / 2);
-    const waitForCredit = async () => {
-      const startedMs = performance.now();
-      if (credit <= 0) stats.creditWaits++;
-      while (credit <= 0 && !cancelled) {
-        const waitedMs = performance.now() - startedMs;
-        if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return cancel();
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await new Promise<void>((resolve) => {
-          wakeCredit = resolve;
-          timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
-        });
-        clearTimeout(timer);
-        wakeCredit = null;
-      }
-    };
-    try {
-      opening.set(HEADER_STATUS, "200");
-      opening.set("Content-Type", "text/event-stream");
-      opening.set(HEADER_CREDIT_SUBJECT, subjects.streamCredit(streamId));
-      opening.set(HEADER_CANCEL_SUBJECT, subjects.streamCancel(streamId));
-      send(encoder.encode("{}"), opening);
-      relay: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
-        for (const frame of frames) {
-          if (frame.kind === "keepAlive") continue; // our heartbeats do that
-          if (frame.kind === "done") break relay;
-          if (frame.kind === "error") {
-            stats.errors++;
-            const status = String(describe(frame.failure.code).status);
-            const h = natsHeaders();
-            h.set(HEADER_STATUS, status);
-            h.set(HEADER_ERROR_CODE, status);
-            h.set(HEADER_ERROR, oneLine(frame.failure.message));
-            send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
-            break relay;
-          }
-          await waitForCredit();
-          if (cancelled) break relay;
-          credit--;
-          send(encoder.encode(frame.data), natsHeaders());
-        }
-      }
-      if (!cancelled) send(EMPTY, natsHeaders());
-    } finally {
-      clearInterval(heartbeat);
-      for (const sub of subs) sub.unsubscribe();
-      cancels.delete(cancel);
-      stats.open--;
-      if (cancelled) relay.leave();
-    }
-  }
-
   return async () => {
-    for (const cancel of [...cancels]) cancel();
+    for (const cancel of [...internal.cancels]) cancel();
     await service.stop();
   };
 }

@@ -6,7 +6,9 @@
  *               its pending holds; balance − held ≥ 0
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
  *               past its deadline (beyond the sweeper's grace)
- *   usage:      Σ billed = Σ usage transfers; Σ (metered − billed) = Σ write-off transfers
+ *   usage:      every record's metered = Σ units × price over its components (input, output,
+ *               cache reads, cache writes); Σ billed = Σ usage transfers;
+ *               Σ (metered − billed) = Σ write-off transfers
  *   payments:   a paid top-up is verified exactly when its credit (`topup:pay:<id>`) exists, and
  *               that credit is the requested amount, to the account recorded at request time
  *
@@ -94,6 +96,14 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
     name: "no hold is pending past its deadline",
     query: sql`SELECT id, account_id, deadline FROM holds
                WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${AUDIT_DEADLINE_GRACE_S})`,
+  },
+  {
+    name: "every usage record is metered at its units × its prices",
+    query: sql`
+      SELECT request_id, metered_micro::text AS metered, p.priced::text AS priced FROM usage_records,
+        LATERAL (SELECT input_units::numeric * input_price_per_1m + output_units::numeric * output_price_per_1m
+          + cache_read_units::numeric * cache_read_price_per_1m + cache_write_units::numeric * cache_write_price_per_1m AS priced) p
+      WHERE metered_micro <> p.priced`,
   },
   {
     name: "usage charges equal the posted usage transfers",

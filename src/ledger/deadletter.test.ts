@@ -4,7 +4,8 @@ import { migratedDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { usageRecord } from "../../test/usageRecords.ts";
 import { sqlStateOf, type Db } from "../db/client.ts";
 import { auditLedger } from "./audit.ts";
-import { deadLetterRecords, isPoison, postOrDeadLetter, replayDeadLetter, sqlReason } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
+import { deadLetterRecords, isPoison, postOrDeadLetter, replayDeadLetter } from "./deadletter.ts";
 import { openHold } from "./holds.ts";
 import { createAccount, getWallet, topUp } from "./wallets.ts";
 

@@ -19,9 +19,9 @@
  * letters equal their transfers (audit.ts).
  */
 import { sql, type SQL } from "drizzle-orm";
-import { CAUSE_DEPTH_MAX, sqlStateOf, txRows, type Db } from "../db/client.ts";
+import { sqlReason, sqlStateOf, txRows, type Db } from "../db/client.ts";
 import { encodeJson } from "../json.ts";
-import { postUsageBatch, postUsageInTx, usageRecordSchema, type BatchResult, type UsageRecord } from "./usage.ts";
+import { postUsageBatch, postUsageInTx, usageRecordSchema, type BatchResult, type UsageRecord, type UsageSink } from "./usage.ts";
 
 /** SQLSTATE classes of a refusal that no retry can change: 22 data exception, 23 integrity constraint. */
 export const POISON_SQLSTATE_CLASSES = ["22", "23"] as const;
@@ -46,21 +46,6 @@ export interface DeadLetter {
 export function isPoison(error: unknown): boolean {
   const state = sqlStateOf(error);
   return state !== null && (POISON_SQLSTATE_CLASSES as readonly string[]).includes(state.slice(0, 2));
-}
-
-/**
- * The database's own words for an error, without drizzle's "Failed query … params: …" (which
- * would repeat the whole batch).
- */
-export function sqlReason(error: unknown): string {
-  let e = error as { code?: unknown; cause?: unknown; message?: unknown } | undefined;
-  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
-    if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code))
-      return `${e.code}: ${String(e.message)}`.slice(0, DEAD_LETTER_REASON_CHARS_MAX);
-  }
-  return String((error as Error)?.message ?? error)
-    .split("\nparams:")[0]!
-    .slice(0, DEAD_LETTER_REASON_CHARS_MAX);
 }
 
 export interface PostOptions {
@@ -245,4 +230,12 @@ export class DeadLetterTally {
     entry.count++;
     this.counts.set(key, entry);
   }
+}
+
+/**
+ * The embedded and single-database sink: each batch is posted in one transaction; records the
+ * database refuses are dead-lettered so that one bad record stops nobody's billing.
+ */
+export function ledgerSink(db: Db, options: { onDeadLetter?: (letter: DeadLetter) => void } = {}): UsageSink {
+  return { write: async (batch) => void (await postOrDeadLetter(db, batch, { source: "writer", onDeadLetter: options.onDeadLetter })) };
 }

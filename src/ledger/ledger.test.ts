@@ -88,3 +88,18 @@ test("the audit finds a wallet that does not match its transfers", async () => {
   expect(report.checks.find((c) => c.name.startsWith("every wallet's balance"))!.violations[0]).toMatchObject({ account_id: accountId });
   await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro - 1 WHERE account_id = ${accountId}`);
 });
+
+test("the audit finds a usage record metered at other than its units × prices", async () => {
+  // A usage record of its own, so this test holds alone and in any order.
+  const accountId = await funded(1_000n);
+  await open(accountId, "m1", 1n, 500n);
+  const requestId = "m1-a";
+  expect((await postUsageBatch(db, [record(requestId, "m1", accountId, 100n)])).written).toBe(1);
+  await db.rows(sql`UPDATE usage_records SET cache_read_units = 3, cache_read_price_per_1m = 2 WHERE request_id = ${requestId}`);
+  const report = await auditLedger(db);
+  expect(report.checks.find((c) => c.name.startsWith("every usage record is metered"))!.violations).toEqual([
+    expect.objectContaining({ request_id: requestId }),
+  ]);
+  await db.rows(sql`UPDATE usage_records SET cache_read_units = 0, cache_read_price_per_1m = 0 WHERE request_id = ${requestId}`);
+  expect((await auditLedger(db)).ok).toBe(true);
+});

@@ -22,6 +22,7 @@ import {
   nanos,
   type ConsumerMessages,
   type JetStreamClient,
+  type ConsumerInfo,
   type JetStreamManager,
   type JsMsg,
   type NatsConnection,
@@ -29,7 +30,9 @@ import {
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { encodeJson } from "../json.ts";
-import { deadLetterRecords, postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
+import { deadLetterRecords, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
+import { UsageConfirmations } from "./confirm.ts";
 import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
@@ -70,9 +73,10 @@ export function deadLetterStreamName(prefix: string): string {
 /** Creates a file-backed stream of batch-sized messages, or brings an existing one to this configuration. */
 async function ensureFileStream(
   jsm: JetStreamManager,
-  limits: { name: string; subject: string; maxAgeMs: number; messagesMax: number },
+  limits: { name: string; subject: string; maxAgeMs: number; messagesMax: number; replicas?: number },
 ): Promise<void> {
   const config = {
+    num_replicas: limits.replicas ?? 1,
     name: limits.name,
     subjects: [limits.subject],
     storage: StorageType.File,
@@ -93,8 +97,25 @@ export function ensureDeadLetterStream(jsm: JetStreamManager, stream: string, su
   return ensureFileStream(jsm, { name: stream, subject, maxAgeMs: DEAD_STREAM_MAX_AGE_MS, messagesMax: DEAD_STREAM_MESSAGES_MAX });
 }
 
-export async function ensureUsageStream(jsm: JetStreamManager, stream: string, subject: string): Promise<void> {
-  await ensureFileStream(jsm, { name: stream, subject, maxAgeMs: USAGE_STREAM_MAX_AGE_MS, messagesMax: USAGE_STREAM_MESSAGES_MAX });
+/** The operator's choices for the usage stream (USAGE_STREAM_REPLICAS, USAGE_STREAM_MESSAGES_MAX). */
+export interface UsageStreamLimits {
+  replicas?: number;
+  messagesMax?: number;
+}
+
+export async function ensureUsageStream(
+  jsm: JetStreamManager,
+  stream: string,
+  subject: string,
+  limits: UsageStreamLimits = {},
+): Promise<void> {
+  await ensureFileStream(jsm, {
+    name: stream,
+    subject,
+    maxAgeMs: USAGE_STREAM_MAX_AGE_MS,
+    messagesMax: limits.messagesMax ?? USAGE_STREAM_MESSAGES_MAX,
+    replicas: limits.replicas,
+  });
   const consumer = {
     durable_name: CONSUMER,
     ack_policy: AckPolicy.Explicit,
@@ -103,7 +124,7 @@ export async function ensureUsageStream(jsm: JetStreamManager, stream: string, s
     max_ack_pending: 10_000,
     max_deliver: USAGE_DELIVERIES_MAX,
   };
-  let existing;
+  let existing: ConsumerInfo;
   try {
     existing = await jsm.consumers.info(stream, CONSUMER);
   } catch {
@@ -117,43 +138,66 @@ export async function ensureUsageStream(jsm: JetStreamManager, stream: string, s
 }
 
 /** Splits a batch so that every message stays under USAGE_MESSAGE_BYTES_MAX. */
-function messages(batch: UsageRecord[]): string[] {
-  const out: string[] = [];
+function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] }[] {
+  const out: { data: string; records: UsageRecord[] }[] = [];
   let part: UsageRecord[] = [];
   let bytes = 2;
   for (const record of batch) {
     const size = encodeJson(record).length + 1;
     if (part.length > 0 && bytes + size > USAGE_MESSAGE_BYTES_MAX) {
-      out.push(encodeJson(part));
+      out.push({ data: encodeJson(part), records: part });
       part = [];
       bytes = 2;
     }
     part.push(record);
     bytes += size;
   }
-  if (part.length > 0) out.push(encodeJson(part));
+  if (part.length > 0) out.push({ data: encodeJson(part), records: part });
   return out;
 }
 
 export class JetStreamUsageSink implements UsageSink {
-  private lastSeq = 0;
+  /** Published records kept until the ledger has them (confirm.ts). */
+  readonly confirmations: UsageConfirmations;
 
   constructor(
     private readonly js: JetStreamClient,
     private readonly jsm: JetStreamManager,
     private readonly stream: string,
     private readonly subject: string,
-  ) {}
+    db: Db,
+    log: Logger,
+  ) {
+    this.confirmations = new UsageConfirmations(
+      db,
+      {
+        publish: (records, msgId) => this.publish(encodeJson(records), msgId),
+        messageIdAt: async (seq) => {
+          const stored = await this.jsm.streams.getMessage(this.stream, { seq }).catch(() => null);
+          return stored?.header?.get("Nats-Msg-Id") ?? null;
+        },
+        ackFloor: async () => (await this.jsm.consumers.info(this.stream, CONSUMER)).ack_floor.stream_seq,
+      },
+      log,
+    );
+    this.confirmations.start();
+  }
+
+  get full(): boolean {
+    return this.confirmations.full;
+  }
 
   async write(batch: UsageRecord[]): Promise<void> {
-    for (const data of messages(batch)) {
+    for (const { data, records } of messages(batch)) {
       // The msgID makes a retried publish of the same message a no-op in the stream.
-      const ack = await this.js.publish(this.subject, data, {
-        msgID: Bun.hash(data).toString(36),
-        timeout: USAGE_PUBLISH_TIMEOUT_MS,
-      });
-      if (ack.seq > this.lastSeq) this.lastSeq = ack.seq;
+      const msgId = Bun.hash(data).toString(36);
+      const seq = await this.publish(data, msgId);
+      this.confirmations.keep({ msgId, seq, records, publishedAtMs: performance.now() });
     }
+  }
+
+  private async publish(data: string, msgId: string): Promise<number> {
+    return (await this.js.publish(this.subject, data, { msgID: msgId, timeout: USAGE_PUBLISH_TIMEOUT_MS })).seq;
   }
 
   /** Messages of the stream the ledger consumer has not acknowledged yet (metrics). */
@@ -162,17 +206,17 @@ export class JetStreamUsageSink implements UsageSink {
     return info.num_pending + info.num_ack_pending;
   }
 
-  /** Waits until the consumer has acknowledged every message this node published. */
-  async posted(): Promise<void> {
-    const target = this.lastSeq;
-    if (target === 0) return;
-    const deadline = performance.now() + POSTED_WAIT_MS_MAX;
-    while (performance.now() < deadline) {
-      const info = await this.jsm.consumers.info(this.stream, CONSUMER);
-      if (info.ack_floor.stream_seq >= target) return;
-      await Bun.sleep(POSTED_POLL_MS);
-    }
-    throw new Error(`usage consumer is more than ${POSTED_WAIT_MS_MAX} ms behind`);
+  /** Waits until the ledger has every record this node published, checked by request id. */
+  posted(): Promise<void> {
+    return this.confirmations.confirmed({ pollMs: POSTED_POLL_MS, waitMsMax: POSTED_WAIT_MS_MAX });
+  }
+
+  /** At shutdown: waits (bounded) for the ledger to have what this node published, then stops checking. */
+  async stop(log: Logger): Promise<void> {
+    await this.posted().catch((error: Error) =>
+      log("warn", "usage_unconfirmed_at_stop", { records: this.confirmations.records, error: error.message }),
+    );
+    this.confirmations.stop();
   }
 }
 
@@ -280,14 +324,31 @@ function jsonOrUndefined(message: JsMsg): unknown {
 export async function startUsageStream(
   nc: NatsConnection,
   db: Db,
-  options: { prefix: string; subject: string; deadSubject: string; log: Logger; onDeadLetter?: (letter: DeadLetter) => void },
+  options: {
+    prefix: string;
+    subject: string;
+    deadSubject: string;
+    log: Logger;
+    onDeadLetter?: (letter: DeadLetter) => void;
+    limits?: UsageStreamLimits;
+  },
 ) {
   const jsm = await nc.jetstreamManager();
   const stream = usageStreamName(options.prefix);
-  await ensureUsageStream(jsm, stream, options.subject);
+  await ensureUsageStream(jsm, stream, options.subject, options.limits);
   await ensureDeadLetterStream(jsm, deadLetterStreamName(options.prefix), options.deadSubject);
   const js = nc.jetstream();
   const consumer = new UsageConsumer(db, js, stream, options.log, { subject: options.deadSubject, onDeadLetter: options.onDeadLetter });
   consumer.start();
-  return { sink: new JetStreamUsageSink(js, jsm, stream, options.subject), consumer, stream };
+  const sink = new JetStreamUsageSink(js, jsm, stream, options.subject, db, options.log);
+  return {
+    sink,
+    consumer,
+    stream,
+    /** After the writer's last flush: the ledger has this node's usage (bounded wait), then the consumer stops. */
+    stop: async () => {
+      await sink.stop(options.log);
+      await consumer.stop();
+    },
+  };
 }

@@ -23,10 +23,11 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { txRows, type Db, type Tx } from "../db/client.ts";
+import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { FENCE_GRACE_MS } from "./fence.ts";
 // A cycle by design: deadletter.ts posts through this module, and the sink here dead-letters through it.
-import { postOrDeadLetter, sqlReason, type DeadLetter } from "./deadletter.ts";
+import { sqlReason } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -35,30 +36,6 @@ export const USAGE_BATCH_MAX = 2_000;
 export const USAGE_BUFFER_MAX = 200_000;
 const RETRY_MS_FIRST = 50;
 const RETRY_MS_MAX = 2_000;
-
-export interface UsageRecord {
-  requestId: string;
-  accountId: string;
-  keyId: string;
-  holdId: string;
-  model: string;
-  operation: string;
-  backend: string | null;
-  priceVersionId: number;
-  inputUnits: bigint;
-  outputUnits: bigint;
-  inputPricePer1m: bigint;
-  outputPricePer1m: bigint;
-  /** What the usage is worth at the recorded prices. */
-  meteredMicro: bigint;
-  /** What is charged: metered capped by the request's reserve; the rest is written off. */
-  billedMicro: bigint;
-  status: number;
-  durationMs: number;
-  /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
-  partition?: number | null;
-  fenceToken?: bigint | null;
-}
 
 export interface BatchResult {
   written: number;
@@ -121,6 +98,10 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   }
   const records = [...unique.values()].map((r) => ({
     ...r,
+    cacheReadUnits: r.cacheReadUnits ?? 0n,
+    cacheReadPricePer1m: r.cacheReadPricePer1m ?? 0n,
+    cacheWriteUnits: r.cacheWriteUnits ?? 0n,
+    cacheWritePricePer1m: r.cacheWritePricePer1m ?? 0n,
     partition: r.partition ?? null,
     fenceToken: r.fenceToken ?? null,
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
@@ -129,16 +110,9 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   const inserted = await txRows<{ request_id: string }>(
     tx,
     sql`
-    INSERT INTO usage_records (request_id, account_id, key_id, hold_id, model, operation, backend, price_version_id,
-      input_units, output_units, input_price_per_1m, output_price_per_1m, metered_micro, billed_micro, status, duration_ms,
-      partition, fence_token)
-    SELECT "requestId", "accountId", "keyId", "holdId", model, operation, backend, "priceVersionId",
-      "inputUnits", "outputUnits", "inputPricePer1m", "outputPricePer1m", "meteredMicro", "billedMicro", status, "durationMs",
-      partition, "fenceToken"
-    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r("requestId" text, "accountId" text, "keyId" text, "holdId" text,
-      model text, operation text, backend text, "priceVersionId" int, "inputUnits" bigint, "outputUnits" bigint,
-      "inputPricePer1m" bigint, "outputPricePer1m" bigint, "meteredMicro" bigint, "billedMicro" bigint, status int, "durationMs" int,
-      partition int, "fenceToken" bigint)
+    INSERT INTO usage_records (${insertColumns})
+    SELECT ${recordFields}
+    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r(${recordTypes})
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
@@ -198,17 +172,11 @@ export interface UsageSink {
   write(batch: UsageRecord[]): Promise<void>;
   /** Resolves once everything written so far has been posted to the ledger. */
   posted?(): Promise<void>;
+  /** True while the sink can keep no more unconfirmed records: admit nothing new then. */
+  readonly full?: boolean;
 }
 
-/**
- * The embedded and single-database sink: each batch is posted in one transaction; records the
- * database refuses are dead-lettered (deadletter.ts) so that one bad record stops nobody's billing.
- */
-export function ledgerSink(db: Db, options: { onDeadLetter?: (letter: DeadLetter) => void } = {}): UsageSink {
-  return { write: async (batch) => void (await postOrDeadLetter(db, batch, { source: "writer", onDeadLetter: options.onDeadLetter })) };
-}
-
-/** A usage record as it travels through a stream (bigints as strings). */
+/** A usage record, and as it travels through a stream (bigints as strings). Its fields are usage_records' columns. */
 export const usageRecordSchema = z.object({
   requestId: z.string(),
   accountId: z.string(),
@@ -222,13 +190,33 @@ export const usageRecordSchema = z.object({
   outputUnits: bigintJson,
   inputPricePer1m: bigintJson,
   outputPricePer1m: bigintJson,
+  /** Prompt tokens read from / written to the vendor's cache, at their own prices (absent: none, as in records written before cache prices existed). */
+  cacheReadUnits: bigintJson.optional(),
+  cacheReadPricePer1m: bigintJson.optional(),
+  cacheWriteUnits: bigintJson.optional(),
+  cacheWritePricePer1m: bigintJson.optional(),
+  /** What the usage is worth at the recorded prices. */
   meteredMicro: bigintJson,
+  /** What is charged: metered capped by the request's reserve; the rest is written off. */
   billedMicro: bigintJson,
   status: z.number().int(),
   durationMs: z.number().int(),
+  /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
   partition: z.number().int().nullable().optional(),
   fenceToken: bigintJson.nullable().optional(),
 });
+export type UsageRecord = z.infer<typeof usageRecordSchema>;
+
+/**
+ * The insert's one column list: each record field is the usage_records column of that name in
+ * src/db/schema.ts (a field without one fails the typecheck), read from JSON as its SQL type.
+ */
+const usageColumns = usageRecordSchema
+  .keyof()
+  .options.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
+const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
+const recordFields = sql.raw(usageColumns.map((c) => `"${c.field}"`).join(", "));
+const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));
 
 export class UsageWriter {
   private buffer: UsageRecord[] = [];
@@ -250,7 +238,7 @@ export class UsageWriter {
 
   /** False while writes fail or the buffer is full: admit nothing new then. */
   get accepting(): boolean {
-    return !this.failing && this.buffer.length < USAGE_BUFFER_MAX && !this.stopped;
+    return !this.failing && this.buffer.length < USAGE_BUFFER_MAX && !this.stopped && !this.sink.full;
   }
 
   get buffered(): number {

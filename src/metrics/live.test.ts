@@ -1,4 +1,4 @@
-import { expect, test } from "bun:test";
+import { expect, jest, test } from "bun:test";
 import type { PoolSnapshot } from "../../actors/protocol.ts";
 import { LocalBus } from "../bus/local.ts";
 import { liveRoutes } from "../http/live/route.ts";
@@ -69,14 +69,25 @@ test("the hub publishes its node's snapshots, merges other nodes', and drops nod
   const hub = new LiveHub({ bus, subject: "t.v1.metrics.pools", sampler, log: silentLogger, intervalMs: 50, staleMs: 300 });
   const { POOL_SNAPSHOTS } = await import("../../actors/protocol.ts");
   bus.subscribe(POOL_SNAPSHOTS, "t.v1.metrics.pools", (s) => published.push(s.node));
-  hub.start();
-  bus.publish(POOL_SNAPSHOTS, "t.v1.metrics.pools", snapshot("other"));
-  await Bun.sleep(150);
-  expect(published).toContain("self");
-  expect(hub.current().nodes.map((n) => n.node)).toEqual(["other", "self"]);
-  await Bun.sleep(400);
-  expect(hub.current().nodes.map((n) => n.node)).toEqual(["self"]);
-  hub.stop();
+  // Bun's fake timers drive the hub's interval and its staleness clock (performance.now) alike;
+  // the bus delivers on microtasks, which they leave alone.
+  jest.useFakeTimers();
+  try {
+    hub.start();
+    bus.publish(POOL_SNAPSHOTS, "t.v1.metrics.pools", snapshot("other"));
+    await Promise.resolve(); // "other" arrives at time 0
+    jest.advanceTimersByTime(150); // three ticks
+    await Promise.resolve();
+    expect(published).toContain("self");
+    expect(hub.current().nodes.map((n) => n.node)).toEqual(["other", "self"]);
+    jest.advanceTimersByTime(100); // 250 ms since "other" spoke: not yet stale
+    expect(hub.current().nodes.map((n) => n.node)).toEqual(["other", "self"]);
+    jest.advanceTimersByTime(100); // 350 ms: past staleMs 300
+    expect(hub.current().nodes.map((n) => n.node)).toEqual(["self"]);
+  } finally {
+    hub.stop();
+    jest.useRealTimers();
+  }
   await bus.close();
 });
 

@@ -6,6 +6,7 @@
  * account or message content.
  */
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Backend } from "../../actors/pool/backend.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 
@@ -26,8 +27,12 @@ export interface RequestMetric {
   ttftMs?: number | null;
   /** Mean time between output tokens after the first; null for whole replies. */
   tpotMs?: number | null;
+  /** The whole prompt, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
+  /** Parts of inputTokens read from / written to the vendor's prompt cache. */
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
   billedMicro: bigint;
   /** Metered at list price; metered − billed is written off (the wallet could not cover it). */
   meteredMicro?: bigint;
@@ -116,7 +121,7 @@ export class Metrics {
     });
     this.tokens = new Counter({
       name: "darvaze_tokens_total",
-      help: "Tokens billed, by direction (input, output).",
+      help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).",
       labelNames: ["model", "direction"],
       registers,
     });
@@ -135,6 +140,7 @@ export class Metrics {
     this.stateGauges(sources, registers);
   }
 
+  // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one gauge per state with its name, help and read.
   private stateGauges(sources: MetricSources, registers: Registry[]): void {
     // Both hold gauges share the read in progress (prom-client collects a scrape's gauges together).
     let holdsRead: Promise<HoldTotals> | null = null;
@@ -144,30 +150,12 @@ export class Metrics {
           return holdsRead;
         }
       : null;
-    new Gauge({
-      name: "darvaze_backend_in_flight",
-      help: "Requests in flight to each backend from this node.",
-      labelNames: ["model", "backend"],
-      registers,
-      collect() {
-        this.reset();
-        for (const pool of sources.pools.all())
-          for (const b of pool.backends) if (b.requests > 0 || b.inFlight > 0) this.set({ model: pool.model, backend: b.name }, b.inFlight);
-      },
-    });
-    new Gauge({
-      name: "darvaze_backend_breaker_open",
-      help: "1 while a backend's breaker is open on this node.",
-      labelNames: ["model", "backend"],
-      registers,
-      collect() {
-        this.reset();
-        const now = performance.now();
-        for (const pool of sources.pools.all())
-          for (const b of pool.backends)
-            if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, backendSnapshot(b, now).breaker === "open" ? 1 : 0);
-      },
-    });
+    backendGauge(sources, registers, "darvaze_backend_in_flight", "Requests in flight to each backend from this node.", (b) =>
+      b.requests > 0 || b.inFlight > 0 ? b.inFlight : null,
+    );
+    backendGauge(sources, registers, "darvaze_backend_breaker_open", "1 while a backend's breaker is open on this node.", (b, nowMs) =>
+      b.requests > 0 ? (backendSnapshot(b, nowMs).breaker === "open" ? 1 : 0) : null,
+    );
     new Gauge({
       name: "darvaze_backend_breaker_state",
       help: "1 for the state each backend's breaker is in on this node (closed, half_open, open).",
@@ -200,17 +188,7 @@ export class Metrics {
       ["ttft", "This node's peak-EWMA estimate of each backend's time to first token, in milliseconds."],
       ["tpot", "This node's peak-EWMA estimate of each backend's time per output token, in milliseconds."],
     ] as const) {
-      new Gauge({
-        name: `darvaze_backend_${estimate}_ms`,
-        help,
-        labelNames: ["model", "backend"],
-        registers,
-        collect() {
-          this.reset();
-          for (const pool of sources.pools.all())
-            for (const b of pool.backends) if (b.requests > 0) this.set({ model: pool.model, backend: b.name }, b[estimate].value);
-        },
-      });
+      backendGauge(sources, registers, `darvaze_backend_${estimate}_ms`, help, (b) => (b.requests > 0 ? b[estimate].value : null));
     }
     if (sources.memoryGuard) {
       const guard = sources.memoryGuard;
@@ -394,7 +372,12 @@ export class Metrics {
     this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
     if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
     if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
-    if (m.inputTokens > 0) this.tokens.inc({ model: m.model, direction: "input" }, m.inputTokens);
+    const cacheRead = m.cacheReadTokens ?? 0;
+    const cacheWrite = m.cacheWriteTokens ?? 0;
+    const uncached = m.inputTokens - cacheRead - cacheWrite;
+    if (uncached > 0) this.tokens.inc({ model: m.model, direction: "input" }, uncached);
+    if (cacheRead > 0) this.tokens.inc({ model: m.model, direction: "cache_read" }, cacheRead);
+    if (cacheWrite > 0) this.tokens.inc({ model: m.model, direction: "cache_write" }, cacheWrite);
     if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
     if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro)
@@ -419,4 +402,30 @@ export class Metrics {
   async exposition(): Promise<{ body: string; contentType: string }> {
     return { body: await this.registry.metrics(), contentType: this.registry.contentType };
   }
+}
+
+/** A gauge with one series per backend of this node: `value` reads it (null: no series for that backend). */
+function backendGauge(
+  sources: MetricSources,
+  registers: Registry[],
+  name: string,
+  help: string,
+  value: (backend: Backend, nowMs: number) => number | null,
+): void {
+  new Gauge({
+    name,
+    help,
+    labelNames: ["model", "backend"],
+    registers,
+    collect() {
+      this.reset();
+      const nowMs = performance.now();
+      for (const pool of sources.pools.all()) {
+        for (const b of pool.backends) {
+          const v = value(b, nowMs);
+          if (v !== null) this.set({ model: pool.model, backend: b.name }, v);
+        }
+      }
+    },
+  });
 }

@@ -44,6 +44,8 @@ export function observeRequest(deps: ObserveDeps, r: RequestRecord): void {
     ttftMs: r.ttftMs == null ? null : Math.round(r.ttftMs),
     tpotMs: r.tpotMs == null ? null : Math.round(r.tpotMs * 100) / 100,
   };
+  if (r.cacheReadTokens) line.cacheReadTokens = r.cacheReadTokens;
+  if (r.cacheWriteTokens) line.cacheWriteTokens = r.cacheWriteTokens;
   if (r.meteredMicro !== undefined) line.meteredMicro = r.meteredMicro;
   if (deps.env.LOG_MESSAGE_CONTENT && r.content) {
     const { prompt, completion } = r.content();

@@ -6,10 +6,22 @@
 import { z } from "zod";
 import type { ReplyContext, Usage } from "./types.ts";
 
-export const textPart = z.object({ type: z.literal("text"), text: z.string() });
+/**
+ * A prompt-cache mark, as Anthropic reads it: the prompt up to here may be cached. Only the
+ * 5-minute cache is priced in the catalog, so a `ttl` is not passed on (the default, 5 minutes,
+ * applies); a mark of another shape is dropped.
+ */
+export const cacheControl = z
+  .object({ type: z.literal("ephemeral") })
+  .transform(() => ({ type: "ephemeral" as const }))
+  .optional()
+  .catch(undefined);
+
+export const textPart = z.object({ type: z.literal("text"), text: z.string(), cache_control: cacheControl });
 export const imagePart = z.object({
   type: z.literal("image_url"),
   image_url: z.union([z.string(), z.object({ url: z.string(), detail: z.string().optional() })]),
+  cache_control: cacheControl,
 });
 /** Parts we do not translate (audio, files) are kept as unknown and dropped by the adapters. */
 export const contentPart = z.union([textPart, imagePart, z.looseObject({ type: z.string() })]);
@@ -27,6 +39,8 @@ export const message = z.looseObject({
   name: z.string().optional(),
   tool_calls: z.array(toolCall).nullish(),
   tool_call_id: z.string().optional(),
+  /** A mark on the message itself applies to its last content block. */
+  cache_control: cacheControl,
 });
 
 export const tool = z.object({
@@ -36,6 +50,7 @@ export const tool = z.object({
     description: z.string().optional(),
     parameters: z.record(z.string(), z.unknown()).optional(),
   }),
+  cache_control: cacheControl,
 });
 
 export const toolChoice = z.union([
@@ -57,6 +72,8 @@ export const chatShape = z.looseObject({
   presence_penalty: z.number().nullish(),
   frequency_penalty: z.number().nullish(),
   response_format: z.looseObject({ type: z.string() }).nullish(),
+  /** Anthropic's automatic caching: the prompt up to its last cacheable block may be cached. */
+  cache_control: cacheControl,
 });
 
 export type ChatShape = z.infer<typeof chatShape>;
@@ -113,8 +130,35 @@ export interface OpenAIToolCall {
   function: { name: string; arguments: string };
 }
 
+/**
+ * Usage in OpenAI's shape: cache reads as `prompt_tokens_details.cached_tokens`, as OpenAI reports
+ * them; cache writes, which OpenAI's shape lacks, as `cache_write_tokens` beside them.
+ * @example usageToOpenAI({ inputTokens: 10, outputTokens: 2, cacheReadTokens: 8 })
+ *   // { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12, prompt_tokens_details: { cached_tokens: 8 } }
+ */
 export function usageToOpenAI(usage: Usage) {
-  return { prompt_tokens: usage.inputTokens, completion_tokens: usage.outputTokens, total_tokens: usage.inputTokens + usage.outputTokens };
+  const base = {
+    prompt_tokens: usage.inputTokens,
+    completion_tokens: usage.outputTokens,
+    total_tokens: usage.inputTokens + usage.outputTokens,
+  };
+  const read = usage.cacheReadTokens ?? 0;
+  const write = usage.cacheWriteTokens ?? 0;
+  if (read === 0 && write === 0) return base;
+  return { ...base, prompt_tokens_details: { cached_tokens: read, ...(write > 0 ? { cache_write_tokens: write } : {}) } };
+}
+
+/**
+ * A usage whose cache parts are bounded by its prompt (a vendor's figure is never trusted to
+ * exceed it): reads first, then writes, each at most what remains; zero parts are left out.
+ */
+export function boundedUsage(inputTokens: number, outputTokens: number, cacheRead: number, cacheWrite: number): Usage {
+  const usage: Usage = { inputTokens, outputTokens };
+  const read = Math.min(cacheRead, inputTokens);
+  const write = Math.min(cacheWrite, inputTokens - read);
+  if (read > 0) usage.cacheReadTokens = read;
+  if (write > 0) usage.cacheWriteTokens = write;
+  return usage;
 }
 
 export interface CompletionParts {

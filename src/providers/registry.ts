@@ -8,7 +8,7 @@ import type { ProviderAdapter } from "./types.ts";
 export function adapterFor(backend: BackendConfig): ProviderAdapter {
   switch (backend.kind) {
     case "openai":
-      return openAIAdapter(backend.api_key);
+      return openAIAdapter(backend.api_key, { responsesApi: backend.responses_api });
     case "anthropic":
       return anthropicAdapter(backend.api_key);
     case "gemini":

@@ -8,9 +8,18 @@ import type { Failure } from "../errors.ts";
 
 export type BackendKind = "openai" | "anthropic" | "gemini";
 
+/**
+ * Tokens a reply used. `inputTokens` is the whole prompt, as OpenAI's `prompt_tokens` counts it;
+ * the cache figures are parts of it that vendors price apart: `cacheReadTokens` were read from
+ * the vendor's prompt cache (OpenAI `cached_tokens`, Gemini `cachedContentTokenCount`, Anthropic
+ * `cache_read_input_tokens`), `cacheWriteTokens` were written to it (Anthropic
+ * `cache_creation_input_tokens`). Their sum never exceeds `inputTokens`.
+ */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
 }
 
 export interface UpstreamRequest {

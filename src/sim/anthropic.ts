@@ -4,7 +4,7 @@
  * the cumulative output_tokens, message_stop). The flow and knobs are vendor.ts's.
  */
 import { z } from "zod";
-import type { SimMessage } from "./tokens.ts";
+import { SIM_IMAGE_TOKENS, simFieldsTokens, type SimMessage } from "./tokens.ts";
 import type { Refusal, ReplyPlan, VendorRequest, VendorWire } from "./vendor.ts";
 
 const block = z.looseObject({
@@ -32,20 +32,65 @@ function refusal(status: number, type: string, message: string, headers?: Record
 }
 
 /** A block's countable text: text blocks, and the text of tool results. */
-function blockText(b: z.infer<typeof block>): string {
+function blockText(b: Block): string {
   if (b.type === "text") return b.text ?? "";
   if (b.type !== "tool_result") return "";
   if (typeof b.content === "string") return b.content;
   return (b.content ?? []).map((part) => part.text ?? "").join("");
 }
 
-function parse(raw: unknown): VendorRequest | string {
-  const result = AnthropicRequestSchema.safeParse(raw);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    return `${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid request"}`;
+type AnthropicRequest = z.infer<typeof AnthropicRequestSchema>;
+type Block = z.infer<typeof block>;
+
+/** Fields that steer sampling or delivery; `messages` and `system` are counted as messages. */
+// A prompt-cache mark (`cache_control`) steers the cache; the model does not read it.
+const controlFields = new Set([
+  "model",
+  "max_tokens",
+  "messages",
+  "system",
+  "stream",
+  "temperature",
+  "top_p",
+  "top_k",
+  "stop_sequences",
+  "metadata",
+  "cache_control",
+]);
+const textFields = new Set(["type", "text", "cache_control"]);
+const toolResultFields = new Set(["type", "content", "cache_control"]);
+
+/** A block's cost beyond the text blockText reads: its other data (a tool call's name and input), an image's price. */
+function blockExtraTokens(b: Block): number {
+  if (b.type === "tool_result") {
+    const parts = Array.isArray(b.content) ? b.content : [];
+    return simFieldsTokens(b, toolResultFields) + parts.reduce((sum, part) => sum + blockExtraTokens(part), 0);
   }
-  const body = result.data;
+  return simFieldsTokens(b, textFields) + (b.type === "image" ? SIM_IMAGE_TOKENS : 0);
+}
+
+/**
+ * What an Anthropic request costs beyond its messages' text: every block's other data, the
+ * system blocks' other data, and every body field that is not a control field (tools, tool_choice,
+ * output_config), by tokens.ts's rule.
+ */
+export function simAnthropicExtraTokens(body: AnthropicRequest): number {
+  let total = simFieldsTokens(body, controlFields);
+  if (Array.isArray(body.system)) for (const b of body.system) total += simFieldsTokens(b, textFields);
+  for (const message of body.messages) if (Array.isArray(message.content)) for (const b of message.content) total += blockExtraTokens(b);
+  return total;
+}
+
+/** The request as the simulator reads it, or why it is invalid. */
+export function parseAnthropicRequest(raw: unknown): AnthropicRequest | string {
+  const result = AnthropicRequestSchema.safeParse(raw);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  return `${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid request"}`;
+}
+
+/** The messages the prompt rule counts: the system text first, then each turn's text. */
+export function anthropicSimMessages(body: AnthropicRequest): SimMessage[] {
   const messages: SimMessage[] = [];
   if (body.system !== undefined) {
     messages.push({ role: "system", content: typeof body.system === "string" ? body.system : body.system.map((b) => b.text).join("") });
@@ -54,12 +99,19 @@ function parse(raw: unknown): VendorRequest | string {
     const content = typeof message.content === "string" ? message.content : message.content.map(blockText).join("");
     messages.push({ role: message.role, content });
   }
+  return messages;
+}
+
+function parse(raw: unknown): VendorRequest | string {
+  const body = parseAnthropicRequest(raw);
+  if (typeof body === "string") return body;
   const last = body.messages[body.messages.length - 1]!;
   const choice = body.tool_choice;
   return {
     model: body.model,
     stream: body.stream === true,
-    messages,
+    messages: anthropicSimMessages(body),
+    promptExtraTokens: simAnthropicExtraTokens(body),
     maxTokens: body.max_tokens,
     tools: choice?.type === "none" ? [] : (body.tools ?? []).map((t) => ({ name: t.name, schema: t.input_schema })),
     toolRequired: choice?.type === "any" ? "any" : choice?.type === "tool" ? (choice.name ?? null) : null,
@@ -78,8 +130,14 @@ function event(type: string, data: Record<string, unknown>): string {
 const messageId = (plan: ReplyPlan) => `msg_sim_${plan.seq}`;
 const toolUseId = (plan: ReplyPlan) => `toolu_sim_${plan.seq}`;
 
+/** Anthropic's input_tokens are the prompt tokens neither read from nor written to the cache. */
 function usage(plan: ReplyPlan, outputTokens: number) {
-  return { input_tokens: plan.promptTokens, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, output_tokens: outputTokens };
+  return {
+    input_tokens: plan.promptTokens - plan.cacheReadTokens - plan.cacheWriteTokens,
+    cache_creation_input_tokens: plan.cacheWriteTokens,
+    cache_read_input_tokens: plan.cacheReadTokens,
+    output_tokens: outputTokens,
+  };
 }
 
 export const anthropicWire: VendorWire = {
@@ -97,6 +155,7 @@ export const anthropicWire: VendorWire = {
   parse,
   toolArgumentsWhole: false,
   reportsThoughtTokens: false,
+  reportsCacheWrites: true,
 
   complete(plan) {
     const content = plan.tool

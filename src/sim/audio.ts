@@ -149,7 +149,7 @@ export function simTranscript(
   language: string,
 ): { body: string; contentType: string } {
   const words = simTranscriptWords(seconds);
-  const text = words.join(" ") + ".";
+  const text = `${words.join(" ")}.`;
   const segment = {
     id: 0,
     seek: 0,
@@ -164,7 +164,7 @@ export function simTranscript(
   };
   switch (format) {
     case "text":
-      return { body: text + "\n", contentType: "text/plain; charset=utf-8" };
+      return { body: `${text}\n`, contentType: "text/plain; charset=utf-8" };
     case "srt":
       return { body: `1\n${timestamp(0, ",")} --> ${timestamp(seconds, ",")}\n${text}\n\n`, contentType: "text/plain; charset=utf-8" };
     case "vtt":

@@ -11,7 +11,7 @@ import { Exchange, type ExchangeContext } from "./exchange.ts";
 import type { SimGate } from "./gate.ts";
 import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
-import { simPromptTokens } from "./tokens.ts";
+import { simChatPromptTokens } from "./tokens.ts";
 import { openAIToolPlan, type OpenAIToolPlan } from "./openaiTools.ts";
 import { ChunkFrames, completionBody, doneFrame, errorBody, usageOf, type WireFinishReason } from "./wire.ts";
 
@@ -111,7 +111,7 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
     return refuse(exchange, 503, queueFullBytes);
   }
   void exchange.whenDone().then(() => context.gate.leave());
-  exchange.promptTokens = simPromptTokens(body.messages);
+  exchange.setPrompt(simChatPromptTokens(body), { read: context.options.cacheReadTokens, write: 0 });
   const plan = planReply(context.options, body, exchange.seq);
   if (!exchange.stream) return completeReply(exchange, req.signal, plan);
   return needsPacing(plan) ? pacedStream(exchange, req.signal, plan) : instantStream(exchange, plan);
@@ -195,7 +195,7 @@ async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan
     exchange.abort();
     return new Response(null, { status: 499 });
   }
-  const usage = plan.omitUsage ? null : usageOf(exchange.promptTokens, tokens);
+  const usage = plan.omitUsage ? null : usageOf(exchange.promptTokens, tokens, exchange.cacheReadTokens);
   const body = completionBody({
     id: plan.id,
     created: plan.created,
@@ -242,6 +242,7 @@ function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
     created: plan.created,
     model: exchange.model,
     promptTokens: exchange.promptTokens,
+    cachedTokens: exchange.cacheReadTokens,
     includeUsage: plan.includeUsage && !plan.omitUsage,
     continuousUsage: plan.continuousUsage && !plan.omitUsage,
   });

@@ -60,7 +60,7 @@ export function handleEmbeddings(context: ChatContext, req: Request): Promise<Re
       let embedding: number[] | string = vector;
       if (body.encoding_format === "base64") {
         const bytes = Buffer.alloc(vector.length * 4);
-        vector.forEach((v, i) => bytes.writeFloatLE(v, i * 4));
+        for (const [i, v] of vector.entries()) bytes.writeFloatLE(v, i * 4);
         embedding = bytes.toString("base64");
       }
       return { object: "embedding", index, embedding };

@@ -20,8 +20,13 @@ export class Exchange {
   readonly requestId: string | null;
   readonly startedAt = Date.now();
   model = "";
+  /** The route served, for the wires besides chat completions (logged, so tests see which was used). */
+  path: string | null = null;
   stream = false;
   promptTokens = 0;
+  /** Parts of promptTokens reported as read from / written to the prompt cache. */
+  cacheReadTokens = 0;
+  cacheWriteTokens = 0;
   /** Content tokens written to the caller so far. */
   sent = 0;
   /** The stream went silent on purpose; a later abort ends it as "stalled". */
@@ -35,6 +40,16 @@ export class Exchange {
     this.requestId = requestId;
     this.seq = context.log.begin();
     context.live.add(this);
+  }
+
+  /**
+   * The prompt and the parts of it reported as cached: reads first, then writes, each at most
+   * what remains of the prompt.
+   */
+  setPrompt(promptTokens: number, cache: { read: number; write: number }): void {
+    this.promptTokens = promptTokens;
+    this.cacheReadTokens = Math.min(cache.read, promptTokens);
+    this.cacheWriteTokens = Math.min(cache.write, promptTokens - this.cacheReadTokens);
   }
 
   get done(): boolean {
@@ -71,8 +86,11 @@ export class Exchange {
       seq: this.seq,
       requestId: this.requestId,
       model: this.model,
+      ...(this.path ? { path: this.path } : {}),
       stream: this.stream,
       promptTokens: this.promptTokens,
+      ...(this.cacheReadTokens > 0 ? { cacheReadTokens: this.cacheReadTokens } : {}),
+      ...(this.cacheWriteTokens > 0 ? { cacheWriteTokens: this.cacheWriteTokens } : {}),
       completionTokens: this.sent,
       finishReason,
       status,

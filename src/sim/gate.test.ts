@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { SimGate } from "./gate.ts";
 import { startSimulator } from "./server.ts";
+import { until } from "../../test/until.ts";
 
 test("beyond its concurrency a request waits in arrival order, and leaves the queue when its caller gives up", async () => {
   let capacity: number | null = 1;
@@ -36,8 +37,10 @@ test("a saturated simulator queues, gets slower, and says so in /metrics", async
       });
     const started = performance.now();
     const replies = Array.from({ length: 6 }, ask);
-    await Bun.sleep(50);
-    const metrics = await (await fetch(`${sim.url}/metrics`)).text();
+    // All six arrive: two run, four wait (watched until they have, not after a guessed pause).
+    let metrics = "";
+    const waiting = /^vllm:num_requests_waiting\{[^}]*\} 4$/m;
+    await until(async () => waiting.test((metrics = await (await fetch(`${sim.url}/metrics`)).text())), 2_000);
     expect(metrics).toMatch(/^vllm:num_requests_running\{[^}]*\} 2$/m);
     expect(metrics).toMatch(/^vllm:num_requests_waiting\{[^}]*\} 4$/m);
     for (const reply of await Promise.all(replies)) expect(reply.status).toBe(200);

@@ -5,7 +5,7 @@
  * arrive whole. The flow and knobs are vendor.ts's.
  */
 import { z } from "zod";
-import type { SimMessage } from "./tokens.ts";
+import { SIM_IMAGE_TOKENS, simFieldsTokens, simValueTokens, type SimMessage } from "./tokens.ts";
 import type { Refusal, ReplyPlan, VendorRequest, VendorWire } from "./vendor.ts";
 
 const part = z.looseObject({
@@ -43,10 +43,63 @@ function refusal(status: number, message: string, headers?: Record<string, strin
 }
 
 /** A part's countable text: text (not thoughts), and a function response's `content` string. */
-function partText(p: z.infer<typeof part>): string {
+function partText(p: Part): string {
   if (typeof p.text === "string" && !p.thought) return p.text;
   const content = p.functionResponse?.response?.content;
   return typeof content === "string" ? content : "";
+}
+
+type GeminiRequest = z.infer<typeof GeminiRequestSchema>;
+type Part = z.infer<typeof part>;
+
+/** Fields that steer sampling or delivery; `contents` and `systemInstruction` are counted as messages. */
+const controlFields = new Set(["contents", "systemInstruction", "generationConfig", "safetySettings", "cachedContent", "labels"]);
+const partTextFields = new Set(["text", "thought", "functionResponse"]);
+
+/**
+ * A part's cost beyond the text partText reads: its other data (a function call, a thought's
+ * signature), a function response without the `content` counted as text, an image's price.
+ */
+function partExtraTokens(p: Part): number {
+  let total = simFieldsTokens(p, partTextFields);
+  if (p.functionResponse) {
+    const { content, ...rest } = p.functionResponse.response ?? {};
+    total += simValueTokens({ ...p.functionResponse, response: rest });
+    // A string `content` is partText's, unless the part's own text took its place.
+    if (typeof content !== "string" || (typeof p.text === "string" && !p.thought)) total += simValueTokens(content);
+  }
+  if (typeof p.text === "string" && p.thought) total += simValueTokens(p.text);
+  return total + ("inlineData" in p || "fileData" in p ? SIM_IMAGE_TOKENS : 0);
+}
+
+/**
+ * What a Gemini request costs beyond its messages' text: every part's other data, every body
+ * field that is not a control field (tools, toolConfig), and the output schema in generationConfig.
+ */
+export function simGeminiExtraTokens(body: GeminiRequest): number {
+  let total = simFieldsTokens(body, controlFields);
+  const config = body.generationConfig as Record<string, unknown> | undefined;
+  total += simValueTokens(config?.responseJsonSchema) + simValueTokens(config?.responseSchema);
+  for (const p of body.systemInstruction?.parts ?? []) total += partExtraTokens(p);
+  for (const content of body.contents) for (const p of content.parts) total += partExtraTokens(p);
+  return total;
+}
+
+/** The request body as the simulator reads it, or why it is invalid. */
+export function parseGeminiRequest(raw: unknown): GeminiRequest | string {
+  const result = GeminiRequestSchema.safeParse(raw);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0];
+  return `Invalid JSON payload received. ${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid"}`;
+}
+
+/** The messages the prompt rule counts: the system instruction first, then each turn's text. */
+export function geminiSimMessages(body: GeminiRequest): SimMessage[] {
+  const messages: SimMessage[] = [];
+  if (body.systemInstruction) messages.push({ role: "system", content: body.systemInstruction.parts.map(partText).join("") });
+  for (const content of body.contents)
+    messages.push({ role: content.role === "model" ? "assistant" : "user", content: content.parts.map(partText).join("") });
+  return messages;
 }
 
 /** `/v1beta/models/gemini-2.5-flash:streamGenerateContent` (or `/v1/…`) → model and method. */
@@ -62,16 +115,8 @@ function parse(raw: unknown, req: Request): VendorRequest | string {
     return `Unknown method in ${url.pathname}.`;
   const stream = target.method === "streamGenerateContent";
   if (stream && url.searchParams.get("alt") !== "sse") return "The simulator streams only with alt=sse.";
-  const result = GeminiRequestSchema.safeParse(raw);
-  if (!result.success) {
-    const issue = result.error.issues[0];
-    return `Invalid JSON payload received. ${issue?.path.join(".") || "body"}: ${issue?.message ?? "invalid"}`;
-  }
-  const body = result.data;
-  const messages: SimMessage[] = [];
-  if (body.systemInstruction) messages.push({ role: "system", content: body.systemInstruction.parts.map(partText).join("") });
-  for (const content of body.contents)
-    messages.push({ role: content.role === "model" ? "assistant" : "user", content: content.parts.map(partText).join("") });
+  const body = parseGeminiRequest(raw);
+  if (typeof body === "string") return body;
   const last = body.contents[body.contents.length - 1]!;
   const calling = body.toolConfig?.functionCallingConfig;
   const declarations = (body.tools ?? []).flatMap((t) => t.functionDeclarations ?? []);
@@ -79,7 +124,8 @@ function parse(raw: unknown, req: Request): VendorRequest | string {
   return {
     model: target.model,
     stream,
-    messages,
+    messages: geminiSimMessages(body),
+    promptExtraTokens: simGeminiExtraTokens(body),
     maxTokens: body.generationConfig?.maxOutputTokens ?? null,
     tools: mode === "NONE" ? [] : declarations.map((d) => ({ name: d.name, schema: d.parametersJsonSchema ?? d.parameters })),
     toolRequired: mode === "ANY" ? (calling?.allowedFunctionNames?.[0] ?? "any") : null,
@@ -93,6 +139,7 @@ function usageMetadata(plan: ReplyPlan, tokens: number) {
     candidatesTokenCount: tokens,
     totalTokenCount: plan.promptTokens + tokens + plan.thoughtTokens,
     ...(plan.thoughtTokens > 0 ? { thoughtsTokenCount: plan.thoughtTokens } : {}),
+    ...(plan.cacheReadTokens > 0 ? { cachedContentTokenCount: plan.cacheReadTokens } : {}),
   };
 }
 
@@ -120,6 +167,7 @@ export const geminiWire: VendorWire = {
   parse,
   toolArgumentsWhole: true,
   reportsThoughtTokens: true,
+  reportsCacheWrites: false,
 
   complete(plan) {
     const parts = plan.tool ? [toolPart(plan)] : [{ text: plan.chunks.map((c) => c.text).join("") }];

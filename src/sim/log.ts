@@ -13,9 +13,14 @@ export type SimLogEntry = {
   /** The caller's `x-request-id` header, or null. */
   readonly requestId: string | null;
   readonly model: string;
+  /** The route served, for the vendor wires (`/v1/messages`, `/v1/responses`, Gemini's paths). */
+  readonly path?: string;
   readonly stream: boolean;
   /** Billed prompt tokens: 0 for requests refused before generation (400, 401, 429, 500). */
   readonly promptTokens: number;
+  /** Parts of promptTokens reported as read from / written to the prompt cache (absent: none). */
+  readonly cacheReadTokens?: number;
+  readonly cacheWriteTokens?: number;
   /** Tokens actually generated and written to the caller. */
   readonly completionTokens: number;
   readonly finishReason: SimFinishReason;

@@ -37,6 +37,8 @@ const numberFlags = {
   "fail-after-chunks": "failAfterChunks",
   "stall-after-chunks": "stallAfterChunks",
   "thought-tokens": "thoughtTokens",
+  "cache-read-tokens": "cacheReadTokens",
+  "cache-write-tokens": "cacheWriteTokens",
   concurrency: "concurrency",
 } as const satisfies Record<string, keyof SimOptions>;
 
@@ -99,6 +101,8 @@ function parseFlags(args: string[]) {
       "fail-after-chunks": stringFlag,
       "stall-after-chunks": stringFlag,
       "thought-tokens": stringFlag,
+      "cache-read-tokens": stringFlag,
+      "cache-write-tokens": stringFlag,
       "api-key": stringFlag,
       flavor: stringFlag,
       "omit-usage": { type: "boolean" },

@@ -1,11 +1,11 @@
 /**
- * Tool calls on the OpenAI route, by the same rule as the other wire formats (vendor.ts): a
+ * Tool calls on the OpenAI route, by the same rule as the other wire formats (tools.ts): a
  * request that offers tools and requires one (`tool_choice`), or whose last user message names
  * one, gets one deterministic call, its arguments streamed a few tokens per chunk.
  */
 import type { ChatRequest } from "./options.ts";
 import { simCountTokens } from "./tokens.ts";
-import { simToolArguments, splitByTokens, toolPieceTokens, toolToCall } from "./vendor.ts";
+import { simToolArguments, splitByTokens, toolPieceTokens, toolToCall } from "./tools.ts";
 
 export interface OpenAIToolPlan {
   id: string;
@@ -28,10 +28,7 @@ export function openAIToolPlan(body: ChatRequest, seq: number): OpenAIToolPlan |
   const choice = body.tool_choice as { function?: { name?: unknown } } | string | undefined;
   const named = typeof choice === "object" && typeof choice?.function?.name === "string" ? choice.function.name : null;
   const tool = toolToCall({
-    model: body.model,
-    stream: body.stream === true,
     messages: body.messages,
-    maxTokens: null,
     tools,
     toolRequired: choice === "required" ? "any" : named,
     afterToolResult: body.messages[body.messages.length - 1]?.role === "tool",

@@ -32,6 +32,17 @@ export const SimOptionsSchema = z.object({
   flavor: z.enum(["all", "openai", "anthropic", "gemini"]).default("all"),
   /** Gemini flavor: thinking tokens reported as `thoughtsTokenCount` and logged as completion tokens. */
   thoughtTokens: z.number().int().min(0).default(0),
+  /**
+   * Prompt tokens reported as read from the vendor's prompt cache (at most the prompt): OpenAI
+   * `prompt_tokens_details.cached_tokens`, Gemini `cachedContentTokenCount`, Anthropic
+   * `cache_read_input_tokens`. Logged with the request.
+   */
+  cacheReadTokens: z.number().int().min(0).default(0),
+  /**
+   * Anthropic flavor: prompt tokens reported as written to the cache
+   * (`cache_creation_input_tokens`, at most what the reads leave); OpenAI and Gemini report none.
+   */
+  cacheWriteTokens: z.number().int().min(0).default(0),
   /** Requests served at once; more wait in a queue (null: no limit), like a host's full batch. */
   concurrency: z.number().int().min(1).nullable().default(null),
   /**

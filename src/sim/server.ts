@@ -11,6 +11,7 @@
  * await sim.stop();
  */
 import { anthropicWire } from "./anthropic.ts";
+import { responsesWire } from "./responses.ts";
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
 import { handleSpeech, handleTranscription } from "./audio.ts";
 import { handleEmbeddings, handleGeminiEmbeddings } from "./embeddings.ts";
@@ -91,6 +92,7 @@ function vendorRoutes(context: ChatContext, options: SimOptions, startedAtSec: n
   const routes: Record<string, RouteHandlers> = {};
   if (serves("openai")) {
     routes["/v1/chat/completions"] = { POST: (req) => handleChat(context, req) };
+    routes["/v1/responses"] = { POST: (req) => handleVendorChat(context, req, responsesWire) };
     routes["/v1/models"] = { GET: (req) => modelsResponse(context, req, startedAtSec) };
   }
   if (serves("anthropic")) routes["/v1/messages"] = { POST: (req) => handleVendorChat(context, req, anthropicWire) };

@@ -3,8 +3,10 @@ import OpenAI, { APIError, AuthenticationError, RateLimitError } from "openai";
 import { SimLog, type SimLogEntry } from "./log.ts";
 import { optionsFromArgs } from "./main.ts";
 import { SimOptionsSchema, startSimulator, type Simulator } from "./server.ts";
-import { simCompletion, simPromptText, simVocabulary } from "./text.ts";
-import { simCountTokens, simPromptTokens } from "./tokens.ts";
+import { simCompletion, simVocabulary } from "./text.ts";
+import { anthropicSimMessages, parseAnthropicRequest, simAnthropicExtraTokens } from "./anthropic.ts";
+import { geminiSimMessages, parseGeminiRequest, simGeminiExtraTokens } from "./gemini.ts";
+import { SIM_IMAGE_TOKENS, simChatPromptTokens, simCountTokens, simPromptTokens, simValueTokens } from "./tokens.ts";
 
 // Counted by hand with the rule in tokens.ts:
 //   "You are terse." → You | are | terse | .   = 4
@@ -32,8 +34,73 @@ describe("simCountTokens / simPromptTokens", () => {
     expect(simPromptTokens(messages)).toBe(messagesPromptTokens);
     expect(simPromptTokens([{ role: "user", content: "Hello, world!" }])).toBe(10);
     const parts = [{ type: "text", text: "foo" }, { type: "image_url" }, { type: "text", text: "bar!" }];
-    expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8); // "foobar!" = 2
+    // "foobar!" = 2, and the image its fixed price
+    expect(simPromptTokens([{ role: "user", content: parts }])).toBe(8 + SIM_IMAGE_TOKENS);
     expect(simPromptTokens([{ role: "assistant", content: null }])).toBe(6);
+  });
+
+  test("everything else the model reads costs its tokens: names, tool calls, part data, tools, schemas", () => {
+    expect(simPromptTokens([{ role: "user", content: "hi", name: "ali" }])).toBe(3 + 1 + 1 + 3);
+    // {"a":"b"} → { " a " : " b " } = 9
+    expect(simValueTokens({ a: "b" })).toBe(9);
+    expect(simPromptTokens([{ role: "user", content: [{ type: "text", text: "", data: { a: "b" } }] }])).toBe(3 + 9 + 3);
+    const tools = [{ type: "function", function: { name: "f" } }];
+    expect(
+      simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], tools, max_tokens: 5, temperature: 1 }),
+    ).toBe(10 + 25);
+    const schema = { type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } };
+    expect(simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], response_format: schema })).toBe(
+      6 + simValueTokens(schema),
+    );
+    expect(
+      simChatPromptTokens({ model: "m", messages: [{ role: "user", content: "" }], function_call: "auto", functions: [{ name: "g" }] }),
+    ).toBe(6 + 1 + 11);
+  });
+});
+
+describe("the vendor flavours bill the same way", () => {
+  test("Anthropic: tools, tool calls and images beyond the text", () => {
+    const tools = [{ name: "f", input_schema: { type: "object" } }];
+    const body = parseAnthropicRequest({
+      model: "c",
+      max_tokens: 5,
+      temperature: 1,
+      tools,
+      messages: [
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Hello, world!" },
+            { type: "image", source: { type: "url", url: "u" } },
+          ],
+        },
+        { role: "assistant", content: [{ type: "tool_use", id: "t", name: "f", input: {} }] },
+      ],
+    });
+    if (typeof body === "string") throw new Error(body);
+    const image = SIM_IMAGE_TOKENS + simValueTokens({ type: "url", url: "u" });
+    const call = simCountTokens("t") + simCountTokens("f") + simValueTokens({});
+    expect(simAnthropicExtraTokens(body)).toBe(simValueTokens(tools) + image + call);
+    expect(simPromptTokens(anthropicSimMessages(body))).toBe(3 + (3 + 4) + 3);
+  });
+
+  test("Gemini: declarations, function calls and responses, inline data beyond the text", () => {
+    const tools = [{ functionDeclarations: [{ name: "f", parametersJsonSchema: { type: "object" } }] }];
+    const body = parseGeminiRequest({
+      tools,
+      generationConfig: { maxOutputTokens: 5, responseJsonSchema: { type: "string" } },
+      contents: [
+        { role: "user", parts: [{ text: "Hello, world!" }, { inlineData: { mimeType: "image/png", data: "AAAA" } }] },
+        { role: "model", parts: [{ functionCall: { name: "f", args: {} } }] },
+        { role: "user", parts: [{ functionResponse: { name: "f", response: { content: "sunny" } } }] },
+      ],
+    });
+    if (typeof body === "string") throw new Error(body);
+    const image = SIM_IMAGE_TOKENS + simValueTokens({ mimeType: "image/png", data: "AAAA" });
+    const call = simValueTokens({ name: "f", args: {} });
+    const response = simValueTokens({ name: "f", response: {} }); // its content is text
+    expect(simGeminiExtraTokens(body)).toBe(simValueTokens(tools) + simValueTokens({ type: "string" }) + image + call + response);
+    expect(simPromptTokens(geminiSimMessages(body))).toBe(3 + (3 + 4) + 3 + (3 + 1));
   });
 });
 

@@ -1,5 +1,5 @@
 /**
- * The flow shared by the simulator's non-OpenAI wire formats (anthropic.ts, gemini.ts): auth →
+ * The flow shared by the simulator's other wire formats (anthropic.ts, gemini.ts, responses.ts): auth →
  * parse → roll 429 → roll 500 → plan → reply, with the same knobs (latency, failures, stalls)
  * and the same log as the OpenAI route. A wire format only says how to read a request and how
  * to write a reply; what is generated, and what is logged, is decided here.
@@ -12,25 +12,16 @@ import { destroy, send, sleepUnlessAborted, stall, type ChatContext } from "./ch
 import { Exchange } from "./exchange.ts";
 import type { SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
-import { simCountTokens, simPromptTokens, type SimMessage } from "./tokens.ts";
-
-export interface SimToolOffer {
-  name: string;
-  /** JSON Schema of the arguments, as the vendor wrote it. */
-  schema: unknown;
-}
+import { simCountTokens, simPromptTokens } from "./tokens.ts";
+import { simToolArguments, splitByTokens, toolPieceTokens, toolToCall, type ToolQuestion } from "./tools.ts";
 
 /** What the simulator reads from any vendor's request. */
-export interface VendorRequest {
+export interface VendorRequest extends ToolQuestion {
   model: string;
   stream: boolean;
-  messages: SimMessage[];
+  /** Prompt tokens outside the messages' text and overhead: tools, schemas, tool calls, images (by tokens.ts's rule). */
+  promptExtraTokens: number;
   maxTokens: number | null;
-  tools: SimToolOffer[];
-  /** The tool the request requires (`any` = whichever), or null when calling is optional. */
-  toolRequired: string | "any" | null;
-  /** The last turn carries tool results: answer in text. */
-  afterToolResult: boolean;
 }
 
 export interface PlannedChunk {
@@ -44,6 +35,9 @@ export interface ReplyPlan {
   seq: number;
   model: string;
   promptTokens: number;
+  /** Parts of promptTokens reported as read from / written to the prompt cache. */
+  cacheReadTokens: number;
+  cacheWriteTokens: number;
   chunks: PlannedChunk[];
   tool: { name: string; argumentsJson: string } | null;
   finish: "stop" | "length" | "tool";
@@ -67,6 +61,8 @@ export interface VendorWire {
   toolArgumentsWhole: boolean;
   /** Reports `thoughtTokens` (Gemini's thoughtsTokenCount); other formats generate none. */
   reportsThoughtTokens: boolean;
+  /** Reports cache writes (Anthropic's cache_creation_input_tokens); other formats have none. */
+  reportsCacheWrites: boolean;
   /** The request, or why it is invalid. `path` carries the model for path-routed vendors. */
   parse(raw: unknown, req: Request): VendorRequest | string;
   /** The whole non-streamed reply body. */
@@ -79,11 +75,9 @@ export interface VendorWire {
 
 const jsonHeaders = { "content-type": "application/json" } as const;
 const sseHeaders = { "content-type": "text/event-stream", "cache-control": "no-cache" } as const;
-/** Tokens per streamed piece of tool-call arguments. */
-export const toolPieceTokens = 3;
-
 export async function handleVendorChat(context: ChatContext, req: Request, wire: VendorWire): Promise<Response> {
   const exchange = new Exchange(context, req.headers.get("x-request-id"));
+  exchange.path = new URL(req.url).pathname;
   if (!wire.authorized(context.options, req)) return refuse(exchange, wire.unauthorized);
   let raw: unknown;
   try {
@@ -98,7 +92,8 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
   context.metrics.see(parsed.model);
   if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
   if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
-  exchange.promptTokens = simPromptTokens(parsed.messages);
+  const cache = { read: context.options.cacheReadTokens, write: wire.reportsCacheWrites ? context.options.cacheWriteTokens : 0 };
+  exchange.setPrompt(simPromptTokens(parsed.messages) + parsed.promptExtraTokens, cache);
   const plan = planVendorReply(context.options, parsed, exchange, wire);
   if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
   return streamReply(exchange, req.signal, context.options, plan, wire);
@@ -109,51 +104,16 @@ function refuse(exchange: Exchange, refusal: Refusal): Response {
   return new Response(refusal.body, { status: refusal.status, headers: { ...jsonHeaders, ...refusal.headers } });
 }
 
-/** The tool this request calls, or null for a text reply. */
-export function toolToCall(request: VendorRequest): SimToolOffer | null {
-  if (request.tools.length === 0 || request.afterToolResult) return null;
-  if (request.toolRequired === "any") return request.tools[0] ?? null;
-  if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
-  const last = [...request.messages].reverse().find((m) => m.role === "user");
-  const text = last ? simPromptText([last]) : "";
-  return request.tools.find((t) => text.includes(t.name)) ?? null;
-}
-
-/**
- * Arguments from the schema: strings "sim", numbers 1, booleans true, others null.
- * @example simToolArguments({ type: "object", properties: { city: { type: "string" } } }) // {"city":"sim"}
- */
-export function simToolArguments(schema: unknown): Record<string, unknown> {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
-  const args: Record<string, unknown> = {};
-  for (const [name, property] of Object.entries(properties)) {
-    const type = String(property?.type ?? "").toLowerCase();
-    args[name] = type === "string" ? "sim" : type === "number" || type === "integer" ? 1 : type === "boolean" ? true : null;
-  }
-  return args;
-}
-
-/** Cuts text into pieces of `tokens` simulator tokens each, keeping every character. */
-export function splitByTokens(text: string, tokens: number): string[] {
-  const starts: number[] = [];
-  let count = 0;
-  for (const match of text.matchAll(/[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu)) {
-    if (count > 0 && count % tokens === 0) starts.push(match.index);
-    count++;
-  }
-  const pieces: string[] = [];
-  let from = 0;
-  for (const start of starts) {
-    pieces.push(text.slice(from, start));
-    from = start;
-  }
-  pieces.push(text.slice(from));
-  return pieces;
-}
-
 function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {
   const thoughtTokens = wire.reportsThoughtTokens ? options.thoughtTokens : 0;
-  const base = { seq: exchange.seq, model: request.model, promptTokens: exchange.promptTokens, thoughtTokens };
+  const base = {
+    seq: exchange.seq,
+    model: request.model,
+    promptTokens: exchange.promptTokens,
+    cacheReadTokens: exchange.cacheReadTokens,
+    cacheWriteTokens: exchange.cacheWriteTokens,
+    thoughtTokens,
+  };
   const tool = toolToCall(request);
   if (tool) {
     const argumentsJson = JSON.stringify(simToolArguments(tool.schema));

@@ -4,7 +4,12 @@
  * benchmark ceiling, so the per-token cost is one short string concatenation.
  */
 
-export type SimUsage = { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+export type SimUsage = {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+};
 
 export type WireFinishReason = "stop" | "length" | "tool_calls";
 
@@ -14,6 +19,8 @@ export type ChunkFramesOptions = {
   created: number;
   model: string;
   promptTokens: number;
+  /** Prompt tokens reported as read from the cache (`prompt_tokens_details.cached_tokens`). */
+  cachedTokens?: number;
   /** `stream_options.include_usage`: non-usage chunks carry `"usage":null`, then a usage chunk. */
   includeUsage: boolean;
   /** vLLM's `stream_options.continuous_usage_stats`: every chunk carries usage so far. */
@@ -22,16 +29,22 @@ export type ChunkFramesOptions = {
 
 export const doneFrame = "data: [DONE]\n\n";
 
-export function usageOf(promptTokens: number, completionTokens: number): SimUsage {
+/** OpenAI's usage; `cachedTokens` (a part of the prompt) is reported only when there are some. */
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0): SimUsage {
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
     total_tokens: promptTokens + completionTokens,
+    ...(cachedTokens > 0 ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}),
   };
 }
 
-function usageJson(promptTokens: number, completionTokens: number): string {
-  return `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` + `"total_tokens":${promptTokens + completionTokens}}`;
+function usageJson(promptTokens: number, completionTokens: number, cachedTokens = 0): string {
+  return (
+    `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` +
+    `"total_tokens":${promptTokens + completionTokens}` +
+    (cachedTokens > 0 ? `,"prompt_tokens_details":{"cached_tokens":${cachedTokens}}}` : "}")
+  );
 }
 
 /** Builds the `data: {...}\n\n` frames of one streamed reply. */
@@ -74,7 +87,7 @@ export class ChunkFrames {
 
   /** The usage-only chunk sent after `finish` when `include_usage` was requested. */
   usage(completionTokens: number): string {
-    return `${this.#prefix}[],"usage":${usageJson(this.#options.promptTokens, completionTokens)}}\n\n`;
+    return `${this.#prefix}[],"usage":${usageJson(this.#options.promptTokens, completionTokens, this.#options.cachedTokens)}}\n\n`;
   }
 
   #choice(delta: string, finishReason: string, completionTokens: number): string {
@@ -85,8 +98,8 @@ export class ChunkFrames {
   }
 
   #usageTail(completionTokens: number): string {
-    const { continuousUsage, includeUsage, promptTokens } = this.#options;
-    if (continuousUsage) return `,"usage":${usageJson(promptTokens, completionTokens)}`;
+    const { continuousUsage, includeUsage, promptTokens, cachedTokens } = this.#options;
+    if (continuousUsage) return `,"usage":${usageJson(promptTokens, completionTokens, cachedTokens)}`;
     return includeUsage ? `,"usage":null` : "";
   }
 }

@@ -1,5 +1,15 @@
 import { expect, test } from "bun:test";
-import { countPromptTokens, countTokens, countTokensMany, promptTokensUpperBound } from "./count.ts";
+import {
+  ADMISSION_COUNT_BYTES_MAX,
+  countPromptTokens,
+  countTokens,
+  countTokensMany,
+  measureTokensMany,
+  promptTokensUpperBound,
+  setTokenizerMsPerKeyMax,
+  TOKENIZER_COUNTS_PER_KEY_MAX,
+  TOKENIZER_MS_PER_KEY_MAX,
+} from "./count.ts";
 
 test("exact o200k counts, and OpenAI's per-message counts for a prompt", async () => {
   expect(await countTokens("Hello, world!")).toBe(4); // "Hello" "," " world" "!"
@@ -32,4 +42,51 @@ test("a large count runs off the event loop: timers keep firing while it works",
   clearInterval(timer);
   expect(count).toBeGreaterThan(400_000);
   expect(ticks).toBeGreaterThan(3);
+});
+
+const admission = (fairnessKey: string) => ({ purpose: "admission" as const, fairnessKey });
+const noise = (bytes: number) => new TextDecoder().decode(crypto.getRandomValues(new Uint8Array(bytes)));
+
+test("admission counts are capped per request: past the cap the prompt is bounded, not counted", async () => {
+  const prose = "The quick brown fox jumps over the lazy dog. ".repeat(70_000); // ~3 MB
+  const [capped] = await measureTokensMany([prose], admission("cap"));
+  const [billing] = await measureTokensMany([prose]);
+  expect(capped!.bytesCounted).toBeLessThanOrEqual(ADMISSION_COUNT_BYTES_MAX + 64);
+  expect(capped!.lower).toBeLessThan(billing!.tokens);
+  expect(capped!.upper).toBeGreaterThan(billing!.tokens);
+  expect([billing!.lower, billing!.upper]).toEqual([billing!.tokens, billing!.tokens]); // billing counts everything
+  // The cap is per request, across all of its texts.
+  const split = await measureTokensMany([prose.slice(0, prose.length / 2), prose.slice(prose.length / 2)], admission("cap"));
+  expect(split[0]!.bytesCounted + split[1]!.bytesCounted).toBeLessThanOrEqual(ADMISSION_COUNT_BYTES_MAX + 64);
+});
+
+test("one key's long counts do not hold up another key's small one", async () => {
+  await countTokens("warm up");
+  const finished: string[] = [];
+  const heavy = Array.from({ length: TOKENIZER_COUNTS_PER_KEY_MAX }, (_, i) =>
+    measureTokensMany([noise(ADMISSION_COUNT_BYTES_MAX / 2)], admission("heavy")).then(() => finished.push(`heavy ${i}`)),
+  );
+  await Bun.sleep(5); // the heavy counts are under way
+  const light = countTokens("How many tokens is this?", admission("light")).then(() => finished.push("light"));
+  const [queuedTooMany] = await measureTokensMany([noise(1000)], admission("heavy")); // one more at once
+  await Promise.all([...heavy, light]);
+  expect(finished.indexOf("light")).toBeLessThan(2); // at most the counts already on both threads end first
+  expect(queuedTooMany!.bytesCounted).toBe(0); // decided by byte bounds, not queued
+});
+
+test("a key over its tokenizer time is decided by byte bounds, other keys are still counted", async () => {
+  setTokenizerMsPerKeyMax(1);
+  try {
+    const text = noise(200_000);
+    const [first] = await measureTokensMany([text], admission("spender"));
+    expect(first!.bytesCounted).toBeGreaterThan(0);
+    const [again] = await measureTokensMany([text], admission("spender"));
+    expect(again!.bytesCounted).toBe(0);
+    const bytes = Buffer.byteLength(text, "utf8");
+    expect([again!.lower, again!.upper]).toEqual([Math.floor(bytes / 128), bytes]);
+    const [other] = await measureTokensMany(["Hello, world!"], admission("other"));
+    expect([other!.lower, other!.upper]).toEqual([4, 4]);
+  } finally {
+    setTokenizerMsPerKeyMax(TOKENIZER_MS_PER_KEY_MAX);
+  }
 });

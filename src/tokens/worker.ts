@@ -1,37 +1,74 @@
 /**
- * The tokenizer thread: js-tiktoken's o200k_base takes ~0.4 s and ~150 MB to load and ~135 µs per
- * KB to count, so it lives here, off the event loop that serves requests.
- * Message in: `{ id, texts }`; out: `{ id, counts }`.
+ * A tokenizer thread: loading o200k_base takes ~0.2–0.8 s and tens of MB, and counting is CPU
+ * work, so it runs here, off the event loop that serves requests.
+ *
+ * Fair by construction: each fairness key (an API key's id, or "billing") has a queue of its own,
+ * and the thread serves the keys in turn, SLICE_BYTES of merge work at a time, so a key with many
+ * or long counts delays another key's count by at most one slice per other waiting key.
+ *
+ * Message in: `{ id, fairnessKey, texts, limits }`; out: `{ id, counts, ms }` or `{ id, error }`.
  */
-import { Tiktoken } from "js-tiktoken/lite";
 import o200k from "js-tiktoken/ranks/o200k_base";
+import { TokenCounter, type CountJob, type CountLimits, type TokenCount } from "./bpe.ts";
 
 declare const self: Worker;
 
-const encoder = new Tiktoken(o200k);
+/** Merge work per turn: ~5–20 ms on one core, the most one key's turn delays another's. */
+export const SLICE_BYTES = 32 * 1024;
 
-/**
- * BPE over one long run without white space is quadratic (10,000 × "x" takes seconds), so such
- * runs are counted in slices of this many characters; the slices' count can exceed the true one
- * by at most one token per slice, and ordinary text is never cut.
- */
-export const RUN_CHARS_MAX = 256;
-const LONG_RUN = new RegExp(`\\S{${RUN_CHARS_MAX},}`, "g");
+export interface CountRequest {
+  id: number;
+  fairnessKey: string;
+  texts: string[];
+  limits: CountLimits;
+}
+export type CountReply = { id: number; counts: TokenCount[]; ms: number } | { id: number; error: string };
 
-function count(text: string): number {
-  if (text.length < RUN_CHARS_MAX) return text.length === 0 ? 0 : encoder.encode(text).length;
-  let total = 0;
-  let from = 0;
-  for (const match of text.matchAll(LONG_RUN)) {
-    if (match.index > from) total += encoder.encode(text.slice(from, match.index)).length;
-    for (let i = 0; i < match[0].length; i += RUN_CHARS_MAX) total += encoder.encode(match[0].slice(i, i + RUN_CHARS_MAX)).length;
-    from = match.index + match[0].length;
-  }
-  if (from < text.length) total += encoder.encode(text.slice(from)).length;
-  return total;
+interface Queued {
+  id: number;
+  job: CountJob;
+  ms: number;
 }
 
-self.onmessage = (event: MessageEvent<{ id: number; texts: string[] }>) => {
-  const { id, texts } = event.data;
-  self.postMessage({ id, counts: texts.map(count) });
+const counter = new TokenCounter(o200k);
+/** Per fairness key, in turn order: a key goes to the back after its turn (Map keeps insertion order). */
+const queues = new Map<string, Queued[]>();
+let scheduled = false;
+
+function turn(): void {
+  scheduled = false;
+  const first = queues.entries().next();
+  if (first.done) return;
+  const [key, queue] = first.value;
+  const item = queue[0]!;
+  queues.delete(key);
+  const started = performance.now();
+  try {
+    const done = counter.step(item.job, SLICE_BYTES);
+    item.ms += performance.now() - started;
+    if (done) {
+      queue.shift();
+      self.postMessage({ id: item.id, counts: item.job.counts, ms: item.ms } satisfies CountReply);
+    }
+  } catch (error) {
+    queue.shift();
+    self.postMessage({ id: item.id, error: (error as Error).message } satisfies CountReply);
+  }
+  if (queue.length > 0) queues.set(key, queue);
+  schedule();
+}
+
+/** The next turn after pending messages, so a new key's count joins the rotation at once. */
+function schedule(): void {
+  if (scheduled || queues.size === 0) return;
+  scheduled = true;
+  setImmediate(turn);
+}
+
+self.onmessage = (event: MessageEvent<CountRequest>) => {
+  const { id, fairnessKey, texts, limits } = event.data;
+  const queue = queues.get(fairnessKey) ?? [];
+  queue.push({ id, job: counter.start(texts, limits), ms: 0 });
+  queues.set(fairnessKey, queue);
+  schedule();
 };

@@ -38,6 +38,8 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
       billed: sum(usageRecords.billedMicro),
       input: sum(usageRecords.inputUnits),
       output: sum(usageRecords.outputUnits),
+      cacheRead: sum(usageRecords.cacheReadUnits),
+      cacheWrite: sum(usageRecords.cacheWriteUnits),
     })
     .from(usageRecords)
     .where(and(eq(usageRecords.keyId, key.id)));
@@ -53,7 +55,10 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     limits: { concurrency_max: key.concurrencyMax, rpm: key.rpm, tpm: key.tpm },
     usage: {
       requests: usage?.requests ?? 0,
-      input_tokens: Number(usage?.input ?? 0),
+      // The whole prompts, as `prompt_tokens` counts them; the cache parts also apart.
+      input_tokens: Number(usage?.input ?? 0) + Number(usage?.cacheRead ?? 0) + Number(usage?.cacheWrite ?? 0),
+      cached_tokens: Number(usage?.cacheRead ?? 0),
+      cache_write_tokens: Number(usage?.cacheWrite ?? 0),
       output_tokens: Number(usage?.output ?? 0),
       spent_toman: microToToman(billed),
       spent_micro_toman: billed.toString(),

@@ -18,9 +18,10 @@ const listQuery = z.object({
   limit: z.coerce.number().int().min(1).max(DEAD_LETTERS_LISTED_MAX).default(100),
 });
 
-const ID = /^[1-9][0-9]{0,18}$/;
+/** A dead letter's id: a bigserial, in decimal. */
+export const DEAD_LETTER_ID = /^[1-9][0-9]{0,18}$/;
 
-function deadLetterObject(row: DeadLetterRow) {
+export function deadLetterObject(row: DeadLetterRow) {
   const { written_off_micro, ...rest } = row;
   return {
     object: "usage.dead_letter",
@@ -39,7 +40,7 @@ export async function listDeadLettersRoute(deps: EdgeDeps, request: Request, req
 }
 
 export async function replayDeadLetterRoute(deps: EdgeDeps, id: string, requestId: string): Promise<Response> {
-  if (!ID.test(id)) return failed(fail("not_found", `No dead letter ${id}.`), requestId);
+  if (!DEAD_LETTER_ID.test(id)) return failed(fail("not_found", `No dead letter ${id}.`), requestId);
   const result = await replayDeadLetter(deps.db, BigInt(id));
   switch (result.outcome) {
     case "not_found":

@@ -8,13 +8,12 @@ import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backen
 import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/store.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { failed, json, zodFailure } from "../guard.ts";
-import { readJsonBody } from "../request.ts";
-import { ADMIN_BODY_BYTES_MAX } from "./route.ts";
+import { failed, json } from "../guard.ts";
+import { parseBody } from "./body.ts";
 
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
-function backendView(b: Backend, nowMs: number) {
+export function backendView(b: Backend, nowMs: number) {
   const host = b.host !== null && nowMs - b.host.atMs <= HOST_METRICS_STALE_MS ? b.host : null;
   return {
     name: b.name,
@@ -43,30 +42,38 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
     {
       object: "list",
       node: deps.pools.node,
-      data: deps.pools.all().map((pool) => ({ model: pool.model, backends: pool.backends.map((b) => backendView(b, nowMs)) })),
+      data: deps.pools.all().map((pool) => ({
+        model: pool.model,
+        backends: pool.backends.map((b) => backendView(b, nowMs)),
+        paid_fields: pool.paidFields ?? null,
+      })),
     },
     requestId,
   );
 }
 
 export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
-  const raw = await readJsonBody(request, ADMIN_BODY_BYTES_MAX);
-  if (isFailure(raw)) return failed(raw, requestId);
-  const parsed = poolBodySchema.safeParse(raw);
-  if (!parsed.success) return failed(zodFailure(parsed.error), requestId);
+  const body = await parseBody(request, poolBodySchema);
+  if (isFailure(body)) return failed(body, requestId);
   if (!deps.catalog.get(model))
     return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
-  const { backends, problems } = resolveBackends(parsed.data.backends, process.env);
+  const { backends, problems } = resolveBackends(body.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
-  const row = await savePool(deps.db, model, parsed.data.backends);
-  deps.pools.apply(model, backends);
+  const row = await savePool(deps.db, model, body.backends, body.paid_fields);
+  deps.pools.apply(model, backends, row.paidFields);
   deps.pools.markApplied(row);
   deps.bus.publish(POOL_EVENTS, deps.subjects.poolEvents, { model });
   deps.log("info", "pool_set", { model, backends: backends.map((b) => b.name) });
   const pool = deps.pools.get(model)!;
   const nowMs = performance.now();
   return json(
-    { object: "pool", model, updated_at: row.updatedAt.toISOString(), backends: pool.backends.map((b) => backendView(b, nowMs)) },
+    {
+      object: "pool",
+      model,
+      updated_at: row.updatedAt.toISOString(),
+      backends: pool.backends.map((b) => backendView(b, nowMs)),
+      paid_fields: pool.paidFields ?? null,
+    },
     requestId,
   );
 }

@@ -10,17 +10,15 @@ import { reloadCatalog } from "../../catalog/catalog.ts";
 import { setRate, type FetchStatus } from "../../catalog/rates.ts";
 import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
-import { fail, isFailure, type Failure } from "../../errors.ts";
+import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../deps.ts";
-import { failed, json, zodFailure } from "../guard.ts";
-import { bearerToken, readJsonBody } from "../request.ts";
+import { failed, json } from "../guard.ts";
+import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
+import { parseBody } from "./body.ts";
 import { poolsView, setPool } from "./pools.ts";
-
-/** Admin bodies are small; anything bigger is a mistake. */
-export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
 
@@ -65,21 +63,21 @@ const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => 
 });
 
 // Strict: a misspelled field is a 400, not silently ignored.
-const createAccountBody = z.strictObject({ name });
-const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
-const createKeyBody = z.strictObject({ name, ...keyLimitFields });
-const keyLimitsBody = z
+export const createAccountBody = z.strictObject({ name });
+export const topUpBody = z.strictObject({ amount_toman: amountToman, reference: z.string().trim().min(1).max(200) });
+export const createKeyBody = z.strictObject({ name, ...keyLimitFields });
+export const keyLimitsBody = z
   .strictObject(keyLimitFields)
   .refine(
     (body) => Object.values(body).some((v) => v !== undefined),
     "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency",
   );
-const adjustmentBody = z.strictObject({
+export const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
   reason: z.string().trim().min(3).max(500),
   reference: z.string().trim().min(1).max(200),
 });
-const rateBody = z.strictObject({
+export const rateBody = z.strictObject({
   toman_per_usd: z.number().int().positive().max(100_000_000),
   /** ISO time; default now. */
   effective_at: z.iso.datetime({ offset: true }).optional(),
@@ -93,13 +91,6 @@ export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
     monthlySpendCapMicro: body.monthly_spend_cap_toman,
     residency: body.residency,
   };
-}
-
-export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
-  const raw = await readJsonBody(request, bytesMax);
-  if (isFailure(raw)) return raw;
-  const parsed = schema.safeParse(raw);
-  return parsed.success ? parsed.data : zodFailure(parsed.error);
 }
 
 export function keyObject(key: KeyRecord) {
@@ -259,7 +250,16 @@ export class AdminApi {
           backend: u.backend,
           input_units: u.inputUnits.toString(),
           output_units: u.outputUnits.toString(),
+          cache_read_units: u.cacheReadUnits.toString(),
+          cache_write_units: u.cacheWriteUnits.toString(),
           price_version: u.priceVersionId,
+          prices_toman_per_1m: {
+            input: u.inputPricePer1m.toString(),
+            output: u.outputPricePer1m.toString(),
+            cache_read: u.cacheReadPricePer1m.toString(),
+            cache_write: u.cacheWritePricePer1m.toString(),
+          },
+          metered_micro_toman: u.meteredMicro.toString(),
           billed_toman: microToToman(u.billedMicro),
           billed_micro_toman: u.billedMicro.toString(),
           status: u.status,

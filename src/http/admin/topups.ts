@@ -11,14 +11,18 @@ import { LIST_LIMIT_MAX, type Topup } from "../../payments/topups.ts";
 import { TOPUP_STATES } from "../../db/schema.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
-import { amountToman, parseBody } from "./route.ts";
+import { parseBody } from "./body.ts";
+import { amountToman } from "./route.ts";
 
-const startBody = z.strictObject({ account_id: z.string().trim().min(1).max(100), amount_toman: amountToman });
-const reason = z.string().trim().min(3).max(500);
+export const startBody = z.strictObject({ account_id: z.string().trim().min(1).max(100), amount_toman: amountToman });
+export const reason = z.string().trim().min(3).max(500);
 const completeBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason });
 /** `reverse`: hand the payment back through the provider before closing the top-up. */
-const rejectBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({ reason, reverse: z.boolean().optional() });
-const listQuery = z.object({
+export const rejectBody: z.ZodType<{ reason: string; reverse?: boolean }, unknown> = z.strictObject({
+  reason,
+  reverse: z.boolean().optional(),
+});
+export const listQuery = z.object({
   state: z.enum(TOPUP_STATES).optional(),
   account_id: z.string().min(1).max(100).optional(),
   limit: z.coerce.number().int().min(1).max(LIST_LIMIT_MAX).default(50),

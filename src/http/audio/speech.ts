@@ -21,7 +21,7 @@ export async function createSpeech(input: OperationInput, deps: EdgeDeps): Promi
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = speechRequest.safeParse(raw);
+  const parsed = speechRequest.safeParse(raw.value);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
   const priced = pricedModel(deps, caller, body.model, "speech", "character");

@@ -51,11 +51,9 @@ async function readAudio(file: File): Promise<{ bytes: Uint8Array; seconds: Audi
   if (!measured) return fail("service_unavailable", "The audio file could not be read right now; try again shortly.", { retryAfterS: 1 });
   const duration = measured.duration;
   if (duration && duration.seconds !== 0) return { bytes: measured.bytes, seconds: audioSeconds(duration, measured.bytes.byteLength) };
-  return fail(
-    "invalid_request",
-    "The file is not audio whose duration could be read. Supported formats: " + AUDIO_EXTENSIONS.join(", ") + ".",
-    { param: "file" },
-  );
+  return fail("invalid_request", `The file is not audio whose duration could be read. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, {
+    param: "file",
+  });
 }
 
 function upstreamFields(fields: TranscriptionFields): Record<string, string | string[]> {

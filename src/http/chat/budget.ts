@@ -8,8 +8,20 @@
  * (METER_FIRST_STEP_TOKENS), and the relay extends the hold in steps before it runs out.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { fail, type Failure } from "../../errors.ts";
-import { countPromptTokens, promptTokensUpperBound } from "../../tokens/count.ts";
+import type { PaidFields } from "../../config.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
+import {
+  CHAT_CONTROL_FIELDS,
+  measurePromptTokens,
+  type CountOptions,
+  measureTokensMany,
+  EXACT_MESSAGE_TOKENS,
+  EXACT_REPLY_TOKENS,
+  messageAllowanceTokens,
+  promptTokensUpperBound,
+  utf8Bytes,
+} from "../../tokens/count.ts";
+import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** Output budget of a whole (non-streamed) reply when the client names none. */
@@ -28,50 +40,121 @@ export interface ChatBudget {
   /** A stream whose reserve the relay extends as tokens arrive. */
   metered: boolean;
   choices: number;
+  /** Bytes of `prediction`, reserved at the output price on top of the output budget. */
+  predictionTokensBound: number;
   reserveMicro: bigint;
   inputPricePer1m: bigint;
   outputPricePer1m: bigint;
   priceVersionId: number;
 }
 
+/** What chatBudget needs beside the body and the model. */
+export interface ChatBudgetOptions {
+  /** Whose counting this is (the key's id): tokenizer work before admission takes turns by it (count.ts). */
+  fairnessKey: string;
+  /** UTF-8 bytes of the body as received, asked only for a body that is not plain (count.ts); without it the body is serialized to measure it. */
+  bodyBytes?: () => number;
+  /** The pool's enabled paid fields (paidFields.ts); none when absent. */
+  paidFields?: PaidFields;
+}
+
+const bytesOf = (value: unknown) =>
+  value === undefined || value === null ? 0 : utf8Bytes(typeof value === "string" ? value : JSON.stringify(value));
+const messageTextFields = new Set(["role", "content"]);
+const partTextFields = new Set(["type", "text"]);
+
+/** Σ bytes of the fields of `record` not in `free`: what is not counted exactly is bounded by its bytes. */
+function fieldsBytes(record: Readonly<Record<string, unknown>>, free: ReadonlySet<string>): number {
+  let bytes = 0;
+  for (const field in record) if (!free.has(field)) bytes += bytesOf(record[field]);
+  return bytes;
+}
+
+/**
+ * The prompt counted exactly where it can be: each text (a string content or a text part) by
+ * o200k_base with OpenAI's template counts, and everything else a model reads (names, tool calls,
+ * part data, tools, functions, schemas, prediction, any non-control field) by its UTF-8 bytes,
+ * plus the same allowances as the cheap bound for images, audio, files and tool results.
+ */
+export async function exactPromptTokens(body: ChatRequest, options: CountOptions = { purpose: "billing" }): Promise<number> {
+  const texts: string[] = [];
+  let bounded = EXACT_REPLY_TOKENS + fieldsBytes(body, CHAT_CONTROL_FIELDS);
+  for (const message of body.messages) {
+    bounded += messageAllowanceTokens(message, EXACT_MESSAGE_TOKENS) + fieldsBytes(message, messageTextFields);
+    const content = message.content;
+    if (typeof content === "string") texts.push(content);
+    else if (Array.isArray(content)) {
+      for (const part of content) {
+        if (part.type === "text") texts.push(part.text);
+        bounded += fieldsBytes(part, partTextFields);
+      }
+    }
+  }
+  // Admission counts are capped per request and per key (count.ts): their upper bound stays a bound.
+  const counts = await measureTokensMany(texts, options);
+  return counts.reduce((sum, count) => sum + count.upper, bounded);
+}
+
 /**
  * The reserve with the prompt counted exactly, for a request the cheap bound priced out of the
- * wallet. Tools are still bounded by their bytes.
+ * wallet: admission work, so capped and taking turns by the key (`fairnessKey`).
  */
-export async function exactChatReserve(body: ChatRequest, budget: ChatBudget): Promise<{ reserveMicro: bigint; promptTokens: number }> {
-  const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-  const promptTokens = Math.min(budget.promptTokensBound, (await countPromptTokens(body.messages)) + toolsBytes);
+export async function exactChatReserve(
+  body: ChatRequest,
+  budget: ChatBudget,
+  fairnessKey: string,
+): Promise<{ reserveMicro: bigint; promptTokens: number }> {
+  const promptTokens = Math.min(budget.promptTokensBound, await exactPromptTokens(body, { purpose: "admission", fairnessKey }));
   return {
     promptTokens,
     reserveMicro:
-      BigInt(promptTokens) * budget.inputPricePer1m + BigInt(budget.reservedOutputTokens * budget.choices) * budget.outputPricePer1m,
+      BigInt(promptTokens) * budget.inputPricePer1m +
+      BigInt(budget.reservedOutputTokens * budget.choices + budget.predictionTokensBound) * budget.outputPricePer1m,
   };
 }
 
-export async function chatBudget(body: ChatRequest, model: CatalogModel): Promise<ChatBudget | Failure> {
-  const inputPrice = model.price.tomanPer1m.get("input_token");
-  const outputPrice = model.price.tomanPer1m.get("output_token");
-  if (inputPrice === undefined || outputPrice === undefined) {
+/**
+ * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
+ * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
+ * (measurePromptTokens: capped work per request and per key, taking turns by `fairnessKey`) and
+ * refused only when its proven lower bound does not fit. A prompt that can be neither proven to
+ * fit nor proven too long is admitted with room measured from its lower bound: the upstream,
+ * which counts exactly, has the last word, and the reserve still covers the byte bound.
+ */
+export async function chatBudget(body: ChatRequest, model: CatalogModel, options: ChatBudgetOptions): Promise<ChatBudget | Failure> {
+  const listInput = model.price.tomanPer1m.get("input_token");
+  const listOutput = model.price.tomanPer1m.get("output_token");
+  if (listInput === undefined || listOutput === undefined) {
     return fail("model_forbidden", `${model.id} has no chat price and cannot be used for chat completions.`, { param: "model" });
   }
-  const promptTokensBound = promptTokensUpperBound(body);
-  // The byte bound can be ~4× the real count; measure exactly before refusing for the window.
-  let promptForWindow = promptTokensBound;
+  const percents = paidFieldPercents(body, options.paidFields);
+  if (isFailure(percents)) return percents;
+  const inputPrice = priceWithPercents(listInput, percents);
+  const outputPrice = priceWithPercents(listOutput, percents);
+  const promptTokensBound = promptTokensUpperBound(body, options.bodyBytes);
+  // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price.
+  const predictionTokensBound = bytesOf(body.prediction);
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
-  if (promptForWindow + (requested ?? 1) > model.contextWindow) {
+  const fits = (prompt: number) => prompt + (requested ?? 1) <= model.contextWindow;
+  // The byte bound can be ~4× the real count; measure before refusing for the window.
+  let promptForWindow = promptTokensBound;
+  if (!fits(promptForWindow)) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    promptForWindow = (await countPromptTokens(body.messages)) + toolsBytes;
+    const lowerEnough = model.contextWindow - (requested ?? 1); // more than this is too long
+    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
+    if (!fits(measured.lower)) {
+      const exact = measured.lower === measured.upper;
+      return fail(
+        "context_length_exceeded",
+        `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
+          `${exact ? "" : "at least "}${measured.lower + (requested ?? 1)} tokens (${exact ? "" : "at least "}${measured.lower} in the messages, ` +
+          `${requested ?? 1} in the completion). Please reduce the length of the messages or completion.`,
+        { param: "messages" },
+      );
+    }
+    promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
-  if (room < 1 || (requested !== null && requested > room)) {
-    return fail(
-      "context_length_exceeded",
-      `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
-        `${promptForWindow + (requested ?? 1)} tokens (${promptForWindow} in the messages, ${requested ?? 1} in the completion). ` +
-        `Please reduce the length of the messages or completion.`,
-      { param: "messages" },
-    );
-  }
   const metered = requested === null && body.stream === true;
   const outputTokensMax = requested ?? Math.min(metered ? METERED_OUTPUT_TOKENS_MAX : OUTPUT_TOKENS_DEFAULT, room);
   const reservedOutputTokens = metered ? Math.min(METER_FIRST_STEP_TOKENS, outputTokensMax) : outputTokensMax;
@@ -82,7 +165,8 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel): Promis
     reservedOutputTokens,
     metered,
     choices,
-    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices) * outputPrice,
+    predictionTokensBound,
+    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices + predictionTokensBound) * outputPrice,
     inputPricePer1m: inputPrice,
     outputPricePer1m: outputPrice,
     priceVersionId: model.price.versionId,

@@ -23,8 +23,9 @@
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
-import type { Admission } from "../../admission/admission.ts";
+import { type Admission, usedTokens } from "../../admission/admission.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
+import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
@@ -145,7 +146,7 @@ export class Relay {
     private readonly admission: Admission,
     private readonly request: RelayRequest,
     private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,
-    private readonly clientSignal: AbortSignal,
+    clientSignal: AbortSignal,
   ) {
     const choices = request.budget.choices;
     this.wantsUsage = request.body.stream_options?.include_usage === true;
@@ -298,7 +299,8 @@ export class Relay {
   private async settle(decision: EndDecision): Promise<void> {
     const { body, budget } = this.request;
     const usage = this.reported;
-    const inputTokens = usage?.inputTokens ?? (await countPromptTokens(body.messages));
+    // The prompt as reported, its cache parts included; counted when the upstream reported none.
+    const prompt: Usage = usage ? { ...usage } : { inputTokens: await countPromptTokens(body.messages), outputTokens: 0 };
     const delivered = this.meter.delivered;
     const output =
       decision.output === "report"
@@ -311,17 +313,17 @@ export class Relay {
     if (decision.end === "length_cut") {
       // Billed what was delivered; what was read beyond it is metered and written off.
       metered = Math.max(output, this.withheld!.reported ?? (await countTokens(delivered + this.withheld!.text)));
-      billedMicroMax = BigInt(inputTokens) * budget.inputPricePer1m + BigInt(output) * budget.outputPricePer1m;
+      billedMicroMax = this.admission.usedMicro(usedTokens({ ...prompt, outputTokens: output }));
     }
     const content = () => ({ prompt: body.messages, completion: delivered });
-    await this.admission.settle({ input: inputTokens, output: metered }, this.outcome.backend.name, decision.status, {
+    await this.admission.settle(usedTokens({ ...prompt, outputTokens: metered }), this.outcome.backend.name, decision.status, {
       firstTokenMs: this.firstTokenMs,
       content,
       billedMicroMax,
     });
     if (decision.last === "cut") {
       const ids = this.ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: this.admission.model.id };
-      for (const frame of cutFrames(ids, budget.choices, this.wantsUsage ? { inputTokens, outputTokens: output } : null)) this.push(frame);
+      for (const frame of cutFrames(ids, budget.choices, this.wantsUsage ? { ...prompt, outputTokens: output } : null)) this.push(frame);
     } else if (decision.last === "error") this.push(errorFrame(this.failure!));
     else if (decision.last === "done") this.push(DONE);
     this.meterEvent(decision.end, output);
@@ -363,12 +365,7 @@ function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): RelayFr
     frames.push(dataFrame(JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })));
   }
   if (usage) {
-    const u = {
-      prompt_tokens: usage.inputTokens,
-      completion_tokens: usage.outputTokens,
-      total_tokens: usage.inputTokens + usage.outputTokens,
-    };
-    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: u })));
+    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: usageToOpenAI(usage) })));
   }
   frames.push(DONE);
   return frames;

@@ -11,7 +11,16 @@
  * service (src/internal/service.ts) both call it and only translate its result.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
-import { admit, type Admission, type Caller, operationModel, recordRefusal, type Reserve, servingPool } from "../../admission/admission.ts";
+import {
+  admit,
+  type Admission,
+  type Caller,
+  operationModel,
+  recordRefusal,
+  type Reserve,
+  servingPool,
+  usedTokens,
+} from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
@@ -19,17 +28,19 @@ import type { Usage } from "../../providers/types.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, isFailure, zodFailure } from "../guard.ts";
-import { credentialsOf, readJsonBody } from "../request.ts";
+import { credentialsOf, readJsonBodyText } from "../request.ts";
 import { type Credentials, enter } from "../../admission/admission.ts";
 import { chatBudget, exactChatReserve, type ChatBudget } from "./budget.ts";
 import { Relay, sseBody } from "./relay.ts";
+import { marksCache } from "./cache.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
 
 type Prepared = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
 async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Prepared | Failure> {
-  const raw = await input.readBody();
-  if (isFailure(raw)) return raw;
+  const read = await input.readBody();
+  if (isFailure(read)) return read;
+  const raw = read.value;
   let body: ChatRequest;
   if (isPlainChatRequest(raw)) body = raw;
   else {
@@ -39,7 +50,9 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
   }
   const model = operationModel(deps, body.model, "chat");
   if (isFailure(model)) return model;
-  const budget = await chatBudget(body, model);
+  // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
+  const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
+  const budget = await chatBudget(body, model, { fairnessKey: caller.key.id, bodyBytes, paidFields: deps.pools.get(model.id)?.paidFields });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
@@ -50,16 +63,21 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
 
 /**
  * The reserve of a chat request: the prompt's bound at the input price and the output budget of
- * every choice at the output price. At the wallet's edge the prompt is counted exactly.
+ * every choice at the output price. At the wallet's edge the prompt is counted exactly. A prompt
+ * that marks `cache_control` may be written to the vendor's cache, priced above input: its bound
+ * is then taken at the cache-write price (a vendor writes only at such marks).
  */
-export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
+export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel, fairnessKey: string): Reserve {
   const outputUnits = budget.reservedOutputTokens * budget.choices;
+  const writePrice = model.price.tomanPer1m.get("cache_write_token");
+  const inputPricePer1mMax = writePrice !== undefined && writePrice > budget.inputPricePer1m && marksCache(body) ? writePrice : undefined;
   return {
     input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
+    ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     tokens: budget.promptTokensBound + outputUnits,
     exact: false,
-    exactInputUnits: async () => (await exactChatReserve(body, budget)).promptTokens,
+    exactInputUnits: async () => (await exactChatReserve(body, budget, fairnessKey)).promptTokens,
   };
 }
 
@@ -67,8 +85,8 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget): Reserve {
 export interface ChatInput {
   requestId: string;
   credentials: Credentials;
-  /** The body as JSON, read only once the caller is known (or the 400/413 it deserves). */
-  readBody: () => Promise<unknown>;
+  /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
+  readBody: () => Promise<{ value: unknown; text: string } | Failure>;
   /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
   signal: AbortSignal;
 }
@@ -94,7 +112,14 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     return { kind: "refused", failure: prepared, headers: {} };
   }
   const { model, body, budget, pool } = prepared;
-  const admission = await admit(deps, { requestId, caller, model, operation: "chat", reserve: chatReserve(body, budget), startedMs });
+  const admission = await admit(deps, {
+    requestId,
+    caller,
+    model,
+    operation: "chat",
+    reserve: chatReserve(body, budget, model, caller.key.id),
+    startedMs,
+  });
   if ("failure" in admission) return { kind: "refused", failure: admission.failure, headers: admission.headers };
 
   const stream = body.stream === true;
@@ -113,7 +138,11 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
     });
   } catch (error) {
     deps.log("error", "pool_failed", { requestId, error: (error as Error).message });
-    outcome = { kind: "failed", backend: null, failure: fail("internal_error", "The gateway failed to call the upstream.") };
+    outcome = {
+      kind: "failed",
+      backend: null,
+      failure: { ...fail("internal_error", "The gateway failed to call the upstream."), retryable: false },
+    };
   }
   if (outcome.kind === "failed") {
     await admission.settle({ input: 0, output: 0 }, outcome.backend?.name ?? null, 502);
@@ -122,7 +151,7 @@ export async function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult
   if (outcome.kind === "json") {
     const usage = outcome.usage ?? (await countJsonUsage(body, outcome.body));
     const reply = outcome.body;
-    await admission.settle({ input: usage.inputTokens, output: usage.outputTokens }, outcome.backend.name, 200, {
+    await admission.settle(usedTokens(usage), outcome.backend.name, 200, {
       content: () => ({ prompt: body.messages, completion: jsonCompletionText(reply) }),
     });
     return { kind: "json", body: reply, headers: admission.headers };
@@ -144,7 +173,7 @@ export async function chatCompletions(
   const result = await chat(deps, {
     requestId,
     credentials: credentialsOf(request),
-    readBody: () => readJsonBody(request, deps.env.BODY_BYTES_MAX),
+    readBody: () => readJsonBodyText(request, deps.env.BODY_BYTES_MAX),
     signal: request.signal,
   });
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);

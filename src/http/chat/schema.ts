@@ -1,65 +1,257 @@
 /**
- * The chat completion request as the gateway checks it. Only what the gateway itself relies on
- * is checked strictly; every other standard or vendor field passes through to the upstream.
+ * The chat completion request as the gateway checks it: the fields of the OpenAI spec
+ * (`CreateChatCompletionRequest`, kept in test/fixtures/openai-chat-request.schema.json) plus each
+ * adapter's named extras (CHAT_ADAPTER_EXTRAS), and nothing else. An unknown field is refused with
+ * a 400 naming it, never forwarded: a field the gateway does not know is a field it cannot price.
+ * Fields that change the upstream's price or keep customer data are known but refused unless the
+ * pool enables them (paidFields.ts in this folder).
  */
 import { z } from "zod";
+import { FUNCTION_NAME_CHARS_MAX } from "../../tokens/count.ts";
 
 /** Choices per request: the output budget, and so the reserve, is multiplied by n. */
 export const CHOICES_MAX = 8;
 export const MESSAGES_MAX = 100_000;
+/** Tools or legacy functions per request. */
+export const TOOLS_MAX = 1_000;
+/** Stop sequences per request (the spec's limit). */
+export const STOP_SEQUENCES_MAX = 4;
+/** Output tokens a request may ask for at most (the model's window bounds it further). */
+export const CHAT_TOKENS_MAX = 100_000_000;
+const TOKENS_MAX = CHAT_TOKENS_MAX;
 
-const tokens = z.number().int().min(1).max(100_000_000);
+/**
+ * Fields an adapter sends on top of the spec, by path. vLLM (`openai` kind): running usage on
+ * every stream chunk, which the meter reads.
+ */
+export const CHAT_ADAPTER_EXTRAS = [
+  "stream_options.continuous_usage_stats",
+  // Anthropic's prompt-cache marks, passed to Anthropic backends and priced (src/http/chat/cache.ts).
+  "cache_control",
+  "messages.cache_control",
+  "messages.content.cache_control",
+  "tools.cache_control",
+] as const;
 
-export const chatMessage = z.looseObject({
+const tokens = z.number().int().min(1).max(TOKENS_MAX);
+const functionName = z.string().min(1).max(FUNCTION_NAME_CHARS_MAX);
+const jsonObject = z.record(z.string(), z.unknown());
+const cacheBreakpoint = z.strictObject({ mode: z.literal("explicit").optional() }).optional();
+/** Anthropic's prompt-cache mark (an adapter extra: CHAT_ADAPTER_EXTRAS). */
+const cacheControl = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() }).optional();
+
+const textPart = z.strictObject({
+  type: z.literal("text"),
+  text: z.string(),
+  prompt_cache_breakpoint: cacheBreakpoint,
+  cache_control: cacheControl,
+});
+const contentPart = z.discriminatedUnion("type", [
+  textPart,
+  z.strictObject({
+    type: z.literal("image_url"),
+    image_url: z.strictObject({ url: z.string(), detail: z.enum(["auto", "low", "high"]).optional() }),
+    cache_control: cacheControl,
+    prompt_cache_breakpoint: cacheBreakpoint,
+  }),
+  z.strictObject({
+    type: z.literal("input_audio"),
+    input_audio: z.strictObject({ data: z.string(), format: z.enum(["wav", "mp3"]) }),
+    prompt_cache_breakpoint: cacheBreakpoint,
+  }),
+  z.strictObject({
+    type: z.literal("file"),
+    file: z.strictObject({ filename: z.string().optional(), file_data: z.string().optional(), file_id: z.string().optional() }),
+    prompt_cache_breakpoint: cacheBreakpoint,
+  }),
+  z.strictObject({ type: z.literal("refusal"), refusal: z.string() }),
+]);
+
+const toolCall = z.union([
+  z.strictObject({
+    id: z.string(),
+    type: z.literal("function").optional(),
+    function: z.strictObject({ name: functionName, arguments: z.string() }),
+  }),
+  z.strictObject({ id: z.string(), type: z.literal("custom"), custom: z.strictObject({ name: functionName, input: z.string() }) }),
+]);
+
+/** Every field a message of any role may carry in the spec. */
+export const chatMessage = z.strictObject({
   role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
-  content: z.union([z.string(), z.array(z.unknown()), z.null()]).optional(),
+  content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
   name: z.string().optional(),
+  refusal: z.string().nullish(),
+  audio: z.strictObject({ id: z.string() }).nullish(),
+  tool_calls: z.array(toolCall).nullish(),
+  function_call: z.strictObject({ name: functionName, arguments: z.string() }).nullish(),
+  tool_call_id: z.string().optional(),
+  cache_control: cacheControl,
 });
 
-export const chatRequest = z.looseObject({
+const functionObject = z.strictObject({
+  name: functionName,
+  description: z.string().optional(),
+  parameters: jsonObject.optional(),
+  strict: z.boolean().nullish(),
+});
+
+const tool = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("function"), function: functionObject, cache_control: cacheControl }),
+  z.strictObject({
+    type: z.literal("custom"),
+    custom: z.strictObject({ name: functionName, description: z.string().optional(), format: jsonObject.optional() }),
+  }),
+]);
+
+const toolChoice = z.union([
+  z.enum(["none", "auto", "required"]),
+  z.strictObject({ type: z.literal("function"), function: z.strictObject({ name: functionName }) }),
+  z.strictObject({ type: z.literal("custom"), custom: z.strictObject({ name: functionName }) }),
+  z.strictObject({
+    type: z.literal("allowed_tools"),
+    allowed_tools: z.strictObject({ mode: z.enum(["auto", "required"]), tools: z.array(jsonObject) }),
+  }),
+]);
+
+const responseFormat = z.discriminatedUnion("type", [
+  z.strictObject({ type: z.literal("text") }),
+  z.strictObject({ type: z.literal("json_object") }),
+  z.strictObject({
+    type: z.literal("json_schema"),
+    json_schema: z.strictObject({
+      name: z.string(),
+      description: z.string().optional(),
+      schema: jsonObject.optional(),
+      strict: z.boolean().nullish(),
+    }),
+  }),
+]);
+
+const webSearchLocation = z.strictObject({ country: z.string(), region: z.string(), city: z.string(), timezone: z.string() }).partial();
+
+export const chatRequest = z.strictObject({
   model: z.string().min(1).max(256),
+  cache_control: cacheControl,
   messages: z.array(chatMessage).min(1).max(MESSAGES_MAX),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().optional() }).nullish(),
+  stream_options: z
+    .strictObject({
+      include_usage: z.boolean().optional(),
+      include_obfuscation: z.boolean().optional(),
+      continuous_usage_stats: z.boolean().optional(),
+    })
+    .nullish(),
   max_tokens: tokens.nullish(),
   max_completion_tokens: tokens.nullish(),
   n: z.number().int().min(1).max(CHOICES_MAX).nullish(),
-  tools: z.array(z.unknown()).max(1_000).nullish(),
+  tools: z.array(tool).max(TOOLS_MAX).nullish(),
+  tool_choice: toolChoice.nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
+  functions: z
+    .array(functionObject.omit({ strict: true }))
+    .min(1)
+    .max(TOOLS_MAX)
+    .nullish(),
+  function_call: z.union([z.enum(["none", "auto"]), z.strictObject({ name: functionName })]).nullish(),
+  response_format: responseFormat.nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().min(0).max(1).nullish(),
+  frequency_penalty: z.number().min(-2).max(2).nullish(),
+  presence_penalty: z.number().min(-2).max(2).nullish(),
+  logit_bias: z.record(z.string(), z.number().int().min(-100).max(100)).nullish(),
+  logprobs: z.boolean().nullish(),
+  top_logprobs: z.number().int().min(0).max(20).nullish(),
+  stop: z.union([z.string(), z.array(z.string()).min(1).max(STOP_SEQUENCES_MAX)]).nullish(),
+  seed: z.number().int().nullish(),
+  user: z.string().nullish(),
+  metadata: z.record(z.string().max(64), z.string().max(512)).nullish(),
+  safety_identifier: z.string().max(64).nullish(),
+  prompt_cache_key: z.string().nullish(),
+  prompt_cache_retention: z.enum(["in_memory", "24h"]).nullish(),
+  prompt_cache_options: z.strictObject({ ttl: z.literal("30m").optional(), mode: z.enum(["implicit", "explicit"]).optional() }).nullish(),
+  moderation: z.strictObject({ model: z.string(), policy: jsonObject.nullish() }).nullish(),
+  reasoning_effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).nullish(),
+  verbosity: z.enum(["low", "medium", "high"]).nullish(),
+  // Known, and refused unless the pool enables them (paid.ts): they change the price or keep data.
+  service_tier: z.enum(["auto", "default", "flex", "scale", "priority", "fast"]).nullish(),
+  store: z.boolean().nullish(),
+  prediction: z.strictObject({ type: z.literal("content"), content: z.union([z.string(), z.array(textPart).min(1)]) }).nullish(),
+  web_search_options: z
+    .strictObject({
+      user_location: z.strictObject({ type: z.literal("approximate"), approximate: webSearchLocation }).nullish(),
+      search_context_size: z.enum(["low", "medium", "high"]).optional(),
+    })
+    .nullish(),
+  modalities: z.array(z.enum(["text", "audio"])).nullish(),
+  audio: z
+    .strictObject({
+      voice: z.union([z.string(), z.strictObject({ id: z.string() })]),
+      format: z.enum(["wav", "aac", "mp3", "flac", "opus", "pcm16"]),
+    })
+    .nullish(),
 });
 
 export type ChatRequest = z.infer<typeof chatRequest>;
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool", "function"]);
-const TOKENS_MAX = 100_000_000;
-const TOOLS_MAX = 1_000;
+/** The fields the hot path checks by hand; a body with any other field goes to zod. */
+const PLAIN_FIELDS = new Set([
+  "model",
+  "messages",
+  "stream",
+  "stream_options",
+  "max_tokens",
+  "max_completion_tokens",
+  "n",
+  "temperature",
+  "top_p",
+]);
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const absent = (v: unknown) => v === undefined || v === null;
 const intIn = (v: unknown, min: number, max: number) => typeof v === "number" && Number.isInteger(v) && v >= min && v <= max;
+const numberIn = (v: unknown, min: number, max: number) => absent(v) || (typeof v === "number" && v >= min && v <= max);
+
+function textPartOk(part: unknown): boolean {
+  if (!isObject(part) || part.type !== "text" || typeof part.text !== "string") return false;
+  for (const field in part) if (field !== "type" && field !== "text") return false;
+  return true;
+}
 
 function messageOk(m: unknown): boolean {
   if (!isObject(m) || typeof m.role !== "string" || !ROLES.has(m.role)) return false;
+  for (const field in m) if (field !== "role" && field !== "content" && field !== "name") return false;
   const c = m.content;
-  if (!(c === undefined || c === null || typeof c === "string" || Array.isArray(c))) return false;
+  if (Array.isArray(c)) {
+    for (const part of c) if (!textPartOk(part)) return false;
+  } else if (!(c === undefined || c === null || typeof c === "string")) return false;
   return m.name === undefined || typeof m.name === "string";
 }
 
+function streamOptionsOk(options: unknown): boolean {
+  if (absent(options)) return true;
+  if (!isObject(options)) return false;
+  for (const field in options) if (field !== "include_usage" || typeof options[field] !== "boolean") return false;
+  return true;
+}
+
 /**
- * The same rules as `chatRequest`, hand-written for the hot path: a body it accepts, zod accepts
- * too (a test holds the two together), so only bodies it refuses pay for zod, which then names
- * the field at fault. Parsing every message with zod cost about a seventh of the throughput.
+ * A subset of `chatRequest`'s rules, hand-written for the hot path: plain messages (text only)
+ * and the common sampling fields. A body it accepts, zod accepts too (a test holds the two
+ * together), so only other bodies pay for zod, which then names the field at fault or accepts
+ * them. Parsing every message with zod cost about a seventh of the throughput.
  */
 export function isPlainChatRequest(raw: unknown): raw is ChatRequest {
   if (!isObject(raw)) return false;
-  const { model, messages, stream, stream_options: options, max_tokens, max_completion_tokens, n, tools } = raw;
+  for (const field in raw) if (!PLAIN_FIELDS.has(field)) return false;
+  const { model, messages, stream, stream_options: options, max_tokens, max_completion_tokens, n } = raw;
   if (typeof model !== "string" || model.length < 1 || model.length > 256) return false;
   if (!Array.isArray(messages) || messages.length < 1 || messages.length > MESSAGES_MAX) return false;
   for (const m of messages) if (!messageOk(m)) return false;
-  if (!(absent(stream) || typeof stream === "boolean")) return false;
-  if (!(absent(options) || (isObject(options) && (options.include_usage === undefined || typeof options.include_usage === "boolean"))))
-    return false;
+  if (!(absent(stream) || typeof stream === "boolean") || !streamOptionsOk(options)) return false;
   if (!(absent(max_tokens) || intIn(max_tokens, 1, TOKENS_MAX))) return false;
   if (!(absent(max_completion_tokens) || intIn(max_completion_tokens, 1, TOKENS_MAX))) return false;
   if (!(absent(n) || intIn(n, 1, CHOICES_MAX))) return false;
-  return absent(tools) || (Array.isArray(tools) && tools.length <= TOOLS_MAX);
+  return numberIn(raw.temperature, 0, 2) && numberIn(raw.top_p, 0, 1);
 }

@@ -28,7 +28,8 @@ import {
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { walletFields } from "../account/route.ts";
-import { amountToman, keyLimitFields, keyObject, limitsOf, parseBody } from "../admin/route.ts";
+import { parseBody } from "../admin/body.ts";
+import { amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { failed, json } from "../guard.ts";
 import { modelObject } from "../models/route.ts";
@@ -114,50 +115,46 @@ interface Ctx {
   server: { requestIP(request: Request): { address: string } | null } | null;
 }
 
+type RouteCtx = Ctx & { requestId: string; origin: string };
 /** A signed-in handler: gets the session; state changes have passed the CSRF check. */
-type Handler = (session: Session, ctx: Ctx & { requestId: string; origin: string }) => Promise<Response> | Response;
+type Handler = (session: Session, ctx: RouteCtx) => Promise<Response> | Response;
 
-export function consoleRoutes(deps: EdgeDeps, area: Console) {
-  const { db } = deps;
-
-  const origin = (request: Request) => ownOrigin(request, deps.env.PUBLIC_URL);
-
-  /** Checks origin (and for changes the CSRF token), finds the session, runs the handler. */
-  const signedIn =
-    (change: boolean, handler: Handler) =>
-    async (ctx: Ctx): Promise<Response> => {
-      const requestId = newRequestId();
-      const own = origin(ctx.request);
-      const refused = checkSameOrigin(ctx.request, own, change);
-      if (refused) return failed(refused, requestId);
-      const session = await area.sessions.lookup(readCookie(ctx.request, cookieName(own)));
-      if (!session)
-        return failed(fail("session_required", "Sign in to the account area first (your session has ended or never began)."), requestId);
-      if (change) {
-        const csrf = checkCsrf(ctx.request, area.sessions.csrfToken(session.id));
-        if (csrf) return failed(csrf, requestId);
-      }
-      return handler(session, { ...ctx, requestId, origin: own });
-    };
-
+/** What every group of console routes is built with: the origin and session guards and the session reply. */
+interface Guards {
   /** Origin-checked, no session (sign-in, pricing). */
-  const open =
-    (change: boolean, handler: (ctx: Ctx & { requestId: string; origin: string }) => Promise<Response> | Response) =>
-    async (ctx: Ctx): Promise<Response> => {
-      const requestId = newRequestId();
-      const own = origin(ctx.request);
-      const refused = checkSameOrigin(ctx.request, own, change);
-      if (refused) return failed(refused, requestId);
-      return handler({ ...ctx, requestId, origin: own });
-    };
-
-  const clientAddress = (ctx: Ctx) => ctx.server?.requestIP(ctx.request)?.address ?? "unknown";
-
-  const sessionReply = (
+  open(change: boolean, handler: (ctx: RouteCtx) => Promise<Response> | Response): (ctx: Ctx) => Promise<Response>;
+  /** Checks origin (and for changes the CSRF token), finds the session, runs the handler. */
+  signedIn(change: boolean, handler: Handler): (ctx: Ctx) => Promise<Response>;
+  sessionReply(
     session: { id: string; accountId: string; phone: string | null },
     requestId: string,
-    headers: Record<string, string> = {},
-  ) =>
+    headers?: Record<string, string>,
+  ): Response;
+}
+
+function consoleGuards(deps: EdgeDeps, area: Console): Guards {
+  const open: Guards["open"] = (change, handler) => async (ctx) => {
+    const requestId = newRequestId();
+    const own = ownOrigin(ctx.request, deps.env.PUBLIC_URL);
+    const refused = checkSameOrigin(ctx.request, own, change);
+    if (refused) return failed(refused, requestId);
+    return handler({ ...ctx, requestId, origin: own });
+  };
+  const signedIn: Guards["signedIn"] = (change, handler) =>
+    open(change, async (ctx) => {
+      const session = await area.sessions.lookup(readCookie(ctx.request, cookieName(ctx.origin)));
+      if (!session)
+        return failed(
+          fail("session_required", "Sign in to the account area first (your session has ended or never began)."),
+          ctx.requestId,
+        );
+      if (change) {
+        const csrf = checkCsrf(ctx.request, area.sessions.csrfToken(session.id));
+        if (csrf) return failed(csrf, ctx.requestId);
+      }
+      return handler(session, ctx);
+    });
+  const sessionReply: Guards["sessionReply"] = (session, requestId, headers = {}) =>
     json(
       {
         object: "session",
@@ -171,11 +168,26 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
       200,
       headers,
     );
+  return { open, signedIn, sessionReply };
+}
 
+const clientAddress = (ctx: Ctx) => ctx.server?.requestIP(ctx.request)?.address ?? "unknown";
+
+export function consoleRoutes(deps: EdgeDeps, area: Console) {
+  const guards = consoleGuards(deps, area);
   return new Elysia()
     .get("/console", () => consoleAsset("index.html"))
     .get("/console/", () => consoleAsset("index.html"))
     .get("/console/assets/:file", ({ params }) => consoleAsset(params.file))
+    .use(signInRoutes(deps, area, guards))
+    .use(sessionRoutes(area, guards))
+    .use(walletRoutes(deps, area, guards))
+    .use(keyRoutes(deps, guards))
+    .use(usageRoutes(deps, guards));
+}
+
+function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Guards) {
+  return new Elysia()
     .post(
       "/console/api/otp",
       open(true, async (ctx) => {
@@ -194,7 +206,7 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
         if (isFailure(body)) return failed(body, ctx.requestId);
         const wrong = await area.otp.verify(body.phone, body.code);
         if (wrong) return failed(wrong, ctx.requestId);
-        const account = await accountForPhone(db, body.phone);
+        const account = await accountForPhone(deps.db, body.phone);
         // A new session id at every sign-in; the one this browser came with ends.
         const previous = await area.sessions.lookup(readCookie(ctx.request, cookieName(ctx.origin)));
         if (previous) await area.sessions.revoke(previous.accountId, previous.id);
@@ -208,7 +220,11 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
         });
       }),
       { parse: "none" },
-    )
+    );
+}
+
+function sessionRoutes(area: Console, { signedIn, sessionReply }: Guards) {
+  return new Elysia()
     .get(
       "/console/api/session",
       signedIn(false, (session, ctx) => sessionReply(session, ctx.requestId)),
@@ -231,21 +247,16 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
       "/console/api/sessions",
       signedIn(false, async (session, ctx) => {
         const list = await area.sessions.list(session.accountId);
-        return json(
-          {
-            object: "list",
-            data: list.map((s) => ({
-              id: s.id,
-              current: s.id === session.id,
-              user_agent: s.userAgent,
-              client_address: s.clientAddress,
-              created_at: s.createdAt.toISOString(),
-              last_used_at: s.lastUsedAt.toISOString(),
-              expires_at: s.expiresAt.toISOString(),
-            })),
-          },
-          ctx.requestId,
-        );
+        const data = list.map((s) => ({
+          id: s.id,
+          current: s.id === session.id,
+          user_agent: s.userAgent,
+          client_address: s.clientAddress,
+          created_at: s.createdAt.toISOString(),
+          last_used_at: s.lastUsedAt.toISOString(),
+          expires_at: s.expiresAt.toISOString(),
+        }));
+        return json({ object: "list", data }, ctx.requestId);
       }),
     )
     .delete(
@@ -256,55 +267,50 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
         const headers: Record<string, string> = ctx.params.id === session.id ? { "set-cookie": clearedCookie(ctx.origin) } : {};
         return json({ object: "session", id: ctx.params.id, ended: true }, ctx.requestId, 200, headers);
       }),
-    )
+    );
+}
+
+/** Spend since `from`, as the overview shows it. */
+function spentSince(totals: { billedMicro: bigint; requests: number }, from: Date, timezone: string) {
+  return {
+    from: from.toISOString(),
+    timezone,
+    spent_toman: microToToman(totals.billedMicro),
+    spent_micro_toman: totals.billedMicro.toString(),
+    requests: totals.requests,
+  };
+}
+
+async function overviewObject(deps: EdgeDeps, session: Session) {
+  const { db } = deps;
+  await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
+  const wallet = (await getWallet(db, session.accountId))!;
+  const now = new Date();
+  const { dayStart, monthStart } = utcPeriods(now);
+  const today = await usageTotals(db, session.accountId, { from: dayStart });
+  const month = await usageTotals(db, session.accountId, { from: monthStart });
+  const jalali = jalaliMonthStart(now);
+  const jalaliMonth = await usageTotals(db, session.accountId, { from: jalali.start });
+  const available = wallet.balanceMicro - wallet.heldMicro;
+  return {
+    object: "overview",
+    account_id: session.accountId,
+    phone: session.phone,
+    ...walletFields(wallet),
+    funded: await hasBeenFunded(db, session.accountId),
+    low_balance: available < LOW_BALANCE_MICRO,
+    low_balance_toman: microToToman(LOW_BALANCE_MICRO),
+    today: spentSince(today, dayStart, "UTC"),
+    month: spentSince(month, monthStart, "UTC"),
+    jalali_month: { ...spentSince(jalaliMonth, jalali.start, "Asia/Tehran"), year: jalali.year, month: jalali.month },
+  };
+}
+
+function walletRoutes(deps: EdgeDeps, area: Console, { signedIn }: Guards) {
+  return new Elysia()
     .get(
       "/console/api/overview",
-      signedIn(false, async (session, ctx) => {
-        await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
-        const wallet = (await getWallet(db, session.accountId))!;
-        const now = new Date();
-        const { dayStart, monthStart } = utcPeriods(now);
-        const today = await usageTotals(db, session.accountId, { from: dayStart });
-        const month = await usageTotals(db, session.accountId, { from: monthStart });
-        const jalali = jalaliMonthStart(now);
-        const jalaliMonth = await usageTotals(db, session.accountId, { from: jalali.start });
-        const available = wallet.balanceMicro - wallet.heldMicro;
-        return json(
-          {
-            object: "overview",
-            account_id: session.accountId,
-            phone: session.phone,
-            ...walletFields(wallet),
-            funded: await hasBeenFunded(db, session.accountId),
-            low_balance: available < LOW_BALANCE_MICRO,
-            low_balance_toman: microToToman(LOW_BALANCE_MICRO),
-            today: {
-              from: dayStart.toISOString(),
-              timezone: "UTC",
-              spent_toman: microToToman(today.billedMicro),
-              spent_micro_toman: today.billedMicro.toString(),
-              requests: today.requests,
-            },
-            month: {
-              from: monthStart.toISOString(),
-              timezone: "UTC",
-              spent_toman: microToToman(month.billedMicro),
-              spent_micro_toman: month.billedMicro.toString(),
-              requests: month.requests,
-            },
-            jalali_month: {
-              from: jalali.start.toISOString(),
-              timezone: "Asia/Tehran",
-              year: jalali.year,
-              month: jalali.month,
-              spent_toman: microToToman(jalaliMonth.billedMicro),
-              spent_micro_toman: jalaliMonth.billedMicro.toString(),
-              requests: jalaliMonth.requests,
-            },
-          },
-          ctx.requestId,
-        );
-      }),
+      signedIn(false, async (session, ctx) => json(await overviewObject(deps, session), ctx.requestId)),
     )
     .get(
       "/console/api/topups",
@@ -337,7 +343,12 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
         const topUp = await area.topUps.check(session.accountId, ctx.params.id!);
         return isFailure(topUp) ? failed(topUp, ctx.requestId) : json(topUpObject(topUp), ctx.requestId);
       }),
-    )
+    );
+}
+
+function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
+  const { db } = deps;
+  return new Elysia()
     .get(
       "/console/api/keys",
       signedIn(false, async (session, ctx) => {
@@ -405,42 +416,70 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
       }),
     )
     .get(
+      "/console/api/pricing",
+      open(false, (ctx) => {
+        const version = deps.catalog.currentVersion();
+        return json(
+          {
+            object: "pricing",
+            price_version: version?.versionId ?? null,
+            toman_per_usd: version ? Number(version.tomanPerUsd) : null,
+            rate_effective_at: version ? new Date(version.effectiveAtMs).toISOString() : null,
+            data: deps.catalog.list().map((m) => modelObject(m, deps.pools)),
+          },
+          ctx.requestId,
+        );
+      }),
+    );
+}
+
+/** The usage filter a query asks for, or why it is invalid. */
+function readUsageQuery(query: Ctx["query"]): { query: z.infer<typeof usageQuery>; filter: UsageFilter } | Failure {
+  const parsed = usageQuery.safeParse(query);
+  if (!parsed.success) return fail("invalid_request", parsed.error.issues[0]!.message, { param: parsed.error.issues[0]!.path.join(".") });
+  const filter = usageFilter(parsed.data);
+  return isFailure(filter) ? filter : { query: parsed.data, filter };
+}
+
+function usageRowObject(r: Awaited<ReturnType<typeof usagePage>>[number]) {
+  return {
+    id: r.id.toString(),
+    request_id: r.requestId,
+    created_at: r.createdAt.toISOString(),
+    key_id: r.keyId,
+    key_name: r.keyName,
+    model: r.model,
+    operation: r.operation,
+    input_units: r.inputUnits.toString(),
+    output_units: r.outputUnits.toString(),
+    cost_toman: microToToman(r.billedMicro),
+    cost_micro_toman: r.billedMicro.toString(),
+    status: r.status,
+    duration_ms: r.durationMs,
+  };
+}
+
+function usageRoutes(deps: EdgeDeps, { signedIn }: Guards) {
+  const { db } = deps;
+  return new Elysia()
+    .get(
       "/console/api/usage",
       signedIn(false, async (session, ctx) => {
-        const query = usageQuery.safeParse(ctx.query);
-        if (!query.success)
-          return failed(
-            fail("invalid_request", query.error.issues[0]!.message, { param: query.error.issues[0]!.path.join(".") }),
-            ctx.requestId,
-          );
-        const filter = usageFilter(query.data);
-        if (isFailure(filter)) return failed(filter, ctx.requestId);
+        const asked = readUsageQuery(ctx.query);
+        if (isFailure(asked)) return failed(asked, ctx.requestId);
+        const { query, filter } = asked;
         await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
         const rows = await usagePage(db, session.accountId, filter, {
-          limit: query.data.limit,
-          beforeId: query.data.before ? BigInt(query.data.before) : undefined,
+          limit: query.limit,
+          beforeId: query.before ? BigInt(query.before) : undefined,
         });
         const totals = await usageTotals(db, session.accountId, filter);
         const daily = await dailySpend(db, session.accountId, filter);
         return json(
           {
             object: "list",
-            data: rows.map((r) => ({
-              id: r.id.toString(),
-              request_id: r.requestId,
-              created_at: r.createdAt.toISOString(),
-              key_id: r.keyId,
-              key_name: r.keyName,
-              model: r.model,
-              operation: r.operation,
-              input_units: r.inputUnits.toString(),
-              output_units: r.outputUnits.toString(),
-              cost_toman: microToToman(r.billedMicro),
-              cost_micro_toman: r.billedMicro.toString(),
-              status: r.status,
-              duration_ms: r.durationMs,
-            })),
-            next_before: rows.length === query.data.limit ? rows.at(-1)!.id.toString() : null,
+            data: rows.map(usageRowObject),
+            next_before: rows.length === query.limit ? rows.at(-1)!.id.toString() : null,
             totals: {
               requests: totals.requests,
               input_units: totals.inputUnits.toString(),
@@ -462,13 +501,11 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
     .get(
       "/console/api/usage.csv",
       signedIn(false, async (session, ctx) => {
-        const query = usageQuery.safeParse(ctx.query);
-        if (!query.success) return failed(fail("invalid_request", query.error.issues[0]!.message), ctx.requestId);
-        const filter = usageFilter(query.data);
-        if (isFailure(filter)) return failed(filter, ctx.requestId);
+        const asked = readUsageQuery(ctx.query);
+        if (isFailure(asked)) return failed(asked, ctx.requestId);
         await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
-        const rows = await usagePage(db, session.accountId, filter, { limit: USAGE_CSV_ROWS_MAX });
-        const body = [USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n") + "\r\n";
+        const rows = await usagePage(db, session.accountId, asked.filter, { limit: USAGE_CSV_ROWS_MAX });
+        const body = `${[USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n")}\r\n`;
         return new Response(body, {
           headers: {
             "content-type": "text/csv; charset=utf-8",
@@ -477,22 +514,6 @@ export function consoleRoutes(deps: EdgeDeps, area: Console) {
             "cache-control": "no-store",
           },
         });
-      }),
-    )
-    .get(
-      "/console/api/pricing",
-      open(false, (ctx) => {
-        const version = deps.catalog.currentVersion();
-        return json(
-          {
-            object: "pricing",
-            price_version: version?.versionId ?? null,
-            toman_per_usd: version ? Number(version.tomanPerUsd) : null,
-            rate_effective_at: version ? new Date(version.effectiveAtMs).toISOString() : null,
-            data: deps.catalog.list().map((m) => modelObject(m, deps.pools)),
-          },
-          ctx.requestId,
-        );
       }),
     );
 }

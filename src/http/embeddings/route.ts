@@ -10,7 +10,7 @@
 import { describe, fail, type Failure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
-import { countTokensMany } from "../../tokens/count.ts";
+import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import { admit, enter } from "../../admission/admission.ts";
 import { failed, isFailure, json, zodFailure } from "../guard.ts";
@@ -21,33 +21,47 @@ import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
 export const EMBEDDINGS_REPLY_BYTES_MAX = 64 * 1024 * 1024;
 
-async function exactTokens(inputs: string[] | number[][]): Promise<number[]> {
+/** Each input's tokens: exact for billing; for admission capped per request and per key, so an upper bound. */
+async function exactTokens(inputs: string[] | number[][], options: CountOptions = { purpose: "billing" }): Promise<number[]> {
   if (inputs.length > 0 && typeof inputs[0] !== "string") return (inputs as number[][]).map((t) => t.length);
-  return countTokensMany(inputs as string[]);
+  return (await measureTokensMany(inputs as string[], options)).map((count) => count.upper);
 }
 
 function tokensBound(inputs: string[] | number[][]): number[] {
   return inputs.map((item) => (typeof item === "string" ? Buffer.byteLength(item, "utf8") : item.length));
 }
 
-/** Per-input and per-request token limits; the byte bound is replaced by an exact count first. */
-async function checkWindow(inputs: string[] | number[][], window: number): Promise<Failure | null> {
-  let counts = tokensBound(inputs);
+/**
+ * Per-input and per-request token limits. The byte bound decides when it fits; otherwise the
+ * inputs are counted (capped work, taking turns by `fairnessKey`) and refused only when their
+ * proven lower bounds do not fit.
+ */
+async function checkWindow(inputs: string[] | number[][], window: number, options: { fairnessKey: string }): Promise<Failure | null> {
+  let lower = tokensBound(inputs);
   const over = (c: number[]) => c.some((n) => n > window) || c.reduce((a, b) => a + b, 0) > EMBEDDING_TOKENS_TOTAL_MAX;
-  if (over(counts)) counts = await exactTokens(inputs);
-  const longest = counts.findIndex((n) => n > window);
+  if (!over(lower)) return null;
+  let exact = true;
+  if (typeof inputs[0] === "string") {
+    const measured = await measureTokensMany(inputs as string[], { purpose: "admission", fairnessKey: options.fairnessKey });
+    lower = measured.map((c) => c.lower);
+    exact = measured.every((c) => c.lower === c.upper);
+  }
+  const atLeast = exact ? "" : "at least ";
+  const longest = lower.findIndex((n) => n > window);
   if (longest !== -1) {
     return fail(
       "context_length_exceeded",
-      `This model's maximum context length is ${window} tokens, but input ${longest} has ${counts[longest]} tokens.`,
+      `This model's maximum context length is ${window} tokens, but input ${longest} has ${atLeast}${lower[longest]} tokens.`,
       { param: "input" },
     );
   }
-  const total = counts.reduce((a, b) => a + b, 0);
+  const total = lower.reduce((a, b) => a + b, 0);
   if (total > EMBEDDING_TOKENS_TOTAL_MAX) {
-    return fail("invalid_request", `The inputs have ${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`, {
-      param: "input",
-    });
+    return fail(
+      "invalid_request",
+      `The inputs have ${atLeast}${total} tokens; at most ${EMBEDDING_TOKENS_TOTAL_MAX} are allowed per request.`,
+      { param: "input" },
+    );
   }
   return null;
 }
@@ -79,7 +93,7 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = embeddingsRequest.safeParse(raw);
+  const parsed = embeddingsRequest.safeParse(raw.value);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
   const priced = pricedModel(deps, caller, body.model, "embeddings", "input_token");
@@ -87,7 +101,7 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
   const windowFailure =
-    (await checkWindow(inputs, model.contextWindow)) ??
+    (await checkWindow(inputs, model.contextWindow, { fairnessKey: caller.key.id })) ??
     inputsRefusal(
       pool.backends.map((b) => b.adapter.embeddings),
       inputs,
@@ -106,7 +120,8 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
       input: { unit: "input_token", units: bound, pricePer1m },
       tokens: bound,
       exact: typeof inputs[0] !== "string",
-      exactInputUnits: async () => (await exactTokens(inputs)).reduce((a, b) => a + b, 0),
+      exactInputUnits: async () =>
+        (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
     },
   });
   if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);

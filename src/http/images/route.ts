@@ -50,8 +50,8 @@ async function imagesToData(
 ): Promise<Record<string, string>[] | Failure> {
   const { images, backendUrl } = reply;
   const fetched = await Promise.all(images.map((image) => (!asUrl && "b64" in image ? null : imageBytes(image, backendUrl))));
-  const failure = fetched.find((bytes) => bytes !== null && isFailure(bytes));
-  if (failure) return failure as Failure;
+  const failure = fetched.find(isFailure);
+  if (failure) return failure;
   const data: Record<string, string>[] = [];
   for (const [i, image] of images.entries()) {
     const extra: Record<string, string> = image.revisedPrompt ? { revised_prompt: image.revisedPrompt } : {};
@@ -71,7 +71,7 @@ export async function createImages(input: OperationInput, deps: EdgeDeps): Promi
   if (isFailure(caller)) return refused(deps, ctx, null, caller);
   const raw = await input.json(deps.env.BODY_BYTES_MAX);
   if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = imagesRequest.safeParse(raw);
+  const parsed = imagesRequest.safeParse(raw.value);
   if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
   const body = parsed.data;
   let choice: ImageChoice | null = null;

@@ -13,7 +13,7 @@ export interface ModelObject {
   owned_by: string;
   operation: string;
   context_window: number;
-  /** Toman per 1M units of each priced unit (`input`, `output`, `character`, …). */
+  /** Toman per 1M units of each priced unit (`input`, `output`, `cache_read`, `cache_write`, `character`, …). */
   pricing: {
     currency: "toman";
     per: number;
@@ -24,7 +24,13 @@ export interface ModelObject {
   in_country: boolean;
 }
 
-const PRICING_FIELD: Record<string, string> = { input_token: "input", output_token: "output" };
+/** Catalog units → `pricing` fields; a chat model without a cache price bills those tokens as `input`. */
+const PRICING_FIELD: Record<string, string> = {
+  input_token: "input",
+  output_token: "output",
+  cache_read_token: "cache_read",
+  cache_write_token: "cache_write",
+};
 
 export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
   const pricing: Record<string, number> = {};

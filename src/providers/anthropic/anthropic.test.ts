@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chunksOf, decodeAll, fixture } from "../testing.ts";
 import { anthropicAdapter } from "./index.ts";
-import { JSON_OBJECT_INSTRUCTION } from "./request.ts";
+import { JSON_OBJECT_INSTRUCTION, openAIToAnthropicRequest } from "./request.ts";
 import { anthropicStopToFinishReason } from "./response.ts";
 import { AnthropicStreamDecoder } from "./stream.ts";
 
@@ -225,12 +225,12 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     expect(out.usage).toEqual({ inputTokens: 472, outputTokens: 89 });
   });
 
-  test("thinking and cumulative usage: the last output_tokens wins, cache reads count as input", () => {
+  test("thinking and cumulative usage: the last output_tokens wins, cache reads are part of the prompt, reported apart", () => {
     const out = decode("thinking.sse");
     const chunks = chunksOf(out);
     expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("")).toBe("27 * 453 = 12231");
     expect(chunks.filter((c) => c.choices[0]?.finish_reason === "length").length).toBeGreaterThan(0);
-    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31 });
+    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31, cacheReadTokens: 12 });
     expect(out.done).toBe(true);
   });
 
@@ -252,4 +252,31 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
 
 test("a malformed event is a failure, not a crash", () => {
   expect(new AnthropicStreamDecoder(context).push("event: x\ndata: {nope\n\n").error?.code).toBe("upstream_error");
+});
+
+describe("reasoning_effort as extended thinking", () => {
+  const build = (effort: string | undefined, maxTokens: number) =>
+    JSON.parse(
+      openAIToAnthropicRequest(
+        {
+          body: { messages: [{ role: "user", content: "Hi" }], reasoning_effort: effort, temperature: 0.3 },
+          upstreamModel: "claude-sonnet-4-5",
+          maxTokens,
+          stream: false,
+        },
+        "k",
+      ).body,
+    );
+
+  test("an effort becomes a thinking budget below max_tokens, and the temperature gives way", () => {
+    expect(build("medium", 8_192)).toMatchObject({ thinking: { type: "enabled", budget_tokens: 4_096 }, max_tokens: 8_192 });
+    expect(build("high", 8_192).thinking).toEqual({ type: "enabled", budget_tokens: 8_191 });
+    expect(build("high", 8_192).temperature).toBeUndefined();
+  });
+
+  test("no effort, or no room for the least budget: no thinking, the temperature kept", () => {
+    expect(build(undefined, 8_192)).toMatchObject({ temperature: 0.3 });
+    expect(build(undefined, 8_192).thinking).toBeUndefined();
+    expect(build("low", 1_024).thinking).toBeUndefined();
+  });
 });

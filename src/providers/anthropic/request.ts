@@ -2,16 +2,21 @@
  * OpenAI chat request → Anthropic Messages request (POST /v1/messages). System and developer
  * messages become `system`; tool results become `tool_result` blocks in a user turn; assistant
  * tool calls become `tool_use` blocks; consecutive turns of one role are merged, since Anthropic
- * wants user and assistant to alternate.
+ * wants user and assistant to alternate. Prompt-cache marks (`cache_control`) on content parts,
+ * on a message (its last block), on tools and on the request itself (Anthropic's automatic
+ * caching) are passed on where they were; a marked system part makes `system` a list of text
+ * blocks so the mark keeps its place.
  */
 import {
   argumentsToObject,
+  cacheControl,
   contentText,
   dataUrlToInline,
   imageUrlOf,
   readChatShape,
   type ChatMessage,
   type ChatShape,
+  type ContentPart,
 } from "../chatShape.ts";
 import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
@@ -24,21 +29,36 @@ interface Turn {
   content: Block[];
 }
 
+/** The part's own cache mark, read through the shared schema (a malformed one is dropped). */
+function markOf(part: ContentPart): Block {
+  const mark = cacheControl.parse((part as { cache_control?: unknown }).cache_control);
+  return mark ? { cache_control: mark } : {};
+}
+
 function contentToAnthropicBlocks(value: ChatMessage["content"]): Block[] {
   if (typeof value === "string") return value === "" ? [] : [{ type: "text", text: value }];
   const blocks: Block[] = [];
   for (const part of value ?? []) {
-    if (part.type === "text" && "text" in part && typeof part.text === "string") blocks.push({ type: "text", text: part.text });
+    if (part.type === "text" && "text" in part && typeof part.text === "string")
+      blocks.push({ type: "text", text: part.text, ...markOf(part) });
     else if (part.type === "image_url" && "image_url" in part) {
       const url = imageUrlOf(part as Parameters<typeof imageUrlOf>[0]);
       const inline = dataUrlToInline(url);
       blocks.push({
         type: "image",
         source: inline ? { type: "base64", media_type: inline.mimeType, data: inline.data } : { type: "url", url },
+        ...markOf(part),
       });
     }
   }
   return blocks;
+}
+
+/** A mark on the message itself goes on its last block, where Anthropic reads it. */
+function withMessageMark(message: ChatMessage, turn: Turn | null): Turn | null {
+  const last = turn?.content[turn.content.length - 1];
+  if (last && message.cache_control) last.cache_control = message.cache_control;
+  return turn;
 }
 
 function messageToAnthropicTurn(message: ChatMessage): Turn | null {
@@ -63,22 +83,26 @@ function messageToAnthropicTurn(message: ChatMessage): Turn | null {
   }
 }
 
-/** The conversation as alternating turns, with the system text apart. */
-export function messagesToAnthropic(messages: ChatMessage[]): { system: string | null; turns: Turn[] } {
+/** The conversation as alternating turns, with the system text apart (its blocks, when any is marked). */
+export function messagesToAnthropic(messages: ChatMessage[]): { system: string | null; systemBlocks: Block[] | null; turns: Turn[] } {
   const system: string[] = [];
+  const systemBlocks: Block[] = [];
   const turns: Turn[] = [];
   for (const message of messages) {
     if (message.role === "system" || message.role === "developer") {
       system.push(contentText(message.content));
+      const blocks = contentToAnthropicBlocks(message.content).filter((b) => b.type === "text");
+      systemBlocks.push(...(withMessageMark(message, { role: "user", content: blocks })?.content ?? []));
       continue;
     }
-    const turn = messageToAnthropicTurn(message);
+    const turn = withMessageMark(message, messageToAnthropicTurn(message));
     if (!turn || turn.content.length === 0) continue;
     const last = turns[turns.length - 1];
     if (last && last.role === turn.role) last.content.push(...turn.content);
     else turns.push(turn);
   }
-  return { system: system.length > 0 ? system.join("\n\n") : null, turns };
+  const marked = systemBlocks.some((b) => b.cache_control);
+  return { system: system.length > 0 ? system.join("\n\n") : null, systemBlocks: marked ? systemBlocks : null, turns };
 }
 
 export function toolChoiceToAnthropic(shape: ChatShape): Block | null {
@@ -107,28 +131,50 @@ export function responseFormatToAnthropic(format: ChatShape["response_format"]):
   return { outputConfig: { format: { type: "json_schema", schema: objectSchema } } };
 }
 
+/** Thinking budgets for the chat wire's efforts; Anthropic's least is 1,024 tokens. */
+export const THINKING_BUDGET_TOKENS = { low: 1_024, medium: 4_096, high: 16_384 } as const;
+
+/**
+ * `reasoning_effort` → extended thinking, within the output budget (Anthropic counts thinking in
+ * max_tokens and wants the budget below it); null when there is no room for the least budget.
+ * @example reasoningEffortToThinking("medium", 8_192) // { type: "enabled", budget_tokens: 4096 }
+ */
+export function reasoningEffortToThinking(effort: unknown, maxTokens: number): Block | null {
+  if (effort !== "low" && effort !== "medium" && effort !== "high") return null;
+  const budget = Math.min(THINKING_BUDGET_TOKENS[effort], maxTokens - 1);
+  return budget >= THINKING_BUDGET_TOKENS.low ? { type: "enabled", budget_tokens: budget } : null;
+}
+
 /**
  * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
  *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
  */
 export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
-  const { system, turns } = messagesToAnthropic(shape.messages);
+  const { system, systemBlocks, turns } = messagesToAnthropic(shape.messages);
   const format = responseFormatToAnthropic(shape.response_format);
   const body: Record<string, unknown> = { model: input.upstreamModel, max_tokens: input.maxTokens, messages: turns };
   const systemText = [system, format.instruction].filter((text) => text).join("\n\n");
-  if (systemText) body.system = systemText;
+  if (systemBlocks) body.system = format.instruction ? [...systemBlocks, { type: "text", text: format.instruction }] : systemBlocks;
+  else if (systemText) body.system = systemText;
   if (format.outputConfig) body.output_config = format.outputConfig;
   if (input.stream) body.stream = true;
-  if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
-  if (shape.top_p != null) body.top_p = shape.top_p;
+  const thinking = reasoningEffortToThinking(input.body.reasoning_effort, input.maxTokens);
+  // With thinking on, Anthropic takes no temperature and no top_p below 0.95: the effort wins.
+  if (thinking) body.thinking = thinking;
+  else {
+    if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
+    if (shape.top_p != null) body.top_p = shape.top_p;
+  }
   if (shape.stop != null) body.stop_sequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
   if (shape.user) body.metadata = { user_id: shape.user };
+  if (shape.cache_control) body.cache_control = shape.cache_control;
   if (shape.tools && shape.tools.length > 0 && shape.tool_choice !== "none") {
     body.tools = shape.tools.map((t) => ({
       name: t.function.name,
       ...(t.function.description ? { description: t.function.description } : {}),
       input_schema: t.function.parameters ?? { type: "object", properties: {} },
+      ...(t.cache_control ? { cache_control: t.cache_control } : {}),
     }));
     const choice = toolChoiceToAnthropic(shape);
     if (choice) body.tool_choice = choice;

@@ -1,7 +1,8 @@
 /** Anthropic Messages reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 export const anthropicUsage = z.looseObject({
   input_tokens: z.number().int().nonnegative().nullish(),
@@ -26,11 +27,14 @@ const anthropicMessage = z.object({
 
 /**
  * Cache writes and reads are prompt tokens Anthropic reports apart from `input_tokens`; the
- * customer's prompt was all of them.
+ * customer's prompt was all of them, and each part is priced as Anthropic prices it.
+ * @example anthropicUsageToUsage({ input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 })
+ *   // { inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 }
  */
 export function anthropicUsageToUsage(usage: z.infer<typeof anthropicUsage>): Usage {
-  const input = (usage.input_tokens ?? 0) + (usage.cache_creation_input_tokens ?? 0) + (usage.cache_read_input_tokens ?? 0);
-  return { inputTokens: input, outputTokens: usage.output_tokens ?? 0 };
+  const read = usage.cache_read_input_tokens ?? 0;
+  const write = usage.cache_creation_input_tokens ?? 0;
+  return boundedUsage((usage.input_tokens ?? 0) + write + read, usage.output_tokens ?? 0, read, write);
 }
 
 /** @example anthropicStopToFinishReason("tool_use") // "tool_calls" */
@@ -53,15 +57,9 @@ export function anthropicStopToFinishReason(stop: string | null | undefined): Fi
 }
 
 export function anthropicToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = anthropicMessage.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not an Anthropic message.", retryable: true };
-  const reply = parsed.data;
+  const parsed = parseUpstreamReply(text, anthropicMessage, "an Anthropic message");
+  if ("failure" in parsed) return parsed.failure;
+  const reply = parsed.reply;
   let content = "";
   let reasoning = "";
   const toolCalls: OpenAIToolCall[] = [];

@@ -10,9 +10,9 @@
  *   error                → piece.error;  ping → nothing
  */
 import { z } from "zod";
-import { chunkToOpenAI, usageChunkToOpenAI } from "../chatShape.ts";
-import { SseSplitter } from "../sse.ts";
-import type { ChatStreamDecoder, ReplyContext, StreamFrame, StreamPiece, Usage } from "../types.ts";
+import { usageChunkToOpenAI } from "../chatShape.ts";
+import { JsonEventsDecoder } from "../jsonEvents.ts";
+import type { StreamPiece, Usage } from "../types.ts";
 import { anthropicStreamErrorToFailure } from "./errors.ts";
 import { anthropicStopToFinishReason, anthropicUsage, anthropicUsageToUsage } from "./response.ts";
 
@@ -47,53 +47,17 @@ const streamEvent = z.discriminatedUnion("type", [
 /** Tool calls per reply we track; more is an upstream fault, not a reason to grow a map forever. */
 export const anthropicToolCallsMax = 1_024;
 
-export class AnthropicStreamDecoder implements ChatStreamDecoder {
-  private readonly sse = new SseSplitter();
+export class AnthropicStreamDecoder extends JsonEventsDecoder {
   /** Content block index → OpenAI tool call index. */
   private readonly toolIndex = new Map<number, number>();
   private readonly usage: { input: z.infer<typeof anthropicUsage>; output: number } = { input: {}, output: 0 };
   private usageSeen = false;
 
-  constructor(private readonly context: ReplyContext) {}
-
-  push(text: string): StreamPiece {
-    const piece: StreamPiece = { frames: [], done: false };
-    let events;
-    try {
-      events = this.sse.push(text);
-    } catch (error) {
-      piece.error = { code: "upstream_error", message: (error as Error).message };
-      return piece;
-    }
-    for (const event of events) {
-      if (piece.done || piece.error) break;
-      this.dispatch(event.data, piece);
-    }
-    return piece;
-  }
-
   private current(): Usage {
     return anthropicUsageToUsage({ ...this.usage.input, output_tokens: this.usage.output });
   }
 
-  private frame(
-    piece: StreamPiece,
-    delta: Record<string, unknown>,
-    text: string,
-    finish: ReturnType<typeof anthropicStopToFinishReason> = null,
-  ): void {
-    const frame: StreamFrame = { data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text };
-    piece.frames.push(frame);
-  }
-
-  private dispatch(data: string, piece: StreamPiece): void {
-    let json: unknown;
-    try {
-      json = JSON.parse(data);
-    } catch {
-      piece.error = { code: "upstream_error", message: "The upstream sent a malformed stream event." };
-      return;
-    }
+  protected dispatch(json: unknown, data: string, piece: StreamPiece): void {
     const parsed = streamEvent.safeParse(json);
     // Event types added after this adapter was written are skipped, as Anthropic asks clients to.
     if (!parsed.success) {

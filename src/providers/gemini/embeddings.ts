@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import type { EmbeddingsAdapter, EmbeddingsReply, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 /** Gemini's limit on the requests in one batchEmbedContents call. */
 export const GEMINI_EMBEDDING_INPUTS_MAX = 100;
@@ -34,13 +35,7 @@ export function geminiEmbeddings(apiKey: string | undefined): EmbeddingsAdapter 
 }
 
 export function geminiEmbeddingsToReply(text: string): EmbeddingsReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = batchReply.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a Gemini embeddings batch.", retryable: true };
-  return { vectors: parsed.data.embeddings.map((e) => e.values), inputTokens: null };
+  const parsed = parseUpstreamReply(text, batchReply, "a Gemini embeddings batch");
+  if ("failure" in parsed) return parsed.failure;
+  return { vectors: parsed.reply.embeddings.map((e) => e.values), inputTokens: null };
 }

@@ -1,7 +1,8 @@
 /** Gemini generateContent reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 const count = z.number().int().nonnegative().nullish();
 
@@ -10,6 +11,7 @@ export const geminiUsage = z.looseObject({
   candidatesTokenCount: count,
   thoughtsTokenCount: count,
   toolUsePromptTokenCount: count,
+  cachedContentTokenCount: count,
 });
 
 export const geminiPart = z.looseObject({
@@ -33,16 +35,19 @@ export type GeminiReply = z.infer<typeof geminiReply>;
 
 /**
  * Thinking tokens are generated and billed by Google as output, though reported apart from
- * `candidatesTokenCount`; tool-use prompt tokens are input the same way.
+ * `candidatesTokenCount`; tool-use prompt tokens are input the same way. `promptTokenCount`
+ * includes `cachedContentTokenCount`, the part read from a context cache (priced apart).
  *
  * @example geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })
  *   // { inputTokens: 8, outputTokens: 42 }
  */
 export function geminiUsageToOpenAI(usage: z.infer<typeof geminiUsage>): Usage {
-  return {
-    inputTokens: (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
-    outputTokens: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
-  };
+  return boundedUsage(
+    (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
+    (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+    usage.cachedContentTokenCount ?? 0,
+    0,
+  );
 }
 
 /** @example geminiFinishToFinishReason("MAX_TOKENS", false) // "length" */
@@ -71,16 +76,9 @@ export function geminiCallId(context: ReplyContext, id: string | undefined, inde
 }
 
 export function geminiToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = geminiReply.safeParse(json);
-  if (!parsed.success)
-    return { code: "upstream_error", message: "The upstream reply is not a Gemini generateContent reply.", retryable: true };
-  const reply = parsed.data;
+  const parsed = parseUpstreamReply(text, geminiReply, "a Gemini generateContent reply");
+  if ("failure" in parsed) return parsed.failure;
+  const reply = parsed.reply;
   const candidate = reply.candidates?.[0];
   let content = "";
   let reasoning = "";

@@ -6,53 +6,18 @@
  * `finishReason` ends the stream (Gemini sends no end marker): finish chunk, usage-only chunk,
  * done. An `{"error":…}` event becomes piece.error.
  */
-import { chunkToOpenAI, usageChunkToOpenAI } from "../chatShape.ts";
-import { SseSplitter } from "../sse.ts";
-import type { ChatStreamDecoder, ReplyContext, StreamPiece, Usage } from "../types.ts";
+import { usageChunkToOpenAI } from "../chatShape.ts";
+import { JsonEventsDecoder } from "../jsonEvents.ts";
+import type { StreamPiece, Usage } from "../types.ts";
 import { geminiErrorDetail, geminiStreamErrorToFailure } from "./errors.ts";
 import { geminiCallId, geminiFinishToFinishReason, geminiReply, geminiUsageToOpenAI } from "./response.ts";
 
-export class GeminiStreamDecoder implements ChatStreamDecoder {
-  private readonly sse = new SseSplitter();
+export class GeminiStreamDecoder extends JsonEventsDecoder {
   private toolCalls = 0;
   private started = false;
   private usage: Usage | null = null;
 
-  constructor(private readonly context: ReplyContext) {}
-
-  push(text: string): StreamPiece {
-    const piece: StreamPiece = { frames: [], done: false };
-    let events;
-    try {
-      events = this.sse.push(text);
-    } catch (error) {
-      piece.error = { code: "upstream_error", message: (error as Error).message };
-      return piece;
-    }
-    for (const event of events) {
-      if (piece.done || piece.error) break;
-      this.dispatch(event.data, piece);
-    }
-    return piece;
-  }
-
-  private frame(
-    piece: StreamPiece,
-    delta: Record<string, unknown>,
-    text: string,
-    finish: ReturnType<typeof geminiFinishToFinishReason> = null,
-  ): void {
-    piece.frames.push({ data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text });
-  }
-
-  private dispatch(data: string, piece: StreamPiece): void {
-    let json: unknown;
-    try {
-      json = JSON.parse(data);
-    } catch {
-      piece.error = { code: "upstream_error", message: "The upstream sent a malformed stream event." };
-      return;
-    }
+  protected dispatch(json: unknown, _data: string, piece: StreamPiece): void {
     const error = geminiErrorDetail(json);
     if (error) {
       piece.error = geminiStreamErrorToFailure(error);

@@ -1,6 +1,7 @@
 /** OpenAI-style embeddings: the request asks for base64 (a quarter of the JSON), the reply is decoded here. */
 import { z } from "zod";
 import type { EmbeddingsAdapter, EmbeddingsReply, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 const embeddingsReply = z.object({
   data: z.array(z.object({ index: z.number().int().nonnegative(), embedding: z.union([z.array(z.number()), z.string()]) })),
@@ -36,17 +37,11 @@ export function openAIEmbeddings(headers: Record<string, string>): EmbeddingsAda
 }
 
 export function parseOpenAIEmbeddings(text: string): EmbeddingsReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = embeddingsReply.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not an embeddings list.", retryable: true };
-  const sorted = [...parsed.data.data].sort((a, b) => a.index - b.index);
+  const parsed = parseUpstreamReply(text, embeddingsReply, "an embeddings list");
+  if ("failure" in parsed) return parsed.failure;
+  const sorted = [...parsed.reply.data].sort((a, b) => a.index - b.index);
   return {
     vectors: sorted.map((d) => (typeof d.embedding === "string" ? base64ToFloats(d.embedding) : d.embedding)),
-    inputTokens: parsed.data.usage?.prompt_tokens ?? null,
+    inputTokens: parsed.reply.usage?.prompt_tokens ?? null,
   };
 }

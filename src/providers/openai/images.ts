@@ -1,6 +1,7 @@
 /** OpenAI-style image generation: the body passes through with the upstream's model id. */
 import { z } from "zod";
 import type { ImagesAdapter, UpstreamFailure, UpstreamImage } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 const imagesReply = z.object({
   data: z.array(z.object({ b64_json: z.string().nullish(), url: z.string().url().nullish(), revised_prompt: z.string().nullish() })),
@@ -19,16 +20,10 @@ export function openAIImages(headers: Record<string, string>): ImagesAdapter {
 }
 
 export function parseOpenAIImages(text: string): { images: UpstreamImage[] } | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = imagesReply.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not an image list.", retryable: true };
+  const parsed = parseUpstreamReply(text, imagesReply, "an image list");
+  if ("failure" in parsed) return parsed.failure;
   const images: UpstreamImage[] = [];
-  for (const d of parsed.data.data) {
+  for (const d of parsed.reply.data) {
     const revisedPrompt = d.revised_prompt ?? undefined;
     if (d.b64_json) images.push({ b64: d.b64_json, revisedPrompt });
     else if (d.url) images.push({ url: d.url, revisedPrompt });

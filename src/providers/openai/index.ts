@@ -6,14 +6,28 @@ import { openAIErrorToFailure } from "./errors.ts";
 import { openAIImages } from "./images.ts";
 import { chatToOpenAIRequest } from "./request.ts";
 import { parseOpenAIChatResponse } from "./response.ts";
+import { chatToResponsesRequest } from "./responses/request.ts";
+import { responsesToOpenAIResponse } from "./responses/response.ts";
+import { ResponsesStreamDecoder } from "./responses/stream.ts";
 import { OpenAIStreamDecoder } from "./stream.ts";
 
-export function openAIAdapter(apiKey: string | undefined): ProviderAdapter {
-  const chat: ChatAdapter = {
-    buildChatRequest: (input) => chatToOpenAIRequest(input, apiKey),
-    parseChatResponse: parseOpenAIChatResponse,
-    createChatStreamDecoder: () => new OpenAIStreamDecoder(),
+/** A backend that speaks the Responses API (`responses_api: true`): chat goes to it as /responses. */
+function responsesChat(apiKey: string | undefined): ChatAdapter {
+  return {
+    buildChatRequest: (input) => chatToResponsesRequest(input, apiKey),
+    parseChatResponse: responsesToOpenAIResponse,
+    createChatStreamDecoder: (context) => new ResponsesStreamDecoder(context),
   };
+}
+
+export function openAIAdapter(apiKey: string | undefined, options: { responsesApi?: boolean } = {}): ProviderAdapter {
+  const chat: ChatAdapter = options.responsesApi
+    ? responsesChat(apiKey)
+    : {
+        buildChatRequest: (input) => chatToOpenAIRequest(input, apiKey),
+        parseChatResponse: parseOpenAIChatResponse,
+        createChatStreamDecoder: () => new OpenAIStreamDecoder(),
+      };
   const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
   return {
     kind: "openai",

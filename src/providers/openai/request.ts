@@ -3,7 +3,8 @@ import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
 /**
  * The client's body with our model id mapped to the upstream's, the output budget enforced and
- * usage always requested for streams. Every other field passes through as the client sent it.
+ * usage always requested for streams. Every other field passes through as the client sent it (the
+ * edge has refused any field outside the spec and the named extras: src/http/chat/schema.ts).
  */
 export function chatToOpenAIRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const body: Record<string, unknown> = { ...input.body, model: input.upstreamModel };

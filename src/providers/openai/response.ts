@@ -1,10 +1,13 @@
 /** Reads OpenAI-style chat completion replies. */
 import { z } from "zod";
+import { boundedUsage } from "../chatShape.ts";
 import type { ChatReply, Usage, UpstreamFailure } from "../types.ts";
+import { parseUpstreamReply } from "../replyJson.ts";
 
 export const openAIUsage = z.object({
   prompt_tokens: z.number().int().nonnegative(),
   completion_tokens: z.number().int().nonnegative(),
+  prompt_tokens_details: z.looseObject({ cached_tokens: z.number().int().nonnegative().nullish() }).nullish().catch(null),
 });
 
 const chatCompletion = z.object({
@@ -12,19 +15,18 @@ const chatCompletion = z.object({
   usage: openAIUsage.nullish(),
 });
 
+/**
+ * `prompt_tokens` counts the whole prompt, `cached_tokens` the part of it read from OpenAI's cache.
+ * @example openAIUsageToUsage({ prompt_tokens: 2000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 1536 } })
+ *   // { inputTokens: 2000, outputTokens: 5, cacheReadTokens: 1536 }
+ */
 export function openAIUsageToUsage(usage: z.infer<typeof openAIUsage>): Usage {
-  return { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens };
+  return boundedUsage(usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details?.cached_tokens ?? 0, 0);
 }
 
 /** The reply is relayed as the upstream wrote it; only its usage is read. */
 export function parseOpenAIChatResponse(text: string): ChatReply | UpstreamFailure {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch {
-    return { code: "upstream_error", message: "The upstream replied with malformed JSON.", retryable: true };
-  }
-  const parsed = chatCompletion.safeParse(json);
-  if (!parsed.success) return { code: "upstream_error", message: "The upstream reply is not a chat completion.", retryable: true };
-  return { body: text, usage: parsed.data.usage ? openAIUsageToUsage(parsed.data.usage) : null };
+  const parsed = parseUpstreamReply(text, chatCompletion, "a chat completion");
+  if ("failure" in parsed) return parsed.failure;
+  return { body: text, usage: parsed.reply.usage ? openAIUsageToUsage(parsed.reply.usage) : null };
 }

@@ -85,10 +85,12 @@ test("verify: −51 before payment, 100 then 101 with the same ref_id, −50 on 
 test("a second verify while one is in flight is answered −12", async () => {
   const { authority } = (await request(sim)).json.data;
   sim.pay(authority, "pay-silently");
-  sim.faults.verifyDelayMs = 100;
+  // The first verify is held long enough that the second surely arrives while it is in flight,
+  // even on a loaded machine.
+  sim.faults.verifyDelayMs = 1_500;
   try {
     const body = { merchant_id: MERCHANT, amount: 500_000, authority };
-    const [a, b] = await Promise.all([call(sim, "verify", body), Bun.sleep(20).then(() => call(sim, "verify", body))]);
+    const [a, b] = await Promise.all([call(sim, "verify", body), Bun.sleep(100).then(() => call(sim, "verify", body))]);
     expect(a.json.data.code).toBe(100);
     expect(b.status).toBe(429);
     expect(b.json.errors.code).toBe(-12);

@@ -113,79 +113,94 @@ function noFaults(): SimPayFaults {
   return { dropVerifyReplies: 0, verifyCode: null, requestCode: null, callbackNeverSent: false, verifyDelayMs: 0, repeatRefId: false };
 }
 
-export async function startZarinpalSim(options: SimPayOptions = {}): Promise<ZarinpalSim> {
-  const payments = new Map<string, Payment>();
-  const verifying = new Set<string>();
-  const log: SimPayLogEntry[] = [];
-  const faults = noFaults();
-  let nextRefId = 100_000_000 + Math.floor(Math.random() * 1_000_000);
-  const code = (n: number) => (options.codesAsStrings ? String(n) : n);
-
-  const record = (path: string, body: Record<string, unknown> | null, answered: number | null) => {
-    log.push({ at: new Date().toISOString(), path, body, code: answered });
-    if (log.length > SIM_LOG_ENTRIES_MAX) log.shift();
-  };
-
-  const ok = (path: string, body: Record<string, unknown> | null, data: Record<string, unknown>) => {
-    record(path, body, Number(data.code));
-    return Response.json({ data: { ...data, code: code(Number(data.code)) }, errors: [] });
-  };
-
-  const error = (path: string, body: Record<string, unknown> | null, err: number, validations: Record<string, string>[] = []) => {
-    record(path, body, err);
-    const message = SIM_ERRORS[String(err) as SimErrorCode] ?? "Unknown error";
-    const status = err === -9 ? 422 : err === -10 || err === -11 ? 401 : err === -12 ? 429 : 200;
-    return Response.json({ data: [], errors: { code: code(err), message, validations } }, { status });
-  };
-
-  const merchantError = (merchantId: unknown): number | null => {
-    if (typeof merchantId !== "string" || !UUID.test(merchantId)) return -9;
-    if (options.merchantIds && !options.merchantIds.includes(merchantId)) return -10;
+async function readBody(request: Request): Promise<Record<string, unknown> | null> {
+  const text = await request.text();
+  if (text.length > SIM_BODY_BYTES_MAX) return null;
+  try {
+    const value = JSON.parse(text) as unknown;
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
     return null;
-  };
+  }
+}
 
-  const readBody = async (request: Request): Promise<Record<string, unknown> | null> => {
-    const text = await request.text();
-    if (text.length > SIM_BODY_BYTES_MAX) return null;
-    try {
-      const value = JSON.parse(text) as unknown;
-      return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
-    } catch {
-      return null;
-    }
-  };
+function newAuthority(): string {
+  const digits = Array.from(crypto.getRandomValues(new Uint8Array(35)), (b) => String(b % 10)).join("");
+  return `A${digits}`;
+}
 
-  function newAuthority(): string {
-    const digits = Array.from(crypto.getRandomValues(new Uint8Array(35)), (b) => String(b % 10)).join("");
-    return `A${digits}`;
+function callbackFor(payment: Payment, status: "OK" | "NOK"): string {
+  const url = new URL(payment.callbackUrl);
+  url.searchParams.set("Authority", payment.authority);
+  url.searchParams.set("Status", status);
+  return url.toString();
+}
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+
+/** The bank's state and its API: payments by authority, what it received, the faults it is told to make. */
+class ZarinpalBank {
+  readonly payments = new Map<string, Payment>();
+  private readonly verifying = new Set<string>();
+  readonly log: SimPayLogEntry[] = [];
+  readonly faults = noFaults();
+  private nextRefId = 100_000_000 + Math.floor(Math.random() * 1_000_000);
+
+  constructor(private readonly options: SimPayOptions) {}
+
+  private code(n: number): number | string {
+    return this.options.codesAsStrings ? String(n) : n;
   }
 
-  function paymentRequest(path: string, body: Record<string, unknown>): Response {
-    const merchant = merchantError(body.merchant_id);
+  record(path: string, body: Record<string, unknown> | null, answered: number | null): void {
+    this.log.push({ at: new Date().toISOString(), path, body, code: answered });
+    if (this.log.length > SIM_LOG_ENTRIES_MAX) this.log.shift();
+  }
+
+  private ok(path: string, body: Record<string, unknown> | null, data: Record<string, unknown>): Response {
+    this.record(path, body, Number(data.code));
+    return Response.json({ data: { ...data, code: this.code(Number(data.code)) }, errors: [] });
+  }
+
+  error(path: string, body: Record<string, unknown> | null, err: number, validations: Record<string, string>[] = []): Response {
+    this.record(path, body, err);
+    const message = SIM_ERRORS[String(err) as SimErrorCode] ?? "Unknown error";
+    const status = err === -9 ? 422 : err === -10 || err === -11 ? 401 : err === -12 ? 429 : 200;
+    return Response.json({ data: [], errors: { code: this.code(err), message, validations } }, { status });
+  }
+
+  private merchantError(merchantId: unknown): number | null {
+    if (typeof merchantId !== "string" || !UUID.test(merchantId)) return -9;
+    if (this.options.merchantIds && !this.options.merchantIds.includes(merchantId)) return -10;
+    return null;
+  }
+
+  private paymentRequest(path: string, body: Record<string, unknown>): Response {
+    const merchant = this.merchantError(body.merchant_id);
     if (merchant !== null)
-      return error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
-    if (faults.requestCode !== null) {
-      const forced = faults.requestCode;
-      faults.requestCode = null;
-      return error(path, body, forced);
+      return this.error(path, body, merchant, merchant === -9 ? [{ merchant_id: "The merchant id must be 36 characters." }] : []);
+    if (this.faults.requestCode !== null) {
+      const forced = this.faults.requestCode;
+      this.faults.requestCode = null;
+      return this.error(path, body, forced);
     }
     const irt = body.currency === "IRT";
     const amount = typeof body.amount === "string" ? Number(body.amount) : body.amount;
     if (typeof amount !== "number" || !Number.isSafeInteger(amount))
-      return error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
+      return this.error(path, body, -9, [{ amount: "The amount must be a whole number." }]);
     const amountRial = irt ? amount * 10 : amount;
-    if (amountRial < SIM_AMOUNT_RIAL_MIN) return error(path, body, -9, [{ amount: "The amount must be at least 10000 rial." }]);
+    if (amountRial < SIM_AMOUNT_RIAL_MIN) return this.error(path, body, -9, [{ amount: "The amount must be at least 10000 rial." }]);
     if (typeof body.callback_url !== "string" || !/^https?:\/\//.test(body.callback_url)) {
-      return error(path, body, -9, [{ callback_url: "The callback url must be an http(s) URL." }]);
+      return this.error(path, body, -9, [{ callback_url: "The callback url must be an http(s) URL." }]);
     }
     if (typeof body.description !== "string" || body.description.length === 0)
-      return error(path, body, -9, [{ description: "The description is required." }]);
-    if (payments.size >= SIM_PAYMENTS_MAX) return error(path, body, -12);
+      return this.error(path, body, -9, [{ description: "The description is required." }]);
+    if (this.payments.size >= SIM_PAYMENTS_MAX) return this.error(path, body, -12);
     const metadata = (typeof body.metadata === "object" && body.metadata !== null ? body.metadata : {}) as Record<string, unknown>;
     const authority = newAuthority();
     // The merchant pays the fee: 1% up to 40,000 rial (shown, never taken from the customer's amount here).
     const feeRial = Math.min(Math.ceil(amountRial / 100), 40_000);
-    payments.set(authority, {
+    this.payments.set(authority, {
       authority,
       merchantId: body.merchant_id as string,
       amountRial,
@@ -200,21 +215,21 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
       createdAt: new Date(),
       paidAt: null,
     });
-    return ok(path, body, { code: 100, message: "Success", authority, fee_type: "Merchant", fee: feeRial });
+    return this.ok(path, body, { code: 100, message: "Success", authority, fee_type: "Merchant", fee: feeRial });
   }
 
   /** Looks the authority up for a merchant: −54 unknown, −53 another merchant's. */
-  function owned(body: Record<string, unknown>): Payment | number {
-    const merchant = merchantError(body.merchant_id);
+  private owned(body: Record<string, unknown>): Payment | number {
+    const merchant = this.merchantError(body.merchant_id);
     if (merchant !== null) return merchant;
-    const payment = typeof body.authority === "string" ? payments.get(body.authority) : undefined;
+    const payment = typeof body.authority === "string" ? this.payments.get(body.authority) : undefined;
     if (!payment) return -54;
     if (payment.merchantId !== body.merchant_id) return -53;
     return payment;
   }
 
-  async function verify(path: string, body: Record<string, unknown>): Promise<Response> {
-    const answer = await verifyOnce(path, body);
+  private async verify(path: string, body: Record<string, unknown>): Promise<Response> {
+    const answer = await this.verifyOnce(path, body);
     if (answer !== "dropped") return answer;
     // Committed, but the reply never reaches the merchant: hold the connection, then close it.
     await Bun.sleep(SIM_DROPPED_REPLY_HOLD_MS);
@@ -222,21 +237,21 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
   }
 
   /** One verify, with at most one in flight per authority (the real service answers −12 to more). */
-  async function verifyOnce(path: string, body: Record<string, unknown>): Promise<Response | "dropped"> {
-    const payment = owned(body);
-    if (typeof payment === "number") return error(path, body, payment);
-    if (verifying.has(payment.authority)) return error(path, body, -12);
-    verifying.add(payment.authority);
+  private async verifyOnce(path: string, body: Record<string, unknown>): Promise<Response | "dropped"> {
+    const payment = this.owned(body);
+    if (typeof payment === "number") return this.error(path, body, payment);
+    if (this.verifying.has(payment.authority)) return this.error(path, body, -12);
+    this.verifying.add(payment.authority);
     try {
-      if (faults.verifyDelayMs > 0) await Bun.sleep(faults.verifyDelayMs);
-      if (faults.verifyCode !== null) {
-        const forced = faults.verifyCode;
-        faults.verifyCode = null;
-        return error(path, body, forced);
+      if (this.faults.verifyDelayMs > 0) await Bun.sleep(this.faults.verifyDelayMs);
+      if (this.faults.verifyCode !== null) {
+        const forced = this.faults.verifyCode;
+        this.faults.verifyCode = null;
+        return this.error(path, body, forced);
       }
       const amount = typeof body.amount === "string" ? Number(body.amount) : body.amount;
-      if (payment.status !== "PAID" && payment.status !== "VERIFIED") return error(path, body, -51);
-      if (amount !== payment.amountRial) return error(path, body, -50);
+      if (payment.status !== "PAID" && payment.status !== "VERIFIED") return this.error(path, body, -51);
+      if (amount !== payment.amountRial) return this.error(path, body, -50);
       const first = payment.status === "PAID";
       payment.status = "VERIFIED";
       const data = {
@@ -248,28 +263,28 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
         fee_type: "Merchant",
         fee: payment.feeRial,
       };
-      if (faults.dropVerifyReplies > 0) {
-        faults.dropVerifyReplies--;
-        record(path, body, data.code);
+      if (this.faults.dropVerifyReplies > 0) {
+        this.faults.dropVerifyReplies--;
+        this.record(path, body, data.code);
         return "dropped";
       }
-      return ok(path, body, data);
+      return this.ok(path, body, data);
     } finally {
-      verifying.delete(payment.authority);
+      this.verifying.delete(payment.authority);
     }
   }
 
-  function inquiry(path: string, body: Record<string, unknown>): Response {
-    const payment = owned(body);
-    if (typeof payment === "number") return error(path, body, payment);
+  private inquiry(path: string, body: Record<string, unknown>): Response {
+    const payment = this.owned(body);
+    if (typeof payment === "number") return this.error(path, body, payment);
     const status = payment.status === "NEW" ? "IN_BANK" : payment.status;
-    return ok(path, body, { code: 100, message: "Success", status });
+    return this.ok(path, body, { code: 100, message: "Success", status });
   }
 
-  function unverified(path: string, body: Record<string, unknown>): Response {
-    const merchant = merchantError(body.merchant_id);
-    if (merchant !== null) return error(path, body, merchant);
-    const authorities = [...payments.values()]
+  private unverified(path: string, body: Record<string, unknown>): Response {
+    const merchant = this.merchantError(body.merchant_id);
+    if (merchant !== null) return this.error(path, body, merchant);
+    const authorities = [...this.payments.values()]
       .filter((p) => p.merchantId === body.merchant_id && p.status === "PAID")
       .slice(-SIM_UNVERIFIED_MAX)
       .map((p) => ({
@@ -279,28 +294,21 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
         referer: "",
         date: p.paidAt!.toISOString().slice(0, 19).replace("T", " "),
       }));
-    return ok(path, body, { code: 100, message: "Success", authorities });
+    return this.ok(path, body, { code: 100, message: "Success", authorities });
   }
 
-  function reverse(path: string, body: Record<string, unknown>): Response {
-    const payment = owned(body);
-    if (typeof payment === "number") return error(path, body, payment);
-    if (payment.status !== "PAID" && payment.status !== "VERIFIED") return error(path, body, -51);
+  private reverse(path: string, body: Record<string, unknown>): Response {
+    const payment = this.owned(body);
+    if (typeof payment === "number") return this.error(path, body, payment);
+    if (payment.status !== "PAID" && payment.status !== "VERIFIED") return this.error(path, body, -51);
     if (Date.now() - payment.paidAt!.getTime() > SIM_REVERSE_WINDOW_MS)
-      return error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
+      return this.error(path, body, -9, [{ authority: "Reverse is possible within 30 minutes of payment." }]);
     payment.status = "REVERSED";
-    return ok(path, body, { code: 100, message: "Reversed" });
+    return this.ok(path, body, { code: 100, message: "Reversed" });
   }
 
-  function callbackFor(payment: Payment, status: "OK" | "NOK"): string {
-    const url = new URL(payment.callbackUrl);
-    url.searchParams.set("Authority", payment.authority);
-    url.searchParams.set("Status", status);
-    return url.toString();
-  }
-
-  function pay(authority: string, action: "pay" | "cancel" | "pay-silently" = "pay"): string | null {
-    const payment = payments.get(authority);
+  pay(authority: string, action: "pay" | "cancel" | "pay-silently" = "pay"): string | null {
+    const payment = this.payments.get(authority);
     if (!payment) throw new Error(`no payment ${authority}`);
     if (payment.status !== "NEW" && payment.status !== "IN_BANK") return callbackFor(payment, payment.status === "FAILED" ? "NOK" : "OK");
     if (action === "cancel") {
@@ -309,17 +317,15 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
     }
     payment.status = "PAID";
     payment.paidAt = new Date();
-    payment.refId = faults.repeatRefId ? nextRefId - 1 : nextRefId++;
-    faults.repeatRefId = false;
+    payment.refId = this.faults.repeatRefId ? this.nextRefId - 1 : this.nextRefId++;
+    this.faults.repeatRefId = false;
     const last4 = String(1000 + (payment.refId % 9000));
     payment.cardPan = `502229******${last4}`;
     payment.cardHash = new Bun.CryptoHasher("sha256").update(`card-${last4}`).digest("hex").toUpperCase();
-    return action === "pay-silently" || faults.callbackNeverSent ? null : callbackFor(payment, "OK");
+    return action === "pay-silently" || this.faults.callbackNeverSent ? null : callbackFor(payment, "OK");
   }
 
-  const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-
-  function bankPage(payment: Payment): Response {
+  bankPage(payment: Payment): Response {
     const rial = payment.amountRial.toLocaleString("en-US");
     const button = (action: string, label: string) =>
       `<form method="post" action="/pg/StartPay/${payment.authority}/${action}"><button name="action" value="${action}">${label}</button></form>`;
@@ -327,38 +333,57 @@ export async function startZarinpalSim(options: SimPayOptions = {}): Promise<Zar
 <h1>Zarinpal simulator</h1>
 <p>${escapeHtml(payment.description)}</p>
 <p>Amount: <strong>${rial} rial</strong> (${(payment.amountRial / 10).toLocaleString("en-US")} toman)</p>
-${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pay, then close the tab (no redirect)")}${button("pay-delayed", `Pay, redirect after ${options.delayedRedirectS ?? 5} s`)}
+${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pay, then close the tab (no redirect)")}${button("pay-delayed", `Pay, redirect after ${this.options.delayedRedirectS ?? 5} s`)}
 </body></html>`;
     if (payment.status === "NEW") payment.status = "IN_BANK";
     return new Response(html, { headers: { "content-type": "text/html; charset=utf-8" } });
   }
 
-  function bankAction(authority: string, action: string, path: string): Response {
-    const payment = payments.get(authority);
+  bankAction(authority: string, action: string, path: string): Response {
+    const payment = this.payments.get(authority);
     if (!payment) return new Response("unknown authority", { status: 404 });
-    record(path, { authority, action }, null);
+    this.record(path, { authority, action }, null);
     if (action === "pay-delayed") {
-      const target = pay(authority, "pay");
+      const target = this.pay(authority, "pay");
       if (target === null) return new Response("Paid.", { headers: { "content-type": "text/plain" } });
-      const seconds = options.delayedRedirectS ?? 5;
+      const seconds = this.options.delayedRedirectS ?? 5;
       const html = `<!doctype html><html><head><meta http-equiv="refresh" content="${seconds};url=${escapeHtml(target)}"></head><body><p>Paid. Returning to the merchant in ${seconds} s…</p></body></html>`;
       return new Response(html, { headers: { "content-type": "text/html; charset=utf-8" } });
     }
     if (action !== "pay" && action !== "cancel" && action !== "pay-silently") return new Response("unknown action", { status: 404 });
-    const target = pay(authority, action);
+    const target = this.pay(authority, action);
     if (target === null)
       return new Response("Paid. (The customer closed the tab: no callback.)", { headers: { "content-type": "text/plain" } });
     return new Response(null, { status: 302, headers: { location: target } });
   }
 
-  const api: Record<string, (path: string, body: Record<string, unknown>) => Response | Promise<Response>> = {
-    "/pg/v4/payment/request.json": paymentRequest,
-    "/pg/v4/payment/verify.json": verify,
-    "/pg/v4/payment/inquiry.json": inquiry,
-    "/pg/v4/payment/unVerified.json": unverified,
-    "/pg/v4/payment/reverse.json": reverse,
+  /** The merchant API, by path. */
+  readonly api: Record<string, (path: string, body: Record<string, unknown>) => Response | Promise<Response>> = {
+    "/pg/v4/payment/request.json": (path, body) => this.paymentRequest(path, body),
+    "/pg/v4/payment/verify.json": (path, body) => this.verify(path, body),
+    "/pg/v4/payment/inquiry.json": (path, body) => this.inquiry(path, body),
+    "/pg/v4/payment/unVerified.json": (path, body) => this.unverified(path, body),
+    "/pg/v4/payment/reverse.json": (path, body) => this.reverse(path, body),
   };
 
+  /** Sets faults from a test's JSON: only known faults, each with its own type (a code may also be cleared with null). */
+  setFaults(body: Record<string, unknown>): Response {
+    const current = this.faults as unknown as Record<string, unknown>;
+    for (const [key, value] of Object.entries(body)) {
+      const known = Object.hasOwn(current, key);
+      const fits =
+        typeof value === typeof current[key] ||
+        (value === null && key.endsWith("Code")) ||
+        (typeof value === "number" && key.endsWith("Code"));
+      if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
+    }
+    Object.assign(this.faults, body);
+    return Response.json(this.faults);
+  }
+}
+
+export async function startZarinpalSim(options: SimPayOptions = {}): Promise<ZarinpalSim> {
+  const bank = new ZarinpalBank(options);
   const server = Bun.serve({
     port: options.port ?? 0,
     hostname: options.hostname ?? "127.0.0.1",
@@ -366,35 +391,21 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
     async fetch(request) {
       const url = new URL(request.url);
       const path = url.pathname;
-      const handler = api[path];
+      const handler = bank.api[path];
       if (handler && request.method === "POST") {
         const body = await readBody(request);
-        if (!body) return error(path, null, -9, [{ body: "The body must be a JSON object." }]);
+        if (!body) return bank.error(path, null, -9, [{ body: "The body must be a JSON object." }]);
         return handler(path, body);
       }
       const start = /^\/pg\/StartPay\/([A-Za-z0-9]{1,64})(?:\/([a-z-]{1,32}))?$/.exec(path);
       if (start) {
-        if (request.method === "POST" && start[2]) return bankAction(start[1]!, start[2], path);
-        const payment = payments.get(start[1]!);
-        record(path, null, null);
-        return payment ? bankPage(payment) : new Response("unknown authority", { status: 404 });
+        if (request.method === "POST" && start[2]) return bank.bankAction(start[1]!, start[2], path);
+        const payment = bank.payments.get(start[1]!);
+        bank.record(path, null, null);
+        return payment ? bank.bankPage(payment) : new Response("unknown authority", { status: 404 });
       }
-      if (path === "/__sim/log") return Response.json(log);
-      if (path === "/__sim/faults" && request.method === "POST") {
-        const body = (await readBody(request)) ?? {};
-        const current = faults as unknown as Record<string, unknown>;
-        for (const [key, value] of Object.entries(body)) {
-          // Only known faults, each with its own type (a code may also be cleared with null).
-          const known = Object.hasOwn(current, key);
-          const fits =
-            typeof value === typeof current[key] ||
-            (value === null && key.endsWith("Code")) ||
-            (typeof value === "number" && key.endsWith("Code"));
-          if (!known || !fits) return Response.json({ error: `unknown fault or wrong type: ${key}` }, { status: 400 });
-        }
-        Object.assign(faults, body);
-        return Response.json(faults);
-      }
+      if (path === "/__sim/log") return Response.json(bank.log);
+      if (path === "/__sim/faults" && request.method === "POST") return bank.setFaults((await readBody(request)) ?? {});
       return new Response("not found", { status: 404 });
     },
   });
@@ -402,10 +413,10 @@ ${button("pay", "Pay")}${button("cancel", "Cancel")}${button("pay-silently", "Pa
   return {
     url: `http://${server.hostname}:${server.port}`,
     port: server.port!,
-    faults,
-    log,
-    pay,
-    status: (authority) => payments.get(authority)?.status ?? null,
+    faults: bank.faults,
+    log: bank.log,
+    pay: (authority, action) => bank.pay(authority, action),
+    status: (authority) => bank.payments.get(authority)?.status ?? null,
     stop: async () => {
       await server.stop(true);
     },

@@ -1,0 +1,1 @@
+ALTER TABLE "pools" ADD COLUMN "paid_fields" jsonb;

@@ -1,0 +1,39 @@
+/**
+ * Cache prices reach every price version: a catalog seeded before they existed gains them at the
+ * next start-up, at each version's own rate, and a new rate copies them like any other unit.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { openTestDb, SETUP_MS_MAX } from "../../test/helpers.ts";
+import type { Db } from "../db/client.ts";
+import { loadCatalog } from "./catalog.ts";
+import { setRate } from "./rates.ts";
+import { SEED_MODELS } from "./seed.ts";
+
+let db: Db;
+let close: (() => Promise<void>) | undefined;
+beforeAll(async () => {
+  ({ db, close } = await openTestDb());
+}, SETUP_MS_MAX);
+afterAll(() => close?.(), SETUP_MS_MAX);
+
+/** The seed as it was before cache prices: input and output only. */
+const withoutCache = SEED_MODELS.map((m) => ({
+  ...m,
+  usdPer1m: Object.fromEntries(Object.entries(m.usdPer1m).filter(([unit]) => !unit.startsWith("cache_"))),
+}));
+
+test("an older catalog gains the cache prices at start-up, and a new rate copies them", async () => {
+  const before = await loadCatalog(db, withoutCache);
+  expect(before.get("claude-sonnet-4")!.price.tomanPer1m.get("cache_write_token")).toBeUndefined();
+
+  const after = await loadCatalog(db);
+  const sonnet = after.get("claude-sonnet-4")!.price.tomanPer1m;
+  // $0.30 and $3.75 × 90,000 toman per USD
+  expect([sonnet.get("cache_read_token"), sonnet.get("cache_write_token")]).toEqual([27_000n, 337_500n]);
+  expect(after.get("gpt-4o-mini")!.price.tomanPer1m.get("cache_read_token")).toBe(6_750n);
+  expect(after.get("deepseek-v3")!.price.tomanPer1m.has("cache_read_token")).toBe(false);
+
+  await setRate(db, { tomanPerUsd: 100_000n, effectiveAt: new Date(0) });
+  const next = await loadCatalog(db);
+  expect(next.get("claude-sonnet-4")!.price.tomanPer1m.get("cache_write_token")).toBe(375_000n);
+});

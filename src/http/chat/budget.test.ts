@@ -1,0 +1,94 @@
+import { expect, test } from "bun:test";
+import type { CatalogModel } from "../../catalog/catalog.ts";
+import { isFailure } from "../../errors.ts";
+import { FILE_ALLOWANCE_TOKENS, IMAGE_ALLOWANCE_TOKENS, TOOL_RESULT_ALLOWANCE_TOKENS } from "../../tokens/count.ts";
+import { chatBudget, exactChatReserve, exactPromptTokens, type ChatBudget } from "./budget.ts";
+import { chatRequest } from "./schema.ts";
+
+const model: CatalogModel = {
+  id: "m",
+  operation: "chat",
+  vendor: "v",
+  contextWindow: 1_000_000,
+  openWeight: false,
+  listing: 1,
+  createdS: 0,
+  price: {
+    versionId: 1,
+    tomanPerUsd: 90_000n,
+    tomanPer1m: new Map([
+      ["input_token", 13_500n],
+      ["output_token", 54_000n],
+    ]),
+  },
+};
+const body = (fields: Record<string, unknown>) =>
+  chatRequest.parse({ model: "m", messages: [{ role: "user", content: "Hello, world!" }], max_tokens: 10, ...fields });
+const bytes = (value: unknown) => Buffer.byteLength(JSON.stringify(value), "utf8");
+const hello = { type: "text", text: "Hello, world!" };
+
+test("the exact count: texts by o200k with OpenAI's template counts", async () => {
+  expect(await exactPromptTokens(body({}))).toBe(10); // (3 + 4) + 3
+});
+
+test("the exact count gives images, audio and files the cheap bound's allowances, plus their data's bytes", async () => {
+  const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, image] }] }))).toBe(
+    10 + IMAGE_ALLOWANCE_TOKENS + bytes(image.image_url),
+  );
+  const file = { type: "file", file: { file_id: "file-1" } };
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, file] }] }))).toBe(
+    10 + FILE_ALLOWANCE_TOKENS + bytes(file.file),
+  );
+  const audio = { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } };
+  expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, audio] }] }))).toBe(
+    10 + FILE_ALLOWANCE_TOKENS + bytes(audio.input_audio),
+  );
+});
+
+test("the exact count bounds tools, functions, schemas, tool calls and names by their bytes", async () => {
+  const tools = [{ type: "function", function: { name: "get", description: "Weather", parameters: { type: "object" } } }];
+  const functions = [{ name: "old", parameters: { type: "object" } }];
+  const format = { type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { a: { type: "string" } } } } };
+  const sent = body({ tools, functions, function_call: "auto", response_format: format, tool_choice: "auto" });
+  expect(await exactPromptTokens(sent)).toBe(10 + bytes(tools) + bytes(functions) + "auto".length + bytes(format) + "auto".length);
+  const calls = [{ id: "c1", type: "function", function: { name: "get", arguments: "{}" } }];
+  const conversation = body({
+    messages: [
+      { role: "user", content: "Hello, world!", name: "ali" },
+      { role: "assistant", content: null, tool_calls: calls },
+      { role: "tool", tool_call_id: "c1", content: "Hello, world!" },
+    ],
+  });
+  expect(await exactPromptTokens(conversation)).toBe(
+    3 + (3 + 4 + "ali".length) + (3 + bytes(calls)) + (3 + 4 + "c1".length + TOOL_RESULT_ALLOWANCE_TOKENS),
+  );
+});
+
+test("the wallet-edge reserve is the exact count, never above the cheap bound", async () => {
+  const image = { type: "image_url", image_url: { url: "https://x.io/a.png" } };
+  const sent = body({ messages: [{ role: "user", content: [hello, image] }] });
+  const budget = (await chatBudget(sent, model, { fairnessKey: "t", bodyBytes: () => bytes(sent) })) as ChatBudget;
+  const exact = await exactChatReserve(sent, budget, "t");
+  expect(exact.promptTokens).toBe(await exactPromptTokens(sent));
+  expect(exact.promptTokens).toBeLessThanOrEqual(budget.promptTokensBound);
+  expect(exact.reserveMicro).toBe(BigInt(exact.promptTokens) * 13_500n + 10n * 54_000n);
+});
+
+test("paid fields: refused without the pool's consent, priced by their percents with it", async () => {
+  const refused = await chatBudget(body({ service_tier: "priority" }), model, { fairnessKey: "t" });
+  expect(isFailure(refused) && [refused.code, refused.param]).toEqual(["invalid_request", "service_tier"]);
+  const priced = (await chatBudget(body({ service_tier: "priority", web_search_options: {} }), model, {
+    fairnessKey: "t",
+    paidFields: { service_tier: { priority: { price_percent: 150 } }, web_search_options: { price_percent: 101 } },
+  })) as ChatBudget;
+  // 13,500 × 1.5 × 1.01 = 20,452.5 → 20,453; 54,000 × 1.5 × 1.01 = 81,810
+  expect([priced.inputPricePer1m, priced.outputPricePer1m]).toEqual([20_453n, 81_810n]);
+  const prediction = { type: "content", content: "Hello, world!" };
+  const predicted = (await chatBudget(body({ prediction }), model, {
+    fairnessKey: "t",
+    paidFields: { prediction: { price_percent: 100 } },
+  })) as ChatBudget;
+  // the prediction's bytes are reserved at the output price on top of max_tokens
+  expect(predicted.reserveMicro).toBe(BigInt(predicted.promptTokensBound) * 13_500n + BigInt(10 + bytes(prediction)) * 54_000n);
+});

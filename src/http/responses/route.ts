@@ -1,0 +1,34 @@
+/**
+ * POST /v1/responses: OpenAI's Responses API, stateless, translated to the one chat path
+ * (src/wires/responses) so that it shares admission, reserve bounds, live metering, the cut at
+ * the wallet, disconnect rules and residency with chat. Errors keep the OpenAI shape.
+ */
+import { fail } from "../../errors.ts";
+import { parseChatCompletion } from "../../wires/chat.ts";
+import { responsesToChat, type ResponsesRequest } from "../../wires/responses/request.ts";
+import { chatToResponse, type ResponsesContext } from "../../wires/responses/response.ts";
+import { ResponsesStream } from "../../wires/responses/stream.ts";
+import type { EdgeDeps } from "../deps.ts";
+import { failed, json } from "../guard.ts";
+import { chatThroughWire, streamHeaders, wireBody } from "../translated.ts";
+
+const nowS = () => Math.floor(Date.now() / 1000);
+
+export async function createResponse(
+  request: Request,
+  requestId: string,
+  deps: EdgeDeps,
+  set: { headers: Record<string, string | number> },
+) {
+  const createdAt = nowS();
+  const { result, wire } = await chatThroughWire<ResponsesRequest>(deps, request, requestId, responsesToChat);
+  if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
+  const ctx: ResponsesContext = { requestId, model: wire!.model, createdAt, request: wire! };
+  if (result.kind === "json") {
+    const reply = parseChatCompletion(result.body);
+    if (!reply) return failed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
+    return json(chatToResponse(reply, ctx, nowS()), requestId, 200, result.headers);
+  }
+  streamHeaders(set, requestId, result.headers);
+  return wireBody(result.relay, new ResponsesStream(ctx, nowS));
+}

@@ -1,0 +1,67 @@
+/**
+ * The simulator's one rule for tool calls, shared by every wire format (vendor.ts, openaiTools.ts):
+ * which offered tool a request calls, its arguments built from the schema, and the pieces they stream in.
+ */
+import { simPromptText } from "./text.ts";
+import type { SimMessage } from "./tokens.ts";
+
+export interface SimToolOffer {
+  name: string;
+  /** JSON Schema of the arguments, as the vendor wrote it. */
+  schema: unknown;
+}
+
+/** The parts of a request that decide whether it calls a tool. */
+export interface ToolQuestion {
+  messages: SimMessage[];
+  tools: SimToolOffer[];
+  /** The tool the request requires (`any` = whichever), or null when calling is optional. */
+  toolRequired: string | "any" | null;
+  /** The last turn carries tool results: answer in text. */
+  afterToolResult: boolean;
+}
+
+/** Tokens per streamed piece of tool-call arguments. */
+export const toolPieceTokens = 3;
+
+/** The tool this request calls, or null for a text reply. */
+export function toolToCall(request: ToolQuestion): SimToolOffer | null {
+  if (request.tools.length === 0 || request.afterToolResult) return null;
+  if (request.toolRequired === "any") return request.tools[0] ?? null;
+  if (request.toolRequired) return request.tools.find((t) => t.name === request.toolRequired) ?? null;
+  const last = [...request.messages].reverse().find((m) => m.role === "user");
+  const text = last ? simPromptText([last]) : "";
+  return request.tools.find((t) => text.includes(t.name)) ?? null;
+}
+
+/**
+ * Arguments from the schema: strings "sim", numbers 1, booleans true, others null.
+ * @example simToolArguments({ type: "object", properties: { city: { type: "string" } } }) // {"city":"sim"}
+ */
+export function simToolArguments(schema: unknown): Record<string, unknown> {
+  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
+  const args: Record<string, unknown> = {};
+  for (const [name, property] of Object.entries(properties)) {
+    const type = String(property?.type ?? "").toLowerCase();
+    args[name] = type === "string" ? "sim" : type === "number" || type === "integer" ? 1 : type === "boolean" ? true : null;
+  }
+  return args;
+}
+
+/** Cuts text into pieces of `tokens` simulator tokens each, keeping every character. */
+export function splitByTokens(text: string, tokens: number): string[] {
+  const starts: number[] = [];
+  let count = 0;
+  for (const match of text.matchAll(/[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu)) {
+    if (count > 0 && count % tokens === 0) starts.push(match.index);
+    count++;
+  }
+  const pieces: string[] = [];
+  let from = 0;
+  for (const start of starts) {
+    pieces.push(text.slice(from, start));
+    from = start;
+  }
+  pieces.push(text.slice(from));
+  return pieces;
+}

@@ -1,0 +1,258 @@
+/**
+ * Anthropic Messages request (POST /v1/messages) → the gateway's chat request, so that any model
+ * of the catalog answers it through the one chat path. The reverse of the Anthropic adapter
+ * (src/providers/anthropic/request.ts), with the same pairs of blocks and messages:
+ *
+ *   system (string or text blocks)   → a leading system message
+ *   user text and image blocks       → a user message's text and image_url parts
+ *   user tool_result blocks          → tool messages, in order, before the rest of that turn (their
+ *                                      images join the turn's user message: tool messages carry text)
+ *   assistant text / tool_use        → an assistant message's content / tool_calls
+ *   thinking, redacted_thinking      → dropped (no backend takes them back through chat)
+ *   max_tokens (required)            → max_tokens;  stop_sequences → stop
+ *   tools / tool_choice              → function tools / auto, required, a named function, none
+ *   thinking {enabled, budget}       → reasoning_effort by budget, for a model that reasons
+ *                                      (catalog/reasoning.ts; an Anthropic backend gets thinking)
+ *
+ * Server tools (web search, code execution …) and document blocks have no chat counterpart: a
+ * 400 names them.
+ */
+import { z } from "zod";
+import { takesReasoningEffort } from "../../catalog/reasoning.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
+import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
+import { zodFailure } from "../../http/guard.ts";
+
+/** Tools and stop sequences one request may carry (Anthropic's own limits are lower). */
+export const MESSAGES_TOOLS_MAX = 1_000;
+export const STOP_SEQUENCES_MAX = 64;
+/** Thinking budgets at or above these ask for medium and high effort; below, low. */
+export const THINKING_MEDIUM_TOKENS = 4_096;
+export const THINKING_HIGH_TOKENS = 16_384;
+
+const textBlock = z.looseObject({ type: z.literal("text"), text: z.string() });
+const imageSource = z.union([
+  z.looseObject({ type: z.literal("base64"), media_type: z.string().min(1), data: z.string() }),
+  z.looseObject({ type: z.literal("url"), url: z.string().min(1) }),
+]);
+const imageBlock = z.looseObject({ type: z.literal("image"), source: imageSource });
+const toolUseBlock = z.looseObject({ type: z.literal("tool_use"), id: z.string().min(1), name: z.string().min(1), input: z.unknown() });
+const toolResultBlock = z.looseObject({
+  type: z.literal("tool_result"),
+  tool_use_id: z.string().min(1),
+  content: z.union([z.string(), z.array(z.union([textBlock, imageBlock, z.looseObject({ type: z.string() })]))]).optional(),
+  is_error: z.boolean().optional(),
+});
+const anyBlock = z.looseObject({ type: z.string() });
+
+const message = z.looseObject({
+  role: z.enum(["user", "assistant"]),
+  content: z.union([z.string(), z.array(anyBlock)]),
+});
+
+const tool = z.looseObject({
+  name: z.string().min(1),
+  type: z.string().optional(),
+  description: z.string().optional(),
+  input_schema: z.record(z.string(), z.unknown()).optional(),
+});
+
+const toolChoice = z.looseObject({
+  type: z.enum(["auto", "any", "tool", "none"]),
+  name: z.string().optional(),
+  disable_parallel_tool_use: z.boolean().optional(),
+});
+
+const thinking = z.union([
+  z.looseObject({ type: z.literal("enabled"), budget_tokens: z.number().int().min(1) }),
+  z.looseObject({ type: z.enum(["disabled", "adaptive"]) }),
+]);
+
+export const messagesRequest = z.looseObject({
+  model: z.string().min(1).max(256),
+  max_tokens: z.number().int().min(1).max(CHAT_TOKENS_MAX),
+  messages: z.array(message).min(1).max(MESSAGES_MAX),
+  system: z.union([z.string(), z.array(textBlock)]).optional(),
+  stop_sequences: z.array(z.string()).max(STOP_SEQUENCES_MAX).optional(),
+  stream: z.boolean().optional(),
+  temperature: z.number().min(0).max(1).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  top_k: z.number().int().min(0).optional(),
+  tools: z.array(tool).max(MESSAGES_TOOLS_MAX).optional(),
+  tool_choice: toolChoice.optional(),
+  thinking: thinking.optional(),
+  metadata: z.looseObject({ user_id: z.string().nullish() }).optional(),
+});
+
+export type MessagesRequest = z.infer<typeof messagesRequest>;
+
+/** count_tokens takes the same body without `max_tokens`. */
+export const countTokensRequest = messagesRequest.omit({ max_tokens: true, stream: true });
+
+type ChatMessage = Record<string, unknown>;
+
+const refuseBlock = (type: string, param: string) =>
+  fail(
+    "invalid_request",
+    `Content blocks of type \`${type}\` are not supported by this gateway; send text, image, tool_use and tool_result blocks.`,
+    { param },
+  );
+
+function imageToChat(block: z.infer<typeof imageBlock>) {
+  const source = block.source;
+  const url = source.type === "base64" ? `data:${source.media_type};base64,${source.data}` : source.url;
+  return { type: "image_url", image_url: { url } };
+}
+
+function toolResultText(block: z.infer<typeof toolResultBlock>): string {
+  const content = block.content;
+  if (content === undefined) return "";
+  if (typeof content === "string") return content;
+  return content.map((b) => (b.type === "text" && typeof b.text === "string" ? b.text : "")).join("");
+}
+
+/** One user turn: its tool results first (each answers a call of the turn before), then its own parts. */
+function userTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMessage[] | Failure {
+  const out: ChatMessage[] = [];
+  const parts: unknown[] = [];
+  for (const [i, raw] of blocks.entries()) {
+    const param = `${at}.${i}`;
+    if (raw.type === "text") parts.push({ type: "text", text: textBlock.parse(raw).text });
+    else if (raw.type === "image") {
+      const image = imageBlock.safeParse(raw);
+      if (!image.success) return zodFailureAt(image.error, param);
+      parts.push(imageToChat(image.data));
+    } else if (raw.type === "tool_result") {
+      const result = toolResultBlock.safeParse(raw);
+      if (!result.success) return zodFailureAt(result.error, param);
+      const text = toolResultText(result.data);
+      out.push({ role: "tool", tool_call_id: result.data.tool_use_id, content: result.data.is_error ? `Error: ${text}` : text });
+      // A chat tool message carries text only: the result's images follow in the turn's user message.
+      for (const block of Array.isArray(result.data.content) ? result.data.content : []) {
+        const image = imageBlock.safeParse(block);
+        if (image.success) parts.push(imageToChat(image.data));
+      }
+    } else if (raw.type === "thinking" || raw.type === "redacted_thinking") continue;
+    else return refuseBlock(raw.type, `${param}.type`);
+  }
+  if (parts.length > 0) out.push({ role: "user", content: parts });
+  return out;
+}
+
+function assistantTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMessage | Failure {
+  let text = "";
+  const calls: unknown[] = [];
+  for (const [i, raw] of blocks.entries()) {
+    const param = `${at}.${i}`;
+    if (raw.type === "text") text += textBlock.parse(raw).text;
+    else if (raw.type === "tool_use") {
+      const use = toolUseBlock.safeParse(raw);
+      if (!use.success) return zodFailureAt(use.error, param);
+      calls.push({ id: use.data.id, type: "function", function: { name: use.data.name, arguments: JSON.stringify(use.data.input ?? {}) } });
+    } else if (raw.type === "thinking" || raw.type === "redacted_thinking") continue;
+    else return refuseBlock(raw.type, `${param}.type`);
+  }
+  return { role: "assistant", content: text === "" && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+}
+
+function zodFailureAt(error: z.ZodError, at: string): Failure {
+  const failure = zodFailure(error);
+  const param = failure.param ? `${at}.${failure.param}` : at;
+  return { ...failure, param, message: `Invalid value for '${param}': ${error.issues[0]!.message}` };
+}
+
+/** The conversation as chat messages, the system text first. */
+export function conversationToChat(body: Pick<MessagesRequest, "system" | "messages">): ChatMessage[] | Failure {
+  const out: ChatMessage[] = [];
+  const system = typeof body.system === "string" ? body.system : (body.system ?? []).map((b) => b.text).join("\n");
+  if (system !== "") out.push({ role: "system", content: system });
+  for (const [i, m] of body.messages.entries()) {
+    const at = `messages.${i}.content`;
+    if (typeof m.content === "string") {
+      out.push({ role: m.role, content: m.content });
+      continue;
+    }
+    if (m.role === "user") {
+      const turn = userTurnToChat(m.content, at);
+      if ("code" in turn) return turn;
+      out.push(...turn);
+    } else {
+      const turn = assistantTurnToChat(m.content, at);
+      if (isFailure(turn)) return turn;
+      out.push(turn);
+    }
+  }
+  return out;
+}
+
+export function toolsToChat(body: Pick<MessagesRequest, "tools" | "tool_choice">): Record<string, unknown> | Failure {
+  const out: Record<string, unknown> = {};
+  if (body.tools && body.tools.length > 0) {
+    const tools: unknown[] = [];
+    for (const [i, t] of body.tools.entries()) {
+      if ((t.type !== undefined && t.type !== "custom") || !t.input_schema) {
+        return fail(
+          "invalid_request",
+          `Tool \`${t.name}\` is a server tool (${t.type ?? "no input_schema"}): only client tools with an input_schema are supported.`,
+          {
+            param: `tools.${i}`,
+          },
+        );
+      }
+      tools.push({
+        type: "function",
+        function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema },
+      });
+    }
+    out.tools = tools;
+  }
+  const choice = body.tool_choice;
+  if (choice) {
+    if (choice.type === "tool" && !choice.name)
+      return fail("invalid_request", "tool_choice of type `tool` needs the tool's `name`.", { param: "tool_choice.name" });
+    out.tool_choice =
+      choice.type === "auto"
+        ? "auto"
+        : choice.type === "any"
+          ? "required"
+          : choice.type === "none"
+            ? "none"
+            : { type: "function", function: { name: choice.name } };
+    if (choice.disable_parallel_tool_use === true && out.tools) out.parallel_tool_calls = false;
+  }
+  return out;
+}
+
+/** A thinking budget as the chat wire's effort. */
+export function thinkingToReasoningEffort(budgetTokens: number): "low" | "medium" | "high" {
+  if (budgetTokens >= THINKING_HIGH_TOKENS) return "high";
+  return budgetTokens >= THINKING_MEDIUM_TOKENS ? "medium" : "low";
+}
+
+/**
+ * A Messages request as the gateway's chat body, or the 400 that names the field at fault.
+ * @example messagesToChat({ model: "claude-sonnet-4", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
+ *   // { chat: { model: "claude-sonnet-4", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] }, … }
+ */
+export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: Record<string, unknown> } | Failure {
+  const parsed = messagesRequest.safeParse(raw);
+  if (!parsed.success) return zodFailure(parsed.error);
+  const body = parsed.data;
+  const messages = conversationToChat(body);
+  if ("code" in messages) return messages;
+  const tools = toolsToChat(body);
+  if (isFailure(tools)) return tools;
+  const chat: Record<string, unknown> = { model: body.model, messages, max_tokens: body.max_tokens, ...tools };
+  if (body.stop_sequences && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
+  if (body.temperature !== undefined) chat.temperature = body.temperature;
+  if (body.top_p !== undefined) chat.top_p = body.top_p;
+  if (body.thinking?.type === "enabled" && takesReasoningEffort(body.model))
+    chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
+  if (body.metadata?.user_id) chat.user = body.metadata.user_id;
+  if (body.stream === true) {
+    chat.stream = true;
+    // The usage chunk carries the figures of `message_delta`.
+    chat.stream_options = { include_usage: true };
+  }
+  return { request: body, chat };
+}

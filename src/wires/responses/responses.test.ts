@@ -1,0 +1,234 @@
+import { describe, expect, test } from "bun:test";
+import { responseProblems, streamEventProblems } from "../../../test/openaiSchema.ts";
+import { isFailure } from "../../errors.ts";
+import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
+import { parseChatCompletion } from "../chat.ts";
+import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
+import { responsesToChat } from "./request.ts";
+import { chatToResponse, type ResponsesContext } from "./response.ts";
+import { ResponsesStream } from "./stream.ts";
+
+const request = (body: Record<string, unknown>) => {
+  const out = responsesToChat({ model: "gpt-4o", ...body });
+  if (isFailure(out)) throw new Error(out.message);
+  return out;
+};
+
+describe("responsesToChat", () => {
+  test("instructions and a string input: a system and a user message; the budget and effort carried", () => {
+    const { chat } = request({
+      model: "o3",
+      instructions: "Be brief.",
+      input: "Hi",
+      max_output_tokens: 64,
+      reasoning: { effort: "low" },
+      temperature: 0.2,
+    });
+    expect(chat).toEqual({
+      model: "o3",
+      messages: [
+        { role: "system", content: "Be brief." },
+        { role: "user", content: "Hi" },
+      ],
+      max_completion_tokens: 64,
+      reasoning_effort: "low",
+      temperature: 0.2,
+    });
+  });
+
+  test("a function call round trip: the calls share one assistant message, each output a tool message", () => {
+    const { chat } = request({
+      input: [
+        {
+          role: "user",
+          content: [
+            { type: "input_text", text: "Weather?" },
+            { type: "input_image", image_url: "data:image/png;base64,AAAA", detail: "low" },
+          ],
+        },
+        { type: "reasoning", id: "rs_1", summary: [] },
+        { type: "function_call", call_id: "call_1", name: "get_weather", arguments: '{"city":"Tehran"}' },
+        { type: "function_call", call_id: "call_2", name: "get_weather", arguments: '{"city":"Tabriz"}' },
+        { type: "function_call_output", call_id: "call_1", output: "18" },
+        { type: "function_call_output", call_id: "call_2", output: [{ type: "input_text", text: "12" }] },
+      ],
+      tools: [{ type: "function", name: "get_weather", parameters: { type: "object" }, strict: true }],
+      tool_choice: { type: "function", name: "get_weather" },
+      stream: true,
+    });
+    expect(chat.messages).toEqual([
+      {
+        role: "user",
+        content: [
+          { type: "text", text: "Weather?" },
+          { type: "image_url", image_url: { url: "data:image/png;base64,AAAA", detail: "low" } },
+        ],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Tehran"}' } },
+          { id: "call_2", type: "function", function: { name: "get_weather", arguments: '{"city":"Tabriz"}' } },
+        ],
+      },
+      { role: "tool", tool_call_id: "call_1", content: "18" },
+      { role: "tool", tool_call_id: "call_2", content: "12" },
+    ]);
+    expect(chat.tools).toEqual([{ type: "function", function: { name: "get_weather", parameters: { type: "object" }, strict: true } }]);
+    expect(chat.tool_choice).toEqual({ type: "function", function: { name: "get_weather" } });
+    expect(chat.stream_options).toEqual({ include_usage: true });
+  });
+
+  test("a reasoning effort for a model without reasoning is dropped, not sent to fail upstream", () => {
+    expect(request({ input: "Hi", reasoning: { effort: "high" } }).chat.reasoning_effort).toBeUndefined();
+  });
+
+  test("text.format json_schema becomes response_format", () => {
+    const { chat } = request({
+      input: "Hi",
+      text: { format: { type: "json_schema", name: "answer", schema: { type: "object" }, strict: true } },
+    });
+    expect(chat.response_format).toEqual({
+      type: "json_schema",
+      json_schema: { name: "answer", schema: { type: "object" }, strict: true },
+    });
+  });
+
+  test.each([
+    [{ store: true }, "store"],
+    [{ previous_response_id: "resp_1" }, "previous_response_id"],
+    [{ background: true }, "background"],
+    [{ tools: [{ type: "file_search" }] }, "tools.0.type"],
+    [{ input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }] }, "input.0.content.0"],
+    [{ input: [{ type: "item_reference", id: "msg_1" }] }, "input.0.type"],
+    [{ max_output_tokens: 0 }, "max_output_tokens"],
+  ])("%j is refused, naming %s", (extra, param) => {
+    const out = responsesToChat({ model: "gpt-4o", input: "Hi", ...extra });
+    expect(isFailure(out) && out.code === "invalid_request" ? out.param : out).toBe(param);
+  });
+});
+
+const ctx = (stream: boolean, extra: Record<string, unknown> = {}): ResponsesContext => ({
+  requestId: "req_1",
+  model: "gpt-4o",
+  createdAt: 1_732_000_000,
+  request: request({ input: "Hi", stream, ...extra }).request,
+});
+
+/** Runs frames through the translation; every event checked against the spec, numbered from 0. */
+function translate(frames: ReturnType<typeof chatFixtureFrames>, context = ctx(true)) {
+  const stream = new ResponsesStream(context, () => 1_732_000_009);
+  const events = sseEvents(stream.start() + frames.map((f) => stream.frame(f)).join(""));
+  for (const { event, data } of events) {
+    expect(event).toBe(data.type as string);
+    expect(streamEventProblems(data as { type: string })).toEqual([]);
+  }
+  expect(events.map((e) => e.data.sequence_number)).toEqual(events.map((_, i) => i));
+  return events.map((e) => e.data);
+}
+
+describe("ResponsesStream", () => {
+  test("a recorded text stream: the text in deltas, then a completed response with the usage", () => {
+    const events = translate(chatFixtureFrames("openai", "basic-usage.sse"));
+    const text = events
+      .filter((e) => e.type === "response.output_text.delta")
+      .map((e) => e.delta)
+      .join("");
+    const done = events.at(-1)!;
+    expect(done.type).toBe("response.completed");
+    const response = done.response as Record<string, any>;
+    expect(responseProblems(response)).toEqual([]);
+    expect(response.output[0].content[0].text).toBe(text);
+    expect(response.usage.input_tokens).toBeGreaterThan(0);
+  });
+
+  test("a recorded tool-call stream: a function_call item whose argument deltas make its arguments", () => {
+    const events = translate(chatFixtureFrames("openai", "tool-calls.sse"));
+    expect(events.map((e) => e.type)).toEqual([
+      "response.created",
+      "response.in_progress",
+      "response.output_item.added",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.delta",
+      "response.function_call_arguments.done",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    const response = events.at(-1)!.response as Record<string, any>;
+    expect(response.output).toEqual([
+      {
+        type: "function_call",
+        id: "fc_call_a1b2",
+        call_id: "call_a1b2",
+        name: "get_weather",
+        arguments: '{"city":"Tehran"}',
+        status: "completed",
+      },
+    ]);
+    expect(response.usage).toMatchObject({ input_tokens: 61, output_tokens: 15, total_tokens: 76 });
+  });
+
+  test("an Anthropic stream cut at max_tokens ends as response.incomplete", () => {
+    const frames = decodedFixtureFrames(
+      "anthropic",
+      "text.sse",
+      new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }),
+    );
+    const cut = frames.map((f) =>
+      f.kind === "chunk" && f.chunk.choices[0]?.finish_reason
+        ? { ...f, chunk: { ...f.chunk, choices: [{ ...f.chunk.choices[0], finish_reason: "length" }] } }
+        : f,
+    );
+    const events = translate(cut);
+    expect(events.at(-1)).toMatchObject({
+      type: "response.incomplete",
+      response: { status: "incomplete", incomplete_details: { reason: "max_output_tokens" } },
+    });
+  });
+
+  test("a failure mid-stream: the text so far, then response.failed", () => {
+    const frames = chatFixtureFrames("openai", "basic-usage.sse").slice(0, 2);
+    const events = translate([
+      ...frames,
+      { kind: "error", failure: { code: "upstream_error", message: "The upstream stream broke off." } },
+    ]);
+    expect(events.at(-1)).toMatchObject({
+      type: "response.failed",
+      response: { status: "failed", error: { code: "server_error", message: "The upstream stream broke off." } },
+    });
+    expect((events.at(-1)!.response as any).output[0].status).toBe("incomplete");
+  });
+
+  test("a keep-alive passes as an SSE comment", () => {
+    expect(new ResponsesStream(ctx(true), () => 0).frame({ kind: "keepAlive" })).toBe(": keep-alive\n\n");
+  });
+});
+
+describe("chatToResponse", () => {
+  test("a whole reply with text and a tool call conforms to the spec", () => {
+    const reply = parseChatCompletion(
+      JSON.stringify({
+        choices: [
+          {
+            message: { content: "Checking.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
+            finish_reason: "tool_calls",
+          },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: 5, completion_tokens_details: { reasoning_tokens: 2 } },
+      }),
+    )!;
+    const response = chatToResponse(reply, ctx(false), 1_732_000_001);
+    expect(responseProblems(response)).toEqual([]);
+    expect(response).toMatchObject({
+      id: "resp_req_1",
+      status: "completed",
+      completed_at: 1_732_000_001,
+      output: [
+        { type: "message", content: [{ type: "output_text", text: "Checking." }] },
+        { type: "function_call", call_id: "call_1", name: "f", arguments: "{}" },
+      ],
+      usage: { input_tokens: 10, output_tokens: 5, total_tokens: 15, output_tokens_details: { reasoning_tokens: 2 } },
+    });
+  });
+});
