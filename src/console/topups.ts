@@ -11,7 +11,7 @@ import { and, desc, eq } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { ledgerTransfers, TOPUP_STATES } from "../db/schema.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
-import { reconcileOne } from "../payments/reconciler.ts";
+import { emptyReport, reconcileOne } from "../payments/reconciler.ts";
 import type { Topup, Topups } from "../payments/topups.ts";
 
 export type TopUpState = (typeof TOPUP_STATES)[number];
@@ -122,17 +122,7 @@ export function paymentTopUps(topups: Topups): ConsoleTopUps {
       const row = await owned(accountId, id);
       if (!row) return fail("not_found", `No top-up ${id}.`);
       if (TOPUP_PENDING_STATES.includes(row.state as TopUpState)) {
-        const report = {
-          unverified_listed: 0,
-          inquired: 0,
-          settled: 0,
-          verified: 0,
-          expired: 0,
-          reversed: 0,
-          needs_review: 0,
-          unanswered: 0,
-        };
-        await reconcileOne(topups, row, report, () => {});
+        await reconcileOne(topups, row, emptyReport(), () => {});
       }
       return paidView((await topups.get(id)) ?? row);
     },

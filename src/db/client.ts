@@ -131,12 +131,16 @@ export type PgliteThread = "inline" | "worker";
  * slower with it: hence a setting (PGLITE_THREAD), on the request thread by default.
  */
 export async function openPglite(folder: string | null, thread: PgliteThread = "inline"): Promise<Db> {
-  if (thread === "inline") return openPgliteInline(folder);
   const unlock = folder ? lockDataFolder(folder) : () => {};
-  let client: PgliteOnWorker | null = null;
+  const dataDir = folder ? join(folder, "pgdata") : undefined;
+  let client: { waitReady: Promise<unknown>; close(): Promise<void> } | null = null;
   try {
     const { drizzle } = await import("drizzle-orm/pglite");
-    client = new PgliteOnWorker(folder ? join(folder, "pgdata") : null);
+    if (thread === "worker") client = new PgliteOnWorker(dataDir ?? null);
+    else {
+      const { PGlite } = await import("@electric-sql/pglite");
+      client = new PGlite(dataDir);
+    }
     await client.waitReady;
     // drizzle calls only query, exec and transaction of its client, which the worker's proxy provides.
     const orm = drizzle({ client: client as never, schema }) as unknown as Drizzle;
@@ -155,33 +159,6 @@ export async function openPglite(folder: string | null, thread: PgliteThread = "
     };
   } catch (error) {
     await client?.close().catch(() => {});
-    unlock();
-    throw error;
-  }
-}
-
-/** PGlite on the calling thread. */
-async function openPgliteInline(folder: string | null): Promise<Db> {
-  const unlock = folder ? lockDataFolder(folder) : () => {};
-  try {
-    const { PGlite } = await import("@electric-sql/pglite");
-    const { drizzle } = await import("drizzle-orm/pglite");
-    const client = folder ? new PGlite(join(folder, "pgdata")) : new PGlite();
-    await client.waitReady;
-    const orm = drizzle({ client, schema }) as unknown as Drizzle;
-    return {
-      orm,
-      engine: "pglite",
-      rows: async (query) => normaliseRows(await orm.execute(query)),
-      close: async () => {
-        try {
-          await client.close();
-        } finally {
-          unlock();
-        }
-      },
-    };
-  } catch (error) {
     unlock();
     throw error;
   }

@@ -34,17 +34,13 @@ export interface ReconcilerOptions {
   log: Logger;
 }
 
+/** A report with nothing counted yet. */
+export function emptyReport(): ReconcileReport {
+  return { unverified_listed: 0, inquired: 0, settled: 0, verified: 0, expired: 0, reversed: 0, needs_review: 0, unanswered: 0 };
+}
+
 export async function reconcile(topups: Topups, options: ReconcilerOptions): Promise<ReconcileReport> {
-  const report: ReconcileReport = {
-    unverified_listed: 0,
-    inquired: 0,
-    settled: 0,
-    verified: 0,
-    expired: 0,
-    reversed: 0,
-    needs_review: 0,
-    unanswered: 0,
-  };
+  const report = emptyReport();
   const count = (row: Topup | null) => {
     report.settled++;
     if (row?.state === "verified") report.verified++;
