@@ -192,6 +192,36 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     expect((await admit(k, "c4", 1n)).ok).toBe(true);
   });
 
+  it(`${name}: admissions that arrive together never pass concurrency_max, whatever the limits' checks wait for`, async () => {
+    const k = await keyWith(r, 10_000_000n);
+    // A monthly cap makes the limits' check read the month's spend from the database: a real wait.
+    await r.keys.setLimits(k.keyId, { monthlySpendCapMicro: 1_000_000_000n });
+    const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => admit(k, `t${i}`, 1n)));
+    expect(replies.filter((reply) => reply.ok)).toHaveLength(2);
+    expect(r.host.inFlight(k.keyId)).toBe(2);
+    for (const [i, reply] of replies.entries()) if (reply.ok) await settle(settlementFor(k, reply.holdId, `t${i}`, 0n, 1n));
+    expect(r.host.inFlight(k.keyId)).toBe(0);
+  });
+
+  it(`${name}: a limit that cannot be checked (the database is away) refuses with 503 and gives the slot back`, async () => {
+    const k = await keyWith(r, 10_000_000n);
+    await r.keys.setLimits(k.keyId, { monthlySpendCapMicro: 1_000_000_000n });
+    await r.keys.get(k.keyId); // cached, so that only the month's spend reads the database
+    const rows = r.db.rows;
+    r.db.rows = () => Promise.reject(new Error("connection refused"));
+    try {
+      const refused = await admit(k, "u1", 1n);
+      expect(refused.ok ? null : refused.failure.code).toBe("service_unavailable");
+    } finally {
+      r.db.rows = rows;
+    }
+    expect(r.host.inFlight(k.keyId)).toBe(0);
+    const [a, b] = [await admit(k, "u2", 1n), await admit(k, "u3", 1n)];
+    expect([a.ok, b.ok]).toEqual([true, true]);
+    if (a.ok) await settle(settlementFor(k, a.holdId, "u2", 0n, 1n));
+    if (b.ok) await settle(settlementFor(k, b.holdId, "u3", 0n, 1n));
+  });
+
   it(`${name}: a request in flight is not admitted twice, and its settle frees the slot`, async () => {
     const k = await keyWith(r, 10_000_000n);
     const first = await admit(k, "d1", 1n);

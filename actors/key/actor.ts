@@ -175,24 +175,25 @@ export class KeyActor {
         fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 }),
       );
     }
-    const gate = this.deps.rates;
-    let rate: RateInfo | undefined;
-    if (gate) {
-      if (!this.deps.writer.accepting) return unavailable();
-      const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
-      if (!verdict.ok)
-        return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
-      rate = verdict.rate;
-    } else {
-      const limited = this.windows.check(key, 1, ticket.reserveTokens);
-      if (limited) return limited.rate ? { ok: false, ...limited } : refuse(limited.failure);
-      if (!this.deps.writer.accepting) return unavailable();
-      const capped = await this.checkMonthlyCap(key, ticket.reserveMicro);
-      if (capped) return refuse(capped);
-    }
-    // The slot is taken before the first await on money, so the limit holds under concurrency.
+    // The slot is taken before the first await, so the limit holds under concurrency: requests
+    // that arrive together (a key's first, waiting for its record) resume together.
     const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens };
     this.admissions.set(ticket.requestId, admission);
+    let limits: Awaited<ReturnType<KeyActor["checkLimits"]>>;
+    try {
+      limits = await this.checkLimits(ticket, key);
+    } catch (error) {
+      // The month's spend could not be read: nothing was granted, so only the slot goes back.
+      this.admissions.delete(ticket.requestId);
+      this.deps.log("error", "admit_failed", { keyId: key.id, error: (error as Error).message });
+      return unavailable();
+    }
+    if (!limits.ok) {
+      this.admissions.delete(ticket.requestId);
+      return limits;
+    }
+    const gate = this.deps.rates;
+    let rate = limits.rate;
     try {
       const got = await this.reserve(admission, key, ticket.exact);
       if ("code" in got) {
@@ -214,12 +215,33 @@ export class KeyActor {
     }
   }
 
-  private async checkMonthlyCap(key: KeyRecord, reserve: bigint): Promise<Failure | null> {
+  /** Rates (the cluster's permits, or this actor's windows) and the monthly cap, for an admission whose slot is taken. */
+  private async checkLimits(
+    ticket: AdmitTicket,
+    key: KeyRecord,
+  ): Promise<{ ok: true; rate?: RateInfo } | Extract<AdmitReply, { ok: false }>> {
+    const gate = this.deps.rates;
+    if (gate) {
+      if (!this.deps.writer.accepting) return unavailable();
+      const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
+      if (!verdict.ok)
+        return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
+      return { ok: true, rate: verdict.rate };
+    }
+    const limited = this.windows.check(key, 1, ticket.reserveTokens);
+    if (limited) return limited.rate ? { ok: false, ...limited } : refuse(limited.failure);
+    if (!this.deps.writer.accepting) return unavailable();
+    const capped = await this.checkMonthlyCap(key);
+    return capped ? refuse(capped) : { ok: true };
+  }
+
+  /** Whether this month's charges, every admission's reserve (a new one's included) and `extraMicro` stay within the cap. */
+  private async checkMonthlyCap(key: KeyRecord, extraMicro = 0n): Promise<Failure | null> {
     if (key.monthlySpendCapMicro === null) return null;
     const month = await this.monthSpent();
     let outstanding = 0n;
     for (const a of this.admissions.values()) outstanding += a.reserve;
-    if (month.spent + outstanding + reserve <= key.monthlySpendCapMicro) return null;
+    if (month.spent + outstanding + extraMicro <= key.monthlySpendCapMicro) return null;
     return capExceeded(key.monthlySpendCapMicro, month.spent);
   }
 
