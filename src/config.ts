@@ -36,9 +36,18 @@ export const envSchema = z
     DARVAZE_DATA: z.string().min(1).default("./.darvaze").describe("The embedded data folder (PGlite, and the demo's generated secrets)."),
     PGLITE_THREAD: z
       .enum(["inline", "worker"])
-      .default("inline")
+      .default("worker")
       .describe(
-        "Where the embedded database runs: `inline` on the request thread, or `worker` in a thread of its own (no stall when a usage batch commits, but each query crosses threads: bench/RESULTS.md).",
+        "Where the embedded database runs: `worker`, a thread of its own at a lower priority (PGLITE_WORKER_NICE), so that a commit never stops the requests in flight; or `inline`, on the request thread (each usage batch then stops every request for its commit: bench/RESULTS.md).",
+      ),
+    PGLITE_WORKER_NICE: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(19)
+      .default(10)
+      .describe(
+        "Nice value of the embedded database's worker thread (Linux): how far below the request thread it runs when both want the same core. 0: the same priority (requests wait out the worker's time slices); 19: requests first, but on a busy core the worker falls behind until the usage backpressure stops admissions (one connection's p99 21–28 ms against 8–9 ms at 10; bench/RESULTS.md).",
       ),
     NATS_URL: z
       .string()

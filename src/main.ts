@@ -335,7 +335,11 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 
 /** The gateway's database: PostgreSQL at DATABASE_URL, else PGlite in the data folder (in memory for tests). */
 function openGatewayDb(env: Env, inMemory: boolean | undefined): Promise<Db> {
-  return openDb({ databaseUrl: env.DATABASE_URL, dataFolder: inMemory ? null : env.DARVAZE_DATA, pgliteThread: env.PGLITE_THREAD });
+  return openDb({
+    databaseUrl: env.DATABASE_URL,
+    dataFolder: inMemory ? null : env.DARVAZE_DATA,
+    pglite: { thread: env.PGLITE_THREAD, workerNice: env.PGLITE_WORKER_NICE },
+  });
 }
 
 /** Turns start-up failures into one clear message and exit code 1. */

@@ -123,20 +123,26 @@ function isAlive(pid: number): boolean {
 /** Where PGlite runs: on the request thread, or in a worker of its own (pglite-remote.ts). */
 export type PgliteThread = "inline" | "worker";
 
+/** How PGlite runs: `thread`, and the worker's nice value (thread-priority.ts). */
+export interface PgliteRunning {
+  thread: PgliteThread;
+  workerNice?: number;
+}
+
 /**
  * PGlite in `<folder>/pgdata`, or in memory when folder is null (tests). PGlite runs on the thread
- * that calls it; in a worker (`thread: "worker"`) a usage batch's commit no longer stops the
- * requests in flight (longest stall 143–216 ms → 4.5–8.2 ms, bench/db-stall.ts), but each query
- * costs a round trip between threads (0.12 → 0.40 ms), and one connection's chat was measured
- * slower with it: hence a setting (PGLITE_THREAD), on the request thread by default.
+ * that calls it. On the request thread a usage batch's commit stops every request in flight for
+ * its whole length (143–216 ms, bench/db-stall.ts). In a worker it does not, but on a shared core
+ * the request thread would wait out the worker's time slices (one connection's p99 6 ms): so the
+ * worker runs at a lower priority, `workerNice` (PGLITE_WORKER_NICE).
  */
-export async function openPglite(folder: string | null, thread: PgliteThread = "inline"): Promise<Db> {
+export async function openPglite(folder: string | null, running: PgliteRunning = { thread: "inline" }): Promise<Db> {
   const unlock = folder ? lockDataFolder(folder) : () => {};
   const dataDir = folder ? join(folder, "pgdata") : undefined;
   let client: { waitReady: Promise<unknown>; close(): Promise<void> } | null = null;
   try {
     const { drizzle } = await import("drizzle-orm/pglite");
-    if (thread === "worker") client = new PgliteOnWorker(dataDir ?? null);
+    if (running.thread === "worker") client = new PgliteOnWorker(dataDir ?? null, running.workerNice ?? null);
     else {
       const { PGlite } = await import("@electric-sql/pglite");
       client = new PGlite(dataDir);
@@ -164,6 +170,6 @@ export async function openPglite(folder: string | null, thread: PgliteThread = "
   }
 }
 
-export function openDb(options: { databaseUrl?: string; dataFolder: string | null; pgliteThread?: PgliteThread }): Promise<Db> {
-  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite(options.dataFolder, options.pgliteThread);
+export function openDb(options: { databaseUrl?: string; dataFolder: string | null; pglite?: PgliteRunning }): Promise<Db> {
+  return options.databaseUrl ? openPostgres(options.databaseUrl) : openPglite(options.dataFolder, options.pglite);
 }

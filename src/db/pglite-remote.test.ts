@@ -1,10 +1,11 @@
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { SETUP_MS_MAX } from "../../test/helpers.ts";
 import { openPglite, sqlStateOf, txRows } from "./client.ts";
+import { threadId } from "./thread-priority.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "darvaze-pglite-"));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
@@ -15,7 +16,7 @@ const SLEEP_MS = 300;
 test(
   "the embedded database works in its worker: the request thread keeps running while a query does",
   async () => {
-    const db = await openPglite(null, "worker");
+    const db = await openPglite(null, { thread: "worker" });
     try {
       let ticks = 0;
       const timer = setInterval(() => ticks++, 1);
@@ -30,10 +31,36 @@ test(
   SETUP_MS_MAX,
 );
 
+/** Each thread of this process and its nice value, from /proc (field 19 of stat). */
+function threadNices(): Map<number, number> {
+  const nices = new Map<number, number>();
+  for (const tid of readdirSync("/proc/self/task")) {
+    const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+    nices.set(Number(tid), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[16]));
+  }
+  return nices;
+}
+
+test.skipIf(process.platform !== "linux")(
+  "the worker runs below the request thread: its own nice value, the request thread's unchanged",
+  async () => {
+    const before = threadNices();
+    const db = await openPglite(null, { thread: "worker", workerNice: 7 });
+    try {
+      const lowered = [...threadNices()].filter(([tid, nice]) => nice === 7 && !before.has(tid));
+      expect(lowered).toHaveLength(1);
+      expect(threadNices().get(threadId()!)).toBe(before.get(threadId()!)!);
+    } finally {
+      await db.close();
+    }
+  },
+  SETUP_MS_MAX,
+);
+
 test(
   "transactions commit, roll back on a throw, keep others out while open; errors keep their SQLSTATE",
   async () => {
-    const db = await openPglite(null, "worker");
+    const db = await openPglite(null, { thread: "worker" });
     try {
       await db.rows(sql`CREATE TABLE t (n int PRIMARY KEY, big bigint, at timestamptz)`);
       await db.orm.transaction(async (tx) => {
@@ -77,12 +104,12 @@ test(
 test(
   "a data folder keeps its rows across a close and a reopen, and is held by one opener at a time",
   async () => {
-    const first = await openPglite(folder, "worker");
+    const first = await openPglite(folder, { thread: "worker" });
     await first.rows(sql`CREATE TABLE kept (n int)`);
     await first.rows(sql`INSERT INTO kept VALUES (7)`);
-    await expect(openPglite(folder, "worker")).rejects.toThrow("is in use");
+    await expect(openPglite(folder, { thread: "worker" })).rejects.toThrow("is in use");
     await first.close();
-    const again = await openPglite(folder, "worker");
+    const again = await openPglite(folder, { thread: "worker" });
     try {
       expect(await again.rows(sql`SELECT n FROM kept`)).toEqual([{ n: 7 }]);
     } finally {

@@ -39,11 +39,12 @@ export class PgliteOnWorker {
   #failure: Error | null = null;
   readonly waitReady: Promise<void>;
 
-  constructor(dataDir: string | null) {
+  /** `nice`: the worker thread's nice value (0–19), null to leave it as the process's. */
+  constructor(dataDir: string | null, nice: number | null = null) {
     this.#worker = new Worker(new URL("./pglite-worker.ts", import.meta.url).href);
     this.#worker.onmessage = (event: MessageEvent<WorkerReply>) => this.#receive(event.data);
     this.#worker.onerror = (event) => this.#fail(new Error(`the embedded database's worker failed: ${event.message}`));
-    this.waitReady = this.#call({ op: "open", dataDir }).then(() => undefined);
+    this.waitReady = this.#call({ op: "open", dataDir, nice }).then(() => undefined);
   }
 
   query(sql: string, params: unknown[] = [], options?: QueryOptions, tx: number | null = null): Promise<Results> {

@@ -13,7 +13,8 @@ export interface QueryOptionsOnWire {
 }
 
 export type WorkerRequest =
-  | { id: number; op: "open"; dataDir: string | null }
+  /** `nice`: the worker thread's scheduling priority (thread-priority.ts), null to leave it. */
+  | { id: number; op: "open"; dataDir: string | null; nice: number | null }
   | { id: number; op: "query"; sql: string; params: unknown[]; options: QueryOptionsOnWire; tx: number | null }
   | { id: number; op: "exec"; sql: string; tx: number | null }
   /** Replies once BEGIN ran; the transaction's id is the request's id. */

@@ -5,6 +5,7 @@
  */
 import { PGlite, type Transaction } from "@electric-sql/pglite";
 import { errorToWire, type QueryOptionsOnWire, type WorkerReply, type WorkerRequest } from "./pglite-wire.ts";
+import { setThreadNice } from "./thread-priority.ts";
 
 declare const self: Worker;
 
@@ -70,6 +71,7 @@ function end(id: number, tx: number, commit: boolean): void {
 async function handle(request: WorkerRequest): Promise<unknown> {
   switch (request.op) {
     case "open": {
+      if (request.nice !== null) setThreadNice(request.nice);
       pg = request.dataDir ? new PGlite(request.dataDir) : new PGlite();
       await pg.waitReady;
       return null;
