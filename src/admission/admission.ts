@@ -187,6 +187,8 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
   };
   let refusal: Refusal;
   try {
+    // Backpressure: a node that has more usage to write than one batch serves nothing new until it catches up.
+    if (!(await deps.writer.room())) throw new Error("the usage writer is behind");
     let reply = await deps.bus.request(ADMIT, subject, ticket);
     if (!reply.ok && reply.exactNeeded && !reserve.exact && reserve.exactInputUnits) {
       reserve = await exactly(reserve);

@@ -32,29 +32,28 @@ export interface OpenHold {
 export type OpenHoldResult = { opened: true; amountMicro: bigint } | { opened: false; balanceMicro: bigint; heldMicro: bigint };
 
 export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
-  return db.orm.transaction(async (tx) => {
-    const rows = <T>(query: ReturnType<typeof sql>) => txRows<T>(tx, query);
-    // The row lock orders concurrent opens on one wallet; the UPDATE is conditional as well,
-    // and the CHECK backs both.
-    const [wallet] = await rows<{ balance_micro: unknown; held_micro: unknown }>(sql`
-      SELECT balance_micro, held_micro FROM wallets WHERE account_id = ${h.accountId} FOR UPDATE`);
-    if (!wallet) return { opened: false, balanceMicro: 0n, heldMicro: 0n };
-    const balanceMicro = BigInt(String(wallet.balance_micro));
-    const heldMicro = BigInt(String(wallet.held_micro));
-    const available = balanceMicro - heldMicro;
-    const amount = available < h.desiredMicro ? available : h.desiredMicro;
-    if (amount < h.minMicro || amount <= 0n) return { opened: false, balanceMicro, heldMicro };
-    const updated = await rows(sql`
-      UPDATE wallets SET held_micro = held_micro + ${amount}::bigint, updated_at = now()
-      WHERE account_id = ${h.accountId} AND balance_micro - held_micro >= ${amount}::bigint
-      RETURNING account_id`);
-    if (updated.length !== 1) return { opened: false, balanceMicro, heldMicro };
-    await rows(sql`
+  // One statement, so one round trip (the embedded database sits in a worker thread): the row
+  // lock orders concurrent opens on one wallet, the UPDATE is conditional on the row as it is
+  // when locked, and the CHECK backs both.
+  const [row] = await db.rows<{ balance_micro: unknown; held_micro: unknown; opened_micro: unknown }>(sql`
+    WITH w AS (
+      SELECT account_id, balance_micro, held_micro, LEAST(balance_micro - held_micro, ${h.desiredMicro}::bigint) AS amount
+      FROM wallets WHERE account_id = ${h.accountId} FOR UPDATE),
+    u AS (
+      UPDATE wallets SET held_micro = wallets.held_micro + w.amount, updated_at = now()
+      FROM w
+      WHERE wallets.account_id = w.account_id AND w.amount >= ${h.minMicro}::bigint AND w.amount > 0
+        AND wallets.balance_micro - wallets.held_micro >= w.amount
+      RETURNING w.amount),
+    opened AS (
       INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
-      VALUES (${h.holdId}, ${h.accountId}, ${h.keyId}, ${h.label}, ${amount}::bigint, 'pending',
-              now() + make_interval(secs => ${h.ttlMs / 1000}))`);
-    return { opened: true, amountMicro: amount };
-  });
+      SELECT ${h.holdId}, ${h.accountId}, ${h.keyId}, ${h.label}, u.amount, 'pending', now() + make_interval(secs => ${h.ttlMs / 1000})
+      FROM u
+      RETURNING amount_micro)
+    SELECT w.balance_micro, w.held_micro, (SELECT amount_micro FROM opened) AS opened_micro FROM w`);
+  if (!row) return { opened: false, balanceMicro: 0n, heldMicro: 0n };
+  if (row.opened_micro !== null && row.opened_micro !== undefined) return { opened: true, amountMicro: BigInt(String(row.opened_micro)) };
+  return { opened: false, balanceMicro: BigInt(String(row.balance_micro)), heldMicro: BigInt(String(row.held_micro)) };
 }
 
 /** Gives `byMicro` of a pending hold back to its wallet; false when that would cut into posts. */

@@ -137,22 +137,26 @@ export async function ensureUsageStream(
   }
 }
 
-/** Splits a batch so that every message stays under USAGE_MESSAGE_BYTES_MAX. */
+/** Splits a batch so that every message stays under USAGE_MESSAGE_BYTES_MAX; each record is encoded once. */
 function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] }[] {
   const out: { data: string; records: UsageRecord[] }[] = [];
   let part: UsageRecord[] = [];
+  let encoded: string[] = [];
   let bytes = 2;
+  const close = () => out.push({ data: `[${encoded.join(",")}]`, records: part });
   for (const record of batch) {
-    const size = encodeJson(record).length + 1;
-    if (part.length > 0 && bytes + size > USAGE_MESSAGE_BYTES_MAX) {
-      out.push({ data: encodeJson(part), records: part });
+    const json = encodeJson(record);
+    if (part.length > 0 && bytes + json.length + 1 > USAGE_MESSAGE_BYTES_MAX) {
+      close();
       part = [];
+      encoded = [];
       bytes = 2;
     }
     part.push(record);
-    bytes += size;
+    encoded.push(json);
+    bytes += json.length + 1;
   }
-  if (part.length > 0) out.push({ data: encodeJson(part), records: part });
+  if (part.length > 0) close();
   return out;
 }
 
@@ -246,16 +250,16 @@ export class UsageConsumer {
         this.messages = messages;
         // Each message is already one node's group-committed batch: post it as it comes.
         for await (const message of messages) {
-          const parsed = usageRecordSchema.array().safeParse(jsonOrUndefined(message));
-          if (!parsed.success) {
+          const parsed = await parseBatch(jsonOrUndefined(message));
+          if ("invalid" in parsed) {
             // Not records at all (no request id to file it under): kept in the dead-letter stream only.
-            const reason = `not a batch of usage records: ${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message}`;
+            const reason = `not a batch of usage records: ${parsed.invalid}`;
             this.log("error", "usage_message_invalid", { seq: message.seq, reason });
             this.publishDead({ reason, seq: message.seq, data: message.string() }, `dead-seq:${message.seq}`);
             message.term();
             continue;
           }
-          if (await this.handle(message, parsed.data)) message.ack();
+          if (await this.handle(message, parsed.records)) message.ack();
         }
       } catch (error) {
         if (this.stopped) return;
@@ -310,6 +314,33 @@ export class UsageConsumer {
     this.messages?.stop();
     await this.loop?.catch(() => {});
   }
+}
+
+/** Records validated at a time; the event loop runs between slices, so a message of a thousand records never holds it for long. */
+export const USAGE_PARSE_SLICE_RECORDS = 100;
+const usageBatchSchema = usageRecordSchema.array();
+
+/**
+ * A message's records, validated a slice at a time, or what makes it no batch of usage records
+ * (`path: message` of the first problem).
+ */
+export async function parseBatch(value: unknown): Promise<{ records: UsageRecord[] } | { invalid: string }> {
+  if (!Array.isArray(value)) {
+    const issue = usageBatchSchema.safeParse(value).error?.issues[0];
+    return { invalid: `${issue?.path.join(".")}: ${issue?.message}` };
+  }
+  const records: UsageRecord[] = [];
+  for (let from = 0; from < value.length; from += USAGE_PARSE_SLICE_RECORDS) {
+    if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    const parsed = usageBatchSchema.safeParse(value.slice(from, from + USAGE_PARSE_SLICE_RECORDS));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      const [index, ...rest] = issue?.path ?? [];
+      return { invalid: `${[typeof index === "number" ? index + from : index, ...rest].join(".")}: ${issue?.message}` };
+    }
+    for (const record of parsed.data) records.push(record);
+  }
+  return { records };
 }
 
 function jsonOrUndefined(message: JsMsg): unknown {

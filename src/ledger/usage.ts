@@ -34,6 +34,14 @@ import type { Logger } from "../log.ts";
 export const USAGE_FLUSH_MS_DEFAULT = 100;
 export const USAGE_BATCH_MAX = 2_000;
 export const USAGE_BUFFER_MAX = 200_000;
+/**
+ * Records waiting to be written past which a new admission waits for the writer (`room`): a node
+ * never serves faster than it bills, so the buffer, and what a crash could lose, stays within one
+ * batch even when the database's thread gets less of the core than the requests do.
+ */
+export const USAGE_BACKLOG_RECORDS_MAX = USAGE_BATCH_MAX;
+/** The longest an admission waits for the writer to catch up before it is refused (503). */
+export const USAGE_BACKLOG_WAIT_MS_MAX = 2_000;
 const RETRY_MS_FIRST = 50;
 const RETRY_MS_MAX = 2_000;
 
@@ -224,6 +232,8 @@ export class UsageWriter {
   private appendedCount = 0;
   private writtenCount = 0;
   private waiters: { count: number; resolve: () => void }[] = [];
+  /** Admissions waiting for the backlog to fall below USAGE_BACKLOG_RECORDS_MAX. */
+  private roomWaiters = new Set<() => void>();
   private timer: ReturnType<typeof setTimeout> | null = null;
   private writing: Promise<void> | null = null;
   private failing = false;
@@ -243,6 +253,26 @@ export class UsageWriter {
 
   get buffered(): number {
     return this.buffer.length;
+  }
+
+  /**
+   * Resolves true at once while fewer than USAGE_BACKLOG_RECORDS_MAX records wait to be written;
+   * otherwise once a write brings the backlog below it, or false after `waitMsMax`.
+   * @example if (!(await writer.room())) return unavailable();
+   */
+  room(waitMsMax = USAGE_BACKLOG_WAIT_MS_MAX): Promise<boolean> {
+    if (this.buffer.length < USAGE_BACKLOG_RECORDS_MAX) return Promise.resolve(true);
+    return new Promise<boolean>((resolve) => {
+      const done = (ok: boolean) => {
+        clearTimeout(timer);
+        this.roomWaiters.delete(wake);
+        resolve(ok);
+      };
+      const wake = () => done(true);
+      const timer = setTimeout(() => done(false), waitMsMax);
+      timer.unref?.();
+      this.roomWaiters.add(wake);
+    });
   }
 
   append(record: UsageRecord): void {
@@ -305,6 +335,7 @@ export class UsageWriter {
   }
 
   private wake(): void {
+    if (this.buffer.length < USAGE_BACKLOG_RECORDS_MAX) for (const wake of this.roomWaiters) wake();
     if (this.waiters.length === 0) return;
     const still: typeof this.waiters = [];
     for (const waiter of this.waiters) waiter.count <= this.writtenCount ? waiter.resolve() : still.push(waiter);
@@ -330,6 +361,7 @@ export class UsageWriter {
   async stop(): Promise<void> {
     await this.flush();
     this.stopped = true;
+    for (const wake of this.roomWaiters) wake();
     for (const waiter of this.waiters) waiter.resolve();
     this.waiters = [];
   }

@@ -1,0 +1,81 @@
+import { expect, test } from "bun:test";
+import { silentLogger } from "../log.ts";
+import { USAGE_BACKLOG_RECORDS_MAX, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
+
+function record(n: number): UsageRecord {
+  return {
+    requestId: `req-${n}`,
+    accountId: "acc",
+    keyId: "key",
+    holdId: "hold",
+    model: "m",
+    operation: "chat",
+    backend: null,
+    priceVersionId: 1,
+    inputUnits: 1n,
+    outputUnits: 1n,
+    inputPricePer1m: 1n,
+    outputPricePer1m: 1n,
+    meteredMicro: 2n,
+    billedMicro: 2n,
+    status: 200,
+    durationMs: 1,
+  };
+}
+
+/** A sink whose writes finish only when the test says so. */
+function heldSink(): UsageSink & { release(): void; writes: number } {
+  let release: () => void = () => {};
+  const sink = {
+    writes: 0,
+    release: () => release(),
+    write: (_batch: UsageRecord[]) => {
+      sink.writes++;
+      return new Promise<void>((resolve) => (release = resolve));
+    },
+  };
+  return sink;
+}
+
+test("backpressure: an admission waits while a batch's worth of records is unwritten, and goes on once it is written", async () => {
+  const sink = heldSink();
+  const writer = new UsageWriter(sink, silentLogger, 10_000);
+  for (let n = 0; n < USAGE_BACKLOG_RECORDS_MAX - 1; n++) writer.append(record(n));
+  expect(await writer.room(1_000)).toBe(true);
+  // The batch is full: it is being written (flush at USAGE_BATCH_MAX), and a new admission waits.
+  writer.append(record(USAGE_BACKLOG_RECORDS_MAX));
+  let roomGiven: boolean | null = null;
+  const waiting = writer.room(5_000).then((ok) => (roomGiven = ok));
+  await Bun.sleep(20);
+  expect(roomGiven).toBeNull();
+  expect(sink.writes).toBe(1);
+  sink.release();
+  await waiting;
+  expect(roomGiven!).toBe(true);
+  expect(writer.buffered).toBe(0);
+});
+
+test("backpressure: a writer that does not catch up within the wait refuses room", async () => {
+  const sink = heldSink();
+  const writer = new UsageWriter(sink, silentLogger, 10_000);
+  for (let n = 0; n < USAGE_BACKLOG_RECORDS_MAX; n++) writer.append(record(n));
+  expect(await writer.room(30)).toBe(false);
+  sink.release();
+});
+
+test("a usage message is validated a slice at a time: timers run between slices, and a bad record is named by its place in the whole batch", async () => {
+  const { parseBatch, USAGE_PARSE_SLICE_RECORDS } = await import("./stream.ts");
+  const { encodeJson } = await import("../json.ts");
+  const batch = JSON.parse(encodeJson(Array.from({ length: USAGE_PARSE_SLICE_RECORDS * 3 + 7 }, (_, n) => record(n))));
+  let ticks = 0;
+  const ticking = setImmediate(() => ticks++);
+  const parsed = await parseBatch(batch);
+  clearImmediate(ticking);
+  expect("records" in parsed && parsed.records.length).toBe(USAGE_PARSE_SLICE_RECORDS * 3 + 7);
+  expect("records" in parsed && parsed.records[5]!.billedMicro).toBe(2n);
+  expect(ticks).toBe(1);
+  batch[USAGE_PARSE_SLICE_RECORDS * 2 + 3].billedMicro = "two";
+  const invalid = await parseBatch(batch);
+  expect("invalid" in invalid && invalid.invalid).toStartWith(`${USAGE_PARSE_SLICE_RECORDS * 2 + 3}.billedMicro: `);
+  expect("invalid" in (await parseBatch({ not: "an array" }))).toBe(true);
+});
