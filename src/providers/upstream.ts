@@ -188,23 +188,27 @@ export async function* readUpstreamStream(
       let silentMs = 0;
       let sinceKeepAliveMs = 0;
       let chunk: Awaited<typeof read>;
-      for (;;) {
-        const tick = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), tickMs)));
-        const got = await Promise.race([read, tick]);
-        clearTimeout(timer);
-        if (got !== null) {
-          chunk = got;
-          break;
-        }
-        silentMs += tickMs;
-        sinceKeepAliveMs += tickMs;
-        if (silentMs >= timing.stallMsMax) {
-          read.catch(() => {});
-          throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
-        }
-        if (sinceKeepAliveMs >= timing.keepAliveMs) {
-          sinceKeepAliveMs = 0;
-          yield KEEP_ALIVE_PIECE;
+      // Data already waiting (a busy node reads behind the upstream): no timer to arm and clear.
+      if (Bun.peek.status(read) !== "pending") chunk = await read;
+      else {
+        for (;;) {
+          const tick = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), tickMs)));
+          const got = await Promise.race([read, tick]);
+          clearTimeout(timer);
+          if (got !== null) {
+            chunk = got;
+            break;
+          }
+          silentMs += tickMs;
+          sinceKeepAliveMs += tickMs;
+          if (silentMs >= timing.stallMsMax) {
+            read.catch(() => {});
+            throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
+          }
+          if (sinceKeepAliveMs >= timing.keepAliveMs) {
+            sinceKeepAliveMs = 0;
+            yield KEEP_ALIVE_PIECE;
+          }
         }
       }
       if (chunk.done) return;

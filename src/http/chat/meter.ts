@@ -86,17 +86,36 @@ export class StreamMeter {
     return this.reportedTokens ?? this.exactTokens + this.pendingBytes;
   }
 
+  /** What delivering `text` would bring the count to (an upper bound unless the upstream reported it), and its bytes. */
+  private bound(text: string, reported: number | undefined): { reported: number | undefined; need: number; bytes: number } {
+    const bytes = utf8Bytes(text);
+    // A chunk without a running count after chunks with one: bound it by its bytes.
+    if (reported === undefined && this.reportedTokens !== null) reported = this.reportedTokens + bytes;
+    return { reported, need: reported ?? this.exactTokens + this.pendingBytes + bytes, bytes };
+  }
+
+  /**
+   * deliver() when the hold already covers `text`: records it and returns true without waiting
+   * (the usual chunk); false, recording nothing, when deliver() must make room first.
+   */
+  deliverNow(text: string, reported?: number): boolean {
+    const b = this.bound(text, reported);
+    if (b.need > this.covered && this.options.enforce !== false) return false;
+    this.record(text, b.reported, null, b.bytes);
+    return true;
+  }
+
   /**
    * Makes room for `text` (with the upstream's running count after it, when reported) and records
    * it as delivered; false when the hold cannot cover it (then nothing is recorded).
    */
   async deliver(text: string, reported?: number): Promise<boolean> {
-    // A chunk without a running count after chunks with one: bound it by its bytes.
-    if (reported === undefined && this.reportedTokens !== null) reported = this.reportedTokens + utf8Bytes(text);
-    let need = reported ?? this.exactTokens + this.pendingBytes + utf8Bytes(text);
+    if (this.deliverNow(text, reported)) return true;
+    const b = this.bound(text, reported);
+    let need = b.need;
     let exactAll: number | null = null;
     while (need > this.covered && this.options.enforce !== false) {
-      if (reported === undefined && exactAll === null) {
+      if (b.reported === undefined && exactAll === null) {
         // Only the part past the last count: a sum of counts of pieces is never below the count
         // of the whole in practice (a split only loses merges), so the bound stays a bound.
         exactAll = this.exactTokens + (await this.count(this.delivered.slice(this.exactLength) + text));
@@ -105,16 +124,20 @@ export class StreamMeter {
       }
       if (!(await this.extendOnce())) return false;
     }
+    this.record(text, b.reported, exactAll, b.bytes);
+    return true;
+  }
+
+  private record(text: string, reported: number | undefined, exactAll: number | null, bytes: number): void {
     this.delivered += text;
     if (reported !== undefined) this.reportedTokens = reported;
     else if (exactAll !== null) {
       this.exactTokens = exactAll;
       this.exactLength = this.delivered.length;
       this.pendingBytes = 0;
-    } else this.pendingBytes += utf8Bytes(text);
+    } else this.pendingBytes += bytes;
     this.recountAhead();
     this.extendAhead();
-    return true;
   }
 
   /**

@@ -224,24 +224,39 @@ export class Relay {
     });
   }
 
-  /** One upstream frame: false when the hold cannot cover its text (the stream is cut there). */
-  private async handle(frame: StreamFrame): Promise<boolean> {
+  /**
+   * One upstream frame: false when the hold cannot cover its text (the stream is cut there). A
+   * frame the hold already covers is handled without waiting (no promise per chunk).
+   */
+  private handle(frame: StreamFrame): boolean | Promise<boolean> {
     if (frame.usage) this.reported = frame.usage;
     if (this.clientGone) {
       this.afterGone += frame.text;
       return true;
     }
     this.ids ??= chunkIds(frame, this.admission.model.id);
-    if (frame.usageOnly) {
-      if (frame.usage) await this.meter.report(frame.usage.outputTokens);
-      if (this.wantsUsage) this.push(dataFrame(frame.data));
-      return true;
+    if (frame.usageOnly) return this.handleUsage(frame);
+    if (frame.text !== "") {
+      if (!this.meter.deliverNow(frame.text, frame.usage?.outputTokens)) return this.handleUncovered(frame);
+      this.firstTokenMs ??= performance.now();
     }
-    if (frame.text !== "" && !(await this.meter.deliver(frame.text, frame.usage?.outputTokens))) {
+    this.push(dataFrame(frame.data));
+    return true;
+  }
+
+  private async handleUsage(frame: StreamFrame): Promise<boolean> {
+    if (frame.usage) await this.meter.report(frame.usage.outputTokens);
+    if (this.wantsUsage) this.push(dataFrame(frame.data));
+    return true;
+  }
+
+  /** A frame whose text the hold does not cover yet: the meter makes room, or the stream is cut here. */
+  private async handleUncovered(frame: StreamFrame): Promise<boolean> {
+    if (!(await this.meter.deliver(frame.text, frame.usage?.outputTokens))) {
       this.withheld = { text: frame.text, reported: frame.usage?.outputTokens };
       return false;
     }
-    if (frame.text !== "") this.firstTokenMs ??= performance.now();
+    this.firstTokenMs ??= performance.now();
     this.push(dataFrame(frame.data));
     return true;
   }
@@ -255,7 +270,10 @@ export class Relay {
           this.push(KEEP_ALIVE);
           continue;
         }
-        for (const frame of piece.frames) if (!(await this.handle(frame))) break read;
+        for (const frame of piece.frames) {
+          const handled = this.handle(frame);
+          if (!(handled === true || (handled !== false && (await handled)))) break read;
+        }
         // Translating decoders report usage on the piece (Anthropic's message_delta, Gemini's
         // usageMetadata with its thoughts), not on a frame: the meter sees every figure.
         if (piece.usage) {
@@ -269,7 +287,7 @@ export class Relay {
           break;
         }
         if (this.abortAfterNextPiece) break;
-        await this.roomForMore();
+        if (this.queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX) await this.roomForMore();
       }
       if (!this.finished && !this.failure && this.withheld === null && !this.clientGone) {
         this.failure = fail("upstream_error", "The upstream closed the stream before it finished.");
