@@ -85,7 +85,7 @@ const rows: Row[] = [];
 const loadBefore = loadavg()[0]!;
 for (let round = 0; round < ROUNDS; round++) {
   rows.push(await measure("PGlite on the request thread", pgliteOnThisThread));
-  rows.push(await measure("PGlite in its worker", () => openPglite(null, "worker")));
+  rows.push(await measure("PGlite in its worker", () => openPglite(null, { thread: "worker" })));
 }
 console.log(
   `${BATCHES} batches of ${BATCH_RECORDS} usage records, ${ROUNDS} interleaved rounds; load average ${loadBefore.toFixed(2)} → ${loadavg()[0]!.toFixed(2)}\n`,

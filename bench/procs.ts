@@ -8,7 +8,7 @@ import type { Subprocess } from "bun";
 /** CPU of the load generators and the simulator; the server under test gets the other one. */
 export const LOAD_CPU = 0;
 export const SERVER_CPU = 1;
-export const PINNING = `load generator (wrk, SSE client), simulator and this runner on CPU ${LOAD_CPU}; gateway or proxy under test on CPU ${SERVER_CPU} (taskset before exec: every thread it starts, the embedded database's worker included, stays there); nats-server and PostgreSQL are system services, not pinned`;
+export const PINNING = `load generator (wrk, SSE client), simulator and this runner on CPU ${LOAD_CPU}; gateway or proxy under test on CPU ${SERVER_CPU} (taskset before exec: every thread it starts, the embedded database's worker included, stays there)`;
 
 const outputTailBytesMax = 16 * 1024;
 const stopGraceMsMax = 5_000;

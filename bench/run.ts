@@ -10,9 +10,10 @@ import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import type { Measurement, Workload } from "./measurement.ts";
-import { installExitHandlers, interruptedSignal, pinSelf, PINNING, stopAll } from "./procs.ts";
+import { installExitHandlers, interruptedSignal, LOAD_CPU, onInterrupt, pinSelf, PINNING, stopAll } from "./procs.ts";
 import { appendResults, BARE, CEILING, MANY_KEYS, runMarkdown } from "./report.ts";
 import { startReadings } from "./readings.ts";
+import { pinServices, type ServicesPinned } from "./services-cpu.ts";
 import { runSseClient } from "./sse-client.ts";
 import {
   DARVAZE_NODE_CPUS,
@@ -35,6 +36,8 @@ const { values: flags } = parseArgs({
     profile: { type: "boolean", default: false },
     rounds: { type: "string", default: "3" },
     only: { type: "string", multiple: true },
+    /** Leave nats-server and PostgreSQL where the scheduler puts them (by default they are pinned to the load CPU). */
+    "services-unpinned": { type: "boolean", default: false },
   },
 });
 
@@ -61,7 +64,7 @@ const settings: Settings = flags.profile
     ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(1), chat(64), stream(1), stream(64)], runSMax: 300 * rounds }
     : { mode: "full", measureS: 8, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 800 * rounds };
 
-const pinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
+const basePinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
 
 const outDir = join(ROOT, "bench/out");
 const resultsPath = join(ROOT, "bench/RESULTS.md");
@@ -125,8 +128,9 @@ function requireWrk(): void {
   }
 }
 
-async function runBench(): Promise<void> {
+async function runBench(services: ServicesPinned | null): Promise<void> {
   const startedAt = new Date();
+  const pinning = `${basePinning}; ${services ? services.description : "nats-server and PostgreSQL left unpinned (--services-unpinned)"}`;
   const measurements: Measurement[] = [];
   const skipped: string[] = [];
   const sim = await startSimulator({ outputTokens: 64 });
@@ -178,6 +182,7 @@ async function runBench(): Promise<void> {
     ...(settings.mode === "full" ? [] : [`--${settings.mode}`]),
     ...(rounds === 3 ? [] : [`--rounds ${rounds}`]),
     ...(flags.only ?? []).map((word) => `--only '${word}'`),
+    ...(flags["services-unpinned"] ? ["--services-unpinned"] : []),
   ];
   const command = `bun run bench${flagsUsed.length ? ` -- ${flagsUsed.join(" ")}` : ""}`;
   const markdown = runMarkdown(
@@ -241,12 +246,21 @@ async function main(): Promise<void> {
     process.kill(process.pid, "SIGTERM");
   }, settings.runSMax * 1000);
   watchdog.unref();
-  progress(`mode ${settings.mode}; ${settings.mode === "profile" ? PINNING : pinning}`);
+  progress(`mode ${settings.mode}; ${settings.mode === "profile" ? PINNING : basePinning}`);
   const [loadNow = 0] = loadavg();
   if (loadNow > 0.5) progress(`warning: load average ${loadNow.toFixed(2)} before the run; other work will skew the figures`);
   try {
     if (settings.mode === "profile") await runProfile();
-    else await runBench();
+    else {
+      const services = flags["services-unpinned"] ? null : pinServices(LOAD_CPU);
+      const unregister = services ? onInterrupt(() => services.restore()) : () => {};
+      try {
+        await runBench(services);
+      } finally {
+        services?.restore();
+        unregister();
+      }
+    }
   } finally {
     await stopAll();
     clearTimeout(watchdog);

@@ -32,6 +32,8 @@ const { values } = parseArgs({
     "ttfb-seconds": { type: "string" },
     "relay-seconds": { type: "string" },
     parts: { type: "string", default: "ttfb,relay,rss" },
+    /** How long the slow streams stay open while memory is read (default 30 s). */
+    "hold-seconds": { type: "string" },
   },
 });
 const CHECK = values.check;
@@ -44,7 +46,9 @@ const OPEN_BATCH = 200;
 /** Longest wait for every slow stream to be answered before memory is read. */
 const ANSWER_WAIT_MS_MAX = CHECK ? 5_000 : 60_000;
 /** Memory is read once a second for this long with the streams open (mean and peak reported). */
-const SAMPLE_MS = CHECK ? 2_000 : 30_000;
+const SAMPLE_MS = Number(values["hold-seconds"] ?? (CHECK ? 2 : 30)) * 1000;
+/** The window at each end of the hold whose mean RSS is compared: flat memory has the same at both. */
+const EDGE_SAMPLES = Math.max(1, Math.min(30, Math.floor(SAMPLE_MS / 1000 / 4)));
 const HOST = "127.0.0.1";
 
 installExitHandlers();
@@ -154,10 +158,13 @@ async function rssPerStream(lines: string[]): Promise<void> {
         const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
         const peak = Math.max(...samples);
         const kib = (rss: number) => ((rss - before) / Math.max(1, open) / 1024).toFixed(1);
+        const meanOf = (part: number[]) => part.reduce((a, b) => a + b, 0) / part.length;
+        const firstMiB = (meanOf(samples.slice(0, EDGE_SAMPLES)) / 2 ** 20).toFixed(1);
+        const lastMiB = (meanOf(samples.slice(-EDGE_SAMPLES)) / 2 ** 20).toFixed(1);
         const collections = gcAfter.count - gcBefore.count;
         const pauseMs = collections > 0 ? ((gcAfter.pauseS - gcBefore.pauseS) * 1000) / collections : 0;
         lines.push(
-          `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
+          `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${firstMiB} → ${lastMiB} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
         );
         console.error(`rss: ${name}, ${count} streams (${open} answered 200): ${kib(mean)} KiB each (mean), ${kib(peak)} KiB (peak)`);
         streams.close();
@@ -254,10 +261,10 @@ const text = [
   "|---|---|---|",
   ...relay,
   "",
-  `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${"on PostgreSQL + NATS when reachable"}, its memory guard at the default GC_RSS_GROWTH_MIB; the bare Bun proxy (no JavaScript per chunk) for reference.`,
+  `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${"on PostgreSQL + NATS when reachable"}, its memory guard at GC_RSS_GROWTH_MIB=${process.env.GC_RSS_GROWTH_MIB ?? "(default)"}; the bare Bun proxy (no JavaScript per chunk) for reference.`,
   "",
-  "| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | Guard's full collections × mean pause |",
-  "|---|---|---|---|---|---|---|",
+  `| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | RSS mean, first → last ${EDGE_SAMPLES} s (MiB) | Guard's full collections × mean pause |`,
+  "|---|---|---|---|---|---|---|---|",
   ...rss,
   "",
 ].join("\n");

@@ -1,0 +1,92 @@
+/**
+ * `bun run bench/tail.ts [--mode embedded|nats-pg] [--seconds 10] [--stream]`: where the slow
+ * requests of one connection come from. One client sends requests one after the other (no
+ * coordinated-omission correction, unlike wrk's percentiles) and lists every request slower than
+ * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then.
+ * The gateway runs pinned to CPU 1 as in `bun run bench`; this client, the simulator, and with
+ * `--mode nats-pg` nats-server and PostgreSQL, on CPU 0.
+ */
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { installExitHandlers, LOAD_CPU, onInterrupt, pinSelf } from "./procs.ts";
+import { pinServices } from "./services-cpu.ts";
+import { servicesDefaults, startBareProxy, startDarvaze, startSimulator } from "./targets.ts";
+
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: {
+    /** embedded, nats-pg, or bare (the bare Bun proxy, for comparison). */
+    mode: { type: "string", default: "embedded" },
+    seconds: { type: "string", default: "10" },
+    "slow-ms": { type: "string", default: "3" },
+    stream: { type: "boolean", default: false },
+    /** Run the gateway under `bun --cpu-prof`; the profile goes to bench/out/. */
+    profile: { type: "boolean", default: false },
+  },
+});
+const mode = flags.mode === "nats-pg" || flags.mode === "bare" ? flags.mode : "embedded";
+const seconds = Math.min(120, Math.max(1, Number(flags.seconds)));
+const slowMs = Number(flags["slow-ms"]);
+
+installExitHandlers();
+pinSelf();
+// As in `bun run bench`: nats-server and PostgreSQL on the load CPU while it runs.
+const services = mode === "nats-pg" ? pinServices(LOAD_CPU) : null;
+if (services) onInterrupt(() => services.restore());
+const sim = await startSimulator({ outputTokens: 64 });
+const gateway =
+  mode === "bare"
+    ? await startBareProxy(sim.url)
+    : await startDarvaze({
+        mode,
+        upstreamUrl: sim.url,
+        services: servicesDefaults,
+        ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),
+      });
+const body = JSON.stringify({
+  model: "gpt-4o-mini",
+  messages: [{ role: "user", content: "Say hello in one short sentence." }],
+  max_tokens: flags.stream ? 64 : 16,
+  ...(flags.stream ? { stream: true } : {}),
+});
+const headers = { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" };
+
+async function once(): Promise<void> {
+  const response = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers, body });
+  await response.arrayBuffer();
+  if (!response.ok) throw new Error(`status ${response.status}`);
+}
+
+try {
+  const warmUntil = performance.now() + 2_000;
+  while (performance.now() < warmUntil) await once();
+  const latencies: number[] = [];
+  const slow: { atMs: number; ms: number }[] = [];
+  const started = performance.now();
+  const until = started + seconds * 1000;
+  while (performance.now() < until) {
+    const t0 = performance.now();
+    await once();
+    const ms = performance.now() - t0;
+    latencies.push(ms);
+    if (ms > slowMs) slow.push({ atMs: t0 - started, ms });
+  }
+  latencies.sort((a, b) => a - b);
+  const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
+  const slowTotal = slow.reduce((t, s) => t + s.ms, 0);
+  console.log(
+    `${mode}${flags.stream ? " stream" : ""}: ${latencies.length} requests in ${seconds} s; p50 ${at(0.5)} p90 ${at(0.9)} p99 ${at(0.99)} p99.9 ${at(0.999)} max ${at(1)} ms`,
+  );
+  console.log(`${slow.length} slower than ${slowMs} ms, ${slowTotal.toFixed(0)} ms in all:`);
+  for (const s of slow) console.log(`  at ${(s.atMs / 1000).toFixed(3)} s: ${s.ms.toFixed(1)} ms`);
+  if (gateway.adminToken) {
+    const metrics = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateway.adminToken}` } })).text();
+    for (const line of metrics.split("\n")) if (/^darvaze_(gc_forced|event_loop_stall)/.test(line)) console.log(line);
+  }
+} finally {
+  await gateway.stop();
+  await sim.stop();
+  services?.restore();
+}
+process.exit(0);
