@@ -17,13 +17,18 @@ beforeAll(async () => {
   keyId = funded.keyId;
   const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
   // The traffic reaches the view with the next snapshot the node publishes (the hub merges it in
-  // the same tick): wait for that snapshot, not for a guessed number of intervals.
+  // the same tick): wait for a snapshot taken after the last request ended, with its key and no
+  // request in flight (one taken during the last request shows it in flight), not for a guessed
+  // number of intervals.
+  let sent = false;
   let seen = false;
   const unsubscribe = t.gw.deps.bus.subscribe(POOL_SNAPSHOTS, t.gw.deps.subjects.metricsPools, (snapshot) => {
-    if (snapshot.topKeys.some((k) => k.keyId === keyId)) seen = true;
+    const idle = snapshot.backends.every((b) => b.inFlight === 0);
+    if (sent && idle && snapshot.topKeys.some((k) => k.keyId === keyId)) seen = true;
   });
   try {
     for (let i = 0; i < 3; i++) await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }] });
+    sent = true;
     await until(() => seen, SNAPSHOT_INTERVAL_MS * 5);
   } finally {
     unsubscribe();
