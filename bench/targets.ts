@@ -214,6 +214,10 @@ export interface DarvazeOptions {
   services?: Services;
   /** Run under `bun --cpu-prof` and write the profile (and its markdown summary) here. */
   cpuProfile?: { dir: string; name: string };
+  /** More `bun run` flags for the gateway's process (a `--preload` that samples its heap, say). */
+  bunFlags?: string[];
+  /** More environment for the gateway's process. */
+  env?: Record<string, string>;
 }
 
 /** `src/main.ts` as a process routing every model to `upstreamUrl`, with a funded key. */
@@ -273,6 +277,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
     const profileFlags = options.cpuProfile
       ? ["--cpu-prof", "--cpu-prof-md", `--cpu-prof-dir=${options.cpuProfile.dir}`, `--cpu-prof-name=${options.cpuProfile.name}`]
       : [];
+    Object.assign(env, options.env);
     // One after the other, so the second node finds the database migrated.
     const urls: string[] = [];
     let pid: number | undefined;
@@ -284,7 +289,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       const child = spawnPinned({
         label: `darvaze (${options.mode}, node ${i + 1})`,
         cpu,
-        cmd: ["bun", ...profileFlags, "run", join(ROOT, "src/main.ts")],
+        cmd: ["bun", ...profileFlags, "run", ...(options.bunFlags ?? []), join(ROOT, "src/main.ts")],
         env: { ...env, PORT: String(port), DARVAZE_DATA: join(folder, `data-${i + 1}`) },
       });
       cleanups.push(() => child.stop());

@@ -7,7 +7,7 @@
 import type { Failure } from "../errors.ts";
 import { chatFrameOf, type ChatFrame } from "../wires/chat.ts";
 import { chat, type ChatResult } from "./chat/route.ts";
-import type { Relay } from "./chat/relay.ts";
+import { type Relay, RelayBody, type RelayFrame } from "./chat/relay.ts";
 import type { EdgeDeps } from "./deps.ts";
 import { isFailure } from "./guard.ts";
 import { credentialsOf, readJsonBodyText } from "./request.ts";
@@ -51,23 +51,18 @@ const encoder = new TextEncoder();
 
 /**
  * The relay's frames re-written by `wire`: what Elysia's generator route returns. A client that
- * stops pulling (Elysia returns the generator) has left, as on chat's own SSE body.
+ * stops pulling (Elysia returns the iterator) has left, as on chat's own SSE body.
  */
-export async function* wireBody(relay: Relay, wire: WireStream): AsyncGenerator<Uint8Array> {
-  try {
-    yield encoder.encode(wire.start());
-    for (let frames = await relay.take(); frames; frames = await relay.take()) {
-      let text = "";
-      for (const frame of frames) {
-        const read = chatFrameOf(frame);
-        if (read) text += wire.frame(read);
-      }
-      if (text !== "") yield encoder.encode(text);
+export function wireBody(relay: Relay, wire: WireStream): RelayBody {
+  const render = (frames: RelayFrame[]) => {
+    let text = "";
+    for (const frame of frames) {
+      const read = chatFrameOf(frame);
+      if (read) text += wire.frame(read);
     }
-  } finally {
-    relay.leave();
-    await relay.done;
-  }
+    return text === "" ? null : encoder.encode(text);
+  };
+  return new RelayBody(relay, render, encoder.encode(wire.start()));
 }
 
 /** Sets a stream's reply headers (Elysia's `set`), as the chat route does. */

@@ -80,8 +80,6 @@ export interface StreamPiece {
   error?: Failure;
   /** The upstream's end-of-stream marker was seen. */
   done: boolean;
-  /** Nothing arrived for a keep-alive interval. */
-  keepAlive?: boolean;
 }
 
 export interface ChatStreamDecoder {

@@ -1,5 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { FILE_REDIRECTS_MAX, fetchUpstreamFile, readTextBounded } from "./upstream.ts";
+import { OpenAIStreamDecoder } from "./openai/stream.ts";
+import {
+  FILE_REDIRECTS_MAX,
+  fetchUpstreamFile,
+  readTextBounded,
+  StreamStalled,
+  UpstreamReply,
+  UpstreamStream,
+  watchedStreams,
+} from "./upstream.ts";
 
 /** A body of endless 16 KiB chunks of "a", counting how many the reader pulled. */
 function endlessBody() {
@@ -197,5 +206,92 @@ describe("fetchUpstreamFile: only the backend's origin, public https and data:",
     expect(await fetchUpstreamFile(url, { backendUrl: "http://10.0.0.5/v1", bytesMax: 6, timeoutMs: 5_000 })).toMatchObject({
       message: "The upstream's file is larger than the limit of 6 bytes.",
     });
+  });
+});
+
+describe("UpstreamStream: the silence of open streams", () => {
+  /** A reply whose body sends `first`, then nothing until the test pushes more or closes it. */
+  function silentReply(first: string) {
+    let push!: (text: string) => void;
+    let cancelled = false;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(first));
+        push = (text) => controller.enqueue(new TextEncoder().encode(text));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    const reply = new UpstreamReply(new Response(body), new AbortController(), () => {});
+    return { reply, push: (text: string) => push(text), cancelled: () => cancelled };
+  }
+  const chunk = (n: number) => `data: {"choices":[{"index":0,"delta":{"content":"t${n}"}}]}\n\n`;
+
+  test("keep-alives every interval of silence, none while data flows; a stall ends the read and says so", async () => {
+    const { reply, push, cancelled } = silentReply(chunk(0));
+    const keepAlives: number[] = [];
+    const startedMs = performance.now();
+    const upstream = new UpstreamStream(reply, new OpenAIStreamDecoder(), { keepAliveMs: 60, stallMsMax: 400 }, () =>
+      keepAlives.push(performance.now() - startedMs),
+    );
+    expect(watchedStreams()).toBe(1);
+    const first = await upstream.read();
+    expect(first.done).toBe(false);
+    expect(upstream.piece(first.value!).frames.map((f) => f.text)).toEqual(["t0"]);
+    // Data every 20 ms for 200 ms: never silent for a keep-alive interval.
+    for (let n = 1; n <= 10; n++) {
+      await Bun.sleep(20);
+      push(chunk(n));
+      const read = await upstream.read();
+      upstream.piece(read.value!);
+    }
+    expect(keepAlives).toEqual([]);
+    // Then silence: keep-alives about every 60 ms until the stall at 400 ms ends the pending read.
+    const read = await upstream.read();
+    expect(read.done).toBe(true);
+    expect(() => upstream.ended()).toThrow(StreamStalled);
+    expect(cancelled()).toBe(true);
+    expect(keepAlives.length).toBeGreaterThanOrEqual(4);
+    expect(keepAlives.length).toBeLessThanOrEqual(7);
+    expect(watchedStreams()).toBe(0);
+    upstream.close();
+  });
+
+  test("two streams with their own timings are watched apart; a closed one is no longer watched", async () => {
+    const slow = silentReply(chunk(0));
+    const fast = silentReply(chunk(0));
+    const seen = { slow: 0, fast: 0 };
+    const slowStream = new UpstreamStream(
+      slow.reply,
+      new OpenAIStreamDecoder(),
+      { keepAliveMs: 10_000, stallMsMax: 60_000 },
+      () => seen.slow++,
+    );
+    const fastStream = new UpstreamStream(
+      fast.reply,
+      new OpenAIStreamDecoder(),
+      { keepAliveMs: 50, stallMsMax: 60_000 },
+      () => seen.fast++,
+    );
+    expect(watchedStreams()).toBe(2);
+    await Bun.sleep(300);
+    expect(seen.slow).toBe(0);
+    expect(seen.fast).toBeGreaterThanOrEqual(3);
+    fastStream.close();
+    slowStream.close();
+    expect(watchedStreams()).toBe(0);
+    expect(slow.cancelled() || fast.cancelled()).toBe(false);
+  });
+
+  test("a read after the end of the body says done without waiting", async () => {
+    const reply = new UpstreamReply(new Response(chunk(0)), new AbortController(), () => {});
+    const upstream = new UpstreamStream(reply, new OpenAIStreamDecoder(), { keepAliveMs: 50, stallMsMax: 100 }, () => {});
+    const first = await upstream.read();
+    expect(first.done).toBe(false);
+    expect((await upstream.read()).done).toBe(true);
+    expect(() => upstream.ended()).not.toThrow();
+    upstream.close();
+    expect(watchedStreams()).toBe(0);
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The only place that talks to upstreams. `sendUpstream` bounds the wait for the reply's
- * headers (and, for a whole JSON reply, its body); `readUpstreamStream` bounds the silence
+ * headers (and, for a whole JSON reply, its body); `UpstreamStream` bounds the silence
  * between chunks. Either bound aborts the upstream request, so it stops generating.
  */
 import { fileTarget, systemLookup, type Lookup } from "./fileUrl.ts";
@@ -155,69 +155,141 @@ export async function readTextBounded(response: Response, bytesMax: number): Pro
 
 export class StreamStalled extends Error {}
 
-/** A piece with nothing in it: the upstream has been silent for one keep-alive interval. */
-export const KEEP_ALIVE_PIECE: StreamPiece = Object.freeze({ frames: [], done: false, keepAlive: true }) as StreamPiece;
-
 export interface StreamTiming {
-  /** Silence after which a keep-alive piece is yielded (and again after each further interval). */
+  /** Silence after which the stream's owner is told to send a keep-alive (and again after each further interval). */
   keepAliveMs: number;
-  /** Silence after which the upstream is aborted and StreamStalled thrown. */
+  /** Silence after which the read is ended and StreamStalled thrown. */
   stallMsMax: number;
 }
 
+/** How many times per keep-alive (or stall) interval the silence of every open stream is checked. */
+export const SILENCE_CHECKS_PER_INTERVAL = 10;
+
+type BodyRead = { done: true; value?: undefined } | { done: false; value: Uint8Array };
+/** What of a body's reader the stream uses. */
+interface BodyReader {
+  read(): Promise<BodyRead>;
+  cancel(): Promise<void>;
+  releaseLock(): void;
+}
+
+/** An open upstream stream as the silence watch sees it. */
+interface Silence {
+  timing: StreamTiming;
+  /** Performance-clock time of the last data, and of the last data or keep-alive. */
+  heardMs: number;
+  keptAliveMs: number;
+  onKeepAlive: () => void;
+  onStall: () => void;
+}
+
 /**
- * Reads an SSE body through the adapter's decoder, one piece per network read. Every
- * `keepAliveMs` of silence yields KEEP_ALIVE_PIECE, so the edge can keep the client's connection
- * alive; a silence of `stallMsMax` throws StreamStalled. It never ends the reply: its owner
- * closes it, once, saying how it ended.
+ * The silence of every open upstream stream, checked by one timer for the whole process rather
+ * than a timer (and a race of promises) per network read: a slow stream's reads then leave no
+ * garbage that outlives them. A check is at most 1/SILENCE_CHECKS_PER_INTERVAL of an interval late.
  */
-export async function* readUpstreamStream(
-  reply: UpstreamReply,
-  decoder: ChatStreamDecoder,
-  timing: StreamTiming,
-): AsyncGenerator<StreamPiece> {
-  const body = reply.response.body;
-  if (!body) return;
-  const reader = body.getReader();
-  const text = new TextDecoder();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const tickMs = Math.min(timing.keepAliveMs, timing.stallMsMax);
-  try {
-    for (;;) {
-      const read = reader.read();
-      let silentMs = 0;
-      let sinceKeepAliveMs = 0;
-      let chunk: Awaited<typeof read>;
-      // Data already waiting (a busy node reads behind the upstream): no timer to arm and clear.
-      if (Bun.peek.status(read) !== "pending") chunk = await read;
-      else {
-        for (;;) {
-          const tick = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), tickMs)));
-          const got = await Promise.race([read, tick]);
-          clearTimeout(timer);
-          if (got !== null) {
-            chunk = got;
-            break;
-          }
-          silentMs += tickMs;
-          sinceKeepAliveMs += tickMs;
-          if (silentMs >= timing.stallMsMax) {
-            read.catch(() => {});
-            throw new StreamStalled(`no data from the upstream for ${timing.stallMsMax} ms`);
-          }
-          if (sinceKeepAliveMs >= timing.keepAliveMs) {
-            sinceKeepAliveMs = 0;
-            yield KEEP_ALIVE_PIECE;
-          }
-        }
-      }
-      if (chunk.done) return;
-      yield decoder.push(text.decode(chunk.value, { stream: true }));
+const silences = new Set<Silence>();
+let watchTimer: ReturnType<typeof setInterval> | null = null;
+let watchEveryMs = Number.POSITIVE_INFINITY;
+
+/** Open upstream streams whose silence is watched (tests: a closed stream is no longer). */
+export function watchedStreams(): number {
+  return silences.size;
+}
+
+function checkSilences(): void {
+  const now = performance.now();
+  for (const s of silences) {
+    if (now - s.heardMs >= s.timing.stallMsMax) {
+      silences.delete(s);
+      s.onStall();
+    } else if (now - s.keptAliveMs >= s.timing.keepAliveMs) {
+      s.keptAliveMs = now;
+      s.onKeepAlive();
     }
-  } finally {
-    clearTimeout(timer);
+  }
+  if (silences.size === 0) stopWatch();
+}
+
+function stopWatch(): void {
+  if (watchTimer) clearInterval(watchTimer);
+  watchTimer = null;
+  watchEveryMs = Number.POSITIVE_INFINITY;
+}
+
+function watchSilence(s: Silence): void {
+  silences.add(s);
+  const everyMs = Math.max(1, Math.min(s.timing.keepAliveMs, s.timing.stallMsMax) / SILENCE_CHECKS_PER_INTERVAL);
+  if (watchTimer && everyMs >= watchEveryMs) return;
+  if (watchTimer) clearInterval(watchTimer);
+  watchEveryMs = everyMs;
+  watchTimer = setInterval(checkSilences, everyMs);
+  watchTimer.unref?.();
+}
+
+/**
+ * An accepted reply's SSE body, read through the adapter's decoder. Its owner awaits `read()`
+ * (the body's own read: nothing of ours is allocated per chunk while it waits), hands the bytes
+ * to `piece`, and calls `close` once done. Every `keepAliveMs` of silence calls `onKeepAlive`, so
+ * the edge can keep the client's connection alive; a silence of `stallMsMax` ends the read, and
+ * `ended` then throws StreamStalled. It never ends the reply: its owner closes it, once, saying
+ * how it ended.
+ */
+export class UpstreamStream {
+  private readonly reader: BodyReader | null;
+  private readonly text = new TextDecoder();
+  private readonly silence: Silence;
+  private stalled = false;
+
+  constructor(
+    reply: UpstreamReply,
+    private readonly decoder: ChatStreamDecoder,
+    timing: StreamTiming,
+    onKeepAlive: () => void,
+  ) {
+    this.reader = reply.response.body?.getReader() ?? null;
+    const now = performance.now();
+    this.silence = {
+      timing,
+      heardMs: now,
+      keptAliveMs: now,
+      onKeepAlive,
+      onStall: () => {
+        this.stalled = true;
+        // A pending read resolves as done; the stall is reported by `read`.
+        this.reader?.cancel().catch(() => {});
+      },
+    };
+    if (this.reader) watchSilence(this.silence);
+  }
+
+  /**
+   * The next network read, or `{ done: true }` at the end. The body's own promise, not wrapped,
+   * so that a read waiting for a slow upstream holds nothing of ours; after `done`, call `ended`.
+   */
+  read(): Promise<BodyRead> {
+    return this.reader && !this.stalled ? this.reader.read() : Promise.resolve({ done: true, value: undefined });
+  }
+
+  /** After a read said `done`: throws StreamStalled when it was the stall that ended the body. */
+  ended(): void {
+    if (this.stalled) throw new StreamStalled(`no data from the upstream for ${this.silence.timing.stallMsMax} ms`);
+  }
+
+  /** A read's bytes, decoded; the upstream counts as heard from. */
+  piece(bytes: Uint8Array): StreamPiece {
+    const now = performance.now();
+    this.silence.heardMs = now;
+    this.silence.keptAliveMs = now;
+    return this.decoder.push(this.text.decode(bytes, { stream: true }));
+  }
+
+  /** Stops watching the silence and lets go of the body. */
+  close(): void {
+    silences.delete(this.silence);
+    if (silences.size === 0) stopWatch();
     try {
-      reader.releaseLock();
+      this.reader?.releaseLock();
     } catch {}
   }
 }

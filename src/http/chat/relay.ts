@@ -27,7 +27,7 @@ import { type Admission, usedTokens } from "../../admission/admission.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
-import { readUpstreamStream, StreamStalled } from "../../providers/upstream.ts";
+import { StreamStalled, UpstreamStream } from "../../providers/upstream.ts";
 import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../deps.ts";
 import type { ChatBudget } from "./budget.ts";
@@ -101,6 +101,8 @@ export type RelayFrame =
   | { kind: "error"; failure: Failure; bytes: Uint8Array };
 
 const KEEP_ALIVE: RelayFrame = { kind: "keepAlive", bytes: KEEP_ALIVE_FRAME };
+/** What `Relay.taken` returns while the stream goes on with nothing queued. */
+export const NOTHING_YET = Object.freeze([]) as unknown as RelayFrame[];
 const DONE: RelayFrame = { kind: "done", bytes: DONE_FRAME };
 
 function dataFrame(data: string): RelayFrame {
@@ -157,24 +159,37 @@ export class Relay {
       .finally(() => {
         this.ended = true;
         clientSignal.removeEventListener("abort", this.onClientGone);
-        this.wakeClient?.();
+        this.wake();
       });
   }
 
   /** The frames queued so far (waiting for some), or null once the stream has ended. */
   async take(): Promise<RelayFrame[] | null> {
     for (;;) {
-      if (this.queue.length > 0) {
-        const frames = this.queue.splice(0);
-        queuedBytesAll -= this.queuedBytes;
-        this.queuedBytes = 0;
-        this.wakePump?.();
-        return frames;
-      }
-      if (this.ended) return null;
-      await new Promise<void>((resolve) => (this.wakeClient = resolve));
-      this.wakeClient = null;
+      const frames = this.taken();
+      if (frames !== NOTHING_YET) return frames;
+      await new Promise<void>((resolve) => this.onNext(resolve));
     }
+  }
+
+  /**
+   * The frames queued so far without waiting: NOTHING_YET when there are none, null once the
+   * stream has ended. Taking them makes room for the pump.
+   */
+  taken(): RelayFrame[] | null {
+    if (this.queue.length > 0) {
+      const frames = this.queue.splice(0);
+      queuedBytesAll -= this.queuedBytes;
+      this.queuedBytes = 0;
+      this.wakePump?.();
+      return frames;
+    }
+    return this.ended ? null : NOTHING_YET;
+  }
+
+  /** Calls `wake` once, at the next frame queued or at the end (the one consumer's waiting). */
+  onNext(wake: () => void): void {
+    this.wakeClient = wake;
   }
 
   /**
@@ -195,12 +210,18 @@ export class Relay {
     ];
   }
 
+  private wake(): void {
+    const wake = this.wakeClient;
+    this.wakeClient = null;
+    wake?.();
+  }
+
   private push(frame: RelayFrame): void {
     if (this.clientGone) return;
     this.queue.push(frame);
     this.queuedBytes += frame.bytes.length;
     queuedBytesAll += frame.bytes.length;
-    this.wakeClient?.();
+    this.wake();
   }
 
   private async roomForMore(): Promise<void> {
@@ -263,13 +284,16 @@ export class Relay {
 
   private async pump(): Promise<void> {
     const timing = { keepAliveMs: this.deps.env.STREAM_KEEPALIVE_MS, stallMsMax: this.deps.env.STREAM_STALL_MS };
+    // The pool's decoder: it times the tokens, which the reply's close reports to the backend's estimates.
+    const upstream = new UpstreamStream(this.outcome.reply, this.outcome.decoder, timing, () => this.push(KEEP_ALIVE));
     try {
-      // The pool's decoder: it times the tokens, which the reply's close reports to the backend's estimates.
-      read: for await (const piece of readUpstreamStream(this.outcome.reply, this.outcome.decoder, timing)) {
-        if (piece.keepAlive) {
-          this.push(KEEP_ALIVE);
-          continue;
+      read: for (;;) {
+        const chunk = await upstream.read();
+        if (chunk.done) {
+          upstream.ended();
+          break;
         }
+        const piece = upstream.piece(chunk.value);
         for (const frame of piece.frames) {
           const handled = this.handle(frame);
           if (!(handled === true || (handled !== false && (await handled)))) break read;
@@ -300,6 +324,7 @@ export class Relay {
             : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
       }
     }
+    upstream.close();
     this.abortTimers.forEach(clearTimeout);
     const decision = decideEnd({
       clientGone: this.clientGone,
@@ -349,18 +374,71 @@ export class Relay {
 }
 
 /**
- * A relayed stream as the HTTP edge's SSE body: what Elysia's generator route returns. A client
- * that stops pulling (Elysia returns the generator) has left.
+ * A relayed stream as an HTTP body: what Elysia's generator route returns (an async iterator,
+ * taken by Elysia's own generator streaming). Each `next` hands over what the relay has queued,
+ * rendered by `render` (null: nothing to write for these frames); only when nothing is queued
+ * does it return a promise, resolved by the relay's next frame. A slow stream's wait for its next
+ * token thus holds one promise of ours, not the chain of an async generator awaiting an async
+ * function. A client that stops pulling (Elysia calls `return`) has left.
  */
-export async function* sseBody(relay: Relay): AsyncGenerator<Uint8Array> {
-  try {
-    for (let frames = await relay.take(); frames; frames = await relay.take()) {
-      yield frames.length === 1 ? frames[0]!.bytes : concat(frames.map((f) => f.bytes));
+export class RelayBody implements AsyncIterableIterator<Uint8Array> {
+  private resolveNext: ((result: IteratorResult<Uint8Array>) => void) | null = null;
+  private readonly wake = () => {
+    const resolve = this.resolveNext;
+    if (resolve === null) return;
+    const result = this.ready();
+    if (result === null) this.relay.onNext(this.wake);
+    else {
+      this.resolveNext = null;
+      resolve(result);
     }
-  } finally {
-    relay.leave();
-    await relay.done;
+  };
+
+  constructor(
+    private readonly relay: Relay,
+    private readonly render: (frames: RelayFrame[]) => Uint8Array | null,
+    private first: Uint8Array | null = null,
+  ) {}
+
+  next(): Promise<IteratorResult<Uint8Array>> {
+    const result = this.ready();
+    if (result !== null) return Promise.resolve(result);
+    return new Promise((resolve) => {
+      this.resolveNext = resolve;
+      this.relay.onNext(this.wake);
+    });
   }
+
+  /** What can be written now; null when the relay has nothing yet. */
+  private ready(): IteratorResult<Uint8Array> | null {
+    if (this.first) {
+      const value = this.first;
+      this.first = null;
+      return { done: false, value };
+    }
+    for (;;) {
+      const frames = this.relay.taken();
+      if (frames === null) return { done: true, value: undefined };
+      if (frames === NOTHING_YET) return null;
+      const value = this.render(frames);
+      if (value) return { done: false, value };
+    }
+  }
+
+  async return(): Promise<IteratorResult<Uint8Array>> {
+    this.relay.leave();
+    await this.relay.done;
+    return { done: true, value: undefined };
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+}
+
+/** Chat's own SSE body: the relay's frames as they are. */
+export function sseBody(relay: Relay): RelayBody {
+  return new RelayBody(relay, (frames) => (frames.length === 1 ? frames[0]!.bytes : concat(frames.map((f) => f.bytes))));
 }
 
 function concat(parts: Uint8Array[]): Uint8Array {
