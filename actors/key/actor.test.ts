@@ -268,6 +268,31 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     expect(await wallet(k)).toEqual({ balanceMicro: seed - 1_620_135_000n, heldMicro: 0n });
   });
 
+  it(`${name}: opening the next lease does not wait for the last one's charges to be posted`, async () => {
+    const k = await keyWith(r, 3_000_000_000n); // 3,000 toman: room for a second lease
+    const first = await admit(k, "n1", 1_000_000n); // a lease of 1,000 toman
+    if (!first.ok) throw new Error("not admitted");
+    await settle(settlementFor(k, first.holdId, "n1", 0n, 1_000_000n));
+    // The usage writer is slow to post: closing the drained lease waits for it.
+    const posted = r.writer.posted.bind(r.writer);
+    const flushed = Promise.withResolvers<void>();
+    r.writer.posted = () => flushed.promise.then(posted);
+    try {
+      // More than the lease has left: the actor retires it and opens the next one.
+      const second = await Promise.race([admit(k, "n2", 1_500_000_000n), Bun.sleep(2_000).then(() => null)]);
+      expect(second?.ok).toBe(true);
+      if (!second?.ok) return;
+      expect(second.holdId).not.toBe(first.holdId);
+      flushed.resolve();
+      await settle(settlementFor(k, second.holdId, "n2", 0n, 1_500_000_000n));
+    } finally {
+      flushed.resolve();
+      r.writer.posted = posted;
+    }
+    await r.host.releaseAll();
+    expect(await wallet(k)).toEqual({ balanceMicro: 3_000_000_000n - 270_000n, heldMicro: 0n });
+  });
+
   it(`${name}: a revoked key is refused, also after the actor has served it`, async () => {
     const k = await keyWith(r, 1_000_000n);
     const served = await admit(k, "x0", 1n);

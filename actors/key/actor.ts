@@ -317,7 +317,7 @@ export class KeyActor {
   /** Opens a new current lease and takes the admission's reserve from it before anything else can. */
   private async openLease(admission: Admission, key: KeyRecord) {
     const reserve = admission.reserve;
-    if (this.current) await this.retire(this.current);
+    if (this.current) await this.retire(this.current, false);
     const desired = this.leaseSize(reserve);
     const holdId = newId("hold");
     const result = await openHold(this.deps.db, {
@@ -360,8 +360,13 @@ export class KeyActor {
     );
   }
 
-  /** Stops admitting from a lease, gives its slack back, and closes it once drained. */
-  async retire(lease: Lease): Promise<void> {
+  /**
+   * Stops admitting from a lease, gives its slack back, and closes it once drained. The close
+   * waits for the lease's last charges to be posted (the next usage flush): `waitForClose: false`
+   * lets it finish in the background, so that a request opening the next lease does not wait
+   * for a flush.
+   */
+  async retire(lease: Lease, waitForClose = true): Promise<void> {
     if (this.current === lease) this.current = null;
     lease.admitting = false;
     const slack = this.room(lease);
@@ -369,7 +374,10 @@ export class KeyActor {
       lease.amount -= slack; // before the await: concurrent admissions see no room
       if (!(await shrinkHold(this.deps.db, lease.holdId, slack))) lease.amount += slack;
     }
-    if (lease.outstanding === 0n) await this.close(lease);
+    if (lease.outstanding === 0n) {
+      const closing = this.close(lease);
+      if (waitForClose) await closing;
+    }
     this.signal();
   }
 
