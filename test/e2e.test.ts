@@ -237,6 +237,28 @@ describe("chat completions", () => {
     expect(error.message).toContain("0.5 toman is available");
     expect(await balanceMicro(poor.key)).toBe(500_000n);
   });
+
+  test("a node behind on recording usage refuses new requests with 503 and a retry hint, then serves again", async () => {
+    const writer = t.gw.deps.writer;
+    // As if a batch's worth of usage were unwritten and the database did not catch up in time.
+    Object.defineProperty(writer, "hasRoom", { configurable: true, get: () => false });
+    writer.room = () => Promise.resolve(false);
+    try {
+      const error = await client.chat.completions
+        .create({ model: "gpt-4o-mini", messages: HELLO, max_tokens: 10 }, { maxRetries: 0 })
+        .catch((e) => e);
+      expect(error).toBeInstanceOf(OpenAI.APIError);
+      expect(error.status).toBe(503);
+      expect(error.code).toBe("service_unavailable");
+      expect(error.headers.get("retry-after")).toBe("1");
+      expect(error.message).toContain("behind on recording usage");
+    } finally {
+      delete (writer as { hasRoom?: boolean }).hasRoom;
+      delete (writer as { room?: unknown }).room;
+    }
+    const served = await client.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, max_tokens: 10 });
+    expect(served.choices[0]?.message.content).toBeTruthy();
+  });
 });
 
 describe("keys and access", () => {

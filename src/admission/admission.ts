@@ -168,12 +168,26 @@ export function reserveMicro(reserve: Reserve): bigint {
   return BigInt(input.units) * inputPrice + (output ? BigInt(output.units) * output.pricePer1m : 0n);
 }
 
+const BILLING_BEHIND = fail("service_unavailable", "This node is behind on recording usage; try again shortly.", { retryAfterS: 1 });
+
 /**
  * Admits a request: its reserve held by the key's actor, or the refusal (402, 429, 503) before any
  * upstream call. The refusal is recorded here; the caller only answers it.
  */
 export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission | Refusal> {
   const startedMs = r.startedMs ?? performance.now();
+  // Backpressure: a node with more usage unwritten than one batch admits nothing new until it
+  // catches up (a short wait), so that what a crash can lose stays within one batch.
+  const behind = !deps.writer.hasRoom && !(await deps.writer.room());
+  const result = behind ? { failure: BILLING_BEHIND, headers: {} } : await askKeyActor(deps, r, startedMs);
+  if (result instanceof Admission) return result;
+  const { key } = r.caller;
+  recordRefusal(deps, { requestId: r.requestId, keyId: key.id, operation: r.operation, model: r.model.id, startedMs }, result.failure);
+  return result;
+}
+
+/** The key's actor holds the reserve (asked again with an exact count when the cheap one does not fit), or refuses. */
+async function askKeyActor(deps: EdgeDeps, r: AdmitRequest, startedMs: number): Promise<Admission | Refusal> {
   const { key } = r.caller;
   const subject = deps.subjects.keyAdmit(partitionOf(key.id));
   let reserve = r.reserve;
@@ -185,10 +199,7 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     reserveTokens: reserve.tokens,
     exact: reserve.exact,
   };
-  let refusal: Refusal;
   try {
-    // Backpressure: a node that has more usage to write than one batch serves nothing new until it catches up.
-    if (!(await deps.writer.room())) throw new Error("the usage writer is behind");
     let reply = await deps.bus.request(ADMIT, subject, ticket);
     if (!reply.ok && reply.exactNeeded && !reserve.exact && reserve.exactInputUnits) {
       reserve = await exactly(reserve);
@@ -197,16 +208,14 @@ export async function admit(deps: EdgeDeps, r: AdmitRequest): Promise<Admission 
     }
     const headers = rateHeaders(reply.rate);
     if (reply.ok) return new Admission(deps, { ...r, reserve, startedMs }, reply.holdId, ticket.reserveMicro, headers);
-    refusal = { failure: reply.failure, headers };
+    return { failure: reply.failure, headers };
   } catch (error) {
     deps.log("error", "admit_unreachable", { requestId: r.requestId, error: (error as Error).message });
-    refusal = {
+    return {
       failure: fail("service_unavailable", "Admission is unavailable right now; try again shortly.", { retryAfterS: 1 }),
       headers: {},
     };
   }
-  recordRefusal(deps, { requestId: r.requestId, keyId: key.id, operation: r.operation, model: r.model.id, startedMs }, refusal.failure);
-  return refusal;
 }
 
 /** The reserve with its input counted exactly (never above the cheap bound); tokens follow the input. */
