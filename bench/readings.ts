@@ -19,15 +19,21 @@ export interface Readings {
   cpu0Busy: number;
   /** Longest event-loop stall of a Darvaze node during the run; null for other targets. */
   stallMaxMs: number | null;
+  /** The memory guard's collections, light and full, their pause, and the full ones among them. */
   gcForced: number | null;
   gcPauseMs: number | null;
+  gcFull: number | null;
 }
 
-/** The memory guard's full collections so far and their pause time, from the gateway's /metrics. */
-export async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number }> {
-  if (!target.adminToken) return { count: 0, pauseS: 0 }; // not a Darvaze
+/** The memory guard's collections so far (light and full), their pause time, and the full ones, from the gateway's /metrics. */
+export async function forcedCollections(target: Target): Promise<{ count: number; pauseS: number; full: number }> {
+  if (!target.adminToken) return { count: 0, pauseS: 0, full: 0 }; // not a Darvaze
   const text = await scrape(target.url, target.adminToken);
-  return { count: metricValue(text, "darvaze_gc_forced_total"), pauseS: metricValue(text, "darvaze_gc_forced_pause_seconds_total") };
+  return {
+    count: metricValue(text, "darvaze_gc_forced_total"),
+    pauseS: metricValue(text, "darvaze_gc_forced_pause_seconds_total"),
+    full: metricValue(text, "darvaze_gc_forced_full_total"),
+  };
 }
 
 async function scrape(url: string, adminToken: string): Promise<string> {
@@ -56,7 +62,9 @@ function cpu0Ticks(): { busy: number; total: number } {
 }
 
 /** Every Darvaze node's metrics: the sum of the counters and the worst stall. */
-async function darvazeReadings(target: Target): Promise<{ stallMaxMs: number; gcForced: number; gcPauseMs: number } | null> {
+async function darvazeReadings(
+  target: Target,
+): Promise<{ stallMaxMs: number; gcForced: number; gcPauseMs: number; gcFull: number } | null> {
   if (!target.adminToken) return null;
   const texts = await Promise.all((target.urls ?? [target.url]).map((url) => scrape(url, target.adminToken!)));
   const sum = (name: string) => texts.reduce((total, text) => total + metricValue(text, name), 0);
@@ -64,6 +72,7 @@ async function darvazeReadings(target: Target): Promise<{ stallMaxMs: number; gc
     stallMaxMs: Math.max(...texts.map((text) => metricValue(text, "darvaze_event_loop_stall_max_seconds"))) * 1000,
     gcForced: sum("darvaze_gc_forced_total"),
     gcPauseMs: sum("darvaze_gc_forced_pause_seconds_total") * 1000,
+    gcFull: sum("darvaze_gc_forced_full_total"),
   };
 }
 
@@ -87,6 +96,7 @@ export async function startReadings(target: Target): Promise<(requests: number) 
       stallMaxMs: after ? after.stallMaxMs : null,
       gcForced: after && before ? after.gcForced - before.gcForced : null,
       gcPauseMs: after && before ? after.gcPauseMs - before.gcPauseMs : null,
+      gcFull: after && before ? after.gcFull - before.gcFull : null,
     };
   };
 }

@@ -69,7 +69,7 @@ function worst(m: Measurement, pick: (r: Measurement) => number | null | undefin
 
 export function figuresTable(measurements: Measurement[]): string {
   const lines = [
-    "| Target | Workload | req/s | p50 ms | p90 ms | p99 ms | max ms | TTFB p50 ms | TTFB p99 ms | longest stall ms | forced GCs (pause ms) | server CPU-ms per 1k | CPU 0 busy | Errors |",
+    "| Target | Workload | req/s | p50 ms | p90 ms | p99 ms | max ms | TTFB p50 ms | TTFB p99 ms | longest stall ms | forced GCs, full ones (pause ms) | server CPU-ms per 1k | CPU 0 busy | Errors |",
     "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const m of measurements) {
@@ -79,9 +79,10 @@ export function figuresTable(measurements: Measurement[]): string {
     const stall = worst(m, (r) => r.readings?.stallMaxMs);
     const gcs = worst(m, (r) => r.readings?.gcForced);
     const pause = worst(m, (r) => r.readings?.gcPauseMs);
+    const full = worst(m, (r) => r.readings?.gcFull);
     const cpu0 = worst(m, (r) => r.readings?.cpu0Busy);
     lines.push(
-      `| ${m.target} | ${m.workload} | ${spread(m, (r) => r.rps, rate)} | ${spread(m, (r) => r.p50Ms, ms)} | ${spread(m, (r) => r.p90Ms, ms)} | ${spread(m, (r) => r.p99Ms, ms)} | ${spread(m, (r) => r.maxMs, ms)} | ${spread(m, (r) => r.ttfbP50Ms, ms)} | ${spread(m, (r) => r.ttfbP99Ms, ms)} | ${ms(stall)} | ${gcs === undefined ? "—" : `${gcs} (${ms(pause)})`} | ${spread(
+      `| ${m.target} | ${m.workload} | ${spread(m, (r) => r.rps, rate)} | ${spread(m, (r) => r.p50Ms, ms)} | ${spread(m, (r) => r.p90Ms, ms)} | ${spread(m, (r) => r.p99Ms, ms)} | ${spread(m, (r) => r.maxMs, ms)} | ${spread(m, (r) => r.ttfbP50Ms, ms)} | ${spread(m, (r) => r.ttfbP99Ms, ms)} | ${ms(stall)} | ${gcs === undefined ? "—" : `${gcs}, ${full ?? 0} full (${ms(pause)})`} | ${spread(
         m,
         (r) => r.readings?.cpuMsPer1k ?? undefined,
         (v) => v.toFixed(0),

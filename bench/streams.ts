@@ -163,8 +163,9 @@ async function rssPerStream(lines: string[]): Promise<void> {
         const lastMiB = (meanOf(samples.slice(-EDGE_SAMPLES)) / 2 ** 20).toFixed(1);
         const collections = gcAfter.count - gcBefore.count;
         const pauseMs = collections > 0 ? ((gcAfter.pauseS - gcBefore.pauseS) * 1000) / collections : 0;
+        const full = gcAfter.full - gcBefore.full;
         lines.push(
-          `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${firstMiB} → ${lastMiB} | ${collections} × ${pauseMs.toFixed(0)} ms |`,
+          `| ${name} | ${count} | ${open} (${answeredS.toFixed(1)} s) | ${(before / 2 ** 20).toFixed(1)} | ${(mean / 2 ** 20).toFixed(1)} / ${(peak / 2 ** 20).toFixed(1)} | ${kib(mean)} / ${kib(peak)} | ${firstMiB} → ${lastMiB} | ${collections} × ${pauseMs.toFixed(0)} ms (${full} full) |`,
         );
         console.error(`rss: ${name}, ${count} streams (${open} answered 200): ${kib(mean)} KiB each (mean), ${kib(peak)} KiB (peak)`);
         streams.close();
@@ -263,7 +264,7 @@ const text = [
   "",
   `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${"on PostgreSQL + NATS when reachable"}, its memory guard at GC_RSS_GROWTH_MIB=${process.env.GC_RSS_GROWTH_MIB ?? "(default)"}; the bare Bun proxy (no JavaScript per chunk) for reference.`,
   "",
-  `| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | RSS mean, first → last ${EDGE_SAMPLES} s (MiB) | Guard's full collections × mean pause |`,
+  `| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | RSS mean, first → last ${EDGE_SAMPLES} s (MiB) | Guard's collections × mean pause (full ones) |`,
   "|---|---|---|---|---|---|---|---|",
   ...rss,
   "",

@@ -4,20 +4,27 @@ import { startMemoryGuard } from "./memory.ts";
 const MiB = 1024 * 1024;
 const quiet = () => {};
 
-function guarded(growthMib: number, startRss: number) {
+/** A guard on a fake resident set: a light collection gives back `lightMib`, a full one `fullMib`. */
+function guarded(growthMib: number, startRss: number, gives = { lightMib: 40, fullMib: 40 }) {
   let rss = startRss;
   const collected: number[] = [];
+  const full: number[] = [];
   const guard = startMemoryGuard({
     growthMib,
     log: quiet,
     checkMs: 3_600_000, // checked by hand below
     rssBytes: () => rss,
-    collect: () => {
+    collectLight: () => {
       collected.push(rss);
-      rss -= 40 * MiB; // what a collection gives back here
+      rss -= gives.lightMib * MiB;
+    },
+    collectFull: () => {
+      collected.push(rss);
+      full.push(rss);
+      rss -= gives.fullMib * MiB;
     },
   });
-  return { guard, collected, setRss: (bytes: number) => (rss = bytes) };
+  return { guard, collected, full, setRss: (bytes: number) => (rss = bytes) };
 }
 
 test("collects once the resident set grew by the step, then measures from what is left", () => {
@@ -29,6 +36,7 @@ test("collects once the resident set grew by the step, then measures from what i
   guard.check();
   expect(collected).toEqual([164 * MiB]);
   expect(guard.stats.collections).toBe(1);
+  expect(guard.stats.fullCollections).toBe(0);
   // The baseline is now 124 MiB: the next collection comes at 188.
   setRss(187 * MiB);
   guard.check();
@@ -55,4 +63,19 @@ test("a step of 0 turns the guard off", () => {
   guard.check();
   expect(collected).toEqual([]);
   expect(guard.stats.collections).toBe(0);
+});
+
+test("light collections first; a full one only once the resident set still grew by GC_FULL_AFTER_STEPS steps", () => {
+  // Light collections give back little here (10 MiB), so memory creeps up through them.
+  const { guard, collected, full, setRss } = guarded(64, 100 * MiB, { lightMib: 10, fullMib: 200 });
+  for (const rss of [164, 218, 272, 326, 380, 243, 244]) {
+    setRss(rss * MiB);
+    guard.check();
+  }
+  // A step (64 MiB) above what each light one left: 164, 218, 272, 326. At 380 the node is 280 MiB
+  // above where it started (4 steps or more): the full one. It leaves 180, so the next (light) is at 244.
+  expect(collected).toEqual([164, 218, 272, 326, 380, 244].map((m) => m * MiB));
+  expect(full).toEqual([380 * MiB]);
+  expect(guard.stats).toMatchObject({ collections: 6, fullCollections: 1 });
+  guard.stop();
 });

@@ -1,31 +1,43 @@
 /**
- * Keeps a node's memory from drifting upward under many long streams. Each relayed chunk leaves
- * a little garbage whose bytes live outside the JavaScript heap (network buffers, encoded
- * strings); the engine's collector does not count them, so it rarely runs a full collection and
- * the process grows by megabytes a second with thousands of slow streams open (measured: 2,000
- * streams at one token a second grew a node by ~5 MiB/s, from 36 KiB per stream to over 200 KiB
- * in a minute; with a full collection each second it stayed at 36 KiB).
+ * Keeps a node's memory from drifting upward under many long streams. What a slow stream keeps
+ * while it waits for its next token (pending reads and promises, Bun's and Elysia's) outlives the
+ * engine's young-generation collections, so it is promoted, and once the token arrives it is
+ * garbage that only a full collection frees; the engine runs those rarely (2,000 streams at one
+ * token a second grew a node from 293 to 808 MiB in two minutes without one: bench/RESULTS.md,
+ * "Memory of a waiting stream").
  *
- * The guard reads the resident set every GC_CHECK_MS and runs a full collection when it has grown
- * by GC_RSS_GROWTH_MIB since the last one, at most once per GC_CHECK_MS. A collection pauses the
- * node for a few milliseconds (counted in darvaze_gc_forced_total and its pause time), so the
- * step is large enough that a node with little traffic never pays it.
+ * The guard reads the resident set every GC_CHECK_MS. When it has grown by GC_RSS_GROWTH_MIB
+ * since the last collection, it runs a light one: a full marking without sweeping the whole heap
+ * at once (`Bun.gc(false)`; the engine sweeps lazily after it), which paused a node 1 ms at 2,000
+ * streams and 6 ms at 8,000. Only when the resident set still grew by GC_FULL_AFTER_STEPS steps
+ * since the last full collection does it run a full one with the synchronous sweep
+ * (`Bun.gc(true)`: 113 ms at 2,000 streams, 367 ms at 8,000). Both are counted, with their pause
+ * time (darvaze_gc_forced_*). The step is large enough that a node with little traffic never
+ * pays either.
  */
 import type { Logger } from "./log.ts";
 
 export const GC_CHECK_MS = 1_000;
+/** Growth since the last full collection, in guard steps, past which a full collection runs. */
+export const GC_FULL_AFTER_STEPS = 4;
 
 export interface MemoryGuardStats {
+  /** Every collection the guard ran, light and full, and their pauses. */
   collections: number;
   pauseMsTotal: number;
+  /** The full ones among them. */
+  fullCollections: number;
+  fullPauseMsTotal: number;
 }
 
 export interface MemoryGuardOptions {
-  /** Resident-set growth that triggers a full collection, in MiB; 0 turns the guard off. */
+  /** Resident-set growth that triggers a collection, in MiB; 0 turns the guard off. */
   growthMib: number;
   log: Logger;
   rssBytes?: () => number;
-  collect?: () => void;
+  /** A light collection (default `Bun.gc(false)`) and a full one (default `Bun.gc(true)`). */
+  collectLight?: () => void;
+  collectFull?: () => void;
   checkMs?: number;
 }
 
@@ -34,23 +46,34 @@ export interface MemoryGuardOptions {
  * @example const guard = startMemoryGuard({ growthMib: 64, log }); … guard.stop();
  */
 export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGuardStats; stop: () => void; check: () => void } {
-  const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0 };
+  const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0, fullCollections: 0, fullPauseMsTotal: 0 };
   const rss = options.rssBytes ?? (() => process.memoryUsage.rss());
-  const collect = options.collect ?? (() => Bun.gc(true));
+  const collectLight = options.collectLight ?? (() => Bun.gc(false));
+  const collectFull = options.collectFull ?? (() => Bun.gc(true));
   const growthBytes = options.growthMib * 1024 * 1024;
+  // Growth is measured from the lowest point since the last collection (memory freed elsewhere
+  // lowers it), and for full collections from the lowest point since the last full one.
   let baseline = rss();
+  let fullBaseline = baseline;
   const check = () => {
     const now = rss();
-    // Memory freed elsewhere lowers the baseline, so growth is measured from the lowest point.
     if (now < baseline) baseline = now;
+    if (now < fullBaseline) fullBaseline = now;
     if (now - baseline < growthBytes) return;
+    const full = now - fullBaseline >= growthBytes * GC_FULL_AFTER_STEPS;
     const startedMs = performance.now();
-    collect();
+    (full ? collectFull : collectLight)();
     const pauseMs = performance.now() - startedMs;
     stats.collections++;
     stats.pauseMsTotal += pauseMs;
+    if (full) {
+      stats.fullCollections++;
+      stats.fullPauseMsTotal += pauseMs;
+    }
     baseline = rss();
+    if (full) fullBaseline = baseline;
     options.log("debug", "memory_collected", {
+      full,
       rss_before_mib: Math.round(now / 2 ** 20),
       rss_after_mib: Math.round(baseline / 2 ** 20),
       pause_ms: Math.round(pauseMs),

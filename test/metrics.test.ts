@@ -119,7 +119,12 @@ describe("/metrics", () => {
         .filter((f) => f.name.startsWith("darvaze_gc_forced_"))
         .map((f) => f.name)
         .sort(),
-    ).toEqual(["darvaze_gc_forced_pause_seconds_total", "darvaze_gc_forced_total"]);
+    ).toEqual([
+      "darvaze_gc_forced_full_pause_seconds_total",
+      "darvaze_gc_forced_full_total",
+      "darvaze_gc_forced_pause_seconds_total",
+      "darvaze_gc_forced_total",
+    ]);
     expect(
       after
         .filter((f) => f.name.startsWith("darvaze_event_loop_"))

@@ -9,6 +9,7 @@ import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Backend } from "../../actors/pool/backend.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
+import type { MemoryGuardStats } from "../memory.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -73,7 +74,7 @@ export interface MetricSources {
   /** Paid top-ups per state, every node's, read from the database at scrape time. */
   topups?: () => Promise<Record<string, number>>;
   /** Full collections the memory guard ran and their pauses (src/memory.ts). */
-  memoryGuard?: () => { collections: number; pauseMsTotal: number };
+  memoryGuard?: () => MemoryGuardStats;
   /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
   eventLoop?: () => { stallMaxMs: number };
 }
@@ -192,24 +193,39 @@ export class Metrics {
     }
     if (sources.memoryGuard) {
       const guard = sources.memoryGuard;
-      new Counter({
-        name: "darvaze_gc_forced_total",
-        help: "Full garbage collections the memory guard ran (resident set grew by GC_RSS_GROWTH_MIB).",
-        registers,
-        collect() {
-          this.reset();
-          this.inc(guard().collections);
-        },
-      });
-      new Counter({
-        name: "darvaze_gc_forced_pause_seconds_total",
-        help: "Time this node was paused by the memory guard's full collections.",
-        registers,
-        collect() {
-          this.reset();
-          this.inc(guard().pauseMsTotal / 1000);
-        },
-      });
+      const counters = [
+        [
+          "darvaze_gc_forced_total",
+          "Collections the memory guard ran, light and full (resident set grew by GC_RSS_GROWTH_MIB).",
+          (g: MemoryGuardStats) => g.collections,
+        ],
+        [
+          "darvaze_gc_forced_pause_seconds_total",
+          "Time this node was paused by the memory guard's collections.",
+          (g: MemoryGuardStats) => g.pauseMsTotal / 1000,
+        ],
+        [
+          "darvaze_gc_forced_full_total",
+          "Full collections (with the synchronous sweep) among them.",
+          (g: MemoryGuardStats) => g.fullCollections,
+        ],
+        [
+          "darvaze_gc_forced_full_pause_seconds_total",
+          "Time this node was paused by the full ones.",
+          (g: MemoryGuardStats) => g.fullPauseMsTotal / 1000,
+        ],
+      ] as const;
+      for (const [name, help, read] of counters) {
+        new Counter({
+          name,
+          help,
+          registers,
+          collect() {
+            this.reset();
+            this.inc(read(guard()));
+          },
+        });
+      }
     }
     if (sources.eventLoop) {
       const read = sources.eventLoop;
