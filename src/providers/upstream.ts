@@ -273,7 +273,13 @@ export class UpstreamStream {
 
   /** After a read said `done`: throws StreamStalled when it was the stall that ended the body. */
   ended(): void {
-    if (this.stalled) throw new StreamStalled(`no data from the upstream for ${this.silence.timing.stallMsMax} ms`);
+    const stall = this.stall();
+    if (stall) throw stall;
+  }
+
+  /** The stall that ended the body, if it was one (however the cancelled read then ended). */
+  stall(): StreamStalled | null {
+    return this.stalled ? new StreamStalled(`no data from the upstream for ${this.silence.timing.stallMsMax} ms`) : null;
   }
 
   /** A read's bytes, decoded; the upstream counts as heard from. */

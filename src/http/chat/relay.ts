@@ -318,10 +318,10 @@ export class Relay {
       }
     } catch (error) {
       if (!this.clientGone) {
-        this.failure =
-          error instanceof StreamStalled
-            ? fail("upstream_timeout", `The upstream stalled: ${error.message}.`)
-            : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
+        const stall = error instanceof StreamStalled ? error : upstream.stall();
+        this.failure = stall
+          ? fail("upstream_timeout", `The upstream stalled: ${stall.message}.`)
+          : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
       }
     }
     upstream.close();
