@@ -101,7 +101,8 @@ interface Lease {
   outstanding: bigint;
   cutoffMs: number;
   admitting: boolean;
-  closing: boolean;
+  /** The close under way, which a later caller (a shutdown's release) waits for too. */
+  closing: Promise<void> | null;
 }
 
 interface Admission {
@@ -337,7 +338,7 @@ export class KeyActor {
         outstanding: 0n,
         cutoffMs: this.now() + (this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT) * LEASE_ADMIT_FRACTION,
         admitting: true,
-        closing: false,
+        closing: null,
       };
       this.leases.add(lease);
       this.current = lease;
@@ -381,16 +382,19 @@ export class KeyActor {
     this.signal();
   }
 
-  private async close(lease: Lease): Promise<void> {
-    if (lease.closing) return;
-    lease.closing = true;
+  private close(lease: Lease): Promise<void> {
+    lease.closing ??= this.closeNow(lease);
+    return lease.closing;
+  }
+
+  private async closeNow(lease: Lease): Promise<void> {
     try {
       // Every charge of this lease must be posted before the hold is final.
       await this.deps.writer.posted();
       await closeHold(this.deps.db, lease.holdId);
       this.leases.delete(lease);
     } catch (error) {
-      lease.closing = false;
+      lease.closing = null; // a later close tries again
       this.deps.log("error", "lease_close_failed", { keyId: this.keyId, holdId: lease.holdId, error: (error as Error).message });
     }
     this.signal();

@@ -255,16 +255,16 @@ export class UsageWriter {
     return this.buffer.length;
   }
 
-  /**
-   * Resolves true at once while fewer than USAGE_BACKLOG_RECORDS_MAX records wait to be written;
-   * otherwise once a write brings the backlog below it, or false after `waitMsMax`.
-   * @example if (!(await writer.room())) return unavailable();
-   */
   /** Fewer than USAGE_BACKLOG_RECORDS_MAX records wait to be written: `room` would answer true at once. */
   get hasRoom(): boolean {
     return this.buffer.length < USAGE_BACKLOG_RECORDS_MAX;
   }
 
+  /**
+   * Resolves true at once while fewer than USAGE_BACKLOG_RECORDS_MAX records wait to be written;
+   * otherwise once a write brings the backlog below it, or false after `waitMsMax`.
+   * @example if (!writer.hasRoom && !(await writer.room())) return unavailable();
+   */
   room(waitMsMax = USAGE_BACKLOG_WAIT_MS_MAX): Promise<boolean> {
     if (this.buffer.length < USAGE_BACKLOG_RECORDS_MAX) return Promise.resolve(true);
     return new Promise<boolean>((resolve) => {

@@ -73,7 +73,7 @@ export interface MetricSources {
   partitionsOwned?: () => number;
   /** Paid top-ups per state, every node's, read from the database at scrape time. */
   topups?: () => Promise<Record<string, number>>;
-  /** Full collections the memory guard ran and their pauses (src/memory.ts). */
+  /** The collections the memory guard ran, light and full, and their pauses (src/memory.ts). */
   memoryGuard?: () => MemoryGuardStats;
   /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
   eventLoop?: () => { stallMaxMs: number };

@@ -7,6 +7,7 @@ import {
   StreamStalled,
   UpstreamReply,
   UpstreamStream,
+  silenceWatchEveryMs,
   watchedStreams,
 } from "./upstream.ts";
 
@@ -275,6 +276,11 @@ describe("UpstreamStream: the silence of open streams", () => {
       () => seen.fast++,
     );
     expect(watchedStreams()).toBe(2);
+    // Each has read its first chunk and waits for the next: silent from then on.
+    for (const stream of [slowStream, fastStream]) stream.piece((await stream.read()).value!);
+    // (Closing them below releases the body with these reads pending: they reject, as expected.)
+    slowStream.read().catch(() => {});
+    fastStream.read().catch(() => {});
     await Bun.sleep(300);
     expect(seen.slow).toBe(0);
     expect(seen.fast).toBeGreaterThanOrEqual(3);
@@ -282,6 +288,42 @@ describe("UpstreamStream: the silence of open streams", () => {
     slowStream.close();
     expect(watchedStreams()).toBe(0);
     expect(slow.cancelled() || fast.cancelled()).toBe(false);
+  });
+
+  test("time away from read() (a slow client, the meter) is not silence: no keep-alive, no stall", async () => {
+    const { reply, push } = silentReply(chunk(0));
+    const keepAlives: number[] = [];
+    const upstream = new UpstreamStream(reply, new OpenAIStreamDecoder(), { keepAliveMs: 50, stallMsMax: 150 }, () => keepAlives.push(1));
+    const first = await upstream.read();
+    upstream.piece(first.value!);
+    push(chunk(1)); // the upstream goes on while its reader is busy elsewhere for twice the stall bound
+    await Bun.sleep(300);
+    expect(keepAlives).toEqual([]);
+    const next = await upstream.read();
+    expect(next.done).toBe(false);
+    expect(upstream.piece(next.value!).frames.map((f) => f.text)).toEqual(["t1"]);
+    upstream.close();
+  });
+
+  test("the watch ticks as often as its most demanding open stream needs, and stops with the last", async () => {
+    const slow = new UpstreamStream(
+      silentReply(chunk(0)).reply,
+      new OpenAIStreamDecoder(),
+      { keepAliveMs: 10_000, stallMsMax: 60_000 },
+      () => {},
+    );
+    expect(silenceWatchEveryMs()).toBe(1_000);
+    const fast = new UpstreamStream(
+      silentReply(chunk(0)).reply,
+      new OpenAIStreamDecoder(),
+      { keepAliveMs: 50, stallMsMax: 60_000 },
+      () => {},
+    );
+    expect(silenceWatchEveryMs()).toBe(5);
+    fast.close();
+    expect(silenceWatchEveryMs()).toBe(1_000);
+    slow.close();
+    expect(silenceWatchEveryMs()).toBe(0);
   });
 
   test("a read after the end of the body says done without waiting", async () => {

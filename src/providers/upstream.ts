@@ -176,8 +176,12 @@ interface BodyReader {
 /** An open upstream stream as the silence watch sees it. */
 interface Silence {
   timing: StreamTiming;
-  /** Performance-clock time of the last data, and of the last data or keep-alive. */
-  heardMs: number;
+  /** How often the watch must look at it: a tenth of its shorter interval. */
+  everyMs: number;
+  /** A read is pending: only then is the upstream silent (not while the relay waits for its client). */
+  waiting: boolean;
+  /** Performance-clock time the pending read began, and of its last keep-alive. */
+  sinceMs: number;
   keptAliveMs: number;
   onKeepAlive: () => void;
   onStall: () => void;
@@ -186,54 +190,76 @@ interface Silence {
 /**
  * The silence of every open upstream stream, checked by one timer for the whole process rather
  * than a timer (and a race of promises) per network read: a slow stream's reads then leave no
- * garbage that outlives them. A check is at most 1/SILENCE_CHECKS_PER_INTERVAL of an interval late.
+ * garbage that outlives them. Silence is counted only while a read is pending, from when it
+ * began; a check is at most 1/SILENCE_CHECKS_PER_INTERVAL of an interval late. The timer ticks as
+ * often as the most demanding open stream needs (streams of one gateway share one timing).
  */
 const silences = new Set<Silence>();
+/** Open streams by how often they must be looked at. */
+const periods = new Map<number, number>();
 let watchTimer: ReturnType<typeof setInterval> | null = null;
-let watchEveryMs = Number.POSITIVE_INFINITY;
+let watchEveryMs = 0;
 
 /** Open upstream streams whose silence is watched (tests: a closed stream is no longer). */
 export function watchedStreams(): number {
   return silences.size;
 }
 
+/** How often the watch ticks now, in ms; 0 when it is stopped (tests). */
+export function silenceWatchEveryMs(): number {
+  return watchEveryMs;
+}
+
 function checkSilences(): void {
   const now = performance.now();
   for (const s of silences) {
-    if (now - s.heardMs >= s.timing.stallMsMax) {
-      silences.delete(s);
+    if (!s.waiting) continue;
+    if (now - s.sinceMs >= s.timing.stallMsMax) {
+      unwatch(s);
       s.onStall();
     } else if (now - s.keptAliveMs >= s.timing.keepAliveMs) {
       s.keptAliveMs = now;
       s.onKeepAlive();
     }
   }
-  if (silences.size === 0) stopWatch();
 }
 
-function stopWatch(): void {
+/** Starts, re-times or stops the one timer to suit the open streams. */
+function retime(): void {
+  const everyMs = periods.size === 0 ? 0 : Math.min(...periods.keys());
+  if (everyMs === watchEveryMs) return;
   if (watchTimer) clearInterval(watchTimer);
   watchTimer = null;
-  watchEveryMs = Number.POSITIVE_INFINITY;
-}
-
-function watchSilence(s: Silence): void {
-  silences.add(s);
-  const everyMs = Math.max(1, Math.min(s.timing.keepAliveMs, s.timing.stallMsMax) / SILENCE_CHECKS_PER_INTERVAL);
-  if (watchTimer && everyMs >= watchEveryMs) return;
-  if (watchTimer) clearInterval(watchTimer);
   watchEveryMs = everyMs;
+  if (everyMs === 0) return;
   watchTimer = setInterval(checkSilences, everyMs);
   watchTimer.unref?.();
+}
+
+function watch(s: Silence): void {
+  silences.add(s);
+  periods.set(s.everyMs, (periods.get(s.everyMs) ?? 0) + 1);
+  retime();
+}
+
+function unwatch(s: Silence): void {
+  if (!silences.delete(s)) return;
+  const left = (periods.get(s.everyMs) ?? 1) - 1;
+  if (left > 0) periods.set(s.everyMs, left);
+  else {
+    periods.delete(s.everyMs);
+    retime();
+  }
 }
 
 /**
  * An accepted reply's SSE body, read through the adapter's decoder. Its owner awaits `read()`
  * (the body's own read: nothing of ours is allocated per chunk while it waits), hands the bytes
- * to `piece`, and calls `close` once done. Every `keepAliveMs` of silence calls `onKeepAlive`, so
- * the edge can keep the client's connection alive; a silence of `stallMsMax` ends the read, and
- * `ended` then throws StreamStalled. It never ends the reply: its owner closes it, once, saying
- * how it ended.
+ * to `piece`, and calls `close` once done. Every `keepAliveMs` a read stays pending calls
+ * `onKeepAlive`, so the edge can keep the client's connection alive; a read pending for
+ * `stallMsMax` is ended, and `ended` then throws StreamStalled. Time the owner spends elsewhere
+ * (waiting for a slow client, for the meter) is not silence. It never ends the reply: its owner
+ * closes it, once, saying how it ended.
  */
 export class UpstreamStream {
   private readonly reader: BodyReader | null;
@@ -248,19 +274,20 @@ export class UpstreamStream {
     onKeepAlive: () => void,
   ) {
     this.reader = reply.response.body?.getReader() ?? null;
-    const now = performance.now();
     this.silence = {
       timing,
-      heardMs: now,
-      keptAliveMs: now,
+      everyMs: Math.max(1, Math.min(timing.keepAliveMs, timing.stallMsMax) / SILENCE_CHECKS_PER_INTERVAL),
+      waiting: false,
+      sinceMs: 0,
+      keptAliveMs: 0,
       onKeepAlive,
       onStall: () => {
         this.stalled = true;
-        // A pending read resolves as done; the stall is reported by `read`.
+        // A pending read resolves as done; the stall is reported by `ended` (or `stall`).
         this.reader?.cancel().catch(() => {});
       },
     };
-    if (this.reader) watchSilence(this.silence);
+    if (this.reader) watch(this.silence);
   }
 
   /**
@@ -268,11 +295,17 @@ export class UpstreamStream {
    * so that a read waiting for a slow upstream holds nothing of ours; after `done`, call `ended`.
    */
   read(): Promise<BodyRead> {
-    return this.reader && !this.stalled ? this.reader.read() : Promise.resolve({ done: true, value: undefined });
+    if (!this.reader || this.stalled) return Promise.resolve({ done: true, value: undefined });
+    const now = performance.now();
+    this.silence.waiting = true;
+    this.silence.sinceMs = now;
+    this.silence.keptAliveMs = now;
+    return this.reader.read();
   }
 
   /** After a read said `done`: throws StreamStalled when it was the stall that ended the body. */
   ended(): void {
+    this.silence.waiting = false;
     const stall = this.stall();
     if (stall) throw stall;
   }
@@ -282,18 +315,15 @@ export class UpstreamStream {
     return this.stalled ? new StreamStalled(`no data from the upstream for ${this.silence.timing.stallMsMax} ms`) : null;
   }
 
-  /** A read's bytes, decoded; the upstream counts as heard from. */
+  /** A read's bytes, decoded. */
   piece(bytes: Uint8Array): StreamPiece {
-    const now = performance.now();
-    this.silence.heardMs = now;
-    this.silence.keptAliveMs = now;
+    this.silence.waiting = false;
     return this.decoder.push(this.text.decode(bytes, { stream: true }));
   }
 
   /** Stops watching the silence and lets go of the body. */
   close(): void {
-    silences.delete(this.silence);
-    if (silences.size === 0) stopWatch();
+    unwatch(this.silence);
     try {
       this.reader?.releaseLock();
     } catch {}

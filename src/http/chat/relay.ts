@@ -284,9 +284,10 @@ export class Relay {
 
   private async pump(): Promise<void> {
     const timing = { keepAliveMs: this.deps.env.STREAM_KEEPALIVE_MS, stallMsMax: this.deps.env.STREAM_STALL_MS };
-    // The pool's decoder: it times the tokens, which the reply's close reports to the backend's estimates.
-    const upstream = new UpstreamStream(this.outcome.reply, this.outcome.decoder, timing, () => this.push(KEEP_ALIVE));
+    let upstream: UpstreamStream | null = null;
     try {
+      // The pool's decoder: it times the tokens, which the reply's close reports to the backend's estimates.
+      upstream = new UpstreamStream(this.outcome.reply, this.outcome.decoder, timing, () => this.push(KEEP_ALIVE));
       read: for (;;) {
         const chunk = await upstream.read();
         if (chunk.done) {
@@ -318,13 +319,13 @@ export class Relay {
       }
     } catch (error) {
       if (!this.clientGone) {
-        const stall = error instanceof StreamStalled ? error : upstream.stall();
+        const stall = error instanceof StreamStalled ? error : (upstream?.stall() ?? null);
         this.failure = stall
           ? fail("upstream_timeout", `The upstream stalled: ${stall.message}.`)
           : fail("upstream_error", `The upstream stream broke off: ${(error as Error).message}`);
       }
     }
-    upstream.close();
+    upstream?.close();
     this.abortTimers.forEach(clearTimeout);
     const decision = decideEnd({
       clientGone: this.clientGone,
@@ -386,7 +387,15 @@ export class RelayBody implements AsyncIterableIterator<Uint8Array> {
   private readonly wake = () => {
     const resolve = this.resolveNext;
     if (resolve === null) return;
-    const result = this.ready();
+    let result: IteratorResult<Uint8Array> | null;
+    try {
+      result = this.ready();
+    } catch {
+      // Called from the pump or the silence watch: a frame that cannot be rendered ends this
+      // body, not them (the client sees its stream end and the relay settles as if it left).
+      this.relay.leave();
+      result = { done: true, value: undefined };
+    }
     if (result === null) this.relay.onNext(this.wake);
     else {
       this.resolveNext = null;
