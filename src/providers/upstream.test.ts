@@ -306,19 +306,11 @@ describe("UpstreamStream: the silence of open streams", () => {
   });
 
   test("the watch ticks as often as its most demanding open stream needs, and stops with the last", async () => {
-    const slow = new UpstreamStream(
-      silentReply(chunk(0)).reply,
-      new OpenAIStreamDecoder(),
-      { keepAliveMs: 10_000, stallMsMax: 60_000 },
-      () => {},
-    );
+    const opened = (keepAliveMs: number) =>
+      new UpstreamStream(silentReply(chunk(0)).reply, new OpenAIStreamDecoder(), { keepAliveMs, stallMsMax: 60_000 }, () => {});
+    const slow = opened(10_000);
     expect(silenceWatchEveryMs()).toBe(1_000);
-    const fast = new UpstreamStream(
-      silentReply(chunk(0)).reply,
-      new OpenAIStreamDecoder(),
-      { keepAliveMs: 50, stallMsMax: 60_000 },
-      () => {},
-    );
+    const fast = opened(50);
     expect(silenceWatchEveryMs()).toBe(5);
     fast.close();
     expect(silenceWatchEveryMs()).toBe(1_000);
