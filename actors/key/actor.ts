@@ -101,8 +101,7 @@ interface Lease {
   outstanding: bigint;
   cutoffMs: number;
   admitting: boolean;
-  /** The close under way, which a later caller (a shutdown's release) waits for too. */
-  closing: Promise<void> | null;
+  closing: boolean;
 }
 
 interface Admission {
@@ -338,7 +337,7 @@ export class KeyActor {
         outstanding: 0n,
         cutoffMs: this.now() + (this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT) * LEASE_ADMIT_FRACTION,
         admitting: true,
-        closing: null,
+        closing: false,
       };
       this.leases.add(lease);
       this.current = lease;
@@ -382,19 +381,16 @@ export class KeyActor {
     this.signal();
   }
 
-  private close(lease: Lease): Promise<void> {
-    lease.closing ??= this.closeNow(lease);
-    return lease.closing;
-  }
-
-  private async closeNow(lease: Lease): Promise<void> {
+  private async close(lease: Lease): Promise<void> {
+    if (lease.closing) return;
+    lease.closing = true;
     try {
       // Every charge of this lease must be posted before the hold is final.
       await this.deps.writer.posted();
       await closeHold(this.deps.db, lease.holdId);
       this.leases.delete(lease);
     } catch (error) {
-      lease.closing = null; // a later close tries again
+      lease.closing = false;
       this.deps.log("error", "lease_close_failed", { keyId: this.keyId, holdId: lease.holdId, error: (error as Error).message });
     }
     this.signal();
