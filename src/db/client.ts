@@ -23,6 +23,13 @@ export interface Db {
 
 /** Connections per process: the ledger serialises on wallet rows, so more does not help. */
 const POSTGRES_POOL_MAX = 10;
+/**
+ * Longest wait for a connection to PostgreSQL, in seconds (the driver's default is 30). Queries
+ * queue behind a connection being made, so while the database restarts or is unreachable every
+ * request waiting on it (a key lookup, a lease) fails after this and is answered 503 rather than
+ * outwaiting its client: two such waits of 10 s in one request exceeded the chaos suite's 20 s bound.
+ */
+const POSTGRES_CONNECT_TIMEOUT_S = 3;
 
 /** A transaction handle of either engine. */
 export type Tx = Parameters<Parameters<Drizzle["transaction"]>[0]>[0];
@@ -70,7 +77,7 @@ export async function txRows<T = Record<string, unknown>>(tx: Tx, query: SQL): P
 export async function openPostgres(url: string): Promise<Db> {
   const { default: postgres } = await import("postgres");
   const { drizzle } = await import("drizzle-orm/postgres-js");
-  const client = postgres(url, { max: POSTGRES_POOL_MAX, onnotice: () => {}, connect_timeout: 10 });
+  const client = postgres(url, { max: POSTGRES_POOL_MAX, onnotice: () => {}, connect_timeout: POSTGRES_CONNECT_TIMEOUT_S });
   const orm = drizzle(client, { schema }) as unknown as Drizzle;
   return {
     orm,
