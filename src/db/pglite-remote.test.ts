@@ -47,9 +47,13 @@ test.skipIf(process.platform !== "linux")(
     const before = threadNices();
     const db = await openPglite(null, { thread: "worker", workerNice: 7 });
     try {
-      const lowered = [...threadNices()].filter(([tid, nice]) => nice === 7 && !before.has(tid));
-      expect(lowered).toHaveLength(1);
-      expect(threadNices().get(threadId()!)).toBe(before.get(threadId()!)!);
+      const after = threadNices();
+      // The worker, and any thread it starts once lowered (the engine's helpers inherit its nice value).
+      const lowered = [...after].filter(([tid, nice]) => nice === 7 && !before.has(tid));
+      expect(lowered.length).toBeGreaterThanOrEqual(1);
+      expect(after.get(threadId()!)).toBe(before.get(threadId()!)!);
+      // No thread that was already running (the request thread among them) changed.
+      for (const [tid, nice] of before) if (after.has(tid)) expect(after.get(tid)).toBe(nice);
     } finally {
       await db.close();
     }
