@@ -1,0 +1,25 @@
+/** Money travels as JSON with bigints as decimal strings, and reads back as the same bigints. */
+import { expect, test } from "bun:test";
+import { z } from "zod";
+import { bigintJson, encodeJson } from "./json.ts";
+
+test("bigints at any depth become decimal strings; everything else is written as JSON.stringify writes it", () => {
+  const value = {
+    billed: 12_345_678_901_234_567_890n,
+    refund: -5n,
+    nested: [{ units: 0n, at: new Date(Date.UTC(2026, 10, 24)), label: "x" }, 1, null, undefined],
+    skipped: undefined,
+    flag: true,
+  };
+  expect(encodeJson(value)).toBe(
+    '{"billed":"12345678901234567890","refund":"-5","nested":[{"units":"0","at":"2026-11-24T00:00:00.000Z","label":"x"},1,null,null],"flag":true}',
+  );
+  expect(encodeJson(7n)).toBe('"7"');
+  expect(encodeJson("plain")).toBe('"plain"');
+});
+
+test("what encodeJson writes, bigintJson reads back exactly", () => {
+  const schema = z.object({ a: bigintJson, b: z.array(bigintJson) });
+  const value = { a: 9_007_199_254_740_993n, b: [-1n, 0n, 10n ** 25n] };
+  expect(schema.parse(JSON.parse(encodeJson(value)))).toEqual(value);
+});
