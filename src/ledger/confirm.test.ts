@@ -148,9 +148,47 @@ test("the ledger's dead letters count as had", async () => {
   const keep = keeper(stream.port, clock);
   const batch = await records("dead", 1);
   await db.rows(sqlDeadLetter(batch[0]!));
-  keep.keep({ msgId: "m-dead", seq: await stream.port.publish(batch, "m-dead"), records: batch, publishedAtMs: clock.now() });
+  const seq = await stream.port.publish(batch, "m-dead");
+  keep.keep({ msgId: "m-dead", seq, records: batch, publishedAtMs: clock.now() });
+  stream.setFloor(seq); // the consumer dead-lettered it, then acknowledged the message
   await keep.check();
   expect(keep.records).toBe(0);
+});
+
+test("a young message the consumer has not acknowledged is not looked up; once acknowledged, or old, it is", async () => {
+  const stream = fakeStream();
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(stream.port, clock);
+  const batch = await records("floor", 2);
+  const seq = await stream.port.publish(batch, "m-floor");
+  keep.keep({ msgId: "m-floor", seq, records: batch, publishedAtMs: clock.now() });
+  await postUsageBatch(db, batch); // posted, but the acknowledgement has not reached the stream yet
+  await keep.check();
+  expect(keep.records).toBe(2); // not asked: the ledger is not queried for messages still in flight
+  stream.setFloor(seq);
+  await keep.check();
+  expect(keep.records).toBe(0);
+  expect(keep.counts).toEqual({ confirmed: 2, republished: 0 });
+});
+
+test("while NATS cannot tell the acknowledgement floor, records old enough are still confirmed, and nothing is published again", async () => {
+  const stream = fakeStream();
+  const clock = new FakeClock({ auto: false });
+  const port: UsageStreamPort = { ...stream.port, ackFloor: () => Promise.reject(new Error("no responders")) };
+  const keep = keeper(port, clock);
+  const posted = await records("nofloor-posted", 2);
+  const lost = await records("nofloor-lost", 1);
+  keep.keep({ msgId: "m-posted", seq: await port.publish(posted, "m-posted"), records: posted, publishedAtMs: clock.now() });
+  const lostSeq = await port.publish(lost, "m-lost");
+  keep.keep({ msgId: "m-lost", seq: lostSeq, records: lost, publishedAtMs: clock.now() });
+  stream.stored.delete(lostSeq); // gone from the stream too: only the missing floor keeps it from being published again
+  await postUsageBatch(db, posted);
+  await keep.check();
+  expect(keep.records).toBe(3);
+  clock.advance(USAGE_REPUBLISH_AFTER_MS);
+  await keep.check();
+  expect(keep.records).toBe(1);
+  expect(stream.published).toEqual(["m-posted", "m-lost"]);
 });
 
 const sqlCount = (pattern: string) => sql`SELECT count(*) AS n FROM usage_records WHERE request_id LIKE ${pattern}`;

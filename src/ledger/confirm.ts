@@ -4,10 +4,12 @@
  * hand the same stream sequences to new messages (and its consumer may count them as already
  * acknowledged). So the node that published a batch keeps its records after the acknowledgement
  * and checks by request id, every USAGE_CONFIRM_INTERVAL_MS, which ones the ledger has (posted,
- * or dead-lettered). A record still missing USAGE_REPUBLISH_AFTER_MS after its publish is
- * published again unless its message still sits in the stream ahead of the consumer (same
- * message id at its sequence); past USAGE_REPUBLISH_AFTER_MS_MAX it is published again whatever
- * the stream shows. Posting is idempotent by request id, so a second copy bills nothing twice.
+ * or dead-lettered): those of messages at or below the consumer's acknowledgement floor, and
+ * those older than USAGE_REPUBLISH_AFTER_MS whatever the floor says. A record still missing
+ * USAGE_REPUBLISH_AFTER_MS after its publish is published again unless its message still sits in
+ * the stream ahead of the consumer (same message id at its sequence); past
+ * USAGE_REPUBLISH_AFTER_MS_MAX it is published again whatever the stream shows. Posting is
+ * idempotent by request id, so a second copy bills nothing twice.
  *
  *   publish (ack) → kept ──check by request id──► in usage_records / usage_dead_letters: dropped
  *                     └─ missing, not waiting in the stream ──► published again (new message id)
@@ -18,7 +20,6 @@
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { encodeJson } from "../json.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecord } from "./usage.ts";
 
@@ -131,24 +132,40 @@ export class UsageConfirmations {
 
   private async checkOnce(): Promise<void> {
     if (this.kept.size === 0) return;
-    const present = await this.inLedger([...this.kept.values()].flatMap((p) => p.records.map((r) => r.requestId)));
     const nowMs = this.now();
+    const floor = await this.ackFloorOrNull();
+    // Only what the consumer has acknowledged (so the ledger should have it) or what is old enough
+    // to call lost is asked about: each record is looked up about once, not at every pass while
+    // it waits in the stream.
+    const old = (p: Published) => nowMs - p.publishedAtMs >= this.republishAfterMs;
+    const due = [...this.kept.values()].filter((p) => (floor !== null && p.seq <= floor) || old(p));
+    if (due.length === 0) return;
+    const present = await this.inLedger(due.flatMap((p) => p.records.map((r) => r.requestId)));
     const missing: Published[] = [];
-    for (const published of [...this.kept.values()]) {
+    for (const published of due) {
       const remaining = published.records.filter((r) => !present.has(r.requestId));
       this.counts.confirmed += published.records.length - remaining.length;
       this.keptRecords -= published.records.length - remaining.length;
       if (remaining.length === 0) this.kept.delete(published.msgId);
       else {
         published.records = remaining;
-        if (nowMs - published.publishedAtMs >= this.republishAfterMs) missing.push(published);
+        if (old(published)) missing.push(published);
       }
     }
-    if (missing.length === 0) return;
-    const floor = await this.stream.ackFloor();
+    // Without the floor, whether a message still waits in the stream cannot be told: next pass.
+    if (floor === null) return;
     for (const published of missing) {
       if (await this.waitsInStream(published, floor, nowMs)) continue;
       await this.republish(published);
+    }
+  }
+
+  /** The consumer's acknowledgement floor; null while NATS cannot say (then only messages old enough to call lost are checked). */
+  private async ackFloorOrNull(): Promise<number | null> {
+    try {
+      return await this.stream.ackFloor();
+    } catch {
+      return null;
     }
   }
 
@@ -174,11 +191,11 @@ export class UsageConfirmations {
   private async inLedger(requestIds: string[]): Promise<Set<string>> {
     const present = new Set<string>();
     for (let i = 0; i < requestIds.length; i += CONFIRM_QUERY_IDS_MAX) {
-      const ids = encodeJson(requestIds.slice(i, i + CONFIRM_QUERY_IDS_MAX));
+      const ids = JSON.stringify(requestIds.slice(i, i + CONFIRM_QUERY_IDS_MAX));
       const rows = await this.db.rows<{ request_id: string }>(sql`
-        SELECT request_id FROM usage_records WHERE request_id IN (SELECT jsonb_array_elements_text(${ids}::jsonb))
+        SELECT request_id FROM usage_records WHERE request_id IN (SELECT json_array_elements_text(${ids}::json))
         UNION ALL
-        SELECT request_id FROM usage_dead_letters WHERE request_id IN (SELECT jsonb_array_elements_text(${ids}::jsonb))`);
+        SELECT request_id FROM usage_dead_letters WHERE request_id IN (SELECT json_array_elements_text(${ids}::json))`);
       for (const row of rows) present.add(row.request_id);
     }
     return present;
