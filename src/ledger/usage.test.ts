@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { silentLogger } from "../log.ts";
-import { USAGE_BACKLOG_RECORDS_MAX, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
+import { USAGE_BACKLOG_RECORDS_MAX, USAGE_BATCH_EARLY_RECORDS, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
 
 function record(n: number): UsageRecord {
   return {
@@ -24,13 +24,15 @@ function record(n: number): UsageRecord {
 }
 
 /** A sink whose writes finish only when the test says so. */
-function heldSink(): UsageSink & { release(): void; writes: number } {
+function heldSink(): UsageSink & { release(): void; writes: number; sizes: number[] } {
   let release: () => void = () => {};
   const sink = {
     writes: 0,
+    sizes: [] as number[],
     release: () => release(),
-    write: (_batch: UsageRecord[]) => {
+    write: (batch: UsageRecord[]) => {
       sink.writes++;
+      sink.sizes.push(batch.length);
       return new Promise<void>((resolve) => (release = resolve));
     },
   };
@@ -78,4 +80,49 @@ test("a usage message is validated a slice at a time: timers run between slices,
   const invalid = await parseBatch(batch);
   expect("invalid" in invalid && invalid.invalid).toStartWith(`${USAGE_PARSE_SLICE_RECORDS * 2 + 3}.billedMicro: `);
   expect("invalid" in (await parseBatch({ not: "an array" }))).toBe(true);
+});
+
+test("group commit: records appended while a write is slow wait for their own timer and go in one batch, not straight after it", async () => {
+  const flushMs = 60;
+  const sink = heldSink();
+  const writer = new UsageWriter(sink, silentLogger, flushMs);
+  writer.append(record(0));
+  await Bun.sleep(flushMs + 30);
+  expect(sink.writes).toBe(1); // the first record's batch, held
+  for (let n = 1; n <= 10; n++) writer.append(record(n));
+  const appendedAt = performance.now();
+  sink.release();
+  await Bun.sleep(5);
+  // Not written at once because the last write ended: that made every commit smaller the slower the database.
+  // (Checked only while the records' timer cannot have fired yet, on however slow a machine.)
+  if (performance.now() - appendedAt < flushMs) expect(sink.writes).toBe(1);
+  await Bun.sleep(flushMs + 30);
+  expect(sink.writes).toBe(2);
+  sink.release();
+  await writer.flush();
+  expect(sink.sizes).toEqual([1, 10]);
+  expect(writer.buffered).toBe(0);
+});
+
+test("group commit: once half a batch waits when a write ends, it is written at once; flush() writes all that was appended before it", async () => {
+  const sink = heldSink();
+  const writer = new UsageWriter(sink, silentLogger, 60_000);
+  writer.append(record(0));
+  const flushed = writer.flush();
+  await Bun.sleep(5);
+  expect(sink.writes).toBe(1);
+  for (let n = 1; n <= USAGE_BATCH_EARLY_RECORDS; n++) writer.append(record(n));
+  sink.release();
+  await Bun.sleep(5);
+  expect(sink.writes).toBe(2); // no timer would fire for a minute: the half batch went at once
+  sink.release();
+  await flushed;
+  expect(sink.sizes).toEqual([1, USAGE_BATCH_EARLY_RECORDS]);
+  writer.append(record(-1));
+  const last = writer.flush();
+  await Bun.sleep(5);
+  sink.release();
+  await last;
+  expect(sink.sizes).toEqual([1, USAGE_BATCH_EARLY_RECORDS, 1]);
+  expect(writer.buffered).toBe(0);
 });

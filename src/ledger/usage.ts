@@ -34,6 +34,8 @@ import type { Logger } from "../log.ts";
 export const USAGE_FLUSH_MS_DEFAULT = 100;
 export const USAGE_BATCH_MAX = 2_000;
 export const USAGE_BUFFER_MAX = 200_000;
+/** Records waiting when a write ends past which the next batch is written at once, without waiting for its timer. */
+export const USAGE_BATCH_EARLY_RECORDS = USAGE_BATCH_MAX / 2;
 /**
  * Records waiting to be written past which a new admission waits for the writer (`room`): a node
  * never serves faster than it bills, so the buffer, and what a crash could lose, stays within one
@@ -81,7 +83,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     tx,
     sql`
     SELECT id, account_id FROM holds
-    WHERE id IN (SELECT jsonb_array_elements_text(${encodeJson(holdIds)}::jsonb)) AND status = 'pending' AND deadline > now()
+    WHERE id IN (SELECT json_array_elements_text(${encodeJson(holdIds)}::json)) AND status = 'pending' AND deadline > now()
     FOR UPDATE`,
   );
   const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
@@ -95,7 +97,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       tx,
       sql`
       SELECT r."requestId" AS request_id
-      FROM jsonb_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::jsonb)
+      FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::json)
         AS r("requestId" text, partition int, "fenceToken" bigint)
       JOIN key_partitions kp ON kp.partition = r.partition
       WHERE kp.fence_token > r."fenceToken"
@@ -120,7 +122,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     sql`
     INSERT INTO usage_records (${insertColumns})
     SELECT ${recordFields}
-    FROM jsonb_to_recordset(${encodeJson(records)}::jsonb) AS r(${recordTypes})
+    FROM json_to_recordset(${encodeJson(records)}::json) AS r(${recordTypes})
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
@@ -148,7 +150,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       tx,
       sql`
       WITH g AS (
-        SELECT * FROM jsonb_to_recordset(${encodeJson(groups)}::jsonb)
+        SELECT * FROM json_to_recordset(${encodeJson(groups)}::json)
           AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
       h AS (
         UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
@@ -301,12 +303,20 @@ export class UsageWriter {
     await this.writing;
   }
 
+  /**
+   * Writes what is buffered when it starts, a batch at a time. Records appended meanwhile wait for
+   * their own timer unless half a batch of them is already waiting: a slow write then makes the
+   * next batch bigger, not the commits more frequent (writing them at once made each commit
+   * smaller the slower the database was, and each commit has its fixed cost, a file sync in PGlite).
+   */
   private async writeAll(): Promise<void> {
-    while (this.buffer.length > 0) {
+    let left = this.buffer.length;
+    while (left > 0 || this.buffer.length >= USAGE_BATCH_EARLY_RECORDS) {
       const batch = this.buffer.slice(0, USAGE_BATCH_MAX);
       try {
         await this.sink.write(batch);
         this.buffer.splice(0, batch.length);
+        left = Math.max(0, left - batch.length);
         this.writtenCount += batch.length;
         this.wake();
         this.failing = false;
