@@ -4,7 +4,7 @@
  * user when this process is root: PostgreSQL refuses to run as root), both restartable on the same
  * port and data, never the shared services of the other tests.
  */
-import { chmodSync, chownSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -12,6 +12,7 @@ import type { Subprocess } from "bun";
 export const NATS_SERVER_BIN = process.env.NATS_SERVER_BIN ?? "/usr/sbin/nats-server";
 const READY_MS_MAX = 20_000;
 const READY_POLL_MS = 50;
+const START_ATTEMPTS_MAX = 3;
 
 export async function freePort(): Promise<number> {
   const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
@@ -26,6 +27,26 @@ async function waitUntil(what: string, ready: () => Promise<boolean>, exited: ()
     if (exited()) throw new Error(`${what} exited while starting`);
     if (performance.now() > deadline) throw new Error(`${what} not ready within ${READY_MS_MAX} ms`);
     await Bun.sleep(READY_POLL_MS);
+  }
+}
+
+/**
+ * Makes a server on ports picked free and starts it. A port is only free when it is picked:
+ * another process may bind it before the server does, so when `portTaken` says so (after cleaning
+ * up the failed server) a new one is made, up to START_ATTEMPTS_MAX times.
+ */
+async function onFreePorts<T extends { start(): Promise<void> }>(
+  make: () => Promise<T>,
+  portTaken: (server: T, error: Error) => boolean,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const server = await make();
+    try {
+      await server.start();
+      return server;
+    } catch (error) {
+      if (!portTaken(server, error as Error) || attempt >= START_ATTEMPTS_MAX) throw error;
+    }
   }
 }
 
@@ -45,9 +66,14 @@ export class OwnNats {
   ) {}
 
   static async start(): Promise<OwnNats> {
-    const nats = new OwnNats(await freePort(), await freePort());
-    await nats.start();
-    return nats;
+    // Its standard error is not kept: any exit while starting may be a port taken meanwhile.
+    return onFreePorts(
+      async () => new OwnNats(await freePort(), await freePort()),
+      (nats, error) => {
+        rmSync(nats.dir, { recursive: true, force: true });
+        return error.message.includes("exited while starting");
+      },
+    );
   }
 
   get url(): string {
@@ -127,9 +153,20 @@ export class OwnPostgres {
       { stderr: "pipe", stdout: "pipe" },
     );
     if (init.exitCode !== 0) throw new Error(`initdb failed: ${init.stderr.toString()}`);
-    const pg = new OwnPostgres(await freePort(), dir);
-    await pg.start();
-    return pg;
+    // A restart keeps its port; only this first start may move to a new one.
+    return onFreePorts(
+      async () => new OwnPostgres(await freePort(), dir),
+      (pg) => pg.log().includes("could not bind"),
+    );
+  }
+
+  /** What PostgreSQL wrote to its standard error: why it stopped, when it did. */
+  log(): string {
+    try {
+      return readFileSync(join(this.dir, "postgres.log"), "utf8");
+    } catch {
+      return "";
+    }
   }
 
   get url(): string {
@@ -154,13 +191,22 @@ export class OwnPostgres {
       "-c",
       "shared_buffers=32MB",
     ];
-    const proc = Bun.spawn(asPostgresUser(command), { stdout: "ignore", stderr: "ignore" });
+    const log = openSync(join(this.dir, "postgres.log"), "w");
+    const proc = Bun.spawn(asPostgresUser(command), { stdout: "ignore", stderr: log });
+    closeSync(log);
     this.proc = proc;
-    await waitUntil(
-      "postgres",
-      async () => (await Bun.spawn([postgresBin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(this.port)]).exited) === 0,
-      () => proc.exitCode !== null,
-    );
+    try {
+      await waitUntil(
+        "postgres",
+        async () => (await Bun.spawn([postgresBin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(this.port)]).exited) === 0,
+        () => proc.exitCode !== null,
+      );
+    } catch (err) {
+      if (proc.exitCode === null) await this.kill("SIGKILL").catch(() => proc.kill("SIGKILL"));
+      this.proc = null;
+      await proc.exited;
+      throw new Error(`${(err as Error).message} on port ${this.port}; its log ends:\n${this.log().split("\n").slice(-20).join("\n")}`);
+    }
   }
 
   /**
