@@ -93,6 +93,21 @@ test("after a takeover the new owner confirms held shares and grows none until t
   expect(heldBefore[0]).toBe(6);
 });
 
+test("asks that grow during the quiet period count what their nodes hold while they wait: the grants at its end stay within the limit", async () => {
+  const s = setup(6);
+  const tenure: Tenure = { fenceToken: 50n, acquiredAtMs: s.clock.now() };
+  const fresh = new SlotAllocator({ get: async () => s.key } as unknown as KeyStore, () => tenure, s.clock);
+  // Both nodes use all 3 slots the previous owner gave each, and both ask the new owner for more at once.
+  const [ra, rb] = await Promise.all([
+    fresh.grant({ keyId: s.key.id, node: "a", want: 5, held: 3, inUse: 3 }),
+    fresh.grant({ keyId: s.key.id, node: "b", want: 5, held: 3, inUse: 3 }),
+  ]);
+  expect(s.clock.now()).toBeGreaterThan(TAKEOVER_QUIET_MS);
+  expect(fresh.granted(s.key.id)).toBeLessThanOrEqual(6);
+  expect(ra).toMatchObject({ ok: true, slots: 3 });
+  expect(rb).toMatchObject({ ok: true, slots: 3 });
+});
+
 test("a node cut off for GRANT_TTL_MS loses its claim: its slots go to others and it admits nothing new", async () => {
   const s = setup(4);
   const [a, b] = [s.node("a"), s.node("b")];

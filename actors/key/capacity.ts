@@ -88,7 +88,11 @@ export class SlotAllocator {
     const key = await this.keys.get(req.keyId);
     const max = !key || key.revokedAt ? 0 : key.concurrencyMax;
     const held = () => Math.max(req.held, this.claims.get(req.keyId)?.get(req.node)?.slots ?? 0);
-    const quiet = await this.owner.quiet(p, tenure, req.want > held());
+    const grows = req.want > held();
+    // A growing ask waits out the quiet period; what its node holds is confirmed before it waits,
+    // so that the grants made when the period ends (its own or another node's) count those slots.
+    if (grows && this.owner.quietLeftMs(tenure) > 0 && this.owner.holds(p, tenure)) this.allot(req, max, held());
+    const quiet = await this.owner.quiet(p, tenure, grows);
     if (quiet === "moved") return this.grant(req);
     // Synchronous from here: no other grant of the key interleaves.
     if (!this.owner.holds(p, tenure)) return notOwner(p);

@@ -72,11 +72,16 @@ export class PartitionOwner {
    * while the period lasts, "over" after.
    */
   async quiet(partition: number, tenure: Tenure, grows: boolean): Promise<Quiet> {
-    const leftMs = tenure.acquiredAtMs + this.deps.quietMs - this.deps.clock.now();
+    const leftMs = this.quietLeftMs(tenure);
     if (leftMs <= 0) return "over";
     if (!grows) return "quiet";
     await this.deps.clock.sleep(leftMs + 1);
     return this.holds(partition, tenure) ? "over" : "moved";
+  }
+
+  /** How long the quiet period of `tenure` lasts yet (≤ 0: over). */
+  quietLeftMs(tenure: Tenure): number {
+    return tenure.acquiredAtMs + this.deps.quietMs - this.deps.clock.now();
   }
 
   /** Whether the partition is still under `tenure`: a grant's synchronous part runs only then. */

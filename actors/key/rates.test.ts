@@ -2,6 +2,7 @@ import { expect, test } from "bun:test";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import { encodeJson } from "../../src/json.ts";
 import { PERMITS, type PermitRequest } from "../protocol.ts";
+import { partitionOf } from "../subjects.ts";
 import { FakeClock } from "./clock.ts";
 import type { Tenure } from "./grant.ts";
 import { PERMIT_GRANT_FRACTION, PERMIT_TTL_MS, PermitAllocator, RATE_TAKEOVER_QUIET_MS, RatePermits } from "./rates.ts";
@@ -161,6 +162,62 @@ test("keys without rpm, tpm or a cap never ask", async () => {
   expect(await admitted(b, s.key, 50)).toBe(50);
   expect(s.asks).toEqual([]);
   expect(b.admissions).toEqual({ local: 0, owner: 0, asked: 0 });
+});
+
+test("asks during a takeover's quiet period count what their nodes billed and hold while they wait: the permits at its end stay within the cap", async () => {
+  const cap = 10_000n;
+  const s = setup({ monthlySpendCapMicro: cap });
+  s.takeover();
+  // Each node holds 3,000 in flight from the previous owner, has billed 1,000 since, and both ask
+  // at once for 2,500 more: 2,000 is left, so neither may have it.
+  const ask = (node: string, micro: bigint, billedMicro: bigint): PermitRequest => ({
+    keyId: s.key.id,
+    node,
+    need: { requests: 0, tokens: 0, micro },
+    want: { requests: 0, tokens: 0, micro },
+    outstandingMicro: 3_000n,
+    billedMicro,
+    overTokens: 0,
+  });
+  const replies = await Promise.all([s.owner().grant(ask("b", 2_500n, 1_000n)), s.owner().grant(ask("c", 2_500n, 1_000n))]);
+  expect(s.clock.now()).toBeGreaterThanOrEqual(1_000_000 + RATE_TAKEOVER_QUIET_MS);
+  const granted = replies.reduce((sum, r) => sum + (r.ok ? r.micro : 0n), 0n);
+  expect(2n * (1_000n + 3_000n) + granted).toBeLessThanOrEqual(cap);
+  for (const r of replies) expect(r).toMatchObject({ ok: false, failure: { code: "insufficient_quota" } });
+  // What is left is granted, once: the billing reported before the wait is not counted twice.
+  expect(await s.owner().grant(ask("c", 2_000n, 0n))).toMatchObject({ ok: true, micro: 2_000n });
+});
+
+test("an ask whose partition moves while it waits out the quiet period is counted whole by the next tenure, its billing included", async () => {
+  const fake = new FakeClock({ startMs: 1_000_000 });
+  const key = keyRecord({ monthlySpendCapMicro: 10_000n });
+  let tenure: Tenure = { fenceToken: 8n, acquiredAtMs: fake.now() };
+  const allocator: PermitAllocator = new PermitAllocator({
+    keys: { get: async () => key } as unknown as KeyStore,
+    // As the first quiet period ends the partition moves away and back: a new tenure, the old one's state forgotten.
+    tenure: () => {
+      if (tenure.fenceToken === 8n && fake.now() > tenure.acquiredAtMs + RATE_TAKEOVER_QUIET_MS) {
+        allocator.forget(partitionOf(key.id));
+        tenure = { fenceToken: 9n, acquiredAtMs: fake.now() };
+      }
+      return tenure;
+    },
+    monthSpent: async () => 0n,
+    clock: fake,
+    windowNowMs: () => fake.now(),
+  });
+  const reply = await allocator.grant({
+    keyId: key.id,
+    node: "b",
+    need: { requests: 0, tokens: 0, micro: 100n },
+    want: { requests: 0, tokens: 0, micro: 100n },
+    outstandingMicro: 0n,
+    billedMicro: 9_950n,
+    overTokens: 0,
+  });
+  expect(tenure.fenceToken).toBe(9n);
+  // 9,950 billed and 100 asked exceed the cap of 10,000 under the second tenure too.
+  expect(reply).toMatchObject({ ok: false, failure: { code: "insufficient_quota" } });
 });
 
 test("a monthly cap holds over nodes: spent + reserves in flight everywhere never exceed it", async () => {

@@ -131,20 +131,38 @@ export class PermitAllocator {
     }
     // A report (no need) goes on at once: it is what the quiet period waits for.
     const asks = req.need.requests > 0 || req.need.tokens > 0 || req.need.micro > 0n;
+    const capped = key.monthlySpendCapMicro !== null;
+    let counted = false;
+    if (asks && capped && this.owner.quietLeftMs(tenure) > 0) {
+      // An ask waits out the quiet period; what its node has billed and has in flight is counted
+      // before it waits, so that the permits granted when the period ends (its own or another
+      // node's) leave room for that money.
+      const month = await this.month(req.keyId, state);
+      if (!this.owner.holds(p, tenure)) return notOwner(p);
+      this.count(req, state, month);
+      counted = true;
+    }
+    // Asked again whole: the next tenure starts from the database and has counted none of it.
     if ((await this.owner.quiet(p, tenure, asks)) === "moved") return this.grant(req);
-    const month = key.monthlySpendCapMicro === null ? null : await this.month(req.keyId, state);
+    const month = capped ? await this.month(req.keyId, state) : null;
     if (!this.owner.holds(p, tenure)) return notOwner(p);
     // Synchronous from here: no other grant of the key interleaves.
-    return this.allot(req, key, state, month);
+    return this.allot(counted ? { ...req, billedMicro: 0n } : req, key, state, month);
+  }
+
+  /** The node's report: its spend since its last ask, and its claim for what it has in flight. */
+  private count(req: PermitRequest, state: KeyRates, month: { spentMicro: bigint }): SpendClaim {
+    month.spentMicro += req.billedMicro;
+    const claim = { committedMicro: req.outstandingMicro, expiresAtMs: this.clock.now() + SPEND_CLAIM_TTL_MS };
+    state.claims.set(req.node, claim);
+    return claim;
   }
 
   private allot(req: PermitRequest, key: KeyRecord, state: KeyRates, month: { spentMicro: bigint } | null): PermitReply {
     state.windows.add(0, req.overTokens);
     let micro = 0n;
     if (month && key.monthlySpendCapMicro !== null) {
-      month.spentMicro += req.billedMicro;
-      const claim = { committedMicro: req.outstandingMicro, expiresAtMs: this.clock.now() + SPEND_CLAIM_TTL_MS };
-      state.claims.set(req.node, claim);
+      const claim = this.count(req, state, month);
       const room = key.monthlySpendCapMicro - month.spentMicro - this.committedByOthers(state, req.node) - req.outstandingMicro;
       if (req.need.micro > room) return { ok: false, failure: capExceeded(key.monthlySpendCapMicro, month.spentMicro) };
       micro = clampMicro(req.want.micro, req.need.micro, room);
