@@ -38,6 +38,11 @@ const { values: flags } = parseArgs({
     only: { type: "string", multiple: true },
     /** Leave nats-server and PostgreSQL where the scheduler puts them (by default they are pinned to the load CPU). */
     "services-unpinned": { type: "boolean", default: false },
+    /**
+     * Seconds each workload runs once on a freshly started target before its first measurement
+     * (default: the mode's); 0 measures a cold process.
+     */
+    "start-warmup": { type: "string" },
   },
 });
 
@@ -49,6 +54,13 @@ interface Settings {
   mode: "full" | "quick" | "profile";
   measureS: number;
   warmupS: number;
+  /**
+   * Each workload runs this long once when a target has just started, before any is measured: a
+   * fresh Bun process compiles its hot paths for its first ~10 s under load, on the one CPU it
+   * serves from (measured with bench/tail.ts: 550 CPU-ms of JIT threads in 8 s after a 2 s
+   * warm-up, 39 in 4 s after 30 s), so without it the first rows measure the compiler.
+   */
+  startWarmupS: number;
   workloads: Workload[];
   /** The watchdog: the whole run, start-ups included, ends by then. */
   runSMax: number;
@@ -58,11 +70,30 @@ interface Settings {
 const ROUNDS_MAX = 10;
 const rounds = Math.min(ROUNDS_MAX, Math.max(1, Number.parseInt(flags.rounds!, 10) || 1));
 
-const settings: Settings = flags.profile
-  ? { mode: "profile", measureS: 10, warmupS: 2, workloads: [chat(64), stream(64)], runSMax: 240 }
+const modeSettings: Settings = flags.profile
+  ? { mode: "profile", measureS: 10, warmupS: 2, startWarmupS: 0, workloads: [chat(64), stream(64)], runSMax: 240 }
   : flags.quick
-    ? { mode: "quick", measureS: 2, warmupS: 1, workloads: [chat(1), chat(64), stream(1), stream(64)], runSMax: 300 * rounds }
-    : { mode: "full", measureS: 8, warmupS: 2, workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)], runSMax: 800 * rounds };
+    ? {
+        mode: "quick",
+        measureS: 2,
+        warmupS: 1,
+        startWarmupS: 3,
+        workloads: [chat(1), chat(64), stream(1), stream(64)],
+        runSMax: 360 * rounds,
+      }
+    : {
+        mode: "full",
+        measureS: 8,
+        warmupS: 2,
+        startWarmupS: 5,
+        workloads: [chat(1), chat(64), chat(256), stream(1), stream(64)],
+        runSMax: 900 * rounds,
+      };
+const START_WARMUP_S_MAX = 60;
+const settings: Settings =
+  flags["start-warmup"] === undefined
+    ? modeSettings
+    : { ...modeSettings, startWarmupS: Math.min(START_WARMUP_S_MAX, Math.max(0, Number(flags["start-warmup"]) || 0)) };
 
 const basePinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
 
@@ -75,6 +106,13 @@ function progress(message: string): void {
   console.error(`[${seconds}s] ${message}`);
 }
 
+/** Runs `workload` against `target` for `durationS`. */
+function load(target: Target, workload: Workload, durationS: number, keys?: string[]): Promise<Measurement> {
+  return workload.kind === "chat"
+    ? runWrk({ target, workload: workload.name, concurrency: workload.concurrency, ...(keys ? { keys } : {}), durationS })
+    : runSseClient({ target, workload: workload.name, concurrency: workload.concurrency, durationMs: durationS * 1000, warmupMs: 0 });
+}
+
 /** Warm-up at the same concurrency, then the measurement, the server's readings taken around it alone. */
 async function measure(target: Target, workload: Workload): Promise<Measurement> {
   let keys: string[] | undefined;
@@ -83,17 +121,17 @@ async function measure(target: Target, workload: Workload): Promise<Measurement>
     progress(`  creating ${workload.keys} keys …`);
     keys = [target.key, ...(await target.createKeys(workload.keys - 1))];
   }
-  const load = (durationS: number) =>
-    workload.kind === "chat"
-      ? runWrk({ target, workload: workload.name, concurrency: workload.concurrency, ...(keys ? { keys } : {}), durationS })
-      : runSseClient({ target, workload: workload.name, concurrency: workload.concurrency, durationMs: durationS * 1000, warmupMs: 0 });
-  await load(settings.warmupS);
+  await load(target, workload, settings.warmupS, keys);
   const readings = await startReadings(target);
-  const m = await load(settings.measureS);
+  const m = await load(target, workload, settings.measureS, keys);
   return { ...m, readings: await readings(m.requests - m.errors) };
 }
 
 async function measureAll(target: Target, measurements: Measurement[], extra: Workload[] = []): Promise<void> {
+  if (settings.startWarmupS > 0) {
+    progress(`${target.name} · start-up warm-up, ${settings.startWarmupS} s per workload …`);
+    for (const workload of settings.workloads) await load(target, workload, settings.startWarmupS);
+  }
   for (const workload of [...settings.workloads, ...extra]) {
     interruptedSignal.throwIfAborted();
     progress(`${target.name} · ${workload.name} …`);
@@ -183,6 +221,7 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
     ...(rounds === 3 ? [] : [`--rounds ${rounds}`]),
     ...(flags.only ?? []).map((word) => `--only '${word}'`),
     ...(flags["services-unpinned"] ? ["--services-unpinned"] : []),
+    ...(flags["start-warmup"] === undefined ? [] : [`--start-warmup ${settings.startWarmupS}`]),
   ];
   const command = `bun run bench${flagsUsed.length ? ` -- ${flagsUsed.join(" ")}` : ""}`;
   const markdown = runMarkdown(
@@ -192,7 +231,7 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
       command,
       revision: revision(),
       pinning,
-      durations: `${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1; ${rounds} rounds, the targets in turn each round (each row is the round with the median req/s, ranges are over the rounds)`,
+      durations: `${settings.startWarmupS > 0 ? `each target, once started, runs every workload for ${settings.startWarmupS} s before the first measurement; ` : "targets measured cold (no start-up warm-up); "}${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1; ${rounds} rounds, the targets in turn each round (each row is the round with the median req/s, ranges are over the rounds)`,
       machine: machine(),
       skipped,
     },

@@ -1,9 +1,11 @@
 /**
- * `bun run bench/tail.ts [--mode embedded|nats-pg] [--seconds 10] [--stream]`: where the slow
+ * `bun run bench/tail.ts [--mode embedded|nats-pg|bare] [--seconds 10] [--stream] [--summary]`: where the slow
  * requests of one connection come from. One client sends requests one after the other (no
  * coordinated-omission correction, unlike wrk's percentiles) and lists every request slower than
- * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then.
- * The gateway runs pinned to CPU 1 as in `bun run bench`; this client, the simulator, and with
+ * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then,
+ * and how long each of the gateway's threads ran and waited for the CPU meanwhile (threads.ts).
+ * `--env NAME=value` (repeatable) sets the gateway's environment, to see what a setting changes;
+ * `--warmup` sets the seconds of requests before the measured ones. The gateway runs pinned to CPU 1 as in `bun run bench`; this client, the simulator, and with
  * `--mode nats-pg` nats-server and PostgreSQL, on CPU 0.
  */
 import { join } from "node:path";
@@ -11,6 +13,7 @@ import { parseArgs } from "node:util";
 import { installExitHandlers, LOAD_CPU, onInterrupt, pinSelf } from "./procs.ts";
 import { pinServices } from "./services-cpu.ts";
 import { servicesDefaults, startBareProxy, startDarvaze, startSimulator } from "./targets.ts";
+import { startThreadTimes } from "./threads.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -19,15 +22,31 @@ const { values: flags } = parseArgs({
     /** embedded, nats-pg, or bare (the bare Bun proxy, for comparison). */
     mode: { type: "string", default: "embedded" },
     seconds: { type: "string", default: "10" },
+    /** Seconds of requests before the measured ones (the JIT compiles the hot path meanwhile). */
+    warmup: { type: "string", default: "2" },
     "slow-ms": { type: "string", default: "3" },
     stream: { type: "boolean", default: false },
     /** Run the gateway under `bun --cpu-prof`; the profile goes to bench/out/. */
     profile: { type: "boolean", default: false },
+    /** `NAME=value` for the gateway's environment (repeatable): to see what a setting changes. */
+    env: { type: "string", multiple: true, default: [] },
+    /** Print only the summary, not every slow request. */
+    summary: { type: "boolean", default: false },
   },
 });
 const mode = flags.mode === "nats-pg" || flags.mode === "bare" ? flags.mode : "embedded";
 const seconds = Math.min(120, Math.max(1, Number(flags.seconds)));
 const slowMs = Number(flags["slow-ms"]);
+
+/** `NAME=value` as a pair; anything else ends the run with its usage. */
+function envPair(text: string): [string, string] {
+  const at = text.indexOf("=");
+  if (at < 1) {
+    console.error(`bench/tail.ts: --env takes NAME=value, not ${JSON.stringify(text)}`);
+    process.exit(2);
+  }
+  return [text.slice(0, at), text.slice(at + 1)];
+}
 
 installExitHandlers();
 pinSelf();
@@ -42,6 +61,7 @@ const gateway =
         mode,
         upstreamUrl: sim.url,
         services: servicesDefaults,
+        env: Object.fromEntries(flags.env.map(envPair)),
         ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),
       });
 const body = JSON.stringify({
@@ -59,10 +79,11 @@ async function once(): Promise<void> {
 }
 
 try {
-  const warmUntil = performance.now() + 2_000;
+  const warmUntil = performance.now() + Number(flags.warmup) * 1000;
   while (performance.now() < warmUntil) await once();
   const latencies: number[] = [];
   const slow: { atMs: number; ms: number }[] = [];
+  const threadTimes = gateway.pid ? startThreadTimes(gateway.pid) : null;
   const started = performance.now();
   const until = started + seconds * 1000;
   while (performance.now() < until) {
@@ -72,6 +93,7 @@ try {
     latencies.push(ms);
     if (ms > slowMs) slow.push({ atMs: t0 - started, ms });
   }
+  const threads = threadTimes?.() ?? [];
   latencies.sort((a, b) => a - b);
   const at = (q: number) => latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))]!.toFixed(2);
   const slowTotal = slow.reduce((t, s) => t + s.ms, 0);
@@ -79,7 +101,9 @@ try {
     `${mode}${flags.stream ? " stream" : ""}: ${latencies.length} requests in ${seconds} s; p50 ${at(0.5)} p90 ${at(0.9)} p99 ${at(0.99)} p99.9 ${at(0.999)} max ${at(1)} ms`,
   );
   console.log(`${slow.length} slower than ${slowMs} ms, ${slowTotal.toFixed(0)} ms in all:`);
-  for (const s of slow) console.log(`  at ${(s.atMs / 1000).toFixed(3)} s: ${s.ms.toFixed(1)} ms`);
+  console.log("the gateway's threads while measured: ms running, ms ready but waiting for the CPU");
+  for (const t of threads) console.log(`  ${t.name.padEnd(20)} ${t.runMs.toFixed(0).padStart(6)} ${t.waitMs.toFixed(0).padStart(6)}`);
+  if (!flags.summary) for (const s of slow) console.log(`  at ${(s.atMs / 1000).toFixed(3)} s: ${s.ms.toFixed(1)} ms`);
   if (gateway.adminToken) {
     const metrics = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateway.adminToken}` } })).text();
     for (const line of metrics.split("\n")) if (/^darvaze_(gc_forced|event_loop_stall)/.test(line)) console.log(line);
