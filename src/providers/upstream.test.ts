@@ -4,6 +4,7 @@ import {
   FILE_REDIRECTS_MAX,
   fetchUpstreamFile,
   readTextBounded,
+  sendUpstream,
   StreamStalled,
   UpstreamReply,
   UpstreamStream,
@@ -29,6 +30,43 @@ function endlessBody() {
   );
   return { response: new Response(body), counter };
 }
+
+describe("sendUpstream: the wait for the reply's headers", () => {
+  test("a call past its deadline is aborted as upstream_timeout; a call beside it with a later deadline is answered", async () => {
+    let releaseSlow: () => void = () => {};
+    const slowReleased = new Promise<void>((resolve) => (releaseSlow = resolve));
+    const server = Bun.serve({
+      port: 0,
+      async fetch(request) {
+        if (new URL(request.url).pathname === "/hang") await new Promise(() => {});
+        await slowReleased;
+        return new Response("{}", { headers: { "content-type": "application/json" } });
+      },
+    });
+    const call = (path: string, timeoutMs: number) =>
+      sendUpstream({
+        baseUrl: `http://127.0.0.1:${server.port}/`,
+        request: { path, body: "{}", headers: { "content-type": "application/json" } },
+        requestId: "req_test",
+        timeoutMs,
+      });
+    try {
+      const startedMs = performance.now();
+      const answered = call("/slow", 5_000);
+      const hung = await call("/hang", 150);
+      const tookMs = performance.now() - startedMs;
+      expect(hung).toMatchObject({ ok: false, failure: { code: "upstream_timeout" } });
+      expect(tookMs).toBeGreaterThanOrEqual(150);
+      expect(tookMs).toBeLessThan(2_000);
+      releaseSlow();
+      const reply = await answered;
+      expect(reply.ok).toBe(true);
+      if (reply.ok) reply.reply.close("done");
+    } finally {
+      server.stop(true);
+    }
+  });
+});
 
 describe("readTextBounded", () => {
   test("reads a body within the bound whole", async () => {
