@@ -5,8 +5,9 @@
  * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then,
  * and how long each of the gateway's threads ran and waited for the CPU meanwhile (threads.ts).
  * `--env NAME=value` (repeatable) sets the gateway's environment, to see what a setting changes;
- * `--warmup` sets the seconds of requests before the measured ones. The gateway runs pinned to CPU 1 as in `bun run bench`; this client, the simulator, and with
- * `--mode nats-pg` nats-server and PostgreSQL, on CPU 0.
+ * `--warmup` sets the seconds of requests before the measured ones. The gateway runs pinned to
+ * CPU 1 as in `bun run bench`; this client, the simulator, and with `--mode nats-pg` nats-server
+ * and PostgreSQL, on CPU 0.
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -100,9 +101,9 @@ try {
   console.log(
     `${mode}${flags.stream ? " stream" : ""}: ${latencies.length} requests in ${seconds} s; p50 ${at(0.5)} p90 ${at(0.9)} p99 ${at(0.99)} p99.9 ${at(0.999)} max ${at(1)} ms`,
   );
-  console.log(`${slow.length} slower than ${slowMs} ms, ${slowTotal.toFixed(0)} ms in all:`);
   console.log("the gateway's threads while measured: ms running, ms ready but waiting for the CPU");
   for (const t of threads) console.log(`  ${t.name.padEnd(20)} ${t.runMs.toFixed(0).padStart(6)} ${t.waitMs.toFixed(0).padStart(6)}`);
+  console.log(`${slow.length} slower than ${slowMs} ms, ${slowTotal.toFixed(0)} ms in all${flags.summary ? "" : ":"}`);
   if (!flags.summary) for (const s of slow) console.log(`  at ${(s.atMs / 1000).toFixed(3)} s: ${s.ms.toFixed(1)} ms`);
   if (gateway.adminToken) {
     const metrics = await (await fetch(`${gateway.url}/metrics`, { headers: { authorization: `Bearer ${gateway.adminToken}` } })).text();
