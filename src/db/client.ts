@@ -9,6 +9,7 @@ import { join } from "node:path";
 import type { SQL } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { PgliteOnWorker } from "./pglite-remote.ts";
+import type { Logger } from "../log.ts";
 import * as schema from "./schema.ts";
 
 export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -19,6 +20,8 @@ export interface Db {
   /** Runs raw SQL and returns its rows, whichever the engine. */
   rows<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
   close(): Promise<void>;
+  /** The embedded database's worker thread, when PGlite runs in one (its death is drilled by tests). */
+  worker?: Pick<PgliteOnWorker, "crashWorker">;
 }
 
 /** Connections per process: the ledger serialises on wallet rows, so more does not help. */
@@ -56,6 +59,20 @@ export function sqlStateOf(error: unknown): string | null {
   let e = error as { code?: unknown; cause?: unknown } | undefined;
   for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
     if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
+  }
+  return null;
+}
+
+/**
+ * The code of a database error: its SQLSTATE, else the first code in its `cause` chain (a
+ * connection's `ECONNREFUSED`, the embedded worker's `PGLITE_WORKER_RESTARTING`); null without one.
+ */
+export function errorCodeOf(error: unknown): string | null {
+  const state = sqlStateOf(error);
+  if (state) return state;
+  let e = error as { code?: unknown; cause?: unknown } | undefined;
+  for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
+    if (typeof e.code === "string") return e.code;
   }
   return null;
 }
@@ -153,6 +170,8 @@ export type PgliteThread = "inline" | "worker";
 export interface PgliteRunning {
   thread: PgliteThread;
   workerNice?: number;
+  /** Where a worker's death and restart are told. */
+  log?: Logger;
 }
 
 /**
@@ -166,9 +185,10 @@ export async function openPglite(folder: string | null, running: PgliteRunning =
   const unlock = folder ? lockDataFolder(folder) : () => {};
   const dataDir = folder ? join(folder, "pgdata") : undefined;
   let client: { waitReady: Promise<unknown>; close(): Promise<void> } | null = null;
+  let worker: PgliteOnWorker | undefined;
   try {
     const { drizzle } = await import("drizzle-orm/pglite");
-    if (running.thread === "worker") client = new PgliteOnWorker(dataDir ?? null, running.workerNice ?? null);
+    if (running.thread === "worker") client = worker = new PgliteOnWorker(dataDir ?? null, running.workerNice ?? null, running.log);
     else {
       const { PGlite } = await import("@electric-sql/pglite");
       client = new PGlite(dataDir);
@@ -180,6 +200,7 @@ export async function openPglite(folder: string | null, running: PgliteRunning =
     return {
       orm,
       engine: "pglite",
+      worker,
       rows: async (query) => normaliseRows(await orm.execute(query)),
       close: async () => {
         try {

@@ -1,5 +1,5 @@
 import { afterAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
@@ -25,7 +25,13 @@ test("the data folder lock refuses a second holder, naming the first", () => {
 test("a lock left by a dead process is taken over", () => {
   writeFileSync(join(folder, "lock"), "999999999");
   const unlock = lockDataFolder(folder);
-  unlock();
+  try {
+    expect(readFileSync(join(folder, "lock"), "utf8")).toBe(String(process.pid));
+    expect(() => lockDataFolder(folder)).toThrow(`is in use by process ${process.pid}`);
+  } finally {
+    unlock();
+  }
+  expect(existsSync(join(folder, "lock"))).toBe(false);
 });
 
 test(
@@ -39,15 +45,21 @@ test(
       await db.rows(sql`INSERT INTO accounts (id, name) VALUES ('acc_1', 'a')`);
       await db.rows(sql`INSERT INTO wallets (account_id, balance_micro) VALUES ('acc_1', 100)`);
       // Holding more than the balance, bypassing every line of application code:
-      await expect(db.rows(sql`UPDATE wallets SET held_micro = 101 WHERE account_id = 'acc_1'`)).rejects.toThrow();
-      await expect(db.rows(sql`UPDATE wallets SET balance_micro = 99, held_micro = 100 WHERE account_id = 'acc_1'`)).rejects.toThrow();
+      expect(await refusal(db.rows(sql`UPDATE wallets SET held_micro = 101 WHERE account_id = 'acc_1'`))).toBe(
+        "wallets_available_non_negative",
+      );
+      expect(await refusal(db.rows(sql`UPDATE wallets SET balance_micro = 99, held_micro = 100 WHERE account_id = 'acc_1'`))).toBe(
+        "wallets_available_non_negative",
+      );
       await db.rows(sql`INSERT INTO holds (id, account_id, key_id, request_id, amount_micro, status, deadline)
                         VALUES ('h1', 'acc_1', 'k', 'r', 50, 'pending', now())`);
-      await expect(db.rows(sql`UPDATE holds SET posted_micro = 51 WHERE id = 'h1'`)).rejects.toThrow();
-      await expect(
-        db.rows(sql`INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+      expect(await refusal(db.rows(sql`UPDATE holds SET posted_micro = 51 WHERE id = 'h1'`))).toBe("holds_posted_within_amount");
+      expect(
+        await refusal(
+          db.rows(sql`INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
                          VALUES ('x', 'a', 'a', 5, 'usage')`),
-      ).rejects.toThrow();
+        ),
+      ).toBe("ledger_transfers_two_sides");
       const [wallet] = await db.rows<{ balance_micro: unknown; held_micro: unknown }>(sql`SELECT balance_micro, held_micro FROM wallets`);
       expect([String(wallet!.balance_micro), String(wallet!.held_micro)]).toEqual(["100", "0"]);
     } finally {
@@ -57,6 +69,17 @@ test(
   },
   SETUP_MS_MAX,
 );
+
+/** The check constraint that refused a write, so a statement failing for another reason does not pass for a refusal. */
+async function refusal(write: Promise<unknown>): Promise<string> {
+  const error = await write.then(
+    () => null,
+    (e: Error) => e,
+  );
+  if (!error) return "written";
+  const message = error.cause instanceof Error ? error.cause.message : error.message;
+  return /violates check constraint "(\w+)"/.exec(message)?.[1] ?? message;
+}
 
 describeWith(["postgres"], "migrations on PostgreSQL", (it) => {
   it(

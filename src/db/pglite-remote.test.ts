@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { SETUP_MS_MAX } from "../../test/helpers.ts";
-import { openPglite, sqlStateOf, txRows } from "./client.ts";
+import { until } from "../../test/until.ts";
+import { errorCodeOf, openPglite, sqlStateOf, txRows } from "./client.ts";
+import { PGLITE_WORKER_RESTART_PAUSE_MS, PGLITE_WORKER_RESTARTS_MAX } from "./pglite-remote.ts";
 import { threadId } from "./thread-priority.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "darvaze-pglite-"));
@@ -82,7 +84,7 @@ test(
       const order: string[] = [];
       const inside = db.orm.transaction(async (tx) => {
         await tx.execute(sql`INSERT INTO t VALUES (3, 0, now())`);
-        await Bun.sleep(50);
+        await Bun.sleep(50); // holds the transaction open while the query outside is sent: the case under test
         order.push("inside");
         throw new Error("roll back 3");
       });
@@ -121,4 +123,48 @@ test(
     }
   },
   SETUP_MS_MAX,
+);
+
+/** The code of the error a call failed with (the worker's down codes, or a SQLSTATE). */
+async function failureCode(call: Promise<unknown>): Promise<string | null> {
+  try {
+    await call;
+    return null;
+  } catch (error) {
+    return errorCodeOf(error);
+  }
+}
+
+test(
+  "a dead worker is started again on its folder: calls meanwhile are refused, none hangs, the rows are kept; deaths in a row are bounded",
+  async () => {
+    const restarted = mkdtempSync(join(tmpdir(), "darvaze-pglite-restart-"));
+    const db = await openPglite(restarted, { thread: "worker" });
+    try {
+      await db.rows(sql`CREATE TABLE kept (n int)`);
+      await db.rows(sql`INSERT INTO kept VALUES (7)`);
+      const inFlight = db.rows(sql`SELECT pg_sleep(5)`);
+      db.worker!.crashWorker();
+      // The query in flight is refused at once, not left waiting for a reply that cannot come.
+      expect(await failureCode(inFlight)).toBe("PGLITE_WORKER_RESTARTING");
+      expect(await failureCode(db.rows(sql`SELECT 1`))).toBe("PGLITE_WORKER_RESTARTING");
+      await until(async () => (await failureCode(db.rows(sql`SELECT 1`))) === null, SETUP_MS_MAX / 2);
+      expect(await db.rows(sql`SELECT n FROM kept`)).toEqual([{ n: 7 }]);
+
+      // Each death in a row is restarted until PGLITE_WORKER_RESTARTS_MAX; the next is given up.
+      for (let death = 2; death <= PGLITE_WORKER_RESTARTS_MAX; death++) {
+        db.worker!.crashWorker();
+        await until(async () => (await failureCode(db.rows(sql`SELECT 1`))) === null, SETUP_MS_MAX / 2);
+      }
+      db.worker!.crashWorker();
+      await until(async () => (await failureCode(db.rows(sql`SELECT 1`))) === "PGLITE_WORKER_DEAD", 5_000);
+      // A negative check: no restart within longer than any restart's pause.
+      await Bun.sleep(PGLITE_WORKER_RESTART_PAUSE_MS * 2 ** PGLITE_WORKER_RESTARTS_MAX);
+      expect(await failureCode(db.rows(sql`SELECT 1`))).toBe("PGLITE_WORKER_DEAD");
+    } finally {
+      await db.close().catch(() => {});
+      rmSync(restarted, { recursive: true, force: true });
+    }
+  },
+  SETUP_MS_MAX * 2,
 );

@@ -6,8 +6,10 @@
  */
 import { expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { FaultProxy } from "../../test/chaos/proxy.ts";
 import { OwnPostgres } from "../../test/chaos/services.ts";
 import { describeWith } from "../../test/services.ts";
+import { until } from "../../test/until.ts";
 import { openPostgres, reconnectPauseS } from "./client.ts";
 
 const LOOPS = 24;
@@ -42,12 +44,14 @@ describeWith(["postgres"], "a PostgreSQL restart under load", (it) => {
           error = (e as { code?: string }).code ?? (e as Error).message;
         }
         samples.push({ startedMs, tookMs: performance.now() - startedMs, error });
-        await Bun.sleep(5 + Math.random() * 20);
+        await Bun.sleep(5 + Math.random() * 20); // a client's pace between its queries
       }
     };
     try {
       await db.rows(sql`SELECT 1`);
       const loops = Array.from({ length: LOOPS }, loop);
+      // The scenario's timeline, not waits for a condition: load, the time the database is away,
+      // and load after it is back (the samples are judged by when they started).
       await Bun.sleep(1_000);
       const downMs = performance.now();
       await pg.kill("SIGINT");
@@ -69,6 +73,65 @@ describeWith(["postgres"], "a PostgreSQL restart under load", (it) => {
       stop = true;
       await db.close();
       await pg.stop();
+    }
+  }, 60_000);
+});
+
+/** Transactions in flight when the connections are reset. */
+const RESET_LOOPS = 12;
+/** Resets, at random gaps: some land in a transaction, some in a connection's start-up queries. */
+const RESETS = 15;
+/** A transaction cut by a reset settles (fails) within a connect timeout and a pause, plus slack. */
+const RESET_TX_MS_MAX = 6_000;
+
+describeWith(["postgres"], "connection resets in the middle of transactions", (it) => {
+  // The driver left the query a reset cut in flight on the connection, so the connection's next
+  // life queued every query behind it, forever: one reset hung a key's admissions for good. A
+  // reset during a connection's start-up left an unhandled rejection (the test fails on one).
+  it("every transaction a reset cuts settles; afterwards every connection of the pool serves transactions again", async () => {
+    const target = new URL(process.env.DATABASE_URL!);
+    const proxy = FaultProxy.start(Number(target.port || 5432));
+    target.hostname = "127.0.0.1";
+    target.port = String(proxy.port);
+    const db = await openPostgres(target.toString());
+    const inFlight = new Map<number, number>();
+    let next = 0;
+    let stop = false;
+    let ok = 0;
+    const loop = async () => {
+      while (!stop) {
+        const id = next++;
+        inFlight.set(id, performance.now());
+        try {
+          await db.orm.transaction(async (tx) => {
+            await tx.execute(sql`SELECT pg_sleep(0.005)`);
+            await tx.execute(sql`SELECT 1`);
+          });
+          ok++;
+        } catch {
+          await Bun.sleep(20); // a client's pause before it tries again
+        }
+        inFlight.delete(id);
+      }
+    };
+    const oldest = () => Math.max(0, ...[...inFlight.values()].map((t) => performance.now() - t));
+    try {
+      const loops = Array.from({ length: RESET_LOOPS }, loop);
+      await until(() => ok > RESET_LOOPS * 5, 10_000);
+      for (let i = 0; i < RESETS; i++) {
+        proxy.reset();
+        await Bun.sleep(100 + Math.random() * 300); // the resets' spacing: the scenario, not a wait
+      }
+      const okAfterResets = ok;
+      await until(() => ok > okAfterResets + RESET_LOOPS * 20 || oldest() > RESET_TX_MS_MAX, 30_000);
+      expect(oldest()).toBeLessThan(RESET_TX_MS_MAX);
+      expect(ok).toBeGreaterThan(okAfterResets + RESET_LOOPS * 20);
+      stop = true;
+      await Promise.all(loops);
+    } finally {
+      stop = true;
+      await db.close();
+      proxy.stop();
     }
   }, 60_000);
 });

@@ -12,6 +12,7 @@ import {
   bigserial,
   boolean,
   check,
+  date,
   index,
   integer,
   pgTable,
@@ -31,6 +32,8 @@ export const accounts = pgTable("accounts", {
   name: text("name").notNull(),
   /** The customer's mobile number in E.164 (`+989121234567`), the account area's sign-in; null: made by an operator. */
   phone: text("phone").unique(),
+  /** Below this settled balance the customer is alerted (balance-alerts.ts); null: no alert. */
+  lowBalanceThresholdMicro: bigint("low_balance_threshold_micro", { mode: "bigint" }),
   createdAt: createdAt(),
 });
 
@@ -69,6 +72,10 @@ export const apiKeys = pgTable(
     monthlySpendCapMicro: bigint("monthly_spend_cap_micro", { mode: "bigint" }),
     /** `in-country`: this key's traffic never leaves the country; null: any backend. */
     residency: text("residency"),
+    /** Catalog model ids the key may call; null: any (src/keys/restrictions.ts). */
+    allowedModels: text("allowed_models").array(),
+    /** IPv4/IPv6 addresses or CIDR blocks the key may be used from; null: any. */
+    allowedIps: text("allowed_ips").array(),
     createdAt: createdAt(),
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
     /** After this instant the key is refused (checked on every request, cached or not); null: never. */
@@ -92,8 +99,42 @@ export const models = pgTable("models", {
   contextWindow: integer("context_window").notNull(),
   openWeight: boolean("open_weight").notNull(),
   listing: integer("listing").notNull(),
+  /** Other names of the model (dated ids, `-latest`, short names), each resolving to it on every route. */
+  aliases: jsonb("aliases").$type<string[]>().notNull().default(sql`'[]'::jsonb`),
+  outputMax: integer("output_max"),
+  /** The wire capabilities, as catalog/file.ts's schema writes them (checked on read). */
+  capabilities: jsonb("capabilities").notNull().default(sql`'{}'::jsonb`),
+  /** Retired: the model answers 410 naming its successor. */
+  retiredAt: timestamp("retired_at", { withTimezone: true }),
+  successor: text("successor"),
+  /** Where the prices were read (pages and dates, or why none). */
+  source: jsonb("source"),
   createdAt: createdAt(),
 });
+
+/**
+ * Every operator change to the catalog (add, change, alias, retire): who said they made it,
+ * when, and the price version it made. The catalog file's own models are not listed here.
+ */
+export const catalogChanges = pgTable(
+  "catalog_changes",
+  {
+    id: serial("id").primaryKey(),
+    modelId: text("model_id")
+      .notNull()
+      .references(() => models.id),
+    action: text("action").notNull(),
+    /** The operator as they named themselves (the admin token is shared, so this is declared, not proven). */
+    actor: text("actor").notNull(),
+    versionId: integer("version_id")
+      .notNull()
+      .references(() => priceVersions.id),
+    /** The model entry as it stood after the change. */
+    detail: jsonb("detail").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [index("catalog_changes_model_idx").on(t.modelId, t.createdAt)],
+);
 
 export const exchangeRates = pgTable("exchange_rates", {
   id: serial("id").primaryKey(),
@@ -208,6 +249,13 @@ export const usageRecords = pgTable(
     /** Prompt tokens written to the vendor's cache (Anthropic), at their price. */
     cacheWriteUnits: bigint("cache_write_units", { mode: "bigint" }).notNull().default(sql`0`),
     cacheWritePricePer1m: bigint("cache_write_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
+    /** Prompt tokens written to the vendor's cache for an hour (Anthropic's 1-hour writes), at their price; not in cache_write_units. */
+    cacheWrite1hUnits: bigint("cache_write_1h_units", { mode: "bigint" }).notNull().default(sql`0`),
+    cacheWrite1hPricePer1m: bigint("cache_write_1h_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
+    /** Calls of a vendor-run tool (web search), at its per-call price; `hosted_call_unit` names the unit (`web_search_call`). */
+    hostedCallUnits: bigint("hosted_call_units", { mode: "bigint" }).notNull().default(sql`0`),
+    hostedCallPricePer1m: bigint("hosted_call_price_per_1m", { mode: "bigint" }).notNull().default(sql`0`),
+    hostedCallUnit: text("hosted_call_unit"),
     /** What the usage is worth at the recorded prices. */
     meteredMicro: micro("metered_micro").notNull(),
     /** What was charged: metered, capped by the hold; the difference went to write-off. */
@@ -217,6 +265,11 @@ export const usageRecords = pgTable(
     /** The key partition and the fencing token of the owner epoch it was settled under (null: one node). */
     partition: integer("partition"),
     fenceToken: bigint("fence_token", { mode: "bigint" }),
+    /**
+     * Upstream anomalies: the parts of its usage report outside the request's bounds, clamped
+     * (`<part>_over`) or raised (`<part>_under`), comma-separated; null when the report was within them.
+     */
+    anomalies: text("anomalies"),
     createdAt: createdAt(),
   },
   (t) => [
@@ -259,20 +312,27 @@ export const media = pgTable(
 
 /**
  * Who owns each key partition, by fencing token: the JetStream KV revision of the lease that
- * began the owner's tenure. A new owner raises the token here before it acts, and the ledger
- * refuses (bills nothing from) a settlement carrying a lower token than the partition's, except
- * one of the previous tenure posted within FENCE_GRACE_MS of the takeover (database clock):
- * usage settled before the takeover that was still on its way through the usage stream.
+ * began the owner's tenure. A new owner raises the token here before it acts. The ledger refuses
+ * (bills nothing from) a settlement only when another node has owned the partition since its
+ * token, that is a token below `owner_since_token`, except one of the previous owner posted
+ * within FENCE_GRACE_MS of the takeover (database clock): usage settled before the takeover that
+ * was still on its way through the usage stream. A node that takes its own partition again
+ * (after NATS came back) keeps its run, so its older settlements still post.
  */
 export const keyPartitions = pgTable(
   "key_partitions",
   {
     partition: integer("partition").primaryKey(),
     fenceToken: bigint("fence_token", { mode: "bigint" }).notNull().default(sql`0`),
-    /** The token of the tenure before this one (0: none). */
+    /** The first token of the current owner's run of tenures (its takeover; re-takes of its own keep it). */
+    ownerSinceToken: bigint("owner_since_token", { mode: "bigint" }).notNull().default(sql`0`),
+    /** The first token of the previous owner's run (0: none). */
     previousFenceToken: bigint("previous_fence_token", { mode: "bigint" }).notNull().default(sql`0`),
     owner: text("owner").notNull(),
+    /** When the current owner's run began (its takeover from another node). */
     acquiredAt: timestamp("acquired_at", { withTimezone: true }).notNull().defaultNow(),
+    /** When the previous owner's run began: the takeover that ended every older run. */
+    previousAcquiredAt: timestamp("previous_acquired_at", { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [check("key_partitions_fence_non_negative", sql`${t.fenceToken} >= 0`)],
 );
@@ -345,7 +405,11 @@ export const usageDeadLetters = pgTable(
     reason: text("reason").notNull(),
     /** The database's SQLSTATE; null when dead-lettered for its deliveries. */
     sqlState: text("sql_state"),
-    /** `writer` (embedded), `consumer` (usage stream) or `deliveries` (max_deliver reached). */
+    /**
+     * `writer` (embedded), `consumer` (usage stream), `deliveries` (max_deliver reached) or
+     * `malformed` (a message on the usage subject that is no batch of records: no account, no
+     * hold, nothing to replay; its request id is `malformed:<stream sequence>:<hash>`).
+     */
     source: text("source").notNull(),
     /** What its hold would have been charged, written off while it is dead. */
     writtenOffMicro: micro("written_off_micro").notNull().default(sql`0`),
@@ -356,7 +420,7 @@ export const usageDeadLetters = pgTable(
   (t) => [
     check("usage_dead_letters_written_off_non_negative", sql`${t.writtenOffMicro} >= 0`),
     check("usage_dead_letters_status", sql`${t.status} IN ('dead', 'replayed')`),
-    check("usage_dead_letters_source", sql`${t.source} IN ('writer', 'consumer', 'deliveries')`),
+    check("usage_dead_letters_source", sql`${t.source} IN ('writer', 'consumer', 'deliveries', 'malformed')`),
     index("usage_dead_letters_dead_idx").on(t.createdAt).where(sql`${t.status} = 'dead'`),
   ],
 );
@@ -372,6 +436,7 @@ export const otpCodes = pgTable(
     id: text("id").primaryKey(),
     phone: text("phone").notNull(),
     codeHash: text("code_hash").notNull(),
+    /** The asker's address as the sign-in limits count it: IPv4, or an IPv6 /64 (src/accountArea/address.ts). */
     clientAddress: text("client_address").notNull(),
     tries: integer("tries").notNull().default(0),
     expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
@@ -403,4 +468,47 @@ export const consoleSessions = pgTable(
     revokedAt: timestamp("revoked_at", { withTimezone: true }),
   },
   (t) => [index("console_sessions_account_idx").on(t.accountId, t.createdAt)],
+);
+
+/**
+ * The gateway's SMS of each UTC day, every purpose and node together, against SMS_DAILY_BUDGET_MAX
+ * (src/accountArea/smsBudget.ts): `sent` is taken by a conditional upsert before a message goes out;
+ * `refused` counts what the spent budget turned away. One row a day.
+ */
+export const smsDays = pgTable(
+  "sms_days",
+  {
+    day: date("day").primaryKey(),
+    sent: integer("sent").notNull().default(0),
+    refused: integer("refused").notNull().default(0),
+  },
+  (t) => [check("sms_days_counts_non_negative", sql`${t.sent} >= 0 AND ${t.refused} >= 0`)],
+);
+
+/**
+ * Low-balance alerts (src/accountArea/balanceAlerts.ts): a row is written by the usage post whose
+ * settlement takes the account's balance from at or above its threshold to below it, in the same
+ * statement as the wallet's update, so a crossing makes one row whichever node posts it. A
+ * background task on any node claims `pending` rows (`sending`) and ends them `sent` or `skipped`
+ * (no phone, the account's or the gateway's daily SMS limit spent, or the send failed).
+ */
+export const balanceAlerts = pgTable(
+  "balance_alerts",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    balanceMicro: micro("balance_micro").notNull(),
+    thresholdMicro: micro("threshold_micro").notNull(),
+    status: text("status").notNull().default("pending"),
+    reason: text("reason"),
+    createdAt: createdAt(),
+    endedAt: timestamp("ended_at", { withTimezone: true }),
+  },
+  (t) => [
+    index("balance_alerts_pending_idx").on(t.id).where(sql`${t.status} = 'pending'`),
+    index("balance_alerts_account_idx").on(t.accountId, t.createdAt),
+    check("balance_alerts_status", sql`${t.status} IN ('pending', 'sending', 'sent', 'skipped')`),
+  ],
 );

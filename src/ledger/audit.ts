@@ -5,7 +5,7 @@
  *   wallets:    balance = Σ credits − Σ debits of `wallet:<id>`; held = Σ (amount − posted) of
  *               its pending holds; balance − held ≥ 0
  *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
- *               past its deadline (beyond the sweeper's grace)
+ *               past its deadline (beyond the expiry grace and the sweeper's interval)
  *   usage:      every record's metered = Σ units × price over its components (input, output,
  *               cache reads, cache writes); Σ billed = Σ usage transfers;
  *               Σ (metered − billed) = Σ write-off transfers
@@ -13,7 +13,9 @@
  *               that credit is the requested amount, to the account recorded at request time
  *
  * Beside the checks, the write-offs by key (usage metered but not charged: beyond what the
- * wallet could cover, or past a stream's cut), the largest first.
+ * wallet could cover, or past a stream's cut), the largest first; and the upstream anomalies by
+ * backend (usage reports clamped to the request's bounds or raised to what was proven used, as
+ * each usage record keeps them), the most frequent first.
  *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
  *               transfers; none awaiting replay is also billed. The report lists how many await.
  *
@@ -22,8 +24,9 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { deadLetterTotals } from "./deadletter.ts";
+import { HOLD_EXPIRY_GRACE_MS } from "./holds.ts";
 
-/** A pending hold this long past its deadline is a violation (the sweeper runs every 10 s). */
+/** A pending hold this long past its deadline and its expiry grace is a violation (the sweeper runs every 10 s). */
 export const AUDIT_DEADLINE_GRACE_S = 30;
 export const AUDIT_VIOLATIONS_SHOWN_MAX = 20;
 
@@ -31,6 +34,17 @@ export interface AuditCheck {
   name: string;
   ok: boolean;
   violations: Record<string, unknown>[];
+}
+
+/** Rows of the audit's upstream anomalies (backend, model, anomaly), the most frequent first. */
+export const AUDIT_ANOMALY_ROWS_MAX = 50;
+
+/** Usage reports of one backend and model outside the request's bounds: `<part>_over` clamped, `<part>_under` raised. */
+export interface UpstreamAnomaly {
+  backend: string | null;
+  model: string;
+  anomaly: string;
+  requests: number;
 }
 
 /** Keys listed in the audit's write-offs, the largest first. */
@@ -46,8 +60,11 @@ export interface AuditReport {
   ok: boolean;
   checks: AuditCheck[];
   write_offs_by_key: KeyWriteOff[];
+  /** Upstream anomalies by backend: not a violation (never charged beyond the bounds), a backend to look at. */
+  upstream_anomalies: UpstreamAnomaly[];
   /** Usage records dead-lettered and not replayed yet: not a violation, work for an operator. */
-  dead_letters: { awaiting_replay: number; written_off_micro: string };
+  /** `malformed`: of those awaiting, messages on the usage subject that were no records (nothing to replay). */
+  dead_letters: { awaiting_replay: number; written_off_micro: string; malformed: number };
 }
 
 const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
@@ -93,16 +110,13 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
       WHERE h.posted_micro <> coalesce(b.total, 0)`,
   },
   {
-    name: "no hold is pending past its deadline",
-    query: sql`SELECT id, account_id, deadline FROM holds
-               WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${AUDIT_DEADLINE_GRACE_S})`,
-  },
-  {
     name: "every usage record is metered at its units × its prices",
     query: sql`
       SELECT request_id, metered_micro::text AS metered, p.priced::text AS priced FROM usage_records,
         LATERAL (SELECT input_units::numeric * input_price_per_1m + output_units::numeric * output_price_per_1m
-          + cache_read_units::numeric * cache_read_price_per_1m + cache_write_units::numeric * cache_write_price_per_1m AS priced) p
+          + cache_read_units::numeric * cache_read_price_per_1m + cache_write_units::numeric * cache_write_price_per_1m
+          + cache_write_1h_units::numeric * cache_write_1h_price_per_1m
+          + hosted_call_units::numeric * hosted_call_price_per_1m AS priced) p
       WHERE metered_micro <> p.priced`,
   },
   {
@@ -146,9 +160,15 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
   },
 ];
 
-export async function auditLedger(db: Db): Promise<AuditReport> {
+/** `holdExpiryGraceMs`: the nodes' HOLD_EXPIRY_GRACE_MS (a hold stays pending that long past its deadline). */
+export async function auditLedger(db: Db, options: { holdExpiryGraceMs?: number } = {}): Promise<AuditReport> {
+  const lateS = (options.holdExpiryGraceMs ?? HOLD_EXPIRY_GRACE_MS) / 1000 + AUDIT_DEADLINE_GRACE_S;
+  const late = {
+    name: "no hold is pending past its deadline",
+    query: sql`SELECT id, account_id, deadline FROM holds WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${lateS})`,
+  };
   const checks: AuditCheck[] = [];
-  for (const check of CHECKS) {
+  for (const check of [...CHECKS, late]) {
     const rows = await db.rows<Record<string, unknown>>(check.query);
     checks.push({ name: check.name, ok: rows.length === 0, violations: rows.slice(0, AUDIT_VIOLATIONS_SHOWN_MAX) });
   }
@@ -156,11 +176,17 @@ export async function auditLedger(db: Db): Promise<AuditReport> {
     SELECT key_id, count(*) AS requests, sum(metered_micro - billed_micro) AS write_off_micro FROM usage_records
     WHERE metered_micro > billed_micro GROUP BY key_id ORDER BY sum(metered_micro - billed_micro) DESC LIMIT ${AUDIT_WRITE_OFF_KEYS_MAX}`);
   const byKey = writeOffs.map((r) => ({ key_id: r.key_id, requests: Number(r.requests), write_off_micro: String(r.write_off_micro) }));
+  const anomalies = await db.rows<{ backend: string | null; model: string; anomaly: string; requests: unknown }>(sql`
+    SELECT backend, model, a.anomaly, count(*) AS requests
+    FROM usage_records, unnest(string_to_array(anomalies, ',')) AS a(anomaly)
+    WHERE anomalies IS NOT NULL GROUP BY backend, model, a.anomaly ORDER BY count(*) DESC, backend, model, a.anomaly
+    LIMIT ${AUDIT_ANOMALY_ROWS_MAX}`);
   const dead = await deadLetterTotals(db);
   return {
     ok: checks.every((c) => c.ok),
     checks,
     write_offs_by_key: byKey,
-    dead_letters: { awaiting_replay: dead.dead, written_off_micro: dead.writtenOffMicro.toString() },
+    upstream_anomalies: anomalies.map((r) => ({ backend: r.backend, model: r.model, anomaly: r.anomaly, requests: Number(r.requests) })),
+    dead_letters: { awaiting_replay: dead.dead, written_off_micro: dead.writtenOffMicro.toString(), malformed: dead.malformed },
   };
 }

@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import { usageRecord } from "../../test/usageRecords.ts";
+import { until } from "../../test/until.ts";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { openDb, type Db } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
@@ -124,6 +125,29 @@ test("a sequence handed to another message, or counted as acknowledged by a cons
   await stream.consume();
   await keep.confirmed({ pollMs: 5, waitMsMax: 1_000 });
   expect(keep.records).toBe(0);
+});
+
+test("a wait for the ledger lasts through a message published again: it ends once the new copy is posted", async () => {
+  const stream = fakeStream();
+  let passes = 0;
+  const port: UsageStreamPort = { ...stream.port, ackFloor: async () => (passes++, stream.port.ackFloor()) };
+  const clock = new FakeClock({ auto: false });
+  const keep = keeper(port, clock);
+  const batch = await records("rewait", 2);
+  const seq = await stream.port.publish(batch, "m1");
+  keep.keep({ msgId: "m1", seq, records: batch, publishedAtMs: clock.now() });
+  stream.stored.delete(seq); // lost by the server
+  let done = false;
+  const waiting = keep.confirmed({ pollMs: 5, waitMsMax: 10_000 }).then(() => void (done = true));
+  clock.advance(USAGE_REPUBLISH_AFTER_MS);
+  await until(() => keep.counts.republished === 2);
+  const after = passes;
+  await until(() => passes >= after + 3); // the waiter has looked again, more than once
+  expect(done).toBe(false); // a lease closing on this would end its hold before its usage arrived
+  await stream.consume();
+  await waiting;
+  const rows = await db.rows<{ n: unknown }>(sqlCount("rewait-%"));
+  expect(Number(rows[0]!.n)).toBe(2);
 });
 
 test("a message still waiting in the stream ahead of the consumer is left to it, until the longest wait", async () => {

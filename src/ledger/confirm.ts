@@ -20,6 +20,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
+import { taskFailed } from "../background.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecord } from "./usage.ts";
 
@@ -82,7 +83,10 @@ export class UsageConfirmations {
   }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.check().catch(() => {}), USAGE_CONFIRM_INTERVAL_MS);
+    this.timer ??= setInterval(
+      () => void this.check().catch((error: unknown) => taskFailed("usage_confirm", this.log, error)),
+      USAGE_CONFIRM_INTERVAL_MS,
+    );
   }
 
   stop(): void {
@@ -111,11 +115,12 @@ export class UsageConfirmations {
    * rejects after `waitMsMax`.
    */
   async confirmed(options: { pollMs: number; waitMsMax: number }): Promise<void> {
-    const waiting = new Set(this.kept.keys());
+    // By message, not by id: a message published again keeps its object under a new id.
+    const waiting = new Set(this.kept.values());
     const deadline = performance.now() + options.waitMsMax;
     while (waiting.size > 0) {
       await this.check();
-      for (const msgId of waiting) if (!this.kept.has(msgId)) waiting.delete(msgId);
+      for (const published of waiting) if (this.kept.get(published.msgId) !== published) waiting.delete(published);
       if (waiting.size === 0) return;
       if (performance.now() > deadline) throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);
       await Bun.sleep(options.pollMs);
@@ -180,11 +185,13 @@ export class UsageConfirmations {
     // A new message id: the stream may still hold the old one within its duplicate window.
     const msgId = `${published.msgId.split(":")[0]}:r${++this.republishes}`;
     const seq = await this.stream.publish(published.records, msgId);
+    const oldSeq = published.seq;
     this.kept.delete(published.msgId);
-    this.keptRecords -= published.records.length;
-    this.keep({ msgId, seq, records: published.records, publishedAtMs: this.now() });
+    // The same object under its new id, so that whoever waits for it (confirmed) still does.
+    Object.assign(published, { msgId, seq, publishedAtMs: this.now() });
+    this.kept.set(msgId, published);
     this.counts.republished += published.records.length;
-    this.log("warn", "usage_republished", { records: published.records.length, seq: published.seq, newSeq: seq });
+    this.log("warn", "usage_republished", { records: published.records.length, seq: oldSeq, newSeq: seq });
   }
 
   /** The request ids, of those given, that the ledger has posted or dead-lettered. */

@@ -29,7 +29,9 @@ export const DEAD_LETTER_REASON_CHARS_MAX = 500;
 export const DEAD_LETTERS_LISTED_MAX = 500;
 const INT64_MAX = 2n ** 63n - 1n;
 
-export type DeadLetterSource = "writer" | "consumer" | "deliveries";
+export type DeadLetterSource = "writer" | "consumer" | "deliveries" | "malformed";
+/** Characters of a malformed message kept in its dead letter (the usage stream takes up to 1 MiB). */
+export const MALFORMED_MESSAGE_CHARS_MAX = 64 * 1024;
 
 export interface DeadLetter {
   requestId: string;
@@ -132,6 +134,24 @@ export async function deadLetterRecords(
   return letters;
 }
 
+/**
+ * Dead-letters a message of the usage subject that is no batch of records (nothing to bill, no
+ * account, no hold: kept for its operator, counted, listed and audited like any dead letter;
+ * replay refuses it). Its request id is `malformed:<stream sequence>:<hash of the message>`, so
+ * a second delivery of one message files nothing twice. Null when it was already filed.
+ */
+export async function deadLetterMalformed(db: Db, message: { seq: number; data: string; reason: string }): Promise<DeadLetter | null> {
+  const requestId = `malformed:${message.seq}:${Bun.hash(message.data).toString(36)}`;
+  const reason = textSafe(message.reason).slice(0, DEAD_LETTER_REASON_CHARS_MAX);
+  const record = textSafe(message.data).slice(0, MALFORMED_MESSAGE_CHARS_MAX);
+  const rows = await db.rows<{ request_id: string }>(sql`
+    INSERT INTO usage_dead_letters (request_id, account_id, hold_id, record, reason, sql_state, source, written_off_micro)
+    VALUES (${requestId}, '', '', ${record}, ${reason}, NULL, 'malformed', 0)
+    ON CONFLICT (request_id) DO NOTHING
+    RETURNING request_id`);
+  return rows.length === 1 ? { requestId, reason, sqlState: null, source: "malformed", writtenOffMicro: 0n, record } : null;
+}
+
 export type ReplayResult =
   | ({ outcome: "replayed" } & BatchResult)
   | { outcome: "not_found" }
@@ -212,19 +232,23 @@ export async function listDeadLetters(db: Db, options: { status?: "dead" | "repl
     ORDER BY id DESC LIMIT ${limit}`);
 }
 
-/** Dead letters awaiting replay and what they wrote off, every node's (metrics and the audit). */
-export async function deadLetterTotals(db: Db): Promise<{ dead: number; writtenOffMicro: bigint }> {
-  const [row] = await db.rows<{ n: unknown; micro: unknown }>(sql`
-    SELECT count(*) AS n, coalesce(sum(written_off_micro), 0) AS micro FROM usage_dead_letters WHERE status = 'dead'`);
-  return { dead: Number(row?.n ?? 0), writtenOffMicro: BigInt(String(row?.micro ?? 0)) };
+/**
+ * Dead letters awaiting replay and what they wrote off, every node's (metrics and the audit);
+ * `malformed`: of them, the messages that were no records at all.
+ */
+export async function deadLetterTotals(db: Db): Promise<{ dead: number; writtenOffMicro: bigint; malformed: number }> {
+  const [row] = await db.rows<{ n: unknown; micro: unknown; malformed: unknown }>(sql`
+    SELECT count(*) AS n, coalesce(sum(written_off_micro), 0) AS micro, count(*) FILTER (WHERE source = 'malformed') AS malformed
+    FROM usage_dead_letters WHERE status = 'dead'`);
+  return { dead: Number(row?.n ?? 0), writtenOffMicro: BigInt(String(row?.micro ?? 0)), malformed: Number(row?.malformed ?? 0) };
 }
 
-/** Records dead-lettered by this node since start, by source and SQLSTATE (`max_deliver` for deliveries). */
+/** Records dead-lettered by this node since start, by source and SQLSTATE (`max_deliver` for deliveries, `none` for malformed messages). */
 export class DeadLetterTally {
   readonly counts = new Map<string, { source: DeadLetterSource; sqlState: string; count: number }>();
 
   add(letter: DeadLetter): void {
-    const sqlState = letter.sqlState ?? "max_deliver";
+    const sqlState = letter.sqlState ?? (letter.source === "malformed" ? "none" : "max_deliver");
     const key = `${letter.source}|${sqlState}`;
     const entry = this.counts.get(key) ?? { source: letter.source, sqlState, count: 0 };
     entry.count++;

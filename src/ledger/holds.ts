@@ -7,7 +7,14 @@
  *           posted += charge, balance −= charge, held −= charge.
  *   shrink: gives back unused room (amount −= x, held −= x), never below what was posted.
  *   close:  releases amount − posted; the hold is then final and can no longer be posted.
- *   expire: the sweeper closes pending holds past their deadline (a crashed node's leases).
+ *           Its node closes a lease only once the lease's usage is posted (actors/key/actor.ts).
+ *   renew:  a live node pushes its open leases' deadlines forward (renewHolds) on every sweep,
+ *           so a slow database or usage log never lets a hold end while its usage is on its way.
+ *   expire: the sweeper closes pending holds past their deadline by HOLD_EXPIRY_GRACE_MS: a
+ *           crashed node's leases, once every record it published can have been delivered.
+ *
+ * A record posts to any hold still pending, whatever its deadline: the hold ends by close or
+ * expiry only, each under the hold's row lock, so a post and an expiry never interleave.
  *
  * The database enforces, whatever the code does: balance − held ≥ 0 for every wallet, and
  * 0 ≤ posted ≤ amount for every hold (CHECKs in schema.ts); every statement here is also
@@ -83,12 +90,35 @@ export async function closeHold(db: Db, holdId: string): Promise<boolean> {
   return rows.length === 1;
 }
 
-/** Closes pending holds past their deadline (a crashed node's), returning how many. */
-export async function expireHolds(db: Db, limit = 1000): Promise<number> {
+/**
+ * How long past its deadline a hold stays pending: a crashed node stops renewing its leases, and
+ * the records it published may wait that long in the usage stream (a message its consumer had
+ * pulled is redelivered only after the consumer's ack wait, stream.ts's USAGE_ACK_WAIT_MS, then
+ * posted). The default of HOLD_EXPIRY_GRACE_MS (config.ts); holds.test.ts checks both.
+ */
+export const HOLD_EXPIRY_GRACE_MS = 45_000;
+
+/**
+ * Pushes the deadlines of a live node's open leases to at least `ttlMs` from now (database
+ * clock); returns how many were still pending.
+ */
+export async function renewHolds(db: Db, holdIds: string[], ttlMs: number): Promise<number> {
+  if (holdIds.length === 0) return 0;
+  const rows = await db.rows(sql`
+    UPDATE holds SET deadline = GREATEST(deadline, now() + make_interval(secs => ${ttlMs / 1000}))
+    WHERE id IN (SELECT json_array_elements_text(${JSON.stringify(holdIds)}::json)) AND status = 'pending'
+    RETURNING id`);
+  return rows.length;
+}
+
+/** Closes pending holds past their deadline by `graceMs` (a crashed node's), returning how many. */
+export async function expireHolds(db: Db, options: { graceMs?: number; limit?: number } = {}): Promise<number> {
+  const { graceMs = HOLD_EXPIRY_GRACE_MS, limit = 1000 } = options;
   const rows = await db.rows(sql`
     WITH h AS (
       UPDATE holds SET status = 'expired'
-      WHERE id IN (SELECT id FROM holds WHERE status = 'pending' AND deadline < now() LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+      WHERE id IN (SELECT id FROM holds WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${graceMs / 1000})
+                   LIMIT ${limit} FOR UPDATE SKIP LOCKED)
       RETURNING account_id, amount_micro - posted_micro AS rest),
     sums AS (SELECT account_id, sum(rest) AS rest, count(*) AS n FROM h GROUP BY account_id)
     UPDATE wallets SET held_micro = held_micro - sums.rest, updated_at = now()

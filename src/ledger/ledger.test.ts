@@ -4,9 +4,11 @@ import { migratedDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { usageRecord } from "../../test/usageRecords.ts";
 import { loadCatalog } from "../catalog/catalog.ts";
 import type { Db } from "../db/client.ts";
+import { loadConfig } from "../config.ts";
 import { isFailure } from "../errors.ts";
 import { auditLedger } from "./audit.ts";
-import { closeHold, expireHolds, openHold, shrinkHold } from "./holds.ts";
+import { closeHold, expireHolds, HOLD_EXPIRY_GRACE_MS, openHold, renewHolds, shrinkHold } from "./holds.ts";
+import { USAGE_ACK_WAIT_MS } from "./stream.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";
 import { adjust, createAccount, getWallet, topUp } from "./wallets.ts";
 
@@ -58,12 +60,43 @@ test("an expired hold takes no post: the usage is recorded, billed 0 and written
   const accountId = await funded(1_000n);
   await open(accountId, "e1", 1n, 500n);
   await db.rows(sql`UPDATE holds SET deadline = now() - interval '1 second' WHERE id = 'e1'`);
-  expect(await expireHolds(db)).toBeGreaterThanOrEqual(1);
+  expect(await expireHolds(db, { graceMs: 0 })).toBeGreaterThanOrEqual(1);
   expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 1_000n, heldMicro: 0n });
   expect(await postUsageBatch(db, [record("e1-a", "e1", accountId, 200n)])).toEqual({ written: 1, postedMicro: 0n, writtenOffMicro: 200n });
   expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 1_000n, heldMicro: 0n });
   const report = await auditLedger(db);
   expect(report.checks.filter((c) => !c.ok)).toEqual([]);
+});
+
+test("a hold ends by close or expiry only: past its deadline, within the expiry grace, it still takes its usage", async () => {
+  const accountId = await funded(1_000n);
+  await open(accountId, "g1", 1n, 500n);
+  // The usage was served before the deadline and reaches the ledger late (a slow database, a redelivery).
+  await db.rows(sql`UPDATE holds SET deadline = now() - interval '5 seconds' WHERE id = 'g1'`);
+  expect(await expireHolds(db)).toBe(0);
+  expect(await postUsageBatch(db, [record("g1-a", "g1", accountId, 200n)])).toEqual({ written: 1, postedMicro: 200n, writtenOffMicro: 0n });
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 800n, heldMicro: 300n });
+  // Past the grace its node is gone: the rest goes back to the wallet.
+  await db.rows(sql`UPDATE holds SET deadline = now() - make_interval(secs => ${HOLD_EXPIRY_GRACE_MS / 1000 + 1}) WHERE id = 'g1'`);
+  expect(await expireHolds(db)).toBe(1);
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 800n, heldMicro: 0n });
+  expect((await auditLedger(db)).checks.filter((c) => !c.ok)).toEqual([]);
+});
+
+test("a live node's renewal keeps its leases' holds from expiring; a closed hold is not renewed", async () => {
+  const accountId = await funded(1_000n);
+  await open(accountId, "n1", 1n, 300n, 2_000);
+  await open(accountId, "n2", 1n, 300n, 2_000);
+  await closeHold(db, "n2");
+  expect(await renewHolds(db, ["n1", "n2"], 600_000)).toBe(1);
+  const [row] = await db.rows<{ left_s: unknown }>(sql`SELECT extract(epoch FROM deadline - now()) AS left_s FROM holds WHERE id = 'n1'`);
+  expect(Number(row!.left_s)).toBeGreaterThan(500);
+  expect(await expireHolds(db, { graceMs: 0 })).toBe(0);
+});
+
+test("the expiry grace outlasts the usage stream's redelivery of a dead consumer's messages", () => {
+  expect(HOLD_EXPIRY_GRACE_MS).toBeGreaterThan(USAGE_ACK_WAIT_MS);
+  expect(loadConfig({ ADMIN_TOKEN: "a".repeat(16), KEY_PEPPER: "p".repeat(32) }).env.HOLD_EXPIRY_GRACE_MS).toBe(HOLD_EXPIRY_GRACE_MS);
 });
 
 test("adjustments credit and debit with a reason, never below the available balance", async () => {

@@ -8,6 +8,16 @@
  *   edge → UsageWriter (≤ USAGE_FLUSH_MS) → stream `<PREFIX>_USAGE` (ack) → consumer → ledger
  *                                                       dead letters → stream `<PREFIX>_USAGE_DEAD`
  *
+ * The usage log away: from the disconnect on the sink is `full`, so admission stops at once (503,
+ * as /ready says); a batch written while NATS is disconnected, or whose publish is cut by the
+ * disconnect (or fails), is posted straight to PostgreSQL by the node itself (the same idempotent
+ * transaction, so a copy that did reach the stream posts nothing twice). The usage log hung (no
+ * disconnect, no acknowledgement): a publish unacknowledged after USAGE_ACK_OVERDUE_MS has its
+ * batch posted straight to PostgreSQL, and the sink is `full` (and later batches go straight to
+ * PostgreSQL) until NATS answers a ping again. What a crash can then lose is the usage of the
+ * requests that ended within USAGE_FLUSH_MS + USAGE_ACK_OVERDUE_MS and one database write of it;
+ * with the database away as well the writer keeps it buffered and retries (usage.ts).
+ *
  * Failures: a record the database refuses for its data is dead-lettered (deadletter.ts) and the
  * rest of its message posted, then acknowledged; any other failure (the database down) is
  * retried in place, the message kept (its ack deadline pushed back), so waiting on the database
@@ -30,8 +40,9 @@ import {
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
 import { encodeJson } from "../json.ts";
+import { runTask } from "../background.ts";
 import { sqlReason } from "../db/client.ts";
-import { deadLetterRecords, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
+import { deadLetterMalformed, deadLetterRecords, ledgerSink, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
 import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 
@@ -45,13 +56,21 @@ export const USAGE_STREAM_MAX_AGE_MS = 7 * 24 * 3_600_000;
  */
 export const USAGE_STREAM_MESSAGES_MAX = 10_000_000;
 export const USAGE_PUBLISH_TIMEOUT_MS = 5_000;
+/**
+ * A publish not acknowledged this long means the usage log is hung (a stopped server, a link the
+ * client has not yet found dead): the batch is posted straight to PostgreSQL and admission stops
+ * until NATS answers again. Far above a healthy acknowledgement (milliseconds; tens on a
+ * replicated stream under load), far below USAGE_PUBLISH_TIMEOUT_MS: a hung log holds a batch in
+ * memory for a fraction of the publish timeout, not all of it.
+ */
+export const USAGE_ACK_OVERDUE_MS = 250;
 /** Messages the consumer keeps pulled ahead. */
 const PULL_MESSAGES_MAX = 64;
 const REDELIVER_DELAY_MS = 1_000;
 /** Deliveries of one message before its records are dead-lettered unposted (the consumer's max_deliver). */
 export const USAGE_DELIVERIES_MAX = 10;
 /** A message is held this long unacknowledged before another consumer gets it. */
-const ACK_WAIT_MS = 30_000;
+export const USAGE_ACK_WAIT_MS = 30_000;
 const RETRY_MS_FIRST = 100;
 const RETRY_MS_MAX = 5_000;
 export const DEAD_STREAM_MAX_AGE_MS = 90 * 24 * 3_600_000;
@@ -93,8 +112,14 @@ async function ensureFileStream(
   }
 }
 
-export function ensureDeadLetterStream(jsm: JetStreamManager, stream: string, subject: string): Promise<void> {
-  return ensureFileStream(jsm, { name: stream, subject, maxAgeMs: DEAD_STREAM_MAX_AGE_MS, messagesMax: DEAD_STREAM_MESSAGES_MAX });
+export function ensureDeadLetterStream(jsm: JetStreamManager, stream: string, subject: string, replicas?: number): Promise<void> {
+  return ensureFileStream(jsm, {
+    name: stream,
+    subject,
+    maxAgeMs: DEAD_STREAM_MAX_AGE_MS,
+    messagesMax: DEAD_STREAM_MESSAGES_MAX,
+    replicas,
+  });
 }
 
 /** The operator's choices for the usage stream (USAGE_STREAM_REPLICAS, USAGE_STREAM_MESSAGES_MAX). */
@@ -120,7 +145,7 @@ export async function ensureUsageStream(
     durable_name: CONSUMER,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
-    ack_wait: nanos(ACK_WAIT_MS),
+    ack_wait: nanos(USAGE_ACK_WAIT_MS),
     max_ack_pending: 10_000,
     max_deliver: USAGE_DELIVERIES_MAX,
   };
@@ -133,7 +158,7 @@ export async function ensureUsageStream(
   }
   // A consumer made by an older release has no delivery bound.
   if (existing.config.max_deliver !== USAGE_DELIVERIES_MAX) {
-    await jsm.consumers.update(stream, CONSUMER, { max_deliver: USAGE_DELIVERIES_MAX, ack_wait: nanos(ACK_WAIT_MS) });
+    await jsm.consumers.update(stream, CONSUMER, { max_deliver: USAGE_DELIVERIES_MAX, ack_wait: nanos(USAGE_ACK_WAIT_MS) });
   }
 }
 
@@ -160,9 +185,25 @@ function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] 
   return out;
 }
 
+/** What the sink does when the usage log cannot take a batch: post it itself, noticed at once. */
+export interface UsageLogFallback {
+  /** Writes a batch straight to the ledger. */
+  direct: UsageSink;
+  /** Resolves at the next NATS disconnect, at once while disconnected (NatsBus.disconnected). */
+  disconnected: () => Promise<void>;
+  /** NatsBus.connected now. */
+  connected: () => boolean;
+  /** Resolves once NATS answers a ping again (NatsBus.answering). */
+  answering: () => Promise<void>;
+}
+
 export class JetStreamUsageSink implements UsageSink {
   /** Published records kept until the ledger has them (confirm.ts). */
   readonly confirmations: UsageConfirmations;
+  /** Records posted straight to the ledger because the usage log could not take them (metrics). */
+  directRecords = 0;
+  /** A publish went unacknowledged past USAGE_ACK_OVERDUE_MS, and NATS has not answered since. */
+  private hung = false;
 
   constructor(
     private readonly js: JetStreamClient,
@@ -170,7 +211,8 @@ export class JetStreamUsageSink implements UsageSink {
     private readonly stream: string,
     private readonly subject: string,
     db: Db,
-    log: Logger,
+    private readonly log: Logger,
+    private readonly fallback?: UsageLogFallback,
   ) {
     this.confirmations = new UsageConfirmations(
       db,
@@ -187,17 +229,66 @@ export class JetStreamUsageSink implements UsageSink {
     this.confirmations.start();
   }
 
+  /** Also while NATS is disconnected: admission stops at once rather than serve usage the log cannot take. */
   get full(): boolean {
-    return this.confirmations.full;
+    return this.confirmations.full || this.hung || (this.fallback !== undefined && !this.fallback.connected());
   }
 
   async write(batch: UsageRecord[]): Promise<void> {
     for (const { data, records } of messages(batch)) {
       // The msgID makes a retried publish of the same message a no-op in the stream.
       const msgId = Bun.hash(data).toString(36);
-      const seq = await this.publish(data, msgId);
-      this.confirmations.keep({ msgId, seq, records, publishedAtMs: performance.now() });
+      const seq = await this.publishOrNull(data, msgId);
+      if (seq === null) await this.writeDirect(records);
+      else this.confirmations.keep({ msgId, seq, records, publishedAtMs: performance.now() });
     }
+  }
+
+  /** The stream sequence, or null when the usage log cannot take it now and a fallback can (throws without one). */
+  private async publishOrNull(data: string, msgId: string): Promise<number | null> {
+    if (!this.fallback) return this.publish(data, msgId);
+    if (this.hung) return null;
+    const gone = this.fallback.disconnected().then(() => null);
+    const publishing = this.publish(data, msgId);
+    publishing.catch(() => {}); // once a disconnect or the overdue mark won the race, its outcome no longer matters
+    let overdueTimer: ReturnType<typeof setTimeout> | undefined;
+    const overdue = new Promise<null>((resolve) => {
+      overdueTimer = setTimeout(() => {
+        this.markHung(publishing);
+        resolve(null);
+      }, USAGE_ACK_OVERDUE_MS);
+    });
+    try {
+      return await Promise.race([publishing, gone, overdue]);
+    } catch (error) {
+      this.log("warn", "usage_publish_failed", { error: (error as Error).message });
+      return null;
+    } finally {
+      clearTimeout(overdueTimer);
+    }
+  }
+
+  /** Admission stops and batches go straight to the ledger until the overdue publish has settled and NATS answers a ping. */
+  private markHung(publishing: Promise<number>): void {
+    if (this.hung) return;
+    this.hung = true;
+    this.log("warn", "usage_log_hung", { ackOverdueMs: USAGE_ACK_OVERDUE_MS });
+    const hungAtMs = performance.now();
+    runTask("usage_log_answering", this.log, async () => {
+      try {
+        await publishing.catch(() => {});
+        await this.fallback!.answering();
+      } finally {
+        this.hung = false;
+        this.log("info", "usage_log_answering", { hungMs: Math.round(performance.now() - hungAtMs) });
+      }
+    });
+  }
+
+  private async writeDirect(records: UsageRecord[]): Promise<void> {
+    await this.fallback!.direct.write(records);
+    this.directRecords += records.length;
+    this.log("warn", "usage_written_direct", { records: records.length });
   }
 
   private async publish(data: string, msgId: string): Promise<number> {
@@ -252,11 +343,7 @@ export class UsageConsumer {
         for await (const message of messages) {
           const parsed = await parseBatch(jsonOrUndefined(message));
           if ("invalid" in parsed) {
-            // Not records at all (no request id to file it under): kept in the dead-letter stream only.
-            const reason = `not a batch of usage records: ${parsed.invalid}`;
-            this.log("error", "usage_message_invalid", { seq: message.seq, reason });
-            this.publishDead({ reason, seq: message.seq, data: message.string() }, `dead-seq:${message.seq}`);
-            message.term();
+            if (await this.fileMalformed(message, `not a batch of usage records: ${parsed.invalid}`)) message.term();
             continue;
           }
           if (await this.handle(message, parsed.records)) message.ack();
@@ -290,6 +377,31 @@ export class UsageConsumer {
       } catch (error) {
         this.log("error", "usage_post_failed", { seq: message.seq, deliveries, error: sqlReason(error), retryMs });
         message.working(); // still ours: no other consumer gets it while the database is away
+        await Bun.sleep(retryMs);
+        retryMs = Math.min(retryMs * 2, RETRY_MS_MAX);
+      }
+    }
+    return false;
+  }
+
+  /**
+   * A message that is no batch of records: filed in the dead-letters table (counted, listed,
+   * audited) and the dead-letter stream. Retried in place while the database is away; false when
+   * stopped first.
+   */
+  private async fileMalformed(message: JsMsg, reason: string): Promise<boolean> {
+    const data = message.string();
+    this.log("error", "usage_message_invalid", { seq: message.seq, reason });
+    let retryMs = RETRY_MS_FIRST;
+    while (!this.stopped) {
+      try {
+        const letter = await deadLetterMalformed(this.db, { seq: message.seq, data, reason });
+        if (letter) this.dead.onDeadLetter?.(letter);
+        this.publishDead({ reason, seq: message.seq, data }, `dead-seq:${message.seq}`);
+        return true;
+      } catch (error) {
+        this.log("error", "usage_post_failed", { seq: message.seq, error: sqlReason(error), retryMs });
+        message.working();
         await Bun.sleep(retryMs);
         retryMs = Math.min(retryMs * 2, RETRY_MS_MAX);
       }
@@ -362,16 +474,19 @@ export async function startUsageStream(
     log: Logger;
     onDeadLetter?: (letter: DeadLetter) => void;
     limits?: UsageStreamLimits;
+    /** The bus's connection: with it, a batch the usage log cannot take is posted straight to PostgreSQL. */
+    connection?: Pick<UsageLogFallback, "connected" | "disconnected" | "answering">;
   },
 ) {
   const jsm = await nc.jetstreamManager();
   const stream = usageStreamName(options.prefix);
   await ensureUsageStream(jsm, stream, options.subject, options.limits);
-  await ensureDeadLetterStream(jsm, deadLetterStreamName(options.prefix), options.deadSubject);
+  await ensureDeadLetterStream(jsm, deadLetterStreamName(options.prefix), options.deadSubject, options.limits?.replicas);
   const js = nc.jetstream();
   const consumer = new UsageConsumer(db, js, stream, options.log, { subject: options.deadSubject, onDeadLetter: options.onDeadLetter });
   consumer.start();
-  const sink = new JetStreamUsageSink(js, jsm, stream, options.subject, db, options.log);
+  const fallback = options.connection && { ...options.connection, direct: ledgerSink(db, { onDeadLetter: options.onDeadLetter }) };
+  const sink = new JetStreamUsageSink(js, jsm, stream, options.subject, db, options.log, fallback);
   return {
     sink,
     consumer,

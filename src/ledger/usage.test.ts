@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { until } from "../../test/until.ts";
 import { silentLogger } from "../log.ts";
 import { USAGE_BACKLOG_RECORDS_MAX, USAGE_BATCH_EARLY_RECORDS, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
 
@@ -48,6 +49,8 @@ test("backpressure: an admission waits while a batch's worth of records is unwri
   writer.append(record(USAGE_BACKLOG_RECORDS_MAX));
   let roomGiven: boolean | null = null;
   const waiting = writer.room(5_000).then((ok) => (roomGiven = ok));
+  await until(() => sink.writes === 1, { what: "the full batch's write" });
+  // A negative check: with the write held, no room is given within 20 ms.
   await Bun.sleep(20);
   expect(roomGiven).toBeNull();
   expect(sink.writes).toBe(1);
@@ -83,21 +86,21 @@ test("a usage message is validated a slice at a time: timers run between slices,
 });
 
 test("group commit: records appended while a write is slow wait for their own timer and go in one batch, not straight after it", async () => {
-  const flushMs = 60;
+  const flushMs = 200;
   const sink = heldSink();
   const writer = new UsageWriter(sink, silentLogger, flushMs);
   writer.append(record(0));
-  await Bun.sleep(flushMs + 30);
-  expect(sink.writes).toBe(1); // the first record's batch, held
+  const first = writer.flush(); // the first record's batch, held by the sink
+  expect(sink.writes).toBe(1);
+  const appendedMs = performance.now();
   for (let n = 1; n <= 10; n++) writer.append(record(n));
-  const appendedAt = performance.now();
   sink.release();
-  await Bun.sleep(5);
-  // Not written at once because the last write ended: that made every commit smaller the slower the database.
-  // (Checked only while the records' timer cannot have fired yet, on however slow a machine.)
-  if (performance.now() - appendedAt < flushMs) expect(sink.writes).toBe(1);
-  await Bun.sleep(flushMs + 30);
-  expect(sink.writes).toBe(2);
+  await first;
+  // Not written at once because the last write ended: that made every commit smaller the slower
+  // the database. (The flush that wrote the first batch has ended; the ten wait for their timer.)
+  expect(sink.writes).toBe(1);
+  await until(() => sink.writes === 2, 10_000);
+  expect(performance.now() - appendedMs).toBeGreaterThanOrEqual(flushMs - 1);
   sink.release();
   await writer.flush();
   expect(sink.sizes).toEqual([1, 10]);
@@ -109,18 +112,17 @@ test("group commit: once half a batch waits when a write ends, it is written at 
   const writer = new UsageWriter(sink, silentLogger, 60_000);
   writer.append(record(0));
   const flushed = writer.flush();
-  await Bun.sleep(5);
-  expect(sink.writes).toBe(1);
+  await until(() => sink.writes === 1, { what: "the first record's write" });
   for (let n = 1; n <= USAGE_BATCH_EARLY_RECORDS; n++) writer.append(record(n));
   sink.release();
-  await Bun.sleep(5);
-  expect(sink.writes).toBe(2); // no timer would fire for a minute: the half batch went at once
+  // No timer would fire for a minute: the half batch goes at once.
+  await until(() => sink.writes === 2, { what: "the half batch's write" });
   sink.release();
   await flushed;
   expect(sink.sizes).toEqual([1, USAGE_BATCH_EARLY_RECORDS]);
   writer.append(record(-1));
   const last = writer.flush();
-  await Bun.sleep(5);
+  await until(() => sink.writes === 3, { what: "the last record's write" });
   sink.release();
   await last;
   expect(sink.sizes).toEqual([1, USAGE_BATCH_EARLY_RECORDS, 1]);

@@ -6,13 +6,14 @@
  *
  *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing;
  *   nor does one dead-lettered and awaiting its operator's replay, deadletter.ts),
- *   post the new records' charges from their holds (a hold no longer pending — expired — takes
- *   no post, and neither does a record settled under a deposed partition owner, whose fencing
- *   token is below the partition's in `key_partitions` (beyond fence.ts's grace for the tenure
- *   just before): those records are billed 0 and their
+ *   post the new records' charges from their holds (a hold no longer pending — closed or expired — takes
+ *   no post, and neither does a record settled under a deposed partition owner: another node
+ *   has owned its partition since its fencing token (beyond fence.ts's grace for the previous
+ *   owner): those records are billed 0 and their
  *   value goes to write-off; the customer's money stays in the hold until it is closed or
  *   expires, so a refused settlement costs the customer nothing),
- *   move the posted money wallet → revenue, and metered − billed write_off → revenue.
+ *   move the posted money wallet → revenue, and metered − billed write_off → revenue,
+ *   and write a low-balance alert for each wallet the posts take below its account's threshold.
  *
  * A crash loses at most the records of the last `flushMs`. While the database cannot be written
  * (down, unreachable) the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
@@ -22,12 +23,10 @@
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { txRows, type Db, type Tx } from "../db/client.ts";
+import { sqlReason, txRows, type Db, type Tx } from "../db/client.ts";
 import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
-import { FENCE_GRACE_MS } from "./fence.ts";
-// A cycle by design: deadletter.ts posts through this module, and the sink here dead-letters through it.
-import { sqlReason } from "../db/client.ts";
+import { fencedOut } from "./fence.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -77,18 +76,19 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   const unique = new Map<string, UsageRecord>();
   for (const r of batch) if (!unique.has(r.requestId)) unique.set(r.requestId, r);
   if (unique.size === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
-  // 1. Lock the holds; one no longer pending (expired: its node died) takes no charge.
+  // 1. Lock the holds; one no longer pending (closed, or expired: its node died) takes no charge.
+  // A pending hold past its deadline still does: it ends by close or expiry only (holds.ts).
   const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
   const live = await txRows<{ id: string; account_id: string }>(
     tx,
     sql`
     SELECT id, account_id FROM holds
-    WHERE id IN (SELECT json_array_elements_text(${encodeJson(holdIds)}::json)) AND status = 'pending' AND deadline > now()
+    WHERE id IN (SELECT json_array_elements_text(${encodeJson(holdIds)}::json)) AND status = 'pending'
     FOR UPDATE`,
   );
   const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
-  // 1b. Fencing: a record settled under an owner epoch older than the partition's current one
-  // is refused. FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
+  // 1b. Fencing: a record is refused when another node has owned its partition since the
+  // record's token (fence.ts). FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
   // judged against one fence, before or after the takeover, never half-way.
   const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
   const stale = new Set<string>();
@@ -100,8 +100,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::json)
         AS r("requestId" text, partition int, "fenceToken" bigint)
       JOIN key_partitions kp ON kp.partition = r.partition
-      WHERE kp.fence_token > r."fenceToken"
-        AND (r."fenceToken" < kp.previous_fence_token OR now() > kp.acquired_at + make_interval(secs => ${FENCE_GRACE_MS / 1000}))
+      WHERE ${fencedOut(sql`r."fenceToken"`)}
       FOR SHARE OF kp`,
     );
     for (const row of rows) stale.add(row.request_id);
@@ -112,8 +111,14 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     cacheReadPricePer1m: r.cacheReadPricePer1m ?? 0n,
     cacheWriteUnits: r.cacheWriteUnits ?? 0n,
     cacheWritePricePer1m: r.cacheWritePricePer1m ?? 0n,
+    cacheWrite1hUnits: r.cacheWrite1hUnits ?? 0n,
+    cacheWrite1hPricePer1m: r.cacheWrite1hPricePer1m ?? 0n,
+    hostedCallUnits: r.hostedCallUnits ?? 0n,
+    hostedCallPricePer1m: r.hostedCallPricePer1m ?? 0n,
+    hostedCallUnit: r.hostedCallUnit ?? null,
     partition: r.partition ?? null,
     fenceToken: r.fenceToken ?? null,
+    anomalies: r.anomalies ?? null,
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
   }));
   // 2. The records; those already written (a replay) are skipped.
@@ -158,7 +163,15 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       w AS (
         UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
         FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
-        WHERE wallets.account_id = s.account_id AND s.billed > 0 RETURNING wallets.account_id),
+        WHERE wallets.account_id = s.account_id AND s.billed > 0
+        RETURNING wallets.account_id, wallets.balance_micro, wallets.balance_micro + s.billed AS before_micro),
+      -- A settlement taking the balance from at or above the account's alert threshold to below it
+      -- writes one alert, in this statement: decided once whichever node posts (balanceAlerts.ts).
+      alerts AS (
+        INSERT INTO balance_alerts (account_id, balance_micro, threshold_micro)
+        SELECT w.account_id, w.balance_micro, a.low_balance_threshold_micro FROM w JOIN accounts a ON a.id = w.account_id
+        WHERE w.balance_micro < a.low_balance_threshold_micro AND w.before_micro >= a.low_balance_threshold_micro
+        RETURNING id),
       usage AS (
         INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
         SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
@@ -205,6 +218,12 @@ export const usageRecordSchema = z.object({
   cacheReadPricePer1m: bigintJson.optional(),
   cacheWriteUnits: bigintJson.optional(),
   cacheWritePricePer1m: bigintJson.optional(),
+  cacheWrite1hUnits: bigintJson.optional(),
+  cacheWrite1hPricePer1m: bigintJson.optional(),
+  /** Calls of a vendor-run tool, at its per-call price; `hostedCallUnit` names the unit (`web_search_call`). */
+  hostedCallUnits: bigintJson.optional(),
+  hostedCallPricePer1m: bigintJson.optional(),
+  hostedCallUnit: z.string().optional(),
   /** What the usage is worth at the recorded prices. */
   meteredMicro: bigintJson,
   /** What is charged: metered capped by the request's reserve; the rest is written off. */
@@ -214,6 +233,8 @@ export const usageRecordSchema = z.object({
   /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
   partition: z.number().int().nullable().optional(),
   fenceToken: bigintJson.nullable().optional(),
+  /** Parts of the upstream's usage report outside the request's bounds (`output_over`, `input_under`), comma-separated; null: none. */
+  anomalies: z.string().nullable().optional(),
 });
 export type UsageRecord = z.infer<typeof usageRecordSchema>;
 

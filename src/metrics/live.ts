@@ -21,6 +21,7 @@ import {
   type PoolSnapshot,
 } from "../../actors/protocol.ts";
 import type { Bus, Unsubscribe } from "../bus/bus.ts";
+import { every } from "../background.ts";
 import type { Logger } from "../log.ts";
 import type { Sampler } from "./snapshot.ts";
 
@@ -132,7 +133,7 @@ export interface LiveOptions {
 export class LiveHub {
   private readonly latest = new Map<string, { snapshot: PoolSnapshot; receivedMs: number }>();
   private readonly listeners = new Set<(view: LiveView) => void>();
-  private timer: ReturnType<typeof setInterval> | null = null;
+  private stopTicking: (() => void) | null = null;
   private unsubscribe: Unsubscribe | null = null;
   private view: LiveView = { atMs: Date.now(), nodes: [], backends: [], models: [], topKeys: [] };
 
@@ -141,11 +142,11 @@ export class LiveHub {
   start(): void {
     const { bus, subject } = this.options;
     this.unsubscribe = bus.subscribe(POOL_SNAPSHOTS, subject, (snapshot) => this.receive(snapshot));
-    this.timer = setInterval(() => this.tick(), this.options.intervalMs ?? SNAPSHOT_INTERVAL_MS);
+    this.stopTicking = every("pool_snapshot", this.options.intervalMs ?? SNAPSHOT_INTERVAL_MS, this.options.log, () => this.tick());
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    this.stopTicking?.();
     this.unsubscribe?.();
     this.listeners.clear();
   }
@@ -156,22 +157,18 @@ export class LiveHub {
   }
 
   private tick(): void {
-    try {
-      const snapshot = this.options.sampler.sample();
-      // Our own snapshot counts at once; the bus may echo it back, which replaces it.
-      this.receive(snapshot);
-      this.options.bus.publish(POOL_SNAPSHOTS, this.options.subject, snapshot);
-      const now = performance.now();
-      const staleMs = this.options.staleMs ?? SNAPSHOT_STALE_MS;
-      for (const [node, entry] of this.latest) if (now - entry.receivedMs > staleMs) this.latest.delete(node);
-      this.view = mergeSnapshots(
-        [...this.latest.values()].map((e) => e.snapshot),
-        Date.now(),
-      );
-      for (const listener of this.listeners) listener(this.view);
-    } catch (error) {
-      this.options.log("error", "pool_snapshot_failed", { error: (error as Error).message });
-    }
+    const snapshot = this.options.sampler.sample();
+    // Our own snapshot counts at once; the bus may echo it back, which replaces it.
+    this.receive(snapshot);
+    this.options.bus.publish(POOL_SNAPSHOTS, this.options.subject, snapshot);
+    const now = performance.now();
+    const staleMs = this.options.staleMs ?? SNAPSHOT_STALE_MS;
+    for (const [node, entry] of this.latest) if (now - entry.receivedMs > staleMs) this.latest.delete(node);
+    this.view = mergeSnapshots(
+      [...this.latest.values()].map((e) => e.snapshot),
+      Date.now(),
+    );
+    for (const listener of this.listeners) listener(this.view);
   }
 
   current(): LiveView {

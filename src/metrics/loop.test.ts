@@ -6,6 +6,8 @@ const BLOCK_MS = 80;
 test("a reading holds the longest stall since the previous one, then starts a new window", async () => {
   const loop = startLoopMonitor();
   try {
+    // The sleeps let the monitor's timer run for a few of its ticks: its windows are the behaviour
+    // under test, and a reading (which starts a new window) cannot be polled for.
     await Bun.sleep(LOOP_RESOLUTION_MS * 3);
     const startedMs = performance.now();
     while (performance.now() - startedMs < BLOCK_MS); // holds the event loop, as a synchronous database call did

@@ -10,6 +10,7 @@ import type { Backend } from "../../actors/pool/backend.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 import type { MemoryGuardStats } from "../memory.ts";
+import { backgroundFailures } from "../background.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -73,6 +74,8 @@ export interface MetricSources {
   partitionsOwned?: () => number;
   /** Paid top-ups per state, every node's, read from the database at scrape time. */
   topups?: () => Promise<Record<string, number>>;
+  /** Today's SMS against the daily budget, every node's, read from the database at scrape time. */
+  smsBudget?: () => Promise<{ sent: number; refused: number; max: number; exhausted: boolean }>;
   /** The collections the memory guard ran, light and full, and their pauses (src/memory.ts). */
   memoryGuard?: () => MemoryGuardStats;
   /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
@@ -90,6 +93,9 @@ export class Metrics {
   private readonly tokens: Counter<"model" | "direction">;
   private readonly cost: Counter<"model">;
   private readonly writeOff: Counter<"model" | "backend">;
+  private readonly usageClamped: Counter<"model" | "backend" | "part">;
+  private readonly usageRaised: Counter<"model" | "backend" | "part">;
+  private readonly invariantBroken: Counter<"invariant">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -138,7 +144,40 @@ export class Metrics {
       labelNames: ["model", "backend"],
       registers,
     });
+    this.usageClamped = new Counter({
+      name: "darvaze_upstream_usage_clamped_total",
+      help: "Upstream usage reports above the request's bounds (input above its cost value, output above the limit sent), clamped: by part (input, output, cache_write, hosted_calls).",
+      labelNames: ["model", "backend", "part"],
+      registers,
+    });
+    this.usageRaised = new Counter({
+      name: "darvaze_upstream_usage_raised_total",
+      help: "Upstream usage reports below what the gateway proved was used (the prompt's words, the output it relayed), raised to it: by part (input, output).",
+      labelNames: ["model", "backend", "part"],
+      registers,
+    });
+    this.invariantBroken = new Counter({
+      name: "darvaze_invariant_broken_total",
+      help: "Money and slot invariants found broken (held ≥ charged, in-flight ≥ 0, lease outstanding ≥ 0, settled once); the request was failed safe.",
+      labelNames: ["invariant"],
+      registers,
+    });
     this.stateGauges(sources, registers);
+  }
+
+  /** An upstream reported more of `part` than the request's bounds allow (it was clamped). */
+  clamped(model: string, backend: string | null, part: string): void {
+    this.usageClamped.inc({ model, backend: backend ?? "none", part });
+  }
+
+  /** An upstream reported less of `part` than the gateway proved was used (it was raised). */
+  raised(model: string, backend: string | null, part: string): void {
+    this.usageRaised.inc({ model, backend: backend ?? "none", part });
+  }
+
+  /** A money or slot invariant was found broken (see src/invariant.ts). */
+  broken(invariant: string): void {
+    this.invariantBroken.inc({ invariant });
   }
 
   // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one gauge per state with its name, help and read.
@@ -183,6 +222,20 @@ export class Metrics {
       collect() {
         this.reset();
         for (const [keyClass, n] of sources.keyInFlight?.() ?? []) this.set({ key_class: keyClass }, n);
+      },
+    });
+    new Counter({
+      name: "darvaze_backend_redirects_total",
+      help: "Redirects each backend answered with on this node, by call (request, metrics: the host metrics poll, probe: the health probe); none is followed.",
+      labelNames: ["model", "backend", "call"],
+      registers,
+      collect() {
+        this.reset();
+        for (const pool of sources.pools.all()) {
+          for (const b of pool.backends) {
+            for (const [call, n] of Object.entries(b.redirects)) if (n > 0) this.inc({ model: pool.model, backend: b.name, call }, n);
+          }
+        }
       },
     });
     for (const [estimate, help] of [
@@ -275,6 +328,7 @@ export class Metrics {
         for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
       },
     });
+    this.smsBudgetGauges(sources.smsBudget, registers);
     new Gauge({
       name: "darvaze_holds_pending",
       help: "Pending holds in the ledger, every node's (read from the database at scrape time).",
@@ -308,6 +362,16 @@ export class Metrics {
       async collect() {
         const lag = await sources.usageLogLag?.().catch(() => null);
         if (lag !== null && lag !== undefined) this.set(lag);
+      },
+    });
+    new Counter({
+      name: "darvaze_background_failures_total",
+      help: "Failures of work outside requests (timers, sweeps, fire-and-forget tasks; unhandled_rejection: one nobody caught), by task; each was logged and retried by its next run.",
+      labelNames: ["task"],
+      registers,
+      collect() {
+        this.reset();
+        for (const [task, n] of backgroundFailures()) this.inc({ task }, n);
       },
     });
     const deadLetters = sources.deadLetters;
@@ -378,6 +442,41 @@ export class Metrics {
       collect() {
         const connected = sources.natsConnected();
         if (connected !== null) this.set(connected ? 1 : 0);
+      },
+    });
+  }
+
+  /** The operator's alert on the SMS budget: today's use, the budget, and a flag once it is spent. */
+  private smsBudgetGauges(read: MetricSources["smsBudget"], registers: Registry[]): void {
+    if (!read) return;
+    new Gauge({
+      name: "darvaze_sms_today",
+      help: "SMS the gateway sent (outcome=sent) and refused for a spent budget (outcome=refused) this UTC day, every node's.",
+      labelNames: ["outcome"],
+      registers,
+      async collect() {
+        const today = await read().catch(() => null);
+        if (!today) return;
+        this.set({ outcome: "sent" }, today.sent);
+        this.set({ outcome: "refused" }, today.refused);
+      },
+    });
+    new Gauge({
+      name: "darvaze_sms_daily_budget",
+      help: "SMS the gateway may send in a UTC day (SMS_DAILY_BUDGET_MAX).",
+      registers,
+      async collect() {
+        const today = await read().catch(() => null);
+        if (today) this.set(today.max);
+      },
+    });
+    new Gauge({
+      name: "darvaze_sms_budget_exhausted",
+      help: "1 when today's SMS budget is spent: sign-in codes are refused (503) until the next UTC day. Alert on it.",
+      registers,
+      async collect() {
+        const today = await read().catch(() => null);
+        if (today) this.set(today.exhausted ? 1 : 0);
       },
     });
   }

@@ -74,6 +74,30 @@ export function observeRefused(
   });
 }
 
-function clip(text: string): string {
-  return text.length > LOGGED_CONTENT_CHARS_MAX ? `${text.slice(0, LOGGED_CONTENT_CHARS_MAX)}…` : text;
+/** Characters of an unmatched path an access line carries at most (the path is the client's text). */
+export const LOGGED_PATH_CHARS_MAX = 256;
+
+/**
+ * The access line of a request that is not a paid operation (those log their own, with tokens and
+ * cost): admin, models, health, count_tokens, the account area, and paths that match no route.
+ * `route` is the matched pattern (`/admin/accounts/:id`), never the query string, which may carry
+ * a key; an unmatched path is logged clipped.
+ */
+export function observeHttp(
+  log: Logger,
+  r: { requestId: string | null; method: string; route: string | null; path: string; status: number; durationMs: number },
+): void {
+  log(r.status >= 500 ? "warn" : "info", "request", {
+    requestId: r.requestId,
+    keyId: null,
+    operation: r.route === "/v1/messages/count_tokens" || r.path.endsWith(":countTokens") ? "count_tokens" : "http",
+    method: r.method,
+    route: r.route ?? clip(r.path, LOGGED_PATH_CHARS_MAX),
+    status: r.status,
+    durationMs: Math.round(r.durationMs),
+  });
+}
+
+function clip(text: string, charsMax = LOGGED_CONTENT_CHARS_MAX): string {
+  return text.length > charsMax ? `${text.slice(0, charsMax)}…` : text;
 }

@@ -6,7 +6,8 @@ import type { PoolActor } from "../../actors/pool/pool.ts";
 import { poolSnapshot } from "../../actors/protocol.ts";
 import type { Catalog } from "../catalog/catalog.ts";
 import { encodeJson } from "../json.ts";
-import { backendSnapshot, keyClassOf, Sampler, Traffic, TRACKED_KEYS_MAX } from "./snapshot.ts";
+import { keyClassOf } from "../../actors/key/host.ts";
+import { backendSnapshot, Sampler, Traffic, TRACKED_KEYS_MAX } from "./snapshot.ts";
 
 const MODEL = "m-1";
 const catalog = { list: () => [{ id: MODEL, openWeight: true }] } as unknown as Catalog;

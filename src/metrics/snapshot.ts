@@ -69,14 +69,6 @@ function breakerStateOf(state: "closed" | "open" | "half-open"): BreakerState {
   return state === "half-open" ? "half_open" : state;
 }
 
-/** Key classes for in-flight gauges: by concurrency tier, never by key. */
-export function keyClassOf(concurrencyMax: number): string {
-  if (concurrencyMax <= 4) return "concurrency_le_4";
-  if (concurrencyMax <= 32) return "concurrency_le_32";
-  if (concurrencyMax <= 256) return "concurrency_le_256";
-  return "concurrency_gt_256";
-}
-
 interface ModelCounts {
   requests: number;
   errors: number;
