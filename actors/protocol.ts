@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { Rpc, Topic } from "../src/bus/bus.ts";
+import { BACKENDS_PER_POOL_MAX } from "../src/config.ts";
 import { failureSchema } from "../src/errors.ts";
 import { bigintJson } from "../src/json.ts";
 
@@ -42,10 +43,15 @@ export const admitReply = z.union([
     failure: failureSchema,
     /** The cheap reserve did not fit: ask again with an exact count. */
     exactNeeded: z.boolean().optional(),
+    /** What the wallet could hold when it refused: a request may lower its output limit to fit. */
+    availableMicro: units.optional(),
     rate: rateInfo.optional(),
   }),
 ]);
 export type AdmitReply = z.infer<typeof admitReply>;
+
+/** The longest anomaly list a settlement carries (every part of a usage, over or under). */
+export const USAGE_ANOMALIES_CHARS_MAX = 128;
 
 export const settlement = z.object({
   keyId: z.string().min(1).max(64),
@@ -68,6 +74,13 @@ export const settlement = z.object({
   /** Prompt tokens written to the vendor's cache, at its cache-write price (absent: none). */
   cacheWriteUnits: units.optional(),
   cacheWritePricePer1m: units.optional(),
+  /** Prompt tokens written to the vendor's cache for an hour, at its 1-hour write price (absent: none). */
+  cacheWrite1hUnits: units.optional(),
+  cacheWrite1hPricePer1m: units.optional(),
+  /** Calls of a vendor-run tool (`web_search`), at its per-call price (absent: none); `hostedCallUnit` names it. */
+  hostedCallUnits: units.optional(),
+  hostedCallPricePer1m: units.optional(),
+  hostedCallUnit: z.string().max(64).optional(),
   status: z.number().int(),
   durationMs: z.number().int().nonnegative(),
   /**
@@ -75,6 +88,8 @@ export const settlement = z.object({
    * extended bills only what was delivered; the rest of what was metered is written off.
    */
   billedMicroMax: units.optional(),
+  /** Upstream anomalies (`<part>_over`: clamped, `<part>_under`: raised), comma-separated; absent: none. */
+  anomalies: z.string().max(USAGE_ANOMALIES_CHARS_MAX).optional(),
 });
 export type Settlement = z.infer<typeof settlement>;
 
@@ -89,6 +104,11 @@ export type PricedUsage = Pick<
   | "cacheReadPricePer1m"
   | "cacheWriteUnits"
   | "cacheWritePricePer1m"
+  | "cacheWrite1hUnits"
+  | "cacheWrite1hPricePer1m"
+  | "hostedCallUnits"
+  | "hostedCallPricePer1m"
+  | "hostedCallUnit"
 >;
 
 /** What usage is worth: Σ units × price over its components, micro-toman, exact. */
@@ -97,7 +117,9 @@ export function pricedMicro(u: PricedUsage): bigint {
     u.inputUnits * u.inputPricePer1m +
     u.outputUnits * u.outputPricePer1m +
     (u.cacheReadUnits ?? 0n) * (u.cacheReadPricePer1m ?? 0n) +
-    (u.cacheWriteUnits ?? 0n) * (u.cacheWritePricePer1m ?? 0n)
+    (u.cacheWriteUnits ?? 0n) * (u.cacheWritePricePer1m ?? 0n) +
+    (u.cacheWrite1hUnits ?? 0n) * (u.cacheWrite1hPricePer1m ?? 0n) +
+    (u.hostedCallUnits ?? 0n) * (u.hostedCallPricePer1m ?? 0n)
   );
 }
 
@@ -239,8 +261,8 @@ export const poolEvent = z.object({ model: z.string().min(1).max(256) });
 export type PoolEvent = z.infer<typeof poolEvent>;
 export const POOL_EVENTS: Topic<PoolEvent> = { name: "pool.events", schema: poolEvent };
 
-/** Backends one node reports on in one statistics message. */
-export const POOL_STATS_BACKENDS_MAX = 64;
+/** Backends one node reports on in one statistics message: one pool's, all of them. */
+export const POOL_STATS_BACKENDS_MAX = BACKENDS_PER_POOL_MAX;
 
 /** One node's estimates of one model's backends, each second, so every node learns from all traffic. */
 export const poolStats = z.object({
@@ -287,7 +309,7 @@ export const GRANT: Rpc<GrantRequest, GrantReply> = { name: "key.grant", request
 const permitAmounts = z.object({ requests: z.number().int().nonnegative(), tokens: z.number().int().nonnegative(), micro: units });
 
 /**
- * A node asks a key's partition owner for rate and spend permits (actors/key/rates.ts): `need`
+ * A node asks a key's partition owner for rate and spend permits (actors/key/permits.ts): `need`
  * is what the admission at hand needs (refused unless all of it fits), `want` what the node's
  * recent use calls for. It reports what the owner must count: its reserves in flight for the key
  * and what it billed since its last report (keys with a monthly cap), tokens it used beyond its

@@ -19,6 +19,7 @@
  * absorbs clock-rate drift, not offset, since both sides measure durations).
  */
 import type { KV } from "nats";
+import { runTask } from "../../src/background.ts";
 import type { Logger } from "../../src/log.ts";
 import { KEY_PARTITIONS } from "../subjects.ts";
 
@@ -83,7 +84,7 @@ export class PartitionLeases {
 
   async start(): Promise<void> {
     await this.tick();
-    this.timer = setInterval(() => void this.tick(), PARTITION_RENEW_MS);
+    this.timer = setInterval(() => runTask("partition_tick", this.log, () => this.tick()), PARTITION_RENEW_MS);
   }
 
   /** Runs a step now, or right after the one under way (which may have read the bucket too early). */

@@ -21,7 +21,7 @@
  *                   off. Slot freed, lease closed once retired and drained.
  *
  * In a cluster the per-minute windows and the monthly cap are the key's partition owner's, and
- * `deps.rates` (rates.ts) admits from this node's permits; alone, the actor's own windows and its
+ * `deps.rates` (permits.ts) admits from this node's permits; alone, the actor's own windows and its
  * view of the month's spend are the limits.
  *
  * Invariants: slots in use ≤ concurrencyMax; for every lease, consumed + outstanding ≤ amount,
@@ -39,8 +39,11 @@ import {
   type SettleReply,
   type Settlement,
 } from "../protocol.ts";
+import { taskFailed } from "../../src/background.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
+import { FifoMap } from "../../src/fifoMap.ts";
+import { invariant } from "../../src/invariant.ts";
 import { newId } from "../../src/ids.ts";
 import { closeHold, growHold, growHoldUpTo, openHold, shrinkHold } from "../../src/ledger/holds.ts";
 import type { UsageWriter } from "../../src/ledger/usage.ts";
@@ -82,7 +85,7 @@ export interface KeyActorDeps {
   /** Asks every node to recall the account's leases, except the asking key's. */
   recall: (accountId: string, fromKeyId: string) => void;
   log: Logger;
-  /** Cluster-wide rpm, tpm and monthly cap (rates.ts); absent, the actor's own windows and month. */
+  /** Cluster-wide rpm, tpm and monthly cap (permits.ts); absent, the actor's own windows and month. */
   rates?: RateGate;
   /** How long a lease's hold lives (a crashed node's money is back after this). */
   leaseTtlMs?: number;
@@ -110,8 +113,13 @@ interface Admission {
   tokens: number;
 }
 
+/** Request ids this actor settled last, remembered to refuse a second settlement of one. */
+export const SETTLED_IDS_MAX = 10_000;
+
 export class KeyActor {
   private readonly admissions = new Map<string, Admission>();
+  /** The last SETTLED_IDS_MAX requests settled here, oldest first, with their reply. */
+  private readonly settledIds = new FifoMap<string, { reply: SettleReply; meteredMicro: bigint }>(SETTLED_IDS_MAX);
   private readonly leases = new Set<Lease>();
   private current: Lease | null = null;
   private opening: Promise<unknown> | null = null;
@@ -196,10 +204,11 @@ export class KeyActor {
     let rate = limits.rate;
     try {
       const got = await this.reserve(admission, key, ticket.exact);
-      if ("code" in got) {
+      if ("failure" in got) {
         this.admissions.delete(ticket.requestId);
         gate?.release(key.id, { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro });
-        return { ok: false, failure: got, exactNeeded: !ticket.exact && got.code === "insufficient_quota" };
+        const { failure, availableMicro } = got;
+        return { ok: false, failure, exactNeeded: !ticket.exact && failure.code === "insufficient_quota", availableMicro };
       }
       if (!gate) {
         this.windows.add(1, ticket.reserveTokens);
@@ -275,7 +284,11 @@ export class KeyActor {
     return size < reserve ? reserve : size;
   }
 
-  private async reserve(admission: Admission, key: KeyRecord, exact: boolean): Promise<{ holdId: string } | Failure> {
+  private async reserve(
+    admission: Admission,
+    key: KeyRecord,
+    exact: boolean,
+  ): Promise<{ holdId: string } | { failure: Failure; availableMicro: bigint }> {
     const startedMs = this.now();
     for (;;) {
       const lease = this.current;
@@ -307,9 +320,10 @@ export class KeyActor {
       if (short.heldMicro === 0n || this.now() - startedMs >= ADMIT_WAIT_MS_MAX) {
         return this.insufficient(admission.reserve, short.available);
       }
-      // Money is held somewhere (in flight here, or in another key's or node's lease):
-      // recall it and wait for it to come back.
+      // Money is held somewhere (in flight here, or in another key's or node's lease, or in a
+      // lease of this key whose close failed): recall it and wait for it to come back.
       this.deps.recall(key.accountId, this.keyId);
+      void this.closeDrained();
       await Promise.race([this.changed.promise, Bun.sleep(ADMIT_RETRY_MS)]);
     }
   }
@@ -352,12 +366,15 @@ export class KeyActor {
     return result;
   }
 
-  private insufficient(reserve: bigint, available: bigint): Failure {
-    return fail(
+  /** The 402, with what the wallet has: the edge may lower the request's output limit to fit it. */
+  private insufficient(reserve: bigint, available: bigint): { failure: Failure; availableMicro: bigint } {
+    const availableMicro = available < 0n ? 0n : available;
+    const failure = fail(
       "insufficient_quota",
       `Insufficient balance: this request needs up to ${microToToman(reserve)} toman and ` +
-        `${microToToman(available < 0n ? 0n : available)} toman is available. Top up the wallet, or lower max_tokens.`,
+        `${microToToman(availableMicro)} toman is available. Top up the wallet, or lower max_tokens.`,
     );
+    return { failure, availableMicro };
   }
 
   /**
@@ -372,13 +389,27 @@ export class KeyActor {
     const slack = this.room(lease);
     if (slack > 0n) {
       lease.amount -= slack; // before the await: concurrent admissions see no room
-      if (!(await shrinkHold(this.deps.db, lease.holdId, slack))) lease.amount += slack;
+      if (!(await this.shrink(lease, slack))) lease.amount += slack;
     }
     if (lease.outstanding === 0n) {
       const closing = this.close(lease);
       if (waitForClose) await closing;
     }
     this.signal();
+  }
+
+  /**
+   * Gives `slack` of a lease's hold back to the wallet. False when the hold was not shrunk, the
+   * database unreachable included: the hold in the ledger still has it, so the lease keeps it in
+   * memory too and a later release (the idle sweep) gives it back by closing the lease.
+   */
+  private async shrink(lease: Lease, slack: bigint): Promise<boolean> {
+    try {
+      return await shrinkHold(this.deps.db, lease.holdId, slack);
+    } catch (error) {
+      taskFailed("lease_shrink", this.deps.log, error, { keyId: this.keyId, holdId: lease.holdId });
+      return false;
+    }
   }
 
   private async close(lease: Lease): Promise<void> {
@@ -391,9 +422,23 @@ export class KeyActor {
       this.leases.delete(lease);
     } catch (error) {
       lease.closing = false;
-      this.deps.log("error", "lease_close_failed", { keyId: this.keyId, holdId: lease.holdId, error: (error as Error).message });
+      taskFailed("lease_close", this.deps.log, error, { keyId: this.keyId, holdId: lease.holdId });
     }
     this.signal();
+  }
+
+  /** Closes the leases that admit nothing and have nothing outstanding (a close that failed is tried again here). */
+  async closeDrained(): Promise<void> {
+    for (const lease of [...this.leases]) if (!lease.admitting && lease.outstanding === 0n) await this.close(lease);
+  }
+
+  /**
+   * The holds of this actor's open leases, which their node keeps renewing so that none ends
+   * while its usage is on its way (holds.ts); a drained lease whose close failed is closed again
+   * by the idle sweep (closeDrained).
+   */
+  openHolds(): string[] {
+    return [...this.leases].map((lease) => lease.holdId);
   }
 
   /** Gives back every lease's slack (idleness, shutdown). */
@@ -453,13 +498,25 @@ export class KeyActor {
 
   /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
-    const admission = this.admissions.get(s.requestId);
     const metered = pricedMicro(s);
+    const earlier = this.settledIds.get(s.requestId);
+    if (earlier) {
+      // A retried settlement (the bus may deliver one twice) gets the first one's reply and posts
+      // nothing; a second settlement of other usage is a bug.
+      const same = invariant(earlier.meteredMicro === metered, "settled_once", {
+        requestId: s.requestId,
+        first: earlier.meteredMicro,
+        again: metered,
+      });
+      return same ? earlier.reply : refuse(fail("invalid_request", `Request ${s.requestId} was already settled.`));
+    }
+    const admission = this.admissions.get(s.requestId);
     if (admission && metered > admission.reserve && s.billedMicroMax === undefined)
       await this.coverOverrun(admission, metered - admission.reserve);
     const reserve = admission?.reserve ?? s.reserveMicro;
     let billed = metered < reserve ? metered : reserve;
     if (s.billedMicroMax !== undefined && s.billedMicroMax < billed) billed = s.billedMicroMax;
+    if (!invariant(billed <= reserve, "held_covers_charged", { requestId: s.requestId, billed, reserve })) billed = reserve;
     this.deps.writer.append({
       requestId: s.requestId,
       accountId,
@@ -477,26 +534,44 @@ export class KeyActor {
       cacheReadPricePer1m: s.cacheReadPricePer1m,
       cacheWriteUnits: s.cacheWriteUnits,
       cacheWritePricePer1m: s.cacheWritePricePer1m,
+      cacheWrite1hUnits: s.cacheWrite1hUnits,
+      cacheWrite1hPricePer1m: s.cacheWrite1hPricePer1m,
+      hostedCallUnits: s.hostedCallUnits,
+      hostedCallPricePer1m: s.hostedCallPricePer1m,
+      hostedCallUnit: s.hostedCallUnit,
       meteredMicro: metered,
       billedMicro: billed,
       status: s.status,
       durationMs: s.durationMs,
       partition: fence?.partition ?? null,
       fenceToken: fence?.fenceToken ?? null,
+      anomalies: s.anomalies ?? null,
     });
-    this.recordSpend(billed, admission, Number(s.inputUnits + s.outputUnits + (s.cacheReadUnits ?? 0n) + (s.cacheWriteUnits ?? 0n)));
+    this.recordSpend(
+      billed,
+      admission,
+      Number(s.inputUnits + s.outputUnits + (s.cacheReadUnits ?? 0n) + (s.cacheWriteUnits ?? 0n) + (s.cacheWrite1hUnits ?? 0n)),
+    );
     if (admission) {
       this.admissions.delete(s.requestId);
       const lease = admission.lease;
       if (lease) {
         lease.outstanding -= admission.reserve;
+        if (!invariant(lease.outstanding >= 0n, "lease_outstanding_non_negative", { holdId: lease.holdId, outstanding: lease.outstanding }))
+          lease.outstanding = 0n;
         lease.consumed += billed;
         if (!lease.admitting && lease.outstanding === 0n) void this.close(lease);
       }
     }
     this.lastUseMs = this.now();
     this.signal();
-    return { ok: true, billedMicro: billed, meteredMicro: metered };
+    const reply: SettleReply = { ok: true, billedMicro: billed, meteredMicro: metered };
+    this.rememberSettled(s.requestId, { reply, meteredMicro: metered });
+    return reply;
+  }
+
+  private rememberSettled(requestId: string, settled: { reply: SettleReply; meteredMicro: bigint }): void {
+    this.settledIds.set(requestId, settled);
   }
 
   /**

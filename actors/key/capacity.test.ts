@@ -17,6 +17,8 @@ function keyRecord(concurrencyMax: number): KeyRecord {
     tpm: null,
     monthlySpendCapMicro: null,
     residency: null,
+    allowedModels: null,
+    allowedIps: null,
     createdAt: now,
     revokedAt: null,
     updatedAt: now,

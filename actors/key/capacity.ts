@@ -27,7 +27,9 @@
  * plus the length of the requests it admitted before. With every node connected (a node killed,
  * a rolling restart) the slack is zero.
  */
+import { every, runTask } from "../../src/background.ts";
 import { fail, type Failure } from "../../src/errors.ts";
+import { silentLogger, type Logger } from "../../src/log.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { GrantReply, GrantRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
@@ -173,13 +175,15 @@ export interface ShareDeps {
   /** Whether this node owns the partition (asking it costs no broker hop). */
   ownsPartition: (partition: number) => boolean;
   clock?: Clock;
+  /** Where a failed renewal is logged (it is retried by the next one). */
+  log?: Logger;
 }
 
 /** A node's side: its shares of every key it admits, and the admissions counted by path. */
 export class SlotShares {
   private readonly shares = new KeyStates<Share>({ sizeMax: SHARES_MAX, idle: (s) => s.inUse === 0 && s.granted === 0 });
   private readonly clock: Clock;
-  private timer: ReturnType<typeof setInterval> | null = null;
+  private stopRenewing: (() => void) | null = null;
   readonly admissions: Record<AdmissionPath, number> = { local: 0, owner_local: 0, owner_remote: 0 };
 
   constructor(private readonly deps: ShareDeps) {
@@ -294,16 +298,23 @@ export class SlotShares {
 
   /** Renews at once the shares of keys in a partition that just changed owner. */
   partitionMoved(partition: number): void {
-    void this.renew({ keyIds: this.shares.inPartition(partition), force: true });
+    runTask("slot_share_renew", this.log, () => Promise.all(this.renew({ keyIds: this.shares.inPartition(partition), force: true })));
   }
 
+  private get log(): Logger {
+    return this.deps.log ?? silentLogger;
+  }
+
+  /** Each tick starts its renewals without waiting for the last tick's: a key whose owner is slow to answer holds up no other. */
   start(): void {
-    this.timer = setInterval(() => void this.renew(), GRANT_RENEW_MS);
+    this.stopRenewing = every("slot_share_renew", GRANT_RENEW_MS, this.log, () => {
+      runTask("slot_share_renew", this.log, () => Promise.all(this.renew()));
+    });
   }
 
   /** Leaving: stops renewing and gives every share back (after the node's requests settled). */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.stopRenewing?.();
     const gone: Promise<unknown>[] = [];
     for (const [keyId, share] of this.shares) {
       if (share.granted === 0) continue;

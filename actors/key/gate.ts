@@ -1,6 +1,6 @@
 /**
  * What a key actor (actor.ts) asks of the cluster's rate limits, apart from how they are kept:
- * rates.ts implements it with permits from each key's partition owner.
+ * permits.ts implements it with permits from each key's partition owner.
  */
 import type { KeyRecord } from "../../src/keys/store.ts";
 import type { PermitReply, RateInfo } from "../protocol.ts";

@@ -1,5 +1,5 @@
 /**
- * The grant protocol shared by concurrency shares (capacity.ts) and rate permits (rates.ts): the
+ * The grant protocol shared by concurrency shares (capacity.ts) and rate permits (permits.ts): the
  * owner of a key's partition grants, the other nodes ask it (one request/reply) and admit from
  * what it granted.
  *

@@ -9,10 +9,11 @@
  * database keeps the wallet whole whoever holds them); what crosses nodes is the key's
  * concurrency: an admission first takes a slot from this node's share (capacity.ts), granted by
  * the key's partition owner, and a settlement carries that owner's fencing token; and the key's
- * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (rates.ts), also
+ * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (permits.ts), also
  * granted by the owner.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
+import { every, runTask } from "../../src/background.ts";
 import { fail } from "../../src/errors.ts";
 import {
   ADMIT,
@@ -28,10 +29,17 @@ import {
   type WalletRecall,
 } from "../protocol.ts";
 import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
-import { keyClassOf } from "../../src/metrics/snapshot.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 import type { SlotShares } from "./capacity.ts";
-import type { RatePermits } from "./rates.ts";
+import type { RatePermits } from "./permits.ts";
+
+/** Key classes for in-flight gauges: by concurrency tier, never by key. */
+export function keyClassOf(concurrencyMax: number): string {
+  if (concurrencyMax <= 4) return "concurrency_le_4";
+  if (concurrencyMax <= 32) return "concurrency_le_32";
+  if (concurrencyMax <= 256) return "concurrency_le_256";
+  return "concurrency_gt_256";
+}
 
 /** What a node in a cluster admits from: its shares of keys' slots and its permits of their rates and spend. */
 export interface ClusterGates {
@@ -40,9 +48,15 @@ export interface ClusterGates {
 }
 
 export const KEY_ACTORS_MAX = 100_000;
-/** A key with no request for this long returns its lease. */
+/** A key with no request for this long returns its lease, unless the node is told otherwise (KEY_IDLE_MS). */
 export const KEY_IDLE_MS = 30_000;
+/** The idle sweep's interval, or the idle time when that is shorter. */
 export const IDLE_SWEEP_INTERVAL_MS = 5_000;
+
+export type KeyActorHostDeps = Omit<KeyActorDeps, "recall"> & {
+  /** A key with no request for this long returns its lease (default KEY_IDLE_MS). */
+  keyIdleMs?: number;
+};
 /** At most one recall per wallet per this interval from this node. */
 export const RECALL_INTERVAL_MS = 20;
 
@@ -54,16 +68,17 @@ export class KeyActorHost {
   private readonly lastRecallMs = new Map<string, number>();
   private readonly deps: KeyActorDeps;
   private readonly shares: SlotShares | undefined;
-  private sweeper: ReturnType<typeof setInterval> | null = null;
+  private readonly keyIdleMs: number;
 
   constructor(
-    deps: Omit<KeyActorDeps, "recall">,
+    deps: KeyActorHostDeps,
     private readonly publishRecall: (recall: WalletRecall) => void,
     /** Cluster only; absent, each actor's own counts, windows and month are the limits. */
     private readonly cluster?: ClusterGates,
   ) {
     this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId), rates: cluster?.permits };
     this.shares = cluster?.shares;
+    this.keyIdleMs = deps.keyIdleMs ?? KEY_IDLE_MS;
   }
 
   private actor(keyId: string): KeyActor {
@@ -128,6 +143,11 @@ export class KeyActorHost {
     return { ...(this.cluster?.permits.admissions ?? {}) };
   }
 
+  /** The holds of this node's open leases: renewed while the node lives (see KeyActor.openHolds). */
+  openHolds(): string[] {
+    return [...this.actors.values()].flatMap((actor) => actor.openHolds());
+  }
+
   /** Money this node's leases hold and have not committed to a request (metrics). */
   slackMicro(): bigint {
     let slack = 0n;
@@ -168,7 +188,8 @@ export class KeyActorHost {
     this.lastRecallMs.set(accountId, now);
     if (this.lastRecallMs.size > KEY_ACTORS_MAX) this.lastRecallMs.clear();
     this.publishRecall({ accountId, fromKeyId });
-    void this.releaseAccount({ accountId, fromKeyId }); // this node at once, without waiting for the echo
+    // This node at once, without waiting for the echo; a failed give-back is retried by the idle sweep.
+    runTask("wallet_recall", this.deps.log, () => this.releaseAccount({ accountId, fromKeyId }));
   }
 
   private async releaseAccount(recall: WalletRecall): Promise<void> {
@@ -177,11 +198,15 @@ export class KeyActorHost {
     }
   }
 
-  /** Returns the leases of keys idle for KEY_IDLE_MS. */
-  async sweepIdle(): Promise<void> {
+  /**
+   * Returns the leases of keys idle for `idleMs` (the host's idle time), and closes the drained leases of
+   * the others whose close failed (the database was away): their money is the wallet's again.
+   */
+  async sweepIdle(idleMs = this.keyIdleMs): Promise<void> {
     const now = performance.now();
     for (const actor of this.actors.values()) {
-      if (actor.inFlight === 0 && actor.slackMicro > 0n && now - actor.lastUseMs > KEY_IDLE_MS) await actor.release();
+      if (actor.inFlight === 0 && actor.slackMicro > 0n && now - actor.lastUseMs >= idleMs) await actor.release();
+      else await actor.closeDrained();
     }
   }
 
@@ -192,11 +217,11 @@ export class KeyActorHost {
       bus.serve(SETTLE, subjects.keySettle(p), (s) => this.settle(s), { queue: "keys" }),
       bus.serve(EXTEND, subjects.keyExtend(p), (t) => this.extend(t), { queue: "keys" }),
     ]);
-    stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => void this.releaseAccount(m)));
-    this.sweeper = setInterval(() => void this.sweepIdle(), IDLE_SWEEP_INTERVAL_MS);
+    const log = this.deps.log;
+    stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => runTask("wallet_recall", log, () => this.releaseAccount(m))));
+    stops.push(every("idle_sweep", Math.min(IDLE_SWEEP_INTERVAL_MS, this.keyIdleMs), log, () => this.sweepIdle()));
     return () => {
       for (const stop of stops) stop();
-      if (this.sweeper) clearInterval(this.sweeper);
     };
   }
 

@@ -62,7 +62,7 @@ export interface RateRefusal {
 
 /**
  * A key's requests-per-minute and tokens-per-minute windows: the key actor's own on one node, the
- * partition owner's in a cluster (rates.ts). `check` says whether more would fit, `add` counts it.
+ * partition owner's in a cluster (permits.ts). `check` says whether more would fit, `add` counts it.
  */
 export class RateWindows {
   readonly requests: MinuteWindow;
@@ -92,6 +92,7 @@ export class RateWindows {
         return {
           failure: fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, {
             param: "max_tokens",
+            retryable: false,
           }),
         };
       }

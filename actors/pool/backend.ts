@@ -37,6 +37,9 @@ export interface HostLoad {
   atMs: number;
 }
 
+/** The calls to a backend that can meet a redirect: requests, the host metrics poll, the health probe. */
+export type RedirectedCall = "request" | "metrics" | "probe";
+
 export interface Observation {
   /** Time from sending the request to the first content token; absent for whole replies. */
   ttftMs?: number;
@@ -55,6 +58,8 @@ export class Backend {
   concurrencyLimit: number;
   requests = 0;
   failures = 0;
+  /** Redirects this backend answered with, by call (none is followed: src/providers/upstream.ts). */
+  readonly redirects: Record<RedirectedCall, number> = { request: 0, metrics: 0, probe: 0 };
   /** Samples since the statistics were last shared with other nodes. */
   samplesUnshared = 0;
   /** Samples behind the last shared message: how much this node's own view weighs. */

@@ -8,14 +8,13 @@
  *            was lost. A change keeps the state of backends that did not change.
  *   learn:   host metrics and health probes (probe.ts); estimates shared between nodes (stats.ts).
  *
- * Without a pools file every model is served by the default backends (the embedded simulator
- * when no real upstream is configured); open-weight models count as in-country there, as they
- * would be on our own GPU hosts.
+ * A model without a pool of its own in the file is served by the file's default backends.
  */
 import type { Bus } from "../../src/bus/bus.ts";
-import type { BackendConfig, PaidFields, PoolsFile } from "../../src/config.ts";
+import { resolveBackends, type BackendConfig, type PaidFields, type PoolsFile } from "../../src/config.ts";
 import type { Catalog } from "../../src/catalog/catalog.ts";
 import type { Db } from "../../src/db/client.ts";
+import { every, runTask } from "../../src/background.ts";
 import { newId } from "../../src/ids.ts";
 import type { Logger } from "../../src/log.ts";
 import { POOL_EVENTS, POOL_STATS } from "../protocol.ts";
@@ -23,7 +22,7 @@ import type { Subjects } from "../subjects.ts";
 import { PoolActor, type PoolOptions } from "./pool.ts";
 import { Prober } from "./probe.ts";
 import { foldStats, POOL_STATS_INTERVAL_MS, statsOf } from "./stats.ts";
-import { loadPool, loadPools, resolveBackends, type PoolRow } from "./store.ts";
+import { loadPool, loadPools, type PoolRow } from "./savedPools.ts";
 
 export const POOL_POLL_INTERVAL_MS = 1_000;
 /** The poll looks this far behind its last high-water mark: commits land out of order. */
@@ -46,12 +45,23 @@ export class PoolHost {
 
   constructor(
     private readonly catalog: Catalog,
-    file: PoolsFile,
+    private readonly file: PoolsFile,
     private readonly options: PoolOptions,
   ) {
-    for (const model of catalog.list()) {
-      const backends = file.pools[model.id]?.backends ?? file.default_backends;
-      if (backends.length > 0) this.apply(model.id, backends, file.pools[model.id]?.paid_fields);
+    for (const note of file.deprecated ?? []) options.log?.("warn", "pools_file_deprecated", { note });
+    this.adopt();
+  }
+
+  /**
+   * Gives every catalog model without a pool the pools file's backends for it (or its default
+   * backends): at start-up, and after each catalog change, so a model an operator adds is served
+   * on every node without a restart. A `pools` row for it is applied by the next poll.
+   */
+  adopt(): void {
+    for (const model of this.catalog.list()) {
+      if (this.pools.has(model.id)) continue;
+      const backends = this.file.pools[model.id]?.backends ?? this.file.default_backends;
+      if (backends.length > 0) this.apply(model.id, backends, this.file.pools[model.id]?.paid_fields);
     }
   }
 
@@ -82,29 +92,33 @@ export class PoolHost {
    */
   async start(sync: PoolSync): Promise<() => void> {
     await this.sync(sync);
-    const poll = setInterval(() => void this.sync(sync), POOL_POLL_INTERVAL_MS);
+    const stopPolling = every("pool_poll", POOL_POLL_INTERVAL_MS, sync.log, () => this.sync(sync));
     const unsubscribeEvents = sync.bus.subscribe(POOL_EVENTS, sync.subjects.poolEvents, ({ model }) => {
-      loadPool(sync.db, model).then(
-        (row) => row && this.applyRow(row, sync),
-        (error: Error) => sync.log("warn", "pool_reload_failed", { model, error: error.message }),
-      );
+      runTask("pool_reload", sync.log, async () => {
+        const row = await loadPool(sync.db, model);
+        if (row) this.applyRow(row, sync);
+      });
     });
     const unsubscribeStats = sync.bus.subscribe(POOL_STATS, sync.subjects.poolStats, (stats) => {
       if (stats.node === this.node) return;
       const pool = this.pools.get(stats.model);
       if (pool) foldStats(pool, stats);
     });
-    const share = setInterval(() => {
+    const stopSharing = every("pool_stats_share", POOL_STATS_INTERVAL_MS, sync.log, () => {
       for (const pool of this.pools.values()) {
         const stats = statsOf(this.node, pool);
         if (stats) sync.bus.publish(POOL_STATS, sync.subjects.poolStats, stats);
       }
-    }, POOL_STATS_INTERVAL_MS);
-    const prober = new Prober(() => this.all());
+    });
+    const prober = new Prober(
+      () => this.all(),
+      () => performance.now(),
+      sync.log,
+    );
     prober.start();
     return () => {
-      clearInterval(poll);
-      clearInterval(share);
+      stopPolling();
+      stopSharing();
       prober.stop();
       unsubscribeEvents();
       unsubscribeStats();
@@ -140,21 +154,4 @@ export class PoolHost {
       sync.log("warn", "pool_poll_failed", { error: (error as Error).message });
     }
   }
-}
-
-/** Pools for the embedded simulator: every model, one backend, open-weight models in-country. */
-export function simulatorPools(catalog: Catalog, simulatorUrl: string): PoolsFile {
-  const pools: PoolsFile["pools"] = {};
-  for (const model of catalog.list()) {
-    const backend: BackendConfig = {
-      name: "sim",
-      kind: "openai",
-      url: `${simulatorUrl}/v1`,
-      region: model.openWeight ? "in-country" : "abroad",
-      weight: 1,
-      concurrency_max: 10_000,
-    };
-    pools[model.id] = { backends: [backend] };
-  }
-  return { default_backends: [], pools };
 }

@@ -1,7 +1,8 @@
 /**
  * The pool's retry rule, read from each failure's own `retryable`: a reply that says nothing
  * against the request (malformed) goes to another backend; a refusal of the request itself (a
- * 400) is returned at once, never sent on.
+ * 400) is returned at once, never sent on. A whole reply of any operation (sendWhole) that
+ * breaks off goes to another backend too.
  */
 import { afterAll, expect, test } from "bun:test";
 import type { BackendConfig } from "../../src/config.ts";
@@ -101,4 +102,62 @@ test("a refusal of the request itself (not retryable) is returned at once, never
   }
   expect(refused).toBeGreaterThan(0);
   expect(refusing.hits).toBe(refused);
+});
+
+/** A stub whose reply breaks off: its headers promise 1,000 bytes, then the socket closes after 25. */
+let breakingHits = 0;
+const breakingServer = Bun.listen({
+  hostname: "127.0.0.1",
+  port: 0,
+  socket: {
+    data(socket) {
+      breakingHits++;
+      socket.write('HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"object":"list","data":[');
+      socket.end();
+    },
+  },
+});
+const breaking: Stub = {
+  get hits() {
+    return breakingHits;
+  },
+  port: breakingServer.port,
+  stop: () => breakingServer.stop(true),
+};
+const vectors = upstream(() =>
+  Response.json({ object: "list", data: [{ object: "embedding", index: 0, embedding: [0.5] }], usage: { prompt_tokens: 1 } }),
+);
+
+afterAll(() => {
+  for (const stub of [breaking, vectors]) stub.stop();
+});
+
+/** A pool whose calls go first to the stalest backend (see poolOf), read whole within 1 MiB. */
+function wholePool(backends: BackendConfig[]) {
+  let nowMs = 0;
+  const pool = new PoolActor("m", backends, { upstreamTimeoutMs: 10_000, nowMs: () => nowMs });
+  return (i: number) => {
+    nowMs += EXPLORE_AFTER_MS + 1;
+    return pool.sendWhole(
+      {
+        requestId: `req_${i}`,
+        build: (backend) => backend.adapter.embeddings?.buildEmbeddingsRequest({ body: { input: ["x"] }, upstreamModel: "m" }),
+      },
+      1024 * 1024,
+    );
+  };
+}
+
+test("a whole reply that breaks off is read again from another backend: every call is answered", async () => {
+  const send = wholePool([config("breaking", breaking), config("vectors", vectors)]);
+  for (let i = 0; i < 8; i++) expect((await send(i)).kind).toBe("whole");
+  expect(breaking.hits).toBeGreaterThan(0);
+});
+
+test("with no other backend, a reply that breaks off is a retryable 502 that says so", async () => {
+  const send = wholePool([config("breaking", breaking)]);
+  const outcome = await send(0);
+  expect(outcome.kind).toBe("failed");
+  if (outcome.kind === "failed") expect(outcome.failure).toMatchObject({ code: "upstream_error", retryable: true });
+  if (outcome.kind === "failed") expect(outcome.failure.message).toContain("broke off");
 });

@@ -17,11 +17,15 @@
  * so in-flight counts return to zero; only the final outcome is settled, so a retried request
  * is billed once.
  */
-import type { BackendConfig, PaidFields } from "../../src/config.ts";
+import { strict as assert } from "node:assert";
+import { BACKENDS_PER_POOL_MAX, type BackendConfig, type PaidFields } from "../../src/config.ts";
 import { fail } from "../../src/errors.ts";
+import type { Logger } from "../../src/log.ts";
+import { invariant } from "../../src/invariant.ts";
 import type { ChatStreamDecoder, ReplyContext, UpstreamFailure, UpstreamRequest, Usage } from "../../src/providers/types.ts";
 import {
   CHAT_REPLY_BYTES_MAX,
+  readBounded,
   readTextBounded,
   sendUpstream,
   UPSTREAM_ERROR_BODY_BYTES_MAX,
@@ -34,8 +38,6 @@ export { Backend } from "./backend.ts";
 export const ATTEMPTS_MAX = 3;
 /** A backend no request went to for this long gets the next one, as a probe of its speed. */
 export const EXPLORE_AFTER_MS = 5_000;
-/** Backends in one pool. */
-export const BACKENDS_MAX = 64;
 
 export type Region = "in-country";
 
@@ -62,6 +64,16 @@ export type SendOutcome =
   | { kind: "reply"; backend: Backend; reply: UpstreamReply; startedMs: number }
   | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
 
+type Sent = Extract<SendOutcome, { kind: "reply" }>;
+type Failed = Extract<SendOutcome, { kind: "failed" }>;
+
+function isFailed(outcome: { kind: string }): outcome is Failed {
+  return outcome.kind === "failed";
+}
+
+/** A reply read whole: its bytes, from the backend that sent them. */
+export type WholeOutcome = { kind: "whole"; backend: Backend; bytes: Uint8Array } | Failed;
+
 export interface ChatCall {
   body: Record<string, unknown>;
   stream: boolean;
@@ -83,6 +95,8 @@ export type ChatOutcome =
 
 export interface PoolOptions {
   upstreamTimeoutMs: number;
+  /** Where an upstream's misbehaviour (a redirect) is logged; unset: nowhere. */
+  log?: Logger;
   random?: () => number;
   nowMs?: () => number;
 }
@@ -100,7 +114,7 @@ interface Tries {
 
 export class PoolActor {
   backends: Backend[];
-  /** Chat fields this pool enables and their prices (src/http/chat/paidFields.ts); none when unset. */
+  /** Chat fields this pool enables and their prices (src/operations/chat/paidFields.ts); none when unset. */
   paidFields: PaidFields | undefined = undefined;
 
   constructor(
@@ -108,8 +122,9 @@ export class PoolActor {
     backends: BackendConfig[],
     private readonly options: PoolOptions,
   ) {
+    assertBackendCount(model, backends);
     const now = this.now();
-    this.backends = backends.slice(0, BACKENDS_MAX).map((b) => new Backend(b, now));
+    this.backends = backends.map((b) => new Backend(b, now));
   }
 
   now(): number {
@@ -126,6 +141,7 @@ export class PoolActor {
    * capped at the neutral estimate, so it is neither flooded nor starved.
    */
   update(configs: BackendConfig[]): void {
+    assertBackendCount(this.model, configs);
     const now = this.now();
     const old = new Map(this.backends.map((b) => [b.name, b]));
     // Never above the neutral estimate: a low start is corrected by the first slow reply (the
@@ -137,7 +153,7 @@ export class PoolActor {
             tpotMs: Math.min(TPOT_MS_NEUTRAL, median(this.backends.map((b) => b.tpot.value))),
           }
         : undefined;
-    this.backends = configs.slice(0, BACKENDS_MAX).map((config) => {
+    this.backends = configs.map((config) => {
       const kept = old.get(config.name);
       if (!kept || kept.config.url !== config.url || kept.config.kind !== config.kind || kept.config.api_key !== config.api_key) {
         return new Backend(config, now, neutral);
@@ -207,14 +223,30 @@ export class PoolActor {
           stream: call.stream,
         }),
     };
+    return this.sendAndRead(poolCall, async (sent) => (call.stream ? this.streamOutcome(sent, call) : this.readWhole(sent, call)));
+  }
+
+  /**
+   * An operation's whole reply (embeddings, images, a transcript), read within `bytesMax` before
+   * any byte reaches the client: a reply that breaks off is sent to another backend.
+   */
+  sendWhole(call: PoolCall, bytesMax: number): Promise<WholeOutcome> {
+    return this.sendAndRead(call, async (sent) => {
+      const read = await readWholeBytes(sent, bytesMax);
+      if (read.kind === "whole") sent.reply.close("done");
+      return read;
+    });
+  }
+
+  /** Sends the call, reads the accepted reply with `read`, and tries another backend while a read fails retryably. */
+  private async sendAndRead<T extends { kind: string }>(call: PoolCall, read: (sent: Sent) => Promise<T | Failed>): Promise<T | Failed> {
     const tries = this.tries();
     for (;;) {
-      const sent = await this.sendWithin(poolCall, tries);
+      const sent = await this.sendWithin(call, tries);
       if (sent.kind === "failed") return sent;
-      if (call.stream) return this.streamOutcome(sent, call);
-      const read = await this.readWhole(sent, call);
-      if (read.kind !== "failed" || !read.failure.retryable || !this.mayRetry(tries, call.signal)) return read;
-      tries.last = read as Extract<SendOutcome, { kind: "failed" }>;
+      const outcome = await read(sent);
+      if (!isFailed(outcome) || !outcome.failure.retryable || !this.mayRetry(tries, call.signal)) return outcome;
+      tries.last = outcome;
     }
   }
 
@@ -281,17 +313,27 @@ export class PoolActor {
     });
     const headersMs = this.now() - startedMs;
     if (!sent.ok) {
-      backend.inFlight--;
+      leaveBackend(backend);
       if (call.signal?.aborted) backend.breaker.probeAbandoned();
       else backend.failed(this.now());
-      if (sent.failure.code === "upstream_timeout") tries.reached = true;
+      if (sent.redirect) {
+        backend.redirects.request++;
+        this.options.log?.("warn", "upstream_redirect", {
+          requestId: call.requestId,
+          model: this.model,
+          backend: backend.name,
+          status: sent.redirect.status,
+          location: sent.redirect.locationOrigin,
+        });
+      }
+      if (sent.failure.code === "upstream_timeout" || sent.redirect) tries.reached = true;
       else tries.unreachable.push(backend.name);
       return { kind: "failed", backend, failure: sent.failure };
     }
     tries.reached = true;
     const { reply } = sent;
     reply.onClose = (end, timing) => {
-      backend.inFlight--;
+      leaveBackend(backend);
       if (end === "done") backend.observe(timing ?? { outputTokens: 0, durationMs: headersMs }, this.now());
       else {
         backend.breaker.probeAbandoned();
@@ -315,37 +357,18 @@ export class PoolActor {
   }
 
   /** Reads and parses a whole reply within CHAT_REPLY_BYTES_MAX; a body that breaks off counts against the backend. */
-  private async readWhole(sent: Extract<SendOutcome, { kind: "reply" }>, call: ChatCall): Promise<ChatOutcome> {
+  private async readWhole(sent: Sent, call: ChatCall): Promise<ChatOutcome> {
     const { backend, reply, startedMs } = sent;
-    try {
-      const { text: body, truncated } = await readTextBounded(reply.response, CHAT_REPLY_BYTES_MAX);
-      if (truncated) {
-        reply.close("abandoned");
-        return {
-          kind: "failed",
-          backend,
-          failure: {
-            ...fail("upstream_error", `The upstream reply is larger than the limit of ${CHAT_REPLY_BYTES_MAX} bytes.`),
-            retryable: false,
-          },
-        };
-      }
-      // A backend without chat was skipped by `build`.
-      const parsed = backend.adapter.chat!.parseChatResponse(body, this.replyContext(call));
-      if ("code" in parsed) {
-        reply.close("failed");
-        return { kind: "failed", backend, failure: parsed };
-      }
-      reply.close("done", { outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
-      return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
-    } catch (error) {
+    const read = await readWholeBytes(sent, CHAT_REPLY_BYTES_MAX);
+    if (read.kind === "failed") return read;
+    // A backend without chat was skipped by `build`.
+    const parsed = backend.adapter.chat!.parseChatResponse(utf8.decode(read.bytes), this.replyContext(call));
+    if ("code" in parsed) {
       reply.close("failed");
-      return {
-        kind: "failed",
-        backend,
-        failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true },
-      };
+      return { kind: "failed", backend, failure: parsed };
     }
+    reply.close("done", { outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
+    return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
   }
 
   /**
@@ -400,4 +423,45 @@ export function choicesFor(eligible: number): number {
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? 0;
+}
+
+/** A request leaves its backend: one fewer in flight, never below none. */
+function leaveBackend(backend: Backend): void {
+  backend.inFlight--;
+  if (!invariant(backend.inFlight >= 0, "in_flight_non_negative", { backend: backend.name, inFlight: backend.inFlight }))
+    backend.inFlight = 0;
+}
+
+/** Every door into a pool checks its backends against the one schema (src/config.ts), which refuses a longer list. */
+function assertBackendCount(model: string, backends: BackendConfig[]): void {
+  assert(backends.length <= BACKENDS_PER_POOL_MAX, `pool ${model}: ${backends.length} backends, above BACKENDS_PER_POOL_MAX`);
+}
+
+const utf8 = new TextDecoder();
+
+/**
+ * Reads an accepted reply to its end within `bytesMax`, left open for its reader to close: a
+ * larger reply is a 502 (the upstream is abandoned), one that breaks off a retryable 502.
+ */
+async function readWholeBytes(sent: Sent, bytesMax: number): Promise<WholeOutcome> {
+  const { backend, reply } = sent;
+  try {
+    const { bytes, truncated } = await readBounded(reply.response, bytesMax);
+    if (truncated) {
+      reply.close("abandoned");
+      return {
+        kind: "failed",
+        backend,
+        failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`), retryable: false },
+      };
+    }
+    return { kind: "whole", backend, bytes };
+  } catch (error) {
+    reply.close("failed");
+    return {
+      kind: "failed",
+      backend,
+      failure: { ...fail("upstream_error", `The upstream reply broke off: ${(error as Error).message}`), retryable: true },
+    };
+  }
 }

@@ -7,10 +7,16 @@
  *                  `Backend.host`. A host without them is asked again only every
  *                  `HOST_METRICS_ABSENT_RETRY_MS`, and contributes no queue term meanwhile.
  *   health probes: a backend whose breaker is open is asked `GET <url>/models` every
- *                  `HEALTH_PROBE_INTERVAL_MS`; any answer that is not a 5xx or 429 ends its
+ *                  `HEALTH_PROBE_INTERVAL_MS`; any answer that is not a 3xx, 5xx or 429 ends its
  *                  cool-down, so one real request (the half-open probe) can close it.
+ *
+ * Neither follows a redirect (as no upstream call does: src/providers/upstream.ts): a host that
+ * redirects its metrics counts as one without them, and is logged and counted per backend.
  */
-import type { Backend, HostLoad } from "./backend.ts";
+import { every } from "../../src/background.ts";
+import type { Logger } from "../../src/log.ts";
+import { redirectOf, type UpstreamRedirect } from "../../src/providers/upstream.ts";
+import type { Backend, HostLoad, RedirectedCall } from "./backend.ts";
 import type { PoolActor } from "./pool.ts";
 
 export const HOST_METRICS_INTERVAL_MS = 1_000;
@@ -51,21 +57,22 @@ export function metricsUrlOf(backendUrl: string): string {
 
 export class Prober {
   private readonly absentUntilMs = new WeakMap<Backend, number>();
-  private timers: ReturnType<typeof setInterval>[] = [];
+  private stops: (() => void)[] = [];
 
   constructor(
     private readonly pools: () => PoolActor[],
     private readonly nowMs: () => number = () => performance.now(),
+    private readonly log: Logger = () => {},
   ) {}
 
   start(): void {
-    this.timers.push(setInterval(() => void this.scrapeAll(), HOST_METRICS_INTERVAL_MS));
-    this.timers.push(setInterval(() => void this.probeOpen(), HEALTH_PROBE_INTERVAL_MS));
+    this.stops.push(every("host_metrics_scrape", HOST_METRICS_INTERVAL_MS, this.log, () => this.scrapeAll()));
+    this.stops.push(every("health_probe", HEALTH_PROBE_INTERVAL_MS, this.log, () => this.probeOpen()));
   }
 
   stop(): void {
-    for (const timer of this.timers) clearInterval(timer);
-    this.timers = [];
+    for (const stop of this.stops) stop();
+    this.stops = [];
   }
 
   /** Reads every openai-kind host's metrics once (a host shared by several pools is read once). */
@@ -85,10 +92,12 @@ export class Prober {
   private async scrape(url: string, backends: Backend[]): Promise<void> {
     let load: HostLoad | null = null;
     try {
-      const response = await fetch(url, { signal: AbortSignal.timeout(HOST_METRICS_TIMEOUT_MS) });
+      const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(HOST_METRICS_TIMEOUT_MS) });
       const length = Number(response.headers.get("content-length") ?? 0);
       if (response.ok && length <= HOST_METRICS_BYTES_MAX) load = parseVllmMetrics(await response.text(), this.nowMs());
       else await response.body?.cancel();
+      const redirect = redirectOf(response, url);
+      if (redirect) this.redirected(backends, "metrics", redirect);
     } catch {
       // Unreachable or slow: the breaker and the latency estimates deal with that host.
       return;
@@ -108,11 +117,21 @@ export class Prober {
 
   private async probe(b: Backend): Promise<void> {
     try {
-      const response = await fetch(`${b.config.url.replace(/\/+$/, "")}/models`, { signal: AbortSignal.timeout(HEALTH_PROBE_TIMEOUT_MS) });
+      const url = `${b.config.url.replace(/\/+$/, "")}/models`;
+      const response = await fetch(url, { redirect: "manual", signal: AbortSignal.timeout(HEALTH_PROBE_TIMEOUT_MS) });
       await response.body?.cancel();
-      if (response.status < 500 && response.status !== 429) b.breaker.healthy(this.nowMs());
+      const redirect = redirectOf(response, url);
+      if (redirect) this.redirected([b], "probe", redirect);
+      else if (response.status < 500 && response.status !== 429) b.breaker.healthy(this.nowMs());
     } catch {
       // Still down: the cool-down runs on.
+    }
+  }
+
+  private redirected(backends: Backend[], call: RedirectedCall, redirect: UpstreamRedirect): void {
+    for (const b of backends) {
+      b.redirects[call]++;
+      this.log("warn", "upstream_redirect", { call, backend: b.name, status: redirect.status, location: redirect.locationOrigin });
     }
   }
 }

@@ -16,6 +16,7 @@
  * was in flight above the new quota, until those requests end.
  */
 import type { KV } from "nats";
+import { taskFailed } from "../../src/background.ts";
 import type { Logger } from "../../src/log.ts";
 import type { Backend } from "./pool.ts";
 import type { PoolHost } from "./host.ts";
@@ -111,7 +112,7 @@ export class BackendQuotas {
   start(): void {
     this.timer = setInterval(() => {
       this.running ??= this.tick()
-        .catch((error: Error) => this.log("warn", "quota_tick_failed", { error: error.message }))
+        .catch((error: unknown) => taskFailed("quota_tick", this.log, error))
         .finally(() => (this.running = null));
     }, QUOTA_INTERVAL_MS);
   }

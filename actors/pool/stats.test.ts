@@ -3,7 +3,6 @@ import type { BackendConfig } from "../../src/config.ts";
 import { poolStats } from "../protocol.ts";
 import { PoolActor } from "./pool.ts";
 import { foldStats, PEER_SHARE_MAX, statsOf } from "./stats.ts";
-import { poolBodySchema, resolveBackends } from "./store.ts";
 
 const config = (name: string): BackendConfig => ({
   name,
@@ -34,20 +33,4 @@ test("a node shares only what it observed since its last message, and a peer's v
   expect(there.backends[1]!.ttft.value).toBe(before); // b was not reported
   foldStats(there, { node: "n1", model: "m", backends: [{ name: "unknown", ttftMs: 1, tpotMs: 1, samples: 5 }] });
   expect(there.backends.map((b) => b.ttft.value)).toEqual([after, before]);
-});
-
-test("stored backends name an environment variable for their key; the key itself is refused", () => {
-  const stored = poolBodySchema.parse({
-    backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key_env: "A_KEY" }],
-  });
-  expect(resolveBackends(stored.backends, { A_KEY: "sk-1" })).toEqual({
-    backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", weight: 1, concurrency_max: 256, api_key: "sk-1" }],
-    problems: [],
-  });
-  expect(resolveBackends(stored.backends, {}).problems).toEqual(["backend a: environment variable A_KEY is not set"]);
-  expect(
-    poolBodySchema.safeParse({ backends: [{ name: "a", kind: "openai", url: "http://a/v1", region: "in-country", api_key: "sk-1" }] })
-      .success,
-  ).toBe(false);
-  expect(poolBodySchema.safeParse({ backends: [] }).success).toBe(false);
 });

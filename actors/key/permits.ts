@@ -41,7 +41,9 @@
  *     USAGE_FLUSH_MS plus the ledger consumer's batch) is missing; billing reported again and
  *     already written is counted twice (conservative).
  */
+import { every, runTask } from "../../src/background.ts";
 import { fail } from "../../src/errors.ts";
+import { silentLogger, type Logger } from "../../src/log.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import type { PermitReply, PermitRequest, RateInfo } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
@@ -267,6 +269,8 @@ export interface PermitDeps {
   allocator: PermitAllocator;
   clock?: Clock;
   windowNowMs?: () => number;
+  /** Where a failed report is logged (it is retried by the next one). */
+  log?: Logger;
 }
 
 /** A node's side: its permits for every limited key, and its rate admissions counted by path. */
@@ -277,7 +281,7 @@ export class RatePermits implements RateGate {
     idle: (p) => p.outstandingMicro === 0n && this.now() - p.lastUseMs > PERMIT_TTL_MS,
   });
   private readonly clock: Clock;
-  private timer: ReturnType<typeof setInterval> | null = null;
+  private stopReporting: (() => void) | null = null;
   readonly admissions: Record<RateAdmissionPath, number> = { local: 0, owner: 0, asked: 0 };
 
   constructor(private readonly deps: PermitDeps) {
@@ -539,16 +543,23 @@ export class RatePermits implements RateGate {
 
   /** A partition changed owner: report what this node was granted in the last minute, at once. */
   partitionMoved(partition: number): void {
-    void this.report({ keyIds: this.permits.inPartition(partition), takeover: true });
+    runTask("rate_report", this.log, () => Promise.all(this.report({ keyIds: this.permits.inPartition(partition), takeover: true })));
   }
 
+  private get log(): Logger {
+    return this.deps.log ?? silentLogger;
+  }
+
+  /** Each tick starts its reports without waiting for the last tick's: a key whose owner is slow to answer holds up no other. */
   start(): void {
-    this.timer = setInterval(() => void this.report(), SPEND_REPORT_MS);
+    this.stopReporting = every("rate_report", SPEND_REPORT_MS, this.log, () => {
+      runTask("rate_report", this.log, () => Promise.all(this.report()));
+    });
   }
 
   /** Leaving (after the node's requests settled): reports its last billing, so the owner's count of the month is whole. */
   async stop(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    this.stopReporting?.();
     await Promise.all(this.report({ now: true }));
   }
 }

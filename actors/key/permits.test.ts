@@ -5,7 +5,7 @@ import { PERMITS, type PermitRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { FakeClock } from "./clock.ts";
 import type { Tenure } from "./grant.ts";
-import { PERMIT_GRANT_FRACTION, PERMIT_TTL_MS, PermitAllocator, RATE_TAKEOVER_QUIET_MS, RatePermits } from "./rates.ts";
+import { PERMIT_GRANT_FRACTION, PERMIT_TTL_MS, PermitAllocator, RATE_TAKEOVER_QUIET_MS, RatePermits } from "./permits.ts";
 
 type Limits = Partial<Pick<KeyRecord, "rpm" | "tpm" | "monthlySpendCapMicro">>;
 
@@ -21,6 +21,8 @@ function keyRecord(limits: Limits): KeyRecord {
     tpm: null,
     monthlySpendCapMicro: null,
     residency: null,
+    allowedModels: null,
+    allowedIps: null,
     createdAt: now,
     revokedAt: null,
     updatedAt: now,
