@@ -19,7 +19,7 @@ afterAll(() => close?.(), SETUP_MS_MAX);
 /** The seed as it was before cache prices: input and output only. */
 const withoutCache = SEED_MODELS.map((m) => ({
   ...m,
-  usdPer1m: Object.fromEntries(Object.entries(m.usdPer1m).filter(([unit]) => !unit.startsWith("cache_"))),
+  usd_per_1m: Object.fromEntries(Object.entries(m.usd_per_1m).filter(([unit]) => !unit.startsWith("cache_"))),
 }));
 
 test("an older catalog gains the cache prices at start-up, and a new rate copies them", async () => {

@@ -5,17 +5,23 @@
  * into its usage record). A version set for a future time takes over by itself when that time
  * comes.
  *
- * Seeding is idempotent and runs at every start-up: it adds models the seed has and the
- * database lacks, the first exchange rate and price version when there is none, and prices in
- * the existing versions for the models and units that have none yet (a unit added to the seed,
- * such as a cache price, is priced in every version at that version's rate).
+ * Seeding is idempotent and runs at every start-up from the catalog file (seed.ts): it adds the
+ * file's models the database lacks and refreshes the description (aliases, limits, capabilities,
+ * source) of those no operator has changed, adds the first exchange rate and price version when
+ * there is none, and prices in the existing versions the models and units that have none yet (a
+ * unit added to the file, such as a cache price, is priced in every version at that version's rate).
+ * Operators' changes (changes.ts) live in the database and win over the file.
+ *
+ * A model answers to its id and to each of its aliases; a retired one is kept (usage records
+ * name it) but no longer served: `lookup` says which successor to name.
  */
-import { MODEL_ALIASES } from "./aliases.ts";
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
+import { capabilitiesSchema, type Capabilities, type ModelEntry, sourceSchema } from "./file.ts";
 import { usdToTomanPer1m } from "./prices.ts";
-import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation, type SeedModel } from "./seed.ts";
+import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation } from "./seed.ts";
+import { closestIds } from "./suggest.ts";
 
 export interface PriceList {
   versionId: number;
@@ -32,8 +38,21 @@ export interface CatalogModel {
   openWeight: boolean;
   listing: number;
   createdS: number;
+  aliases: readonly string[];
+  /** The most output tokens one request may ask for, where the vendor publishes it. */
+  outputMax: number | null;
+  capabilities: Capabilities;
+  /** Set when the model is retired: requests for it answer 410 naming the successor. */
+  successor: string | null;
+  source: { pages: { url: string; read: string }[]; note?: string } | null;
   price: PriceList;
 }
+
+/** What a name in a request's `model` field stands for. */
+export type ModelLookup =
+  | { kind: "found"; model: CatalogModel }
+  | { kind: "retired"; model: CatalogModel; successor: string }
+  | { kind: "unknown"; suggestions: string[] };
 
 export interface PriceVersion {
   versionId: number;
@@ -47,7 +66,11 @@ type ModelRow = Omit<CatalogModel, "price">;
 
 export class Catalog {
   private byId = new Map<string, CatalogModel>();
+  /** Every id and alias → the model id it names. */
+  private names = new Map<string, string>();
+  /** Models served (not retired), in listing order. */
   private ordered: CatalogModel[] = [];
+  private everyModel: CatalogModel[] = [];
   private versions: PriceVersion[] = [];
   private currentIndex = -1;
 
@@ -62,6 +85,7 @@ export class Catalog {
   /** Swaps in a newly loaded catalog (a rate change on any node). */
   replace(modelRows: ModelRow[], versions: PriceVersion[]): void {
     this.modelRows = modelRows;
+    this.names = new Map(modelRows.flatMap((m) => [...m.aliases.map((alias) => [alias, m.id] as const), [m.id, m.id] as const]));
     this.versions = [...versions].sort((a, b) => a.effectiveAtMs - b.effectiveAtMs || a.versionId - b.versionId);
     this.currentIndex = -1;
     this.advance();
@@ -84,7 +108,8 @@ export class Catalog {
       },
     }));
     this.byId = new Map(entries.map((e) => [e.id, e]));
-    this.ordered = entries.sort((a, b) => a.listing - b.listing || a.id.localeCompare(b.id));
+    this.everyModel = entries.sort((a, b) => a.listing - b.listing || a.id.localeCompare(b.id));
+    this.ordered = this.everyModel.filter((e) => e.successor === null);
   }
 
   private refresh(): void {
@@ -92,18 +117,36 @@ export class Catalog {
     if (next && next.effectiveAtMs <= this.nowMs()) this.advance();
   }
 
-  /** The model of a catalog id, or of a vendor's dated id (aliases.ts). */
+  /** The model served under a catalog id or one of its aliases; undefined for an unknown or retired one. */
   get(id: string): CatalogModel | undefined {
-    this.refresh();
-    const model = this.byId.get(id);
-    if (model) return model;
-    const aliased = MODEL_ALIASES.get(id);
-    return aliased === undefined ? undefined : this.byId.get(aliased);
+    const found = this.lookup(id);
+    return found.kind === "found" ? found.model : undefined;
   }
 
+  /** What `name` stands for: a served model, a retired one (with its successor), or nothing (with the closest ids). */
+  lookup(name: string): ModelLookup {
+    this.refresh();
+    const id = this.names.get(name);
+    const model = id === undefined ? undefined : this.byId.get(id);
+    if (!model) return { kind: "unknown", suggestions: closestIds(name, this.servedNames()) };
+    if (model.successor !== null) return { kind: "retired", model, successor: model.successor };
+    return { kind: "found", model };
+  }
+
+  private servedNames(): Map<string, string> {
+    return new Map([...this.names].filter(([, id]) => this.byId.get(id)?.successor === null));
+  }
+
+  /** The models served, in listing order. */
   list(): readonly CatalogModel[] {
     this.refresh();
     return this.ordered;
+  }
+
+  /** Every model, retired ones included, in listing order. */
+  listAll(): readonly CatalogModel[] {
+    this.refresh();
+    return this.everyModel;
   }
 
   /** The version in effect now. */
@@ -117,20 +160,48 @@ export class Catalog {
   }
 }
 
-async function seedModels(db: Db, seed: readonly SeedModel[]): Promise<void> {
+/** The columns of a model row that describe it (all but its id and creation time). */
+export function modelColumns(m: ModelEntry) {
+  return {
+    operation: m.operation,
+    vendor: m.vendor,
+    contextWindow: m.context_window,
+    openWeight: m.open_weight,
+    listing: m.listing,
+    aliases: m.aliases,
+    outputMax: m.output_max,
+    capabilities: m.capabilities,
+    successor: m.retired?.successor ?? null,
+    source: m.source,
+  };
+}
+
+/**
+ * Adds the file's models and refreshes the description of those no operator has changed (an
+ * operator's change wins over the file until the model is changed back through the admin API).
+ */
+async function seedModels(db: Db, seed: readonly ModelEntry[]): Promise<void> {
+  const excluded = (column: string) => sql.raw(`excluded.${column}`);
   await db.orm
     .insert(models)
-    .values(
-      seed.map((m) => ({
-        id: m.id,
-        operation: m.operation,
-        vendor: m.vendor,
-        contextWindow: m.contextWindow,
-        openWeight: m.openWeight,
-        listing: m.listing,
-      })),
-    )
-    .onConflictDoNothing();
+    .values(seed.map((m) => ({ id: m.id, ...modelColumns(m), retiredAt: m.retired ? new Date() : null })))
+    .onConflictDoUpdate({
+      target: models.id,
+      set: {
+        operation: excluded("operation"),
+        vendor: excluded("vendor"),
+        contextWindow: excluded("context_window"),
+        openWeight: excluded("open_weight"),
+        listing: excluded("listing"),
+        aliases: excluded("aliases"),
+        outputMax: excluded("output_max"),
+        capabilities: excluded("capabilities"),
+        successor: excluded("successor"),
+        retiredAt: sql`CASE WHEN excluded.successor IS NULL THEN NULL ELSE coalesce(${models.retiredAt}, excluded.retired_at) END`,
+        source: excluded("source"),
+      },
+      setWhere: sql`NOT EXISTS (SELECT 1 FROM catalog_changes c WHERE c.model_id = ${models.id})`,
+    });
 }
 
 /** Creates the first rate and price version when there is none (under a lock: nodes start together). */
@@ -148,14 +219,14 @@ async function seedFirstVersion(db: Db): Promise<void> {
 }
 
 /** Adds prices, in every version, for the seed's models and units that have none there. */
-async function seedPrices(db: Db, seed: readonly SeedModel[]): Promise<void> {
+async function seedPrices(db: Db, seed: readonly ModelEntry[]): Promise<void> {
   const versions = await db.orm
     .select({ versionId: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })
     .from(priceVersions)
     .innerJoin(exchangeRates, eq(exchangeRates.id, priceVersions.rateId));
   const rows = versions.flatMap((v) =>
     seed.flatMap((m) =>
-      Object.entries(m.usdPer1m).map(([unit, usd]) => ({
+      Object.entries(m.usd_per_1m).map(([unit, usd]) => ({
         versionId: v.versionId,
         modelId: m.id,
         unit,
@@ -191,19 +262,33 @@ async function readVersions(db: Db): Promise<PriceVersion[]> {
 }
 
 async function readModels(db: Db): Promise<ModelRow[]> {
-  return (await db.orm.select().from(models)).map((m) => ({
-    id: m.id,
-    operation: m.operation as Operation,
-    vendor: m.vendor,
-    contextWindow: m.contextWindow,
-    openWeight: m.openWeight,
-    listing: m.listing,
-    createdS: Math.floor(m.createdAt.getTime() / 1000),
-  }));
+  return (await db.orm.select().from(models)).map((m) => {
+    const capabilities = capabilitiesSchema.safeParse(m.capabilities);
+    const source = sourceSchema.safeParse(m.source);
+    return {
+      id: m.id,
+      operation: m.operation as Operation,
+      vendor: m.vendor,
+      contextWindow: m.contextWindow,
+      openWeight: m.openWeight,
+      listing: m.listing,
+      createdS: Math.floor(m.createdAt.getTime() / 1000),
+      aliases: m.aliases,
+      outputMax: m.outputMax,
+      // A row written before capabilities existed reads as the plainest model of its operation.
+      capabilities: capabilities.success ? capabilities.data : plainCapabilities(m.operation),
+      successor: m.successor,
+      source: source.success ? source.data : null,
+    };
+  });
+}
+
+function plainCapabilities(operation: string): Capabilities {
+  return capabilitiesSchema.parse({ streaming: operation === "chat", tools: false, reasoning: "none", images_in: false });
 }
 
 /** Seeds what is missing, then loads every model and price version. */
-export async function loadCatalog(db: Db, seed: readonly SeedModel[] = SEED_MODELS): Promise<Catalog> {
+export async function loadCatalog(db: Db, seed: readonly ModelEntry[] = SEED_MODELS): Promise<Catalog> {
   await seedModels(db, seed);
   await seedFirstVersion(db);
   await seedPrices(db, seed);

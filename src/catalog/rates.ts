@@ -9,6 +9,7 @@ import { desc, eq } from "drizzle-orm";
 import { z } from "zod";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, prices, priceVersions } from "../db/schema.ts";
+import { every, runTask } from "../background.ts";
 import type { Logger } from "../log.ts";
 import { usdToTomanPer1m } from "./prices.ts";
 
@@ -79,7 +80,7 @@ export const rateSourceSchema = z.object({
  */
 export class RateFetcher {
   readonly status: FetchStatus;
-  private timer: ReturnType<typeof setInterval> | null = null;
+  private stopFetching: (() => void) | null = null;
 
   constructor(
     private readonly db: Db,
@@ -92,12 +93,12 @@ export class RateFetcher {
   }
 
   start(): void {
-    void this.fetchOnce();
-    this.timer = setInterval(() => void this.fetchOnce(), this.source.intervalMs);
+    runTask("rate_fetch", this.log, () => this.fetchOnce());
+    this.stopFetching = every("rate_fetch", this.source.intervalMs, this.log, () => this.fetchOnce());
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    this.stopFetching?.();
   }
 
   async fetchOnce(): Promise<void> {

@@ -300,6 +300,27 @@ describe("parseInvocation: refusals", () => {
     expect(refused(["keys", "create", "acct_1", "ci", "--tpm", "none"])).toContain("--tpm none");
   });
 
+  test("--allowed-models / --allowed-ips: comma-separated lists on keys create; a list or none on keys limits", () => {
+    expect(
+      command(["keys", "create", "acct_1", "ci", "--allowed-models", "gpt-4o-mini, phi-4", "--allowed-ips=203.0.113.0/24,::1"]),
+    ).toEqual({
+      kind: "keys.create",
+      accountId: "acct_1",
+      name: "ci",
+      limits: { allowed_models: ["gpt-4o-mini", "phi-4"], allowed_ips: ["203.0.113.0/24", "::1"] },
+    });
+    expect(command(["keys", "limits", "key_1", "--allowed-models", "none", "--allowed-ips", "10.0.0.0/8"])).toEqual({
+      kind: "keys.limits",
+      keyId: "key_1",
+      limits: { allowed_models: null, allowed_ips: ["10.0.0.0/8"] },
+    });
+    expect(refused(["keys", "create", "acct_1", "ci", "--allowed-ips", "none"])).toContain("--allowed-ips none");
+    expect(refused(["keys", "limits", "key_1", "--allowed-ips", "10.0.0.0/8,10.0.0.0/40"])).toContain('not "10.0.0.0/40"');
+    expect(refused(["keys", "limits", "key_1", "--allowed-models", " , "])).toContain("at least one entry");
+    const many = Array.from({ length: 101 }, (_, i) => `m${i}`).join(",");
+    expect(refused(["keys", "limits", "key_1", "--allowed-models", many])).toContain("not 101 entries");
+  });
+
   test("keys limits with nothing to change", () => {
     expect(refused(["keys", "limits", "key_1"])).toContain("nothing to change");
   });
@@ -380,5 +401,34 @@ describe("parseInvocation: the admin API's rules", () => {
     expect(refused(["keys", "limits", "key_1", "--rpm", "-5"])).toContain(
       '--rpm must be a positive whole number (at most 10000000), not "-5"',
     );
+  });
+});
+
+describe("parseInvocation: catalog", () => {
+  test("catalog commands, with --by where a change is made", () => {
+    expect(command(["catalog"])).toEqual({ kind: "catalog" });
+    expect(command(["catalog", "set", "acme-1", "--file", "acme.json", "--by", "sara"])).toEqual({
+      kind: "catalog.set",
+      model: "acme-1",
+      file: "acme.json",
+      by: "sara",
+    });
+    expect(command(["catalog", "alias", "acme-1", "acme-1-2026-11-01"])).toEqual({
+      kind: "catalog.alias",
+      model: "acme-1",
+      alias: "acme-1-2026-11-01",
+    });
+    expect(command(["catalog", "retire", "acme-0", "--successor", "acme-1"])).toEqual({
+      kind: "catalog.retire",
+      model: "acme-0",
+      successor: "acme-1",
+    });
+    expect(command(["catalog", "changes", "--model", "acme-1"])).toEqual({ kind: "catalog.changes", model: "acme-1" });
+  });
+
+  test("a model id the catalog would refuse, or a retire without a successor, is a usage error", () => {
+    expect(refused(["catalog", "alias", "acme-1", "Acme One"])).toContain("alias must be a model id");
+    expect(refused(["catalog", "retire", "acme-0"])).toContain("--successor is required");
+    expect(refused(["catalog", "set", "acme-1"])).toContain("--file is required");
   });
 });

@@ -7,8 +7,11 @@
  */
 import { parseArgs } from "node:util";
 import type { z } from "zod";
+import { modelId } from "../catalog/file.ts";
+import { aliasBody } from "../http/admin/catalog.ts";
 import { DEAD_LETTER_ID } from "../http/admin/deadletters.ts";
 import { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, rateBody, topUpBody } from "../http/admin/route.ts";
+import { KEY_ALLOWED_IPS_MAX, KEY_ALLOWED_MODELS_MAX } from "../keys/restrictions.ts";
 import { listQuery as topupListQuery, reason as reviewReason, startBody as topupStartBody } from "../http/admin/topups.ts";
 
 /** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
@@ -27,6 +30,13 @@ export type Command =
   | { kind: "top"; once: boolean }
   /** `file` holds `{"backends": [...]}` as PUT /admin/pools/{model} takes it. */
   | { kind: "pools.set"; model: string; file: string }
+  /** The catalog: every model with its aliases, capabilities and USD prices. */
+  | { kind: "catalog" }
+  /** `file` holds one model's entry as the catalog file writes it (`id` optional). */
+  | { kind: "catalog.set"; model: string; file: string; by?: string }
+  | { kind: "catalog.alias"; model: string; alias: string; by?: string }
+  | { kind: "catalog.retire"; model: string; successor: string; by?: string }
+  | { kind: "catalog.changes"; model?: string }
   | { kind: "rates.show" }
   /** `effectiveAt` is absent for "now" (the gateway's clock). */
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
@@ -71,9 +81,13 @@ commands:
   keys create <account-id> <name> [--concurrency-max N] [--rpm N] [--tpm N]
               [--monthly-spend-cap TOMAN]         create a key (shown only once)
               [--residency in-country]            (in-country: its requests never leave the country)
+              [--allowed-models M1,M2]            (only these models, by id or alias)
+              [--allowed-ips CIDR1,CIDR2]         (only from these addresses or CIDR blocks)
   keys limits <key-id> [--concurrency-max N] [--rpm N|none] [--tpm N|none]
-              [--monthly-spend-cap TOMAN|none]    change a key's limits (none = no limit;
-              [--residency in-country|none]       a monthly cap of 0 stops all spending)
+              [--monthly-spend-cap TOMAN|none]    change a key's limits and restrictions (none =
+              [--residency in-country|none]       no limit; a monthly cap of 0 stops all spending)
+              [--allowed-models M1,M2|none]
+              [--allowed-ips CIDR1,CIDR2|none]
   keys revoke <key-id>                            revoke a key
   rates show                                      the toman-per-USD rate in effect, recent price
                                                   versions and the rate fetcher's status
@@ -97,7 +111,17 @@ commands:
   pools set <model> --file <backends.json>        replace a model's backends on every node; the
                                                   file is {"backends": [{name, kind, url, region,
                                                   api_key_env?, weight?, concurrency_max?,
-                                                  upstream_model?}]}
+                                                  upstream_model?, responses_api?}], paid_fields?},
+                                                  1 to 64 backends, checked as the pools file is
+  catalog                                         every model: aliases, limits, capabilities, USD prices
+  catalog set <model> --file <entry.json> [--by NAME]
+                                                  add or change a model on every node (a new price
+                                                  version; the entry as src/catalog/models.json
+                                                  writes one, see docs/catalog.md)
+  catalog alias <model> <alias> [--by NAME]       one more name the model answers to
+  catalog retire <model> --successor <id> [--by NAME]
+                                                  the model answers 410 naming its successor
+  catalog changes [--model ID]                    who changed the catalog, when, and how
   top [--once]                                    the cluster's live pool view, redrawn each second
                                                   like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
@@ -121,6 +145,8 @@ const OPTIONS = {
   tpm: { type: "string" },
   "monthly-spend-cap": { type: "string" },
   residency: { type: "string" },
+  "allowed-models": { type: "string" },
+  "allowed-ips": { type: "string" },
   reference: { type: "string" },
   reason: { type: "string" },
   "effective-at": { type: "string" },
@@ -128,6 +154,9 @@ const OPTIONS = {
   state: { type: "string" },
   account: { type: "string" },
   once: { type: "boolean" },
+  by: { type: "string" },
+  successor: { type: "string" },
+  model: { type: "string" },
   reverse: { type: "boolean" },
   all: { type: "boolean" },
 } as const;
@@ -135,7 +164,7 @@ type Flag = keyof typeof OPTIONS;
 type Flags = ReadonlyMap<Flag, string | true>;
 
 const GLOBAL_FLAGS: readonly Flag[] = ["url", "token", "json", "help"];
-const LIMIT_FLAGS: readonly Flag[] = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency"];
+const LIMIT_FLAGS: readonly Flag[] = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency", "allowed-models", "allowed-ips"];
 /** A word like -12.5 is a value (a debit), not a cluster of short flags as parseArgs reads it. */
 const NEGATIVE_NUMBER = /^-\d/;
 /** How a whole number is written on a command line: no sign, exponent, separator or leading zero. */
@@ -250,7 +279,64 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
     build: ([model], flags) => poolsSetOf(model, flags),
   },
   top: { args: [], flags: ["once"], build: (_, flags) => ({ kind: "top", once: flags.has("once") }) },
+  catalog: { args: [], build: () => ({ kind: "catalog" }) },
+  "catalog show": { args: [], build: () => ({ kind: "catalog" }) },
+  "catalog set": {
+    args: ["model"],
+    flags: ["file", "by"],
+    required: { file: "a JSON file: one model's entry, as src/catalog/models.json writes one" },
+    build: ([model], flags) => ({
+      kind: "catalog.set",
+      model: modelOf(model, "model"),
+      file: nonEmpty(value(flags, "file"), "--file"),
+      ...byOf(flags),
+    }),
+  },
+  "catalog alias": {
+    args: ["model", "alias"],
+    flags: ["by"],
+    build: ([model, alias], flags) => ({
+      kind: "catalog.alias",
+      model: modelOf(model, "model"),
+      alias: modelOf(alias, "alias"),
+      ...byOf(flags),
+    }),
+  },
+  "catalog retire": {
+    args: ["model"],
+    flags: ["successor", "by"],
+    required: { successor: "a retired model names the model its clients should move to" },
+    build: ([model], flags) => ({
+      kind: "catalog.retire",
+      model: modelOf(model, "model"),
+      successor: modelOf(value(flags, "successor"), "--successor"),
+      ...byOf(flags),
+    }),
+  },
+  "catalog changes": {
+    args: [],
+    flags: ["model"],
+    build: (_, flags) => {
+      const model = value(flags, "model");
+      return { kind: "catalog.changes", ...(model === undefined ? {} : { model: modelOf(model, "--model") }) };
+    },
+  },
 };
+
+/** A model id or alias as the catalog takes one. */
+function modelOf(given: string | undefined, what: string): string {
+  return checked(
+    modelId,
+    given ?? "",
+    `${what} must be a model id (lower-case letters, digits, \`.\`, \`_\`, \`:\`, \`-\`), not ${JSON.stringify(given)}`,
+  );
+}
+
+/** `--by`: the operator's name in the catalog's audit. */
+function byOf(flags: Flags): { by?: string } {
+  const by = value(flags, "by");
+  return by === undefined ? {} : { by: text(aliasBody.shape.by.unwrap(), by, "--by") };
+}
 
 class UsageError extends Error {}
 
@@ -455,7 +541,38 @@ function limitsOf(flags: Flags, options: { noneAllowed: boolean }): KeyLimitsInp
     const refusal = `--residency must be in-country${options.noneAllowed ? " or none" : ""}, not ${JSON.stringify(residency)}`;
     limits.residency = lift ? null : checked(fields.residency.unwrap().unwrap(), residency, refusal);
   }
+  const models = value(flags, "allowed-models");
+  if (models !== undefined) {
+    limits.allowed_models = lifted(models, "allowed-models", "model allowlist", options)
+      ? null
+      : allowlistOf(fields.allowed_models.unwrap().unwrap(), models, "--allowed-models", `model ids, at most ${KEY_ALLOWED_MODELS_MAX}`);
+  }
+  const ips = value(flags, "allowed-ips");
+  if (ips !== undefined) {
+    limits.allowed_ips = lifted(ips, "allowed-ips", "address allowlist", options)
+      ? null
+      : allowlistOf(
+          fields.allowed_ips.unwrap().unwrap(),
+          ips,
+          "--allowed-ips",
+          `IPv4 or IPv6 addresses or CIDR blocks (e.g. 203.0.113.0/24,2001:db8::/32), at most ${KEY_ALLOWED_IPS_MAX}`,
+        );
+  }
   return limits;
+}
+
+/** A comma-separated allowlist, each entry and the count checked by the admin API's rule. */
+function allowlistOf(schema: z.ZodType<string[], unknown>, given: string, flag: string, rule: string): string[] {
+  const entries = given
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== "");
+  if (entries.length === 0) throw new UsageError(`${flag} must name at least one entry (comma-separated ${rule})`);
+  const parsed = schema.safeParse(entries);
+  if (parsed.success) return parsed.data;
+  const at = parsed.error.issues[0]?.path[0];
+  const wrong = typeof at === "number" ? `, not ${JSON.stringify(entries[at])}` : `, not ${entries.length} entries`;
+  throw new UsageError(`${flag} must be comma-separated ${rule}${wrong}`);
 }
 
 /** `none` lifts a limit of an existing key; a new key has none unless given one. */

@@ -1,7 +1,7 @@
 /**
- * `bun run demo`: a working gateway on a bare machine. Starts on the embedded defaults (PGlite
- * in DARVAZE_DATA, the in-process bus, a simulated upstream for every model, a simulated
- * Zarinpal), funds a demo account the way a customer would (a paid top-up: request, the bank
+ * `bun run demo`: a working gateway on a bare machine. Starts the simulators it needs in this
+ * process (an upstream for every model unless DARVAZE_CONFIG names a pools file, and Zarinpal),
+ * then the gateway on the embedded defaults (PGlite in DARVAZE_DATA, the in-process bus), funds a demo account the way a customer would (a paid top-up: request, the bank
  * page, the callback, verify), creates a key and prints what to paste, with the account area's
  * address (sign in as the demo phone; the development SMS sender prints each code here) and the
  * operators' dashboard. Simulated upstreams answer at a human pace (DEMO_TTFT_MS, DEMO_ITL_MS,
@@ -11,13 +11,16 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import type { Catalog } from "../catalog/catalog.ts";
 import { loadConfig } from "../config.ts";
 import { randomBase62 } from "../ids.ts";
 import { accountForPhone, getWallet, hasBeenFunded } from "../ledger/wallets.ts";
 import { createLogger, type Logger, type LogLevel } from "../log.ts";
-import { maskPhone, nationalPhone } from "../console/phone.ts";
+import { nationalPhone } from "../accountArea/phone.ts";
 import { isFailure } from "../errors.ts";
 import { runMain, startGateway, type Gateway } from "../main.ts";
+import { simulatorPools } from "../sim/pools.ts";
+import { startSimulator, type Simulator } from "../sim/server.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../sim/zarinpal/server.ts";
 
 const DEMO_TOPUP_TOMAN = 1_000_000n;
@@ -83,7 +86,36 @@ async function payAsCustomer(gateway: Gateway, accountId: string, toman: bigint)
   return settled.refId!;
 }
 
-async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN: string }, adminTokenGenerated: boolean) {
+/** The demo's simulators: the upstream one only when no pools file is given. */
+interface DemoSims {
+  upstream: Simulator | null;
+  zarinpal: ZarinpalSim;
+}
+
+async function startDemoSims(env: Record<string, string | undefined>): Promise<DemoSims> {
+  // The demo's payments go to a simulated Zarinpal in this process, never the real one.
+  const zarinpal = await startZarinpalSim({ merchantIds: [DEMO_MERCHANT_ID] });
+  try {
+    const upstream = env.DARVAZE_CONFIG ? null : await startSimulator({ port: 0, ...demoPace(env) });
+    return { upstream, zarinpal };
+  } catch (error) {
+    await zarinpal.stop();
+    throw error;
+  }
+}
+
+async function stopDemoSims(sims: DemoSims): Promise<void> {
+  await sims.upstream?.stop();
+  await sims.zarinpal.stop();
+}
+
+async function prepareDemo(
+  gateway: Gateway,
+  folder: string,
+  env: { ADMIN_TOKEN: string; DARVAZE_CONFIG?: string },
+  adminTokenGenerated: boolean,
+) {
+  const upstreams = env.DARVAZE_CONFIG ? `the upstreams of ${env.DARVAZE_CONFIG}` : "simulated upstreams for every model";
   const accountId = await demoAccount(gateway);
   const payment = (await hasBeenFunded(gateway.deps.db, accountId)) ? null : await payAsCustomer(gateway, accountId, DEMO_TOPUP_TOMAN);
   const wallet = (await getWallet(gateway.deps.db, accountId))!;
@@ -94,7 +126,7 @@ async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN:
   const lines = [
     "",
     `Darvaze is running at ${gateway.url}`,
-    `  ${gateway.deps.db.engine === "pglite" ? `PGlite in ${folder}` : "PostgreSQL"}, ${gateway.deps.bus.kind === "local" ? "in-process" : "NATS"} bus, simulated upstreams for every model`,
+    `  ${gateway.deps.db.engine === "pglite" ? `PGlite in ${folder}` : "PostgreSQL"}, ${gateway.deps.bus.kind === "local" ? "in-process" : "NATS"} bus, ${upstreams}`,
     `  demo account ${accountId}, wallet ${wallet.balanceMicro / 1_000_000n} toman`,
     ...(payment
       ? [
@@ -128,28 +160,24 @@ async function prepareDemo(gateway: Gateway, folder: string, env: { ADMIN_TOKEN:
     `Operators' live dashboard: ${gateway.url}/admin/dashboard (sign in with the admin token)`,
     "",
     `Account area: ${gateway.url}/console/`,
-    `  sign in as ${nationalPhone(DEMO_PHONE)}: the development SMS sender (SMS_SENDER=${gateway.console.sender.kind}) prints each code on this terminal;`,
+    `  sign in as ${nationalPhone(DEMO_PHONE)}: ask for a code on the sign-in page; the development SMS sender (SMS_SENDER=${gateway.console.sender.kind}) prints it on this terminal;`,
     "  top up through the simulated bank page, create a key, call the API, watch usage.",
     "",
     "The key is shown only this once. Press Ctrl+C to stop.",
     "",
   ];
   process.stdout.write(lines.join("\n"));
-  // Signs the demo customer in: the first code goes out now, printed by the development sender.
-  const sent = await gateway.console.otp.send(DEMO_PHONE, "demo");
-  if (isFailure(sent)) process.stdout.write(`(no sign-in code sent for ${maskPhone(DEMO_PHONE)}: ${sent.message})\n`);
 }
 
 if (import.meta.main) {
   const folder = resolve(process.env.DARVAZE_DATA ?? "./.darvaze");
   mkdirSync(folder, { recursive: true });
   const adminTokenGenerated = !process.env.ADMIN_TOKEN;
-  // The demo's payments go to a simulated Zarinpal in this process, never the real one.
-  let zarinpal: ZarinpalSim;
+  let sims: DemoSims;
   try {
-    zarinpal = await startZarinpalSim({ merchantIds: [DEMO_MERCHANT_ID] });
+    sims = await startDemoSims(process.env);
   } catch (error) {
-    console.error("darvaze demo: could not start the Zarinpal simulator:", (error as Error).message);
+    console.error("darvaze demo: could not start the simulators:", (error as Error).message);
     process.exit(1);
   }
   const env = {
@@ -158,20 +186,24 @@ if (import.meta.main) {
     SMS_SENDER: process.env.SMS_SENDER ?? "log",
     PAYMENT_RETURN_URL: process.env.PAYMENT_RETURN_URL ?? "/console/#/wallet",
     ZARINPAL_MERCHANT_ID: DEMO_MERCHANT_ID,
-    ZARINPAL_BASE_URL: zarinpal.url,
+    ZARINPAL_BASE_URL: sims.zarinpal.url,
     DARVAZE_DATA: folder,
     ADMIN_TOKEN: process.env.ADMIN_TOKEN ?? keptSecret(folder, "admin-token"),
     KEY_PEPPER: process.env.KEY_PEPPER ?? keptSecret(folder, "pepper"),
     LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
   };
+  const { upstream } = sims;
+  // Without a pools file every model is served by the demo's upstream simulator.
+  const pools = upstream ? (catalog: Catalog) => simulatorPools(catalog, upstream.url) : undefined;
   const config = loadConfig(env);
-  const gateway = await runMain(() => startGateway(config, { log: demoLogger(config.env.LOG_LEVEL), simulator: demoPace(process.env) }));
+  const log = demoLogger(config.env.LOG_LEVEL);
+  const gateway = await runMain(() => startGateway(config, { log, pools }), log);
   try {
-    await prepareDemo(gateway, folder, { ADMIN_TOKEN: env.ADMIN_TOKEN }, adminTokenGenerated);
+    await prepareDemo(gateway, folder, env, adminTokenGenerated);
   } catch (error) {
     console.error("darvaze demo: could not prepare the demo account:", (error as Error).message);
     await gateway.stop();
-    await zarinpal.stop();
+    await stopDemoSims(sims);
     process.exit(1);
   }
 }

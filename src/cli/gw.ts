@@ -10,11 +10,11 @@
  * The admin token goes only into the Authorization header; nothing here prints it.
  */
 import { z } from "zod";
-import { poolBodySchema, type PoolBody } from "../../actors/pool/store.ts";
 import { microToToman } from "../catalog/prices.ts";
+import { poolSchema, type PoolSpec } from "../config.ts";
 import type { errorBody } from "../errors.ts";
 import type { walletFields } from "../http/account/route.ts";
-import { zodFailure } from "../http/guard.ts";
+import { zodFailure } from "../errors.ts";
 import type { deadLetterObject } from "../http/admin/deadletters.ts";
 import type { backendView } from "../http/admin/pools.ts";
 import type {
@@ -32,6 +32,7 @@ import type { ReconcileReport } from "../payments/reconciler.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
 import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
+import { catalogCall, entryBody, renderCatalog } from "./catalog.ts";
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -85,6 +86,9 @@ const keyReply = accepts<ReturnType<typeof keyObject>>()(
     /** Absent from gateways older than the cap; shown as no cap. */
     monthly_spend_cap_toman: z.string().nullish(),
     residency: z.string().nullish(),
+    /** Absent from gateways older than key restrictions; shown as any. */
+    allowed_models: z.array(z.string()).readonly().nullish(),
+    allowed_ips: z.array(z.string()).readonly().nullish(),
     revoked_at: z.string().nullable(),
   }),
 );
@@ -115,7 +119,10 @@ const auditReply = accepts<AuditReport>()(
     ok: z.boolean(),
     checks: z.array(z.object({ name: z.string(), ok: z.boolean(), violations: z.array(z.record(z.string(), z.unknown())) })),
     write_offs_by_key: z.array(z.object({ key_id: z.string(), requests: z.number(), write_off_micro: z.string() })).default([]),
-    dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string() }).optional(),
+    upstream_anomalies: z
+      .array(z.object({ backend: z.string().nullable(), model: z.string(), anomaly: z.string(), requests: z.number() }))
+      .default([]),
+    dead_letters: z.object({ awaiting_replay: z.number(), written_off_micro: z.string(), malformed: z.number().optional() }).optional(),
   }),
 );
 
@@ -262,10 +269,18 @@ function outcomeOf(command: Sent, reply: unknown): number | null {
 class FileUnreadable extends Error {}
 
 /**
- * The pool file a command sends (pools set), read and checked by the schema PUT /admin/pools
+ * The file a command sends (pools set, catalog set), read and checked by the schema the admin API
  * checks it with before anything is sent, so a mistake in it is a usage error naming the field.
  */
-async function fileBody(command: Sent, output: Output): Promise<PoolBody | undefined> {
+async function fileBody(command: Sent, output: Output): Promise<unknown> {
+  if (command.kind === "catalog.set") {
+    try {
+      return await entryBody(command.model, command.file, command.by);
+    } catch (error) {
+      output.err(`error: ${messageOf(error)}`);
+      throw new FileUnreadable();
+    }
+  }
   if (command.kind !== "pools.set") return undefined;
   let raw: unknown;
   try {
@@ -274,16 +289,23 @@ async function fileBody(command: Sent, output: Output): Promise<PoolBody | undef
     output.err(`error: cannot read ${command.file} as JSON: ${messageOf(error)}`);
     throw new FileUnreadable();
   }
-  const parsed = poolBodySchema.safeParse(raw);
+  const parsed = poolSchema.safeParse(raw);
   if (parsed.success) return parsed.data;
   output.err(`error: ${command.file} is not a pool the gateway takes: ${zodFailure(parsed.error).message}`);
   throw new FileUnreadable();
 }
 
-function callFor(command: Sent, body?: PoolBody): Call {
+function callFor(command: Sent, body?: unknown): Call {
   switch (command.kind) {
+    case "catalog":
+    case "catalog.set":
+    case "catalog.alias":
+    case "catalog.retire":
+    case "catalog.changes":
+      // The operator's login names them in the catalog's audit unless --by does.
+      return catalogCall(command, process.env.USER, body);
     case "pools.set":
-      return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body };
+      return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body: body as PoolSpec };
     case "accounts.create":
       return { method: "POST", path: "/admin/accounts", body: { name: command.name } satisfies z.input<typeof createAccountBody> };
     case "accounts.show":
@@ -399,6 +421,7 @@ function render(command: Sent, reply: unknown): string | null {
             ["limits", limitsText(k)],
             ["monthly cap", capText(k)],
             ["residency", k.residency ?? "any"],
+            ...restrictionRows(k),
           ])}`,
       );
     case "keys.revoke":
@@ -412,6 +435,12 @@ function render(command: Sent, reply: unknown): string | null {
             ["revoked at", k.revoked_at ?? "-"],
           ])}`,
       );
+    case "catalog":
+    case "catalog.set":
+    case "catalog.alias":
+    case "catalog.retire":
+    case "catalog.changes":
+      return renderCatalog(command, reply, table);
     case "pools":
       return renderWith(poolsReply, reply, renderPools);
     case "pools.set":
@@ -506,6 +535,7 @@ function renderCreatedKey(k: z.infer<typeof createdKeyReply>): string {
       ["limits", limitsText(k)],
       ["monthly cap", capText(k)],
       ["residency", k.residency ?? "any"],
+      ...restrictionRows(k),
     ]),
     "",
     `    ${k.key}`,
@@ -622,11 +652,21 @@ function renderAudit(a: z.infer<typeof auditReply>): string {
       `          ${w.key_id}  ${microToToman(BigInt(w.write_off_micro))} toman in ${w.requests} request${w.requests === 1 ? "" : "s"}`,
     );
   }
+  if (a.upstream_anomalies.length > 0)
+    lines.push("  upstream anomalies (usage reports outside the bounds: over clamped, under raised), by backend:");
+  for (const u of a.upstream_anomalies) {
+    lines.push(`          ${u.backend ?? "-"}  ${u.model}  ${u.anomaly}  in ${u.requests} request${u.requests === 1 ? "" : "s"}`);
+  }
   const failed = a.checks.filter((c) => !c.ok).length;
   const dead = a.dead_letters;
   if (dead && dead.awaiting_replay > 0) {
     lines.push(
       `  note    ${dead.awaiting_replay} dead-lettered usage record(s) await replay, ${dead.written_off_micro} micro-toman written off (bun run gw usage dead-letters)`,
+    );
+  }
+  if (dead?.malformed) {
+    lines.push(
+      `  note    ${dead.malformed} malformed message(s) on the usage subject, not records: nothing to bill (bun run gw usage dead-letters)`,
     );
   }
   lines.push(a.ok ? `ledger audit: ok (${a.checks.length} checks)` : `ledger audit: FAILED (${failed} of ${a.checks.length} checks)`);
@@ -672,6 +712,15 @@ function renderPools(p: z.infer<typeof poolsReply>): string {
 
 function limitsText(k: { concurrency_max: number; rpm: number | null; tpm: number | null }): string {
   return `concurrency ${k.concurrency_max}, rpm ${k.rpm ?? "none"}, tpm ${k.tpm ?? "none"}`;
+}
+
+/** A key's model and address allowlists; null or absent: any. */
+function restrictionRows(k: { allowed_models?: readonly string[] | null; allowed_ips?: readonly string[] | null }): [string, string][] {
+  const listed = (entries: readonly string[] | null | undefined) => (entries == null ? "any" : entries.join(", ") || "none");
+  return [
+    ["models", listed(k.allowed_models)],
+    ["addresses", listed(k.allowed_ips)],
+  ];
 }
 
 function capText(k: { monthly_spend_cap_toman?: string | null | undefined }): string {

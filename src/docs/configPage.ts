@@ -28,16 +28,19 @@ const INTRO = `# Configuration
 
 Darvaze is configured by environment variables, validated at start-up by zod. Every problem is
 listed, one line each, and the process exits 1 before it binds a port or opens a database.
-Nothing is required for \`bun run demo\`, which generates its secrets; \`bun run start\` needs
-\`ADMIN_TOKEN\` and \`KEY_PEPPER\`:
+Nothing is required for \`bun run demo\`, which generates its secrets and serves simulated
+upstreams; \`bun run start\` needs \`ADMIN_TOKEN\`, \`KEY_PEPPER\` and a pools file (\`DARVAZE_CONFIG\`):
 
 \`\`\`sh
-ADMIN_TOKEN=$(openssl rand -hex 16) KEY_PEPPER=$(openssl rand -hex 32) bun run start
+ADMIN_TOKEN=$(openssl rand -hex 16) KEY_PEPPER=$(openssl rand -hex 32) DARVAZE_CONFIG=./pools.json bun run start
 \`\`\`
 
 Rules that join several variables: NATS credentials and TLS files need \`NATS_URL\`, one kind of
-credential at a time, and files that can be read. The pools file (\`DARVAZE_CONFIG\`) is described
-in [routing.md](routing.md), and how the gateway listens in [operations.md](operations.md#listening).
+credential at a time, and files that can be read; without \`DARVAZE_CONFIG\` the gateway refuses to
+start, naming it: the simulators (\`bun run sim\`, \`bun run sim:pay\`) are never started by the
+gateway itself, so a node never bills for simulated output by accident. The pools file is
+described in [routing.md](routing.md), and how the gateway listens in
+[operations.md](operations.md#listening).
 `;
 
 /** A bound, with thousands separators to be read at a glance. */

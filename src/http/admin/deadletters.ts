@@ -10,7 +10,7 @@ import { z } from "zod";
 import { microToToman } from "../../catalog/prices.ts";
 import { fail } from "../../errors.ts";
 import { DEAD_LETTERS_LISTED_MAX, listDeadLetters, replayDeadLetter, type DeadLetterRow } from "../../ledger/deadletter.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 
 const listQuery = z.object({

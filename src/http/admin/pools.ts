@@ -1,13 +1,16 @@
 /**
  * GET /admin/pools: every model's backends as this node sees them (estimates, in-flight, limit,
- * breaker, host queue). PUT /admin/pools/{model}: replaces a model's backends, validated, saved
- * to the `pools` table, applied on this node at once and announced to every other node.
+ * breaker, host queue). PUT /admin/pools/{model}: replaces a model's backends, checked by the
+ * pools file's own schema (`poolSchema`, src/config.ts), saved to the `pools` table, applied on
+ * this node at once and announced to every other node.
  */
 import { POOL_EVENTS } from "../../../actors/protocol.ts";
 import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backend.ts";
-import { poolBodySchema, resolveBackends, savePool } from "../../../actors/pool/store.ts";
+import { savePool } from "../../../actors/pool/savedPools.ts";
+import { servedModel } from "../../admission/admission.ts";
+import { poolSchema, resolveBackends } from "../../config.ts";
 import { fail, isFailure } from "../../errors.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { parseBody } from "./body.ts";
 
@@ -27,7 +30,7 @@ export function backendView(b: Backend, nowMs: number) {
     in_flight: b.inFlight,
     ttft_ms: round(b.ttft.value),
     tpot_ms: round(b.tpot.value),
-    /** The old single estimate, kept for readers of earlier replies: the TTFT estimate. */
+    /** ttft_ms again, under the name a reader that knows one latency estimate per backend reads. */
     latency_ewma_ms: round(b.ttft.value),
     breaker: b.breaker.state(nowMs),
     host: host ? { waiting: host.waiting, running: host.running, kv_cache_usage: host.kvCacheUsage } : null,
@@ -53,10 +56,16 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
 }
 
 export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
-  const body = await parseBody(request, poolBodySchema);
+  const body = await parseBody(request, poolSchema);
   if (isFailure(body)) return failed(body, requestId);
-  if (!deps.catalog.get(model))
-    return failed(fail("model_not_found", `The model \`${model}\` is not in the catalog.`, { param: "model" }), requestId);
+  const served = servedModel(deps.catalog, model);
+  if (isFailure(served)) return failed(served, requestId);
+  if (served.id !== model) {
+    return failed(
+      fail("invalid_request", `\`${model}\` is an alias of \`${served.id}\`: set the pool of \`${served.id}\`.`, { param: "model" }),
+      requestId,
+    );
+  }
   const { backends, problems } = resolveBackends(body.backends, process.env);
   if (problems.length > 0) return failed(fail("invalid_request", `${problems.join("; ")} on this node.`, { param: "backends" }), requestId);
   const row = await savePool(deps.db, model, body.backends, body.paid_fields);

@@ -10,10 +10,12 @@ import { reloadCatalog } from "../../catalog/catalog.ts";
 import { setRate, type FetchStatus } from "../../catalog/rates.ts";
 import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
+import { keyRestrictionFields } from "../../keys/restrictions.ts";
+import { LOW_BALANCE_THRESHOLD_MICRO_MAX, setLowBalanceThreshold } from "../../accountArea/balanceAlerts.ts";
 import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
@@ -45,6 +47,8 @@ export const keyLimitFields = {
   monthly_spend_cap_toman: amountToman.nullable().optional(),
   /** `in-country`: route every request of the key to in-country backends; null: no requirement. */
   residency: z.literal("in-country").nullable().optional(),
+  /** Model ids or aliases the key may call, and addresses or CIDR blocks it may be used from; null: any. */
+  ...keyRestrictionFields,
 };
 const signedToman = z.union([z.number(), z.string()]).transform((value, ctx) => {
   if (typeof value === "number" && !Number.isSafeInteger(value)) {
@@ -70,13 +74,22 @@ export const keyLimitsBody = z
   .strictObject(keyLimitFields)
   .refine(
     (body) => Object.values(body).some((v) => v !== undefined),
-    "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency",
+    "name at least one of concurrency_max, rpm, tpm, monthly_spend_cap_toman, residency, allowed_models, allowed_ips",
   );
 export const adjustmentBody = z.strictObject({
   amount_toman: signedToman,
   reason: z.string().trim().min(3).max(500),
   reference: z.string().trim().min(1).max(200),
 });
+/** A low-balance alert threshold in toman, at most LOW_BALANCE_THRESHOLD_MICRO_MAX; null turns the alert off. */
+export const lowBalanceThreshold = amountToman
+  .refine((micro) => micro > 0n && micro <= LOW_BALANCE_THRESHOLD_MICRO_MAX, "between 0 and 1,000,000,000 toman")
+  .nullable();
+export const accountSettingsBody = z.strictObject({ low_balance_threshold_toman: lowBalanceThreshold });
+/** An account's alert threshold as the APIs show it. */
+export function alertFields(thresholdMicro: bigint | null) {
+  return { low_balance_threshold_toman: thresholdMicro === null ? null : microToToman(thresholdMicro) };
+}
 export const rateBody = z.strictObject({
   toman_per_usd: z.number().int().positive().max(100_000_000),
   /** ISO time; default now. */
@@ -90,6 +103,8 @@ export function limitsOf(body: Partial<z.infer<typeof keyLimitsBody>>) {
     tpm: body.tpm,
     monthlySpendCapMicro: body.monthly_spend_cap_toman,
     residency: body.residency,
+    allowedModels: body.allowed_models,
+    allowedIps: body.allowed_ips,
   };
 }
 
@@ -105,6 +120,8 @@ export function keyObject(key: KeyRecord) {
     tpm: key.tpm,
     monthly_spend_cap_toman: key.monthlySpendCapMicro === null ? null : microToToman(key.monthlySpendCapMicro),
     residency: key.residency,
+    allowed_models: key.allowedModels,
+    allowed_ips: key.allowedIps,
     created_at: key.createdAt.toISOString(),
     revoked_at: key.revokedAt?.toISOString() ?? null,
     expires_at: key.expiresAt?.toISOString() ?? null,
@@ -210,7 +227,7 @@ export class AdminApi {
 
   async audit(requestId: string): Promise<Response> {
     await this.deps.writer.flush();
-    const report = await auditLedger(this.deps.db);
+    const report = await auditLedger(this.deps.db, { holdExpiryGraceMs: this.deps.env.HOLD_EXPIRY_GRACE_MS });
     return json({ object: "ledger_audit", ...report }, requestId);
   }
 
@@ -231,6 +248,16 @@ export class AdminApi {
     );
   }
 
+  /** PATCH /admin/accounts/:id: the account's low-balance alert threshold. */
+  async setAccountSettings(request: Request, accountId: string, requestId: string): Promise<Response> {
+    const body = await parseBody(request, accountSettingsBody);
+    if (isFailure(body)) return failed(body, requestId);
+    if (!(await setLowBalanceThreshold(this.deps.db, accountId, body.low_balance_threshold_toman))) {
+      return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    }
+    return json({ id: accountId, object: "account", ...alertFields(body.low_balance_threshold_toman) }, requestId);
+  }
+
   async showAccount(accountId: string, requestId: string): Promise<Response> {
     const shown = await showAccount(this.deps.db, accountId);
     if (!shown) return failed(fail("not_found", `No account ${accountId}.`), requestId);
@@ -241,6 +268,7 @@ export class AdminApi {
         name: shown.account.name,
         created_at: shown.account.createdAt.toISOString(),
         ...walletFields(shown.wallet),
+        ...alertFields(shown.account.lowBalanceThresholdMicro),
         keys: shown.keys.map((k) => keyObject({ ...k, residency: k.residency === "in-country" ? "in-country" : null })),
         recent_usage: shown.usage.map((u) => ({
           request_id: u.requestId,
@@ -252,12 +280,17 @@ export class AdminApi {
           output_units: u.outputUnits.toString(),
           cache_read_units: u.cacheReadUnits.toString(),
           cache_write_units: u.cacheWriteUnits.toString(),
+          cache_write_1h_units: u.cacheWrite1hUnits.toString(),
+          hosted_call_units: u.hostedCallUnits.toString(),
+          hosted_call_unit: u.hostedCallUnit,
           price_version: u.priceVersionId,
           prices_toman_per_1m: {
             input: u.inputPricePer1m.toString(),
             output: u.outputPricePer1m.toString(),
             cache_read: u.cacheReadPricePer1m.toString(),
             cache_write: u.cacheWritePricePer1m.toString(),
+            cache_write_1h: u.cacheWrite1hPricePer1m.toString(),
+            hosted_call: u.hostedCallPricePer1m.toString(),
           },
           metered_micro_toman: u.meteredMicro.toString(),
           billed_toman: microToToman(u.billedMicro),

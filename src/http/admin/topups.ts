@@ -9,7 +9,7 @@ import { fail, isFailure } from "../../errors.ts";
 import type { Payments } from "../../payments/service.ts";
 import { LIST_LIMIT_MAX, type Topup } from "../../payments/topups.ts";
 import { TOPUP_STATES } from "../../db/schema.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 import { parseBody } from "./body.ts";
 import { amountToman } from "./route.ts";

@@ -1,0 +1,137 @@
+/**
+ * Operators' changes to the catalog, without a release: add or change a model (its description
+ * and USD prices), alias it, retire it for a successor. One path for all of them:
+ *
+ *   check    the changed model against the whole catalog (file.ts: every reported unit priced,
+ *            names unique, the successor served), refused before anything is written
+ *   version  a new price version at the current rate, effective now: every other model's prices
+ *            copied, the changed model's priced from its USD list; versions set for a later time
+ *            (a rate announced for tomorrow) get the changed model's prices at their own rate
+ *   audit    a `catalog_changes` row: the model, the action, who (as declared), the version,
+ *            the entry as it now stands
+ *
+ * all in one transaction under the lock that serialises price versions. Requests admitted from
+ * then on are priced by the new version, and their usage records name it. The caller reloads its
+ * catalog and announces the change on the bus, as a rate change does, so every node reloads.
+ */
+import { and, desc, eq, gt, inArray, lte, ne, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { catalogChanges, exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
+import type { Catalog, CatalogModel } from "./catalog.ts";
+import { modelColumns } from "./catalog.ts";
+import { catalogProblems, type ModelEntry } from "./file.ts";
+import { usdToTomanPer1m } from "./prices.ts";
+
+export type CatalogAction = "add" | "change" | "alias" | "retire";
+
+export interface CatalogChange {
+  action: CatalogAction;
+  entry: ModelEntry;
+  /** Who made the change, as they named themselves. */
+  actor: string;
+}
+
+export class CatalogChangeRefused extends Error {}
+
+/** A served or retired model as the file would write it, USD prices from the version in effect. */
+export function entryOf(model: CatalogModel, usdPer1m: Record<string, string>): ModelEntry {
+  return {
+    id: model.id,
+    operation: model.operation,
+    vendor: model.vendor,
+    aliases: [...model.aliases],
+    context_window: model.contextWindow,
+    output_max: model.outputMax,
+    open_weight: model.openWeight,
+    listing: model.listing,
+    capabilities: model.capabilities,
+    usd_per_1m: usdPer1m,
+    retired: model.successor === null ? null : { successor: model.successor },
+    source: model.source ?? { pages: [] },
+  };
+}
+
+/** Every model of the catalog as entries, with the USD prices of one version's rows. */
+export function currentEntries(catalog: Catalog, rows: readonly { modelId: string; unit: string; usdPer1m: string }[]): ModelEntry[] {
+  const usd = new Map<string, Record<string, string>>();
+  for (const row of rows) usd.set(row.modelId, { ...usd.get(row.modelId), [row.unit]: row.usdPer1m });
+  return catalog.listAll().map((m) => entryOf(m, usd.get(m.id) ?? {}));
+}
+
+/**
+ * Applies a change: checked, versioned and audited in one transaction.
+ * @throws CatalogChangeRefused naming what is wrong (a missing price names the model and unit)
+ */
+export async function applyCatalogChange(db: Db, catalog: Catalog, change: CatalogChange): Promise<{ versionId: number }> {
+  const { entry } = change;
+  return db.orm.transaction(async (tx) => {
+    await tx.execute(sql`LOCK TABLE price_versions IN EXCLUSIVE MODE`);
+    const now = new Date();
+    const [latest] = await tx
+      .select({ id: priceVersions.id, rateId: priceVersions.rateId })
+      .from(priceVersions)
+      .where(lte(priceVersions.effectiveAt, now))
+      .orderBy(desc(priceVersions.effectiveAt), desc(priceVersions.id))
+      .limit(1);
+    if (!latest) throw new CatalogChangeRefused("the catalog has no price version in effect yet");
+    const current = await tx.select().from(prices).where(eq(prices.versionId, latest.id));
+    const others = currentEntries(catalog, current).filter((e) => e.id !== entry.id);
+    const problems = catalogProblems([...others, entry]);
+    if (problems.length > 0) throw new CatalogChangeRefused(problems.join("; "));
+
+    const retiredAt = entry.retired ? now : null;
+    await tx
+      .insert(models)
+      .values({ id: entry.id, ...modelColumns(entry), retiredAt })
+      .onConflictDoUpdate({ target: models.id, set: { ...modelColumns(entry), retiredAt } });
+
+    const [rate] = await tx.select().from(exchangeRates).where(eq(exchangeRates.id, latest.rateId));
+    const [version] = await tx
+      .insert(priceVersions)
+      .values({ rateId: latest.rateId, effectiveAt: now })
+      .returning({ id: priceVersions.id });
+    const kept = current.filter((p) => p.modelId !== entry.id);
+    const priced = (versionId: number, tomanPerUsd: bigint) =>
+      Object.entries(entry.usd_per_1m).map(([unit, usd]) => ({
+        versionId,
+        modelId: entry.id,
+        unit,
+        usdPer1m: usd,
+        tomanPer1m: usdToTomanPer1m(usd, tomanPerUsd),
+      }));
+    await tx.insert(prices).values([...kept.map((p) => ({ ...p, versionId: version!.id })), ...priced(version!.id, rate!.tomanPerUsd)]);
+
+    // Versions that take effect later keep their own rate but must price the changed model too.
+    const later = await tx
+      .select({ id: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })
+      .from(priceVersions)
+      .innerJoin(exchangeRates, eq(exchangeRates.id, priceVersions.rateId))
+      .where(and(gt(priceVersions.effectiveAt, now), ne(priceVersions.id, version!.id)));
+    if (later.length > 0) {
+      await tx.delete(prices).where(
+        and(
+          eq(prices.modelId, entry.id),
+          inArray(
+            prices.versionId,
+            later.map((v) => v.id),
+          ),
+        ),
+      );
+      await tx.insert(prices).values(later.flatMap((v) => priced(v.id, v.tomanPerUsd)));
+    }
+    await tx
+      .insert(catalogChanges)
+      .values({ modelId: entry.id, action: change.action, actor: change.actor, versionId: version!.id, detail: entry });
+    return { versionId: version!.id };
+  });
+}
+
+/** The newest changes, newest first (the audit the admin API shows). */
+export async function recentChanges(db: Db, options: { model?: string; limit: number }) {
+  return db.orm
+    .select()
+    .from(catalogChanges)
+    .where(options.model === undefined ? undefined : eq(catalogChanges.modelId, options.model))
+    .orderBy(desc(catalogChanges.id))
+    .limit(options.limit);
+}

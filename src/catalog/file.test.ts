@@ -1,0 +1,95 @@
+import { expect, test } from "bun:test";
+import { Catalog } from "./catalog.ts";
+import { CATALOG_FILE_PATH, parseCatalogFile } from "./file.ts";
+import { REASONING_MODELS, takesReasoningEffort } from "./reasoning.ts";
+import { SEED_MODELS } from "./seed.ts";
+
+const fileText = await Bun.file(CATALOG_FILE_PATH).text();
+
+/** The shipped file with one model's entry edited. */
+function edited(id: string, edit: (entry: any) => void): string {
+  const json = JSON.parse(fileText);
+  edit(json.models.find((m: { id: string }) => m.id === id));
+  return JSON.stringify(json);
+}
+
+test("the shipped file loads: the 37 published chat models and the clients' default models", () => {
+  const ids = new Set(SEED_MODELS.map((m) => m.id));
+  expect(SEED_MODELS.filter((m) => m.operation === "chat" && m.listing <= 37)).toHaveLength(37);
+  for (const id of ["claude-opus-4-8", "claude-sonnet-5", "claude-haiku-4-5", "gpt-6.1-sol", "gpt-5.6-luna"])
+    expect(ids.has(id), id).toBe(true);
+});
+
+test.each([
+  ["claude-sonnet-5", "cache_write_1h_token"],
+  ["gpt-4o", "cache_read_token"],
+  ["gpt-image-1", "image_output_token"],
+  ["tts-1", "character"],
+])("a file without %s's %s price is refused, naming the model and the unit", (id, unit) => {
+  const text = edited(id, (entry) => delete entry.usd_per_1m[unit]);
+  expect(() => parseCatalogFile(text)).toThrow(`model ${id} reports ${unit} but has no price for it`);
+});
+
+test("a hosted tool without its per-call price is refused; with it the file loads", () => {
+  const withTool = edited("gpt-4o", (entry) => entry.capabilities.hosted_tools.push("web_search"));
+  expect(() => parseCatalogFile(withTool)).toThrow("model gpt-4o reports web_search_call but has no price for it");
+  const priced = edited("gpt-4o", (entry) => {
+    entry.capabilities.hosted_tools.push("web_search");
+    entry.usd_per_1m.web_search_call = "10000";
+  });
+  expect(parseCatalogFile(priced).find((m) => m.id === "gpt-4o")!.usd_per_1m.web_search_call).toBe("10000");
+  // Anthropic's web search, $10 per 1,000 searches, ships with every Claude model.
+  expect(parseCatalogFile(edited("gpt-4o", () => {})).find((m) => m.id === "claude-sonnet-5")!.usd_per_1m.web_search_call).toBe("10000");
+});
+
+test("an alias naming two models, or a successor not in the catalog, is refused", () => {
+  expect(() => parseCatalogFile(edited("gpt-4o", (entry) => entry.aliases.push("gpt-4o-mini")))).toThrow("gpt-4o-mini names both");
+  expect(() => parseCatalogFile(edited("gpt-4o", (entry) => (entry.retired = { successor: "gpt-99" })))).toThrow(
+    "model gpt-4o is retired for gpt-99, which is not in the catalog",
+  );
+});
+
+const catalog = new Catalog(
+  SEED_MODELS.map((m) => ({
+    id: m.id,
+    operation: m.operation,
+    vendor: m.vendor,
+    contextWindow: m.context_window,
+    openWeight: m.open_weight,
+    listing: m.listing,
+    createdS: 0,
+    aliases: m.aliases,
+    outputMax: m.output_max,
+    capabilities: m.capabilities,
+    successor: m.id === "claude-3-5-haiku" ? "claude-haiku-4-5" : null,
+    source: m.source,
+  })),
+  [],
+);
+
+test("every alias in the file resolves to its model; dated ids among them", () => {
+  for (const m of SEED_MODELS) for (const alias of m.aliases) expect(catalog.lookup(alias), alias).toMatchObject({ model: { id: m.id } });
+  expect(catalog.get("claude-sonnet-4-20250514")?.id).toBe("claude-sonnet-4");
+  expect(catalog.get("gpt-4o-2024-08-06")?.id).toBe("gpt-4o");
+  expect(catalog.get("claude-haiku-4-5-20251001")?.id).toBe("claude-haiku-4-5");
+});
+
+test("a retired model is found with its successor, by id and alias, and is not listed", () => {
+  expect(catalog.lookup("claude-3-5-haiku-20241022")).toMatchObject({ kind: "retired", successor: "claude-haiku-4-5" });
+  expect(catalog.get("claude-3-5-haiku")).toBeUndefined();
+  expect(catalog.list().some((m) => m.id === "claude-3-5-haiku")).toBe(false);
+  expect(catalog.listAll().some((m) => m.id === "claude-3-5-haiku")).toBe(true);
+});
+
+test("an unknown model is answered with the closest served ids", () => {
+  expect(catalog.lookup("gpt-4o-mni")).toEqual({ kind: "unknown", suggestions: ["gpt-4o-mini", "gpt-4.1-mini", "gpt-4o"] });
+  const typo = catalog.lookup("claude-sonet-5");
+  expect(typo.kind === "unknown" && typo.suggestions[0]).toBe("claude-sonnet-5");
+  expect(catalog.lookup("x".repeat(500))).toEqual({ kind: "unknown", suggestions: [] });
+});
+
+test("reasoning models are marked in the file; a dated id of one takes an effort", () => {
+  for (const id of REASONING_MODELS) expect(catalog.lookup(id).kind === "unknown", id).toBe(false);
+  expect(takesReasoningEffort("claude-sonnet-4-20250514")).toBe(true);
+  expect(takesReasoningEffort("gpt-4o-mini")).toBe(false);
+});

@@ -1,0 +1,108 @@
+/**
+ * `gw catalog …`: the catalog's admin API (src/http/admin/catalog.ts) from a shell. The entry
+ * file `catalog set` sends is checked here by the schema the gateway checks it with, so a
+ * mistake in it is a usage error naming the field, before anything is sent.
+ */
+import { z } from "zod";
+import type { putModelBody } from "../http/admin/catalog.ts";
+import { modelEntrySchema } from "../catalog/file.ts";
+import { zodFailure } from "../errors.ts";
+import type { Command } from "./args.ts";
+import { messageOf } from "./exit.ts";
+
+type CatalogCommand = Extract<Command, { kind: `catalog${string}` }>;
+
+/** The audit lists this many changes in a terminal (the gateway sends up to 200). */
+const CHANGES_SHOWN_MAX = 50;
+
+const entryReply = z.object({
+  id: z.string(),
+  operation: z.string(),
+  vendor: z.string(),
+  aliases: z.array(z.string()),
+  context_window: z.number(),
+  usd_per_1m: z.record(z.string(), z.string()),
+  retired: z.object({ successor: z.string() }).nullable(),
+});
+const catalogReply = z.object({ price_version: z.number().nullable(), data: z.array(entryReply) });
+const changeReply = z.object({ action: z.string(), price_version: z.number().nullable(), model: entryReply });
+const changesReply = z.object({
+  data: z.array(
+    z.object({ id: z.number(), model: z.string(), action: z.string(), by: z.string(), price_version: z.number(), at: z.string() }),
+  ),
+});
+
+export class EntryUnreadable extends Error {}
+
+/** The body `catalog set` sends: the file's entry without its id (the command names the model). */
+export async function entryBody(model: string, file: string, by: string | undefined): Promise<z.input<typeof putModelBody>> {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(await Bun.file(file).text());
+  } catch (error) {
+    throw new EntryUnreadable(`cannot read ${file} as JSON: ${messageOf(error)}`);
+  }
+  const parsed = modelEntrySchema.safeParse({ id: model, ...(raw as object) });
+  if (!parsed.success) throw new EntryUnreadable(`${file} is not a model entry the gateway takes: ${zodFailure(parsed.error).message}`);
+  if (parsed.data.id !== model) throw new EntryUnreadable(`${file} is the entry of ${parsed.data.id}, not of ${model}`);
+  const { id: _, ...entry } = parsed.data;
+  return { ...entry, ...(by === undefined ? {} : { by }) };
+}
+
+/** The admin API call of a catalog command. */
+export function catalogCall(command: CatalogCommand, operator: string | undefined, body?: unknown) {
+  const by = command.kind === "catalog" || command.kind === "catalog.changes" ? undefined : (command.by ?? operator);
+  const path = (model: string) => `/admin/catalog/models/${encodeURIComponent(model)}`;
+  switch (command.kind) {
+    case "catalog":
+      return { method: "GET" as const, path: "/admin/catalog" };
+    case "catalog.set":
+      return { method: "PUT" as const, path: path(command.model), body: { ...(by ? { by } : {}), ...(body as object) } };
+    case "catalog.alias":
+      return { method: "POST" as const, path: `${path(command.model)}/aliases`, body: { alias: command.alias, ...(by ? { by } : {}) } };
+    case "catalog.retire":
+      return {
+        method: "POST" as const,
+        path: `${path(command.model)}/retire`,
+        body: { successor: command.successor, ...(by ? { by } : {}) },
+      };
+    case "catalog.changes":
+      return {
+        method: "GET" as const,
+        path: `/admin/catalog/changes${command.model ? `?model=${encodeURIComponent(command.model)}` : ""}`,
+      };
+  }
+}
+
+/** The reply as an operator reads it, or null when it is not the shape the command expects. */
+export function renderCatalog(command: CatalogCommand, reply: unknown, table: (rows: string[][], indent: string) => string): string | null {
+  if (command.kind === "catalog") {
+    const parsed = catalogReply.safeParse(reply);
+    if (!parsed.success) return null;
+    const rows = parsed.data.data.map((m) => [
+      m.id,
+      m.retired ? `retired → ${m.retired.successor}` : "active",
+      m.vendor,
+      m.operation,
+      String(m.context_window),
+      Object.entries(m.usd_per_1m)
+        .map(([unit, usd]) => `${unit} $${usd}`)
+        .join(", "),
+      m.aliases.join(", ") || "-",
+    ]);
+    return `price version ${parsed.data.price_version ?? "-"}; USD per 1M units\n${table([["MODEL", "STATUS", "VENDOR", "OPERATION", "CONTEXT", "PRICES", "ALIASES"], ...rows], "")}`;
+  }
+  if (command.kind === "catalog.changes") {
+    const parsed = changesReply.safeParse(reply);
+    if (!parsed.success) return null;
+    if (parsed.data.data.length === 0) return "no changes";
+    const rows = parsed.data.data
+      .slice(0, CHANGES_SHOWN_MAX)
+      .map((c) => [String(c.id), c.at, c.by, c.action, c.model, String(c.price_version)]);
+    return table([["ID", "AT", "BY", "ACTION", "MODEL", "VERSION"], ...rows], "");
+  }
+  const parsed = changeReply.safeParse(reply);
+  if (!parsed.success) return null;
+  const version = parsed.data.price_version === null ? "nothing changed" : `price version ${parsed.data.price_version}`;
+  return `catalog ${parsed.data.action}: ${parsed.data.model.id} (${version}), on every node within a second`;
+}

@@ -1,0 +1,113 @@
+/**
+ * The catalog as operators change it (catalog/changes.ts holds the rule):
+ *
+ *   GET  /admin/catalog                        every model as the catalog file writes it, retired ones too
+ *   PUT  /admin/catalog/models/{id}            add or change a model (its entry, prices in USD per 1M units)
+ *   POST /admin/catalog/models/{id}/aliases    `{alias}`: one more name for the model
+ *   POST /admin/catalog/models/{id}/retire     `{successor}`: the model answers 410 naming it
+ *   GET  /admin/catalog/changes                the audit: who, when, what, which price version
+ *
+ * Each change is one new price version and one audit row; the node reloads at once and announces
+ * it on the bus (the price event every node already reloads on), so every node serves it within
+ * a second. `by` names the operator in the audit: the admin token is shared, so it is declared.
+ */
+import { eq } from "drizzle-orm";
+import { z } from "zod";
+import { PRICE_EVENTS } from "../../../actors/protocol.ts";
+import { reloadCatalog } from "../../catalog/catalog.ts";
+import { applyCatalogChange, type CatalogAction, CatalogChangeRefused, currentEntries, recentChanges } from "../../catalog/changes.ts";
+import { modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
+import { prices } from "../../db/schema.ts";
+import { fail, isFailure } from "../../errors.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
+import { failed, json } from "../guard.ts";
+import { parseBody } from "./body.ts";
+
+/** The audit lists at most this many changes per reply. */
+export const CHANGES_SHOWN_MAX = 200;
+
+const by = z.string().trim().min(1).max(100).default("admin");
+export const putModelBody = modelEntrySchema.omit({ id: true }).extend({ by });
+export const aliasBody = z.strictObject({ alias: modelId, by });
+export const retireBody = z.strictObject({ successor: modelId, by });
+
+/** Every model of the catalog as entries, USD prices from the version in effect. */
+async function entries(deps: EdgeDeps): Promise<ModelEntry[]> {
+  const versionId = deps.catalog.currentVersion()?.versionId;
+  const rows = versionId === undefined ? [] : await deps.db.orm.select().from(prices).where(eq(prices.versionId, versionId));
+  return currentEntries(deps.catalog, rows);
+}
+
+export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Response> {
+  return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
+}
+
+/** Applies one change, reloads this node's catalog and pools, and tells every other node. */
+async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, actor: string, requestId: string): Promise<Response> {
+  let versionId: number;
+  try {
+    ({ versionId } = await applyCatalogChange(deps.db, deps.catalog, { action, entry, actor }));
+  } catch (error) {
+    if (error instanceof CatalogChangeRefused)
+      return failed(fail("invalid_request", `The catalog refuses this change: ${error.message}.`), requestId);
+    throw error;
+  }
+  await reloadCatalog(deps.db, deps.catalog);
+  deps.pools.adopt();
+  deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
+  deps.log("info", "catalog_changed", { model: entry.id, action, actor, versionId });
+  return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
+}
+
+async function existing(deps: EdgeDeps, id: string): Promise<ModelEntry | undefined> {
+  return (await entries(deps)).find((e) => e.id === id);
+}
+
+export async function putModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+  const parsedId = modelId.safeParse(id);
+  if (!parsedId.success) return failed(fail("invalid_request", `\`${id}\` is not a model id.`, { param: "id" }), requestId);
+  const body = await parseBody(request, putModelBody);
+  if (isFailure(body)) return failed(body, requestId);
+  const { by: actor, ...rest } = body;
+  const before = await existing(deps, id);
+  return change(deps, before ? "change" : "add", { id, ...rest }, actor, requestId);
+}
+
+export async function addAlias(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+  const body = await parseBody(request, aliasBody);
+  if (isFailure(body)) return failed(body, requestId);
+  const before = await existing(deps, id);
+  if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
+  if (before.aliases.includes(body.alias))
+    return json({ object: "catalog_change", action: "alias", price_version: null, model: before }, requestId);
+  return change(deps, "alias", { ...before, aliases: [...before.aliases, body.alias] }, body.by, requestId);
+}
+
+export async function retireModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+  const body = await parseBody(request, retireBody);
+  if (isFailure(body)) return failed(body, requestId);
+  const before = await existing(deps, id);
+  if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
+  return change(deps, "retire", { ...before, retired: { successor: body.successor } }, body.by, requestId);
+}
+
+export async function catalogChangesView(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+  const query = new URL(request.url).searchParams;
+  const model = query.get("model") ?? undefined;
+  const rows = await recentChanges(deps.db, { model, limit: CHANGES_SHOWN_MAX });
+  return json(
+    {
+      object: "list",
+      data: rows.map((r) => ({
+        id: r.id,
+        model: r.modelId,
+        action: r.action,
+        by: r.actor,
+        price_version: r.versionId,
+        at: r.createdAt.toISOString(),
+        entry: r.detail,
+      })),
+    },
+    requestId,
+  );
+}
