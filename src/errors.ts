@@ -13,7 +13,9 @@ export const errorCode = z.enum([
   "insufficient_quota",
   "origin_not_allowed",
   "model_forbidden",
+  "permission_denied",
   "model_not_found",
+  "model_retired",
   "not_found",
   "idempotency_conflict",
   "replay_refused",
@@ -44,6 +46,8 @@ export const failureSchema = z.object({
   param: z.string().nullable().optional(),
   /** Seconds a client should wait before retrying (429, 503). */
   retryAfterS: z.number().optional(),
+  /** False when a retry of this very request cannot succeed, though its code usually can (a reserve above the key's tpm). */
+  retryable: z.boolean().optional(),
 });
 export type Failure = z.infer<typeof failureSchema>;
 
@@ -69,11 +73,14 @@ export function describe(code: ErrorCode): ErrorDescription {
       return { status: 402, type: "insufficient_quota", retryable: false };
     case "origin_not_allowed":
     case "model_forbidden":
+    case "permission_denied":
     case "cross_site_refused":
       return { status: 403, type: "permission_error", retryable: false };
     case "model_not_found":
     case "not_found":
       return { status: 404, type: "invalid_request_error", retryable: false };
+    case "model_retired":
+      return { status: 410, type: "invalid_request_error", retryable: false };
     case "idempotency_conflict":
     case "wallet_not_funded":
     case "replay_refused":
@@ -114,11 +121,24 @@ export function errorBody(failure: Failure): { error: { message: string; type: s
   };
 }
 
-/** Headers that go with a failure besides content-type. */
+/** The wait a 429 or 503 names when its failure does not: a client that retries at once only adds load. */
+export const RETRY_AFTER_DEFAULT_S = 1;
+
+/**
+ * Headers that go with a failure besides content-type. `retry-after` is whole seconds (HTTP's
+ * delta-seconds: a client that reads `0.5` may retry at once or not at all) and is on every 429
+ * and 503. `x-should-retry: false` tells the Anthropic and OpenAI SDKs, Claude Code and Codex not
+ * to retry what a retry cannot fix (a wrong key, an empty wallet, an unknown model), which they
+ * otherwise retry for minutes.
+ */
 export function errorHeaders(failure: Failure): Record<string, string> {
   const headers: Record<string, string> = {};
-  if (failure.retryAfterS !== undefined) headers["retry-after"] = String(failure.retryAfterS);
-  if (failure.code === "insufficient_quota") headers["x-should-retry"] = "false";
+  const described = describe(failure.code);
+  const retryable = failure.retryable ?? described.retryable;
+  const waits = retryable && (described.status === 429 || described.status === 503);
+  const retryAfterS = failure.retryAfterS ?? (waits ? RETRY_AFTER_DEFAULT_S : undefined);
+  if (retryAfterS !== undefined) headers["retry-after"] = String(Math.max(1, Math.ceil(retryAfterS)));
+  if (!retryable) headers["x-should-retry"] = "false";
   return headers;
 }
 
@@ -132,4 +152,15 @@ export function errorResponse(failure: Failure, headers: Record<string, string> 
 /** A value that is a failure, its code one of the closed set (a value with any other `code` is not). */
 export function isFailure(value: unknown): value is Failure {
   return typeof value === "object" && value !== null && "message" in value && "code" in value && errorCode.safeParse(value.code).success;
+}
+
+/** The first zod issue as a 400 naming the field (`messages.0.role`); an unknown field is named itself. */
+export function zodFailure(error: z.ZodError): Failure {
+  const issue = error.issues[0]!;
+  if (issue.code === "unrecognized_keys") {
+    const param = [...issue.path, issue.keys[0]!].map(String).join(".");
+    return fail("invalid_request", `Unrecognized request argument supplied: ${param}`, { param });
+  }
+  const param = issue.path.map(String).join(".") || null;
+  return fail("invalid_request", param ? `Invalid value for '${param}': ${issue.message}` : issue.message, { param });
 }

@@ -31,12 +31,15 @@ import {
 } from "../../actors/protocol.ts";
 import type { PoolActor, Region } from "../../actors/pool/pool.ts";
 import { partitionOf } from "../../actors/subjects.ts";
-import type { CatalogModel } from "../catalog/catalog.ts";
+import type { Catalog, CatalogModel } from "../catalog/catalog.ts";
 import type { Operation } from "../catalog/seed.ts";
-import { describe, fail, type Failure } from "../errors.ts";
-import type { EdgeDeps } from "../http/deps.ts";
+import { describe, fail, isFailure, type Failure } from "../errors.ts";
+import { invariant } from "../invariant.ts";
+import type { EdgeDeps } from "./deps.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { observeRefused, observeRequest } from "../metrics/observe.ts";
+import { addressRefusal, modelRefusal } from "../keys/restrictions.ts";
+import { COST_HEADER } from "./costReply.ts";
 
 /** What a caller presented, read from HTTP or NATS headers alike. */
 export interface Credentials {
@@ -46,6 +49,8 @@ export interface Credentials {
   origin: string | null;
   /** `x-darvaze-residency`, or null. */
   residency: string | null;
+  /** The client's address, asked only for a key restricted to addresses; absent: unknown (NATS). */
+  address?: () => string | null;
 }
 
 /** The caller, once its key is known: where its request may be served. */
@@ -55,6 +60,14 @@ export interface Caller {
   region: Region | undefined;
 }
 
+/**
+ * Whether a text's o200k count is the vendor's own (OpenAI's models). Elsewhere a text is bounded
+ * by its UTF-8 bytes: byte-level BPE never makes more tokens than bytes.
+ */
+export function countsExactly(model: Pick<CatalogModel, "vendor">): boolean {
+  return model.vendor === "openai";
+}
+
 /** HTTP-style status recorded for a request whose client went away before the end. */
 export const STATUS_CLIENT_CLOSED = 499;
 
@@ -62,11 +75,16 @@ export const STATUS_CLIENT_CLOSED = 499;
  * The key and the residency: one rule for every operation and every transport.
  * @example const caller = await enter(deps, { key: "sk-dvz-…", origin: null, residency: "in-country" });
  */
+const KEYS_UNAVAILABLE = fail("service_unavailable", "The API key cannot be checked right now; try again shortly.", { retryAfterS: 1 });
+
 export async function enter(deps: Pick<EdgeDeps, "env" | "keys">, credentials: Credentials): Promise<Caller | Failure> {
   const refused = originRefusal(credentials.origin, deps.env.ALLOWED_ORIGINS);
   if (refused) return refused;
-  const key = await deps.keys.authenticate(credentials.key);
+  // The database being away (a key not yet cached) is a 503 to retry, not an internal error.
+  const key = await deps.keys.authenticate(credentials.key).catch(() => KEYS_UNAVAILABLE);
   if ("code" in key) return key;
+  const outside = addressRefusal(key, credentials.address?.() ?? null);
+  if (outside) return outside;
   const region = residencyOf(credentials.residency, key);
   if (region !== undefined && typeof region !== "string") return region;
   return { key, region };
@@ -90,10 +108,39 @@ export function residencyOf(header: string | null, key: Pick<KeyRecord, "residen
   return header === "in-country" || key.residency === "in-country" ? "in-country" : undefined;
 }
 
-/** The catalog model for an operation, or the 404/400 a client expects. */
-export function operationModel(deps: Pick<EdgeDeps, "catalog">, id: string, operation: Operation): CatalogModel | Failure {
-  const model = deps.catalog.get(id);
-  if (!model) return fail("model_not_found", `The model \`${id}\` does not exist or you do not have access to it.`, { param: "model" });
+/**
+ * The model a request names (by id or alias), or the refusal: 410 naming the successor of a
+ * retired model, 404 naming the closest catalog ids of an unknown one.
+ */
+export function servedModel(catalog: Catalog, id: string): CatalogModel | Failure {
+  const found = catalog.lookup(id);
+  switch (found.kind) {
+    case "found":
+      return found.model;
+    case "retired":
+      return fail("model_retired", `The model \`${id}\` has been retired; use \`${found.successor}\` instead.`, { param: "model" });
+    case "unknown": {
+      const closest = found.suggestions.map((s) => `\`${s}\``).join(", ");
+      const hint = closest ? ` The closest models are ${closest}.` : "";
+      return fail("model_not_found", `The model \`${id}\` does not exist or you do not have access to it.${hint}`, { param: "model" });
+    }
+  }
+}
+
+/**
+ * The catalog model for an operation, or the 404/410/400 a client expects, or the 403 of a key
+ * whose allowlist does not name it (an alias counts as its catalog id).
+ */
+export function operationModel(
+  deps: Pick<EdgeDeps, "catalog">,
+  id: string,
+  operation: Operation,
+  key: Pick<KeyRecord, "allowedModels">,
+): CatalogModel | Failure {
+  const model = servedModel(deps.catalog, id);
+  if (isFailure(model)) return model;
+  const refused = modelRefusal(key, model);
+  if (refused) return refused;
   if (model.operation !== operation) {
     return fail("invalid_request", `\`${model.id}\` is a ${model.operation} model, not a ${operation} model.`, { param: "model" });
   }
@@ -127,6 +174,11 @@ export interface PricedUnits {
   pricePer1m: bigint;
 }
 
+/** A hosted tool's calls, each with the input tokens its results may add to the prompt (billed as input). */
+export interface HostedCalls extends PricedUnits {
+  inputUnitsPerCall: number;
+}
+
 /**
  * What a request may cost at most: its input (prompt tokens, images, characters, seconds) and,
  * for chat, its output budget. `tokens` feeds the key's tokens-per-minute window.
@@ -138,12 +190,77 @@ export interface Reserve {
    * asks Anthropic to write its cache, priced above input): the reserve bounds input at it.
    */
   inputPricePer1mMax?: bigint;
+  /**
+   * The prices of every unit the usage may report (cache reads and writes beside input and
+   * output), when the request's are not the model's list prices (a paid field's percent).
+   */
+  unitPricesPer1m?: ReadonlyMap<string, bigint>;
   output?: PricedUnits;
+  /**
+   * Calls of a vendor-run tool the request offers (`web_search_call`), at the per-call price: at
+   * most the calls the upstream is allowed (`max_uses`), lowered at the wallet's edge before the
+   * output limit, down to none (the tool is then left out of the request).
+   */
+  hostedCalls?: HostedCalls;
   tokens: number;
   /** The units are exact (characters, images); false for a cheap upper bound. */
   exact: boolean;
   /** A tighter input bound (an exact count), asked only when the cheap reserve does not fit the wallet. */
   exactInputUnits?: () => Promise<number>;
+  /**
+   * The output is `perChoice × choices + fixedUnits` units, and the limit per choice may be
+   * lowered (not below `perChoiceMin`) to what the wallet covers instead of refusing: the caller
+   * sends the upstream the limit admitted (`Admission.outputPerChoice`).
+   */
+  outputLowerable?: OutputLimit;
+}
+
+/** How a reserve's output units split into a per-choice limit and a fixed part (chat's prediction). */
+export interface OutputLimit {
+  perChoice: number;
+  choices: number;
+  fixedUnits: number;
+  perChoiceMin: number;
+}
+
+/**
+ * The reserve lowered to fit `availableMicro`: first its hosted-tool calls (down to none) to what
+ * is left beside the input and the least output, then its output limit per choice (not below
+ * `perChoiceMin`). Null when even that does not fit, or nothing would be lowered.
+ * @example loweredReserve(reserve, 500_000_000n) // the calls and the per-choice limit 500 toman covers
+ */
+export function loweredReserve(reserve: Reserve, availableMicro: bigint): Reserve | null {
+  const limit = reserve.outputLowerable;
+  const output = reserve.output;
+  if (!limit || !output || output.pricePer1m <= 0n) return null;
+  const inputMicro = BigInt(reserve.input.units) * (reserve.inputPricePer1mMax ?? reserve.input.pricePer1m);
+  const fixedMicro = BigInt(limit.fixedUnits) * output.pricePer1m;
+  const leastOutputMicro = BigInt(limit.perChoiceMin * limit.choices) * output.pricePer1m;
+  const hosted = reserve.hostedCalls;
+  const callMicro = hosted ? hostedCallMicro(reserve, hosted) : 0n;
+  let calls = hosted?.units ?? 0;
+  if (hosted && callMicro > 0n) {
+    const forCalls = availableMicro - inputMicro - fixedMicro - leastOutputMicro;
+    calls = forCalls <= 0n ? 0 : Math.min(calls, Number(forCalls / callMicro));
+  }
+  const callsMicro = BigInt(calls) * callMicro;
+  const forChoices = availableMicro - inputMicro - fixedMicro - callsMicro;
+  if (forChoices <= 0n) return null;
+  const perChoice = Math.min(limit.perChoice, Number(forChoices / (output.pricePer1m * BigInt(limit.choices))));
+  if (perChoice < limit.perChoiceMin || (perChoice === limit.perChoice && calls === (hosted?.units ?? 0))) return null;
+  const units = perChoice * limit.choices + limit.fixedUnits;
+  return {
+    ...reserve,
+    output: { ...output, units },
+    ...(hosted ? { hostedCalls: { ...hosted, units: calls } } : {}),
+    tokens: reserve.tokens - (output.units - units),
+    outputLowerable: { ...limit, perChoice },
+  };
+}
+
+/** What one hosted call may cost: its price and the input tokens its results may add, at the dearest input price. */
+function hostedCallMicro(reserve: Reserve, hosted: HostedCalls): bigint {
+  return hosted.pricePer1m + BigInt(hosted.inputUnitsPerCall) * (reserve.inputPricePer1mMax ?? reserve.input.pricePer1m);
 }
 
 export interface AdmitRequest {
@@ -165,7 +282,12 @@ export interface Refusal {
 export function reserveMicro(reserve: Reserve): bigint {
   const { input, output } = reserve;
   const inputPrice = reserve.inputPricePer1mMax ?? input.pricePer1m;
-  return BigInt(input.units) * inputPrice + (output ? BigInt(output.units) * output.pricePer1m : 0n);
+  const hosted = reserve.hostedCalls;
+  return (
+    BigInt(input.units) * inputPrice +
+    (output ? BigInt(output.units) * output.pricePer1m : 0n) +
+    (hosted ? BigInt(hosted.units) * hostedCallMicro(reserve, hosted) : 0n)
+  );
 }
 
 const BILLING_BEHIND = fail("service_unavailable", "This node is behind on recording usage; try again shortly.", { retryAfterS: 1 });
@@ -204,6 +326,13 @@ async function askKeyActor(deps: EdgeDeps, r: AdmitRequest, startedMs: number): 
     if (!reply.ok && reply.exactNeeded && !reserve.exact && reserve.exactInputUnits) {
       reserve = await exactly(reserve);
       ticket = { ...ticket, reserveMicro: reserveMicro(reserve), reserveTokens: reserve.tokens, exact: true };
+      reply = await deps.bus.request(ADMIT, subject, ticket);
+    }
+    // The wallet cannot cover the output limit: the request is served with the limit it covers.
+    const lowered = !reply.ok && reply.availableMicro !== undefined ? loweredReserve(reserve, reply.availableMicro) : null;
+    if (lowered) {
+      reserve = lowered;
+      ticket = { ...ticket, reserveMicro: reserveMicro(reserve), reserveTokens: reserve.tokens };
       reply = await deps.bus.request(ADMIT, subject, ticket);
     }
     const headers = rateHeaders(reply.rate);
@@ -252,6 +381,10 @@ export interface UsedUnits {
   cacheRead?: number;
   /** Prompt tokens of `input` written to the vendor's prompt cache. */
   cacheWrite?: number;
+  /** The part of `cacheWrite` kept for an hour. */
+  cacheWrite1h?: number;
+  /** Calls of the vendor-run tool the request offered (`Reserve.hostedCalls`). */
+  hostedCalls?: number;
 }
 
 /**
@@ -264,24 +397,38 @@ export function usedTokens(usage: {
   outputTokens: number;
   cacheReadTokens?: number;
   cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
+  hostedCalls?: number;
 }): UsedUnits {
-  return { input: usage.inputTokens, output: usage.outputTokens, cacheRead: usage.cacheReadTokens, cacheWrite: usage.cacheWriteTokens };
+  const used: UsedUnits = {
+    input: usage.inputTokens,
+    output: usage.outputTokens,
+    cacheRead: usage.cacheReadTokens,
+    cacheWrite: usage.cacheWriteTokens,
+    cacheWrite1h: usage.cacheWrite1hTokens,
+  };
+  if (usage.hostedCalls !== undefined) used.hostedCalls = usage.hostedCalls;
+  return used;
 }
 
 /**
  * Used units priced by component: cache reads and writes at the model's cache prices when it
- * has them, else as input; the input component is what remains of the prompt.
+ * has them, else as input; 1-hour writes at the 1-hour price (else as 5-minute writes); the
+ * input component is what remains of the prompt.
  */
 export function pricedUsage(
   used: UsedUnits,
   prices: ReadonlyMap<string, bigint>,
   inputPricePer1m: bigint,
   outputPricePer1m: bigint,
+  hosted?: PricedUnits,
 ): PricedUsage {
   const readPrice = prices.get("cache_read_token");
   const writePrice = prices.get("cache_write_token");
   const read = readPrice === undefined ? 0 : Math.min(used.cacheRead ?? 0, used.input);
   const write = writePrice === undefined ? 0 : Math.min(used.cacheWrite ?? 0, used.input - read);
+  const write1hPrice = prices.get("cache_write_1h_token");
+  const write1h = write1hPrice === undefined ? 0 : Math.min(used.cacheWrite1h ?? 0, write);
   const priced: PricedUsage = {
     inputUnits: BigInt(used.input - read - write),
     outputUnits: BigInt(used.output ?? 0),
@@ -289,7 +436,11 @@ export function pricedUsage(
     outputPricePer1m,
   };
   if (read > 0) Object.assign(priced, { cacheReadUnits: BigInt(read), cacheReadPricePer1m: readPrice });
-  if (write > 0) Object.assign(priced, { cacheWriteUnits: BigInt(write), cacheWritePricePer1m: writePrice });
+  if (write - write1h > 0) Object.assign(priced, { cacheWriteUnits: BigInt(write - write1h), cacheWritePricePer1m: writePrice });
+  if (write1h > 0) Object.assign(priced, { cacheWrite1hUnits: BigInt(write1h), cacheWrite1hPricePer1m: write1hPrice });
+  const calls = hosted ? Math.min(used.hostedCalls ?? 0, hosted.units) : 0;
+  if (hosted && calls > 0)
+    Object.assign(priced, { hostedCallUnits: BigInt(calls), hostedCallPricePer1m: hosted.pricePer1m, hostedCallUnit: hosted.unit });
   return priced;
 }
 
@@ -304,6 +455,23 @@ export interface SettleExtra {
    * what was delivered; the rest of what was metered is written off.
    */
   billedMicroMax?: bigint;
+  /**
+   * What the gateway proved was used, for a usage the upstream reported: a report below it is
+   * raised to it (an upstream anomaly, like a report above the bounds).
+   */
+  floor?: UsedFloor;
+}
+
+/** Proven lower bounds of a request's units: the prompt's words, the output relayed (visible and reasoning). */
+export interface UsedFloor {
+  input: number;
+  output: number;
+}
+
+/** An upstream anomaly: a part of its usage report outside the request's bounds, clamped (`over`) or raised (`under`). */
+export interface UsageAnomaly {
+  part: string;
+  kind: "over" | "under";
 }
 
 export interface Settled {
@@ -326,11 +494,14 @@ export class Admission {
   readonly operation: Operation;
   readonly reserve: Reserve;
   readonly startedMs: number;
-  /** `x-ratelimit-*` headers for the reply. */
+  /** `x-ratelimit-*` headers for the reply, and `x-darvaze-cost` (the billed micro-toman) once settled. */
   readonly headers: Record<string, string>;
   private micro: bigint;
   private outputCovered: number;
   private settled: Promise<Settled | null> | null = null;
+  private unreportedInput: Promise<number> | null = null;
+  /** The parts of the upstream's usage report clamped or raised to their bounds (upstream anomalies). */
+  anomalies: readonly UsageAnomaly[] = [];
 
   constructor(
     private readonly deps: EdgeDeps,
@@ -361,13 +532,59 @@ export class Admission {
     return this.outputCovered;
   }
 
+  /** The output limit per choice the hold covers (lowered at the wallet's edge): what the upstream is told. */
+  get outputPerChoice(): number | null {
+    return this.reserve.outputLowerable?.perChoice ?? null;
+  }
+
+  /** The input the hold covers: the prompt's bound and what the hosted calls' results may add. */
+  get inputUnitsMax(): number {
+    const hosted = this.reserve.hostedCalls;
+    return this.reserve.input.units + (hosted ? hosted.units * hosted.inputUnitsPerCall : 0);
+  }
+
+  /** The hosted-tool calls the hold covers: the `max_uses` the upstream is told (0: the tool is left out). */
+  get hostedCallsAllowed(): number {
+    return this.reserve.hostedCalls?.units ?? 0;
+  }
+
+  /**
+   * The hosted-tool calls to bill when the upstream reported no usage, and the input their results
+   * may have added: every call it was allowed when the backend runs the tool (the vendor may have
+   * made them all), none when it does not.
+   */
+  hostedUnreported(backendRunsTool: boolean): { calls: number; inputUnits: number } {
+    const hosted = this.reserve.hostedCalls;
+    if (!backendRunsTool || !hosted) return { calls: 0, inputUnits: 0 };
+    return { calls: hosted.units, inputUnits: hosted.units * hosted.inputUnitsPerCall };
+  }
+
+  /**
+   * The cost value's input count, for a bill the upstream did not report: the exact count where
+   * the vendor's tokenizer is known (the reserve offers one), else the bound valid for every
+   * backend. Counted once, however often asked.
+   */
+  inputUnitsUnreported(): Promise<number> {
+    const { input, exact, exactInputUnits } = this.reserve;
+    this.unreportedInput ??=
+      exact || !exactInputUnits ? Promise.resolve(input.units) : exactInputUnits().then((units) => Math.min(units, input.units));
+    return this.unreportedInput;
+  }
+
   /** What `used` is worth at this request's prices, by component (micro-toman). */
   usedMicro(used: UsedUnits): bigint {
     return pricedMicro(this.priced(used));
   }
 
+  /** The hosted-tool calls `used` is billed for: those reported, at most the calls the upstream was allowed. */
+  hostedCallsBilled(used: UsedUnits): number {
+    return Number(this.priced(used).hostedCallUnits ?? 0n);
+  }
+
   private priced(used: UsedUnits): PricedUsage {
-    return pricedUsage(used, this.model.price.tomanPer1m, this.reserve.input.pricePer1m, this.reserve.output?.pricePer1m ?? 0n);
+    const { input, output, hostedCalls } = this.reserve;
+    const prices = this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
+    return pricedUsage(used, prices, input.pricePer1m, output?.pricePer1m ?? 0n, hostedCalls);
   }
 
   /** Grows the hold by `addUnits` output units; false when the key actor refuses (wallet, cap). */
@@ -399,11 +616,66 @@ export class Admission {
    * or refused (logged: the lease's deadline then returns the hold).
    */
   settle(used: UsedUnits, backend: string | null, status: number, extra: SettleExtra = {}): Promise<Settled | null> {
-    this.settled ??= this.post(used, backend, status, extra);
+    this.settled ??= this.post(this.bounded(used, backend, extra.floor), backend, status, extra);
     return this.settled;
   }
 
+  /**
+   * The units within the request's bounds: input up to the cost value's input bound, output up
+   * to what the hold covers (the limit sent), cache writes only when the prompt asked for them
+   * (the reserve priced them); and, for a reported usage, at least what the gateway proved was
+   * used (`floor`). Whatever a report claims beyond is clamped or raised, logged and counted per
+   * backend: an upstream anomaly, charged only within the bounds.
+   */
+  private bounded(used: UsedUnits, backend: string | null, floor?: UsedFloor): UsedUnits {
+    const inputMax = this.inputUnitsMax;
+    const outputMax = this.reserve.output ? this.outputCovered : (used.output ?? 0);
+    const cacheWriteMax =
+      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has("cache_write_token") ? 0 : inputMax;
+    const anomalies: UsageAnomaly[] = [];
+    const bound = (part: string, value: number | undefined, max: number, min = 0) => {
+      if (value === undefined) return value;
+      if (value > max) anomalies.push({ part, kind: "over" });
+      else if (value < Math.min(min, max)) anomalies.push({ part, kind: "under" });
+      return Math.min(max, Math.max(value, min));
+    };
+    const input = bound("input", used.input, inputMax, floor?.input)!;
+    const bounded: UsedUnits = {
+      input,
+      output: bound("output", used.output, outputMax, floor?.output),
+      cacheRead: used.cacheRead === undefined ? undefined : Math.min(used.cacheRead, input),
+      cacheWrite: bound("cache_write", used.cacheWrite, Math.min(cacheWriteMax, input)),
+    };
+    if (used.cacheWrite1h !== undefined) bounded.cacheWrite1h = Math.min(used.cacheWrite1h, bounded.cacheWrite ?? 0);
+    if (used.hostedCalls !== undefined) bounded.hostedCalls = bound("hosted_calls", used.hostedCalls, this.hostedCallsAllowed);
+    if (anomalies.length === 0) return used;
+    const over = anomalies.filter((a) => a.kind === "over").map((a) => a.part);
+    const under = anomalies.filter((a) => a.kind === "under").map((a) => a.part);
+    this.deps.log("warn", over.length > 0 ? "upstream_usage_clamped" : "upstream_usage_raised", {
+      requestId: this.requestId,
+      backend,
+      over: over.join(","),
+      under: under.join(","),
+      reported: used,
+      bounds: {
+        inputMax,
+        outputMax,
+        hostedCallsMax: this.hostedCallsAllowed,
+        ...(floor ? { inputMin: floor.input, outputMin: floor.output } : {}),
+      },
+    });
+    for (const part of over) this.deps.metrics.clamped(this.model.id, backend, part);
+    for (const part of under) this.deps.metrics.raised(this.model.id, backend, part);
+    this.anomalies = anomalies;
+    return bounded;
+  }
+
   private async post(used: UsedUnits, backend: string | null, status: number, extra: SettleExtra): Promise<Settled | null> {
+    const priced = this.priced(used);
+    const metered = pricedMicro(priced);
+    // Bounded usage is within the hold by construction: a request past it is charged the hold at most.
+    const within = invariant(metered <= this.micro, "held_covers_charged", { requestId: this.requestId, metered, held: this.micro });
+    const billedMicroMax = within ? extra.billedMicroMax : this.micro;
     const settlement: Settlement = {
       keyId: this.key.id,
       requestId: this.requestId,
@@ -413,10 +685,11 @@ export class Admission {
       operation: this.operation,
       backend,
       priceVersionId: this.model.price.versionId,
-      ...this.priced(used),
+      ...priced,
       status,
       durationMs: Math.round(performance.now() - this.startedMs),
-      billedMicroMax: extra.billedMicroMax,
+      billedMicroMax,
+      ...(this.anomalies.length > 0 ? { anomalies: this.anomalies.map((a) => `${a.part}_${a.kind}`).join(",") } : {}),
     };
     try {
       const reply = await this.deps.bus.request(SETTLE, this.deps.subjects.keySettle(partitionOf(this.key.id)), settlement);
@@ -425,6 +698,7 @@ export class Admission {
         return null;
       }
       this.record(settlement, used, reply, extra);
+      this.headers[COST_HEADER] = String(reply.billedMicro);
       return { billedMicro: reply.billedMicro, meteredMicro: reply.meteredMicro };
     } catch (error) {
       this.deps.log("error", "settle_unreachable", { requestId: this.requestId, error: (error as Error).message });

@@ -2,6 +2,8 @@
  * The in-process bus: the embedded default. Requests are direct calls to the registered handler;
  * events are delivered to every subscriber of the exact subject on the next microtask.
  */
+import { runTask } from "../background.ts";
+import { silentLogger, type Logger } from "../log.ts";
 import { BusError, type Bus, type Handler, type Rpc, type Topic, type Unsubscribe } from "./bus.ts";
 
 export class LocalBus implements Bus {
@@ -9,6 +11,9 @@ export class LocalBus implements Bus {
   private readonly handlers = new Map<string, Handler<unknown, unknown>>();
   private readonly subscribers = new Map<string, Set<(msg: unknown) => void>>();
   private closed = false;
+
+  /** `log`: where a subscriber that throws is reported (it is counted either way). */
+  constructor(private readonly log: Logger = silentLogger) {}
 
   async request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req): Promise<Res> {
     if (this.closed) throw new BusError("closed", "the bus is closed");
@@ -28,7 +33,7 @@ export class LocalBus implements Bus {
   publish<T>(_topic: Topic<T>, subject: string, msg: T): void {
     const set = this.subscribers.get(subject);
     if (!set || this.closed) return;
-    for (const subscriber of set) queueMicrotask(() => subscriber(msg));
+    for (const subscriber of set) queueMicrotask(() => runTask("bus_event", this.log, () => subscriber(msg)));
   }
 
   subscribe<T>(_topic: Topic<T>, subject: string, handler: (msg: T) => void): Unsubscribe {

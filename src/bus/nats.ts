@@ -13,7 +13,9 @@ import {
   type NatsConnection,
   type Subscription,
 } from "nats";
+import { runTask } from "../background.ts";
 import type { NatsSettings } from "../config.ts";
+import { silentLogger, type Logger } from "../log.ts";
 import {
   BusError,
   encodeJson,
@@ -28,6 +30,15 @@ import {
 
 /** A server that never finishes the handshake (e.g. it refused our TLS certificate without a word) fails the start after this. */
 export const NATS_CONNECT_TIMEOUT_MS = 5_000;
+/**
+ * The client pings its server this often and takes it for dead after NATS_PINGS_OUT_MAX pings
+ * unanswered: a hung server (stopped, its host unreachable without a reset) is left for another
+ * of the cluster within seconds, not the client's default of minutes.
+ */
+export const NATS_PING_INTERVAL_MS = 2_000;
+export const NATS_PINGS_OUT_MAX = 2;
+/** Between pings of `answering` that failed (the connection was lost meanwhile). */
+const NATS_PING_RETRY_MS = 250;
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -37,18 +48,52 @@ export class NatsBus implements Bus {
   private readonly local = new Map<string, Handler<unknown, unknown>>();
   /** False between a disconnect and the reconnect that follows it. */
   connected = true;
+  private lost = Promise.withResolvers<void>();
 
-  private constructor(readonly nc: NatsConnection) {
-    void (async () => {
+  private constructor(
+    readonly nc: NatsConnection,
+    private readonly log: Logger,
+  ) {
+    runTask("nats_status", log, async () => {
       for await (const status of nc.status()) {
-        if (status.type === "disconnect" || status.type === "reconnecting") this.connected = false;
-        else if (status.type === "reconnect") this.connected = true;
+        if (status.type === "disconnect" || status.type === "reconnecting") {
+          this.connected = false;
+          this.lost.resolve();
+        } else if (status.type === "reconnect") {
+          this.connected = true;
+          this.lost = Promise.withResolvers<void>();
+        }
       }
-    })();
+    });
   }
 
-  static async connect(settings: NatsSettings | string, name: string): Promise<NatsBus> {
-    return new NatsBus(await connectNats(settings, name));
+  /**
+   * Resolves at the next disconnect (at once while disconnected): a wait on NATS (a publish)
+   * races it rather than its own timeout.
+   * @example await Promise.race([publish, bus.disconnected().then(() => fallback())]);
+   */
+  disconnected(): Promise<void> {
+    return this.connected ? this.lost.promise : Promise.resolve();
+  }
+
+  /**
+   * Resolves once the server answers a ping (through a reconnect when one is needed), or the
+   * connection is closed: a usage log found hung is trusted again only then.
+   */
+  async answering(): Promise<void> {
+    while (!this.nc.isClosed()) {
+      try {
+        await this.nc.flush();
+        return;
+      } catch {
+        await Bun.sleep(NATS_PING_RETRY_MS);
+      }
+    }
+  }
+
+  /** `log`: where a failed reply or a subscriber that throws is reported (it is counted either way). */
+  static async connect(settings: NatsSettings | string, name: string, log: Logger = silentLogger): Promise<NatsBus> {
+    return new NatsBus(await connectNats(settings, name), log);
   }
 
   async request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: RequestOptions = {}): Promise<Res> {
@@ -75,7 +120,8 @@ export class NatsBus implements Bus {
       queue: options.queue,
       callback: (err, msg) => {
         if (err || !msg.reply) return;
-        void answer(rpc, handler, msg.data).then((body) => msg.respond(encoder.encode(body)));
+        // The requester may be gone and the connection closing: a reply that cannot be sent is counted, not raised.
+        runTask("bus_reply", this.log, async () => msg.respond(encoder.encode(await answer(rpc, handler, msg.data))));
       },
     });
     return () => {
@@ -93,7 +139,7 @@ export class NatsBus implements Bus {
       callback: (err, msg) => {
         if (err) return;
         const parsed = topic.schema.safeParse(safeJson(msg.data));
-        if (parsed.success) handler(parsed.data);
+        if (parsed.success) runTask("bus_event", this.log, () => handler(parsed.data));
       },
     });
     return () => sub.unsubscribe();
@@ -122,6 +168,8 @@ export function natsConnectionOptions(settings: NatsSettings | string, name: str
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,
     timeout: NATS_CONNECT_TIMEOUT_MS,
+    pingInterval: NATS_PING_INTERVAL_MS,
+    maxPingOut: NATS_PINGS_OUT_MAX,
   };
   if (auth && "user" in auth) Object.assign(options, { user: auth.user, pass: auth.pass });
   else if (auth && "token" in auth) options.token = auth.token;

@@ -4,34 +4,123 @@
  * OpenAI error shape; every reply carries `x-request-id`.
  */
 import { Elysia } from "elysia";
-import { fail } from "../errors.ts";
+import { servedModel } from "../admission/admission.ts";
+import { fail, type Failure } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { addAlias, catalogChangesView, catalogView, putModel, retireModel } from "./admin/catalog.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
-import { credits, keyInfo } from "./account/route.ts";
+import { credits, generation, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
-import type { EdgeDeps } from "./deps.ts";
-import { createEmbeddings } from "./embeddings/route.ts";
+import type { EdgeDeps } from "../admission/deps.ts";
+import { createEmbeddings } from "../operations/embeddings/embeddings.ts";
 import { createResponse } from "./responses/route.ts";
-import { countMessageTokens, createMessage } from "./messages/route.ts";
-import { createSpeech } from "./audio/speech.ts";
-import { createTranscription } from "./audio/transcription.ts";
-import { createImages } from "./images/route.ts";
-import { serveMedia } from "./media/store.ts";
-import { callerOf, failed, isFailure, json } from "./guard.ts";
+import { anthropicFailed, countMessageTokens, createMessage } from "./messages/route.ts";
+import {
+  geminiAction,
+  getGeminiModel,
+  googleFailed,
+  isPaidGeminiPath,
+  listGeminiModels,
+  sentByGemini,
+  speaksGoogle,
+} from "./gemini/route.ts";
+import { createSpeech } from "../operations/audio/speech.ts";
+import { createTranscription } from "../operations/audio/transcription.ts";
+import { createImages } from "../operations/images/images.ts";
+import { serveMedia } from "./media/route.ts";
+import { callerOf, failed, isFailure, json, resultResponse } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { httpInput, newRequestId } from "./request.ts";
+import { httpInput, noteArrival } from "./request.ts";
+import { newRequestId, type OperationInput } from "../operations/input.ts";
+import type { OperationResult } from "../operations/run.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
-import type { Console } from "../console/index.ts";
+import type { AccountArea } from "../accountArea/index.ts";
 import { consoleRoutes } from "./console/route.ts";
 import { TopupsAdmin } from "./admin/topups.ts";
 import { paymentCallback, resultPage } from "./pay/route.ts";
 import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 import { Health, readyResponse } from "./health.ts";
+import { FreeGate, type FreeEndpoint } from "../admission/free.ts";
+import { observeHttp } from "../metrics/observe.ts";
 
 const NO_PARSE = { parse: "none" as const };
+
+/** A base URL given with `/v1` already in it, to which the client adds its own `/v1`. */
+const DOUBLED_V1 = /^\/v1\/v1(\/|$)/;
+
+/**
+ * A request on Anthropic's wire, answered in Anthropic's error shape whatever goes wrong: its
+ * paths (`/v1/messages…`, also behind a doubled `/v1`) and its SDKs' `anthropic-version` header.
+ */
+function speaksAnthropic(request: Request): boolean {
+  const path = new URL(request.url).pathname.replace(DOUBLED_V1, "/v1$1");
+  return path.startsWith("/v1/messages") || request.headers.has("anthropic-version");
+}
+
+/** The 404 of an unknown path; one that doubles `/v1` names the base-URL mistake behind it. */
+function notFound(request: Request | undefined): Failure {
+  const path = request ? new URL(request.url).pathname : "";
+  if (!DOUBLED_V1.test(path)) return fail("not_found", "No such endpoint.");
+  return fail(
+    "not_found",
+    `No such endpoint: ${path} has /v1 twice. Anthropic clients add /v1 themselves: set ANTHROPIC_BASE_URL to the gateway's address without /v1 ` +
+      "(OpenAI clients take it with /v1).",
+  );
+}
+
+function hello(): Response {
+  return new Response("ok", { headers: { "content-type": "text/plain" } });
+}
+
+/** Routes of the paid operations: each writes its own access line, with tokens and cost (src/metrics/observe.ts). */
+const PAID_ROUTES = new Set([
+  "/v1/chat/completions",
+  "/v1/responses",
+  "/v1/messages",
+  "/v1/embeddings",
+  "/v1/audio/speech",
+  "/v1/audio/transcriptions",
+  "/v1/images/generations",
+]);
+
+/** Routes of Google's wire: `models/{model}:{action}`, paid for the actions that generate or embed. */
+const GEMINI_ACTION_ROUTES = new Set(["/v1beta/models/*", "/v1/models/*"]);
+
+/** Whether a route wrote its own access line (a paid operation's). */
+function writesOwnLine(route: string, request: Request): boolean {
+  return PAID_ROUTES.has(route) || (GEMINI_ACTION_ROUTES.has(route) && isPaidGeminiPath(new URL(request.url).pathname));
+}
+
+/** The error shape of a request's wire: Anthropic's, Google's, else OpenAI's. */
+function failedOn(request: Request | undefined): typeof failed {
+  if (request && speaksAnthropic(request)) return anthropicFailed;
+  return request && speaksGoogle(request) ? googleFailed : failed;
+}
+
+/** When each request arrived, for the access line of the requests that are not paid operations. */
+const arrivals = new WeakMap<Request, number>();
+
+/** The access line of a request that wrote none of its own. */
+function logAccess(deps: EdgeDeps, request: Request, route: string | null, reply: { status: number; requestId: string | null }): void {
+  const arrivedMs = arrivals.get(request);
+  observeHttp(deps.log, {
+    requestId: reply.requestId,
+    method: request.method,
+    route,
+    path: new URL(request.url).pathname,
+    status: reply.status,
+    durationMs: arrivedMs === undefined ? 0 : performance.now() - arrivedMs,
+  });
+}
+
+/** The status and request id of what a handler returned (a Response, or a value Elysia sends with `set.status`). */
+function replyOf(response: unknown, setStatus: number | string | undefined): { status: number; requestId: string | null } {
+  if (response instanceof Response) return { status: response.status, requestId: response.headers.get("x-request-id") };
+  return { status: typeof setStatus === "number" ? setStatus : 200, requestId: null };
+}
 
 function prepared(body: string, requestId: string): Response {
   return new Response(body, { headers: { "content-type": "application/json", "x-request-id": requestId } });
@@ -50,6 +139,21 @@ function keyGuard(deps: EdgeDeps) {
       if (isFailure(caller)) return failed(caller, requestId);
       return handler(caller.key, requestId, request, params);
     };
+}
+
+/** Wraps a /v1 handler of unpriced work so it runs for an authenticated key within the key's free slots and rate. */
+function freeGuard(deps: EdgeDeps, gate: FreeGate) {
+  const withKey = keyGuard(deps);
+  return (endpoint: FreeEndpoint, handler: KeyHandler) =>
+    withKey(async (key, requestId, request, params) => {
+      const release = gate.enter(key, endpoint);
+      if (typeof release !== "function") return failed(release, requestId);
+      try {
+        return await handler(key, requestId, request, params);
+      } finally {
+        release();
+      }
+    });
 }
 
 /** Wraps an /admin handler so it runs after the admin token is checked. */
@@ -76,58 +180,91 @@ function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelRepli
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one line per route with its handler.
 export function createApp(
   deps: EdgeDeps,
-  options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: Console } = {},
+  options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: AccountArea } = {},
 ) {
   const admin = new AdminApi(deps, options.rateFetch);
   const topups = new TopupsAdmin(deps);
   const health = options.health ?? new Health(deps);
   const modelReplies = modelRepliesOf(deps);
   const withKey = keyGuard(deps);
+  const free = new FreeGate({ rpm: deps.env.FREE_RPM });
+  const freeWithKey = freeGuard(deps, free);
   const asAdmin = adminGuard(deps);
-  const input = (request: Request) => httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
+  const operation = async (run: (input: OperationInput, deps: EdgeDeps) => Promise<OperationResult>, request: Request) => {
+    const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
+    return resultResponse(await run(input, deps), input.requestId);
+  };
+  const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
+  const getModel = withKey((_, requestId, __, params) => {
+    const model = servedModel(deps.catalog, decodeURIComponent(params.id!));
+    if (isFailure(model)) return failed(model, requestId);
+    const body = modelReplies().byId.get(model.id);
+    return body ? prepared(body, requestId) : failed(fail("model_not_found", `The model \`${model.id}\` is not listed.`), requestId);
+  });
 
   return (
     new Elysia()
-      .onError(({ code, error }) => {
-        const requestId = newRequestId();
-        if (code === "NOT_FOUND") return failed(fail("not_found", "No such endpoint."), requestId);
-        deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
-        return failed(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
+      .onRequest(({ request, server }) => {
+        arrivals.set(request, performance.now());
+        noteArrival(request, server);
       })
+      .onError(({ code, error, request, route }) => {
+        const requestId = newRequestId();
+        const answer = failedOn(request);
+        const reply =
+          code === "NOT_FOUND"
+            ? answer(notFound(request), requestId)
+            : answer(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
+        if (code !== "NOT_FOUND")
+          deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
+        // No route, or one that threw (a paid one then wrote no line of its own either).
+        if (request) logAccess(deps, request, code === "NOT_FOUND" ? null : route, { status: reply.status, requestId });
+        return reply;
+      })
+      .onAfterHandle({ as: "global" }, ({ request, route, response, set }) => {
+        if (!writesOwnLine(route, request)) logAccess(deps, request, route, replyOf(response, set.status));
+      })
+      // Health probes: Claude Code's reachability check (`HEAD /`, `/api/hello`) and load balancers.
+      .get("/", () => hello())
+      .head("/", () => hello())
+      .get("/api/hello", () => hello())
+      .head("/api/hello", () => hello())
       .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
       .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
       // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
       .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
-      .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps), NO_PARSE)
-      .post("/v1/embeddings", ({ request }) => createEmbeddings(input(request), deps), NO_PARSE)
-      .post("/v1/audio/speech", ({ request }) => createSpeech(input(request), deps), NO_PARSE)
-      .post("/v1/audio/transcriptions", ({ request }) => createTranscription(input(request), deps), NO_PARSE)
-      .post("/v1/images/generations", ({ request }) => createImages(input(request), deps), NO_PARSE)
+      .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps, free), NO_PARSE)
+      // Google's wire: `models/{model}:{action}`, under v1beta (the SDKs' default) and v1.
+      .post("/v1beta/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
+      .post("/v1/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
+      .get("/v1beta/models", ({ request }) => listGeminiModels(request, newRequestId(), deps))
+      .get("/v1beta/models/*", ({ request, params }) => getGeminiModel(request, newRequestId(), deps, params["*"]))
+      .post("/v1/embeddings", ({ request }) => operation(createEmbeddings, request), NO_PARSE)
+      .post("/v1/audio/speech", ({ request }) => operation(createSpeech, request), NO_PARSE)
+      .post("/v1/audio/transcriptions", ({ request }) => operation(createTranscription, request), NO_PARSE)
+      .post("/v1/images/generations", ({ request }) => operation(createImages, request), NO_PARSE)
       // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
       .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
-      .get(
-        "/v1/models",
-        withKey((_, requestId) => prepared(modelReplies().list, requestId)),
-      )
-      .get(
-        "/v1/models/:id",
-        withKey((_, requestId, __, params) => {
-          const body = modelReplies().byId.get(decodeURIComponent(params.id!));
-          if (body) return prepared(body, requestId);
-          return failed(
-            fail("model_not_found", `The model \`${params.id}\` does not exist or you do not have access to it.`, { param: "model" }),
-            requestId,
-          );
-        }),
+      // The Gemini SDKs (apiVersion v1, their default) list and get models here too: they send x-goog-api-key.
+      .get("/v1/models", (args) => (sentByGemini(args.request) ? listGeminiModels(args.request, newRequestId(), deps) : listModels(args)))
+      .get("/v1/models/:id", (args) =>
+        sentByGemini(args.request) ? getGeminiModel(args.request, newRequestId(), deps, args.params.id) : getModel(args),
       )
       .get(
         "/v1/key",
-        withKey(async (key, requestId) => json(await keyInfo(key, deps), requestId)),
+        freeWithKey("key", async (key, requestId) => json(await keyInfo(key, deps), requestId)),
       )
       .get(
         "/v1/credits",
-        withKey(async (key, requestId) => {
+        freeWithKey("credits", async (key, requestId) => {
           const reply = await credits(key, deps);
+          return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
+        }),
+      )
+      .get(
+        "/v1/generations/:id",
+        freeWithKey("generation", async (key, requestId, _, params) => {
+          const reply = await generation(key, decodeURIComponent(params.id!), deps);
           return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
         }),
       )
@@ -151,6 +288,11 @@ export function createApp(
       .get(
         "/admin/accounts/:id",
         asAdmin((_, params, id) => admin.showAccount(params.id!, id)),
+      )
+      .patch(
+        "/admin/accounts/:id",
+        asAdmin((request, params, id) => admin.setAccountSettings(request, params.id!, id)),
+        NO_PARSE,
       )
       .post(
         "/admin/accounts/:id/topups",
@@ -178,6 +320,29 @@ export function createApp(
       .put(
         "/admin/pools/:model",
         asAdmin((request, params, id) => admin.setPool(request, decodeURIComponent(params.model!), id)),
+        NO_PARSE,
+      )
+      .get(
+        "/admin/catalog",
+        asAdmin((_, __, id) => catalogView(deps, id)),
+      )
+      .get(
+        "/admin/catalog/changes",
+        asAdmin((request, _, id) => catalogChangesView(deps, request, id)),
+      )
+      .put(
+        "/admin/catalog/models/:model",
+        asAdmin((request, params, id) => putModel(deps, request, decodeURIComponent(params.model!), id)),
+        NO_PARSE,
+      )
+      .post(
+        "/admin/catalog/models/:model/aliases",
+        asAdmin((request, params, id) => addAlias(deps, request, decodeURIComponent(params.model!), id)),
+        NO_PARSE,
+      )
+      .post(
+        "/admin/catalog/models/:model/retire",
+        asAdmin((request, params, id) => retireModel(deps, request, decodeURIComponent(params.model!), id)),
         NO_PARSE,
       )
       .post(

@@ -14,7 +14,7 @@
  * could name a host or a user, only codes.
  */
 import { sql } from "drizzle-orm";
-import { sqlStateOf, type Db } from "../db/client.ts";
+import { errorCodeOf, type Db } from "../db/client.ts";
 import { errorBody, fail } from "../errors.ts";
 
 export const READY_DATABASE_MS_MAX = 1_000;
@@ -66,7 +66,8 @@ export class Health {
         : {
             ok: false,
             buffered: writer.buffered,
-            reason: "usage records cannot be written (database refusing writes or buffer full): paid requests are refused",
+            reason:
+              "usage records cannot be written (the usage log hung or disconnected, the database refusing writes, or the buffer full): paid requests are refused",
           },
       draining: this.draining ? { ok: false, reason: "the node is shutting down" } : { ok: true },
     };
@@ -85,8 +86,8 @@ export class Health {
       if (answer === "timeout") return { ok: false, reason: `no answer within ${READY_DATABASE_MS_MAX} ms` };
       return { ok: true, ms: Math.round((performance.now() - startedMs) * 10) / 10 };
     } catch (error) {
-      const code = sqlStateOf(error) ?? (error as { code?: unknown }).code;
-      return { ok: false, reason: `query failed${typeof code === "string" ? ` (${code})` : ""}` };
+      const code = errorCodeOf(error);
+      return { ok: false, reason: `query failed${code ? ` (${code})` : ""}` };
     } finally {
       clearTimeout(timer);
     }

@@ -10,7 +10,7 @@
  * relies on it), so the idle timeout is set above the longest silence the gateway can cause.
  */
 import type { Env } from "../config.ts";
-import { IMAGE_DOWNLOAD_MS_MAX } from "./images/route.ts";
+import { IMAGE_DOWNLOAD_MS_MAX } from "../operations/images/images.ts";
 
 /** Bun refuses a larger idle timeout (and 0 would never close an idle connection). */
 export const BUN_IDLE_TIMEOUT_S_MAX = 255;

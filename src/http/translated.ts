@@ -1,22 +1,15 @@
 /**
- * What the routes of the translated wires (Responses, Messages) share: the wire's body becomes a
- * chat body inside the one chat path (chat/route.ts `chat`: caller, then body, then admission),
- * and the relay's frames are re-written in the wire's own events. Nothing here meters or
- * settles: the chat path did.
+ * What the HTTP routes of the translated wires (Responses, Messages, Gemini) share: the wire's
+ * body becomes a chat body inside the chat operation (src/operations/chat/chat.ts: caller, then
+ * body, then admission); src/wires/through.ts re-writes the relay's frames in the wire's events.
  */
 import type { Failure } from "../errors.ts";
-import { chatFrameOf, type ChatFrame } from "../wires/chat.ts";
-import { chat, type ChatResult } from "./chat/route.ts";
-import { type Relay, RelayBody, type RelayFrame } from "./chat/relay.ts";
-import type { EdgeDeps } from "./deps.ts";
+import { chat, type ChatInput, type ChatResult } from "../operations/chat/chat.ts";
+import type { EdgeDeps } from "../admission/deps.ts";
 import { isFailure } from "./guard.ts";
+import { jsonLimits } from "../operations/input.ts";
 import { credentialsOf, readJsonBodyText } from "./request.ts";
-
-/** A wire's stream translation: its opening events, then the events of each relay frame. */
-export interface WireStream {
-  start(): string;
-  frame(frame: ChatFrame): string;
-}
+import type { Credentials } from "../admission/admission.ts";
 
 /**
  * Runs a wire's request down the chat path: `translate` turns the JSON body (read only once the
@@ -27,16 +20,18 @@ export async function chatThroughWire<W>(
   deps: EdgeDeps,
   request: Request,
   requestId: string,
-  translate: (raw: unknown) => { request: W; chat: Record<string, unknown> } | Failure,
+  translate: (raw: unknown, headers: Headers) => { request: W; chat: Record<string, unknown> } | Failure,
+  options: Pick<ChatInput, "lowerToWindow"> & { credentials?: Credentials } = {},
 ): Promise<{ result: ChatResult; wire: W | null }> {
   let wire: W | null = null;
   const result = await chat(deps, {
+    ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
     requestId,
-    credentials: credentialsOf(request),
+    credentials: options.credentials ?? credentialsOf(request),
     readBody: async () => {
-      const read = await readJsonBodyText(request, deps.env.BODY_BYTES_MAX);
+      const read = await readJsonBodyText(request, jsonLimits(deps.env));
       if (isFailure(read)) return read;
-      const translated = translate(read.value);
+      const translated = translate(read.value, request.headers);
       if (isFailure(translated)) return translated;
       wire = translated.request;
       // The chat body sent on is the translation: its bytes are what the prompt bound measures.
@@ -45,24 +40,6 @@ export async function chatThroughWire<W>(
     signal: request.signal,
   });
   return { result, wire };
-}
-
-const encoder = new TextEncoder();
-
-/**
- * The relay's frames re-written by `wire`: what Elysia's generator route returns. A client that
- * stops pulling (Elysia returns the iterator) has left, as on chat's own SSE body.
- */
-export function wireBody(relay: Relay, wire: WireStream): RelayBody {
-  const render = (frames: RelayFrame[]) => {
-    let text = "";
-    for (const frame of frames) {
-      const read = chatFrameOf(frame);
-      if (read) text += wire.frame(read);
-    }
-    return text === "" ? null : encoder.encode(text);
-  };
-  return new RelayBody(relay, render, encoder.encode(wire.start()));
 }
 
 /** Sets a stream's reply headers (Elysia's `set`), as the chat route does. */

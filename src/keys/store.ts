@@ -14,6 +14,7 @@ import { and, eq, gt, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
+import { FifoMap } from "../fifoMap.ts";
 import { newId } from "../ids.ts";
 import { LastUse } from "./lastUse.ts";
 import { displayKey, generateKey, hashKey, looksLikeKey } from "./secret.ts";
@@ -40,6 +41,10 @@ export interface KeyRecord {
   monthlySpendCapMicro: bigint | null;
   /** `in-country`: every request of this key is routed to in-country backends only. */
   residency: "in-country" | null;
+  /** Catalog model ids this key may call; null: any (restrictions.ts). */
+  allowedModels: readonly string[] | null;
+  /** Client addresses or CIDR blocks this key may be used from; null: any. */
+  allowedIps: readonly string[] | null;
   createdAt: Date;
   revokedAt: Date | null;
   /** Refused from this instant on; null or absent: never. */
@@ -54,31 +59,13 @@ export interface KeyLimits {
   monthlySpendCapMicro?: bigint | null;
   residency?: "in-country" | null;
   expiresAt?: Date | null;
+  allowedModels?: string[] | null;
+  allowedIps?: string[] | null;
 }
 
 interface CacheEntry {
   record: KeyRecord | null;
   expiresAtMs: number;
-}
-
-/** A Map used as a bounded cache: the oldest insertion is evicted first. */
-class BoundedCache<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly entriesMax: number) {}
-  get(key: string): V | undefined {
-    return this.map.get(key);
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key);
-    if (this.map.size >= this.entriesMax) this.map.delete(this.map.keys().next().value!);
-    this.map.set(key, value);
-  }
-  delete(key: string): void {
-    this.map.delete(key);
-  }
-  clear(): void {
-    this.map.clear();
-  }
 }
 
 function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
@@ -92,6 +79,8 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
     tpm: row.tpm,
     monthlySpendCapMicro: row.monthlySpendCapMicro,
     residency: row.residency === "in-country" ? "in-country" : null,
+    allowedModels: row.allowedModels,
+    allowedIps: row.allowedIps,
     createdAt: row.createdAt,
     revokedAt: row.revokedAt,
     expiresAt: row.expiresAt,
@@ -100,8 +89,8 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
 }
 
 export class KeyStore {
-  private readonly byHash = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
-  private readonly byId = new BoundedCache<CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+  private readonly byHash = new FifoMap<string, CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+  private readonly byId = new FifoMap<string, CacheEntry>(KEY_CACHE_ENTRIES_MAX);
   readonly lastUse = new LastUse();
 
   constructor(
@@ -187,6 +176,8 @@ export class KeyStore {
         monthlySpendCapMicro: limits.monthlySpendCapMicro ?? null,
         residency: limits.residency ?? null,
         expiresAt: limits.expiresAt ?? null,
+        allowedModels: limits.allowedModels ?? null,
+        allowedIps: limits.allowedIps ?? null,
       })
       .returning();
     return { key, record: toRecord(row!) };
@@ -225,6 +216,8 @@ export class KeyStore {
         ...(limits.monthlySpendCapMicro !== undefined ? { monthlySpendCapMicro: limits.monthlySpendCapMicro } : {}),
         ...(limits.residency !== undefined ? { residency: limits.residency } : {}),
         ...(limits.expiresAt !== undefined ? { expiresAt: limits.expiresAt } : {}),
+        ...(limits.allowedModels !== undefined ? { allowedModels: limits.allowedModels } : {}),
+        ...(limits.allowedIps !== undefined ? { allowedIps: limits.allowedIps } : {}),
         updatedAt: sql`now()`,
       })
       .where(eq(apiKeys.id, keyId))

@@ -150,14 +150,17 @@ export function usageToOpenAI(usage: Usage) {
 
 /**
  * A usage whose cache parts are bounded by its prompt (a vendor's figure is never trusted to
- * exceed it): reads first, then writes, each at most what remains; zero parts are left out.
+ * exceed it): reads first, then writes, each at most what remains, then the 1-hour part of the
+ * writes at most the writes; zero parts are left out.
  */
-export function boundedUsage(inputTokens: number, outputTokens: number, cacheRead: number, cacheWrite: number): Usage {
+export function boundedUsage(inputTokens: number, outputTokens: number, cacheRead: number, cacheWrite: number, cacheWrite1h = 0): Usage {
   const usage: Usage = { inputTokens, outputTokens };
   const read = Math.min(cacheRead, inputTokens);
   const write = Math.min(cacheWrite, inputTokens - read);
+  const write1h = Math.min(cacheWrite1h, write);
   if (read > 0) usage.cacheReadTokens = read;
   if (write > 0) usage.cacheWriteTokens = write;
+  if (write1h > 0) usage.cacheWrite1hTokens = write1h;
   return usage;
 }
 
@@ -167,6 +170,8 @@ export interface CompletionParts {
   toolCalls: OpenAIToolCall[];
   finishReason: FinishReason | null;
   usage: Usage | null;
+  /** The vendor's own content blocks, kept when they hold a vendor-run tool's blocks (`anthropic_content`). */
+  vendorContent?: unknown[];
 }
 
 /** A whole `chat.completion` body. */
@@ -174,6 +179,7 @@ export function completionToOpenAI(context: ReplyContext, parts: CompletionParts
   const message: Record<string, unknown> = { role: "assistant", content: parts.text, refusal: null };
   if (parts.reasoning) message.reasoning_content = parts.reasoning;
   if (parts.toolCalls.length > 0) message.tool_calls = parts.toolCalls;
+  if (parts.vendorContent) message.anthropic_content = parts.vendorContent;
   return JSON.stringify({
     id: `chatcmpl-${context.requestId}`,
     object: "chat.completion",

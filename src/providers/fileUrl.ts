@@ -122,7 +122,7 @@ function isPublicIpv6(value: bigint): boolean {
 }
 
 /** A valid IPv6 address (net.isIP checked) as one 128-bit number; a dotted IPv4 tail is two groups. */
-function ipv6ToBigInt(address: string): bigint {
+export function ipv6ToBigInt(address: string): bigint {
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
   let text = address;
   if (dotted) {

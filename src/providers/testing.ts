@@ -14,6 +14,7 @@ export function decodeAll(decoder: ChatStreamDecoder, text: string, size: number
     all.frames.push(...piece.frames);
     all.usage = piece.usage ?? all.usage;
     all.error = piece.error ?? all.error;
+    all.inputTokensAtStart ??= piece.inputTokensAtStart;
     all.done ||= piece.done;
   }
   return all;

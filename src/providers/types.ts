@@ -13,13 +13,18 @@ export type BackendKind = "openai" | "anthropic" | "gemini";
  * the cache figures are parts of it that vendors price apart: `cacheReadTokens` were read from
  * the vendor's prompt cache (OpenAI `cached_tokens`, Gemini `cachedContentTokenCount`, Anthropic
  * `cache_read_input_tokens`), `cacheWriteTokens` were written to it (Anthropic
- * `cache_creation_input_tokens`). Their sum never exceeds `inputTokens`.
+ * `cache_creation_input_tokens`). Their sum never exceeds `inputTokens`. `cacheWrite1hTokens` is the
+ * part of the writes kept for an hour (Anthropic `cache_creation.ephemeral_1h_input_tokens`),
+ * priced above 5-minute writes; never more than `cacheWriteTokens`. `hostedCalls` counts the calls of
+ * a vendor-run tool (Anthropic `server_tool_use.web_search_requests`), billed per call.
  */
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
   cacheReadTokens?: number;
   cacheWriteTokens?: number;
+  cacheWrite1hTokens?: number;
+  hostedCalls?: number;
 }
 
 export interface UpstreamRequest {
@@ -76,6 +81,11 @@ export interface StreamFrame {
 export interface StreamPiece {
   frames: StreamFrame[];
   usage?: Usage;
+  /**
+   * The prompt's tokens as the upstream reported them when its stream started (Anthropic's
+   * message_start): shown by wires that state them first, never billed from (usage is).
+   */
+  inputTokensAtStart?: number;
   /** The upstream sent an error event mid-stream. */
   error?: Failure;
   /** The upstream's end-of-stream marker was seen. */
@@ -148,9 +158,19 @@ export interface EmbeddingsAdapter {
 /** An image as the upstream gave it: bytes in base64, or a URL the gateway must fetch itself. */
 export type UpstreamImage = { b64: string; revisedPrompt?: string } | { url: string; revisedPrompt?: string };
 
+/**
+ * The token usage a GPT image model reports with its images (`usage`): text and image input
+ * tokens, image output tokens. `imageInputTokens` never exceeds what the input leaves after text.
+ */
+export interface ImageUsage {
+  textInputTokens: number;
+  imageInputTokens: number;
+  outputTokens: number;
+}
+
 export interface ImagesAdapter {
   buildImagesRequest(input: OperationInput<Record<string, unknown>>): UpstreamRequest;
-  parseImagesResponse(text: string): { images: UpstreamImage[] } | UpstreamFailure;
+  parseImagesResponse(text: string): { images: UpstreamImage[]; usage?: ImageUsage } | UpstreamFailure;
 }
 
 export interface SpeechAdapter {

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { until } from "../../test/until.ts";
 import { OpenAIStreamDecoder } from "./openai/stream.ts";
 import {
   FILE_REDIRECTS_MAX,
@@ -278,7 +279,7 @@ describe("UpstreamStream: the silence of open streams", () => {
     const first = await upstream.read();
     expect(first.done).toBe(false);
     expect(upstream.piece(first.value!).frames.map((f) => f.text)).toEqual(["t0"]);
-    // Data every 20 ms for 200 ms: never silent for a keep-alive interval.
+    // Data every 20 ms for 200 ms: never silent for a keep-alive interval (the pace is the behaviour under test).
     for (let n = 1; n <= 10; n++) {
       await Bun.sleep(20);
       push(chunk(n));
@@ -319,9 +320,8 @@ describe("UpstreamStream: the silence of open streams", () => {
     // (Closing them below releases the body with these reads pending: they reject, as expected.)
     slowStream.read().catch(() => {});
     fastStream.read().catch(() => {});
-    await Bun.sleep(300);
+    await until(() => seen.fast >= 3, { what: "three keep-alives of the fast stream" });
     expect(seen.slow).toBe(0);
-    expect(seen.fast).toBeGreaterThanOrEqual(3);
     fastStream.close();
     slowStream.close();
     expect(watchedStreams()).toBe(0);
@@ -334,7 +334,8 @@ describe("UpstreamStream: the silence of open streams", () => {
     const upstream = new UpstreamStream(reply, new OpenAIStreamDecoder(), { keepAliveMs: 50, stallMsMax: 150 }, () => keepAlives.push(1));
     const first = await upstream.read();
     upstream.piece(first.value!);
-    push(chunk(1)); // the upstream goes on while its reader is busy elsewhere for twice the stall bound
+    push(chunk(1));
+    // The behaviour under test: the upstream goes on while its reader is busy elsewhere for twice the stall bound.
     await Bun.sleep(300);
     expect(keepAlives).toEqual([]);
     const next = await upstream.read();

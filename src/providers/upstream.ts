@@ -2,7 +2,16 @@
  * The only place that talks to upstreams. `sendUpstream` bounds the wait for the reply's
  * headers (and, for a whole JSON reply, its body); `UpstreamStream` bounds the silence
  * between chunks. Either bound aborts the upstream request, so it stops generating.
+ *
+ * Upstreams never redirect the gateway: a 3xx is an upstream error (another backend may be
+ * tried), never a hop to follow. A backend that redirects could otherwise send a prompt, and
+ * the backend's own key in `x-api-key` or `x-goog-api-key` (fetch strips only `Authorization`
+ * across origins), to any server, or point the gateway at its own private network and have the
+ * reply billed as the backend's. Only a file an upstream points to (fetchUpstreamFile) follows
+ * redirects, each hop judged again.
  */
+import { taskFailed } from "../background.ts";
+import { createLogger } from "../log.ts";
 import { fileTarget, systemLookup, type Lookup } from "./fileUrl.ts";
 import type { ChatStreamDecoder, StreamPiece, UpstreamFailure, UpstreamRequest } from "./types.ts";
 
@@ -69,7 +78,39 @@ export class UpstreamReply {
   }
 }
 
-export type UpstreamResult = { ok: true; reply: UpstreamReply } | { ok: false; failure: UpstreamFailure };
+export type UpstreamResult =
+  | { ok: true; reply: UpstreamReply }
+  /** `redirect`: the upstream answered with a redirect, which was not followed (see the module). */
+  | { ok: false; failure: UpstreamFailure; redirect?: UpstreamRedirect };
+
+/** A redirect an upstream answered with: its status and the origin it pointed to (never its path or query). */
+export interface UpstreamRedirect {
+  status: number;
+  /** `https://host:port` of the `location` header; null when absent or not a URL. */
+  locationOrigin: string | null;
+}
+
+/** Whether a status is a redirect, which no upstream call follows. */
+export function isRedirect(status: number): boolean {
+  return status >= 300 && status <= 399;
+}
+
+/** The redirect a response is, for logs and metrics; null when it is not one. */
+export function redirectOf(response: Response, base: string): UpstreamRedirect | null {
+  if (!isRedirect(response.status)) return null;
+  const location = response.headers.get("location");
+  const target = location === null ? null : URL.parse(location, base);
+  return { status: response.status, locationOrigin: target && target.origin !== "null" ? target.origin : null };
+}
+
+/** A redirect as the failure it is: worth another backend, since this one cannot answer here. */
+export function redirectFailure(redirect: UpstreamRedirect): UpstreamFailure {
+  return {
+    code: "upstream_error",
+    message: `The upstream answered with a redirect (status ${redirect.status}), which the gateway does not follow.`,
+    retryable: true,
+  };
+}
 
 export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> {
   const controller = new AbortController();
@@ -85,12 +126,20 @@ export async function sendUpstream(call: UpstreamCall): Promise<UpstreamResult> 
     call.signal?.removeEventListener("abort", onClientAbort);
   };
   try {
-    const response = await fetch(call.baseUrl.replace(/\/+$/, "") + call.request.path, {
+    const url = call.baseUrl.replace(/\/+$/, "") + call.request.path;
+    const response = await fetch(url, {
       method: "POST",
       body: call.request.body,
       headers: { ...call.request.headers, "x-request-id": call.requestId },
+      redirect: "manual",
       signal: controller.signal,
     });
+    const redirect = redirectOf(response, url);
+    if (redirect) {
+      cleanup();
+      controller.abort(); // the redirect's body is not read
+      return { ok: false, failure: redirectFailure(redirect), redirect };
+    }
     return { ok: true, reply: new UpstreamReply(response, controller, cleanup) };
   } catch (error) {
     cleanup();
@@ -210,16 +259,25 @@ export function silenceWatchEveryMs(): number {
   return watchEveryMs;
 }
 
+/** Where a failure inside the watch is reported: it has no request, and must not end the process. */
+const watchLog = createLogger("error");
+
 function checkSilences(): void {
   const now = performance.now();
   for (const s of silences) {
     if (!s.waiting) continue;
-    if (now - s.sinceMs >= s.timing.stallMsMax) {
+    try {
+      if (now - s.sinceMs >= s.timing.stallMsMax) {
+        unwatch(s);
+        s.onStall();
+      } else if (now - s.keptAliveMs >= s.timing.keepAliveMs) {
+        s.keptAliveMs = now;
+        s.onKeepAlive();
+      }
+    } catch (error) {
+      // One stream's fault stops its own watch, not the others' nor the process.
       unwatch(s);
-      s.onStall();
-    } else if (now - s.keptAliveMs >= s.timing.keepAliveMs) {
-      s.keptAliveMs = now;
-      s.onKeepAlive();
+      taskFailed("stream_silence_watch", watchLog, error);
     }
   }
 }

@@ -4,11 +4,13 @@ import {
   countPromptTokens,
   countTokens,
   countTokensMany,
+  isJsWhitespace,
   measureTokensMany,
   promptTokensUpperBound,
   setTokenizerMsPerKeyMax,
   TOKENIZER_COUNTS_PER_KEY_MAX,
   TOKENIZER_MS_PER_KEY_MAX,
+  wordsLowerBound,
 } from "./count.ts";
 
 test("exact o200k counts, and OpenAI's per-message counts for a prompt", async () => {
@@ -66,7 +68,7 @@ test("one key's long counts do not hold up another key's small one", async () =>
   const heavy = Array.from({ length: TOKENIZER_COUNTS_PER_KEY_MAX }, (_, i) =>
     measureTokensMany([noise(ADMISSION_COUNT_BYTES_MAX / 2)], admission("heavy")).then(() => finished.push(`heavy ${i}`)),
   );
-  await Bun.sleep(5); // the heavy counts are under way
+  await Bun.sleep(5); // the heavy counts are under way (the tokenizer shows no queue to wait on)
   const light = countTokens("How many tokens is this?", admission("light")).then(() => finished.push("light"));
   const [queuedTooMany] = await measureTokensMany([noise(1000)], admission("heavy")); // one more at once
   await Promise.all([...heavy, light]);
@@ -89,4 +91,30 @@ test("a key over its tokenizer time is decided by byte bounds, other keys are st
   } finally {
     setTokenizerMsPerKeyMax(TOKENIZER_MS_PER_KEY_MAX);
   }
+});
+
+test("a service count is exact however long, and takes its key's turn: billing and other keys' counts end first", async () => {
+  await countTokens("warm up");
+  const text = "The quick brown fox jumps over the lazy dog. ".repeat(35_000); // ~1.5 MB: past the admission cap
+  const finished: string[] = [];
+  const service = { purpose: "service" as const, fairnessKey: "counter" };
+  const heavy = measureTokensMany([text], service).then((counts) => {
+    finished.push("service");
+    return counts[0]!;
+  });
+  await Bun.sleep(5); // the service count is under way (the tokenizer shows no queue to wait on)
+  const billing = countTokens("What the upstream wrote.").then(() => finished.push("billing"));
+  const other = countTokens("How many tokens is this?", admission("other")).then(() => finished.push("other"));
+  const [counted] = await Promise.all([heavy, billing, other]);
+  expect(finished.indexOf("service")).toBe(2);
+  expect(counted.bytesCounted).toBeGreaterThan(ADMISSION_COUNT_BYTES_MAX);
+  expect(counted.lower).toBe(counted.upper);
+});
+
+test("words are split on exactly JavaScript's whitespace, the whole Basic Multilingual Plane checked", () => {
+  const differ: number[] = [];
+  for (let c = 0; c < 0x10000; c++) if (/\s/.test(String.fromCharCode(c)) !== isJsWhitespace(c)) differ.push(c);
+  expect(differ).toEqual([]);
+  const texts = ["", "   ", "one", " Hello,\tbig\u00a0world!\n", "این\u200cیک متن\u3000است", "a\u2028b\ufeffc 😀 d"];
+  for (const text of texts) expect(wordsLowerBound(text)).toBe(text.match(/\S+/g)?.length ?? 0);
 });

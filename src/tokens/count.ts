@@ -15,6 +15,7 @@ import { O200K_TOKEN_BYTES_MAX, type TokenCount } from "./bpe.ts";
 import type { CountReply, CountRequest } from "./worker.ts";
 
 export type { TokenCount } from "./bpe.ts";
+import { imageTypeOfUrl } from "./media.ts";
 
 /** Role markers and separators a chat template adds around each message. */
 export const MESSAGE_ALLOWANCE_TOKENS = 8;
@@ -34,19 +35,31 @@ export const FUNCTION_NAME_CHARS_MAX = 64;
 
 export const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8");
 
-/** What a model reads from a content part beyond its bytes: text and refusals are all bytes. */
-export function partAllowanceTokens(part: unknown): number {
-  const type = (part as { type?: unknown } | null)?.type;
-  if (type === "text" || type === "refusal") return 0;
-  return type === "image_url" ? IMAGE_ALLOWANCE_TOKENS : FILE_ALLOWANCE_TOKENS;
+/**
+ * What a model reads from a content part beyond its bytes: text and refusals are all bytes; an
+ * image URL that shows an image (media.ts) IMAGE_ALLOWANCE_TOKENS; one that does not,
+ * `mediaUrlTokens` (a vendor that fetches it may read a video or a PDF: chatBudget sets it).
+ */
+export function partAllowanceTokens(part: unknown, mediaUrlTokens = IMAGE_ALLOWANCE_TOKENS): number {
+  const p = part as { type?: unknown; image_url?: { url?: unknown } } | null;
+  if (p?.type === "text" || p?.type === "refusal") return 0;
+  if (p?.type !== "image_url") return FILE_ALLOWANCE_TOKENS;
+  const url = p.image_url?.url;
+  return typeof url === "string" && imageTypeOfUrl(url) === null
+    ? Math.max(mediaUrlTokens, IMAGE_ALLOWANCE_TOKENS)
+    : IMAGE_ALLOWANCE_TOKENS;
 }
 
 /** The allowances of one message: its template, a tool result's repeated name, its images, audio and files. */
-export function messageAllowanceTokens(message: Readonly<Record<string, unknown>>, templateTokens = MESSAGE_ALLOWANCE_TOKENS): number {
+export function messageAllowanceTokens(
+  message: Readonly<Record<string, unknown>>,
+  templateTokens = MESSAGE_ALLOWANCE_TOKENS,
+  mediaUrlTokens = IMAGE_ALLOWANCE_TOKENS,
+): number {
   let allowance = templateTokens;
   if (message.role === "tool" || message.role === "function") allowance += TOOL_RESULT_ALLOWANCE_TOKENS;
   if (message.audio !== undefined && message.audio !== null) allowance += FILE_ALLOWANCE_TOKENS;
-  if (Array.isArray(message.content)) for (const part of message.content) allowance += partAllowanceTokens(part);
+  if (Array.isArray(message.content)) for (const part of message.content) allowance += partAllowanceTokens(part, mediaUrlTokens);
   return allowance;
 }
 
@@ -110,13 +123,17 @@ function plainMessageBytes(message: Message): number {
  * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }] }) // 8 + 8 + 2 = 18
  * @example promptTokensUpperBound({ messages: [{ role: "user", content: "hi" }], tools: [] }, () => 52) // 8 + 8 + 52 = 68
  */
-export function promptTokensUpperBound(request: { messages: readonly Message[] }, bodyBytes?: () => number): number {
+export function promptTokensUpperBound(
+  request: { messages: readonly Message[] },
+  bodyBytes?: () => number,
+  mediaUrlTokens = IMAGE_ALLOWANCE_TOKENS,
+): number {
   let plain = true;
   for (const field in request) if (!CHAT_CONTROL_FIELDS.has(field)) plain = false;
   let allowances = REQUEST_ALLOWANCE_TOKENS;
   let textBytes = 0;
   for (const message of request.messages) {
-    allowances += messageAllowanceTokens(message);
+    allowances += messageAllowanceTokens(message, MESSAGE_ALLOWANCE_TOKENS, mediaUrlTokens);
     if (!plain) continue;
     const bytes = plainMessageBytes(message);
     if (bytes < 0) plain = false;
@@ -125,10 +142,74 @@ export function promptTokensUpperBound(request: { messages: readonly Message[] }
   return allowances + (plain ? textBytes : (bodyBytes?.() ?? utf8Bytes(JSON.stringify(request))));
 }
 
+/**
+ * JavaScript's `\s`: the whitespace that separates words. A loop over char codes rather than
+ * `/\S+/g`, whose match objects made the count a few percent of a whole request's CPU.
+ */
+export function isJsWhitespace(c: number): boolean {
+  if (c <= 0x20) return c === 0x20 || (c >= 0x09 && c <= 0x0d);
+  if (c < 0xa0) return false;
+  return (
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+/**
+ * A lower bound of any vendor's token count of `text`, with no tokenizer: its whitespace-separated
+ * words, each at least one token (byte-level BPE's regex pre-tokenizers and SentencePiece's
+ * whitespace split never join two words into one token). It does not see a chat template's
+ * overhead, images, files or the JSON structure of tools: only the words.
+ * @example wordsLowerBound("Hello, big world!") // 3
+ */
+export function wordsLowerBound(text: string): number {
+  let words = 0;
+  let inWord = false;
+  for (let i = 0; i < text.length; i++) {
+    const space = isJsWhitespace(text.charCodeAt(i));
+    if (!space && !inWord) words++;
+    inWord = !space;
+  }
+  return words;
+}
+
+/**
+ * A proven lower bound of the prompt's tokens for any vendor: the words of every message's text
+ * (a string content or its text parts), name and tool calls' arguments (wordsLowerBound).
+ * @example promptTokensLowerBound({ messages: [{ role: "user", content: "Hello, big world!", name: "ali" }] }) // 4
+ */
+export function promptTokensLowerBound(request: { messages: readonly Readonly<Record<string, unknown>>[] }): number {
+  let words = 0;
+  for (const message of request.messages) {
+    words += wordsLowerBound(messageText(message));
+    if (typeof message.name === "string") words += wordsLowerBound(message.name);
+    const calls = message.tool_calls;
+    if (!Array.isArray(calls)) continue;
+    for (const call of calls as { function?: { arguments?: unknown } }[]) {
+      const args = call?.function?.arguments;
+      if (typeof args === "string") words += wordsLowerBound(args);
+    }
+  }
+  return words;
+}
+
 /** Counts waiting for the tokenizer threads at once; more is refused rather than queued unbounded. */
 export const TOKEN_COUNTS_PENDING_MAX = 10_000;
 /** Tokenizer threads: more than one, so no single count holds every thread (the machine has 2 cores). */
 export const TOKENIZER_THREADS = 2;
+/**
+ * The nice value of the last tokenizer thread, where clients' own counts (count_tokens) run: under
+ * contention for the cores the request thread (nice 0) and the first tokenizer thread (billing,
+ * admission) are scheduled before it, so counting on demand cannot starve anyone's requests.
+ */
+export const SERVICE_THREAD_NICE = 10;
 /**
  * Bytes one request may have merged exactly before admission (~0.05–0.5 s of one thread,
  * prose to random bytes). Beyond them the prompt is decided by bounds: see TokenCount.
@@ -159,7 +240,11 @@ const TOKENIZER_KEYS_TRACKED_MAX = 100_000;
  * Who a count is for. Admission counts (before a request is admitted) are capped per request and
  * per key and take turns by key; billing counts (after the upstream replied without usage) are
  * uncapped, one queue of their own, and only ever on the first thread, so they never hold more
- * than one thread and alternate with admission counts there.
+ * than one thread and alternate with admission counts there. Service counts (a client asked for
+ * the count: count_tokens) are exact and uncapped, but only ever on the last thread, take the
+ * key's own turn there, as its admission counts do, and spend its tokenizer time: however much a
+ * key counts, it holds at most one thread (one core of the machine's), delays other keys' counts
+ * there by at most a slice per turn, and its own admission counts fall back to bounds.
  */
 export type CountOptions =
   | {
@@ -168,6 +253,7 @@ export type CountOptions =
       /** Enough to know: counting may stop once the proven lower bound exceeds this many tokens. */
       lowerEnough?: number;
     }
+  | { purpose: "service"; fairnessKey: string }
   | { purpose: "billing" };
 const BILLING: CountOptions = { purpose: "billing" };
 
@@ -239,6 +325,7 @@ function startThread(index: number): Thread {
     threads[index] = null;
   };
   thread.worker.unref(); // never keeps a process alive on its own
+  if (index === TOKENIZER_THREADS - 1) thread.worker.postMessage({ nice: SERVICE_THREAD_NICE });
   threads[index] = thread;
   return thread;
 }
@@ -279,13 +366,14 @@ export function measureTokensMany(texts: string[], options: CountOptions = BILLI
   if (admission && (keyOverBudget(options.fairnessKey) || pending.size >= TOKEN_COUNTS_PENDING_MAX))
     return Promise.resolve(byteBounds(texts));
   if (pending.size >= TOKEN_COUNTS_PENDING_MAX) return Promise.reject(new Error("the tokenizer is saturated"));
-  const fairnessKey = admission ? `key:${options.fairnessKey}` : "billing";
-  const target = admission ? admissionThread() : thread(0);
+  const keyId = options.purpose === "billing" ? null : options.fairnessKey;
+  const fairnessKey = keyId === null ? "billing" : `key:${keyId}`;
+  const target = keyId === null ? thread(0) : admission ? admissionThread() : thread(TOKENIZER_THREADS - 1);
   const chars = texts.reduce((sum, t) => sum + t.length, 0);
   const id = nextId++;
   return new Promise((resolve, reject) => {
-    pending.set(id, { resolve, reject, thread: target, chars, keyId: admission ? options.fairnessKey : null });
-    if (admission) keyQueued.set(options.fairnessKey, (keyQueued.get(options.fairnessKey) ?? 0) + 1);
+    pending.set(id, { resolve, reject, thread: target, chars, keyId });
+    if (keyId !== null) keyQueued.set(keyId, (keyQueued.get(keyId) ?? 0) + 1);
     target.queuedChars += chars;
     const limits = admission
       ? { bytesMax: ADMISSION_COUNT_BYTES_MAX, lowerEnough: options.lowerEnough }

@@ -6,9 +6,15 @@
  * and the thread serves the keys in turn, SLICE_BYTES of merge work at a time, so a key with many
  * or long counts delays another key's count by at most one slice per other waiting key.
  *
- * Message in: `{ id, fairnessKey, texts, limits }`; out: `{ id, counts, ms }` or `{ id, error }`.
+ * A thread may be told to run below the request thread (`{ nice }`, count.ts does so for the
+ * thread clients' own counts run on): when the cores are contended, the event loop that serves
+ * every key is then scheduled first and the counting waits, rather than every request waiting
+ * for the counts.
+ *
+ * Message in: `{ id, fairnessKey, texts, limits }` or `{ nice }`; out: `{ id, counts, ms }` or `{ id, error }`.
  */
 import o200k from "js-tiktoken/ranks/o200k_base";
+import { setThreadNice } from "../db/thread-priority.ts";
 import { TokenCounter, type CountJob, type CountLimits, type TokenCount } from "./bpe.ts";
 
 declare const self: Worker;
@@ -65,7 +71,11 @@ function schedule(): void {
   setImmediate(turn);
 }
 
-self.onmessage = (event: MessageEvent<CountRequest>) => {
+self.onmessage = (event: MessageEvent<CountRequest | { nice: number }>) => {
+  if ("nice" in event.data) {
+    setThreadNice(event.data.nice);
+    return;
+  }
   const { id, fairnessKey, texts, limits } = event.data;
   const queue = queues.get(fairnessKey) ?? [];
   queue.push({ id, job: counter.start(texts, limits), ms: 0 });

@@ -13,13 +13,27 @@ const toolCallDelta = z.looseObject({
   function: z.looseObject({ name: z.string().nullish(), arguments: z.string().nullish() }).nullish(),
 });
 
+/**
+ * A block of a tool the vendor ran (Anthropic's web search: server_tool_use, web_search_tool_result),
+ * as the vendor sent it (src/providers/anthropic/response.ts isServerToolBlock).
+ */
+export const vendorBlock = z.looseObject({ type: z.string() });
+export type VendorBlock = z.infer<typeof vendorBlock>;
+
 export const chatUsage = z.looseObject({
   prompt_tokens: z.number().int().nonnegative(),
   completion_tokens: z.number().int().nonnegative(),
   prompt_tokens_details: z.looseObject({ cached_tokens: z.number().int().nonnegative().nullish() }).nullish(),
   completion_tokens_details: z.looseObject({ reasoning_tokens: z.number().int().nonnegative().nullish() }).nullish(),
+  /** The billed cost in toman, set by the chat path once settled (src/admission/costReply.ts). */
+  cost: z.number().nonnegative().nullish(),
 });
 export type ChatUsage = z.infer<typeof chatUsage>;
+
+/** The billed cost a chat usage carries, as the translated wires' usage field (absent when not settled). */
+export function usageCost(usage: ChatUsage | null): { cost?: number } {
+  return typeof usage?.cost === "number" ? { cost: usage.cost } : {};
+}
 
 export const chatChunk = z.looseObject({
   choices: z.array(
@@ -31,6 +45,7 @@ export const chatChunk = z.looseObject({
           reasoning_content: z.string().nullish(),
           refusal: z.string().nullish(),
           tool_calls: z.array(toolCallDelta).nullish(),
+          anthropic_block: vendorBlock.nullish(),
         })
         .nullish(),
       finish_reason: z.string().nullish(),
@@ -51,6 +66,8 @@ export const chatCompletion = z.looseObject({
           tool_calls: z
             .array(z.looseObject({ id: z.string(), function: z.looseObject({ name: z.string(), arguments: z.string() }) }))
             .nullish(),
+          /** The vendor's whole content, when it ran a tool of its own. */
+          anthropic_content: z.array(vendorBlock).nullish(),
         }),
         finish_reason: z.string().nullish(),
       }),
@@ -74,7 +91,7 @@ export function onlyChoice(chunk: ChatChunk): { delta: ChunkDelta; text: string;
 }
 
 /**
- * One frame of the relay (src/http/chat/relay.ts), as the translating wires see it: its chunk
+ * One frame of the relay (src/operations/chat/relay.ts), as the translating wires see it: its chunk
  * parsed, or the keep-alive, the end, or the failure that ended it.
  */
 export type ChatFrame =

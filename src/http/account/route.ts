@@ -1,11 +1,16 @@
-/** GET /v1/key and GET /v1/credits: what the calling key may do and what its wallet holds. */
+/**
+ * GET /v1/key, GET /v1/credits and GET /v1/generations/{request_id}: what the calling key may
+ * do, what its wallet holds, and what one of its account's requests came to.
+ */
 import { and, count, eq, sum } from "drizzle-orm";
+import { costToman } from "../../admission/costReply.ts";
 import { microToToman } from "../../catalog/prices.ts";
+import { usageRecordOf } from "../../accountArea/usage.ts";
 import { usageRecords } from "../../db/schema.ts";
 import { fail } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { getWallet, type Wallet } from "../../ledger/wallets.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 
 export function walletFields(wallet: Wallet) {
   const available = wallet.balanceMicro - wallet.heldMicro;
@@ -40,6 +45,7 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
       output: sum(usageRecords.outputUnits),
       cacheRead: sum(usageRecords.cacheReadUnits),
       cacheWrite: sum(usageRecords.cacheWriteUnits),
+      cacheWrite1h: sum(usageRecords.cacheWrite1hUnits),
     })
     .from(usageRecords)
     .where(and(eq(usageRecords.keyId, key.id)));
@@ -56,12 +62,54 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     usage: {
       requests: usage?.requests ?? 0,
       // The whole prompts, as `prompt_tokens` counts them; the cache parts also apart.
-      input_tokens: Number(usage?.input ?? 0) + Number(usage?.cacheRead ?? 0) + Number(usage?.cacheWrite ?? 0),
+      input_tokens:
+        Number(usage?.input ?? 0) + Number(usage?.cacheRead ?? 0) + Number(usage?.cacheWrite ?? 0) + Number(usage?.cacheWrite1h ?? 0),
       cached_tokens: Number(usage?.cacheRead ?? 0),
-      cache_write_tokens: Number(usage?.cacheWrite ?? 0),
+      // Cache writes of either lifetime; the 1-hour ones also apart.
+      cache_write_tokens: Number(usage?.cacheWrite ?? 0) + Number(usage?.cacheWrite1h ?? 0),
+      cache_write_1h_tokens: Number(usage?.cacheWrite1h ?? 0),
       output_tokens: Number(usage?.output ?? 0),
       spent_toman: microToToman(billed),
       spent_micro_toman: billed.toString(),
     },
+  };
+}
+
+/**
+ * One request of the key's account, from its usage record (the console's usage page reads the
+ * same rows). This node's buffered records are written first, as for /v1/credits; a record still
+ * in another node's buffer is a 404 that says to retry shortly.
+ */
+export async function generation(key: KeyRecord, requestId: string, deps: EdgeDeps) {
+  await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
+  const row = await usageRecordOf(deps.db, key.accountId, requestId);
+  if (!row) {
+    return fail(
+      "not_found",
+      `No request \`${requestId}\` of this account is recorded. A request is recorded within seconds of its end: retry shortly if it just ended.`,
+    );
+  }
+  const backend = row.backend === null ? undefined : deps.pools.get(row.model)?.backends.find((b) => b.name === row.backend);
+  return {
+    object: "generation",
+    id: row.requestId,
+    model: row.model,
+    operation: row.operation,
+    key_id: row.keyId,
+    backend_region: backend?.config.region ?? null,
+    status: row.status,
+    latency_ms: row.durationMs,
+    created_at: Math.floor(row.createdAt.getTime() / 1000),
+    units: {
+      input: row.inputUnits.toString(),
+      output: row.outputUnits.toString(),
+      cache_read: row.cacheReadUnits.toString(),
+      cache_write: row.cacheWriteUnits.toString(),
+      cache_write_1h: row.cacheWrite1hUnits.toString(),
+      ...(row.hostedCallUnit ? { [row.hostedCallUnit]: row.hostedCallUnits.toString() } : {}),
+    },
+    cost: costToman(row.billedMicro),
+    cost_micro_toman: row.billedMicro.toString(),
+    price_version: row.priceVersionId,
   };
 }

@@ -5,7 +5,7 @@
  */
 import { fail } from "../../errors.ts";
 import { failed } from "../guard.ts";
-import { newRequestId } from "../request.ts";
+import { newRequestId } from "../../operations/input.ts";
 
 const UI_DIR = new URL("./ui/", import.meta.url);
 const TYPES: Record<string, string> = {
@@ -16,6 +16,15 @@ const TYPES: Record<string, string> = {
 };
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+
+/** The account area's icon: a gate in the brand's blue, drawn here (no file, nothing fetched). */
+const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect width="32" height="32" rx="6" fill="#0969da"/><path d="M8 26V12a8 8 0 0 1 16 0v14h-4V12a4 4 0 0 0-8 0v14z" fill="#fff"/></svg>`;
+
+export function consoleFavicon(): Response {
+  return new Response(FAVICON_SVG, {
+    headers: { "content-type": "image/svg+xml", "cache-control": "public, max-age=86400", "x-content-type-options": "nosniff" },
+  });
+}
 
 export function consoleAsset(name: string | undefined): Response {
   const type = name ? TYPES[name] : undefined;

@@ -8,11 +8,13 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
 import { microToToman } from "../../catalog/prices.ts";
-import { jalaliMonthStart } from "../../console/calendar.ts";
-import type { Console } from "../../console/index.ts";
-import { maskPhone, normalisePhone } from "../../console/phone.ts";
-import type { Session } from "../../console/sessions.ts";
-import { TOPUP_LIST_MAX, TOPUP_PENDING_STATES, type TopUpView } from "../../console/topups.ts";
+import { balanceAlertState, LOW_BALANCE_SMS_DAILY_MAX, setLowBalanceThreshold } from "../../accountArea/balanceAlerts.ts";
+import { jalaliMonthStart } from "../../accountArea/calendar.ts";
+import type { AccountArea } from "../../accountArea/index.ts";
+import { deviceOf } from "../../accountArea/device.ts";
+import { maskPhone, normalisePhone } from "../../accountArea/phone.ts";
+import type { Session } from "../../accountArea/sessions.ts";
+import { TOPUP_LIST_MAX, TOPUP_PENDING_STATES, type TopUpView } from "../../accountArea/topups.ts";
 import {
   dailySpend,
   spendByKey,
@@ -24,20 +26,23 @@ import {
   usageTotals,
   utcPeriods,
   type UsageFilter,
-} from "../../console/usage.ts";
+} from "../../accountArea/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
+import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { walletFields } from "../account/route.ts";
 import { parseBody } from "../admin/body.ts";
-import { amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
-import type { EdgeDeps } from "../deps.ts";
+import { accountSettingsBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { modelObject } from "../models/route.ts";
-import { newRequestId } from "../request.ts";
-import { consoleAsset } from "./assets.ts";
+import { newRequestId } from "../../operations/input.ts";
+import { consoleAsset, consoleFavicon } from "./assets.ts";
 import { checkCsrf, checkSameOrigin, clearedCookie, cookieName, ownOrigin, readCookie, sessionCookie } from "./guard.ts";
 
 export const CONSOLE_BODY_BYTES_MAX = 16 * 1024;
+/** On a wrong sign-in code: how many tries the code has left. */
+export const TRIES_LEFT_HEADER = "x-darvaze-tries-left";
 /** Below this available balance the overview warns. */
 export const LOW_BALANCE_MICRO = 50_000n * 1_000_000n;
 /** A key may live at most this long. */
@@ -57,12 +62,17 @@ const phoneField = z
     return phone;
   });
 const otpBody = z.strictObject({ phone: phoneField });
-const signInBody = z.strictObject({ phone: phoneField, code: z.string().max(32) });
+/** `code_id`: the id `POST /console/api/otp` answered with; a code is tried only by whoever asked for it. */
+const signInBody = z.strictObject({ phone: phoneField, code_id: z.string().max(64), code: z.string().max(32) });
 const createKeyBody = z.strictObject({
   name: z.string().trim().min(1).max(100),
   ...keyLimitFields,
   expires_at: z.iso.datetime({ offset: true }).nullable().optional(),
 });
+/** A change of one key's allowlists: each list replaced, or cleared by null; the admin API's bounds. */
+const keyRestrictionsBody = z
+  .strictObject(keyRestrictionFields)
+  .refine((body) => body.allowed_models !== undefined || body.allowed_ips !== undefined, "name allowed_models or allowed_ips");
 const topUpBody = z.strictObject({ amount_toman: amountToman });
 const dateParam = z
   .string()
@@ -93,15 +103,17 @@ function usageFilter(query: z.infer<typeof usageQuery>): UsageFilter | Failure {
   return { keyId: query.key || undefined, model: query.model || undefined, from: query.from, to };
 }
 
+/** A top-up as the console shows it: `cancelled` when its customer cancelled on the payment page (nothing to check). */
 function topUpObject(t: TopUpView) {
   return {
     id: t.id,
     object: "topup",
     amount_toman: microToToman(t.amountMicro),
     amount_micro_toman: t.amountMicro.toString(),
-    state: t.state,
-    pending: TOPUP_PENDING_STATES.includes(t.state),
+    state: t.cancelled ? "cancelled" : t.state,
+    pending: !t.cancelled && TOPUP_PENDING_STATES.includes(t.state),
     ref_id: t.refId,
+    card_pan: t.cardPan,
     reason: t.reason,
     created_at: t.createdAt.toISOString(),
     verified_at: t.verifiedAt?.toISOString() ?? null,
@@ -132,7 +144,7 @@ interface Guards {
   ): Response;
 }
 
-function consoleGuards(deps: EdgeDeps, area: Console): Guards {
+function consoleGuards(deps: EdgeDeps, area: AccountArea): Guards {
   const open: Guards["open"] = (change, handler) => async (ctx) => {
     const requestId = newRequestId();
     const own = ownOrigin(ctx.request, deps.env.PUBLIC_URL);
@@ -173,20 +185,22 @@ function consoleGuards(deps: EdgeDeps, area: Console): Guards {
 
 const clientAddress = (ctx: Ctx) => ctx.server?.requestIP(ctx.request)?.address ?? "unknown";
 
-export function consoleRoutes(deps: EdgeDeps, area: Console) {
+export function consoleRoutes(deps: EdgeDeps, area: AccountArea) {
   const guards = consoleGuards(deps, area);
   return new Elysia()
     .get("/console", () => consoleAsset("index.html"))
     .get("/console/", () => consoleAsset("index.html"))
     .get("/console/assets/:file", ({ params }) => consoleAsset(params.file))
+    .get("/console/favicon.ico", () => consoleFavicon())
     .use(signInRoutes(deps, area, guards))
     .use(sessionRoutes(area, guards))
     .use(walletRoutes(deps, area, guards))
     .use(keyRoutes(deps, guards))
+    .use(keyChangeRoutes(deps, guards))
     .use(usageRoutes(deps, guards));
 }
 
-function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Guards) {
+function signInRoutes(deps: EdgeDeps, area: AccountArea, { open, sessionReply }: Guards) {
   return new Elysia()
     .post(
       "/console/api/otp",
@@ -195,7 +209,11 @@ function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Gua
         if (isFailure(body)) return failed(body, ctx.requestId);
         const sent = await area.otp.send(body.phone, clientAddress(ctx));
         if (isFailure(sent)) return failed(sent, ctx.requestId);
-        return json({ object: "otp", phone: body.phone, expires_in_s: sent.expiresInS, resend_in_s: sent.resendInS }, ctx.requestId, 202);
+        return json(
+          { object: "otp", phone: body.phone, code_id: sent.codeId, expires_in_s: sent.expiresInS, resend_in_s: sent.resendInS },
+          ctx.requestId,
+          202,
+        );
       }),
       { parse: "none" },
     )
@@ -204,8 +222,10 @@ function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Gua
       open(true, async (ctx) => {
         const body = await parseBody(ctx.request, signInBody, CONSOLE_BODY_BYTES_MAX);
         if (isFailure(body)) return failed(body, ctx.requestId);
-        const wrong = await area.otp.verify(body.phone, body.code);
-        if (wrong) return failed(wrong, ctx.requestId);
+        const wrong = await area.otp.verify(body.phone, body.code_id, body.code);
+        // The page says how many tries are left in its own language.
+        if (wrong)
+          return failed(wrong, ctx.requestId, wrong.triesLeft === undefined ? {} : { [TRIES_LEFT_HEADER]: String(wrong.triesLeft) });
         const account = await accountForPhone(deps.db, body.phone);
         // A new session id at every sign-in; the one this browser came with ends.
         const previous = await area.sessions.lookup(readCookie(ctx.request, cookieName(ctx.origin)));
@@ -223,7 +243,7 @@ function signInRoutes(deps: EdgeDeps, area: Console, { open, sessionReply }: Gua
     );
 }
 
-function sessionRoutes(area: Console, { signedIn, sessionReply }: Guards) {
+function sessionRoutes(area: AccountArea, { signedIn, sessionReply }: Guards) {
   return new Elysia()
     .get(
       "/console/api/session",
@@ -251,6 +271,7 @@ function sessionRoutes(area: Console, { signedIn, sessionReply }: Guards) {
           id: s.id,
           current: s.id === session.id,
           user_agent: s.userAgent,
+          device: deviceOf(s.userAgent),
           client_address: s.clientAddress,
           created_at: s.createdAt.toISOString(),
           last_used_at: s.lastUsedAt.toISOString(),
@@ -292,6 +313,7 @@ async function overviewObject(deps: EdgeDeps, session: Session) {
   const jalali = jalaliMonthStart(now);
   const jalaliMonth = await usageTotals(db, session.accountId, { from: jalali.start });
   const available = wallet.balanceMicro - wallet.heldMicro;
+  const alert = await balanceAlertState(db, session.accountId);
   return {
     object: "overview",
     account_id: session.accountId,
@@ -300,17 +322,33 @@ async function overviewObject(deps: EdgeDeps, session: Session) {
     funded: await hasBeenFunded(db, session.accountId),
     low_balance: available < LOW_BALANCE_MICRO,
     low_balance_toman: microToToman(LOW_BALANCE_MICRO),
+    ...alertFields(alert.thresholdMicro),
+    /** The balance is below the customer's own threshold: the banner stays until it is above it again. */
+    balance_alert: alert.below,
+    alert_sms_daily_max: LOW_BALANCE_SMS_DAILY_MAX,
     today: spentSince(today, dayStart, "UTC"),
     month: spentSince(month, monthStart, "UTC"),
     jalali_month: { ...spentSince(jalaliMonth, jalali.start, "Asia/Tehran"), year: jalali.year, month: jalali.month },
   };
 }
 
-function walletRoutes(deps: EdgeDeps, area: Console, { signedIn }: Guards) {
+function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
+  const { db } = deps;
   return new Elysia()
     .get(
       "/console/api/overview",
       signedIn(false, async (session, ctx) => json(await overviewObject(deps, session), ctx.requestId)),
+    )
+    .put(
+      "/console/api/alert",
+      signedIn(true, async (session, ctx) => {
+        const body = await parseBody(ctx.request, accountSettingsBody, CONSOLE_BODY_BYTES_MAX);
+        if (isFailure(body)) return failed(body, ctx.requestId);
+        await setLowBalanceThreshold(db, session.accountId, body.low_balance_threshold_toman);
+        const alert = await balanceAlertState(db, session.accountId);
+        return json({ object: "alert", ...alertFields(alert.thresholdMicro), balance_alert: alert.below }, ctx.requestId);
+      }),
+      { parse: "none" },
     )
     .get(
       "/console/api/topups",
@@ -337,11 +375,58 @@ function walletRoutes(deps: EdgeDeps, area: Console, { signedIn }: Guards) {
         return topUp ? json(topUpObject(topUp), ctx.requestId) : failed(fail("not_found", `No top-up ${ctx.params.id}.`), ctx.requestId);
       }),
     )
+    .get(
+      "/console/api/receipts/:id",
+      signedIn(false, async (session, ctx) => {
+        // Only a paid top-up of this account has a receipt; anything else is not found.
+        const topUp = await area.topUps.get(session.accountId, ctx.params.id!);
+        if (topUp?.state !== "verified") return failed(fail("not_found", `No receipt ${ctx.params.id}.`), ctx.requestId);
+        return json({ ...topUpObject(topUp), object: "receipt", phone: session.phone }, ctx.requestId);
+      }),
+    )
     .post(
       "/console/api/topups/:id/check",
       signedIn(true, async (session, ctx) => {
         const topUp = await area.topUps.check(session.accountId, ctx.params.id!);
         return isFailure(topUp) ? failed(topUp, ctx.requestId) : json(topUpObject(topUp), ctx.requestId);
+      }),
+    );
+}
+
+/** The session's account's key `id`; another account's key is as unknown as a missing one. */
+async function ownedKey(deps: EdgeDeps, session: Session, id: string) {
+  const owned = await deps.keys.get(id);
+  return owned && owned.accountId === session.accountId ? owned : fail("not_found", `No key ${id}.`);
+}
+
+/** Changes to one of the account's own keys: its allowlists, its revocation. */
+function keyChangeRoutes(deps: EdgeDeps, { signedIn }: Guards) {
+  return new Elysia()
+    .patch(
+      "/console/api/keys/:id",
+      signedIn(true, async (session, ctx) => {
+        const body = await parseBody(ctx.request, keyRestrictionsBody, CONSOLE_BODY_BYTES_MAX);
+        if (isFailure(body)) return failed(body, ctx.requestId);
+        const owned = await ownedKey(deps, session, ctx.params.id!);
+        if (isFailure(owned)) return failed(owned, ctx.requestId);
+        const record = await deps.keys.setLimits(owned.id, limitsOf(body));
+        deps.bus.publish(KEY_EVENTS, deps.subjects.keyEvents, { keyId: owned.id, kind: "limits_changed" });
+        deps.log("info", "key_restrictions_changed", { keyId: owned.id, by: "console" });
+        const { account_id: _, ...shown } = keyObject(record!);
+        return json(shown, ctx.requestId);
+      }),
+      { parse: "none" },
+    )
+    .delete(
+      "/console/api/keys/:id",
+      signedIn(true, async (session, ctx) => {
+        const owned = await ownedKey(deps, session, ctx.params.id!);
+        if (isFailure(owned)) return failed(owned, ctx.requestId);
+        const record = await deps.keys.revoke(owned.id);
+        deps.bus.publish(KEY_EVENTS, deps.subjects.keyEvents, { keyId: owned.id, kind: "revoked" });
+        deps.log("info", "key_revoked", { keyId: owned.id, by: "console" });
+        const { account_id: _, ...shown } = keyObject(record!);
+        return json(shown, ctx.requestId);
       }),
     );
 }
@@ -402,18 +487,6 @@ function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
         });
       }),
       { parse: "none" },
-    )
-    .delete(
-      "/console/api/keys/:id",
-      signedIn(true, async (session, ctx) => {
-        const owned = await deps.keys.get(ctx.params.id!);
-        if (!owned || owned.accountId !== session.accountId) return failed(fail("not_found", `No key ${ctx.params.id}.`), ctx.requestId);
-        const record = await deps.keys.revoke(owned.id);
-        deps.bus.publish(KEY_EVENTS, deps.subjects.keyEvents, { keyId: owned.id, kind: "revoked" });
-        deps.log("info", "key_revoked", { keyId: owned.id, by: "console" });
-        const { account_id: _, ...shown } = keyObject(record!);
-        return json(shown, ctx.requestId);
-      }),
     )
     .get(
       "/console/api/pricing",

@@ -10,7 +10,7 @@ import { encodeJson } from "../../json.ts";
 import type { LiveHub, LiveView } from "../../metrics/live.ts";
 import { adminAuthorized } from "../admin/route.ts";
 import { failed } from "../guard.ts";
-import { newRequestId } from "../request.ts";
+import { newRequestId } from "../../operations/input.ts";
 
 const ASSETS: Record<string, { file: string; type: string }> = {
   "": { file: "index.html", type: "text/html; charset=utf-8" },

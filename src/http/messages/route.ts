@@ -8,16 +8,19 @@
  */
 import { operationModel } from "../../admission/admission.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
-import { countPromptTokens, countTokens } from "../../tokens/count.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
 import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat, type MessagesRequest } from "../../wires/messages/request.ts";
 import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
-import type { EdgeDeps } from "../deps.ts";
+import type { FreeGate } from "../../admission/free.ts";
+import type { KeyRecord } from "../../keys/store.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import { callerOf, zodFailure } from "../guard.ts";
+import { jsonLimits } from "../../operations/input.ts";
 import { readJsonBodyText } from "../request.ts";
-import { chatThroughWire, streamHeaders, wireBody } from "../translated.ts";
+import { countChatPrompt, wireBody } from "../../wires/through.ts";
+import { chatThroughWire, streamHeaders } from "../translated.ts";
 
 function replyHeaders(requestId: string, headers: Record<string, string> = {}): Record<string, string> {
   // `request-id` is where Anthropic's SDKs read the id from.
@@ -36,41 +39,57 @@ export async function createMessage(
   deps: EdgeDeps,
   set: { headers: Record<string, string | number> },
 ) {
-  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat);
+  // Anthropic lowers a max_tokens the window cannot hold (the stop reason tells), as Claude Code expects.
+  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat, { lowerToWindow: true });
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: wire!.model };
   if (result.kind === "json") {
     const reply = parseChatCompletion(result.body);
     if (!reply)
       return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
-    return new Response(JSON.stringify(chatToMessage(reply, ctx)), { status: 200, headers: replyHeaders(requestId, result.headers) });
+    return new Response(JSON.stringify(chatToMessage(reply, ctx, result.hostedCalls)), {
+      status: 200,
+      headers: replyHeaders(requestId, result.headers),
+    });
   }
   streamHeaders(set, requestId, result.headers);
   set.headers["request-id"] = requestId;
-  return wireBody(result.relay, new MessagesStream(ctx));
+  // message_start's input count when the backend tells none at its start (LangChain reads it there).
+  return wireBody(result.relay, new MessagesStream(ctx, await result.relay.inputTokensCounted()));
 }
 
 /**
  * The prompt's tokens by the gateway's own count (o200k_base with OpenAI's template counts, tool
  * definitions and calls by their JSON): what admission and billing without a usage report use,
- * not the vendor's tokenizer. Free, but it needs a key and a chat model of the catalog.
+ * not the vendor's tokenizer. Free of charge, not of limits: it needs a key and a chat model of
+ * the catalog, takes one of the key's free slots within its FREE_RPM (src/admission/free.ts),
+ * before the body is read, and counts in the key's own turn on the tokenizer threads.
  */
-export async function countMessageTokens(request: Request, requestId: string, deps: EdgeDeps) {
+export async function countMessageTokens(request: Request, requestId: string, deps: EdgeDeps, gate: FreeGate) {
   const caller = await callerOf(request, deps);
   if (isFailure(caller)) return anthropicFailed(caller, requestId);
-  const read = await readJsonBodyText(request, deps.env.BODY_BYTES_MAX);
+  const release = gate.enter(caller.key, "count_tokens");
+  if (isFailure(release)) return anthropicFailed(release, requestId);
+  try {
+    return await countWithin(request, requestId, deps, caller.key);
+  } finally {
+    release();
+  }
+}
+
+async function countWithin(request: Request, requestId: string, deps: EdgeDeps, key: KeyRecord): Promise<Response> {
+  const read = await readJsonBodyText(request, jsonLimits(deps.env));
   if (isFailure(read)) return anthropicFailed(read, requestId);
   const parsed = countTokensRequest.safeParse(read.value);
   if (!parsed.success) return anthropicFailed(zodFailure(parsed.error), requestId);
-  const model = operationModel(deps, parsed.data.model, "chat");
+  const model = operationModel(deps, parsed.data.model, "chat", key);
   if (isFailure(model)) return anthropicFailed(model, requestId);
   const messages = conversationToChat(parsed.data);
   if (isFailure(messages)) return anthropicFailed(messages, requestId);
   const tools = toolsToChat(parsed.data);
   if (isFailure(tools)) return anthropicFailed(tools, requestId);
-  const calls = messages.flatMap((m) => (Array.isArray(m.tool_calls) ? [JSON.stringify(m.tool_calls)] : []));
-  const extra = [JSON.stringify(tools.tools ?? []), ...calls].filter((text) => text !== "[]");
-  const counts = await Promise.all([countPromptTokens(messages), ...extra.map((text) => countTokens(text))]);
-  const inputTokens = counts.reduce((sum, n) => sum + n, 0);
+  const inputTokens = await countChatPrompt(messages, tools.tools, key.id);
+  if (inputTokens === null)
+    return anthropicFailed(fail("service_unavailable", "The tokenizer is busy; try again shortly.", { retryAfterS: 1 }), requestId);
   return new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: replyHeaders(requestId) });
 }

@@ -1,7 +1,9 @@
 /**
  * GET /v1/models and /v1/models/{id}: the catalog in the OpenAI list/object shape, with
- * `context_window`, `pricing` (toman per 1M units), `vendor` and `in_country` as extra fields.
- * The replies are built once per catalog and served as prepared strings.
+ * `context_window`, `output_max`, `aliases`, `capabilities`, `pricing` (toman per 1M units, and
+ * per image, per second and per call where that is the unit), `vendor` and `in_country` as extra
+ * fields. A model is found by its id or any alias; the reply names its catalog id. The replies
+ * are built once per price version (every catalog change makes one) and served as prepared strings.
  */
 import type { PoolHost } from "../../../actors/pool/host.ts";
 import type { Catalog, CatalogModel } from "../../catalog/catalog.ts";
@@ -12,13 +14,17 @@ export interface ModelObject {
   created: number;
   owned_by: string;
   operation: string;
+  /** Other names the model answers to on every route (dated ids, `-latest`, short names). */
+  aliases: readonly string[];
   context_window: number;
+  output_max: number | null;
+  capabilities: CatalogModel["capabilities"];
   /** Toman per 1M units of each priced unit (`input`, `output`, `cache_read`, `cache_write`, `character`, …). */
   pricing: {
     currency: "toman";
     per: number;
     price_version: number;
-    [unit: string]: number | string | Record<string, Record<string, number>>;
+    [unit: string]: number | string | Record<string, number | Record<string, number>>;
   };
   vendor: string;
   in_country: boolean;
@@ -30,6 +36,9 @@ const PRICING_FIELD: Record<string, string> = {
   output_token: "output",
   cache_read_token: "cache_read",
   cache_write_token: "cache_write",
+  cache_write_1h_token: "cache_write_1h",
+  image_input_token: "image_input",
+  image_output_token: "image_output",
 };
 
 export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
@@ -42,7 +51,10 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
     created: model.createdS,
     owned_by: model.vendor,
     operation: model.operation,
+    aliases: model.aliases,
     context_window: model.contextWindow,
+    output_max: model.outputMax,
+    capabilities: model.capabilities,
     pricing: { ...pricing, currency: "toman", per: 1_000_000, price_version: model.price.versionId },
     vendor: model.vendor,
     in_country: pools.inCountry(model.id),
@@ -51,17 +63,21 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
 
 /**
  * The same prices per use, as customers read them: toman per image by size and quality, per
- * second of audio. Exact per 1M units above; these may have a fractional toman.
+ * second of audio, per hosted-tool call. Exact per 1M units above; these may have a fractional toman.
  */
-function perUseDisplay(model: CatalogModel): Record<string, number | Record<string, Record<string, number>>> {
-  const out: Record<string, number | Record<string, Record<string, number>>> = {};
+function perUseDisplay(model: CatalogModel): Record<string, number | Record<string, number | Record<string, number>>> {
+  const out: Record<string, number | Record<string, number | Record<string, number>>> = {};
   const perImage: Record<string, Record<string, number>> = {};
+  const perCall: Record<string, number> = {};
   for (const [unit, toman] of model.price.tomanPer1m) {
     const image = /^image_(\d+x\d+)_([a-z]+)$/.exec(unit);
     if (image) (perImage[image[1]!] ??= {})[image[2]!] = Number(toman) / 1_000_000;
     if (unit === "audio_second") out.per_second = Number(toman) / 1_000_000;
+    const call = /^([a-z][a-z0-9_]*)_call$/.exec(unit);
+    if (call) perCall[call[1]!] = Number(toman) / 1_000_000;
   }
   if (Object.keys(perImage).length > 0) out.per_image = perImage;
+  if (Object.keys(perCall).length > 0) out.per_call = perCall;
   return out;
 }
 

@@ -2,8 +2,8 @@
  * The customer's return from the payment provider, with no key: `GET /pay/zarinpal/callback?
  * Authority=…&Status=OK|NOK`. A callback is never a payment: with Status=OK it asks for a
  * settle (the provider's verify is the only proof), then sends the customer on to the return URL
- * with the top-up id and outcome. Status=NOK changes nothing (the reconciler expires the top-up
- * unless the provider later reports it paid). `GET /pay/result` is the built-in landing page.
+ * with the top-up id and outcome. Status=NOK only notes the cancellation on a waiting top-up (the
+ * reconciler expires it unless the provider later reports it paid). `GET /pay/result` is the built-in landing page.
  */
 import type { Payments, ReturnOutcome } from "../../payments/service.ts";
 import type { Topup } from "../../payments/topups.ts";
@@ -32,7 +32,11 @@ export async function paymentCallback(request: Request, payments: Payments | nul
   if (!payments) return failed(fail("not_found", "Payments are not enabled on this gateway."), requestId);
   const params = payments.topups.provider.parseCallback(new URL(request.url).searchParams);
   const found = params ? await payments.topups.byAuthority(params.authority) : null;
-  const topup = found && params!.status === "OK" ? await payments.topups.settle(found.id, "callback") : found;
+  const topup = !found
+    ? null
+    : params!.status === "OK"
+      ? await payments.topups.settle(found.id, "callback")
+      : await payments.topups.noteCancelled(found.id);
   const location = payments.returnUrl(topup?.id ?? null, outcomeOf(topup, params?.status ?? "NOK"));
   return new Response(null, { status: 303, headers: { location, "x-request-id": requestId, "cache-control": "no-store" } });
 }

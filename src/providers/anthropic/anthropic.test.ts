@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { chunksOf, decodeAll, fixture } from "../testing.ts";
 import { anthropicAdapter } from "./index.ts";
 import { JSON_OBJECT_INSTRUCTION, openAIToAnthropicRequest } from "./request.ts";
-import { anthropicStopToFinishReason } from "./response.ts";
+import { anthropicStopToFinishReason, anthropicUsageToUsage } from "./response.ts";
 import { AnthropicStreamDecoder } from "./stream.ts";
 
 const context = { requestId: "req1", model: "claude-test", created: 1732000000 };
@@ -144,6 +144,26 @@ describe("request", () => {
 });
 
 describe("response", () => {
+  test("a message without usage (a proxy that drops it) is read, its usage null: billed as unreported", () => {
+    const message = JSON.parse(fixture("anthropic", "message-tool-use.json"));
+    delete message.usage;
+    const reply = adapter.chat!.parseChatResponse(JSON.stringify(message), context);
+    if ("code" in reply) throw new Error(reply.message);
+    expect(reply.usage).toBeNull();
+    expect(JSON.parse(reply.body).usage).toBeUndefined();
+  });
+
+  test("a message in which the vendor searched keeps its content beside the chat shape, and its searches in usage", () => {
+    const reply = adapter.chat!.parseChatResponse(fixture("anthropic", "message-web-search.json"), context);
+    if ("code" in reply) throw new Error(reply.message);
+    expect(reply.usage).toMatchObject({ hostedCalls: 1 });
+    const message = JSON.parse(reply.body).choices[0].message;
+    expect(message.anthropic_content).toEqual(JSON.parse(fixture("anthropic", "message-web-search.json")).content);
+    expect(message.content).toBe(
+      "I'll check the current weather in New York City for you.Today in New York City it is partly cloudy, around 68°F.",
+    );
+  });
+
   test("a tool-use message becomes an OpenAI completion with tool calls and usage", () => {
     const reply = adapter.chat!.parseChatResponse(fixture("anthropic", "message-tool-use.json"), context);
     if ("code" in reply) throw new Error(reply.message);
@@ -278,5 +298,59 @@ describe("reasoning_effort as extended thinking", () => {
     expect(build(undefined, 8_192)).toMatchObject({ temperature: 0.3 });
     expect(build(undefined, 8_192).thinking).toBeUndefined();
     expect(build("low", 1_024).thinking).toBeUndefined();
+  });
+});
+
+test("1-hour cache writes are read apart from 5-minute ones, never more than the writes", () => {
+  const usage = { input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 };
+  expect(anthropicUsageToUsage({ ...usage, cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 } })).toEqual({
+    inputTokens: 4020,
+    outputTokens: 7,
+    cacheReadTokens: 3000,
+    cacheWriteTokens: 1000,
+    cacheWrite1hTokens: 600,
+  });
+  // A reply claiming more 1-hour writes than writes is held to the writes.
+  expect(anthropicUsageToUsage({ ...usage, cache_creation: { ephemeral_1h_input_tokens: 5000 } }).cacheWrite1hTokens).toBe(1000);
+});
+
+describe("web search", () => {
+  const search = { type: "web_search_20250305", name: "web_search", max_uses: 2, allowed_domains: ["example.com"] };
+  const build = (extra: Record<string, unknown>) =>
+    JSON.parse(
+      adapter.chat!.buildChatRequest({
+        body: { model: "ours", messages: [{ role: "user", content: "News?" }], anthropic: { web_search: search }, ...extra },
+        upstreamModel: "claude-sonnet-4-5",
+        maxTokens: 300,
+        stream: false,
+      })!.body,
+    ) as { tools?: unknown[] };
+
+  test("the tool is sent as given, after the function tools; `tool_choice: none` sends neither", () => {
+    const weather = { type: "function", function: { name: "weather", parameters: { type: "object" } } };
+    expect(build({}).tools).toEqual([search]);
+    expect(build({ tools: [weather] }).tools).toEqual([{ name: "weather", input_schema: { type: "object" } }, search]);
+    expect(build({ tools: [weather], tool_choice: "none" }).tools).toBeUndefined();
+  });
+
+  test("the searches a reply reports are its hosted calls, whole or streamed", () => {
+    expect(anthropicUsageToUsage({ input_tokens: 900, output_tokens: 7, server_tool_use: { web_search_requests: 2 } })).toEqual({
+      inputTokens: 900,
+      outputTokens: 7,
+      hostedCalls: 2,
+    });
+    expect(anthropicUsageToUsage({ input_tokens: 9, output_tokens: 7 }).hostedCalls).toBeUndefined();
+    const decoder = new AnthropicStreamDecoder({ requestId: "r", model: "m", created: 1 });
+    const events = [
+      { type: "message_start", message: { usage: { input_tokens: 900, output_tokens: 1 } } },
+      {
+        type: "message_delta",
+        delta: { stop_reason: "end_turn" },
+        usage: { output_tokens: 7, server_tool_use: { web_search_requests: 2 } },
+      },
+      { type: "message_stop" },
+    ];
+    const piece = decoder.push(events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(""));
+    expect(piece.usage).toEqual({ inputTokens: 900, outputTokens: 7, hostedCalls: 2 });
   });
 });

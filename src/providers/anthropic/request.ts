@@ -5,7 +5,9 @@
  * wants user and assistant to alternate. Prompt-cache marks (`cache_control`) on content parts,
  * on a message (its last block), on tools and on the request itself (Anthropic's automatic
  * caching) are passed on where they were; a marked system part makes `system` a list of text
- * blocks so the mark keeps its place.
+ * blocks so the mark keeps its place. Anthropic's own fields that chat lacks (`anthropic`:
+ * thinking, output_config, context_management, betas, web search, as the Messages wire received
+ * them) are sent as they came, thinking kept inside the output budget.
  */
 import {
   argumentsToObject,
@@ -18,6 +20,7 @@ import {
   type ChatShape,
   type ContentPart,
 } from "../chatShape.ts";
+import type { AnthropicExtras } from "../../operations/chat/schema.ts";
 import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 
 /** The API version every request names; replies and events below follow it. */
@@ -146,23 +149,42 @@ export function reasoningEffortToThinking(effort: unknown, maxTokens: number): B
 }
 
 /**
+ * The client's own thinking setting within the output budget: an enabled budget at or above
+ * max_tokens is lowered below it, and dropped when the least budget no longer fits.
+ * @example thinkingWithinBudget({ type: "enabled", budget_tokens: 32_000 }, 8_192) // { type: "enabled", budget_tokens: 8191 }
+ */
+export function thinkingWithinBudget(thinking: NonNullable<AnthropicExtras["thinking"]>, maxTokens: number): Block | null {
+  if (thinking.type !== "enabled") return thinking;
+  const budget = Math.min(thinking.budget_tokens, maxTokens - 1);
+  return budget >= THINKING_BUDGET_TOKENS.low ? { ...thinking, budget_tokens: budget } : null;
+}
+
+/** Thinking: the client's own setting when it sent one, else the chat effort's. */
+function thinkingOf(input: ChatRequestInput, extras: AnthropicExtras | undefined): Block | null {
+  if (extras?.thinking) return thinkingWithinBudget(extras.thinking, input.maxTokens);
+  return reasoningEffortToThinking(input.body.reasoning_effort, input.maxTokens);
+}
+
+/**
  * @example openAIToAnthropicRequest({ body, upstreamModel: "claude-sonnet-4-5", maxTokens: 512, stream: true }, key)
  *   // { path: "/v1/messages", headers: { "x-api-key": key, "anthropic-version": "2023-06-01", … }, body: … }
  */
 export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
+  const extras = input.body.anthropic as AnthropicExtras | undefined;
   const { system, systemBlocks, turns } = messagesToAnthropic(shape.messages);
   const format = responseFormatToAnthropic(shape.response_format);
   const body: Record<string, unknown> = { model: input.upstreamModel, max_tokens: input.maxTokens, messages: turns };
   const systemText = [system, format.instruction].filter((text) => text).join("\n\n");
   if (systemBlocks) body.system = format.instruction ? [...systemBlocks, { type: "text", text: format.instruction }] : systemBlocks;
   else if (systemText) body.system = systemText;
-  if (format.outputConfig) body.output_config = format.outputConfig;
+  if (format.outputConfig || extras?.output_config) body.output_config = { ...extras?.output_config, ...format.outputConfig };
+  if (extras?.context_management) body.context_management = extras.context_management;
   if (input.stream) body.stream = true;
-  const thinking = reasoningEffortToThinking(input.body.reasoning_effort, input.maxTokens);
+  const thinking = thinkingOf(input, extras);
   // With thinking on, Anthropic takes no temperature and no top_p below 0.95: the effort wins.
   if (thinking) body.thinking = thinking;
-  else {
+  if (!thinking || thinking.type === "disabled") {
     if (shape.temperature != null) body.temperature = Math.min(shape.temperature, 1);
     if (shape.top_p != null) body.top_p = shape.top_p;
   }
@@ -179,11 +201,14 @@ export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string
     const choice = toolChoiceToAnthropic(shape);
     if (choice) body.tool_choice = choice;
   }
+  // Anthropic's web search, with the calls the hold covers as its max_uses (src/operations/chat/hosted.ts).
+  if (extras?.web_search && shape.tool_choice !== "none") body.tools = [...((body.tools as Block[] | undefined) ?? []), extras.web_search];
   const headers: Record<string, string> = {
     "content-type": "application/json",
     accept: input.stream ? "text/event-stream" : "application/json",
     "anthropic-version": ANTHROPIC_VERSION,
   };
+  if (extras?.betas && extras.betas.length > 0) headers["anthropic-beta"] = extras.betas.join(",");
   if (apiKey) headers["x-api-key"] = apiKey;
   return { path: "/v1/messages", body: JSON.stringify(body), headers };
 }

@@ -9,32 +9,64 @@ export const anthropicUsage = z.looseObject({
   output_tokens: z.number().int().nonnegative().nullish(),
   cache_creation_input_tokens: z.number().int().nonnegative().nullish(),
   cache_read_input_tokens: z.number().int().nonnegative().nullish(),
+  /** The writes by lifetime (their sum is `cache_creation_input_tokens`). */
+  cache_creation: z
+    .looseObject({
+      ephemeral_5m_input_tokens: z.number().int().nonnegative().nullish(),
+      ephemeral_1h_input_tokens: z.number().int().nonnegative().nullish(),
+    })
+    .nullish(),
+  /** Server tools run for this reply; each web search is billed per call. */
+  server_tool_use: z.looseObject({ web_search_requests: z.number().int().nonnegative().nullish() }).nullish(),
 });
 
+// Loose: a block's other fields (a text's citations, a thinking's signature) stay for the
+// reply kept whole when the vendor ran a search (anthropic_content below).
 const contentBlock = z.union([
-  z.object({ type: z.literal("text"), text: z.string() }),
-  z.object({ type: z.literal("thinking"), thinking: z.string() }),
-  z.object({ type: z.literal("tool_use"), id: z.string(), name: z.string(), input: z.unknown() }),
+  z.looseObject({ type: z.literal("text"), text: z.string() }),
+  z.looseObject({ type: z.literal("thinking"), thinking: z.string() }),
+  z.looseObject({ type: z.literal("tool_use"), id: z.string(), name: z.string(), input: z.unknown() }),
   z.looseObject({ type: z.string() }),
 ]);
+
+/**
+ * The blocks of a tool the vendor ran itself (its web search): the call and its results. The
+ * chat shape has no place for them, so they travel beside it as the vendor sent them: the whole
+ * reply's content as `message.anthropic_content`, each block of a stream as a chunk's
+ * `delta.anthropic_block` (stream.ts); the Messages and Responses wires read them back
+ * (src/wires/messages, src/wires/responses). Chat's own wire never offers the tool, so never
+ * gets them.
+ * @example isServerToolBlock("web_search_tool_result") // true
+ */
+export function isServerToolBlock(type: string): boolean {
+  return type === "server_tool_use" || type === "web_search_tool_result";
+}
 
 const anthropicMessage = z.object({
   type: z.literal("message"),
   content: z.array(contentBlock),
   stop_reason: z.string().nullish(),
-  usage: anthropicUsage,
+  /** Anthropic always reports it; a proxy that drops it is billed as an upstream that reported none. */
+  usage: anthropicUsage.nullish(),
 });
 
 /**
  * Cache writes and reads are prompt tokens Anthropic reports apart from `input_tokens`; the
- * customer's prompt was all of them, and each part is priced as Anthropic prices it.
- * @example anthropicUsageToUsage({ input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 })
- *   // { inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 }
+ * customer's prompt was all of them, and each part is priced as Anthropic prices it: 1-hour
+ * writes (`cache_creation.ephemeral_1h_input_tokens`, which Claude Code asks for) apart from
+ * 5-minute ones. Web searches (`server_tool_use.web_search_requests`) are billed per call.
+ * @example anthropicUsageToUsage({ input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7,
+ *   cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 } })
+ *   // { inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000, cacheWrite1hTokens: 600 }
  */
 export function anthropicUsageToUsage(usage: z.infer<typeof anthropicUsage>): Usage {
   const read = usage.cache_read_input_tokens ?? 0;
   const write = usage.cache_creation_input_tokens ?? 0;
-  return boundedUsage((usage.input_tokens ?? 0) + write + read, usage.output_tokens ?? 0, read, write);
+  const write1h = usage.cache_creation?.ephemeral_1h_input_tokens ?? 0;
+  const bounded = boundedUsage((usage.input_tokens ?? 0) + write + read, usage.output_tokens ?? 0, read, write, write1h);
+  const searches = usage.server_tool_use?.web_search_requests;
+  if (searches != null) bounded.hostedCalls = searches;
+  return bounded;
 }
 
 /** @example anthropicStopToFinishReason("tool_use") // "tool_calls" */
@@ -74,13 +106,14 @@ export function anthropicToOpenAIResponse(text: string, context: ReplyContext): 
       });
     }
   }
-  const usage = anthropicUsageToUsage(reply.usage);
+  const usage = reply.usage ? anthropicUsageToUsage(reply.usage) : null;
   const body = completionToOpenAI(context, {
     text: content === "" && toolCalls.length > 0 ? null : content,
     reasoning: reasoning || null,
     toolCalls,
     finishReason: anthropicStopToFinishReason(reply.stop_reason),
     usage,
+    vendorContent: reply.content.some((block) => isServerToolBlock(block.type)) ? reply.content : undefined,
   });
   return { body, usage };
 }

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chunksOf, decodeAll, fixture } from "../testing.ts";
 import { geminiAdapter } from "./index.ts";
+import { geminiOutputLimits } from "./request.ts";
 import { geminiFinishToFinishReason, geminiUsageToOpenAI } from "./response.ts";
 import { GeminiStreamDecoder } from "./stream.ts";
 
@@ -28,7 +29,15 @@ describe("request", () => {
     expect(plain.headers.authorization).toBeUndefined();
     expect(JSON.parse(plain.body as string)).toEqual({
       contents: [{ role: "user", parts: [{ text: "Hi" }] }],
-      generationConfig: { maxOutputTokens: 256, temperature: 0.2, topP: 0.9, stopSequences: ["END"], seed: 7 },
+      // A thinking model: half the limit for its thoughts, the rest for the reply.
+      generationConfig: {
+        maxOutputTokens: 128,
+        thinkingConfig: { thinkingBudget: 128 },
+        temperature: 0.2,
+        topP: 0.9,
+        stopSequences: ["END"],
+        seed: 7,
+      },
       systemInstruction: { parts: [{ text: "Be brief." }] },
     });
     expect(build({ model: "m", messages: [{ role: "user", content: "x" }] }, true).path).toBe(
@@ -196,4 +205,12 @@ describe.each([1, 17, 100_000])("stream decoder, fed %i characters at a time", (
     expect(out.error).toBeUndefined();
     expect(out.frames.map((f) => f.text).join("")).toBe("Once upon a time");
   });
+});
+
+test("the limit sent to a thinking Gemini model, thoughts and reply together, stays within the limit held", () => {
+  for (const limit of [1, 2, 3, 4_096, 16_384]) {
+    const sent = geminiOutputLimits("gemini-2.5-pro", limit) as { maxOutputTokens: number; thinkingConfig?: { thinkingBudget: number } };
+    expect(sent.maxOutputTokens + (sent.thinkingConfig?.thinkingBudget ?? 0)).toBeLessThanOrEqual(limit);
+  }
+  expect(geminiOutputLimits("gemini-2.0-flash", 4_096)).toEqual({ maxOutputTokens: 4_096 });
 });

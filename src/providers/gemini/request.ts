@@ -14,6 +14,7 @@ import {
   type ChatShape,
 } from "../chatShape.ts";
 import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
+import { imageTypeOfUrl } from "../../tokens/media.ts";
 
 type Part = Record<string, unknown>;
 interface Content {
@@ -21,19 +22,9 @@ interface Content {
   parts: Part[];
 }
 
-const imageTypes: Record<string, string> = {
-  png: "image/png",
-  jpg: "image/jpeg",
-  jpeg: "image/jpeg",
-  webp: "image/webp",
-  gif: "image/gif",
-  heic: "image/heic",
-};
-
-/** A remote image's type from its extension; Gemini needs one for `fileData`. */
+/** A remote image's type from its extension; Gemini needs one for `fileData` (JPEG when the URL shows none). */
 function mimeTypeOfUrl(url: string): string {
-  const ext = /\.([a-z0-9]+)(?:[?#]|$)/i.exec(url)?.[1]?.toLowerCase();
-  return (ext && imageTypes[ext]) || "image/jpeg";
+  return imageTypeOfUrl(url) ?? "image/jpeg";
 }
 
 function contentToGeminiParts(value: ChatMessage["content"]): Part[] {
@@ -98,8 +89,24 @@ export function toolChoiceToGemini(shape: ChatShape): Record<string, unknown> | 
   return { functionCallingConfig: { mode: "ANY", allowedFunctionNames: [choice.function.name] } };
 }
 
-function generationConfigOf(shape: ChatShape, maxTokens: number): Record<string, unknown> {
-  const config: Record<string, unknown> = { maxOutputTokens: maxTokens };
+/** Gemini models that think (2.5 and later): their thoughts are billed as output. */
+const THINKING_MODEL = /^gemini-(2\.5|[3-9])/;
+
+/**
+ * The output limit the hold covers, split between thoughts and the reply for a thinking model.
+ * Gemini's documentation says maxOutputTokens and the thinking budget are separate; reports
+ * (googleapis/python-genai issues 782 and 2062) show maxOutputTokens capping both. Either way
+ * the sum sent stays within the limit: half for thoughts, the rest for the reply.
+ * @example geminiOutputLimits("gemini-2.5-flash", 8_192) // { maxOutputTokens: 4096, thinkingConfig: { thinkingBudget: 4096 } }
+ */
+export function geminiOutputLimits(upstreamModel: string, maxTokens: number): Record<string, unknown> {
+  if (!THINKING_MODEL.test(upstreamModel) || maxTokens < 2) return { maxOutputTokens: maxTokens };
+  const thinkingBudget = Math.floor(maxTokens / 2);
+  return { maxOutputTokens: maxTokens - thinkingBudget, thinkingConfig: { thinkingBudget } };
+}
+
+function generationConfigOf(shape: ChatShape, input: Pick<ChatRequestInput, "upstreamModel" | "maxTokens">): Record<string, unknown> {
+  const config: Record<string, unknown> = geminiOutputLimits(input.upstreamModel, input.maxTokens);
   if (shape.temperature != null) config.temperature = shape.temperature;
   if (shape.top_p != null) config.topP = shape.top_p;
   if (shape.stop != null) config.stopSequences = typeof shape.stop === "string" ? [shape.stop] : shape.stop;
@@ -123,7 +130,7 @@ function generationConfigOf(shape: ChatShape, maxTokens: number): Record<string,
 export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const shape = readChatShape(input.body);
   const { system, contents } = messagesToGemini(shape.messages);
-  const body: Record<string, unknown> = { contents, generationConfig: generationConfigOf(shape, input.maxTokens) };
+  const body: Record<string, unknown> = { contents, generationConfig: generationConfigOf(shape, input) };
   if (system) body.systemInstruction = { parts: [{ text: system }] };
   if (shape.tools && shape.tools.length > 0) {
     body.tools = [

@@ -75,6 +75,11 @@ export function geminiCallId(context: ReplyContext, id: string | undefined, inde
   return id ?? `call_${context.requestId}_${index}`;
 }
 
+/** A functionCall part's call as an OpenAI tool call with this id, its arguments as JSON text. */
+export function geminiCallToOpenAI(id: string, call: { name: string; args?: Record<string, unknown> }): OpenAIToolCall {
+  return { id, type: "function", function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) } };
+}
+
 export function geminiToOpenAIResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure {
   const parsed = parseUpstreamReply(text, geminiReply, "a Gemini generateContent reply");
   if ("failure" in parsed) return parsed.failure;
@@ -85,12 +90,7 @@ export function geminiToOpenAIResponse(text: string, context: ReplyContext): Cha
   const toolCalls: OpenAIToolCall[] = [];
   for (const part of candidate?.content?.parts ?? []) {
     if (part.functionCall) {
-      const id = geminiCallId(context, part.functionCall.id, toolCalls.length);
-      toolCalls.push({
-        id,
-        type: "function",
-        function: { name: part.functionCall.name, arguments: JSON.stringify(part.functionCall.args ?? {}) },
-      });
+      toolCalls.push(geminiCallToOpenAI(geminiCallId(context, part.functionCall.id, toolCalls.length), part.functionCall));
     } else if (typeof part.text === "string") {
       if (part.thought) reasoning += part.text;
       else content += part.text;

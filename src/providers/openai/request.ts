@@ -4,10 +4,12 @@ import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
 /**
  * The client's body with our model id mapped to the upstream's, the output budget enforced and
  * usage always requested for streams. Every other field passes through as the client sent it (the
- * edge has refused any field outside the spec and the named extras: src/http/chat/schema.ts).
+ * edge has refused any field outside the spec and the named extras: src/operations/chat/schema.ts).
  */
 export function chatToOpenAIRequest(input: ChatRequestInput, apiKey: string | undefined): JsonUpstreamRequest {
   const body: Record<string, unknown> = { ...input.body, model: input.upstreamModel };
+  // Anthropic's own fields (chat/schema.ts anthropicExtras) are for Anthropic backends only.
+  delete body.anthropic;
   // Reasoning models accept only max_completion_tokens; keep whichever field the client used.
   if (body.max_completion_tokens !== undefined && body.max_completion_tokens !== null) {
     body.max_completion_tokens = input.maxTokens;

@@ -36,9 +36,11 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
       return "billing_error";
     case "origin_not_allowed":
     case "model_forbidden":
+    case "permission_denied":
     case "cross_site_refused":
       return "permission_error";
     case "model_not_found":
+    case "model_retired":
     case "not_found":
       return "not_found_error";
     case "request_too_large":

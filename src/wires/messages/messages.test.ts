@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { isFailure } from "../../errors.ts";
+import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { parseChatCompletion } from "../chat.ts";
-import { fixture } from "../../providers/testing.ts";
+import { decodeAll, fixture } from "../../providers/testing.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { anthropicErrorType, failureToAnthropicError } from "./errors.ts";
 import { messagesToChat } from "./request.ts";
@@ -57,7 +58,13 @@ describe("messagesToChat", () => {
       model: "claude-sonnet-4",
       max_tokens: 256,
       messages: [
-        { role: "system", content: "You are Claude Code.\nBe brief." },
+        {
+          role: "system",
+          content: [
+            { type: "text", text: "You are Claude Code.", cache_control: { type: "ephemeral" } },
+            { type: "text", text: "Be brief." },
+          ],
+        },
         {
           role: "user",
           content: [
@@ -78,6 +85,7 @@ describe("messagesToChat", () => {
       parallel_tool_calls: false,
       stop: ["END"],
       reasoning_effort: "medium",
+      anthropic: { thinking: { type: "enabled", budget_tokens: 8_000 } },
       user: "u1",
       stream: true,
       stream_options: { include_usage: true },
@@ -114,7 +122,7 @@ describe("messagesToChat", () => {
 
   test.each([
     [{ max_tokens: undefined }, "max_tokens"],
-    [{ tools: [{ type: "web_search_20250305", name: "web_search" }] }, "tools.0"],
+    [{ tools: [{ type: "code_execution_20250522", name: "code_execution" }] }, "tools.0"],
     [{ messages: [{ role: "user", content: [{ type: "document", source: {} }] }] }, "messages.0.content.0.type"],
     [{ messages: [] }, "messages"],
   ])("%j is refused, naming %s", (extra, param) => {
@@ -123,11 +131,32 @@ describe("messagesToChat", () => {
   });
 });
 
+describe("the web search tool", () => {
+  const base = { model: "claude-sonnet-4", max_tokens: 256, messages: [{ role: "user", content: "News?" }] };
+  const search = { type: "web_search_20250305", name: "web_search", max_uses: 3, allowed_domains: ["example.com"] };
+
+  test("becomes `anthropic.web_search` as sent, beside the client's own tools; a choice naming it leaves the model free", () => {
+    const weather = { name: "weather", input_schema: { type: "object" } };
+    const out = messagesToChat({ ...base, tools: [weather, search], tool_choice: { type: "tool", name: "web_search" } });
+    if (isFailure(out)) throw new Error(out.message);
+    expect(out.chat.anthropic).toEqual({ web_search: search });
+    expect((out.chat.tools as unknown[]).length).toBe(1);
+    expect(out.chat.tool_choice).toBeUndefined();
+  });
+
+  test("alone, it sends no function tools; with thinking, both extras are kept", () => {
+    const out = messagesToChat({ ...base, tools: [search], thinking: { type: "enabled", budget_tokens: 1024 } });
+    if (isFailure(out)) throw new Error(out.message);
+    expect(out.chat.tools).toBeUndefined();
+    expect(out.chat.anthropic).toEqual({ web_search: search, thinking: { type: "enabled", budget_tokens: 1024 } });
+  });
+});
+
 const ctx = { requestId: "req_1", model: "claude-sonnet-4-20250514" };
 
-function translate(frames: ReturnType<typeof chatFixtureFrames>) {
+function translate(frames: ReturnType<typeof chatFixtureFrames>, inputTokensAtStart: number | null = null, hostedCallsBilled = 0) {
   const stream = new MessagesStream(ctx);
-  const events = sseEvents(stream.start() + frames.map((f) => stream.frame(f)).join(""));
+  const events = sseEvents(stream.start() + frames.map((f) => stream.frame(f, { inputTokensAtStart, hostedCallsBilled })).join(""));
   for (const { event, data } of events) expect(event).toBe(data.type as string);
   return events.map((e) => e.data);
 }
@@ -137,7 +166,12 @@ const types = (events: Record<string, unknown>[]) => events.map((e) => e.type).f
 describe("MessagesStream", () => {
   test.each(["text.sse", "tool-use.sse", "thinking.sse"])("Anthropic's %s → chat → Anthropic: the same events and content", (name) => {
     const decoder = new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 });
-    const events = translate(decodedFixtureFrames("anthropic", name, decoder));
+    const atStart = decodeAll(
+      new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }),
+      fixture("anthropic", name),
+      64,
+    );
+    const events = translate(decodedFixtureFrames("anthropic", name, decoder), atStart.inputTokensAtStart ?? null);
     const original = sseEvents(fixture("anthropic", name)).map((e) => e.data);
     // The deltas of one block may come split differently; the blocks, their order and content may not.
     const blocks = (list: Record<string, any>[]) => {
@@ -150,11 +184,52 @@ describe("MessagesStream", () => {
     };
     expect(blocks(events)).toEqual(blocks(original));
     expect(types(events).at(0)).toBe("message_start");
+    // The backend's own input count, at the start, where LangChain and others read it: the same as at the end.
+    const startInput = (events[0] as Record<string, any>).message.usage.input_tokens;
+    expect(startInput).toBeGreaterThan(0);
+    expect(startInput).toBe((events.at(-2) as Record<string, any>).usage.input_tokens);
     expect(types(events).slice(-2)).toEqual(["message_delta", "message_stop"]);
     const delta = events.at(-2) as Record<string, any>;
     const originalDelta = original.findLast((e) => e.type === "message_delta") as Record<string, any>;
     expect(delta.delta.stop_reason).toBe(originalDelta.delta.stop_reason);
     expect(delta.usage.output_tokens).toBe(originalDelta.usage.output_tokens);
+  });
+
+  test("Anthropic's web search stream → chat → Anthropic: its server_tool_use and web_search_tool_result blocks as sent, in order, indices right; usage tells the searches billed", () => {
+    const decoder = new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 });
+    const events = translate(decodedFixtureFrames("anthropic", "web-search.sse", decoder), null, 1) as Record<string, any>[];
+    const original = sseEvents(fixture("anthropic", "web-search.sse")).map((e) => e.data) as Record<string, any>[];
+    const starts = (list: Record<string, any>[]) => list.filter((e) => e.type === "content_block_start");
+    // Every block as the vendor started it, at the vendor's index.
+    expect(starts(events)).toEqual(starts(original));
+    // Each block's events in order: start, its deltas, stop, on its own index.
+    const byIndex = (list: Record<string, any>[]) =>
+      list.filter((e) => e.type.startsWith("content_block_")).map((e) => `${e.index}:${e.type.slice("content_block_".length)}`);
+    expect(byIndex(events).filter((e) => !e.endsWith("delta"))).toEqual(byIndex(original).filter((e) => !e.endsWith("delta")));
+    for (const e of events.filter((e) => e.type === "content_block_delta")) {
+      const open = events.findLast((s) => s.type === "content_block_start" && events.indexOf(s) < events.indexOf(e));
+      expect(e.index).toBe(open!.index);
+    }
+    // The call's input, streamed whole.
+    const input = (list: Record<string, any>[]) =>
+      JSON.parse(
+        list
+          .filter((e) => e.type === "content_block_delta" && e.index === 1)
+          .map((e) => e.delta.partial_json)
+          .join(""),
+      );
+    expect(input(events)).toEqual({ query: "weather NYC today" });
+    expect(input(events)).toEqual(input(original));
+    const text = (list: Record<string, any>[]) =>
+      list.filter((e) => e.delta?.type === "text_delta").map((e) => `${e.index}:${e.delta.text}`);
+    expect(text(events)).toEqual(text(original));
+    expect(events.at(-2)!.usage).toEqual({ input_tokens: 10_682, output_tokens: 510, server_tool_use: { web_search_requests: 1 } });
+  });
+
+  test("no search billed: message_delta's usage has no server_tool_use", () => {
+    const decoder = new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 });
+    const events = translate(decodedFixtureFrames("anthropic", "text.sse", decoder), null, 0) as Record<string, any>[];
+    expect(events.at(-2)!.usage.server_tool_use).toBeUndefined();
   });
 
   test("a recorded OpenAI tool-call stream: one tool_use block with its input in pieces, stop_reason tool_use, the usage", () => {
@@ -176,8 +251,11 @@ describe("MessagesStream", () => {
     });
   });
 
-  test("a failure mid-stream: an error event in Anthropic's shape; a keep-alive is a ping", () => {
+  test("a failure mid-stream: an error event in Anthropic's shape; a keep-alive is a ping once the message started", () => {
     const stream = new MessagesStream(ctx);
+    expect(stream.frame({ kind: "keepAlive" })).toBe(": keep-alive\n\n");
+    const chunk = { choices: [{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null }] };
+    expect(sseEvents(stream.frame({ kind: "chunk", chunk })).map((e) => e.event)).toEqual(["message_start", "ping"]);
     expect(stream.frame({ kind: "keepAlive" })).toBe('event: ping\ndata: {"type":"ping"}\n\n');
     const [error] = sseEvents(stream.frame({ kind: "error", failure: { code: "upstream_timeout", message: "The upstream stalled." } }));
     expect(error).toEqual({ event: "error", data: { type: "error", error: { type: "timeout_error", message: "The upstream stalled." } } });
@@ -214,6 +292,25 @@ describe("chatToMessage and errors", () => {
       stop_reason: "tool_use",
       stop_sequence: null,
       usage: { input_tokens: 10, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    });
+  });
+
+  test("a whole reply in which Anthropic searched: the vendor's content as sent (its search blocks, the text's citations), the searches billed in usage", () => {
+    const vendor = JSON.parse(fixture("anthropic", "message-web-search.json"));
+    const chat = anthropicToOpenAIResponse(fixture("anthropic", "message-web-search.json"), {
+      requestId: "req_1",
+      model: "claude-sonnet-4",
+      created: 1,
+    });
+    if ("code" in chat) throw new Error(chat.message);
+    const message = chatToMessage(parseChatCompletion(chat.body)!, ctx, 1);
+    expect(message.content).toEqual(vendor.content);
+    expect(message.usage).toEqual({
+      input_tokens: 10_682,
+      output_tokens: 510,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+      server_tool_use: { web_search_requests: 1 },
     });
   });
 

@@ -3,7 +3,11 @@
  * of the catalog answers it through the one chat path. The reverse of the Anthropic adapter
  * (src/providers/anthropic/request.ts), with the same pairs of blocks and messages:
  *
- *   system (string or text blocks)   → a leading system message
+ *   system (string or text blocks)   → a leading system message (its blocks as text parts when one
+ *                                      carries cache_control, so each mark keeps its place)
+ *   a `system` message in `messages`  → a system message in its place (an OpenAI-style backend
+ *                                      takes it there; the Anthropic adapter joins every system
+ *                                      message to the request's `system`, in order)
  *   user text and image blocks       → a user message's text and image_url parts
  *   user tool_result blocks          → tool messages, in order, before the rest of that turn (their
  *                                      images join the turn's user message: tool messages carry text)
@@ -12,16 +16,23 @@
  *   max_tokens (required)            → max_tokens;  stop_sequences → stop
  *   tools / tool_choice              → function tools / auto, required, a named function, none
  *   thinking {enabled, budget}       → reasoning_effort by budget, for a model that reasons
- *                                      (catalog/reasoning.ts; an Anthropic backend gets thinking)
+ *                                      (catalog/reasoning.ts); thinking adaptive → the
+ *                                      output_config effort, when it names one
+ *   thinking, output_config, context_management, the anthropic-beta header
+ *                                    → `anthropic` (chat/schema.ts anthropicExtras): sent as they
+ *                                      are to an Anthropic backend, dropped for the others
+ *   cache_control on blocks, tools   → cache_control on the chat parts, messages and tools
  *
- * Server tools (web search, code execution …) and document blocks have no chat counterpart: a
- * 400 names them.
+ * Anthropic's web search tool (`web_search_20250305` and later) → `anthropic.web_search`: run by an
+ * Anthropic backend within the calls the hold covers, left out elsewhere (src/operations/chat/hosted.ts).
+ * Other server tools (code execution …) and document blocks have no chat counterpart: a 400
+ * names them.
  */
 import { z } from "zod";
 import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
-import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
-import { zodFailure } from "../../http/guard.ts";
+import { type AnthropicExtras, anthropicExtras, anthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
+import { zodFailure } from "../../errors.ts";
 
 /** Tools and stop sequences one request may carry (Anthropic's own limits are lower). */
 export const MESSAGES_TOOLS_MAX = 1_000;
@@ -46,7 +57,8 @@ const toolResultBlock = z.looseObject({
 const anyBlock = z.looseObject({ type: z.string() });
 
 const message = z.looseObject({
-  role: z.enum(["user", "assistant"]),
+  // `system` inside the conversation: Claude Code sends instructions mid-conversation this way.
+  role: z.enum(["user", "assistant", "system"]),
   content: z.union([z.string(), z.array(anyBlock)]),
 });
 
@@ -63,11 +75,6 @@ const toolChoice = z.looseObject({
   disable_parallel_tool_use: z.boolean().optional(),
 });
 
-const thinking = z.union([
-  z.looseObject({ type: z.literal("enabled"), budget_tokens: z.number().int().min(1) }),
-  z.looseObject({ type: z.enum(["disabled", "adaptive"]) }),
-]);
-
 export const messagesRequest = z.looseObject({
   model: z.string().min(1).max(256),
   max_tokens: z.number().int().min(1).max(CHAT_TOKENS_MAX),
@@ -80,7 +87,9 @@ export const messagesRequest = z.looseObject({
   top_k: z.number().int().min(0).optional(),
   tools: z.array(tool).max(MESSAGES_TOOLS_MAX).optional(),
   tool_choice: toolChoice.optional(),
-  thinking: thinking.optional(),
+  thinking: anthropicExtras.shape.thinking,
+  output_config: anthropicExtras.shape.output_config,
+  context_management: anthropicExtras.shape.context_management,
   metadata: z.looseObject({ user_id: z.string().nullish() }).optional(),
 });
 
@@ -98,10 +107,18 @@ const refuseBlock = (type: string, param: string) =>
     { param },
   );
 
+const cacheMark = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() });
+
+/** A block's (or tool's) prompt-cache mark, kept where chat carries one; a malformed mark is dropped. */
+function markOf(raw: Record<string, unknown>): { cache_control?: z.infer<typeof cacheMark> } {
+  const mark = cacheMark.safeParse(raw.cache_control);
+  return mark.success ? { cache_control: mark.data } : {};
+}
+
 function imageToChat(block: z.infer<typeof imageBlock>) {
   const source = block.source;
   const url = source.type === "base64" ? `data:${source.media_type};base64,${source.data}` : source.url;
-  return { type: "image_url", image_url: { url } };
+  return { type: "image_url", image_url: { url }, ...markOf(block) };
 }
 
 function toolResultText(block: z.infer<typeof toolResultBlock>): string {
@@ -111,14 +128,23 @@ function toolResultText(block: z.infer<typeof toolResultBlock>): string {
   return content.map((b) => (b.type === "text" && typeof b.text === "string" ? b.text : "")).join("");
 }
 
+/** A text block's text, or the 400 naming it when it has none. */
+function blockText(raw: z.infer<typeof anyBlock>, param: string): string | Failure {
+  const block = textBlock.safeParse(raw);
+  return block.success ? block.data.text : zodFailureAt(block.error, param);
+}
+
 /** One user turn: its tool results first (each answers a call of the turn before), then its own parts. */
 function userTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMessage[] | Failure {
   const out: ChatMessage[] = [];
   const parts: unknown[] = [];
   for (const [i, raw] of blocks.entries()) {
     const param = `${at}.${i}`;
-    if (raw.type === "text") parts.push({ type: "text", text: textBlock.parse(raw).text });
-    else if (raw.type === "image") {
+    if (raw.type === "text") {
+      const text = blockText(raw, param);
+      if (isFailure(text)) return text;
+      parts.push({ type: "text", text, ...markOf(raw) });
+    } else if (raw.type === "image") {
       const image = imageBlock.safeParse(raw);
       if (!image.success) return zodFailureAt(image.error, param);
       parts.push(imageToChat(image.data));
@@ -126,7 +152,12 @@ function userTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMes
       const result = toolResultBlock.safeParse(raw);
       if (!result.success) return zodFailureAt(result.error, param);
       const text = toolResultText(result.data);
-      out.push({ role: "tool", tool_call_id: result.data.tool_use_id, content: result.data.is_error ? `Error: ${text}` : text });
+      out.push({
+        role: "tool",
+        tool_call_id: result.data.tool_use_id,
+        content: result.data.is_error ? `Error: ${text}` : text,
+        ...markOf(result.data),
+      });
       // A chat tool message carries text only: the result's images follow in the turn's user message.
       for (const block of Array.isArray(result.data.content) ? result.data.content : []) {
         const image = imageBlock.safeParse(block);
@@ -144,8 +175,11 @@ function assistantTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): Ch
   const calls: unknown[] = [];
   for (const [i, raw] of blocks.entries()) {
     const param = `${at}.${i}`;
-    if (raw.type === "text") text += textBlock.parse(raw).text;
-    else if (raw.type === "tool_use") {
+    if (raw.type === "text") {
+      const block = blockText(raw, param);
+      if (isFailure(block)) return block;
+      text += block;
+    } else if (raw.type === "tool_use") {
       const use = toolUseBlock.safeParse(raw);
       if (!use.success) return zodFailureAt(use.error, param);
       calls.push({ id: use.data.id, type: "function", function: { name: use.data.name, arguments: JSON.stringify(use.data.input ?? {}) } });
@@ -155,24 +189,48 @@ function assistantTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): Ch
   return { role: "assistant", content: text === "" && calls.length > 0 ? null : text, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
 }
 
+/** A system message inside the conversation: its text blocks, as one text. */
+function systemTurnText(blocks: z.infer<typeof anyBlock>[], at: string): string | Failure {
+  let text = "";
+  for (const [i, raw] of blocks.entries()) {
+    if (raw.type !== "text") return refuseBlock(raw.type, `${at}.${i}.type`);
+    const block = blockText(raw, `${at}.${i}`);
+    if (isFailure(block)) return block;
+    text += block;
+  }
+  return text;
+}
+
 function zodFailureAt(error: z.ZodError, at: string): Failure {
   const failure = zodFailure(error);
   const param = failure.param ? `${at}.${failure.param}` : at;
   return { ...failure, param, message: `Invalid value for '${param}': ${error.issues[0]!.message}` };
 }
 
+/** The system text as chat content: its blocks as text parts when one is marked for the prompt cache. */
+function systemToChat(system: MessagesRequest["system"]): string | unknown[] {
+  if (typeof system === "string") return system;
+  const blocks = system ?? [];
+  if (blocks.some((b) => markOf(b).cache_control)) return blocks.map((b) => ({ type: "text", text: b.text, ...markOf(b) }));
+  return blocks.map((b) => b.text).join("\n");
+}
+
 /** The conversation as chat messages, the system text first. */
 export function conversationToChat(body: Pick<MessagesRequest, "system" | "messages">): ChatMessage[] | Failure {
   const out: ChatMessage[] = [];
-  const system = typeof body.system === "string" ? body.system : (body.system ?? []).map((b) => b.text).join("\n");
-  if (system !== "") out.push({ role: "system", content: system });
+  const system = systemToChat(body.system);
+  if (system.length > 0) out.push({ role: "system", content: system });
   for (const [i, m] of body.messages.entries()) {
     const at = `messages.${i}.content`;
     if (typeof m.content === "string") {
       out.push({ role: m.role, content: m.content });
       continue;
     }
-    if (m.role === "user") {
+    if (m.role === "system") {
+      const text = systemTurnText(m.content, at);
+      if (isFailure(text)) return text;
+      out.push({ role: "system", content: text });
+    } else if (m.role === "user") {
       const turn = userTurnToChat(m.content, at);
       if ("code" in turn) return turn;
       out.push(...turn);
@@ -190,6 +248,11 @@ export function toolsToChat(body: Pick<MessagesRequest, "tools" | "tool_choice">
   if (body.tools && body.tools.length > 0) {
     const tools: unknown[] = [];
     for (const [i, t] of body.tools.entries()) {
+      const search = anthropicWebSearch.safeParse(t);
+      if (search.success) {
+        out.anthropic = { web_search: search.data };
+        continue;
+      }
       if ((t.type !== undefined && t.type !== "custom") || !t.input_schema) {
         return fail(
           "invalid_request",
@@ -202,12 +265,14 @@ export function toolsToChat(body: Pick<MessagesRequest, "tools" | "tool_choice">
       tools.push({
         type: "function",
         function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.input_schema },
+        ...markOf(t),
       });
     }
-    out.tools = tools;
+    if (tools.length > 0) out.tools = tools;
   }
   const choice = body.tool_choice;
-  if (choice) {
+  // A choice that names the web search leaves the model free to search: chat names only functions.
+  if (choice && !(choice.type === "tool" && choice.name === "web_search" && out.anthropic)) {
     if (choice.type === "tool" && !choice.name)
       return fail("invalid_request", "tool_choice of type `tool` needs the tool's `name`.", { param: "tool_choice.name" });
     out.tool_choice =
@@ -229,15 +294,50 @@ export function thinkingToReasoningEffort(budgetTokens: number): "low" | "medium
   return budgetTokens >= THINKING_MEDIUM_TOKENS ? "medium" : "low";
 }
 
+/** The anthropic-beta header's names (comma-separated), or the 400 when there are too many or too long. */
+function betasOf(header: string | null): string[] | Failure {
+  const names = (header ?? "")
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+  const betas = anthropicExtras.shape.betas.safeParse(names);
+  return betas.success
+    ? (betas.data ?? [])
+    : fail("invalid_request", `Invalid anthropic-beta header: ${betas.error.issues[0]!.message}`, { param: "anthropic-beta" });
+}
+
+/** The effort a thinking setting asks of a chat model that reasons: by budget, or the output_config's effort. */
+function thinkingToEffort(body: MessagesRequest): "low" | "medium" | "high" | null {
+  if (body.thinking?.type === "enabled") return thinkingToReasoningEffort(body.thinking.budget_tokens);
+  const effort = body.output_config?.effort;
+  if (body.thinking?.type !== "adaptive" || !effort) return null;
+  return effort === "max" ? "high" : effort;
+}
+
+/** Anthropic's fields without a chat counterpart, for an Anthropic backend (absent when none is set). */
+function anthropicExtrasOf(body: MessagesRequest, betas: string[]): AnthropicExtras | null {
+  const extras: AnthropicExtras = {};
+  if (body.thinking) extras.thinking = body.thinking;
+  if (body.output_config) extras.output_config = body.output_config;
+  if (body.context_management) extras.context_management = body.context_management;
+  if (betas.length > 0) extras.betas = betas;
+  return Object.keys(extras).length > 0 ? extras : null;
+}
+
 /**
  * A Messages request as the gateway's chat body, or the 400 that names the field at fault.
  * @example messagesToChat({ model: "claude-sonnet-4", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
  *   // { chat: { model: "claude-sonnet-4", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] }, … }
  */
-export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: Record<string, unknown> } | Failure {
+export function messagesToChat(
+  raw: unknown,
+  headers: Pick<Headers, "get"> = new Headers(),
+): { request: MessagesRequest; chat: Record<string, unknown> } | Failure {
   const parsed = messagesRequest.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
+  const betas = betasOf(headers.get("anthropic-beta"));
+  if (isFailure(betas)) return betas;
   const messages = conversationToChat(body);
   if ("code" in messages) return messages;
   const tools = toolsToChat(body);
@@ -246,8 +346,10 @@ export function messagesToChat(raw: unknown): { request: MessagesRequest; chat: 
   if (body.stop_sequences && body.stop_sequences.length > 0) chat.stop = body.stop_sequences;
   if (body.temperature !== undefined) chat.temperature = body.temperature;
   if (body.top_p !== undefined) chat.top_p = body.top_p;
-  if (body.thinking?.type === "enabled" && takesReasoningEffort(body.model))
-    chat.reasoning_effort = thinkingToReasoningEffort(body.thinking.budget_tokens as number);
+  const effort = thinkingToEffort(body);
+  if (effort && takesReasoningEffort(body.model)) chat.reasoning_effort = effort;
+  const extras = anthropicExtrasOf(body, betas);
+  if (extras) chat.anthropic = { ...(chat.anthropic as AnthropicExtras | undefined), ...extras };
   if (body.metadata?.user_id) chat.user = body.metadata.user_id;
   if (body.stream === true) {
     chat.stream = true;

@@ -2,24 +2,29 @@
  * OpenAI Responses request (POST /v1/responses) → the gateway's chat request, so that it takes
  * the one chat path (admission, reserve, metering, residency). Stateless: nothing is stored, so
  * `store: true`, `previous_response_id`, `conversation` and `background` are refused with a 400
- * that says why. Only function tools translate; built-in tools (web search, files, computer use)
- * are refused by name.
+ * that says why. Function, custom and namespace tools become chat's function tools and hosted
+ * tools are left out (tools.ts).
  *
  *   instructions            → a leading system message
  *   input (string)          → one user message
  *   message items           → messages; input_text/output_text → text parts, input_image → image_url
  *   function_call items     → an assistant message's tool_calls (consecutive calls share one)
  *   function_call_output    → a tool message
- *   reasoning items         → dropped (no backend takes them back through chat)
+ *   custom_tool_call(_output) → a function call with `{"input": …}` / a tool message (tools.ts)
+ *   additional_tools items  → tools, as if in `tools`
+ *   reasoning items, hosted tools' call items → dropped (no backend takes them back through chat)
  *   max_output_tokens       → max_completion_tokens
  *   reasoning.effort        → reasoning_effort, for a model that reasons (catalog/reasoning.ts)
  *   text.format             → response_format;  tools/tool_choice → chat's function tools
+ *   web_search tool, max_tool_calls → Anthropic's web search (`anthropic.web_search`), run by an
+ *                             Anthropic backend within the calls the hold covers, left out elsewhere
  */
 import { z } from "zod";
 import { takesReasoningEffort } from "../../catalog/reasoning.ts";
-import { fail, type Failure } from "../../errors.ts";
-import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../http/chat/schema.ts";
-import { zodFailure } from "../../http/guard.ts";
+import { fail, isFailure, type Failure } from "../../errors.ts";
+import { type AnthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
+import { zodFailure } from "../../errors.ts";
+import { flatToolName, responsesToolsToChat, type ToolNames } from "./tools.ts";
 
 /** Tools one request may offer (the chat path's bound). */
 export const RESPONSES_TOOLS_MAX = 1_000;
@@ -45,27 +50,38 @@ const functionCallItem = z.looseObject({
   type: z.literal("function_call"),
   call_id: z.string().min(1),
   name: z.string().min(1),
+  namespace: z.string().nullish(),
   arguments: z.string(),
 });
+const customToolCallItem = z.looseObject({
+  type: z.literal("custom_tool_call"),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  namespace: z.string().nullish(),
+  input: z.string(),
+});
 const functionCallOutputItem = z.looseObject({
-  type: z.literal("function_call_output"),
+  type: z.enum(["function_call_output", "custom_tool_call_output"]),
   call_id: z.string().min(1),
   output: z.union([z.string(), z.array(contentPart)]),
 });
-const otherItem = z.looseObject({ type: z.string() });
-const inputItem = z.union([messageItem, functionCallItem, functionCallOutputItem, otherItem]);
-
-const functionTool = z.looseObject({
-  type: z.literal("function"),
-  name: z.string().min(1),
-  description: z.string().nullish(),
-  parameters: z.record(z.string(), z.unknown()).nullish(),
-  strict: z.boolean().nullish(),
+const additionalToolsItem = z.looseObject({
+  type: z.literal("additional_tools"),
+  tools: z.array(z.looseObject({ type: z.string() })).max(RESPONSES_TOOLS_MAX),
 });
+const otherItem = z.looseObject({ type: z.string() });
+/** Calls of hosted tools in earlier turns: their results were the model's own, nothing to send back. */
+const HOSTED_CALL_ITEMS: ReadonlySet<string> = new Set([
+  "web_search_call",
+  "file_search_call",
+  "code_interpreter_call",
+  "image_generation_call",
+]);
+const inputItem = z.union([messageItem, functionCallItem, functionCallOutputItem, otherItem]);
 
 const toolChoice = z.union([
   z.enum(["auto", "none", "required"]),
-  z.looseObject({ type: z.literal("function"), name: z.string().min(1) }),
+  z.looseObject({ type: z.enum(["function", "custom"]), name: z.string().min(1), namespace: z.string().nullish() }),
   z.looseObject({ type: z.string() }),
 ]);
 
@@ -91,6 +107,8 @@ export const responsesRequest = z.looseObject({
     .nullish(),
   tool_choice: toolChoice.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
+  /** The most hosted-tool calls: Anthropic's web search `max_uses` (src/operations/chat/hosted.ts). */
+  max_tool_calls: tokens.nullish(),
   max_output_tokens: tokens.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
@@ -140,14 +158,26 @@ function outputText(output: string | z.infer<typeof contentPart>[]): string {
   return output.map((p) => (typeof p.text === "string" ? p.text : "")).join("");
 }
 
+/** A call the model made in an earlier turn, as chat's: a custom tool's input is its `input` argument. */
+function callItemToChat(raw: z.infer<typeof otherItem>, at: string): Record<string, unknown> | Failure {
+  const item = raw.type === "function_call" ? functionCallItem.safeParse(raw) : customToolCallItem.safeParse(raw);
+  if (!item.success) return fail("invalid_request", `Invalid ${raw.type} item: ${item.error.issues[0]!.message}`, { param: at });
+  const args = "arguments" in item.data ? item.data.arguments : JSON.stringify({ input: item.data.input });
+  return {
+    id: item.data.call_id,
+    type: "function",
+    function: { name: flatToolName(item.data.namespace, item.data.name), arguments: args },
+  };
+}
+
 /** The input items as chat messages, in order. */
 function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failure {
   const messages: ChatMessage[] = [];
   for (const [i, raw] of items.entries()) {
     const at = `input.${i}`;
-    if (raw.type === "function_call") {
-      const item = functionCallItem.parse(raw);
-      const call = { id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } };
+    if (raw.type === "function_call" || raw.type === "custom_tool_call") {
+      const call = callItemToChat(raw, at);
+      if (isFailure(call)) return call;
       // Calls right after an assistant message (its text, or other calls) belong to it.
       const last = messages[messages.length - 1];
       if (last?.role === "assistant") {
@@ -155,10 +185,11 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
         calls.push(call);
         last.tool_calls = calls;
       } else messages.push({ role: "assistant", content: null, tool_calls: [call] });
-    } else if (raw.type === "function_call_output") {
-      const item = functionCallOutputItem.parse(raw);
-      messages.push({ role: "tool", tool_call_id: item.call_id, content: outputText(item.output) });
-    } else if (raw.type === "reasoning") {
+    } else if (raw.type === "function_call_output" || raw.type === "custom_tool_call_output") {
+      const item = functionCallOutputItem.safeParse(raw);
+      if (!item.success) return fail("invalid_request", `Invalid ${raw.type} item: ${item.error.issues[0]!.message}`, { param: at });
+      messages.push({ role: "tool", tool_call_id: item.data.call_id, content: outputText(item.data.output) });
+    } else if (raw.type === "reasoning" || raw.type === "additional_tools" || HOSTED_CALL_ITEMS.has(raw.type as string)) {
     } else if (raw.type === undefined || raw.type === "message") {
       const item = messageItem.safeParse(raw);
       if (!item.success) return fail("invalid_request", `Invalid message item: ${item.error.issues[0]!.message}`, { param: at });
@@ -180,36 +211,63 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
   return messages;
 }
 
-function toolsToChat(body: ResponsesRequest): { tools?: unknown[]; tool_choice?: unknown } | Failure {
-  const out: { tools?: unknown[]; tool_choice?: unknown } = {};
-  if (body.tools && body.tools.length > 0) {
-    const tools: unknown[] = [];
-    for (const [i, raw] of body.tools.entries()) {
-      const tool = functionTool.safeParse(raw);
-      if (!tool.success) {
-        return fail("invalid_request", `Tools of type \`${raw.type}\` are not supported: only function tools are.`, {
-          param: `tools.${i}.type`,
-        });
-      }
-      const { name, description, parameters, strict } = tool.data;
-      tools.push({
-        type: "function",
-        function: {
-          name,
-          ...(description ? { description } : {}),
-          parameters: parameters ?? { type: "object", properties: {} },
-          ...(strict != null ? { strict } : {}),
-        },
-      });
-    }
-    out.tools = tools;
+/** `tools` and every `additional_tools` item's tools, where they were sent. */
+function offeredTools(body: ResponsesRequest): { tools: { type: string }[]; at: string }[] {
+  const groups = body.tools ? [{ tools: body.tools, at: "tools" }] : [];
+  if (typeof body.input === "string") return groups;
+  for (const [i, raw] of body.input.entries()) {
+    if (raw.type !== "additional_tools") continue;
+    const item = additionalToolsItem.safeParse(raw);
+    if (item.success) groups.push({ tools: item.data.tools, at: `input.${i}.tools` });
   }
+  return groups;
+}
+
+function toolsToChat(body: ResponsesRequest): { fields: { tools?: unknown[]; tool_choice?: unknown }; names: ToolNames } | Failure {
+  const offered = responsesToolsToChat(offeredTools(body));
+  if ("code" in offered) return offered;
+  const fields: { tools?: unknown[]; tool_choice?: unknown } = offered.tools.length > 0 ? { tools: offered.tools } : {};
   const choice = body.tool_choice;
-  if (typeof choice === "string") out.tool_choice = choice;
-  else if (choice?.type === "function" && typeof choice.name === "string")
-    out.tool_choice = { type: "function", function: { name: choice.name } };
+  if (typeof choice === "string") fields.tool_choice = choice;
+  else if ((choice?.type === "function" || choice?.type === "custom") && typeof choice.name === "string") {
+    const name = flatToolName(choice.namespace as string | null | undefined, choice.name);
+    if (!offered.names.has(name))
+      return fail("invalid_request", `tool_choice names \`${name}\`, which is not offered.`, { param: "tool_choice" });
+    fields.tool_choice = { type: "function", function: { name } };
+  }
+  // A hosted tool's choice names a tool left out: the model chooses among the rest.
+  else if (choice && offered.omitted.includes(choice.type)) fields.tool_choice = "auto";
   else if (choice) return fail("invalid_request", `tool_choice of type \`${choice.type}\` is not supported.`, { param: "tool_choice" });
-  return out;
+  if (fields.tool_choice !== undefined && !fields.tools) delete fields.tool_choice;
+  return { fields, names: offered.names };
+}
+
+const webSearchTool = z.looseObject({
+  type: z.enum(["web_search", "web_search_preview"]),
+  user_location: z.looseObject({ type: z.literal("approximate") }).nullish(),
+  filters: z.looseObject({ allowed_domains: z.array(z.string()).nullish() }).nullish(),
+});
+
+/**
+ * The Responses wire's `web_search` tool as Anthropic's web search, which an Anthropic backend
+ * runs (and other backends never see): `max_tool_calls` as its `max_uses`, the location and the
+ * allowed domains as they are (the same shapes). The reply carries the answer, not
+ * `web_search_call` items. Null when the request offers no web search.
+ * @example webSearchToAnthropic({ …, tools: [{ type: "web_search" }], max_tool_calls: 2 })
+ *   // { type: "web_search_20250305", name: "web_search", max_uses: 2 }
+ */
+export function webSearchToAnthropic(body: ResponsesRequest): AnthropicWebSearch | null {
+  const found = (body.tools ?? []).map((tool) => webSearchTool.safeParse(tool)).find((parsed) => parsed.success);
+  if (!found?.data) return null;
+  const tool = found.data;
+  const domains = tool.filters?.allowed_domains;
+  return {
+    type: "web_search_20250305",
+    name: "web_search",
+    ...(body.max_tool_calls != null ? { max_uses: body.max_tool_calls } : {}),
+    ...(tool.user_location ? { user_location: tool.user_location } : {}),
+    ...(domains && domains.length > 0 ? { allowed_domains: domains } : {}),
+  };
 }
 
 function formatToChat(format: z.infer<typeof textFormat> | undefined): unknown {
@@ -257,7 +315,9 @@ function statefulRefusal(body: ResponsesRequest): Failure | null {
  * @example responsesToChat({ model: "gpt-4o", input: "Hi", max_output_tokens: 64 })
  *   // { model: "gpt-4o", messages: [{ role: "user", content: "Hi" }], max_completion_tokens: 64 }
  */
-export function responsesToChat(raw: unknown): { request: ResponsesRequest; chat: Record<string, unknown> } | Failure {
+export function responsesToChat(
+  raw: unknown,
+): { request: ResponsesRequest; chat: Record<string, unknown>; toolNames: ToolNames } | Failure {
   const parsed = responsesRequest.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
@@ -271,7 +331,9 @@ export function responsesToChat(raw: unknown): { request: ResponsesRequest; chat
   if (messages.length === 0) return fail("invalid_request", "The input has no message to answer.", { param: "input" });
   const tools = toolsToChat(body);
   if ("code" in tools) return tools;
-  const chat: Record<string, unknown> = { model: body.model, messages, ...tools };
+  const chat: Record<string, unknown> = { model: body.model, messages, ...tools.fields };
+  const search = webSearchToAnthropic(body);
+  if (search) chat.anthropic = { web_search: search };
   if (body.max_output_tokens != null) chat.max_completion_tokens = body.max_output_tokens;
   if (body.temperature != null) chat.temperature = body.temperature;
   if (body.top_p != null) chat.top_p = body.top_p;
@@ -285,5 +347,5 @@ export function responsesToChat(raw: unknown): { request: ResponsesRequest; chat
     // The usage chunk carries the figures of `response.completed`.
     chat.stream_options = { include_usage: true };
   }
-  return { request: body, chat };
+  return { request: body, chat, toolNames: tools.names };
 }

@@ -2,11 +2,15 @@
  * The gateway's chat reply → an OpenAI Responses `response` object. The reply's finish reason
  * decides the status: `length` (the output budget, or the hold cut at the wallet) is
  * `incomplete` with reason `max_output_tokens`; `content_filter` is `incomplete` with reason
- * `content_filter`; anything else is `completed`.
+ * `content_filter`; anything else is `completed`. The searches an Anthropic backend ran (its
+ * server_tool_use and web_search_tool_result blocks, src/wires/chat.ts vendorBlock) are
+ * `web_search_call` items, as OpenAI's own web search shows them.
  */
+import { z } from "zod";
 import type { Failure } from "../../errors.ts";
-import type { ChatCompletion, ChatUsage } from "../chat.ts";
+import { type ChatCompletion, type ChatUsage, usageCost, type VendorBlock } from "../chat.ts";
 import type { ResponsesRequest } from "./request.ts";
+import { customInputOf, type ToolNames } from "./tools.ts";
 
 /** What the translation needs beyond the reply; given by the caller, so nothing here reads a clock. */
 export interface ResponsesContext {
@@ -17,6 +21,8 @@ export interface ResponsesContext {
   /** Unix seconds. */
   createdAt: number;
   request: ResponsesRequest;
+  /** The flat tool names the backend saw → the tools the client offered (tools.ts). */
+  toolNames?: ToolNames;
 }
 
 export type ResponseStatus = "in_progress" | "completed" | "incomplete" | "failed";
@@ -34,6 +40,56 @@ export interface ResponseParts {
 export const responseId = (ctx: Pick<ResponsesContext, "requestId">) => `resp_${ctx.requestId}`;
 export const messageItemId = (ctx: Pick<ResponsesContext, "requestId">) => `msg_${ctx.requestId}`;
 export const functionCallItemId = (callId: string) => `fc_${callId}`;
+export const customToolCallItemId = (callId: string) => `ctc_${callId}`;
+
+export const webSearchCallItemId = (callId: string) => `ws_${callId}`;
+
+/** A search the vendor ran: its call (server_tool_use) and its result (web_search_tool_result). */
+const searchCall = z.looseObject({
+  type: z.literal("server_tool_use"),
+  id: z.string(),
+  input: z.looseObject({ query: z.string().optional() }).nullish(),
+});
+const searchResult = z.looseObject({ type: z.literal("web_search_tool_result"), tool_use_id: z.string(), content: z.unknown() });
+const resultPages = z.array(z.looseObject({ url: z.string().optional() }));
+
+export type WebSearchStatus = "in_progress" | "searching" | "completed" | "failed";
+export type SearchCall = z.infer<typeof searchCall>;
+
+/** The vendor block as a search call, or null when it is not one. */
+export function searchCallOf(block: VendorBlock): SearchCall | null {
+  const parsed = searchCall.safeParse(block);
+  return parsed.success ? parsed.data : null;
+}
+
+/** The vendor block as a search's result: the call it answers, and its pages' URLs (null: the search failed). */
+export function searchResultOf(block: VendorBlock): { callId: string; urls: string[] | null } | null {
+  const parsed = searchResult.safeParse(block);
+  if (!parsed.success) return null;
+  const pages = resultPages.safeParse(parsed.data.content);
+  const urls = pages.success ? pages.data.flatMap((page) => (page.url ? [page.url] : [])) : null;
+  return { callId: parsed.data.tool_use_id, urls };
+}
+
+/**
+ * A search as a `web_search_call` item: its query, and the result's pages as its sources.
+ * @example webSearchCallItem({ type: "server_tool_use", id: "srvtoolu_1", input: { query: "q" } }, ["https://a.example"], "completed")
+ *   // { type: "web_search_call", id: "ws_srvtoolu_1", status: "completed", action: { type: "search", query: "q", sources: [{ type: "url", url: "https://a.example" }] } }
+ */
+export function webSearchCallItem(
+  call: SearchCall,
+  urls: string[] | null,
+  status: WebSearchStatus,
+): Record<string, unknown> & { id: string } {
+  const query = call.input?.query;
+  const sources = (urls ?? []).map((url) => ({ type: "url", url }));
+  return {
+    type: "web_search_call",
+    id: webSearchCallItemId(call.id),
+    status,
+    action: { type: "search", ...(query !== undefined ? { query } : {}), ...(sources.length > 0 ? { sources } : {}) },
+  };
+}
 
 export function usageToResponses(usage: ChatUsage) {
   return {
@@ -42,6 +98,7 @@ export function usageToResponses(usage: ChatUsage) {
     output_tokens: usage.completion_tokens,
     output_tokens_details: { reasoning_tokens: usage.completion_tokens_details?.reasoning_tokens ?? 0 },
     total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    ...usageCost(usage),
   };
 }
 
@@ -109,18 +166,24 @@ export function messageItem(ctx: ResponsesContext, text: string, status: "in_pro
 
 export const outputTextPart = (text: string) => ({ type: "output_text", text, annotations: [], logprobs: [] });
 
-export function functionCallItem(
+/**
+ * A call as the item of the tool the client offered: a `custom_tool_call` with its freeform
+ * `input` for a custom tool, else a `function_call`, with its `namespace` when it has one.
+ * @example toolCallItem(ctx, { callId: "c1", name: "clock__sleep", arguments: "{}" }, "completed")
+ *   // { type: "function_call", id: "fc_c1", call_id: "c1", name: "sleep", namespace: "clock", arguments: "{}", status: "completed" }
+ */
+export function toolCallItem(
+  ctx: Pick<ResponsesContext, "toolNames">,
   call: { callId: string; name: string; arguments: string },
   status: "in_progress" | "completed" | "incomplete",
-) {
-  return {
-    type: "function_call",
-    id: functionCallItemId(call.callId),
-    call_id: call.callId,
-    name: call.name,
-    arguments: call.arguments,
-    status,
-  };
+): Record<string, unknown> & { id: string } {
+  const offered = ctx.toolNames?.get(call.name);
+  const named = offered ? { name: offered.name, ...(offered.namespace ? { namespace: offered.namespace } : {}) } : { name: call.name };
+  if (offered?.kind === "custom") {
+    const input = status === "in_progress" ? "" : customInputOf(call.arguments);
+    return { type: "custom_tool_call", id: customToolCallItemId(call.callId), call_id: call.callId, ...named, input, status };
+  }
+  return { type: "function_call", id: functionCallItemId(call.callId), call_id: call.callId, ...named, arguments: call.arguments, status };
 }
 
 /**
@@ -130,11 +193,37 @@ export function functionCallItem(
 export function chatToResponse(reply: ChatCompletion, ctx: ResponsesContext, completedAt: number): Record<string, unknown> {
   const choice = reply.choices[0]!;
   const { status } = finishReasonToStatus(choice.finish_reason);
-  const output: Record<string, unknown>[] = [];
   const text = choice.message.content ?? choice.message.refusal ?? "";
-  if (text !== "") output.push(messageItem(ctx, text, status === "completed" ? "completed" : "incomplete"));
+  const message = text === "" ? null : messageItem(ctx, text, status === "completed" ? "completed" : "incomplete");
+  const output = searchesAndMessage(choice.message.anthropic_content ?? [], message);
   for (const call of choice.message.tool_calls ?? []) {
-    output.push(functionCallItem({ callId: call.id, name: call.function.name, arguments: call.function.arguments }, "completed"));
+    output.push(toolCallItem(ctx, { callId: call.id, name: call.function.name, arguments: call.function.arguments }, "completed"));
   }
   return responseObject(ctx, { status, output, usage: reply.usage ?? null, finishReason: choice.finish_reason, completedAt });
+}
+
+/**
+ * The searches the vendor ran, each a `web_search_call` item, with the message where its first
+ * text came (as a stream shows them): `blocks` is the vendor's content (none: the message alone).
+ */
+function searchesAndMessage(blocks: VendorBlock[], message: Record<string, unknown> | null): Record<string, unknown>[] {
+  const output: Record<string, unknown>[] = [];
+  const urls = new Map<string, string[] | null>();
+  for (const block of blocks) {
+    const result = searchResultOf(block);
+    if (result) urls.set(result.callId, result.urls);
+  }
+  let messagePlaced = message === null;
+  for (const block of blocks) {
+    const call = searchCallOf(block);
+    if (call) {
+      const found = urls.get(call.id);
+      output.push(webSearchCallItem(call, found ?? null, found ? "completed" : "failed"));
+    } else if (block.type === "text" && !messagePlaced) {
+      output.push(message!);
+      messagePlaced = true;
+    }
+  }
+  if (!messagePlaced) output.push(message!);
+  return output;
 }

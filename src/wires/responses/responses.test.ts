@@ -1,7 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { responseProblems, streamEventProblems } from "../../../test/openaiSchema.ts";
 import { isFailure } from "../../errors.ts";
+import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
+import { fixture } from "../../providers/testing.ts";
 import { parseChatCompletion } from "../chat.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { responsesToChat } from "./request.ts";
@@ -99,7 +101,6 @@ describe("responsesToChat", () => {
     [{ store: true }, "store"],
     [{ previous_response_id: "resp_1" }, "previous_response_id"],
     [{ background: true }, "background"],
-    [{ tools: [{ type: "file_search" }] }, "tools.0.type"],
     [{ input: [{ role: "user", content: [{ type: "input_image", file_id: "file_1" }] }] }, "input.0.content.0"],
     [{ input: [{ type: "item_reference", id: "msg_1" }] }, "input.0.type"],
     [{ max_output_tokens: 0 }, "max_output_tokens"],
@@ -169,6 +170,43 @@ describe("ResponsesStream", () => {
     expect(response.usage).toMatchObject({ input_tokens: 61, output_tokens: 15, total_tokens: 76 });
   });
 
+  test("an Anthropic stream with a web search: a web_search_call item added, searching, completed and done in order, the text one message around it", () => {
+    const frames = decodedFixtureFrames(
+      "anthropic",
+      "web-search.sse",
+      new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }),
+    );
+    const events = translate(frames);
+    const search = events.filter((e) => JSON.stringify(e).includes("ws_srvtoolu_014hJH82Qum7Td6UV8gDXThB"));
+    expect(search.map((e) => e.type)).toEqual([
+      "response.output_item.added",
+      "response.web_search_call.in_progress",
+      "response.web_search_call.searching",
+      "response.web_search_call.completed",
+      "response.output_item.done",
+      "response.completed",
+    ]);
+    expect(search.slice(0, 5).map((e) => e.output_index)).toEqual([1, 1, 1, 1, 1]);
+    const response = events.at(-1)!.response as Record<string, any>;
+    expect(responseProblems(response)).toEqual([]);
+    expect(response.output[1]).toEqual(WEATHER_SEARCH);
+    expect(response.output[0].content[0].text).toBe(
+      "I'll check the current weather in New York City for you.Today in New York City it is partly cloudy, around 68°F.",
+    );
+  });
+
+  test("a search that gets no result by the end is done as failed", () => {
+    const frames = decodedFixtureFrames(
+      "anthropic",
+      "web-search.sse",
+      new AnthropicStreamDecoder({ requestId: "req_1", model: "claude-sonnet-4", created: 1 }),
+    ).filter((f) => !(f.kind === "chunk" && f.chunk.choices[0]?.delta?.anthropic_block?.type === "web_search_tool_result"));
+    const events = translate(frames);
+    const done = events.find((e) => e.type === "response.output_item.done" && (e.item as { type: string }).type === "web_search_call");
+    expect(done!.item).toMatchObject({ status: "failed" });
+    expect(events.some((e) => e.type === "response.web_search_call.completed")).toBe(false);
+  });
+
   test("an Anthropic stream cut at max_tokens ends as response.incomplete", () => {
     const frames = decodedFixtureFrames(
       "anthropic",
@@ -205,7 +243,35 @@ describe("ResponsesStream", () => {
   });
 });
 
+/** The fixture's search as OpenAI's Responses API shows one. */
+const WEATHER_SEARCH = {
+  type: "web_search_call",
+  id: "ws_srvtoolu_014hJH82Qum7Td6UV8gDXThB",
+  status: "completed",
+  action: {
+    type: "search",
+    query: "weather NYC today",
+    sources: [
+      { type: "url", url: "https://www.weather.gov/okx/" },
+      { type: "url", url: "https://www.accuweather.com/en/us/new-york/10021/weather-today/349727" },
+    ],
+  },
+};
+
 describe("chatToResponse", () => {
+  test("a whole Anthropic reply with a web search: a web_search_call item after the message its text began, conforming to the spec", () => {
+    const chat = anthropicToOpenAIResponse(fixture("anthropic", "message-web-search.json"), {
+      requestId: "req_1",
+      model: "claude-sonnet-4",
+      created: 1,
+    });
+    if ("code" in chat) throw new Error(chat.message);
+    const response = chatToResponse(parseChatCompletion(chat.body)!, ctx(false), 1_732_000_001) as Record<string, any>;
+    expect(responseProblems(response)).toEqual([]);
+    expect(response.output.map((item: { type: string }) => item.type)).toEqual(["message", "web_search_call"]);
+    expect(response.output[1]).toEqual(WEATHER_SEARCH);
+  });
+
   test("a whole reply with text and a tool call conforms to the spec", () => {
     const reply = parseChatCompletion(
       JSON.stringify({

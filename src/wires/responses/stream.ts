@@ -6,24 +6,35 @@
  *   content delta    first: response.output_item.added (a message) + response.content_part.added;
  *                    then response.output_text.delta
  *   tool call delta  a new call closes the open message, then response.output_item.added (a
- *                    function_call); its arguments: response.function_call_arguments.delta
+ *                    function_call); its arguments: response.function_call_arguments.delta. A
+ *                    custom tool's call (a custom_tool_call) keeps its arguments until it ends:
+ *                    its freeform input is inside them, readable only whole
+ *   vendor block     a search the vendor ran (`delta.anthropic_block`): its call adds a
+ *                    web_search_call item (response.output_item.added,
+ *                    response.web_search_call.in_progress, .searching); its result completes it
+ *                    (response.web_search_call.completed, response.output_item.done). The open
+ *                    message stays open: text after the searches continues it
  *   usage chunk      kept for the end
  *   [DONE]           every open item done (…text.done, …content_part.done, …arguments.done,
- *                    …output_item.done), then response.completed, or response.incomplete when
+ *                    …output_item.done; a search without its result as failed), then response.completed, or response.incomplete when
  *                    the finish reason was `length` (the output budget, or the cut at the wallet)
  *   error frame      open items done as incomplete, then response.failed with the error
  *   keep-alive       passed on as an SSE comment
  */
 import type { Failure } from "../../errors.ts";
-import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type ChatFrame } from "../chat.ts";
+import { onlyChoice, type ChatChunk, type ChatUsage, type ChunkDelta, type ChatFrame, type VendorBlock } from "../chat.ts";
 import {
   finishReasonToStatus,
-  functionCallItem,
   messageItem,
   messageItemId,
   outputTextPart,
   responseObject,
+  type SearchCall,
+  searchCallOf,
+  searchResultOf,
+  toolCallItem,
   type ResponsesContext,
+  webSearchCallItem,
 } from "./response.ts";
 
 /** Tool calls per reply the translation tracks; more is an upstream fault, not a reason to grow. */
@@ -42,6 +53,9 @@ export class ResponsesStream {
   private text: { outputIndex: number; text: string } | null = null;
   private readonly calls = new Map<number, OpenCall>();
   private openCalls: OpenCall[] = [];
+  /** Searches begun and not yet answered, by the vendor's call id (bounded with the calls). */
+  private readonly searches = new Map<string, { outputIndex: number; call: SearchCall }>();
+  private searchCount = 0;
   private usage: ChatUsage | null = null;
   private finishReason: string | null = null;
   private ended = false;
@@ -77,9 +91,51 @@ export class ResponsesStream {
     if (chunk.usage) this.usage = chunk.usage;
     const choice = onlyChoice(chunk);
     if (!choice) return "";
-    let out = choice.text !== "" ? this.textDelta(choice.text) : "";
+    let out = choice.delta.anthropic_block ? this.vendorBlock(choice.delta.anthropic_block) : "";
+    if (choice.text !== "") out += this.textDelta(choice.text);
     for (const call of choice.delta.tool_calls ?? []) out += this.callDelta(call);
     this.finishReason = choice.finishReason ?? this.finishReason;
+    return out;
+  }
+
+  /** A search's call opens its item; its result completes it. */
+  private vendorBlock(block: VendorBlock): string {
+    const call = searchCallOf(block);
+    if (call) {
+      if (this.searchCount >= RESPONSES_STREAM_CALLS_MAX) return "";
+      this.searchCount++;
+      const outputIndex = this.output.length;
+      this.searches.set(call.id, { outputIndex, call });
+      const item = webSearchCallItem(call, null, "in_progress");
+      this.output.push(item);
+      const at = { output_index: outputIndex, item_id: item.id };
+      return (
+        this.event("response.output_item.added", { output_index: outputIndex, item }) +
+        this.event("response.web_search_call.in_progress", at) +
+        this.event("response.web_search_call.searching", at)
+      );
+    }
+    const result = searchResultOf(block);
+    const open = result ? this.searches.get(result.callId) : undefined;
+    if (!result || !open) return "";
+    this.searches.delete(result.callId);
+    const item = webSearchCallItem(open.call, result.urls, result.urls ? "completed" : "failed");
+    this.output[open.outputIndex] = item;
+    const completed = result.urls
+      ? this.event("response.web_search_call.completed", { output_index: open.outputIndex, item_id: item.id })
+      : "";
+    return completed + this.event("response.output_item.done", { output_index: open.outputIndex, item });
+  }
+
+  /** Searches that got no result by the end: done as failed. */
+  private closeSearches(): string {
+    let out = "";
+    for (const { outputIndex, call } of this.searches.values()) {
+      const item = webSearchCallItem(call, null, "failed");
+      this.output[outputIndex] = item;
+      out += this.event("response.output_item.done", { output_index: outputIndex, item });
+    }
+    this.searches.clear();
     return out;
   }
 
@@ -116,20 +172,26 @@ export class ResponsesStream {
       };
       this.calls.set(delta.index, call);
       this.openCalls.push(call);
-      this.output.push(functionCallItem(call, "in_progress"));
-      out += this.event("response.output_item.added", { output_index: call.outputIndex, item: functionCallItem(call, "in_progress") });
+      const item = toolCallItem(this.ctx, call, "in_progress");
+      this.output.push(item);
+      out += this.event("response.output_item.added", { output_index: call.outputIndex, item });
     }
     const piece = delta.function?.arguments ?? "";
     if (piece === "") return out;
     call.arguments += piece;
+    if (this.isCustom(call)) return out;
     return (
       out +
       this.event("response.function_call_arguments.delta", {
-        item_id: functionCallItem(call, "in_progress").id,
+        item_id: toolCallItem(this.ctx, call, "in_progress").id,
         output_index: call.outputIndex,
         delta: piece,
       })
     );
+  }
+
+  private isCustom(call: OpenCall): boolean {
+    return this.ctx.toolNames?.get(call.name)?.kind === "custom";
   }
 
   private closeText(status: "completed" | "incomplete"): string {
@@ -149,14 +211,13 @@ export class ResponsesStream {
   private closeCalls(status: "completed" | "incomplete"): string {
     let out = "";
     for (const call of this.openCalls) {
-      const item = functionCallItem(call, status);
+      const item = toolCallItem(this.ctx, call, status);
       this.output[call.outputIndex] = item;
-      out += this.event("response.function_call_arguments.done", {
-        item_id: item.id,
-        output_index: call.outputIndex,
-        name: call.name,
-        arguments: call.arguments,
-      });
+      const at = { item_id: item.id, output_index: call.outputIndex };
+      if (this.isCustom(call)) {
+        out += this.event("response.custom_tool_call_input.delta", { ...at, delta: item.input });
+        out += this.event("response.custom_tool_call_input.done", { ...at, input: item.input });
+      } else out += this.event("response.function_call_arguments.done", { ...at, name: item.name, arguments: call.arguments });
       out += this.event("response.output_item.done", { output_index: call.outputIndex, item });
     }
     this.openCalls = [];
@@ -167,7 +228,7 @@ export class ResponsesStream {
     this.ended = true;
     const { status } = failure ? { status: "failed" as const } : finishReasonToStatus(this.finishReason);
     const itemStatus = status === "completed" ? "completed" : "incomplete";
-    const out = this.closeText(itemStatus) + this.closeCalls(itemStatus);
+    const out = this.closeSearches() + this.closeText(itemStatus) + this.closeCalls(itemStatus);
     const response = responseObject(this.ctx, {
       status,
       output: this.output,

@@ -32,6 +32,12 @@
     return new Intl.NumberFormat(locale(), { maximumFractionDigits: fractionMax }).format(text);
   }
   const num = (n) => new Intl.NumberFormat(locale()).format(n);
+  /** Text with Latin digits, in the page's digits (phone numbers in Persian digits on Persian pages). */
+  const digits = (text) => (state.lang === "fa" ? String(text).replace(/[0-9]/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[d]) : String(text));
+  /** A phone number as people write it here (0912 …), in the page's digits, kept left to right inside any sentence. */
+  const phoneText = (phone) => `\u2066${digits(String(phone).replace(/^\+98/, "0"))}\u2069`;
+  /** "1 request" / "2 requests": the key for n's plural form (`one` → key, else key + "s"). */
+  const plural = (key, n) => (new Intl.PluralRules(locale()).select(Number(n)) === "one" ? key : `${key}s`);
   function when(iso) {
     if (!iso) return t("keys.never");
     const cal = state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-GB";
@@ -71,20 +77,32 @@
       render();
       throw new Error(data.error.message);
     }
-    if (!response.ok) throw Object.assign(new Error(data.error ? data.error.message : String(response.status)), { code: data.error && data.error.code });
+    if (!response.ok) {
+      const retryAfter = response.headers.get("retry-after");
+      const triesLeft = response.headers.get("x-darvaze-tries-left");
+      throw Object.assign(new Error(data.error ? data.error.message : String(response.status)), { code: data.error && data.error.code, param: data.error && data.error.param, retryAfter, triesLeft });
+    }
     return data;
   }
 
   function errorBox(id) { return h("p", { id, class: "error", role: "alert" }); }
+  /** The page's own sentence for an error code, and the details the server sent as numbers (tries left, seconds to wait). */
   function showError(box, error) {
-    const known = T().errors.codes && error.code ? T().errors.codes[error.code] : undefined;
-    // In Persian the known codes read in Persian, with the server's words kept for the details (tries left, seconds).
-    box.textContent = known ? `${known} (${error.message})` : t("errors.generic", { message: error.message });
+    const known = error.code ? T().errors.codes[error.code] : undefined;
+    const parts = [known || (error.code ? t("errors.unknown", { code: error.code }) : error.message)];
+    // Which field was refused (e.g. allowed_ips.1: the second address), when the page names it.
+    const field = error.param && T().errors.params[String(error.param).split(".")[0]];
+    if (field) parts.push(field);
+    if (error.triesLeft) parts.push(t("errors.triesLeft", { n: num(error.triesLeft) }));
+    if (error.retryAfter && /^\d+$/.test(error.retryAfter)) parts.push(t("errors.wait", { s: num(error.retryAfter) }));
+    box.textContent = parts.join(" ");
   }
   function field(label, input) { return h("label", {}, label, input); }
   function table(caption, heads, rows, id) {
-    // Focusable and named: a table wider than a phone screen scrolls, and keyboards must reach it.
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id },
+    // On phones each row stacks as label: value (the CSS reads the labels from data-label).
+    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
+    // Focusable and named: a table wider than its box scrolls inside it, and keyboards must reach it.
+    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
       h("caption", { class: "sr-only" }, caption),
       h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
       h("tbody", {}, rows)));
@@ -94,7 +112,7 @@
   function applyLang() {
     document.documentElement.lang = state.lang;
     document.documentElement.dir = T().dir;
-    document.title = `${t("brand")} · ${state.session ? t(`nav.${currentView()}`) : t("signIn.title")}`;
+    document.title = `${t("brand")} · ${state.session ? (currentView() === "receipt" ? t("receipt.title") : t(`nav.${currentView()}`)) : t("signIn.title")}`;
     const sw = document.getElementById("lang-switch");
     sw.textContent = T().other;
     sw.lang = T().otherLang;
@@ -108,8 +126,8 @@
     nav.replaceChildren(...VIEWS.map((v) => h("a", { href: `#/${v}`, id: `nav-${v}`, "aria-current": v === currentView() ? "page" : null }, t(`nav.${v}`))));
   }
   function currentView() {
-    const v = location.hash.replace(/^#\//, "").split("?")[0];
-    return VIEWS.includes(v) ? v : "overview";
+    const v = location.hash.replace(/^#\//, "").split("?")[0].split("/")[0];
+    return VIEWS.includes(v) || v === "receipt" ? v : "overview";
   }
   function hashParams() {
     const q = location.hash.split("?")[1] || "";
@@ -119,13 +137,15 @@
   async function render(focus) {
     applyLang();
     const view = state.session ? currentView() : "signin";
-    const builder = { signin: signInView, overview: overviewView, wallet: walletView, keys: keysView, usage: usageView, pricing: pricingView, security: securityView }[view];
+    const builder = { signin: signInView, overview: overviewView, wallet: walletView, keys: keysView, usage: usageView, pricing: pricingView, security: securityView, receipt: receiptView }[view];
     const content = h("div", { id: `view-${view}` });
     main.replaceChildren(content);
     try {
       await builder(content);
     } catch (error) {
-      content.append(h("p", { class: "error", role: "alert" }, t("errors.generic", { message: error.message })));
+      const box = h("p", { class: "error", role: "alert" });
+      showError(box, error.code ? error : { message: t("errors.view") });
+      content.append(box);
     }
     main.dataset.view = view;
     main.dataset.ready = String(Date.now());
@@ -138,11 +158,13 @@
     const phone = h("input", { id: "phone", type: "tel", inputmode: "tel", autocomplete: "tel", required: true, dir: "ltr", placeholder: "09xx xxx xxxx" });
     const code = h("input", { id: "code", inputmode: "numeric", autocomplete: "one-time-code", required: true, dir: "ltr", maxlength: "12" });
     const sentNote = h("p", { id: "code-sent", class: "muted" });
+    // The code asked for from this page: the server tries a code only for whoever asked for it.
+    let codeId = "";
     const codeForm = h("form", { id: "code-form", hidden: true, onsubmit: async (e) => {
       e.preventDefault();
       err.textContent = "";
       try {
-        state.session = await api("POST", "/console/api/sign-in", { phone: phone.value, code: code.value });
+        state.session = await api("POST", "/console/api/sign-in", { phone: phone.value, code_id: codeId, code: code.value });
         if (!location.hash || location.hash === "#/") location.hash = "#/overview";
         render(true);
       } catch (error) { showError(err, error); }
@@ -153,7 +175,8 @@
       err.textContent = "";
       try {
         const sent = await api("POST", "/console/api/otp", { phone: phone.value });
-        sentNote.textContent = t("signIn.sent", { phone: sent.phone, s: num(sent.expires_in_s) });
+        codeId = sent.code_id;
+        sentNote.textContent = t("signIn.sent", { phone: phoneText(sent.phone), s: num(sent.expires_in_s) });
         phoneForm.hidden = true;
         codeForm.hidden = false;
         code.focus();
@@ -168,11 +191,10 @@
     // The UTC calendar month (what keys' monthly caps count) and the Jalali month (Tehran time), each labelled.
     const gregorianMonth = new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-gregory" : "en-US", { month: "long", year: "numeric", timeZone: "UTC" }).format(new Date(o.month.from));
     const jalaliMonth = new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(o.jalali_month.from));
-    const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
-    const money = (x) => `${toman(x, 2)} ${t("toman")}`;
-    const requests = (n) => t(new Intl.PluralRules(locale()).select(n) === "one" ? "overview.request" : "overview.requests", { n: num(n) });
+    const requests = (n) => t(plural("overview.request", n), { n: num(n) });
     root.append(h("h1", {}, t("overview.title")));
     if (!o.funded) root.append(h("p", { class: "warn", id: "not-funded" }, t("overview.notFunded"), " ", h("a", { href: "#/wallet" }, t("nav.wallet"))));
+    else if (o.balance_alert) root.append(alertBanner(o));
     else if (o.low_balance) root.append(h("p", { class: "warn", id: "low-balance" }, t("overview.low", { amount: toman(o.low_balance_toman) })));
     root.append(h("div", { class: "cards" },
       card("balance", t("overview.balance"), money(o.balance_toman)),
@@ -183,20 +205,32 @@
       card("spent-jalali-month", t("overview.jalaliMonth", { month: jalaliMonth }), money(o.jalali_month.spent_toman), requests(o.jalali_month.requests))));
   }
 
+  /** Shown while the balance is below the customer's own alert threshold (until a top-up lifts it). */
+  const alertBanner = (o) => h("p", { class: "warn", id: "balance-alert", role: "status" }, t("alert.banner", { amount: toman(o.low_balance_threshold_toman) }), " ", h("a", { href: "#/wallet" }, t("nav.wallet")));
+
+  /** An amount in toman to the micro-toman: a request's cost (0.972 toman) shows in the balance. */
+  const money = (x) => `${toman(x, 6)} ${t("toman")}`;
+  const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
+
   // ---- wallet ----
   const PRESETS = ["100000", "500000", "1000000"];
   async function walletView(root) {
     const list = await api("GET", "/console/api/topups");
+    const o = await api("GET", "/console/api/overview");
     const err = errorBox("topup-error");
-    root.append(h("h1", {}, t("wallet.title")));
-    // Back from the payment page: PAYMENT_RETURN_URL=/console/#/wallet adds ?topup=…&outcome=….
+    root.append(h("h1", {}, t("wallet.title")), h("div", { class: "cards" },
+      card("wallet-balance", t("overview.balance"), money(o.balance_toman)),
+      card("wallet-available", t("overview.available"), money(o.available_toman))));
+    // Back from the payment page: PAYMENT_RETURN_URL=/console/#/wallet adds ?topup=…&outcome=…, shown once:
+    // the address loses them at once, so a later visit (or a reload) does not show an old outcome.
     const returned = hashParams().get("topup") || new URLSearchParams(location.search).get("topup");
-    if (returned) {
-      const found = list.data.find((x) => x.id === returned);
-      // The record's state is the truth; the outcome the payment page reported explains a pending one.
-      const outcome = new URLSearchParams(location.search).get("outcome");
-      const note = outcome && found && found.state !== "verified" && T().outcomes[outcome] ? ` — ${T().outcomes[outcome]}` : "";
-      if (found) root.append(h("p", { id: "topup-outcome", role: "status", class: found.state === "verified" ? "ok" : "warn" }, t("wallet.returned", { state: t(`states.${found.state}`) }) + note));
+    const outcome = hashParams().get("outcome") || new URLSearchParams(location.search).get("outcome");
+    if (returned) history.replaceState(null, "", `${location.pathname}#/wallet`);
+    const found = returned && list.data.find((x) => x.id === returned);
+    if (found) {
+      // The record's state is the truth; the outcome the payment page reported explains one not paid.
+      const note = outcome && found.state !== "verified" && T().outcomes[outcome] ? ` — ${T().outcomes[outcome]}` : "";
+      root.append(h("p", { id: "topup-outcome", role: "status", class: found.state === "verified" ? "ok" : "warn" }, t("wallet.returned", { state: t(`states.${found.state}`) }) + note));
     }
     const amount = h("input", { id: "topup-amount", inputmode: "numeric", dir: "ltr", required: true });
     const pay = async (value) => {
@@ -212,11 +246,33 @@
       h("div", { class: "presets", role: "group", "aria-label": t("wallet.presets") }, PRESETS.map((p) => h("button", { type: "button", "data-amount": p, id: `preset-${p}`, disabled: !list.payments_available, onclick: () => pay(p) }, `${toman(p)} ${t("toman")}`))),
       h("form", { class: "inline", id: "topup-form", onsubmit: (e) => { e.preventDefault(); pay(amount.value); } }, field(t("wallet.amount"), amount), h("button", { class: "primary", type: "submit", id: "topup-submit", disabled: !list.payments_available }, t("wallet.pay"))),
       err);
-    root.append(box, h("h2", {}, t("wallet.history")));
+    root.append(box, alertSettings(o), h("h2", {}, t("wallet.history")));
     if (list.data.length === 0) { root.append(h("p", { class: "muted" }, t("wallet.none"))); return; }
-    root.append(table(t("wallet.history"), [t("usage.time"), { text: `${t("toman")}`, num: true }, t("keys.status"), "ref_id", ""], list.data.map((x) =>
-      h("tr", { "data-topup": x.id, "data-state": x.state }, h("td", {}, when(x.created_at)), h("td", { class: "num" }, toman(x.amount_toman)), h("td", {}, t(`states.${x.state}`)), h("td", { class: "ltr" }, x.ref_id || "—"),
-        h("td", {}, x.pending ? h("button", { type: "button", onclick: async () => { try { await api("POST", `/console/api/topups/${x.id}/check`); render(); } catch (error) { showError(err, error); } } }, t("wallet.check")) : ""))), "topups"));
+    const action = (x) => {
+      if (x.pending) return h("button", { type: "button", onclick: async () => { try { await api("POST", `/console/api/topups/${x.id}/check`); render(); } catch (error) { showError(err, error); } } }, t("wallet.check"));
+      if (x.state === "verified") return h("a", { href: `#/receipt/${x.id}`, class: "receipt-link", "aria-label": t("wallet.receiptOf", { time: when(x.created_at) }) }, t("wallet.receipt"));
+      return "";
+    };
+    root.append(table(t("wallet.history"), [t("usage.time"), { text: `${t("toman")}`, num: true }, t("keys.status"), t("wallet.ref"), ""], list.data.map((x) =>
+      h("tr", { "data-topup": x.id, "data-state": x.state }, h("td", {}, when(x.created_at)), h("td", { class: "num" }, toman(x.amount_toman)), h("td", {}, t(`states.${x.state}`)),
+        h("td", { class: "ltr ref", "data-ref": x.ref_id || "" }, x.ref_id ? digits(x.ref_id) : "—"), h("td", {}, action(x)))), "topups"));
+  }
+  /** The low-balance alert's threshold: an SMS once the balance falls below it; empty turns it off. */
+  function alertSettings(o) {
+    const err = errorBox("alert-error");
+    const saved = h("p", { id: "alert-saved", role: "status", class: "muted" });
+    const threshold = h("input", { id: "alert-threshold", inputmode: "numeric", dir: "ltr", value: o.low_balance_threshold_toman ? toman(o.low_balance_threshold_toman) : "" });
+    const save = async () => {
+      err.textContent = "";
+      const value = asciiDigits(threshold.value).replace(/[^\d.]/g, "");
+      try {
+        const set = await api("PUT", "/console/api/alert", { low_balance_threshold_toman: value || null });
+        saved.textContent = set.low_balance_threshold_toman ? t("alert.saved", { amount: toman(set.low_balance_threshold_toman) }) : t("alert.off");
+      } catch (error) { showError(err, error); }
+    };
+    return h("section", { class: "box", "aria-labelledby": "alert-title" }, h("h2", { id: "alert-title" }, t("alert.title")), h("p", { class: "muted" }, t("alert.help", { max: num(o.alert_sms_daily_max) })),
+      h("form", { class: "inline", id: "alert-form", onsubmit: (e) => { e.preventDefault(); save(); } }, field(t("alert.threshold"), threshold), h("button", { class: "primary", type: "submit", id: "alert-save" }, t("alert.save"))),
+      saved, err);
   }
   function asciiDigits(s) { return s.replace(/[۰-۹]/g, (d) => String(d.charCodeAt(0) - 0x06f0)).replace(/[٠-٩]/g, (d) => String(d.charCodeAt(0) - 0x0660)); }
 
@@ -249,6 +305,8 @@
       try {
         const created = await api("POST", "/console/api/keys", body);
         showSecret(reveal, created);
+        // The new key is in the list at once, while its secret is still shown above.
+        keyList(listBox, await api("GET", "/console/api/keys"), err);
       } catch (error) { showError(err, error); }
     } },
       field(t("keys.name"), name),
@@ -256,17 +314,46 @@
         h("label", { class: "check" }, residency, t("keys.inCountry")), field(t("keys.expires"), expires)),
       h("button", { class: "primary", type: "submit", id: "key-create", disabled: !list.funded }, t("keys.create")), err);
     root.append(h("section", { class: "box", "aria-labelledby": "key-create-title" }, h("h2", { id: "key-create-title" }, t("keys.create")), form), reveal);
-    root.append(h("h2", {}, t("keys.title")));
-    if (list.data.length === 0) { root.append(h("p", { class: "muted" }, t("keys.none"))); return; }
+    const listBox = h("div", { id: "key-list" });
+    root.append(h("h2", {}, t("keys.title")), listBox);
+    keyList(listBox, list, err);
+  }
+  function keyList(box, list, err) {
+    if (list.data.length === 0) { box.replaceChildren(h("p", { class: "muted" }, t("keys.none"))); return; }
     const status = (k) => (k.revoked_at ? t("keys.revoked") : k.expires_at && Date.parse(k.expires_at) <= Date.now() ? t("keys.expired") : t("keys.active"));
-    root.append(table(t("keys.title"), [t("keys.name"), t("keys.display"), t("keys.created"), t("keys.lastUsed"), t("keys.expiresCol"), { text: t("keys.spent"), num: true }, t("keys.status"), ""], list.data.map((k) =>
+    const editor = h("div", { id: "key-restrict-panel" });
+    box.replaceChildren(editor);
+    box.prepend(table(t("keys.title"), [t("keys.name"), t("keys.display"), t("keys.created"), t("keys.lastUsed"), t("keys.expiresCol"), { text: t("keys.spent"), num: true }, t("keys.status"), ""], list.data.map((k) =>
       h("tr", { "data-key": k.id },
         h("td", {}, k.name), h("td", {}, h("code", {}, k.display)), h("td", {}, when(k.created_at)), h("td", { class: "last-used" }, when(k.last_used_at)), h("td", {}, k.expires_at ? when(k.expires_at) : "—"),
         h("td", { class: "num spent" }, toman(k.spent_toman, 6)), h("td", { class: "key-status" }, status(k)),
-        h("td", {}, k.revoked_at ? "" : h("button", { type: "button", class: "danger revoke", "aria-label": `${t("keys.revoke")} ${k.name}`, onclick: async () => {
+        h("td", {}, k.revoked_at ? "" : h("button", { type: "button", class: "restrict", "aria-label": `${t("keys.restrict")} ${k.name}`, onclick: () => restrictForm(editor, k, err) }, t("keys.restrict")), " ",
+          k.revoked_at ? "" : h("button", { type: "button", class: "danger revoke", "aria-label": `${t("keys.revoke")} ${k.name}`, onclick: async () => {
           if (!confirm(t("keys.revokeConfirm", { name: k.name }))) return;
           try { await api("DELETE", `/console/api/keys/${k.id}`); announce(t("keys.revoked")); render(); } catch (error) { showError(err, error); }
         } }, t("keys.revoke"))))), "keys-table"));
+  }
+  /** The key's model and address allowlists, comma-separated; an empty field clears its list. */
+  function restrictForm(panel, k, err) {
+    const listInput = (id, list) => h("input", { id, dir: "ltr", value: (list || []).join(", ") });
+    const models = listInput("restrict-models", k.allowed_models);
+    const ips = listInput("restrict-ips", k.allowed_ips);
+    const listOf = (el) => { const items = el.value.split(/[,،\s]+/).filter(Boolean); return items.length ? items : null; };
+    const form = h("form", { id: "restrict-form", onsubmit: async (e) => {
+      e.preventDefault();
+      err.textContent = "";
+      try {
+        await api("PATCH", `/console/api/keys/${k.id}`, { allowed_models: listOf(models), allowed_ips: listOf(ips) });
+        announce(t("keys.restrictSaved", { name: k.name }));
+        render();
+      } catch (error) { showError(err, error); }
+    } },
+      h("p", { class: "muted" }, t("keys.restrictHelp")),
+      field(t("keys.allowedModels"), models), field(t("keys.allowedIps"), ips),
+      h("button", { class: "primary", type: "submit", id: "restrict-save" }, t("keys.restrictSave")), " ",
+      h("button", { type: "button", onclick: () => panel.replaceChildren() }, t("keys.cancel")));
+    panel.replaceChildren(h("section", { class: "box", "aria-labelledby": "restrict-title" }, h("h2", { id: "restrict-title" }, t("keys.restrictOf", { name: k.name })), form));
+    models.focus();
   }
   function showSecret(panel, created) {
     const copied = h("span", { role: "status", id: "copy-status" });
@@ -295,18 +382,18 @@
     root.append(h("h1", {}, t("usage.title")));
     const keySel = h("select", { id: "filter-key" }, h("option", { value: "" }, t("usage.all")), keys.data.map((k) => h("option", { value: k.id, selected: params.get("key") === k.id }, k.name)));
     const model = h("input", { id: "filter-model", dir: "ltr", value: params.get("model") || "" });
-    const from = h("input", { id: "filter-from", type: "date", value: params.get("from") || "" });
-    const to = h("input", { id: "filter-to", type: "date", value: params.get("to") || "" });
+    const from = datePicker("filter-from", t("usage.from"), params.get("from"));
+    const to = datePicker("filter-to", t("usage.to"), params.get("to"));
     root.append(h("form", { class: "inline", id: "usage-filters", onsubmit: (e) => {
       e.preventDefault();
       const next = new URLSearchParams();
       if (keySel.value) next.set("key", keySel.value);
       if (model.value.trim()) next.set("model", model.value.trim());
-      if (from.value) next.set("from", from.value);
-      if (to.value) next.set("to", to.value);
+      if (from.value()) next.set("from", from.value());
+      if (to.value()) next.set("to", to.value());
       location.hash = `#/usage?${next}`;
-    } }, field(t("usage.key"), keySel), field(t("usage.model"), model), field(t("usage.from"), from), field(t("usage.to"), to), h("button", { type: "submit", id: "usage-apply" }, t("usage.apply"))));
-    root.append(h("p", { id: "usage-totals", "data-cost-micro": usage.totals.cost_micro_toman }, t("usage.totals", { n: num(usage.totals.requests), cost: toman(usage.totals.cost_toman, 6) })),
+    } }, field(t("usage.key"), keySel), field(t("usage.model"), model), from.node, to.node, h("button", { type: "submit", id: "usage-apply" }, t("usage.apply"))));
+    root.append(h("p", { id: "usage-totals", "data-cost-micro": usage.totals.cost_micro_toman }, t(plural("usage.total", usage.totals.requests), { n: num(usage.totals.requests), cost: toman(usage.totals.cost_toman, 6) })),
       h("p", {}, h("a", { id: "usage-csv", href: `/console/api/usage.csv?${q}`, download: "" }, t("usage.csv"))));
     root.append(h("h2", { id: "chart-title" }, t("usage.chart")), chart(usage.daily));
     if (usage.data.length === 0) { root.append(h("p", { class: "muted" }, t("usage.none"))); return; }
@@ -315,32 +402,79 @@
         h("td", {}, when(r.created_at)), h("td", {}, r.key_name || r.key_id), h("td", { class: "ltr" }, r.model),
         h("td", { class: "num" }, `${num(r.input_units)} / ${num(r.output_units)}`), h("td", { class: "num cost" }, toman(r.cost_toman, 6)), h("td", {}, num(r.status)))), "usage-table"));
   }
+  /** The daily spend as bars over a date axis, each bar with its value; the same figures in its accessible name. */
   function chart(daily) {
     const NS = "http://www.w3.org/2000/svg";
-    const svg = document.createElementNS(NS, "svg");
-    svg.setAttribute("class", "chart");
-    svg.setAttribute("id", "usage-chart");
-    svg.setAttribute("role", "img");
-    svg.setAttribute("viewBox", "0 0 600 180");
-    svg.setAttribute("preserveAspectRatio", "none");
-    const label = daily.map((d) => `${day(d.day)}: ${toman(d.cost_toman, 2)} ${t("toman")}`).join("، ") || t("usage.none");
+    const W = 600, H = 220, TOP = 24, BASE = 180;
+    const el = (tag, attrs, text) => {
+      const node = document.createElementNS(NS, tag);
+      for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+      if (text !== undefined) node.textContent = text;
+      return node;
+    };
+    const svg = el("svg", { class: "chart", id: "usage-chart", role: "img", viewBox: `0 0 ${W} ${H}` });
+    const label = daily.map((d) => `${day(d.day)}: ${toman(d.cost_toman, 6)} ${t("toman")}`).join("، ") || t("usage.none");
     svg.setAttribute("aria-label", `${t("usage.chart")}: ${label}`);
     const max = Math.max(1, ...daily.map((d) => Number(d.cost_micro_toman)));
-    const w = Math.min(60, 600 / Math.max(daily.length, 1));
+    const w = Math.min(60, W / Math.max(daily.length, 1));
+    const shortDay = (iso) => new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-GB", { month: "short", day: "numeric", timeZone: "UTC" }).format(new Date(iso));
+    // The axis: the baseline, and the largest day's value at the top.
+    svg.append(el("line", { x1: 0, x2: W, y1: BASE, y2: BASE, class: "axis" }));
+    svg.append(el("text", { x: state.lang === "fa" ? W - 4 : 4, y: 14, class: "axis-label", "text-anchor": "start" }, t("usage.chartValue", { cost: toman((max / 1e6).toFixed(6), 6) })));
+    const every = Math.ceil(daily.length / 8); // at most 8 dates and values, so they never overlap
     daily.forEach((d, i) => {
-      const r = document.createElementNS(NS, "rect");
-      const height = Math.max(2, (Number(d.cost_micro_toman) / max) * 160);
-      const x = state.lang === "fa" ? 600 - (i + 1) * w : i * w;
-      r.setAttribute("x", String(x + w * 0.15));
-      r.setAttribute("width", String(w * 0.7));
-      r.setAttribute("y", String(175 - height));
-      r.setAttribute("height", String(height));
-      const title = document.createElementNS(NS, "title");
-      title.textContent = `${day(d.day)}: ${toman(d.cost_toman, 6)}`;
-      r.append(title);
-      svg.append(r);
+      const height = Math.max(2, (Number(d.cost_micro_toman) / max) * (BASE - TOP - 14));
+      const x = state.lang === "fa" ? W - (i + 1) * w : i * w;
+      const bar = el("rect", { x: x + w * 0.15, width: w * 0.7, y: BASE - height, height });
+      bar.append(el("title", {}, `${day(d.day)}: ${toman(d.cost_toman, 6)} ${t("toman")}`));
+      svg.append(bar);
+      if (i % every !== 0) return;
+      svg.append(el("text", { x: x + w / 2, y: BASE - height - 4, "text-anchor": "middle", class: "bar-value" }, toman(d.cost_toman, 2)));
+      svg.append(el("text", { x: x + w / 2, y: BASE + 18, "text-anchor": "middle", class: "bar-day" }, shortDay(d.day)));
     });
     return svg;
+  }
+
+  /**
+   * A date field in the page's calendar: Gregorian (the browser's date input) in English, and on
+   * Persian pages day, month and year of the Jalali calendar. Either way its value is the
+   * Gregorian YYYY-MM-DD the API takes ("" for none).
+   */
+  function datePicker(id, label, iso) {
+    if (state.lang !== "fa") {
+      const input = h("input", { id, type: "date", value: iso || "" });
+      return { node: field(label, input), value: () => input.value };
+    }
+    const now = jalaliOf(new Date());
+    const shown = iso ? jalaliOf(new Date(`${iso}T00:00:00Z`)) : null;
+    const select = (part, name, options) => h("select", { id: `${id}-${part}`, "aria-label": `${label}: ${name}` }, h("option", { value: "" }, t("usage.anyDate")),
+      options.map(([value, text]) => h("option", { value, selected: shown && shown[part] === value }, text)));
+    const range = (a, b) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+    const d = select("d", t("usage.day"), range(1, 31).map((n) => [n, num(n)]));
+    const m = select("m", t("usage.month"), range(1, 12).map((n) => [n, JALALI_MONTHS[n - 1]]));
+    const y = select("y", t("usage.year"), range(now.y - 3, now.y).map((n) => [n, digits(n)]));
+    const node = h("fieldset", { class: "date", id }, h("legend", {}, label), d, m, y);
+    return { node, value: () => (d.value && m.value && y.value ? gregorianOf(Number(y.value), Number(m.value), Number(d.value)) || "" : "") };
+  }
+  const JALALI_MONTHS = ["فروردین", "اردیبهشت", "خرداد", "تیر", "مرداد", "شهریور", "مهر", "آبان", "آذر", "دی", "بهمن", "اسفند"];
+  const JALALI_PARTS = new Intl.DateTimeFormat("en-US-u-ca-persian-nu-latn", { timeZone: "UTC", year: "numeric", month: "numeric", day: "numeric" });
+  /** The Jalali year, month and day of a UTC day. */
+  function jalaliOf(date) {
+    const p = Object.fromEntries(JALALI_PARTS.formatToParts(date).map((x) => [x.type, x.value]));
+    return { y: parseInt(p.year, 10), m: Number(p.month), d: Number(p.day) };
+  }
+  /** The Gregorian YYYY-MM-DD of a Jalali date, or null when there is no such day (31 Mehr, 30 Esfand of a common year). */
+  function gregorianOf(y, m, d) {
+    // 1 Farvardin falls on 19–22 March; from there months 1–6 have 31 days and 7–11 have 30.
+    for (let march = 18; march <= 23; march++) {
+      const nowruz = new Date(Date.UTC(y + 621, 2, march));
+      const j = jalaliOf(nowruz);
+      if (j.y !== y || j.m !== 1 || j.d !== 1) continue;
+      const date = new Date(nowruz.getTime() + ((m <= 6 ? (m - 1) * 31 : 186 + (m - 7) * 30) + d - 1) * 86_400_000);
+      const back = jalaliOf(date);
+      return back.y === y && back.m === m && back.d === d ? date.toISOString().slice(0, 10) : null;
+    }
+    return null;
   }
 
   // ---- pricing ----
@@ -354,12 +488,42 @@
         h("td", {}, m.in_country ? t("pricing.yes") : t("pricing.no")))), "pricing-table"));
   }
 
+  // ---- receipt ----
+  /** A paid top-up's receipt (#/receipt/<id>): both calendars, the amount, the Zarinpal reference and card; printable as a PDF. */
+  async function receiptView(root) {
+    const id = location.hash.replace(/^#\/receipt\//, "").split("?")[0];
+    let r;
+    try {
+      r = await api("GET", `/console/api/receipts/${encodeURIComponent(id)}`);
+    } catch (error) {
+      if (error.code !== "not_found") throw error;
+      root.append(h("h1", {}, t("receipt.title")), h("p", { class: "warn", id: "receipt-none" }, t("receipt.none")), h("p", {}, h("a", { href: "#/wallet" }, t("receipt.back"))));
+      return;
+    }
+    const at = new Date(r.verified_at || r.created_at);
+    const date = (calendar) => new Intl.DateTimeFormat(`${locale()}-u-ca-${calendar}`, { dateStyle: "full", timeStyle: "short", timeZone: "Asia/Tehran" }).format(at);
+    const line = (key, value, attrs) => [h("dt", {}, t(`receipt.${key}`)), h("dd", attrs || {}, value)];
+    root.append(h("article", { class: "receipt", id: "receipt", "data-topup": r.id, "aria-labelledby": "receipt-title" },
+      h("h1", { id: "receipt-title" }, `${t("brand")} — ${t("receipt.title")}`),
+      h("dl", {},
+        line("number", r.id, { class: "ltr" }),
+        line("account", phoneText(r.phone || ""), {}),
+        line("jalali", date("persian"), { id: "receipt-jalali" }),
+        line("gregorian", date("gregory"), { id: "receipt-gregorian" }),
+        line("amount", `${toman(r.amount_toman)} ${t("toman")}`, { id: "receipt-amount", "data-amount-micro": r.amount_micro_toman }),
+        line("provider", r.ref_id ? t("receipt.zarinpal") : "—", {}),
+        line("ref", r.ref_id ? digits(r.ref_id) : "—", { id: "receipt-ref", class: "ltr", "data-ref": r.ref_id || "" }),
+        r.card_pan ? line("card", digits(r.card_pan), { id: "receipt-card", class: "ltr" }) : null),
+      h("p", { class: "muted" }, t("receipt.wallet"))),
+      h("p", { class: "no-print" }, h("button", { type: "button", class: "primary", id: "receipt-print", onclick: () => window.print() }, t("receipt.print")), " ", h("a", { href: "#/wallet" }, t("receipt.back"))));
+  }
+
   // ---- sessions ----
   async function securityView(root) {
     const list = await api("GET", "/console/api/sessions");
     const err = errorBox("session-error");
     root.append(h("h1", {}, t("security.title")), table(t("security.title"), [t("security.device"), t("security.address"), t("keys.created"), t("security.lastUsed"), ""], list.data.map((s) =>
-      h("tr", { "data-session": s.id }, h("td", {}, s.user_agent || "—"), h("td", { class: "ltr" }, s.client_address || "—"), h("td", {}, when(s.created_at)), h("td", {}, when(s.last_used_at)),
+      h("tr", { "data-session": s.id }, h("td", { class: "ltr device", title: s.user_agent || "" }, s.device || "—"), h("td", { class: "ltr" }, s.client_address || "—"), h("td", {}, when(s.created_at)), h("td", {}, when(s.last_used_at)),
         h("td", {}, s.current ? t("security.current") : h("button", { type: "button", onclick: async () => { try { await api("DELETE", `/console/api/sessions/${s.id}`); render(); } catch (error) { showError(err, error); } } }, t("security.end"))))), "sessions-table"),
       h("p", {}, h("button", { type: "button", class: "danger", id: "sign-out-everywhere", onclick: async () => {
         try { await api("POST", "/console/api/sign-out-everywhere"); state.session = null; render(true); } catch (error) { showError(err, error); }

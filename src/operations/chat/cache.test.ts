@@ -9,7 +9,7 @@ import type { CatalogModel } from "../../catalog/catalog.ts";
 import { pricedMicro } from "../../../actors/protocol.ts";
 import { chatBudget } from "./budget.ts";
 import { CACHE_MARKS_SCAN_MAX, marksCache } from "./cache.ts";
-import { chatReserve } from "./route.ts";
+import { chatReserve } from "./chat.ts";
 import { chatRequest } from "./schema.ts";
 
 /** claude-sonnet-4's toman prices at 90,000 toman per USD: $3 input, $15 output, $0.30 read, $3.75 write. */

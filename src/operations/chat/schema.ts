@@ -26,16 +26,66 @@ const TOKENS_MAX = CHAT_TOKENS_MAX;
  */
 export const CHAT_ADAPTER_EXTRAS = [
   "stream_options.continuous_usage_stats",
-  // Anthropic's prompt-cache marks, passed to Anthropic backends and priced (src/http/chat/cache.ts).
+  // Anthropic's prompt-cache marks, passed to Anthropic backends and priced (src/operations/chat/cache.ts).
   "cache_control",
   "messages.cache_control",
   "messages.content.cache_control",
   "tools.cache_control",
+  // Anthropic's own request fields, passed to Anthropic backends as sent and dropped for others.
+  "anthropic",
 ] as const;
 
+/** Betas one request may name, and the characters of each (Anthropic's names are short). */
+export const ANTHROPIC_BETAS_MAX = 64;
+export const ANTHROPIC_BETA_CHARS_MAX = 128;
+/** Context-management edits one request may carry. */
+export const CONTEXT_EDITS_MAX = 16;
+
 const tokens = z.number().int().min(1).max(TOKENS_MAX);
-const functionName = z.string().min(1).max(FUNCTION_NAME_CHARS_MAX);
 const jsonObject = z.record(z.string(), z.unknown());
+
+/**
+ * The most calls of a vendor-run tool one request may make (Anthropic's web search `max_uses`):
+ * a client's larger value, or none (unbounded at the vendor), is lowered to this.
+ */
+export const HOSTED_TOOL_CALLS_MAX = 10;
+
+/**
+ * Anthropic's web search tool as the Messages wire received it (`web_search_20250305` and later
+ * versions), its domain and location settings passed on as they are; `max_uses` is replaced by
+ * the calls the hold covers (src/operations/chat/hosted.ts).
+ */
+export const anthropicWebSearch = z.looseObject({
+  type: z.string().regex(/^web_search_\d{8}$/),
+  name: z.literal("web_search"),
+  max_uses: z.number().int().min(1).max(TOKENS_MAX).optional(),
+});
+export type AnthropicWebSearch = z.infer<typeof anthropicWebSearch>;
+
+/**
+ * Anthropic's request fields without a chat counterpart, as Claude Code sends them: `thinking`
+ * (enabled with a budget, adaptive, disabled), `output_config` (effort, structured output),
+ * `context_management` (edits that clear old thinking or tool results), the `anthropic-beta`
+ * names and the web search tool. The Messages wire fills it; the Anthropic adapter sends it on, within the output budget
+ * the reserve covers (thinking counts toward max_tokens there).
+ */
+export const anthropicExtras = z.strictObject({
+  thinking: z
+    .union([
+      z.strictObject({ type: z.literal("enabled"), budget_tokens: tokens, display: z.enum(["summarized", "omitted"]).optional() }),
+      z.strictObject({ type: z.literal("adaptive"), display: z.enum(["summarized", "omitted"]).optional() }),
+      z.strictObject({ type: z.literal("disabled") }),
+    ])
+    .optional(),
+  output_config: z.strictObject({ effort: z.enum(["low", "medium", "high", "max"]).optional(), format: jsonObject.optional() }).optional(),
+  context_management: z.strictObject({ edits: z.array(jsonObject).max(CONTEXT_EDITS_MAX) }).optional(),
+  betas: z.array(z.string().min(1).max(ANTHROPIC_BETA_CHARS_MAX)).max(ANTHROPIC_BETAS_MAX).optional(),
+  /** Anthropic's web search, run by the vendor and billed per call (`web_search_call`). */
+  web_search: anthropicWebSearch.optional(),
+});
+export type AnthropicExtras = z.infer<typeof anthropicExtras>;
+
+const functionName = z.string().min(1).max(FUNCTION_NAME_CHARS_MAX);
 const cacheBreakpoint = z.strictObject({ mode: z.literal("explicit").optional() }).optional();
 /** Anthropic's prompt-cache mark (an adapter extra: CHAT_ADAPTER_EXTRAS). */
 const cacheControl = z.strictObject({ type: z.literal("ephemeral"), ttl: z.enum(["5m", "1h"]).optional() }).optional();
@@ -133,6 +183,7 @@ const webSearchLocation = z.strictObject({ country: z.string(), region: z.string
 export const chatRequest = z.strictObject({
   model: z.string().min(1).max(256),
   cache_control: cacheControl,
+  anthropic: anthropicExtras.optional(),
   messages: z.array(chatMessage).min(1).max(MESSAGES_MAX),
   stream: z.boolean().nullish(),
   stream_options: z
@@ -173,7 +224,7 @@ export const chatRequest = z.strictObject({
   moderation: z.strictObject({ model: z.string(), policy: jsonObject.nullish() }).nullish(),
   reasoning_effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh", "max"]).nullish(),
   verbosity: z.enum(["low", "medium", "high"]).nullish(),
-  // Known, and refused unless the pool enables them (paid.ts): they change the price or keep data.
+  // Known, and refused unless the pool enables them (paidFields.ts): they change the price or keep data.
   service_tier: z.enum(["auto", "default", "flex", "scale", "priority", "fast"]).nullish(),
   store: z.boolean().nullish(),
   prediction: z.strictObject({ type: z.literal("content"), content: z.union([z.string(), z.array(textPart).min(1)]) }).nullish(),

@@ -1,5 +1,5 @@
 /**
- * POST /v1/audio/transcriptions, billed per second of audio, rounded up.
+ * Transcription (POST /v1/audio/transcriptions, gw.v1.audio.transcriptions), billed per second of audio, rounded up.
  *
  *   edge: key → multipart body within TRANSCRIPTION_FILE_BYTES_MAX (413 above) → file name
  *         extension → fields → model → the duration read from the audio data on the audio
@@ -9,12 +9,12 @@
  *         text/plain) → settle max(decoded, the upstream's reported seconds) (seconds.ts).
  */
 import { measureAudio } from "../../audio/measure.ts";
-import { describe, fail, type Failure } from "../../errors.ts";
-import type { EdgeDeps } from "../deps.ts";
-import { admit, enter } from "../../admission/admission.ts";
-import { failed, isFailure, zodFailure } from "../guard.ts";
-import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
-import type { Form, OperationInput } from "../request.ts";
+import type { PoolCall } from "../../../actors/pool/pool.ts";
+import type { Caller, Reserve } from "../../admission/admission.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
+import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
+import type { Form, OperationInput } from "../input.ts";
+import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply, type Unprepared } from "../run.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -65,76 +65,72 @@ function upstreamFields(fields: TranscriptionFields): Record<string, string | st
   return out;
 }
 
-export async function createTranscription(input: OperationInput, deps: EdgeDeps): Promise<Response> {
-  const { requestId } = input;
-  const ctx: PaidContext = { requestId, operation: "transcription", startedMs: performance.now() };
-  const caller = await enter(deps, input.credentials);
-  if (isFailure(caller)) return refused(deps, ctx, null, caller);
+/** The form's file and fields, checked: the 413 and 400s a client expects. */
+async function readForm(input: OperationInput): Promise<{ file: File; fields: TranscriptionFields } | Failure> {
   const form = await input.form(FORM_BYTES_MAX);
-  if (form === null) return refused(deps, ctx, caller, tooLarge());
-  if (isFailure(form)) return refused(deps, ctx, caller, form);
+  if (form === null) return tooLarge();
+  if (isFailure(form)) return form;
   const file = form.get("file");
-  if (!(file instanceof File))
-    return refused(deps, ctx, caller, fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" }));
-  if (file.size > TRANSCRIPTION_FILE_BYTES_MAX) return refused(deps, ctx, caller, tooLarge());
+  if (!(file instanceof File)) return fail("invalid_request", "The `file` field must be an uploaded audio file.", { param: "file" });
+  if (file.size > TRANSCRIPTION_FILE_BYTES_MAX) return tooLarge();
   if (!audioExtensionOk(file.name)) {
-    return refused(
-      deps,
-      ctx,
-      caller,
-      fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" }),
-    );
+    return fail("invalid_request", `Invalid file format. Supported formats: ${AUDIO_EXTENSIONS.join(", ")}.`, { param: "file" });
   }
   const parsed = transcriptionFields.safeParse(formFields(form));
-  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
-  const fields = parsed.data;
+  if (!parsed.success) return zodFailure(parsed.error);
+  return { file, fields: parsed.data };
+}
+
+interface TranscriptionPrepared extends PricedModel {
+  file: File;
+  fields: TranscriptionFields;
+  audio: { bytes: Uint8Array; seconds: AudioSeconds };
+  reserve: Reserve;
+}
+
+async function prepareTranscription(
+  input: OperationInput,
+  deps: EdgeDeps,
+  caller: Caller,
+): Promise<TranscriptionPrepared | Unprepared | Failure> {
+  const read = await readForm(input);
+  if (isFailure(read)) return read;
+  const { file, fields } = read;
   const priced = pricedModel(deps, caller, fields.model, "transcription", "audio_second");
-  if (isFailure(priced)) return refused(deps, ctx, caller, priced);
-  const { model, pricePer1m, pool } = priced;
+  if (isFailure(priced)) return priced;
   const audio = await readAudio(file);
-  if (isFailure(audio)) return refused(deps, ctx, caller, audio, model);
-  const { bytes, seconds } = audio;
+  if (isFailure(audio)) return { failure: audio, model: priced.model };
+  const { units, exactUnits } = reserveSeconds(audio.seconds);
+  const reserve: Reserve = {
+    input: { unit: "audio_second", units, pricePer1m: priced.pricePer1m },
+    tokens: 0,
+    exact: exactUnits === undefined,
+    ...(exactUnits !== undefined && { exactInputUnits: async () => exactUnits }),
+  };
+  return { ...priced, file, fields, audio, reserve };
+}
 
-  const reserve = reserveSeconds(seconds);
-  const exactUnits = reserve.exactUnits;
-  const admitted = await admit(deps, {
-    requestId,
-    caller,
-    model,
+/** The transcription operation: the audio's transcript, billed per second of audio. */
+export function createTranscription(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+  return run(deps, input, {
     operation: "transcription",
-    startedMs: ctx.startedMs,
-    reserve: {
-      input: { unit: "audio_second", units: reserve.units, pricePer1m },
-      tokens: 0,
-      exact: exactUnits === undefined,
-      ...(exactUnits !== undefined && { exactInputUnits: async () => exactUnits }),
-    },
-  });
-  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
-  const region = caller.region;
-
-  let backendName: string | null = null;
-  const reply = await (async () => {
-    const sent = await pool.send({
-      requestId,
-      region,
-      build: (backend) =>
+    prepare: (caller) => prepareTranscription(input, deps, caller),
+    call: (admitted) => {
+      const { model, fields, file, audio } = admitted.prepared;
+      const build: PoolCall["build"] = (backend) =>
         backend.adapter.transcription?.buildTranscriptionRequest({
-          body: { fields: upstreamFields(fields), file: new File([bytes], file.name, { type: file.type }) },
+          body: { fields: upstreamFields(fields), file: new File([audio.bytes], file.name, { type: file.type }) },
           upstreamModel: backend.config.upstream_model ?? model.id,
-        }),
-    });
-    backendName = sent.backend?.name ?? null;
-    if (sent.kind === "failed") return sent.failure;
-    return readReplyBytes(sent, TRANSCRIPT_REPLY_BYTES_MAX);
-  })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
-  if (isFailure(reply)) {
-    await admitted.settle({ input: 0 }, backendName, describe(reply.code).status);
-    return failed(reply, requestId, admitted.headers);
-  }
-  const json = fields.response_format === "json" || fields.response_format === "verbose_json";
-  await admitted.settle({ input: billedSeconds(seconds, reportedSeconds(reply, json)) }, backendName, 200);
-  return new Response(reply, {
-    headers: { "content-type": json ? "application/json" : "text/plain; charset=utf-8", "x-request-id": requestId, ...admitted.headers },
+        });
+      return sendWhole(admitted, build, TRANSCRIPT_REPLY_BYTES_MAX);
+    },
+    deliver: (reply, admitted) => {
+      const { fields, audio } = admitted.prepared;
+      const json = fields.response_format === "json" || fields.response_format === "verbose_json";
+      return settledReply(admitted, { input: billedSeconds(audio.seconds, reportedSeconds(reply.bytes, json)) }, () => ({
+        contentType: json ? "application/json" : "text/plain; charset=utf-8",
+        body: reply.bytes,
+      }));
+    },
   });
 }

@@ -2,8 +2,8 @@
  * How a relayed stream ends: one pure decision from what happened, so that every end is billed,
  * recorded and closed by the same table (unit-tested on its own in ending.test.ts).
  *
- *   client gone   499; billed the upstream's report if it finished, its running count if it
- *                 keeps one, else our count of everything it sent (one figure); nothing more is sent
+ *   client gone   499; billed the upstream's report if it finished, else all the hold covers
+ *                 (the vendor's bill after a cancel is not known); nothing more is sent
  *   cut           200; the hold could not cover the next text: billed what was delivered, the
  *                 rest of what was read metered and written off; finish_reason "length", [DONE]
  *   failed        502; billed what was delivered; an error frame
@@ -35,9 +35,10 @@ export interface EndDecision {
   reply: ReplyEnd;
   /**
    * Where the billed output tokens come from: the upstream's report, our count of everything it
-   * sent (the client is gone: what it generated), or the meter (what was delivered).
+   * sent (it finished after the client left, without a report), the meter (what was delivered),
+   * or the hold (it was stopped unfinished after the client left: what it generated is unseen).
    */
-  output: "report" | "count_sent" | "meter";
+  output: "report" | "count_sent" | "meter" | "hold";
   /** The last frames the client gets. */
   last: "cut" | "error" | "done" | null;
 }
@@ -52,7 +53,7 @@ export function decideEnd(e: StreamEnding): EndDecision {
       end: "client_gone",
       status: STATUS_CLIENT_CLOSED,
       reply: e.finished ? "done" : "abandoned",
-      output: e.reported ? "report" : "count_sent",
+      output: e.finished ? (e.reported ? "report" : "count_sent") : "hold",
       last: null,
     };
   }

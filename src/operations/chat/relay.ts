@@ -10,29 +10,33 @@
  *   client (Elysia's generator): takes what is queued, one write at a time; `: keep-alive`
  *     comments during long upstream silences; `data: [DONE]` or `data: {"error":…}`, then close.
  *   ends, each settled once before the last frame is queued:
- *     done        the upstream's usage, else js-tiktoken over the delivered text;
- *     cut         the hold could not be extended: finish_reason "length", the usage chunk when
- *                 asked, [DONE]; the upstream is aborted; billed = delivered tokens, and what was
- *                 read beyond them is metered and written off;
+ *     done        the upstream's usage, else the unreported bill (unreported.ts);
+ *     cut         the meter withheld text: finish_reason "length", the usage chunk when asked,
+ *                 [DONE]; the upstream is aborted; billed = delivered tokens, what was read
+ *                 beyond them is metered and written off;
  *     failed      an error frame (a mid-stream upstream error, a break, a stall of
- *                 STREAM_STALL_MS); billed for the delivered tokens;
- *     client gone the upstream keeps being read for STREAM_DRAIN_MS for a late usage report,
- *                 then is aborted (right after its next chunk, at STREAM_ABORT_MS_MAX at the
- *                 latest); billed once: its report if it finished, else the count of what it
- *                 sent until the abort.
+ *                 STREAM_STALL_MS); billed for what was delivered, or its report;
+ *     client gone nothing more is relayed, but the upstream is read on to its usage report
+ *                 (the vendor bills the whole generation), the key's slot still taken, for at
+ *                 most STREAM_LEFT_READ_MS (src/config.ts); its tokens are bounded by the limit it was sent.
+ *                 Billed its report when it finished; else (the bound passed, or the upstream
+ *                 broke) all the hold covers, since what the vendor bills after a cancel is
+ *                 not known.
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import { type Admission, usedTokens } from "../../admission/admission.ts";
+import { costToman, withUsageCost } from "../../admission/costReply.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { StreamStalled, UpstreamStream } from "../../providers/upstream.ts";
-import { countPromptTokens, countTokens } from "../../tokens/count.ts";
-import type { EdgeDeps } from "../deps.ts";
+import { countTokens, promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
 import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
 import { StreamMeter } from "./meter.ts";
+import { unreportedOutputTokens } from "./unreported.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** Bytes of frames queued for a client that is not reading, before the upstream read pauses. */
@@ -43,10 +47,6 @@ export const STREAM_RELAY_BUFFER_BYTES_MAX = 16_384;
  * STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX whatever its client does.
  */
 export const STREAM_READ_BYTES_MAX = 524_288;
-/** After the client went away: how long the upstream may still finish and report its usage. */
-export const STREAM_DRAIN_MS = 100;
-/** After the client went away, the upstream is aborted within this bound whatever it does. */
-export const STREAM_ABORT_MS_MAX = 250;
 /** Meter events per stream on the bus: at most one per this interval, plus one at the end. */
 export const METER_EVENT_INTERVAL_MS = 1_000;
 
@@ -124,18 +124,23 @@ export class Relay {
   private clientGone = false;
   private wakeClient: (() => void) | null = null;
   private wakePump: (() => void) | null = null;
-  private abortAfterNextPiece = false;
-  private abortTimers: ReturnType<typeof setTimeout>[] = [];
+  private leftReadTimer: ReturnType<typeof setTimeout> | null = null;
   private lastEventMs = performance.now();
   private readonly meter: StreamMeter;
   private readonly wantsUsage: boolean;
   private readonly onClientGone = () => this.leave();
   // What the pump has seen.
   private reported: Usage | null = null;
+  /** The prompt's tokens the upstream told at its stream's start (StreamPiece.inputTokensAtStart), or null. */
+  inputTokensAtStart: number | null = null;
+  /** The vendor-run tool's calls billed, once settled (before the last frames are queued). */
+  hostedCallsBilled = 0;
   private finished = false;
   private failure: Failure | null = null;
   private ids: ChunkIds | null = null;
   private withheld: { text: string; reported?: number } | null = null;
+  /** The upstream's usage chunk, for a client that asked for it: sent after settlement, with its cost. */
+  private usageData: string | null = null;
   /** Performance-clock time of the first delivered token, for TTFT. */
   private firstTokenMs: number | null = null;
   /** Read after the client left: generated, so billed. */
@@ -150,9 +155,9 @@ export class Relay {
     private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,
     clientSignal: AbortSignal,
   ) {
-    const choices = request.budget.choices;
     this.wantsUsage = request.body.stream_options?.include_usage === true;
-    this.meter = new StreamMeter({ hold: admission, capTokens: request.budget.outputTokensMax * choices, enforce: request.budget.metered });
+    // The upstream was told a limit the hold covers: the meter counts, it never needs to cut.
+    this.meter = new StreamMeter({ hold: admission, capTokens: admission.coveredOutputUnits, enforce: false });
     clientSignal.addEventListener("abort", this.onClientGone, { once: true });
     this.done = this.pump()
       .catch((error) => deps.log("error", "relay_failed", { requestId: admission.requestId, error: (error as Error).message }))
@@ -161,6 +166,14 @@ export class Relay {
         clientSignal.removeEventListener("abort", this.onClientGone);
         this.wake();
       });
+  }
+
+  /**
+   * The gateway's count of the prompt's tokens: the cost value's input (Admission.inputUnitsUnreported),
+   * counted once; the reserve's bound when the tokenizer cannot count now.
+   */
+  inputTokensCounted(): Promise<number> {
+    return this.admission.inputUnitsUnreported().catch(() => this.admission.reserve.input.units);
   }
 
   /** The frames queued so far (waiting for some), or null once the stream has ended. */
@@ -193,9 +206,8 @@ export class Relay {
   }
 
   /**
-   * The consumer went away before the end: the upstream may still finish for STREAM_DRAIN_MS
-   * (to report its usage), then is stopped right after its next piece, and within
-   * STREAM_ABORT_MS_MAX whatever it does.
+   * The consumer went away before the end: nothing more is relayed, and the upstream is read on
+   * to its usage report for at most STREAM_LEFT_READ_MS, then aborted.
    */
   leave(): void {
     if (this.clientGone || this.ended) return;
@@ -204,10 +216,7 @@ export class Relay {
     queuedBytesAll -= this.queuedBytes;
     this.queuedBytes = 0;
     this.wakePump?.();
-    this.abortTimers = [
-      setTimeout(() => (this.abortAfterNextPiece = true), STREAM_DRAIN_MS),
-      setTimeout(() => this.outcome.reply.close("abandoned"), STREAM_ABORT_MS_MAX),
-    ];
+    this.leftReadTimer = setTimeout(() => this.outcome.reply.close("abandoned"), this.deps.env.STREAM_LEFT_READ_MS);
   }
 
   private wake(): void {
@@ -267,7 +276,8 @@ export class Relay {
 
   private async handleUsage(frame: StreamFrame): Promise<boolean> {
     if (frame.usage) await this.meter.report(frame.usage.outputTokens);
-    if (this.wantsUsage) this.push(dataFrame(frame.data));
+    // Kept for the end: it goes out once settled, with the billed cost (settle).
+    if (this.wantsUsage) this.usageData = frame.data;
     return true;
   }
 
@@ -295,6 +305,8 @@ export class Relay {
           break;
         }
         const piece = upstream.piece(chunk.value);
+        // Before the piece's frames: a wire that opens with the input count reads it at the first.
+        if (piece.inputTokensAtStart !== undefined) this.inputTokensAtStart ??= piece.inputTokensAtStart;
         for (const frame of piece.frames) {
           const handled = this.handle(frame);
           if (!(handled === true || (handled !== false && (await handled)))) break read;
@@ -311,7 +323,6 @@ export class Relay {
           this.finished = piece.done;
           break;
         }
-        if (this.abortAfterNextPiece) break;
         if (this.queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX) await this.roomForMore();
       }
       if (!this.finished && !this.failure && this.withheld === null && !this.clientGone) {
@@ -326,7 +337,7 @@ export class Relay {
       }
     }
     upstream?.close();
-    this.abortTimers.forEach(clearTimeout);
+    if (this.leftReadTimer) clearTimeout(this.leftReadTimer);
     const decision = decideEnd({
       clientGone: this.clientGone,
       withheld: this.withheld !== null,
@@ -339,19 +350,36 @@ export class Relay {
     await this.settle(decision);
   }
 
+  /** The output billed for a decided end (the admission bounds it by the hold). */
+  private async outputTokens(decision: EndDecision): Promise<number> {
+    switch (decision.output) {
+      case "report":
+        return this.reported!.outputTokens;
+      case "hold":
+        return this.admission.coveredOutputUnits;
+      case "count_sent":
+        return this.unreported(this.afterGone);
+      case "meter":
+        return this.reported ? await this.meter.exact() : this.unreported("");
+    }
+  }
+
+  /** What the upstream sent without a report: everything delivered, and `more` read after. */
+  private unreported(more: string): Promise<number> {
+    return unreportedOutputTokens(this.admission, this.meter.delivered + more);
+  }
+
   /** Settles the stream as decided, queues its last frames and reports its end on the bus. */
   private async settle(decision: EndDecision): Promise<void> {
     const { body, budget } = this.request;
     const usage = this.reported;
-    // The prompt as reported, its cache parts included; counted when the upstream reported none.
-    const prompt: Usage = usage ? { ...usage } : { inputTokens: await countPromptTokens(body.messages), outputTokens: 0 };
+    // The prompt as reported, its cache parts and hosted calls included; the cost value's when the upstream reported none.
+    const hosted = this.admission.hostedUnreported(this.outcome.backend.adapter.kind === "anthropic");
+    const prompt: Usage = usage
+      ? { ...usage }
+      : { inputTokens: (await this.admission.inputUnitsUnreported()) + hosted.inputUnits, outputTokens: 0, hostedCalls: hosted.calls };
     const delivered = this.meter.delivered;
-    const output =
-      decision.output === "report"
-        ? usage!.outputTokens
-        : decision.output === "count_sent"
-          ? await countTokens(delivered + this.afterGone)
-          : await this.meter.exact();
+    const output = await this.outputTokens(decision);
     let billedMicroMax: bigint | undefined;
     let metered = output;
     if (decision.end === "length_cut") {
@@ -360,16 +388,27 @@ export class Relay {
       billedMicroMax = this.admission.usedMicro(usedTokens({ ...prompt, outputTokens: output }));
     }
     const content = () => ({ prompt: body.messages, completion: delivered });
-    await this.admission.settle(usedTokens({ ...prompt, outputTokens: metered }), this.outcome.backend.name, decision.status, {
+    // A report is taken no lower than what was proven used: the prompt's words, every word the upstream sent.
+    const floor = usage
+      ? { input: promptTokensLowerBound(body), output: wordsLowerBound(delivered + this.afterGone + (this.withheld?.text ?? "")) }
+      : undefined;
+    const used = usedTokens({ ...prompt, outputTokens: metered });
+    const settled = await this.admission.settle(used, this.outcome.backend.name, decision.status, {
       firstTokenMs: this.firstTokenMs,
       content,
       billedMicroMax,
+      floor,
     });
+    const billedMicro = settled?.billedMicro ?? null;
+    this.hostedCallsBilled = this.admission.hostedCallsBilled(used);
     if (decision.last === "cut") {
       const ids = this.ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: this.admission.model.id };
-      for (const frame of cutFrames(ids, budget.choices, this.wantsUsage ? { ...prompt, outputTokens: output } : null)) this.push(frame);
-    } else if (decision.last === "error") this.push(errorFrame(this.failure!));
-    else if (decision.last === "done") this.push(DONE);
+      const usage = this.wantsUsage ? { ...prompt, outputTokens: output } : null;
+      for (const frame of cutFrames(ids, budget.choices, usage, billedMicro)) this.push(frame);
+    } else if (decision.last !== null) {
+      if (this.usageData !== null) this.push(dataFrame(billedMicro === null ? this.usageData : withUsageCost(this.usageData, billedMicro)));
+      this.push(decision.last === "error" ? errorFrame(this.failure!) : DONE);
+    }
     this.meterEvent(decision.end, output);
   }
 }
@@ -463,14 +502,15 @@ function concat(parts: Uint8Array[]): Uint8Array {
 }
 
 /** The end of a stream cut at its hold: finish_reason "length" per choice, usage, [DONE]. */
-function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null): RelayFrame[] {
+function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null, billedMicro: bigint | null): RelayFrame[] {
   const base = { id: ids.id, object: "chat.completion.chunk", created: ids.created, model: ids.model };
   const frames: RelayFrame[] = [];
   for (let index = 0; index < choices; index++) {
     frames.push(dataFrame(JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })));
   }
   if (usage) {
-    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: usageToOpenAI(usage) })));
+    const cost = billedMicro === null ? {} : { cost: costToman(billedMicro) };
+    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: { ...usageToOpenAI(usage), ...cost } })));
   }
   frames.push(DONE);
   return frames;

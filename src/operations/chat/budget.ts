@@ -1,11 +1,15 @@
 /**
  * The admission arithmetic for a chat request: how many tokens it may produce and the most it
- * can cost. Reserve = prompt upper bound × input price + output budget × n × output price, so the
- * hold covers the worst case and the upstream, told the same budget, cannot exceed it.
+ * can cost. Reserve = prompt upper bound × input price + (output limit × n + prediction) × output
+ * price, so the hold covers the worst case and the upstream, told the same limit, cannot exceed
+ * it: nothing is generated without money held, hidden reasoning included.
  *
- * A stream without `max_tokens` is metered live instead: the upstream is told a bounded cap
- * (METERED_OUTPUT_TOKENS_MAX or the context's remainder), the reserve covers only a first step
- * (METER_FIRST_STEP_TOKENS), and the relay extends the hold in steps before it runs out.
+ * Without `max_tokens` the limit is OUTPUT_TOKENS_DEFAULT (STREAM_OUTPUT_TOKENS_DEFAULT for a
+ * stream) or the context's remainder, and the hold covers all of it. When the wallet cannot cover
+ * the limit, admission lowers it to what the wallet covers, down to OUTPUT_TOKENS_LOWERED_MIN
+ * (src/admission: `Reserve.outputLowerable`); the upstream is told the lowered limit. On a wire
+ * that lowers to the window (Anthropic's Messages), a limit the window cannot hold after the
+ * prompt is lowered to the room left, down to OUTPUT_TOKENS_WINDOW_MIN, instead of refused.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { PaidFields } from "../../config.ts";
@@ -17,6 +21,7 @@ import {
   measureTokensMany,
   EXACT_MESSAGE_TOKENS,
   EXACT_REPLY_TOKENS,
+  IMAGE_ALLOWANCE_TOKENS,
   messageAllowanceTokens,
   promptTokensUpperBound,
   utf8Bytes,
@@ -27,24 +32,43 @@ import type { ChatRequest } from "./schema.ts";
 /** Output budget of a whole (non-streamed) reply when the client names none. */
 export const OUTPUT_TOKENS_DEFAULT = 4_096;
 /** The upstream's max_tokens for a stream without one (lower when the context has less room). */
-export const METERED_OUTPUT_TOKENS_MAX = 16_384;
-/** Output tokens the first reserve of a metered stream covers, per choice. */
-export const METER_FIRST_STEP_TOKENS = 64;
+export const STREAM_OUTPUT_TOKENS_DEFAULT = 16_384;
+/**
+ * The least output limit per choice a request is lowered to when its wallet cannot cover the
+ * limit it asked for (or its default); a wallet that cannot cover this much is refused with 402.
+ */
+export const OUTPUT_TOKENS_LOWERED_MIN = 4_096;
+/**
+ * The least output limit a request is lowered to when its prompt leaves the window less room
+ * than it asked for, on a wire that lowers rather than refuses (`ChatBudgetOptions.lowerToWindow`);
+ * a prompt that leaves less than this is refused with 400 context_length_exceeded.
+ */
+export const OUTPUT_TOKENS_WINDOW_MIN = 4_096;
+
+/**
+ * What an image URL that shows no image type may cost on `model`. Gemini fetches a `fileData` URL
+ * itself and reads what it finds: a video at 258 tokens a frame (1 fps) + 32 a second of audio,
+ * a PDF at 258 tokens a page up to 1,000 pages
+ * (https://ai.google.dev/gemini-api/docs/video-understanding,
+ * https://ai.google.dev/gemini-api/docs/document-processing): bounded only by the context
+ * window. Other vendors read an image URL as an image or refuse it (IMAGE_ALLOWANCE_TOKENS).
+ */
+function mediaUrlTokens(model: CatalogModel): number {
+  return model.vendor === "google" ? model.contextWindow : IMAGE_ALLOWANCE_TOKENS;
+}
 
 export interface ChatBudget {
   promptTokensBound: number;
-  /** Sent to the upstream as its max_tokens, per choice. */
+  /** The output limit per choice the hold covers, sent upstream unless admission lowers it. */
   outputTokensMax: number;
-  /** Output tokens per choice the admission reserve covers: outputTokensMax unless metered. */
-  reservedOutputTokens: number;
-  /** A stream whose reserve the relay extends as tokens arrive. */
-  metered: boolean;
   choices: number;
   /** Bytes of `prediction`, reserved at the output price on top of the output budget. */
   predictionTokensBound: number;
   reserveMicro: bigint;
   inputPricePer1m: bigint;
   outputPricePer1m: bigint;
+  /** The model's prices of every unit (cache reads and writes too) times the paid fields' percents; the list prices when none. */
+  unitPricesPer1m: ReadonlyMap<string, bigint>;
   priceVersionId: number;
 }
 
@@ -56,6 +80,11 @@ export interface ChatBudgetOptions {
   bodyBytes?: () => number;
   /** The pool's enabled paid fields (paidFields.ts); none when absent. */
   paidFields?: PaidFields;
+  /**
+   * An output limit the window cannot hold after the prompt is lowered to the room left (not
+   * below OUTPUT_TOKENS_WINDOW_MIN) instead of refused, as Anthropic's Messages API does.
+   */
+  lowerToWindow?: boolean;
 }
 
 const bytesOf = (value: unknown) =>
@@ -109,7 +138,7 @@ export async function exactChatReserve(
     promptTokens,
     reserveMicro:
       BigInt(promptTokens) * budget.inputPricePer1m +
-      BigInt(budget.reservedOutputTokens * budget.choices + budget.predictionTokensBound) * budget.outputPricePer1m,
+      BigInt(budget.outputTokensMax * budget.choices + budget.predictionTokensBound) * budget.outputPricePer1m,
   };
 }
 
@@ -129,18 +158,28 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   }
   const percents = paidFieldPercents(body, options.paidFields);
   if (isFailure(percents)) return percents;
-  const inputPrice = priceWithPercents(listInput, percents);
-  const outputPrice = priceWithPercents(listOutput, percents);
-  const promptTokensBound = promptTokensUpperBound(body, options.bodyBytes);
-  // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price.
+  const unitPrices =
+    percents.length === 0
+      ? model.price.tomanPer1m
+      : new Map([...model.price.tomanPer1m].map(([unit, price]) => [unit, priceWithPercents(price, percents)]));
+  const inputPrice = unitPrices.get("input_token")!;
+  const outputPrice = unitPrices.get("output_token")!;
+  // A vendor refuses a prompt longer than its window: it never bills more input than that.
+  const promptTokensBound = Math.min(promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model)), model.contextWindow);
+  // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price
+  // (OpenAI's API reference, usage.completion_tokens_details.rejected_prediction_tokens: "still
+  // counted in the total completion tokens for purposes of billing, output, and context window limits").
   const predictionTokensBound = bytesOf(body.prediction);
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
-  const fits = (prompt: number) => prompt + (requested ?? 1) <= model.contextWindow;
+  const lowerable = options.lowerToWindow === true && requested !== null;
+  // The output the window must leave room for: all of it asked, or on a lowering wire its floor.
+  const outputLeast = lowerable ? Math.min(requested, OUTPUT_TOKENS_WINDOW_MIN) : (requested ?? 1);
+  const fits = (prompt: number) => prompt + outputLeast <= model.contextWindow;
   // The byte bound can be ~4× the real count; measure before refusing for the window.
   let promptForWindow = promptTokensBound;
-  if (!fits(promptForWindow)) {
+  if (promptTokensBound + (requested ?? 1) > model.contextWindow) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    const lowerEnough = model.contextWindow - (requested ?? 1); // more than this is too long
+    const lowerEnough = model.contextWindow - outputLeast; // more than this is too long
     const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
     if (!fits(measured.lower)) {
       const exact = measured.lower === measured.upper;
@@ -155,20 +194,18 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
     promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
-  const metered = requested === null && body.stream === true;
-  const outputTokensMax = requested ?? Math.min(metered ? METERED_OUTPUT_TOKENS_MAX : OUTPUT_TOKENS_DEFAULT, room);
-  const reservedOutputTokens = metered ? Math.min(METER_FIRST_STEP_TOKENS, outputTokensMax) : outputTokensMax;
+  const asked = requested ?? (body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT);
+  const outputTokensMax = requested === null || lowerable ? Math.min(asked, room) : requested;
   const choices = body.n ?? 1;
   return {
     promptTokensBound,
     outputTokensMax,
-    reservedOutputTokens,
-    metered,
     choices,
     predictionTokensBound,
-    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(reservedOutputTokens * choices + predictionTokensBound) * outputPrice,
+    reserveMicro: BigInt(promptTokensBound) * inputPrice + BigInt(outputTokensMax * choices + predictionTokensBound) * outputPrice,
     inputPricePer1m: inputPrice,
     outputPricePer1m: outputPrice,
+    unitPricesPer1m: unitPrices,
     priceVersionId: model.price.versionId,
   };
 }

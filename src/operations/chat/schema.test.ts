@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { zodFailure } from "../guard.ts";
+import { zodFailure } from "../../errors.ts";
 import { CHAT_ADAPTER_EXTRAS, chatMessage, chatRequest, isPlainChatRequest } from "./schema.ts";
 
 /** Random bodies near the edges of every rule the hot path checks, and some it leaves to zod. */

@@ -13,6 +13,23 @@ const model: CatalogModel = {
   openWeight: false,
   listing: 1,
   createdS: 0,
+  aliases: [],
+  outputMax: null,
+  capabilities: {
+    streaming: true,
+    tools: true,
+    hosted_tools: [],
+    reasoning: "none",
+    reasoning_effort: false,
+    images_in: true,
+    images_out: false,
+    audio_in: false,
+    audio_out: false,
+    cache: "none",
+    image_tokens: false,
+  },
+  successor: null,
+  source: null,
   price: {
     versionId: 1,
     tomanPerUsd: 90_000n,
@@ -91,4 +108,38 @@ test("paid fields: refused without the pool's consent, priced by their percents 
   })) as ChatBudget;
   // the prediction's bytes are reserved at the output price on top of max_tokens
   expect(predicted.reserveMicro).toBe(BigInt(predicted.promptTokensBound) * 13_500n + BigInt(10 + bytes(prediction)) * 54_000n);
+});
+
+test("a limit the window cannot hold: refused, or on a lowering wire lowered to the room left, not below its floor", async () => {
+  const small = { ...model, contextWindow: 20_000 };
+  const asked = body({ max_tokens: 128_000 });
+  const refused = await chatBudget(asked, small, { fairnessKey: "t" });
+  expect(isFailure(refused) ? refused.code : refused).toBe("context_length_exceeded");
+
+  const lowered = (await chatBudget(asked, small, { fairnessKey: "t", lowerToWindow: true })) as ChatBudget;
+  expect(lowered.outputTokensMax).toBe(20_000 - (await exactPromptTokens(asked))); // the prompt counts 10
+  expect(lowered.reserveMicro).toBe(BigInt(lowered.promptTokensBound) * 13_500n + BigInt(lowered.outputTokensMax) * 54_000n);
+  const fitting = (await chatBudget(body({ max_tokens: 10 }), small, { fairnessKey: "t", lowerToWindow: true })) as ChatBudget;
+  expect(fitting.outputTokensMax).toBe(10);
+
+  // 17,000 tokens of prompt leave 3,000: under OUTPUT_TOKENS_WINDOW_MIN, so refused on any wire.
+  const long = body({ max_tokens: 128_000, messages: [{ role: "user", content: " word".repeat(17_000) }] });
+  const tooLong = await chatBudget(long, small, { fairnessKey: "t", lowerToWindow: true });
+  expect(isFailure(tooLong) ? tooLong.code : tooLong).toBe("context_length_exceeded");
+  const modest = body({ max_tokens: 2_000, messages: long.messages });
+  expect(((await chatBudget(modest, small, { fairnessKey: "t", lowerToWindow: true })) as ChatBudget).outputTokensMax).toBe(2_000);
+});
+
+test("an image URL that shows no image type: Gemini may read a video or a PDF there, so its allowance is the context window", async () => {
+  const gemini: CatalogModel = { ...model, id: "gemini-2.5-flash", vendor: "google", contextWindow: 1_048_576 };
+  const part = (url: string) => ({ type: "image_url", image_url: { url } });
+  const bound = async (m: CatalogModel, url: string) =>
+    ((await chatBudget(body({ messages: [{ role: "user", content: [hello, part(url)] }] }), m, { fairnessKey: "t" })) as ChatBudget)
+      .promptTokensBound;
+  for (const url of ["https://x.io/talk.mp4", "https://x.io/paper.pdf", "https://x.io/media?id=7", "data:video/mp4;base64,AAAA"]) {
+    expect([url, await bound(gemini, url)]).toEqual([url, gemini.contextWindow]); // never more input than the window
+    expect(await bound(model, url)).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300); // read as an image, or refused (the body's bytes besides)
+  }
+  expect(await bound(gemini, "https://x.io/a.png")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
+  expect(await bound(gemini, "data:image/png;base64,AAAA")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
 });

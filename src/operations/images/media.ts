@@ -7,10 +7,7 @@
 import { and, eq, gt, lt } from "drizzle-orm";
 import type { Db } from "../../db/client.ts";
 import { media } from "../../db/schema.ts";
-import { fail } from "../../errors.ts";
 import { randomBase62 } from "../../ids.ts";
-import type { EdgeDeps } from "../deps.ts";
-import { failed } from "../guard.ts";
 
 const MEDIA_ID_CHARS = 24;
 const MEDIA_ID_PATTERN = /^med_[A-Za-z0-9]{24}$/;
@@ -24,17 +21,12 @@ export async function storeMedia(db: Db, bytes: Uint8Array, contentType: string,
   return id;
 }
 
-/** GET /v1/media/{id}: the bytes while the lifetime lasts, then the OpenAI-shaped 404. */
-export async function serveMedia(id: string, requestId: string, deps: EdgeDeps): Promise<Response> {
-  const gone = () => failed(fail("not_found", "This media does not exist or its lifetime has passed."), requestId);
-  if (!MEDIA_ID_PATTERN.test(id)) return gone();
-  const [row] = await deps.db.orm
+/** The stored bytes of `id` while its lifetime lasts, or null. */
+export async function readMedia(db: Db, id: string): Promise<{ contentType: string; body: Uint8Array; expiresAt: Date } | null> {
+  if (!MEDIA_ID_PATTERN.test(id)) return null;
+  const [row] = await db.orm
     .select({ contentType: media.contentType, body: media.body, expiresAt: media.expiresAt })
     .from(media)
     .where(and(eq(media.id, id), gt(media.expiresAt, new Date())));
-  if (!row) return gone();
-  const maxAgeS = Math.max(0, Math.floor((row.expiresAt.getTime() - Date.now()) / 1000));
-  return new Response(row.body, {
-    headers: { "content-type": row.contentType, "cache-control": `private, max-age=${maxAgeS}`, "x-request-id": requestId },
-  });
+  return row ?? null;
 }

@@ -29,14 +29,19 @@ test.each([
     { end: "client_gone", status: 499, reply: "done", output: "report", last: null },
   ],
   [
-    "client gone, no report: everything it sent is counted",
-    { clientGone: true },
-    { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null },
+    "client gone, the upstream finished without a report: everything it sent is counted",
+    { clientGone: true, finished: true },
+    { end: "client_gone", status: 499, reply: "done", output: "count_sent", last: null },
+  ],
+  [
+    "client gone, the upstream stopped unfinished: what it generated is unseen, billed the hold",
+    { clientGone: true, reported: usage },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "hold", last: null },
   ],
   [
     "client gone wins over a cut and a failure",
     { clientGone: true, withheld: true, failure: broke },
-    { end: "client_gone", status: 499, reply: "abandoned", output: "count_sent", last: null },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "hold", last: null },
   ],
   [
     "a cut wins over a failure",

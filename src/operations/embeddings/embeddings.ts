@@ -1,5 +1,5 @@
 /**
- * POST /v1/embeddings, billed per input token.
+ * Embeddings (POST /v1/embeddings, gw.v1.embeddings), billed per input token.
  *
  *   edge:  key → body → model → cheap bound (UTF-8 bytes of each string, the length of each
  *          token array) → reserve over the bus (exact js-tiktoken count when the bound does not
@@ -7,16 +7,16 @@
  *          upstream's reported tokens (our own count when it reports none).
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
-import { describe, fail, type Failure } from "../../errors.ts";
+import type { Caller, Reserve } from "../../admission/admission.ts";
+import { settledCost } from "../../admission/costReply.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
+import { fail, type Failure, isFailure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
-import type { EdgeDeps } from "../deps.ts";
-import { admit, enter } from "../../admission/admission.ts";
-import { failed, isFailure, json, zodFailure } from "../guard.ts";
-import { type PaidContext, pricedModel, readReplyBytes, refused } from "../paid.ts";
-import type { OperationInput } from "../request.ts";
-import { EMBEDDING_TOKENS_TOTAL_MAX, embeddingInputs, embeddingsRequest } from "./schema.ts";
+import { type OperationInput, readJson } from "../input.ts";
+import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply, type Unprepared } from "../run.ts";
+import { EMBEDDING_TOKENS_TOTAL_MAX, type EmbeddingsRequest, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
 export const EMBEDDINGS_REPLY_BYTES_MAX = 64 * 1024 * 1024;
@@ -86,18 +86,60 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   return null;
 }
 
-export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise<Response> {
-  const { requestId } = input;
-  const ctx: PaidContext = { requestId, operation: "embeddings", startedMs: performance.now() };
-  const caller = await enter(deps, input.credentials);
-  if (isFailure(caller)) return refused(deps, ctx, null, caller);
-  const raw = await input.json(deps.env.BODY_BYTES_MAX);
-  if (isFailure(raw)) return refused(deps, ctx, caller, raw);
-  const parsed = embeddingsRequest.safeParse(raw.value);
-  if (!parsed.success) return refused(deps, ctx, caller, zodFailure(parsed.error));
-  const body = parsed.data;
+interface EmbeddingsPrepared extends PricedModel {
+  body: EmbeddingsRequest;
+  inputs: string[] | number[][];
+  reserve: Reserve;
+}
+
+/** The embeddings operation: vectors for the inputs, billed per input token. */
+export function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+  return run(deps, input, {
+    operation: "embeddings",
+    prepare: (caller) => prepareEmbeddings(input, deps, caller),
+    call: async (admitted) => {
+      const { model, body, inputs } = admitted.prepared;
+      const read = await sendWhole(
+        admitted,
+        (backend) =>
+          backend.adapter.embeddings?.buildEmbeddingsRequest({
+            body: { input: inputs, dimensions: body.dimensions },
+            upstreamModel: backend.config.upstream_model ?? model.id,
+          }),
+        EMBEDDINGS_REPLY_BYTES_MAX,
+      );
+      if (isFailure(read)) return read;
+      const reply = read.backend.adapter.embeddings!.parseEmbeddingsResponse(Buffer.from(read.bytes).toString("utf8"));
+      if ("code" in reply) return reply;
+      if (reply.vectors.length !== inputs.length)
+        return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
+      return reply;
+    },
+    deliver: async (reply, admitted) => {
+      const { model, body, inputs } = admitted.prepared;
+      const tokens = reply.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);
+      return settledReply(admitted, { input: tokens }, (settled) => {
+        const data = reply.vectors.map((vector, index) => ({
+          object: "embedding" as const,
+          index,
+          embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
+        }));
+        const usage = { prompt_tokens: tokens, total_tokens: tokens, ...settledCost(settled) };
+        return { contentType: "application/json", body: JSON.stringify({ object: "list", data, model: model.id, usage }) };
+      });
+    },
+  });
+}
+
+async function prepareEmbeddings(
+  input: OperationInput,
+  deps: EdgeDeps,
+  caller: Caller,
+): Promise<EmbeddingsPrepared | Unprepared | Failure> {
+  const body = await readJson(input, deps.env, embeddingsRequest);
+  if (isFailure(body)) return body;
   const priced = pricedModel(deps, caller, body.model, "embeddings", "input_token");
-  if (isFailure(priced)) return refused(deps, ctx, caller, priced);
+  if (isFailure(priced)) return priced;
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
   const windowFailure =
@@ -107,66 +149,14 @@ export async function createEmbeddings(input: OperationInput, deps: EdgeDeps): P
       inputs,
       model.id,
     );
-  if (windowFailure) return refused(deps, ctx, caller, windowFailure, model);
-
+  if (windowFailure) return { failure: windowFailure, model };
   const bound = tokensBound(inputs).reduce((a, b) => a + b, 0);
-  const admitted = await admit(deps, {
-    requestId,
-    caller,
-    model,
-    operation: "embeddings",
-    startedMs: ctx.startedMs,
-    reserve: {
-      input: { unit: "input_token", units: bound, pricePer1m },
-      tokens: bound,
-      exact: typeof inputs[0] !== "string",
-      exactInputUnits: async () =>
-        (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
-    },
-  });
-  if ("failure" in admitted) return failed(admitted.failure, requestId, admitted.headers);
-  const region = caller.region;
-
-  let backendName: string | null = null;
-  const result = await (async () => {
-    const sent = await pool.send({
-      requestId,
-      region,
-      build: (backend) =>
-        backend.adapter.embeddings?.buildEmbeddingsRequest({
-          body: { input: inputs, dimensions: body.dimensions },
-          upstreamModel: backend.config.upstream_model ?? model.id,
-        }),
-    });
-    if (sent.kind === "failed") {
-      backendName = sent.backend?.name ?? null;
-      return sent.failure;
-    }
-    backendName = sent.backend.name;
-    const bytes = await readReplyBytes(sent, EMBEDDINGS_REPLY_BYTES_MAX);
-    if (isFailure(bytes)) return bytes;
-    const reply = sent.backend.adapter.embeddings!.parseEmbeddingsResponse(Buffer.from(bytes).toString("utf8"));
-    if ("code" in reply) return reply;
-    if (reply.vectors.length !== inputs.length)
-      return fail("upstream_error", `The upstream returned ${reply.vectors.length} vectors for ${inputs.length} inputs.`);
-    return reply;
-  })().catch((error: Error) => fail("upstream_error", `The upstream call failed: ${error.message}`));
-
-  if ("code" in result) {
-    await admitted.settle({ input: 0 }, backendName, describe(result.code).status);
-    return failed(result, requestId, admitted.headers);
-  }
-  const tokens = result.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);
-  await admitted.settle({ input: tokens }, backendName, 200);
-  const data = result.vectors.map((vector, index) => ({
-    object: "embedding" as const,
-    index,
-    embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
-  }));
-  return json(
-    { object: "list", data, model: model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } },
-    requestId,
-    200,
-    admitted.headers,
-  );
+  const reserve: Reserve = {
+    input: { unit: "input_token", units: bound, pricePer1m },
+    tokens: bound,
+    exact: typeof inputs[0] !== "string",
+    exactInputUnits: async () =>
+      (await exactTokens(inputs, { purpose: "admission", fairnessKey: caller.key.id })).reduce((a, b) => a + b, 0),
+  };
+  return { ...priced, body, inputs, reserve };
 }

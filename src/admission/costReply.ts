@@ -1,0 +1,38 @@
+/**
+ * A request's cost as its reply carries it: the micro-toman its settlement billed, never a second
+ * count. `x-darvaze-cost` is that integer; a wire's `usage.cost` is the same amount in toman, a
+ * JSON number with the micro precision (972000 micro-toman → 0.972).
+ */
+
+/** The reply header of the billed micro-toman (a whole reply; a stream's headers go before its bill). */
+export const COST_HEADER = "x-darvaze-cost";
+
+/**
+ * Micro-toman as a toman JSON number. Exact for every amount below 2^53 micro-toman (9 billion
+ * toman): the quotient is the double nearest the decimal, which JSON writes as that decimal.
+ * @example costToman(972_000n) // 0.972
+ */
+export function costToman(micro: bigint): number {
+  return Number(micro) / 1_000_000;
+}
+
+/**
+ * A chat completion's or chunk's JSON with `usage.cost` set to the billed amount; the text as it
+ * was when it has no usage object or is not JSON.
+ * @example withUsageCost('{"usage":{"prompt_tokens":3}}', 972_000n) // '{"usage":{"prompt_tokens":3,"cost":0.972}}'
+ */
+export function withUsageCost(json: string, billedMicro: bigint): string {
+  try {
+    const parsed = JSON.parse(json) as { usage?: unknown };
+    if (typeof parsed !== "object" || parsed === null || typeof parsed.usage !== "object" || parsed.usage === null) return json;
+    (parsed.usage as Record<string, unknown>).cost = costToman(billedMicro);
+    return JSON.stringify(parsed);
+  } catch {
+    return json;
+  }
+}
+
+/** `usage.cost` of a reply the route builds itself: the settled amount in toman, absent when not settled. */
+export function settledCost(settled: { billedMicro: bigint } | null): { cost?: number } {
+  return settled ? { cost: costToman(settled.billedMicro) } : {};
+}

@@ -1,0 +1,221 @@
+/**
+ * The chat completion operation: the whole path of a paid chat request, on the paid sequence
+ * of run.ts.
+ *
+ *   edge:  the caller (origin, key, residency) → body (size, JSON, schema) → model → budget and
+ *          reserve → admission (src/admission: the key actor's slot and hold, or 429/402)
+ *   pool actor (this node): backend, upstream call, retries before the first byte
+ *   edge:  relay the reply (JSON, or frames metered live by relay.ts), then settle the actual
+ *          usage through the admission, exactly once, whatever happened (a failed call at zero,
+ *          recorded with the status its client got).
+ *
+ * `chat` is the path itself, for any transport: the HTTP route (src/http/chat/route.ts), the
+ * translated wires (src/http/translated.ts) and the internal NATS service
+ * (src/internal/service.ts) call it and only translate its result.
+ */
+import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
+import {
+  countsExactly,
+  type Admission,
+  type Caller,
+  type Credentials,
+  operationModel,
+  type Reserve,
+  servingPool,
+  usedTokens,
+} from "../../admission/admission.ts";
+import { withUsageCost } from "../../admission/costReply.ts";
+import type { CatalogModel } from "../../catalog/catalog.ts";
+import { type Failure, isFailure, zodFailure } from "../../errors.ts";
+import { choicesRefusal } from "../../providers/choices.ts";
+import type { Usage } from "../../providers/types.ts";
+import { unreportedOutputTokens } from "./unreported.ts";
+import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
+import { type Admitted, type Refused, run } from "../run.ts";
+import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget } from "./budget.ts";
+import { Relay } from "./relay.ts";
+import { marksCache } from "./cache.ts";
+import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
+import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
+
+/** A chat request checked: its body, model, budget and a pool that may serve it. */
+type Checked = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
+
+async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Checked | Failure> {
+  const read = await input.readBody();
+  if (isFailure(read)) return read;
+  const raw = read.value;
+  let body: ChatRequest;
+  if (isPlainChatRequest(raw)) body = raw;
+  else {
+    const parsed = chatRequest.safeParse(raw);
+    if (!parsed.success) return zodFailure(parsed.error);
+    body = parsed.data;
+  }
+  const model = operationModel(deps, body.model, "chat", caller.key);
+  if (isFailure(model)) return model;
+  // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
+  const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
+  const budget = await chatBudget(body, model, {
+    fairnessKey: caller.key.id,
+    bodyBytes,
+    paidFields: deps.pools.get(model.id)?.paidFields,
+    lowerToWindow: input.lowerToWindow,
+  });
+  if (isFailure(budget)) return budget;
+  const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
+  if (choicesRefused) return choicesRefused;
+  const pool = servingPool(deps, model, caller.region);
+  if (isFailure(pool)) return pool;
+  return { body, model, budget, pool };
+}
+
+/** The dearer of the model's cache-write prices (a 1-hour write costs more than a 5-minute one). */
+function highestWritePrice(prices: ReadonlyMap<string, bigint>): bigint | undefined {
+  const written = [prices.get("cache_write_token"), prices.get("cache_write_1h_token")].filter((p) => p !== undefined);
+  return written.length === 0 ? undefined : written.reduce((a, b) => (a > b ? a : b));
+}
+
+/**
+ * The reserve of a chat request: the prompt's bound at the input price and the output budget of
+ * every choice at the output price. At the wallet's edge the prompt is counted exactly. A prompt
+ * that marks `cache_control` may be written to the vendor's cache, priced above input: its bound
+ * is then taken at the cache-write price (a vendor writes only at such marks). A hosted tool's
+ * calls are reserved at their per-call price (hosted.ts).
+ */
+export function chatReserve(body: ChatRequest, budget: ChatBudget, model: CatalogModel, fairnessKey: string): Reserve {
+  // Rejected predicted tokens are billed as output beyond the limit: the hold covers them too.
+  const outputUnits = budget.outputTokensMax * budget.choices + budget.predictionTokensBound;
+  // A paid field's percent applies to every unit's price: cache reads and writes as input and output.
+  const writePrice = highestWritePrice(budget.unitPricesPer1m);
+  const inputPricePer1mMax = writePrice !== undefined && writePrice > budget.inputPricePer1m && marksCache(body) ? writePrice : undefined;
+  const hostedCalls = hostedCallsReserve(body, model);
+  return {
+    input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
+    ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
+    ...(budget.unitPricesPer1m !== model.price.tomanPer1m ? { unitPricesPer1m: budget.unitPricesPer1m } : {}),
+    output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
+    ...(hostedCalls ? { hostedCalls } : {}),
+    tokens: budget.promptTokensBound + outputUnits,
+    exact: false,
+    // An exact count bounds only the vendor whose tokenizer it is; elsewhere the bytes bound it.
+    ...(countsExactly(model) ? { exactInputUnits: async () => (await exactChatReserve(body, budget, fairnessKey)).promptTokens } : {}),
+    outputLowerable: {
+      perChoice: budget.outputTokensMax,
+      choices: budget.choices,
+      fixedUnits: budget.predictionTokensBound,
+      perChoiceMin: Math.min(OUTPUT_TOKENS_LOWERED_MIN, budget.outputTokensMax),
+    },
+  };
+}
+
+/** A chat request as any transport receives it. */
+export interface ChatInput {
+  requestId: string;
+  credentials: Credentials;
+  /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
+  readBody: () => Promise<{ value: unknown; text: string } | Failure>;
+  /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
+  signal: AbortSignal;
+  /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
+  lowerToWindow?: boolean;
+}
+
+/** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
+export type ChatResult =
+  | Refused
+  /** `hostedCalls`: the vendor-run tool's calls billed (the wires that show them: Messages, Responses). */
+  | { kind: "json"; body: string; headers: Record<string, string>; hostedCalls: number }
+  | { kind: "stream"; relay: Relay; headers: Record<string, string> };
+
+type ChatPrepared = Checked & { reserve: Reserve };
+type ChatCalled = Exclude<ChatOutcome, { kind: "failed" }>;
+
+/** The whole path of one chat request, whatever transport brought it (the paid sequence: run.ts). */
+export function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult> {
+  return run(deps, input, {
+    operation: "chat",
+    prepare: async (caller): Promise<ChatPrepared | Failure> => {
+      const prepared = await prepare(input, deps, caller);
+      if (isFailure(prepared)) return prepared;
+      return { ...prepared, reserve: chatReserve(prepared.body, prepared.budget, prepared.model, caller.key.id) };
+    },
+    call: (admitted) => callPool(admitted, input.signal),
+    deliver: (outcome, admitted) => deliver(outcome, admitted, input.signal),
+  });
+}
+
+async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): Promise<ChatCalled | Failure> {
+  const { prepared, admission, requestId, caller } = admitted;
+  const { body, budget, pool } = prepared;
+  const stream = body.stream === true;
+  const outcome = await pool.chat({
+    body: withHostedCalls(body, admission.hostedCallsAllowed),
+    stream,
+    maxTokens: admission.outputPerChoice ?? budget.outputTokensMax,
+    requestId,
+    created: Math.floor(Date.now() / 1000),
+    region: caller.region,
+    // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
+    // the throughput, and a whole reply is billed in full anyway.
+    signal: stream ? signal : undefined,
+  });
+  admitted.backend = outcome.backend?.name ?? null;
+  return outcome.kind === "failed" ? outcome.failure : outcome;
+}
+
+/** A whole reply, settled at its usage; or a stream, settled by its relay at its end. */
+async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, signal: AbortSignal): Promise<ChatResult> {
+  const { deps, admission, prepared } = admitted;
+  const { body, budget } = prepared;
+  if (outcome.kind === "stream") {
+    return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, signal), headers: admission.headers };
+  }
+  const reply = outcome.body;
+  const usage = outcome.usage ?? (await unreportedJsonUsage(admission, reply, outcome.backend.adapter.kind === "anthropic"));
+  // A report is taken no lower than what was proven used: the prompt's words, every word generated.
+  const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(jsonGeneratedText(reply)) } : undefined;
+  const used = usedTokens(usage);
+  const settled = await admission.settle(used, outcome.backend.name, 200, {
+    content: () => ({ prompt: body.messages, completion: jsonGeneratedText(reply) }),
+    floor,
+  });
+  return {
+    kind: "json",
+    body: settled ? withUsageCost(reply, settled.billedMicro) : reply,
+    headers: admission.headers,
+    hostedCalls: admission.hostedCallsBilled(used),
+  };
+}
+
+/** Usage for a reply that reported none: the cost value's input, everything every choice generated, every hosted call sent. */
+async function unreportedJsonUsage(admission: Admission, reply: string, backendRunsTools: boolean): Promise<Usage> {
+  const hosted = admission.hostedUnreported(backendRunsTools);
+  return {
+    inputTokens: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
+    outputTokens: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
+    hostedCalls: hosted.calls,
+  };
+}
+
+type ReplyMessage = {
+  content?: unknown;
+  refusal?: unknown;
+  reasoning_content?: unknown;
+  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
+};
+
+/** Every choice's generated text: content, refusal, visible reasoning, tool calls' names and arguments. */
+function jsonGeneratedText(reply: string): string {
+  const texts: unknown[] = [];
+  try {
+    const parsed = JSON.parse(reply) as { choices?: { message?: ReplyMessage }[] };
+    for (const choice of parsed.choices ?? []) {
+      const m = choice.message ?? {};
+      texts.push(m.content, m.refusal, m.reasoning_content);
+      for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) texts.push(call.function?.name, call.function?.arguments);
+    }
+  } catch {}
+  return texts.filter((t): t is string => typeof t === "string").join("");
+}
