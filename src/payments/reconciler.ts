@@ -12,7 +12,7 @@
  * still credits once. Runs every RECONCILE_INTERVAL_MS (main.ts) and on demand (admin, CLI).
  */
 import type { Logger } from "../log.ts";
-import type { Topup, Topups } from "./topups.ts";
+import type { SettledBy, Topup, Topups } from "./topups.ts";
 
 /** Top-ups looked at per run; the rest wait for the next one. */
 export const RECONCILE_BATCH_MAX = 200;
@@ -76,22 +76,33 @@ async function settleUnverified(topups: Topups, report: ReconcileReport, count: 
   }
 }
 
-export async function reconcileOne(topups: Topups, row: Topup, report: ReconcileReport, count: (row: Topup | null) => void): Promise<void> {
+/**
+ * Asks the provider about one waiting top-up and settles it when paid. `by`: the reconciler, or a
+ * customer's "check status", whose provider calls (inquiry and verify) count against the
+ * top-up's CALLBACK_ATTEMPTS_MAX like the callback's.
+ */
+export async function reconcileOne(
+  topups: Topups,
+  row: Topup,
+  report: ReconcileReport,
+  count: (row: Topup | null) => void,
+  by: Exclude<SettledBy, "callback"> = "reconciler",
+): Promise<void> {
   const expiredNow = row.expiresAt.getTime() < Date.now();
-  if (row.state === "verifying") return count(await topups.settle(row.id, "reconciler"));
+  if (row.state === "verifying") return count(await topups.settle(row.id, by));
   if (!row.authority) {
     if (expiredNow && (await topups.expire(row.id, "no payment was ever requested"))) report.expired++;
     return;
   }
-  if (!topups.provider.inquiry) return count(await topups.settle(row.id, "reconciler"));
+  if (!topups.provider.inquiry) return count(await topups.settle(row.id, by));
+  if (by === "customer" && !(await topups.countCheck(row.id))) return;
   report.inquired++;
   const answer = await topups.provider.inquiry(row.authority);
   if (answer.kind === "retry") {
     report.unanswered++;
     return;
   }
-  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED"))
-    return count(await topups.settle(row.id, "reconciler"));
+  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED")) return count(await topups.settle(row.id, by));
   if (answer.kind === "status" && answer.status === "REVERSED") {
     if (
       await topups.move(

@@ -3,6 +3,7 @@
  * reconciler on a timer, and where customers are sent back to. Built by main.ts when a merchant
  * id is configured; absent otherwise (operators then top up by hand).
  */
+import { every } from "../background.ts";
 import type { Env } from "../config.ts";
 import type { Db } from "../db/client.ts";
 import type { Logger } from "../log.ts";
@@ -42,13 +43,7 @@ export function startPayments(env: Env, db: Db, log: Logger, origin: () => strin
   });
   let running: Promise<ReconcileReport> | null = null;
   const run = () => (running ??= reconcile(topups, { staleMs: env.PAYMENT_STALE_MS, log }).finally(() => (running = null)));
-  const timer =
-    env.RECONCILE_INTERVAL_MS > 0
-      ? setInterval(
-          () => run().catch((error: Error) => log("error", "topups_reconcile_failed", { error: error.message })),
-          env.RECONCILE_INTERVAL_MS,
-        )
-      : null;
+  const stopReconciling = env.RECONCILE_INTERVAL_MS > 0 ? every("topups_reconcile", env.RECONCILE_INTERVAL_MS, log, run) : null;
   return {
     topups,
     reconcile: run,
@@ -60,7 +55,7 @@ export function startPayments(env: Env, db: Db, log: Logger, origin: () => strin
       return url.toString();
     },
     stop: () => {
-      if (timer) clearInterval(timer);
+      stopReconciling?.();
     },
   };
 }

@@ -27,16 +27,22 @@ import type { PaymentProvider, RawReply, VerifyOutcome } from "./provider.ts";
 export type Topup = typeof topups.$inferSelect;
 export type TopupState = Topup["state"];
 
+/** The reason a waiting top-up carries once its customer came back from the payment page with "cancel". */
+export const CANCELLED_REASON = "cancelled on the payment page";
 /** Provider replies kept per top-up; older ones are dropped first. */
 export const REPLIES_KEPT_MAX = 20;
 /** Settles that got no usable answer before a top-up goes to an operator. */
 export const VERIFY_ATTEMPTS_MAX = 30;
 /**
- * Verifies a callback may start for one top-up. The callback needs no key, so whoever knows an
- * authority could otherwise make us verify it without end (and Zarinpal throttle the merchant);
- * past this only the reconciler, acting on the provider's own word, verifies it.
+ * Provider calls the callback and the customer's "check status" may start for one top-up,
+ * together. The callback needs no key, and a check only a click, so whoever knows an authority
+ * (or clicks on) could otherwise make us call the provider without end (and Zarinpal throttle
+ * the merchant); past this only the reconciler, acting on the provider's own word, verifies it.
  */
 export const CALLBACK_ATTEMPTS_MAX = 10;
+
+/** Who starts a settle: the two a stranger or a customer can start share CALLBACK_ATTEMPTS_MAX. */
+export type SettledBy = "callback" | "customer" | "reconciler";
 /** `list` returns at most this many. */
 export const LIST_LIMIT_MAX = 500;
 export const MICRO_PER_TOMAN = 1_000_000n;
@@ -142,11 +148,12 @@ export class Topups {
   /**
    * Verifies the top-up with the provider and records the outcome, crediting the wallet once if
    * it is paid. Safe to call any number of times from anywhere: a top-up already settled, or
-   * with a verify in flight elsewhere, is returned as it is. `by` bounds what a callback may
-   * start (CALLBACK_ATTEMPTS_MAX); the reconciler acts on the provider's own word and is not bounded.
+   * with a verify in flight elsewhere, is returned as it is. `by` bounds what a callback or a
+   * customer's check may start (CALLBACK_ATTEMPTS_MAX); the reconciler acts on the provider's own
+   * word and is not bounded.
    */
-  async settle(id: string, by: "callback" | "reconciler"): Promise<Topup | null> {
-    const claimed = await this.claim(id, by === "callback" ? CALLBACK_ATTEMPTS_MAX : null);
+  async settle(id: string, by: SettledBy): Promise<Topup | null> {
+    const claimed = await this.claim(id, by === "reconciler" ? null : CALLBACK_ATTEMPTS_MAX);
     if (!claimed) return this.get(id);
     const outcome = await this.options.provider.verify({ authority: claimed.authority!, amountMicro: claimed.amountMicro });
     if (this.options.fault === "topup_after_verify") {
@@ -154,6 +161,20 @@ export class Topups {
       process.kill(process.pid, "SIGKILL");
     }
     return this.record(claimed, outcome);
+  }
+
+  /**
+   * Counts a customer's inquiry about a waiting top-up as one of its CALLBACK_ATTEMPTS_MAX
+   * attempts; false when they are spent (or it no longer waits), and then the provider is not asked.
+   * `updated_at` stays: checks do not keep a top-up from the reconciler's stale list.
+   */
+  async countCheck(id: string): Promise<boolean> {
+    const [row] = await this.options.db.orm
+      .update(topups)
+      .set({ attempts: sql`${topups.attempts} + 1` })
+      .where(sql`${topups.id} = ${id} AND ${topups.state} IN ('created', 'redirected') AND ${topups.attempts} < ${CALLBACK_ATTEMPTS_MAX}`)
+      .returning({ id: topups.id });
+    return row !== undefined;
   }
 
   /** Takes the one verify in flight: from a waiting state, or from a claim that has lapsed. */
@@ -278,6 +299,15 @@ export class Topups {
       )
       .returning();
     return row ?? null;
+  }
+
+  /**
+   * Notes that the customer cancelled on the payment page. The state stays (the reconciler still
+   * asks the provider, which may yet report it paid, then expires it); the account area shows it
+   * as cancelled with nothing to check.
+   */
+  async noteCancelled(id: string): Promise<Topup | null> {
+    return (await this.move(id, ["created", "redirected"], { reason: CANCELLED_REASON })) ?? this.get(id);
   }
 
   /** Expires a waiting top-up past its expiry (never one that is being verified). */

@@ -12,7 +12,7 @@ import type { Db } from "../db/client.ts";
 import { ledgerTransfers, TOPUP_STATES } from "../db/schema.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
 import { emptyReport, reconcileOne } from "../payments/reconciler.ts";
-import type { Topup, Topups } from "../payments/topups.ts";
+import { CANCELLED_REASON, type Topup, type Topups } from "../payments/topups.ts";
 
 export type TopUpState = (typeof TOPUP_STATES)[number];
 /** States the customer may ask the provider about again. */
@@ -25,6 +25,10 @@ export interface TopUpView {
   state: TopUpState;
   /** The provider's reference of a verified payment (Zarinpal's ref_id). */
   refId: string | null;
+  /** The paying card as the provider masked it (`502229******5995`), when its verify gave one. */
+  cardPan: string | null;
+  /** The customer left the payment page with "cancel" (the provider may still report it paid). */
+  cancelled: boolean;
   reason: string | null;
   createdAt: Date;
   verifiedAt: Date | null;
@@ -47,6 +51,8 @@ export function ledgerTopUps(db: Db): ConsoleTopUps {
     amountMicro: row.amountMicro,
     state: "verified",
     refId: null,
+    cardPan: null,
+    cancelled: false,
     reason: row.memo,
     createdAt: row.createdAt,
     verifiedAt: row.createdAt,
@@ -88,6 +94,8 @@ function paidView(row: Topup): TopUpView {
     amountMicro: row.amountMicro,
     state: TOPUP_STATES.includes(row.state as TopUpState) ? (row.state as TopUpState) : "needs_review",
     refId: row.refId,
+    cardPan: row.cardPan,
+    cancelled: row.reason === CANCELLED_REASON && TOPUP_PENDING_STATES.includes(row.state as TopUpState),
     reason: row.reason,
     createdAt: row.createdAt,
     verifiedAt: row.verifiedAt,
@@ -97,7 +105,8 @@ function paidView(row: Topup): TopUpView {
 /**
  * Top-ups through the configured payment provider. "Check status" asks the provider the way the
  * reconciler does (an inquiry, and a settle only when it says paid), so checking a payment the
- * customer has not finished never fails it.
+ * customer has not finished never fails it; its provider calls share the callback's
+ * CALLBACK_ATTEMPTS_MAX per top-up, after which a check only shows the top-up.
  */
 export function paymentTopUps(topups: Topups): ConsoleTopUps {
   const owned = async (accountId: string, id: string) => {
@@ -122,7 +131,7 @@ export function paymentTopUps(topups: Topups): ConsoleTopUps {
       const row = await owned(accountId, id);
       if (!row) return fail("not_found", `No top-up ${id}.`);
       if (TOPUP_PENDING_STATES.includes(row.state as TopUpState)) {
-        await reconcileOne(topups, row, emptyReport(), () => {});
+        await reconcileOne(topups, row, emptyReport(), () => {}, "customer");
       }
       return paidView((await topups.get(id)) ?? row);
     },

@@ -1,7 +1,7 @@
 /**
  * Codes and sessions against a real database with a clock the test moves: a code's 2-minute
- * life, only the newest code counting, the daily cap on wrong tries across resends, per-phone
- * resend limits, session idle and absolute lifetimes, a new id per sign-in, and the batched
+ * life, a code tried only by its own id, the requester's and the phone's send limits (IPv6 per
+ * /64), an attacker who cannot lock the owner out, session idle and absolute lifetimes, a new id per sign-in, and the batched
  * last use of keys.
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
@@ -15,11 +15,14 @@ import { LastUse } from "../keys/lastUse.ts";
 import { accountForPhone, createAccount } from "../ledger/wallets.ts";
 import { KeyStore } from "../keys/store.ts";
 import {
+  OTP_DIGITS,
+  OTP_GUESSES_PER_PHONE_PER_DAY_MAX,
   OTP_RESEND_INTERVAL_MS,
-  OTP_SENDS_PER_PHONE_PER_HOUR_MAX,
+  OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX,
+  OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX,
+  OTP_SENDS_PER_PHONE_PER_DAY_MAX,
   OTP_TRIES_MAX,
   OTP_TTL_MS,
-  OTP_WRONG_TRIES_PER_DAY_MAX,
   OtpService,
 } from "./otp.ts";
 import { SESSIONS_PER_ACCOUNT_MAX, SessionStore } from "./sessions.ts";
@@ -34,6 +37,9 @@ const sender: SmsSender = {
   kind: "log",
   async sendCode(phone, code) {
     inbox.set(phone, code);
+    return null;
+  },
+  async sendLowBalance() {
     return null;
   },
 };
@@ -58,62 +64,99 @@ function refusal(result: unknown): Failure {
   if (!isFailure(result)) throw new Error(`expected a failure, got ${JSON.stringify(result)}`);
   return result;
 }
+/** Asks for a code that must be sent; returns its id and the code the phone received. */
+async function sent(phone: string, address: string): Promise<{ codeId: string; code: string }> {
+  const reply = await otp.send(phone, address);
+  if (isFailure(reply)) throw new Error(`expected a code, got ${reply.code}: ${reply.message}`);
+  return { codeId: reply.codeId, code: inbox.get(phone)! };
+}
 
 describe("one-time codes", () => {
-  test("a code lives 2 minutes; a resend waits a minute and replaces the earlier code", async () => {
+  test("a code lives 2 minutes; a resend from the same address waits a minute; a code is tried only by its own id", async () => {
     const phone = "+989120000101";
-    expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
-    const first = inbox.get(phone)!;
+    const first = await sent(phone, "10.0.0.1");
     nowMs += OTP_RESEND_INTERVAL_MS - 1_000;
     expect(refusal(await otp.send(phone, "10.0.0.1")).code).toBe("code_resend_limited");
     nowMs += 1_000;
-    expect(isFailure(await otp.send(phone, "10.0.0.1"))).toBe(false);
-    const second = inbox.get(phone)!;
-    if (first !== second) expect(codeOf(await otp.verify(phone, first))).toBe("code_invalid");
+    const second = await sent(phone, "10.0.0.1");
+    if (first.code !== second.code) expect(codeOf(await otp.verify(phone, second.codeId, first.code))).toBe("code_invalid");
+    expect(codeOf(await otp.verify("+989120000199", second.codeId, second.code))).toBe("code_expired"); // another phone's id
     nowMs += OTP_TTL_MS;
-    expect(codeOf(await otp.verify(phone, second))).toBe("code_expired");
+    expect(codeOf(await otp.verify(phone, second.codeId, second.code))).toBe("code_expired");
   });
 
-  test("at most OTP_SENDS_PER_PHONE_PER_HOUR_MAX codes an hour per phone", async () => {
+  test("per phone: OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX from one address, OTP_SENDS_PER_PHONE_PER_DAY_MAX from all", async () => {
     const phone = "+989120000102";
-    for (let i = 0; i < OTP_SENDS_PER_PHONE_PER_HOUR_MAX; i++) {
-      expect(isFailure(await otp.send(phone, `10.0.1.${i}`))).toBe(false);
-      nowMs += OTP_RESEND_INTERVAL_MS;
-    }
-    const refused = refusal(await otp.send(phone, "10.0.1.99"));
-    expect(refused.code).toBe("code_resend_limited");
-    expect(refused.message).toContain("this hour");
+    for (let i = 0; i < OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX; i++, nowMs += OTP_RESEND_INTERVAL_MS) await sent(phone, "10.0.1.1");
+    const own = refusal(await otp.send(phone, "10.0.1.1"));
+    expect(own.code).toBe("code_resend_limited");
+    expect(own.message).toContain("from your network today");
+    expect(own.retryAfterS).toBeGreaterThan(23 * 3_600);
+    let address = 2;
+    while (address < 100 && !isFailure(await otp.send(phone, `10.0.1.${address}`))) address++;
+    // The phone's own daily cap stops the many addresses together: the bound on guessing.
+    expect(address - 2 + OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX).toBe(OTP_SENDS_PER_PHONE_PER_DAY_MAX);
+    const all = refusal(await otp.send(phone, `10.0.1.${address + 1}`));
+    expect(all.message).toContain("sent to this number today");
+    nowMs += 24 * 3_600_000;
+    await sent(phone, "10.0.1.1");
   });
 
-  test("wrong tries are capped per day across resends, then even a right code is refused", async () => {
+  test("an attacker's 20 wrong codes from one address: the owner, from another address, signs in within two minutes", async () => {
     const phone = "+989120000103";
+    const attackStart = nowMs;
     let wrong = 0;
-    while (wrong < OTP_WRONG_TRIES_PER_DAY_MAX) {
-      nowMs += 3_600_000 / OTP_SENDS_PER_PHONE_PER_HOUR_MAX + 1; // stays within the hourly send limit
-      expect(isFailure(await otp.send(phone, "10.0.2.1"))).toBe(false);
-      for (let i = 0; i < OTP_TRIES_MAX && wrong < OTP_WRONG_TRIES_PER_DAY_MAX; i++, wrong++) {
-        expect(["code_invalid", "code_attempts_exceeded", null]).toContain(codeOf(await otp.verify(phone, wrongFor(inbox.get(phone)!))));
+    while (wrong < 20) {
+      const asked = await otp.send(phone, "203.0.113.66");
+      if (isFailure(asked)) {
+        nowMs += (asked.retryAfterS ?? 60) * 1000; // the attacker waits as long as told, and goes on
+        continue;
+      }
+      const guess = wrongFor(inbox.get(phone)!);
+      for (let i = 0; i < OTP_TRIES_MAX; i++, wrong++) {
+        const reply = codeOf(await otp.verify(phone, asked.codeId, guess));
+        expect(reply).toBe(i < OTP_TRIES_MAX - 1 ? "code_invalid" : "code_attempts_exceeded");
       }
     }
-    nowMs += OTP_RESEND_INTERVAL_MS;
-    const resend = refusal(await otp.send(phone, "10.0.2.1"));
-    expect(resend.code).toBe("code_attempts_exceeded");
-    expect(codeOf(await otp.verify(phone, inbox.get(phone)!))).toBe("code_attempts_exceeded");
-    nowMs += 24 * 3_600_000;
-    expect(isFailure(await otp.send(phone, "10.0.2.1"))).toBe(false);
-    expect(await otp.verify(phone, inbox.get(phone)!)).toBeNull();
+    expect(nowMs - attackStart).toBeLessThan(24 * 3_600_000);
+    const ownerStart = nowMs;
+    const owner = await sent(phone, "198.51.100.7");
+    expect(await otp.verify(phone, owner.codeId, owner.code)).toBeNull();
+    expect(nowMs - ownerStart).toBeLessThan(2 * 60_000);
+    // The attacker, guessing at the owner's code without its id, cannot touch it either.
+    const again = await sent(phone, "198.51.100.8");
+    expect(codeOf(await otp.verify(phone, "otp_guessed", wrongFor(again.code)))).toBe("code_expired");
+    expect(await otp.verify(phone, again.codeId, again.code)).toBeNull();
+  });
+
+  test("IPv6 addresses in one /64 share one limit; the next /64 has its own", async () => {
+    const phone = "+989120000106";
+    await sent(phone, "2001:db8:6:1::1");
+    expect(refusal(await otp.send(phone, "2001:db8:6:1:ffff:ffff:ffff:ffff")).code).toBe("code_resend_limited");
+    await sent(phone, "2001:db8:6:2::1");
+    let refusedAt = -1;
+    for (let i = 0; i <= OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX && refusedAt < 0; i++) {
+      const reply = await otp.send(`+98913000${String(i).padStart(4, "0")}`, `2001:db8:6:3:${i.toString(16)}::1`);
+      if (isFailure(reply)) refusedAt = i;
+    }
+    expect(refusedAt).toBe(OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX);
+    expect(isFailure(await otp.send("+989130009999", "2001:db8:6:4::1"))).toBe(false);
+  });
+
+  test("guessing is bounded: a phone's codes of a day take at most 1 in 10,000 of the code space", () => {
+    expect(OTP_GUESSES_PER_PHONE_PER_DAY_MAX).toBe(OTP_SENDS_PER_PHONE_PER_DAY_MAX * OTP_TRIES_MAX);
+    expect(OTP_GUESSES_PER_PHONE_PER_DAY_MAX / 10 ** OTP_DIGITS).toBeLessThanOrEqual(1 / 10_000);
   });
 
   test("concurrent wrong tries cannot exceed the per-code limit", async () => {
     const phone = "+989120000104";
     nowMs += 24 * 3_600_000;
-    await otp.send(phone, "10.0.3.1");
-    const code = inbox.get(phone)!;
-    const replies = await Promise.all(Array.from({ length: 12 }, () => otp.verify(phone, wrongFor(code))));
+    const { codeId, code } = await sent(phone, "10.0.3.1");
+    const replies = await Promise.all(Array.from({ length: 12 }, () => otp.verify(phone, codeId, wrongFor(code))));
     expect(replies.every((r) => r !== null)).toBe(true);
     const [row] = await db.rows<{ tries: number }>(sql`SELECT tries FROM otp_codes WHERE phone = ${phone}`);
     expect(row!.tries).toBe(OTP_TRIES_MAX);
-    expect(codeOf(await otp.verify(phone, code))).toBe("code_attempts_exceeded");
+    expect(codeOf(await otp.verify(phone, codeId, code))).toBe("code_attempts_exceeded");
   });
 
   test("the first sign-in creates the account once, even twice at once", async () => {

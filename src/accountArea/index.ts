@@ -1,5 +1,5 @@
 /**
- * The account area's parts, built from the configuration: the SMS sender, sign-in codes,
+ * The account area's parts, built from the configuration: the SMS sender (within the daily SMS budget), sign-in codes,
  * sessions, and top-ups (through a payment provider when one is configured).
  */
 import type { Env } from "../config.ts";
@@ -8,13 +8,16 @@ import type { Logger } from "../log.ts";
 import { OtpService } from "./otp.ts";
 import { SessionStore } from "./sessions.ts";
 import { kavenegarSender, logSender, noSender, type SmsSender } from "./sms.ts";
+import { budgetedSender, SmsBudget } from "./smsBudget.ts";
 import { ledgerTopUps, type ConsoleTopUps } from "./topups.ts";
 
-export interface Console {
+export interface AccountArea {
   otp: OtpService;
   sessions: SessionStore;
   topUps: ConsoleTopUps;
+  /** Takes every message from `smsBudget`. */
   sender: SmsSender;
+  smsBudget: SmsBudget;
 }
 
 /** CONSOLE_SECRET, or one derived from KEY_PEPPER under a label of its own. */
@@ -25,7 +28,13 @@ export function consoleSecret(env: Pick<Env, "CONSOLE_SECRET" | "KEY_PEPPER">): 
 export function smsSender(env: Env, log: Logger): SmsSender {
   switch (env.SMS_SENDER) {
     case "kavenegar":
-      return kavenegarSender({ apiKey: env.KAVENEGAR_API_KEY!, template: env.KAVENEGAR_TEMPLATE, baseUrl: env.KAVENEGAR_URL, log });
+      return kavenegarSender({
+        apiKey: env.KAVENEGAR_API_KEY!,
+        template: env.KAVENEGAR_TEMPLATE,
+        alertTemplate: env.KAVENEGAR_ALERT_TEMPLATE,
+        baseUrl: env.KAVENEGAR_URL,
+        log,
+      });
     case "log":
       return logSender(log);
     case "none":
@@ -33,11 +42,18 @@ export function smsSender(env: Env, log: Logger): SmsSender {
   }
 }
 
-export function createConsole(env: Env, db: Db, log: Logger, options: { topUps?: ConsoleTopUps; now?: () => number } = {}): Console {
+export function createAccountArea(
+  env: Env,
+  db: Db,
+  log: Logger,
+  options: { topUps?: ConsoleTopUps; smsBudget?: SmsBudget; now?: () => number } = {},
+): AccountArea {
   const secret = consoleSecret(env);
-  const sender = smsSender(env, log);
+  const smsBudget = options.smsBudget ?? new SmsBudget(db, { dailyMax: env.SMS_DAILY_BUDGET_MAX, log, now: options.now });
+  const sender = budgetedSender(smsSender(env, log), smsBudget);
   return {
     sender,
+    smsBudget,
     otp: new OtpService(db, { secret, sender, log, now: options.now }),
     sessions: new SessionStore(db, {
       idleMs: env.CONSOLE_SESSION_IDLE_S * 1000,

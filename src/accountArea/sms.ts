@@ -17,9 +17,13 @@ export interface SmsSender {
   readonly kind: "kavenegar" | "log" | "none";
   /** Sends `code` to `phone` (E.164); a failure is a value the console shows as 503. */
   sendCode(phone: string, code: string): Promise<Failure | null>;
+  /** Tells `phone` its balance fell below its alert threshold; `balanceToman` is the balance, whole toman. */
+  sendLowBalance(phone: string, balanceToman: string): Promise<Failure | null>;
 }
 
 export const SMS_SEND_TIMEOUT_MS = 10_000;
+/** KAVENEGAR_ALERT_TEMPLATE's default. */
+export const ALERT_TEMPLATE_DEFAULT = "darvaze-low-balance";
 /** Kavenegar's replies are a few hundred bytes. */
 export const SMS_REPLY_BYTES_MAX = 16 * 1024;
 
@@ -28,6 +32,8 @@ const kavenegarReply = z.object({ return: z.object({ status: z.number(), message
 export interface KavenegarOptions {
   apiKey: string;
   template: string;
+  /** The low-balance alert's template (KAVENEGAR_ALERT_TEMPLATE); its `%token` is the balance in toman. */
+  alertTemplate?: string;
   /** `https://api.kavenegar.com`, or a simulator's address. */
   baseUrl: string;
   log: Logger;
@@ -37,21 +43,23 @@ export function kavenegarSender(options: KavenegarOptions): SmsSender {
   const url = `${options.baseUrl.replace(/\/$/, "")}/v1/${encodeURIComponent(options.apiKey)}/verify/lookup.json`;
   const unavailable = () =>
     fail("service_unavailable", "The code could not be sent by SMS just now; try again in a minute.", { retryAfterS: 60 });
+  const send = async (phone: string, token: string, template: string): Promise<Failure | null> => {
+    const body = new URLSearchParams({ receptor: nationalPhone(phone), token, template });
+    try {
+      const response = await fetch(url, { method: "POST", body, signal: AbortSignal.timeout(SMS_SEND_TIMEOUT_MS) });
+      const parsed = kavenegarReply.safeParse(JSON.parse((await readTextBounded(response, SMS_REPLY_BYTES_MAX)).text));
+      const status = parsed.success ? parsed.data.return.status : response.status;
+      if (status === 200) return null;
+      options.log("warn", "sms_refused", { provider: "kavenegar", status, phone: maskPhone(phone) });
+    } catch (error) {
+      options.log("warn", "sms_failed", { provider: "kavenegar", error: (error as Error).name, phone: maskPhone(phone) });
+    }
+    return unavailable();
+  };
   return {
     kind: "kavenegar",
-    async sendCode(phone, code) {
-      const body = new URLSearchParams({ receptor: nationalPhone(phone), token: code, template: options.template });
-      try {
-        const response = await fetch(url, { method: "POST", body, signal: AbortSignal.timeout(SMS_SEND_TIMEOUT_MS) });
-        const parsed = kavenegarReply.safeParse(JSON.parse((await readTextBounded(response, SMS_REPLY_BYTES_MAX)).text));
-        const status = parsed.success ? parsed.data.return.status : response.status;
-        if (status === 200) return null;
-        options.log("warn", "sms_refused", { provider: "kavenegar", status, phone: maskPhone(phone) });
-      } catch (error) {
-        options.log("warn", "sms_failed", { provider: "kavenegar", error: (error as Error).name, phone: maskPhone(phone) });
-      }
-      return unavailable();
-    },
+    sendCode: (phone, code) => send(phone, code, options.template),
+    sendLowBalance: (phone, balanceToman) => send(phone, balanceToman, options.alertTemplate ?? ALERT_TEMPLATE_DEFAULT),
   };
 }
 
@@ -63,6 +71,10 @@ export function logSender(log: Logger): SmsSender {
       log("warn", "sms_development_code", { phone, code, note: "SMS_SENDER=log: development only, codes are in this log" });
       return null;
     },
+    async sendLowBalance(phone, balanceToman) {
+      log("warn", "sms_development_low_balance", { phone: maskPhone(phone), balanceToman });
+      return null;
+    },
   };
 }
 
@@ -70,5 +82,8 @@ export const noSender: SmsSender = {
   kind: "none",
   async sendCode() {
     return fail("service_unavailable", "Sign-in by SMS is not configured on this gateway (SMS_SENDER).");
+  },
+  async sendLowBalance() {
+    return fail("service_unavailable", "SMS is not configured on this gateway (SMS_SENDER).");
   },
 };

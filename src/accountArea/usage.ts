@@ -75,6 +75,16 @@ export async function usagePage(
     .limit(Math.min(page.limit, USAGE_CSV_ROWS_MAX));
 }
 
+/** One request's usage record, by its id, within the account; null when none is written (yet). */
+export async function usageRecordOf(db: Db, accountId: string, requestId: string) {
+  const [row] = await db.orm
+    .select()
+    .from(usageRecords)
+    .where(and(eq(usageRecords.accountId, accountId), eq(usageRecords.requestId, requestId)))
+    .limit(1);
+  return row ?? null;
+}
+
 export interface UsageTotals {
   requests: number;
   inputUnits: bigint;
