@@ -2,6 +2,10 @@
  * POST /v1/messages: the Anthropic Messages wire format (API version 2023-06-01), non-streamed
  * and as named SSE events (message_start, content_block_start/delta/stop, message_delta with
  * the cumulative output_tokens, message_stop). The flow and knobs are vendor.ts's.
+ *
+ * The web search tool (`web_search_20250305` and later): the model runs `webSearchCalls`
+ * searches, at most the tool's `max_uses`, before it answers; each is a server_tool_use block and
+ * a web_search_tool_result block, counted in `usage.server_tool_use.web_search_requests`.
  */
 import { z } from "zod";
 import { SIM_IMAGE_TOKENS, simFieldsTokens, type SimMessage } from "./tokens.ts";
@@ -19,7 +23,16 @@ const AnthropicRequestSchema = z.looseObject({
   messages: z.array(z.looseObject({ role: z.enum(["user", "assistant"]), content: z.union([z.string(), z.array(block)]) })).min(1),
   system: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string() }))]).optional(),
   stream: z.boolean().optional(),
-  tools: z.array(z.looseObject({ name: z.string(), input_schema: z.unknown().optional() })).optional(),
+  tools: z
+    .array(
+      z.looseObject({
+        name: z.string(),
+        type: z.string().optional(),
+        input_schema: z.unknown().optional(),
+        max_uses: z.number().int().min(1).optional(),
+      }),
+    )
+    .optional(),
   tool_choice: z.looseObject({ type: z.enum(["auto", "any", "tool", "none"]), name: z.string().optional() }).optional(),
 });
 
@@ -107,13 +120,17 @@ function parse(raw: unknown): VendorRequest | string {
   if (typeof body === "string") return body;
   const last = body.messages[body.messages.length - 1]!;
   const choice = body.tool_choice;
+  const isSearch = (t: { type?: string }) => /^web_search_\d{8}$/.test(t.type ?? "");
+  const search = choice?.type === "none" ? undefined : body.tools?.find(isSearch);
   return {
     model: body.model,
     stream: body.stream === true,
     messages: anthropicSimMessages(body),
     promptExtraTokens: simAnthropicExtraTokens(body),
     maxTokens: body.max_tokens,
-    tools: choice?.type === "none" ? [] : (body.tools ?? []).map((t) => ({ name: t.name, schema: t.input_schema })),
+    tools:
+      choice?.type === "none" ? [] : (body.tools ?? []).filter((t) => !isSearch(t)).map((t) => ({ name: t.name, schema: t.input_schema })),
+    ...(search ? { webSearchMaxUses: search.max_uses ?? null } : {}),
     toolRequired: choice?.type === "any" ? "any" : choice?.type === "tool" ? (choice.name ?? null) : null,
     afterToolResult: last.role === "user" && Array.isArray(last.content) && last.content.some((b) => b.type === "tool_result"),
   };
@@ -128,17 +145,70 @@ function event(type: string, data: Record<string, unknown>): string {
 }
 
 const messageId = (plan: ReplyPlan) => `msg_sim_${plan.seq}`;
+/** The answer's block follows the searches' blocks. */
+const answerIndex = (plan: ReplyPlan) => 2 * plan.webSearchCalls;
 const toolUseId = (plan: ReplyPlan) => `toolu_sim_${plan.seq}`;
 
-/** Anthropic's input_tokens are the prompt tokens neither read from nor written to the cache. */
+/** The searches' blocks, in the order Anthropic sends them: each call, then its results. */
+function searchBlocks(plan: ReplyPlan): Record<string, unknown>[] {
+  const blocks: Record<string, unknown>[] = [];
+  for (let i = 0; i < plan.webSearchCalls; i++) {
+    const id = `srvtoolu_sim_${plan.seq}_${i}`;
+    blocks.push({ type: "server_tool_use", id, name: "web_search", input: { query: `simulated search ${i + 1}` } });
+    blocks.push({
+      type: "web_search_tool_result",
+      tool_use_id: id,
+      content: [
+        {
+          type: "web_search_result",
+          url: `https://example.com/${i + 1}`,
+          title: `Result ${i + 1}`,
+          encrypted_content: "sim",
+          page_age: null,
+        },
+      ],
+    });
+  }
+  return blocks;
+}
+
+/** A search block as Anthropic streams it: a call starts with an empty input, streamed as JSON after. */
+function streamedBlock(block: Record<string, unknown>, index: number): string {
+  if (block.type !== "server_tool_use")
+    return event("content_block_start", { index, content_block: block }) + event("content_block_stop", { index });
+  return (
+    event("content_block_start", { index, content_block: { ...block, input: {} } }) +
+    event("content_block_delta", { index, delta: { type: "input_json_delta", partial_json: JSON.stringify(block.input) } }) +
+    event("content_block_stop", { index })
+  );
+}
+
+/**
+ * Anthropic's input_tokens are the prompt tokens neither read from nor written to the cache.
+ * Reported times `usageScale` (a vendor that overstates), or not at all with `omitUsage` (a
+ * proxy that drops it): the log keeps the true figures.
+ */
 function usage(plan: ReplyPlan, outputTokens: number) {
+  const scaled = (n: number) => Math.round(n * plan.usageReport.scale);
+  const writes1h = scaled(plan.cacheWrite1hTokens);
+  const writes = scaled(plan.cacheWriteTokens);
   return {
-    input_tokens: plan.promptTokens - plan.cacheReadTokens - plan.cacheWriteTokens,
-    cache_creation_input_tokens: plan.cacheWriteTokens,
-    cache_read_input_tokens: plan.cacheReadTokens,
-    output_tokens: outputTokens,
+    ...searchUsage(plan),
+    input_tokens: scaled(plan.promptTokens - plan.cacheReadTokens - plan.cacheWriteTokens),
+    cache_creation_input_tokens: writes,
+    cache_creation: { ephemeral_5m_input_tokens: writes - writes1h, ephemeral_1h_input_tokens: writes1h },
+    cache_read_input_tokens: scaled(plan.cacheReadTokens),
+    output_tokens: scaled(outputTokens),
   };
 }
+
+function searchUsage(plan: ReplyPlan) {
+  const searches = Math.round(plan.webSearchCalls * plan.usageReport.scale);
+  return plan.webSearchCalls > 0 ? { server_tool_use: { web_search_requests: searches } } : {};
+}
+
+/** The reply's usage field, unless usage is omitted. */
+const usageField = (plan: ReplyPlan, outputTokens: number) => (plan.usageReport.omit ? {} : { usage: usage(plan, outputTokens) });
 
 export const anthropicWire: VendorWire = {
   // Anthropic takes the key as `x-api-key`, and recent SDKs send it as a Bearer token.
@@ -158,9 +228,10 @@ export const anthropicWire: VendorWire = {
   reportsCacheWrites: true,
 
   complete(plan) {
-    const content = plan.tool
+    const content: Record<string, unknown>[] = plan.tool
       ? [{ type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: JSON.parse(plan.tool.argumentsJson) }]
       : [{ type: "text", text: plan.chunks.map((c) => c.text).join("") }];
+    content.unshift(...searchBlocks(plan));
     return JSON.stringify({
       id: messageId(plan),
       type: "message",
@@ -169,7 +240,7 @@ export const anthropicWire: VendorWire = {
       content,
       stop_reason: stopReason(plan),
       stop_sequence: null,
-      usage: usage(plan, plan.tokens),
+      ...usageField(plan, plan.tokens),
     });
   },
 
@@ -182,26 +253,36 @@ export const anthropicWire: VendorWire = {
       model: plan.model,
       stop_reason: null,
       stop_sequence: null,
-      usage: usage(plan, Math.min(1, plan.tokens)),
+      ...usageField(plan, Math.min(1, plan.tokens)),
     };
     const contentBlock = plan.tool
       ? { type: "tool_use", id: toolUseId(plan), name: plan.tool.name, input: {} }
       : { type: "text", text: "" };
+    const searches = searchBlocks(plan).map(streamedBlock).join("");
+    const index = answerIndex(plan);
     return (
-      event("message_start", { message }) + event("content_block_start", { index: 0, content_block: contentBlock }) + event("ping", {})
+      event("message_start", { message }) +
+      searches +
+      event("content_block_start", { index, content_block: contentBlock }) +
+      event("ping", {})
     );
   },
 
   chunk(plan, index) {
     const text = plan.chunks[index]!.text;
     const delta = plan.tool ? { type: "input_json_delta", partial_json: text } : { type: "text_delta", text };
-    return event("content_block_delta", { index: 0, delta });
+    return event("content_block_delta", { index: answerIndex(plan), delta });
   },
 
   tail(plan) {
     return (
-      event("content_block_stop", { index: 0 }) +
-      event("message_delta", { delta: { stop_reason: stopReason(plan), stop_sequence: null }, usage: { output_tokens: plan.tokens } }) +
+      event("content_block_stop", { index: answerIndex(plan) }) +
+      event("message_delta", {
+        delta: { stop_reason: stopReason(plan), stop_sequence: null },
+        ...(plan.usageReport.omit
+          ? {}
+          : { usage: { output_tokens: Math.round(plan.tokens * plan.usageReport.scale), ...searchUsage(plan) } }),
+      }) +
       event("message_stop", {})
     );
   },

@@ -13,6 +13,7 @@ import { ChatRequestSchema, type ChatRequest, type SimOptions } from "./options.
 import { simCompletion, simPromptText } from "./text.ts";
 import { simChatPromptTokens } from "./tokens.ts";
 import { openAIToolPlan, type OpenAIToolPlan } from "./openaiTools.ts";
+import { simStructuredPieces } from "./tools.ts";
 import { ChunkFrames, completionBody, doneFrame, errorBody, usageOf, type WireFinishReason } from "./wire.ts";
 
 export type ChatContext = ExchangeContext & {
@@ -27,13 +28,16 @@ export type ChatContext = ExchangeContext & {
 type Plan = {
   id: string;
   created: number;
-  /** Content tokens, or the pieces of a tool call's arguments. */
+  /** Content tokens, or the pieces of a tool call's arguments: of each choice (all alike). */
   deltas: string[];
+  /** Choices (`n`): their chunks go out in turn, position by position (chunk i is choice i mod n). */
+  choices: number;
   tool: OpenAIToolPlan | null;
   finishReason: WireFinishReason;
   includeUsage: boolean;
   continuousUsage: boolean;
   omitUsage: boolean;
+  usageScale: number;
   ttftMs: number;
   itlMs: number;
   failAfterChunks: number | null;
@@ -71,14 +75,6 @@ const badJsonBytes = encoder.encode(
     type: "invalid_request_error",
   }),
 );
-const onlyOneChoiceBytes = encoder.encode(
-  errorBody({
-    message: "The simulator only supports n = 1.",
-    type: "invalid_request_error",
-    param: "n",
-    code: "invalid_value",
-  }),
-);
 
 /** True when the request carries the configured key, or when no key is configured. */
 export function authorized(options: SimOptions, req: Request): boolean {
@@ -98,7 +94,6 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
   exchange.model = body.model;
   exchange.stream = body.stream === true;
   context.metrics.see(body.model);
-  if (body.n != null && body.n !== 1) return refuse(exchange, 400, onlyOneChoiceBytes);
   if (context.roll(context.options.rateLimitRate)) {
     return refuse(exchange, 429, rateLimitedBytes, { "retry-after": "1" });
   }
@@ -113,6 +108,7 @@ export async function handleChat(context: ChatContext, req: Request): Promise<Re
   void exchange.whenDone().then(() => context.gate.leave());
   exchange.setPrompt(simChatPromptTokens(body), { read: context.options.cacheReadTokens, write: 0 });
   const plan = planReply(context.options, body, exchange.seq);
+  if (context.options.cancelBills === "all") exchange.billedIfCancelled = tokensAt(plan, chunkCount(plan));
   if (!exchange.stream) return completeReply(exchange, req.signal, plan);
   return needsPacing(plan) ? pacedStream(exchange, req.signal, plan) : instantStream(exchange, plan);
 }
@@ -162,15 +158,18 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
   const tokens = cut ? maxTokens : options.outputTokens;
   const promptText = simPromptText(body.messages);
   const tool = openAIToolPlan(body, seq);
+  const structured = tool ? null : structuredReply(body, maxTokens);
   return {
     id: `chatcmpl-sim-${seq}`,
     created: Math.floor(Date.now() / 1000),
-    deltas: tool ? tool.pieces : simCompletion({ seed: options.seed, promptText, tokens }),
+    deltas: tool ? tool.pieces : (structured?.deltas ?? simCompletion({ seed: options.seed, promptText, tokens })),
+    choices: body.n ?? 1,
     tool,
-    finishReason: tool ? "tool_calls" : cut ? "length" : "stop",
+    finishReason: tool ? "tool_calls" : (structured ? structured.cut : cut) ? "length" : "stop",
     includeUsage: body.stream_options?.include_usage === true,
     continuousUsage: body.stream_options?.continuous_usage_stats === true,
     omitUsage: options.omitUsage,
+    usageScale: options.usageScale,
     ttftMs: options.ttftMs,
     itlMs: options.itlMs,
     failAfterChunks: options.failAfterChunks,
@@ -178,9 +177,29 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
   };
 }
 
-/** Completion tokens once `chunks` deltas are sent: one per delta, except a tool call's pieces. */
+/** A reply to `response_format: json_schema` keeps to its schema (simStructuredPieces). */
+function structuredReply(body: ChatRequest, maxTokens: number | null): { deltas: string[]; cut: boolean } | null {
+  const format = body.response_format as { type?: unknown; json_schema?: { schema?: unknown } } | undefined;
+  if (format?.type !== "json_schema") return null;
+  const { pieces, cut } = simStructuredPieces(format.json_schema?.schema ?? {}, maxTokens);
+  return { deltas: pieces, cut };
+}
+
+/** Delta chunks of the whole reply: each choice's deltas. */
+function chunkCount(plan: Plan): number {
+  return plan.deltas.length * plan.choices;
+}
+
+/** Completion tokens of one choice once `deltas` of its deltas are sent: one per delta, except a tool call's pieces. */
+function choiceTokensAt(plan: Plan, deltas: number): number {
+  return deltas === 0 ? 0 : plan.tool ? (plan.tool.tokensAfter[deltas - 1] ?? 0) : deltas;
+}
+
+/** Completion tokens of all choices once `chunks` delta chunks are sent (chunk i is choice i mod n). */
 function tokensAt(plan: Plan, chunks: number): number {
-  return chunks === 0 ? 0 : plan.tool ? (plan.tool.tokensAfter[chunks - 1] ?? 0) : chunks;
+  const position = Math.floor(chunks / plan.choices);
+  const ahead = chunks % plan.choices;
+  return (plan.choices - ahead) * choiceTokensAt(plan, position) + ahead * choiceTokensAt(plan, position + 1);
 }
 
 /** The log knows stop, length and failures; a tool call is a normal stop. */
@@ -189,13 +208,13 @@ function logReason(plan: Plan): "stop" | "length" {
 }
 
 async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan): Promise<Response> {
-  const tokens = tokensAt(plan, plan.deltas.length);
+  const tokens = tokensAt(plan, chunkCount(plan));
   const waitMs = plan.ttftMs + plan.itlMs * Math.max(0, plan.deltas.length - 1);
   if (waitMs > 0 && !(await sleepUnlessAborted(waitMs, signal))) {
     exchange.abort();
     return new Response(null, { status: 499 });
   }
-  const usage = plan.omitUsage ? null : usageOf(exchange.promptTokens, tokens, exchange.cacheReadTokens);
+  const usage = plan.omitUsage ? null : usageOf(exchange.promptTokens, tokens, exchange.cacheReadTokens, plan.usageScale);
   const body = completionBody({
     id: plan.id,
     created: plan.created,
@@ -204,6 +223,7 @@ async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan
     toolCall: plan.tool ? { id: plan.tool.id, name: plan.tool.name, arguments: plan.deltas.join("") } : null,
     finishReason: plan.finishReason,
     usage,
+    choices: plan.choices,
   });
   exchange.sent = tokens;
   exchange.finish(logReason(plan), 200);
@@ -232,7 +252,7 @@ function firesWithin(afterChunks: number | null, tokens: number): boolean {
 }
 
 function needsPacing(plan: Plan): boolean {
-  const tokens = plan.deltas.length;
+  const tokens = chunkCount(plan);
   return plan.ttftMs > 0 || plan.itlMs > 0 || firesWithin(plan.failAfterChunks, tokens) || firesWithin(plan.stallAfterChunks, tokens);
 }
 
@@ -245,33 +265,42 @@ function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
     cachedTokens: exchange.cacheReadTokens,
     includeUsage: plan.includeUsage && !plan.omitUsage,
     continuousUsage: plan.continuousUsage && !plan.omitUsage,
+    usageScale: plan.usageScale,
   });
 }
 
-/** The frames after the last content chunk: finish, optional usage, [DONE]. */
+/** The frames after the last content chunk: each choice's finish, optional usage, [DONE]. */
 function closingFrames(frames: ChunkFrames, plan: Plan): string {
-  const tokens = tokensAt(plan, plan.deltas.length);
+  const tokens = tokensAt(plan, chunkCount(plan));
   const usage = plan.includeUsage && !plan.omitUsage ? frames.usage(tokens) : "";
-  return frames.finish(plan.finishReason, tokens) + usage + doneFrame;
+  let closing = "";
+  for (let index = 0; index < plan.choices; index++) closing += frames.finish(plan.finishReason, tokens, index);
+  return closing + usage + doneFrame;
 }
 
-/** The opening chunk: the role, and for a tool call its id and name. */
+/** The opening chunk of each choice: the role, and for a tool call its id and name. */
 function openingFrame(frames: ChunkFrames, plan: Plan): string {
-  return plan.tool ? frames.toolStart(plan.tool.id, plan.tool.name) : frames.role();
+  let opening = "";
+  for (let index = 0; index < plan.choices; index++) {
+    opening += plan.tool ? frames.toolStart(plan.tool.id, plan.tool.name, index) : frames.role(index);
+  }
+  return opening;
 }
 
-/** Delta `i` (0-based): a content token, or a piece of the tool call's arguments. */
+/** Delta chunk `i` (0-based, choice i mod n): a content token, or a piece of the tool call's arguments. */
 function deltaFrame(frames: ChunkFrames, plan: Plan, i: number): string {
-  const delta = plan.deltas[i] ?? "";
-  return plan.tool ? frames.toolArguments(delta, tokensAt(plan, i + 1)) : frames.content(delta, i + 1);
+  const index = i % plan.choices;
+  const delta = plan.deltas[Math.floor(i / plan.choices)] ?? "";
+  const tokens = tokensAt(plan, i + 1);
+  return plan.tool ? frames.toolArguments(delta, tokens, index) : frames.content(delta, tokens, index);
 }
 
 function instantStream(exchange: Exchange, plan: Plan): Response {
   const frames = framesFor(exchange, plan);
   let body = openingFrame(frames, plan);
-  for (let i = 0; i < plan.deltas.length; i++) body += deltaFrame(frames, plan, i);
+  for (let i = 0; i < chunkCount(plan); i++) body += deltaFrame(frames, plan, i);
   body += closingFrames(frames, plan);
-  exchange.sent = tokensAt(plan, plan.deltas.length);
+  exchange.sent = tokensAt(plan, chunkCount(plan));
   exchange.finish(logReason(plan), 200);
   return new Response(body, { headers: sseHeaders });
 }
@@ -288,7 +317,7 @@ function pacedStream(exchange: Exchange, signal: AbortSignal, plan: Plan): Respo
 
 async function pump(controller: ReadableStreamDirectController, exchange: Exchange, plan: Plan, frames: ChunkFrames): Promise<void> {
   if (!(await send(controller, openingFrame(frames, plan)))) return exchange.abort();
-  const tokens = plan.deltas.length;
+  const tokens = chunkCount(plan);
   for (let i = 0; i <= tokens; i++) {
     if (plan.failAfterChunks === i) return destroy(controller, exchange);
     if (plan.stallAfterChunks === i) return stall(exchange);

@@ -27,8 +27,17 @@ export class Exchange {
   /** Parts of promptTokens reported as read from / written to the prompt cache. */
   cacheReadTokens = 0;
   cacheWriteTokens = 0;
+  /** The part of cacheWriteTokens written for an hour. */
+  cacheWrite1hTokens = 0;
+  /** Web searches run (each billed per call); their results are part of promptTokens. */
+  webSearchCalls = 0;
   /** Content tokens written to the caller so far. */
   sent = 0;
+  /**
+   * Tokens billed if the caller cancels (SimOptions.cancelBills `all`: the whole planned reply);
+   * null: what was sent.
+   */
+  billedIfCancelled: number | null = null;
   /** The stream went silent on purpose; a later abort ends it as "stalled". */
   stalled = false;
   #done = false;
@@ -46,10 +55,11 @@ export class Exchange {
    * The prompt and the parts of it reported as cached: reads first, then writes, each at most
    * what remains of the prompt.
    */
-  setPrompt(promptTokens: number, cache: { read: number; write: number }): void {
+  setPrompt(promptTokens: number, cache: { read: number; write: number; write1h?: number }): void {
     this.promptTokens = promptTokens;
     this.cacheReadTokens = Math.min(cache.read, promptTokens);
     this.cacheWriteTokens = Math.min(cache.write, promptTokens - this.cacheReadTokens);
+    this.cacheWrite1hTokens = Math.min(cache.write1h ?? 0, this.cacheWriteTokens);
   }
 
   get done(): boolean {
@@ -72,6 +82,7 @@ export class Exchange {
   abort(): void {
     const byClient = !this.#context.stopping;
     const reason: SimFinishReason = this.stalled ? "stalled" : byClient ? "aborted" : "error";
+    if (byClient && this.billedIfCancelled !== null) this.sent = Math.max(this.sent, this.billedIfCancelled);
     this.finish(reason, 200, byClient);
   }
 
@@ -91,6 +102,7 @@ export class Exchange {
       promptTokens: this.promptTokens,
       ...(this.cacheReadTokens > 0 ? { cacheReadTokens: this.cacheReadTokens } : {}),
       ...(this.cacheWriteTokens > 0 ? { cacheWriteTokens: this.cacheWriteTokens } : {}),
+      ...(this.webSearchCalls > 0 ? { webSearchCalls: this.webSearchCalls } : {}),
       completionTokens: this.sent,
       finishReason,
       status,

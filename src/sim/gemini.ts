@@ -17,7 +17,12 @@ const part = z.looseObject({
 const GeminiRequestSchema = z.looseObject({
   contents: z.array(z.looseObject({ role: z.enum(["user", "model"]).optional(), parts: z.array(part) })).min(1),
   systemInstruction: z.looseObject({ parts: z.array(part) }).optional(),
-  generationConfig: z.looseObject({ maxOutputTokens: z.number().int().min(1).optional() }).optional(),
+  generationConfig: z
+    .looseObject({
+      maxOutputTokens: z.number().int().min(1).optional(),
+      thinkingConfig: z.looseObject({ thinkingBudget: z.number().int().min(-1).optional() }).optional(),
+    })
+    .optional(),
   tools: z
     .array(
       z.looseObject({
@@ -108,6 +113,12 @@ export function geminiTarget(url: URL): { model: string; method: string } | null
   return match ? { model: decodeURIComponent(match[1]!), method: match[2]! } : null;
 }
 
+/** The JSON schema a structured-output request asks the reply to keep to, if any. */
+function outputSchemaOf(config: Record<string, unknown> | undefined): { outputSchema?: unknown } {
+  const schema = config?.responseJsonSchema ?? config?.responseSchema;
+  return schema === undefined || schema === null ? {} : { outputSchema: schema };
+}
+
 function parse(raw: unknown, req: Request): VendorRequest | string {
   const url = new URL(req.url);
   const target = geminiTarget(url);
@@ -127,6 +138,8 @@ function parse(raw: unknown, req: Request): VendorRequest | string {
     messages: geminiSimMessages(body),
     promptExtraTokens: simGeminiExtraTokens(body),
     maxTokens: body.generationConfig?.maxOutputTokens ?? null,
+    thinkingBudget: body.generationConfig?.thinkingConfig?.thinkingBudget ?? null,
+    ...outputSchemaOf(body.generationConfig as Record<string, unknown> | undefined),
     tools: mode === "NONE" ? [] : declarations.map((d) => ({ name: d.name, schema: d.parametersJsonSchema ?? d.parameters })),
     toolRequired: mode === "ANY" ? (calling?.allowedFunctionNames?.[0] ?? "any") : null,
     afterToolResult: last.parts.some((p) => p.functionResponse !== undefined),

@@ -2,12 +2,14 @@
  * POST /v1/images/generations: real PNGs of the asked size, a gradient whose colours follow the
  * prompt. `b64_json` returns the bytes; `url` returns a link to this simulator
  * (`/sim/images/{id}`), as a vendor returns a link to its own storage, so the gateway must fetch
- * it and never show it. Logs one unit per image.
+ * it and never show it. GPT image models also report token usage. Logs one unit per image.
  */
 import { z } from "zod";
 import type { ChatContext } from "./chat.ts";
 import { simJson, simOperation } from "./ops.ts";
+import { FifoMap } from "../fifoMap.ts";
 import { encodePng } from "./png.ts";
+import { simCountTokens } from "./tokens.ts";
 
 /** Images kept for `url` replies; the oldest are dropped first. */
 export const SIM_IMAGES_KEPT_MAX = 64;
@@ -22,7 +24,20 @@ const request = z.looseObject({
     .regex(/^\d+x\d+$/)
     .default("1024x1024"),
   response_format: z.enum(["url", "b64_json"]).optional(),
+  quality: z.string().optional(),
 });
+
+/** Image tokens of a square 1024-pixel image by quality, as OpenAI lists them for GPT image models. */
+const SQUARE_IMAGE_TOKENS: Record<string, number> = { low: 272, medium: 1056, high: 4160 };
+
+/**
+ * The output tokens of one image: the square figure scaled by area (1024x1536 high: 6,240).
+ * @example simImageTokens(1024, 1024, "high") // 4160
+ */
+export function simImageTokens(width: number, height: number, quality: string | undefined): number {
+  const square = SQUARE_IMAGE_TOKENS[quality ?? "medium"] ?? SQUARE_IMAGE_TOKENS.medium!;
+  return Math.round((square * width * height) / (1024 * 1024));
+}
 
 function promptHash(prompt: string): number {
   let h = 0x811c9dc5;
@@ -47,13 +62,12 @@ export function simImage(prompt: string, width: number, height: number, index = 
 }
 
 export class SimImageStore {
-  private readonly images = new Map<string, Buffer>();
+  private readonly images = new FifoMap<string, Buffer>(SIM_IMAGES_KEPT_MAX);
   private next = 0;
 
   put(png: Buffer): string {
     const id = `img-${++this.next}`;
     this.images.set(id, png);
-    if (this.images.size > SIM_IMAGES_KEPT_MAX) this.images.delete(this.images.keys().next().value!);
     return id;
   }
 
@@ -85,6 +99,16 @@ export function handleImages(context: ChatContext, store: SimImageStore, origin:
       if (body.response_format === "url") return { url: `${origin}/sim/images/${store.put(png)}`, revised_prompt };
       return { b64_json: png.toString("base64"), revised_prompt };
     });
-    return { response: Response.json({ created: Math.floor(Date.now() / 1000), data }), model: body.model, units: body.n };
+    // GPT image models report their tokens, as OpenAI's do: the prompt's text in, the images out.
+    const usage = body.model.startsWith("gpt-image")
+      ? {
+          input_tokens: simCountTokens(body.prompt),
+          input_tokens_details: { text_tokens: simCountTokens(body.prompt), image_tokens: 0 },
+          output_tokens: body.n * simImageTokens(width, height, body.quality),
+          total_tokens: simCountTokens(body.prompt) + body.n * simImageTokens(width, height, body.quality),
+        }
+      : undefined;
+    const reply = { created: Math.floor(Date.now() / 1000), data, ...(usage ? { usage } : {}) };
+    return { response: Response.json(reply), model: body.model, units: body.n };
   });
 }

@@ -21,6 +21,8 @@ export type SimLogEntry = {
   /** Parts of promptTokens reported as read from / written to the prompt cache (absent: none). */
   readonly cacheReadTokens?: number;
   readonly cacheWriteTokens?: number;
+  /** Web searches run for the request, billed per call (absent: none). */
+  readonly webSearchCalls?: number;
   /** Tokens actually generated and written to the caller. */
   readonly completionTokens: number;
   readonly finishReason: SimFinishReason;

@@ -20,6 +20,8 @@ const usage = `usage: bun run src/sim/main.ts [flags]
   --stall-after-chunks N   streams: go silent after N content chunks
   --concurrency N          serve N requests at once, queue the rest (default no limit)
   --omit-usage             never report usage
+  --usage-scale X          report usage as the true figures times X (an upstream that lies); the log keeps the truth
+  --cancel-bills B         sent | all: what the log bills for a request its caller cancelled (default sent)
   --api-key KEY            require the key (Bearer, x-api-key or x-goog-api-key by flavor)
   --flavor F               openai | anthropic | gemini | all: wire formats served (default all)
   --thought-tokens N       gemini: thinking tokens reported per reply (default 0)
@@ -39,6 +41,10 @@ const numberFlags = {
   "thought-tokens": "thoughtTokens",
   "cache-read-tokens": "cacheReadTokens",
   "cache-write-tokens": "cacheWriteTokens",
+  "cache-write-1h-tokens": "cacheWrite1hTokens",
+  "web-search-calls": "webSearchCalls",
+  "web-search-result-tokens": "webSearchResultTokens",
+  "usage-scale": "usageScale",
   concurrency: "concurrency",
 } as const satisfies Record<string, keyof SimOptions>;
 
@@ -66,6 +72,7 @@ export function optionsFromArgs(args: string[]): SimOptions {
   if (parsed.values["omit-usage"]) raw.omitUsage = true;
   if (parsed.values["api-key"] !== undefined) raw.apiKey = parsed.values["api-key"];
   if (parsed.values.flavor !== undefined) raw.flavor = parsed.values.flavor;
+  if (parsed.values["cancel-bills"] !== undefined) raw.cancelBills = parsed.values["cancel-bills"];
   const result = SimOptionsSchema.safeParse(raw);
   if (!result.success) {
     const issue = result.error.issues[0];
@@ -79,6 +86,7 @@ function flagOf(key: PropertyKey | undefined): string {
   if (key === "omitUsage") return "--omit-usage";
   if (key === "apiKey") return "--api-key";
   if (key === "flavor") return "--flavor";
+  if (key === "cancelBills") return "--cancel-bills";
   const entry = Object.entries(numberFlags).find(([, optionKey]) => optionKey === key);
   return entry ? `--${entry[0]}` : String(key);
 }
@@ -103,6 +111,11 @@ function parseFlags(args: string[]) {
       "thought-tokens": stringFlag,
       "cache-read-tokens": stringFlag,
       "cache-write-tokens": stringFlag,
+      "cache-write-1h-tokens": stringFlag,
+      "web-search-calls": stringFlag,
+      "web-search-result-tokens": stringFlag,
+      "usage-scale": stringFlag,
+      "cancel-bills": stringFlag,
       "api-key": stringFlag,
       flavor: stringFlag,
       "omit-usage": { type: "boolean" },

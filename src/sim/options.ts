@@ -26,6 +26,16 @@ export const SimOptionsSchema = z.object({
   /** Never report usage, like an upstream that ignores `stream_options`. */
   omitUsage: z.boolean().default(false),
   /**
+   * OpenAI chat wire: the usage reported is the true one times this, rounded (an upstream whose
+   * usage lies high or low); the log keeps the truth.
+   */
+  usageScale: z.number().min(0).max(10_000_000).default(1),
+  /**
+   * What the log bills for a request its caller cancelled: `sent`, the tokens generated until
+   * the cancel; `all`, every token it would have generated (vendors do not document which).
+   */
+  cancelBills: z.enum(["sent", "all"]).default("sent"),
+  /**
    * Wire formats served: `all` (the default) serves every route at once; otherwise only that
    * vendor's routes answer and the others are 404.
    */
@@ -43,6 +53,18 @@ export const SimOptionsSchema = z.object({
    * (`cache_creation_input_tokens`, at most what the reads leave); OpenAI and Gemini report none.
    */
   cacheWriteTokens: z.number().int().min(0).default(0),
+  /**
+   * Anthropic flavor: the part of the writes reported as kept for an hour
+   * (`cache_creation.ephemeral_1h_input_tokens`, at most the writes); the rest are 5-minute writes.
+   */
+  cacheWrite1hTokens: z.number().int().min(0).default(0),
+  /**
+   * Anthropic flavor: web searches made when the request offers the web search tool
+   * (`web_search_20250305` …), at most its `max_uses`; each is billed per call in the log
+   * (`webSearchCalls`) and its results add `webSearchResultTokens` input tokens.
+   */
+  webSearchCalls: z.number().int().min(0).default(1),
+  webSearchResultTokens: z.number().int().min(0).default(500),
   /** Requests served at once; more wait in a queue (null: no limit), like a host's full batch. */
   concurrency: z.number().int().min(1).nullable().default(null),
   /**
@@ -61,6 +83,9 @@ const MessageSchema = z.looseObject({
   content: z.union([z.string(), z.array(ContentPartSchema), z.null()]).optional(),
 });
 
+/** The most choices (`n`) a chat request may ask for, as OpenAI allows. */
+export const SIM_CHOICES_MAX = 128;
+
 export const ChatRequestSchema = z.looseObject({
   model: z.string(),
   messages: z.array(MessageSchema).min(1),
@@ -73,7 +98,8 @@ export const ChatRequestSchema = z.looseObject({
     .nullish(),
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
-  n: z.number().int().nullish(),
+  /** Choices to generate, each its own completion of up to max_tokens (OpenAI's limit, 128). */
+  n: z.number().int().min(1).max(SIM_CHOICES_MAX).nullish(),
 });
 
 export type ChatRequest = z.infer<typeof ChatRequestSchema>;

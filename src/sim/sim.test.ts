@@ -4,6 +4,7 @@ import { SimLog, type SimLogEntry } from "./log.ts";
 import { optionsFromArgs } from "./main.ts";
 import { SimOptionsSchema, startSimulator, type Simulator } from "./server.ts";
 import { simCompletion, simVocabulary } from "./text.ts";
+import { untilValue } from "../../test/until.ts";
 import { anthropicSimMessages, parseAnthropicRequest, simAnthropicExtraTokens } from "./anthropic.ts";
 import { geminiSimMessages, parseGeminiRequest, simGeminiExtraTokens } from "./gemini.ts";
 import { SIM_IMAGE_TOKENS, simChatPromptTokens, simCountTokens, simPromptTokens, simValueTokens } from "./tokens.ts";
@@ -17,7 +18,8 @@ const messages = [
   { role: "user" as const, content: "Hello, world!" },
 ];
 const messagesPromptTokens = 17;
-const waitForMsMax = 2_000;
+/** How late the simulator may log a request its client left. */
+const LOGGED_MS_MAX = 2_000;
 
 describe("simCountTokens / simPromptTokens", () => {
   test("counts word runs and single symbols, never whitespace", () => {
@@ -306,7 +308,7 @@ describe("simulator over HTTP", () => {
     } catch {
       // the SDK reports the abort as an error; that is the point
     }
-    const logged = await waitFor(() => sim.log.byRequestId("abort-1")[0]);
+    const logged = await untilValue(() => sim.log.byRequestId("abort-1")[0], { msMax: LOGGED_MS_MAX }); // the simulator logs aborts asynchronously
     expect(logged).toMatchObject({ aborted: true, finishReason: "aborted", stream: true });
     expect(logged.completionTokens).toBeGreaterThanOrEqual(3);
     expect(logged.completionTokens).toBeLessThanOrEqual(5);
@@ -325,11 +327,12 @@ describe("simulator over HTTP", () => {
       text += new TextDecoder().decode(value);
     };
     while (dataFrames(text).length < 3) await readMore();
+    // A negative check: no frame within 100 ms (this simulator sends the next one at once, itlMs 0).
     const silent = await Promise.race([readMore().then(() => false), Bun.sleep(100).then(() => true)]);
     expect(silent).toBe(true);
     expect(sim.log.inFlight).toBe(1);
     controller.abort();
-    const logged = await waitFor(() => sim.log.byRequestId("stall-1")[0]);
+    const logged = await untilValue(() => sim.log.byRequestId("stall-1")[0], { msMax: LOGGED_MS_MAX });
     expect(logged).toMatchObject({ finishReason: "stalled", aborted: true, completionTokens: 2 });
   });
 
@@ -347,10 +350,34 @@ describe("simulator over HTTP", () => {
     expect(missing.status).toBe(400);
     const body = (await missing.json()) as { error: Record<string, unknown> };
     expect(body.error).toMatchObject({ type: "invalid_request_error", param: "messages", code: null });
-    const n = await post(sim, { model: "m1", messages, n: 2 });
+    const n = await post(sim, { model: "m1", messages, n: 129 });
     expect(((await n.json()) as { error: { param: string } }).error.param).toBe("n");
     const broken = await fetch(`${sim.url}/v1/chat/completions`, { method: "POST", body: "{" });
     expect(broken.status).toBe(400);
+  });
+
+  test("n choices: each generated in full, streamed in turn by index, all billed", async () => {
+    sim.options.outputTokens = 4;
+    const whole = await post(sim, { model: "m1", messages, n: 3 });
+    const reply = (await whole.json()) as {
+      choices: { index: number; message: { content: string } }[];
+      usage: { completion_tokens: number };
+    };
+    expect(reply.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(new Set(reply.choices.map((c) => c.message.content)).size).toBe(1);
+    expect(reply.usage.completion_tokens).toBe(12);
+    const streamed = await post(sim, { model: "m1", messages, n: 2, max_tokens: 3, stream: true, stream_options: { include_usage: true } });
+    const chunks = (await streamed.text())
+      .split("\n\n")
+      .filter((f) => f.startsWith("data: {"))
+      .map(
+        (f) =>
+          JSON.parse(f.slice(6)) as { choices: { index: number; delta: { content?: string } }[]; usage?: { completion_tokens: number } },
+      );
+    const contents = chunks.flatMap((c) => c.choices.filter((x) => x.delta.content).map((x) => x.index));
+    expect(contents).toEqual([0, 1, 0, 1, 0, 1]);
+    expect(chunks.at(-1)!.usage!.completion_tokens).toBe(6);
+    expect(sim.log.entries().at(-1)!.completionTokens).toBe(6);
   });
 
   test("apiKey is enforced with an OpenAI 401", async () => {
@@ -430,15 +457,4 @@ function dataFrames(text: string): Frame[] {
 
 function withoutIds(text: string): string {
   return text.replace(/chatcmpl-sim-\d+/g, "ID").replace(/"created":\d+/g, '"created":0');
-}
-
-/** Polls until `read` returns a value; the simulator logs aborts asynchronously. */
-async function waitFor<T>(read: () => T | undefined): Promise<T> {
-  const deadline = Date.now() + waitForMsMax;
-  for (;;) {
-    const value = read();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error("waitFor: timed out");
-    await Bun.sleep(5);
-  }
 }

@@ -9,6 +9,7 @@
  * const sms = await startSmsSimulator({ apiKey: "k", template: "darvaze-otp" });
  * sms.lastCode("09121234567");
  */
+import { ALERT_TEMPLATE_DEFAULT } from "../accountArea/sms.ts";
 
 export interface SentSms {
   receptor: string;
@@ -34,7 +35,13 @@ function reply(status: number, message: string, entries: unknown[] = []): Respon
   return Response.json({ return: { status, message }, entries }, { status: status === 200 ? 200 : status >= 500 ? 500 : 400 });
 }
 
-export async function startSmsSimulator(options: { apiKey: string; template: string; port?: number }): Promise<SmsSimulator> {
+export async function startSmsSimulator(options: {
+  apiKey: string;
+  template: string;
+  alertTemplate?: string;
+  port?: number;
+}): Promise<SmsSimulator> {
+  const templates = new Set([options.template, options.alertTemplate ?? ALERT_TEMPLATE_DEFAULT]);
   const sent: SentSms[] = [];
   let messageId = 1;
   const sim: SmsSimulator = {
@@ -59,7 +66,7 @@ export async function startSmsSimulator(options: { apiKey: string; template: str
       const token = form.get("token") ?? "";
       const template = form.get("template") ?? "";
       if (!/^09\d{9}$/.test(receptor)) return reply(411, "invalid receptor");
-      if (template !== options.template) return reply(424, "template not found");
+      if (!templates.has(template)) return reply(424, "template not found");
       if (!token || token.length > 100) return reply(431, "invalid token");
       sent.push({ receptor, token, template, at: Date.now() });
       if (sent.length > SMS_SIM_SENT_MAX) sent.shift();

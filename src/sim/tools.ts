@@ -35,14 +35,19 @@ export function toolToCall(request: ToolQuestion): SimToolOffer | null {
 }
 
 /**
- * Arguments from the schema: strings "sim", numbers 1, booleans true, others null.
+ * Arguments from the schema: an enum's first value, strings "sim", numbers 1, booleans true, others null.
  * @example simToolArguments({ type: "object", properties: { city: { type: "string" } } }) // {"city":"sim"}
  */
 export function simToolArguments(schema: unknown): Record<string, unknown> {
-  const properties = (schema as { properties?: Record<string, { type?: unknown }> } | null)?.properties ?? {};
+  const properties = (schema as { properties?: Record<string, { type?: unknown; enum?: unknown }> } | null)?.properties ?? {};
   const args: Record<string, unknown> = {};
   for (const [name, property] of Object.entries(properties)) {
     const type = String(property?.type ?? "").toLowerCase();
+    const choices = Array.isArray(property?.enum) ? property.enum : [];
+    if (choices.length > 0) {
+      args[name] = choices[0]; // an enum's first value: a value the schema allows
+      continue;
+    }
     args[name] = type === "string" ? "sim" : type === "number" || type === "integer" ? 1 : type === "boolean" ? true : null;
   }
   return args;
@@ -64,4 +69,15 @@ export function splitByTokens(text: string, tokens: number): string[] {
   }
   pieces.push(text.slice(from));
   return pieces;
+}
+
+/**
+ * A structured-output reply: JSON of the schema's shape (simToolArguments), one token a piece, cut
+ * at `maxTokens` (null: no limit). The vendor's models keep to the schema; clients that route on
+ * such a reply (the Gemini CLI's model router) read it rather than retry.
+ */
+export function simStructuredPieces(schema: unknown, maxTokens: number | null): { pieces: string[]; cut: boolean } {
+  const pieces = splitByTokens(JSON.stringify(simToolArguments(schema)), 1);
+  const cut = maxTokens !== null && pieces.length > maxTokens;
+  return { pieces: cut ? pieces.slice(0, maxTokens) : pieces, cut };
 }

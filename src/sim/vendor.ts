@@ -13,7 +13,7 @@ import { Exchange } from "./exchange.ts";
 import type { SimOptions } from "./options.ts";
 import { simCompletion, simPromptText } from "./text.ts";
 import { simCountTokens, simPromptTokens } from "./tokens.ts";
-import { simToolArguments, splitByTokens, toolPieceTokens, toolToCall, type ToolQuestion } from "./tools.ts";
+import { simStructuredPieces, simToolArguments, splitByTokens, toolPieceTokens, toolToCall, type ToolQuestion } from "./tools.ts";
 
 /** What the simulator reads from any vendor's request. */
 export interface VendorRequest extends ToolQuestion {
@@ -22,6 +22,12 @@ export interface VendorRequest extends ToolQuestion {
   /** Prompt tokens outside the messages' text and overhead: tools, schemas, tool calls, images (by tokens.ts's rule). */
   promptExtraTokens: number;
   maxTokens: number | null;
+  /** Anthropic's web search tool offered: the most searches it allows (null: no `max_uses`); absent: not offered. */
+  webSearchMaxUses?: number | null;
+  /** Gemini's thinkingConfig.thinkingBudget: thoughts stop there (null or -1: no budget). */
+  thinkingBudget?: number | null;
+  /** A structured-output schema (Gemini's responseJsonSchema): the reply is JSON of its shape. */
+  outputSchema?: unknown;
 }
 
 export interface PlannedChunk {
@@ -38,11 +44,16 @@ export interface ReplyPlan {
   /** Parts of promptTokens reported as read from / written to the prompt cache. */
   cacheReadTokens: number;
   cacheWriteTokens: number;
+  cacheWrite1hTokens: number;
+  /** Web searches run before the answer (their results are in promptTokens). */
+  webSearchCalls: number;
   chunks: PlannedChunk[];
   tool: { name: string; argumentsJson: string } | null;
   finish: "stop" | "length" | "tool";
   tokens: number;
   thoughtTokens: number;
+  /** How usage is reported (SimOptions.omitUsage, usageScale); read by the wires that honour them (Anthropic's). */
+  usageReport: { omit: boolean; scale: number };
 }
 
 export interface Refusal {
@@ -92,9 +103,20 @@ export async function handleVendorChat(context: ChatContext, req: Request, wire:
   context.metrics.see(parsed.model);
   if (context.roll(context.options.rateLimitRate)) return refuse(exchange, wire.rateLimited);
   if (context.roll(context.options.failRate)) return refuse(exchange, wire.serverError);
-  const cache = { read: context.options.cacheReadTokens, write: wire.reportsCacheWrites ? context.options.cacheWriteTokens : 0 };
-  exchange.setPrompt(simPromptTokens(parsed.messages) + parsed.promptExtraTokens, cache);
+  const writes = wire.reportsCacheWrites;
+  const cache = {
+    read: context.options.cacheReadTokens,
+    write: writes ? context.options.cacheWriteTokens : 0,
+    write1h: writes ? context.options.cacheWrite1hTokens : 0,
+  };
+  // Searches run before the answer; their results are read as input, like the vendor bills them.
+  const searches =
+    parsed.webSearchMaxUses === undefined ? 0 : Math.min(context.options.webSearchCalls, parsed.webSearchMaxUses ?? Infinity);
+  exchange.webSearchCalls = searches;
+  const resultTokens = searches * context.options.webSearchResultTokens;
+  exchange.setPrompt(simPromptTokens(parsed.messages) + parsed.promptExtraTokens + resultTokens, cache);
   const plan = planVendorReply(context.options, parsed, exchange, wire);
+  if (context.options.cancelBills === "all") exchange.billedIfCancelled = served(plan, plan.tokens);
   if (!parsed.stream) return completeReply(exchange, req.signal, context.options, plan, wire);
   return streamReply(exchange, req.signal, context.options, plan, wire);
 }
@@ -105,14 +127,18 @@ function refuse(exchange: Exchange, refusal: Refusal): Response {
 }
 
 function planVendorReply(options: SimOptions, request: VendorRequest, exchange: Exchange, wire: VendorWire): ReplyPlan {
-  const thoughtTokens = wire.reportsThoughtTokens ? options.thoughtTokens : 0;
+  const budget = request.thinkingBudget ?? -1;
+  const thoughtTokens = wire.reportsThoughtTokens ? (budget >= 0 ? Math.min(options.thoughtTokens, budget) : options.thoughtTokens) : 0;
   const base = {
     seq: exchange.seq,
     model: request.model,
     promptTokens: exchange.promptTokens,
     cacheReadTokens: exchange.cacheReadTokens,
     cacheWriteTokens: exchange.cacheWriteTokens,
+    cacheWrite1hTokens: exchange.cacheWrite1hTokens,
+    webSearchCalls: exchange.webSearchCalls,
     thoughtTokens,
+    usageReport: { omit: options.omitUsage, scale: options.usageScale },
   };
   const tool = toolToCall(request);
   if (tool) {
@@ -124,6 +150,11 @@ function planVendorReply(options: SimOptions, request: VendorRequest, exchange: 
       return { kind: "tool", text, tokensAfter: simCountTokens(served) };
     });
     return { ...base, chunks, tool: { name: tool.name, argumentsJson }, finish: "tool", tokens: simCountTokens(argumentsJson) };
+  }
+  if (request.outputSchema !== undefined) {
+    const { pieces, cut } = simStructuredPieces(request.outputSchema, request.maxTokens);
+    const chunks = pieces.map((text, i): PlannedChunk => ({ kind: "text", text, tokensAfter: i + 1 }));
+    return { ...base, chunks, tool: null, finish: cut ? "length" : "stop", tokens: pieces.length };
   }
   const cut = request.maxTokens !== null && request.maxTokens < options.outputTokens;
   const tokens = cut ? request.maxTokens! : options.outputTokens;

@@ -25,12 +25,16 @@ export type ChunkFramesOptions = {
   includeUsage: boolean;
   /** vLLM's `stream_options.continuous_usage_stats`: every chunk carries usage so far. */
   continuousUsage: boolean;
+  /** Reported usage is the true one times this (SimOptions.usageScale). */
+  usageScale?: number;
 };
 
 export const doneFrame = "data: [DONE]\n\n";
 
 /** OpenAI's usage; `cachedTokens` (a part of the prompt) is reported only when there are some. */
-export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0): SimUsage {
+export function usageOf(promptTokens: number, completionTokens: number, cachedTokens = 0, scale = 1): SimUsage {
+  promptTokens = Math.round(promptTokens * scale);
+  completionTokens = Math.round(completionTokens * scale);
   return {
     prompt_tokens: promptTokens,
     completion_tokens: completionTokens,
@@ -39,7 +43,9 @@ export function usageOf(promptTokens: number, completionTokens: number, cachedTo
   };
 }
 
-function usageJson(promptTokens: number, completionTokens: number, cachedTokens = 0): string {
+function usageJson(promptTokens: number, completionTokens: number, cachedTokens = 0, scale = 1): string {
+  promptTokens = Math.round(promptTokens * scale);
+  completionTokens = Math.round(completionTokens * scale);
   return (
     `{"prompt_tokens":${promptTokens},"completion_tokens":${completionTokens},` +
     `"total_tokens":${promptTokens + completionTokens}` +
@@ -59,47 +65,47 @@ export class ChunkFrames {
       `"created":${options.created},"model":${JSON.stringify(options.model)},"choices":`;
   }
 
-  /** The opening chunk: `delta: { role: "assistant", content: "" }`. */
-  role(): string {
-    return this.#choice(`{"role":"assistant","content":""}`, "null", 0);
+  /** The opening chunk of choice `index`: `delta: { role: "assistant", content: "" }`. */
+  role(index = 0): string {
+    return this.#choice(`{"role":"assistant","content":""}`, "null", 0, index);
   }
 
-  /** One token; `completionTokens` counts it. */
-  content(delta: string, completionTokens: number): string {
-    return this.#choice(`{"content":${JSON.stringify(delta)}}`, "null", completionTokens);
+  /** One token of choice `index`; `completionTokens` counts it (all choices). */
+  content(delta: string, completionTokens: number, index = 0): string {
+    return this.#choice(`{"content":${JSON.stringify(delta)}}`, "null", completionTokens, index);
   }
 
   /** The opening chunk of a tool call: role, call id and function name, empty arguments. */
-  toolStart(id: string, name: string): string {
+  toolStart(id: string, name: string, index = 0): string {
     const call = { index: 0, id, type: "function", function: { name, arguments: "" } };
-    return this.#choice(`{"role":"assistant","content":null,"tool_calls":[${JSON.stringify(call)}]}`, "null", 0);
+    return this.#choice(`{"role":"assistant","content":null,"tool_calls":[${JSON.stringify(call)}]}`, "null", 0, index);
   }
 
-  /** A piece of the tool call's arguments; `completionTokens` counts the pieces so far. */
-  toolArguments(piece: string, completionTokens: number): string {
-    return this.#choice(`{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(piece)}}}]}`, "null", completionTokens);
+  /** A piece of the tool call's arguments; `completionTokens` counts the pieces so far (all choices). */
+  toolArguments(piece: string, completionTokens: number, index = 0): string {
+    return this.#choice(`{"tool_calls":[{"index":0,"function":{"arguments":${JSON.stringify(piece)}}}]}`, "null", completionTokens, index);
   }
 
-  /** The empty-delta chunk that carries the finish reason. */
-  finish(reason: WireFinishReason, completionTokens: number): string {
-    return this.#choice("{}", `"${reason}"`, completionTokens);
+  /** The empty-delta chunk that carries the finish reason of choice `index`. */
+  finish(reason: WireFinishReason, completionTokens: number, index = 0): string {
+    return this.#choice("{}", `"${reason}"`, completionTokens, index);
   }
 
   /** The usage-only chunk sent after `finish` when `include_usage` was requested. */
   usage(completionTokens: number): string {
-    return `${this.#prefix}[],"usage":${usageJson(this.#options.promptTokens, completionTokens, this.#options.cachedTokens)}}\n\n`;
+    return `${this.#prefix}[],"usage":${usageJson(this.#options.promptTokens, completionTokens, this.#options.cachedTokens, this.#options.usageScale)}}\n\n`;
   }
 
-  #choice(delta: string, finishReason: string, completionTokens: number): string {
+  #choice(delta: string, finishReason: string, completionTokens: number, index: number): string {
     return (
-      `${this.#prefix}[{"index":0,"delta":${delta},"logprobs":null,"finish_reason":${finishReason}}]` +
+      `${this.#prefix}[{"index":${index},"delta":${delta},"logprobs":null,"finish_reason":${finishReason}}]` +
       `${this.#usageTail(completionTokens)}}\n\n`
     );
   }
 
   #usageTail(completionTokens: number): string {
-    const { continuousUsage, includeUsage, promptTokens, cachedTokens } = this.#options;
-    if (continuousUsage) return `,"usage":${usageJson(promptTokens, completionTokens, cachedTokens)}`;
+    const { continuousUsage, includeUsage, promptTokens, cachedTokens, usageScale } = this.#options;
+    if (continuousUsage) return `,"usage":${usageJson(promptTokens, completionTokens, cachedTokens, usageScale)}`;
     return includeUsage ? `,"usage":null` : "";
   }
 }
@@ -114,6 +120,8 @@ export type CompletionBodyOptions = {
   finishReason: WireFinishReason;
   /** Null omits the field, like an upstream that reports no usage. */
   usage: SimUsage | null;
+  /** Choices, each with the same message (`n`); 1 when absent. */
+  choices?: number;
 };
 
 /** The non-streamed `chat.completion` object. */
@@ -123,29 +131,27 @@ export function completionBody(options: CompletionBodyOptions): string {
     object: "chat.completion",
     created: options.created,
     model: options.model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: "assistant",
-          content: options.content,
-          refusal: null,
-          ...(options.toolCall
-            ? {
-                tool_calls: [
-                  {
-                    id: options.toolCall.id,
-                    type: "function",
-                    function: { name: options.toolCall.name, arguments: options.toolCall.arguments },
-                  },
-                ],
-              }
-            : {}),
-        },
-        logprobs: null,
-        finish_reason: options.finishReason,
+    choices: Array.from({ length: options.choices ?? 1 }, (_, index) => ({
+      index,
+      message: {
+        role: "assistant",
+        content: options.content,
+        refusal: null,
+        ...(options.toolCall
+          ? {
+              tool_calls: [
+                {
+                  id: options.toolCall.id,
+                  type: "function",
+                  function: { name: options.toolCall.name, arguments: options.toolCall.arguments },
+                },
+              ],
+            }
+          : {}),
       },
-    ],
+      logprobs: null,
+      finish_reason: options.finishReason,
+    })),
     ...(options.usage ? { usage: options.usage } : {}),
   });
 }

@@ -85,8 +85,9 @@ test("verify: −51 before payment, 100 then 101 with the same ref_id, −50 on 
 test("a second verify while one is in flight is answered −12", async () => {
   const { authority } = (await request(sim)).json.data;
   sim.pay(authority, "pay-silently");
-  // The first verify is held long enough that the second surely arrives while it is in flight,
-  // even on a loaded machine.
+  // The first verify is held long enough that the second, sent 100 ms after it, surely arrives
+  // while it is in flight, even on a loaded machine. (This folder imports nothing from outside
+  // it, so not test/until.ts; and the simulator shows no verify in flight to wait for.)
   sim.faults.verifyDelayMs = 1_500;
   try {
     const body = { merchant_id: MERCHANT, amount: 500_000, authority };
