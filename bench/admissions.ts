@@ -176,7 +176,7 @@ try {
 const lines = [
   `\n## Key actor admissions, ${new Date().toISOString()} (${commit})`,
   "",
-  `Command: \`bun run bench:admissions -- --seconds ${SECONDS} --concurrency ${CONCURRENCY}\`; admit + settle per request, ${CONCURRENCY} callers, after a ${WARMUP_S} s warm-up, each key on its own wallet, unpinned, one process. Goal (issue 3): ≥ 20,000/s for one hot key.`,
+  `Command: \`bun run bench:admissions -- --seconds ${SECONDS} --concurrency ${CONCURRENCY}\`; admit + settle per request, ${CONCURRENCY} callers, after a ${WARMUP_S} s warm-up, each key on its own wallet, unpinned, one process. Goal (DESIGN.md §6): ≥ 20,000/s for one hot key.`,
   "",
   "| Bus and database | Keys | Admissions/s | p50 µs | p99 µs | Refused |",
   "|---|---:|---:|---:|---:|---:|",

@@ -6,7 +6,7 @@
  */
 import { audioDuration } from "../src/audio/duration.ts";
 import { measureAudio } from "../src/audio/measure.ts";
-import { TRANSCRIPTION_FILE_BYTES_MAX } from "../src/http/audio/schema.ts";
+import { TRANSCRIPTION_FILE_BYTES_MAX } from "../src/operations/audio/schema.ts";
 import { simSpeechAudio } from "../src/sim/audio.ts";
 import { fragmentedM4a, lyingMp3, lyingWebm, m4a, MP3_FRAME_BYTES } from "../test/audioFiles.ts";
 

@@ -4,7 +4,7 @@
  *
  *   bun run bench/chat-body.ts
  */
-import { chatRequest, isPlainChatRequest } from "../src/http/chat/schema.ts";
+import { chatRequest, isPlainChatRequest } from "../src/operations/chat/schema.ts";
 import { promptTokensUpperBound } from "../src/tokens/count.ts";
 
 const properties: Record<string, unknown> = {};

@@ -1,3 +1,4 @@
+import { z } from "zod";
 import type { Readings } from "./readings.ts";
 
 /** One measured workload against one target, as the report prints it. */
@@ -37,3 +38,9 @@ export function percentile(sorted: ArrayLike<number>, q: number): number {
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1));
   return sorted[rank]!;
 }
+
+/** A latency in a load generator's JSON line: JSON has no NaN, so a run without a sample prints null. */
+export const latencyMsSchema = z
+  .number()
+  .nullable()
+  .transform((value) => value ?? Number.NaN);

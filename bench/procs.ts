@@ -4,6 +4,7 @@
  * it ends well, throws, or is interrupted. `installExitHandlers` must run before the first spawn.
  */
 import type { Subprocess } from "bun";
+import type { z } from "zod";
 
 /** CPU of the load generators and the simulator; the server under test gets the other one. */
 export const LOAD_CPU = 0;
@@ -141,6 +142,47 @@ export async function runLoad(label: string, cmd: string[], killAfterMs: number)
   } finally {
     clearTimeout(timer);
     loads.delete(proc);
+  }
+}
+
+/**
+ * Runs a load generator that prints its figures as its last JSON line, and returns them parsed by `schema`.
+ * @example const figures = await runLoadFigures({ label: "mix-load", cmd, killAfterMs: 60_000, schema });
+ */
+export async function runLoadFigures<Schema extends z.ZodType>(options: {
+  label: string;
+  cmd: string[];
+  killAfterMs: number;
+  schema: Schema;
+}): Promise<z.infer<Schema>> {
+  const stdout = await runLoad(options.label, options.cmd, options.killAfterMs);
+  const line = stdout.split("\n").findLast((l) => l.startsWith("{"));
+  if (!line) throw new Error(`${options.label} printed no figures:\n${stdout}`);
+  return options.schema.parse(JSON.parse(line));
+}
+
+/**
+ * A benchmark's whole run: children killed at its end (and on a signal or an uncaught error),
+ * the runner pinned to the load CPU, a watchdog that interrupts it after `runSMax` seconds, and
+ * an interrupted run left to the signal handler (which cleans up, then exits).
+ * @example await runBenchmark({ name: "bench:mix", runSMax: 600 }, async () => { … });
+ */
+export async function runBenchmark(options: { name: string; runSMax: number }, body: () => Promise<void>): Promise<void> {
+  installExitHandlers();
+  pinSelf();
+  const watchdog = setTimeout(() => {
+    console.error(`${options.name}: still running after ${options.runSMax} s, giving up`);
+    process.kill(process.pid, "SIGTERM");
+  }, options.runSMax * 1000);
+  watchdog.unref();
+  try {
+    await body();
+  } catch (error) {
+    if (!interruptedSignal.aborted) throw error;
+    await new Promise<never>(() => {});
+  } finally {
+    await stopAll();
+    clearTimeout(watchdog);
   }
 }
 

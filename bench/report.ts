@@ -181,7 +181,7 @@ export function goalsTable(measurements: Measurement[]): string {
   return lines.length > 2 ? lines.join("\n") : "";
 }
 
-/** Issue 17's goals: streams against a bare proxy, the one-connection tail, first byte, stalls. */
+/** DESIGN.md §6's tail goals: streams against a bare proxy, the one-connection tail, first byte, stalls. */
 export function tailGoalsTable(measurements: Measurement[]): string {
   const lines = [
     "| Target | stream c=64 ÷ bare (goal ≥ 40%) | chat c=1 p99 − bare p99 (goal ≤ +2 ms) | stream c=1 TTFB p50 − bare (goal ≤ +0.3 ms) | longest stall, any row (goal ≤ 5 ms) |",
@@ -254,7 +254,7 @@ export function runMarkdown(info: RunInfo, rounds: Measurement[]): string {
   const goalLines = goalsTable(measurements);
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
   const tailLines = tailGoalsTable(measurements);
-  if (tailLines) sections.push(`Issue 17 goals (tail, streams, stalls; the median round, the longest stall of any round):\n\n${tailLines}`);
+  if (tailLines) sections.push(`Tail goals (DESIGN.md §6: the median round, the longest stall of any round):\n\n${tailLines}`);
   const scaleLines = scaleGoalsTable(measurements);
   if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
   return `${sections.join("\n\n")}\n`;

@@ -10,7 +10,7 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { percentile, type Measurement } from "./measurement.ts";
+import { latencyMsSchema, percentile, type Measurement } from "./measurement.ts";
 import { LOAD_CPU, runLoad } from "./procs.ts";
 
 const body = JSON.stringify({
@@ -25,10 +25,7 @@ const samplesMax = 2_000_000;
 const requestsPerClientMax = 10_000_000;
 const concurrencyMax = 10_000;
 
-const latencyMs = z
-  .number()
-  .nullable()
-  .transform((value) => value ?? Number.NaN);
+const latencyMs = latencyMsSchema;
 const resultSchema = z.object({
   requests: z.number().int().nonnegative(),
   elapsedMs: z.number().positive(),

@@ -218,6 +218,8 @@ export interface DarvazeOptions {
   bunFlags?: string[];
   /** More environment for the gateway's process. */
   env?: Record<string, string>;
+  /** How long each node may take to answer /health (default 20 s; a busy machine needs more). */
+  readyTimeoutMs?: number;
 }
 
 /** `src/main.ts` as a process routing every model to `upstreamUrl`, with a funded key. */
@@ -296,7 +298,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       pid ??= child.proc.pid;
       pids.push(child.proc.pid);
       const url = `http://${HOST}:${port}`;
-      await waitReady(child, `${url}/health`);
+      await waitReady(child, `${url}/health`, options.readyTimeoutMs);
       urls.push(url);
     }
     const url = urls[0]!;

@@ -13,7 +13,8 @@ export interface ThreadTimes {
   waitMs: number;
 }
 
-function snapshot(pid: number): Map<string, ThreadTimes> {
+/** Each thread's name and times so far, by thread id. */
+export function snapshot(pid: number): Map<string, ThreadTimes> {
   const threads = new Map<string, ThreadTimes>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
