@@ -2,7 +2,7 @@
  * Joining the cluster (NATS_URL and DATABASE_URL set): key partition leases in JetStream KV
  * (actors/cluster/partitions.ts), the slot and permit allocators this node runs for the
  * partitions it owns, this node's shares of every key's slots (actors/key/capacity.ts) and its
- * permits of keys' rates and spend (actors/key/rates.ts).
+ * permits of keys' rates and spend (actors/key/permits.ts).
  *
  *   start: claim partitions → for each, raise its fencing token in the database, then serve
  *          grants and permits for it and tell every node (PARTITION_EVENTS) so their shares
@@ -11,11 +11,12 @@
  *   pools: this node's quota of each backend's cap (actors/pool/quota.ts), once the pools exist.
  */
 import { hostname } from "node:os";
+import { runTask, taskFailed } from "./background.ts";
 import { PARTITION_LEASE_TTL_MS, PartitionLeases, partitionBucket } from "../actors/cluster/partitions.ts";
 import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, type Tenure } from "../actors/key/capacity.ts";
 import type { PoolHost } from "../actors/pool/host.ts";
 import { BackendQuotas, QUOTA_TTL_MS, quotaBucket } from "../actors/pool/quota.ts";
-import { PermitAllocator, PERMIT_REQUEST_TIMEOUT_MS, RatePermits } from "../actors/key/rates.ts";
+import { PermitAllocator, PERMIT_REQUEST_TIMEOUT_MS, RatePermits } from "../actors/key/permits.ts";
 import { GRANT, PARTITION_EVENTS, PERMITS } from "../actors/protocol.ts";
 import { partitionOf, type Subjects } from "../actors/subjects.ts";
 import type { Unsubscribe } from "./bus/bus.ts";
@@ -24,7 +25,7 @@ import { monthSpentMicro } from "../actors/key/actor.ts";
 import type { Db } from "./db/client.ts";
 import { randomBase62 } from "./ids.ts";
 import type { KeyStore } from "./keys/store.ts";
-import { raiseFence } from "./ledger/fence.ts";
+import { fenceOf, raiseFence } from "./ledger/fence.ts";
 import type { Logger } from "./log.ts";
 
 /** After a key event, how long a node waits before re-registering its share of the key. */
@@ -36,6 +37,8 @@ export interface ClusterDeps {
   keys: KeyStore;
   subjects: Subjects;
   prefix: string;
+  /** Copies JetStream keeps of the partition and quota buckets (NATS_KV_REPLICAS). */
+  kvReplicas: number;
   log: Logger;
 }
 
@@ -60,6 +63,7 @@ export class Cluster {
       node: this.node,
       ask: (req) => bus.request(GRANT, subjects.keyGrant(partitionOf(req.keyId)), req, { timeoutMs: GRANT_REQUEST_TIMEOUT_MS }),
       ownsPartition,
+      log: deps.log,
     });
     this.permitAllocator = new PermitAllocator({ keys: deps.keys, tenure, monthSpent: (keyId) => monthSpentMicro(deps.db, keyId) });
     this.permits = new RatePermits({
@@ -67,6 +71,7 @@ export class Cluster {
       ask: (req) => bus.request(PERMITS, subjects.keyPermits(partitionOf(req.keyId)), req, { timeoutMs: PERMIT_REQUEST_TIMEOUT_MS }),
       ownsPartition,
       allocator: this.permitAllocator,
+      log: deps.log,
     });
   }
 
@@ -80,10 +85,14 @@ export class Cluster {
 
   async start(): Promise<void> {
     const { bus, db, subjects, log } = this.deps;
-    const kv = await bus.nc.jetstream().views.kv(partitionBucket(this.deps.prefix), { ttl: PARTITION_LEASE_TTL_MS, history: 1 });
+    const kv = await bus.nc.jetstream().views.kv(partitionBucket(this.deps.prefix), {
+      ttl: PARTITION_LEASE_TTL_MS,
+      history: 1,
+      replicas: this.deps.kvReplicas,
+    });
     this.stopEvents = bus.subscribe(PARTITION_EVENTS, subjects.partitionEvents, (e) => {
       if (e.owner === "")
-        void this.leases?.tick(); // given back: take it now rather than at the next renewal
+        runTask("partition_tick", log, () => this.leases?.tick()); // given back: take it now rather than at the next renewal
       else if (e.owner !== this.node) {
         this.shares.partitionMoved(e.partition);
         this.permits.partitionMoved(e.partition);
@@ -94,7 +103,17 @@ export class Cluster {
       this.node,
       {
         acquired: async (p, fenceToken) => {
-          if (!(await raiseFence(db, p, fenceToken, this.node))) return false;
+          if (!(await raiseFence(db, p, fenceToken, this.node))) {
+            // A later claim was raised first (this node was deposed), or the bucket's revisions went back.
+            const held = await fenceOf(db, p);
+            log("warn", "partition_fence_refused", {
+              partition: p,
+              fenceToken,
+              databaseToken: held?.fenceToken ?? null,
+              databaseOwner: held?.owner ?? null,
+            });
+            return false;
+          }
           this.tenures.set(p, { fenceToken, acquiredAtMs: performance.now() });
           const grants = bus.serve(GRANT, subjects.keyGrant(p), (req) => this.allocator.grant(req));
           const permits = bus.serve(PERMITS, subjects.keyPermits(p), (req) => this.permitAllocator.grant(req));
@@ -130,14 +149,19 @@ export class Cluster {
    * lowered limit to its own admissions at once).
    */
   keyChanged(keyId: string): void {
-    setTimeout(() => void this.shares.renew({ keyIds: [keyId], force: true }), KEY_EVENT_RENEW_DELAY_MS);
+    const renew = () => Promise.all(this.shares.renew({ keyIds: [keyId], force: true }));
+    setTimeout(() => runTask("slot_share_renew", this.deps.log, renew), KEY_EVENT_RENEW_DELAY_MS);
   }
 
   /** Splits every backend's cap with the other nodes, by demand. */
   async startQuotas(pools: PoolHost): Promise<void> {
-    const kv = await this.deps.bus.nc.jetstream().views.kv(quotaBucket(this.deps.prefix), { ttl: QUOTA_TTL_MS, history: 1 });
+    const kv = await this.deps.bus.nc.jetstream().views.kv(quotaBucket(this.deps.prefix), {
+      ttl: QUOTA_TTL_MS,
+      history: 1,
+      replicas: this.deps.kvReplicas,
+    });
     this.quotas = new BackendQuotas(kv, this.node, pools, this.deps.log);
-    await this.quotas.tick().catch((error: Error) => this.deps.log("warn", "quota_tick_failed", { error: error.message }));
+    await this.quotas.tick().catch((error: unknown) => taskFailed("quota_tick", this.deps.log, error));
     this.quotas.start();
   }
 

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { nkeys } from "nats";
 import { natsConnectionOptions } from "./bus/nats.ts";
-import { ConfigError, loadConfig, natsSettings } from "./config.ts";
+import { BACKENDS_PER_POOL_MAX, ConfigError, loadConfig, loadPoolsFile, natsSettings, poolSchema, resolveBackends } from "./config.ts";
 
 const required = { ADMIN_TOKEN: "a".repeat(16), KEY_PEPPER: "p".repeat(32) };
 
@@ -66,37 +66,114 @@ describe("environment", () => {
 
 describe("pools file", () => {
   const dir = mkdtempSync(join(tmpdir(), "darvaze-config-"));
-  const write = (name: string, text: string) => {
+  const write = (name: string, value: unknown) => {
     const path = join(dir, name);
-    writeFileSync(path, text);
+    writeFileSync(path, typeof value === "string" ? value : JSON.stringify(value));
     return path;
   };
-  const pools = JSON.stringify({
-    pools: {
-      "llama-3.3-70b-instruct": {
-        backends: [{ name: "gpu-1", kind: "openai", url: "http://10.0.0.5:8000/v1", api_key: "${GPU_KEY}", region: "in-country" }],
-      },
-    },
+  const bare = required;
+  const gpu = { name: "gpu-1", kind: "openai", url: "http://10.0.0.5:8000/v1", region: "in-country" };
+  const poolOf = (backend: Record<string, unknown>) => ({ pools: { "llama-3.3-70b-instruct": { backends: [backend] } } });
+
+  test("api_key_env names the key's variable; backend defaults apply", () => {
+    const path = write("ok.json", poolOf({ ...gpu, api_key_env: "GPU_KEY" }));
+    const file = loadPoolsFile(path, { GPU_KEY: "s3cret" });
+    expect(file.pools["llama-3.3-70b-instruct"]!.backends[0]).toEqual({
+      ...gpu,
+      kind: "openai",
+      region: "in-country",
+      api_key: "s3cret",
+      weight: 1,
+      concurrency_max: 256,
+    } as never);
+    expect(file.deprecated).toEqual([]);
   });
 
-  test("substitutes ${ENV} secrets and applies backend defaults", () => {
-    const { pools: file } = loadConfig({ ...required, DARVAZE_CONFIG: write("ok.json", pools), GPU_KEY: "s3cret" });
-    expect(file!.pools["llama-3.3-70b-instruct"]!.backends[0]).toMatchObject({ api_key: "s3cret", weight: 1, concurrency_max: 256 });
+  test('the deprecated "api_key": "${NAME}" is read as api_key_env NAME, with a note for the log', () => {
+    const path = write("deprecated.json", poolOf({ ...gpu, api_key: "${GPU_KEY}" }));
+    const file = loadPoolsFile(path, { GPU_KEY: "s3cret" });
+    const canonical = loadPoolsFile(write("canonical.json", poolOf({ ...gpu, api_key_env: "GPU_KEY" })), { GPU_KEY: "s3cret" });
+    expect(file.pools).toEqual(canonical.pools);
+    expect(file.deprecated).toEqual([
+      `DARVAZE_CONFIG ${path}: pools.llama-3.3-70b-instruct.backends.0: "api_key": "\${GPU_KEY}" is deprecated; write "api_key_env": "GPU_KEY"`,
+    ]);
+    const defaults = write("deprecated-defaults.json", { default_backends: [{ ...gpu, api_key: "${GPU_KEY}" }] });
+    expect(loadPoolsFile(defaults, { GPU_KEY: "s3cret" })).toMatchObject({
+      default_backends: [{ name: "gpu-1", api_key: "s3cret" }],
+      deprecated: [
+        `DARVAZE_CONFIG ${defaults}: default_backends.0: "api_key": "\${GPU_KEY}" is deprecated; write "api_key_env": "GPU_KEY"`,
+      ],
+    });
+    // Only a whole-value reference is read as a variable's name; anything else is a key written out.
+    expect(
+      problems({ ...bare, DARVAZE_CONFIG: write("partial.json", poolOf({ ...gpu, api_key: "Bearer ${GPU_KEY}" })), GPU_KEY: "s" })[0],
+    ).toContain("backends.0.api_key: a key is never sent or stored");
   });
 
-  test("a missing secret variable is a problem naming it", () => {
-    expect(problems({ ...required, DARVAZE_CONFIG: write("missing.json", pools) })).toEqual([
-      "DARVAZE_CONFIG refers to ${GPU_KEY}, which is not set",
+  test("a key written in the file, or named both ways, is refused as the admin API refuses it", () => {
+    const refusal = 'a key is never sent or stored: name the environment variable that holds it with "api_key_env"';
+    const literal = write("literal.json", poolOf({ ...gpu, api_key: "sk-live-123" }));
+    expect(problems({ ...bare, DARVAZE_CONFIG: literal })).toEqual([
+      `DARVAZE_CONFIG ${literal}: pools.llama-3.3-70b-instruct.backends.0.api_key: ${refusal}`,
+    ]);
+    const both = write("both.json", poolOf({ ...gpu, api_key: "${GPU_KEY}", api_key_env: "GPU_KEY" }));
+    expect(problems({ ...bare, DARVAZE_CONFIG: both, GPU_KEY: "s3cret" })).toEqual([
+      `DARVAZE_CONFIG ${both}: pools.llama-3.3-70b-instruct.backends.0.api_key: ${refusal}`,
     ]);
   });
 
-  test("bad JSON, a bad backend and an unreadable file are problems", () => {
+  test("a missing key variable is a problem naming the pool, the backend and the variable", () => {
+    const path = write("missing.json", poolOf({ ...gpu, api_key_env: "GPU_KEY" }));
+    expect(problems({ ...bare, DARVAZE_CONFIG: path })).toEqual([
+      `DARVAZE_CONFIG ${path}: pool llama-3.3-70b-instruct: backend gpu-1: environment variable GPU_KEY is not set`,
+    ]);
+  });
+
+  test(`more than ${BACKENDS_PER_POOL_MAX} backends is refused naming the pool, never cut`, () => {
+    const many = Array.from({ length: BACKENDS_PER_POOL_MAX + 1 }, (_, i) => ({ ...gpu, name: `gpu-${i}` }));
+    const path = write("many.json", { pools: { "llama-3.3-70b-instruct": { backends: many } } });
+    expect(problems({ ...bare, DARVAZE_CONFIG: path })).toEqual([
+      `DARVAZE_CONFIG ${path}: pools.llama-3.3-70b-instruct.backends: at most ${BACKENDS_PER_POOL_MAX} backends in a pool (BACKENDS_PER_POOL_MAX)`,
+    ]);
+    const defaults = write("many-defaults.json", { default_backends: many });
+    expect(problems({ ...bare, DARVAZE_CONFIG: defaults })).toEqual([
+      `DARVAZE_CONFIG ${defaults}: default_backends: at most ${BACKENDS_PER_POOL_MAX} backends in a pool (BACKENDS_PER_POOL_MAX)`,
+    ]);
+    const full = write("full.json", { pools: { "llama-3.3-70b-instruct": { backends: many.slice(0, BACKENDS_PER_POOL_MAX) } } });
+    expect(loadPoolsFile(full, {}).pools["llama-3.3-70b-instruct"]!.backends).toHaveLength(BACKENDS_PER_POOL_MAX);
+  });
+
+  test("unknown fields, URLs other than http(s), duplicate names and out-of-bound numbers are problems", () => {
     expect(problems({ ...required, DARVAZE_CONFIG: write("bad.json", "{") })[0]).toContain("not valid JSON");
-    const badBackend = JSON.stringify({ pools: { m: { backends: [{ name: "x", kind: "openai", url: "nope", region: "mars" }] } } });
-    const found = problems({ ...required, DARVAZE_CONFIG: write("backend.json", badBackend) });
-    expect(found.some((p) => p.includes("pools.m.backends.0.url"))).toBe(true);
-    expect(found.some((p) => p.includes("pools.m.backends.0.region"))).toBe(true);
+    const bad = write("backend.json", {
+      pools: {
+        m: { backends: [{ name: "x", kind: "openai", url: "nope", region: "mars", timeout_ms: 5, weight: 0, concurrency_max: 100_001 }] },
+        n: { backends: [gpu, { ...gpu, url: "file:///etc/passwd" }] },
+      },
+      extra: true,
+    });
+    expect(problems({ ...bare, DARVAZE_CONFIG: bad }).map((p) => p.slice(`DARVAZE_CONFIG ${bad}: `.length).split(":")[0])).toEqual([
+      "pools.m.backends.0.url",
+      "pools.m.backends.0.region",
+      "pools.m.backends.0.weight",
+      "pools.m.backends.0.concurrency_max",
+      "pools.m.backends.0.timeout_ms",
+      "pools.n.backends.1.url",
+      "pools.n.backends",
+      "extra",
+    ]);
     expect(problems({ ...required, DARVAZE_CONFIG: join(dir, "absent.json") })[0]).toContain("cannot read");
+  });
+
+  test("the admin API's pool is the same schema: a key named by variable, resolved per node", () => {
+    const pool = poolSchema.parse({ backends: [{ ...gpu, api_key_env: "A_KEY" }] });
+    expect(resolveBackends(pool.backends, { A_KEY: "sk-1" })).toEqual({
+      backends: [{ ...gpu, kind: "openai", region: "in-country", weight: 1, concurrency_max: 256, api_key: "sk-1" }],
+      problems: [],
+    });
+    expect(resolveBackends(pool.backends, {}).problems).toEqual(["backend gpu-1: environment variable A_KEY is not set"]);
+    expect(poolSchema.safeParse({ backends: [{ ...gpu, api_key: "sk-1" }] }).success).toBe(false);
+    expect(poolSchema.safeParse({ backends: [] }).success).toBe(false);
   });
 });
 

@@ -5,6 +5,7 @@
  */
 import { accessSync, constants, readFileSync } from "node:fs";
 import { z } from "zod";
+import { ALERT_TEMPLATE_DEFAULT } from "./accountArea/sms.ts";
 
 const intFromEnv = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
 
@@ -38,7 +39,7 @@ export const envSchema = z
       .enum(["inline", "worker"])
       .default("worker")
       .describe(
-        "Where the embedded database runs: `worker`, a thread of its own at a lower priority (PGLITE_WORKER_NICE), so that a commit never stops the requests in flight; or `inline`, on the request thread (each usage batch then stops every request for its commit: bench/RESULTS.md).",
+        "Where the embedded database runs: `worker`, a thread of its own at a lower priority (PGLITE_WORKER_NICE), so that a commit never stops the requests in flight; or `inline`, on the request thread (each usage batch then stops every request for its commit: bench/RESULTS.md). A worker that dies is started again on the same folder, up to 5 deaths in a row; requests that need the database get 503 meanwhile (docs/runbook.md).",
       ),
     PGLITE_WORKER_NICE: z.coerce
       .number()
@@ -93,7 +94,9 @@ export const envSchema = z
       .string()
       .min(1)
       .optional()
-      .describe("The pools file (docs/routing.md). Unset: an embedded simulator serves every model."),
+      .describe(
+        "The pools file (docs/routing.md): the upstreams to serve, each backend's key named by `api_key_env`, checked as `PUT /admin/pools/{model}` checks a pool (at most 64 backends each); any problem stops the start. Required: without it the gateway refuses to start, naming it (`bun run demo` serves simulated upstreams instead).",
+      ),
     KEY_PREFIX: z
       .string()
       .regex(/^[A-Za-z0-9_-]{1,16}$/, "1 to 16 letters, digits, _ or -")
@@ -107,6 +110,12 @@ export const envSchema = z
       "Comma-separated browser origins allowed to call /v1 with a key (default none: keys are for servers).",
     ),
     BODY_BYTES_MAX: intFromEnv(32 * 1024 * 1024, 1024, 256 * 1024 * 1024).describe("Largest request body; 413 `request_too_large` above."),
+    JSON_DEPTH_MAX: intFromEnv(128, 8, 1024).describe(
+      "Deepest nesting of arrays and objects a JSON request body may have (HTTP and NATS), checked on the raw bytes before parsing; 400 `invalid_request` in the wire's error shape above.",
+    ),
+    FREE_RPM: intFromEnv(120, 1, 100_000).describe(
+      "Requests per minute a key may make to each unpriced endpoint that does work (POST /v1/messages/count_tokens, Gemini's :countTokens, GET /v1/key, GET /v1/credits, GET /v1/generations/{id}), on each node; 429 `rate_limit_exceeded` with `retry-after` above. Apart from the key's paid `rpm`; the key's `concurrency_max` bounds these requests in flight too.",
+    ),
     UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 215_000).describe(
       "The whole wait for an upstream's reply, all tries (headers, and the body of a whole, non-streamed reply); 504 after. A client waiting for a non-streamed reply hears nothing meanwhile, and Bun's idle timeout (at most 255 s) must cover it and an image download: hence the bound (docs/operations.md, Listening).",
     ),
@@ -115,6 +124,9 @@ export const envSchema = z
     ),
     STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000).describe(
       "A stream whose upstream is silent this long is ended with an `upstream_timeout` error frame and the upstream aborted.",
+    ),
+    STREAM_LEFT_READ_MS: intFromEnv(30_000, 100, 600_000).describe(
+      "After a stream's client leaves, its upstream is still read (nothing relayed, the key's slot still taken) this long for its usage report, the vendor's bill; then it is aborted and the request billed all its hold covers.",
     ),
     LOG_LEVEL: z
       .enum(["debug", "info", "warn", "error"])
@@ -132,11 +144,17 @@ export const envSchema = z
     LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000).describe(
       "Life of a key actor's lease (its hold on the wallet); admission from it stops at half. A crashed node's leased money is back after this.",
     ),
+    KEY_IDLE_MS: intFromEnv(30_000, 1_000, 3_600_000).describe(
+      "A key with no request for this long gives its lease back (the held money is the wallet's again); the idle sweep runs every 5 s, or this often when shorter. A failed give-back (the database away) is tried again by the next sweep.",
+    ),
     USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000).describe(
       "Usage records are written in batches at most this long after a request ends: the most a crash loses.",
     ),
     USAGE_STREAM_REPLICAS: intFromEnv(1, 1, 5).describe(
-      "With NATS: copies of the usage stream JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
+      "With NATS: copies of the usage stream and its dead letters JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
+    ),
+    NATS_KV_REPLICAS: intFromEnv(1, 1, 5).describe(
+      "With NATS and a database: copies JetStream keeps of the partition-lease and backend-quota buckets (KV); 3 on a cluster of three, with `USAGE_STREAM_REPLICAS=3`, so that losing one server moves no partition. Applies when a bucket is created: an existing bucket keeps its copies (docs/cluster.md, A NATS cluster).",
     ),
     USAGE_STREAM_MESSAGES_MAX: intFromEnv(10_000_000, 100, 1_000_000_000).describe(
       "With NATS: batch messages the usage stream keeps, the oldest dropped first (a node publishes again what was dropped unposted).",
@@ -144,7 +162,12 @@ export const envSchema = z
     SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000).describe(
       "On SIGTERM, requests in flight get this long to finish before their connections are closed.",
     ),
-    HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000).describe("How often pending holds past their deadline are closed."),
+    HOLD_SWEEP_INTERVAL_MS: intFromEnv(10_000, 200, 600_000).describe(
+      "How often pending holds past their deadline (and its grace) are closed, and this node's open leases have their deadlines renewed.",
+    ),
+    HOLD_EXPIRY_GRACE_MS: intFromEnv(45_000, 0, 3_600_000).describe(
+      "A hold whose node stopped renewing it stays pending this long past its deadline, so that usage the node published before it died is still billed from it (at least the usage stream's ack wait).",
+    ),
     RATE_SOURCE_URL: z
       .string()
       .url()
@@ -183,11 +206,19 @@ export const envSchema = z
       .min(1)
       .default("darvaze-otp")
       .describe("The verify/lookup template registered with Kavenegar; its `%token` is the code."),
+    KAVENEGAR_ALERT_TEMPLATE: z
+      .string()
+      .min(1)
+      .default(ALERT_TEMPLATE_DEFAULT)
+      .describe("The verify/lookup template of the low-balance alert; its `%token` is the balance in whole toman."),
     KAVENEGAR_URL: z
       .string()
       .url()
       .default("https://api.kavenegar.com")
       .describe("Kavenegar's API origin (a local one in tests: src/sim/sms.ts)."),
+    SMS_DAILY_BUDGET_MAX: intFromEnv(5_000, 1, 10_000_000).describe(
+      "SMS the gateway may send in a UTC day, every purpose and node together (src/accountArea/smsBudget.ts): past it, sign-in by code answers 503 until the next UTC day, `sms_budget_exhausted` is logged and `darvaze_sms_budget_exhausted` is 1 in /metrics. Bounds what a flood of sign-in requests from many addresses can cost.",
+    ),
     CONSOLE_SECRET: z
       .string()
       .min(32, "must be at least 32 characters")
@@ -344,13 +375,38 @@ export function natsSettings(env: NatsEnv): NatsSettings | null {
   return { servers, auth, tls };
 }
 
-export const backendSchema = z.object({
-  name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/),
+/** Backends in one pool (and in `default_backends`): a longer list is refused, never cut. */
+export const BACKENDS_PER_POOL_MAX = 64;
+/** The longest backend `url` taken. */
+const BACKEND_URL_CHARS_MAX = 2_048;
+/** The longest model id a pool is named by or sends upstream (`upstream_model`). */
+const MODEL_ID_CHARS_MAX = 256;
+
+/** An environment variable's name, as `api_key_env` takes it. */
+const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+const backendUrl = z.string().max(BACKEND_URL_CHARS_MAX).refine(isHttpUrl, "an http:// or https:// URL");
+
+function isHttpUrl(text: string): boolean {
+  const url = URL.parse(text);
+  return url !== null && (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "";
+}
+
+/**
+ * One backend, as the pools file, `PUT /admin/pools/{model}`, the `pools` table and `gw pools
+ * set` all take it. The secret is never part of it: `api_key_env` names the environment variable
+ * that holds the key, and each node reads it from its own environment (resolveBackends).
+ */
+export const backendSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, "1 to 64 of A-Z a-z 0-9 . _ -"),
   kind: z.enum(["openai", "anthropic", "gemini"]),
-  url: z.string().url(),
-  api_key: z.string().optional(),
+  url: backendUrl,
+  /** The environment variable that holds the backend's key on every node. */
+  api_key_env: z.string().regex(ENV_NAME_PATTERN, "an environment variable name").optional(),
+  /** Refused with a message saying what to write instead: keys are never sent, stored or written in files. */
+  api_key: z.never({ error: 'a key is never sent or stored: name the environment variable that holds it with "api_key_env"' }).optional(),
   /** The model id the upstream knows; defaults to the catalog id. */
-  upstream_model: z.string().min(1).optional(),
+  upstream_model: z.string().min(1).max(MODEL_ID_CHARS_MAX).optional(),
   region: z.enum(["in-country", "abroad"]),
   weight: z.number().positive().max(1000).default(1),
   concurrency_max: z.number().int().positive().max(100_000).default(256),
@@ -361,14 +417,23 @@ export const backendSchema = z.object({
   responses_api: z.boolean().optional(),
 });
 
-export type BackendConfig = z.infer<typeof backendSchema>;
+/** A backend as declared: its key named, not held. */
+export type BackendSpec = z.infer<typeof backendSchema>;
+
+/** A backend as a pool runs it: the declared fields with the key read from the environment. */
+export type BackendConfig = Omit<BackendSpec, "api_key_env" | "api_key"> & { api_key?: string };
+
+const backendListSchema = z
+  .array(backendSchema)
+  .max(BACKENDS_PER_POOL_MAX, `at most ${BACKENDS_PER_POOL_MAX} backends in a pool (BACKENDS_PER_POOL_MAX)`)
+  .refine((list) => new Set(list.map((b) => b.name)).size === list.length, "backend names must be unique within a pool");
 
 /** A share of the model's token prices, in percent: 200 bills twice the list price. */
 const pricedField = z.strictObject({ price_percent: z.number().int().min(1).max(10_000) });
 
 /**
  * Chat fields that change the upstream's price or keep customer data, refused unless a pool
- * enables them, and how each is priced (src/http/chat/paidFields.ts). `store` has no price of its
+ * enables them, and how each is priced (src/operations/chat/paidFields.ts). `store` has no price of its
  * own; each other field, when used, multiplies the request's token prices by its percent.
  */
 export const paidFieldsSchema = z.strictObject({
@@ -386,13 +451,28 @@ export const paidFieldsSchema = z.strictObject({
 
 export type PaidFields = z.infer<typeof paidFieldsSchema>;
 
-export const poolsFileSchema = z.object({
-  /** Backends for models without a pool of their own. */
-  default_backends: z.array(backendSchema).default([]),
-  pools: z.record(z.string(), z.object({ backends: z.array(backendSchema).min(1), paid_fields: paidFieldsSchema.optional() })).default({}),
+/** One model's pool, as the pools file and `PUT /admin/pools/{model}` take it. */
+export const poolSchema = z.strictObject({
+  backends: backendListSchema.min(1, "a pool needs at least one backend"),
+  /** Chat fields the pool enables, with their prices. */
+  paid_fields: paidFieldsSchema.optional(),
 });
 
-export type PoolsFile = z.infer<typeof poolsFileSchema>;
+export type PoolSpec = z.infer<typeof poolSchema>;
+
+export const poolsFileSchema = z.strictObject({
+  /** Backends for models without a pool of their own. */
+  default_backends: backendListSchema.default([]),
+  pools: z.record(z.string().min(1).max(MODEL_ID_CHARS_MAX), poolSchema).default({}),
+});
+
+/** The pools file with every backend's key read from the environment. */
+export interface PoolsFile {
+  default_backends: BackendConfig[];
+  pools: Record<string, { backends: BackendConfig[]; paid_fields?: PaidFields }>;
+  /** What the file says in a deprecated form, for the log (one line each). */
+  deprecated?: string[];
+}
 
 export interface Config {
   env: Env;
@@ -405,21 +485,82 @@ export class ConfigError extends Error {
   }
 }
 
-/** Replaces `${NAME}` with the environment variable NAME; a missing variable is a problem. */
-export function substituteEnv(text: string, env: Record<string, string | undefined>, problems: string[]): string {
-  return text.replace(/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/g, (_, name: string) => {
-    const value = env[name];
-    if (value === undefined) problems.push(`DARVAZE_CONFIG refers to \${${name}}, which is not set`);
-    return value ?? "";
+/**
+ * The backends with their keys read from `env`; a named variable that is unset is a problem.
+ * @example resolveBackends([{ ...spec, api_key_env: "OPENAI_API_KEY" }], process.env) // { backends: [{ ...spec, api_key: "sk-…" }], problems: [] }
+ */
+export function resolveBackends(
+  specs: BackendSpec[],
+  env: Record<string, string | undefined>,
+): { backends: BackendConfig[]; problems: string[] } {
+  const problems: string[] = [];
+  const backends = specs.map(({ api_key_env, api_key: _, ...rest }) => {
+    const apiKey = api_key_env === undefined ? undefined : env[api_key_env];
+    if (api_key_env !== undefined && apiKey === undefined)
+      problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
+    return { ...rest, ...(apiKey !== undefined ? { api_key: apiKey } : {}) };
   });
+  return { backends, problems };
+}
+
+/** The pools file's deprecated way to name a key's variable, read for files written that way: `"api_key": "${NAME}"` means `"api_key_env": "NAME"`. */
+const KEY_REFERENCE_DEPRECATED = /^\$\{([A-Za-z_][A-Za-z0-9_]{0,127})\}$/;
+
+/**
+ * Rewrites each backend's deprecated `api_key: "${NAME}"` into `api_key_env: "NAME"` in the
+ * parsed file, noting each. Any other `api_key` (a key written out, or beside `api_key_env`) is
+ * left for the schema to refuse, in the words the admin API uses.
+ */
+function upgradeKeyReferences(json: unknown, notes: string[]): void {
+  if (!isRecord(json)) return;
+  const lists: [string, unknown][] = [["default_backends", json.default_backends]];
+  if (isRecord(json.pools)) {
+    for (const [model, pool] of Object.entries(json.pools))
+      lists.push([`pools.${model}.backends`, isRecord(pool) ? pool.backends : undefined]);
+  }
+  for (const [where, list] of lists) {
+    if (!Array.isArray(list)) continue;
+    list.forEach((backend: unknown, i) => {
+      if (!isRecord(backend) || "api_key_env" in backend || typeof backend.api_key !== "string") return;
+      const name = KEY_REFERENCE_DEPRECATED.exec(backend.api_key)?.[1];
+      if (name === undefined) return;
+      delete backend.api_key;
+      backend.api_key_env = name;
+      notes.push(`${where}.${i}: "api_key": "\${${name}}" is deprecated; write "api_key_env": "${name}"`);
+    });
+  }
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function issuesToProblems(prefix: string, error: z.ZodError): string[] {
-  return error.issues.map((issue) => `${prefix}${issue.path.join(".") || "(root)"}: ${issue.message}`);
+  return error.issues.map((issue) => {
+    const path = [...issue.path, ...(issue.code === "unrecognized_keys" ? [issue.keys.join(", ")] : [])].join(".") || "(root)";
+    return `${prefix}${path}: ${issue.message}`;
+  });
 }
 
+/** The file's backends with their keys read from `env`; an unset variable is a problem naming the pool. */
+function resolvePoolsFile(spec: z.infer<typeof poolsFileSchema>, env: Record<string, string | undefined>, problems: string[]): PoolsFile {
+  const resolve = (where: string, specs: BackendSpec[]) => {
+    const resolved = resolveBackends(specs, env);
+    for (const problem of resolved.problems) problems.push(`${where}: ${problem}`);
+    return resolved.backends;
+  };
+  const pools: PoolsFile["pools"] = {};
+  for (const [model, pool] of Object.entries(spec.pools)) {
+    pools[model] = { backends: resolve(`pool ${model}`, pool.backends), ...(pool.paid_fields ? { paid_fields: pool.paid_fields } : {}) };
+  }
+  return { default_backends: resolve("default_backends", spec.default_backends), pools };
+}
+
+/**
+ * Reads, checks and resolves the pools file; throws ConfigError listing every problem, each
+ * naming its pool. The deprecated forms it read are returned in `deprecated`, for the log.
+ */
 export function loadPoolsFile(path: string, env: Record<string, string | undefined>): PoolsFile {
-  const problems: string[] = [];
   let raw: string;
   try {
     raw = readFileSync(path, "utf8");
@@ -428,14 +569,19 @@ export function loadPoolsFile(path: string, env: Record<string, string | undefin
   }
   let json: unknown;
   try {
-    json = JSON.parse(substituteEnv(raw, env, problems));
+    json = JSON.parse(raw);
   } catch (error) {
-    problems.push(`DARVAZE_CONFIG: ${path} is not valid JSON: ${(error as Error).message}`);
+    throw new ConfigError([`DARVAZE_CONFIG: ${path} is not valid JSON: ${(error as Error).message}`]);
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  const prefix = `DARVAZE_CONFIG ${path}: `;
+  const deprecated: string[] = [];
+  const problems: string[] = [];
+  upgradeKeyReferences(json, deprecated);
   const parsed = poolsFileSchema.safeParse(json);
-  if (!parsed.success) throw new ConfigError(issuesToProblems(`DARVAZE_CONFIG ${path}: `, parsed.error));
-  return parsed.data;
+  if (!parsed.success) problems.push(...issuesToProblems("", parsed.error));
+  const file = parsed.success ? resolvePoolsFile(parsed.data, env, problems) : null;
+  if (problems.length > 0 || !file) throw new ConfigError(problems.map((p) => prefix + p));
+  return { ...file, deprecated: deprecated.map((note) => prefix + note) };
 }
 
 /** Reads and validates the whole configuration; throws ConfigError listing every problem. */

@@ -1,7 +1,7 @@
 /** Money travels as JSON with bigints as decimal strings, and reads back as the same bigints. */
 import { expect, test } from "bun:test";
 import { z } from "zod";
-import { bigintJson, encodeJson } from "./json.ts";
+import { bigintJson, encodeJson, jsonDepthExceeds } from "./json.ts";
 
 test("bigints at any depth become decimal strings; everything else is written as JSON.stringify writes it", () => {
   const value = {
@@ -22,4 +22,15 @@ test("what encodeJson writes, bigintJson reads back exactly", () => {
   const schema = z.object({ a: bigintJson, b: z.array(bigintJson) });
   const value = { a: 9_007_199_254_740_993n, b: [-1n, 0n, 10n ** 25n] };
   expect(schema.parse(JSON.parse(encodeJson(value)))).toEqual(value);
+});
+
+test("jsonDepthExceeds counts nesting outside strings only, and stops at the bound", () => {
+  expect(jsonDepthExceeds('{"a":[[1]]}', 3)).toBe(false);
+  expect(jsonDepthExceeds('{"a":[[1]]}', 2)).toBe(true);
+  // Brackets and escaped quotes inside strings are text, not nesting.
+  expect(jsonDepthExceeds(JSON.stringify({ a: '[[[{{{ \\" [[[ "' }), 1)).toBe(false);
+  expect(jsonDepthExceeds(JSON.stringify(["\\", [[]]]), 2)).toBe(true);
+  expect(jsonDepthExceeds(`${"[".repeat(1_000_000)}`, 128)).toBe(true);
+  // An unterminated string ends the scan; the parser reports it.
+  expect(jsonDepthExceeds('{"a": "[[[[', 1)).toBe(false);
 });

@@ -32,3 +32,43 @@ export const bigintJson = z.union([
     .regex(/^-?\d{1,30}$/)
     .transform((s) => BigInt(s)),
 ]);
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_ARRAY = 0x5b;
+const CLOSE_ARRAY = 0x5d;
+const OPEN_OBJECT = 0x7b;
+const CLOSE_OBJECT = 0x7d;
+
+/**
+ * Whether JSON text nests arrays and objects deeper than `depthMax`, read from the raw text before
+ * anything parses it: code that walks a parsed value recursively (validation, serialization)
+ * would otherwise spend seconds on, or overflow its stack at, a body of a few hundred KB. Brackets
+ * inside strings do not count; strings are skipped with `indexOf`, so a large prompt costs little.
+ * Malformed text is left to the parser. It stops at the first bracket past the bound.
+ *
+ * @example jsonDepthExceeds('{"a":[[1]]}', 2) // true: three levels
+ */
+export function jsonDepthExceeds(text: string, depthMax: number): boolean {
+  let depth = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === QUOTE) i = stringEnd(text, i);
+    else if (c === OPEN_ARRAY || c === OPEN_OBJECT) {
+      if (++depth > depthMax) return true;
+    } else if (c === CLOSE_ARRAY || c === CLOSE_OBJECT) depth--;
+  }
+  return false;
+}
+
+/** The index of the quote that closes the string opened at `open` (the text's length when none does). */
+function stringEnd(text: string, open: number): number {
+  let at = open;
+  for (;;) {
+    at = text.indexOf('"', at + 1);
+    if (at < 0) return text.length;
+    let slashes = 0;
+    while (text.charCodeAt(at - 1 - slashes) === BACKSLASH) slashes++;
+    if (slashes % 2 === 0) return at;
+  }
+}

@@ -2,10 +2,11 @@
  * Start-up, in the order a request depends on things: config → db → bus → actors → http.
  * `bun run start` runs this file; tests and the demo call `startGateway` in-process.
  */
+import { every, guardRejections, taskFailed } from "./background.ts";
 import { startMemoryGuard } from "./memory.ts";
 import { startLoopMonitor } from "./metrics/loop.ts";
 import { KeyActorHost } from "../actors/key/host.ts";
-import { PoolHost, simulatorPools } from "../actors/pool/host.ts";
+import { PoolHost } from "../actors/pool/host.ts";
 import { KEY_EVENTS, PRICE_EVENTS, WALLET_RECALLS } from "../actors/protocol.ts";
 import { subjects as buildSubjects, type Subjects } from "../actors/subjects.ts";
 import type { Bus } from "./bus/bus.ts";
@@ -14,35 +15,37 @@ import { NatsBus } from "./bus/nats.ts";
 import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog, type Catalog } from "./catalog/catalog.ts";
 import { RateFetcher } from "./catalog/rates.ts";
-import { ConfigError, loadConfig, natsSettings, type Config, type Env } from "./config.ts";
+import { ConfigError, loadConfig, natsSettings, type Config, type Env, type PoolsFile } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
 import { createApp } from "./http/app.ts";
-import { createConsole, type Console } from "./console/index.ts";
-import { paymentTopUps } from "./console/topups.ts";
-import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./console/sweep.ts";
+import { createAccountArea, type AccountArea } from "./accountArea/index.ts";
+import { paymentTopUps } from "./accountArea/topups.ts";
+import { ALERT_SEND_INTERVAL_MS, sendPendingAlerts } from "./accountArea/balanceAlerts.ts";
+import { SmsBudget } from "./accountArea/smsBudget.ts";
+import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./accountArea/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import { Health } from "./http/health.ts";
-import type { EdgeDeps } from "./http/deps.ts";
+import type { EdgeDeps } from "./admission/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
-import { expireHolds, pendingHoldTotals } from "./ledger/holds.ts";
+import { expireHolds, pendingHoldTotals, renewHolds } from "./ledger/holds.ts";
 import { startUsageStream } from "./ledger/stream.ts";
 import { UsageWriter } from "./ledger/usage.ts";
 import { DeadLetterTally, deadLetterTotals, ledgerSink, type DeadLetter } from "./ledger/deadletter.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
+import { onInvariantBroken } from "./invariant.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
-import { startSimulator, type SimOptions, type Simulator } from "./sim/server.ts";
 import { serveInternal } from "./internal/service.ts";
-import { chat } from "./http/chat/route.ts";
-import { createEmbeddings } from "./http/embeddings/route.ts";
-import { createImages } from "./http/images/route.ts";
-import { createSpeech } from "./http/audio/speech.ts";
-import { createTranscription } from "./http/audio/transcription.ts";
+import { chat } from "./operations/chat/chat.ts";
+import { createEmbeddings } from "./operations/embeddings/embeddings.ts";
+import { createImages } from "./operations/images/images.ts";
+import { createSpeech } from "./operations/audio/speech.ts";
+import { createTranscription } from "./operations/audio/transcription.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
 /**
@@ -57,10 +60,9 @@ export interface Gateway {
   deps: EdgeDeps;
   keyHost: KeyActorHost;
   /** The account area's sessions, codes and top-ups. */
-  console: Console;
+  console: AccountArea;
   /** Set when the node joined a cluster (NATS_URL and DATABASE_URL). */
   cluster: Cluster | null;
-  simulator: Simulator | null;
   /** Paid top-ups; null without ZARINPAL_MERCHANT_ID. */
   payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
@@ -72,31 +74,37 @@ export interface StartOptions {
   /** Run PGlite in memory instead of the data folder (tests). */
   inMemory?: boolean;
   log?: Logger;
-  /** Options of the simulated upstreams started when no pools file is given (the demo's human pace). */
-  simulator?: Partial<SimOptions>;
+  /**
+   * The pools of the upstreams to serve when no pools file (DARVAZE_CONFIG) is given, built on the
+   * catalog as loaded at start: the demo's and the tests' simulated upstreams (src/sim/pools.ts).
+   */
+  pools?: (catalog: Catalog) => PoolsFile;
 }
 
-async function openBus(config: Config): Promise<Bus> {
-  if (!config.env.NATS_URL) return new LocalBus();
-  return NatsBus.connect(natsSettings(config.env)!, `darvaze-${process.pid}`);
+async function openBus(config: Config, log: Logger): Promise<Bus> {
+  if (!config.env.NATS_URL) return new LocalBus(log);
+  return NatsBus.connect(natsSettings(config.env)!, `darvaze-${process.pid}`, log);
 }
 
 /** What stop() undoes, in reverse order of starting. */
 type Cleanups = (() => Promise<void> | void)[];
 
-/** Runs `task` every `intervalMs` until stop. */
-function repeat(cleanups: Cleanups, intervalMs: number, task: () => void): void {
-  const timer = setInterval(task, intervalMs);
-  cleanups.push(() => clearInterval(timer));
+/** Runs `work` every `intervalMs` until stop; a failure is logged and counted as `task`, and the next run retries. */
+function repeat(cleanups: Cleanups, task: string, intervalMs: number, log: Logger, work: () => unknown): void {
+  cleanups.push(every(task, intervalMs, log, work));
 }
 
-/** The configured pools file, or simulated upstreams when none is given. */
-async function upstreams(config: Config, options: StartOptions, catalog: Catalog, cleanups: Cleanups, log: Logger) {
-  if (config.pools) return { poolsFile: config.pools, simulator: null };
-  const simulator = await startSimulator({ port: 0, ...options.simulator });
-  cleanups.push(() => simulator.stop());
-  log("info", "simulated_upstreams", { url: simulator.url });
-  return { poolsFile: simulatorPools(catalog, simulator.url), simulator };
+/**
+ * The node's pools: the pools file's, else those given in the process. A start with neither is
+ * refused before anything is opened, naming what is missing.
+ */
+function upstreamPools(config: Config, options: StartOptions): (catalog: Catalog) => PoolsFile {
+  const file = config.pools;
+  if (file) return () => file;
+  if (options.pools) return options.pools;
+  throw new ConfigError([
+    "DARVAZE_CONFIG: is required: the pools file of the upstreams to serve (docs/routing.md); `bun run demo` serves every model from simulated upstreams instead",
+  ]);
 }
 
 /** Usage records' way to the ledger: the writer, over the NATS usage log when there is one; dead letters counted. */
@@ -117,6 +125,7 @@ async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, 
       log,
       onDeadLetter,
       limits: { replicas: config.env.USAGE_STREAM_REPLICAS, messagesMax: config.env.USAGE_STREAM_MESSAGES_MAX },
+      connection: { connected: () => bus.connected, disconnected: () => bus.disconnected(), answering: () => bus.answering() },
     });
     cleanups.push(() => stream.stop());
     sink = stream.sink;
@@ -127,18 +136,25 @@ async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, 
   return { writer, deadLetters, usageLogLag };
 }
 
-/** Prices follow the catalog's table (on every node's price event) and, when configured, the exchange-rate source. */
+/**
+ * Prices and models follow the catalog's tables (on every node's price event: a rate or a catalog
+ * change) and, when configured, the exchange-rate source. A model added is given its pool here.
+ */
 function followPrices(
   config: Config,
   db: Db,
   bus: Bus,
   subjects: Subjects,
   catalog: Catalog,
+  pools: PoolHost,
   cleanups: Cleanups,
   log: Logger,
 ): RateFetcher | null {
   const env = config.env;
-  const reload = () => reloadCatalog(db, catalog).catch((error: Error) => log("error", "catalog_reload_failed", { error: error.message }));
+  const reload = () =>
+    reloadCatalog(db, catalog)
+      .then(() => pools.adopt())
+      .catch((error: unknown) => taskFailed("catalog_reload", log, error));
   cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
   if (!env.RATE_SOURCE_URL) return null;
   const fetcher = new RateFetcher(
@@ -163,6 +179,7 @@ async function serveOperations(bus: NatsBus, deps: EdgeDeps, origin: string, cle
     subjects: deps.subjects,
     log: deps.log,
     origin,
+    jsonDepthMax: deps.env.JSON_DEPTH_MAX,
     chat: (input) => chat(deps, input),
     operations: {
       embeddings: (input) => createEmbeddings(input, deps),
@@ -190,6 +207,7 @@ function gatewayMetrics(
     cluster: Cluster | null;
     payments: Payments | null;
     usage: Awaited<ReturnType<typeof startUsage>>;
+    smsBudget: SmsBudget;
   },
   env: Env,
   cleanups: Cleanups,
@@ -218,6 +236,7 @@ function gatewayMetrics(
     keyRateAdmissions: cluster ? () => keyHost.rateAdmissionsByPath() : undefined,
     partitionsOwned: cluster ? () => cluster.partitionsOwned : undefined,
     topups: payments ? () => payments.topups.countsByState() : undefined,
+    smsBudget: () => parts.smsBudget.today(),
   });
 }
 
@@ -231,9 +250,11 @@ async function startKeyActors(
   const { db, bus, subjects, keys, writer } = parts;
   const env = config.env;
   const cluster =
-    bus instanceof NatsBus && env.DATABASE_URL ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, log }) : null;
+    bus instanceof NatsBus && env.DATABASE_URL
+      ? new Cluster({ bus, db, keys, subjects, prefix: env.DARVAZE_SUBJECT_PREFIX, kvReplicas: env.NATS_KV_REPLICAS, log })
+      : null;
   const keyHost = new KeyActorHost(
-    { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS },
+    { db, keys, writer, log, leaseTtlMs: env.LEASE_TTL_MS, keyIdleMs: env.KEY_IDLE_MS },
     (recall) => bus.publish(WALLET_RECALLS, subjects.walletRecalls, recall),
     cluster ? { shares: cluster.shares, permits: cluster.permits } : undefined,
   );
@@ -255,41 +276,41 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     for (const cleanup of cleanups.reverse()) await cleanup();
   };
   try {
+    const poolsOf = upstreamPools(config, options);
     ensurePortFree(env.HOST, env.PORT);
-    const db: Db = await openGatewayDb(env, options.inMemory);
+    const db: Db = await openGatewayDb(env, options.inMemory, log);
     cleanups.push(() => db.close());
     const applied = await migrate(db);
     if (applied.length > 0) log("info", "migrated", { applied });
     const catalog = await loadCatalog(db);
     warmTokenizer();
 
-    const bus = await openBus(config);
+    const bus = await openBus(config, log);
     cleanups.push(() => bus.close());
     const subjects = buildSubjects(env.DARVAZE_SUBJECT_PREFIX);
 
-    const { poolsFile, simulator } = await upstreams(config, options, catalog, cleanups, log);
-
     const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
-    repeat(cleanups, KEY_POLL_INTERVAL_MS, () => {
-      keys.pollChanges().catch((error: Error) => log("warn", "key_poll_failed", { error: error.message }));
+    repeat(cleanups, "key_poll", KEY_POLL_INTERVAL_MS, log, () => keys.pollChanges());
+    const flushLastUse = () => keys.lastUse.flush(db);
+    // The last notes, once the timer below has stopped.
+    cleanups.push(async () => {
+      await flushLastUse().catch((error: unknown) => taskFailed("key_last_use", log, error));
     });
-    const flushLastUse = () => keys.lastUse.flush(db).catch((error: Error) => log("warn", "key_last_use_failed", { error: error.message }));
-    cleanups.push(async () => void (await flushLastUse())); // the last notes, once the timer below has stopped
-    repeat(cleanups, LAST_USE_FLUSH_MS, flushLastUse);
+    repeat(cleanups, "key_last_use", LAST_USE_FLUSH_MS, log, flushLastUse);
     const { writer, deadLetters, usageLogLag } = await startUsage(config, db, bus, subjects, cleanups, log);
     const { cluster, keyHost } = await startKeyActors(config, { db, bus, subjects, keys, writer }, cleanups, log);
-    const pools = new PoolHost(catalog, poolsFile, { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS });
+    const pools = new PoolHost(catalog, poolsOf(catalog), { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS, log });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
     if (cluster) await cluster.startQuotas(pools);
 
-    repeat(cleanups, env.HOLD_SWEEP_INTERVAL_MS, () => {
-      expireHolds(db).then(
-        (n) => n > 0 && log("warn", "holds_expired", { wallets: n }),
-        (error: Error) => log("error", "hold_sweep_failed", { error: error.message }),
-      );
+    repeat(cleanups, "hold_sweep", env.HOLD_SWEEP_INTERVAL_MS, log, async () => {
+      // This node's leases first: a hold ends by its node's close, or by expiry once its node is gone.
+      await renewHolds(db, keyHost.openHolds(), env.LEASE_TTL_MS);
+      const expired = await expireHolds(db, { graceMs: env.HOLD_EXPIRY_GRACE_MS });
+      if (expired > 0) log("warn", "holds_expired", { wallets: expired });
     });
-    const rateFetcher = followPrices(config, db, bus, subjects, catalog, cleanups, log);
+    const rateFetcher = followPrices(config, db, bus, subjects, catalog, pools, cleanups, log);
 
     // The callback URL needs the listen address, known only once the server is up.
     let origin = `http://${env.HOST}:${env.PORT}`;
@@ -297,17 +318,21 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     if (payments) cleanups.push(() => payments.stop());
 
     const usage = { writer, deadLetters, usageLogLag };
-    const metrics = gatewayMetrics({ db, bus, pools, keyHost, cluster, payments, usage }, env, cleanups, log);
+    const smsBudget = new SmsBudget(db, { dailyMax: env.SMS_DAILY_BUDGET_MAX, log });
+    const metrics = gatewayMetrics({ db, bus, pools, keyHost, cluster, payments, usage, smsBudget }, env, cleanups, log);
+    onInvariantBroken((invariant, details) => {
+      log("error", "invariant_broken", { invariant, ...details });
+      metrics.broken(invariant);
+    });
     const live = new LiveHub({ bus, subject: subjects.metricsPools, sampler: new Sampler(nodeName(), pools, metrics.traffic), log });
     live.start();
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
-    const area = createConsole(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined });
-    repeat(cleanups, CONSOLE_SWEEP_INTERVAL_MS, () => {
-      sweepConsole(db).catch((error: Error) => log("warn", "console_sweep_failed", { error: error.message }));
-    });
+    const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
+    repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
+    repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
     const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health, console: area });
     try {
       app.listen(listenOptions(env));
@@ -326,7 +351,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, console: area, cluster, simulator, payments, health, stop };
+    return { url, port, deps, keyHost, console: area, cluster, payments, health, stop };
   } catch (error) {
     await stop();
     throw error;
@@ -334,16 +359,17 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
 }
 
 /** The gateway's database: PostgreSQL at DATABASE_URL, else PGlite in the data folder (in memory for tests). */
-function openGatewayDb(env: Env, inMemory: boolean | undefined): Promise<Db> {
+function openGatewayDb(env: Env, inMemory: boolean | undefined, log: Logger): Promise<Db> {
   return openDb({
     databaseUrl: env.DATABASE_URL,
     dataFolder: inMemory ? null : env.DARVAZE_DATA,
-    pglite: { thread: env.PGLITE_THREAD, workerNice: env.PGLITE_WORKER_NICE },
+    pglite: { thread: env.PGLITE_THREAD, workerNice: env.PGLITE_WORKER_NICE, log },
   });
 }
 
-/** Turns start-up failures into one clear message and exit code 1. */
-export async function runMain(start: () => Promise<Gateway>): Promise<Gateway> {
+/** Turns start-up failures into one clear message and exit code 1; a rejection nobody handled later is logged and counted, not fatal. */
+export async function runMain(start: () => Promise<Gateway>, log: Logger = createLogger("info")): Promise<Gateway> {
+  guardRejections(log);
   try {
     const gateway = await start();
     const shutdown = async () => {

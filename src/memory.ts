@@ -15,6 +15,7 @@
  * time (darvaze_gc_forced_*). The step is large enough that a node with little traffic never
  * pays either.
  */
+import { every } from "./background.ts";
 import type { Logger } from "./log.ts";
 
 export const GC_CHECK_MS = 1_000;
@@ -80,7 +81,6 @@ export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGu
     });
   };
   if (growthBytes <= 0) return { stats, stop: () => {}, check: () => {} };
-  const timer = setInterval(check, options.checkMs ?? GC_CHECK_MS);
-  timer.unref?.();
-  return { stats, stop: () => clearInterval(timer), check };
+  const stop = every("memory_guard", options.checkMs ?? GC_CHECK_MS, options.log, check);
+  return { stats, stop, check };
 }

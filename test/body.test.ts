@@ -1,5 +1,5 @@
 /**
- * The chat body at the edge, end to end against the embedded simulator: unknown fields and
+ * The chat body at the edge, end to end against the suite's upstream simulator: unknown fields and
  * cost-bearing fields are refused before anything is reserved or sent, a pool's `paid_fields`
  * enables the latter at their price, and a prompt carried outside the messages (a 400 KB JSON
  * schema with max_tokens 1) is reserved and charged for its tokens, or refused 402 by a wallet
@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 const MODEL = "gpt-4o-mini"; // 13,500 toman per 1M input tokens, 54,000 per 1M output tokens
 const INPUT_MICRO = 13_500n;
@@ -19,7 +20,7 @@ let sim: Simulator;
 
 beforeAll(async () => {
   t = await startTestGateway();
-  sim = t.gw.simulator!;
+  sim = t.sim!;
 }, SETUP_MS_MAX);
 afterAll(async () => t.stop(), SETUP_MS_MAX);
 beforeEach(() => sim.log.clear());
@@ -39,14 +40,8 @@ async function balanceMicro(key: string): Promise<bigint> {
 }
 
 /** The balance once a charge made after `before` is visible (credits wait up to 1 s for it; a loaded machine may take longer). */
-async function balanceAfterCharge(key: string, before: bigint): Promise<bigint> {
-  const deadline = Date.now() + 5_000;
-  let balance = await balanceMicro(key);
-  while (balance === before && Date.now() < deadline) {
-    await Bun.sleep(50);
-    balance = await balanceMicro(key);
-  }
-  return balance;
+function balanceAfterCharge(key: string, before: bigint): Promise<bigint> {
+  return untilValue(() => balanceMicro(key), { accept: (balance) => balance !== before, what: "a charge in the balance", pollMs: 50 });
 }
 
 async function setPaidFields(paidFields: Record<string, unknown> | undefined) {
@@ -140,6 +135,25 @@ describe("fields that change the price or keep data", () => {
     expect([flex.status, flex.body.error.param]).toEqual([400, "service_tier"]);
     await setPaidFields(undefined);
     expect((await chat(key, { store: true })).status).toBe(400);
+  });
+
+  test("a paid field's percent applies to cache reads too: 200% priority with 6 of 10 prompt tokens read from the cache", async () => {
+    await setPaidFields({ service_tier: { priority: { price_percent: 200 } } });
+    sim.options.cacheReadTokens = 6;
+    try {
+      const { key } = await t.fundedKey(100);
+      const before = await balanceMicro(key);
+      const reply = await chat(key, { service_tier: "priority" });
+      expect(reply.body.usage.prompt_tokens_details.cached_tokens).toBe(6);
+      const entry = sim.log.entries()[0]!;
+      const CACHE_READ_MICRO = 6_750n; // $0.075 per 1M × 90,000
+      const cost =
+        2n * ((BigInt(entry.promptTokens) - 6n) * INPUT_MICRO + 6n * CACHE_READ_MICRO + BigInt(entry.completionTokens) * OUTPUT_MICRO);
+      expect(before - (await balanceAfterCharge(key, before))).toBe(cost);
+    } finally {
+      sim.options.cacheReadTokens = 0;
+      await setPaidFields(undefined);
+    }
   });
 
   test("a pool setting that is not a known field or price is refused", async () => {

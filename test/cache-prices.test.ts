@@ -13,8 +13,9 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { microToToman } from "../src/catalog/prices.ts";
 import type { Simulator } from "../src/sim/server.ts";
-import { countPromptTokens } from "../src/tokens/count.ts";
+import { promptTokensUpperBound } from "../src/tokens/count.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startSimGateway, type SimGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 const PROMPT_TOKENS = 143;
 const OUTPUT_TOKENS = 8;
@@ -58,14 +59,11 @@ const RECORD_WAIT_MS_MAX = 10_000;
 
 /** The request's usage record, as the admin account view shows it, once the group commit wrote it. */
 async function usageRecord(requestId: string): Promise<Record<string, unknown>> {
-  const deadline = Date.now() + RECORD_WAIT_MS_MAX;
-  for (;;) {
+  const read = async () => {
     const account = await t.admin("GET", `/admin/accounts/${accountId}`);
-    const record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
-    if (record) return record;
-    if (Date.now() > deadline) throw new Error(`no usage record for ${requestId}`);
-    await Bun.sleep(20);
-  }
+    return account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId) as Record<string, unknown> | undefined;
+  };
+  return untilValue(read, { msMax: RECORD_WAIT_MS_MAX, what: `the usage record of ${requestId}`, pollMs: 20 });
 }
 
 async function create(model: string, stream: boolean): Promise<{ requestId: string; usage: OpenAI.CompletionUsage }> {
@@ -198,11 +196,13 @@ test("at the wallet's edge a prompt marked for caching is reserved at the cache-
     { role: "user", content: [{ ...part, cache_control: { type: "ephemeral" } }] },
   ] as unknown as OpenAI.ChatCompletionMessageParam[];
   const plain: OpenAI.ChatCompletionMessageParam[] = [{ role: "user", content: [part] }];
-  const exact = BigInt(await countPromptTokens([{ role: "user", content: [part] }]));
+  // A Claude model's prompt is reserved at the gateway's byte bound (o200k counts do not bound
+  // Claude's tokenizer), the same for both bodies but for the mark's few bytes.
+  const bound = BigInt(promptTokensUpperBound({ model: "claude-sonnet-4", messages: plain, max_tokens: 10 } as never));
   // claude-sonnet-4: input 270,000, cache write 337,500, output 1,350,000 micro-toman per token.
-  // The wallet covers the exact prompt at the input price and 10 output tokens, plus less than
-  // the cache-write premium (67,500 per token): enough unmarked, not enough marked.
-  const walletMicro = exact * 270_000n + 10n * 1_350_000n + exact * 30_000n;
+  // The wallet covers the plain prompt's bound at the input price and 10 output tokens, plus less
+  // than the cache-write premium (67,500 per token): enough unmarked, not enough marked.
+  const walletMicro = bound * 270_000n + 10n * 1_350_000n + bound * 30_000n;
   const funded = await t.fundedKey(microToToman(walletMicro));
   const edge = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
   sim.options.cacheReadTokens = 0;
@@ -215,4 +215,30 @@ test("at the wallet's edge a prompt marked for caching is reserved at the cache-
   expect((refused as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
   const served = await edge.chat.completions.create({ model: "claude-sonnet-4", messages: plain, max_tokens: 10 });
   expect(served.usage?.completion_tokens).toBe(OUTPUT_TOKENS);
+});
+
+test.each([false, true])("Anthropic 1-hour cache writes are priced apart from 5-minute ones (stream: %p)", async (stream) => {
+  sim.options.cacheReadTokens = 64;
+  sim.options.cacheWriteTokens = 64;
+  sim.options.cacheWrite1hTokens = 40;
+  try {
+    const { requestId, usage } = await create("claude-sonnet-4", stream);
+    expect(usage).toMatchObject({ prompt_tokens: PROMPT_TOKENS, prompt_tokens_details: { cached_tokens: 64, cache_write_tokens: 64 } });
+    // $3 input, $0.30 read, $3.75 5-minute write, $6 1-hour write, $15 output × 90,000:
+    // 15 × 270,000 + 64 × 27,000 + 24 × 337,500 + 40 × 540,000 + 8 × 1,350,000
+    // = 4,050,000 + 1,728,000 + 8,100,000 + 21,600,000 + 10,800,000
+    expect(await usageRecord(requestId)).toMatchObject({
+      input_units: "15",
+      cache_read_units: "64",
+      cache_write_units: "24",
+      cache_write_1h_units: "40",
+      output_units: "8",
+      prices_toman_per_1m: { cache_write: "337500", cache_write_1h: "540000" },
+      billed_micro_toman: "46278000",
+    });
+    const audit = await t.admin("GET", "/admin/ledger/audit");
+    expect(audit.body.checks.find((c: { name: string }) => c.name.startsWith("every usage record is metered"))).toMatchObject({ ok: true });
+  } finally {
+    sim.options.cacheWrite1hTokens = 0;
+  }
 });

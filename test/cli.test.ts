@@ -9,9 +9,10 @@ import { sql } from "drizzle-orm";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { BACKENDS_PER_POOL_MAX } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { deadLetterRecords } from "../src/ledger/deadletter.ts";
-import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX } from "./helpers.ts";
+import { ADMIN_TOKEN, startTestGateway, type TestGateway, SETUP_MS_MAX, until } from "./helpers.ts";
 import { usageRecord } from "./usageRecords.ts";
 
 const repoRoot = `${import.meta.dir}/..`;
@@ -43,6 +44,12 @@ function field(stdout: string, label: string): string {
   return line.slice(label.length + 2).trim();
 }
 
+const chat = (key: string, model: string) =>
+  fetch(`${t.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify({ model, messages: [{ role: "user", content: "Hello" }], max_tokens: 2 }),
+  });
 const credits = (key: string) => fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
 
 beforeAll(async () => {
@@ -137,6 +144,30 @@ describe("bun run gw", () => {
   );
 
   test(
+    "keys limits sets a key's model and address allowlists, and none clears them",
+    async () => {
+      // A key of its own account: its requests leave the wallet the other steps check untouched.
+      const { key, keyId } = await t.fundedKey(1_000);
+      const restricted = await gw(["keys", "limits", keyId, "--allowed-models", "phi-4", "--allowed-ips", "203.0.113.0/24,127.0.0.0/8"]);
+      expect(restricted.code).toBe(0);
+      expect([field(restricted.stdout, "models"), field(restricted.stdout, "addresses")]).toEqual(["phi-4", "203.0.113.0/24, 127.0.0.0/8"]);
+      await until(async () => (await chat(key, "gpt-4o-mini")).status === 403);
+
+      const outside = await gw(["keys", "limits", keyId, "--allowed-ips", "203.0.113.0/24"]);
+      expect(field(outside.stdout, "addresses")).toBe("203.0.113.0/24");
+      await until(async () => {
+        const reply = await chat(key, "phi-4");
+        return reply.status === 403 && ((await reply.json()) as { error: { message: string } }).error.message.includes("client addresses");
+      });
+
+      const cleared = await gw(["keys", "limits", keyId, "--allowed-models", "none", "--allowed-ips", "none"]);
+      expect([field(cleared.stdout, "models"), field(cleared.stdout, "addresses")]).toEqual(["any", "any"]);
+      await until(async () => (await chat(key, "gpt-4o-mini")).status === 200);
+    },
+    cliTimeoutMs,
+  );
+
+  test(
     "accounts show lists the balance and the key",
     async () => {
       const run = await gw(["accounts", "show", accountId]);
@@ -166,7 +197,7 @@ describe("bun run gw", () => {
     async () => {
       const dir = mkdtempSync(join(tmpdir(), "darvaze-cli-pools-"));
       const file = join(dir, "backends.json");
-      const sim = t.gw.simulator!;
+      const sim = t.sim!;
       writeFileSync(
         file,
         JSON.stringify({ backends: [{ name: "sim-a", kind: "openai", url: `${sim.url}/v1`, region: "in-country", weight: 2 }] }),
@@ -193,6 +224,18 @@ describe("bun run gw", () => {
       expect(misspelled.stderr).toContain(
         `error: ${file} is not a pool the gateway takes: Unrecognized request argument supplied: backends.0.wieght`,
       );
+      // The pools file's schema: one limit, refused whole; a key named only by its variable.
+      const one = (name: string) => ({ name, kind: "openai", url: `${sim.url}/v1`, region: "in-country" });
+      writeFileSync(file, JSON.stringify({ backends: Array.from({ length: BACKENDS_PER_POOL_MAX + 1 }, (_, i) => one(`b${i}`)) }));
+      const many = await gw(["pools", "set", "phi-4", "--file", file]);
+      expect(many.code).toBe(2);
+      expect(many.stderr).toContain(
+        `Invalid value for 'backends': at most ${BACKENDS_PER_POOL_MAX} backends in a pool (BACKENDS_PER_POOL_MAX)`,
+      );
+      writeFileSync(file, JSON.stringify({ backends: [{ ...one("sim-c"), api_key: "${OPENAI_API_KEY}" }] }));
+      const keyed = await gw(["pools", "set", "phi-4", "--file", file]);
+      expect(keyed.code).toBe(2);
+      expect(keyed.stderr).toContain(`Invalid value for 'backends.0.api_key': a key is never sent or stored`);
       expect(t.gw.deps.pools.get("phi-4")!.backends.map((b) => b.name)).toEqual(["sim-a"]);
     },
     cliTimeoutMs,

@@ -2,14 +2,17 @@
  * The account area's API, called directly as a browser would (Origin, cookie, CSRF token): sign-in
  * by code through the Kavenegar-speaking SMS simulator, refusals (cross-site including another
  * port, no session, another account's ids, a code after 5 wrong tries, resend limits), keys
- * refused before funding, key expiry, usage and its CSV export.
+ * refused before funding, key expiry, usage and its CSV export, check status within the callback's
+ * attempt cap.
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
 import OpenAI from "openai";
-import { OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, OTP_TRIES_MAX } from "../src/console/otp.ts";
+import { OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, OTP_TRIES_MAX } from "../src/accountArea/otp.ts";
+import { TRIES_LEFT_HEADER } from "../src/http/console/route.ts";
+import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway, until } from "./helpers.ts";
 
 const SMS_KEY = "sim-kavenegar-key";
 const TEMPLATE = "darvaze-otp";
@@ -74,7 +77,7 @@ async function signIn(national: string): Promise<Browser> {
   expect(sent.status).toBe(202);
   const code = sms.lastCode(national)!;
   expect(code).toMatch(/^\d{6}$/);
-  const signed = await call(b, "POST", "/console/api/sign-in", { phone: national, code });
+  const signed = await call(b, "POST", "/console/api/sign-in", { phone: national, code_id: sent.body.code_id, code });
   expect(signed.status).toBe(200);
   b.csrf = signed.body.csrf_token;
   return b;
@@ -82,10 +85,11 @@ async function signIn(national: string): Promise<Browser> {
 
 /** Waits until the account's usage shows `requests` requests: records are written within the durability bound (a stream and a consumer with NATS). */
 async function usageWritten(b: Browser, requests: number): Promise<void> {
-  for (const deadline = Date.now() + 15_000; Date.now() < deadline; await Bun.sleep(100)) {
-    if ((await call(b, "GET", "/console/api/usage")).body.totals.requests >= requests) return;
-  }
-  throw new Error(`usage never showed ${requests} requests`);
+  await until(async () => (await call(b, "GET", "/console/api/usage")).body.totals.requests >= requests, {
+    msMax: 15_000,
+    what: `the usage showing ${requests} requests`,
+    pollMs: 100,
+  });
 }
 
 const persian = (ascii: string) => ascii.replace(/\d/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[Number(d)]!);
@@ -93,9 +97,11 @@ const persian = (ascii: string) => ascii.replace(/\d/g, (d) => "۰۱۲۳۴۵۶۷
 describe("console API", () => {
   test("sign-in with a code typed in Persian digits creates the account and a session cookie", async () => {
     const b: Browser = { cookie: null, csrf: null };
-    expect((await call(b, "POST", "/console/api/otp", { phone: "+98 912 000 0001" })).status).toBe(202);
+    const sent = await call(b, "POST", "/console/api/otp", { phone: "+98 912 000 0001" });
+    expect(sent.status).toBe(202);
+    const codeId = sent.body.code_id;
     const code = sms.lastCode("09120000001")!;
-    const signed = await call(b, "POST", "/console/api/sign-in", { phone: persian("09120000001"), code: persian(code) });
+    const signed = await call(b, "POST", "/console/api/sign-in", { phone: persian("09120000001"), code_id: codeId, code: persian(code) });
     expect(signed.status).toBe(200);
     expect(signed.body.phone).toBe("+989120000001");
     expect(signed.headers.get("set-cookie")).toMatch(/^dvz_session=\w{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
@@ -103,11 +109,17 @@ describe("console API", () => {
     const session = await call(b, "GET", "/console/api/session");
     expect(session.body.account_id).toBe(signed.body.account_id);
     // The same code again: used up.
-    expect((await call(null, "POST", "/console/api/sign-in", { phone: "09120000001", code })).body.error.code).toBe("code_expired");
+    expect((await call(null, "POST", "/console/api/sign-in", { phone: "09120000001", code_id: codeId, code })).body.error.code).toBe(
+      "code_expired",
+    );
     // Signing in again from this browser makes a new session and ends the one it came with.
     const oldCookie = b.cookie;
-    await call(b, "POST", "/console/api/otp", { phone: "09120000011" });
-    const again = await call(b, "POST", "/console/api/sign-in", { phone: "09120000011", code: sms.lastCode("09120000011") });
+    const resent = await call(b, "POST", "/console/api/otp", { phone: "09120000011" });
+    const again = await call(b, "POST", "/console/api/sign-in", {
+      phone: "09120000011",
+      code_id: resent.body.code_id,
+      code: sms.lastCode("09120000011"),
+    });
     expect(again.body.session_id).not.toBe(signed.body.session_id);
     expect(b.cookie).not.toBe(oldCookie);
     expect((await call({ cookie: oldCookie, csrf: null }, "GET", "/console/api/session")).status).toBe(401);
@@ -132,6 +144,26 @@ describe("console API", () => {
     expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
   });
 
+  test("check status asks Zarinpal at most CALLBACK_ATTEMPTS_MAX times per top-up, then only shows it; the reconciler still credits it", async () => {
+    const b = await signIn("09120000013");
+    const started = await call(b, "POST", "/console/api/topups", { amount_toman: 50_000 });
+    const { id, payment_url } = started.body;
+    const authority = String(payment_url).split("/").at(-1);
+    const providerCalls = () =>
+      zarinpal.log.filter((e) => /\/(inquiry|verify)\.json$/.test(e.path) && e.body?.authority === authority).length;
+    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) {
+      expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body).toMatchObject({ state: "redirected", pending: true });
+    }
+    expect(providerCalls()).toBe(CALLBACK_ATTEMPTS_MAX);
+    // Paid now, with no callback: a check past its attempts does not ask Zarinpal; the reconciler, on Zarinpal's own word, credits it.
+    expect((await fetch(`${payment_url}/pay-silently`, { method: "POST", redirect: "manual" })).status).toBeLessThan(500);
+    expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body.state).toBe("redirected");
+    expect(providerCalls()).toBe(CALLBACK_ATTEMPTS_MAX);
+    expect((await t.admin("POST", "/admin/topups/reconcile")).status).toBe(200);
+    expect((await call(b, "GET", `/console/api/topups/${id}`)).body.state).toBe("verified");
+    expect((await call(b, "GET", "/console/api/overview")).body.balance_micro_toman).toBe("50000000000");
+  });
+
   test("refusals: no session, cross-site (another port too), missing CSRF token", async () => {
     expect((await call(null, "GET", "/console/api/overview")).body.error.code).toBe("session_required");
     const b = await signIn("09120000002");
@@ -147,22 +179,31 @@ describe("console API", () => {
           b,
           "POST",
           "/console/api/sign-in",
-          { phone: "09120000002", code: "000000" },
+          { phone: "09120000002", code_id: "otp_x", code: "000000" },
           { origin: "https://evil.example", "sec-fetch-site": "cross-site" },
         )
       ).status,
     ).toBe(403);
   });
 
-  test("a code is dead after 5 wrong tries, even the right one", async () => {
-    await call(null, "POST", "/console/api/otp", { phone: "09120000003" });
+  test("a code is dead after 5 wrong tries, even the right one; a code is tried only with the id its request answered", async () => {
+    const sent = await call(null, "POST", "/console/api/otp", { phone: "09120000003" });
+    const code_id = sent.body.code_id;
+    expect(code_id).toMatch(/^otp_\w{20}$/);
     const code = sms.lastCode("09120000003")!;
     const wrong = code === "000000" ? "111111" : "000000";
+    const missing = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code });
+    expect(missing.status).toBe(400);
+    expect(missing.body.error.param).toBe("code_id");
+    const unknown = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code_id: "otp_AAAAAAAAAAAAAAAAAAAA", code });
+    expect(unknown.body.error.code).toBe("code_expired");
     for (let i = 1; i <= OTP_TRIES_MAX; i++) {
-      const reply = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code: wrong });
+      const reply = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code_id, code: wrong });
       expect(reply.body.error.code).toBe(i < OTP_TRIES_MAX ? "code_invalid" : "code_attempts_exceeded");
+      // The tries left as a number, for the page to say in its language.
+      expect(reply.headers.get(TRIES_LEFT_HEADER)).toBe(i < OTP_TRIES_MAX ? String(OTP_TRIES_MAX - i) : null);
     }
-    const right = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code });
+    const right = await call(null, "POST", "/console/api/sign-in", { phone: "09120000003", code_id, code });
     expect(right.status).toBe(429);
     expect(right.body.error.code).toBe("code_attempts_exceeded");
   });
@@ -247,6 +288,47 @@ describe("console API", () => {
     expect(after.status).toBe(401);
   }, 30_000);
 
+  test("key restrictions: the account changes its own key's allowlists (bounded like the admin API); admission follows", async () => {
+    const b = await signIn("09120000021");
+    const session = await call(b, "GET", "/console/api/session");
+    await t.admin("POST", `/admin/accounts/${session.body.account_id}/topups`, { amount_toman: 10_000, reference: "console-restrict-1" });
+    const created = await call(b, "POST", "/console/api/keys", { name: "office", allowed_models: ["gpt-4o-mini"] });
+    expect(created.body).toMatchObject({ allowed_models: ["gpt-4o-mini"], allowed_ips: null });
+    const path = `/console/api/keys/${created.body.id}`;
+    const chat = (model: string) =>
+      new OpenAI({ baseURL: `${t.url}/v1`, apiKey: created.body.key, maxRetries: 0 }).chat.completions
+        .create({ model, messages: [{ role: "user", content: "hi" }], max_tokens: 2 })
+        .then(() => 200)
+        .catch((error) => error.status as number);
+    expect(await chat("phi-4")).toBe(403);
+
+    const other = await signIn("09120000022");
+    expect((await call(other, "PATCH", path, { allowed_models: null })).body.error.code).toBe("not_found");
+    expect((await call({ ...b, csrf: null }, "PATCH", path, { allowed_models: null })).body.error.code).toBe("cross_site_refused");
+    const badBlock = await call(b, "PATCH", path, { allowed_ips: ["10.0.0.0/8", "10.0.0.0/33"] });
+    expect([badBlock.status, badBlock.body.error.code, badBlock.body.error.param]).toEqual([400, "invalid_request", "allowed_ips.1"]);
+    const tooMany = await call(b, "PATCH", path, { allowed_models: Array.from({ length: 101 }, (_, i) => `m${i}`) });
+    expect([tooMany.status, tooMany.body.error.param]).toEqual([400, "allowed_models"]);
+    expect((await call(b, "PATCH", path, {})).status).toBe(400);
+    expect((await call(b, "PATCH", path, { rpm: 5 })).status).toBe(400); // limits are the operator's, not this route's
+
+    const changed = await call(b, "PATCH", path, { allowed_models: ["phi-4"], allowed_ips: ["203.0.113.0/24", "::1", "127.0.0.1"] });
+    expect([changed.status, changed.body.allowed_models, changed.body.allowed_ips]).toEqual([
+      200,
+      ["phi-4"],
+      ["203.0.113.0/24", "::1", "127.0.0.1"],
+    ]);
+    expect(changed.body.account_id).toBeUndefined();
+    await until(async () => (await chat("gpt-4o-mini")) === 403 && (await chat("phi-4")) === 200);
+    expect((await call(b, "GET", "/console/api/keys")).body.data[0]).toMatchObject({ allowed_models: ["phi-4"] });
+
+    await call(b, "PATCH", path, { allowed_ips: ["203.0.113.0/24"] });
+    await until(async () => (await chat("phi-4")) === 403);
+    const cleared = await call(b, "PATCH", path, { allowed_models: null, allowed_ips: null });
+    expect([cleared.body.allowed_models, cleared.body.allowed_ips]).toEqual([null, null]);
+    await until(async () => (await chat("gpt-4o-mini")) === 200);
+  }, 30_000);
+
   test("CSV export escapes formula cells", async () => {
     const b = await signIn("09120000006");
     const session = await call(b, "GET", "/console/api/session");
@@ -263,11 +345,55 @@ describe("console API", () => {
     expect(lines[1]).toContain(`"'=HYPERLINK(""http://x"")"`);
   });
 
+  test("receipts: a paid top-up's, with its reference and card; none for another account, an unpaid or a cancelled payment", async () => {
+    const b = await signIn("09120000015");
+    /** The customer on the bank page: `pay` or `cancel`, then back through the callback; the return address. */
+    const payPage = async (action: "pay" | "cancel") => {
+      const started = await call(b, "POST", "/console/api/topups", { amount_toman: 30_000 });
+      const bank = await fetch(`${started.body.payment_url}/${action}`, { method: "POST", redirect: "manual" });
+      const callback = await fetch(bank.headers.get("location")!, { redirect: "manual" });
+      return { id: started.body.id as string, back: new URL(callback.headers.get("location")!) };
+    };
+    const paid = await payPage("pay");
+    expect(paid.back.searchParams.get("outcome")).toBe("verified");
+    const topUp = (await call(b, "GET", `/console/api/topups/${paid.id}`)).body;
+    const receipt = await call(b, "GET", `/console/api/receipts/${paid.id}`);
+    expect(receipt.status).toBe(200);
+    expect(receipt.body).toMatchObject({
+      object: "receipt",
+      id: paid.id,
+      state: "verified",
+      amount_micro_toman: "30000000000",
+      ref_id: topUp.ref_id,
+    });
+    expect(receipt.body.ref_id).toMatch(/^\d+$/);
+    expect(receipt.body.card_pan).toMatch(/^\d{6}\*{6}\d{4}$/);
+    expect(receipt.body.phone).toBe("+989120000015");
+    // Another account's receipt does not exist for it.
+    const other = await signIn("09120000016");
+    expect((await call(other, "GET", `/console/api/receipts/${paid.id}`)).status).toBe(404);
+    expect((await call(null, "GET", `/console/api/receipts/${paid.id}`)).status).toBe(401);
+
+    // Cancelled on the bank page: shown as cancelled, nothing to check, no receipt.
+    const cancelled = await payPage("cancel");
+    expect(cancelled.back.searchParams.get("outcome")).toBe("cancelled");
+    expect((await call(b, "GET", `/console/api/topups/${cancelled.id}`)).body).toMatchObject({
+      state: "cancelled",
+      pending: false,
+      ref_id: null,
+    });
+    expect((await call(b, "GET", `/console/api/receipts/${cancelled.id}`)).status).toBe(404);
+    // Still waiting (not paid yet): no receipt either.
+    const waiting = await call(b, "POST", "/console/api/topups", { amount_toman: 30_000 });
+    expect((await call(b, "GET", `/console/api/receipts/${waiting.body.id}`)).status).toBe(404);
+  });
+
   test("sessions are listed, revocable, and sign-out everywhere ends them all", async () => {
     const a = await signIn("09120000007");
     const list = await call(a, "GET", "/console/api/sessions");
     expect(list.body.data).toHaveLength(1);
     expect(list.body.data[0].current).toBe(true);
+    expect(list.body.data[0].device).toBe(`Bun/${Bun.version}`); // no known browser: the header, printable and bounded
     const out = await call(a, "POST", "/console/api/sign-out-everywhere");
     expect(out.body.sessions_ended).toBe(1);
     expect((await call(a, "GET", "/console/api/session")).status).toBe(401);

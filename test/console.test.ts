@@ -9,16 +9,21 @@
  * gateway's log. Without /usr/bin/chromium the suite is skipped LOUDLY.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { chromium, type Browser, type Page } from "playwright-core";
+import { ALERT_TEMPLATE_DEFAULT } from "../src/accountArea/sms.ts";
 import { createLogger } from "../src/log.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until, untilValue } from "./until.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
+/** How long a page may take to show what a step awaits (a browser on a loaded machine). */
+const PAGE_MS_MAX = 15_000;
 const ARTIFACTS = join(import.meta.dir, "artifacts");
 const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
 const SMS_KEY = "browser-sms-key";
@@ -78,13 +83,8 @@ suite("account area in a browser", () => {
    * Polls a condition written as page source. (waitForFunction evaluates strings with eval, which
    * the console's Content-Security-Policy rightly forbids; page.evaluate is not subject to it.)
    */
-  async function waitFor(expression: string, timeoutMs = 15_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!(await page.evaluate(expression).catch(() => false))) {
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${expression}`);
-      await Bun.sleep(50);
-    }
-  }
+  const waitFor = (expression: string): Promise<void> =>
+    until(async () => Boolean(await page.evaluate(expression).catch(() => false)), { msMax: PAGE_MS_MAX, what: expression, pollMs: 50 });
   const ready = (view: string) =>
     waitFor(`document.getElementById("main").dataset.view === ${JSON.stringify(view)} && !!document.getElementById("main").dataset.ready`);
   /** Moves focus with Tab until the element with this id (or matching this selector) has it: the keyboard path to it. */
@@ -137,7 +137,10 @@ suite("account area in a browser", () => {
     await page.keyboard.type(code === "000000" ? "111111" : "000000");
     await page.keyboard.press("Enter");
     await waitFor(`document.getElementById("signin-error").textContent.includes("کد نادرست است")`);
-    expect(await page.textContent("#signin-error")).toContain("4 tries left");
+    // Persian only: the tries left in Persian digits, no English sentence.
+    expect(await page.textContent("#signin-error")).toContain("۴ بار دیگر");
+    expect(await page.textContent("#signin-error")).not.toMatch(/[A-Za-z0-9]/);
+    expect(await page.textContent("#code-sent")).toContain("۰۹۱۲۱۱۱۲۲۳۳");
     await page.keyboard.press("Control+A");
     await page.keyboard.type(code!);
     await page.keyboard.press("Enter");
@@ -162,7 +165,33 @@ suite("account area in a browser", () => {
     await page.waitForSelector("#topup-outcome.ok");
     expect(await page.getAttribute("#topups tbody tr", "data-state")).toBe("verified");
     const refId = await page.textContent("#topups tbody tr td:nth-child(4)");
-    expect(refId).toMatch(/^\d+$/);
+    expect(refId).toMatch(/^[۰-۹]+$/); // Persian digits on the Persian page
+    const paidId = (await page.getAttribute("#topups tbody tr", "data-topup"))!;
+    const paidRef = (await page.getAttribute("#topups tbody tr td.ref", "data-ref"))!;
+    expect(paidRef).toMatch(/^\d+$/);
+    // The outcome is shown once: the address loses it, and a reload does not bring it back.
+    expect(page.url()).toBe(`${t.url}/console/#/wallet`);
+    await page.reload();
+    await ready("wallet");
+    expect(await page.locator("#topup-outcome").count()).toBe(0);
+    // The wallet shows the balance.
+    expect(await page.textContent("#wallet-balance .value")).toContain("۲۰۰٬۰۰۰");
+
+    // A cancelled payment reads as cancelled, in the message and in its row (nothing to check), and only once.
+    await tabTo("preset-500000");
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/\/pg\/StartPay\//, { timeout: 15_000 });
+    await tabTo('button[value="cancel"]');
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/\/console\/\?topup=/, { timeout: 15_000 });
+    await ready("wallet");
+    await page.waitForSelector("#topup-outcome.warn");
+    expect(await page.textContent("#topup-outcome")).toBe("نتیجهٔ پرداخت: لغو شده — پرداخت لغو شد و مبلغی کسر نشد.");
+    expect(await page.locator('#topups tr[data-state="cancelled"]').count()).toBe(1);
+    expect(await page.locator('#topups tr[data-state="cancelled"] button').count()).toBe(0);
+    await go("overview");
+    await go("wallet");
+    expect(await page.locator("#topup-outcome").count()).toBe(0);
 
     // A payment whose customer never came back (paid, tab closed): "check status" asks the bank and credits it.
     await tabTo("preset-100000");
@@ -186,6 +215,8 @@ suite("account area in a browser", () => {
     await page.keyboard.press("Enter");
     await page.waitForSelector("#new-key");
     const key = (await page.textContent("#new-key"))!.trim();
+    // The new key is listed at once, while its secret is still on the page.
+    await waitFor(`document.querySelectorAll('#keys-table tr[data-key]').length === 1`);
     const createdAt = Date.now();
     expect(key).toMatch(/^sk-dvz-\w{40}$/);
     expect(await page.textContent("#new-key-exports")).toBe(`export OPENAI_BASE_URL=${t.url}/v1\nexport OPENAI_API_KEY=${key}`);
@@ -197,25 +228,38 @@ suite("account area in a browser", () => {
     await ready("keys");
     expect(await page.textContent("#new-key-panel")).toBe("");
 
+    // A low-balance alert at the whole balance (300,000 toman), set on the wallet page by keyboard.
+    await go("wallet");
+    await tabTo("alert-threshold");
+    await page.keyboard.type("۳۰۰۰۰۰");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.getElementById("alert-saved")?.textContent.includes("۳۰۰٬۰۰۰")`);
+
     // The key works with the official client.
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
     const reply = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "سلام" }], max_tokens: 12 });
     expect(reply.choices[0]!.message.content).toBeTruthy();
     // The usage record is written within the durability bound (through the usage stream with NATS).
     const accountId = ((await page.evaluate(`fetch("/console/api/session").then((r) => r.json())`)) as { account_id: string }).account_id;
-    let record: { request_id: string; billed_micro_toman: string } | undefined;
-    for (const deadline = Date.now() + 15_000; !record && Date.now() < deadline; await Bun.sleep(100)) {
-      await t.gw.deps.writer.flush();
-      record = (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage[0];
-    }
-    expect(record!.request_id).toBeTruthy();
+    const record: { request_id: string; billed_micro_toman: string } = await untilValue(
+      async () => {
+        await t.gw.deps.writer.flush();
+        return (await t.admin("GET", `/admin/accounts/${accountId}`)).body.recent_usage[0];
+      },
+      { msMax: PAGE_MS_MAX, what: "the account's usage record", pollMs: 100 },
+    );
+    expect(record.request_id).toBeTruthy();
+    // Its settlement took the balance below the threshold: one SMS, and the overview's banner.
+    const alerts = () => sms.sent.filter((m) => m.template === ALERT_TEMPLATE_DEFAULT && m.receptor === PHONE);
+    await until(() => alerts().length > 0, { msMax: PAGE_MS_MAX, what: "the balance alert SMS" });
+    expect(alerts().map((m) => m.token)).toEqual(["299999"]);
 
     // The usage page shows the request and its exact cost; totals agree.
     await go("usage");
-    const row = `tr[data-request="${record!.request_id}"]`;
+    const row = `tr[data-request="${record.request_id}"]`;
     await page.waitForSelector(row);
-    expect(await page.getAttribute(row, "data-cost-micro")).toBe(record!.billed_micro_toman);
-    expect(await page.getAttribute("#usage-totals", "data-cost-micro")).toBe(record!.billed_micro_toman);
+    expect(await page.getAttribute(row, "data-cost-micro")).toBe(record.billed_micro_toman);
+    expect(await page.getAttribute("#usage-totals", "data-cost-micro")).toBe(record.billed_micro_toman);
     expect(await page.locator("#usage-chart rect").count()).toBe(1);
 
     // Filters: a model with no requests empties the list and the totals; clearing it brings them back.
@@ -228,14 +272,19 @@ suite("account area in a browser", () => {
     await page.keyboard.press("Control+A");
     await page.keyboard.press("Backspace");
     await page.keyboard.press("Enter");
-    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === ${JSON.stringify(record!.billed_micro_toman)}`);
+    await waitFor(`document.getElementById("usage-totals")?.dataset.costMicro === ${JSON.stringify(record.billed_micro_toman)}`);
 
     // CSV export (a download).
     await tabTo("usage-csv");
     const [download] = await Promise.all([page.waitForEvent("download"), page.keyboard.press("Enter")]);
     const csv = readFileSync((await download.path())!, "utf8");
-    expect(csv.split("\r\n")[1]).toContain(record!.request_id);
-    expect(csv.split("\r\n")[1]).toContain(`,${record!.billed_micro_toman},`);
+    expect(csv.split("\r\n")[1]).toContain(record.request_id);
+    expect(csv.split("\r\n")[1]).toContain(`,${record.billed_micro_toman},`);
+
+    // The icon the pages link to is served (no 404 in the console on every page).
+    const icon = await page.request.get(`${t.url}/console/favicon.ico`);
+    expect({ status: icon.status(), type: icon.headers()["content-type"] }).toEqual({ status: 200, type: "image/svg+xml" });
+    expect(await page.getAttribute('link[rel="icon"]', "href")).toBe("/console/favicon.ico");
 
     // Every page in both languages: screenshots and axe.
     for (const lang of ["fa", "en"] as const) {
@@ -247,27 +296,79 @@ suite("account area in a browser", () => {
       expect(await page.getAttribute("html", "dir")).toBe(lang === "fa" ? "rtl" : "ltr");
       for (const view of PAGES) {
         await go(view);
+        if (view === "overview")
+          expect(await page.textContent("#balance-alert")).toContain(lang === "fa" ? "۳۰۰٬۰۰۰ تومان" : "300,000 toman");
         await page.screenshot({ path: join(ARTIFACTS, `console-${view}-${lang}.png`), fullPage: true });
         await axe(`${view}-${lang}`);
       }
+      // The paid top-up's receipt, from its link in the wallet history: its amount and reference are the payment's.
+      await go("wallet");
+      await tabTo(`#topups tr[data-topup="${paidId}"] a.receipt-link`);
+      await page.keyboard.press("Enter");
+      await ready("receipt");
+      expect(await page.getAttribute("#receipt-amount", "data-amount-micro")).toBe("200000000000");
+      expect(await page.textContent("#receipt-amount")).toBe(lang === "fa" ? "۲۰۰٬۰۰۰ تومان" : "200,000 toman");
+      expect(await page.getAttribute("#receipt-ref", "data-ref")).toBe(paidRef);
+      expect(await page.textContent("#receipt-card")).toMatch(lang === "fa" ? /^[۰-۹]{6}\*{6}[۰-۹]{4}$/ : /^\d{6}\*{6}\d{4}$/);
+      expect(await page.textContent("#receipt-jalali")).toContain(lang === "fa" ? "۱۴" : "AP");
+      await axe(`receipt-${lang}`);
+      await page.screenshot({ path: join(ARTIFACTS, `console-receipt-${lang}.png`), fullPage: true });
+      // Printed (or saved as PDF), the receipt is alone on the page: no header, no buttons.
+      await page.emulateMedia({ media: "print" });
+      expect(await page.isHidden("header")).toBe(true);
+      expect(await page.isHidden("#receipt-print")).toBe(true);
+      expect(await page.isVisible("#receipt")).toBe(true);
+      await page.emulateMedia({ media: "screen" });
     }
     expect(existsSync(join(ARTIFACTS, "console-usage-en.png"))).toBe(true);
 
-    // A phone's screen: no page is wider than it (wide tables scroll inside their own region).
-    await page.setViewportSize({ width: 390, height: 844 });
-    for (const view of PAGES) {
-      await go(view);
-      expect({ view, overflow: await page.evaluate("document.documentElement.scrollWidth - window.innerWidth") }).toEqual({
-        view,
-        overflow: 0,
-      });
+    // A phone's screen and a laptop's: no page scrolls sideways, in either language; screenshots of each.
+    const shots = mkdtempSync(join(tmpdir(), "darvaze-console-"));
+    process.stderr.write(`account-area screenshots at 360 and 1280 px: ${shots}\n`);
+    for (const lang of ["en", "fa"] as const) {
+      if ((await page.getAttribute("html", "lang")) !== lang) {
+        await tabTo("lang-switch", { back: true });
+        await page.keyboard.press("Enter");
+        await waitFor(`document.documentElement.lang === ${JSON.stringify(lang)}`);
+      }
+      for (const width of [360, 1280]) {
+        await page.setViewportSize({ width, height: 900 });
+        for (const view of PAGES) {
+          await go(view);
+          const overflow = await page.evaluate("document.documentElement.scrollWidth - window.innerWidth");
+          expect({ view, lang, width, overflow }).toEqual({ view, lang, width, overflow: 0 });
+          await page.screenshot({ path: join(shots, `${view}-${lang}-${width}.png`), fullPage: true });
+        }
+      }
     }
-    await go("keys");
-    await page.screenshot({ path: join(ARTIFACTS, "console-keys-phone-en.png"), fullPage: true });
+    expect(existsSync(join(shots, "security-fa-360.png"))).toBe(true);
+    // At 1280 px the balance stays on one line.
+    await go("overview");
+    expect(
+      await page.evaluate(
+        `(() => { const v = document.querySelector("#balance .value"); return v.scrollWidth <= v.clientWidth && v.getClientRects().length === 1; })()`,
+      ),
+    ).toBe(true);
+    await tabTo("lang-switch", { back: true });
+    await page.keyboard.press("Enter");
+    await waitFor(`document.documentElement.lang === "en"`);
     await page.setViewportSize({ width: 1200, height: 900 });
 
     // Revoke from the keys page (keyboard; the confirmation is accepted), then the next call is refused.
     await go("keys");
+    // Restrictions by keyboard: a wrong address is refused in the page's words, a model list is saved.
+    await tabTo("button.restrict");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.activeElement?.id === "restrict-models"`);
+    await page.keyboard.type(MODEL);
+    await tabTo("restrict-ips");
+    await page.keyboard.type("10.0.0.0/33");
+    await page.keyboard.press("Enter");
+    await waitFor(`document.getElementById("key-error").textContent.includes("Address list")`);
+    await page.fill("#restrict-ips", "");
+    await page.keyboard.press("Enter");
+    await ready("keys");
+    await waitFor(`document.getElementById("status").textContent.includes("saved")`);
     await tabTo("button.revoke");
     await page.keyboard.press("Enter");
     await waitFor(`!document.querySelector("button.revoke")`);

@@ -8,6 +8,7 @@ import { sql } from "drizzle-orm";
 import OpenAI from "openai";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until } from "./until.ts";
 
 /** The published table: id, context window, toman per 1M input tokens, per 1M output tokens. */
 const PUBLISHED: [string, number, number, number][] = [
@@ -116,7 +117,7 @@ describe("chat completions", () => {
 
     const requestId = response.headers.get("x-request-id")!;
     expect(requestId).toMatch(/^req_/);
-    const [simEntry] = t.gw.simulator!.log.byRequestId(requestId);
+    const [simEntry] = t.sim!.log.byRequestId(requestId);
     const account = await t.admin("GET", `/admin/accounts/${accountId}`);
     const record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
     expect(record).toMatchObject({
@@ -278,7 +279,7 @@ describe("keys and access", () => {
     expect((await models()).status).toBe(200);
     await t.gw.deps.db.rows(sql`UPDATE api_keys SET revoked_at = now(), updated_at = now() WHERE id = ${keyId}`);
     const started = Date.now();
-    while ((await models()).status === 200 && Date.now() - started < 5_000) await Bun.sleep(50);
+    await until(async () => (await models()).status !== 200, { what: "the revoked key refused", pollMs: 50 });
     expect((await models()).status).toBe(401);
     expect(Date.now() - started).toBeLessThan(2_500);
   });

@@ -24,9 +24,9 @@ let key: string;
 beforeAll(async () => {
   sim = await startSimulator({ apiKey: "gemini-secret" });
   const file = join(mkdtempSync(join(tmpdir(), "darvaze-gemini-")), "pools.json");
-  const backend = { name: "gemini", kind: "gemini", url: `${sim.url}/v1beta`, api_key: "gemini-secret", region: "abroad" };
+  const backend = { name: "gemini", kind: "gemini", url: `${sim.url}/v1beta`, api_key_env: "GEMINI_TEST_KEY", region: "abroad" };
   writeFileSync(file, JSON.stringify({ pools: { [MODEL]: { backends: [backend] } } }));
-  t = await startTestGateway({ DARVAZE_CONFIG: file });
+  t = await startTestGateway({ DARVAZE_CONFIG: file, GEMINI_TEST_KEY: "gemini-secret" });
   ({ key } = await t.fundedKey(1000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);

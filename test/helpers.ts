@@ -3,18 +3,23 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { connect } from "nats";
 import OpenAI from "openai";
 import postgres from "postgres";
 import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
 import { deadLetterStreamName, usageStreamName } from "../src/ledger/stream.ts";
+import type { Catalog } from "../src/catalog/catalog.ts";
 import { loadConfig } from "../src/config.ts";
 import { openDb, type Db } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { silentLogger, type Logger } from "../src/log.ts";
 import { startGateway, type Gateway } from "../src/main.ts";
+import { simulatorPools } from "../src/sim/pools.ts";
 import { startSimulator, type Simulator, type SimOptions } from "../src/sim/server.ts";
 
 export const ADMIN_TOKEN = "test-admin-token-0123456789";
@@ -97,19 +102,37 @@ export function testEnv(extra: Record<string, string | undefined> = {}): Record<
 export interface TestGateway {
   gw: Gateway;
   url: string;
+  /** The upstream simulator serving every model; null when the test gave a pools file (DARVAZE_CONFIG). */
+  sim: Simulator | null;
   admin(method: string, path: string, body?: unknown): Promise<{ status: number; body: any; headers: Headers }>;
   /** An account topped up with `toman`, and a key for it. */
   fundedKey(toman: number | string, limits?: Record<string, unknown>): Promise<{ accountId: string; keyId: string; key: string }>;
   stop(): Promise<void>;
 }
 
+/**
+ * A gateway in this process, in front of an upstream simulator of its own serving every model
+ * unless `extra` names a pools file (DARVAZE_CONFIG): on a fresh PostgreSQL database when the
+ * suite has one, else PGlite in memory; `dataFolder`: the embedded default as a node runs it,
+ * PGlite in that folder, no NATS.
+ */
 export async function startTestGateway(
   extra: Record<string, string | undefined> = {},
-  options: { log?: Logger } = {},
+  options: { log?: Logger; dataFolder?: string } = {},
 ): Promise<TestGateway> {
-  const db = await freshDatabase();
-  const env = testEnv({ DATABASE_URL: db?.url, ...extra });
-  const gw = await startGateway(loadConfig(env), { inMemory: true, log: options.log ?? silentLogger });
+  const db = options.dataFolder ? null : await freshDatabase();
+  const embedded = options.dataFolder ? { DATABASE_URL: undefined, NATS_URL: undefined, DARVAZE_DATA: options.dataFolder } : {};
+  const env = testEnv({ DATABASE_URL: db?.url, ...embedded, ...extra });
+  const sim = env.DARVAZE_CONFIG ? null : await startSimulator();
+  const pools = sim ? (catalog: Catalog) => simulatorPools(catalog, sim.url) : undefined;
+  let gw: Gateway;
+  try {
+    gw = await startGateway(loadConfig(env), { inMemory: !options.dataFolder, log: options.log ?? silentLogger, pools });
+  } catch (error) {
+    await sim?.stop();
+    await db?.drop();
+    throw error;
+  }
   const admin: TestGateway["admin"] = async (method, path, body) => {
     const response = await fetch(gw.url + path, {
       method,
@@ -122,6 +145,7 @@ export async function startTestGateway(
   return {
     gw,
     url: gw.url,
+    sim,
     admin,
     async fundedKey(toman, limits = {}) {
       const account = await admin("POST", "/admin/accounts", { name: "test" });
@@ -132,6 +156,7 @@ export async function startTestGateway(
     },
     async stop() {
       await gw.stop();
+      await sim?.stop();
       await db?.drop();
       await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
     },
@@ -152,9 +177,10 @@ export async function startSimGateway(
   simOptions: Partial<SimOptions>,
   pools: (sim: Simulator) => string,
   toman = 10_000,
+  env: Record<string, string> = {},
 ): Promise<SimGateway> {
   const sim = await startSimulator(simOptions);
-  const t = await startTestGateway({ DARVAZE_CONFIG: pools(sim) });
+  const t = await startTestGateway({ DARVAZE_CONFIG: pools(sim), ...env });
   const funded = await t.fundedKey(toman);
   const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
   return {
@@ -181,6 +207,19 @@ export async function openTestDb(): Promise<{ db: Db; close: () => Promise<void>
       await database?.drop();
     },
   };
+}
+
+/** A key's wallet balance in micro-toman, as GET /v1/credits reports it. */
+export async function balanceMicroOf(gatewayUrl: string, key: string): Promise<bigint> {
+  const response = await fetch(`${gatewayUrl}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+  return BigInt(((await response.json()) as { balance_micro_toman: string }).balance_micro_toman);
+}
+
+/** A pools file (docs/routing.md) holding `pools`, in a folder of its own; its path, for DARVAZE_CONFIG. */
+export function writePoolsFile(pools: Record<string, unknown>): string {
+  const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
+  writeFileSync(path, JSON.stringify({ pools }));
+  return path;
 }
 
 // The condition wait lives in a module of its own, light enough for unit tests to import.

@@ -43,9 +43,9 @@ beforeAll(async () => {
     },
   });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
-  const stub = { name: "images-stub", kind: "openai", url: `${backend.url.origin}/v1`, api_key: "x", region: "abroad" };
+  const stub = { name: "images-stub", kind: "openai", url: `${backend.url.origin}/v1`, api_key_env: "STUB_KEY", region: "abroad" };
   writeFileSync(path, JSON.stringify({ pools: { "dall-e-2": { backends: [stub] } } }));
-  t = await startTestGateway({ DARVAZE_CONFIG: path });
+  t = await startTestGateway({ DARVAZE_CONFIG: path, STUB_KEY: "x" });
   ({ key } = await t.fundedKey(100_000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);

@@ -6,10 +6,10 @@ import { afterAll, beforeAll, expect } from "bun:test";
 import { connect, type NatsConnection, type ServiceInfo, type ServiceStats } from "nats";
 import OpenAI from "openai";
 import { InternalClient, InternalError } from "../src/internal/client.ts";
-import { STREAM_ABORT_MS_MAX } from "../src/http/chat/relay.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { simToneWav, simTranscriptWords } from "../src/sim/audio.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until, untilValue } from "./until.ts";
 import { describeWith } from "./services.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -20,7 +20,7 @@ describeWith(["nats"], "operations over NATS", (it) => {
   let prefix: string;
   let funded: { accountId: string; keyId: string; key: string };
   let gw: InternalClient;
-  const sim = () => t.gw.simulator!;
+  const sim = () => t.sim!;
   const defaults = { ttftMs: 0, itlMs: 0, outputTokens: 16 };
 
   beforeAll(async () => {
@@ -35,16 +35,15 @@ describeWith(["nats"], "operations over NATS", (it) => {
     await t?.stop();
   }, SETUP_MS_MAX);
 
-  const simEntryBySeq = async (chunkId: string) => {
+  const simEntryBySeq = (chunkId: string) => {
     const seq = Number(chunkId.replace("chatcmpl-sim-", ""));
-    for (let i = 0; i < 200; i++) {
-      const entry = sim()
-        .log.entries()
-        .find((e) => e.seq === seq);
-      if (entry) return entry;
-      await Bun.sleep(25);
-    }
-    throw new Error(`no simulator entry ${seq}`);
+    return untilValue(
+      () =>
+        sim()
+          .log.entries()
+          .find((e) => e.seq === seq),
+      { what: `the simulator's entry ${seq}` },
+    );
   };
 
   it("$SRV.PING, $SRV.INFO and $SRV.STATS list the service and its operations", async () => {
@@ -177,8 +176,9 @@ describeWith(["nats"], "operations over NATS", (it) => {
     let chunks = 0;
     for await (const chunk of slow.stream("chat.completions", { model: "gpt-4o-mini", messages: HELLO, stream: true })) {
       text += chunk.choices[0]?.delta?.content ?? "";
-      if (++chunks % 50 === 0)
-        await Bun.sleep(100); // stalls now and then, far beyond the window
+      // A slow consumer is the behaviour under test: a pause on every chunk, and now and then a
+      // stall far beyond the window.
+      if (++chunks % 50 === 0) await Bun.sleep(100);
       else await Bun.sleep(1);
     }
     expect(text).toBe(simCompletion({ seed: 1, promptText: simPromptText(HELLO), tokens: 300 }).join(""));
@@ -192,8 +192,8 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect(waits).toBeGreaterThan(0);
   }, 60_000);
 
-  it("leaving a NATS stream cancels it: the upstream is aborted and billed what it generated", async () => {
-    Object.assign(sim().options, defaults, { outputTokens: 1_000, itlMs: 20 });
+  it("leaving a NATS stream cancels it: nothing more is sent, the upstream is read to its usage and billed it", async () => {
+    Object.assign(sim().options, defaults, { outputTokens: 150, itlMs: 20 });
     let chunks = 0;
     let chunkId = "";
     let leftAt = 0;
@@ -205,18 +205,16 @@ describeWith(["nats"], "operations over NATS", (it) => {
       }
     }
     const entry = await simEntryBySeq(chunkId);
-    expect(entry.aborted).toBe(true);
-    expect(entry.completionTokens).toBeLessThan(1_000);
-    expect(entry.endedAt - leftAt).toBeLessThanOrEqual(STREAM_ABORT_MS_MAX + 1_000);
-    for (let i = 0; i < 100 && t.gw.keyHost.inFlight(funded.keyId) > 0; i++) await Bun.sleep(20);
-    expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(0);
-    let record: unknown;
-    for (let i = 0; i < 100 && !record; i++) {
+    expect(entry.aborted).toBe(false);
+    expect(entry.completionTokens).toBe(150);
+    expect(entry.endedAt).toBeGreaterThan(leftAt);
+    await until(() => t.gw.keyHost.inFlight(funded.keyId) === 0, { what: "the key's slot freed" });
+    const usageRecord = async () => {
       await t.admin("GET", "/admin/ledger/audit"); // writes this node's pending usage
       const account = await t.admin("GET", `/admin/accounts/${funded.accountId}`);
-      record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === entry.requestId);
-      if (!record) await Bun.sleep(50);
-    }
+      return account.body.recent_usage.find((u: { request_id: string }) => u.request_id === entry.requestId);
+    };
+    const record = await untilValue(usageRecord, { msMax: 10_000, what: `the usage record of ${entry.requestId}`, pollMs: 50 });
     expect(record).toMatchObject({ status: 499, output_units: String(entry.completionTokens) });
   });
 });

@@ -1,4 +1,5 @@
 /**
+ * A gateway without a pools file refuses to start, naming it.
  * How the gateway holds its port: a second gateway on a busy port (its own data folder) exits
  * non-zero with a message naming the port, before it opens anything, and the first keeps serving;
  * a non-streamed reply that takes 45 s reaches the official `openai` client (no retry) and is
@@ -13,6 +14,7 @@ import { randomBase62 } from "../src/ids.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { gatewayStartFailure, NODE_READY_MS_MAX, poolsFileFor } from "./processes.ts";
+import { untilValue } from "./until.ts";
 
 /** The upstream's wait before its whole reply: longer than Elysia's default idle timeout of 30 s. */
 const SLOW_REPLY_MS = 45_000;
@@ -34,10 +36,31 @@ afterAll(async () => {
 }, SETUP_MS_MAX);
 
 test(
+  "without a pools file a gateway exits 1 naming DARVAZE_CONFIG and the demo, before touching its data folder",
+  async () => {
+    const data = join(mkdtempSync(join(tmpdir(), "darvaze-unconfigured-")), "data");
+    const refused = await gatewayStartFailure({
+      DARVAZE_DATA: data,
+      DARVAZE_CONFIG: undefined,
+      DATABASE_URL: undefined,
+      NATS_URL: undefined,
+      ADMIN_TOKEN,
+      KEY_PEPPER: randomBase62(40),
+    });
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain("darvaze: invalid configuration:\n  - DARVAZE_CONFIG: is required");
+    expect(refused.stderr).toContain("`bun run demo` serves every model from simulated upstreams");
+    expect(existsSync(data)).toBe(false);
+  },
+  NODE_READY_MS_MAX + 5_000,
+);
+
+test(
   "a second gateway on a busy port exits 1 naming the port, before touching its data folder; the first keeps serving",
   async () => {
     const data = join(mkdtempSync(join(tmpdir(), "darvaze-second-")), "data");
     const second = await gatewayStartFailure({
+      DARVAZE_CONFIG: poolsFileFor(sim),
       PORT: String(t.gw.port),
       HOST: "127.0.0.1",
       DARVAZE_DATA: data,
@@ -79,7 +102,9 @@ test(
     expect(Date.now() - startedMs).toBeGreaterThanOrEqual(SLOW_REPLY_MS);
     expect(reply.usage).toMatchObject({ prompt_tokens: 10, completion_tokens: 10 });
     expect(sim.log.entries().length - upstreamCallsBefore).toBe(1);
-    expect(before - (await balance())).toBe(HELLO_10_COST_MICRO);
+    // The charge is posted after the reply (credits wait up to 1 s for it; a loaded machine may take longer).
+    const after = await untilValue(balance, { accept: (now) => now !== before, what: "the charge in the key's balance", pollMs: 50 });
+    expect(before - after).toBe(HELLO_10_COST_MICRO);
   },
   SLOW_REPLY_MS + 45_000,
 );

@@ -1,5 +1,5 @@
 /**
- * Access logs: one JSON line per request with its id, key id (never the key), model, backend,
+ * Access logs: one JSON line per request, whatever its route (unknown ones too), with its id, key id (never the key), model, backend,
  * status, tokens, cost and timings; no message content unless LOG_MESSAGE_CONTENT is set, and
  * then only in that line. Every line the gateway writes at debug level is checked.
  */
@@ -84,6 +84,38 @@ describe("access logs, content off (the default)", () => {
     expect(all).not.toContain(MARKER);
     expect(all).not.toContain(completion);
     expect(all).not.toContain(key);
+  }, 30_000);
+
+  test("every request ends with one access line: count_tokens, HEAD /, unknown routes, models, health; a paid one only its own", async () => {
+    const { key } = await t.fundedKey(10);
+    const auth = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+    const requestLines = () => logged.records().filter((r) => r.event === "request");
+    const linesOf = async (path: string, init: RequestInit = {}) => {
+      const before = requestLines().length;
+      const reply = await fetch(`${t.url}${path}`, init);
+      await reply.arrayBuffer();
+      const lines = requestLines().slice(before);
+      expect(lines).toHaveLength(1);
+      return { line: lines[0]!, status: reply.status, requestId: reply.headers.get("x-request-id") };
+    };
+    const counted = await linesOf("/v1/messages/count_tokens", {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello" }] }),
+    });
+    expect(counted.status).toBe(200);
+    expect(counted.line).toMatchObject({ operation: "count_tokens", method: "POST", status: 200, requestId: counted.requestId });
+    const head = await linesOf("/", { method: "HEAD" });
+    expect(head.status).toBe(200); // the reachability probe of Anthropic clients
+    expect(head.line).toMatchObject({ level: "info", operation: "http", method: "HEAD", route: "/", status: 200 });
+    const unknown = await linesOf("/v1/no/such/route?key=sk-in-the-query");
+    expect(unknown.line).toMatchObject({ method: "GET", route: "/v1/no/such/route", status: 404, requestId: unknown.requestId });
+    const models = await linesOf("/v1/models", { headers: auth });
+    expect(models.line).toMatchObject({ route: "/v1/models", status: 200, requestId: models.requestId });
+    expect((await linesOf("/health")).line).toMatchObject({ route: "/health", status: 200 });
+    const malformed = await linesOf("/v1/chat/completions", { method: "POST", headers: auth, body: "{" });
+    expect(malformed.line).toMatchObject({ operation: "chat", status: 400, requestId: malformed.requestId });
+    expect(logged.lines.join("\n")).not.toContain("sk-in-the-query");
   }, 30_000);
 });
 

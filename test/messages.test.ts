@@ -7,26 +7,30 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import type { Simulator } from "../src/sim/server.ts";
-import { countPromptTokens } from "../src/tokens/count.ts";
+import { countsExactly } from "../src/admission/admission.ts";
+import { isFailure } from "../src/errors.ts";
+import { exactPromptTokens } from "../src/operations/chat/budget.ts";
+import { chatRequest } from "../src/operations/chat/schema.ts";
+import { countPromptTokens, promptTokensUpperBound } from "../src/tokens/count.ts";
+import { messagesToChat } from "../src/wires/messages/request.ts";
 import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
 import {
   expectBilledAsLogged,
+  expectBilledCoveringLogged,
   expectedText,
   OUTPUT_TOKENS,
   PIXEL_PNG,
-  expectAbortedAndBilled,
+  expectLeftAndBilled,
+  simEntry,
   startWireSuite,
   withSimOptions,
   VENDORS,
   WEATHER_PARAMETERS,
+  SYSTEM,
+  QUESTION,
+  AS_CHAT,
 } from "./wires.ts";
 
-const SYSTEM = "Be brief.";
-const QUESTION = "Hello, world!";
-const AS_CHAT = [
-  { role: "system", content: SYSTEM },
-  { role: "user", content: QUESTION },
-];
 const MESSAGES: Anthropic.MessageParam[] = [{ role: "user", content: QUESTION }];
 const WEATHER_TOOL: Anthropic.Tool = {
   name: "get_weather",
@@ -51,6 +55,18 @@ afterAll(async () => {
   await t?.stop();
   await sim?.stop();
 }, SETUP_MS_MAX);
+
+/**
+ * The gateway's count of a Messages request's input, as admission takes it: the prompt's byte
+ * bound, or for a model whose vendor's tokenizer the gateway has (OpenAI's) the exact count within it.
+ */
+async function gatewayInputCount(sent: Record<string, unknown>): Promise<number> {
+  const translated = messagesToChat(sent, new Headers());
+  if (isFailure(translated)) throw new Error(translated.message);
+  const chat = chatRequest.parse(translated.chat);
+  const bound = promptTokensUpperBound(chat, () => Buffer.byteLength(JSON.stringify(translated.chat), "utf8"));
+  return countsExactly(t.gw.deps.catalog.get(chat.model)!) ? Math.min(bound, await exactPromptTokens(chat)) : bound;
+}
 
 /** The content's blocks, each as its text when it is a text block (then nothing else is in it). */
 const textOf = (content: Anthropic.ContentBlock[]) => content.map((b) => (b.type === "text" ? b.text : b));
@@ -94,6 +110,26 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
     expect(final.stop_reason).toBe("end_turn");
     const entry = await expectBilledAsLogged({ sim, t }, requestId, vendor);
     expect(final.usage).toMatchObject({ input_tokens: entry.promptTokens, output_tokens: entry.completionTokens });
+  });
+
+  test("stream: message_start states an Anthropic backend's own input count, else the gateway's (the cost value's input)", async () => {
+    const sent = { model: vendor.model, messages: MESSAGES, max_tokens: 100, stream: true };
+    // Read raw: the SDK updates the message_start object it handed out with later usage.
+    const response = await fetch(`${t.url}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": key, "content-type": "application/json", "anthropic-version": "2023-06-01" },
+      body: JSON.stringify(sent),
+    });
+    const text = await response.text();
+    const start = JSON.parse(
+      text
+        .split("\n")
+        .find((line) => line.startsWith("data: "))!
+        .slice("data: ".length),
+    );
+    expect(start.type).toBe("message_start");
+    const entry = await simEntry(sim, response.headers.get("request-id")!);
+    expect(start.message.usage.input_tokens).toBe(vendor.kind === "anthropic" ? entry.promptTokens : await gatewayInputCount(sent));
   });
 
   test("a tool call round trip: tool_use with its input, then the tool_result answered in text", async () => {
@@ -156,12 +192,14 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
   });
 
   test("a cut at max_tokens: stop_reason max_tokens, whole and streamed", async () => {
+    // A thinking Gemini model is sent half the limit as its thinking budget and the rest for the reply.
+    const replyTokens = vendor.model === "gemini-2.5-flash" ? 2 : 3;
     const whole = await client.messages.create({ model: vendor.model, system: SYSTEM, messages: MESSAGES, max_tokens: 3 });
     expect(whole.stop_reason).toBe("max_tokens");
-    expect(textOf(whole.content)).toEqual([expectedText(AS_CHAT, 3)]);
+    expect(textOf(whole.content)).toEqual([expectedText(AS_CHAT, replyTokens)]);
     const { final, requestId } = await streamed({ model: vendor.model, system: SYSTEM, messages: MESSAGES, max_tokens: 3 });
     expect(final.stop_reason).toBe("max_tokens");
-    expect(textOf(final.content)).toEqual([expectedText(AS_CHAT, 3)]);
+    expect(textOf(final.content)).toEqual([expectedText(AS_CHAT, replyTokens)]);
     const entry = await expectBilledAsLogged({ sim, t }, requestId, vendor);
     expect(final.usage.output_tokens).toBe(entry.completionTokens);
   });
@@ -177,12 +215,12 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
       expect((error as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: "error", error: { type: "api_error" } });
       expect(text).toBe(expectedText(AS_CHAT, 3));
       const requestId = (await stream.withResponse()).response.headers.get("request-id")!;
-      await expectBilledAsLogged({ sim, t }, requestId, vendor, 502);
+      await expectBilledCoveringLogged({ sim, t }, requestId, vendor, 502);
     });
   });
 
-  test("a client that leaves mid-stream: the upstream is aborted and what it generated is billed once", async () => {
-    await withSimOptions(sim, { outputTokens: 1_000, itlMs: 20 }, async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage and billed it once", async () => {
+    await withSimOptions(sim, { outputTokens: 100, itlMs: 20 }, async () => {
       const stream = client.messages.stream({ model: vendor.model, messages: MESSAGES, max_tokens: 2_000 });
       const requestId = (await stream.withResponse()).response.headers.get("request-id")!;
       let deltas = 0;
@@ -196,8 +234,8 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
         stream.on("error", () => resolve());
         stream.on("abort", () => resolve());
       });
-      const entry = await expectAbortedAndBilled({ sim, t }, requestId, vendor, 5);
-      expect(entry.completionTokens).toBeLessThan(1_000);
+      const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
+      expect(entry.completionTokens).toBe(100);
     });
   });
 });
@@ -227,6 +265,26 @@ describe("what Claude Code sends", () => {
     expect(data.model).toBe("claude-3-5-haiku-20241022");
     expect(textOf(data.content)).toEqual([expectedText(AS_CHAT)]);
     await expectBilledAsLogged({ sim, t }, response.headers.get("request-id")!, anthropic);
+  });
+
+  test("a max_tokens over the model's window: lowered to the room left and answered (chat completions refuses it)", async () => {
+    const window = t.gw.deps.catalog.get(anthropic.model)!.contextWindow;
+    // Streamed, as Claude Code asks (the SDK refuses a whole reply this long).
+    const { final, requestId } = await streamed({
+      model: anthropic.model,
+      system: SYSTEM,
+      messages: MESSAGES,
+      max_tokens: window + 28_000,
+    });
+    expect(textOf(final.content)).toEqual([expectedText(AS_CHAT)]);
+    await expectBilledAsLogged({ sim, t }, requestId, anthropic);
+    const chat = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: anthropic.model, messages: AS_CHAT, max_tokens: window + 28_000 }),
+    });
+    expect(chat.status).toBe(400);
+    expect(((await chat.json()) as { error: { code: string } }).error.code).toBe("context_length_exceeded");
   });
 
   test("count_tokens: the gateway's own count of the prompt, tools included", async () => {
@@ -295,17 +353,17 @@ describe("errors in Anthropic's shape", () => {
     await expectError(client.messages.create({ model: "claude-unknown-1", messages: MESSAGES, max_tokens: 10 }), 404, "not_found_error");
   });
 
-  test("a server tool: a 400 that names it", async () => {
+  test("a server tool other than web search: a 400 that names it", async () => {
     const error = await expectError(
       client.messages.create({
         model: "gpt-4o-mini",
         messages: MESSAGES,
         max_tokens: 10,
-        tools: [{ type: "web_search_20250305", name: "web_search" }],
+        tools: [{ type: "code_execution_20250522", name: "code_execution" } as never],
       }),
       400,
       "invalid_request_error",
     );
-    expect(error.message).toContain("web_search");
+    expect(error.message).toContain("code_execution");
   });
 });

@@ -15,6 +15,7 @@ import parsePrometheusTextFormat, { type ParsedFamily } from "parse-prometheus-t
 import { POOL_SNAPSHOTS, poolSnapshot, type PoolSnapshot } from "../actors/protocol.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN, services, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 /** A killed backend's breaker must show open in a snapshot within this time. */
 const BREAKER_SEEN_MS_MAX = 15_000;
@@ -213,14 +214,10 @@ describe("pool snapshots on the bus", () => {
     return Promise.all(Array.from({ length: clients }, one)).then(() => statuses);
   }
 
-  async function waitFor(predicate: (s: PoolSnapshot) => boolean, withinMs: number): Promise<PoolSnapshot | null> {
-    const deadline = performance.now() + withinMs;
-    let seen = snapshots.length;
-    while (performance.now() < deadline) {
-      for (; seen < snapshots.length; seen++) if (predicate(snapshots[seen]!)) return snapshots[seen]!;
-      await Bun.sleep(50);
-    }
-    return null;
+  /** The first snapshot received from now on that `predicate` takes. */
+  function snapshotWhere(what: string, predicate: (s: PoolSnapshot) => boolean, msMax: number): Promise<PoolSnapshot> {
+    const from = snapshots.length;
+    return untilValue(() => snapshots.slice(from).find(predicate), { what, msMax, pollMs: 50 });
   }
 
   test("in-flight and tokens/s move while traffic flows; a killed backend's breaker opens", async () => {
@@ -228,22 +225,20 @@ describe("pool snapshots on the bus", () => {
     const statuses = traffic(16, done.promise);
     try {
       const backendOf = (s: PoolSnapshot, name: string) => s.backends.find((x) => x.model === MODEL && x.backend === name);
-      const busy = await waitFor((s) => (backendOf(s, "a")?.inFlight ?? 0) > 0, TRAFFIC_SEEN_MS_MAX);
-      expect(busy).not.toBeNull();
-      const flowing = await waitFor(
+      await snapshotWhere("backend a in flight", (s) => (backendOf(s, "a")?.inFlight ?? 0) > 0, TRAFFIC_SEEN_MS_MAX);
+      const flowing = await snapshotWhere(
+        "tokens and requests per second",
         (s) => (backendOf(s, "a")?.tokensPerS ?? 0) > 0 && (s.models.find((m) => m.model === MODEL)?.requestsPerS ?? 0) > 0,
         TRAFFIC_SEEN_MS_MAX,
       );
-      expect(flowing).not.toBeNull();
-      expect(backendOf(flowing!, "b")?.breaker).toBe("closed");
-      expect(flowing!.topKeys.length).toBe(1);
+      expect(backendOf(flowing, "b")?.breaker).toBe("closed");
+      expect(flowing.topKeys.length).toBe(1);
 
       const killedAtMs = performance.now();
       await b.stop();
-      const open = await waitFor((s) => backendOf(s, "b")?.breaker === "open", BREAKER_SEEN_MS_MAX);
-      expect(open).not.toBeNull();
+      const open = await snapshotWhere("backend b's breaker open", (s) => backendOf(s, "b")?.breaker === "open", BREAKER_SEEN_MS_MAX);
       expect(performance.now() - killedAtMs).toBeLessThan(BREAKER_SEEN_MS_MAX);
-      expect(backendOf(open!, "a")?.breaker).toBe("closed");
+      expect(backendOf(open, "a")?.breaker).toBe("closed");
     } finally {
       done.resolve();
     }

@@ -10,6 +10,7 @@ import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until, untilValue } from "./until.ts";
 import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
 
@@ -142,7 +143,7 @@ describe("concurrency limits and slots", () => {
   afterAll(async () => t.stop(), SETUP_MS_MAX);
 
   test("concurrency_max 4 and 100 concurrent slow requests: never more than 4 upstream, the rest 429", async () => {
-    const sim = t.gw.simulator!;
+    const sim = t.sim!;
     sim.options.itlMs = 10;
     sim.log.clear();
     const { key } = await t.fundedKey(1000, { concurrency_max: 4 });
@@ -158,7 +159,7 @@ describe("concurrency limits and slots", () => {
   }, 60_000);
 
   test("1,000 mixed requests with upstream errors, stalls, streams and client aborts leak no slot", async () => {
-    const sim = t.gw.simulator!;
+    const sim = t.sim!;
     const { key, keyId } = await t.fundedKey(100_000, { concurrency_max: 16 });
     sim.options.failRate = 0.2;
     sim.options.itlMs = 2;
@@ -182,13 +183,10 @@ describe("concurrency limits and slots", () => {
     await Promise.all(Array.from({ length: 24 }, worker));
     sim.options.failRate = 0;
     sim.options.itlMs = 0;
-    const deadline = Date.now() + 5_000;
-    while (t.gw.keyHost.inFlight(keyId) > 0 && Date.now() < deadline) await Bun.sleep(20);
-    expect(t.gw.keyHost.inFlight(keyId)).toBe(0);
+    await until(() => t.gw.keyHost.inFlight(keyId) === 0, { what: "every slot of the key freed" });
     // The upstream failed a fifth of the time, so its breaker may stay open a moment longer (503
     // no_healthy_backend): not what this test is about. Once one request passes, all 16 slots must.
-    const healthyBy = Date.now() + 10_000;
-    while ((await post(t.url, key)).status === 503 && Date.now() < healthyBy) await Bun.sleep(100);
+    await until(async () => (await post(t.url, key)).status !== 503, { msMax: 10_000, what: "a request past the breaker", pollMs: 100 });
     const all = await Promise.all(Array.from({ length: 16 }, () => post(t.url, key)));
     expect(all.map((r) => r.status)).toEqual(Array(16).fill(200));
     const audit = await t.admin("GET", "/admin/ledger/audit");
@@ -204,11 +202,11 @@ describe("exchange rates", () => {
   afterAll(async () => t.stop(), SETUP_MS_MAX);
 
   test("a request admitted before a rate change pays the old prices; one after it, the new", async () => {
-    const sim = t.gw.simulator!;
+    const sim = t.sim!;
     const { key, accountId } = await t.fundedKey(1000);
     sim.options.itlMs = 30;
     const before = post(t.url, key, JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 10, stream: true }));
-    await Bun.sleep(60); // admitted and streaming
+    await until(() => sim.log.inFlight > 0, { what: "the first request admitted and streaming" });
     const rate = await t.admin("POST", "/admin/rates", { toman_per_usd: 100_000 });
     expect(rate.status).toBe(201);
     sim.options.itlMs = 0;
@@ -412,24 +410,16 @@ describeWith(["postgres"], "when the database refuses writes", (it) => {
     expect((await post(t.url, key)).status).toBe(200);
     served++;
     await db.rows(sql`ALTER TABLE usage_records RENAME TO usage_records_away`);
-    let refused: Response | null = null;
-    const deadline = Date.now() + 5_000;
-    while (!refused && Date.now() < deadline) {
+    const refusal = async () => {
       const response = await post(t.url, key);
       if (response.status === 200) served++;
-      else refused = response;
-      await Bun.sleep(10);
-    }
-    expect(refused?.status).toBe(503);
-    expect(((await refused!.json()) as { error: { code: string } }).error.code).toBe("service_unavailable");
+      return response.status === 200 ? undefined : response;
+    };
+    const refused = await untilValue(refusal, { what: "a request refused", pollMs: 10 });
+    expect(refused.status).toBe(503);
+    expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("service_unavailable");
     await db.rows(sql`ALTER TABLE usage_records_away RENAME TO usage_records`);
-    const recovered = Date.now() + 10_000;
-    let status = 0;
-    while (status !== 200 && Date.now() < recovered) {
-      status = (await post(t.url, key)).status;
-      if (status !== 200) await Bun.sleep(50);
-    }
-    expect(status).toBe(200);
+    await until(async () => (await post(t.url, key)).status === 200, { msMax: 10_000, what: "a request served again", pollMs: 50 });
     served++;
     await fetch(`${t.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
     const [row] = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_records WHERE key_id = ${keyId}`);

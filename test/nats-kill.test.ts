@@ -12,6 +12,7 @@ import { ADMIN_TOKEN, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
 import { OwnNats } from "./chaos/services.ts";
 import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
+import { untilValue } from "./until.ts";
 
 const NODES = 2;
 const WORKERS = 16;
@@ -72,10 +73,12 @@ describeWith(["postgres"], "kill -9 of NATS under load", (it) => {
         await response?.arrayBuffer();
         const status = response?.status ?? 0;
         statuses.set(status, (statuses.get(status) ?? 0) + 1);
-        if (status !== 200) await Bun.sleep(20);
+        if (status !== 200) await Bun.sleep(20); // a client backing off a little before it tries again
       }
     };
     const load = Promise.all(Array.from({ length: WORKERS }, (_, i) => worker(i)));
+    // The scenario's timeline, not waits for a condition: load, then each kill, the time NATS is
+    // away, and load again after it is back.
     await Bun.sleep(LOAD_BEFORE_KILL_MS);
     for (let kill = 0; kill < KILLS; kill++) {
       await nats.kill("SIGKILL");
@@ -93,14 +96,20 @@ describeWith(["postgres"], "kill -9 of NATS under load", (it) => {
     const db = await openPostgres(database.url);
     let lost: string[] = [];
     try {
-      const deadline = performance.now() + CONVERGE_MS_MAX;
-      do {
-        await Bun.sleep(500);
+      const missing = async () => {
         const recorded = new Set(
           (await db.rows<{ request_id: string }>(sql`SELECT request_id FROM usage_records`)).map((r) => r.request_id),
         );
-        lost = served.filter((e) => !recorded.has(e.requestId!)).map((e) => e.requestId!);
-      } while (lost.length > 0 && performance.now() < deadline);
+        return served.filter((e) => !recorded.has(e.requestId!)).map((e) => e.requestId!);
+      };
+      const converged = {
+        accept: (l: string[]) => l.length === 0,
+        msMax: CONVERGE_MS_MAX,
+        what: "every served request recorded",
+        pollMs: 500,
+      };
+      // What is still missing at the bound is reported below and fails the test there.
+      lost = await untilValue(missing, converged).catch(missing);
       const dead = await db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_dead_letters`);
       process.stdout.write(
         `NATS kill -9: ${served.length} requests served, ${lost.length} missing from usage_records, ${Number(dead[0]!.n)} dead-lettered; answers ${JSON.stringify(Object.fromEntries(statuses))}\n`,

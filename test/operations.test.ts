@@ -1,6 +1,6 @@
 /**
  * Embeddings, images, speech and transcription through the official `openai` client against a
- * gateway on the embedded simulator: replies match what the simulator made, and every call is
+ * gateway on the suite's upstream simulator: replies match what the simulator made, and every call is
  * billed exactly (hand-computed constants, the simulator's log, the usage record).
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
@@ -10,7 +10,8 @@ import { simSpeechSeconds, simToneWav, simTranscriptWords, SIM_SPEECH_SAMPLE_RAT
 import { simEmbedding } from "../src/sim/embeddings.ts";
 import { simImage } from "../src/sim/images.ts";
 import { inflateSync } from "node:zlib";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway, until } from "./helpers.ts";
+import { simCountTokens } from "../src/sim/tokens.ts";
 
 /** Toman per 1M units at the seed rate (USD × 90,000): micro-toman per unit. */
 const EMBEDDING_MICRO_PER_TOKEN = 1_800n; // text-embedding-3-small, $0.02/1M
@@ -18,6 +19,7 @@ const SPEECH_MICRO_PER_CHAR = 1_350_000n; // tts-1, $15/1M characters
 const TRANSCRIPTION_MICRO_PER_S = 9_000_000n; // whisper-1, $0.006/minute
 const DALLE2_256_MICRO = 1_440_000_000n; // dall-e-2 256x256, $0.016 an image
 const DALLE3_HD_MICRO = 7_200_000_000n; // dall-e-3 1024x1024 hd, $0.08 an image
+const GPT_IMAGE_1024_LOW_MICRO = 990_000_000n; // gpt-image-1 1024x1024 low, $0.011 an image: the bound of its usage
 
 let t: TestGateway;
 let key: string;
@@ -37,11 +39,16 @@ async function balanceMicro(apiKey = key): Promise<bigint> {
 }
 
 /** The gateway's usage record and the simulator's log entry of one request. */
+/** The request's usage record, once written (usage is recorded just after the reply), and the simulator's log of it. */
 async function billing(requestId: string) {
-  const account = await t.admin("GET", `/admin/accounts/${accountId}`);
-  const record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
-  const sim = t.gw.simulator!.log.byRequestId(requestId);
-  return { record, sim };
+  let record: { request_id: string; billed_micro_toman: string } | undefined;
+  await until(async () => {
+    const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+    record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
+    return record !== undefined;
+  }, 10_000);
+  const sim = t.sim!.log.byRequestId(requestId);
+  return { record: record!, sim };
 }
 
 describe("embeddings", () => {
@@ -55,7 +62,8 @@ describe("embeddings", () => {
       simEmbedding("text-embedding-3-small", "naïve café"),
     ]);
     // Simulator tokens: Hello , world ! = 4; naïve café = 2.
-    expect(data.usage).toEqual({ prompt_tokens: 6, total_tokens: 6 });
+    // The reply states its cost, in toman: the wallet's drop.
+    expect(data.usage as object).toEqual({ prompt_tokens: 6, total_tokens: 6, cost: Number(6n * EMBEDDING_MICRO_PER_TOKEN) / 1e6 });
     expect(before - (await balanceMicro())).toBe(6n * EMBEDDING_MICRO_PER_TOKEN);
     const { record, sim } = await billing(response.headers.get("x-request-id")!);
     expect(sim.map((e) => [e.operation, e.units])).toEqual([["embeddings", 6]]);
@@ -129,10 +137,10 @@ describe("speech", () => {
   });
 
   test("input over 4,096 characters is a 400 before any upstream call", async () => {
-    const requests = t.gw.simulator!.log.totals.requests;
+    const requests = t.sim!.log.totals.requests;
     const error = await client.audio.speech.create({ model: "tts-1", voice: "alloy", input: "a".repeat(4_097) }).catch((e) => e);
     expect([error.status, error.param]).toEqual([400, "input"]);
-    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+    expect(t.sim!.log.totals.requests).toBe(requests);
   });
 });
 
@@ -194,7 +202,7 @@ describe("transcriptions", () => {
   });
 
   test("a wrong extension or a file that is not audio is a 400; an oversized file is a 413", async () => {
-    const requests = t.gw.simulator!.log.totals.requests;
+    const requests = t.sim!.log.totals.requests;
     const before = await balanceMicro();
     const text = await client.audio.transcriptions.create({ model: "whisper-1", file: new File(["hello"], "notes.txt") }).catch((e) => e);
     expect([text.status, text.param, text.type]).toEqual([400, "file", "invalid_request_error"]);
@@ -207,7 +215,7 @@ describe("transcriptions", () => {
     expect(large.status).toBe(413);
     expect(large.error).toMatchObject({ type: "invalid_request_error", param: "file" });
     expect(large.message).toContain(String(25 * 1024 * 1024));
-    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+    expect(t.sim!.log.totals.requests).toBe(requests);
     expect(await balanceMicro()).toBe(before);
   });
 });
@@ -246,7 +254,7 @@ describe("images", () => {
     expect(record).toMatchObject({ input_units: "2", billed_micro_toman: (2n * DALLE2_256_MICRO).toString() });
     const url = data.data![0]!.url!;
     expect(url.startsWith(`${t.url}/v1/media/med_`)).toBe(true);
-    expect(url).not.toContain(t.gw.simulator!.url);
+    expect(url).not.toContain(t.sim!.url);
     const image = await fetch(url);
     expect(image.headers.get("content-type")).toBe("image/png");
     const bytes = new Uint8Array(await image.arrayBuffer());
@@ -275,6 +283,39 @@ describe("images", () => {
     expect(before - (await balanceMicro())).toBe(DALLE3_HD_MICRO);
   });
 
+  test("gpt-image-1 without a format: b64_json, as OpenAI answers for GPT image models", async () => {
+    const before = await balanceMicro();
+    const { data, response } = await client.images
+      .generate({ model: "gpt-image-1", prompt: "a quiet pier", size: "1024x1024", quality: "low" })
+      .withResponse();
+    expect(data.data![0]!.url).toBeUndefined();
+    const bytes = Buffer.from(data.data![0]!.b64_json!, "base64");
+    expect(pngSize(bytes)).toEqual({ width: 1024, height: 1024 });
+    // Billed from the reply's usage, within the per-image price.
+    const { record } = await billing(response.headers.get("x-request-id")!);
+    const charged = before - (await balanceMicro());
+    expect(charged).toBe(BigInt(record.billed_micro_toman));
+    expect(charged).toBeGreaterThan(0n);
+    expect(charged).toBeLessThanOrEqual(GPT_IMAGE_1024_LOW_MICRO);
+  });
+
+  test("gpt-image-1: a 29,720-character prompt costs its text tokens more than a 30-character one ($5 per 1M)", async () => {
+    const charge = async (prompt: string) => {
+      const before = await balanceMicro();
+      const { response } = await client.images.generate({ model: "gpt-image-1", prompt, size: "1024x1024", quality: "low" }).withResponse();
+      await billing(response.headers.get("x-request-id")!);
+      return before - (await balanceMicro());
+    };
+    const short = "a quiet pier at dawn, gulls..."; // 30 characters
+    const long = "a quiet pier at dawn, gulls, ".repeat(1_025).slice(0, 29_720);
+    expect([short.length, long.length]).toEqual([30, 29_720]);
+    // The vendor bills the prompt's text tokens (the simulator's own count) at $5 per 1M × 90,000.
+    const textMicroPerToken = 450_000n;
+    const extraTokens = BigInt(simCountTokens(long) - simCountTokens(short));
+    expect(extraTokens).toBeGreaterThan(6_000n);
+    expect((await charge(long)) - (await charge(short))).toBe(extraTokens * textMicroPerToken);
+  });
+
   test("a size or quality the model does not price is a 400 naming it", async () => {
     const size = await client.images.generate({ model: "dall-e-3", prompt: "x", size: "256x256" }).catch((e) => e);
     expect([size.status, size.param]).toEqual([400, "size"]);
@@ -287,7 +328,7 @@ describe("admission", () => {
   test("an unaffordable request of each kind is a 402 before any upstream call", async () => {
     const poor = await t.fundedKey(5); // 5 toman
     const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
-    const requests = t.gw.simulator!.log.totals.requests;
+    const requests = t.sim!.log.totals.requests;
     const calls = [
       () => poorClient.images.generate({ model: "dall-e-3", prompt: "x", quality: "hd", response_format: "b64_json" }),
       () => poorClient.audio.speech.create({ model: "tts-1", voice: "alloy", input: "four characters each".repeat(4) }),
@@ -303,12 +344,12 @@ describe("admission", () => {
       expect(error).toBeInstanceOf(OpenAI.APIError);
       expect([error.status, error.code]).toEqual([402, "insufficient_quota"]);
     }
-    expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+    expect(t.sim!.log.totals.requests).toBe(requests);
     expect(await balanceMicro(poor.key)).toBe(5_000_000n);
   });
 
   test("a failing upstream is a 502 for each operation, settled once at zero", async () => {
-    const sim = t.gw.simulator!;
+    const sim = t.sim!;
     const before = await balanceMicro();
     sim.options.failRate = 1;
     try {

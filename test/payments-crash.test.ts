@@ -79,7 +79,7 @@ describeWith(["postgres"], "kill -9 between verify and commit", (it) => {
 
         const second = await spawnGateway(env);
         nodes.push(second);
-        await Bun.sleep(CLAIM_MS + 200);
+        await Bun.sleep(CLAIM_MS + 200); // lets the dead node's claim on the verify lapse: the window under test
         const report = await admin(second)("POST", "/admin/topups/reconcile");
         expect(report.body.verified).toBe(1);
         await admin(second)("POST", "/admin/topups/reconcile");

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until, untilValue } from "./until.ts";
 
 const MODEL = "llama-3.3-70b-instruct"; // 10,800 toman/1M input, 27,000 toman/1M output
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -108,15 +109,17 @@ describe("streams", () => {
     expect(delivered).toHaveLength(3);
     const [usage] = (await t.admin("GET", `/admin/accounts/${(await keyAccount()).accountId}`)).body.recent_usage;
     expect(usage.status).toBe(502);
-    expect(usage.output_units).toBe("3"); // three one-word chunks, counted with o200k
+    // Three one-word chunks: an open-weight model's tokenizer is not o200k, so their UTF-8 bytes
+    // bound them, within the 10 tokens the hold covers.
+    expect(usage.output_units).toBe(String(Math.min(10, Buffer.byteLength(delivered.join(""), "utf8"))));
     expect(before - (await balanceMicro())).toBe(BigInt(usage.billed_micro_toman));
     expect(t.gw.keyHost.inFlight(keyId)).toBe(0);
   });
 
-  test("a client that leaves mid-stream stops the upstream and is charged only what was generated", async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage with the slot taken, charged its report", async () => {
     for (const sim of [good, flaky]) {
       sim.options.itlMs = 20;
-      sim.options.outputTokens = 1000;
+      sim.options.outputTokens = 100;
     }
     const controller = new AbortController();
     const stream = await client.chat.completions.create({ model: MODEL, messages: HELLO, stream: true }, { signal: controller.signal });
@@ -125,17 +128,13 @@ describe("streams", () => {
       for await (const _ of stream) if (++chunks === 5) controller.abort();
     })().catch(() => {});
     const sim = good.log.totals.requests > 0 || good.log.inFlight > 0 ? good : flaky;
-    const deadline = Date.now() + 5_000;
-    while (sim.log.entries().length === 0 && Date.now() < deadline) await Bun.sleep(20);
-    const [entry] = sim.log.entries();
-    expect(entry?.aborted).toBe(true);
-    expect(entry!.completionTokens).toBeLessThan(50);
-    while (t.gw.keyHost.inFlight(keyId) > 0 && Date.now() < deadline) await Bun.sleep(20);
-    expect(t.gw.keyHost.inFlight(keyId)).toBe(0);
+    const entry = await untilValue(() => sim.log.entries()[0], { what: "the simulator's entry" });
+    expect(entry.aborted).toBe(false); // the vendor bills the whole generation: it is read to its end
+    expect(entry.completionTokens).toBe(100);
+    await until(() => t.gw.keyHost.inFlight(keyId) === 0, { what: "the key's slot freed" });
     const [usage] = (await t.admin("GET", `/admin/accounts/${(await keyAccount()).accountId}`)).body.recent_usage;
     expect(usage.status).toBe(499);
-    expect(Number(usage.output_units)).toBeLessThanOrEqual(entry!.completionTokens);
-    expect(Number(usage.output_units)).toBeGreaterThanOrEqual(4);
+    expect(Number(usage.output_units)).toBe(entry!.completionTokens);
   });
 });
 
@@ -163,7 +162,7 @@ describe("silent upstreams", () => {
     });
 
   test("a long silence before the first token sends keep-alive comments, and the official client reads through them", async () => {
-    const sim = quiet.gw.simulator!;
+    const sim = quiet.sim!;
     sim.options.ttftMs = 450;
     try {
       const raw = await (await stream()).text();
@@ -181,14 +180,13 @@ describe("silent upstreams", () => {
   });
 
   test("an upstream that stalls ends the stream with an error frame and is aborted", async () => {
-    const sim = quiet.gw.simulator!;
+    const sim = quiet.sim!;
     sim.options.stallAfterChunks = 1;
     try {
       const raw = await (await stream()).text();
       const frames = raw.split("\n\n").filter((f) => f.startsWith("data: "));
       expect(frames.at(-1)).toContain('"code":"upstream_timeout"');
-      const deadline = Date.now() + 3_000;
-      while (sim.log.entries().at(-1)?.finishReason !== "stalled" && Date.now() < deadline) await Bun.sleep(20);
+      await until(() => sim.log.entries().at(-1)?.finishReason === "stalled", { what: "the stalled request logged" });
       expect(sim.log.entries().at(-1)).toMatchObject({ finishReason: "stalled", aborted: true });
     } finally {
       sim.options.stallAfterChunks = null;

@@ -6,20 +6,14 @@
 import { afterAll, beforeAll, expect } from "bun:test";
 import OpenAI from "openai";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX, until } from "./helpers.ts";
-import { clusterEnv, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { dropUsageStream, freshDatabase, SETUP_MS_MAX, until } from "./helpers.ts";
+import { untilValue } from "./until.ts";
+import { clusterEnv, nodeAdmin, spawnGateway, type GatewayProcess } from "./processes.ts";
 import { describeWith } from "./services.ts";
 
 const MODEL = "llama-3.3-70b-instruct";
 
-async function admin(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
-  const response = await fetch(url + path, {
-    method,
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  return { status: response.status, body: await response.json() };
-}
+const admin = nodeAdmin;
 
 async function backendsOn(url: string): Promise<{ name: string; ttft_ms: number; requests: number }[]> {
   const reply = await admin(url, "GET", "/admin/pools");
@@ -59,12 +53,12 @@ describeWith(["nats", "postgres"], "pools on two gateway processes", (it) => {
     ];
     const setAt = performance.now();
     expect((await admin(one, "PUT", `/admin/pools/${MODEL}`, { backends })).status).toBe(200);
-    let names: string[] = [];
-    while (performance.now() - setAt < 10_000) {
-      names = (await backendsOn(two)).map((b) => b.name);
-      if (names.length === 2) break;
-      await Bun.sleep(20);
-    }
+    const names = await untilValue(async () => (await backendsOn(two)).map((b) => b.name), {
+      accept: (seen) => seen.length === 2,
+      msMax: 10_000,
+      what: "both backends on the other node",
+      pollMs: 20,
+    });
     const tookMs = performance.now() - setAt;
     console.log(`cluster: the other node applied the pool after ${tookMs.toFixed(0)} ms`);
     expect(names).toEqual(["fast", "slow"]);

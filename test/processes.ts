@@ -7,8 +7,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { randomBase62 } from "../src/ids.ts";
-import type { Simulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN } from "./helpers.ts";
+import type { SimOptions } from "../src/sim/options.ts";
+import { startSimulator, type Simulator } from "../src/sim/server.ts";
+import { afterAll, beforeAll } from "bun:test";
+import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
 
 export const NODE_READY_MS_MAX = 30_000;
 const ROOT = join(import.meta.dir, "..");
@@ -31,6 +33,16 @@ export function poolsFileFor(sim: Simulator): string {
   return path;
 }
 
+/** One admin API call to a node, as an operator's script makes it. */
+export async function nodeAdmin(url: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const response = await fetch(url + path, {
+    method,
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, body: await response.json() };
+}
+
 /** The environment shared by the nodes of one test cluster: one database, one NATS prefix, one simulator. */
 export function clusterEnv(databaseUrl: string, sim: Simulator, extra: Record<string, string> = {}): Record<string, string | undefined> {
   return {
@@ -45,10 +57,11 @@ export function clusterEnv(databaseUrl: string, sim: Simulator, extra: Record<st
 }
 
 /**
- * `bun run src/main.ts` with this process's environment and `env` over it; a variable set to
- * undefined in `env` is left out. PORT is 0 unless `env` names one.
+ * `bun run src/main.ts` in `cwd` (this checkout unless named) with this process's environment
+ * and `env` over it; a variable set to undefined in `env` is left out. PORT is 0 unless `env`
+ * says otherwise; the upstreams are the pools file `env` names (DARVAZE_CONFIG, e.g. poolsFileFor).
  */
-function spawnMain(env: Record<string, string | undefined>): Subprocess<"ignore", "pipe", "pipe"> {
+function spawnMain(env: Record<string, string | undefined>, cwd = ROOT): Subprocess<"ignore", "pipe", "pipe"> {
   const merged: Record<string, string | undefined> = {
     ...process.env,
     PORT: "0",
@@ -57,7 +70,7 @@ function spawnMain(env: Record<string, string | undefined>): Subprocess<"ignore"
     BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
   };
   const childEnv = Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
-  return Bun.spawn(["bun", "run", "src/main.ts"], { cwd: ROOT, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  return Bun.spawn(["bun", "run", "src/main.ts"], { cwd, env: childEnv, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
 }
 
 /** A gateway that must fail to start: its exit code and what it wrote, or a throw if it is still up after NODE_READY_MS_MAX. */
@@ -73,8 +86,9 @@ export async function gatewayStartFailure(
   return { exitCode: exited, stdout: await new Response(child.stdout).text(), stderr: await new Response(child.stderr).text() };
 }
 
-export async function spawnGateway(env: Record<string, string | undefined>): Promise<GatewayProcess> {
-  const child = spawnMain(env);
+/** A gateway process, ready once it logs `listening`; `cwd` runs another checkout's (a bench's before and after). */
+export async function spawnGateway(env: Record<string, string | undefined>, cwd?: string): Promise<GatewayProcess> {
+  const child = spawnMain(env, cwd);
   const reader = child.stderr.getReader();
   const decoder = new TextDecoder();
   let text = "";
@@ -105,4 +119,59 @@ export async function spawnGateway(env: Record<string, string | undefined>): Pro
     }
     text += decoder.decode(next.value, { stream: true });
   }
+}
+
+/** The admin API of a node, as JSON (the test's own ADMIN_TOKEN). */
+export function adminOf(node: { url: string }): (method: string, path: string, body?: unknown) => Promise<any> {
+  return async (method, path, body) =>
+    (
+      await fetch(node.url + path, {
+        method,
+        headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+        body: body ? JSON.stringify(body) : undefined,
+      })
+    ).json();
+}
+
+/** An account with `amountToman` topped up and one key of it (concurrency_max 1,000), made through `node`. */
+export async function fundedKey(node: { url: string }, name: string, amountToman = 1_000_000): Promise<{ accountId: string; key: string }> {
+  const admin = adminOf(node);
+  const account = await admin("POST", "/admin/accounts", { name });
+  await admin("POST", `/admin/accounts/${account.id}/topups`, { amount_toman: amountToman, reference: `seed-${account.id}` });
+  const { key } = await admin("POST", `/admin/accounts/${account.id}/keys`, { name: "k", concurrency_max: 1000 });
+  return { accountId: account.id, key };
+}
+
+/**
+ * Two gateway processes on a fresh database and the run's NATS, in front of a simulator of their
+ * own; `stop` ends the processes and the simulator and drops the database and usage stream.
+ */
+export async function startTwoNodes(simOptions: Partial<SimOptions> = {}): Promise<{
+  sim: Simulator;
+  nodes: GatewayProcess[];
+  stop: () => Promise<void>;
+}> {
+  const sim = await startSimulator(simOptions);
+  const database = (await freshDatabase())!;
+  const env = clusterEnv(database.url, sim);
+  const nodes = [await spawnGateway(env), await spawnGateway(env)];
+  const stop = async () => {
+    for (const node of nodes) await node.kill("SIGKILL");
+    await sim.stop();
+    await database.drop();
+    await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
+  };
+  return { sim, nodes, stop };
+}
+
+/** Two nodes for the tests of one describe block: started before them, stopped after; their URLs once started. */
+export function useTwoNodes(simOptions: Partial<SimOptions> = {}): { urls: () => [string, string] } {
+  let started: Awaited<ReturnType<typeof startTwoNodes>> | undefined;
+  beforeAll(async () => {
+    started = await startTwoNodes(simOptions);
+  }, SETUP_MS_MAX);
+  afterAll(async () => {
+    await started?.stop();
+  }, SETUP_MS_MAX);
+  return { urls: () => started!.nodes.map((n) => n.url) as [string, string] };
 }

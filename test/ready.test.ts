@@ -6,6 +6,7 @@ import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { READY_CACHE_MS } from "../src/http/health.ts";
 import { SETUP_MS_MAX, startTestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 import { NATS_SERVER_BIN, startNatsWithAuthorization } from "./natsServer.ts";
 
 test(
@@ -47,22 +48,21 @@ withNatsServer(
       const response = await fetch(`${t.url}/ready`);
       return { status: response.status, body: (await response.json()) as { reasons: string[] } };
     };
-    const until = async (status: number) => {
-      for (let i = 0; i < 200; i++) {
-        const now = await ready();
-        if (now.status === status) return now;
-        await Bun.sleep(READY_CACHE_MS / 2);
-      }
-      return ready();
-    };
+    const readyWith = (status: number) =>
+      untilValue(ready, {
+        accept: (now) => now.status === status,
+        msMax: 50_000,
+        what: `/ready answering ${status}`,
+        pollMs: READY_CACHE_MS / 2,
+      });
     try {
       expect((await ready()).status).toBe(200);
       await nats.kill();
-      const down = await until(503);
+      const down = await readyWith(503);
       expect(down.status).toBe(503);
       expect(down.body.reasons).toContain("bus: NATS is disconnected (reconnecting)");
       await nats.restart();
-      expect((await until(200)).status).toBe(200);
+      expect((await readyWith(200)).status).toBe(200);
     } finally {
       await t.stop();
       await nats.stop();

@@ -1,8 +1,8 @@
 /**
  * Hidden reasoning: a Gemini stream without max_tokens whose thinking tokens the upstream reports
- * only in its usage figures. The meter sees every figure, so the hold grows with the thoughts; the
- * charge is the upstream's whole usage up to what the wallet has, and the rest is written off and
- * counted in /metrics.
+ * only in its usage figures. The hold covers the whole output limit sent, thoughts included: the
+ * thinking budget and the reply's limit together stay within it, so a wallet that cannot cover
+ * the default limit gets a lower one and nothing is written off.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -12,6 +12,7 @@ import { sql } from "drizzle-orm";
 import OpenAI from "openai";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 const MODEL = "gemini-2.5-flash";
 const INPUT_MICRO = 27_000n; // toman per 1M tokens = micro-toman per token, as published
@@ -48,14 +49,13 @@ async function stream(key: string): Promise<{ requestId: string; finish: string 
 
 /** The request's usage record as the ledger has it: units, metered and billed micro-toman. */
 async function usageRecord(requestId: string): Promise<{ output_units: string; metered_micro: string; billed_micro: string }> {
-  const deadline = Date.now() + RECORD_WAIT_MS_MAX;
-  for (;;) {
-    const [record] = await t.gw.deps.db.rows<{ output_units: string; metered_micro: string; billed_micro: string }>(sql`
+  const read = async () =>
+    (
+      await t.gw.deps.db.rows<{ output_units: string; metered_micro: string; billed_micro: string }>(sql`
       SELECT output_units::text AS output_units, metered_micro::text AS metered_micro, billed_micro::text AS billed_micro
-      FROM usage_records WHERE request_id = ${requestId}`);
-    if (record || Date.now() > deadline) return record!;
-    await Bun.sleep(20);
-  }
+      FROM usage_records WHERE request_id = ${requestId}`)
+    )[0];
+  return untilValue(read, { msMax: RECORD_WAIT_MS_MAX, what: `the usage record of ${requestId}`, pollMs: 20 });
 }
 
 async function writtenOff(): Promise<bigint> {
@@ -74,22 +74,26 @@ test("a stream's hidden thinking is billed in full when the wallet covers it", a
   expect(await usageRecord(requestId)).toEqual({ output_units: String(8 + THOUGHTS), metered_micro: expected, billed_micro: expected });
 });
 
-test("past the wallet, the thinking is charged up to what the wallet has and the rest is written off and counted", async () => {
+test("past the wallet, the limit sent is lowered to what it covers, the thoughts bounded within it: charged in full, nothing written off", async () => {
   const before = await writtenOff();
-  const { key } = await t.fundedKey(100); // 100 toman: about 440 output tokens
-  const { requestId, finish } = await stream(key);
-  expect(finish).toBe("length"); // cut: the hold could not follow the thoughts
-  const record = await usageRecord(requestId);
-  const billed = BigInt(record.billed_micro);
-  const metered = BigInt(record.metered_micro);
-  expect(metered).toBeGreaterThanOrEqual(BigInt(THOUGHTS) * OUTPUT_MICRO);
-  // Up to the wallet: what is left could not pay for the smallest extension (16 tokens).
-  expect(billed).toBeLessThanOrEqual(100_000_000n);
-  expect(billed).toBeGreaterThan(100_000_000n - 16n * OUTPUT_MICRO);
-  expect((await writtenOff()) - before).toBe(metered - billed);
-  const audit = await t.admin("GET", "/admin/ledger/audit");
-  expect(audit.body.ok).toBe(true);
-  // The audit names the key with its write-off.
-  const keyId = ((await t.gw.deps.keys.authenticate(key)) as { id: string }).id;
-  expect(audit.body.write_offs_by_key).toContainEqual({ key_id: keyId, requests: 1, write_off_micro: (metered - billed).toString() });
+  sim.options.thoughtTokens = 20_000; // a model that would think far past the wallet
+  try {
+    const { key } = await t.fundedKey(1_500); // 1,500 toman: about 6,600 output tokens
+    const { requestId, finish } = await stream(key);
+    expect(finish).toBe("stop");
+    const [entry] = sim.log.byRequestId(requestId);
+    const record = await usageRecord(requestId);
+    // The simulator's own bill (thoughts included) is what the customer paid, within the wallet.
+    expect(record.output_units).toBe(String(entry!.completionTokens));
+    expect(entry!.completionTokens).toBeGreaterThan(2_000); // it thought up to the budget it was given
+    const expected = BigInt(entry!.promptTokens) * INPUT_MICRO + BigInt(entry!.completionTokens) * OUTPUT_MICRO;
+    expect(record.billed_micro).toBe(expected.toString());
+    expect(record.metered_micro).toBe(record.billed_micro);
+    expect(expected).toBeLessThanOrEqual(1_500_000_000n);
+    expect((await writtenOff()) - before).toBe(0n);
+    const audit = await t.admin("GET", "/admin/ledger/audit");
+    expect(audit.body.ok).toBe(true);
+  } finally {
+    sim.options.thoughtTokens = THOUGHTS;
+  }
 });

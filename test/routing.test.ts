@@ -7,10 +7,11 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { eq } from "drizzle-orm";
 import OpenAI from "openai";
 import { TPOT_MS_NEUTRAL, TTFT_MS_NEUTRAL } from "../actors/pool/backend.ts";
-import { savePool } from "../actors/pool/store.ts";
+import { savePool } from "../actors/pool/savedPools.ts";
 import { pools as poolsTable } from "../src/db/schema.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until } from "./until.ts";
 
 const MODEL = "llama-3.3-70b-instruct";
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -126,7 +127,7 @@ describe("pools changed at run time", () => {
       { name: "a", kind: "openai", url: `${a.url}/v1`, region: "in-country", weight: 1, concurrency_max: 256 },
       { name: "b", kind: "openai", url: `${b.url}/v1`, region: "in-country", weight: 1, concurrency_max: 256 },
     ]);
-    while (pool.backends.length !== 2 && performance.now() - writtenAt < 10_000) await Bun.sleep(25);
+    await until(() => pool.backends.length === 2, { msMax: 10_000, what: "the second backend applied", pollMs: 25 });
     const tookMs = performance.now() - writtenAt;
     console.log(`pools: a change written by another node applied after ${tookMs.toFixed(0)} ms`);
     expect(pool.backends.map((x) => x.name)).toEqual(["a", "b"]);

@@ -9,15 +9,21 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { openPglite } from "../src/db/client.ts";
 import { randomBase62 } from "../src/ids.ts";
+import { startSimulator } from "../src/sim/server.ts";
 import { ADMIN_TOKEN } from "./helpers.ts";
-import { spawnGateway } from "./processes.ts";
+import { poolsFileFor, spawnGateway } from "./processes.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "darvaze-shutdown-"));
-afterAll(() => rmSync(folder, { recursive: true, force: true }));
+const sim = await startSimulator();
+afterAll(async () => {
+  await sim.stop();
+  rmSync(folder, { recursive: true, force: true });
+});
 
 test("SIGTERM returns every lease and loses no usage", async () => {
   const node = await spawnGateway({
     DARVAZE_DATA: folder,
+    DARVAZE_CONFIG: poolsFileFor(sim),
     DATABASE_URL: undefined,
     NATS_URL: undefined,
     ADMIN_TOKEN,

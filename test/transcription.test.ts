@@ -62,7 +62,7 @@ describe("headers that understate the length tenfold", () => {
     const requestId = response.headers.get("x-request-id")!;
     const after = await account(accountId, client, requestId);
     expect(before.balanceMicro - after.balanceMicro).toBe(micro);
-    expect(t.gw.simulator!.log.byRequestId(requestId).map((e) => [e.operation, e.units])).toEqual([["transcription", seconds]]);
+    expect(t.sim!.log.byRequestId(requestId).map((e) => [e.operation, e.units])).toEqual([["transcription", seconds]]);
     expect(after.usage).toMatchObject({ input_units: String(seconds), billed_micro_toman: micro.toString(), status: 200 });
   });
 
@@ -85,14 +85,14 @@ test("a wallet that holds the decoded seconds but not the size bound is served, 
 });
 
 test("a file that is audio by none of its bytes is a 400 before any upstream call", async () => {
-  const requests = t.gw.simulator!.log.totals.requests;
+  const requests = t.sim!.log.totals.requests;
   const garbage = new Uint8Array(100_000).map((_, i) => (i * 7919) & 0xff);
   garbage.set(new TextEncoder().encode("RIFF\0\0\0\0WAVE"));
   for (const bytes of [garbage, new Uint8Array(50_000).fill(0xff)]) {
     const error = await client.audio.transcriptions.create({ model: "whisper-1", file: new File([bytes], "x.wav") }).catch((e) => e);
     expect([error.status, error.param]).toEqual([400, "file"]);
   }
-  expect(t.gw.simulator!.log.totals.requests).toBe(requests);
+  expect(t.sim!.log.totals.requests).toBe(requests);
 });
 
 describe("a codec the gateway does not time (IMA ADPCM in WAV)", () => {
@@ -110,7 +110,7 @@ describe("a codec the gateway does not time (IMA ADPCM in WAV)", () => {
     const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file: adpcm() }).withResponse();
     const requestId = response.headers.get("x-request-id")!;
     const after = await account(accountId, client, requestId);
-    expect(t.gw.simulator!.log.byRequestId(requestId).map((e) => e.units)).toEqual([12]);
+    expect(t.sim!.log.byRequestId(requestId).map((e) => e.units)).toEqual([12]);
     expect([before.balanceMicro - after.balanceMicro, after.usage?.input_units]).toEqual([108_000_000n, "12"]);
   });
 

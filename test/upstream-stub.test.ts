@@ -2,7 +2,8 @@
  * Upstream replies the simulator does not make, from a small OpenAI-style stub: images whose
  * link cannot be downloaded (the client gets an OpenAI-shaped 502 and is charged nothing, since
  * it received no image), and a speech request the upstream refuses (the client's 400, recorded
- * as the 400 it was, free).
+ * as the 400 it was, free), and a chat model whose one backend cannot be reached (the client's
+ * 503, recorded as the 503 it was, free).
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
@@ -11,6 +12,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { simImage } from "../src/sim/images.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 const DALLE2_256_MICRO = 1_440_000_000n; // dall-e-2 256x256, $0.016 an image × 90,000 toman/USD
 
@@ -44,9 +46,12 @@ beforeAll(async () => {
     },
   });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
-  const backend = { name: "images-stub", kind: "openai", url: `${upstream.url.origin}/v1`, api_key: "x", region: "abroad" };
-  writeFileSync(path, JSON.stringify({ pools: { "dall-e-2": { backends: [backend] }, "tts-1": { backends: [backend] } } }));
-  t = await startTestGateway({ DARVAZE_CONFIG: path });
+  const backend = { name: "images-stub", kind: "openai", url: `${upstream.url.origin}/v1`, api_key_env: "STUB_KEY", region: "abroad" };
+  // Nothing listens on port 1: every call to gpt-4o-mini finds no backend it can connect to.
+  const unreachable = { ...backend, name: "unreachable", url: "http://127.0.0.1:1/v1" };
+  const pools = { "dall-e-2": { backends: [backend] }, "tts-1": { backends: [backend] }, "gpt-4o-mini": { backends: [unreachable] } };
+  writeFileSync(path, JSON.stringify({ pools }));
+  t = await startTestGateway({ DARVAZE_CONFIG: path, STUB_KEY: "x" });
   ({ key, accountId } = await t.fundedKey(100_000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);
@@ -65,13 +70,11 @@ async function balanceMicro(): Promise<bigint> {
 const RECORD_WAIT_MS_MAX = 10_000;
 
 async function record(requestId: string) {
-  const deadline = Date.now() + RECORD_WAIT_MS_MAX;
-  for (;;) {
+  const read = async () => {
     const account = await t.admin("GET", `/admin/accounts/${accountId}`);
-    const found = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
-    if (found || Date.now() > deadline) return found;
-    await Bun.sleep(20);
-  }
+    return account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
+  };
+  return untilValue(read, { msMax: RECORD_WAIT_MS_MAX, what: `the usage record of ${requestId}`, pollMs: 20 });
 }
 
 test("two links that download: both images, billed two images", async () => {
@@ -111,4 +114,16 @@ test("speech the upstream refuses as invalid: the client's 400 with the upstream
   expect(apiError.message).toContain("Unsupported voice");
   expect(await balanceMicro()).toBe(before);
   expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 400 });
+});
+
+test("chat with no backend to connect to: a 503 no_healthy_backend, recorded as 503, nothing charged", async () => {
+  const before = await balanceMicro();
+  const error = await client.chat.completions
+    .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
+    .catch((e: unknown) => e);
+  expect(error).toBeInstanceOf(OpenAI.APIError);
+  const apiError = error as InstanceType<typeof OpenAI.APIError>;
+  expect([apiError.status, apiError.code]).toEqual([503, "no_healthy_backend"]);
+  expect(await balanceMicro()).toBe(before);
+  expect(await record(apiError.requestID!)).toMatchObject({ billed_micro_toman: "0", status: 503 });
 });

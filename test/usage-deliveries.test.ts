@@ -12,7 +12,8 @@ import { openDb, type Db } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { encodeJson } from "../src/json.ts";
-import type { DeadLetter } from "../src/ledger/deadletter.ts";
+import { listDeadLetters, replayDeadLetter, type DeadLetter } from "../src/ledger/deadletter.ts";
+import { auditLedger } from "../src/ledger/audit.ts";
 import {
   deadLetterStreamName,
   ensureDeadLetterStream,
@@ -106,8 +107,8 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect(dead.json<{ requestId: string; source: string }>()).toMatchObject({ requestId: record.requestId, source: "deliveries" });
   }, 30_000);
 
-  it("a message that is not usage records (or not JSON) is terminated and kept in the dead-letter stream", async () => {
-    await nc.jetstream().publish(subjects.usage, "{ not json");
+  it("a message that is not usage records (or not JSON) is terminated, dead-lettered where records are, and kept in the dead-letter stream", async () => {
+    const bad = await nc.jetstream().publish(subjects.usage, "{ not json");
     const ack = await nc.jetstream().publish(subjects.usage, encodeJson({ not: "records" }));
     const consumer = startConsumer(db);
     const deadStream = deadLetterStreamName(prefix);
@@ -122,6 +123,15 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect(found!.reason).toStartWith("not a batch of usage records");
     const info = await jsm.consumers.info(stream, CONSUMER);
     expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
+    // In the dead-letters table (what the admin API, `gw usage dead-letters` and the audit read), counted by the node.
+    const listed = (await listDeadLetters(db)).filter((d) => d.source === "malformed");
+    expect(listed.map((d) => d.request_id.split(":").slice(0, 2).join(":")).sort()).toEqual(
+      [`malformed:${bad.seq}`, `malformed:${ack.seq}`].sort(),
+    );
+    expect(listed.find((d) => d.request_id.startsWith(`malformed:${bad.seq}:`))!.record).toBe("{ not json");
+    expect(letters.filter((l) => l.source === "malformed").length).toBe(2);
+    expect((await auditLedger(db)).dead_letters.malformed).toBe(2);
+    expect(await replayDeadLetter(db, BigInt(listed[0]!.id))).toMatchObject({ outcome: "refused" });
   }, 30_000);
 
   it("a database outage (connection lost, serialization failure) is retried in place: no redelivery, no dead letter", async () => {

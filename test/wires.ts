@@ -10,9 +10,13 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
+import type { Logger } from "../src/log.ts";
 import { startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 export const UPSTREAM_KEY = "upstream-secret";
+/** The gateway's environment variable holding UPSTREAM_KEY, which the pools file names. */
+export const UPSTREAM_KEY_ENV = "DARVAZE_TEST_UPSTREAM_KEY";
 export const SEED = 5;
 export const OUTPUT_TOKENS = 8;
 
@@ -37,6 +41,14 @@ const UPSTREAM_PATHS: Record<Vendor["kind"], string | undefined> = {
   gemini: "/v1beta/models/gemini-2.5-flash:",
 };
 
+/** The suites' system text and question, and the same conversation as the simulator sees it. */
+export const SYSTEM = "Be brief.";
+export const QUESTION = "Hello, world!";
+export const AS_CHAT = [
+  { role: "system", content: SYSTEM },
+  { role: "user", content: QUESTION },
+];
+
 /** A one-pixel PNG, as a data URL. */
 export const PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
 
@@ -46,18 +58,24 @@ export const WEATHER_PARAMETERS = {
   required: ["city"],
 };
 
-export async function startWireSuite(): Promise<{ sim: Simulator; t: TestGateway; key: string; accountId: string }> {
+/**
+ * `options.log` receives the gateway's log lines; `options.pools` adds pools beside the vendors'
+ * (given the simulator's URL).
+ */
+export async function startWireSuite(
+  options: { log?: Logger; pools?: (simUrl: string) => Record<string, unknown> } = {},
+): Promise<{ sim: Simulator; t: TestGateway; key: string; accountId: string }> {
   const sim = await startSimulator({ apiKey: UPSTREAM_KEY, seed: SEED, outputTokens: OUTPUT_TOKENS });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
   const backend = (v: Vendor) => {
-    const common = { name: `${v.kind}-sim`, api_key: UPSTREAM_KEY, upstream_model: v.upstream, region: "abroad" };
+    const common = { name: `${v.kind}-sim`, api_key_env: UPSTREAM_KEY_ENV, upstream_model: v.upstream, region: "abroad" };
     if (v.kind === "openai-responses") return { ...common, kind: "openai", url: `${sim.url}/v1`, responses_api: true };
     return { ...common, kind: v.kind, url: v.kind === "openai" ? `${sim.url}/v1` : sim.url };
   };
-  const pools = Object.fromEntries(VENDORS.map((v) => [v.model, { backends: [backend(v)] }]));
+  const pools = { ...Object.fromEntries(VENDORS.map((v) => [v.model, { backends: [backend(v)] }])), ...options.pools?.(sim.url) };
   writeFileSync(path, JSON.stringify({ pools }));
-  const t = await startTestGateway({ DARVAZE_CONFIG: path });
-  const funded = await t.fundedKey(10_000);
+  const t = await startTestGateway({ DARVAZE_CONFIG: path, [UPSTREAM_KEY_ENV]: UPSTREAM_KEY }, { log: options.log });
+  const funded = await t.fundedKey(100_000); // streams without a limit hold for 16,384 output tokens
   return { sim, t, key: funded.key, accountId: funded.accountId };
 }
 
@@ -66,18 +84,16 @@ export function expectedText(messages: { role: string; content: string }[], toke
   return simCompletion({ seed: SEED, promptText: simPromptText(messages), tokens }).join("");
 }
 
-export async function simEntry(sim: Simulator, requestId: string) {
-  for (let i = 0; i < 200; i++) {
-    const [entry] = sim.log.byRequestId(requestId);
-    if (entry) return entry;
-    await Bun.sleep(25);
-  }
-  throw new Error(`the simulator logged nothing for ${requestId}`);
+export function simEntry(sim: Simulator, requestId: string) {
+  return untilValue(() => sim.log.byRequestId(requestId)[0], { what: `the simulator's entry for ${requestId}` });
 }
+
+/** How long a settled request may take to reach the usage records (group commit). */
+const RECORD_WAIT_MS_MAX = 10_000;
 
 export async function usageRecord(t: TestGateway, requestId: string) {
   await t.gw.deps.writer.flush();
-  for (let i = 0; i < 100; i++) {
+  const read = async () => {
     const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
     expect(audit.body.ok).toBe(true);
     const rows = await t.gw.deps.db.rows<{
@@ -87,19 +103,16 @@ export async function usageRecord(t: TestGateway, requestId: string) {
       billed_micro: unknown;
       status: number;
     }>(sql`SELECT model, input_units, output_units, billed_micro, status FROM usage_records WHERE request_id = ${requestId}`);
-    if (rows[0]) {
-      const r = rows[0];
-      return {
-        model: r.model,
-        input: BigInt(String(r.input_units)),
-        output: BigInt(String(r.output_units)),
-        billed: BigInt(String(r.billed_micro)),
-        status: Number(r.status),
-      };
-    }
-    await Bun.sleep(50);
-  }
-  throw new Error(`no usage record for ${requestId}`);
+    return rows[0];
+  };
+  const r = await untilValue(read, { msMax: RECORD_WAIT_MS_MAX, what: `the usage record of ${requestId}`, pollMs: 50 });
+  return {
+    model: r.model,
+    input: BigInt(String(r.input_units)),
+    output: BigInt(String(r.output_units)),
+    billed: BigInt(String(r.billed_micro)),
+    status: Number(r.status),
+  };
 }
 
 /**
@@ -128,13 +141,34 @@ export async function expectBilledAsLogged(ctx: { sim: Simulator; t: TestGateway
  * what reached the gateway before the abort (at least what the client saw, at most what the
  * simulator sent) at the published prices, with status 499.
  */
-export async function expectAbortedAndBilled(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor, seen: number) {
+/**
+ * A stream that broke off: an upstream that reported its usage is billed as logged; one that did
+ * not (Anthropic's output count comes only at the end) is billed the request's bounds, which
+ * cover the vendor's log (its tokenizer is not o200k, so text is bounded by its bytes).
+ */
+export async function expectBilledCoveringLogged(
+  ctx: { sim: Simulator; t: TestGateway },
+  requestId: string,
+  vendor: Vendor,
+  status: number,
+) {
+  if (vendor.kind !== "anthropic") return expectBilledAsLogged(ctx, requestId, vendor, status);
   const entry = await simEntry(ctx.sim, requestId);
-  expect(entry.aborted).toBe(true);
+  const record = await usageRecord(ctx.t, requestId);
+  expect(record.status).toBe(status);
+  expect(record.input).toBeGreaterThanOrEqual(BigInt(entry.promptTokens));
+  expect(record.output).toBeGreaterThanOrEqual(BigInt(entry.completionTokens));
+  expect(record.billed).toBe(record.input * vendor.inputMicro + record.output * vendor.outputMicro);
+  return entry;
+}
+
+export async function expectLeftAndBilled(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor) {
+  // The client left: nothing more was relayed, but the upstream was read to its usage (the vendor's bill).
+  const entry = await simEntry(ctx.sim, requestId);
+  expect(entry.aborted).toBe(false);
   const record = await usageRecord(ctx.t, requestId);
   expect(record.status).toBe(499);
-  expect(record.output).toBeGreaterThanOrEqual(BigInt(seen));
-  expect(record.output).toBeLessThanOrEqual(BigInt(entry.completionTokens));
+  expect(record.output).toBe(BigInt(entry.completionTokens));
   expect(record.input).toBe(BigInt(entry.promptTokens));
   expect(record.billed).toBe(record.input * vendor.inputMicro + record.output * vendor.outputMicro);
   return entry;

@@ -1,7 +1,7 @@
 /**
  * The gateway's operations for internal services over NATS, through the `nats` service
  * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request calls the
- * operation itself, as the HTTP routes do (chat: `chat` of src/http/chat/route.ts, whose
+ * operation itself, as the HTTP routes do (chat: `chat` of src/operations/chat/chat.ts, whose
  * relay's frames go out as NATS messages; the others with the same OperationInput the HTTP
  * edge builds): authentication, limits, billing and errors are identical. The wire is described
  * in wire.ts.
@@ -13,10 +13,12 @@
  */
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
+import { every } from "../background.ts";
 import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from "../errors.ts";
-import type { ChatInput, ChatResult } from "../http/chat/route.ts";
-import type { Relay } from "../http/chat/relay.ts";
-import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../http/request.ts";
+import type { ChatInput, ChatResult } from "../operations/chat/chat.ts";
+import type { OperationResult } from "../operations/run.ts";
+import type { Relay } from "../operations/chat/relay.ts";
+import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
 import type { Credentials } from "../admission/admission.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
@@ -43,17 +45,19 @@ import {
   STREAMS_OPEN_MAX,
 } from "./wire.ts";
 
-/** An operation other than chat, as the HTTP edge calls it (its reply is read whole here). */
-export type OperationHandler = (input: OperationInput) => Promise<Response>;
+/** An operation other than chat (its reply is read whole here). */
+export type OperationHandler = (input: OperationInput) => Promise<OperationResult>;
 
 export interface InternalServiceOptions {
   nc: NatsConnection;
-  /** The chat path (`chat` of src/http/chat/route.ts with the gateway's deps). */
+  /** The chat path (`chat` of src/operations/chat/chat.ts with the gateway's deps). */
   chat: (input: ChatInput) => Promise<ChatResult>;
   /** The other operations by name; an operation missing here is not served. */
   operations: Partial<Record<Exclude<Operation, "chat.completions">, OperationHandler>>;
   /** This gateway's origin as clients reach it, for links to its own media. */
   origin: string;
+  /** Deepest nesting a chat request's JSON may have (JSON_DEPTH_MAX); the other operations pass their own limits. */
+  jsonDepthMax: number;
   subjects: Subjects;
   log: Logger;
   version?: string;
@@ -94,10 +98,23 @@ class InternalService {
       return this.replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
     }
     if (operation === "chat.completions") return this.handleChat(msg, payloadMax);
-    const response = await this.options.operations[operation]!(natsInput(msg, newRequestId(), this.options.origin));
-    const body = new Uint8Array(await response.arrayBuffer());
-    const h = replyHeaders(response);
-    this.replyBody(msg, body, h, response.status, payloadMax);
+    const requestId = newRequestId();
+    const result = await this.options.operations[operation]!(natsInput(msg, requestId, this.options.origin));
+    const h = natsHeaders();
+    h.set("x-request-id", requestId);
+    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
+    if (result.kind === "refused") return this.replyRefused(msg, result.failure, h, payloadMax);
+    h.set("Content-Type", result.contentType);
+    const body =
+      typeof result.body === "string" ? encoder.encode(result.body) : new Uint8Array(await new Response(result.body).arrayBuffer());
+    this.replyBody(msg, body, h, 200, payloadMax);
+  }
+
+  /** A refusal: the OpenAI error body, its status and retry headers. */
+  private replyRefused(msg: ServiceMsg, failure: Failure, h: MsgHdrs, payloadMax: number): void {
+    h.set("Content-Type", "application/json");
+    for (const [name, value] of Object.entries(errorHeaders(failure))) h.set(name, value);
+    this.replyBody(msg, encoder.encode(JSON.stringify(errorBody(failure))), h, describe(failure.code).status, payloadMax);
   }
 
   /** Chat: the chat path itself; a this.stream's frames go out as NATS messages against the caller's credit. */
@@ -109,7 +126,7 @@ class InternalService {
       credentials: credentialsOfMsg(msg),
       readBody: async () => {
         const text = decoder.decode(msg.data);
-        const parsed = parseJsonText(text);
+        const parsed = parseJsonText(text, this.options.jsonDepthMax);
         return isFailure(parsed) ? parsed : { value: parsed.value, text };
       },
       signal: controller.signal,
@@ -127,10 +144,9 @@ class InternalService {
       }
       return this.stream(msg, result.relay, h, controller);
     }
+    if (result.kind === "refused") return this.replyRefused(msg, result.failure, h, payloadMax);
     h.set("Content-Type", "application/json");
-    if (result.kind === "json") return this.replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
-    for (const [name, value] of Object.entries(errorHeaders(result.failure))) h.set(name, value);
-    this.replyBody(msg, encoder.encode(JSON.stringify(errorBody(result.failure))), h, describe(result.failure.code).status, payloadMax);
+    this.replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
   }
 
   /** A whole reply: one message, or ordered parts when larger than one message holds. */
@@ -203,13 +219,14 @@ class InternalService {
       this.nc.publish(reply, body, { headers: h });
       lastSentMs = performance.now();
     };
-    const heartbeat = setInterval(() => {
+    // A publish on a closed connection throws: the task catches it, and the stream's end stops it.
+    const stopHeartbeat = every("internal_stream_heartbeat", STREAM_HEARTBEAT_MS / 2, this.log, () => {
       if (performance.now() - lastSentMs < STREAM_HEARTBEAT_MS) return;
       const h = natsHeaders();
       h.set(HEADER_HEARTBEAT, "1");
       this.nc.publish(reply, EMPTY, { headers: h });
       lastSentMs = performance.now();
-    }, STREAM_HEARTBEAT_MS / 2);
+    });
     const waitForCredit = async () => {
       const startedMs = performance.now();
       if (credit <= 0) this.stats.creditWaits++;
@@ -253,7 +270,7 @@ class InternalService {
       }
       if (!cancelled) send(EMPTY, natsHeaders());
     } finally {
-      clearInterval(heartbeat);
+      stopHeartbeat();
       for (const sub of subs) sub.unsubscribe();
       this.cancels.delete(cancel);
       this.stats.open--;
@@ -305,17 +322,6 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
   };
 }
 
-function replyHeaders(response: Response): MsgHdrs {
-  const h = natsHeaders();
-  h.set(HEADER_STATUS, String(response.status));
-  const type = response.headers.get("content-type");
-  if (type) h.set("Content-Type", type);
-  const requestId = response.headers.get("x-request-id");
-  if (requestId) h.set("x-request-id", requestId);
-  for (const [name, value] of response.headers) if (name.startsWith("x-ratelimit-") || name === "retry-after") h.set(name, value);
-  return h;
-}
-
 function errorMessage(body: Uint8Array): string {
   try {
     const parsed = JSON.parse(decoder.decode(body)) as { error?: { message?: unknown } };
@@ -339,7 +345,8 @@ function natsInput(msg: ServiceMsg, requestId: string, origin: string): Operatio
   return {
     requestId,
     credentials: credentialsOfMsg(msg),
-    json: async (bytesMax) => (msg.data.length > bytesMax ? tooLarge(bytesMax) : parseJsonText(decoder.decode(msg.data))),
+    json: async ({ bytesMax, depthMax }) =>
+      msg.data.length > bytesMax ? tooLarge(bytesMax) : parseJsonText(decoder.decode(msg.data), depthMax),
     form: async (bytesMax) => (msg.data.length > bytesMax ? null : parseForm(msg.data, msg.headers?.get("Content-Type") || null)),
     origin,
   };

@@ -1,7 +1,8 @@
 /**
  * A TCP proxy for faults between a node and its database: added latency (each chunk delivered
- * `latencyMs` after it arrived, in order), a stall (nothing delivered until released) and
- * connection resets (every open connection cut at once). Bounded: a direction buffers at most
+ * `latencyMs` after it arrived, in order), a stall (nothing delivered until released),
+ * connection resets (every open connection cut at once) and a cut (resets, and every new
+ * connection closed at once, as a database that is unreachable). Bounded: a direction buffers at most
  * PROXY_BUFFER_BYTES_MAX before the proxy stops reading its source.
  */
 import type { Socket, TCPSocketListener } from "bun";
@@ -27,6 +28,8 @@ const newPipe = (): Pipe => ({ queue: [], bytes: 0, timer: null });
 export class FaultProxy {
   latencyMs = 0;
   private stalledNow = false;
+  /** While set, every new connection is closed as soon as it opens. */
+  private cutNow = false;
   private readonly links = new Set<Link>();
   /** Connections cut by `reset()`, for the report. */
   resets = 0;
@@ -40,6 +43,10 @@ export class FaultProxy {
       port: 0,
       socket: {
         open(client) {
+          if (proxy.cutNow) {
+            client.terminate();
+            return;
+          }
           const link: Link = { client, upstream: null, toUpstream: newPipe(), toClient: newPipe(), closed: false };
           client.data = link;
           proxy.links.add(link);
@@ -69,16 +76,17 @@ export class FaultProxy {
         },
         data(client, bytes) {
           const link = client.data;
+          if (!link) return; // refused while cut
           proxy.enqueue(link, link.toUpstream, link.upstream, bytes);
         },
         drain(client) {
           proxy.pump(client.data, client.data.toClient, client);
         },
         close(client) {
-          proxy.close(client.data);
+          if (client.data) proxy.close(client.data);
         },
         error(client) {
-          proxy.close(client.data);
+          if (client.data) proxy.close(client.data);
         },
       },
     });
@@ -97,6 +105,16 @@ export class FaultProxy {
   set stalled(on: boolean) {
     this.stalledNow = on;
     if (!on) for (const link of this.links) this.pumpBoth(link);
+  }
+
+  get cut(): boolean {
+    return this.cutNow;
+  }
+
+  /** On: every open connection is reset and every new one closed at once, until off. */
+  set cut(on: boolean) {
+    this.cutNow = on;
+    if (on) this.reset();
   }
 
   /** Cuts every open connection (the node sees its database connections reset). */

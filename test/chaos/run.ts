@@ -1,15 +1,23 @@
 /**
  * The chaos suite (`bun run chaos`, `bun run chaos -- --quick` in CI): three gateway nodes on a
- * nats-server and a PostgreSQL cluster of the suite's own (never the shared services), under a
- * mixed load (load.ts), while the suite in turn restarts NATS (kill -9), restarts PostgreSQL,
+ * three-server NATS cluster (the shipped docs/nats/darvaze-cluster.conf, test/natsCluster.ts; the
+ * usage stream and KV buckets on all three) and a PostgreSQL cluster of the suite's own (never
+ * the shared services), under a mixed load (load.ts), while the suite in turn restarts NATS (all
+ * three servers kill -9: NATS as a whole gone), restarts PostgreSQL,
  * kill -9s a node mid-stream, pauses a node (SIGSTOP) past its partition lease, adds 200 ms of
- * latency, then a stall and connection resets, between node 0 and the database (proxy.ts), and
- * fills the usage stream past its limit while the database is away. After each fault (load
- * stopped, the cluster given time to settle) and at the end it checks:
+ * latency, then a stall and connection resets, between node 0 and the database (proxy.ts),
+ * fills the usage stream past its limit while the database is away, crash-loops NATS (kill -9,
+ * down 5 s, killed again 3 s after it returns; all three servers), kills one NATS server of the
+ * three (the usage stream's leader) and starts it again, and cuts node 0 from the database for 10 s with
+ * an idle key's lease open (the nodes' KEY_IDLE_MS is short: the fault checks in node 0's log that
+ * the idle sweep failed to give the lease back during the cut, and in the ledger that it did after
+ * it). After each fault (load stopped, the cluster given time to settle)
+ * and at the end it checks:
  *
  *   the ledger audit passes; no hold is pending past its deadline (beyond the sweep);
  *   every request the simulator served is in usage_records (once: request ids are unique) or
  *   dead-lettered, except those a node's kill -9 lost within its bound (USAGE_FLUSH_MS), counted;
+ *   none of their usage was written off (metered above billed), whatever the fault;
  *   the key's concurrency_max was never exceeded at the upstream; clients saw only documented
  *   errors; and at the end, each wallet's spend equals what its usage records billed.
  *
@@ -20,17 +28,27 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import { connect } from "nats";
 import { subjects } from "../../actors/subjects.ts";
 import { PARTITION_LEASE_TTL_MS } from "../../actors/cluster/partitions.ts";
 import { runGw } from "../../src/cli/gw.ts";
+import { fencedOut } from "../../src/ledger/fence.ts";
+import { HOLD_EXPIRY_GRACE_MS } from "../../src/ledger/holds.ts";
 import { openPostgres, type Db } from "../../src/db/client.ts";
 import { startSimulator, type Simulator } from "../../src/sim/server.ts";
 import { ADMIN_TOKEN } from "../helpers.ts";
+import { until, untilValue } from "../until.ts";
+import {
+  connectAsGateway,
+  gatewayNatsEnv,
+  type NatsCluster,
+  pickVictim,
+  startShippedNatsCluster,
+  untilReplicasCurrent,
+} from "../natsCluster.ts";
 import { clusterEnv, spawnGateway, type GatewayProcess } from "../processes.ts";
 import { Load, type LoadTarget } from "./load.ts";
 import { FaultProxy } from "./proxy.ts";
-import { OwnNats, OwnPostgres } from "./services.ts";
+import { OwnPostgres } from "./services.ts";
 
 const QUICK = process.argv.includes("--quick");
 const RECORD = process.argv.includes("--record");
@@ -49,17 +67,32 @@ const STREAM_MESSAGES_MAX = 200;
 const KILL_SLACK_MS = 100;
 /** How long the ledger may take to have every served request after a fault (republish waits 5 s). */
 const CONVERGE_MS_MAX = 45_000;
-/** A pending hold this far past its deadline was missed by the sweep. */
+/** A pending hold this far past its deadline and its expiry grace (HOLD_EXPIRY_GRACE_MS) was missed by the sweep. */
 const HOLD_GRACE_MS = 2_000;
 const DOWN_MS = 1_000;
 /** Longest a fault may take to be applied and healed before the run fails. */
 const FAULT_MS_MAX = 60_000;
 const LATENCY_MS = 200;
+/** The NATS crash loop: down this long, back this long, down again. */
+const NATS_LOOP_DOWN_MS = 5_000;
+const NATS_LOOP_UP_MS = 3_000;
+/** Node 0 cut off from PostgreSQL (connections reset and refused) this long. */
+const DB_CUT_MS = 10_000;
+/** One server of the NATS cluster down this long, under load: the two left elect new stream leaders meanwhile. */
+const MEMBER_DOWN_MS = 3_000;
+/** The nodes' KEY_IDLE_MS: well inside the cut, so that the idle key's sweep meets the dead database. */
+const KEY_IDLE_MS = 2_000;
+/**
+ * After the cut, the idle key's lease must be given back within this: its close waits until the
+ * ledger has every record node 0 published (writer.posted()), so it comes once the backlog of the
+ * cut has been posted, the bound the suite gives the ledger to converge.
+ */
+const IDLE_RETURN_MS_MAX = CONVERGE_MS_MAX;
 const SEED_TOMAN = 10_000_000;
 
 interface Cluster {
   pg: OwnPostgres;
-  nats: OwnNats;
+  nats: NatsCluster;
   proxy: FaultProxy;
   sim: Simulator;
   db: Db;
@@ -67,6 +100,8 @@ interface Cluster {
   nodes: GatewayProcess[];
   targets: LoadTarget[];
   logs: string;
+  /** A key of the rich account that serves a request on node 0 before the database cut, then idles through it. */
+  idleKey?: { key: string; id: string };
 }
 
 interface FaultResult {
@@ -78,6 +113,10 @@ interface FaultResult {
    * most its last grant, while the owner grants those slots again).
    */
   concurrencySlack?: number;
+  /** What the fault itself found wrong (beside the checks every phase makes). */
+  failures?: string[];
+  /** Upstream requests of other keys the fault made itself: not counted against the load key's concurrency_max. */
+  otherKeyRequestIds?: string[];
 }
 
 interface PhaseReport {
@@ -100,13 +139,14 @@ const log = (message: string) => process.stdout.write(`chaos: ${message}\n`);
 async function startCluster(): Promise<Cluster> {
   const logs = mkdtempSync(join(tmpdir(), "darvaze-chaos-logs-"));
   process.env.DARVAZE_TEST_LOGS = logs;
-  const [pg, nats, sim] = await Promise.all([OwnPostgres.start(), OwnNats.start(), startSimulator({ itlMs: 2 })]);
+  const [pg, nats, sim] = await Promise.all([OwnPostgres.start(), startShippedNatsCluster(), startSimulator({ itlMs: 2 })]);
   const proxy = FaultProxy.start(pg.port);
   const env = clusterEnv(pg.url, sim, {
-    NATS_URL: nats.url,
+    ...gatewayNatsEnv(nats),
     LEASE_TTL_MS: String(LEASE_TTL_MS),
     HOLD_SWEEP_INTERVAL_MS: String(SWEEP_MS),
     USAGE_FLUSH_MS: String(USAGE_FLUSH_MS),
+    KEY_IDLE_MS: String(KEY_IDLE_MS),
     USAGE_STREAM_MESSAGES_MAX: String(STREAM_MESSAGES_MAX),
   });
   const cluster: Cluster = { pg, nats, proxy, sim, db: await openPostgres(pg.url), env, nodes: [], targets: [], logs };
@@ -133,24 +173,30 @@ async function admin(c: Cluster, method: string, path: string, body?: unknown): 
   return response.json();
 }
 
-async function setUpKeys(c: Cluster): Promise<{ rich: string; poor: string; accounts: string[] }> {
+async function setUpKeys(c: Cluster): Promise<{ rich: string; poor: string; idle: { key: string; id: string }; accounts: string[] }> {
   const rich = await admin(c, "POST", "/admin/accounts", { name: "chaos-rich" });
   await admin(c, "POST", `/admin/accounts/${rich.id}/topups`, { amount_toman: SEED_TOMAN, reference: "chaos-seed" });
   const poor = await admin(c, "POST", "/admin/accounts", { name: "chaos-poor" });
   await admin(c, "POST", `/admin/accounts/${poor.id}/topups`, { amount_toman: "0.01", reference: "chaos-seed-poor" });
   const richKey = await admin(c, "POST", `/admin/accounts/${rich.id}/keys`, { name: "rich", concurrency_max: CONCURRENCY_MAX });
   const poorKey = await admin(c, "POST", `/admin/accounts/${poor.id}/keys`, { name: "poor" });
-  return { rich: richKey.key, poor: poorKey.key, accounts: [rich.id, poor.id] };
+  const idleKey = await admin(c, "POST", `/admin/accounts/${rich.id}/keys`, { name: "idle" });
+  return {
+    rich: richKey.key,
+    poor: poorKey.key,
+    idle: { key: idleKey.key as string, id: idleKey.id as string },
+    accounts: [rich.id, poor.id],
+  };
 }
 
 /** The faults, in turn; each heals itself before it returns. */
 const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = [
   {
-    name: "NATS kill -9 and restart",
+    name: "NATS (all three servers) kill -9 and restart",
     async apply(c) {
-      await c.nats.kill("SIGKILL");
+      await natsDown(c);
       await Bun.sleep(DOWN_MS);
-      await c.nats.start();
+      await natsUp(c);
       return {};
     },
   },
@@ -168,7 +214,8 @@ const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = 
     async apply(c) {
       const victim = 2;
       const target = c.targets[victim]!;
-      await until(() => target.streamsOpen > 0, 5_000);
+      // With no stream open after 5 s the kill still goes ahead: a node kill under load is the fault.
+      await until(() => target.streamsOpen > 0, { msMax: 5_000, what: "a stream open on the victim" }).catch(() => {});
       target.faulted = true;
       target.out = true;
       const killedAtMs = Date.now();
@@ -217,11 +264,50 @@ const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = 
     },
   },
   {
+    name: "NATS crash loop (all three servers): kill -9, down 5 s, killed again 3 s after it returns",
+    async apply(c) {
+      await natsDown(c);
+      await Bun.sleep(NATS_LOOP_DOWN_MS);
+      await natsUp(c);
+      await Bun.sleep(NATS_LOOP_UP_MS);
+      await natsDown(c);
+      await Bun.sleep(NATS_LOOP_DOWN_MS);
+      await natsUp(c);
+      return {};
+    },
+  },
+  {
+    name: `PostgreSQL cut for node 0 (${DB_CUT_MS / 1000} s) with an idle key's lease open`,
+    async apply(c) {
+      // A lease on node 0 that no request uses during the cut: its return (idle sweep, recall) meets the dead database.
+      const reply = await fetch(`${c.targets[0]!.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${c.idleKey!.key}` },
+        body: JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "idle soon" }], max_tokens: 8 }),
+      });
+      await reply.arrayBuffer();
+      const idleRequestId = reply.headers.get("x-request-id");
+      if (!reply.ok || !idleRequestId) throw new Error(`the idle key's request failed before the cut (${reply.status})`);
+      const cutMs = Date.now();
+      c.proxy.cut = true;
+      await Bun.sleep(DB_CUT_MS);
+      c.proxy.cut = false;
+      const healedMs = Date.now();
+      if (c.nodes[0]!.process.exitCode !== null) throw new Error(`node 0 exited (${c.nodes[0]!.process.exitCode}) during the database cut`);
+      const failures: string[] = [];
+      const swept = idleSweepFailures(c, c.idleKey!.id).filter((ms) => ms >= cutMs && ms <= healedMs);
+      if (swept.length === 0) failures.push("no idle sweep of the idle key met the database during the cut");
+      const holds = await idleHoldsSettled(c, c.idleKey!.id);
+      if (holds !== "returned") failures.push(`the idle key's lease was not given back after the cut (${holds})`);
+      return { failures, otherKeyRequestIds: [idleRequestId] };
+    },
+  },
+  {
     name: "usage stream filled past its limit while the database is away",
     async apply(c) {
       await c.pg.kill("SIGINT");
       await Bun.sleep(DOWN_MS);
-      const nc = await connect({ servers: c.nats.url });
+      const nc = await connectAsGateway(c.nats);
       const js = nc.jetstream();
       const subject = subjects(c.env.DARVAZE_SUBJECT_PREFIX!).usage;
       for (let i = 0; i < STREAM_MESSAGES_MAX * 2; i++) await js.publish(subject, "[]", { msgID: `filler-${crypto.randomUUID()}` });
@@ -230,11 +316,63 @@ const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = 
       return {};
     },
   },
+  {
+    name: `one NATS server of three (the usage stream's leader) kill -9, down ${MEMBER_DOWN_MS / 1000} s, restarted`,
+    async apply(c) {
+      const watcher = await connectAsGateway(c.nats);
+      try {
+        const victim = await pickVictim(watcher, c.nats.members, []);
+        await victim.kill("SIGKILL");
+        await Bun.sleep(MEMBER_DOWN_MS);
+        await victim.start();
+        // Healed once the restarted server's copies of every stream and bucket are current again.
+        await untilReplicasCurrent(watcher);
+      } finally {
+        await watcher.close();
+      }
+      return {};
+    },
+  },
 ];
 
-async function until(ready: () => boolean, waitMsMax: number): Promise<void> {
-  const deadline = performance.now() + waitMsMax;
-  while (!ready() && performance.now() < deadline) await Bun.sleep(10);
+/** kill -9 of every server of the NATS cluster: NATS as a whole is gone. */
+async function natsDown(c: Cluster): Promise<void> {
+  await Promise.all(c.nats.members.map((m) => m.kill("SIGKILL")));
+}
+
+/** Starts the cluster's stopped servers at once (one alone would wait for a JetStream quorum). */
+async function natsUp(c: Cluster): Promise<void> {
+  await Promise.all(c.nats.members.filter((m) => !m.running).map((m) => m.start()));
+}
+
+/** When node 0 logged a failed give-back (shrink or close) of the key's lease: the idle sweep meeting the dead database. */
+function idleSweepFailures(c: Cluster, keyId: string): number[] {
+  const text = readFileSync(join(c.logs, `node-${c.nodes[0]!.process.pid}.log`), "utf8");
+  return text
+    .split("\n")
+    .filter((line) => line.includes('"event":"background_task_failed"') && line.includes(`"keyId":"${keyId}"`))
+    .filter((line) => /"task":"lease_(shrink|close)"/.test(line))
+    .map((line) => Date.parse(JSON.parse(line).t));
+}
+
+/** "returned" once every hold of the key was closed by its node (posted or voided), else what is left. */
+async function idleHoldsSettled(c: Cluster, keyId: string): Promise<string> {
+  const holds = async () => {
+    const rows = await c.db.rows<{ status: string; n: unknown }>(
+      sql`SELECT status, count(*) AS n FROM holds WHERE key_id = ${keyId} GROUP BY status`,
+    );
+    const left = rows.filter((r) => r.status === "pending" || r.status === "expired");
+    if (rows.length > 0 && left.length === 0) return "returned";
+    return rows.map((r) => `${Number(r.n)} ${r.status}`).join(", ") || "no hold";
+  };
+  const returned = {
+    accept: (held: string) => held === "returned",
+    msMax: IDLE_RETURN_MS_MAX,
+    what: "the idle key's holds closed",
+    pollMs: 200,
+  };
+  // What is left at the bound is the answer, which the run reports as a failure.
+  return untilValue(holds, returned).catch(holds);
 }
 
 /** The most requests the upstream served at once (a lower bound of the key's slots in use). */
@@ -271,13 +409,19 @@ async function missingAfterConverging<E extends { requestId: string | null }>(
   c: Cluster,
   served: E[],
 ): Promise<{ missing: E[]; recorded: number }> {
-  const deadline = performance.now() + CONVERGE_MS_MAX;
-  for (;;) {
+  const read = async () => {
     const has = await ledgerHas(c.db).catch(() => null);
     const missing = has ? served.filter((e) => !has.has(e.requestId!)) : served;
-    if (missing.length === 0 || performance.now() > deadline) return { missing, recorded: served.length - missing.length };
-    await Bun.sleep(500);
-  }
+    return { missing, recorded: served.length - missing.length };
+  };
+  const converged = {
+    accept: (r: { missing: E[] }) => r.missing.length === 0,
+    msMax: CONVERGE_MS_MAX,
+    what: "every served request in the ledger",
+    pollMs: 500,
+  };
+  // What is missing at the bound is the answer, which the run reports as a failure.
+  return untilValue(read, converged).catch(read);
 }
 
 /** `gw ledger audit` against a live node, as an operator runs it; then the holds past their deadline. */
@@ -288,7 +432,7 @@ async function checkLedger(c: Cluster, failures: string[]): Promise<void> {
   const exit = await runGw(["ledger", "audit"], { GW_URL: url, ADMIN_TOKEN }, { out: capture, err: capture });
   if (exit !== 0) failures.push(`gw ledger audit exited ${exit}: ${printed.trim().split("\n").slice(-6).join(" / ")}`);
   const late = await c.db.rows<{ n: unknown }>(sql`
-    SELECT count(*) AS n FROM holds WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${HOLD_GRACE_MS / 1000})`);
+    SELECT count(*) AS n FROM holds WHERE status = 'pending' AND deadline < now() - make_interval(secs => ${(HOLD_EXPIRY_GRACE_MS + HOLD_GRACE_MS) / 1000})`);
   if (Number(late[0]!.n) > 0) failures.push(`${Number(late[0]!.n)} hold(s) pending past their deadline`);
 }
 
@@ -306,7 +450,7 @@ async function runPhase(c: Cluster, load: Load, fault: (typeof FAULTS)[number], 
   for (const t of c.targets) t.faulted = t.out = false;
   await Bun.sleep(PHASE_LOAD_MS / 2);
   await load.stop();
-  const failures: string[] = [];
+  const failures: string[] = [...(result.failures ?? [])];
   const entries = c.sim.log.entries();
   const served = entries.filter((e) => e.status === 200 && e.requestId && !accounted.has(e.requestId));
   const { missing, recorded } = await missingAfterConverging(c, served);
@@ -322,7 +466,11 @@ async function runPhase(c: Cluster, load: Load, fault: (typeof FAULTS)[number], 
     );
   for (const e of served) accounted.add(e.requestId!);
   await checkLedger(c, failures);
-  const concurrencyMax = upstreamConcurrency(entries.filter((e) => e.startedAt >= startedAtMs));
+  // The load's upstream requests are all the rich key's; a fault's own requests of other keys are not.
+  const otherKeys = new Set(result.otherKeyRequestIds ?? []);
+  const concurrencyMax = upstreamConcurrency(
+    entries.filter((e) => e.startedAt >= startedAtMs && !(e.requestId && otherKeys.has(e.requestId))),
+  );
   const concurrencyAllowed = CONCURRENCY_MAX + (result.concurrencySlack ?? 0);
   if (concurrencyMax > concurrencyAllowed)
     failures.push(
@@ -332,10 +480,17 @@ async function runPhase(c: Cluster, load: Load, fault: (typeof FAULTS)[number], 
   if (undocumented > 0) failures.push(`${undocumented} undocumented answer(s): ${load.undocumented.slice(-3).join(" | ")}`);
   const kinds = new Map([...load.kinds].map(([k, n]) => [k, n - (before.get(k) ?? 0)] as [string, number]).filter(([, n]) => n > 0));
   const requests = [...kinds.values()].reduce((a, b) => a + b, 0);
-  const { reasons } = await writeOffs(
+  const { reasons, micro } = await writeOffs(
     c,
     served.map((e) => e.requestId!),
   );
+  if (micro > 0n)
+    failures.push(
+      `${micro} micro-toman of served usage written off (${reasons})${await fencedDetail(
+        c,
+        served.map((e) => e.requestId!),
+      )}`,
+    );
   return {
     fault: fault.name,
     requests,
@@ -375,22 +530,38 @@ function republishedRecords(logs: string): number {
 
 /**
  * Usage metered but not charged, by reason: posted after its lease's hold had expired or was
- * closed (billed 0, hold no longer pending), settled by a deposed partition owner (billed 0 on a
- * live hold: fenced), or beyond what the reserve and wallet covered (billed in part).
+ * closed (billed 0, hold no longer pending), settled by a deposed partition owner (billed 0, and
+ * the fencing rule refuses its token at the time it was written: a takeover after that does not
+ * count), or beyond what the reserve and wallet covered (billed in part).
  */
-async function writeOffs(c: Cluster, requestIds?: string[]): Promise<{ reasons: string; deadLetters: number }> {
+async function writeOffs(c: Cluster, requestIds?: string[]): Promise<{ reasons: string; micro: bigint; deadLetters: number }> {
   const only = requestIds ? sql`AND u.request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(requestIds)}::jsonb))` : sql``;
   const rows = await c.db.rows<{ reason: string; n: unknown; micro: unknown }>(sql`
     SELECT CASE WHEN u.billed_micro > 0 THEN 'beyond the reserve'
                 WHEN h.status = 'expired' THEN 'hold expired first'
-                WHEN u.fence_token IS NOT NULL AND u.fence_token < kp.fence_token THEN 'fenced (deposed owner)'
+                WHEN u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.created_at`)} THEN 'fenced (deposed owner)'
                 ELSE 'hold closed first' END AS reason,
       count(*) AS n, sum(u.metered_micro - u.billed_micro) AS micro
     FROM usage_records u JOIN holds h ON h.id = u.hold_id LEFT JOIN key_partitions kp ON kp.partition = u.partition
     WHERE u.metered_micro > u.billed_micro ${only} GROUP BY 1 ORDER BY 1`);
   const [d] = await c.db.rows<{ n: unknown }>(sql`SELECT count(*) AS n FROM usage_dead_letters`);
   const reasons = rows.map((r) => `${r.reason}: ${Number(r.n)} (${String(r.micro)} micro-toman)`).join(", ") || "none";
-  return { reasons, deadLetters: Number(d!.n) };
+  const micro = rows.reduce((sum, r) => sum + BigInt(String(r.micro)), 0n);
+  return { reasons, micro, deadLetters: Number(d!.n) };
+}
+
+/** Fenced records' tokens against their partition's row, and how late they were posted after its takeovers: what to look at when the fence refused served usage. */
+async function fencedDetail(c: Cluster, requestIds: string[]): Promise<string> {
+  const rows = await c.db.rows<Record<string, unknown>>(sql`
+    SELECT u.partition, u.fence_token AS token, kp.previous_fence_token AS previous, kp.owner_since_token AS since, kp.fence_token AS now,
+      round(extract(epoch FROM u.created_at - kp.acquired_at) * 1000) AS after_takeover_ms,
+      round(extract(epoch FROM u.created_at - kp.previous_acquired_at) * 1000) AS after_previous_ms
+    FROM usage_records u JOIN holds h ON h.id = u.hold_id JOIN key_partitions kp ON kp.partition = u.partition
+    WHERE u.metered_micro > u.billed_micro AND u.billed_micro = 0 AND h.status <> 'expired'
+      AND u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.created_at`)}
+      AND u.request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(requestIds)}::jsonb))
+    LIMIT 5`);
+  return rows.length === 0 ? "" : `; fenced, e.g.: ${rows.map((r) => JSON.stringify(r)).join(" ")}`;
 }
 
 function report(
@@ -403,7 +574,7 @@ function report(
   const lines = [
     `## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · chaos${QUICK ? " · quick" : ""}`,
     "",
-    `- Command: \`bun run chaos${QUICK ? " -- --quick" : ""}\` (${totals.seconds} s; ${NODES} nodes, ${WORKERS} clients, own nats-server and PostgreSQL)`,
+    `- Command: \`bun run chaos${QUICK ? " -- --quick" : ""}\` (${totals.seconds} s; ${NODES} nodes, ${WORKERS} clients, own three-server NATS cluster and PostgreSQL)`,
     `- Result: ${failed === 0 ? "every check passed" : `${failed} check(s) FAILED`}; money difference ${totals.difference} micro-toman; ` +
       `${totals.republished} usage record(s) published again by their nodes; ${totals.writeOff.deadLetters} dead-lettered`,
     `- Written off (metered, not charged), by reason: ${totals.writeOff.reasons}`,
@@ -428,9 +599,10 @@ function report(
 async function main(): Promise<number> {
   const startedMs = performance.now();
   const c = await startCluster();
-  log(`cluster up: ${c.targets.map((t) => t.url).join(" ")}; PostgreSQL :${c.pg.port}, NATS :${c.nats.port}, node logs in ${c.logs}`);
+  log(`cluster up: ${c.targets.map((t) => t.url).join(" ")}; PostgreSQL :${c.pg.port}, NATS ${c.nats.url}, node logs in ${c.logs}`);
   try {
     const keys = await setUpKeys(c);
+    c.idleKey = keys.idle;
     const load = new Load(c.targets, keys);
     const accounted = new Set<string>();
     const phases: PhaseReport[] = [];
@@ -442,7 +614,7 @@ async function main(): Promise<number> {
       );
       phases.push(phase);
     }
-    await Bun.sleep(LEASE_TTL_MS + SWEEP_MS * 4); // every lease of the run past its deadline
+    await Bun.sleep(LEASE_TTL_MS + HOLD_EXPIRY_GRACE_MS + SWEEP_MS * 4); // every lease of the run past its deadline and grace
     const final: string[] = [];
     await checkLedger(c, final);
     const difference = await moneyDifference(c, keys.accounts);

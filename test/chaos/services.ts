@@ -4,10 +4,12 @@
  * user when this process is root: PostgreSQL refuses to run as root), both restartable on the same
  * port and data, never the shared services of the other tests.
  */
-import { chmodSync, chownSync, closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, chownSync, closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Subprocess } from "bun";
+import { readPortsFile } from "../natsServer.ts";
+import { untilValue } from "../until.ts";
 
 export const NATS_SERVER_BIN = process.env.NATS_SERVER_BIN ?? "/usr/sbin/nats-server";
 const READY_MS_MAX = 20_000;
@@ -21,19 +23,20 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-async function waitUntil(what: string, ready: () => Promise<boolean>, exited: () => boolean): Promise<void> {
-  const deadline = performance.now() + READY_MS_MAX;
-  while (!(await ready().catch(() => false))) {
+/** Waits until `ready` says so; fails at once when the process exits while starting. */
+function startedWhen<T>(what: string, ready: () => Promise<T | undefined>, exited: () => boolean): Promise<T> {
+  const read = async () => {
     if (exited()) throw new Error(`${what} exited while starting`);
-    if (performance.now() > deadline) throw new Error(`${what} not ready within ${READY_MS_MAX} ms`);
-    await Bun.sleep(READY_POLL_MS);
-  }
+    return ready().catch(() => undefined);
+  };
+  return untilValue(read, { msMax: READY_MS_MAX, what: `${what} ready`, pollMs: READY_POLL_MS });
 }
 
 /**
- * Makes a server on ports picked free and starts it. A port is only free when it is picked:
- * another process may bind it before the server does, so when `portTaken` says so (after cleaning
- * up the failed server) a new one is made, up to START_ATTEMPTS_MAX times.
+ * Makes a server on ports picked free and starts it, for a program that cannot take port 0 and
+ * say which it got (PostgreSQL). A port is only free when it is picked: another process may bind
+ * it before the server does, so when `portTaken` says so (after cleaning up the failed server) a
+ * new one is made, up to START_ATTEMPTS_MAX times.
  */
 async function onFreePorts<T extends { start(): Promise<void> }>(
   make: () => Promise<T>,
@@ -55,25 +58,27 @@ async function ended(proc: Subprocess | null, signal: NodeJS.Signals): Promise<v
   await proc?.exited;
 }
 
-/** A nats-server with JetStream; `kill` and `start` again keep its port and store. */
+/**
+ * A nats-server with JetStream on the port the OS gives it (-1, read back from its ports file);
+ * `kill` and `start` again keep that port and its store.
+ */
 export class OwnNats {
   private proc: Subprocess | null = null;
   readonly dir = mkdtempSync(join(tmpdir(), "darvaze-own-nats-"));
+  /** -1 until the first start has its port from the OS. */
+  port = -1;
 
-  private constructor(
-    readonly port: number,
-    private readonly httpPort: number,
-  ) {}
+  private constructor() {}
 
   static async start(): Promise<OwnNats> {
-    // Its standard error is not kept: any exit while starting may be a port taken meanwhile.
-    return onFreePorts(
-      async () => new OwnNats(await freePort(), await freePort()),
-      (nats, error) => {
-        rmSync(nats.dir, { recursive: true, force: true });
-        return error.message.includes("exited while starting");
-      },
-    );
+    const nats = new OwnNats();
+    try {
+      await nats.start();
+    } catch (error) {
+      rmSync(nats.dir, { recursive: true, force: true });
+      throw error;
+    }
+    return nats;
   }
 
   get url(): string {
@@ -81,27 +86,21 @@ export class OwnNats {
   }
 
   async start(): Promise<void> {
-    const args = [
-      NATS_SERVER_BIN,
-      "-js",
-      "-sd",
-      join(this.dir, "store"),
-      "-a",
-      "127.0.0.1",
-      "-p",
-      String(this.port),
-      "-m",
-      String(this.httpPort),
-    ];
-    const proc = Bun.spawn(args, { stdout: "ignore", stderr: "ignore" });
+    const portsDir = join(this.dir, "ports");
+    mkdirSync(portsDir, { recursive: true });
+    const args = [NATS_SERVER_BIN, "-js", "-sd", join(this.dir, "store"), "-a", "127.0.0.1", "-p", String(this.port), "-m", "-1"];
+    const proc = Bun.spawn([...args, "--ports_file_dir", portsDir], { stdout: "ignore", stderr: "ignore" });
     this.proc = proc;
-    await waitUntil(
-      "nats-server",
-      async () =>
-        (await fetch(`http://127.0.0.1:${this.httpPort}/healthz?js-enabled-only=true`, { signal: AbortSignal.timeout(READY_POLL_MS * 20) }))
-          .ok,
-      () => proc.exitCode !== null,
-    );
+    const healthy = async () => {
+      const ports = readPortsFile(join(portsDir, `${basename(NATS_SERVER_BIN)}_${proc.pid}.ports`));
+      if (!ports) return undefined;
+      const health = await fetch(`http://127.0.0.1:${ports.httpPort}/healthz?js-enabled-only=true`, {
+        signal: AbortSignal.timeout(READY_POLL_MS * 20),
+      });
+      return health.ok ? ports : undefined;
+    };
+    // Started again, it takes its first port: the nodes' NATS_URL names it.
+    this.port = (await startedWhen("nats-server", healthy, () => proc.exitCode !== null)).port;
   }
 
   get pid(): number | undefined {
@@ -111,6 +110,15 @@ export class OwnNats {
   async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
     await ended(this.proc, signal);
     this.proc = null;
+  }
+
+  /** SIGSTOP: the server hangs, its sockets open (no disconnect, no acknowledgement); `resume` continues it. */
+  pause(): void {
+    this.proc?.kill("SIGSTOP");
+  }
+
+  resume(): void {
+    this.proc?.kill("SIGCONT");
   }
 
   async stop(): Promise<void> {
@@ -196,9 +204,10 @@ export class OwnPostgres {
     closeSync(log);
     this.proc = proc;
     try {
-      await waitUntil(
+      await startedWhen(
         "postgres",
-        async () => (await Bun.spawn([postgresBin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(this.port)]).exited) === 0,
+        async () =>
+          (await Bun.spawn([postgresBin("pg_isready"), "-q", "-h", "127.0.0.1", "-p", String(this.port)]).exited) === 0 || undefined,
         () => proc.exitCode !== null,
       );
     } catch (err) {

@@ -1,0 +1,216 @@
+/**
+ * The catalog as clients and operators meet it, on one embedded gateway: every alias of the
+ * shipped file resolves on every route; an operator adds a model with prices through the admin
+ * API and its first request is billed at them, under the price version the change made; a
+ * change that leaves a reported unit unpriced is refused naming the model and unit; a retired
+ * model answers 410 naming its successor, in each wire's shape; an unknown one 404 naming the
+ * closest ids. (The same across two nodes through `gw`: catalog-cluster.test.ts.)
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SEED_MODELS } from "../src/catalog/seed.ts";
+import type { Simulator } from "../src/sim/server.ts";
+import { SETUP_MS_MAX, startSimGateway, type SimGateway, until } from "./helpers.ts";
+
+const OUTPUT_TOKENS = 4;
+
+function poolsFile(sim: Simulator): string {
+  const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
+  writeFileSync(path, JSON.stringify({ default_backends: [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "abroad" }] }));
+  return path;
+}
+
+let setup: SimGateway | undefined;
+let key = "";
+let accountId = "";
+
+beforeAll(async () => {
+  setup = await startSimGateway({ outputTokens: OUTPUT_TOKENS }, poolsFile, 200_000);
+  ({ key, accountId } = await setup.t.fundedKey(200_000));
+}, SETUP_MS_MAX);
+afterAll(() => setup?.stop(), SETUP_MS_MAX);
+
+/** One call on a route, as its clients send it (the Messages route with Anthropic's headers). */
+async function call(
+  route: "models" | "chat" | "responses" | "messages",
+  model: string,
+): Promise<{ status: number; body: any; requestId: string }> {
+  const url = setup!.t.url;
+  const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
+  let response: Response;
+  if (route === "models") response = await fetch(`${url}/v1/models/${encodeURIComponent(model)}`, { headers });
+  else if (route === "chat")
+    response = await fetch(`${url}/v1/chat/completions`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "Hello" }], max_tokens: 16 }),
+    });
+  else if (route === "responses")
+    response = await fetch(`${url}/v1/responses`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ model, input: "Hello", max_output_tokens: 16 }),
+    });
+  else
+    response = await fetch(`${url}/v1/messages`, {
+      method: "POST",
+      headers: { "x-api-key": key, "anthropic-version": "2023-06-01", "content-type": "application/json" },
+      body: JSON.stringify({ model, messages: [{ role: "user", content: "Hello" }], max_tokens: 16 }),
+    });
+  return { status: response.status, body: await response.json(), requestId: response.headers.get("x-request-id") ?? "" };
+}
+
+const ROUTES = ["models", "chat", "responses", "messages"] as const;
+const chatAliases = SEED_MODELS.filter((m) => m.operation === "chat").flatMap((m) => m.aliases.map((alias) => [alias, m.id] as const));
+
+describe("every alias on every route", () => {
+  test("the file has the dated ids clients send", () => {
+    const aliases = new Map(chatAliases);
+    expect(aliases.get("claude-sonnet-4-20250514")).toBe("claude-sonnet-4");
+    expect(aliases.get("gpt-4o-2024-08-06")).toBe("gpt-4o");
+    expect(aliases.get("claude-haiku-4-5-20251001")).toBe("claude-haiku-4-5");
+  });
+
+  test.each(ROUTES)(
+    "%s",
+    async (route) => {
+      const failures: string[] = [];
+      for (const [alias, id] of chatAliases) {
+        const reply = await call(route, alias);
+        if (reply.status !== 200) failures.push(`${alias}: ${reply.status} ${JSON.stringify(reply.body)}`);
+        else if (route === "models" && reply.body.id !== id) failures.push(`${alias}: named ${reply.body.id}`);
+      }
+      expect(failures).toEqual([]);
+    },
+    60_000,
+  );
+
+  test("a model's object lists its aliases, limits, capabilities and every price component", async () => {
+    const reply = await call("models", "claude-sonnet-5");
+    expect(reply.body).toMatchObject({
+      id: "claude-sonnet-5",
+      context_window: 1_000_000,
+      output_max: 128_000,
+      capabilities: { cache: "read_write", reasoning: "thinking_blocks" },
+      // $2, $10, $0.20, $2.50, $4 per 1M × 90,000 toman per USD
+      pricing: { input: 180_000, output: 900_000, cache_read: 18_000, cache_write: 225_000, cache_write_1h: 360_000, per: 1_000_000 },
+    });
+    const image = (await call("models", "gpt-image-1")).body;
+    // $5, $10, $40 per 1M tokens; $0.011 per low-quality square image
+    expect(image.pricing).toMatchObject({
+      input: 450_000,
+      image_input: 900_000,
+      image_output: 3_600_000,
+      per_image: { "1024x1024": { low: 990 } },
+    });
+  });
+});
+
+/** How long a usage record may take to be written on a busy machine (embedded: PGlite's worker). */
+const USAGE_WAIT_MS_MAX = 20_000;
+
+describe("operators change the catalog", () => {
+  const acme = {
+    operation: "chat",
+    vendor: "acme",
+    aliases: ["acme-1-2026-11-01", "acme-latest"],
+    context_window: 64_000,
+    output_max: 8_000,
+    listing: 900,
+    capabilities: { streaming: true, tools: true, reasoning: "none", images_in: false, cache: "read" },
+    usd_per_1m: { input_token: "1.5", output_token: "7", cache_read_token: "0.15" },
+    source: { pages: [], note: "a test model" },
+    by: "operator-a",
+  };
+
+  test("a model added with prices is served at once, by id and alias, billed at its prices under the change's version", async () => {
+    const { t } = setup!;
+    const added = await t.admin("PUT", "/admin/catalog/models/acme-1", acme);
+    expect(added.status).toBe(201);
+    const version = added.body.price_version as number;
+
+    const reply = await call("chat", "acme-latest");
+    expect(reply.status).toBe(200);
+    let record: any;
+    await t.gw.deps.writer.flush();
+    await until(async () => {
+      const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+      record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === reply.requestId);
+      return record !== undefined;
+    }, USAGE_WAIT_MS_MAX);
+    // $1.5 and $7 per 1M × 90,000
+    expect(record).toMatchObject({ model: "acme-1", price_version: version, prices_toman_per_1m: { input: "135000", output: "630000" } });
+    expect(BigInt(record.billed_micro_toman)).toBe(BigInt(record.input_units) * 135_000n + BigInt(record.output_units) * 630_000n);
+
+    const changes = await t.admin("GET", "/admin/catalog/changes?model=acme-1");
+    expect(changes.body.data[0]).toMatchObject({ model: "acme-1", action: "add", by: "operator-a", price_version: version });
+  });
+
+  test("a change that leaves a reported unit unpriced is refused, naming the model and the unit", async () => {
+    const { cache_read_token: _, ...withoutCache } = acme.usd_per_1m;
+    const refused = await setup!.t.admin("PUT", "/admin/catalog/models/acme-2", { ...acme, aliases: [], usd_per_1m: withoutCache });
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.message).toContain("model acme-2 reports cache_read_token but has no price for it");
+    expect((await call("models", "acme-2")).status).toBe(404);
+  });
+
+  test("an alias added resolves; a retired model answers 410 naming its successor on every route, in each wire's shape", async () => {
+    const { t } = setup!;
+    expect((await t.admin("POST", "/admin/catalog/models/acme-1/aliases", { alias: "acme", by: "operator-b" })).status).toBe(200);
+    expect((await call("models", "acme")).body.id).toBe("acme-1");
+    expect((await t.admin("POST", "/admin/catalog/models/acme-1/retire", { successor: "gpt-4o", by: "operator-b" })).status).toBe(200);
+    for (const route of ROUTES) {
+      const reply = await call(route, "acme-latest");
+      expect(reply.status, route).toBe(410);
+      const message: string = reply.body.error.message;
+      expect(message, route).toContain("`gpt-4o`");
+      if (route === "messages") expect(reply.body).toMatchObject({ type: "error", error: { type: "not_found_error" } });
+      else expect(reply.body.error.code, route).toBe("model_retired");
+    }
+    const listed = await fetch(`${t.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.json() as any);
+    expect(listed.data.some((m: { id: string }) => m.id === "acme-1")).toBe(false);
+  });
+
+  test("an unknown model answers 404 naming the closest catalog ids, on every route", async () => {
+    for (const route of ROUTES) {
+      const reply = await call(route, "claude-sonet-5");
+      expect(reply.status, route).toBe(404);
+      expect(reply.body.error.message, route).toContain("The closest models are `claude-sonnet-5`");
+    }
+  });
+});
+
+describe("token-priced image models", () => {
+  async function image(prompt: string): Promise<{ status: number; record: any }> {
+    const response = await fetch(`${setup!.t.url}/v1/images/generations`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ model: "gpt-image-1", prompt, size: "1024x1024", quality: "low", response_format: "b64_json" }),
+    });
+    const requestId = response.headers.get("x-request-id")!;
+    await response.arrayBuffer();
+    let record: any;
+    await setup!.t.gw.deps.writer.flush();
+    await until(async () => {
+      const account = await setup!.t.admin("GET", `/admin/accounts/${accountId}`);
+      record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
+      return record !== undefined;
+    }, USAGE_WAIT_MS_MAX);
+    return { status: response.status, record };
+  }
+
+  test("gpt-image-1 is billed from the reply's usage: text input tokens and image output tokens at their own prices", async () => {
+    const short = await image("A red kite over a green hill.");
+    const long = await image("A red kite over a green hill, with every blade of grass drawn. ".repeat(470));
+    expect([short.status, long.status]).toEqual([200, 200]);
+    // $5 text input and $40 image output per 1M tokens × 90,000; a low-quality square image is 272 tokens.
+    for (const { record } of [short, long]) {
+      expect(record).toMatchObject({ output_units: "272", prices_toman_per_1m: { input: "450000", output: "3600000" } });
+      expect(BigInt(record.billed_micro_toman)).toBe(BigInt(record.input_units) * 450_000n + 272n * 3_600_000n);
+    }
+    // The long prompt's text is billed: it costs more than the short one.
+    expect(Number(long.record.input_units)).toBeGreaterThan(100 * Number(short.record.input_units));
+  });
+});
