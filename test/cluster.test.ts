@@ -429,6 +429,8 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
       durationMs: 1,
       partition,
       fenceToken,
+      // Admitted now: past the end of the stale token's run by more than the slack.
+      admittedAt: new Date().toISOString(),
     });
     const result = await postUsageBatch(db, [record(`req_stale_${keyId}`, stale), record(`req_live_${keyId}`, current)]);
     expect(result).toMatchObject({ written: 2, postedMicro: 200n, writtenOffMicro: 200n });

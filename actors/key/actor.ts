@@ -111,6 +111,8 @@ interface Admission {
   lease: Lease | null;
   reserve: bigint;
   tokens: number;
+  /** Wall-clock time of the admission: the usage record's `admittedAt`, which the fencing rule judges. */
+  admittedAtMs: number;
 }
 
 /** Request ids this actor settled last, remembered to refuse a second settlement of one. */
@@ -185,7 +187,7 @@ export class KeyActor {
     }
     // The slot is taken before the first await, so the limit holds under concurrency: requests
     // that arrive together (a key's first, waiting for its record) resume together.
-    const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens };
+    const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens, admittedAtMs: Date.now() };
     this.admissions.set(ticket.requestId, admission);
     let limits: Awaited<ReturnType<KeyActor["checkLimits"]>>;
     try {
@@ -545,6 +547,8 @@ export class KeyActor {
       durationMs: s.durationMs,
       partition: fence?.partition ?? null,
       fenceToken: fence?.fenceToken ?? null,
+      // Not admitted here (the actor was started again since): when the request began, no later than its admission.
+      admittedAt: new Date(admission?.admittedAtMs ?? Date.now() - s.durationMs).toISOString(),
       anomalies: s.anomalies ?? null,
     });
     this.recordSpend(

@@ -1,5 +1,7 @@
 import { expect, test } from "bun:test";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import { FENCE_ADMISSION_SLACK_MS, FENCE_CLOCK_SKEW_MS_MAX } from "../../src/ledger/fence.ts";
+import { PARTITION_OWNER_MS_MAX } from "../cluster/partitions.ts";
 import type { GrantRequest } from "../protocol.ts";
 import { GRANT_TTL_MS, SlotAllocator, SlotShares, TAKEOVER_QUIET_MS, type Tenure } from "./capacity.ts";
 import { FakeClock } from "./clock.ts";
@@ -42,6 +44,12 @@ async function takeUpTo(shares: SlotShares, key: KeyRecord, n: number): Promise<
   for (let i = 0; i < n; i++) if ((await shares.take(key)) === null) taken++;
   return taken;
 }
+
+test("the ledger's fencing slack covers what is admitted after a takeover: a share's grant, an owner's last act, and clock skew", () => {
+  // A node admits from its share until the grant expires; the grant was made at the latest when its
+  // owner last acted, which is up to PARTITION_OWNER_MS_MAX after a renewal the KV may have lost.
+  expect(FENCE_ADMISSION_SLACK_MS).toBeGreaterThanOrEqual(GRANT_TTL_MS + PARTITION_OWNER_MS_MAX + FENCE_CLOCK_SKEW_MS_MAX);
+});
 
 test("three nodes never hold more than concurrency_max slots between them, and each admits from its share", async () => {
   const s = setup(6);

@@ -265,6 +265,8 @@ export const usageRecords = pgTable(
     /** The key partition and the fencing token of the owner epoch it was settled under (null: one node). */
     partition: integer("partition"),
     fenceToken: bigint("fence_token", { mode: "bigint" }),
+    /** When the request was admitted, on the admitting node's clock: what the fencing rule judges (src/ledger/fence.ts). */
+    admittedAt: timestamp("admitted_at", { withTimezone: true, mode: "string" }),
     /**
      * Upstream anomalies: the parts of its usage report outside the request's bounds, clamped
      * (`<part>_over`) or raised (`<part>_under`), comma-separated; null when the report was within them.

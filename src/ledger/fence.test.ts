@@ -4,7 +4,7 @@ import { migratedDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { loadCatalog } from "../catalog/catalog.ts";
 import type { Db } from "../db/client.ts";
 import { auditLedger } from "./audit.ts";
-import { FENCE_GRACE_MS, fencedOut, raiseFence } from "./fence.ts";
+import { FENCE_ADMISSION_SLACK_MS, FENCE_GRACE_MS, fencedOut, raiseFence } from "./fence.ts";
 import { closeHold, openHold } from "./holds.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";
 import { createAccount, getWallet, topUp } from "./wallets.ts";
@@ -50,7 +50,7 @@ test("a partition's fencing token only grows", async () => {
   expect(String(row!.fence)).toBe("11");
 });
 
-test("the database refuses a settlement carrying a stale fencing token, and the customer loses nothing", async () => {
+test("a record without its admission time (an older node's): the database refuses a stale fencing token past the grace, and the customer loses nothing", async () => {
   const accountId = await fundedHold("h_fence");
   expect(await raiseFence(db, 7, 10n, "node-a")).toBe(true);
   expect(await raiseFence(db, 7, 20n, "node-b")).toBe(true);
@@ -165,6 +165,77 @@ test("a killed node's usage still posts within the grace, though its partition m
   });
 });
 
+/** A partition's last takeover (`acquired_at`) or the one before (`previous_acquired_at`) plus `ms`, as a record's `admittedAt`. */
+async function takeoverPlus(partition: number, ms: number, which: "acquired_at" | "previous_acquired_at" = "acquired_at"): Promise<string> {
+  const [row] = await db.rows<{ at: string }>(
+    sql`SELECT to_json(${sql.raw(which)} + make_interval(secs => ${ms / 1000}))#>>'{}' AS at FROM key_partitions WHERE partition = ${partition}`,
+  );
+  return new Date(row!.at).toISOString();
+}
+
+/** A partition's takeovers moved back by `seconds` (both of them), on the database's clock. */
+async function moveTakeoversBack(partition: number, seconds: number): Promise<void> {
+  await db.rows(sql`
+    UPDATE key_partitions SET acquired_at = acquired_at - make_interval(secs => ${seconds}),
+      previous_acquired_at = previous_acquired_at - make_interval(secs => ${seconds}) WHERE partition = ${partition}`);
+}
+
+test("a request admitted before its run ended posts however late its record arrives (a NATS crash loop moved the partition twice meanwhile)", async () => {
+  const accountId = await fundedHold("h_late");
+  // node-a's run (10), node-b takes over (20), node-c takes over (30).
+  expect(await raiseFence(db, 15, 10n, "node-a")).toBe(true);
+  expect(await raiseFence(db, 15, 20n, "node-b")).toBe(true);
+  expect(await raiseFence(db, 15, 30n, "node-c")).toBe(true);
+  // The records arrive ten minutes after both takeovers: far past any delivery grace.
+  await moveTakeoversBack(15, 600);
+  const admitted = async (requestId: string, token: bigint, admittedAt: Promise<string>) => ({
+    ...onPartition(usage(requestId, accountId, "h_late", token), 15),
+    admittedAt: await admittedAt,
+  });
+  expect(
+    await postUsageBatch(db, [
+      // node-a's, admitted a second before node-b took over; node-b's, within the slack after node-c did.
+      await admitted("r_late_a", 10n, takeoverPlus(15, -1_000, "previous_acquired_at")),
+      await admitted("r_late_b", 20n, takeoverPlus(15, FENCE_ADMISSION_SLACK_MS - 1_000)),
+    ]),
+  ).toEqual({ written: 2, postedMicro: 200n, writtenOffMicro: 0n });
+});
+
+test("work admitted under a run's token more than the slack after the run ended is refused, on either run", async () => {
+  const accountId = await fundedHold("h_zombie");
+  expect(await raiseFence(db, 16, 10n, "node-a")).toBe(true);
+  expect(await raiseFence(db, 16, 20n, "node-b")).toBe(true);
+  const admitted = async (requestId: string, token: bigint, admittedAt: Promise<string>) => ({
+    ...onPartition(usage(requestId, accountId, "h_zombie", token), 16),
+    admittedAt: await admittedAt,
+  });
+  // node-a's run ended at node-b's takeover.
+  expect(
+    await postUsageBatch(db, [
+      await admitted("r_zombie_within", 10n, takeoverPlus(16, FENCE_ADMISSION_SLACK_MS - 1_000)),
+      await admitted("r_zombie_past", 10n, takeoverPlus(16, FENCE_ADMISSION_SLACK_MS + 1_000)),
+    ]),
+  ).toEqual({ written: 2, postedMicro: 100n, writtenOffMicro: 100n });
+  // node-c takes over: node-a's run is now older than the previous one, judged from node-b's takeover.
+  expect(await raiseFence(db, 16, 30n, "node-c")).toBe(true);
+  expect(
+    await postUsageBatch(db, [
+      await admitted("r_zombie_old", 10n, takeoverPlus(16, FENCE_ADMISSION_SLACK_MS + 1_000, "previous_acquired_at")),
+      await admitted("r_zombie_b", 20n, takeoverPlus(16, FENCE_ADMISSION_SLACK_MS + 1_000)),
+      await admitted("r_zombie_b_within", 20n, takeoverPlus(16, FENCE_ADMISSION_SLACK_MS - 1_000)),
+    ]),
+  ).toEqual({ written: 3, postedMicro: 100n, writtenOffMicro: 200n });
+  const rows = await db.rows<{ request_id: string; billed: unknown }>(sql`
+    SELECT request_id, billed_micro AS billed FROM usage_records WHERE hold_id = 'h_zombie' ORDER BY request_id`);
+  expect(rows.map((r) => [r.request_id, String(r.billed)])).toEqual([
+    ["r_zombie_b", "0"],
+    ["r_zombie_b_within", "100"],
+    ["r_zombie_old", "0"],
+    ["r_zombie_past", "0"],
+    ["r_zombie_within", "100"],
+  ]);
+});
+
 /** Moves a partition's last takeover back past the grace, on the database's clock. */
 test("a record billed before a takeover is not judged fenced by it afterwards; one refused by the ledger is", async () => {
   const accountId = await fundedHold("h_judged");
@@ -182,8 +253,8 @@ test("a record billed before a takeover is not judged fenced by it afterwards; o
     WHERE request_id = 'r_judged_before'`);
   expect(await postUsageBatch(db, [onPartition("r_judged_after", 10n)])).toMatchObject({ written: 1, writtenOffMicro: 100n });
   const rows = await db.rows<{ request_id: string; billed: unknown; at_write: boolean; now: boolean }>(sql`
-    SELECT u.request_id, u.billed_micro AS billed, ${fencedOut(sql`u.fence_token`, sql`u.created_at`)} AS at_write,
-      ${fencedOut(sql`u.fence_token`)} AS now
+    SELECT u.request_id, u.billed_micro AS billed, ${fencedOut(sql`u.fence_token`, sql`u.admitted_at`, sql`u.created_at`)} AS at_write,
+      ${fencedOut(sql`u.fence_token`, sql`u.admitted_at`)} AS now
     FROM usage_records u JOIN key_partitions kp ON kp.partition = u.partition
     WHERE u.hold_id = 'h_judged' ORDER BY u.request_id`);
   expect(rows.map((r) => [r.request_id, String(r.billed), r.at_write, r.now])).toEqual([

@@ -9,24 +9,36 @@
  * else claimed it) continues its run: `owner_since_token` stays at the run's first token, and
  * every settlement of the run still posts, however many re-takes (and tokens) later it arrives.
  *
- * One exception, bounded by the database's own clock: a settlement of the previous owner's run
- * posts within FENCE_GRACE_MS of the takeover. Usage is posted asynchronously (the usage writer's
- * group commit, then the usage stream's consumer), so settlements made before the takeover are
- * still arriving: other nodes settle under the old owner's token while its grants last
- * (GRANT_TTL_MS, 10 s), and a killed node's published usage that its own consumer had pulled
- * comes back only after the stream's ack wait (30 s). Refusing them would give away served usage
- * at each partition move, so the grace covers that whole delivery (the same bound as a hold's
- * expiry grace): a run's settlements post until FENCE_GRACE_MS after the takeover that ended it,
- * taken as the previous owner's takeover for any run before that one (a killed node's partitions
- * may move twice, to a survivor and on to the node started in its place, while its usage is still
- * on its way). After that the refusal is absolute.
+ * A settlement of an earlier run posts when its request was admitted before that run ended, or
+ * within FENCE_ADMISSION_SLACK_MS after: however late it arrives. Usage travels asynchronously
+ * (the usage writer's group commit, the usage stream, its redeliveries after an ack wait, a node's
+ * republishing of records a restarted NATS lost), and through a NATS crash loop that takes
+ * minutes: judging a record by when it reaches the database gave away served usage each time a
+ * partition moved meanwhile. Judged by when it was admitted, a record is refused only for work a
+ * deposed owner took on after its run ended. The slack covers what is legitimately admitted after
+ * another node took over: a node admits from the share its owner granted until the grant expires
+ * (GRANT_TTL_MS, 10 s), an owner whose renewal the KV lost (a kill -9 of every NATS server drops
+ * unsynced writes) acts until PARTITION_OWNER_MS_MAX (3.5 s) after that renewal, and the node's
+ * clock may differ from the database's (1.5 s allowed): 15 s in all (fence.test.ts checks it
+ * against those constants).
+ *
+ * The admission time is the node's wall clock, as the node says: nodes are the cluster's own (they
+ * hold the database's credentials), and a node whose clock runs more than the allowance behind is
+ * an operator's fault (docs/runbook.md). A record without one (written by a node of an older
+ * version) is judged as before: it posts within FENCE_GRACE_MS of the takeover that ended its run,
+ * on the database's clock.
+ *
+ * The end of a run: a token of the previous owner's run ended at `acquired_at`; an older run's
+ * ended at the latest at `previous_acquired_at` (a killed node's partitions may move twice, to a
+ * survivor and on to the node started in its place, while its usage is still on its way).
  *
  *   raise by the same owner:    fence_token ← new (the run goes on)
  *   raise by another node:      previous_fence_token ← owner_since_token, owner_since_token ←
  *                               fence_token ← new, previous_acquired_at ← acquired_at,
  *                               acquired_at ← now()
- *   a settlement's token T is refused when T < owner_since_token and the grace is over since
- *                               acquired_at (T ≥ previous_fence_token) or previous_acquired_at
+ *   a settlement's token T is refused when T < owner_since_token and it was admitted more than
+ *                               FENCE_ADMISSION_SLACK_MS after its run's end: acquired_at
+ *                               (T ≥ previous_fence_token), else previous_acquired_at
  *
  * Invariant: a partition's token only grows (the UPDATE is conditional on a lower token). A raise
  * refused for a token not above the database's is logged by the node (`partition_fence_refused`,
@@ -35,15 +47,22 @@
  * the place to see it; the node gives the partition back and the next claim carries a higher one.
  *
  * Judging a record already written (an audit, the chaos suite's write-off reasons), the rule is
- * evaluated at the record's `created_at` (`fencedOut(token, at)`): a takeover after the record
- * was billed makes its token older than `owner_since_token` without it having been refused.
+ * evaluated with the record's `admitted_at` and `created_at` (`fencedOut(token, admittedAt, at)`):
+ * a takeover after the record was billed makes its token older than `owner_since_token` without it
+ * having been refused.
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { HOLD_EXPIRY_GRACE_MS } from "./holds.ts";
 
-/** After a takeover, settlements of the previous owner's run still post for this long (see above). */
+/** A record without its admission time: after a takeover, settlements of the previous owner's run still post for this long (see above). */
 export const FENCE_GRACE_MS = HOLD_EXPIRY_GRACE_MS;
+
+/** How long after its run's end a request admitted under the run's token is still the run's work (see above). */
+export const FENCE_ADMISSION_SLACK_MS = 15_000;
+
+/** How far a node's clock may be from the database's for the admission rule (part of FENCE_ADMISSION_SLACK_MS). */
+export const FENCE_CLOCK_SKEW_MS_MAX = 1_500;
 
 /**
  * Raises a partition's fencing token; false when the database already holds a token as high
@@ -69,15 +88,17 @@ export async function raiseFence(db: Db, partition: number, fenceToken: bigint, 
 
 /**
  * The refusal rule as SQL over `kp` (key_partitions) and a settlement's token: true when another
- * node has owned the partition since the token, and the takeover that ended the token's run is
- * older than the grace at `at` (for a run before the previous owner's, its end is at the latest
- * the previous owner's takeover). The ledger judges at `now()`; an audit of a record already
- * written judges at its `created_at`, so that a later takeover does not make it look refused.
+ * node has owned the partition since the token, and the request was admitted more than
+ * FENCE_ADMISSION_SLACK_MS after the end of the token's run (for a run before the previous
+ * owner's, its end is at the latest the previous owner's takeover). A record without an admission
+ * time is judged at `at` against FENCE_GRACE_MS: the ledger judges at `now()`; an audit of a record
+ * already written at its `created_at`, so that a later takeover does not make it look refused.
  */
-export function fencedOut(token: SQL, at: SQL = sql`now()`): SQL {
+export function fencedOut(token: SQL, admittedAt: SQL, at: SQL = sql`now()`): SQL {
+  const runEnd = sql`CASE WHEN ${token} >= kp.previous_fence_token THEN kp.acquired_at ELSE kp.previous_acquired_at END`;
   return sql`(${token} < kp.owner_since_token
-    AND ${at} > CASE WHEN ${token} >= kp.previous_fence_token THEN kp.acquired_at ELSE kp.previous_acquired_at END
-                + make_interval(secs => ${FENCE_GRACE_MS / 1000}))`;
+    AND CASE WHEN ${admittedAt} IS NOT NULL THEN ${admittedAt} > ${runEnd} + make_interval(secs => ${FENCE_ADMISSION_SLACK_MS / 1000})
+             ELSE ${at} > ${runEnd} + make_interval(secs => ${FENCE_GRACE_MS / 1000}) END)`;
 }
 
 /** A partition's row as the database holds it: what a refused raise is logged against. */

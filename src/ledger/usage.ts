@@ -97,10 +97,10 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
       tx,
       sql`
       SELECT r."requestId" AS request_id
-      FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken })))}::json)
-        AS r("requestId" text, partition int, "fenceToken" bigint)
+      FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken, admittedAt: r.admittedAt ?? null })))}::json)
+        AS r("requestId" text, partition int, "fenceToken" bigint, "admittedAt" timestamptz)
       JOIN key_partitions kp ON kp.partition = r.partition
-      WHERE ${fencedOut(sql`r."fenceToken"`)}
+      WHERE ${fencedOut(sql`r."fenceToken"`, sql`r."admittedAt"`)}
       FOR SHARE OF kp`,
     );
     for (const row of rows) stale.add(row.request_id);
@@ -118,6 +118,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     hostedCallUnit: r.hostedCallUnit ?? null,
     partition: r.partition ?? null,
     fenceToken: r.fenceToken ?? null,
+    admittedAt: r.admittedAt ?? null,
     anomalies: r.anomalies ?? null,
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
   }));
@@ -233,6 +234,8 @@ export const usageRecordSchema = z.object({
   /** The key's partition and the owner epoch's fencing token it was settled under (cluster only). */
   partition: z.number().int().nullable().optional(),
   fenceToken: bigintJson.nullable().optional(),
+  /** When the request was admitted (ISO 8601, the admitting node's clock): what the fencing rule judges; absent from older nodes' records. */
+  admittedAt: z.iso.datetime({ offset: true }).nullable().optional(),
   /** Parts of the upstream's usage report outside the request's bounds (`output_over`, `input_under`), comma-separated; null: none. */
   anomalies: z.string().nullable().optional(),
 });

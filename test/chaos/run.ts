@@ -539,7 +539,7 @@ async function writeOffs(c: Cluster, requestIds?: string[]): Promise<{ reasons: 
   const rows = await c.db.rows<{ reason: string; n: unknown; micro: unknown }>(sql`
     SELECT CASE WHEN u.billed_micro > 0 THEN 'beyond the reserve'
                 WHEN h.status = 'expired' THEN 'hold expired first'
-                WHEN u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.created_at`)} THEN 'fenced (deposed owner)'
+                WHEN u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.admitted_at`, sql`u.created_at`)} THEN 'fenced (deposed owner)'
                 ELSE 'hold closed first' END AS reason,
       count(*) AS n, sum(u.metered_micro - u.billed_micro) AS micro
     FROM usage_records u JOIN holds h ON h.id = u.hold_id LEFT JOIN key_partitions kp ON kp.partition = u.partition
@@ -558,7 +558,7 @@ async function fencedDetail(c: Cluster, requestIds: string[]): Promise<string> {
       round(extract(epoch FROM u.created_at - kp.previous_acquired_at) * 1000) AS after_previous_ms
     FROM usage_records u JOIN holds h ON h.id = u.hold_id JOIN key_partitions kp ON kp.partition = u.partition
     WHERE u.metered_micro > u.billed_micro AND u.billed_micro = 0 AND h.status <> 'expired'
-      AND u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.created_at`)}
+      AND u.fence_token IS NOT NULL AND ${fencedOut(sql`u.fence_token`, sql`u.admitted_at`, sql`u.created_at`)}
       AND u.request_id IN (SELECT jsonb_array_elements_text(${JSON.stringify(requestIds)}::jsonb))
     LIMIT 5`);
   return rows.length === 0 ? "" : `; fenced, e.g.: ${rows.map((r) => JSON.stringify(r)).join(" ")}`;
