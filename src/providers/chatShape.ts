@@ -212,3 +212,31 @@ export function usageChunkToOpenAI(context: ReplyContext, usage: Usage): string 
     usage: usageToOpenAI(usage),
   });
 }
+
+/** The generated fields of an OpenAI-style reply message or stream delta: what its output tokens were spent on. */
+export interface GeneratedFields {
+  content?: unknown;
+  refusal?: unknown;
+  reasoning_content?: unknown;
+  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[] | unknown;
+}
+
+/**
+ * A message's (or a delta's) generated text: content, refusal, visible reasoning, tool calls'
+ * names and arguments, joined without a separator (a stream's pieces join the same way, so a word
+ * split between two deltas is one word: a lower bound of the output either way).
+ * @example generatedText({ content: "Hi", refusal: null, tool_calls: [{ function: { name: "f", arguments: "{}" } }] }) // "Hif{}"
+ */
+export function generatedText(fields: GeneratedFields): string {
+  let text = "";
+  if (typeof fields.content === "string") text += fields.content;
+  if (typeof fields.refusal === "string") text += fields.refusal;
+  if (typeof fields.reasoning_content === "string") text += fields.reasoning_content;
+  if (Array.isArray(fields.tool_calls)) {
+    for (const call of fields.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
+      if (typeof call?.function?.name === "string") text += call.function.name;
+      if (typeof call?.function?.arguments === "string") text += call.function.arguments;
+    }
+  }
+  return text;
+}

@@ -27,6 +27,7 @@ import {
 import { withUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { type Failure, isFailure, zodFailure } from "../../errors.ts";
+import { generatedText, type GeneratedFields } from "../../providers/chatShape.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { unreportedOutputTokens } from "./unreported.ts";
@@ -199,23 +200,12 @@ async function unreportedJsonUsage(admission: Admission, reply: string, backendR
   };
 }
 
-type ReplyMessage = {
-  content?: unknown;
-  refusal?: unknown;
-  reasoning_content?: unknown;
-  tool_calls?: { function?: { name?: unknown; arguments?: unknown } }[];
-};
-
-/** Every choice's generated text: content, refusal, visible reasoning, tool calls' names and arguments. */
+/** Every choice's generated text (chatShape.ts `generatedText`: the same fields as a stream's deltas). */
 function jsonGeneratedText(reply: string): string {
-  const texts: unknown[] = [];
+  let text = "";
   try {
-    const parsed = JSON.parse(reply) as { choices?: { message?: ReplyMessage }[] };
-    for (const choice of parsed.choices ?? []) {
-      const m = choice.message ?? {};
-      texts.push(m.content, m.refusal, m.reasoning_content);
-      for (const call of Array.isArray(m.tool_calls) ? m.tool_calls : []) texts.push(call.function?.name, call.function?.arguments);
-    }
+    const parsed = JSON.parse(reply) as { choices?: { message?: GeneratedFields }[] };
+    for (const choice of parsed.choices ?? []) if (choice?.message) text += generatedText(choice.message);
   } catch {}
-  return texts.filter((t): t is string => typeof t === "string").join("");
+  return text;
 }

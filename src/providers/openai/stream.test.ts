@@ -31,9 +31,9 @@ describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a ti
     expect(out.usage).toEqual({ inputTokens: 9, outputTokens: 7 });
   });
 
-  test("counts tool-call arguments as delivered text", () => {
+  test("counts tool calls' names and arguments as delivered text", () => {
     const out = decode(fixture("tool-calls.sse"), size);
-    expect(out.frames.map((f) => f.text).join("")).toBe('{"city":"Tehran"}');
+    expect(out.frames.map((f) => f.text).join("")).toBe('get_weather{"city":"Tehran"}');
     expect(out.usage).toEqual({ inputTokens: 61, outputTokens: 15 });
   });
 
@@ -52,6 +52,19 @@ describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a ti
     expect(out.usage).toEqual({ inputTokens: 12, outputTokens: 2 });
     expect(out.done).toBe(true);
   });
+});
+
+test("a refusal streamed in deltas is delivered text, like content and visible reasoning", () => {
+  const chunk = (delta: Record<string, unknown>) =>
+    `data: ${JSON.stringify({ id: "c", object: "chat.completion.chunk", choices: [{ index: 0, delta, finish_reason: null }] })}\n\n`;
+  const out = decode(
+    chunk({ role: "assistant", content: null, refusal: "I can't " }) +
+      chunk({ refusal: "help." }) +
+      chunk({ reasoning_content: "Thinking." }) +
+      "data: [DONE]\n\n",
+    11,
+  );
+  expect(out.frames.map((f) => f.text)).toEqual(["I can't ", "help.", "Thinking."]);
 });
 
 test("a malformed chunk is a failure, not a crash", () => {

@@ -2,12 +2,13 @@
  * Decodes an OpenAI-style SSE stream into frames to relay untouched, plus the usage it reports
  * (the final usage chunk, or vLLM's continuous usage on every chunk) and the delivered text.
  */
+import { generatedText, type GeneratedFields } from "../chatShape.ts";
 import { SseSplitter } from "../sse.ts";
 import type { ChatStreamDecoder, StreamFrame, StreamPiece, Usage } from "../types.ts";
 import { openAIUsage, openAIUsageToUsage } from "./response.ts";
 
 interface ChunkShape {
-  choices?: { delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: { function?: { arguments?: unknown } }[] } }[];
+  choices?: { delta?: GeneratedFields }[];
   usage?: unknown;
   error?: { message?: unknown } | string;
   /** vLLM before 0.9 sends its error object bare: `{"object":"error","message":…,"code":500}`. */
@@ -15,17 +16,10 @@ interface ChunkShape {
   message?: unknown;
 }
 
+/** Every choice's generated text in the chunk (chatShape.ts `generatedText`: the same fields as a whole reply's). */
 function deltaText(chunk: ChunkShape): string {
   let text = "";
-  for (const choice of chunk.choices ?? []) {
-    const delta = choice?.delta;
-    if (!delta) continue;
-    if (typeof delta.content === "string") text += delta.content;
-    if (typeof delta.reasoning_content === "string") text += delta.reasoning_content;
-    for (const call of delta.tool_calls ?? []) {
-      if (typeof call?.function?.arguments === "string") text += call.function.arguments;
-    }
-  }
+  for (const choice of chunk.choices ?? []) if (choice?.delta) text += generatedText(choice.delta);
   return text;
 }
 

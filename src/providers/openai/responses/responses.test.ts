@@ -126,6 +126,26 @@ describe("ResponsesStreamDecoder", () => {
     expect(chunks.flatMap((c) => c.choices.map((ch: any) => ch.finish_reason)).filter(Boolean)).toEqual(["tool_calls"]);
   });
 
+  test("metered text: the call's name and arguments, as a whole reply's are counted", () => {
+    const { frames } = decode("responses-function-call.sse", 50);
+    expect(frames.map((f) => f.text).join("")).toBe('get_weather{"city":"Tehran"}');
+  });
+
+  test("a refusal and a reasoning summary reach the client as refusal and reasoning_content, and are metered", () => {
+    const events = [
+      { type: "response.created", response: { id: "resp_r" } },
+      { type: "response.reasoning_summary_text.delta", item_id: "rs_1", output_index: 0, summary_index: 0, delta: "Weighing the ask." },
+      { type: "response.refusal.delta", item_id: "msg_1", output_index: 1, content_index: 0, delta: "I can't help " },
+      { type: "response.refusal.delta", item_id: "msg_1", output_index: 1, content_index: 0, delta: "with that." },
+    ];
+    const text = events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+    const piece = decodeAll(new ResponsesStreamDecoder(context), text, 9);
+    const deltas = (chunksOf(piece) as any[]).flatMap((c) => c.choices.map((ch: any) => ch.delta));
+    expect(deltas.map((d) => d.refusal).filter(Boolean).join("")).toBe("I can't help with that.");
+    expect(deltas.map((d) => d.reasoning_content).filter(Boolean).join("")).toBe("Weighing the ask.");
+    expect(piece.frames.map((f) => f.text).join("")).toBe("Weighing the ask.I can't help with that.");
+  });
+
   test("incomplete at max_output_tokens: finish length", () => {
     const { chunks, end } = decode("responses-incomplete.sse", 1_000);
     expect(chunks.flatMap((c) => c.choices.map((ch: any) => ch.finish_reason)).filter(Boolean)).toEqual(["length"]);

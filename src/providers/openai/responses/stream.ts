@@ -4,7 +4,9 @@
  *   response.created                        → role chunk
  *   response.output_item.added (call)       → a tool call opens (id, name, empty arguments)
  *   response.output_text.delta              → content
- *   response.reasoning_text.delta           → reasoning_content
+ *   response.refusal.delta                  → refusal
+ *   response.reasoning_text.delta,
+ *   response.reasoning_summary_text.delta   → reasoning_content
  *   response.function_call_arguments.delta  → the call's streamed arguments
  *   response.completed / .incomplete        → finish_reason chunk, usage-only chunk, done
  *   response.failed, error                  → piece.error;  anything else → nothing
@@ -25,7 +27,9 @@ const streamEvent = z.discriminatedUnion("type", [
     item: z.looseObject({ type: z.string(), id: z.string().optional(), call_id: z.string().optional(), name: z.string().optional() }),
   }),
   z.looseObject({ type: z.literal("response.output_text.delta"), delta: z.string() }),
+  z.looseObject({ type: z.literal("response.refusal.delta"), delta: z.string() }),
   z.looseObject({ type: z.literal("response.reasoning_text.delta"), delta: z.string() }),
+  z.looseObject({ type: z.literal("response.reasoning_summary_text.delta"), delta: z.string() }),
   z.looseObject({ type: z.literal("response.function_call_arguments.delta"), item_id: z.string(), delta: z.string() }),
   z.looseObject({ type: z.literal("response.completed"), response: responsesObject }),
   z.looseObject({ type: z.literal("response.incomplete"), response: responsesObject }),
@@ -53,19 +57,20 @@ export class ResponsesStreamDecoder extends JsonEventsDecoder {
         if (item.type !== "function_call" || this.toolIndex.size >= responsesToolCallsMax) return;
         const index = this.toolIndex.size;
         this.toolIndex.set(item.id ?? item.call_id ?? String(index), index);
+        const name = item.name ?? "";
+        // The call's name is generated output, counted as a whole reply's is (chatShape.ts generatedText).
         return this.frame(
           piece,
-          {
-            tool_calls: [
-              { index, id: item.call_id ?? `call_${index}`, type: "function", function: { name: item.name ?? "", arguments: "" } },
-            ],
-          },
-          "",
+          { tool_calls: [{ index, id: item.call_id ?? `call_${index}`, type: "function", function: { name, arguments: "" } }] },
+          name,
         );
       }
       case "response.output_text.delta":
         return this.frame(piece, { content: event.delta }, event.delta);
+      case "response.refusal.delta":
+        return this.frame(piece, { refusal: event.delta }, event.delta);
       case "response.reasoning_text.delta":
+      case "response.reasoning_summary_text.delta":
         return this.frame(piece, { reasoning_content: event.delta }, event.delta);
       case "response.function_call_arguments.delta": {
         const index = this.toolIndex.get(event.item_id);
