@@ -141,8 +141,9 @@ describe("ResponsesStreamDecoder", () => {
     const text = events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
     const piece = decodeAll(new ResponsesStreamDecoder(context), text, 9);
     const deltas = (chunksOf(piece) as any[]).flatMap((c) => c.choices.map((ch: any) => ch.delta));
-    expect(deltas.map((d) => d.refusal).filter(Boolean).join("")).toBe("I can't help with that.");
-    expect(deltas.map((d) => d.reasoning_content).filter(Boolean).join("")).toBe("Weighing the ask.");
+    const joined = (field: string) => deltas.flatMap((d) => d[field] ?? []).join("");
+    expect(joined("refusal")).toBe("I can't help with that.");
+    expect(joined("reasoning_content")).toBe("Weighing the ask.");
     expect(piece.frames.map((f) => f.text).join("")).toBe("Weighing the ask.I can't help with that.");
   });
 
