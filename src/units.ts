@@ -31,20 +31,38 @@ export interface UnitRow {
   tokens: boolean;
   /** Recorded with its price even when none was used (the request's own units); other units only when used. */
   recordedUnused?: boolean;
+  /** The usage record's field that names the unit (a tool's `web_search_call`): replies show it under that name, when named. */
+  nameField?: "hostedCallUnit";
+  /** Its field in a key's usage (`/v1/key`), counting its parts too (`input_tokens`: the whole prompts); absent: not shown. */
+  keyUsageField?: string;
 }
 
 export const UNITS = {
-  input: { field: "input", tokens: true, recordedUnused: true },
-  output: { field: "output", tokens: true, recordedUnused: true },
-  cache_read: { field: "cacheRead", priceKey: "cache_read_token", partOf: "input", tokens: true },
-  cache_write: { field: "cacheWrite", priceKey: "cache_write_token", partOf: "input", tokens: true },
+  input: { field: "input", tokens: true, recordedUnused: true, keyUsageField: "input_tokens" },
+  output: { field: "output", tokens: true, recordedUnused: true, keyUsageField: "output_tokens" },
+  cache_read: { field: "cacheRead", priceKey: "cache_read_token", partOf: "input", tokens: true, keyUsageField: "cached_tokens" },
+  cache_write: { field: "cacheWrite", priceKey: "cache_write_token", partOf: "input", tokens: true, keyUsageField: "cache_write_tokens" },
   /** Anthropic's 1-hour writes: reported inside the cache writes, priced above the 5-minute ones. */
-  cache_write_1h: { field: "cacheWrite1h", priceKey: "cache_write_1h_token", partOf: "cache_write", tokens: true },
+  cache_write_1h: {
+    field: "cacheWrite1h",
+    priceKey: "cache_write_1h_token",
+    partOf: "cache_write",
+    tokens: true,
+    keyUsageField: "cache_write_1h_tokens",
+  },
   /** Calls of a vendor-run tool (`web_search_call`); the usage record names the tool's unit. */
-  hosted_call: { field: "hostedCall", tokens: false },
+  hosted_call: { field: "hostedCall", tokens: false, nameField: "hostedCallUnit" },
 } as const satisfies Record<Unit, UnitRow>;
 
-/** Units by unit, micro-free counts (absent: none). */
+/** The catalog's price keys that price a unit whatever the operation, and the unit each prices. */
+export const UNIT_PRICE_KEYS: ReadonlyMap<string, Unit> = new Map(
+  UNIT_NAMES.flatMap((unit) => {
+    const key = (UNITS[unit] as UnitRow).priceKey;
+    return key === undefined ? [] : [[key, unit] as const];
+  }),
+);
+
+/** Units used by unit (absent: none). */
 export type Usage = Partial<Record<Unit, bigint>>;
 /** Toman per 1M units by unit (absent: not priced apart). */
 export type Prices = Partial<Record<Unit, bigint>>;
@@ -78,6 +96,16 @@ export function tokensOf(usage: Usage): bigint {
   let tokens = 0n;
   for (const unit of UNIT_NAMES) if (UNITS[unit].tokens) tokens += usage[unit] ?? 0n;
   return tokens;
+}
+
+/**
+ * A unit's count with its parts' (disjoint counts summed back into their whole).
+ * @example withParts({ input: 20, cache_read: 3000, cache_write: 1000, cache_write_1h: 600 }, "input") // 4620
+ */
+export function withParts(counts: Counts, unit: Unit): number {
+  let total = counts[unit] ?? 0;
+  for (const part of UNIT_NAMES) if ((UNITS[part] as UnitRow).partOf === unit) total += withParts(counts, part);
+  return total;
 }
 
 /** Usage as plain counts (for metrics and logs). */
