@@ -139,6 +139,29 @@ export function splitParts(counts: Counts, priced: (unit: Unit) => boolean): Cou
   return split;
 }
 
+/**
+ * Reported counts with each part bounded by what remains of its whole (a vendor's figure is never
+ * trusted to exceed it): parts in the order listed, zero parts left out; wholes as reported.
+ * @example boundedParts({ input: 10, output: 2, cache_read: 8, cache_write: 8 }) // { input: 10, output: 2, cache_read: 8, cache_write: 2 }
+ */
+export function boundedParts<C extends Counts>(counts: C): C {
+  const left: Counts = {};
+  const bounded: Counts = {};
+  for (const unit of UNIT_NAMES) {
+    const whole: Unit | undefined = (UNITS[unit] as UnitRow).partOf;
+    let units = counts[unit];
+    if (units === undefined) continue;
+    if (whole !== undefined) {
+      units = Math.min(units, left[whole] ?? 0);
+      if (units <= 0) continue;
+      left[whole] = (left[whole] ?? 0) - units;
+    }
+    left[unit] = units;
+    bounded[unit] = units;
+  }
+  return bounded as C;
+}
+
 /** A map over the units on a wire, each optional: `unitMap(z.bigint())`. */
 export function unitMap<T extends z.ZodType>(value: T) {
   const shape = Object.fromEntries(UNIT_NAMES.map((unit) => [unit, value.optional()]));

@@ -372,30 +372,6 @@ export function recordRefusal(
  */
 export type UsedUnits = Counts & { input: number };
 
-/**
- * A reply's token usage as the units a chat request settles.
- * @example usedTokens({ inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 })
- *   // { input: 4020, output: 7, cache_read: 3000, cache_write: 1000 }
- */
-export function usedTokens(usage: {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  cacheWrite1hTokens?: number;
-  hostedCalls?: number;
-}): UsedUnits {
-  const used: UsedUnits = {
-    input: usage.inputTokens,
-    output: usage.outputTokens,
-    cache_read: usage.cacheReadTokens,
-    cache_write: usage.cacheWriteTokens,
-    cache_write_1h: usage.cacheWrite1hTokens,
-  };
-  if (usage.hostedCalls !== undefined) used.hosted_call = usage.hostedCalls;
-  return used;
-}
-
 /** Usage priced by unit: what a settlement carries. */
 export type PricedUsage = Pick<Settlement, "usage" | "prices" | "hostedCallUnit">;
 

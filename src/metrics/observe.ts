@@ -45,7 +45,7 @@ export function observeRequest(deps: ObserveDeps, r: RequestRecord): void {
     ttftMs: r.ttftMs == null ? null : Math.round(r.ttftMs),
     tpotMs: r.tpotMs == null ? null : Math.round(r.tpotMs * 100) / 100,
   };
-  // The parts of the prompt priced apart (`cacheReadTokens` …), beside its whole `inputTokens`.
+  // The parts of the prompt priced apart (`cacheReadTokens`: UNITS' field stem), beside its whole `inputTokens`.
   for (const unit of UNIT_NAMES) {
     const row: UnitRow = UNITS[unit];
     const count = r.unitTokens?.[unit];

@@ -22,7 +22,6 @@ import {
   operationModel,
   type Reserve,
   servingPool,
-  usedTokens,
 } from "../../admission/admission.ts";
 import { withUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
@@ -177,7 +176,7 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
   const usage = outcome.usage ?? (await unreportedJsonUsage(admission, reply, outcome.backend.adapter.kind === "anthropic"));
   // A report is taken no lower than what was proven used: the prompt's words, every word generated.
   const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(jsonGeneratedText(reply)) } : undefined;
-  const used = usedTokens(usage);
+  const used = usage;
   const settled = await admission.settle(used, outcome.backend.name, 200, {
     content: () => ({ prompt: body.messages, completion: jsonGeneratedText(reply) }),
     floor,
@@ -194,9 +193,9 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
 async function unreportedJsonUsage(admission: Admission, reply: string, backendRunsTools: boolean): Promise<Usage> {
   const hosted = admission.hostedUnreported(backendRunsTools);
   return {
-    inputTokens: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
-    outputTokens: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
-    hostedCalls: hosted.calls,
+    input: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
+    output: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
+    hosted_call: hosted.calls,
   };
 }
 
