@@ -596,7 +596,7 @@ export class Admission {
     const inputMax = this.inputUnitsMax;
     const outputMax = this.reserve.output ? this.outputCovered : (used.output ?? 0);
     const cacheWriteMax =
-      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has("cache_write_token") ? 0 : inputMax;
+      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has(UNITS.cache_write.priceKey) ? 0 : inputMax;
     const anomalies: UsageAnomaly[] = [];
     const bound = (part: string, value: number | undefined, max: number, min = 0) => {
       if (value === undefined) return value;

@@ -38,6 +38,7 @@ import { Relay } from "./relay.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
+import { UNITS } from "../../units.ts";
 
 /** A chat request checked: its body, model, budget and a pool that may serve it. */
 type Checked = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
@@ -73,7 +74,7 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
 
 /** The dearer of the model's cache-write prices (a 1-hour write costs more than a 5-minute one). */
 function highestWritePrice(prices: ReadonlyMap<string, bigint>): bigint | undefined {
-  const written = [prices.get("cache_write_token"), prices.get("cache_write_1h_token")].filter((p) => p !== undefined);
+  const written = [prices.get(UNITS.cache_write.priceKey), prices.get(UNITS.cache_write_1h.priceKey)].filter((p) => p !== undefined);
   return written.length === 0 ? undefined : written.reduce((a, b) => (a > b ? a : b));
 }
 
