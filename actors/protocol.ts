@@ -8,6 +8,7 @@ import type { Rpc, Topic } from "../src/bus/bus.ts";
 import { BACKENDS_PER_POOL_MAX } from "../src/config.ts";
 import { failureSchema } from "../src/errors.ts";
 import { bigintJson } from "../src/json.ts";
+import { unitMap, withUnitMaps } from "../src/units.ts";
 
 const micro = bigintJson;
 const units = micro.refine((v) => v >= 0n, "must not be negative");
@@ -53,7 +54,7 @@ export type AdmitReply = z.infer<typeof admitReply>;
 /** The longest anomaly list a settlement carries (every part of a usage, over or under). */
 export const USAGE_ANOMALIES_CHARS_MAX = 128;
 
-export const settlement = z.object({
+const settlementFields = z.object({
   keyId: z.string().min(1).max(64),
   requestId: z.string().min(1).max(128),
   holdId: z.string().min(1).max(128),
@@ -63,23 +64,14 @@ export const settlement = z.object({
   operation: z.string().min(1).max(32),
   backend: z.string().max(64).nullable(),
   priceVersionId: z.number().int(),
-  /** Input units at the input price: for chat, the prompt tokens not priced as cache reads or writes. */
-  inputUnits: units,
-  outputUnits: units,
-  inputPricePer1m: units,
-  outputPricePer1m: units,
-  /** Prompt tokens read from the vendor's cache, at its cache-read price (absent: none). */
-  cacheReadUnits: units.optional(),
-  cacheReadPricePer1m: units.optional(),
-  /** Prompt tokens written to the vendor's cache, at its cache-write price (absent: none). */
-  cacheWriteUnits: units.optional(),
-  cacheWritePricePer1m: units.optional(),
-  /** Prompt tokens written to the vendor's cache for an hour, at its 1-hour write price (absent: none). */
-  cacheWrite1hUnits: units.optional(),
-  cacheWrite1hPricePer1m: units.optional(),
-  /** Calls of a vendor-run tool (`web_search`), at its per-call price (absent: none); `hostedCallUnit` names it. */
-  hostedCallUnits: units.optional(),
-  hostedCallPricePer1m: units.optional(),
+  /**
+   * Units used by unit, each disjoint: for chat, `input` is the prompt tokens not priced as cache
+   * reads or writes (absent: none).
+   */
+  usage: unitMap(units),
+  /** Toman per 1M units, by unit: the prices the usage was charged at. */
+  prices: unitMap(units),
+  /** The vendor-run tool's unit the `hosted_call` units count (`web_search_call`). */
   hostedCallUnit: z.string().max(64).optional(),
   status: z.number().int(),
   durationMs: z.number().int().nonnegative(),
@@ -91,37 +83,9 @@ export const settlement = z.object({
   /** Upstream anomalies (`<part>_over`: clamped, `<part>_under`: raised), comma-separated; absent: none. */
   anomalies: z.string().max(USAGE_ANOMALIES_CHARS_MAX).optional(),
 });
+/** A settlement; one of the old shape (flat `inputUnits`, `cacheReadPricePer1m` … fields) is read as the maps. */
+export const settlement = z.preprocess(withUnitMaps, settlementFields);
 export type Settlement = z.infer<typeof settlement>;
-
-/** The priced components of a settlement (or of a usage record). */
-export type PricedUsage = Pick<
-  Settlement,
-  | "inputUnits"
-  | "outputUnits"
-  | "inputPricePer1m"
-  | "outputPricePer1m"
-  | "cacheReadUnits"
-  | "cacheReadPricePer1m"
-  | "cacheWriteUnits"
-  | "cacheWritePricePer1m"
-  | "cacheWrite1hUnits"
-  | "cacheWrite1hPricePer1m"
-  | "hostedCallUnits"
-  | "hostedCallPricePer1m"
-  | "hostedCallUnit"
->;
-
-/** What usage is worth: Σ units × price over its components, micro-toman, exact. */
-export function pricedMicro(u: PricedUsage): bigint {
-  return (
-    u.inputUnits * u.inputPricePer1m +
-    u.outputUnits * u.outputPricePer1m +
-    (u.cacheReadUnits ?? 0n) * (u.cacheReadPricePer1m ?? 0n) +
-    (u.cacheWriteUnits ?? 0n) * (u.cacheWritePricePer1m ?? 0n) +
-    (u.cacheWrite1hUnits ?? 0n) * (u.cacheWrite1hPricePer1m ?? 0n) +
-    (u.hostedCallUnits ?? 0n) * (u.hostedCallPricePer1m ?? 0n)
-  );
-}
 
 export const settleReply = z.union([
   z.object({ ok: z.literal(true), billedMicro: micro, meteredMicro: micro }),

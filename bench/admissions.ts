@@ -117,10 +117,8 @@ async function measure(mode: string, db: Db, server: Bus, client: Bus, keyCount:
         operation: "chat",
         backend: "bench",
         priceVersionId: 1,
-        inputUnits: 10n,
-        outputUnits: 16n,
-        inputPricePer1m: 13_500n,
-        outputPricePer1m: 54_000n,
+        usage: { input: 10n, output: 16n },
+        prices: { input: 13_500n, output: 54_000n },
         status: 200,
         durationMs: 1,
       });

@@ -89,10 +89,8 @@ function settlementFor(k: TestKey, holdId: string, requestId: string, outputUnit
     operation: "chat",
     backend: "b1",
     priceVersionId: 1,
-    inputUnits: 10n,
-    outputUnits,
-    inputPricePer1m: 13_500n,
-    outputPricePer1m: 54_000n,
+    usage: { input: 10n, output: outputUnits },
+    prices: { input: 13_500n, output: 54_000n },
     status: 200,
     durationMs: 5,
   };
@@ -167,11 +165,11 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     await until(() => r.host.inFlight(k.keyId) === 2); // the second has its slot and waits for money
     expect(answered).toBe(false);
     // The first used 2 input tokens: 27,000 charged, 84,000 of its reserve comes back.
-    await settle({ ...settlementFor(k, first.holdId, "w1", 0n, 111_000n), inputUnits: 2n });
+    await settle({ ...settlementFor(k, first.holdId, "w1", 0n, 111_000n), usage: { input: 2n, output: 0n } });
     const got = await second;
     expect(got.ok).toBe(true);
     if (!got.ok) return;
-    await settle({ ...settlementFor(k, got.holdId, "w2", 0n, 50_000n), inputUnits: 0n });
+    await settle({ ...settlementFor(k, got.holdId, "w2", 0n, 50_000n), usage: { input: 0n, output: 0n } });
     await r.host.releaseAll();
     expect(await wallet(k)).toEqual({ balanceMicro: 84_000n, heldMicro: 0n });
     const broke = await admit(k, "w3", 84_001n, true);
@@ -227,7 +225,7 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     const k = await keyWith(r, 10_000_000n);
     const admitted = await admit(k, "i1", 1_000n);
     if (!admitted.ok) throw new Error("not admitted");
-    await settle({ ...settlementFor(k, admitted.holdId, "i1", 0n, 1_000n), inputUnits: 0n });
+    await settle({ ...settlementFor(k, admitted.holdId, "i1", 0n, 1_000n), usage: { input: 0n, output: 0n } });
     const held = (await wallet(k))!.heldMicro;
     const slack = r.host.slackMicro();
     expect(held).toBeGreaterThan(0n);

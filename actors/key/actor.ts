@@ -29,16 +29,7 @@
  * monotonic clock) and whenever the usage writer is failing.
  */
 import { sql } from "drizzle-orm";
-import {
-  pricedMicro,
-  type AdmitReply,
-  type AdmitTicket,
-  type ExtendReply,
-  type ExtendTicket,
-  type RateInfo,
-  type SettleReply,
-  type Settlement,
-} from "../protocol.ts";
+import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";
 import { taskFailed } from "../../src/background.ts";
 import type { Db } from "../../src/db/client.ts";
 import { fail, type Failure } from "../../src/errors.ts";
@@ -49,6 +40,7 @@ import { closeHold, growHold, growHoldUpTo, openHold, shrinkHold } from "../../s
 import type { UsageWriter } from "../../src/ledger/usage.ts";
 import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import { costOf, tokensOf } from "../../src/units.ts";
 import type { Logger } from "../../src/log.ts";
 import type { RateGate } from "./gate.ts";
 import { RateWindows } from "./window.ts";
@@ -500,7 +492,7 @@ export class KeyActor {
 
   /** `fence`: the key's partition and the owner epoch this node's share came from (cluster only). */
   async settle(s: Settlement, accountId: string, fence?: Fence): Promise<SettleReply> {
-    const metered = pricedMicro(s);
+    const metered = costOf(s.usage, s.prices);
     const earlier = this.settledIds.get(s.requestId);
     if (earlier) {
       // A retried settlement (the bus may deliver one twice) gets the first one's reply and posts
@@ -528,18 +520,8 @@ export class KeyActor {
       operation: s.operation,
       backend: s.backend,
       priceVersionId: s.priceVersionId,
-      inputUnits: s.inputUnits,
-      outputUnits: s.outputUnits,
-      inputPricePer1m: s.inputPricePer1m,
-      outputPricePer1m: s.outputPricePer1m,
-      cacheReadUnits: s.cacheReadUnits,
-      cacheReadPricePer1m: s.cacheReadPricePer1m,
-      cacheWriteUnits: s.cacheWriteUnits,
-      cacheWritePricePer1m: s.cacheWritePricePer1m,
-      cacheWrite1hUnits: s.cacheWrite1hUnits,
-      cacheWrite1hPricePer1m: s.cacheWrite1hPricePer1m,
-      hostedCallUnits: s.hostedCallUnits,
-      hostedCallPricePer1m: s.hostedCallPricePer1m,
+      usage: s.usage,
+      prices: s.prices,
       hostedCallUnit: s.hostedCallUnit,
       meteredMicro: metered,
       billedMicro: billed,
@@ -551,11 +533,7 @@ export class KeyActor {
       admittedAt: new Date(admission?.admittedAtMs ?? Date.now() - s.durationMs).toISOString(),
       anomalies: s.anomalies ?? null,
     });
-    this.recordSpend(
-      billed,
-      admission,
-      Number(s.inputUnits + s.outputUnits + (s.cacheReadUnits ?? 0n) + (s.cacheWriteUnits ?? 0n) + (s.cacheWrite1hUnits ?? 0n)),
-    );
+    this.recordSpend(billed, admission, Number(tokensOf(s.usage)));
     if (admission) {
       this.admissions.delete(s.requestId);
       const lease = admission.lease;

@@ -367,7 +367,7 @@ export class PoolActor {
       reply.close("failed");
       return { kind: "failed", backend, failure: parsed };
     }
-    reply.close("done", { outputTokens: parsed.usage?.outputTokens ?? 0, durationMs: this.now() - startedMs });
+    reply.close("done", { outputTokens: parsed.usage?.output ?? 0, durationMs: this.now() - startedMs });
     return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
   }
 
@@ -402,7 +402,7 @@ export class PoolActor {
       const durationMs = (lastMs ?? this.now()) - startedMs;
       learn("done", {
         ttftMs: firstMs === null ? durationMs : firstMs - startedMs,
-        outputTokens: usage?.outputTokens ?? textFrames,
+        outputTokens: usage?.output ?? textFrames,
         durationMs,
       });
     };

@@ -8,10 +8,32 @@ import { and, count, desc, eq, gte, lt, sql, sum, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys, usageRecords } from "../db/schema.ts";
 import { microToToman } from "../catalog/prices.ts";
+import { UNIT_NAMES, UNITS, unitsField, type Unit, type UnitRow, type UnitsField } from "../units.ts";
 
 export const USAGE_PAGE_MAX = 200;
 export const USAGE_CSV_ROWS_MAX = 100_000;
 export const USAGE_DAYS_MAX = 366;
+
+/** Each unit's total over the records a query selects, by unit: fields of a select. */
+export const unitSums = Object.fromEntries(UNIT_NAMES.map((unit) => [unit, sum(usageRecords[unitsField(unit)])])) as Record<
+  Unit,
+  SQL<string | null>
+>;
+
+/**
+ * A record's units under the names replies show them: each unit's name, a unit the record names
+ * (a tool's calls) under that name, and only when named.
+ * @example recordUnits(row) // { input: "21", output: "7", cache_read: "3000", …, web_search_call: "2" }
+ */
+export function recordUnits(row: Record<UnitsField, bigint> & { hostedCallUnit: string | null }): Record<string, string> {
+  const units: Record<string, string> = {};
+  for (const unit of UNIT_NAMES) {
+    const nameField = (UNITS[unit] as UnitRow).nameField;
+    const name = nameField === undefined ? unit : row[nameField];
+    if (name) units[name] = row[unitsField(unit)].toString();
+  }
+  return units;
+}
 
 export interface UsageFilter {
   keyId?: string;

@@ -19,16 +19,7 @@
  * beyond the reserve is charged at settlement from what the wallet has (the key actor extends
  * the hold); only what the wallet cannot cover is written off.
  */
-import {
-  ADMIT,
-  EXTEND,
-  pricedMicro,
-  SETTLE,
-  type AdmitTicket,
-  type PricedUsage,
-  type RateInfo,
-  type Settlement,
-} from "../../actors/protocol.ts";
+import { ADMIT, EXTEND, SETTLE, type AdmitTicket, type RateInfo, type Settlement } from "../../actors/protocol.ts";
 import type { PoolActor, Region } from "../../actors/pool/pool.ts";
 import { partitionOf } from "../../actors/subjects.ts";
 import type { Catalog, CatalogModel } from "../catalog/catalog.ts";
@@ -40,6 +31,7 @@ import type { KeyRecord } from "../keys/store.ts";
 import { observeRefused, observeRequest } from "../metrics/observe.ts";
 import { addressRefusal, modelRefusal } from "../keys/restrictions.ts";
 import { COST_HEADER } from "./costReply.ts";
+import { costOf, countsOf, splitParts, UNIT_NAMES, UNITS, type Counts, type Prices, type UnitRow } from "../units.ts";
 
 /** What a caller presented, read from HTTP or NATS headers alike. */
 export interface Credentials {
@@ -372,49 +364,22 @@ export function recordRefusal(
   });
 }
 
-/** The units a request used, as the upstream reported them (or as counted when it did not). */
-export interface UsedUnits {
-  /** All input units: for chat, the whole prompt, cache reads and writes included. */
-  input: number;
-  output?: number;
-  /** Prompt tokens of `input` read from the vendor's prompt cache. */
-  cacheRead?: number;
-  /** Prompt tokens of `input` written to the vendor's prompt cache. */
-  cacheWrite?: number;
-  /** The part of `cacheWrite` kept for an hour. */
-  cacheWrite1h?: number;
-  /** Calls of the vendor-run tool the request offered (`Reserve.hostedCalls`). */
-  hostedCalls?: number;
-}
-
 /**
- * A reply's token usage as the units a chat request settles.
- * @example usedTokens({ inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000 })
- *   // { input: 4020, output: 7, cacheRead: 3000, cacheWrite: 1000 }
+ * The units a request used, by unit, as the upstream reported them (or as counted when it did
+ * not): `input` is all input units (for chat, the whole prompt, cache reads and writes included),
+ * `cache_write_1h` the part of `cache_write` kept for an hour, `hosted_call` the calls of the
+ * vendor-run tool the request offered (`Reserve.hostedCalls`).
  */
-export function usedTokens(usage: {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  cacheWrite1hTokens?: number;
-  hostedCalls?: number;
-}): UsedUnits {
-  const used: UsedUnits = {
-    input: usage.inputTokens,
-    output: usage.outputTokens,
-    cacheRead: usage.cacheReadTokens,
-    cacheWrite: usage.cacheWriteTokens,
-    cacheWrite1h: usage.cacheWrite1hTokens,
-  };
-  if (usage.hostedCalls !== undefined) used.hostedCalls = usage.hostedCalls;
-  return used;
-}
+export type UsedUnits = Counts & { input: number };
+
+/** Usage priced by unit: what a settlement carries. */
+export type PricedUsage = Pick<Settlement, "usage" | "prices" | "hostedCallUnit">;
 
 /**
- * Used units priced by component: cache reads and writes at the model's cache prices when it
- * has them, else as input; 1-hour writes at the 1-hour price (else as 5-minute writes); the
- * input component is what remains of the prompt.
+ * Used units priced by unit: each part of the prompt (cache reads, writes) at the model's price
+ * for it when it has one (`UNITS[unit].priceKey`), else left in its whole (input, or 5-minute
+ * writes for 1-hour ones); input and output at the request's prices, the hosted tool's calls at
+ * its per-call price, at most the calls it was allowed.
  */
 export function pricedUsage(
   used: UsedUnits,
@@ -423,24 +388,23 @@ export function pricedUsage(
   outputPricePer1m: bigint,
   hosted?: PricedUnits,
 ): PricedUsage {
-  const readPrice = prices.get("cache_read_token");
-  const writePrice = prices.get("cache_write_token");
-  const read = readPrice === undefined ? 0 : Math.min(used.cacheRead ?? 0, used.input);
-  const write = writePrice === undefined ? 0 : Math.min(used.cacheWrite ?? 0, used.input - read);
-  const write1hPrice = prices.get("cache_write_1h_token");
-  const write1h = write1hPrice === undefined ? 0 : Math.min(used.cacheWrite1h ?? 0, write);
-  const priced: PricedUsage = {
-    inputUnits: BigInt(used.input - read - write),
-    outputUnits: BigInt(used.output ?? 0),
-    inputPricePer1m,
-    outputPricePer1m,
-  };
-  if (read > 0) Object.assign(priced, { cacheReadUnits: BigInt(read), cacheReadPricePer1m: readPrice });
-  if (write - write1h > 0) Object.assign(priced, { cacheWriteUnits: BigInt(write - write1h), cacheWritePricePer1m: writePrice });
-  if (write1h > 0) Object.assign(priced, { cacheWrite1hUnits: BigInt(write1h), cacheWrite1hPricePer1m: write1hPrice });
-  const calls = hosted ? Math.min(used.hostedCalls ?? 0, hosted.units) : 0;
-  if (hosted && calls > 0)
-    Object.assign(priced, { hostedCallUnits: BigInt(calls), hostedCallPricePer1m: hosted.pricePer1m, hostedCallUnit: hosted.unit });
+  const unitPrices: Prices = { input: inputPricePer1m, output: outputPricePer1m };
+  for (const unit of UNIT_NAMES) {
+    const key: string | undefined = (UNITS[unit] as UnitRow).priceKey;
+    const price = key === undefined ? undefined : prices.get(key);
+    if (price !== undefined) unitPrices[unit] = price;
+  }
+  if (hosted) unitPrices.hosted_call = hosted.pricePer1m;
+  const calls = hosted ? Math.min(used.hosted_call ?? 0, hosted.units) : 0;
+  const split = splitParts({ ...used, output: used.output ?? 0, hosted_call: calls }, (unit) => unitPrices[unit] !== undefined);
+  const priced: PricedUsage = { usage: {}, prices: {} };
+  for (const unit of UNIT_NAMES) {
+    const units = split[unit] ?? 0;
+    if (units <= 0 && !(UNITS[unit] as UnitRow).recordedUnused) continue;
+    priced.usage[unit] = BigInt(units);
+    priced.prices[unit] = unitPrices[unit] ?? 0n;
+  }
+  if (hosted && calls > 0) priced.hostedCallUnit = hosted.unit;
   return priced;
 }
 
@@ -573,12 +537,13 @@ export class Admission {
 
   /** What `used` is worth at this request's prices, by component (micro-toman). */
   usedMicro(used: UsedUnits): bigint {
-    return pricedMicro(this.priced(used));
+    const priced = this.priced(used);
+    return costOf(priced.usage, priced.prices);
   }
 
   /** The hosted-tool calls `used` is billed for: those reported, at most the calls the upstream was allowed. */
   hostedCallsBilled(used: UsedUnits): number {
-    return Number(this.priced(used).hostedCallUnits ?? 0n);
+    return Number(this.priced(used).usage.hosted_call ?? 0n);
   }
 
   private priced(used: UsedUnits): PricedUsage {
@@ -631,7 +596,7 @@ export class Admission {
     const inputMax = this.inputUnitsMax;
     const outputMax = this.reserve.output ? this.outputCovered : (used.output ?? 0);
     const cacheWriteMax =
-      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has("cache_write_token") ? 0 : inputMax;
+      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has(UNITS.cache_write.priceKey) ? 0 : inputMax;
     const anomalies: UsageAnomaly[] = [];
     const bound = (part: string, value: number | undefined, max: number, min = 0) => {
       if (value === undefined) return value;
@@ -643,11 +608,11 @@ export class Admission {
     const bounded: UsedUnits = {
       input,
       output: bound("output", used.output, outputMax, floor?.output),
-      cacheRead: used.cacheRead === undefined ? undefined : Math.min(used.cacheRead, input),
-      cacheWrite: bound("cache_write", used.cacheWrite, Math.min(cacheWriteMax, input)),
+      cache_read: used.cache_read === undefined ? undefined : Math.min(used.cache_read, input),
+      cache_write: bound("cache_write", used.cache_write, Math.min(cacheWriteMax, input)),
     };
-    if (used.cacheWrite1h !== undefined) bounded.cacheWrite1h = Math.min(used.cacheWrite1h, bounded.cacheWrite ?? 0);
-    if (used.hostedCalls !== undefined) bounded.hostedCalls = bound("hosted_calls", used.hostedCalls, this.hostedCallsAllowed);
+    if (used.cache_write_1h !== undefined) bounded.cache_write_1h = Math.min(used.cache_write_1h, bounded.cache_write ?? 0);
+    if (used.hosted_call !== undefined) bounded.hosted_call = bound("hosted_calls", used.hosted_call, this.hostedCallsAllowed);
     if (anomalies.length === 0) return used;
     const over = anomalies.filter((a) => a.kind === "over").map((a) => a.part);
     const under = anomalies.filter((a) => a.kind === "under").map((a) => a.part);
@@ -672,7 +637,7 @@ export class Admission {
 
   private async post(used: UsedUnits, backend: string | null, status: number, extra: SettleExtra): Promise<Settled | null> {
     const priced = this.priced(used);
-    const metered = pricedMicro(priced);
+    const metered = costOf(priced.usage, priced.prices);
     // Bounded usage is within the hold by construction: a request past it is charged the hold at most.
     const within = invariant(metered <= this.micro, "held_covers_charged", { requestId: this.requestId, metered, held: this.micro });
     const billedMicroMax = within ? extra.billedMicroMax : this.micro;
@@ -724,8 +689,7 @@ export class Admission {
       tpotMs: first === null || outputTokens < 2 ? null : (endMs - first) / (outputTokens - 1),
       inputTokens: tokens ? used.input : 0,
       outputTokens: tokens ? outputTokens : 0,
-      cacheReadTokens: tokens ? Number(s.cacheReadUnits ?? 0n) : 0,
-      cacheWriteTokens: tokens ? Number(s.cacheWriteUnits ?? 0n) : 0,
+      ...(tokens ? { unitTokens: countsOf(s.usage) } : {}),
       billedMicro: reply.billedMicro,
       meteredMicro: reply.meteredMicro,
       content: extra.content,

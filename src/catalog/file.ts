@@ -10,6 +10,7 @@
  */
 import { z } from "zod";
 import { parseUsd } from "./prices.ts";
+import { UNIT_PRICE_KEYS } from "../units.ts";
 
 export const OPERATIONS = ["chat", "embeddings", "images", "speech", "transcription"] as const;
 export type Operation = (typeof OPERATIONS)[number];
@@ -27,6 +28,17 @@ export const modelId = z
   .max(MODEL_ID_CHARS_MAX)
   .regex(/^[a-z0-9][a-z0-9._:-]*$/, "lower-case letters, digits, `.`, `_`, `:` and `-`, starting with a letter or digit");
 
+/** The units of the catalog by name: the priced units' own keys (cache reads and writes) among them. */
+const NAMED_UNITS = [
+  "input_token",
+  "output_token",
+  ...UNIT_PRICE_KEYS.keys(),
+  "image_input_token",
+  "image_output_token",
+  "character",
+  "audio_second",
+];
+
 /**
  * Units, each priced in USD per 1M units. Tokens: `input_token`, `output_token`,
  * `cache_read_token`, `cache_write_token` (a 5-minute cache write), `cache_write_1h_token`,
@@ -36,8 +48,8 @@ export const modelId = z
 export const unitName = z
   .string()
   .regex(
-    /^(input_token|output_token|cache_read_token|cache_write_token|cache_write_1h_token|image_input_token|image_output_token|character|audio_second|image_\d+x\d+_[a-z]+|[a-z][a-z0-9_]*_call)$/,
-    "a known unit: input_token, output_token, cache_read_token, cache_write_token, cache_write_1h_token, image_input_token, image_output_token, character, audio_second, image_<W>x<H>_<quality> or <tool>_call",
+    new RegExp(`^(${[...NAMED_UNITS, "image_\\d+x\\d+_[a-z]+", "[a-z][a-z0-9_]*_call"].join("|")})$`),
+    `a known unit: ${NAMED_UNITS.join(", ")}, image_<W>x<H>_<quality> or <tool>_call`,
   );
 
 const usdPrice = z.string().refine(

@@ -23,12 +23,20 @@
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
+import { usageRecords } from "../db/schema.ts";
+import { priceField, UNIT_NAMES, unitsField } from "../units.ts";
 import { deadLetterTotals } from "./deadletter.ts";
 import { HOLD_EXPIRY_GRACE_MS } from "./holds.ts";
 
 /** A pending hold this long past its deadline and its expiry grace is a violation (the sweeper runs every 10 s). */
 export const AUDIT_DEADLINE_GRACE_S = 30;
+
 export const AUDIT_VIOLATIONS_SHOWN_MAX = 20;
+
+/** A usage record's worth from its columns: Σ units × price over every unit's pair. */
+const pricedSql = sql.raw(
+  UNIT_NAMES.map((unit) => `${usageRecords[unitsField(unit)].name}::numeric * ${usageRecords[priceField(unit)].name}`).join(" + "),
+);
 
 export interface AuditCheck {
   name: string;
@@ -113,10 +121,7 @@ const CHECKS: { name: string; query: ReturnType<typeof sql> }[] = [
     name: "every usage record is metered at its units × its prices",
     query: sql`
       SELECT request_id, metered_micro::text AS metered, p.priced::text AS priced FROM usage_records,
-        LATERAL (SELECT input_units::numeric * input_price_per_1m + output_units::numeric * output_price_per_1m
-          + cache_read_units::numeric * cache_read_price_per_1m + cache_write_units::numeric * cache_write_price_per_1m
-          + cache_write_1h_units::numeric * cache_write_1h_price_per_1m
-          + hosted_call_units::numeric * hosted_call_price_per_1m AS priced) p
+        LATERAL (SELECT ${pricedSql} AS priced) p
       WHERE metered_micro <> p.priced`,
   },
   {

@@ -8,7 +8,7 @@ import { loadConfig } from "../config.ts";
 import { isFailure } from "../errors.ts";
 import { auditLedger } from "./audit.ts";
 import { closeHold, expireHolds, HOLD_EXPIRY_GRACE_MS, openHold, renewHolds, shrinkHold } from "./holds.ts";
-import { USAGE_ACK_WAIT_MS } from "./stream.ts";
+import { parseBatch, USAGE_ACK_WAIT_MS } from "./stream.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";
 import { adjust, createAccount, getWallet, topUp } from "./wallets.ts";
 
@@ -134,5 +134,56 @@ test("the audit finds a usage record metered at other than its units × prices",
     expect.objectContaining({ request_id: requestId }),
   ]);
   await db.rows(sql`UPDATE usage_records SET cache_read_units = 0, cache_read_price_per_1m = 0 WHERE request_id = ${requestId}`);
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
+test("a record of the old shape (flat units and prices, still in the stream during an upgrade) posts, each unit in its columns", async () => {
+  const accountId = await funded(1_000_000n);
+  await open(accountId, "o1", 1n, 900_000n);
+  const requestId = "o1-a";
+  // As an older node appended it: every field as a column, bigints as strings.
+  const old = {
+    requestId,
+    accountId,
+    keyId: "key_t",
+    holdId: "o1",
+    model: "claude-sonnet-4",
+    operation: "chat",
+    backend: "sim",
+    priceVersionId: 1,
+    inputUnits: "21",
+    outputUnits: "7",
+    inputPricePer1m: "3",
+    outputPricePer1m: "15",
+    cacheReadUnits: "3000",
+    cacheReadPricePer1m: "1",
+    cacheWrite1hUnits: "10",
+    cacheWrite1hPricePer1m: "6",
+    hostedCallUnits: "2",
+    hostedCallPricePer1m: "100",
+    hostedCallUnit: "web_search_call",
+    meteredMicro: String(21 * 3 + 7 * 15 + 3000 + 60 + 200),
+    billedMicro: String(21 * 3 + 7 * 15 + 3000 + 60 + 200),
+    status: 200,
+    durationMs: 3,
+  };
+  const parsed = await parseBatch([old]);
+  if ("invalid" in parsed) throw new Error(parsed.invalid);
+  expect(parsed.records[0]!.usage).toEqual({ input: 21n, output: 7n, cache_read: 3000n, cache_write_1h: 10n, hosted_call: 2n });
+  expect((await postUsageBatch(db, parsed.records)).postedMicro).toBe(3_428n);
+  const [row] = await db.rows<Record<string, string | null>>(sql`
+    SELECT input_units::text, cache_read_units::text, cache_read_price_per_1m::text, cache_write_units::text,
+      cache_write_1h_units::text, cache_write_1h_price_per_1m::text, hosted_call_units::text, hosted_call_unit
+    FROM usage_records WHERE request_id = ${requestId}`);
+  expect(row).toEqual({
+    input_units: "21",
+    cache_read_units: "3000",
+    cache_read_price_per_1m: "1",
+    cache_write_units: "0",
+    cache_write_1h_units: "10",
+    cache_write_1h_price_per_1m: "6",
+    hosted_call_units: "2",
+    hosted_call_unit: "web_search_call",
+  });
   expect((await auditLedger(db)).ok).toBe(true);
 });

@@ -27,6 +27,7 @@ import { sqlReason, txRows, type Db, type Tx } from "../db/client.ts";
 import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { fencedOut } from "./fence.ts";
+import { priceField, toFields, UNIT_NAMES, unitMap, unitsField, withUnitMaps, type PriceField, type UnitsField } from "../units.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -105,16 +106,9 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     );
     for (const row of rows) stale.add(row.request_id);
   }
-  const records = [...unique.values()].map((r) => ({
+  const records = [...unique.values()].map(({ usage, prices, ...r }) => ({
     ...r,
-    cacheReadUnits: r.cacheReadUnits ?? 0n,
-    cacheReadPricePer1m: r.cacheReadPricePer1m ?? 0n,
-    cacheWriteUnits: r.cacheWriteUnits ?? 0n,
-    cacheWritePricePer1m: r.cacheWritePricePer1m ?? 0n,
-    cacheWrite1hUnits: r.cacheWrite1hUnits ?? 0n,
-    cacheWrite1hPricePer1m: r.cacheWrite1hPricePer1m ?? 0n,
-    hostedCallUnits: r.hostedCallUnits ?? 0n,
-    hostedCallPricePer1m: r.hostedCallPricePer1m ?? 0n,
+    ...toFields(usage, prices),
     hostedCallUnit: r.hostedCallUnit ?? null,
     partition: r.partition ?? null,
     fenceToken: r.fenceToken ?? null,
@@ -200,8 +194,11 @@ export interface UsageSink {
   readonly full?: boolean;
 }
 
-/** A usage record, and as it travels through a stream (bigints as strings). Its fields are usage_records' columns. */
-export const usageRecordSchema = z.object({
+/**
+ * A usage record, and as it travels through a stream (bigints as strings). Its fields are
+ * usage_records' columns, but for the unit maps, whose each unit has its pair of columns (UNITS).
+ */
+const usageRecordFields = z.object({
   requestId: z.string(),
   accountId: z.string(),
   keyId: z.string(),
@@ -210,20 +207,10 @@ export const usageRecordSchema = z.object({
   operation: z.string(),
   backend: z.string().nullable(),
   priceVersionId: z.number().int(),
-  inputUnits: bigintJson,
-  outputUnits: bigintJson,
-  inputPricePer1m: bigintJson,
-  outputPricePer1m: bigintJson,
-  /** Prompt tokens read from / written to the vendor's cache, at their own prices (absent: none, as in records written before cache prices existed). */
-  cacheReadUnits: bigintJson.optional(),
-  cacheReadPricePer1m: bigintJson.optional(),
-  cacheWriteUnits: bigintJson.optional(),
-  cacheWritePricePer1m: bigintJson.optional(),
-  cacheWrite1hUnits: bigintJson.optional(),
-  cacheWrite1hPricePer1m: bigintJson.optional(),
-  /** Calls of a vendor-run tool, at its per-call price; `hostedCallUnit` names the unit (`web_search_call`). */
-  hostedCallUnits: bigintJson.optional(),
-  hostedCallPricePer1m: bigintJson.optional(),
+  /** Units used by unit, each disjoint, and the prices (toman per 1M) they were charged at (absent: none). */
+  usage: unitMap(bigintJson),
+  prices: unitMap(bigintJson),
+  /** The vendor-run tool's unit the `hosted_call` units count (`web_search_call`). */
   hostedCallUnit: z.string().optional(),
   /** What the usage is worth at the recorded prices. */
   meteredMicro: bigintJson,
@@ -239,15 +226,21 @@ export const usageRecordSchema = z.object({
   /** Parts of the upstream's usage report outside the request's bounds (`output_over`, `input_under`), comma-separated; null: none. */
   anomalies: z.string().nullable().optional(),
 });
-export type UsageRecord = z.infer<typeof usageRecordSchema>;
+/** A usage record; one of the old shape (flat units and prices, as in a stream during an upgrade) is read as the maps. */
+export const usageRecordSchema = z.preprocess(withUnitMaps, usageRecordFields);
+export type UsageRecord = z.infer<typeof usageRecordFields>;
+/** A record as its usage_records row: the maps as each unit's pair of columns. */
+type UsageRow = Omit<UsageRecord, "usage" | "prices"> & Record<UnitsField | PriceField, bigint>;
 
 /**
- * The insert's one column list: each record field is the usage_records column of that name in
+ * The insert's one column list: each row field is the usage_records column of that name in
  * src/db/schema.ts (a field without one fails the typecheck), read from JSON as its SQL type.
  */
-const usageColumns = usageRecordSchema
-  .keyof()
-  .options.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
+const rowFields = [
+  ...usageRecordFields.keyof().options.filter((field) => field !== "usage" && field !== "prices"),
+  ...UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]),
+] as (keyof UsageRow)[];
+const usageColumns = rowFields.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
 const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
 const recordFields = sql.raw(usageColumns.map((c) => `"${c.field}"`).join(", "));
 const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));

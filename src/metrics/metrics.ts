@@ -11,6 +11,7 @@ import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 import type { MemoryGuardStats } from "../memory.ts";
 import { backgroundFailures } from "../background.ts";
+import { UNIT_NAMES, UNITS, type Counts } from "../units.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -32,9 +33,8 @@ export interface RequestMetric {
   /** The whole prompt, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
-  /** Parts of inputTokens read from / written to the vendor's prompt cache. */
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
+  /** The tokens by unit as they were priced (a cache part apart from `input` when priced apart); absent: input and output. */
+  unitTokens?: Counts;
   billedMicro: bigint;
   /** Metered at list price; metered − billed is written off (the wallet could not cover it). */
   meteredMicro?: bigint;
@@ -128,7 +128,7 @@ export class Metrics {
     });
     this.tokens = new Counter({
       name: "darvaze_tokens_total",
-      help: "Tokens billed, by direction and kind (input: prompt tokens not cached; cache_read, cache_write: prompt tokens read from or written to the vendor's cache; output).",
+      help: "Tokens billed, by priced unit (input: prompt tokens not priced as cache reads or writes; cache_read, cache_write, cache_write_1h: prompt tokens read from or written to the vendor's cache; output).",
       labelNames: ["model", "direction"],
       registers,
     });
@@ -487,13 +487,11 @@ export class Metrics {
     this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
     if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
     if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
-    const cacheRead = m.cacheReadTokens ?? 0;
-    const cacheWrite = m.cacheWriteTokens ?? 0;
-    const uncached = m.inputTokens - cacheRead - cacheWrite;
-    if (uncached > 0) this.tokens.inc({ model: m.model, direction: "input" }, uncached);
-    if (cacheRead > 0) this.tokens.inc({ model: m.model, direction: "cache_read" }, cacheRead);
-    if (cacheWrite > 0) this.tokens.inc({ model: m.model, direction: "cache_write" }, cacheWrite);
-    if (m.outputTokens > 0) this.tokens.inc({ model: m.model, direction: "output" }, m.outputTokens);
+    const tokens = m.unitTokens ?? { input: m.inputTokens, output: m.outputTokens };
+    for (const unit of UNIT_NAMES) {
+      const count = tokens[unit] ?? 0;
+      if (UNITS[unit].tokens && count > 0) this.tokens.inc({ model: m.model, direction: unit }, count);
+    }
     if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
     if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro)
       this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));

@@ -7,6 +7,7 @@
 import type { Env } from "../config.ts";
 import type { Logger } from "../log.ts";
 import type { Metrics, RequestMetric } from "./metrics.ts";
+import { UNIT_NAMES, UNITS, type UnitRow } from "../units.ts";
 
 /** Characters of prompt or completion an access line carries at most, when content is logged. */
 export const LOGGED_CONTENT_CHARS_MAX = 16_384;
@@ -44,8 +45,12 @@ export function observeRequest(deps: ObserveDeps, r: RequestRecord): void {
     ttftMs: r.ttftMs == null ? null : Math.round(r.ttftMs),
     tpotMs: r.tpotMs == null ? null : Math.round(r.tpotMs * 100) / 100,
   };
-  if (r.cacheReadTokens) line.cacheReadTokens = r.cacheReadTokens;
-  if (r.cacheWriteTokens) line.cacheWriteTokens = r.cacheWriteTokens;
+  // The parts of the prompt priced apart (`cacheReadTokens`: UNITS' field stem), beside its whole `inputTokens`.
+  for (const unit of UNIT_NAMES) {
+    const row: UnitRow = UNITS[unit];
+    const count = r.unitTokens?.[unit];
+    if (row.tokens && row.partOf !== undefined && count) line[`${row.field}Tokens`] = count;
+  }
   if (r.meteredMicro !== undefined) line.meteredMicro = r.meteredMicro;
   if (deps.env.LOG_MESSAGE_CONTENT && r.content) {
     const { prompt, completion } = r.content();

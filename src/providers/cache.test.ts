@@ -6,7 +6,8 @@ import { describe, expect, test } from "bun:test";
 import { anthropicAdapter } from "./anthropic/index.ts";
 import { anthropicUsageToUsage } from "./anthropic/response.ts";
 import { AnthropicStreamDecoder } from "./anthropic/stream.ts";
-import { boundedUsage, usageToOpenAI } from "./chatShape.ts";
+import { usageToOpenAI } from "./chatShape.ts";
+import { boundedParts } from "../units.ts";
 import { geminiToOpenAIResponse, geminiUsageToOpenAI } from "./gemini/response.ts";
 import { openAIUsageToUsage, parseOpenAIChatResponse } from "./openai/response.ts";
 import { OpenAIStreamDecoder } from "./openai/stream.ts";
@@ -16,27 +17,27 @@ const context = { requestId: "req1", model: "m", created: 1732000000 };
 describe("usage conversions", () => {
   test("OpenAI: cached_tokens is the part of prompt_tokens read from the cache", () => {
     expect(openAIUsageToUsage({ prompt_tokens: 2006, completion_tokens: 300, prompt_tokens_details: { cached_tokens: 1920 } })).toEqual({
-      inputTokens: 2006,
-      outputTokens: 300,
-      cacheReadTokens: 1920,
+      input: 2006,
+      output: 300,
+      cache_read: 1920,
     });
     expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 0 } })).toEqual({
-      inputTokens: 10,
-      outputTokens: 2,
+      input: 10,
+      output: 2,
     });
-    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2 })).toEqual({ inputTokens: 10, outputTokens: 2 });
+    expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2 })).toEqual({ input: 10, output: 2 });
   });
 
   test("OpenAI: a cached figure above the prompt is bounded by it; a malformed details object is ignored", () => {
     expect(openAIUsageToUsage({ prompt_tokens: 10, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 50 } })).toEqual({
-      inputTokens: 10,
-      outputTokens: 2,
-      cacheReadTokens: 10,
+      input: 10,
+      output: 2,
+      cache_read: 10,
     });
     const reply = parseOpenAIChatResponse(
       JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 1, prompt_tokens_details: "x" } }),
     );
-    expect(reply).toEqual({ body: expect.any(String), usage: { inputTokens: 7, outputTokens: 1 } });
+    expect(reply).toEqual({ body: expect.any(String), usage: { input: 7, output: 1 } });
   });
 
   test("OpenAI stream: the usage chunk's cached tokens are read", () => {
@@ -44,24 +45,24 @@ describe("usage conversions", () => {
     const piece = decoder.push(
       `data: {"choices":[],"usage":{"prompt_tokens":1500,"completion_tokens":4,"total_tokens":1504,"prompt_tokens_details":{"cached_tokens":1024}}}\n\n`,
     );
-    expect(piece.usage).toEqual({ inputTokens: 1500, outputTokens: 4, cacheReadTokens: 1024 });
+    expect(piece.usage).toEqual({ input: 1500, output: 4, cache_read: 1024 });
   });
 
   test("Anthropic: input_tokens excludes cache writes and reads; the prompt is all three", () => {
     expect(
       anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 188086, cache_read_input_tokens: 0, output_tokens: 393 }),
     ).toEqual({
-      inputTokens: 188107,
-      outputTokens: 393,
-      cacheWriteTokens: 188086,
+      input: 188107,
+      output: 393,
+      cache_write: 188086,
     });
     expect(
       anthropicUsageToUsage({ input_tokens: 21, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 }),
     ).toEqual({
-      inputTokens: 4021,
-      outputTokens: 7,
-      cacheReadTokens: 3000,
-      cacheWriteTokens: 1000,
+      input: 4021,
+      output: 7,
+      cache_read: 3000,
+      cache_write: 1000,
     });
   });
 
@@ -72,7 +73,7 @@ describe("usage conversions", () => {
       `event: message_delta\ndata: {"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":12}}\n\n` +
       `event: message_stop\ndata: {"type":"message_stop"}\n\n`;
     const piece = decoder.push(text);
-    expect(piece.usage).toEqual({ inputTokens: 8005, outputTokens: 12, cacheReadTokens: 6000, cacheWriteTokens: 2000 });
+    expect(piece.usage).toEqual({ input: 8005, output: 12, cache_read: 6000, cache_write: 2000 });
     const usageFrame = piece.frames.find((f) => f.usageOnly)!;
     expect(JSON.parse(usageFrame.data).usage).toEqual({
       prompt_tokens: 8005,
@@ -86,9 +87,9 @@ describe("usage conversions", () => {
     expect(
       geminiUsageToOpenAI({ promptTokenCount: 12000, candidatesTokenCount: 40, thoughtsTokenCount: 10, cachedContentTokenCount: 8192 }),
     ).toEqual({
-      inputTokens: 12000,
-      outputTokens: 50,
-      cacheReadTokens: 8192,
+      input: 12000,
+      output: 50,
+      cache_read: 8192,
     });
     const reply = geminiToOpenAIResponse(
       JSON.stringify({
@@ -102,8 +103,13 @@ describe("usage conversions", () => {
   });
 
   test("bounded: reads first, then writes, never past the prompt", () => {
-    expect(boundedUsage(100, 1, 80, 50)).toEqual({ inputTokens: 100, outputTokens: 1, cacheReadTokens: 80, cacheWriteTokens: 20 });
-    expect(usageToOpenAI({ inputTokens: 3, outputTokens: 4 })).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
+    expect(boundedParts({ input: 100, output: 1, cache_read: 80, cache_write: 50 })).toEqual({
+      input: 100,
+      output: 1,
+      cache_read: 80,
+      cache_write: 20,
+    });
+    expect(usageToOpenAI({ input: 3, output: 4 })).toEqual({ prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 });
   });
 });
 

@@ -133,35 +133,19 @@ export interface OpenAIToolCall {
 /**
  * Usage in OpenAI's shape: cache reads as `prompt_tokens_details.cached_tokens`, as OpenAI reports
  * them; cache writes, which OpenAI's shape lacks, as `cache_write_tokens` beside them.
- * @example usageToOpenAI({ inputTokens: 10, outputTokens: 2, cacheReadTokens: 8 })
+ * @example usageToOpenAI({ input: 10, output: 2, cache_read: 8 })
  *   // { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12, prompt_tokens_details: { cached_tokens: 8 } }
  */
 export function usageToOpenAI(usage: Usage) {
   const base = {
-    prompt_tokens: usage.inputTokens,
-    completion_tokens: usage.outputTokens,
-    total_tokens: usage.inputTokens + usage.outputTokens,
+    prompt_tokens: usage.input,
+    completion_tokens: usage.output,
+    total_tokens: usage.input + usage.output,
   };
-  const read = usage.cacheReadTokens ?? 0;
-  const write = usage.cacheWriteTokens ?? 0;
+  const read = usage.cache_read ?? 0;
+  const write = usage.cache_write ?? 0;
   if (read === 0 && write === 0) return base;
   return { ...base, prompt_tokens_details: { cached_tokens: read, ...(write > 0 ? { cache_write_tokens: write } : {}) } };
-}
-
-/**
- * A usage whose cache parts are bounded by its prompt (a vendor's figure is never trusted to
- * exceed it): reads first, then writes, each at most what remains, then the 1-hour part of the
- * writes at most the writes; zero parts are left out.
- */
-export function boundedUsage(inputTokens: number, outputTokens: number, cacheRead: number, cacheWrite: number, cacheWrite1h = 0): Usage {
-  const usage: Usage = { inputTokens, outputTokens };
-  const read = Math.min(cacheRead, inputTokens);
-  const write = Math.min(cacheWrite, inputTokens - read);
-  const write1h = Math.min(cacheWrite1h, write);
-  if (read > 0) usage.cacheReadTokens = read;
-  if (write > 0) usage.cacheWriteTokens = write;
-  if (write1h > 0) usage.cacheWrite1hTokens = write1h;
-  return usage;
 }
 
 export interface CompletionParts {

@@ -5,27 +5,22 @@
  * reports, so no caller parses vendor JSON twice and no path can forget billing.
  */
 import type { Failure } from "../errors.ts";
+import type { Counts } from "../units.ts";
 
 export type BackendKind = "openai" | "anthropic" | "gemini";
 
 /**
- * Tokens a reply used. `inputTokens` is the whole prompt, as OpenAI's `prompt_tokens` counts it;
- * the cache figures are parts of it that vendors price apart: `cacheReadTokens` were read from
- * the vendor's prompt cache (OpenAI `cached_tokens`, Gemini `cachedContentTokenCount`, Anthropic
- * `cache_read_input_tokens`), `cacheWriteTokens` were written to it (Anthropic
- * `cache_creation_input_tokens`). Their sum never exceeds `inputTokens`. `cacheWrite1hTokens` is the
- * part of the writes kept for an hour (Anthropic `cache_creation.ephemeral_1h_input_tokens`),
- * priced above 5-minute writes; never more than `cacheWriteTokens`. `hostedCalls` counts the calls of
- * a vendor-run tool (Anthropic `server_tool_use.web_search_requests`), billed per call.
+ * What a reply used, by unit (src/units.ts), as the vendor reports it. `input` is the whole
+ * prompt, as OpenAI's `prompt_tokens` counts it; the cache figures are parts of it that vendors
+ * price apart: `cache_read` tokens were read from the vendor's prompt cache (OpenAI
+ * `cached_tokens`, Gemini `cachedContentTokenCount`, Anthropic `cache_read_input_tokens`),
+ * `cache_write` tokens were written to it (Anthropic `cache_creation_input_tokens`). Their sum
+ * never exceeds `input`. `cache_write_1h` is the part of the writes kept for an hour (Anthropic
+ * `cache_creation.ephemeral_1h_input_tokens`), priced above 5-minute writes; never more than
+ * `cache_write`. `hosted_call` counts the calls of a vendor-run tool (Anthropic
+ * `server_tool_use.web_search_requests`), billed per call.
  */
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  cacheWrite1hTokens?: number;
-  hostedCalls?: number;
-}
+export type Usage = Counts & { input: number; output: number };
 
 export interface UpstreamRequest {
   path: string;

@@ -5,12 +5,13 @@
 import { and, count, eq, sum } from "drizzle-orm";
 import { costToman } from "../../admission/costReply.ts";
 import { microToToman } from "../../catalog/prices.ts";
-import { usageRecordOf } from "../../accountArea/usage.ts";
+import { recordUnits, unitSums, usageRecordOf } from "../../accountArea/usage.ts";
 import { usageRecords } from "../../db/schema.ts";
 import { fail } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { getWallet, type Wallet } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
+import { UNIT_NAMES, UNITS, withParts, type Counts, type UnitRow } from "../../units.ts";
 
 export function walletFields(wallet: Wallet) {
   const available = wallet.balanceMicro - wallet.heldMicro;
@@ -41,15 +42,19 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     .select({
       requests: count(),
       billed: sum(usageRecords.billedMicro),
-      input: sum(usageRecords.inputUnits),
-      output: sum(usageRecords.outputUnits),
-      cacheRead: sum(usageRecords.cacheReadUnits),
-      cacheWrite: sum(usageRecords.cacheWriteUnits),
-      cacheWrite1h: sum(usageRecords.cacheWrite1hUnits),
+      ...unitSums,
     })
     .from(usageRecords)
     .where(and(eq(usageRecords.keyId, key.id)));
   const billed = BigInt(usage?.billed ?? 0);
+  const units: Counts = {};
+  for (const unit of UNIT_NAMES) units[unit] = Number(usage?.[unit] ?? 0);
+  // A whole's count takes in its parts (`input_tokens` the whole prompts, as `prompt_tokens` counts them); the parts also apart.
+  const tokens: Record<string, number> = {};
+  for (const unit of UNIT_NAMES) {
+    const field = (UNITS[unit] as UnitRow).keyUsageField;
+    if (field) tokens[field] = withParts(units, unit);
+  }
   return {
     object: "key",
     id: key.id,
@@ -61,14 +66,7 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
     limits: { concurrency_max: key.concurrencyMax, rpm: key.rpm, tpm: key.tpm },
     usage: {
       requests: usage?.requests ?? 0,
-      // The whole prompts, as `prompt_tokens` counts them; the cache parts also apart.
-      input_tokens:
-        Number(usage?.input ?? 0) + Number(usage?.cacheRead ?? 0) + Number(usage?.cacheWrite ?? 0) + Number(usage?.cacheWrite1h ?? 0),
-      cached_tokens: Number(usage?.cacheRead ?? 0),
-      // Cache writes of either lifetime; the 1-hour ones also apart.
-      cache_write_tokens: Number(usage?.cacheWrite ?? 0) + Number(usage?.cacheWrite1h ?? 0),
-      cache_write_1h_tokens: Number(usage?.cacheWrite1h ?? 0),
-      output_tokens: Number(usage?.output ?? 0),
+      ...tokens,
       spent_toman: microToToman(billed),
       spent_micro_toman: billed.toString(),
     },
@@ -100,14 +98,7 @@ export async function generation(key: KeyRecord, requestId: string, deps: EdgeDe
     status: row.status,
     latency_ms: row.durationMs,
     created_at: Math.floor(row.createdAt.getTime() / 1000),
-    units: {
-      input: row.inputUnits.toString(),
-      output: row.outputUnits.toString(),
-      cache_read: row.cacheReadUnits.toString(),
-      cache_write: row.cacheWriteUnits.toString(),
-      cache_write_1h: row.cacheWrite1hUnits.toString(),
-      ...(row.hostedCallUnit ? { [row.hostedCallUnit]: row.hostedCallUnits.toString() } : {}),
-    },
+    units: recordUnits(row),
     cost: costToman(row.billedMicro),
     cost_micro_toman: row.billedMicro.toString(),
     price_version: row.priceVersionId,

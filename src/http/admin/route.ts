@@ -21,8 +21,21 @@ import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
 import { parseBody } from "./body.ts";
 import { poolsView, setPool } from "./pools.ts";
+import { priceField, UNIT_NAMES, unitsField, type PriceField, type UnitsField } from "../../units.ts";
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
+
+type RecordColumns = Record<UnitsField | PriceField, bigint>;
+
+/** A usage record's units as `<unit>_units` fields. */
+function unitFields(row: RecordColumns): Record<string, string> {
+  return Object.fromEntries(UNIT_NAMES.map((unit) => [`${unit}_units`, row[unitsField(unit)].toString()]));
+}
+
+/** A usage record's prices by unit, toman per 1M. */
+function unitPrices(row: RecordColumns): Record<string, string> {
+  return Object.fromEntries(UNIT_NAMES.map((unit) => [unit, row[priceField(unit)].toString()]));
+}
 
 export function adminAuthorized(request: Request, adminToken: string): boolean {
   const presented = bearerToken(request);
@@ -276,22 +289,10 @@ export class AdminApi {
           model: u.model,
           operation: u.operation,
           backend: u.backend,
-          input_units: u.inputUnits.toString(),
-          output_units: u.outputUnits.toString(),
-          cache_read_units: u.cacheReadUnits.toString(),
-          cache_write_units: u.cacheWriteUnits.toString(),
-          cache_write_1h_units: u.cacheWrite1hUnits.toString(),
-          hosted_call_units: u.hostedCallUnits.toString(),
+          ...unitFields(u),
           hosted_call_unit: u.hostedCallUnit,
           price_version: u.priceVersionId,
-          prices_toman_per_1m: {
-            input: u.inputPricePer1m.toString(),
-            output: u.outputPricePer1m.toString(),
-            cache_read: u.cacheReadPricePer1m.toString(),
-            cache_write: u.cacheWritePricePer1m.toString(),
-            cache_write_1h: u.cacheWrite1hPricePer1m.toString(),
-            hosted_call: u.hostedCallPricePer1m.toString(),
-          },
+          prices_toman_per_1m: unitPrices(u),
           metered_micro_toman: u.meteredMicro.toString(),
           billed_toman: microToToman(u.billedMicro),
           billed_micro_toman: u.billedMicro.toString(),

@@ -7,6 +7,7 @@
  */
 import type { PoolHost } from "../../../actors/pool/host.ts";
 import type { Catalog, CatalogModel } from "../../catalog/catalog.ts";
+import { UNIT_PRICE_KEYS } from "../../units.ts";
 
 export interface ModelObject {
   id: string;
@@ -34,9 +35,7 @@ export interface ModelObject {
 const PRICING_FIELD: Record<string, string> = {
   input_token: "input",
   output_token: "output",
-  cache_read_token: "cache_read",
-  cache_write_token: "cache_write",
-  cache_write_1h_token: "cache_write_1h",
+  ...Object.fromEntries(UNIT_PRICE_KEYS),
   image_input_token: "image_input",
   image_output_token: "image_output",
 };

@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { pricedUsage, reserveMicro } from "../../admission/admission.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { pricedMicro } from "../../../actors/protocol.ts";
+import { costOf } from "../../units.ts";
 import { chatBudget } from "./budget.ts";
 import { CACHE_MARKS_SCAN_MAX, marksCache } from "./cache.ts";
 import { chatReserve } from "./chat.ts";
@@ -70,30 +70,22 @@ describe("reserve", () => {
 
 describe("pricing by component", () => {
   test("reads and writes at their prices; the input component is what remains of the prompt", () => {
-    const priced = pricedUsage({ input: 4021, output: 7, cacheRead: 3000, cacheWrite: 1000 }, SONNET, 270_000n, 1_350_000n);
+    const priced = pricedUsage({ input: 4021, output: 7, cache_read: 3000, cache_write: 1000 }, SONNET, 270_000n, 1_350_000n);
     expect(priced).toEqual({
-      inputUnits: 21n,
-      outputUnits: 7n,
-      inputPricePer1m: 270_000n,
-      outputPricePer1m: 1_350_000n,
-      cacheReadUnits: 3000n,
-      cacheReadPricePer1m: 27_000n,
-      cacheWriteUnits: 1000n,
-      cacheWritePricePer1m: 337_500n,
+      usage: { input: 21n, output: 7n, cache_read: 3000n, cache_write: 1000n },
+      prices: { input: 270_000n, output: 1_350_000n, cache_read: 27_000n, cache_write: 337_500n },
     });
     // 21 × 270,000 + 7 × 1,350,000 + 3,000 × 27,000 + 1,000 × 337,500
-    expect(pricedMicro(priced)).toBe(5_670_000n + 9_450_000n + 81_000_000n + 337_500_000n);
+    expect(costOf(priced.usage, priced.prices)).toBe(5_670_000n + 9_450_000n + 81_000_000n + 337_500_000n);
   });
 
   test("without cache prices every prompt token is input; parts above the prompt are bounded", () => {
     const input = new Map([["input_token", 24_300n]]);
-    expect(pricedUsage({ input: 143, output: 8, cacheRead: 128 }, input, 24_300n, 99_000n)).toEqual({
-      inputUnits: 143n,
-      outputUnits: 8n,
-      inputPricePer1m: 24_300n,
-      outputPricePer1m: 99_000n,
+    expect(pricedUsage({ input: 143, output: 8, cache_read: 128 }, input, 24_300n, 99_000n)).toEqual({
+      usage: { input: 143n, output: 8n },
+      prices: { input: 24_300n, output: 99_000n },
     });
-    const bounded = pricedUsage({ input: 10, output: 0, cacheRead: 8, cacheWrite: 8 }, SONNET, 270_000n, 0n);
-    expect([bounded.inputUnits, bounded.cacheReadUnits, bounded.cacheWriteUnits]).toEqual([0n, 8n, 2n]);
+    const bounded = pricedUsage({ input: 10, output: 0, cache_read: 8, cache_write: 8 }, SONNET, 270_000n, 0n);
+    expect([bounded.usage.input, bounded.usage.cache_read, bounded.usage.cache_write]).toEqual([0n, 8n, 2n]);
   });
 });

@@ -22,7 +22,6 @@ import {
   operationModel,
   type Reserve,
   servingPool,
-  usedTokens,
 } from "../../admission/admission.ts";
 import { withUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
@@ -39,6 +38,7 @@ import { Relay } from "./relay.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
+import { UNITS } from "../../units.ts";
 
 /** A chat request checked: its body, model, budget and a pool that may serve it. */
 type Checked = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
@@ -74,7 +74,7 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
 
 /** The dearer of the model's cache-write prices (a 1-hour write costs more than a 5-minute one). */
 function highestWritePrice(prices: ReadonlyMap<string, bigint>): bigint | undefined {
-  const written = [prices.get("cache_write_token"), prices.get("cache_write_1h_token")].filter((p) => p !== undefined);
+  const written = [prices.get(UNITS.cache_write.priceKey), prices.get(UNITS.cache_write_1h.priceKey)].filter((p) => p !== undefined);
   return written.length === 0 ? undefined : written.reduce((a, b) => (a > b ? a : b));
 }
 
@@ -177,7 +177,7 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
   const usage = outcome.usage ?? (await unreportedJsonUsage(admission, reply, outcome.backend.adapter.kind === "anthropic"));
   // A report is taken no lower than what was proven used: the prompt's words, every word generated.
   const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(jsonGeneratedText(reply)) } : undefined;
-  const used = usedTokens(usage);
+  const used = usage;
   const settled = await admission.settle(used, outcome.backend.name, 200, {
     content: () => ({ prompt: body.messages, completion: jsonGeneratedText(reply) }),
     floor,
@@ -194,9 +194,9 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
 async function unreportedJsonUsage(admission: Admission, reply: string, backendRunsTools: boolean): Promise<Usage> {
   const hosted = admission.hostedUnreported(backendRunsTools);
   return {
-    inputTokens: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
-    outputTokens: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
-    hostedCalls: hosted.calls,
+    input: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
+    output: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
+    hosted_call: hosted.calls,
   };
 }
 

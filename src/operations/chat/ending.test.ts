@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { fail } from "../../errors.ts";
 import { decideEnd, type StreamEnding } from "./ending.ts";
 
-const usage = { inputTokens: 10, outputTokens: 5 };
+const usage = { input: 10, output: 5 };
 const base: StreamEnding = { clientGone: false, withheld: false, finished: false, failure: null, reported: null };
 const broke = fail("upstream_error", "broke off");
 

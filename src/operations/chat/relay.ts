@@ -25,7 +25,7 @@
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
-import { type Admission, usedTokens } from "../../admission/admission.ts";
+import type { Admission } from "../../admission/admission.ts";
 import { costToman, withUsageCost } from "../../admission/costReply.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
@@ -267,7 +267,7 @@ export class Relay {
     this.ids ??= chunkIds(frame, this.admission.model.id);
     if (frame.usageOnly) return this.handleUsage(frame);
     if (frame.text !== "") {
-      if (!this.meter.deliverNow(frame.text, frame.usage?.outputTokens)) return this.handleUncovered(frame);
+      if (!this.meter.deliverNow(frame.text, frame.usage?.output)) return this.handleUncovered(frame);
       this.firstTokenMs ??= performance.now();
     }
     this.push(dataFrame(frame.data));
@@ -275,7 +275,7 @@ export class Relay {
   }
 
   private async handleUsage(frame: StreamFrame): Promise<boolean> {
-    if (frame.usage) await this.meter.report(frame.usage.outputTokens);
+    if (frame.usage) await this.meter.report(frame.usage.output);
     // Kept for the end: it goes out once settled, with the billed cost (settle).
     if (this.wantsUsage) this.usageData = frame.data;
     return true;
@@ -283,8 +283,8 @@ export class Relay {
 
   /** A frame whose text the hold does not cover yet: the meter makes room, or the stream is cut here. */
   private async handleUncovered(frame: StreamFrame): Promise<boolean> {
-    if (!(await this.meter.deliver(frame.text, frame.usage?.outputTokens))) {
-      this.withheld = { text: frame.text, reported: frame.usage?.outputTokens };
+    if (!(await this.meter.deliver(frame.text, frame.usage?.output))) {
+      this.withheld = { text: frame.text, reported: frame.usage?.output };
       return false;
     }
     this.firstTokenMs ??= performance.now();
@@ -315,7 +315,7 @@ export class Relay {
         // usageMetadata with its thoughts), not on a frame: the meter sees every figure.
         if (piece.usage) {
           this.reported = piece.usage;
-          if (!this.clientGone) await this.meter.report(piece.usage.outputTokens);
+          if (!this.clientGone) await this.meter.report(piece.usage.output);
         }
         this.meterEvent();
         if (piece.error) this.failure = piece.error;
@@ -354,7 +354,7 @@ export class Relay {
   private async outputTokens(decision: EndDecision): Promise<number> {
     switch (decision.output) {
       case "report":
-        return this.reported!.outputTokens;
+        return this.reported!.output;
       case "hold":
         return this.admission.coveredOutputUnits;
       case "count_sent":
@@ -377,7 +377,7 @@ export class Relay {
     const hosted = this.admission.hostedUnreported(this.outcome.backend.adapter.kind === "anthropic");
     const prompt: Usage = usage
       ? { ...usage }
-      : { inputTokens: (await this.admission.inputUnitsUnreported()) + hosted.inputUnits, outputTokens: 0, hostedCalls: hosted.calls };
+      : { input: (await this.admission.inputUnitsUnreported()) + hosted.inputUnits, output: 0, hosted_call: hosted.calls };
     const delivered = this.meter.delivered;
     const output = await this.outputTokens(decision);
     let billedMicroMax: bigint | undefined;
@@ -385,14 +385,14 @@ export class Relay {
     if (decision.end === "length_cut") {
       // Billed what was delivered; what was read beyond it is metered and written off.
       metered = Math.max(output, this.withheld!.reported ?? (await countTokens(delivered + this.withheld!.text)));
-      billedMicroMax = this.admission.usedMicro(usedTokens({ ...prompt, outputTokens: output }));
+      billedMicroMax = this.admission.usedMicro({ ...prompt, output });
     }
     const content = () => ({ prompt: body.messages, completion: delivered });
     // A report is taken no lower than what was proven used: the prompt's words, every word the upstream sent.
     const floor = usage
       ? { input: promptTokensLowerBound(body), output: wordsLowerBound(delivered + this.afterGone + (this.withheld?.text ?? "")) }
       : undefined;
-    const used = usedTokens({ ...prompt, outputTokens: metered });
+    const used: Usage = { ...prompt, output: metered };
     const settled = await this.admission.settle(used, this.outcome.backend.name, decision.status, {
       firstTokenMs: this.firstTokenMs,
       content,
@@ -403,7 +403,7 @@ export class Relay {
     this.hostedCallsBilled = this.admission.hostedCallsBilled(used);
     if (decision.last === "cut") {
       const ids = this.ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: this.admission.model.id };
-      const usage = this.wantsUsage ? { ...prompt, outputTokens: output } : null;
+      const usage = this.wantsUsage ? { ...prompt, output } : null;
       for (const frame of cutFrames(ids, budget.choices, usage, billedMicro)) this.push(frame);
     } else if (decision.last !== null) {
       if (this.usageData !== null) this.push(dataFrame(billedMicro === null ? this.usageData : withUsageCost(this.usageData, billedMicro)));

@@ -156,7 +156,7 @@ describe("response", () => {
   test("a message in which the vendor searched keeps its content beside the chat shape, and its searches in usage", () => {
     const reply = adapter.chat!.parseChatResponse(fixture("anthropic", "message-web-search.json"), context);
     if ("code" in reply) throw new Error(reply.message);
-    expect(reply.usage).toMatchObject({ hostedCalls: 1 });
+    expect(reply.usage).toMatchObject({ hosted_call: 1 });
     const message = JSON.parse(reply.body).choices[0].message;
     expect(message.anthropic_content).toEqual(JSON.parse(fixture("anthropic", "message-web-search.json")).content);
     expect(message.content).toBe(
@@ -167,7 +167,7 @@ describe("response", () => {
   test("a tool-use message becomes an OpenAI completion with tool calls and usage", () => {
     const reply = adapter.chat!.parseChatResponse(fixture("anthropic", "message-tool-use.json"), context);
     if ("code" in reply) throw new Error(reply.message);
-    expect(reply.usage).toEqual({ inputTokens: 384, outputTokens: 58 });
+    expect(reply.usage).toEqual({ input: 384, output: 58 });
     const body = JSON.parse(reply.body);
     expect(body).toMatchObject({ id: "chatcmpl-req1", object: "chat.completion", created: 1732000000, model: "claude-test" });
     expect(body.choices[0].finish_reason).toBe("tool_calls");
@@ -225,7 +225,7 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 25, completion_tokens: 12, total_tokens: 37 });
     expect(out.frames.map((f) => f.usageOnly)).toEqual([false, false, false, false, true]);
     expect(out.frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
-    expect(out.usage).toEqual({ inputTokens: 25, outputTokens: 12 });
+    expect(out.usage).toEqual({ input: 25, output: 12 });
   });
 
   test("tool use: a tool call opens with id and name, its arguments stream in pieces", () => {
@@ -242,7 +242,7 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     expect(calls.every((c) => c.index === 0)).toBe(true);
     expect(calls.map((c) => c.function.arguments).join("")).toBe('{"city": "Tehran"}');
     expect(chunksOf(out).at(-2)!.choices[0]!.finish_reason).toBe("tool_calls");
-    expect(out.usage).toEqual({ inputTokens: 472, outputTokens: 89 });
+    expect(out.usage).toEqual({ input: 472, output: 89 });
   });
 
   test("thinking and cumulative usage: the last output_tokens wins, cache reads are part of the prompt, reported apart", () => {
@@ -250,7 +250,7 @@ describe.each([1, 13, 100_000])("stream decoder, fed %i characters at a time", (
     const chunks = chunksOf(out);
     expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("")).toBe("27 * 453 = 12231");
     expect(chunks.filter((c) => c.choices[0]?.finish_reason === "length").length).toBeGreaterThan(0);
-    expect(out.usage).toEqual({ inputTokens: 52, outputTokens: 31, cacheReadTokens: 12 });
+    expect(out.usage).toEqual({ input: 52, output: 31, cache_read: 12 });
     expect(out.done).toBe(true);
   });
 
@@ -304,14 +304,14 @@ describe("reasoning_effort as extended thinking", () => {
 test("1-hour cache writes are read apart from 5-minute ones, never more than the writes", () => {
   const usage = { input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7 };
   expect(anthropicUsageToUsage({ ...usage, cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 } })).toEqual({
-    inputTokens: 4020,
-    outputTokens: 7,
-    cacheReadTokens: 3000,
-    cacheWriteTokens: 1000,
-    cacheWrite1hTokens: 600,
+    input: 4020,
+    output: 7,
+    cache_read: 3000,
+    cache_write: 1000,
+    cache_write_1h: 600,
   });
   // A reply claiming more 1-hour writes than writes is held to the writes.
-  expect(anthropicUsageToUsage({ ...usage, cache_creation: { ephemeral_1h_input_tokens: 5000 } }).cacheWrite1hTokens).toBe(1000);
+  expect(anthropicUsageToUsage({ ...usage, cache_creation: { ephemeral_1h_input_tokens: 5000 } }).cache_write_1h).toBe(1000);
 });
 
 describe("web search", () => {
@@ -335,11 +335,11 @@ describe("web search", () => {
 
   test("the searches a reply reports are its hosted calls, whole or streamed", () => {
     expect(anthropicUsageToUsage({ input_tokens: 900, output_tokens: 7, server_tool_use: { web_search_requests: 2 } })).toEqual({
-      inputTokens: 900,
-      outputTokens: 7,
-      hostedCalls: 2,
+      input: 900,
+      output: 7,
+      hosted_call: 2,
     });
-    expect(anthropicUsageToUsage({ input_tokens: 9, output_tokens: 7 }).hostedCalls).toBeUndefined();
+    expect(anthropicUsageToUsage({ input_tokens: 9, output_tokens: 7 }).hosted_call).toBeUndefined();
     const decoder = new AnthropicStreamDecoder({ requestId: "r", model: "m", created: 1 });
     const events = [
       { type: "message_start", message: { usage: { input_tokens: 900, output_tokens: 1 } } },
@@ -351,6 +351,6 @@ describe("web search", () => {
       { type: "message_stop" },
     ];
     const piece = decoder.push(events.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join(""));
-    expect(piece.usage).toEqual({ inputTokens: 900, outputTokens: 7, hostedCalls: 2 });
+    expect(piece.usage).toEqual({ input: 900, output: 7, hosted_call: 2 });
   });
 });

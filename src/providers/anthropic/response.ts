@@ -1,6 +1,7 @@
 /** Anthropic Messages reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedParts } from "../../units.ts";
+import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
 import { parseUpstreamReply } from "../replyJson.ts";
 
@@ -57,16 +58,21 @@ const anthropicMessage = z.object({
  * 5-minute ones. Web searches (`server_tool_use.web_search_requests`) are billed per call.
  * @example anthropicUsageToUsage({ input_tokens: 20, cache_creation_input_tokens: 1000, cache_read_input_tokens: 3000, output_tokens: 7,
  *   cache_creation: { ephemeral_5m_input_tokens: 400, ephemeral_1h_input_tokens: 600 } })
- *   // { inputTokens: 4020, outputTokens: 7, cacheReadTokens: 3000, cacheWriteTokens: 1000, cacheWrite1hTokens: 600 }
+ *   // { input: 4020, output: 7, cache_read: 3000, cache_write: 1000, cache_write_1h: 600 }
  */
 export function anthropicUsageToUsage(usage: z.infer<typeof anthropicUsage>): Usage {
   const read = usage.cache_read_input_tokens ?? 0;
   const write = usage.cache_creation_input_tokens ?? 0;
   const write1h = usage.cache_creation?.ephemeral_1h_input_tokens ?? 0;
-  const bounded = boundedUsage((usage.input_tokens ?? 0) + write + read, usage.output_tokens ?? 0, read, write, write1h);
   const searches = usage.server_tool_use?.web_search_requests;
-  if (searches != null) bounded.hostedCalls = searches;
-  return bounded;
+  return boundedParts({
+    input: (usage.input_tokens ?? 0) + write + read,
+    output: usage.output_tokens ?? 0,
+    cache_read: read,
+    cache_write: write,
+    cache_write_1h: write1h,
+    ...(searches != null ? { hosted_call: searches } : {}),
+  });
 }
 
 /** @example anthropicStopToFinishReason("tool_use") // "tool_calls" */

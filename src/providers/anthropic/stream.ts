@@ -82,7 +82,7 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
           this.usage.input = event.message.usage;
           this.usage.output = event.message.usage.output_tokens ?? 0;
           this.usageSeen = true;
-          piece.inputTokensAtStart = this.current().inputTokens;
+          piece.inputTokensAtStart = this.current().input;
         }
         this.frame(piece, { role: "assistant", content: "" }, "");
         return;

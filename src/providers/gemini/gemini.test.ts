@@ -105,7 +105,7 @@ describe("response", () => {
   test("text, thoughts and a function call; thinking tokens billed as output", () => {
     const reply = adapter.chat!.parseChatResponse(fixture("gemini", "reply-tool-call.json"), context);
     if ("code" in reply) throw new Error(reply.message);
-    expect(reply.usage).toEqual({ inputTokens: 70, outputTokens: 50 });
+    expect(reply.usage).toEqual({ input: 70, output: 50 });
     const body = JSON.parse(reply.body);
     expect(body).toMatchObject({ id: "chatcmpl-req2", object: "chat.completion", model: "gemini-test", created: 1732000000 });
     const choice = body.choices[0];
@@ -125,7 +125,7 @@ describe("response", () => {
     );
     if ("code" in reply) throw new Error(reply.message);
     expect(JSON.parse(reply.body).choices[0].finish_reason).toBe("content_filter");
-    expect(reply.usage).toEqual({ inputTokens: 5, outputTokens: 0 });
+    expect(reply.usage).toEqual({ input: 5, output: 0 });
   });
 
   test("finish reasons and usage", () => {
@@ -135,8 +135,8 @@ describe("response", () => {
     expect(geminiFinishToFinishReason("SAFETY", false)).toBe("content_filter");
     expect(geminiFinishToFinishReason(undefined, false)).toBeNull();
     expect(geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })).toEqual({
-      inputTokens: 8,
-      outputTokens: 42,
+      input: 8,
+      output: 42,
     });
   });
 
@@ -169,7 +169,7 @@ describe.each([1, 17, 100_000])("stream decoder, fed %i characters at a time", (
     expect(chunks.at(-1)!.choices).toEqual([]);
     expect(chunks.at(-1)!.usage).toEqual({ prompt_tokens: 8, completion_tokens: 7, total_tokens: 15 });
     expect(out.frames.filter((f) => f.usageOnly)).toHaveLength(1);
-    expect(out.usage).toEqual({ inputTokens: 8, outputTokens: 7 });
+    expect(out.usage).toEqual({ input: 8, output: 7 });
   });
 
   test("a function call arrives whole as one tool call chunk; thinking tokens billed", () => {
@@ -180,7 +180,7 @@ describe.each([1, 17, 100_000])("stream decoder, fed %i characters at a time", (
     ]);
     expect(chunksOf(out).at(-2)!.choices[0]!.finish_reason).toBe("tool_calls");
     expect(out.frames.map((f) => f.text).join("")).toBe('{"city":"Tehran"}');
-    expect(out.usage).toEqual({ inputTokens: 61, outputTokens: 59 });
+    expect(out.usage).toEqual({ input: 61, output: 59 });
   });
 
   test("thought parts are reasoning, thoughtsTokenCount is output", () => {
@@ -189,7 +189,7 @@ describe.each([1, 17, 100_000])("stream decoder, fed %i characters at a time", (
     expect(chunks.map((c) => c.choices[0]?.delta.reasoning_content ?? "").join("")).toContain("Multiplying");
     expect(chunks.map((c) => c.choices[0]?.delta.content ?? "").join("")).toBe("27 × 453 = 12,231");
     expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe("length");
-    expect(out.usage).toEqual({ inputTokens: 12, outputTokens: 138 });
+    expect(out.usage).toEqual({ input: 12, output: 138 });
   });
 
   test("an error event becomes a failure after the frames before it", () => {

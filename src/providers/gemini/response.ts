@@ -1,6 +1,7 @@
 /** Gemini generateContent reply → OpenAI `chat.completion`, with its usage. */
 import { z } from "zod";
-import { boundedUsage, completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
+import { boundedParts } from "../../units.ts";
+import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../types.ts";
 import { parseUpstreamReply } from "../replyJson.ts";
 
@@ -39,15 +40,14 @@ export type GeminiReply = z.infer<typeof geminiReply>;
  * includes `cachedContentTokenCount`, the part read from a context cache (priced apart).
  *
  * @example geminiUsageToOpenAI({ promptTokenCount: 8, candidatesTokenCount: 12, thoughtsTokenCount: 30 })
- *   // { inputTokens: 8, outputTokens: 42 }
+ *   // { input: 8, output: 42 }
  */
 export function geminiUsageToOpenAI(usage: z.infer<typeof geminiUsage>): Usage {
-  return boundedUsage(
-    (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
-    (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
-    usage.cachedContentTokenCount ?? 0,
-    0,
-  );
+  return boundedParts({
+    input: (usage.promptTokenCount ?? 0) + (usage.toolUsePromptTokenCount ?? 0),
+    output: (usage.candidatesTokenCount ?? 0) + (usage.thoughtsTokenCount ?? 0),
+    cache_read: usage.cachedContentTokenCount ?? 0,
+  });
 }
 
 /** @example geminiFinishToFinishReason("MAX_TOKENS", false) // "length" */

@@ -1,6 +1,6 @@
 /** Reads OpenAI-style chat completion replies. */
 import { z } from "zod";
-import { boundedUsage } from "../chatShape.ts";
+import { boundedParts } from "../../units.ts";
 import type { ChatReply, Usage, UpstreamFailure } from "../types.ts";
 import { parseUpstreamReply } from "../replyJson.ts";
 
@@ -18,10 +18,14 @@ const chatCompletion = z.object({
 /**
  * `prompt_tokens` counts the whole prompt, `cached_tokens` the part of it read from OpenAI's cache.
  * @example openAIUsageToUsage({ prompt_tokens: 2000, completion_tokens: 5, prompt_tokens_details: { cached_tokens: 1536 } })
- *   // { inputTokens: 2000, outputTokens: 5, cacheReadTokens: 1536 }
+ *   // { input: 2000, output: 5, cache_read: 1536 }
  */
 export function openAIUsageToUsage(usage: z.infer<typeof openAIUsage>): Usage {
-  return boundedUsage(usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details?.cached_tokens ?? 0, 0);
+  return boundedParts({
+    input: usage.prompt_tokens,
+    output: usage.completion_tokens,
+    cache_read: usage.prompt_tokens_details?.cached_tokens ?? 0,
+  });
 }
 
 /** The reply is relayed as the upstream wrote it; only its usage is read. */

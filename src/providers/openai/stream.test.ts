@@ -28,13 +28,13 @@ describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a ti
     expect(`${out.frames.map((f) => `data: ${f.data}\n\n`).join("")}data: [DONE]\n\n`).toBe(text);
     expect(out.frames.map((f) => f.usageOnly)).toEqual([false, false, false, false, false, true]);
     expect(out.frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
-    expect(out.usage).toEqual({ inputTokens: 9, outputTokens: 7 });
+    expect(out.usage).toEqual({ input: 9, output: 7 });
   });
 
   test("counts tool calls' names and arguments as delivered text", () => {
     const out = decode(fixture("tool-calls.sse"), size);
     expect(out.frames.map((f) => f.text).join("")).toBe('get_weather{"city":"Tehran"}');
-    expect(out.usage).toEqual({ inputTokens: 61, outputTokens: 15 });
+    expect(out.usage).toEqual({ input: 61, output: 15 });
   });
 
   test("turns an error event into a failure and keeps the frames before it", () => {
@@ -49,7 +49,7 @@ describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a ti
     const out = decode(fixture("vllm-continuous-usage.sse"), size);
     expect(out.frames).toHaveLength(3);
     expect(out.frames.every((f) => !f.usageOnly)).toBe(true);
-    expect(out.usage).toEqual({ inputTokens: 12, outputTokens: 2 });
+    expect(out.usage).toEqual({ input: 12, output: 2 });
     expect(out.done).toBe(true);
   });
 });

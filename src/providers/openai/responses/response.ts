@@ -29,7 +29,7 @@ export const responsesObject = z.looseObject({
 });
 
 export function responsesUsageToUsage(usage: z.infer<typeof responsesUsage>): Usage {
-  return { inputTokens: usage.input_tokens, outputTokens: usage.output_tokens };
+  return { input: usage.input_tokens, output: usage.output_tokens };
 }
 
 /** @example responsesStatusToFinishReason("incomplete", "max_output_tokens", false) // "length" */

@@ -83,7 +83,7 @@ describe("responsesToOpenAIResponse", () => {
     expect(responseProblems(response)).toEqual([]);
     const reply = responsesToOpenAIResponse(JSON.stringify(response), context);
     if ("code" in reply) throw new Error(reply.message);
-    expect(reply.usage).toEqual({ inputTokens: 61, outputTokens: 15 });
+    expect(reply.usage).toEqual({ input: 61, output: 15 });
     expect(JSON.parse(reply.body).choices[0]).toMatchObject({
       message: {
         content: null,
@@ -114,8 +114,8 @@ describe("ResponsesStreamDecoder", () => {
     const { frames, chunks, end } = decode("responses-text.sse", size);
     expect(frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
     expect(chunks.flatMap((c) => c.choices.map((ch: any) => ch.finish_reason)).filter(Boolean)).toEqual(["stop"]);
-    expect(frames.at(-1)).toMatchObject({ usageOnly: true, usage: { inputTokens: 12, outputTokens: 8 } });
-    expect(end).toMatchObject({ done: true, usage: { inputTokens: 12, outputTokens: 8 } });
+    expect(frames.at(-1)).toMatchObject({ usageOnly: true, usage: { input: 12, output: 8 } });
+    expect(end).toMatchObject({ done: true, usage: { input: 12, output: 8 } });
   });
 
   test("a function call: the call opens with its id and name, its arguments arrive in pieces, finish tool_calls", () => {
