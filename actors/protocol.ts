@@ -8,7 +8,7 @@ import type { Rpc, Topic } from "../src/bus/bus.ts";
 import { BACKENDS_PER_POOL_MAX } from "../src/config.ts";
 import { failureSchema } from "../src/errors.ts";
 import { bigintJson } from "../src/json.ts";
-import { unitMap, withUnitMaps } from "../src/units.ts";
+import { unitMap, withFlatFields, withUnitMaps } from "../src/units.ts";
 
 const micro = bigintJson;
 const units = micro.refine((v) => v >= 0n, "must not be negative");
@@ -114,7 +114,7 @@ export const extendReply = z.union([
 export type ExtendReply = z.infer<typeof extendReply>;
 
 export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request: admitTicket, reply: admitReply };
-export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply };
+export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply, wire: withFlatFields };
 export const EXTEND: Rpc<ExtendTicket, ExtendReply> = { name: "key.extend", request: extendTicket, reply: extendReply };
 
 /** Asks every key actor of an account, on every node, to give back the unused part of its lease. */

@@ -1,6 +1,18 @@
 import { describe, expect, test } from "bun:test";
 import { pricedUsage } from "./admission/admission.ts";
-import { boundedParts, costOf, splitParts, tokensOf, UNIT_NAMES, UNITS, withParts, withUnitMaps, type Counts } from "./units.ts";
+import {
+  boundedParts,
+  costOf,
+  splitParts,
+  tokensOf,
+  UNIT_NAMES,
+  UNITS,
+  withParts,
+  withFlatFields,
+  withUnitMaps,
+  type Counts,
+} from "./units.ts";
+import { encodeJson } from "./json.ts";
 
 /** The pricing the units replace, written out component by component: the reference the loop must match exactly. */
 function pricedByHand(
@@ -107,5 +119,18 @@ describe("units", () => {
     expect(Object.keys(read.usage!)).toEqual([...UNIT_NAMES]);
     const maps = { requestId: "r", usage: { input: "1" }, prices: { input: "2" } };
     expect(withUnitMaps(maps)).toBe(maps);
+  });
+
+  test("a message written for both releases: this one reads its maps, the previous one its flat fields", () => {
+    const sent = JSON.parse(
+      encodeJson(withFlatFields({ requestId: "r", usage: { input: 4020n, cache_read: 3000n }, prices: { input: 5n, cache_read: 1n } })),
+    ) as Record<string, unknown>;
+    // This release: the maps, as sent.
+    expect(withUnitMaps(sent)).toMatchObject({ usage: { input: "4020", cache_read: "3000" }, prices: { input: "5", cache_read: "1" } });
+    // The previous release read the flat fields (required: input and output), every unit's pair.
+    for (const unit of UNIT_NAMES) {
+      expect(sent[`${UNITS[unit].field}Units`]).toBe({ input: "4020", cache_read: "3000" }[unit as string] ?? "0");
+      expect(sent[`${UNITS[unit].field}PricePer1m`]).toBe({ input: "5", cache_read: "1" }[unit as string] ?? "0");
+    }
   });
 });

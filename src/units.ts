@@ -199,3 +199,15 @@ export function toFields(usage: Usage, prices: Prices): Record<UnitsField | Pric
   }
   return flat;
 }
+
+/**
+ * A message with its maps also written as the old flat fields (strings), so that a node of the
+ * previous release, which reads only those, still posts and settles it during a rolling upgrade;
+ * this release reads the maps (withUnitMaps leaves a message with `usage` as it is). To be dropped
+ * in the release after this one.
+ * @example withFlatFields({ requestId: "r", usage: { input: 3n }, prices: { input: 2n } })
+ *   // { requestId: "r", usage: { input: 3n }, prices: { input: 2n }, inputUnits: 3n, inputPricePer1m: 2n, outputUnits: 0n, … }
+ */
+export function withFlatFields<T extends { usage: Usage; prices: Prices }>(message: T): T {
+  return { ...message, ...toFields(message.usage, message.prices) };
+}

@@ -11,6 +11,8 @@ export interface Rpc<Req, Res> {
   name: string;
   request: z.ZodType<Req, unknown>;
   reply: z.ZodType<Res, unknown>;
+  /** The request as it is sent to another process, when it differs from the value (a field kept for older nodes). */
+  wire?: (request: Req) => unknown;
 }
 
 /** A one-way message kind (events, statistics). */

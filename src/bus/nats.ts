@@ -101,7 +101,7 @@ export class NatsBus implements Bus {
     if (handler) return handler(msg);
     let reply: Msg;
     try {
-      reply = await this.nc.request(subject, encoder.encode(encodeJson(msg)), {
+      reply = await this.nc.request(subject, encoder.encode(encodeJson(rpc.wire ? rpc.wire(msg) : msg)), {
         timeout: options.timeoutMs ?? REQUEST_TIMEOUT_MS_DEFAULT,
       });
     } catch (error) {

@@ -45,6 +45,7 @@ import { sqlReason } from "../db/client.ts";
 import { deadLetterMalformed, deadLetterRecords, ledgerSink, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
 import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
+import { withFlatFields } from "../units.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
 export const USAGE_MESSAGE_BYTES_MAX = 512 * 1024;
@@ -170,7 +171,7 @@ function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] 
   let bytes = 2;
   const close = () => out.push({ data: `[${encoded.join(",")}]`, records: part });
   for (const record of batch) {
-    const json = encodeJson(record);
+    const json = encodeJson(withFlatFields(record));
     if (part.length > 0 && bytes + json.length + 1 > USAGE_MESSAGE_BYTES_MAX) {
       close();
       part = [];
@@ -217,7 +218,7 @@ export class JetStreamUsageSink implements UsageSink {
     this.confirmations = new UsageConfirmations(
       db,
       {
-        publish: (records, msgId) => this.publish(encodeJson(records), msgId),
+        publish: (records, msgId) => this.publish(encodeJson(records.map(withFlatFields)), msgId),
         messageIdAt: async (seq) => {
           const stored = await this.jsm.streams.getMessage(this.stream, { seq }).catch(() => null);
           return stored?.header?.get("Nats-Msg-Id") ?? null;
