@@ -189,14 +189,14 @@ const count = (value: number) => Math.round(value).toLocaleString("en-US");
 
 function figuresTable(rows: Row[]): string {
   const lines = [
-    "| Target | Sent | Served | req/s | all p50 / p99 / max ms | chat p50 / p99 / max ms | stream p50 / p99 / max ms | stream TTFB p50 / p99 / max ms | embeddings p50 / p99 / max ms | left mid-stream (TTFB p50 ms) | Errors | server CPU ms per request | longest stall ms | CPU 0 busy | load generator CPU ms per request |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "| Target | Sent | Served | req/s | all p50 / p99 / max ms | chat p50 / p99 / max ms | stream p50 / p99 / max ms | stream TTFB p50 / p99 / max ms | embeddings p50 / p99 / max ms | left mid-stream (TTFB p50 ms) | Errors | server CPU ms per request | longest stall ms | memory guard's collections (pause ms) | CPU 0 busy | load generator CPU ms per request |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const row of rows) {
     const k = row.result.kinds;
     const triple = (f: { p50Ms: number; p99Ms: number; maxMs: number }) => `${ms(f.p50Ms)} / ${ms(f.p99Ms)} / ${ms(f.maxMs)}`;
     lines.push(
-      `| ${row.target} | ${count(row.result.sent)} | ${count(servedOf(row.result))} | ${count(rpsOf(row))} | ${triple(k.all!)} | ${triple(k.chat!)} | ${triple(k.stream!)} | ${ms(k.stream!.ttfbP50Ms)} / ${ms(k.stream!.ttfbP99Ms)} / ${ms(k.stream!.ttfbMaxMs)} | ${triple(k.embeddings!)} | ${count(k.leave!.ok)} (${ms(k.leave!.ttfbP50Ms)}) | ${count(errorsOf(row))} | ${ms(cpuMsPerRequest(row))} | ${row.readings.stallMaxMs === null ? "—" : ms(row.readings.stallMaxMs)} | ${Math.round(row.readings.cpu0Busy * 100)}% | ${ms(row.result.loadCpuMs / Math.max(1, row.result.sent))} |`,
+      `| ${row.target} | ${count(row.result.sent)} | ${count(servedOf(row.result))} | ${count(rpsOf(row))} | ${triple(k.all!)} | ${triple(k.chat!)} | ${triple(k.stream!)} | ${ms(k.stream!.ttfbP50Ms)} / ${ms(k.stream!.ttfbP99Ms)} / ${ms(k.stream!.ttfbMaxMs)} | ${triple(k.embeddings!)} | ${count(k.leave!.ok)} (${ms(k.leave!.ttfbP50Ms)}) | ${count(errorsOf(row))} | ${ms(cpuMsPerRequest(row))} | ${row.readings.stallMaxMs === null ? "—" : ms(row.readings.stallMaxMs)} | ${row.readings.gcForced === null ? "—" : `${row.readings.gcForced} (${ms(row.readings.gcPauseMs ?? 0)})`} | ${Math.round(row.readings.cpu0Busy * 100)}% | ${ms(row.result.loadCpuMs / Math.max(1, row.result.sent))} |`,
     );
   }
   return lines.join("\n");

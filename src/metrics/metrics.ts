@@ -1,17 +1,18 @@
 /**
- * Prometheus metrics (prom-client, one registry per gateway so that several can share a
- * process). Per request only counters and histograms are touched; everything that is state
- * (in-flight, breakers, leases, holds, usage lag, NATS) is read when Prometheus scrapes. Labels
- * carry model, backend, operation, status and key class (a concurrency tier): never a key, an
- * account or message content.
+ * Prometheus metrics (one registry per gateway so that several can share a process). Per request
+ * only counters and histograms are touched, and those through series bound once per (operation,
+ * model, backend, status) (bound.ts); everything that is state (in-flight, breakers, leases, holds,
+ * usage lag, NATS) is read by prom-client when Prometheus scrapes. Labels carry model, backend,
+ * operation, status and key class (a concurrency tier): never a key, an account or message content.
  */
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import type { Backend } from "../../actors/pool/backend.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 import type { MemoryGuardStats } from "../memory.ts";
 import { backgroundFailures } from "../background.ts";
-import { UNIT_NAMES, UNITS, type Counts } from "../units.ts";
+import { UNIT_NAMES, UNITS, type Counts, type Unit } from "../units.ts";
+import { BoundCounter, BoundHistogram, type CounterCell, type HistogramCell, SERIES_MAX } from "./bound.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
@@ -82,68 +83,67 @@ export interface MetricSources {
   eventLoop?: () => { stallMaxMs: number };
 }
 
+/** The priced units counted as tokens: darvaze_tokens_total's `direction`. */
+const TOKEN_UNITS: readonly Unit[] = UNIT_NAMES.filter((unit) => UNITS[unit].tokens);
+
+/** The series one (operation, model, backend, status) adds to at a request's end. */
+interface RequestCells {
+  requests: CounterCell;
+  duration: HistogramCell;
+  ttft: HistogramCell;
+  tpot: HistogramCell;
+  /** One series per token unit (UNITS' `tokens`). */
+  tokens: Partial<Record<Unit, CounterCell>>;
+  cost: CounterCell;
+  writeOff: CounterCell;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   /** Cumulative counts for the live pool snapshot (snapshot.ts). */
   readonly traffic = new Traffic();
-  private readonly requests: Counter<"operation" | "model" | "backend" | "status">;
-  private readonly duration: Histogram<"operation" | "model">;
-  private readonly ttft: Histogram<"model" | "backend">;
-  private readonly tpot: Histogram<"model" | "backend">;
-  private readonly tokens: Counter<"model" | "direction">;
-  private readonly cost: Counter<"model">;
-  private readonly writeOff: Counter<"model" | "backend">;
+  private readonly requests = new BoundCounter(
+    "darvaze_requests_total",
+    "Requests answered, by operation, model, backend and HTTP status.",
+    ["operation", "model", "backend", "status"],
+  );
+  private readonly duration = new BoundHistogram(
+    "darvaze_request_duration_seconds",
+    "Time from a request's arrival to its settlement.",
+    ["operation", "model"],
+    DURATION_BUCKETS_S,
+  );
+  private readonly ttft = new BoundHistogram(
+    "darvaze_time_to_first_token_seconds",
+    "Streams: time from the request's arrival to its first token.",
+    ["model", "backend"],
+    TTFT_BUCKETS_S,
+  );
+  private readonly tpot = new BoundHistogram(
+    "darvaze_time_per_output_token_seconds",
+    "Streams: mean time between output tokens after the first.",
+    ["model", "backend"],
+    TPOT_BUCKETS_S,
+  );
+  private readonly tokens = new BoundCounter(
+    "darvaze_tokens_total",
+    "Tokens billed, by priced unit (input: prompt tokens not priced as cache reads or writes; cache_read, cache_write, cache_write_1h: prompt tokens read from or written to the vendor's cache; output).",
+    ["model", "direction"],
+  );
+  private readonly cost = new BoundCounter("darvaze_cost_micro_toman_total", "Micro-toman charged to wallets.", ["model"]);
+  private readonly writeOff = new BoundCounter(
+    "darvaze_write_off_micro_toman_total",
+    "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
+    ["model", "backend"],
+  );
+  /** Each (operation, model, backend, status) seen, its series bound; at most SERIES_MAX kept. */
+  private readonly cells = new Map<string, RequestCells>();
   private readonly usageClamped: Counter<"model" | "backend" | "part">;
   private readonly usageRaised: Counter<"model" | "backend" | "part">;
   private readonly invariantBroken: Counter<"invariant">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: "darvaze_requests_total",
-      help: "Requests answered, by operation, model, backend and HTTP status.",
-      labelNames: ["operation", "model", "backend", "status"],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: "darvaze_request_duration_seconds",
-      help: "Time from a request's arrival to its settlement.",
-      labelNames: ["operation", "model"],
-      buckets: DURATION_BUCKETS_S,
-      registers,
-    });
-    this.ttft = new Histogram({
-      name: "darvaze_time_to_first_token_seconds",
-      help: "Streams: time from the request's arrival to its first token.",
-      labelNames: ["model", "backend"],
-      buckets: TTFT_BUCKETS_S,
-      registers,
-    });
-    this.tpot = new Histogram({
-      name: "darvaze_time_per_output_token_seconds",
-      help: "Streams: mean time between output tokens after the first.",
-      labelNames: ["model", "backend"],
-      buckets: TPOT_BUCKETS_S,
-      registers,
-    });
-    this.tokens = new Counter({
-      name: "darvaze_tokens_total",
-      help: "Tokens billed, by priced unit (input: prompt tokens not priced as cache reads or writes; cache_read, cache_write, cache_write_1h: prompt tokens read from or written to the vendor's cache; output).",
-      labelNames: ["model", "direction"],
-      registers,
-    });
-    this.cost = new Counter({
-      name: "darvaze_cost_micro_toman_total",
-      help: "Micro-toman charged to wallets.",
-      labelNames: ["model"],
-      registers,
-    });
-    this.writeOff = new Counter({
-      name: "darvaze_write_off_micro_toman_total",
-      help: "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
-      labelNames: ["model", "backend"],
-      registers,
-    });
     this.usageClamped = new Counter({
       name: "darvaze_upstream_usage_clamped_total",
       help: "Upstream usage reports above the request's bounds (input above its cost value, output above the limit sent), clamped: by part (input, output, cache_write, hosted_calls).",
@@ -482,19 +482,18 @@ export class Metrics {
   }
 
   request(m: RequestMetric): void {
-    const backend = m.backend ?? "none";
-    this.requests.inc({ operation: m.operation, model: m.model, backend, status: String(m.status) });
-    this.duration.observe({ operation: m.operation, model: m.model }, m.durationMs / 1000);
-    if (m.ttftMs != null) this.ttft.observe({ model: m.model, backend }, m.ttftMs / 1000);
-    if (m.tpotMs != null) this.tpot.observe({ model: m.model, backend }, m.tpotMs / 1000);
+    const cells = this.cellsOf(m.operation, m.model, m.backend ?? "none", m.status);
+    cells.requests.value++;
+    this.duration.observe(cells.duration, m.durationMs / 1000);
+    if (m.ttftMs != null) this.ttft.observe(cells.ttft, m.ttftMs / 1000);
+    if (m.tpotMs != null) this.tpot.observe(cells.tpot, m.tpotMs / 1000);
     const tokens = m.unitTokens ?? { input: m.inputTokens, output: m.outputTokens };
-    for (const unit of UNIT_NAMES) {
+    for (const unit of TOKEN_UNITS) {
       const count = tokens[unit] ?? 0;
-      if (UNITS[unit].tokens && count > 0) this.tokens.inc({ model: m.model, direction: unit }, count);
+      if (count > 0) cells.tokens[unit]!.value += count;
     }
-    if (m.billedMicro > 0n) this.cost.inc({ model: m.model }, Number(m.billedMicro));
-    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro)
-      this.writeOff.inc({ model: m.model, backend }, Number(m.meteredMicro - m.billedMicro));
+    if (m.billedMicro > 0n) cells.cost.value += Number(m.billedMicro);
+    if (m.meteredMicro !== undefined && m.meteredMicro > m.billedMicro) cells.writeOff.value += Number(m.meteredMicro - m.billedMicro);
     this.traffic.add({
       model: m.model,
       backend: m.backend,
@@ -509,11 +508,31 @@ export class Metrics {
 
   /** Requests refused before they reached a backend (401, 402, 429, …). */
   refused(operation: string, model: string, status: number): void {
-    this.requests.inc({ operation, model, backend: "none", status: String(status) });
+    this.cellsOf(operation, model, "none", status).requests.value++;
+  }
+
+  private cellsOf(operation: string, model: string, backend: string, status: number): RequestCells {
+    const key = `${operation}\u0000${model}\u0000${backend}\u0000${status}`;
+    const found = this.cells.get(key);
+    if (found) return found;
+    const tokens: Partial<Record<Unit, CounterCell>> = {};
+    for (const unit of TOKEN_UNITS) tokens[unit] = this.tokens.bind({ model, direction: unit });
+    const cells: RequestCells = {
+      requests: this.requests.bind({ operation, model, backend, status: String(status) }),
+      duration: this.duration.bind({ operation, model }),
+      ttft: this.ttft.bind({ model, backend }),
+      tpot: this.tpot.bind({ model, backend }),
+      tokens,
+      cost: this.cost.bind({ model }),
+      writeOff: this.writeOff.bind({ model, backend }),
+    };
+    if (this.cells.size < SERIES_MAX) this.cells.set(key, cells);
+    return cells;
   }
 
   async exposition(): Promise<{ body: string; contentType: string }> {
-    return { body: await this.registry.metrics(), contentType: this.registry.contentType };
+    const bound = [this.requests, this.duration, this.ttft, this.tpot, this.tokens, this.cost, this.writeOff].map((f) => f.exposition());
+    return { body: `${await this.registry.metrics()}\n${bound.join("\n")}`, contentType: this.registry.contentType };
   }
 }
 
