@@ -18,8 +18,11 @@ import { BoundCounter, BoundHistogram, type CounterCell, type HistogramCell, SER
 const DURATION_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 /** Seconds to the first token: vLLM's own buckets' range, from cache hits to queued prompts. */
 const TTFT_BUCKETS_S = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 10, 20, 40];
+const TTFT_HELP = "Streams: time from the request's arrival to its first token.";
 /** Seconds per output token: 1 ms (small models) to 1 s (a host under heavy load). */
 const TPOT_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1];
+const TPOT_HELP = "Streams: mean time between output tokens after the first.";
+const BACKEND_LABELS = ["model", "backend"] as const;
 
 export interface RequestMetric {
   operation: string;
@@ -113,18 +116,8 @@ export class Metrics {
     ["operation", "model"],
     DURATION_BUCKETS_S,
   );
-  private readonly ttft = new BoundHistogram(
-    "darvaze_time_to_first_token_seconds",
-    "Streams: time from the request's arrival to its first token.",
-    ["model", "backend"],
-    TTFT_BUCKETS_S,
-  );
-  private readonly tpot = new BoundHistogram(
-    "darvaze_time_per_output_token_seconds",
-    "Streams: mean time between output tokens after the first.",
-    ["model", "backend"],
-    TPOT_BUCKETS_S,
-  );
+  private readonly ttft = new BoundHistogram("darvaze_time_to_first_token_seconds", TTFT_HELP, BACKEND_LABELS, TTFT_BUCKETS_S);
+  private readonly tpot = new BoundHistogram("darvaze_time_per_output_token_seconds", TPOT_HELP, BACKEND_LABELS, TPOT_BUCKETS_S);
   private readonly tokens = new BoundCounter(
     "darvaze_tokens_total",
     "Tokens billed, by priced unit (input: prompt tokens not priced as cache reads or writes; cache_read, cache_write, cache_write_1h: prompt tokens read from or written to the vendor's cache; output).",
@@ -134,7 +127,7 @@ export class Metrics {
   private readonly writeOff = new BoundCounter(
     "darvaze_write_off_micro_toman_total",
     "Micro-toman metered at list price but not charged: usage past what the wallet could cover, text past a stream's cut.",
-    ["model", "backend"],
+    BACKEND_LABELS,
   );
   /** Each (operation, model, backend, status) seen, its series bound; at most SERIES_MAX kept. */
   private readonly cells = new Map<string, RequestCells>();
