@@ -5,7 +5,9 @@
  * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then,
  * and how long each of the gateway's threads ran and waited for the CPU meanwhile (threads.ts).
  * `--env NAME=value` (repeatable) sets the gateway's environment, to see what a setting changes;
- * `--warmup` sets the seconds of requests before the measured ones. The gateway runs pinned to
+ * `--warmup` sets the seconds of requests before the measured ones; `--burst-seconds` first sends
+ * BURST_CLIENTS connections of requests with ~16 KB prompts for that long, so the measured seconds
+ * are the ones right after a burst (what the gateway's collector does then). The gateway runs pinned to
  * CPU 1 as in `bun run bench`; this client, the simulator, and with `--mode nats-pg` nats-server
  * and PostgreSQL, on CPU 0.
  */
@@ -31,6 +33,8 @@ const { values: flags } = parseArgs({
     profile: { type: "boolean", default: false },
     /** `NAME=value` for the gateway's environment (repeatable): to see what a setting changes. */
     env: { type: "string", multiple: true, default: [] },
+    /** Seconds of a burst (BURST_CLIENTS at once, ~16 KB prompts) before the warm-up; 0: none. */
+    "burst-seconds": { type: "string", default: "0" },
     /** Print only the summary, not every slow request. */
     summary: { type: "boolean", default: false },
   },
@@ -73,13 +77,31 @@ const body = JSON.stringify({
 });
 const headers = { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" };
 
-async function once(): Promise<void> {
-  const response = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers, body });
+/** Connections of the burst: the concurrency of `bun run bench`'s c=64 rows. */
+const BURST_CLIENTS = 64;
+const burstBody = JSON.stringify({
+  model: "gpt-4o-mini",
+  messages: [{ role: "user", content: "Summarise this. ".repeat(1_000) }],
+  max_tokens: 64,
+});
+
+async function once(requestBody = body): Promise<void> {
+  const response = await fetch(`${gateway.url}/v1/chat/completions`, { method: "POST", headers, body: requestBody });
   await response.arrayBuffer();
   if (!response.ok) throw new Error(`status ${response.status}`);
 }
 
 try {
+  const burstUntil = performance.now() + Number(flags["burst-seconds"]) * 1000;
+  let burstRequests = 0;
+  const burstClient = async () => {
+    while (performance.now() < burstUntil) {
+      await once(burstBody);
+      burstRequests++;
+    }
+  };
+  await Promise.all(Array.from({ length: BURST_CLIENTS }, burstClient));
+  if (burstRequests > 0) console.log(`burst: ${burstRequests} requests from ${BURST_CLIENTS} connections in ${flags["burst-seconds"]} s`);
   const warmUntil = performance.now() + Number(flags.warmup) * 1000;
   while (performance.now() < warmUntil) await once();
   const latencies: number[] = [];
