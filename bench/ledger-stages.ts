@@ -128,7 +128,6 @@ export const STAGE_RULES: readonly StageRule[] = [
       "post",
       "priced",
       "pricedUsage",
-      "usedTokens",
       "usedMicro",
       "hostedCallsBilled",
       "inputUnitsUnreported",
@@ -141,7 +140,7 @@ export const STAGE_RULES: readonly StageRule[] = [
     stage: "settle",
   },
   { file: "actors/key/host.ts", functions: ["settle"], stage: "settle" },
-  { file: "actors/protocol.ts", functions: ["pricedMicro"], stage: "settle" },
+  { file: "src/units.ts", functions: ["costOf", "tokensOf", "splitParts", "withUnitMaps"], stage: "settle" },
 
   // Prometheus counters and histograms (prom-client below them), the live view's counts.
   { file: "src/metrics/metrics.ts", stage: "metrics" },

@@ -101,8 +101,12 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect(row).toMatchObject({ source: "deliveries", sql_state: null, written_off_micro: "7" });
     expect(row!.reason).toContain(`max_deliver ${USAGE_DELIVERIES_MAX}`);
     expect(await written(record.requestId)).toBe(false);
-    const info = await jsm.consumers.info(stream, CONSUMER);
-    expect([info.num_pending, info.num_ack_pending]).toEqual([0, 0]);
+    // The message is terminated, not left to redeliver: its acknowledgement reaches the server
+    // after the dead letter is written, so it is awaited, not read once.
+    await until(async () => {
+      const info = await jsm.consumers.info(stream, CONSUMER);
+      return info.num_pending === 0 && info.num_ack_pending === 0;
+    }, DELIVERY_WAIT_MS_MAX);
     const dead = await jsm.streams.getMessage(deadLetterStreamName(prefix), { last_by_subj: subjects.usageDead });
     expect(dead.json<{ requestId: string; source: string }>()).toMatchObject({ requestId: record.requestId, source: "deliveries" });
   }, 30_000);
