@@ -5,7 +5,8 @@
  * `--slow-ms`, with the time it started, so a pause can be matched with what the gateway did then,
  * and how long each of the gateway's threads ran and waited for the CPU meanwhile (threads.ts).
  * `--env NAME=value` (repeatable) sets the gateway's environment, to see what a setting changes;
- * `--warmup` sets the seconds of requests before the measured ones. The gateway runs pinned to
+ * `--warmup` sets the seconds of requests before the measured ones; `--gateway-root <dir>` runs another
+ * checkout's gateway (an older release) against this one's simulator. The gateway runs pinned to
  * CPU 1 as in `bun run bench`; this client, the simulator, and with `--mode nats-pg` nats-server
  * and PostgreSQL, on CPU 0.
  */
@@ -33,6 +34,8 @@ const { values: flags } = parseArgs({
     env: { type: "string", multiple: true, default: [] },
     /** Print only the summary, not every slow request. */
     summary: { type: "boolean", default: false },
+    /** Another checkout whose `src/main.ts` is measured (bench/run.ts has the same flag). */
+    "gateway-root": { type: "string" },
   },
 });
 const mode = flags.mode === "nats-pg" || flags.mode === "bare" ? flags.mode : "embedded";
@@ -63,6 +66,7 @@ const gateway =
         upstreamUrl: sim.url,
         services: servicesDefaults,
         env: Object.fromEntries(flags.env.map(envPair)),
+        ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
         ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),
       });
 const body = JSON.stringify({
