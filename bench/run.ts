@@ -36,6 +36,10 @@ const { values: flags } = parseArgs({
     profile: { type: "boolean", default: false },
     rounds: { type: "string", default: "3" },
     only: { type: "string", multiple: true },
+    /** Only the workloads named exactly (`--rows 'chat c=1'`), the 1,000-keys row included. */
+    rows: { type: "string", multiple: true },
+    /** Another checkout whose `src/main.ts` the Darvaze targets run (an older release, say); simulator and harness stay this one's. */
+    "gateway-root": { type: "string" },
     /** Leave nats-server and PostgreSQL where the scheduler puts them (by default they are pinned to the load CPU). */
     "services-unpinned": { type: "boolean", default: false },
     /**
@@ -90,10 +94,26 @@ const modeSettings: Settings = flags.profile
         runSMax: 900 * rounds,
       };
 const START_WARMUP_S_MAX = 60;
-const settings: Settings =
+const startSettings: Settings =
   flags["start-warmup"] === undefined
     ? modeSettings
     : { ...modeSettings, startWarmupS: Math.min(START_WARMUP_S_MAX, Math.max(0, Number(flags["start-warmup"]) || 0)) };
+/** Every workload `--rows` may name, whatever the mode runs by default. */
+const namedWorkloads = [chat(1), chat(64), chat(256), stream(1), stream(64), manyKeys];
+const unknownRows = (flags.rows ?? []).filter((name) => !namedWorkloads.some((workload) => workload.name === name));
+if (unknownRows.length > 0) {
+  console.error(`bench: unknown --rows ${unknownRows.join(", ")}; known: ${namedWorkloads.map((w) => `'${w.name}'`).join(", ")}`);
+  process.exit(2);
+}
+/** --rows <names>: those workloads alone (one row run again and again, or profiled), in place of the mode's. */
+const chosenRow = (workload: Workload) => flags.rows === undefined || flags.rows.includes(workload.name);
+const settings: Settings =
+  flags.rows === undefined
+    ? startSettings
+    : { ...startSettings, workloads: namedWorkloads.filter((workload) => workload !== manyKeys && chosenRow(workload)) };
+const gatewayRoot = flags["gateway-root"];
+/** Where the Darvaze targets' `src/main.ts` comes from (`--gateway-root`), spread into startDarvaze's options. */
+const gatewayAt = gatewayRoot === undefined ? {} : { root: gatewayRoot };
 
 const basePinning = `${PINNING}; the peer gateway (Node) on CPU ${DARVAZE_NODE_CPUS[0]} too; with two Darvaze nodes, node 1 on CPU ${DARVAZE_NODE_CPUS[0]} and node 2 on CPU ${DARVAZE_NODE_CPUS[1]} (sharing it with the load generator and simulator: there is no third CPU), each node getting half the connections from its own wrk or half the SSE clients`;
 
@@ -142,10 +162,10 @@ async function measureAll(target: Target, measurements: Measurement[], extra: Wo
   }
 }
 
-function revision(): string {
-  const head = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { cwd: ROOT, stderr: "ignore" });
+function revision(root = ROOT): string {
+  const head = Bun.spawnSync(["git", "rev-parse", "--short", "HEAD"], { cwd: root, stderr: "ignore" });
   if (head.exitCode !== 0) return "uncommitted";
-  const dirty = Bun.spawnSync(["git", "status", "--porcelain"], { cwd: ROOT, stderr: "ignore" }).stdout.toString().trim() !== "";
+  const dirty = Bun.spawnSync(["git", "status", "--porcelain"], { cwd: root, stderr: "ignore" }).stdout.toString().trim() !== "";
   return head.stdout.toString().trim() + (dirty ? " + uncommitted changes" : "");
 }
 
@@ -174,13 +194,17 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
   const sim = await startSimulator({ outputTokens: 64 });
   const natsPg = (nodes: 1 | 2) => async () => {
     const reason = await servicesUnavailable(servicesDefaults);
-    return reason ?? startDarvaze({ mode: "nats-pg", nodes, upstreamUrl: sim.url, services: servicesDefaults });
+    return reason ?? startDarvaze({ mode: "nats-pg", nodes, upstreamUrl: sim.url, services: servicesDefaults, ...gatewayAt });
   };
   const targets: { label: string; start(): Promise<Target | string>; extra?: Workload[] }[] = [
     { label: CEILING, start: async () => ({ ...sim, stop: async () => {} }) },
     { label: BARE, start: () => startBareProxy(sim.url) },
     { label: "Portkey gateway (peer)", start: () => startPortkey(sim.url) },
-    { label: "Darvaze embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url }), extra: [manyKeys] },
+    {
+      label: "Darvaze embedded",
+      start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url, ...gatewayAt }),
+      extra: [manyKeys].filter(chosenRow),
+    },
     { label: "Darvaze NATS + PostgreSQL, 1 node", start: natsPg(1) },
     { label: "Darvaze NATS + PostgreSQL, 2 nodes", start: natsPg(2) },
   ];
@@ -220,6 +244,8 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
     ...(settings.mode === "full" ? [] : [`--${settings.mode}`]),
     ...(rounds === 3 ? [] : [`--rounds ${rounds}`]),
     ...(flags.only ?? []).map((word) => `--only '${word}'`),
+    ...(flags.rows ?? []).map((name) => `--rows '${name}'`),
+    ...(gatewayRoot === undefined ? [] : [`--gateway-root ${gatewayRoot}`]),
     ...(flags["services-unpinned"] ? ["--services-unpinned"] : []),
     ...(flags["start-warmup"] === undefined ? [] : [`--start-warmup ${settings.startWarmupS}`]),
   ];
@@ -229,7 +255,7 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
       startedAt,
       mode: settings.mode,
       command,
-      revision: revision(),
+      revision: gatewayRoot === undefined ? revision() : `gateway ${revision(gatewayRoot)}, harness and simulator ${revision()}`,
       pinning,
       durations: `${settings.startWarmupS > 0 ? `each target, once started, runs every workload for ${settings.startWarmupS} s before the first measurement; ` : "targets measured cold (no start-up warm-up); "}${settings.measureS} s per measurement after a ${settings.warmupS} s warm-up at the same concurrency; wrk -t1; ${rounds} rounds, the targets in turn each round (each row is the round with the median req/s, ranges are over the rounds)`,
       machine: machine(),
@@ -256,7 +282,12 @@ async function runProfile(): Promise<void> {
   mkdirSync(outDir, { recursive: true });
   const name = `darvaze-embedded-${new Date().toISOString().replaceAll(":", "").slice(0, 15)}`;
   const sim = await startSimulator({ outputTokens: 64 });
-  const gateway = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url, cpuProfile: { dir: outDir, name } });
+  const gateway = await startDarvaze({
+    mode: "embedded",
+    upstreamUrl: sim.url,
+    cpuProfile: { dir: outDir, name },
+    ...gatewayAt,
+  });
   const measurements: Measurement[] = [];
   try {
     await measureAll(gateway, measurements);

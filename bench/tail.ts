@@ -7,7 +7,8 @@
  * `--env NAME=value` (repeatable) sets the gateway's environment, to see what a setting changes;
  * `--warmup` sets the seconds of requests before the measured ones; `--burst-seconds` first sends
  * BURST_CLIENTS connections of requests with ~16 KB prompts for that long, so the measured seconds
- * are the ones right after a burst (what the gateway's collector does then). The gateway runs pinned to
+ * are the ones right after a burst (what the gateway's collector does then); `--gateway-root <dir>`
+ * runs another checkout's gateway (an older release) against this one's simulator. The gateway runs pinned to
  * CPU 1 as in `bun run bench`; this client, the simulator, and with `--mode nats-pg` nats-server
  * and PostgreSQL, on CPU 0.
  */
@@ -37,6 +38,8 @@ const { values: flags } = parseArgs({
     "burst-seconds": { type: "string", default: "0" },
     /** Print only the summary, not every slow request. */
     summary: { type: "boolean", default: false },
+    /** Another checkout whose `src/main.ts` is measured (bench/run.ts has the same flag). */
+    "gateway-root": { type: "string" },
   },
 });
 const mode = flags.mode === "nats-pg" || flags.mode === "bare" ? flags.mode : "embedded";
@@ -67,6 +70,7 @@ const gateway =
         upstreamUrl: sim.url,
         services: servicesDefaults,
         env: Object.fromEntries(flags.env.map(envPair)),
+        ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
         ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),
       });
 const body = JSON.stringify({

@@ -220,6 +220,8 @@ export interface DarvazeOptions {
   env?: Record<string, string>;
   /** How long each node may take to answer /health (default 20 s; a busy machine needs more). */
   readyTimeoutMs?: number;
+  /** The checkout whose `src/main.ts` runs (default this one): an older release measured by this harness. */
+  root?: string;
 }
 
 /** `src/main.ts` as a process routing every model to `upstreamUrl`, with a funded key. */
@@ -291,7 +293,7 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
       const child = spawnPinned({
         label: `darvaze (${options.mode}, node ${i + 1})`,
         cpu,
-        cmd: ["bun", ...profileFlags, "run", ...(options.bunFlags ?? []), join(ROOT, "src/main.ts")],
+        cmd: ["bun", ...profileFlags, "run", ...(options.bunFlags ?? []), join(options.root ?? ROOT, "src/main.ts")],
         env: { ...env, PORT: String(port), DARVAZE_DATA: join(folder, `data-${i + 1}`) },
       });
       cleanups.push(() => child.stop());

@@ -75,7 +75,8 @@ export async function enter(deps: Pick<EdgeDeps, "env" | "keys">, credentials: C
   // The database being away (a key not yet cached) is a 503 to retry, not an internal error.
   const key = await deps.keys.authenticate(credentials.key).catch(() => KEYS_UNAVAILABLE);
   if ("code" in key) return key;
-  const outside = addressRefusal(key, credentials.address?.() ?? null);
+  // Bun's requestIP builds a fresh address object: asked only when the key names addresses.
+  const outside = key.allowedIps === null ? null : addressRefusal(key, credentials.address?.() ?? null);
   if (outside) return outside;
   const region = residencyOf(credentials.residency, key);
   if (region !== undefined && typeof region !== "string") return region;
