@@ -122,16 +122,7 @@ export const STAGE_RULES: readonly StageRule[] = [
   { file: "src/operations/chat/unreported.ts", stage: "settle" },
   {
     file: "src/admission/admission.ts",
-    functions: [
-      "settle",
-      "bounded",
-      "post",
-      "priced",
-      "pricedUsage",
-      "usedMicro",
-      "hostedCallsBilled",
-      "inputUnitsUnreported",
-    ],
+    functions: ["settle", "bounded", "post", "priced", "pricedUsage", "usedMicro", "hostedCallsBilled", "inputUnitsUnreported"],
     stage: "settle",
   },
   {
