@@ -43,7 +43,9 @@ test("a large count runs off the event loop: timers keep firing while it works",
   const count = await countTokens(text);
   clearInterval(timer);
   expect(count).toBeGreaterThan(400_000);
-  expect(ticks).toBeGreaterThan(3);
+  // Counted on this thread, the timer could not fire before the count's continuation clears it (0
+  // ticks); any tick proves the loop ran meanwhile. How many depends on the machine's speed.
+  expect(ticks).toBeGreaterThan(0);
 });
 
 const admission = (fairnessKey: string) => ({ purpose: "admission" as const, fairnessKey });
