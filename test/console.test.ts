@@ -369,6 +369,20 @@ suite("account area in a browser", () => {
     await page.keyboard.press("Enter");
     await ready("keys");
     await waitFor(`document.getElementById("status").textContent.includes("saved")`);
+    // The keys list that reloads after the revocation is held until the customer has signed out:
+    // a view still loading when another render began must not take the page back when it ends.
+    let releaseKeys = () => {};
+    const keysHeld = new Promise<void>((resolve) => {
+      releaseKeys = resolve;
+    });
+    let heldLists = 0;
+    await page.route("**/console/api/keys", async (route) => {
+      if (route.request().method() === "GET") {
+        heldLists++;
+        await keysHeld;
+      }
+      await route.continue();
+    });
     await tabTo("button.revoke");
     await page.keyboard.press("Enter");
     await waitFor(`!document.querySelector("button.revoke")`);
@@ -381,6 +395,14 @@ suite("account area in a browser", () => {
     // Sign out by keyboard; the sign-in page in English passes axe too.
     await tabTo("sign-out", { back: true });
     await page.keyboard.press("Enter");
+    await ready("signin");
+    expect(heldLists).toBe(1);
+    const listed = page.waitForResponse((r) => r.url().endsWith("/console/api/keys") && r.request().method() === "GET");
+    releaseKeys();
+    await listed;
+    await page.unroute("**/console/api/keys");
+    // A bounded negative check: the stale keys view had 1 s to mark the page as its own.
+    await Bun.sleep(1_000);
     await ready("signin");
     expect(await page.getAttribute("html", "lang")).toBe("en");
     await axe("signin-en");

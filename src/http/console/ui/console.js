@@ -134,7 +134,11 @@
     return new URLSearchParams(q);
   }
 
+  // Each render's number: a view still loading when another render began (a sign-out while the
+  // keys list reloads) must not mark the page as its own when it finishes.
+  let renders = 0;
   async function render(focus) {
+    const mine = ++renders;
     applyLang();
     const view = state.session ? currentView() : "signin";
     const builder = { signin: signInView, overview: overviewView, wallet: walletView, keys: keysView, usage: usageView, pricing: pricingView, security: securityView, receipt: receiptView }[view];
@@ -147,6 +151,7 @@
       showError(box, error.code ? error : { message: t("errors.view") });
       content.append(box);
     }
+    if (mine !== renders) return;
     main.dataset.view = view;
     main.dataset.ready = String(Date.now());
     if (focus) main.focus();
