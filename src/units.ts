@@ -62,6 +62,9 @@ export const UNIT_PRICE_KEYS: ReadonlyMap<string, Unit> = new Map(
   }),
 );
 
+/** The units counted as tokens (`tokens`): tokens-per-minute windows and the tokens metric's `direction`. */
+export const TOKEN_UNITS: readonly Unit[] = UNIT_NAMES.filter((unit) => UNITS[unit].tokens);
+
 /** Units used by unit (absent: none). */
 export type Usage = Partial<Record<Unit, bigint>>;
 /** Toman per 1M units by unit (absent: not priced apart). */
@@ -94,7 +97,7 @@ export function costOf(usage: Usage, prices: Prices): bigint {
 /** The token units of `usage` summed (what a tokens-per-minute window counts). */
 export function tokensOf(usage: Usage): bigint {
   let tokens = 0n;
-  for (const unit of UNIT_NAMES) if (UNITS[unit].tokens) tokens += usage[unit] ?? 0n;
+  for (const unit of TOKEN_UNITS) tokens += usage[unit] ?? 0n;
   return tokens;
 }
 

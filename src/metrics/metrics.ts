@@ -11,7 +11,7 @@ import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 import type { MemoryGuardStats } from "../memory.ts";
 import { backgroundFailures } from "../background.ts";
-import { UNIT_NAMES, UNITS, type Counts, type Unit } from "../units.ts";
+import { TOKEN_UNITS, type Counts, type Unit } from "../units.ts";
 import { BoundCounter, BoundHistogram, type CounterCell, type HistogramCell, SERIES_MAX } from "./bound.ts";
 
 /** Seconds: from a fast cached reply to a long generation. */
@@ -85,9 +85,6 @@ export interface MetricSources {
   /** The event loop's delays since the previous reading (loop.ts); reading starts a new window. */
   eventLoop?: () => { stallMaxMs: number };
 }
-
-/** The priced units counted as tokens: darvaze_tokens_total's `direction`. */
-const TOKEN_UNITS: readonly Unit[] = UNIT_NAMES.filter((unit) => UNITS[unit].tokens);
 
 /** The series one (operation, model, backend, status) adds to at a request's end. */
 interface RequestCells {
