@@ -117,8 +117,12 @@ export const ADMIT: Rpc<AdmitTicket, AdmitReply> = { name: "key.admit", request:
 export const SETTLE: Rpc<Settlement, SettleReply> = { name: "key.settle", request: settlement, reply: settleReply, wire: withFlatFields };
 export const EXTEND: Rpc<ExtendTicket, ExtendReply> = { name: "key.extend", request: extendTicket, reply: extendReply };
 
-/** Asks every key actor of an account, on every node, to give back the unused part of its lease. */
-export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.string() });
+/**
+ * Asks every node to give back the unused part of its leases of an account. `fromHost` names the
+ * asking node, which keeps its own; a recall without it (a node of the previous release) is
+ * answered by every node, the asker's included.
+ */
+export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.string(), fromHost: z.string().max(64).optional() });
 export type WalletRecall = z.infer<typeof walletRecall>;
 export const WALLET_RECALLS: Topic<WalletRecall> = { name: "wallet.recall", schema: walletRecall };
 

@@ -72,9 +72,10 @@ export const STAGE_RULES: readonly StageRule[] = [
   },
   {
     file: "actors/key/actor.ts",
-    functions: ["admit", "take", "room", "leaseSize", "openLease", "checkMonthlyCap", "capRoom"],
+    functions: ["admit", "checkLimits", "checkMonthlyCap", "capRoom"],
     stage: "admit",
   },
+  { file: "actors/key/purse.ts", functions: ["reserve", "take", "room", "leaseSize", "openLease"], stage: "admit" },
   { file: "actors/key/host.ts", functions: ["admit", "actor"], stage: "admit" },
   { file: "actors/key/window.ts", stage: "admit" },
   { file: "actors/key/permits.ts", stage: "admit" },
@@ -127,9 +128,10 @@ export const STAGE_RULES: readonly StageRule[] = [
   },
   {
     file: "actors/key/actor.ts",
-    functions: ["settle", "rememberSettled", "recordSpend", "coverOverrun", "retire", "shrink", "close"],
+    functions: ["settle", "rememberSettled", "recordSpend", "coverOverrun"],
     stage: "settle",
   },
+  { file: "actors/key/purse.ts", functions: ["settled", "coverOverrun", "retire", "shrink", "close", "signal"], stage: "settle" },
   { file: "actors/key/host.ts", functions: ["settle"], stage: "settle" },
   { file: "src/units.ts", functions: ["costOf", "tokensOf", "splitParts", "withUnitMaps"], stage: "settle" },
 

@@ -142,10 +142,10 @@ export const envSchema = z
         "`true` adds each request's prompt and completion (up to 16,384 characters each) to its access line, and nowhere else. Off by default (they are the customers'): for debugging with the customer's consent only.",
       ),
     LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000).describe(
-      "Life of a key actor's lease (its hold on the wallet); admission from it stops at half. A crashed node's leased money is back after this.",
+      "Life of a lease (a node's hold on an account's wallet, which every key of the account on that node draws from); admission from it stops at half. A crashed node's leased money is back after this.",
     ),
     KEY_IDLE_MS: intFromEnv(30_000, 1_000, 3_600_000).describe(
-      "A key with no request for this long gives its lease back (the held money is the wallet's again); the idle sweep runs every 5 s, or this often when shorter. A failed give-back (the database away) is tried again by the next sweep.",
+      "An account with no request on a node for this long has that node give its leases back (the held money is the wallet's again); the idle sweep runs every 5 s, or this often when shorter. A failed give-back (the database away) is tried again by the next sweep.",
     ),
     USAGE_FLUSH_MS: intFromEnv(100, 1, 5_000).describe(
       "Usage records are written in batches at most this long after a request ends: the most a crash loses.",

@@ -4,6 +4,7 @@
  *   held_covers_charged     a request is never charged more than its hold covers
  *   in_flight_non_negative  a backend's requests in flight never go below zero
  *   lease_outstanding_non_negative  a lease never has less than nothing outstanding
+ *   lease_covers_charged    a lease's charges and outstanding reserves never pass its hold
  *   settled_once            an admission is settled once, never again
  *
  * A broken invariant is a bug, not an operating error. Under test (`NODE_ENV=test`, which
@@ -13,7 +14,12 @@
  * settlement refused.
  */
 
-export type InvariantName = "held_covers_charged" | "in_flight_non_negative" | "lease_outstanding_non_negative" | "settled_once";
+export type InvariantName =
+  | "held_covers_charged"
+  | "in_flight_non_negative"
+  | "lease_outstanding_non_negative"
+  | "lease_covers_charged"
+  | "settled_once";
 
 export class InvariantBroken extends Error {
   constructor(

@@ -25,6 +25,7 @@ import { describeWith } from "../../test/services.ts";
 interface Rig {
   db: Db;
   host: KeyActorHost;
+  server: Bus;
   client: Bus;
   subjects: ReturnType<typeof buildSubjects>;
   keys: KeyStore;
@@ -55,6 +56,7 @@ async function rig(buses: () => Promise<{ server: Bus; client: Bus }>): Promise<
   return {
     db,
     host,
+    server,
     client,
     subjects,
     keys,
@@ -318,6 +320,88 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     }
     await r.host.releaseAll();
     expect(await wallet(k)).toEqual({ balanceMicro: 3_000_000_000n - 270_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: keys of one account share this node's lease: another key's first request touches no database`, async () => {
+    const k = await keyWith(r, 10_000_000_000n);
+    const first = await admit(k, "p1", 1_000n);
+    if (!first.ok) throw new Error("not admitted");
+    const { record } = await r.keys.create(k.accountId, "second", { concurrencyMax: 2 });
+    const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+    await r.keys.get(k2.keyId); // cached, as the edge's authentication leaves it
+    const rows = r.db.rows;
+    r.db.rows = () => Promise.reject(new Error("connection refused"));
+    let second: Awaited<ReturnType<typeof admit>>;
+    try {
+      second = await admit(k2, "p2", 1_000n);
+    } finally {
+      r.db.rows = rows;
+    }
+    expect(second.ok ? second.holdId : second.failure.code).toBe(first.holdId);
+    if (!second.ok) return;
+    await settle({ ...settlementFor(k, first.holdId, "p1", 0n, 1_000n), usage: { input: 0n, output: 0n } });
+    await settle({ ...settlementFor(k2, second.holdId, "p2", 0n, 1_000n), usage: { input: 0n, output: 0n } });
+    await r.host.releaseAll();
+    expect(await wallet(k)).toEqual({ balanceMicro: 10_000_000_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: a node short of money has another node's lease of the account recalled, and waits for it`, async () => {
+    const k = await keyWith(r, 1_500_000_000n); // 1,500 toman: another node leases 1,000 of it
+    const other = new KeyActorHost({ db: r.db, keys: r.keys, writer: r.writer, log: silentLogger }, (recall) =>
+      r.server.publish(WALLET_RECALLS, r.subjects.walletRecalls, recall),
+    );
+    const unserve = other.serve(r.server, r.subjects, []); // recalls only: every admission here goes to r.host
+    await r.server.flush();
+    try {
+      const { record } = await r.keys.create(k.accountId, "elsewhere", { concurrencyMax: 2 });
+      const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+      const there = await other.admit({
+        keyId: k2.keyId,
+        requestId: "q1",
+        model: "gpt-4o-mini",
+        reserveMicro: 1_000n,
+        reserveTokens: 10,
+        exact: false,
+      });
+      if (!there.ok) throw new Error("not admitted on the other node");
+      expect((await wallet(k))!.heldMicro).toBe(1_000_000_000n);
+      // 800 toman, exact: 500 are free, so this node has the other's slack recalled and waits for it.
+      const here = await admit(k, "q2", 800_000_000n, true);
+      expect(here.ok ? here.holdId : here.failure.code).not.toBe(there.holdId);
+      expect(other.slackMicro()).toBe(0n);
+      if (!here.ok) return;
+      await other.settle({ ...settlementFor(k2, there.holdId, "q1", 0n, 1_000n), usage: { input: 0n, output: 0n } });
+      await settle({ ...settlementFor(k, here.holdId, "q2", 0n, 800_000_000n), usage: { input: 0n, output: 0n } });
+      await other.releaseAll();
+      await r.host.releaseAll();
+      expect(await wallet(k)).toEqual({ balanceMicro: 1_500_000_000n, heldMicro: 0n });
+    } finally {
+      unserve();
+    }
+  });
+
+  it(`${name}: a node does not answer its own recall; one from a node of the previous release (no fromHost) is answered`, async () => {
+    const [mine, theirs] = [await keyWith(r, 10_000_000_000n), await keyWith(r, 10_000_000_000n)];
+    for (const [k, id] of [
+      [mine, "m1"],
+      [theirs, "m2"],
+    ] as const) {
+      const a = await admit(k, id, 1_000n);
+      if (!a.ok) throw new Error("not admitted");
+      await settle({ ...settlementFor(k, a.holdId, id, 0n, 1_000n), usage: { input: 0n, output: 0n } });
+    }
+    const heldBefore = (await wallet(mine))!.heldMicro;
+    expect(heldBefore).toBeGreaterThan(0n);
+    r.server.publish(WALLET_RECALLS, r.subjects.walletRecalls, {
+      accountId: mine.accountId,
+      fromKeyId: mine.keyId,
+      fromHost: r.host.hostId,
+    });
+    r.server.publish(WALLET_RECALLS, r.subjects.walletRecalls, { accountId: theirs.accountId, fromKeyId: "key_elsewhere" });
+    // Recalls are handled in order: once the second is answered, the first was seen (and left alone).
+    await until(async () => (await wallet(theirs))!.heldMicro === 0n);
+    expect((await wallet(mine))!.heldMicro).toBe(heldBefore);
+    await r.host.releaseAll();
   });
 
   it(`${name}: a revoked key is refused, also after the actor has served it`, async () => {

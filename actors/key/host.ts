@@ -1,12 +1,13 @@
 /**
  * Hosts the key actors of the partitions this node serves, behind the bus. A request for a key
  * is routed by partition (`subjects.keyAdmit(partitionOf(keyId))`); on one node every partition
- * is served here, so every admission is an in-process call. The host also answers wallet
- * recalls (every actor of the account gives its lease slack back), returns idle actors' leases,
- * and drops idle actors when there are more than `KEY_ACTORS_MAX`.
+ * is served here, so every admission is an in-process call. The host keeps one purse per account
+ * (purse.ts): the leases every key of the account draws from on this node. It answers other
+ * nodes' wallet recalls (the account's purse gives its slack back), returns idle purses' leases,
+ * and drops idle actors and empty purses when there are more than `KEY_ACTORS_MAX`.
  *
- * In a cluster every node still admits locally, each key actor from this node's own leases (the
- * database keeps the wallet whole whoever holds them); what crosses nodes is the key's
+ * In a cluster every node still admits locally, each key actor from this node's purse of its
+ * account (the database keeps the wallet whole whoever holds the leases); what crosses nodes is the key's
  * concurrency: an admission first takes a slot from this node's share (capacity.ts), granted by
  * the key's partition owner, and a settlement carries that owner's fencing token; and the key's
  * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (permits.ts), also
@@ -29,7 +30,9 @@ import {
   type WalletRecall,
 } from "../protocol.ts";
 import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
+import { newId } from "../../src/ids.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
+import { AccountPurse, type PurseDeps } from "./purse.ts";
 import type { SlotShares } from "./capacity.ts";
 import type { RatePermits } from "./permits.ts";
 
@@ -47,28 +50,34 @@ export interface ClusterGates {
   permits: RatePermits;
 }
 
+/** Key actors, and account purses, a node keeps at most (idle ones are dropped past it). */
 export const KEY_ACTORS_MAX = 100_000;
-/** A key with no request for this long returns its lease, unless the node is told otherwise (KEY_IDLE_MS). */
+/** An account with no request on this node for this long returns its leases, unless the node is told otherwise (KEY_IDLE_MS). */
 export const KEY_IDLE_MS = 30_000;
 /** The idle sweep's interval, or the idle time when that is shorter. */
 export const IDLE_SWEEP_INTERVAL_MS = 5_000;
 
-export type KeyActorHostDeps = Omit<KeyActorDeps, "recall"> & {
-  /** A key with no request for this long returns its lease (default KEY_IDLE_MS). */
-  keyIdleMs?: number;
-};
+export type KeyActorHostDeps = Omit<KeyActorDeps, "purseOf"> &
+  Omit<PurseDeps, "recall"> & {
+    /** An account with no request here for this long returns its leases (default KEY_IDLE_MS). */
+    keyIdleMs?: number;
+  };
 /** At most one recall per wallet per this interval from this node. */
 export const RECALL_INTERVAL_MS = 20;
 
 export class KeyActorHost {
   private readonly actors = new Map<string, KeyActor>();
+  private readonly purses = new Map<string, AccountPurse>();
   private readonly accountOf = new Map<string, string>();
   /** Each key's concurrency tier, for in-flight metrics by key class. */
   private readonly classOf = new Map<string, string>();
   private readonly lastRecallMs = new Map<string, number>();
   private readonly deps: KeyActorDeps;
+  private readonly purseDeps: PurseDeps;
   private readonly shares: SlotShares | undefined;
   private readonly keyIdleMs: number;
+  /** This host's name in the recalls it sends, so that it does not answer its own. */
+  readonly hostId = newId("host");
 
   constructor(
     deps: KeyActorHostDeps,
@@ -76,7 +85,8 @@ export class KeyActorHost {
     /** Cluster only; absent, each actor's own counts, windows and month are the limits. */
     private readonly cluster?: ClusterGates,
   ) {
-    this.deps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId), rates: cluster?.permits };
+    this.purseDeps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId) };
+    this.deps = { ...deps, purseOf: (accountId) => this.purseOf(accountId), rates: cluster?.permits };
     this.shares = cluster?.shares;
     this.keyIdleMs = deps.keyIdleMs ?? KEY_IDLE_MS;
   }
@@ -91,14 +101,33 @@ export class KeyActorHost {
     return actor;
   }
 
+  /** The account's purse on this node: every key of the account draws from it. */
+  private purseOf(accountId: string): AccountPurse {
+    let purse = this.purses.get(accountId);
+    if (!purse) {
+      if (this.purses.size >= KEY_ACTORS_MAX) this.evictEmptyPurses();
+      purse = new AccountPurse(accountId, this.purseDeps);
+      this.purses.set(accountId, purse);
+    }
+    return purse;
+  }
+
   private evictIdle(): void {
     for (const [id, actor] of this.actors) {
-      if (actor.inFlight === 0 && actor.slackMicro === 0n) {
+      if (actor.inFlight === 0) {
         this.actors.delete(id);
         this.accountOf.delete(id);
         this.classOf.delete(id);
       }
       if (this.actors.size < KEY_ACTORS_MAX / 2) return;
+    }
+  }
+
+  /** A purse that holds nothing is forgotten; a request in flight keeps its lease, not the purse. */
+  private evictEmptyPurses(): void {
+    for (const [accountId, purse] of this.purses) {
+      if (purse.empty) this.purses.delete(accountId);
+      if (this.purses.size < KEY_ACTORS_MAX / 2) return;
     }
   }
 
@@ -143,15 +172,15 @@ export class KeyActorHost {
     return { ...(this.cluster?.permits.admissions ?? {}) };
   }
 
-  /** The holds of this node's open leases: renewed while the node lives (see KeyActor.openHolds). */
+  /** The holds of this node's open leases: renewed while the node lives (see AccountPurse.openHolds). */
   openHolds(): string[] {
-    return [...this.actors.values()].flatMap((actor) => actor.openHolds());
+    return [...this.purses.values()].flatMap((purse) => purse.openHolds());
   }
 
   /** Money this node's leases hold and have not committed to a request (metrics). */
   slackMicro(): bigint {
     let slack = 0n;
-    for (const actor of this.actors.values()) slack += actor.slackMicro;
+    for (const purse of this.purses.values()) slack += purse.slackMicro;
     return slack;
   }
 
@@ -159,8 +188,8 @@ export class KeyActorHost {
   leaseTotals(): { open: number; heldMicro: bigint } {
     let open = 0;
     let held = 0n;
-    for (const actor of this.actors.values()) {
-      const t = actor.leaseTotals;
+    for (const purse of this.purses.values()) {
+      const t = purse.leaseTotals;
       open += t.open;
       held += t.heldMicro;
     }
@@ -182,31 +211,30 @@ export class KeyActorHost {
     return this.actors.get(keyId)?.inFlight ?? 0;
   }
 
+  /** Asks the other nodes to give back their leases' slack of the account (this node's purse is the asker). */
   private recall(accountId: string, fromKeyId: string): void {
     const now = performance.now();
     if (now - (this.lastRecallMs.get(accountId) ?? -Infinity) < RECALL_INTERVAL_MS) return;
     this.lastRecallMs.set(accountId, now);
     if (this.lastRecallMs.size > KEY_ACTORS_MAX) this.lastRecallMs.clear();
-    this.publishRecall({ accountId, fromKeyId });
-    // This node at once, without waiting for the echo; a failed give-back is retried by the idle sweep.
-    runTask("wallet_recall", this.deps.log, () => this.releaseAccount({ accountId, fromKeyId }));
+    this.publishRecall({ accountId, fromKeyId, fromHost: this.hostId });
   }
 
+  /** Another node's wallet ran short: this node's purse of the account gives its slack back. */
   private async releaseAccount(recall: WalletRecall): Promise<void> {
-    for (const [keyId, actor] of this.actors) {
-      if (keyId !== recall.fromKeyId && this.accountOf.get(keyId) === recall.accountId) await actor.recall();
-    }
+    if (recall.fromHost === this.hostId) return; // its own recall, echoed by the bus
+    await this.purses.get(recall.accountId)?.recall();
   }
 
   /**
-   * Returns the leases of keys idle for `idleMs` (the host's idle time), and closes the drained leases of
-   * the others whose close failed (the database was away): their money is the wallet's again.
+   * Returns the leases of accounts idle here for `idleMs` (the host's idle time), and closes the drained
+   * leases of the others whose close failed (the database was away): their money is the wallet's again.
    */
   async sweepIdle(idleMs = this.keyIdleMs): Promise<void> {
     const now = performance.now();
-    for (const actor of this.actors.values()) {
-      if (actor.inFlight === 0 && actor.slackMicro > 0n && now - actor.lastUseMs >= idleMs) await actor.release();
-      else await actor.closeDrained();
+    for (const purse of this.purses.values()) {
+      if (purse.outstandingMicro === 0n && purse.slackMicro > 0n && now - purse.lastUseMs >= idleMs) await purse.release();
+      else await purse.closeDrained();
     }
   }
 
@@ -227,7 +255,7 @@ export class KeyActorHost {
 
   /** Gives every lease back (shutdown): waits for in-flight requests to settle first. */
   async releaseAll(): Promise<void> {
-    for (const actor of this.actors.values()) await actor.release();
+    for (const purse of this.purses.values()) await purse.release();
     await this.deps.writer.flush();
   }
 }

@@ -198,8 +198,8 @@ export const ledgerTransfers = pgTable(
 
 /**
  * Two-phase holds (after TigerBeetle): amounts reserved against a wallet, posted in parts (each
- * usage record posts once), then closed, releasing what was not posted. A key actor's lease is
- * one hold that admits many requests. The `held` of a wallet is Σ (amount − posted) over its
+ * usage record posts once), then closed, releasing what was not posted. A lease is one hold that
+ * admits many requests of the account's keys on one node (`key_id`: the key whose request opened it). The `held` of a wallet is Σ (amount − posted) over its
  * pending holds.
  */
 export const holds = pgTable(

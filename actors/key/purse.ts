@@ -1,0 +1,406 @@
+/**
+ * A node's purse for one account: the leases (holds) this node keeps on the account's wallet,
+ * from which every key of the account served here takes its reserves in memory. A key's first
+ * request, or its first after an idle spell, costs what any request costs while its account is
+ * in use on this node: no database, no wait for another key's lease.
+ *
+ *   reserve(a):  take a's reserve from the current lease's room; when it has none, give the
+ *                lease's slack back and open a new lease of LEAST(desired, available) ≥ reserve
+ *                (one conditional statement under the wallet's row lock, holds.ts). When the
+ *                wallet cannot cover the cheap reserve, the edge asks again with an exact count;
+ *                when it cannot cover that either, the purse has the other nodes recall their
+ *                leases of the wallet and waits (bounded) while any money is still held
+ *                somewhere, and refuses (402) only once nothing is held that could come back.
+ *   grow(a, x):  a stream metered live grows its reserve: from the lease's room, or by growing
+ *                the lease's hold from the wallet.
+ *   settled(a):  the request's reserve leaves the lease's outstanding, its charge is consumed;
+ *                a retired lease is closed once drained and its charges posted.
+ *
+ * Invariant: for every lease, consumed + outstanding ≤ amount, so the charges posted to its hold
+ * never exceed it (the database's CHECK backs this). A lease stops admitting at its cut-off (half
+ * its life, on the monotonic clock).
+ */
+import { taskFailed } from "../../src/background.ts";
+import type { Db } from "../../src/db/client.ts";
+import { fail, type Failure } from "../../src/errors.ts";
+import { newId } from "../../src/ids.ts";
+import { invariant } from "../../src/invariant.ts";
+import { closeHold, growHold, growHoldUpTo, openHold, shrinkHold } from "../../src/ledger/holds.ts";
+import type { UsageWriter } from "../../src/ledger/usage.ts";
+import type { Logger } from "../../src/log.ts";
+import { microToToman } from "../../src/catalog/prices.ts";
+
+/** A lease's hold lives this long by default (LEASE_TTL_MS); past it the sweeper closes it. */
+export const LEASE_TTL_MS_DEFAULT = 10 * 60_000;
+/** Admission from a lease stops at half its life, so that requests admitted late can finish. */
+export const LEASE_ADMIT_FRACTION = 0.5;
+/** A lease is sized to cover this many seconds of the account's recent spend on this node… */
+export const LEASE_HORIZON_S = 10;
+/** …and at least this many reserves of the current size… */
+export const LEASE_RESERVES_MIN = 16;
+/**
+ * …within these bounds. A small lease is no saving: measured with 1,000 keys, 10-toman leases
+ * re-opened every few requests and the wallet rows, not the requests, set the pace. Money idle in
+ * a lease is recalled as soon as its wallet runs short, so a larger minimum costs nobody.
+ */
+export const LEASE_MICRO_MIN = 1_000_000_000n; // 1,000 toman
+export const LEASE_MICRO_MAX = 100_000_000_000n; // 100,000 toman
+/** A wallet that could not fill a lease stays in per-request mode this long. */
+export const LOW_BALANCE_MS = 5_000;
+/** Longest an admission waits for money held elsewhere to come back. */
+export const ADMIT_WAIT_MS_MAX = 3_000;
+/** Between two attempts to open a hold while waiting for money. */
+export const ADMIT_RETRY_MS = 25;
+/** How long a failed open's view of the wallet stands in for another query. */
+export const SHORT_MEMO_MS = 50;
+const SPEND_HALF_LIFE_MS = 10_000;
+
+export interface PurseDeps {
+  db: Db;
+  writer: UsageWriter;
+  /** Asks the other nodes to give back the slack of their leases of this account. */
+  recall: (accountId: string, fromKeyId: string) => void;
+  log: Logger;
+  /** How long a lease's hold lives (a crashed node's money is back after this). */
+  leaseTtlMs?: number;
+  nowMs?: () => number;
+}
+
+export interface Lease {
+  holdId: string;
+  amount: bigint;
+  consumed: bigint;
+  outstanding: bigint;
+  cutoffMs: number;
+  admitting: boolean;
+  closing: boolean;
+}
+
+/** What a purse keeps of one admitted request: the lease it draws from and how much. */
+export interface Drawn {
+  lease: Lease | null;
+  reserve: bigint;
+}
+
+export class AccountPurse {
+  private readonly leases = new Set<Lease>();
+  private current: Lease | null = null;
+  private opening: Promise<unknown> | null = null;
+  private lowBalanceUntilMs = 0;
+  /** The wallet as the last failed open saw it; forgotten on any local change or after SHORT_MEMO_MS. */
+  private short: { atMs: number; available: bigint; heldMicro: bigint } | null = null;
+  private spendRate = 0; // micro-toman per second, decaying
+  private spendAtMs = 0;
+  private changed = Promise.withResolvers<void>();
+  /** When a key of the account last drew from or settled into this purse (monotonic clock). */
+  lastUseMs: number;
+
+  constructor(
+    readonly accountId: string,
+    private readonly deps: PurseDeps,
+  ) {
+    this.lastUseMs = this.now();
+  }
+
+  private now(): number {
+    return this.deps.nowMs?.() ?? performance.now();
+  }
+
+  /** Money this purse holds but has not committed to a request (tests and metrics). */
+  get slackMicro(): bigint {
+    let slack = 0n;
+    for (const lease of this.leases) slack += this.room(lease);
+    return slack;
+  }
+
+  /** Reserves of requests in flight drawn from this purse. */
+  get outstandingMicro(): bigint {
+    let outstanding = 0n;
+    for (const lease of this.leases) outstanding += lease.outstanding;
+    return outstanding;
+  }
+
+  /** Open leases and the money they hold (metrics). */
+  get leaseTotals(): { open: number; heldMicro: bigint } {
+    let held = 0n;
+    for (const lease of this.leases) held += lease.amount;
+    return { open: this.leases.size, heldMicro: held };
+  }
+
+  /** True when the purse holds nothing and waits on nothing: the host may forget it. */
+  get empty(): boolean {
+    return this.leases.size === 0 && this.opening === null;
+  }
+
+  private signal(): void {
+    this.short = null;
+    this.changed.resolve();
+    this.changed = Promise.withResolvers<void>();
+  }
+
+  private room(lease: Lease): bigint {
+    return lease.amount - lease.consumed - lease.outstanding;
+  }
+
+  private take(lease: Lease, drawn: Drawn): { holdId: string } {
+    lease.outstanding += drawn.reserve;
+    drawn.lease = lease;
+    return { holdId: lease.holdId };
+  }
+
+  private leaseSize(reserve: bigint): bigint {
+    if (this.now() < this.lowBalanceUntilMs) return reserve;
+    const elapsedS = Math.max(0, (this.now() - this.spendAtMs) / 1000);
+    const rate = this.spendRate * 0.5 ** ((elapsedS * 1000) / SPEND_HALF_LIFE_MS);
+    let size = BigInt(Math.ceil(rate * LEASE_HORIZON_S));
+    if (size < reserve * BigInt(LEASE_RESERVES_MIN)) size = reserve * BigInt(LEASE_RESERVES_MIN);
+    if (size < LEASE_MICRO_MIN) size = LEASE_MICRO_MIN;
+    if (size > LEASE_MICRO_MAX) size = LEASE_MICRO_MAX;
+    return size < reserve ? reserve : size;
+  }
+
+  /**
+   * Draws `drawn.reserve` for a request of `keyId`: from the current lease, or a new one. `exact`:
+   * the reserve is an exact count, so a wallet that cannot cover it is waited for (money held
+   * elsewhere may come back) before the 402.
+   */
+  async reserve(drawn: Drawn, keyId: string, exact: boolean): Promise<{ holdId: string } | { failure: Failure; availableMicro: bigint }> {
+    this.lastUseMs = this.now();
+    const startedMs = this.now();
+    for (;;) {
+      const lease = this.current;
+      if (lease?.admitting && this.now() < lease.cutoffMs && this.room(lease) >= drawn.reserve) {
+        return this.take(lease, drawn);
+      }
+      if (this.opening) {
+        await this.opening.catch(() => {}); // its own caller reports its failure
+        continue;
+      }
+      // A recent failed open already tells whether trying the wallet again can help.
+      let short = this.short !== null && this.now() - this.short.atMs < SHORT_MEMO_MS ? this.short : null;
+      if (!short || drawn.reserve <= short.available) {
+        const opened = this.openLease(drawn, keyId);
+        this.opening = opened;
+        let result: Awaited<typeof opened>;
+        try {
+          result = await opened;
+        } finally {
+          this.opening = null;
+        }
+        if (result.opened) return { holdId: drawn.lease!.holdId };
+        short = { atMs: this.now(), available: result.balanceMicro - result.heldMicro, heldMicro: result.heldMicro };
+        this.short = short;
+      }
+      // Not even the cheap bound fits: let the edge count exactly before anyone waits.
+      if (!exact) return insufficient(drawn.reserve, short.available);
+      // Nothing is held anywhere that could come back, or we waited long enough.
+      if (short.heldMicro === 0n || this.now() - startedMs >= ADMIT_WAIT_MS_MAX) {
+        return insufficient(drawn.reserve, short.available);
+      }
+      // Money is held somewhere (in flight here, or in another node's lease, or in a lease of
+      // this purse whose close failed): recall it and wait for it to come back.
+      this.deps.recall(this.accountId, keyId);
+      void this.closeDrained();
+      await Promise.race([this.changed.promise, Bun.sleep(ADMIT_RETRY_MS)]);
+    }
+  }
+
+  /** Opens a new current lease and takes the request's reserve from it before anything else can. */
+  private async openLease(drawn: Drawn, keyId: string) {
+    const reserve = drawn.reserve;
+    if (this.current) await this.retire(this.current, false);
+    const desired = this.leaseSize(reserve);
+    const holdId = newId("hold");
+    const ttlMs = this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT;
+    // The hold names the key whose request opened it; every key of the account on this node draws from it.
+    const result = await openHold(this.deps.db, {
+      holdId,
+      accountId: this.accountId,
+      keyId,
+      label: "lease",
+      minMicro: reserve,
+      desiredMicro: desired,
+      ttlMs,
+    });
+    if (result.opened) {
+      const lease: Lease = {
+        holdId,
+        amount: result.amountMicro,
+        consumed: 0n,
+        outstanding: 0n,
+        cutoffMs: this.now() + ttlMs * LEASE_ADMIT_FRACTION,
+        admitting: true,
+        closing: false,
+      };
+      this.leases.add(lease);
+      this.current = lease;
+      this.take(lease, drawn);
+      if (result.amountMicro < desired) {
+        // The wallet is nearly empty: lease no more than each request needs from now on, and
+        // have the other nodes' leases of this wallet give their slack back.
+        this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+        this.deps.recall(this.accountId, keyId);
+      }
+    }
+    return result;
+  }
+
+  /**
+   * Grows a request's reserve by `addMicro` (a stream metered live): from its lease's room, or by
+   * growing the lease's hold from the wallet. False when the wallet cannot cover it; throws when
+   * the database cannot be reached. `stillDrawn` is asked after the database's answer: a request
+   * settled meanwhile leaves the growth as the lease's slack.
+   */
+  async grow(drawn: Drawn, addMicro: bigint, stillDrawn: () => boolean): Promise<"grown" | "insufficient" | "ended"> {
+    const lease = drawn.lease;
+    if (!lease) return "ended";
+    if (this.room(lease) < addMicro) {
+      if (!(await growHold(this.deps.db, lease.holdId, addMicro))) return "insufficient";
+      lease.amount += addMicro;
+      if (!stillDrawn()) {
+        this.signal();
+        return "ended";
+      }
+    }
+    lease.outstanding += addMicro;
+    drawn.reserve += addMicro;
+    this.lastUseMs = this.now();
+    return "grown";
+  }
+
+  /**
+   * Grows a request's reserve toward usage reported beyond it, by at most `needMicro`: from the
+   * lease's room, then from what the wallet has. What cannot be covered stays uncharged.
+   */
+  async coverOverrun(drawn: Drawn, needMicro: bigint): Promise<void> {
+    const lease = drawn.lease;
+    if (!lease || needMicro <= 0n) return;
+    const room = this.room(lease);
+    const fromLease = room < needMicro ? room : needMicro;
+    let grown = 0n;
+    if (fromLease < needMicro) {
+      grown = await growHoldUpTo(this.deps.db, lease.holdId, needMicro - fromLease);
+      lease.amount += grown;
+    }
+    lease.outstanding += fromLease + grown;
+    drawn.reserve += fromLease + grown;
+  }
+
+  /** A request drawn from this purse settled, charged `billed` (≤ its reserve). */
+  settled(drawn: Drawn, billed: bigint): void {
+    const now = this.now();
+    const decay = 0.5 ** ((now - this.spendAtMs) / SPEND_HALF_LIFE_MS);
+    this.spendRate = this.spendRate * decay + (Number(billed) * Math.LN2 * 1000) / SPEND_HALF_LIFE_MS;
+    this.spendAtMs = now;
+    this.lastUseMs = now;
+    const lease = drawn.lease;
+    if (lease) {
+      lease.outstanding -= drawn.reserve;
+      if (!invariant(lease.outstanding >= 0n, "lease_outstanding_non_negative", { holdId: lease.holdId, outstanding: lease.outstanding }))
+        lease.outstanding = 0n;
+      lease.consumed += billed;
+      invariant(lease.consumed + lease.outstanding <= lease.amount, "lease_covers_charged", {
+        holdId: lease.holdId,
+        consumed: lease.consumed,
+        outstanding: lease.outstanding,
+        amount: lease.amount,
+      });
+      if (!lease.admitting && lease.outstanding === 0n) void this.close(lease);
+    }
+    this.signal();
+  }
+
+  /**
+   * Stops admitting from a lease, gives its slack back, and closes it once drained. The close
+   * waits for the lease's last charges to be posted (the next usage flush): `waitForClose: false`
+   * lets it finish in the background, so that a request opening the next lease does not wait
+   * for a flush.
+   */
+  private async retire(lease: Lease, waitForClose = true): Promise<void> {
+    if (this.current === lease) this.current = null;
+    lease.admitting = false;
+    const slack = this.room(lease);
+    if (slack > 0n) {
+      lease.amount -= slack; // before the await: concurrent admissions see no room
+      if (!(await this.shrink(lease, slack))) lease.amount += slack;
+    }
+    if (lease.outstanding === 0n) {
+      const closing = this.close(lease);
+      if (waitForClose) await closing;
+    }
+    this.signal();
+  }
+
+  /**
+   * Gives `slack` of a lease's hold back to the wallet. False when the hold was not shrunk, the
+   * database unreachable included: the hold in the ledger still has it, so the lease keeps it in
+   * memory too and a later release (the idle sweep) gives it back by closing the lease.
+   */
+  private async shrink(lease: Lease, slack: bigint): Promise<boolean> {
+    try {
+      return await shrinkHold(this.deps.db, lease.holdId, slack);
+    } catch (error) {
+      taskFailed("lease_shrink", this.deps.log, error, { accountId: this.accountId, holdId: lease.holdId });
+      return false;
+    }
+  }
+
+  private async close(lease: Lease): Promise<void> {
+    if (lease.closing) return;
+    lease.closing = true;
+    try {
+      // Every charge of this lease must be posted before the hold is final.
+      await this.deps.writer.posted();
+      await closeHold(this.deps.db, lease.holdId);
+      this.leases.delete(lease);
+    } catch (error) {
+      lease.closing = false;
+      taskFailed("lease_close", this.deps.log, error, { accountId: this.accountId, holdId: lease.holdId });
+    }
+    this.signal();
+  }
+
+  /** Closes the leases that admit nothing and have nothing outstanding (a close that failed is tried again here). */
+  async closeDrained(): Promise<void> {
+    for (const lease of [...this.leases]) if (!lease.admitting && lease.outstanding === 0n) await this.close(lease);
+  }
+
+  /**
+   * The holds of this purse's open leases, which their node keeps renewing so that none ends
+   * while its usage is on its way (holds.ts); a drained lease whose close failed is closed again
+   * by the idle sweep (closeDrained).
+   */
+  openHolds(): string[] {
+    return [...this.leases].map((lease) => lease.holdId);
+  }
+
+  /** Gives back every lease's slack (idleness, shutdown). */
+  async release(): Promise<void> {
+    for (const lease of [...this.leases]) {
+      if (lease.admitting) await this.retire(lease);
+      else if (lease.outstanding === 0n) await this.close(lease);
+    }
+  }
+
+  /** The wallet ran short elsewhere: give the slack back and lease per request for a while. */
+  async recall(): Promise<void> {
+    this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+    await this.release();
+  }
+
+  /** Growth a stream asked for that the wallet could not give: the 402 it ends with. */
+  static growRefused(addMicro: bigint): Failure {
+    return fail("insufficient_quota", `Insufficient balance to continue: the stream needs ${microToToman(addMicro)} toman more.`);
+  }
+}
+
+/** The 402, with what the wallet has: the edge may lower the request's output limit to fit it. */
+function insufficient(reserve: bigint, available: bigint): { failure: Failure; availableMicro: bigint } {
+  const availableMicro = available < 0n ? 0n : available;
+  const failure = fail(
+    "insufficient_quota",
+    `Insufficient balance: this request needs up to ${microToToman(reserve)} toman and ` +
+      `${microToToman(availableMicro)} toman is available. Top up the wallet, or lower max_tokens.`,
+  );
+  return { failure, availableMicro };
+}
