@@ -89,6 +89,8 @@ const KEY_IDLE_MS = 2_000;
  */
 const IDLE_RETURN_MS_MAX = CONVERGE_MS_MAX;
 const SEED_TOMAN = 10_000_000;
+/** The idle key's account: enough for one lease of the minimum size (1,000 toman) and more. */
+const IDLE_SEED_TOMAN = 10_000;
 
 interface Cluster {
   pg: OwnPostgres;
@@ -100,8 +102,8 @@ interface Cluster {
   nodes: GatewayProcess[];
   targets: LoadTarget[];
   logs: string;
-  /** A key of the rich account that serves a request on node 0 before the database cut, then idles through it. */
-  idleKey?: { key: string; id: string };
+  /** The key of an account of its own that serves a request on node 0 before the database cut, then idles through it. */
+  idleKey?: { key: string; id: string; accountId: string };
 }
 
 interface FaultResult {
@@ -173,19 +175,24 @@ async function admin(c: Cluster, method: string, path: string, body?: unknown): 
   return response.json();
 }
 
-async function setUpKeys(c: Cluster): Promise<{ rich: string; poor: string; idle: { key: string; id: string }; accounts: string[] }> {
+async function setUpKeys(
+  c: Cluster,
+): Promise<{ rich: string; poor: string; idle: { key: string; id: string; accountId: string }; accounts: string[] }> {
   const rich = await admin(c, "POST", "/admin/accounts", { name: "chaos-rich" });
   await admin(c, "POST", `/admin/accounts/${rich.id}/topups`, { amount_toman: SEED_TOMAN, reference: "chaos-seed" });
   const poor = await admin(c, "POST", "/admin/accounts", { name: "chaos-poor" });
   await admin(c, "POST", `/admin/accounts/${poor.id}/topups`, { amount_toman: "0.01", reference: "chaos-seed-poor" });
   const richKey = await admin(c, "POST", `/admin/accounts/${rich.id}/keys`, { name: "rich", concurrency_max: CONCURRENCY_MAX });
   const poorKey = await admin(c, "POST", `/admin/accounts/${poor.id}/keys`, { name: "poor" });
-  const idleKey = await admin(c, "POST", `/admin/accounts/${rich.id}/keys`, { name: "idle" });
+  // An account of its own: a node's leases are its account's, and the rich account stays in use through the cut.
+  const idle = await admin(c, "POST", "/admin/accounts", { name: "chaos-idle" });
+  await admin(c, "POST", `/admin/accounts/${idle.id}/topups`, { amount_toman: IDLE_SEED_TOMAN, reference: "chaos-seed-idle" });
+  const idleKey = await admin(c, "POST", `/admin/accounts/${idle.id}/keys`, { name: "idle" });
   return {
     rich: richKey.key,
     poor: poorKey.key,
-    idle: { key: idleKey.key as string, id: idleKey.id as string },
-    accounts: [rich.id, poor.id],
+    idle: { key: idleKey.key as string, id: idleKey.id as string, accountId: idle.id as string },
+    accounts: [rich.id, poor.id, idle.id],
   };
 }
 
@@ -295,9 +302,9 @@ const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = 
       const healedMs = Date.now();
       if (c.nodes[0]!.process.exitCode !== null) throw new Error(`node 0 exited (${c.nodes[0]!.process.exitCode}) during the database cut`);
       const failures: string[] = [];
-      const swept = idleSweepFailures(c, c.idleKey!.id).filter((ms) => ms >= cutMs && ms <= healedMs);
+      const swept = idleSweepFailures(c, c.idleKey!.accountId).filter((ms) => ms >= cutMs && ms <= healedMs);
       if (swept.length === 0) failures.push("no idle sweep of the idle key met the database during the cut");
-      const holds = await idleHoldsSettled(c, c.idleKey!.id);
+      const holds = await idleHoldsSettled(c, c.idleKey!.accountId);
       if (holds !== "returned") failures.push(`the idle key's lease was not given back after the cut (${holds})`);
       return { failures, otherKeyRequestIds: [idleRequestId] };
     },
@@ -345,21 +352,21 @@ async function natsUp(c: Cluster): Promise<void> {
   await Promise.all(c.nats.members.filter((m) => !m.running).map((m) => m.start()));
 }
 
-/** When node 0 logged a failed give-back (shrink or close) of the key's lease: the idle sweep meeting the dead database. */
-function idleSweepFailures(c: Cluster, keyId: string): number[] {
+/** When node 0 logged a failed give-back (shrink or close) of the account's lease: the idle sweep meeting the dead database. */
+function idleSweepFailures(c: Cluster, accountId: string): number[] {
   const text = readFileSync(join(c.logs, `node-${c.nodes[0]!.process.pid}.log`), "utf8");
   return text
     .split("\n")
-    .filter((line) => line.includes('"event":"background_task_failed"') && line.includes(`"keyId":"${keyId}"`))
+    .filter((line) => line.includes('"event":"background_task_failed"') && line.includes(`"accountId":"${accountId}"`))
     .filter((line) => /"task":"lease_(shrink|close)"/.test(line))
     .map((line) => Date.parse(JSON.parse(line).t));
 }
 
-/** "returned" once every hold of the key was closed by its node (posted or voided), else what is left. */
-async function idleHoldsSettled(c: Cluster, keyId: string): Promise<string> {
+/** "returned" once every hold of the account was closed by its node (posted or voided), else what is left. */
+async function idleHoldsSettled(c: Cluster, accountId: string): Promise<string> {
   const holds = async () => {
     const rows = await c.db.rows<{ status: string; n: unknown }>(
-      sql`SELECT status, count(*) AS n FROM holds WHERE key_id = ${keyId} GROUP BY status`,
+      sql`SELECT status, count(*) AS n FROM holds WHERE account_id = ${accountId} GROUP BY status`,
     );
     const left = rows.filter((r) => r.status === "pending" || r.status === "expired");
     if (rows.length > 0 && left.length === 0) return "returned";
