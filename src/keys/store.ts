@@ -6,11 +6,15 @@
  * lost, each node also polls for keys changed since its last look every `KEY_POLL_INTERVAL_MS`
  * (one indexed query a second, however many keys), so a revoked key is refused within about a
  * second either way. Entries also expire after `KEY_CACHE_TTL_MS`. Unknown keys are cached too
- * (negative entries, briefly), so guessing keys cannot hammer the database. A key's expiry is
+ * (negative entries, briefly), so guessing keys cannot hammer the database. Keys missing from
+ * the cache are looked up together: the misses of one event-loop turn are one query (at most
+ * `KEY_LOOKUP_BATCH_MAX` keys), and requests of one key arriving together wait for one lookup,
+ * so a node that starts under load, or many new keys at once, costs a query per turn, not per
+ * request. A key's expiry is
  * checked against the clock on every authentication, cached entry or not, so it holds on every
  * node to the second; its last use is noted in memory and written in batches (lastUse.ts).
  */
-import { and, eq, gt, isNull, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, isNull, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
@@ -26,6 +30,8 @@ export const KEY_POLL_INTERVAL_MS = 1_000;
 /** The poll looks this far behind its last high-water mark: commits land out of order. */
 const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
+/** The most keys one lookup query asks for; more misses in one turn make more queries. */
+export const KEY_LOOKUP_BATCH_MAX = 256;
 export const CONCURRENCY_MAX_DEFAULT = 32;
 export const KEYS_PER_ACCOUNT_LIST_MAX = 1_000;
 export const CONCURRENCY_MAX_LIMIT = 10_000;
@@ -67,6 +73,8 @@ interface CacheEntry {
   record: KeyRecord | null;
   expiresAtMs: number;
 }
+
+type KeyRow = typeof apiKeys.$inferSelect;
 
 function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
   return {
@@ -111,7 +119,7 @@ export class KeyStore {
     const hash = hashKey(presented, this.options.pepper);
     let entry = this.byHash.get(hash);
     if (!entry || entry.expiresAtMs <= this.now()) {
-      const [row] = await this.db.orm.select().from(apiKeys).where(eq(apiKeys.hash, hash));
+      const row = await this.lookUp(hash);
       entry = { record: row ? toRecord(row) : null, expiresAtMs: this.now() + (row ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) };
       this.byHash.set(hash, entry);
       if (entry.record) this.byId.set(entry.record.id, entry);
@@ -123,6 +131,46 @@ export class KeyStore {
     }
     this.lastUse.note(entry.record.id);
     return entry.record;
+  }
+
+  /** Lookups by hash in flight, and those waiting for the turn's query. */
+  private readonly lookups = new Map<string, Promise<KeyRow | undefined>>();
+  private waiting: { hash: string; settle: PromiseWithResolvers<KeyRow | undefined> }[] = [];
+
+  /** The row of a key by its hash: one query for every miss of this turn, one lookup for every request of a key. */
+  private lookUp(hash: string): Promise<KeyRow | undefined> {
+    const inFlight = this.lookups.get(hash);
+    if (inFlight) return inFlight;
+    const settle = Promise.withResolvers<KeyRow | undefined>();
+    this.lookups.set(hash, settle.promise);
+    this.waiting.push({ hash, settle });
+    if (this.waiting.length === 1) setImmediate(() => void this.lookUpWaiting());
+    return settle.promise;
+  }
+
+  private async lookUpWaiting(): Promise<void> {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (let start = 0; start < waiting.length; start += KEY_LOOKUP_BATCH_MAX) {
+      const batch = waiting.slice(start, start + KEY_LOOKUP_BATCH_MAX);
+      try {
+        const rows = await this.db.orm
+          .select()
+          .from(apiKeys)
+          .where(
+            inArray(
+              apiKeys.hash,
+              batch.map((w) => w.hash),
+            ),
+          );
+        const byHash = new Map(rows.map((row) => [row.hash, row]));
+        for (const w of batch) w.settle.resolve(byHash.get(w.hash));
+      } catch (error) {
+        for (const w of batch) w.settle.reject(error);
+      } finally {
+        for (const w of batch) this.lookups.delete(w.hash);
+      }
+    }
   }
 
   /** The key's record by id (for actors), cached like authenticate. */
