@@ -351,6 +351,9 @@ describe("admin", () => {
     const shown = await t.admin("GET", `/admin/accounts/${id}`);
     expect(JSON.stringify(shown.body)).not.toContain(created.body.key);
     expect(shown.body.keys[0].display).toBe(`sk-dvz-…${created.body.key.slice(-4)}`);
+    expect(shown.body.keys_more).toBe(false);
+    const missing = await t.admin("POST", "/admin/accounts/acct_missing/keys", { name: "nobody's" });
+    expect([missing.status, missing.body.error.code]).toEqual([404, "not_found"]);
   });
 
   test("the admin API needs the admin token", async () => {

@@ -10,7 +10,7 @@ import { auditLedger } from "./audit.ts";
 import { closeHold, expireHolds, HOLD_EXPIRY_GRACE_MS, openHold, renewHolds, shrinkHold } from "./holds.ts";
 import { parseBatch, USAGE_ACK_WAIT_MS } from "./stream.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";
-import { adjust, createAccount, getWallet, topUp } from "./wallets.ts";
+import { ACCOUNT_VIEW_KEYS_MAX, adjust, createAccount, getWallet, showAccount, topUp } from "./wallets.ts";
 
 let db: Db;
 let close: (() => Promise<void>) | undefined;
@@ -186,4 +186,15 @@ test("a record of the old shape (flat units and prices, still in the stream duri
     hosted_call_unit: "web_search_call",
   });
   expect((await auditLedger(db)).ok).toBe(true);
+});
+
+test("an account's view lists its first ACCOUNT_VIEW_KEYS_MAX keys and says there are more", async () => {
+  const account = await createAccount(db, "many keys");
+  const rows = Array.from(
+    { length: ACCOUNT_VIEW_KEYS_MAX + 1 },
+    (_, i) => sql`(${`key_view_${i}`}, ${account.id}, 'k', ${`hash_view_${account.id}_${i}`}, 'sk-…', 2)`,
+  );
+  await db.rows(sql`INSERT INTO api_keys (id, account_id, name, hash, display, concurrency_max) VALUES ${sql.join(rows, sql`, `)}`);
+  const shown = await showAccount(db, account.id);
+  expect([shown?.keys.length, shown?.keysMore]).toEqual([ACCOUNT_VIEW_KEYS_MAX, true]);
 });

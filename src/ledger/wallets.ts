@@ -165,17 +165,32 @@ export async function hasBeenFunded(db: Db, accountId: string): Promise<boolean>
 }
 
 export const RECENT_USAGE_MAX = 20;
+/** The keys an account's view lists, oldest first; `keysMore` says when it has more. */
+export const ACCOUNT_VIEW_KEYS_MAX = 1_000;
+
+/** Whether the account exists: one indexed row, for the writes that name an account. */
+export async function accountExists(db: Db, accountId: string): Promise<boolean> {
+  const rows = await db.rows(sql`SELECT 1 FROM accounts WHERE id = ${accountId}`);
+  return rows.length > 0;
+}
 
 export async function showAccount(db: Db, accountId: string) {
   const [account] = await db.orm.select().from(accounts).where(eq(accounts.id, accountId));
   if (!account) return null;
   const wallet = (await getWallet(db, accountId))!;
-  const keys = await db.orm.select().from(apiKeys).where(eq(apiKeys.accountId, accountId)).orderBy(apiKeys.createdAt);
+  const listed = await db.orm
+    .select()
+    .from(apiKeys)
+    .where(eq(apiKeys.accountId, accountId))
+    .orderBy(apiKeys.createdAt, apiKeys.id)
+    .limit(ACCOUNT_VIEW_KEYS_MAX + 1);
+  const keysMore = listed.length > ACCOUNT_VIEW_KEYS_MAX;
+  const keys = keysMore ? listed.slice(0, ACCOUNT_VIEW_KEYS_MAX) : listed;
   const usage = await db.orm
     .select()
     .from(usageRecords)
     .where(eq(usageRecords.accountId, accountId))
     .orderBy(desc(usageRecords.id))
     .limit(RECENT_USAGE_MAX);
-  return { account, wallet, keys, usage };
+  return { account, wallet, keys, keysMore, usage };
 }

@@ -14,7 +14,7 @@ import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import { LOW_BALANCE_THRESHOLD_MICRO_MAX, setLowBalanceThreshold } from "../../accountArea/balanceAlerts.ts";
 import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
-import { adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
+import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { bearerToken } from "../request.ts";
@@ -161,7 +161,7 @@ export class AdminApi {
   async adjust(request: Request, accountId: string, requestId: string): Promise<Response> {
     const body = await parseBody(request, adjustmentBody);
     if (isFailure(body)) return failed(body, requestId);
-    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    if (!(await accountExists(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
     const result = await adjust(this.deps.db, accountId, body.amount_toman, body.reason, body.reference);
     if (isFailure(result)) return failed(result, requestId);
     this.deps.log("info", "wallet_adjusted", { accountId, amountMicro: body.amount_toman, reference: body.reference });
@@ -283,6 +283,7 @@ export class AdminApi {
         ...walletFields(shown.wallet),
         ...alertFields(shown.account.lowBalanceThresholdMicro),
         keys: shown.keys.map((k) => keyObject({ ...k, residency: k.residency === "in-country" ? "in-country" : null })),
+        keys_more: shown.keysMore,
         recent_usage: shown.usage.map((u) => ({
           request_id: u.requestId,
           key_id: u.keyId,
@@ -308,7 +309,7 @@ export class AdminApi {
   async topUp(request: Request, accountId: string, requestId: string): Promise<Response> {
     const body = await parseBody(request, topUpBody);
     if (isFailure(body)) return failed(body, requestId);
-    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    if (!(await accountExists(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
     const result = await topUp(this.deps.db, accountId, body.amount_toman, body.reference);
     if (isFailure(result)) return failed(result, requestId);
     return json(
@@ -328,7 +329,7 @@ export class AdminApi {
   async createKey(request: Request, accountId: string, requestId: string): Promise<Response> {
     const body = await parseBody(request, createKeyBody);
     if (isFailure(body)) return failed(body, requestId);
-    if (!(await showAccount(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    if (!(await accountExists(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
     if (!(await hasBeenFunded(this.deps.db, accountId))) {
       return failed(fail("wallet_not_funded", "Top up this account's wallet before creating a key for it."), requestId);
     }
