@@ -189,7 +189,7 @@ export const envSchema = z
         "The origin clients reach the gateway at (e.g. behind a proxy), for the media URLs it hands out; unset: the request's own.",
       ),
     GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536).describe(
-      "Resident-set growth in MiB after which the node runs a light garbage collection (a full marking, the heap swept lazily: 1–6 ms at 2,000–8,000 slow streams), checked each second (src/memory.ts); after 4 such steps without a full collection, a full one with the synchronous sweep (113–367 ms). 0: never. What a slow stream keeps while it waits for its next token is promoted past the young generation, and the engine rarely collects the old one: 2,000 slow streams grew a node from 293 to 808 MiB in two minutes without the guard (`darvaze_gc_forced_*`, bench/RESULTS.md).",
+      "Resident-set growth in MiB (less the embedded database worker's heap, which that thread collects itself) after which the node runs a light garbage collection (a full marking, the heap swept lazily: 1–6 ms at 2,000–8,000 slow streams), checked each second (src/memory.ts); after 4 such steps without a full collection, a full one with the synchronous sweep (113–367 ms). 0: never. What a slow stream keeps while it waits for its next token is promoted past the young generation, and the engine rarely collects the old one: 2,000 slow streams grew a node from 293 to 808 MiB in two minutes without the guard (`darvaze_gc_forced_*`, bench/RESULTS.md).",
     ),
     MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600).describe(
       "How long a generated image stays downloadable at its /v1/media URL (then 404, and the row is deleted).",

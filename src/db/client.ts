@@ -20,8 +20,8 @@ export interface Db {
   /** Runs raw SQL and returns its rows, whichever the engine. */
   rows<T = Record<string, unknown>>(query: SQL): Promise<T[]>;
   close(): Promise<void>;
-  /** The embedded database's worker thread, when PGlite runs in one (its death is drilled by tests). */
-  worker?: Pick<PgliteOnWorker, "crashWorker">;
+  /** The embedded database's worker thread, when PGlite runs in one (its death is drilled by tests; its heap is not the request thread's to collect). */
+  worker?: Pick<PgliteOnWorker, "crashWorker" | "heapBytes">;
 }
 
 /** Connections per process: the ledger serialises on wallet rows, so more does not help. */

@@ -168,3 +168,18 @@ test(
   },
   SETUP_MS_MAX * 2,
 );
+
+test(
+  "the worker reports its own heap, which the request thread's memory guard leaves out of the resident set",
+  async () => {
+    const db = await openPglite(null, { thread: "worker" });
+    try {
+      // Its report arrives every WORKER_MEMORY_REPORT_MS (PGlite's engine lives in that heap).
+      await until(() => (db.worker?.heapBytes ?? 0) > 0);
+      expect(db.worker!.heapBytes).toBeLessThan(process.memoryUsage.rss());
+    } finally {
+      await db.close();
+    }
+  },
+  SETUP_MS_MAX,
+);

@@ -12,7 +12,7 @@
  * restarted. An in-memory database is never restarted: a new worker would start empty.
  */
 import type { Logger } from "../log.ts";
-import { errorFromWire, type QueryOptionsOnWire, type WorkerReply, type WorkerRequest } from "./pglite-wire.ts";
+import { errorFromWire, type QueryOptionsOnWire, type WorkerMemory, type WorkerReply, type WorkerRequest } from "./pglite-wire.ts";
 
 /** Deaths in a row after which the worker is not started again. */
 export const PGLITE_WORKER_RESTARTS_MAX = 5;
@@ -91,7 +91,10 @@ export class PgliteOnWorker {
     const worker = new Worker(new URL("./pglite-worker.ts", import.meta.url).href);
     this.#worker = worker;
     this.#startedAtMs = performance.now();
-    worker.onmessage = (event: MessageEvent<WorkerReply>) => this.#receive(event.data);
+    worker.onmessage = (event: MessageEvent<WorkerReply | WorkerMemory>) => {
+      if ("memory" in event.data) this.heapBytes = event.data.memory.heapBytes;
+      else this.#receive(event.data);
+    };
     worker.onerror = (event) => this.#died(worker, `failed: ${event.message.slice(0, WORKER_ERROR_CHARS_MAX)}`);
     // Every way a worker ends (an uncaught error, an exit, a termination) ends in "close".
     worker.addEventListener("close", (event) => this.#died(worker, `exited (code ${(event as CloseEvent).code})`));
@@ -174,6 +177,9 @@ export class PgliteOnWorker {
       this.#fail(new Error("the embedded database is closed"));
     }
   }
+
+  /** The worker's JavaScript heap as it last reported it (every WORKER_MEMORY_REPORT_MS); 0 before its first report. */
+  heapBytes = 0;
 
   /** Ends the worker thread as a crash would (tests, drills): what follows is what follows a real death. */
   crashWorker(): void {

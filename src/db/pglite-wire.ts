@@ -31,6 +31,20 @@ export interface ErrorOnWire {
 
 export type WorkerReply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: ErrorOnWire };
 
+/** What the worker says of itself unasked, every WORKER_MEMORY_REPORT_MS: its JavaScript heap. */
+export interface WorkerMemory {
+  memory: { heapBytes: number };
+}
+
+/** How often the worker reports its heap and collects its own garbage when it grew. */
+export const WORKER_MEMORY_REPORT_MS = 1_000;
+/**
+ * Growth of the worker's heap since its last collection past which it runs a light one, in its
+ * own thread: PGlite's JavaScript side allocates a little per query, and the request thread's
+ * collections cannot free another thread's heap.
+ */
+export const WORKER_GC_GROWTH_BYTES = 64 * 2 ** 20;
+
 /**
  * The Postgres fields an error keeps across (code is the SQLSTATE). Not `line`, `file`, `name`:
  * on a JavaScript error those name its own source position and kind, and the runtime reads them.

@@ -4,7 +4,16 @@
  * "end" message, and PGlite's own lock keeps every other query out until then.
  */
 import { PGlite, type Transaction } from "@electric-sql/pglite";
-import { errorToWire, type QueryOptionsOnWire, type WorkerReply, type WorkerRequest } from "./pglite-wire.ts";
+import { heapSize } from "bun:jsc";
+import {
+  errorToWire,
+  WORKER_GC_GROWTH_BYTES,
+  WORKER_MEMORY_REPORT_MS,
+  type QueryOptionsOnWire,
+  type WorkerMemory,
+  type WorkerReply,
+  type WorkerRequest,
+} from "./pglite-wire.ts";
 import { setThreadNice } from "./thread-priority.ts";
 
 declare const self: Worker;
@@ -12,9 +21,23 @@ declare const self: Worker;
 let pg: PGlite | null = null;
 const open = new Map<number, { tx: Transaction; end: (commit: boolean) => void }>();
 
-function reply(message: WorkerReply): void {
+function reply(message: WorkerReply | WorkerMemory): void {
   self.postMessage(message);
 }
+
+/**
+ * Every WORKER_MEMORY_REPORT_MS: a light collection of this thread's heap when it grew by
+ * WORKER_GC_GROWTH_BYTES since the last (it pauses this thread only), then the heap's size to the
+ * request thread, whose memory guard reads the process's resident set less this heap.
+ */
+let collectedAtBytes = heapSize();
+setInterval(() => {
+  if (heapSize() - collectedAtBytes >= WORKER_GC_GROWTH_BYTES) {
+    Bun.gc(false);
+    collectedAtBytes = heapSize();
+  } else if (heapSize() < collectedAtBytes) collectedAtBytes = heapSize();
+  reply({ memory: { heapBytes: heapSize() } });
+}, WORKER_MEMORY_REPORT_MS);
 
 function database(): PGlite {
   if (!pg) throw new Error("the embedded database is not open");
