@@ -26,6 +26,7 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { installExitHandlers, interruptedSignal, pinSelf, stopAll } from "./procs.ts";
 import { servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { benchChatBody } from "./measurement.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -49,11 +50,7 @@ const ratePerNode = flags["rate-per-node"] === undefined ? null : Number(flags["
 if (ratePerNode !== null && !(ratePerNode > 0)) throw new Error("--rate-per-node must be a positive number");
 /** Bound on one request: a slower one counts as an error. */
 const REQUEST_TIMEOUT_MS = 10_000;
-const body = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Say hello in one short sentence." }],
-  max_tokens: 16,
-});
+const body = benchChatBody();
 
 interface Row {
   nodes: number;

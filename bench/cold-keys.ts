@@ -9,7 +9,7 @@
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { percentile } from "./measurement.ts";
+import { benchChatBody, percentile } from "./measurement.ts";
 import { runBenchmark } from "./procs.ts";
 import { ROOT, servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
@@ -33,11 +33,7 @@ const concurrency = Math.min(CONCURRENCY_MAX, Math.max(1, Number.parseInt(flags.
 /** The gateway's KEY_IDLE_MS here: short, so that the idle pass does not wait 30 s. */
 const KEY_IDLE_MS = 2_000;
 const REQUEST_TIMEOUT_MS = 30_000;
-const body = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Say hello in one short sentence." }],
-  max_tokens: 16,
-});
+const body = benchChatBody();
 
 interface Pass {
   name: string;

@@ -44,3 +44,16 @@ export const latencyMsSchema = z
   .number()
   .nullable()
   .transform((value) => value ?? Number.NaN);
+
+/**
+ * The benchmarks' chat request: one short message, 16 tokens whole or a stream of 64 content
+ * chunks (bench/chat.lua sends the same body from wrk).
+ */
+export function benchChatBody(options: { stream?: boolean } = {}): string {
+  return JSON.stringify({
+    model: "gpt-4o-mini",
+    messages: [{ role: "user", content: "Say hello in one short sentence." }],
+    max_tokens: options.stream ? 64 : 16,
+    ...(options.stream ? { stream: true } : {}),
+  });
+}

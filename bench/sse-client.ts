@@ -10,15 +10,10 @@
  */
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { latencyMsSchema, percentile, type Measurement } from "./measurement.ts";
+import { benchChatBody, latencyMsSchema, percentile, type Measurement } from "./measurement.ts";
 import { LOAD_CPU, runLoad } from "./procs.ts";
 
-const body = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Say hello in one short sentence." }],
-  max_tokens: 64,
-  stream: true,
-});
+const body = benchChatBody({ stream: true });
 const doneMarker = "data: [DONE]";
 const streamTimeoutMs = 30_000;
 const samplesMax = 2_000_000;

@@ -18,6 +18,7 @@ import { installExitHandlers, LOAD_CPU, onInterrupt, pinSelf } from "./procs.ts"
 import { pinServices } from "./services-cpu.ts";
 import { servicesDefaults, startBareProxy, startDarvaze, startSimulator } from "./targets.ts";
 import { startThreadTimes } from "./threads.ts";
+import { benchChatBody } from "./measurement.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -73,12 +74,7 @@ const gateway =
         ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
         ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),
       });
-const body = JSON.stringify({
-  model: "gpt-4o-mini",
-  messages: [{ role: "user", content: "Say hello in one short sentence." }],
-  max_tokens: flags.stream ? 64 : 16,
-  ...(flags.stream ? { stream: true } : {}),
-});
+const body = benchChatBody({ stream: flags.stream });
 const headers = { authorization: `Bearer ${gateway.key}`, "content-type": "application/json" };
 
 /** Connections of the burst: the concurrency of `bun run bench`'s c=64 rows. */
