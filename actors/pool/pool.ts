@@ -88,7 +88,8 @@ export interface ChatCall {
 
 export type ChatOutcome =
   /** `body` is in the OpenAI format whatever the backend's kind. */
-  | { kind: "json"; backend: Backend; body: string; usage: Usage | null; status: number }
+  /** `json`: `body` as a value (ChatReply), read instead of parsing `body` again. */
+  | { kind: "json"; backend: Backend; body: string; json: unknown; usage: Usage | null; status: number }
   /** Read the stream with `decoder` (it times the tokens) and close the reply at its end: its timing is the decoder's. */
   | { kind: "stream"; backend: Backend; reply: UpstreamReply; decoder: ChatStreamDecoder }
   | { kind: "failed"; backend: Backend | null; failure: UpstreamFailure };
@@ -368,7 +369,7 @@ export class PoolActor {
       return { kind: "failed", backend, failure: parsed };
     }
     reply.close("done", { outputTokens: parsed.usage?.output ?? 0, durationMs: this.now() - startedMs });
-    return { kind: "json", backend, body: parsed.body, usage: parsed.usage, status: reply.response.status };
+    return { kind: "json", backend, body: parsed.body, json: parsed.json, usage: parsed.usage, status: reply.response.status };
   }
 
   /**

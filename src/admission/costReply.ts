@@ -22,14 +22,27 @@ export function costToman(micro: bigint): number {
  * @example withUsageCost('{"usage":{"prompt_tokens":3}}', 972_000n) // '{"usage":{"prompt_tokens":3,"cost":0.972}}'
  */
 export function withUsageCost(json: string, billedMicro: bigint): string {
+  let parsed: unknown;
   try {
-    const parsed = JSON.parse(json) as { usage?: unknown };
-    if (typeof parsed !== "object" || parsed === null || typeof parsed.usage !== "object" || parsed.usage === null) return json;
-    (parsed.usage as Record<string, unknown>).cost = costToman(billedMicro);
-    return JSON.stringify(parsed);
+    parsed = JSON.parse(json);
   } catch {
     return json;
   }
+  return valueWithUsageCost(parsed, json, billedMicro);
+}
+
+/**
+ * withUsageCost for a reply already parsed: `value` is `json` as a value (a pool's ChatReply), so
+ * the text is not parsed again. `value` is left as it was.
+ * @example valueWithUsageCost({ usage: { prompt_tokens: 3 } }, '{"usage":{"prompt_tokens":3}}', 972_000n) // '{"usage":{"prompt_tokens":3,"cost":0.972}}'
+ */
+export function valueWithUsageCost(value: unknown, json: string, billedMicro: bigint): string {
+  if (typeof value !== "object" || value === null) return json;
+  const usage = (value as { usage?: unknown }).usage;
+  if (typeof usage !== "object" || usage === null) return json;
+  // An array takes no named field: written as it was parsed.
+  if (Array.isArray(usage)) return JSON.stringify(value);
+  return JSON.stringify({ ...value, usage: { ...usage, cost: costToman(billedMicro) } });
 }
 
 /** `usage.cost` of a reply the route builds itself: the settled amount in toman, absent when not settled. */

@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { until } from "../../test/until.ts";
 import { silentLogger } from "../log.ts";
-import { USAGE_BACKLOG_RECORDS_MAX, USAGE_BATCH_EARLY_RECORDS, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
+import { rowsJson, USAGE_BACKLOG_RECORDS_MAX, USAGE_BATCH_EARLY_RECORDS, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
 
 function record(n: number): UsageRecord {
   return {
@@ -125,4 +125,32 @@ test("group commit: once half a batch waits when a write ends, it is written at 
   await last;
   expect(sink.sizes).toEqual([1, USAGE_BATCH_EARLY_RECORDS, 1]);
   expect(writer.buffered).toBe(0);
+});
+
+test("a record's insert row: bigints as strings, a unit's zero count or price and null fields left out (the insert reads them as 0 and null)", () => {
+  const row = {
+    ...record(1),
+    usage: { input: 3n, output: 0n, cache_read: 2n },
+    prices: { input: 5n, output: 7n, cache_read: 0n },
+    partition: null,
+  };
+  expect(JSON.parse(rowsJson([row]))).toEqual([
+    {
+      requestId: "req-1",
+      accountId: "acc",
+      keyId: "key",
+      holdId: "hold",
+      model: "m",
+      operation: "chat",
+      priceVersionId: 1,
+      meteredMicro: "2",
+      billedMicro: "2",
+      status: 200,
+      durationMs: 1,
+      inputUnits: "3",
+      inputPricePer1m: "5",
+      outputPricePer1m: "7",
+      cacheReadUnits: "2",
+    },
+  ]);
 });

@@ -27,7 +27,7 @@ import { sqlReason, txRows, type Db, type Tx } from "../db/client.ts";
 import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { fencedOut } from "./fence.ts";
-import { priceField, toFields, UNIT_NAMES, unitMap, unitsField, withUnitMaps, type PriceField, type UnitsField } from "../units.ts";
+import { priceField, UNIT_NAMES, unitMap, unitsField, withUnitMaps, type PriceField, type UnitsField } from "../units.ts";
 import type { Logger } from "../log.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
@@ -106,14 +106,8 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     );
     for (const row of rows) stale.add(row.request_id);
   }
-  const records = [...unique.values()].map(({ usage, prices, ...r }) => ({
+  const records = [...unique.values()].map((r) => ({
     ...r,
-    ...toFields(usage, prices),
-    hostedCallUnit: r.hostedCallUnit ?? null,
-    partition: r.partition ?? null,
-    fenceToken: r.fenceToken ?? null,
-    admittedAt: r.admittedAt ?? null,
-    anomalies: r.anomalies ?? null,
     billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
   }));
   // 2. The records; those already written (a replay) are skipped.
@@ -122,7 +116,7 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     sql`
     INSERT INTO usage_records (${insertColumns})
     SELECT ${recordFields}
-    FROM json_to_recordset(${encodeJson(records)}::json) AS r(${recordTypes})
+    FROM json_to_recordset(${rowsJson(records)}::json) AS r(${recordTypes})
     -- A dead-lettered record is posted by its replay only (deadletter.ts), never by a redelivery.
     WHERE NOT EXISTS (SELECT 1 FROM usage_dead_letters d WHERE d.request_id = r."requestId" AND d.status = 'dead')
     ON CONFLICT (request_id) DO NOTHING
@@ -231,19 +225,49 @@ export const usageRecordSchema = z.preprocess(withUnitMaps, usageRecordFields);
 export type UsageRecord = z.infer<typeof usageRecordFields>;
 /** A record as its usage_records row: the maps as each unit's pair of columns. */
 type UsageRow = Omit<UsageRecord, "usage" | "prices"> & Record<UnitsField | PriceField, bigint>;
+/** The record's fields that are columns as they are (all but the unit maps). */
+const RECORD_FIELDS = usageRecordFields.keyof().options.filter((field) => field !== "usage" && field !== "prices");
 
 /**
  * The insert's one column list: each row field is the usage_records column of that name in
  * src/db/schema.ts (a field without one fails the typecheck), read from JSON as its SQL type.
  */
-const rowFields = [
-  ...usageRecordFields.keyof().options.filter((field) => field !== "usage" && field !== "prices"),
-  ...UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]),
-] as (keyof UsageRow)[];
+const rowFields = [...RECORD_FIELDS, ...UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)])] as (keyof UsageRow)[];
 const usageColumns = rowFields.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
 const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
-const recordFields = sql.raw(usageColumns.map((c) => `"${c.field}"`).join(", "));
+const UNIT_ROW_FIELDS: ReadonlySet<string> = new Set(UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]));
+// A unit's pair is left out of a row when zero (rowsJson): read back as 0.
+const recordFields = sql.raw(
+  usageColumns.map((c) => (UNIT_ROW_FIELDS.has(c.field) ? `COALESCE("${c.field}", 0)` : `"${c.field}"`)).join(", "),
+);
 const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));
+
+/**
+ * Records as the JSON rows the insert reads: each unit's pair of columns (`inputUnits`,
+ * `inputPricePer1m`) written only when not zero, null fields left out (json_to_recordset reads a
+ * missing field as null), bigints as decimal strings. Built in one pass: the usage database's
+ * thread parses every field of every row, and the request thread copies none twice.
+ * @example rowsJson([{ requestId: "r", usage: { input: 3n, output: 0n }, prices: { input: 2n, output: 5n }, … }])
+ *   // '[{"requestId":"r",…,"inputUnits":"3","inputPricePer1m":"2","outputPricePer1m":"5"}]'
+ */
+export function rowsJson(records: readonly UsageRecord[]): string {
+  const rows: Record<string, string | number>[] = [];
+  for (const record of records) {
+    const row: Record<string, string | number> = {};
+    for (const field of RECORD_FIELDS) {
+      const value = record[field];
+      if (value != null) row[field] = typeof value === "bigint" ? value.toString() : value;
+    }
+    for (const unit of UNIT_NAMES) {
+      const units = record.usage[unit];
+      const price = record.prices[unit];
+      if (units) row[unitsField(unit)] = units.toString();
+      if (price) row[priceField(unit)] = price.toString();
+    }
+    rows.push(row);
+  }
+  return JSON.stringify(rows);
+}
 
 export class UsageWriter {
   private buffer: UsageRecord[] = [];

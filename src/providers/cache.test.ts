@@ -37,7 +37,7 @@ describe("usage conversions", () => {
     const reply = parseOpenAIChatResponse(
       JSON.stringify({ choices: [], usage: { prompt_tokens: 7, completion_tokens: 1, prompt_tokens_details: "x" } }),
     );
-    expect(reply).toEqual({ body: expect.any(String), usage: { input: 7, output: 1 } });
+    expect(reply).toEqual({ body: expect.any(String), json: expect.any(Object), usage: { input: 7, output: 1 } });
   });
 
   test("OpenAI stream: the usage chunk's cached tokens are read", () => {

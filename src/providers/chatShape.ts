@@ -159,19 +159,20 @@ export interface CompletionParts {
 }
 
 /** A whole `chat.completion` body. */
-export function completionToOpenAI(context: ReplyContext, parts: CompletionParts): string {
+export function completionToOpenAI(context: ReplyContext, parts: CompletionParts): { body: string; json: unknown } {
   const message: Record<string, unknown> = { role: "assistant", content: parts.text, refusal: null };
   if (parts.reasoning) message.reasoning_content = parts.reasoning;
   if (parts.toolCalls.length > 0) message.tool_calls = parts.toolCalls;
   if (parts.vendorContent) message.anthropic_content = parts.vendorContent;
-  return JSON.stringify({
+  const json = {
     id: `chatcmpl-${context.requestId}`,
     object: "chat.completion",
     created: context.created,
     model: context.model,
     choices: [{ index: 0, message, logprobs: null, finish_reason: parts.finishReason ?? "stop" }],
     ...(parts.usage ? { usage: usageToOpenAI(parts.usage) } : {}),
-  });
+  };
+  return { body: JSON.stringify(json), json };
 }
 
 /** One `chat.completion.chunk` with a single choice. */

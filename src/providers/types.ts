@@ -56,6 +56,11 @@ export interface ReplyContext {
 /** A whole reply in the OpenAI `chat.completion` format, with the usage it reports. */
 export interface ChatReply {
   body: string;
+  /**
+   * `body` as a value: what it was parsed from or written from (usage travels with the bytes). The
+   * edge reads the generated text and sets the cost from it without parsing `body` again; never mutated.
+   */
+  json: unknown;
   usage: Usage | null;
 }
 

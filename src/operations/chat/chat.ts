@@ -23,7 +23,7 @@ import {
   type Reserve,
   servingPool,
 } from "../../admission/admission.ts";
-import { withUsageCost } from "../../admission/costReply.ts";
+import { valueWithUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { generatedText, type GeneratedFields } from "../../providers/chatShape.ts";
@@ -174,38 +174,38 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
     return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, signal), headers: admission.headers };
   }
   const reply = outcome.body;
-  const usage = outcome.usage ?? (await unreportedJsonUsage(admission, reply, outcome.backend.adapter.kind === "anthropic"));
+  const generated = jsonGeneratedText(outcome.json);
+  const usage = outcome.usage ?? (await unreportedJsonUsage(admission, generated, outcome.backend.adapter.kind === "anthropic"));
   // A report is taken no lower than what was proven used: the prompt's words, every word generated.
-  const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(jsonGeneratedText(reply)) } : undefined;
+  const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(generated) } : undefined;
   const used = usage;
   const settled = await admission.settle(used, outcome.backend.name, 200, {
-    content: () => ({ prompt: body.messages, completion: jsonGeneratedText(reply) }),
+    content: () => ({ prompt: body.messages, completion: generated }),
     floor,
   });
   return {
     kind: "json",
-    body: settled ? withUsageCost(reply, settled.billedMicro) : reply,
+    body: settled ? valueWithUsageCost(outcome.json, reply, settled.billedMicro) : reply,
     headers: admission.headers,
     hostedCalls: admission.hostedCallsBilled(used),
   };
 }
 
 /** Usage for a reply that reported none: the cost value's input, everything every choice generated, every hosted call sent. */
-async function unreportedJsonUsage(admission: Admission, reply: string, backendRunsTools: boolean): Promise<Usage> {
+async function unreportedJsonUsage(admission: Admission, generated: string, backendRunsTools: boolean): Promise<Usage> {
   const hosted = admission.hostedUnreported(backendRunsTools);
   return {
     input: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
-    output: await unreportedOutputTokens(admission, jsonGeneratedText(reply)),
+    output: await unreportedOutputTokens(admission, generated),
     hosted_call: hosted.calls,
   };
 }
 
-/** Every choice's generated text (chatShape.ts `generatedText`: the same fields as a stream's deltas). */
-function jsonGeneratedText(reply: string): string {
+/** Every choice's generated text of a reply as a value (chatShape.ts `generatedText`: the same fields as a stream's deltas). */
+function jsonGeneratedText(reply: unknown): string {
   let text = "";
-  try {
-    const parsed = JSON.parse(reply) as { choices?: { message?: GeneratedFields }[] };
-    for (const choice of parsed.choices ?? []) if (choice?.message) text += generatedText(choice.message);
-  } catch {}
+  const choices = (reply as { choices?: unknown } | null)?.choices;
+  if (!Array.isArray(choices)) return text;
+  for (const choice of choices as ({ message?: GeneratedFields } | null)[]) if (choice?.message) text += generatedText(choice.message);
   return text;
 }

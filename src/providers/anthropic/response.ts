@@ -113,7 +113,7 @@ export function anthropicToOpenAIResponse(text: string, context: ReplyContext): 
     }
   }
   const usage = reply.usage ? anthropicUsageToUsage(reply.usage) : null;
-  const body = completionToOpenAI(context, {
+  const completion = completionToOpenAI(context, {
     text: content === "" && toolCalls.length > 0 ? null : content,
     reasoning: reasoning || null,
     toolCalls,
@@ -121,5 +121,5 @@ export function anthropicToOpenAIResponse(text: string, context: ReplyContext): 
     usage,
     vendorContent: reply.content.some((block) => isServerToolBlock(block.type)) ? reply.content : undefined,
   });
-  return { body, usage };
+  return { ...completion, usage };
 }

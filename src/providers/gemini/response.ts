@@ -99,12 +99,12 @@ export function geminiToOpenAIResponse(text: string, context: ReplyContext): Cha
   const usage = reply.usageMetadata ? geminiUsageToOpenAI(reply.usageMetadata) : null;
   const blocked = !candidate && reply.promptFeedback?.blockReason;
   const finishReason = blocked ? "content_filter" : geminiFinishToFinishReason(candidate?.finishReason, toolCalls.length > 0);
-  const body = completionToOpenAI(context, {
+  const completion = completionToOpenAI(context, {
     text: content === "" && toolCalls.length > 0 ? null : content,
     reasoning: reasoning || null,
     toolCalls,
     finishReason,
     usage,
   });
-  return { body, usage };
+  return { ...completion, usage };
 }

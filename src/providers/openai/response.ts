@@ -32,5 +32,5 @@ export function openAIUsageToUsage(usage: z.infer<typeof openAIUsage>): Usage {
 export function parseOpenAIChatResponse(text: string): ChatReply | UpstreamFailure {
   const parsed = parseUpstreamReply(text, chatCompletion, "a chat completion");
   if ("failure" in parsed) return parsed.failure;
-  return { body: text, usage: parsed.reply.usage ? openAIUsageToUsage(parsed.reply.usage) : null };
+  return { body: text, json: parsed.json, usage: parsed.reply.usage ? openAIUsageToUsage(parsed.reply.usage) : null };
 }

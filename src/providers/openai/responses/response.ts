@@ -62,12 +62,12 @@ export function responsesToOpenAIResponse(text: string, context: ReplyContext): 
     }
   }
   const usage = reply.usage ? responsesUsageToUsage(reply.usage) : null;
-  const body = completionToOpenAI(context, {
+  const completion = completionToOpenAI(context, {
     text: content === "" && toolCalls.length > 0 ? null : content,
     reasoning: reasoning || null,
     toolCalls,
     finishReason: responsesStatusToFinishReason(reply.status, reply.incomplete_details?.reason, toolCalls.length > 0),
     usage,
   });
-  return { body, usage };
+  return { ...completion, usage };
 }
