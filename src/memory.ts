@@ -9,7 +9,9 @@
  * The guard reads the resident set every GC_CHECK_MS, less what this thread's collections cannot
  * free: the embedded database's worker has a heap of its own, which it collects itself
  * (pglite-worker.ts). Counting it, the worker's growth (a burst of queries, many new keys) set off
- * collections here that freed nothing and halved the node's throughput (bench/RESULTS.md). When it has grown by GC_RSS_GROWTH_MIB
+ * collections here that freed nothing and halved the node's throughput (bench/RESULTS.md). The
+ * worker's heap size counts reserved memory too (it can exceed the resident set), so the figure is
+ * only ever compared with itself: growth since its lowest point. When it has grown by GC_RSS_GROWTH_MIB
  * since the last collection, it runs a light one: a full marking without sweeping the whole heap
  * at once (`Bun.gc(false)`; the engine sweeps lazily after it), which paused a node 1 ms at 2,000
  * streams and 6 ms at 8,000. Only when the resident set still grew by GC_FULL_AFTER_STEPS steps

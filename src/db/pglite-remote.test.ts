@@ -170,13 +170,15 @@ test(
 );
 
 test(
-  "the worker reports its own heap, which the request thread's memory guard leaves out of the resident set",
+  "the worker reports its own heap (which the request thread's memory guard leaves to it)",
   async () => {
     const db = await openPglite(null, { thread: "worker" });
     try {
       // Its report arrives every WORKER_MEMORY_REPORT_MS (PGlite's engine lives in that heap).
-      await until(() => (db.worker?.heapBytes ?? 0) > 0);
-      expect(db.worker!.heapBytes).toBeLessThan(process.memoryUsage.rss());
+      // The engine's heap counts memory it has reserved, not only what is resident: it can exceed
+      // the process's resident set, so only its being reported, and finite, is checked here.
+      await until(() => (db.worker?.heapBytes ?? 0) > 0, { what: "the worker's heap report", msMax: 30_000 });
+      expect(Number.isFinite(db.worker!.heapBytes)).toBe(true);
     } finally {
       await db.close();
     }
