@@ -48,7 +48,6 @@ export interface KeyActorDeps {
   log: Logger;
   /** Cluster-wide rpm, tpm and monthly cap (permits.ts); absent, the actor's own windows and month. */
   rates?: RateGate;
-  nowMs?: () => number;
 }
 
 export interface Fence {
@@ -72,18 +71,11 @@ export class KeyActor {
   private readonly settledIds = new FifoMap<string, { reply: SettleReply; meteredMicro: bigint }>(SETTLED_IDS_MAX);
   private readonly windows = new RateWindows();
   private month: { key: string; spent: bigint } | null = null;
-  lastUseMs: number;
 
   constructor(
     readonly keyId: string,
     private readonly deps: KeyActorDeps,
-  ) {
-    this.lastUseMs = this.now();
-  }
-
-  private now(): number {
-    return this.deps.nowMs?.() ?? performance.now();
-  }
+  ) {}
 
   get inFlight(): number {
     return this.admissions.size;
@@ -95,7 +87,6 @@ export class KeyActor {
   }
 
   async admit(ticket: AdmitTicket, key: KeyRecord): Promise<AdmitReply> {
-    this.lastUseMs = this.now();
     if (this.admissions.has(ticket.requestId)) {
       return refuse(fail("invalid_request", `Request ${ticket.requestId} was already admitted.`));
     }
@@ -210,7 +201,6 @@ export class KeyActor {
     if (grown === "ended") return refuse(fail("invalid_request", `Request ${t.requestId} ended during its extension.`));
     admission.tokens += t.addTokens;
     if (!this.deps.rates) this.windows.tokens.add(t.addTokens);
-    this.lastUseMs = this.now();
     return { ok: true, reserveMicro: admission.reserve };
   }
 
@@ -262,7 +252,6 @@ export class KeyActor {
       this.admissions.delete(s.requestId);
       this.deps.purseOf(accountId).settled(admission, billed);
     }
-    this.lastUseMs = this.now();
     const reply: SettleReply = { ok: true, billedMicro: billed, meteredMicro: metered };
     this.rememberSettled(s.requestId, { reply, meteredMicro: metered });
     return reply;
