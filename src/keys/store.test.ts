@@ -5,7 +5,9 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
+import { until } from "../../test/until.ts";
 import { openDb, type Db } from "../db/client.ts";
+import { apiKeys } from "../db/schema.ts";
 import { migrate } from "../db/migrate.ts";
 import { isFailure } from "../errors.ts";
 import { createAccount } from "../ledger/wallets.ts";
@@ -62,12 +64,26 @@ test("new keys authenticated at once are looked up together, an unknown one amon
   expect(selects() - before).toBe(2);
 });
 
-test("one key asked for by many requests at once is looked up once", async () => {
-  const { keys, selects } = countingStore();
-  const [key] = await newKeys(keys, 1);
-  const before = selects();
-  const answers = await Promise.all(Array.from({ length: 64 }, () => keys.authenticate(key!)));
-  expect(selects() - before).toBe(1);
+test("one key asked for by many requests at once is looked up once, also by those that come while its lookup is under way", async () => {
+  const { keys: maker } = countingStore();
+  const [key] = await newKeys(maker, 1);
+  // A database whose lookups wait until the test lets them go: requests arrive while one is under way.
+  let selects = 0;
+  const held = Promise.withResolvers<void>();
+  const holding = {
+    select: (...args: Parameters<Db["orm"]["select"]>) => {
+      selects++;
+      const from = db.orm.select(...args).from(apiKeys);
+      return { from: () => ({ where: (...where: Parameters<typeof from.where>) => held.promise.then(() => from.where(...where)) }) };
+    },
+  };
+  const keys = new KeyStore({ ...db, orm: holding } as unknown as Db, { prefix: "sk-t-", pepper: "p".repeat(40) });
+  const first = Array.from({ length: 32 }, () => keys.authenticate(key!));
+  await until(() => selects === 1, { what: "the first turn's lookup" });
+  const later = Array.from({ length: 32 }, () => keys.authenticate(key!));
+  held.resolve();
+  const answers = await Promise.all([...first, ...later]);
+  expect(selects).toBe(1);
   expect(new Set(answers.map((a) => (isFailure(a) ? a.code : a.id))).size).toBe(1);
 });
 
