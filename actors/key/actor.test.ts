@@ -250,6 +250,39 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     expect(r.host.slackMicro()).toBeLessThanOrEqual(slack - held); // other keys of this suite went idle too
   });
 
+  it(`${name}: an idle sweep gives an account's lease back while another account's give-back hangs`, async () => {
+    const [stuck, free] = [await keyWith(r, 10_000_000n), await keyWith(r, 10_000_000n)];
+    const holds: string[] = [];
+    for (const [k, id] of [
+      [stuck, "h1"],
+      [free, "h2"],
+    ] as const) {
+      const admitted = await admit(k, id, 1_000n);
+      if (!admitted.ok) throw new Error("not admitted");
+      holds.push(admitted.holdId);
+      await settle({ ...settlementFor(k, admitted.holdId, id, 0n, 1_000n), usage: { input: 0n, output: 0n } });
+    }
+    const rows = r.db.rows;
+    const hang = Promise.withResolvers<void>();
+    // The stuck account's statements wait (a connection that stopped answering); the other's run.
+    r.db.rows = (async (query) => {
+      if (query.queryChunks.includes(holds[0]!)) await hang.promise;
+      return rows(query);
+    }) as Db["rows"];
+    try {
+      const sweep = r.host.sweepIdle(0);
+      await until(async () => (await wallet(free))!.heldMicro === 0n, 10_000);
+      expect((await wallet(stuck))!.heldMicro).toBeGreaterThan(0n);
+      hang.resolve();
+      await sweep;
+    } finally {
+      r.db.rows = rows;
+      hang.resolve();
+    }
+    await r.host.sweepIdle(0);
+    expect((await wallet(stuck))!.heldMicro).toBe(0n);
+  });
+
   it(`${name}: a request in flight is not admitted twice, and its settle frees the slot`, async () => {
     const k = await keyWith(r, 10_000_000n);
     const first = await admit(k, "d1", 1n);

@@ -186,7 +186,7 @@ export class KeyActor {
 
   private async grow(t: ExtendTicket, key: KeyRecord): Promise<ExtendReply> {
     const admission = this.admissions.get(t.requestId);
-    if (!admission || !admission.lease || admission.lease.holdId !== t.holdId) {
+    if (!admission?.lease || admission.lease.holdId !== t.holdId) {
       return refuse(fail("invalid_request", `Request ${t.requestId} is not in flight on hold ${t.holdId}.`));
     }
     let grown: Awaited<ReturnType<AccountPurse["grow"]>>;

@@ -56,6 +56,12 @@ export const KEY_ACTORS_MAX = 100_000;
 export const KEY_IDLE_MS = 30_000;
 /** The idle sweep's interval, or the idle time when that is shorter. */
 export const IDLE_SWEEP_INTERVAL_MS = 5_000;
+/**
+ * Purses the idle sweep works on at once. A lease's close waits for the node's usage to be posted
+ * (up to the writer's bound), so one after another a few slow closes held every purse behind them:
+ * after a database outage an idle account's lease came back only when all the others' had.
+ */
+export const SWEEP_PURSES_AT_ONCE = 8;
 
 export type KeyActorHostDeps = Omit<KeyActorDeps, "purseOf"> &
   Omit<PurseDeps, "recall"> & {
@@ -232,10 +238,14 @@ export class KeyActorHost {
    */
   async sweepIdle(idleMs = this.keyIdleMs): Promise<void> {
     const now = performance.now();
-    for (const purse of this.purses.values()) {
-      if (purse.outstandingMicro === 0n && purse.slackMicro > 0n && now - purse.lastUseMs >= idleMs) await purse.release();
-      else await purse.closeDrained();
-    }
+    const purses = [...this.purses.values()].values();
+    const worker = async () => {
+      for (const purse of purses) {
+        if (purse.outstandingMicro === 0n && purse.slackMicro > 0n && now - purse.lastUseMs >= idleMs) await purse.release();
+        else await purse.closeDrained();
+      }
+    };
+    await Promise.all(Array.from({ length: SWEEP_PURSES_AT_ONCE }, worker));
   }
 
   /** Serves the given partitions (default all) on the bus, shared with other nodes by queue group. */

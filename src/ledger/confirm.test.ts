@@ -219,3 +219,16 @@ const sqlCount = (pattern: string) => sql`SELECT count(*) AS n FROM usage_record
 const sqlDeadLetter = (r: UsageRecord) => sql`
   INSERT INTO usage_dead_letters (request_id, account_id, hold_id, record, reason, source)
   VALUES (${r.requestId}, ${r.accountId}, ${r.holdId}, '{}', 'test', 'consumer') RETURNING id`;
+
+test("a wait for the ledger ends at its bound even while a check hangs (NATS not answering)", async () => {
+  const stream = fakeStream();
+  const clock = new FakeClock({ auto: false });
+  const hung = Promise.withResolvers<number>();
+  const port: UsageStreamPort = { ...stream.port, ackFloor: () => hung.promise };
+  const keep = keeper(port, clock);
+  const batch = await records("hung", 1);
+  keep.keep({ msgId: "m-hung", seq: await port.publish(batch, "m-hung"), records: batch, publishedAtMs: clock.now() });
+  const error = await keep.confirmed({ pollMs: 5, waitMsMax: 50 }).catch((e: Error) => e);
+  expect(String(error)).toContain("usage not in the ledger after 50 ms");
+  hung.resolve(0);
+});

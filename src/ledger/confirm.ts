@@ -119,7 +119,14 @@ export class UsageConfirmations {
     const waiting = new Set(this.kept.values());
     const deadline = performance.now() + options.waitMsMax;
     while (waiting.size > 0) {
-      await this.check();
+      // The bound holds even while a pass is slow (many messages to publish again, NATS slow to answer).
+      const leftMs = deadline - performance.now();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<"late">((resolve) => {
+        timer = setTimeout(() => resolve("late"), Math.max(0, leftMs));
+      });
+      const pass = await Promise.race([this.check().then(() => "done" as const), late]).finally(() => clearTimeout(timer));
+      if (pass === "late") throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);
       for (const published of waiting) if (this.kept.get(published.msgId) !== published) waiting.delete(published);
       if (waiting.size === 0) return;
       if (performance.now() > deadline) throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);

@@ -305,7 +305,11 @@ const FAULTS: { name: string; apply: (c: Cluster) => Promise<FaultResult> }[] = 
       const swept = idleSweepFailures(c, c.idleKey!.accountId).filter((ms) => ms >= cutMs && ms <= healedMs);
       if (swept.length === 0) failures.push("no idle sweep of the idle key met the database during the cut");
       const holds = await idleHoldsSettled(c, c.idleKey!.accountId);
-      if (holds !== "returned") failures.push(`the idle key's lease was not given back after the cut (${holds})`);
+      if (holds !== "returned") {
+        failures.push(
+          `the idle key's lease was not given back after the cut (${holds}; ${await idleLeaseStory(c, c.idleKey!.accountId, healedMs)})`,
+        );
+      }
       return { failures, otherKeyRequestIds: [idleRequestId] };
     },
   },
@@ -380,6 +384,35 @@ async function idleHoldsSettled(c: Cluster, accountId: string): Promise<string> 
   };
   // What is left at the bound is the answer, which the run reports as a failure.
   return untilValue(holds, returned).catch(holds);
+}
+
+/** Log lines of node 0 this many are quoted in a failure, at most. */
+const STORY_LINES_MAX = 6;
+
+/**
+ * What a failure of the idle key's lease says: its pending holds (amounts, deadline against the
+ * heal) and node 0's last log lines about the account, so that a run on a busy machine that fails
+ * can be read without the node logs it leaves behind.
+ */
+async function idleLeaseStory(c: Cluster, accountId: string, healedMs: number): Promise<string> {
+  const holds = await c.db.rows<{ id: string; amount: unknown; posted: unknown; deadline_s: unknown }>(sql`
+    SELECT id, amount_micro AS amount, posted_micro AS posted,
+           extract(epoch FROM deadline) - ${healedMs / 1000} AS deadline_s
+    FROM holds WHERE account_id = ${accountId} AND status = 'pending'`);
+  const text = readFileSync(join(c.logs, `node-${c.nodes[0]!.process.pid}.log`), "utf8");
+  const lines = text
+    .split("\n")
+    .filter((line) => line.includes(accountId) || holds.some((h) => line.includes(h.id)))
+    .slice(-STORY_LINES_MAX)
+    .map((line) => {
+      const entry = JSON.parse(line) as { t: string; event: string; task?: string; error?: string };
+      const atS = ((Date.parse(entry.t) - healedMs) / 1000).toFixed(1);
+      return `${atS} s ${entry.task ?? entry.event}${entry.error ? `: ${entry.error.split("\n")[0]!.slice(0, 120)}` : ""}`;
+    });
+  const held = holds.map(
+    (h) => `${h.id} amount ${h.amount} posted ${h.posted} deadline ${Number(h.deadline_s).toFixed(1)} s after the heal`,
+  );
+  return `${held.join(", ") || "no pending hold"}; node 0 on it, seconds from the heal: ${lines.join(" | ") || "nothing logged"}`;
 }
 
 /** The most requests the upstream served at once (a lower bound of the key's slots in use). */
