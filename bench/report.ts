@@ -226,6 +226,24 @@ export function tailGoalsTable(measurements: Measurement[]): string {
   return targets.length ? lines.join("\n") : "";
 }
 
+/**
+ * Many keys at the hot key's speed (issue 31, item 4): the 1,000-keys row against the same
+ * target's hot-key row (chat c=64), in req/s and in p99; "" when no target ran both.
+ */
+export function manyKeysGoalsTable(measurements: Measurement[]): string {
+  const lines = ["| Target | 1,000 keys ÷ hot key, req/s (goal ≥ 90%) | 1,000 keys p99 ÷ hot key p99 (goal ≤ 2×) |", "|---|---|---|"];
+  const verdict = (ok: boolean) => (ok ? "✓" : "✗");
+  for (const target of new Set(measurements.map((m) => m.target))) {
+    const many = find(measurements, target, MANY_KEYS);
+    const hot = find(measurements, target, "chat c=64");
+    if (!many || !hot) continue;
+    const share = many.rps / hot.rps;
+    const tail = many.p99Ms / hot.p99Ms;
+    lines.push(`| ${target} | ${ratio(share)} ${verdict(share >= 0.9)} | ${times(tail)} ${verdict(tail <= 2)} |`);
+  }
+  return lines.length > 2 ? lines.join("\n") : "";
+}
+
 export interface RunInfo {
   startedAt: Date;
   mode: string;
@@ -255,6 +273,8 @@ export function runMarkdown(info: RunInfo, rounds: Measurement[]): string {
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
   const tailLines = tailGoalsTable(measurements);
   if (tailLines) sections.push(`Tail goals (DESIGN.md §6: the median round, the longest stall of any round):\n\n${tailLines}`);
+  const manyKeysLines = manyKeysGoalsTable(measurements);
+  if (manyKeysLines) sections.push(`Many keys (the median round of each row):\n\n${manyKeysLines}`);
   const scaleLines = scaleGoalsTable(measurements);
   if (scaleLines) sections.push(`Goals against the peer and for scaling out:\n\n${scaleLines}`);
   return `${sections.join("\n\n")}\n`;

@@ -2,7 +2,8 @@
  * `bun run bench [-- --quick | --profile]`: starts the simulator, then each target in turn (the
  * simulator itself, the bare proxy, the peer gateway (Portkey), Darvaze embedded, Darvaze on
  * NATS + PostgreSQL with one node and with two), runs every workload against it after a warm-up
- * (Darvaze embedded also with 1,000 keys), stops it, and appends the run to bench/RESULTS.md.
+ * (Darvaze embedded and on NATS + PostgreSQL with one node also with 1,000 keys), stops it, and
+ * appends the run to bench/RESULTS.md.
  * Every child process dies with the run; a watchdog ends a run that overstays its bound.
  */
 import { mkdirSync, readdirSync, readFileSync } from "node:fs";
@@ -205,7 +206,7 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
       start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url, ...gatewayAt }),
       extra: [manyKeys].filter(chosenRow),
     },
-    { label: "Darvaze NATS + PostgreSQL, 1 node", start: natsPg(1) },
+    { label: "Darvaze NATS + PostgreSQL, 1 node", start: natsPg(1), extra: [manyKeys].filter(chosenRow) },
     { label: "Darvaze NATS + PostgreSQL, 2 nodes", start: natsPg(2) },
   ];
   // --only <words>: the targets whose label contains any of them (the rest are not started).
