@@ -283,6 +283,23 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     expect((await wallet(stuck))!.heldMicro).toBe(0n);
   });
 
+  it(`${name}: a drained lease whose charges are posted is closed at once, while the node's other usage is not confirmed`, async () => {
+    const k = await keyWith(r, 10_000_000n);
+    const admitted = await admit(k, "p1", 1_000n);
+    if (!admitted.ok) throw new Error("not admitted");
+    await settle(settlementFor(k, admitted.holdId, "p1", 1n, 1_000n));
+    await r.writer.flush(); // its charge is in the ledger
+    const posted = r.writer.posted;
+    r.writer.posted = () => new Promise(() => {}); // other usage of the node never confirmed
+    try {
+      const sweep = r.host.sweepIdle(0);
+      await until(async () => (await wallet(k))!.heldMicro === 0n, 10_000);
+      await sweep;
+    } finally {
+      r.writer.posted = posted;
+    }
+  });
+
   it(`${name}: a request in flight is not admitted twice, and its settle frees the slot`, async () => {
     const k = await keyWith(r, 10_000_000n);
     const first = await admit(k, "d1", 1n);

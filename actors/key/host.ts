@@ -57,7 +57,7 @@ export const KEY_IDLE_MS = 30_000;
 /** The idle sweep's interval, or the idle time when that is shorter. */
 export const IDLE_SWEEP_INTERVAL_MS = 5_000;
 /**
- * Purses the idle sweep works on at once. A lease's close waits for the node's usage to be posted
+ * Purses the idle sweep works on at once. A lease's close may wait for the node's usage to be posted
  * (up to the writer's bound), so one after another a few slow closes held every purse behind them:
  * after a database outage an idle account's lease came back only when all the others' had.
  */

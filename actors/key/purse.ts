@@ -349,9 +349,13 @@ export class AccountPurse {
     if (lease.closing) return;
     lease.closing = true;
     try {
-      // Every charge of this lease must be posted before the hold is final.
-      await this.deps.writer.posted();
-      await closeHold(this.deps.db, lease.holdId);
+      // Every charge of this lease must be posted before the hold is final. When they all are (the
+      // hold shows what the lease consumed) it closes at once; else after the node's usage is
+      // posted, whatever it is (a charge refused or dead-lettered never reaches the hold).
+      if (!(await closeHold(this.deps.db, lease.holdId, lease.consumed))) {
+        await this.deps.writer.posted();
+        await closeHold(this.deps.db, lease.holdId);
+      }
       this.leases.delete(lease);
     } catch (error) {
       lease.closing = false;

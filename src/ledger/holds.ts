@@ -77,12 +77,16 @@ export async function shrinkHold(db: Db, holdId: string, byMicro: bigint): Promi
   return rows.length === 1;
 }
 
-/** Closes a pending hold, releasing what was not posted; false if it was no longer pending. */
-export async function closeHold(db: Db, holdId: string): Promise<boolean> {
+/**
+ * Closes a pending hold, releasing what was not posted; false if it was no longer pending, or
+ * (with `postedAtLeastMicro`) when less than that has been posted to it yet: a lease that knows
+ * what it charged closes as soon as those charges are in, without waiting for anything else.
+ */
+export async function closeHold(db: Db, holdId: string, postedAtLeastMicro = 0n): Promise<boolean> {
   const rows = await db.rows(sql`
     WITH h AS (
       UPDATE holds SET status = CASE WHEN posted_micro > 0 THEN 'posted' ELSE 'voided' END
-      WHERE id = ${holdId} AND status = 'pending'
+      WHERE id = ${holdId} AND status = 'pending' AND posted_micro >= ${postedAtLeastMicro}::bigint
       RETURNING account_id, amount_micro - posted_micro AS rest)
     UPDATE wallets SET held_micro = held_micro - h.rest, updated_at = now()
     FROM h WHERE wallets.account_id = h.account_id

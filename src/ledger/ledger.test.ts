@@ -56,6 +56,18 @@ test("partial posts, once per request id; shrink and close release the rest", as
   expect((await auditLedger(db)).ok).toBe(true);
 });
 
+test("a close that names what the lease charged waits until that much is posted", async () => {
+  const accountId = await funded(1_000n);
+  await open(accountId, "c1", 1n, 500n);
+  expect(await closeHold(db, "c1", 120n)).toBe(false); // nothing posted yet: the hold stays
+  await postUsageBatch(db, [record("c1-a", "c1", accountId, 100n)]);
+  expect(await closeHold(db, "c1", 120n)).toBe(false); // one charge of two in
+  await postUsageBatch(db, [record("c1-b", "c1", accountId, 20n)]);
+  expect(await closeHold(db, "c1", 120n)).toBe(true);
+  expect(await getWallet(db, accountId)).toEqual({ balanceMicro: 880n, heldMicro: 0n });
+  expect((await auditLedger(db)).ok).toBe(true);
+});
+
 test("an expired hold takes no post: the usage is recorded, billed 0 and written off", async () => {
   const accountId = await funded(1_000n);
   await open(accountId, "e1", 1n, 500n);
