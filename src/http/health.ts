@@ -16,6 +16,7 @@
 import { sql } from "drizzle-orm";
 import { errorCodeOf, type Db } from "../db/client.ts";
 import { errorBody, fail } from "../errors.ts";
+import { TIMED_OUT, within } from "../within.ts";
 
 export const READY_DATABASE_MS_MAX = 1_000;
 export const READY_CACHE_MS = 250;
@@ -79,17 +80,13 @@ export class Health {
 
   private async database(): Promise<CheckResult> {
     const startedMs = performance.now();
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timedOut = new Promise<"timeout">((resolve) => (timer = setTimeout(() => resolve("timeout"), READY_DATABASE_MS_MAX)));
     try {
-      const answer = await Promise.race([this.sources.db.rows(sql`SELECT 1`), timedOut]);
-      if (answer === "timeout") return { ok: false, reason: `no answer within ${READY_DATABASE_MS_MAX} ms` };
+      const answer = await within(this.sources.db.rows(sql`SELECT 1`), READY_DATABASE_MS_MAX);
+      if (answer === TIMED_OUT) return { ok: false, reason: `no answer within ${READY_DATABASE_MS_MAX} ms` };
       return { ok: true, ms: Math.round((performance.now() - startedMs) * 10) / 10 };
     } catch (error) {
       const code = errorCodeOf(error);
       return { ok: false, reason: `query failed${code ? ` (${code})` : ""}` };
-    } finally {
-      clearTimeout(timer);
     }
   }
 }

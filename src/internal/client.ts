@@ -23,6 +23,7 @@ import {
   REPLY_PARTS_MAX,
   STREAM_CREDIT_DEFAULT,
 } from "./wire.ts";
+import { TIMED_OUT, within } from "../within.ts";
 
 export interface InternalClientOptions {
   apiKey: string;
@@ -164,11 +165,8 @@ export class InternalClient {
     try {
       this.nc.publish(this.subjects.operation(operation), data, { reply: inbox, headers: this.requestHeaders(this.creditWindow) });
       for (;;) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const stalled = new Promise<"stalled">((resolve) => (timer = setTimeout(() => resolve("stalled"), this.stallMs)));
-        const next = await Promise.race([iterator.next(), stalled]);
-        clearTimeout(timer);
-        if (next === "stalled") throw failure(504, "upstream_timeout", `The gateway sent nothing for ${this.stallMs} ms.`);
+        const next = await within(iterator.next(), this.stallMs);
+        if (next === TIMED_OUT) throw failure(504, "upstream_timeout", `The gateway sent nothing for ${this.stallMs} ms.`);
         if (next.done) throw failure(503, "service_unavailable", "The connection to NATS closed during the stream.");
         const msg = next.value;
         if (msg.headers?.get(HEADER_HEARTBEAT)) continue;

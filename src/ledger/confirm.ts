@@ -23,6 +23,7 @@ import type { Db } from "../db/client.ts";
 import { taskFailed } from "../background.ts";
 import type { Logger } from "../log.ts";
 import type { UsageRecord } from "./usage.ts";
+import { TIMED_OUT, within } from "../within.ts";
 
 export const USAGE_UNCONFIRMED_RECORDS_MAX = 200_000;
 export const USAGE_CONFIRM_INTERVAL_MS = 1_000;
@@ -120,13 +121,9 @@ export class UsageConfirmations {
     const deadline = performance.now() + options.waitMsMax;
     while (waiting.size > 0) {
       // The bound holds even while a pass is slow (many messages to publish again, NATS slow to answer).
-      const leftMs = deadline - performance.now();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => resolve("late"), Math.max(0, leftMs));
-      });
-      const pass = await Promise.race([this.check().then(() => "done" as const), late]).finally(() => clearTimeout(timer));
-      if (pass === "late") throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);
+      if ((await within(this.check(), deadline - performance.now())) === TIMED_OUT) {
+        throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);
+      }
       for (const published of waiting) if (this.kept.get(published.msgId) !== published) waiting.delete(published);
       if (waiting.size === 0) return;
       if (performance.now() > deadline) throw new Error(`usage not in the ledger after ${options.waitMsMax} ms`);

@@ -29,6 +29,7 @@ import { bigintJson, encodeJson } from "../json.ts";
 import { fencedOut } from "./fence.ts";
 import { priceField, UNIT_NAMES, unitMap, unitsField, withUnitMaps, type PriceField, type UnitsField } from "../units.ts";
 import type { Logger } from "../log.ts";
+import { TIMED_OUT, within } from "../within.ts";
 
 /** Default of USAGE_FLUSH_MS: measured, each commit costs PGlite a file sync, so 20 ms halves throughput. */
 export const USAGE_FLUSH_MS_DEFAULT = 100;
@@ -400,18 +401,8 @@ export class UsageWriter {
 
   /** flush(), but gives up waiting after `waitMs` (the records stay buffered and are retried). */
   async flushWithin(waitMs: number): Promise<boolean> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), waitMs)));
-    try {
-      return await Promise.race([
-        this.flush()
-          .then(() => this.sink.posted?.())
-          .then(() => true as const),
-        timedOut,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    const flushed = this.flush().then(() => this.sink.posted?.());
+    return (await within(flushed, waitMs)) !== TIMED_OUT;
   }
 
   async stop(): Promise<void> {
