@@ -9,7 +9,7 @@ import o200k from "js-tiktoken/ranks/o200k_base";
 import OpenAI from "openai";
 import { METER_EVENTS, type MeterEvent } from "../actors/protocol.ts";
 import { OUTPUT_TOKENS_LOWERED_MIN, STREAM_OUTPUT_TOKENS_DEFAULT } from "../src/operations/chat/budget.ts";
-import { STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_BYTES_MAX, relayQueuedBytes } from "../src/operations/chat/relay.ts";
+import { STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_CHARS_MAX, relayQueuedChars } from "../src/operations/chat/relay.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until, untilValue } from "./until.ts";
@@ -238,11 +238,11 @@ describe("backpressure", () => {
     for (let i = 0; i < 100; i++) {
       // The client not reading for 10 s is the behaviour under test; the gateway's queue is sampled meanwhile.
       await Bun.sleep(100);
-      queuedMax = Math.max(queuedMax, relayQueuedBytes());
+      queuedMax = Math.max(queuedMax, relayQueuedChars());
     }
     expect(queuedMax).toBeGreaterThan(0);
     // One network read of the upstream may land on a full queue.
-    expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX);
+    expect(queuedMax).toBeLessThanOrEqual(STREAM_RELAY_BUFFER_CHARS_MAX + STREAM_READ_BYTES_MAX);
     for (;;) {
       const { done, value } = await reader.read();
       if (done) break;

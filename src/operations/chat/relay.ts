@@ -5,7 +5,7 @@
  * frames in batches. How a stream ends is decided by ending.ts, a pure table.
  *
  *   pump (reads the upstream): decode → meter (extend the hold ahead of the tokens) → queue.
- *     The queue holds at most STREAM_RELAY_BUFFER_BYTES_MAX; past it the pump stops reading,
+ *     The queue holds at most STREAM_RELAY_BUFFER_CHARS_MAX; past it the pump stops reading,
  *     so a client that stops reading pauses the upstream instead of growing our memory.
  *   client (Elysia's generator): takes what is queued, one write at a time; `: keep-alive`
  *     comments during long upstream silences; `data: [DONE]` or `data: {"error":…}`, then close.
@@ -39,27 +39,28 @@ import { StreamMeter } from "./meter.ts";
 import { unreportedOutputTokens } from "./unreported.ts";
 import type { ChatRequest } from "./schema.ts";
 
-/** Bytes of frames queued for a client that is not reading, before the upstream read pauses. */
-export const STREAM_RELAY_BUFFER_BYTES_MAX = 16_384;
+/**
+ * Characters of frames queued for a client that is not reading, before the upstream read pauses
+ * (a frame's SSE text: what a queued frame holds in memory, one or two bytes a character).
+ */
+export const STREAM_RELAY_BUFFER_CHARS_MAX = 16_384;
 /**
  * The largest single read Bun's fetch hands over (measured: ~480 KiB after the socket piled up).
- * The queue can pass its bound by one read, so a stream's relay holds at most
- * STREAM_RELAY_BUFFER_BYTES_MAX + STREAM_READ_BYTES_MAX whatever its client does.
+ * The queue can pass its bound by one read's frames, so a stream's relay holds at most
+ * STREAM_RELAY_BUFFER_CHARS_MAX + STREAM_READ_BYTES_MAX characters whatever its client does (an
+ * upstream frame's text has about as many characters as its bytes).
  */
 export const STREAM_READ_BYTES_MAX = 524_288;
 /** Meter events per stream on the bus: at most one per this interval, plus one at the end. */
 export const METER_EVENT_INTERVAL_MS = 1_000;
 
-/** Bytes queued for clients by every stream of this process: the bound, measured (tests, metrics). */
-let queuedBytesAll = 0;
-export function relayQueuedBytes(): number {
-  return queuedBytesAll;
+/** Characters queued for clients by every stream of this process: the bound, measured (tests, metrics). */
+let queuedCharsAll = 0;
+export function relayQueuedChars(): number {
+  return queuedCharsAll;
 }
 
 const encoder = new TextEncoder();
-const DONE_FRAME = encoder.encode("data: [DONE]\n\n");
-/** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
-const KEEP_ALIVE_FRAME = encoder.encode(": keep-alive\n\n");
 
 /** What the relay reads of the request beyond its admission. */
 export interface RelayRequest {
@@ -90,36 +91,37 @@ function chunkIds(frame: StreamFrame, fallbackModel: string): ChunkIds | null {
 }
 
 /**
- * One frame for the client: a chunk's JSON (`data`), a keep-alive, the end, or an error. `bytes`
- * is its SSE encoding, made once when it is queued (the HTTP edge writes it; the NATS service
- * sends `data` in its own messages).
+ * One frame for the client: a chunk's JSON (`data`), a keep-alive, the end, or an error. `sse` is
+ * its SSE text, made when it is queued; the HTTP edge encodes what it takes in one piece (the NATS
+ * service sends `data` in its own messages, a translated wire re-writes it).
  */
 export type RelayFrame =
-  | { kind: "data"; data: string; bytes: Uint8Array }
-  | { kind: "keepAlive"; bytes: Uint8Array }
-  | { kind: "done"; bytes: Uint8Array }
-  | { kind: "error"; failure: Failure; bytes: Uint8Array };
+  | { kind: "data"; data: string; sse: string }
+  | { kind: "keepAlive"; sse: string }
+  | { kind: "done"; sse: string }
+  | { kind: "error"; failure: Failure; sse: string };
 
-const KEEP_ALIVE: RelayFrame = { kind: "keepAlive", bytes: KEEP_ALIVE_FRAME };
+/** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
+const KEEP_ALIVE: RelayFrame = { kind: "keepAlive", sse: ": keep-alive\n\n" };
 /** What `Relay.taken` returns while the stream goes on with nothing queued. */
 export const NOTHING_YET = Object.freeze([]) as unknown as RelayFrame[];
-const DONE: RelayFrame = { kind: "done", bytes: DONE_FRAME };
+const DONE: RelayFrame = { kind: "done", sse: "data: [DONE]\n\n" };
 
 function dataFrame(data: string): RelayFrame {
-  return { kind: "data", data, bytes: encoder.encode(`data: ${data}\n\n`) };
+  return { kind: "data", data, sse: `data: ${data}\n\n` };
 }
 
 function errorFrame(failure: Failure): RelayFrame {
-  return { kind: "error", failure, bytes: encoder.encode(`data: ${JSON.stringify(errorBody(failure))}\n\n`) };
+  return { kind: "error", failure, sse: `data: ${JSON.stringify(errorBody(failure))}\n\n` };
 }
 
 /**
  * Relays one admitted stream: a pump reads the upstream (decode → meter → queue, bounded by
- * STREAM_RELAY_BUFFER_BYTES_MAX) while the consumer takes what is queued.
+ * STREAM_RELAY_BUFFER_CHARS_MAX) while the consumer takes what is queued.
  */
 export class Relay {
   private readonly queue: RelayFrame[] = [];
-  private queuedBytes = 0;
+  private queuedChars = 0;
   private ended = false;
   private clientGone = false;
   private wakeClient: (() => void) | null = null;
@@ -192,8 +194,8 @@ export class Relay {
   taken(): RelayFrame[] | null {
     if (this.queue.length > 0) {
       const frames = this.queue.splice(0);
-      queuedBytesAll -= this.queuedBytes;
-      this.queuedBytes = 0;
+      queuedCharsAll -= this.queuedChars;
+      this.queuedChars = 0;
       this.wakePump?.();
       return frames;
     }
@@ -213,8 +215,8 @@ export class Relay {
     if (this.clientGone || this.ended) return;
     this.clientGone = true;
     this.queue.length = 0;
-    queuedBytesAll -= this.queuedBytes;
-    this.queuedBytes = 0;
+    queuedCharsAll -= this.queuedChars;
+    this.queuedChars = 0;
     this.wakePump?.();
     this.leftReadTimer = setTimeout(() => this.outcome.reply.close("abandoned"), this.deps.env.STREAM_LEFT_READ_MS);
   }
@@ -228,13 +230,13 @@ export class Relay {
   private push(frame: RelayFrame): void {
     if (this.clientGone) return;
     this.queue.push(frame);
-    this.queuedBytes += frame.bytes.length;
-    queuedBytesAll += frame.bytes.length;
+    this.queuedChars += frame.sse.length;
+    queuedCharsAll += frame.sse.length;
     this.wake();
   }
 
   private async roomForMore(): Promise<void> {
-    while (this.queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX && !this.clientGone) await new Promise<void>((r) => (this.wakePump = r));
+    while (this.queuedChars > STREAM_RELAY_BUFFER_CHARS_MAX && !this.clientGone) await new Promise<void>((r) => (this.wakePump = r));
   }
 
   private meterEvent(end?: End, outputTokens = this.meter.tokens): void {
@@ -323,7 +325,7 @@ export class Relay {
           this.finished = piece.done;
           break;
         }
-        if (this.queuedBytes > STREAM_RELAY_BUFFER_BYTES_MAX) await this.roomForMore();
+        if (this.queuedChars > STREAM_RELAY_BUFFER_CHARS_MAX) await this.roomForMore();
       }
       if (!this.finished && !this.failure && this.withheld === null && !this.clientGone) {
         this.failure = fail("upstream_error", "The upstream closed the stream before it finished.");
@@ -484,21 +486,13 @@ export class RelayBody implements AsyncIterableIterator<Uint8Array> {
   }
 }
 
-/** Chat's own SSE body: the relay's frames as they are. */
+/** Chat's own SSE body: the relay's frames as they are, each batch taken encoded once. */
 export function sseBody(relay: Relay): RelayBody {
-  return new RelayBody(relay, (frames) => (frames.length === 1 ? frames[0]!.bytes : concat(frames.map((f) => f.bytes))));
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  let length = 0;
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
+  return new RelayBody(relay, (frames) => {
+    let text = "";
+    for (const frame of frames) text += frame.sse;
+    return encoder.encode(text);
+  });
 }
 
 /** The end of a stream cut at its hold: finish_reason "length" per choice, usage, [DONE]. */
