@@ -19,7 +19,8 @@ export interface SseEvent {
 export class SseSplitter {
   private buffer = "";
   private event: string | null = null;
-  private dataLines: string[] = [];
+  /** The data lines of the event being read, joined by newlines; null before its first. */
+  private data: string | null = null;
   private dataChars = 0;
   private readonly eventCharsMax: number;
 
@@ -33,21 +34,20 @@ export class SseSplitter {
     const buffer = this.buffer === "" ? text : this.buffer + text;
     let start = 0;
     let newline: number;
+    // Lines are read in place: only a data line's value and an event's name are cut out.
     while ((newline = buffer.indexOf("\n", start)) !== -1) {
       const end = newline > start && buffer.charCodeAt(newline - 1) === 13 ? newline - 1 : newline;
-      const line = buffer.slice(start, end);
-      start = newline + 1;
-      if (line === "") {
-        if (this.dataLines.length > 0)
-          events.push({ event: this.event, data: this.dataLines.length === 1 ? this.dataLines[0]! : this.dataLines.join("\n") });
+      if (end === start) {
+        if (this.data !== null) events.push({ event: this.event, data: this.data });
         this.event = null;
-        this.dataLines = [];
+        this.data = null;
         this.dataChars = 0;
-      } else if (line.startsWith("data:")) {
-        const data = line.slice(line.startsWith("data: ") ? 6 : 5);
-        this.dataLines.push(data);
+      } else if (buffer.startsWith("data:", start)) {
+        const data = buffer.slice(buffer.charCodeAt(start + 5) === 32 ? start + 6 : start + 5, end);
+        this.data = this.data === null ? data : `${this.data}\n${data}`;
         this.dataChars += data.length;
-      } else if (line.startsWith("event:")) this.event = line.slice(6).trim();
+      } else if (buffer.startsWith("event:", start)) this.event = buffer.slice(start + 6, end).trim();
+      start = newline + 1;
     }
     this.buffer = start === buffer.length ? "" : buffer.slice(start);
     if (this.buffer.length + this.dataChars > this.eventCharsMax)
