@@ -3,7 +3,7 @@
  * its CPU time (every thread of every node, from /proc/<pid>/stat), CPU 0's busy share (the load
  * generator's CPU: when it is saturated the row measured the load generator, not the server),
  * and from a Darvaze node's /metrics the longest event-loop stall and the memory guard's forced
- * collections and their pauses.
+ * collections and their pauses (the bare proxy's stall from its own `/stall`, the same monitor).
  */
 import { readFileSync } from "node:fs";
 import type { Target } from "./targets.ts";
@@ -17,7 +17,7 @@ export interface Readings {
   cpuMsPer1k: number | null;
   /** Share of CPU 0 busy during the run, 0..1. */
   cpu0Busy: number;
-  /** Longest event-loop stall of a Darvaze node during the run; null for other targets. */
+  /** Longest event-loop stall of a Darvaze node or the bare proxy during the run; null for other targets. */
   stallMaxMs: number | null;
   /** The memory guard's collections, light and full, their pause, and the full ones among them. */
   gcForced: number | null;
@@ -76,6 +76,14 @@ async function darvazeReadings(
   };
 }
 
+/** The bare proxy's longest stall since the last call (a call starts a new window); null for a target without one. */
+async function stallReading(target: Target): Promise<number | null> {
+  if (!target.stallUrl) return null;
+  const response = await fetch(target.stallUrl);
+  if (!response.ok) throw new Error(`${target.stallUrl} answered ${response.status}`);
+  return ((await response.json()) as { stallMaxMs: number }).stallMaxMs;
+}
+
 /**
  * Starts the readings; the returned function ends them, given the requests the run completed.
  * @example const done = await startReadings(target); … const readings = await done(m.requests);
@@ -84,16 +92,18 @@ export async function startReadings(target: Target): Promise<(requests: number) 
   const pids = target.pids ?? (target.pid ? [target.pid] : []);
   // This scrape also starts a new stall window on each node.
   const before = await darvazeReadings(target);
+  await stallReading(target);
   const cpu0Before = cpu0Ticks();
   const ticksBefore = pids.length ? cpuTicks(pids) : 0;
   return async (requests) => {
     const ticks = pids.length ? cpuTicks(pids) - ticksBefore : 0;
     const cpu0 = cpu0Ticks();
     const after = await darvazeReadings(target);
+    const stall = await stallReading(target);
     return {
       cpuMsPer1k: pids.length && requests > 0 ? ((ticks / TICKS_PER_S) * 1000 * 1000) / requests : null,
       cpu0Busy: (cpu0.busy - cpu0Before.busy) / Math.max(1, cpu0.total - cpu0Before.total),
-      stallMaxMs: after ? after.stallMaxMs : null,
+      stallMaxMs: after ? after.stallMaxMs : stall,
       gcForced: after && before ? after.gcForced - before.gcForced : null,
       gcPauseMs: after && before ? after.gcPauseMs - before.gcPauseMs : null,
       gcFull: after && before ? after.gcFull - before.gcFull : null,

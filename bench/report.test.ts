@@ -1,7 +1,7 @@
-/** The 1,000-keys goals: the many-keys row of a target against its own hot-key row. */
+/** The goals tables: the 1,000-keys row against its own hot-key row; the tail goals beside the bare proxy. */
 import { expect, test } from "bun:test";
 import type { Measurement } from "./measurement.ts";
-import { MANY_KEYS, manyKeysGoalsTable } from "./report.ts";
+import { BARE, MANY_KEYS, manyKeysGoalsTable, tailGoalsTable } from "./report.ts";
 
 const row = (target: string, workload: string, rps: number, p99Ms: number): Measurement => ({
   target,
@@ -28,4 +28,23 @@ test("each target's 1,000 keys are judged against its own hot key, in req/s and 
 
 test("no table when no target ran both rows", () => {
   expect(manyKeysGoalsTable([row("embedded", "chat c=64", 6_000, 50)])).toBe("");
+});
+
+const withStall = (m: Measurement, stallMaxMs: number): Measurement => ({
+  ...m,
+  readings: { cpuMsPer1k: null, cpu0Busy: 0, stallMaxMs, gcForced: null, gcPauseMs: null, gcFull: null },
+});
+
+test("the tail goals judge each target's longest stall of any row, the bare proxy's beside it", () => {
+  const table = tailGoalsTable([
+    withStall(row(BARE, "stream c=64", 3_000, 30), 9),
+    withStall(row(BARE, "chat c=64", 9_000, 16), 41),
+    withStall(row("Darvaze embedded", "stream c=64", 1_200, 120), 70),
+    withStall(row("Darvaze embedded", "chat c=1", 900, 3), 4),
+    withStall(row("Darvaze NATS", "chat c=1", 900, 3), 3),
+  ]);
+  expect(table.split("\n").slice(2)).toEqual([
+    "| Darvaze embedded | 40% ✓ | n/a | n/a | 70.0 ms ✗ | 41.0 ms |",
+    "| Darvaze NATS | n/a | n/a | n/a | 3.00 ms ✓ | 41.0 ms |",
+  ]);
 });

@@ -32,6 +32,8 @@ export interface Target {
   pid?: number;
   /** Every node's process id (Darvaze), for CPU readings. */
   pids?: number[];
+  /** Where the longest event-loop stall since the last reading is read (the bare proxy; Darvaze has /metrics). */
+  stallUrl?: string;
   /** The admin token (Darvaze only), for /metrics. */
   adminToken?: string;
   /** `count` more keys on the same funded account (Darvaze only). */
@@ -93,7 +95,7 @@ export async function startBareProxy(upstreamUrl: string): Promise<Target> {
   const url = `http://${HOST}:${port}`;
   // The proxy has no health route; a GET fails to parse as JSON and answers 500, so poll the port.
   await waitForPort(child, port);
-  return { name: "bare Bun proxy", url, key: "bench", pid: child.proc.pid, stop: () => child.stop() };
+  return { name: "bare Bun proxy", url, key: "bench", pid: child.proc.pid, stallUrl: `${url}/stall`, stop: () => child.stop() };
 }
 
 const peersDir = join(ROOT, "bench/peers");
