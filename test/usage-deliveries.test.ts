@@ -1,8 +1,8 @@
 /**
  * The usage stream's consumer and failures that are not the data's: a database outage is retried
  * in place (no redelivery, nothing dead-lettered), and a message delivered USAGE_DELIVERIES_MAX
- * times (its consumers died or hung) is dead-lettered unposted on its last delivery. Needs NATS;
- * the ledger is PGlite in memory.
+ * times (its consumers died or hung) is dead-lettered unposted on its last delivery; messages
+ * that wait together are posted together. Needs NATS; the ledger is PGlite in memory.
  */
 import { afterAll, beforeAll, expect } from "bun:test";
 import { sql } from "drizzle-orm";
@@ -167,5 +167,55 @@ describeWith(["nats"], "usage stream consumer: outages and delivery bound", (it)
     expect(letters.length).toBe(deadBefore);
     expect((await db.rows(sql`SELECT 1 FROM usage_dead_letters WHERE request_id = ${record.requestId}`)).length).toBe(0);
     expect((await jsm.consumers.info(stream, CONSUMER)).num_redelivered).toBe(before);
+  }, 30_000);
+
+  it("messages waiting together are posted together: fewer transactions than messages, a record in two messages posted once, a malformed one apart", async () => {
+    // The earlier tests' consumers would share the messages.
+    for (const earlier of consumers.splice(0)) await earlier.stop();
+    let transactions = 0;
+    const counting: Db = {
+      ...db,
+      orm: new Proxy(db.orm, {
+        get(target, property, receiver) {
+          if (property === "transaction") {
+            transactions++;
+            return (target.transaction as (...args: unknown[]) => unknown).bind(target);
+          }
+          return Reflect.get(target, property, receiver);
+        },
+      }),
+    };
+    const batches = Array.from({ length: 10 }, (_, n) =>
+      Array.from({ length: 3 }, () =>
+        usageRecord({ requestId: `req_${randomBase62(8)}`, accountId: "acct_t", holdId: `hold_t${n}`, billedMicro: 3n }),
+      ),
+    );
+    // Sent again in another message (a batch published twice): posted once.
+    batches[7]!.push(batches[2]![0]!);
+    for (const [n, batch] of batches.entries()) {
+      await nc.jetstream().publish(subjects.usage, encodeJson(batch));
+      if (n === 4) await nc.jetstream().publish(subjects.usage, "[{ not json");
+    }
+    const consumer = startConsumer(counting);
+    const ids = [...new Set(batches.flat().map((r) => r.requestId))];
+    await until(
+      async () =>
+        (await db.rows(sql`SELECT 1 FROM usage_records WHERE request_id IN (SELECT json_array_elements_text(${encodeJson(ids)}::json))`))
+          .length === ids.length,
+      DELIVERY_WAIT_MS_MAX,
+    );
+    await until(async () => {
+      const info = await jsm.consumers.info(stream, CONSUMER);
+      return info.num_pending === 0 && info.num_ack_pending === 0;
+    }, DELIVERY_WAIT_MS_MAX);
+    await consumer.stop();
+    const [count] = await db.rows<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM usage_records WHERE request_id IN (SELECT json_array_elements_text(${encodeJson(ids)}::json))`,
+    );
+    expect(count!.n).toBe(30);
+    expect(letters.some((l) => l.source === "malformed")).toBe(true);
+    // Eleven messages; the first may be posted alone as it arrives, the rest waited while it was.
+    expect(transactions).toBeGreaterThan(0);
+    expect(transactions).toBeLessThanOrEqual(5);
   }, 30_000);
 });

@@ -2,8 +2,9 @@
  * Durable usage over NATS: each group-committed batch of usage records is appended to a
  * JetStream stream and acknowledged there (file storage) before it counts as written, so a
  * gateway killed after the acknowledgement loses nothing; a durable consumer, shared by every
- * node, posts the batches to PostgreSQL (postUsageBatch, idempotent by request id) and
- * acknowledges them only then. A redelivered batch posts nothing twice.
+ * node, posts the batches to PostgreSQL (postUsageBatch, idempotent by request id; the batches
+ * that arrived while it posted, together) and acknowledges them only then. A redelivered batch
+ * posts nothing twice.
  *
  *   edge → UsageWriter (≤ USAGE_FLUSH_MS) → stream `<PREFIX>_USAGE` (ack) → consumer → ledger
  *                                                       dead letters → stream `<PREFIX>_USAGE_DEAD`
@@ -340,15 +341,9 @@ export class UsageConsumer {
         const consumer = await this.js.consumers.get(this.stream, CONSUMER);
         const messages = await consumer.consume({ max_messages: PULL_MESSAGES_MAX });
         this.messages = messages;
-        // Each message is already one node's group-committed batch: post it as it comes.
-        for await (const message of messages) {
-          const parsed = await parseBatch(jsonOrUndefined(message));
-          if ("invalid" in parsed) {
-            if (await this.fileMalformed(message, `not a batch of usage records: ${parsed.invalid}`)) message.term();
-            continue;
-          }
-          if (await this.handle(message, parsed.records)) message.ack();
-        }
+        // What has arrived while the last post ran is posted together.
+        const arrivals = new Arrivals(messages);
+        for (let taken = await arrivals.next(); taken !== null; taken = await arrivals.next()) await this.postTaken(taken);
       } catch (error) {
         if (this.stopped) return;
         this.log("warn", "usage_consume_failed", { error: (error as Error).message });
@@ -358,11 +353,44 @@ export class UsageConsumer {
   }
 
   /**
-   * Posts one message's records (dead-lettering those the database refuses), or on its last
-   * delivery dead-letters them unposted. Retries other failures in place; false when stopped first.
+   * Posts the records of messages taken together in one transaction per USAGE_CONSUMER_POST_RECORDS_MAX
+   * (idempotent by request id: a record in two messages posts once), then acknowledges them. Each
+   * message is one node's batch, written every USAGE_FLUSH_MS: a transaction per message fell behind
+   * a node at full load, its usage reaching the ledger later and later. A malformed message, and one
+   * on its last delivery, is handled on its own.
    */
-  private async handle(message: JsMsg, records: UsageRecord[]): Promise<boolean> {
-    const deliveries = message.info.deliveryCount;
+  private async postTaken(taken: JsMsg[]): Promise<void> {
+    let group: { messages: JsMsg[]; records: UsageRecord[] } = { messages: [], records: [] };
+    const post = async () => {
+      if (group.messages.length === 0) return;
+      const { messages, records } = group;
+      group = { messages: [], records: [] };
+      if (await this.handle(messages, records)) for (const message of messages) message.ack();
+    };
+    for (const message of taken) {
+      const parsed = await parseBatch(jsonOrUndefined(message));
+      if ("invalid" in parsed) {
+        if (await this.fileMalformed(message, `not a batch of usage records: ${parsed.invalid}`)) message.term();
+        continue;
+      }
+      if (message.info.deliveryCount >= USAGE_DELIVERIES_MAX) {
+        if (await this.handle([message], parsed.records)) message.ack();
+        continue;
+      }
+      if (group.records.length + parsed.records.length > USAGE_CONSUMER_POST_RECORDS_MAX) await post();
+      group.messages.push(message);
+      for (const record of parsed.records) group.records.push(record);
+    }
+    await post();
+  }
+
+  /**
+   * Posts the records of `messages` (dead-lettering those the database refuses), or, when they are
+   * one message on its last delivery, dead-letters them unposted. Retries other failures in place;
+   * false when stopped first.
+   */
+  private async handle(messages: JsMsg[], records: UsageRecord[]): Promise<boolean> {
+    const deliveries = Math.max(...messages.map((message) => message.info.deliveryCount));
     const onDeadLetter = (letter: DeadLetter) => this.deadLettered(letter);
     let retryMs = RETRY_MS_FIRST;
     while (!this.stopped) {
@@ -376,8 +404,10 @@ export class UsageConsumer {
         }
         return true;
       } catch (error) {
-        this.log("error", "usage_post_failed", { seq: message.seq, deliveries, error: sqlReason(error), retryMs });
-        message.working(); // still ours: no other consumer gets it while the database is away
+        const seqs = messages.map((message) => message.seq);
+        this.log("error", "usage_post_failed", { seq: seqs[0], messages: seqs.length, deliveries, error: sqlReason(error), retryMs });
+        // Still ours: no other consumer gets them while the database is away.
+        for (const message of messages) message.working();
         await Bun.sleep(retryMs);
         retryMs = Math.min(retryMs * 2, RETRY_MS_MAX);
       }
@@ -429,22 +459,75 @@ export class UsageConsumer {
   }
 }
 
-/** Records validated at a time; the event loop runs between slices, so a message of a thousand records never holds it for long. */
+/** What a read found when nothing more was waiting. */
+const NOTHING_WAITING = Symbol("nothing waiting");
+
+/**
+ * The consumer's messages as they arrive: `next` waits for one and takes with it every other one
+ * already received, up to PULL_MESSAGES_MAX; null once the messages have ended. A read that finds
+ * nothing within a turn of the event loop is kept for the next call: no message is lost, and none
+ * is waited for while the ones in hand could be posted.
+ */
+class Arrivals {
+  private readonly iterator: AsyncIterator<JsMsg>;
+  private unfinished: Promise<IteratorResult<JsMsg>> | null = null;
+
+  constructor(messages: AsyncIterable<JsMsg>) {
+    this.iterator = messages[Symbol.asyncIterator]();
+  }
+
+  private read(): Promise<IteratorResult<JsMsg>> {
+    const unfinished = this.unfinished;
+    this.unfinished = null;
+    return unfinished ?? this.iterator.next();
+  }
+
+  async next(): Promise<JsMsg[] | null> {
+    const first = await this.read();
+    if (first.done) return null;
+    const taken = [first.value];
+    while (taken.length < PULL_MESSAGES_MAX) {
+      const reading = this.read();
+      const turn = new Promise<typeof NOTHING_WAITING>((resolve) => setImmediate(() => resolve(NOTHING_WAITING)));
+      const more = await Promise.race([reading, turn]);
+      if (more === NOTHING_WAITING || more.done) {
+        this.unfinished = reading;
+        break;
+      }
+      taken.push(more.value);
+    }
+    return taken;
+  }
+}
+
+/** Records posted in one transaction by the consumer, from the messages it took together. */
+export const USAGE_CONSUMER_POST_RECORDS_MAX = 4_000;
+
+/**
+ * Records validated at a time; once slices have taken USAGE_PARSE_TURN_MS the event loop runs
+ * before the next, so a message of a thousand records never holds it for long (and a busy loop,
+ * whose turns take tens of milliseconds, is not waited on after every slice).
+ */
 export const USAGE_PARSE_SLICE_RECORDS = 100;
+export const USAGE_PARSE_TURN_MS = 1;
 const usageBatchSchema = usageRecordSchema.array();
 
 /**
  * A message's records, validated a slice at a time, or what makes it no batch of usage records
  * (`path: message` of the first problem).
  */
-export async function parseBatch(value: unknown): Promise<{ records: UsageRecord[] } | { invalid: string }> {
+export async function parseBatch(value: unknown, turnMs = USAGE_PARSE_TURN_MS): Promise<{ records: UsageRecord[] } | { invalid: string }> {
   if (!Array.isArray(value)) {
     const issue = usageBatchSchema.safeParse(value).error?.issues[0];
     return { invalid: `${issue?.path.join(".")}: ${issue?.message}` };
   }
   const records: UsageRecord[] = [];
+  let turnStartedMs = performance.now();
   for (let from = 0; from < value.length; from += USAGE_PARSE_SLICE_RECORDS) {
-    if (from > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (from > 0 && performance.now() - turnStartedMs >= turnMs) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turnStartedMs = performance.now();
+    }
     const parsed = usageBatchSchema.safeParse(value.slice(from, from + USAGE_PARSE_SLICE_RECORDS));
     if (!parsed.success) {
       const issue = parsed.error.issues[0];

@@ -66,17 +66,24 @@ test("backpressure: a writer that does not catch up within the wait refuses room
   sink.release();
 });
 
-test("a usage message is validated a slice at a time: timers run between slices, and a bad record is named by its place in the whole batch", async () => {
+test("a usage message is validated a slice at a time: timers run between slices once a turn's time is spent, and a bad record is named by its place in the whole batch", async () => {
   const { parseBatch, USAGE_PARSE_SLICE_RECORDS } = await import("./stream.ts");
   const { encodeJson } = await import("../json.ts");
   const batch = JSON.parse(encodeJson(Array.from({ length: USAGE_PARSE_SLICE_RECORDS * 3 + 7 }, (_, n) => record(n))));
   let ticks = 0;
-  const ticking = setImmediate(() => ticks++);
-  const parsed = await parseBatch(batch);
+  let ticking = setImmediate(() => ticks++);
+  // No time for a turn at all: the loop runs after every slice.
+  const parsed = await parseBatch(batch, 0);
   clearImmediate(ticking);
   expect("records" in parsed && parsed.records.length).toBe(USAGE_PARSE_SLICE_RECORDS * 3 + 7);
   expect("records" in parsed && parsed.records[5]!.billedMicro).toBe(2n);
   expect(ticks).toBe(1);
+  // A turn longer than the whole batch: no slice waits for the loop.
+  ticks = 0;
+  ticking = setImmediate(() => ticks++);
+  expect("records" in (await parseBatch(batch, 60_000))).toBe(true);
+  clearImmediate(ticking);
+  expect(ticks).toBe(0);
   batch[USAGE_PARSE_SLICE_RECORDS * 2 + 3].billedMicro = "two";
   const invalid = await parseBatch(batch);
   expect("invalid" in invalid && invalid.invalid).toStartWith(`${USAGE_PARSE_SLICE_RECORDS * 2 + 3}.billedMicro: `);
