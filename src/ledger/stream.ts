@@ -45,7 +45,7 @@ import { runTask } from "../background.ts";
 import { sqlReason } from "../db/client.ts";
 import { deadLetterMalformed, deadLetterRecords, ledgerSink, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
-import { usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
+import { USAGE_BATCH_MAX, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 import { withFlatFields } from "../units.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
@@ -500,8 +500,12 @@ class Arrivals {
   }
 }
 
-/** Records posted in one transaction by the consumer, from the messages it took together. */
-export const USAGE_CONSUMER_POST_RECORDS_MAX = 4_000;
+/**
+ * Records posted in one transaction by the consumer, from the messages it took together: a
+ * writer's batch, so that the consumer's largest transaction (and the JSON it encodes for it on the
+ * event loop) is no larger than the writer's.
+ */
+export const USAGE_CONSUMER_POST_RECORDS_MAX = USAGE_BATCH_MAX;
 
 /**
  * Records validated at a time; once slices have taken USAGE_PARSE_TURN_MS the event loop runs
