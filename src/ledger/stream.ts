@@ -501,11 +501,12 @@ class Arrivals {
 }
 
 /**
- * Records posted in one transaction by the consumer, from the messages it took together: a
- * writer's batch, so that the consumer's largest transaction (and the JSON it encodes for it on the
- * event loop) is no larger than the writer's.
+ * Records posted in one transaction by the consumer, from the messages it took together: two of a
+ * writer's batches. Measured at chat c=64 on one node (bench/RESULTS.md): with one batch's worth the
+ * stream's unposted messages still grew (19 → 44 in 50 s), with two they held at 7–12. A transaction
+ * this large is only put together when the consumer is behind.
  */
-export const USAGE_CONSUMER_POST_RECORDS_MAX = USAGE_BATCH_MAX;
+export const USAGE_CONSUMER_POST_RECORDS_MAX = 2 * USAGE_BATCH_MAX;
 
 /**
  * Records validated at a time; once slices have taken USAGE_PARSE_TURN_MS the event loop runs
