@@ -47,6 +47,7 @@ import { deadLetterMalformed, deadLetterRecords, ledgerSink, postOrDeadLetter, t
 import { UsageConfirmations } from "./confirm.ts";
 import { USAGE_BATCH_MAX, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 import { withFlatFields } from "../units.ts";
+import { TIMED_OUT, within } from "../within.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
 export const USAGE_MESSAGE_BYTES_MAX = 512 * 1024;
@@ -253,25 +254,19 @@ export class JetStreamUsageSink implements UsageSink {
     const gone = this.fallback.disconnected().then(() => null);
     const publishing = this.publish(data, msgId);
     publishing.catch(() => {}); // once a disconnect or the overdue mark won the race, its outcome no longer matters
-    let overdueTimer: ReturnType<typeof setTimeout> | undefined;
-    const overdue = new Promise<null>((resolve) => {
+    const answered = Promise.race([publishing, gone]);
+    try {
+      let answer = await within(answered, USAGE_ACK_OVERDUE_MS);
       // Past the bound, one more look a timer later: a turn of the event loop that ran long (a
       // collection, a burst) ends with the bound's timer before the socket is read, so an
       // acknowledgement that arrived in time would otherwise count as none (measured: 19 of 20).
-      overdueTimer = setTimeout(() => {
-        overdueTimer = setTimeout(() => {
-          this.markHung(publishing);
-          resolve(null);
-        }, 1);
-      }, USAGE_ACK_OVERDUE_MS);
-    });
-    try {
-      return await Promise.race([publishing, gone, overdue]);
+      if (answer === TIMED_OUT) answer = await within(answered, 1);
+      if (answer !== TIMED_OUT) return answer;
+      this.markHung(publishing);
+      return null;
     } catch (error) {
       this.log("warn", "usage_publish_failed", { error: (error as Error).message });
       return null;
-    } finally {
-      clearTimeout(overdueTimer);
     }
   }
 
