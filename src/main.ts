@@ -125,7 +125,11 @@ async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, 
       log,
       onDeadLetter,
       limits: { replicas: config.env.USAGE_STREAM_REPLICAS, messagesMax: config.env.USAGE_STREAM_MESSAGES_MAX },
-      connection: { connected: () => bus.connected, disconnected: () => bus.disconnected(), answering: () => bus.answering() },
+      connection: {
+        connected: () => bus.connected,
+        whenDisconnected: (watcher) => bus.whenDisconnected(watcher),
+        answering: () => bus.answering(),
+      },
     });
     cleanups.push(() => stream.stop());
     sink = stream.sink;

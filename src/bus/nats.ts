@@ -48,7 +48,8 @@ export class NatsBus implements Bus {
   private readonly local = new Map<string, Handler<unknown, unknown>>();
   /** False between a disconnect and the reconnect that follows it. */
   connected = true;
-  private lost = Promise.withResolvers<void>();
+  /** Told once at the next disconnect (whenDisconnected); each removes itself when its wait ends. */
+  private readonly disconnectWatchers = new Set<() => void>();
 
   private constructor(
     readonly nc: NatsConnection,
@@ -58,22 +59,31 @@ export class NatsBus implements Bus {
       for await (const status of nc.status()) {
         if (status.type === "disconnect" || status.type === "reconnecting") {
           this.connected = false;
-          this.lost.resolve();
+          const watchers = [...this.disconnectWatchers];
+          this.disconnectWatchers.clear();
+          for (const watcher of watchers) watcher();
         } else if (status.type === "reconnect") {
           this.connected = true;
-          this.lost = Promise.withResolvers<void>();
         }
       }
     });
   }
 
   /**
-   * Resolves at the next disconnect (at once while disconnected): a wait on NATS (a publish)
-   * races it rather than its own timeout.
-   * @example await Promise.race([publish, bus.disconnected().then(() => fallback())]);
+   * Calls `watcher` once at the next disconnect (on the next microtask while disconnected) and
+   * returns what stops the watch: a wait on NATS (a publish) races a disconnect rather than its own
+   * timeout. A wait must stop its watch when it ends: a watch left behind is kept, with everything
+   * its function holds, until NATS next disconnects (one per publish grew a node by the size of
+   * every usage message it sent: bench/RESULTS.md).
+   * @example const stop = bus.whenDisconnected(() => gone.resolve()); try { … } finally { stop(); }
    */
-  disconnected(): Promise<void> {
-    return this.connected ? this.lost.promise : Promise.resolve();
+  whenDisconnected(watcher: () => void): () => void {
+    if (!this.connected) {
+      queueMicrotask(watcher);
+      return () => {};
+    }
+    this.disconnectWatchers.add(watcher);
+    return () => void this.disconnectWatchers.delete(watcher);
   }
 
   /**

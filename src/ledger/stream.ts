@@ -192,8 +192,8 @@ function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] 
 export interface UsageLogFallback {
   /** Writes a batch straight to the ledger. */
   direct: UsageSink;
-  /** Resolves at the next NATS disconnect, at once while disconnected (NatsBus.disconnected). */
-  disconnected: () => Promise<void>;
+  /** Calls its argument at the next NATS disconnect (at once while disconnected); returns what stops the watch (NatsBus.whenDisconnected). */
+  whenDisconnected: (watcher: () => void) => () => void;
   /** NatsBus.connected now. */
   connected: () => boolean;
   /** Resolves once NATS answers a ping again (NatsBus.answering). */
@@ -251,10 +251,13 @@ export class JetStreamUsageSink implements UsageSink {
   private async publishOrNull(data: string, msgId: string): Promise<number | null> {
     if (!this.fallback) return this.publish(data, msgId);
     if (this.hung) return null;
-    const gone = this.fallback.disconnected().then(() => null);
+    const gone = Promise.withResolvers<null>();
+    // Stopped when this wait ends (finally): a watch left behind would keep this call's frame,
+    // the message's text included, until NATS next disconnects.
+    const stopWatching = this.fallback.whenDisconnected(() => gone.resolve(null));
     const publishing = this.publish(data, msgId);
     publishing.catch(() => {}); // once a disconnect or the overdue mark won the race, its outcome no longer matters
-    const answered = Promise.race([publishing, gone]);
+    const answered = Promise.race([publishing, gone.promise]);
     try {
       let answer = await within(answered, USAGE_ACK_OVERDUE_MS);
       // Past the bound, one more look a timer later: a turn of the event loop that ran long (a
@@ -267,6 +270,8 @@ export class JetStreamUsageSink implements UsageSink {
     } catch (error) {
       this.log("warn", "usage_publish_failed", { error: (error as Error).message });
       return null;
+    } finally {
+      stopWatching();
     }
   }
 
@@ -564,7 +569,7 @@ export async function startUsageStream(
     onDeadLetter?: (letter: DeadLetter) => void;
     limits?: UsageStreamLimits;
     /** The bus's connection: with it, a batch the usage log cannot take is posted straight to PostgreSQL. */
-    connection?: Pick<UsageLogFallback, "connected" | "disconnected" | "answering">;
+    connection?: Pick<UsageLogFallback, "connected" | "whenDisconnected" | "answering">;
   },
 ) {
   const jsm = await nc.jetstreamManager();
