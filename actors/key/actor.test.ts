@@ -419,6 +419,9 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
       const here = await admit(k, "q2", 800_000_000n, true);
       expect(here.ok ? here.holdId : here.failure.code).not.toBe(there.holdId);
       expect(other.slackMicro()).toBe(0n);
+      // The wait left nothing behind in the purse (each retry's wait removes itself once woken or timed out).
+      const purses = (r.host as unknown as { purses: Map<string, { waiting: Set<unknown> }> }).purses;
+      expect(purses.get(k.accountId)?.waiting.size).toBe(0);
       if (!here.ok) return;
       await other.settle({ ...settlementFor(k2, there.holdId, "q1", 0n, 1_000n), usage: { input: 0n, output: 0n } });
       await settle({ ...settlementFor(k, here.holdId, "q2", 0n, 800_000_000n), usage: { input: 0n, output: 0n } });

@@ -91,7 +91,8 @@ export class AccountPurse {
   private short: { atMs: number; available: bigint; heldMicro: bigint } | null = null;
   private spendRate = 0; // micro-toman per second, decaying
   private spendAtMs = 0;
-  private changed = Promise.withResolvers<void>();
+  /** Admissions waiting for money to come back (changedOrAfter): told at the next change, each gone once told or timed out. */
+  private readonly waiting = new Set<() => void>();
   /** When a key of the account last drew from or settled into this purse (monotonic clock). */
   lastUseMs: number;
 
@@ -134,8 +135,24 @@ export class AccountPurse {
 
   private signal(): void {
     this.short = null;
-    this.changed.resolve();
-    this.changed = Promise.withResolvers<void>();
+    for (const wake of [...this.waiting]) wake(); // each removes itself
+  }
+
+  /**
+   * Resolves at the purse's next change, or after `ms`, whichever comes first, leaving nothing
+   * behind: a wait on one promise shared by every retry would keep each retry's reaction (and the
+   * admission it belongs to) until the purse next changed.
+   */
+  private changedOrAfter(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const wake = () => {
+        clearTimeout(timer);
+        this.waiting.delete(wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.waiting.add(wake);
+    });
   }
 
   private room(lease: Lease): bigint {
@@ -201,7 +218,7 @@ export class AccountPurse {
       // this purse whose close failed): recall it and wait for it to come back.
       this.deps.recall(this.accountId, keyId);
       void this.closeDrained();
-      await Promise.race([this.changed.promise, Bun.sleep(ADMIT_RETRY_MS)]);
+      await this.changedOrAfter(ADMIT_RETRY_MS);
     }
   }
 
