@@ -1,0 +1,124 @@
+/**
+ * A node's memory under sustained load: chat at `--concurrency` connections (wrk, whole replies)
+ * for `--windows` windows of `--window-seconds`, and after each window the gateway's resident set
+ * and its /metrics: the memory guard's collections (light and full) and their pauses, the usage
+ * log's lag and the writer's backlog. A node whose memory is flat under steady load ends where it
+ * was once warm: the table's last line compares the mean resident set of the last third of the
+ * windows with the second third (the first third is the warm-up: the engine's heap and the
+ * compiler's code growing to their working size). Memory that keeps growing there is kept by
+ * something (a wait left registered on a long-lived promise held every usage message a node
+ * sent until NATS next disconnected: found this way, bench/RESULTS.md).
+ *
+ *   bun run bench:soak [-- --nats-pg] [--windows 9] [--window-seconds 10] [--concurrency 64] [--gateway-root <checkout>]
+ */
+import { readFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { runBenchmark } from "./procs.ts";
+import { servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { runWrk } from "./wrk.ts";
+
+const { values: flags } = parseArgs({
+  args: process.argv.slice(2),
+  strict: true,
+  options: {
+    "nats-pg": { type: "boolean", default: false },
+    windows: { type: "string", default: "9" },
+    "window-seconds": { type: "string", default: "10" },
+    concurrency: { type: "string", default: "64" },
+    "gateway-root": { type: "string" },
+  },
+});
+
+const WINDOWS_MAX = 360;
+const WINDOW_S_MAX = 600;
+const CONCURRENCY_MAX = 1_024;
+const bounded = (text: string | undefined, max: number) => Math.min(max, Math.max(1, Number.parseInt(text ?? "", 10) || 1));
+const windows = Math.max(3, bounded(flags.windows, WINDOWS_MAX));
+const windowS = bounded(flags["window-seconds"], WINDOW_S_MAX);
+const concurrency = bounded(flags.concurrency, CONCURRENCY_MAX);
+
+/** The gateway's metrics this bench reads after each window (absent ones read as 0). */
+const METRICS = [
+  "darvaze_gc_forced_total",
+  "darvaze_gc_forced_pause_seconds_total",
+  "darvaze_gc_forced_full_total",
+  "darvaze_gc_forced_full_pause_seconds_total",
+  "darvaze_usage_log_lag_messages",
+  "darvaze_usage_backlog_records",
+] as const;
+type MetricName = (typeof METRICS)[number];
+
+function rssMib(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)\s+kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? Number.NaN);
+  return kb / 1024;
+}
+
+async function metrics(target: Target): Promise<Record<MetricName, number>> {
+  const response = await fetch(`${target.url}/metrics`, { headers: { authorization: `Bearer ${target.adminToken}` } });
+  const text = await response.text();
+  const read = {} as Record<MetricName, number>;
+  for (const name of METRICS) read[name] = Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return read;
+}
+
+interface Window {
+  seconds: number;
+  rps: number;
+  p99Ms: number;
+  maxMs: number;
+  errors: number;
+  rssMib: number;
+  read: Record<MetricName, number>;
+}
+
+const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
+
+await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120 }, async () => {
+  const mode = flags["nats-pg"] ? "nats-pg" : "embedded";
+  if (mode === "nats-pg") {
+    const reason = await servicesUnavailable(servicesDefaults);
+    if (reason) throw new Error(`NATS + PostgreSQL unavailable: ${reason}`);
+  }
+  const sim = await startSimulator({ outputTokens: 16 });
+  const gateway = await startDarvaze({
+    mode,
+    upstreamUrl: sim.url,
+    ...(mode === "nats-pg" ? { services: servicesDefaults } : {}),
+    ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
+  });
+  try {
+    const rows: Window[] = [];
+    for (let i = 0; i < windows; i++) {
+      const m = await runWrk({ target: gateway, workload: "chat", concurrency, durationS: windowS });
+      rows.push({
+        seconds: (i + 1) * windowS,
+        rps: m.rps,
+        p99Ms: m.p99Ms,
+        maxMs: m.maxMs,
+        errors: m.errors,
+        rssMib: rssMib(gateway.pid!),
+        read: await metrics(gateway),
+      });
+      console.error(`window ${i + 1}/${windows}: ${Math.round(m.rps)} req/s, RSS ${rssMib(gateway.pid!).toFixed(0)} MiB`);
+    }
+    const third = Math.floor(rows.length / 3);
+    const middle = mean(rows.slice(third, 2 * third).map((r) => r.rssMib));
+    const last = mean(rows.slice(rows.length - third).map((r) => r.rssMib));
+    const lines = [
+      `\n### Soak: ${mode}, chat c=${concurrency}, ${windows} × ${windowS} s${flags["gateway-root"] ? `, gateway from ${flags["gateway-root"]}` : ""} (${new Date().toISOString().slice(0, 16)} UTC)\n`,
+      `Command: \`bun run bench:soak -- ${mode === "nats-pg" ? "--nats-pg " : ""}--windows ${windows} --window-seconds ${windowS} --concurrency ${concurrency}\`\n`,
+      "| after s | req/s | p99 ms | max ms | errors | RSS MiB | guard's collections (full) | their pauses s (full) | usage log lag | writer's backlog |",
+      "|---:|---:|---:|---:|---:|---:|---|---|---:|---:|",
+      ...rows.map(
+        (r) =>
+          `| ${r.seconds} | ${Math.round(r.rps).toLocaleString("en-US")} | ${r.p99Ms.toFixed(1)} | ${r.maxMs.toFixed(1)} | ${r.errors} | ${r.rssMib.toFixed(0)} | ${r.read.darvaze_gc_forced_total} (${r.read.darvaze_gc_forced_full_total}) | ${r.read.darvaze_gc_forced_pause_seconds_total.toFixed(3)} (${r.read.darvaze_gc_forced_full_pause_seconds_total.toFixed(3)}) | ${r.read.darvaze_usage_log_lag_messages} | ${r.read.darvaze_usage_backlog_records} |`,
+      ),
+      "",
+      `Resident set, mean of the last ${third} windows against the ${third} before them: ${middle.toFixed(0)} → ${last.toFixed(0)} MiB (${last >= middle ? "+" : ""}${(((last - middle) / middle) * 100).toFixed(0)}%).`,
+    ];
+    console.log(lines.join("\n"));
+  } finally {
+    await gateway.stop();
+    await sim.stop();
+  }
+});
