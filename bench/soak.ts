@@ -1,6 +1,6 @@
 /**
- * A node's memory under sustained load: chat at `--concurrency` connections (wrk, whole replies)
- * for `--windows` windows of `--window-seconds`, and after each window the gateway's resident set
+ * A node's memory under sustained load: chat at `--concurrency` connections (wrk, whole replies;
+ * `--stream`: streams of 64 chunks) for `--windows` windows of `--window-seconds`, and after each window the gateway's resident set
  * and its /metrics: the memory guard's collections (light and full) and their pauses, the usage
  * log's lag and the writer's backlog. A node whose memory is flat under steady load ends where it
  * was once warm: the table's last line compares the mean resident set of the last third of the
@@ -9,12 +9,13 @@
  * something (a wait left registered on a long-lived promise held every usage message a node
  * sent until NATS next disconnected: found this way, bench/RESULTS.md).
  *
- *   bun run bench:soak [-- --nats-pg] [--windows 9] [--window-seconds 10] [--concurrency 64] [--gateway-root <checkout>]
+ *   bun run bench:soak [-- --nats-pg] [--windows 9] [--window-seconds 10] [--concurrency 64] [--stream] [--gateway-root <checkout>]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { runBenchmark } from "./procs.ts";
 import { servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { runSseClient } from "./sse-client.ts";
 import { runWrk } from "./wrk.ts";
 
 const { values: flags } = parseArgs({
@@ -25,6 +26,8 @@ const { values: flags } = parseArgs({
     windows: { type: "string", default: "9" },
     "window-seconds": { type: "string", default: "10" },
     concurrency: { type: "string", default: "64" },
+    /** Streams of 64 chunks (bench/sse-client.ts) instead of whole replies. */
+    stream: { type: "boolean", default: false },
     "gateway-root": { type: "string" },
   },
 });
@@ -79,7 +82,8 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
     const reason = await servicesUnavailable(servicesDefaults);
     if (reason) throw new Error(`NATS + PostgreSQL unavailable: ${reason}`);
   }
-  const sim = await startSimulator({ outputTokens: 16 });
+  // `max_tokens` cuts replies shorter (16 for whole replies, 64 for streams).
+  const sim = await startSimulator({ outputTokens: 64 });
   const gateway = await startDarvaze({
     mode,
     upstreamUrl: sim.url,
@@ -89,7 +93,9 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
   try {
     const rows: Window[] = [];
     for (let i = 0; i < windows; i++) {
-      const m = await runWrk({ target: gateway, workload: "chat", concurrency, durationS: windowS });
+      const m = flags.stream
+        ? await runSseClient({ target: gateway, workload: "stream", concurrency, durationMs: windowS * 1000, warmupMs: 0 })
+        : await runWrk({ target: gateway, workload: "chat", concurrency, durationS: windowS });
       rows.push({
         seconds: (i + 1) * windowS,
         rps: m.rps,
@@ -105,8 +111,8 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
     const middle = mean(rows.slice(third, 2 * third).map((r) => r.rssMib));
     const last = mean(rows.slice(rows.length - third).map((r) => r.rssMib));
     const lines = [
-      `\n### Soak: ${mode}, chat c=${concurrency}, ${windows} × ${windowS} s${flags["gateway-root"] ? `, gateway from ${flags["gateway-root"]}` : ""} (${new Date().toISOString().slice(0, 16)} UTC)\n`,
-      `Command: \`bun run bench:soak -- ${mode === "nats-pg" ? "--nats-pg " : ""}--windows ${windows} --window-seconds ${windowS} --concurrency ${concurrency}\`\n`,
+      `\n### Soak: ${mode}, ${flags.stream ? "stream" : "chat"} c=${concurrency}, ${windows} × ${windowS} s${flags["gateway-root"] ? `, gateway from ${flags["gateway-root"]}` : ""} (${new Date().toISOString().slice(0, 16)} UTC)\n`,
+      `Command: \`bun run bench:soak -- ${mode === "nats-pg" ? "--nats-pg " : ""}${flags.stream ? "--stream " : ""}--windows ${windows} --window-seconds ${windowS} --concurrency ${concurrency}\`\n`,
       "| after s | req/s | p99 ms | max ms | errors | RSS MiB | guard's collections (full) | their pauses s (full) | usage log lag | writer's backlog |",
       "|---:|---:|---:|---:|---:|---:|---|---|---:|---:|",
       ...rows.map(
