@@ -24,20 +24,21 @@ function poolsFile(sim: Simulator): string {
 
 let setup: SimGateway | undefined;
 let key = "";
-let accountId = "";
 
 beforeAll(async () => {
   setup = await startSimGateway({ outputTokens: OUTPUT_TOKENS }, poolsFile, 200_000);
-  ({ key, accountId } = await setup.t.fundedKey(200_000));
+  ({ key } = await setup.t.fundedKey(200_000));
 }, SETUP_MS_MAX);
 afterAll(() => setup?.stop(), SETUP_MS_MAX);
 
-/** One call on a route, as its clients send it (the Messages route with Anthropic's headers). */
+/** One call on a route, as its clients send it (the Messages route with Anthropic's headers); `callerKey` defaults to the suite's key. */
 async function call(
   route: "models" | "chat" | "responses" | "messages",
   model: string,
+  callerKey = key,
 ): Promise<{ status: number; body: any; requestId: string }> {
   const url = setup!.t.url;
+  const key = callerKey;
   const headers = { authorization: `Bearer ${key}`, "content-type": "application/json" };
   let response: Response;
   if (route === "models") response = await fetch(`${url}/v1/models/${encodeURIComponent(model)}`, { headers });
@@ -131,12 +132,16 @@ describe("operators change the catalog", () => {
     expect(added.status).toBe(201);
     const version = added.body.price_version as number;
 
-    const reply = await call("chat", "acme-latest");
+    // An account of its own: the account view lists the RECENT_USAGE_MAX records of highest id, and
+    // records written in one batch are numbered in no set order, so on a slow machine, where the suite's
+    // earlier requests and this one land in one batch, this record could fall outside the suite account's list.
+    const own = await t.fundedKey(200_000);
+    const reply = await call("chat", "acme-latest", own.key);
     expect(reply.status).toBe(200);
     let record: any;
     await t.gw.deps.writer.flush();
     await until(async () => {
-      const account = await t.admin("GET", `/admin/accounts/${accountId}`);
+      const account = await t.admin("GET", `/admin/accounts/${own.accountId}`);
       record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === reply.requestId);
       return record !== undefined;
     }, USAGE_WAIT_MS_MAX);
@@ -183,10 +188,16 @@ describe("operators change the catalog", () => {
 });
 
 describe("token-priced image models", () => {
+  // An account of their own, for the reason the catalog change above gives.
+  let own = { key: "", accountId: "" };
+  beforeAll(async () => {
+    own = await setup!.t.fundedKey(200_000);
+  });
+
   async function image(prompt: string): Promise<{ status: number; record: any }> {
     const response = await fetch(`${setup!.t.url}/v1/images/generations`, {
       method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      headers: { authorization: `Bearer ${own.key}`, "content-type": "application/json" },
       body: JSON.stringify({ model: "gpt-image-1", prompt, size: "1024x1024", quality: "low", response_format: "b64_json" }),
     });
     const requestId = response.headers.get("x-request-id")!;
@@ -194,7 +205,7 @@ describe("token-priced image models", () => {
     let record: any;
     await setup!.t.gw.deps.writer.flush();
     await until(async () => {
-      const account = await setup!.t.admin("GET", `/admin/accounts/${accountId}`);
+      const account = await setup!.t.admin("GET", `/admin/accounts/${own.accountId}`);
       record = account.body.recent_usage.find((u: { request_id: string }) => u.request_id === requestId);
       return record !== undefined;
     }, USAGE_WAIT_MS_MAX);
