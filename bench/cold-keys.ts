@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { benchChatBody, percentile } from "./measurement.ts";
 import { runBenchmark } from "./procs.ts";
-import { ROOT, servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { askedMode, ROOT, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -100,16 +100,12 @@ function row(p: Pass): string {
 }
 
 await runBenchmark({ name: "bench:cold-keys", runSMax: 900 }, async () => {
-  const mode = flags["nats-pg"] ? "nats-pg" : "embedded";
-  if (mode === "nats-pg") {
-    const reason = await servicesUnavailable(servicesDefaults);
-    if (reason) throw new Error(`NATS + PostgreSQL unavailable: ${reason}`);
-  }
+  const asked = await askedMode(flags["nats-pg"]);
+  const mode = asked.mode;
   const sim = await startSimulator({ outputTokens: 64 });
   const gateway = await startDarvaze({
-    mode,
+    ...asked,
     upstreamUrl: sim.url,
-    ...(mode === "nats-pg" ? { services: servicesDefaults } : {}),
     env: { KEY_IDLE_MS: String(KEY_IDLE_MS) },
     ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
     ...(flags.profile ? { cpuProfile: { dir: join(ROOT, "bench/out"), name: `cold-keys-${Date.now()}` } } : {}),

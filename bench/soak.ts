@@ -14,7 +14,7 @@
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { runBenchmark } from "./procs.ts";
-import { servicesDefaults, servicesUnavailable, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { askedMode, startDarvaze, startSimulator, type Target } from "./targets.ts";
 import { runSseClient } from "./sse-client.ts";
 import { runWrk } from "./wrk.ts";
 
@@ -77,17 +77,13 @@ interface Window {
 const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
 
 await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120 }, async () => {
-  const mode = flags["nats-pg"] ? "nats-pg" : "embedded";
-  if (mode === "nats-pg") {
-    const reason = await servicesUnavailable(servicesDefaults);
-    if (reason) throw new Error(`NATS + PostgreSQL unavailable: ${reason}`);
-  }
+  const asked = await askedMode(flags["nats-pg"]);
+  const mode = asked.mode;
   // `max_tokens` cuts replies shorter (16 for whole replies, 64 for streams).
   const sim = await startSimulator({ outputTokens: 64 });
   const gateway = await startDarvaze({
-    mode,
+    ...asked,
     upstreamUrl: sim.url,
-    ...(mode === "nats-pg" ? { services: servicesDefaults } : {}),
     ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
   });
   try {
@@ -96,7 +92,7 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
       const m = flags.stream
         ? await runSseClient({ target: gateway, workload: "stream", concurrency, durationMs: windowS * 1000, warmupMs: 0 })
         : await runWrk({ target: gateway, workload: "chat", concurrency, durationS: windowS });
-      rows.push({
+      const row: Window = {
         seconds: (i + 1) * windowS,
         rps: m.rps,
         p99Ms: m.p99Ms,
@@ -104,8 +100,9 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
         errors: m.errors,
         rssMib: rssMib(gateway.pid!),
         read: await metrics(gateway),
-      });
-      console.error(`window ${i + 1}/${windows}: ${Math.round(m.rps)} req/s, RSS ${rssMib(gateway.pid!).toFixed(0)} MiB`);
+      };
+      rows.push(row);
+      console.error(`window ${i + 1}/${windows}: ${Math.round(row.rps)} req/s, RSS ${row.rssMib.toFixed(0)} MiB`);
     }
     const third = Math.floor(rows.length / 3);
     const middle = mean(rows.slice(third, 2 * third).map((r) => r.rssMib));

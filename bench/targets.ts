@@ -184,6 +184,18 @@ export async function servicesUnavailable(services: Services): Promise<string | 
   }
 }
 
+/**
+ * The gateway mode a bench's `--nats-pg` flag asks for, with what startDarvaze needs for it;
+ * throws when NATS + PostgreSQL were asked for and do not answer.
+ * @example const gateway = await startDarvaze({ ...(await askedMode(flags["nats-pg"])), upstreamUrl: sim.url });
+ */
+export async function askedMode(natsPg: boolean | undefined): Promise<{ mode: DarvazeMode; services?: Services }> {
+  if (!natsPg) return { mode: "embedded" };
+  const reason = await servicesUnavailable(servicesDefaults);
+  if (reason) throw new Error(`NATS + PostgreSQL unavailable: ${reason}`);
+  return { mode: "nats-pg", services: servicesDefaults };
+}
+
 /** A fresh database on the server of `adminUrl`, and how to drop it. */
 async function freshDatabase(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
   const name = `darvaze_bench_${randomId(12).toLowerCase()}`;
