@@ -1,5 +1,5 @@
 /**
- * `bun run bench [-- --quick | --profile]`: starts the simulator, then each target in turn (the
+ * `bun run bench [-- --quick | --profile [--nats-pg]]`: starts the simulator, then each target in turn (the
  * simulator itself, the bare proxy, the peer gateway (Portkey), Darvaze embedded, Darvaze on
  * NATS + PostgreSQL with one node and with two), runs every workload against it after a warm-up
  * (Darvaze embedded and on NATS + PostgreSQL with one node also with 1,000 keys), stops it, and
@@ -17,6 +17,7 @@ import { startReadings } from "./readings.ts";
 import { pinServices, type ServicesPinned } from "./services-cpu.ts";
 import { runSseClient } from "./sse-client.ts";
 import {
+  askedMode,
   DARVAZE_NODE_CPUS,
   ROOT,
   servicesDefaults,
@@ -35,6 +36,8 @@ const { values: flags } = parseArgs({
   options: {
     quick: { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
+    /** With --profile: the gateway on NATS + PostgreSQL, one node (default embedded). */
+    "nats-pg": { type: "boolean", default: false },
     rounds: { type: "string", default: "3" },
     only: { type: "string", multiple: true },
     /** Only the workloads named exactly (`--rows 'chat c=1'`), the 1,000-keys row included. */
@@ -281,10 +284,11 @@ function profileSection(markdown: string, title: string, rowsMax: number): strin
 
 async function runProfile(): Promise<void> {
   mkdirSync(outDir, { recursive: true });
-  const name = `darvaze-embedded-${new Date().toISOString().replaceAll(":", "").slice(0, 15)}`;
+  const asked = await askedMode(flags["nats-pg"]);
+  const name = `darvaze-${asked.mode}-${new Date().toISOString().replaceAll(":", "").slice(0, 15)}`;
   const sim = await startSimulator({ outputTokens: 64 });
   const gateway = await startDarvaze({
-    mode: "embedded",
+    ...asked,
     upstreamUrl: sim.url,
     cpuProfile: { dir: outDir, name },
     ...gatewayAt,
