@@ -389,6 +389,16 @@ export function pricedUsage(
   outputPricePer1m: bigint,
   hosted?: PricedUnits,
 ): PricedUsage {
+  return pricedAt(used, unitPricesOf(prices, inputPricePer1m, outputPricePer1m, hosted), hosted);
+}
+
+/** A request's price by unit: input and output at its prices, each part the model prices apart, the hosted tool's calls. */
+function unitPricesOf(
+  prices: ReadonlyMap<string, bigint>,
+  inputPricePer1m: bigint,
+  outputPricePer1m: bigint,
+  hosted?: PricedUnits,
+): Prices {
   const unitPrices: Prices = { input: inputPricePer1m, output: outputPricePer1m };
   for (const unit of UNIT_NAMES) {
     const key: string | undefined = (UNITS[unit] as UnitRow).priceKey;
@@ -396,6 +406,11 @@ export function pricedUsage(
     if (price !== undefined) unitPrices[unit] = price;
   }
   if (hosted) unitPrices.hosted_call = hosted.pricePer1m;
+  return unitPrices;
+}
+
+/** Used units priced at a request's prices by unit (unitPricesOf): pricedUsage with the prices looked up once. */
+function pricedAt(used: UsedUnits, unitPrices: Prices, hosted?: PricedUnits): PricedUsage {
   const calls = hosted ? Math.min(used.hosted_call ?? 0, hosted.units) : 0;
   const split = splitParts({ ...used, output: used.output ?? 0, hosted_call: calls }, (unit) => unitPrices[unit] !== undefined);
   const priced: PricedUsage = { usage: {}, prices: {} };
@@ -465,6 +480,7 @@ export class Admission {
   private outputCovered: number;
   private settled: Promise<Settled | null> | null = null;
   private unreportedInput: Promise<number> | null = null;
+  private unitPricesCached: Prices | null = null;
   /** The parts of the upstream's usage report clamped or raised to their bounds (upstream anomalies). */
   anomalies: readonly UsageAnomaly[] = [];
 
@@ -544,13 +560,22 @@ export class Admission {
 
   /** The hosted-tool calls `used` is billed for: those reported, at most the calls the upstream was allowed. */
   hostedCallsBilled(used: UsedUnits): number {
+    if (!this.reserve.hostedCalls) return 0;
     return Number(this.priced(used).usage.hosted_call ?? 0n);
   }
 
   private priced(used: UsedUnits): PricedUsage {
-    const { input, output, hostedCalls } = this.reserve;
-    const prices = this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
-    return pricedUsage(used, prices, input.pricePer1m, output?.pricePer1m ?? 0n, hostedCalls);
+    return pricedAt(used, this.unitPrices, this.reserve.hostedCalls);
+  }
+
+  /** This request's prices by unit, looked up once (a stream prices its usage at every extension). */
+  private get unitPrices(): Prices {
+    if (this.unitPricesCached === null) {
+      const { input, output, hostedCalls } = this.reserve;
+      const prices = this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
+      this.unitPricesCached = unitPricesOf(prices, input.pricePer1m, output?.pricePer1m ?? 0n, hostedCalls);
+    }
+    return this.unitPricesCached;
   }
 
   /** Grows the hold by `addUnits` output units; false when the key actor refuses (wallet, cap). */
