@@ -34,3 +34,11 @@ test("jsonDepthExceeds counts nesting outside strings only, and stops at the bou
   // An unterminated string ends the scan; the parser reports it.
   expect(jsonDepthExceeds('{"a": "[[[[', 1)).toBe(false);
 });
+
+test("bigintJson refuses what is not a bigint or its decimal string, and a required one that is missing", () => {
+  const schema = z.object({ a: bigintJson, b: bigintJson.optional() });
+  for (const a of ["1.5", "abc", "", " 1", "1".repeat(31), 12, null, undefined, {}]) expect(schema.safeParse({ a }).success).toBe(false);
+  expect(schema.safeParse({}).success).toBe(false);
+  expect(schema.parse({ a: "-12", b: undefined })).toEqual({ a: -12n, b: undefined });
+  expect(schema.parse({ a: 7n })).toEqual({ a: 7n });
+});

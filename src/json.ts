@@ -24,14 +24,18 @@ function withoutBigints(value: unknown): unknown {
   return copy;
 }
 
-/** A bigint, or its decimal string as `encodeJson` wrote it. */
-export const bigintJson = z.union([
-  z.bigint(),
-  z
-    .string()
-    .regex(/^-?\d{1,30}$/)
-    .transform((s) => BigInt(s)),
-]);
+const DECIMAL = /^-?\d{1,30}$/;
+
+/**
+ * A bigint, or its decimal string as `encodeJson` wrote it. One check and one conversion rather
+ * than a union of two schemas: the usage log's consumer reads a dozen of these per record (a
+ * third of its validation time with the union).
+ */
+export const bigintJson = z
+  .custom<bigint | string>((v) => typeof v === "bigint" || (typeof v === "string" && DECIMAL.test(v)), {
+    message: "Expected a bigint or its decimal string (at most 30 digits)",
+  })
+  .transform((v) => (typeof v === "bigint" ? v : BigInt(v)));
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

@@ -76,12 +76,18 @@ export type Counts = Partial<Record<Unit, number>>;
 export type UnitsField<U extends Unit = Unit> = `${(typeof UNITS)[U]["field"]}Units`;
 export type PriceField<U extends Unit = Unit> = `${(typeof UNITS)[U]["field"]}PricePer1m`;
 
+// Spelled once per unit: records are read and written field by field on every request.
+const UNITS_FIELDS = Object.fromEntries(UNIT_NAMES.map((unit) => [unit, `${UNITS[unit].field}Units`])) as { [U in Unit]: UnitsField<U> };
+const PRICE_FIELDS = Object.fromEntries(UNIT_NAMES.map((unit) => [unit, `${UNITS[unit].field}PricePer1m`])) as {
+  [U in Unit]: PriceField<U>;
+};
+
 export function unitsField<U extends Unit>(unit: U): UnitsField<U> {
-  return `${UNITS[unit].field}Units` as UnitsField<U>;
+  return UNITS_FIELDS[unit];
 }
 
 export function priceField<U extends Unit>(unit: U): PriceField<U> {
-  return `${UNITS[unit].field}PricePer1m` as PriceField<U>;
+  return PRICE_FIELDS[unit];
 }
 
 /**
@@ -172,9 +178,9 @@ export function unitMap<T extends z.ZodType>(value: T) {
 }
 
 /**
- * A message of the old shape, whose units and prices were flat fields (`inputUnits`,
- * `cacheReadPricePer1m` …, as usage_records spells them), with them as the `usage` and `prices`
- * maps: settlements and usage records written before the maps still post during a rolling upgrade.
+ * A message whose units and prices are flat fields (`inputUnits`, `cacheReadPricePer1m` …, as
+ * usage_records spells them: the usage log's records, and settlements of the previous release)
+ * with them as the `usage` and `prices` maps; a message that has the maps is left as it is.
  * @example withUnitMaps({ requestId: "r", inputUnits: "3", inputPricePer1m: "2" })
  *   // { requestId: "r", usage: { input: "3" }, prices: { input: "2" } }
  */
@@ -187,8 +193,9 @@ export function withUnitMaps(value: unknown): unknown {
     if (flat[unitsField(unit)] != null) usage[unit] = flat[unitsField(unit)];
     if (flat[priceField(unit)] != null) prices[unit] = flat[priceField(unit)];
   }
-  const rest = Object.fromEntries(Object.entries(flat).filter(([field]) => !UNIT_FIELDS.has(field)));
-  return { ...rest, usage, prices };
+  const rest: Record<string, unknown> = { usage, prices };
+  for (const field in flat) if (!UNIT_FIELDS.has(field)) rest[field] = flat[field];
+  return rest;
 }
 
 const UNIT_FIELDS: ReadonlySet<string> = new Set(UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]));

@@ -45,8 +45,7 @@ import { runTask } from "../background.ts";
 import { sqlReason } from "../db/client.ts";
 import { deadLetterMalformed, deadLetterRecords, ledgerSink, postOrDeadLetter, type DeadLetter } from "./deadletter.ts";
 import { UsageConfirmations } from "./confirm.ts";
-import { USAGE_BATCH_MAX, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
-import { withFlatFields } from "../units.ts";
+import { recordRow, rowsJson, USAGE_BATCH_MAX, usageRecordSchema, type UsageRecord, type UsageSink } from "./usage.ts";
 import { TIMED_OUT, within } from "../within.ts";
 
 /** The NATS server here refuses payloads over 1 MiB; a batch message stays well under it. */
@@ -173,7 +172,7 @@ function messages(batch: UsageRecord[]): { data: string; records: UsageRecord[] 
   let bytes = 2;
   const close = () => out.push({ data: `[${encoded.join(",")}]`, records: part });
   for (const record of batch) {
-    const json = encodeJson(withFlatFields(record));
+    const json = JSON.stringify(recordRow(record));
     if (part.length > 0 && bytes + json.length + 1 > USAGE_MESSAGE_BYTES_MAX) {
       close();
       part = [];
@@ -220,7 +219,7 @@ export class JetStreamUsageSink implements UsageSink {
     this.confirmations = new UsageConfirmations(
       db,
       {
-        publish: (records, msgId) => this.publish(encodeJson(records.map(withFlatFields)), msgId),
+        publish: (records, msgId) => this.publish(rowsJson(records), msgId),
         messageIdAt: async (seq) => {
           const stored = await this.jsm.streams.getMessage(this.stream, { seq }).catch(() => null);
           return stored?.header?.get("Nats-Msg-Id") ?? null;

@@ -1,7 +1,18 @@
 import { expect, test } from "bun:test";
 import { until } from "../../test/until.ts";
+import { encodeJson } from "../json.ts";
 import { silentLogger } from "../log.ts";
-import { rowsJson, USAGE_BACKLOG_RECORDS_MAX, USAGE_BATCH_EARLY_RECORDS, type UsageRecord, type UsageSink, UsageWriter } from "./usage.ts";
+import { priceField, UNIT_NAMES, unitsField } from "../units.ts";
+import {
+  recordRow,
+  rowsJson,
+  usageRecordSchema,
+  USAGE_BACKLOG_RECORDS_MAX,
+  USAGE_BATCH_EARLY_RECORDS,
+  type UsageRecord,
+  type UsageSink,
+  UsageWriter,
+} from "./usage.ts";
 
 function record(n: number): UsageRecord {
   return {
@@ -134,12 +145,13 @@ test("group commit: once half a batch waits when a write ends, it is written at 
   expect(writer.buffered).toBe(0);
 });
 
-test("a record's insert row: bigints as strings, a unit's zero count or price and null fields left out (the insert reads them as 0 and null)", () => {
+test("a record's row (the usage log's message, the insert's row): bigints as strings; input's and output's pair always, another unit's when either is not zero; undefined fields left out, nulls kept", () => {
   const row = {
     ...record(1),
-    usage: { input: 3n, output: 0n, cache_read: 2n },
-    prices: { input: 5n, output: 7n, cache_read: 0n },
+    usage: { input: 3n, output: 0n, cache_read: 2n, cache_write: 0n },
+    prices: { input: 5n, output: 7n, cache_read: 0n, cache_write: 0n },
     partition: null,
+    hostedCallUnit: undefined,
   };
   expect(JSON.parse(rowsJson([row]))).toEqual([
     {
@@ -149,15 +161,78 @@ test("a record's insert row: bigints as strings, a unit's zero count or price an
       holdId: "hold",
       model: "m",
       operation: "chat",
+      backend: null,
       priceVersionId: 1,
       meteredMicro: "2",
       billedMicro: "2",
       status: 200,
       durationMs: 1,
+      partition: null,
       inputUnits: "3",
       inputPricePer1m: "5",
+      outputUnits: "0",
       outputPricePer1m: "7",
       cacheReadUnits: "2",
+      cacheReadPricePer1m: "0",
     },
   ]);
+});
+
+test("a record read back from its row is the record: the maps rebuilt from the pairs, whatever units it used", () => {
+  const units = ["cache_read", "cache_write", "cache_write_1h", "hosted_call"] as const;
+  for (let mask = 0; mask < 1 << units.length; mask++) {
+    const used = units.filter((_, i) => mask & (1 << i));
+    const r: UsageRecord = {
+      ...record(mask),
+      backend: mask % 2 ? "b" : null,
+      usage: { input: 10n, output: 0n, ...Object.fromEntries(used.map((u, i) => [u, BigInt(i + 1)])) },
+      prices: { input: 3n, output: 4n, ...Object.fromEntries(used.map((u, i) => [u, BigInt(i * 7)])) },
+      ...(used.includes("hosted_call") ? { hostedCallUnit: "web_search_call" } : {}),
+      fenceToken: mask % 3 ? 12n : null,
+      anomalies: null,
+    };
+    expect(usageRecordSchema.parse(JSON.parse(JSON.stringify(recordRow(r))))).toEqual(r);
+  }
+});
+
+test("a record's row carries what a node of the previous release requires of a usage log record (input's and output's pair, backend even when null)", () => {
+  const row = recordRow({ ...record(1), usage: { input: 0n, output: 0n }, prices: { input: 0n, output: 0n } });
+  for (const field of [
+    "requestId",
+    "accountId",
+    "keyId",
+    "holdId",
+    "model",
+    "operation",
+    "backend",
+    "priceVersionId",
+    "meteredMicro",
+    "billedMicro",
+    "status",
+    "durationMs",
+  ])
+    expect(row).toHaveProperty(field);
+  expect(row).toMatchObject({ inputUnits: "0", outputUnits: "0", inputPricePer1m: "0", outputPricePer1m: "0" });
+});
+
+test("the usage log's records of every release read as the same record: the pairs alone, the maps with every pair beside them, the maps alone (a dead letter)", () => {
+  const r: UsageRecord = {
+    ...record(7),
+    usage: { input: 12n, output: 5n, cache_read: 4n },
+    prices: { input: 3n, output: 9n, cache_read: 1n },
+  };
+  const strings = (value: unknown) => JSON.parse(encodeJson(value));
+  const allPairs = Object.fromEntries(
+    UNIT_NAMES.flatMap((unit) => [
+      [unitsField(unit), String(r.usage[unit] ?? 0n)],
+      [priceField(unit), String(r.prices[unit] ?? 0n)],
+    ]),
+  );
+  const shapes = {
+    pairs: JSON.parse(JSON.stringify(recordRow(r))),
+    mapsAndPairs: { ...strings(r), ...allPairs },
+    maps: strings(r),
+  };
+  for (const [shape, value] of Object.entries(shapes))
+    expect({ shape, record: usageRecordSchema.parse(value) }).toEqual({ shape, record: r });
 });

@@ -27,7 +27,7 @@ import { sqlReason, txRows, type Db, type Tx } from "../db/client.ts";
 import { usageRecords } from "../db/schema.ts";
 import { bigintJson, encodeJson } from "../json.ts";
 import { fencedOut } from "./fence.ts";
-import { priceField, UNIT_NAMES, unitMap, unitsField, withUnitMaps, type PriceField, type UnitsField } from "../units.ts";
+import { priceField, UNIT_NAMES, UNITS, unitMap, unitsField, type PriceField, type UnitRow, type UnitsField } from "../units.ts";
 import type { Logger } from "../log.ts";
 import { TIMED_OUT, within } from "../within.ts";
 
@@ -221,13 +221,43 @@ const usageRecordFields = z.object({
   /** Parts of the upstream's usage report outside the request's bounds (`output_over`, `input_under`), comma-separated; null: none. */
   anomalies: z.string().nullable().optional(),
 });
-/** A usage record; one of the old shape (flat units and prices, as in a stream during an upgrade) is read as the maps. */
-export const usageRecordSchema = z.preprocess(withUnitMaps, usageRecordFields);
 export type UsageRecord = z.infer<typeof usageRecordFields>;
 /** A record as its usage_records row: the maps as each unit's pair of columns. */
 type UsageRow = Omit<UsageRecord, "usage" | "prices"> & Record<UnitsField | PriceField, bigint>;
 /** The record's fields that are columns as they are (all but the unit maps). */
 const RECORD_FIELDS = usageRecordFields.keyof().options.filter((field) => field !== "usage" && field !== "prices");
+
+/**
+ * A record as it travels (recordRow): its columns, each unit's pair as flat fields. Read too: a
+ * record with the `usage` and `prices` maps (a dead letter's as stored; the usage log's records
+ * of the release before, which carried both), whose maps are then taken and the pairs ignored;
+ * and the records of the release before that (the pairs only).
+ */
+const usageRowFields = usageRecordFields
+  .extend({ usage: usageRecordFields.shape.usage.optional(), prices: usageRecordFields.shape.prices.optional() })
+  .extend(
+    Object.fromEntries(
+      UNIT_NAMES.flatMap((unit) => [
+        [unitsField(unit), bigintJson.optional()],
+        [priceField(unit), bigintJson.optional()],
+      ]),
+    ) as {
+      [F in UnitsField | PriceField]: z.ZodOptional<typeof bigintJson>;
+    },
+  );
+
+/** A usage record from its row (a usage log message's, a dead letter's): the maps as they came, else built from the pairs (a pair that is absent, no entry). */
+export const usageRecordSchema = usageRowFields.transform((row): UsageRecord => {
+  const record = { usage: {}, prices: {} } as UsageRecord;
+  for (const field of RECORD_FIELDS) if (row[field] !== undefined) (record as Record<string, unknown>)[field] = row[field];
+  for (const unit of UNIT_NAMES) {
+    const units = row.usage ? row.usage[unit] : row[unitsField(unit)];
+    const price = row.prices ? row.prices[unit] : row[priceField(unit)];
+    if (units !== undefined) record.usage[unit] = units;
+    if (price !== undefined) record.prices[unit] = price;
+  }
+  return record;
+});
 
 /**
  * The insert's one column list: each row field is the usage_records column of that name in
@@ -237,37 +267,42 @@ const rowFields = [...RECORD_FIELDS, ...UNIT_NAMES.flatMap((unit) => [unitsField
 const usageColumns = rowFields.map((field) => ({ field, column: usageRecords[field].name, type: usageRecords[field].getSQLType() }));
 const insertColumns = sql.raw(usageColumns.map((c) => c.column).join(", "));
 const UNIT_ROW_FIELDS: ReadonlySet<string> = new Set(UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]));
-// A unit's pair is left out of a row when zero (rowsJson): read back as 0.
+// A unit's pair is left out of a row when zero (recordRow): read back as 0.
 const recordFields = sql.raw(
   usageColumns.map((c) => (UNIT_ROW_FIELDS.has(c.field) ? `COALESCE("${c.field}", 0)` : `"${c.field}"`)).join(", "),
 );
 const recordTypes = sql.raw(usageColumns.map((c) => `"${c.field}" ${c.type}`).join(", "));
 
 /**
- * Records as the JSON rows the insert reads: each unit's pair of columns (`inputUnits`,
- * `inputPricePer1m`) written only when not zero, null fields left out (json_to_recordset reads a
- * missing field as null), bigints as decimal strings. Built in one pass: the usage database's
- * thread parses every field of every row, and the request thread copies none twice.
- * @example rowsJson([{ requestId: "r", usage: { input: 3n, output: 0n }, prices: { input: 2n, output: 5n }, … }])
- *   // '[{"requestId":"r",…,"inputUnits":"3","inputPricePer1m":"2","outputPricePer1m":"5"}]'
+ * A record as its usage_records row: the one JSON shape a record travels in (the usage log's
+ * messages) and is inserted from. Each unit's pair of columns (`inputUnits`, `inputPricePer1m`)
+ * is written when either is not zero, and input's and output's always (`recordedUnused`: a node of
+ * the previous release reads the usage log and requires them); undefined fields are left out
+ * (json_to_recordset reads a missing field as null); bigints are decimal strings. Read back with
+ * usageRecordSchema (the pairs become the maps). Built in one pass and
+ * stringified on JSON.stringify's fast path: every request writes one, and the consumer parses it.
+ * @example recordRow({ requestId: "r", usage: { input: 3n, output: 0n }, prices: { input: 2n, output: 5n }, … })
+ *   // { requestId: "r", …, inputUnits: "3", inputPricePer1m: "2", outputUnits: "0", outputPricePer1m: "5" }
  */
-export function rowsJson(records: readonly UsageRecord[]): string {
-  const rows: Record<string, string | number>[] = [];
-  for (const record of records) {
-    const row: Record<string, string | number> = {};
-    for (const field of RECORD_FIELDS) {
-      const value = record[field];
-      if (value != null) row[field] = typeof value === "bigint" ? value.toString() : value;
-    }
-    for (const unit of UNIT_NAMES) {
-      const units = record.usage[unit];
-      const price = record.prices[unit];
-      if (units) row[unitsField(unit)] = units.toString();
-      if (price) row[priceField(unit)] = price.toString();
-    }
-    rows.push(row);
+export function recordRow(record: UsageRecord): Record<string, string | number | null> {
+  const row: Record<string, string | number | null> = {};
+  for (const field of RECORD_FIELDS) {
+    const value = record[field];
+    if (value !== undefined) row[field] = typeof value === "bigint" ? value.toString() : value;
   }
-  return JSON.stringify(rows);
+  for (const unit of UNIT_NAMES) {
+    const units = record.usage[unit];
+    const price = record.prices[unit];
+    if (!units && !price && !(UNITS[unit] as UnitRow).recordedUnused) continue;
+    row[unitsField(unit)] = (units ?? 0n).toString();
+    row[priceField(unit)] = (price ?? 0n).toString();
+  }
+  return row;
+}
+
+/** Records as the JSON rows the insert reads, and as one message of the usage log carries them (recordRow). */
+export function rowsJson(records: readonly UsageRecord[]): string {
+  return JSON.stringify(records.map(recordRow));
 }
 
 export class UsageWriter {
