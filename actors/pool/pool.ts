@@ -360,10 +360,10 @@ export class PoolActor {
   /** Reads and parses a whole reply within CHAT_REPLY_BYTES_MAX; a body that breaks off counts against the backend. */
   private async readWhole(sent: Sent, call: ChatCall): Promise<ChatOutcome> {
     const { backend, reply, startedMs } = sent;
-    const read = await readWholeBytes(sent, CHAT_REPLY_BYTES_MAX);
+    const read = await readWholeText(sent, CHAT_REPLY_BYTES_MAX);
     if (read.kind === "failed") return read;
     // A backend without chat was skipped by `build`.
-    const parsed = backend.adapter.chat!.parseChatResponse(utf8.decode(read.bytes), this.replyContext(call));
+    const parsed = backend.adapter.chat!.parseChatResponse(read.text, this.replyContext(call));
     if ("code" in parsed) {
       reply.close("failed");
       return { kind: "failed", backend, failure: parsed };
@@ -438,16 +438,35 @@ function assertBackendCount(model: string, backends: BackendConfig[]): void {
   assert(backends.length <= BACKENDS_PER_POOL_MAX, `pool ${model}: ${backends.length} backends, above BACKENDS_PER_POOL_MAX`);
 }
 
-const utf8 = new TextDecoder();
-
 /**
  * Reads an accepted reply to its end within `bytesMax`, left open for its reader to close: a
  * larger reply is a 502 (the upstream is abandoned), one that breaks off a retryable 502.
  */
 async function readWholeBytes(sent: Sent, bytesMax: number): Promise<WholeOutcome> {
+  const read = await readWholeWith(sent, bytesMax, async (response, max) => {
+    const { bytes, truncated } = await readBounded(response, max);
+    return { value: bytes, truncated };
+  });
+  return read.kind === "failed" ? read : { kind: "whole", backend: read.backend, bytes: read.value };
+}
+
+/** readWholeBytes as text (a whole chat reply): a body whose declared length fits is decoded natively in one call. */
+async function readWholeText(sent: Sent, bytesMax: number): Promise<{ kind: "whole"; text: string } | Failed> {
+  const read = await readWholeWith(sent, bytesMax, async (response, max) => {
+    const { text, truncated } = await readTextBounded(response, max);
+    return { value: text, truncated };
+  });
+  return read.kind === "failed" ? read : { kind: "whole", text: read.value };
+}
+
+async function readWholeWith<T>(
+  sent: Sent,
+  bytesMax: number,
+  read: (response: Response, bytesMax: number) => Promise<{ value: T; truncated: boolean }>,
+): Promise<{ kind: "whole"; backend: Backend; value: T } | Failed> {
   const { backend, reply } = sent;
   try {
-    const { bytes, truncated } = await readBounded(reply.response, bytesMax);
+    const { value, truncated } = await read(reply.response, bytesMax);
     if (truncated) {
       reply.close("abandoned");
       return {
@@ -456,7 +475,7 @@ async function readWholeBytes(sent: Sent, bytesMax: number): Promise<WholeOutcom
         failure: { ...fail("upstream_error", `The upstream reply is larger than the limit of ${bytesMax} bytes.`), retryable: false },
       };
     }
-    return { kind: "whole", backend, bytes };
+    return { kind: "whole", backend, value };
   } catch (error) {
     reply.close("failed");
     return {
