@@ -9,11 +9,17 @@
  * something (a wait left registered on a long-lived promise held every usage message a node
  * sent until NATS next disconnected: found this way, bench/RESULTS.md).
  *
+ * After the last window the load stops and the bench waits (at most CATCH_UP_S_MAX) until the usage
+ * log and the writer hold nothing unposted, reading the gateway's CPU (every thread) meanwhile: the
+ * work the load left behind. A node whose ledger falls behind serves more requests a second than it
+ * can keep up with; its cost a request is the CPU of the windows and of the catch-up together.
+ *
  *   bun run bench:soak [-- --nats-pg] [--windows 9] [--window-seconds 10] [--concurrency 64] [--stream] [--gateway-root <checkout>]
  */
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { runBenchmark } from "./procs.ts";
+import { startThreadTimes } from "./threads.ts";
 import { askedMode, startDarvaze, startSimulator, type Target } from "./targets.ts";
 import { runSseClient } from "./sse-client.ts";
 import { runWrk } from "./wrk.ts";
@@ -74,9 +80,27 @@ interface Window {
   read: Record<MetricName, number>;
 }
 
+/** The longest wait after the load for the ledger to have everything, and how often it is read meanwhile. */
+const CATCH_UP_S_MAX = 120;
+const CATCH_UP_POLL_MS = 250;
+
+const cpuMsOf = (read: () => { runMs: number }[]) => read().reduce((sum, t) => sum + t.runMs, 0);
+
+/** Seconds until the usage log's lag and the writer's backlog are both 0 (null: not within CATCH_UP_S_MAX). */
+async function caughtUp(target: Target): Promise<number | null> {
+  const startedMs = performance.now();
+  while (performance.now() - startedMs < CATCH_UP_S_MAX * 1000) {
+    const read = await metrics(target);
+    if (read.darvaze_usage_log_lag_messages === 0 && read.darvaze_usage_backlog_records === 0)
+      return (performance.now() - startedMs) / 1000;
+    await Bun.sleep(CATCH_UP_POLL_MS);
+  }
+  return null;
+}
+
 const mean = (values: number[]) => values.reduce((sum, v) => sum + v, 0) / values.length;
 
-await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120 }, async () => {
+await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120 + CATCH_UP_S_MAX }, async () => {
   const asked = await askedMode(flags["nats-pg"]);
   const mode = asked.mode;
   // `max_tokens` cuts replies shorter (16 for whole replies, 64 for streams).
@@ -88,6 +112,8 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
   });
   try {
     const rows: Window[] = [];
+    const loadCpu = startThreadTimes(gateway.pid!);
+    let requests = 0;
     for (let i = 0; i < windows; i++) {
       const m = flags.stream
         ? await runSseClient({ target: gateway, workload: "stream", concurrency, durationMs: windowS * 1000, warmupMs: 0 })
@@ -102,8 +128,14 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
         read: await metrics(gateway),
       };
       rows.push(row);
+      requests += m.requests;
       console.error(`window ${i + 1}/${windows}: ${Math.round(row.rps)} req/s, RSS ${row.rssMib.toFixed(0)} MiB`);
     }
+    const windowsCpuMs = cpuMsOf(loadCpu);
+    const afterCpu = startThreadTimes(gateway.pid!);
+    const catchUpS = await caughtUp(gateway);
+    const catchUpCpuMs = cpuMsOf(afterCpu);
+    const perRequestUs = (cpuMs: number) => ((cpuMs * 1000) / requests).toFixed(0);
     const third = Math.floor(rows.length / 3);
     const middle = mean(rows.slice(third, 2 * third).map((r) => r.rssMib));
     const last = mean(rows.slice(rows.length - third).map((r) => r.rssMib));
@@ -118,6 +150,9 @@ await runBenchmark({ name: "bench:soak", runSMax: windows * (windowS + 15) + 120
       ),
       "",
       `Resident set, mean of the last ${third} windows against the ${third} before them: ${middle.toFixed(0)} → ${last.toFixed(0)} MiB (${last >= middle ? "+" : ""}${(((last - middle) / middle) * 100).toFixed(0)}%).`,
+      catchUpS === null
+        ? `After the load the ledger had not caught up within ${CATCH_UP_S_MAX} s (CPU meanwhile ${catchUpCpuMs.toFixed(0)} ms).`
+        : `After the load the ledger caught up in ${catchUpS.toFixed(1)} s. The gateway's CPU a request (every thread): ${perRequestUs(windowsCpuMs)} µs in the windows, ${perRequestUs(windowsCpuMs + catchUpCpuMs)} µs with the catch-up (${catchUpCpuMs.toFixed(0)} ms, the idle node's own timers included).`,
     ];
     console.log(lines.join("\n"));
   } finally {
