@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { untilValue } from "./until.ts";
 
 const BIN = join(import.meta.dir, "..", "node_modules", ".bin");
 /** A CLI run's bound: a turn on the simulator takes seconds; a hung CLI fails the test, not the suite. */
@@ -106,15 +107,41 @@ interface Billed {
   status: number;
 }
 
-/** The account's usage records, once the writer has written them all. */
-async function recordsOf(accountId: string): Promise<Billed[]> {
-  await t.gw.deps.writer.flush();
-  const audit = await t.admin("GET", "/admin/ledger/audit"); // writes pending usage first
-  expect(audit.body.ok).toBe(true);
-  const rows = await t.gw.deps.db.rows<Record<string, unknown>>(
-    sql`SELECT request_id, model, input_units, output_units, input_price_per_1m, output_price_per_1m, billed_micro, status
-        FROM usage_records WHERE account_id = ${accountId} ORDER BY id`,
+/** Where a run starts: the wallet's balance, and how many requests the simulator had served. */
+interface RunStart {
+  balanceMicro: bigint;
+  served: number;
+}
+
+async function runStart(key: string): Promise<RunStart> {
+  return { balanceMicro: await balanceMicro(key), served: sim.log.totals.requests };
+}
+
+/** Usage records are written after the reply ends (a stream settles at its end), so a CLI may exit before. */
+const RECORDS_WAIT_MS_MAX = 30_000;
+
+/**
+ * The account's usage records, once every upstream call of the run (the simulator's entries since
+ * `start`) has its record written.
+ */
+async function recordsOf(accountId: string, start: RunStart): Promise<Billed[]> {
+  const calls = sim.log.entries().slice(start.served);
+  const awaited = new Set(calls.map((entry) => entry.requestId ?? `(no request id, seq ${entry.seq})`));
+  expect(awaited.size).toBeGreaterThan(0);
+  const rows = await untilValue(
+    async () => {
+      await t.gw.deps.writer.flush();
+      const rows = await t.gw.deps.db.rows<Record<string, unknown>>(
+        sql`SELECT request_id, model, input_units, output_units, input_price_per_1m, output_price_per_1m, billed_micro, status
+            FROM usage_records WHERE account_id = ${accountId} ORDER BY id`,
+      );
+      const recorded = new Set(rows.map((r) => String(r.request_id)));
+      return [...awaited].every((id) => recorded.has(id)) ? rows : undefined;
+    },
+    { what: `the usage records of requests ${[...awaited].join(", ")}`, msMax: RECORDS_WAIT_MS_MAX, pollMs: 50 },
   );
+  const audit = await t.admin("GET", "/admin/ledger/audit");
+  expect(audit.body.ok).toBe(true);
   return rows.map((r) => ({
     requestId: String(r.request_id),
     model: String(r.model),
@@ -131,8 +158,8 @@ async function recordsOf(accountId: string): Promise<Billed[]> {
  * The run's cost: the wallet moved by exactly what its usage records billed, and each record is
  * the simulator's logged tokens × the record's prices (the catalog's). Returns the records.
  */
-async function expectCostAsRecorded(account: { accountId: string; key: string }, before: bigint): Promise<Billed[]> {
-  const records = await recordsOf(account.accountId);
+async function expectCostAsRecorded(account: { accountId: string; key: string }, before: RunStart): Promise<Billed[]> {
+  const records = await recordsOf(account.accountId, before);
   expect(records.length).toBeGreaterThan(0);
   for (const record of records) {
     const [entry] = sim.log.byRequestId(record.requestId);
@@ -140,7 +167,7 @@ async function expectCostAsRecorded(account: { accountId: string; key: string },
     expect([record.input, record.output]).toEqual([BigInt(entry!.promptTokens), BigInt(entry!.completionTokens)]);
     expect(record.billed).toBe(record.input * record.inputPrice + record.output * record.outputPrice);
   }
-  const spent = before - (await balanceMicro(account.key));
+  const spent = before.balanceMicro - (await balanceMicro(account.key));
   expect(spent).toBe(records.reduce((sum, r) => sum + r.billed, 0n));
   return records;
 }
@@ -154,7 +181,7 @@ async function claude(key: string, prompt: string, extra: string[] = []): Promis
 /** `claude -p "say hi"` with `flags` on a fresh key holding `toman`: it answers, served by `model`, at the cost recorded. */
 async function expectClaudeTurn(flags: string[], model: string, toman = WALLET_TOMAN): Promise<void> {
   const account = await t.fundedKey(toman);
-  const before = await balanceMicro(account.key);
+  const before = await runStart(account.key);
   const run = await claude(account.key, "say hi", flags);
   expect(run, run.stderr).toMatchObject({ code: 0 });
   expect(run.stdout.trim().length).toBeGreaterThan(0);
@@ -215,7 +242,7 @@ describe("Claude Code, more", () => {
     "a tool call: the tool's result goes back and the turn ends in text; every request billed as recorded",
     async () => {
       const account = await t.fundedKey(WALLET_TOMAN);
-      const before = await balanceMicro(account.key);
+      const before = await runStart(account.key);
       // The simulator calls a tool the last user message names.
       const run = await claude(account.key, "Use the Read tool on the file notes.txt", ["--model", "sonnet"]);
       expect(run, run.stderr).toMatchObject({ code: 0 });
@@ -280,7 +307,7 @@ describe("Codex", () => {
     "only a provider block, no model: answers, and the run costs what the gateway recorded",
     async () => {
       const account = await t.fundedKey(WALLET_TOMAN);
-      const before = await balanceMicro(account.key);
+      const before = await runStart(account.key);
       const run = await codex(account.key, "say hi");
       expect(run, run.stderr).toMatchObject({ code: 0 });
       const records = await expectCostAsRecorded(account, before);
@@ -293,7 +320,7 @@ describe("Codex", () => {
     "a call of a namespaced tool: Codex runs it, sends its output back, and the turn ends in text",
     async () => {
       const account = await t.fundedKey(WALLET_TOMAN);
-      const before = await balanceMicro(account.key);
+      const before = await runStart(account.key);
       const proxy = await countingProxy();
       try {
         // The simulator calls the tool the prompt names, by the flat name the backend sees.
@@ -339,7 +366,7 @@ describe("Gemini CLI", () => {
     "%s: answers, and the run costs what the gateway recorded",
     async (_name, flags, env, model) => {
       const account = await t.fundedKey(WALLET_TOMAN);
-      const before = await balanceMicro(account.key);
+      const before = await runStart(account.key);
       const run = await gemini(account.key, "say hi", flags, env);
       expect(run, run.stderr).toMatchObject({ code: 0 });
       expect(run.stdout.trim().length).toBeGreaterThan(0);
@@ -353,7 +380,7 @@ describe("Gemini CLI", () => {
     "a tool call: the CLI runs its tool, sends the functionResponse back, and the turn ends in text; every request billed as recorded",
     async () => {
       const account = await t.fundedKey(WALLET_TOMAN);
-      const before = await balanceMicro(account.key);
+      const before = await runStart(account.key);
       const proxy = await countingProxy();
       try {
         // The simulator calls a tool the last user message names.
