@@ -95,15 +95,23 @@ export function priceField<U extends Unit>(unit: U): PriceField<U> {
  * @example costOf({ input: 15n, output: 8n }, { input: 270_000n, output: 1_350_000n }) // 14_850_000n
  */
 export function costOf(usage: Usage, prices: Prices): bigint {
+  // Units without usage or price are skipped, not multiplied as 0n: each bigint operation allocates.
   let micro = 0n;
-  for (const unit of UNIT_NAMES) micro += (usage[unit] ?? 0n) * (prices[unit] ?? 0n);
+  for (const unit of UNIT_NAMES) {
+    const units = usage[unit];
+    const price = units ? prices[unit] : undefined;
+    if (price) micro += units! * price;
+  }
   return micro;
 }
 
 /** The token units of `usage` summed (what a tokens-per-minute window counts). */
 export function tokensOf(usage: Usage): bigint {
   let tokens = 0n;
-  for (const unit of TOKEN_UNITS) tokens += usage[unit] ?? 0n;
+  for (const unit of TOKEN_UNITS) {
+    const units = usage[unit];
+    if (units) tokens += units;
+  }
   return tokens;
 }
 
