@@ -99,8 +99,9 @@ export function costOf(usage: Usage, prices: Prices): bigint {
   let micro = 0n;
   for (const unit of UNIT_NAMES) {
     const units = usage[unit];
-    const price = units ? prices[unit] : undefined;
-    if (price) micro += units! * price;
+    if (!units) continue;
+    const price = prices[unit];
+    if (price) micro += units * price;
   }
   return micro;
 }
