@@ -61,7 +61,7 @@ async function call(b: Browser | null, method: string, path: string, body?: unkn
     },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
-  const setCookie = response.headers.get("set-cookie");
+  const setCookie = response.headers.getSetCookie().find((c) => c.startsWith("dvz_session="));
   if (b && setCookie) b.cookie = setCookie.split(";")[0]!;
   const text = await response.text();
   let parsed: any = text;
@@ -104,7 +104,9 @@ describe("console API", () => {
     const signed = await call(b, "POST", "/console/api/sign-in", { phone: persian("09120000001"), code_id: codeId, code: persian(code) });
     expect(signed.status).toBe(200);
     expect(signed.body.phone).toBe("+989120000001");
-    expect(signed.headers.get("set-cookie")).toMatch(/^dvz_session=\w{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
+    const [sessionSet, deviceSet] = signed.headers.getSetCookie();
+    expect(sessionSet).toMatch(/^dvz_session=\w{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
+    expect(deviceSet).toMatch(/^dvz_device=[\w.-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=\d+$/);
     b.csrf = signed.body.csrf_token;
     const session = await call(b, "GET", "/console/api/session");
     expect(session.body.account_id).toBe(signed.body.account_id);

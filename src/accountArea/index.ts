@@ -12,6 +12,8 @@ import { budgetedSender, SmsBudget } from "./smsBudget.ts";
 import { ledgerTopUps, type ConsoleTopUps } from "./topups.ts";
 
 export interface AccountArea {
+  /** CONSOLE_SECRET or its derivation: signs known-device cookies too. */
+  secret: string;
   otp: OtpService;
   sessions: SessionStore;
   topUps: ConsoleTopUps;
@@ -52,9 +54,10 @@ export function createAccountArea(
   const smsBudget = options.smsBudget ?? new SmsBudget(db, { dailyMax: env.SMS_DAILY_BUDGET_MAX, log, now: options.now });
   const sender = budgetedSender(smsSender(env, log), smsBudget);
   return {
+    secret,
     sender,
     smsBudget,
-    otp: new OtpService(db, { secret, sender, log, now: options.now }),
+    otp: new OtpService(db, { secret, sender, log, smsDailyMax: smsBudget.dailyMax, now: options.now }),
     sessions: new SessionStore(db, {
       idleMs: env.CONSOLE_SESSION_IDLE_S * 1000,
       ttlMs: env.CONSOLE_SESSION_TTL_S * 1000,

@@ -28,29 +28,48 @@ import { txRows, type Db } from "../db/client.ts";
 import { fail, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
-import { addressBucket } from "./address.ts";
+import { addressBucket, addressRange } from "./address.ts";
 import { asciiDigits, maskPhone } from "./phone.ts";
 import type { SmsSender } from "./sms.ts";
 
 export const OTP_DIGITS = 6;
 export const OTP_TTL_MS = 2 * 60_000;
 export const OTP_TRIES_MAX = 5;
-/** Between two codes for one phone asked from one address. */
+/** Between two codes for one phone asked from one address, or by one known device. */
 export const OTP_RESEND_INTERVAL_MS = 60_000;
-/** Codes for one phone asked from one address (IPv6: one /64) in any 24 hours. */
+/** Codes for one phone asked from one address (IPv6: one /64) by unknown requesters, in any 24 hours. */
 export const OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX = 5;
-/** Codes for one phone from all addresses together in any 24 hours: what bounds guessing. */
-export const OTP_SENDS_PER_PHONE_PER_DAY_MAX = 20;
-/** Codes asked from one address (IPv6: one /64), whatever the phones, in any hour. */
+/** Codes for one phone asked by unknown requesters (no known-device cookie for it), all addresses together, in any 24 hours. */
+export const OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX = 8;
+/** Codes for one phone asked by its known devices together in any 24 hours: a cap no stranger can spend. */
+export const OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX = 12;
+/** Codes for one phone, whoever asked, in any 24 hours: what bounds guessing. */
+export const OTP_SENDS_PER_PHONE_PER_DAY_MAX = OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX + OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX;
+/** Codes unknown requesters ask from one address (IPv6: one /64), whatever the phones, in any hour. */
 export const OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX = 20;
+/**
+ * Of the day's SMS budget (SMS_DAILY_BUDGET_MAX), what unknown requesters may spend in any 24
+ * hours from one address and from one range (IPv4 /24, IPv6 /48): so one network cannot drain it.
+ */
+export const SMS_BUDGET_SHARE_PER_ADDRESS_MAX = 0.02;
+export const SMS_BUDGET_SHARE_PER_RANGE_MAX = 0.05;
 /** Guesses a phone's codes of any 24 hours can take, from every address together. */
 export const OTP_GUESSES_PER_PHONE_PER_DAY_MAX = OTP_SENDS_PER_PHONE_PER_DAY_MAX * OTP_TRIES_MAX;
 /** The promise: a stranger guesses a phone's code with a chance of at most this a day. */
 export const OTP_GUESS_CHANCE_PER_DAY_MAX = 1 / 10_000;
 assert(OTP_GUESSES_PER_PHONE_PER_DAY_MAX / 10 ** OTP_DIGITS <= OTP_GUESS_CHANCE_PER_DAY_MAX);
-assert(OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX < OTP_SENDS_PER_PHONE_PER_DAY_MAX);
+assert(OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX < OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX);
+assert(SMS_BUDGET_SHARE_PER_ADDRESS_MAX < SMS_BUDGET_SHARE_PER_RANGE_MAX && SMS_BUDGET_SHARE_PER_RANGE_MAX < 1);
 const HOUR_MS = 3_600_000;
 const DAY_MS = 24 * HOUR_MS;
+
+/** Codes unknown requesters may be sent in any 24 hours from one address and from one range, for a daily SMS budget. */
+export function smsCeilings(dailyMax: number): { addressDay: number; rangeDay: number } {
+  return {
+    addressDay: Math.max(1, Math.floor(dailyMax * SMS_BUDGET_SHARE_PER_ADDRESS_MAX)),
+    rangeDay: Math.max(1, Math.floor(dailyMax * SMS_BUDGET_SHARE_PER_RANGE_MAX)),
+  };
+}
 
 /** A uniformly random code of OTP_DIGITS digits (rejection sampling: no modulo bias). */
 export function generateCode(): string {
@@ -70,6 +89,8 @@ export interface OtpOptions {
   secret: string;
   sender: SmsSender;
   log: Logger;
+  /** SMS_DAILY_BUDGET_MAX: the ceilings per address and per range are shares of it (smsCeilings). */
+  smsDailyMax: number;
   now?: () => number;
 }
 
@@ -84,18 +105,22 @@ export interface CodeSent {
 const at = (ms: number) => sql`${new Date(ms).toISOString()}::timestamptz`;
 const ceilS = (ms: number) => Math.max(1, Math.ceil(ms / 1000));
 
-/** What the limits count when a code is asked for (see `send`). */
-interface SendCounts {
-  /** The phone's codes of the last 24 hours, from every address. */
-  phoneDay: number;
-  phoneDayOldest: Date | string | null;
-  /** … of them asked from this address. */
-  requesterDay: number;
-  requesterDayOldest: Date | string | null;
-  requesterNewest: Date | string | null;
-  /** Codes this address asked for in the last hour, whatever the phone. */
-  addressHour: number;
-  addressHourOldest: Date | string | null;
+/** A window's count and its oldest row: a limit refuses while `count` is at its max, until the oldest leaves the window. */
+interface Window {
+  count: number;
+  oldest: Date | string | null;
+}
+
+/** What the limits count when a code is asked for (see `send`); `newest`: the requester's last code for this phone. */
+type SendCounts = Record<"phoneDay" | "requesterDay" | "addressHour" | "addressDay" | "rangeDay", Window> & {
+  newest: Date | string | null;
+};
+
+/** Who asks: a known device of the phone (its id), or an unknown requester at an address and range. */
+interface Asker {
+  address: string;
+  range: string;
+  deviceId: string | null;
 }
 
 export class OtpService {
@@ -108,37 +133,51 @@ export class OtpService {
     return this.options.now?.() ?? Date.now();
   }
 
-  async send(phone: string, clientAddress: string): Promise<CodeSent | Failure> {
+  /**
+   * `deviceId`: the known device asking (a valid known-device cookie for this phone), or null.
+   * A known device's codes count only against the phone's known-device cap and the device's own
+   * resend interval; an unknown requester's against its address, its range and the phone's
+   * unknown cap, none of which a known device's codes use.
+   */
+  async send(phone: string, clientAddress: string, deviceId: string | null = null): Promise<CodeSent | Failure> {
     const now = this.now();
-    const address = addressBucket(clientAddress);
+    const asker: Asker = { address: addressBucket(clientAddress), range: addressRange(clientAddress), deviceId };
     const code = generateCode();
     const codeId = newId("otp");
     const refused = await this.db.orm.transaction(async (tx) => {
-      await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-address:${address}`}))`);
+      if (!deviceId) {
+        await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-address:${asker.address}`}))`);
+        await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-range:${asker.range}`}))`);
+      }
       await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`otp-phone:${phone}`}))`);
-      const [counts] = await txRows<SendCounts>(
-        tx,
-        sql`
-        SELECT count(*)::int AS "phoneDay", min(created_at) AS "phoneDayOldest",
-               count(*) FILTER (WHERE client_address = ${address})::int AS "requesterDay",
-               min(created_at) FILTER (WHERE client_address = ${address}) AS "requesterDayOldest",
-               max(created_at) FILTER (WHERE client_address = ${address}) AS "requesterNewest",
-               (SELECT count(*)::int FROM otp_codes WHERE client_address = ${address} AND created_at > ${at(now - HOUR_MS)}) AS "addressHour",
-               (SELECT min(created_at) FROM otp_codes WHERE client_address = ${address} AND created_at > ${at(now - HOUR_MS)}) AS "addressHourOldest"
-        FROM otp_codes WHERE phone = ${phone} AND created_at > ${at(now - DAY_MS)}`,
-      );
-      const refusal = sendRefusal(counts!, now);
+      const [row] = await txRows<Record<string, unknown>>(tx, countsQuery(phone, asker, now));
+      const counts = sendCounts(row!);
+      const refusal = sendRefusal(counts, now, deviceId ? null : smsCeilings(this.options.smsDailyMax));
       if (refusal) return refusal;
       await tx.execute(sql`
-        INSERT INTO otp_codes (id, phone, code_hash, client_address, expires_at, created_at)
-        VALUES (${codeId}, ${phone}, ${codeHash(this.options.secret, phone, code)}, ${address}, ${at(now + OTP_TTL_MS)}, ${at(now)})`);
+        INSERT INTO otp_codes (id, phone, code_hash, client_address, client_range, device_id, expires_at, created_at)
+        VALUES (${codeId}, ${phone}, ${codeHash(this.options.secret, phone, code)}, ${asker.address}, ${asker.range},
+                ${deviceId}, ${at(now + OTP_TTL_MS)}, ${at(now)})`);
+      this.noteRange(asker, counts);
       return null;
     });
     if (refused) return refused;
-    const failed = await this.options.sender.sendCode(phone, code);
+    const failed = await this.options.sender.sendCode(phone, code, { knownDevice: deviceId !== null });
     if (failed) return failed;
-    this.options.log("info", "otp_sent", { phone: maskPhone(phone), sender: this.options.sender.kind });
+    this.options.log("info", "otp_sent", {
+      phone: maskPhone(phone),
+      range: asker.range,
+      knownDevice: deviceId !== null,
+      sender: this.options.sender.kind,
+    });
     return { codeId, expiresInS: OTP_TTL_MS / 1000, resendInS: OTP_RESEND_INTERVAL_MS / 1000 };
+  }
+
+  /** The operator learns which range spends the budget: once, as it reaches its ceiling. */
+  private noteRange(asker: Asker, counts: SendCounts): void {
+    const ceiling = smsCeilings(this.options.smsDailyMax).rangeDay;
+    if (asker.deviceId || counts.rangeDay.count + 1 !== ceiling) return;
+    this.options.log("warn", "sms_range_ceiling_reached", { range: asker.range, codesPerDayMax: ceiling });
   }
 
   /** null when `code` is the code `codeId` names for this phone (now used up), else why not. */
@@ -175,27 +214,71 @@ export class OtpService {
   }
 }
 
-/** Why a code may not be sent now, or null. The requester's own limits come first: they are what a stranger runs into. */
-function sendRefusal(counts: SendCounts, now: number): Failure | null {
-  const waitS = (oldest: Date | string | null, windowMs: number) => ceilS(new Date(oldest ?? now).getTime() + windowMs - now);
-  const newestMs = counts.requesterNewest ? new Date(counts.requesterNewest).getTime() : null;
+/**
+ * One row of counts. A known device is counted against the phone's known-device codes and its own
+ * last code; an unknown requester against unknown requesters' codes only (its address's, its
+ * range's, the phone's), so neither kind can spend the other's limits.
+ */
+function countsQuery(phone: string, asker: Asker, now: number) {
+  const day = at(now - DAY_MS);
+  const hour = at(now - HOUR_MS);
+  const kind = asker.deviceId ? sql`device_id IS NOT NULL` : sql`device_id IS NULL`;
+  const requester = asker.deviceId ? sql`device_id = ${asker.deviceId}` : sql`client_address = ${asker.address}`;
+  const window = (where: ReturnType<typeof sql>, since: ReturnType<typeof sql>, name: string) =>
+    sql`(SELECT json_build_object('count', count(*), 'oldest', min(created_at)) FROM otp_codes WHERE ${where} AND ${kind} AND created_at > ${since}) AS ${sql.identifier(name)}`;
+  return sql`SELECT
+    ${window(sql`phone = ${phone}`, day, "phoneDay")},
+    ${window(sql`phone = ${phone} AND ${requester}`, day, "requesterDay")},
+    ${window(sql`client_address = ${asker.address}`, hour, "addressHour")},
+    ${window(sql`client_address = ${asker.address}`, day, "addressDay")},
+    ${window(sql`client_range = ${asker.range}`, day, "rangeDay")},
+    (SELECT max(created_at) FROM otp_codes WHERE phone = ${phone} AND ${requester} AND ${kind} AND created_at > ${day}) AS "newest"`;
+}
+
+/** The counts as both drivers return them (json as text or parsed). */
+function sendCounts(row: Record<string, unknown>): SendCounts {
+  const window = (value: unknown): Window => {
+    const parsed = (typeof value === "string" ? JSON.parse(value) : value) as { count: number | string; oldest: string | null };
+    return { count: Number(parsed.count), oldest: parsed.oldest };
+  };
+  return {
+    phoneDay: window(row.phoneDay),
+    requesterDay: window(row.requesterDay),
+    addressHour: window(row.addressHour),
+    addressDay: window(row.addressDay),
+    rangeDay: window(row.rangeDay),
+    newest: (row.newest as Date | string | null) ?? null,
+  };
+}
+
+/**
+ * Why a code may not be sent now, or null. The requester's own limits come first: they are what a
+ * stranger runs into. `ceilings`: an unknown requester's shares of the SMS budget; null for a known device.
+ */
+function sendRefusal(counts: SendCounts, now: number, ceilings: ReturnType<typeof smsCeilings> | null): Failure | null {
+  const newestMs = counts.newest ? new Date(counts.newest).getTime() : null;
   if (newestMs !== null && now - newestMs < OTP_RESEND_INTERVAL_MS) {
     const retryAfterS = ceilS(OTP_RESEND_INTERVAL_MS - (now - newestMs));
     return fail("code_resend_limited", `A code was just sent to this number; ask again in ${retryAfterS} s.`, { retryAfterS });
   }
-  if (counts.requesterDay >= OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX) {
-    const retryAfterS = waitS(counts.requesterDayOldest, DAY_MS);
-    return fail("code_resend_limited", "Too many codes were asked for this number from your network today; try again later.", {
-      retryAfterS,
-    });
-  }
-  if (counts.addressHour >= OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX) {
-    const retryAfterS = waitS(counts.addressHourOldest, HOUR_MS);
-    return fail("code_resend_limited", "Too many codes were asked for from your network this hour; try again later.", { retryAfterS });
-  }
-  if (counts.phoneDay >= OTP_SENDS_PER_PHONE_PER_DAY_MAX) {
-    const retryAfterS = waitS(counts.phoneDayOldest, DAY_MS);
-    return fail("code_resend_limited", "Too many codes were sent to this number today; try again later.", { retryAfterS });
+  const limits: [Window, number, number, string][] = ceilings
+    ? [
+        [
+          counts.requesterDay,
+          OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX,
+          DAY_MS,
+          "Too many codes were asked for this number from your network today",
+        ],
+        [counts.addressHour, OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, HOUR_MS, "Too many codes were asked for from your network this hour"],
+        [counts.addressDay, ceilings.addressDay, DAY_MS, "Too many codes were asked for from your network today"],
+        [counts.rangeDay, ceilings.rangeDay, DAY_MS, "Too many codes were asked for from your network's range today"],
+        [counts.phoneDay, OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX, DAY_MS, "Too many codes were sent to this number today"],
+      ]
+    : [[counts.phoneDay, OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX, DAY_MS, "Too many codes were sent to this number today"]];
+  for (const [window, max, windowMs, message] of limits) {
+    if (window.count < max) continue;
+    const retryAfterS = ceilS(new Date(window.oldest ?? now).getTime() + windowMs - now);
+    return fail("code_resend_limited", `${message}; try again later.`, { retryAfterS });
   }
   return null;
 }

@@ -20,10 +20,13 @@ import {
   OTP_RESEND_INTERVAL_MS,
   OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX,
   OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX,
+  OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX,
   OTP_SENDS_PER_PHONE_PER_DAY_MAX,
+  OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX,
   OTP_TRIES_MAX,
   OTP_TTL_MS,
   OtpService,
+  smsCeilings,
 } from "./otp.ts";
 import { SESSIONS_PER_ACCOUNT_MAX, SessionStore } from "./sessions.ts";
 import { sweepConsole } from "./sweep.ts";
@@ -44,13 +47,14 @@ const sender: SmsSender = {
   },
 };
 let otp: OtpService;
+const SMS_DAILY_MAX = 5_000;
 
 beforeAll(async () => {
   const database = await freshDatabase();
   drop = database?.drop;
   db = await openDb({ databaseUrl: database?.url, dataFolder: null });
   await migrate(db);
-  otp = new OtpService(db, { secret: "s".repeat(40), sender, log: silentLogger, now: () => nowMs });
+  otp = new OtpService(db, { secret: "s".repeat(40), sender, log: silentLogger, smsDailyMax: SMS_DAILY_MAX, now: () => nowMs });
 }, SETUP_MS_MAX);
 afterAll(async () => {
   await db.close();
@@ -85,7 +89,7 @@ describe("one-time codes", () => {
     expect(codeOf(await otp.verify(phone, second.codeId, second.code))).toBe("code_expired");
   });
 
-  test("per phone: OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX from one address, OTP_SENDS_PER_PHONE_PER_DAY_MAX from all", async () => {
+  test("per phone: OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX from one address, OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX from all", async () => {
     const phone = "+989120000102";
     for (let i = 0; i < OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX; i++, nowMs += OTP_RESEND_INTERVAL_MS) await sent(phone, "10.0.1.1");
     const own = refusal(await otp.send(phone, "10.0.1.1"));
@@ -95,7 +99,7 @@ describe("one-time codes", () => {
     let address = 2;
     while (address < 100 && !isFailure(await otp.send(phone, `10.0.1.${address}`))) address++;
     // The phone's own daily cap stops the many addresses together: the bound on guessing.
-    expect(address - 2 + OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX).toBe(OTP_SENDS_PER_PHONE_PER_DAY_MAX);
+    expect(address - 2 + OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX).toBe(OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX);
     const all = refusal(await otp.send(phone, `10.0.1.${address + 1}`));
     expect(all.message).toContain("sent to this number today");
     nowMs += 24 * 3_600_000;
@@ -141,6 +145,49 @@ describe("one-time codes", () => {
     }
     expect(refusedAt).toBe(OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX);
     expect(isFailure(await otp.send("+989130009999", "2001:db8:6:4::1"))).toBe(false);
+  });
+
+  test("50 attacking addresses spend the unknown requesters' cap; the owner's known device still gets codes and signs in", async () => {
+    const phone = "+989120000107";
+    nowMs += 24 * 3_600_000;
+    const attacks = await Promise.all(Array.from({ length: 50 }, (_, i) => otp.send(phone, `198.18.${i}.1`)));
+    expect(attacks.filter((a) => !isFailure(a)).length).toBe(OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX);
+    expect(refusal(attacks.find(isFailure)).message).toContain("sent to this number today");
+    // A new browser of the owner is an unknown requester too: refused.
+    expect(refusal(await otp.send(phone, "192.0.2.10")).code).toBe("code_resend_limited");
+    // The owner's known device, even behind an attacker's address: a cap of its own.
+    const owner = await otp.send(phone, "198.18.0.1", "dev-owner");
+    if (isFailure(owner)) throw new Error(owner.message);
+    expect(await otp.verify(phone, owner.codeId, inbox.get(phone)!)).toBeNull();
+    expect(refusal(await otp.send(phone, "198.18.0.1", "dev-owner")).message).toContain("just sent"); // its own resend interval
+    // The phone's known devices together have OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX, and no more.
+    let known = 1;
+    for (; known < OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX + 2; known++) {
+      if (isFailure(await otp.send(phone, "192.0.2.10", `dev-${known}`))) break;
+    }
+    expect(known).toBe(OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX);
+    expect(OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX + OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX).toBe(OTP_SENDS_PER_PHONE_PER_DAY_MAX);
+  });
+
+  test("one IPv4 /24 or IPv6 /48 cannot spend more than its share of the SMS budget; the next range has its own", async () => {
+    const small = new OtpService(db, { secret: "s".repeat(40), sender, log: silentLogger, smsDailyMax: 200, now: () => nowMs });
+    const { addressDay, rangeDay } = smsCeilings(200);
+    expect([addressDay, rangeDay]).toEqual([4, 10]);
+    nowMs += 24 * 3_600_000;
+    const phoneOf = (i: number) => `+98915${String(i).padStart(7, "0")}`;
+    const v4 = await Promise.all(Array.from({ length: 50 }, (_, i) => small.send(phoneOf(i), `100.64.7.${i + 1}`)));
+    expect(v4.filter((r) => !isFailure(r)).length).toBe(rangeDay);
+    expect(refusal(v4.find(isFailure)).message).toContain("range");
+    const v6 = await Promise.all(Array.from({ length: 50 }, (_, i) => small.send(phoneOf(100 + i), `2001:db8:7:${i.toString(16)}::1`)));
+    expect(v6.filter((r) => !isFailure(r)).length).toBe(rangeDay);
+    expect(isFailure(await small.send(phoneOf(200), "100.64.8.1"))).toBe(false);
+    expect(isFailure(await small.send(phoneOf(201), "2001:db8:8::1"))).toBe(false);
+    // One address, many phones: its own share.
+    let fromOne = 0;
+    while (fromOne < addressDay + 2 && !isFailure(await small.send(phoneOf(300 + fromOne), "100.64.9.1"))) fromOne++;
+    expect(fromOne).toBe(addressDay);
+    // A known device is not held by its address's or range's ceilings.
+    expect(isFailure(await small.send(phoneOf(0), "100.64.7.1", "dev-a"))).toBe(false);
   });
 
   test("guessing is bounded: a phone's codes of a day take at most 1 in 10,000 of the code space", () => {

@@ -15,8 +15,11 @@ import { maskPhone, nationalPhone } from "./phone.ts";
 
 export interface SmsSender {
   readonly kind: "kavenegar" | "log" | "none";
-  /** Sends `code` to `phone` (E.164); a failure is a value the console shows as 503. */
-  sendCode(phone: string, code: string): Promise<Failure | null>;
+  /**
+   * Sends `code` to `phone` (E.164); a failure is a value the console shows as 503. `asker`: whether
+   * a known device of the phone asked (the SMS budget keeps a reserve for those).
+   */
+  sendCode(phone: string, code: string, asker?: { knownDevice: boolean }): Promise<Failure | null>;
   /** Tells `phone` its balance fell below its alert threshold; `balanceToman` is the balance, whole toman. */
   sendLowBalance(phone: string, balanceToman: string): Promise<Failure | null>;
 }

@@ -5,7 +5,7 @@ import { openDb, type Db } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
 import { silentLogger } from "../log.ts";
 import type { SmsSender } from "./sms.ts";
-import { budgetedSender, SmsBudget } from "./smsBudget.ts";
+import { budgetedSender, SMS_BUDGET_KNOWN_DEVICE_RESERVE_SHARE, SmsBudget, unknownRequestersMax } from "./smsBudget.ts";
 
 let db: Db;
 let drop: (() => Promise<void>) | undefined;
@@ -51,4 +51,22 @@ test("concurrent takes never pass the budget; a spent budget refuses until the n
   expect(await sender.sendCode("+989120000001", "123456")).toBeNull();
   expect(delivered).toBe(1);
   expect(await budget.today()).toMatchObject({ day: "2026-11-24", sent: 1, refused: 0, exhausted: false });
+});
+
+test("unknown requesters leave the reserve to known devices and alerts", async () => {
+  nowMs = Date.parse("2026-11-25T10:00:00Z");
+  const budget = new SmsBudget(db, { dailyMax: 20, log: silentLogger, now: () => nowMs });
+  const inner: SmsSender = { kind: "kavenegar", sendCode: async () => null, sendLowBalance: async () => null };
+  const sender = budgetedSender(inner, budget);
+  const unknownMax = unknownRequestersMax(20);
+  expect(unknownMax).toBe(20 - 20 * SMS_BUDGET_KNOWN_DEVICE_RESERVE_SHARE);
+  for (let i = 0; i < unknownMax; i++) expect(await sender.sendCode("+989120000001", "123456", { knownDevice: false })).toBeNull();
+  expect((await sender.sendCode("+989120000001", "123456"))?.code).toBe("service_unavailable");
+  expect((await sender.sendCode("+989120000001", "123456", { knownDevice: false }))?.code).toBe("service_unavailable");
+  // The reserve: known devices and alerts, up to the budget and no further.
+  expect(await sender.sendCode("+989120000001", "123456", { knownDevice: true })).toBeNull();
+  expect(await sender.sendLowBalance("+989120000001", "10")).toBeNull();
+  while ((await budget.today()).sent < 20) expect(await sender.sendCode("+989120000001", "123456", { knownDevice: true })).toBeNull();
+  expect((await sender.sendCode("+989120000001", "123456", { knownDevice: true }))?.code).toBe("service_unavailable");
+  expect(await budget.today()).toMatchObject({ sent: 20, exhausted: true });
 });

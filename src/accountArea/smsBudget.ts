@@ -16,6 +16,16 @@ import type { Logger } from "../log.ts";
 import type { SmsSender } from "./sms.ts";
 
 const DAY_MS = 24 * 3_600_000;
+/**
+ * The last share of the day's budget only codes asked by a phone's known device, and low-balance
+ * alerts, may take: a flood of unknown requesters from many networks leaves it to the owners.
+ */
+export const SMS_BUDGET_KNOWN_DEVICE_RESERVE_SHARE = 0.1;
+
+/** What unknown requesters' codes may take of a day's budget of `dailyMax`. */
+export function unknownRequestersMax(dailyMax: number): number {
+  return Math.max(1, Math.floor(dailyMax * (1 - SMS_BUDGET_KNOWN_DEVICE_RESERVE_SHARE)));
+}
 
 export interface SmsBudgetOptions {
   dailyMax: number;
@@ -45,18 +55,18 @@ export class SmsBudget {
     return this.options.now?.() ?? Date.now();
   }
 
-  /** Takes one message from today's budget: true when it may be sent. */
-  async take(purpose: string): Promise<boolean> {
+  /** Takes one message from today's budget, if fewer than `max` (at most the budget) are sent: true when it may be sent. */
+  async take(purpose: string, max = this.options.dailyMax): Promise<boolean> {
     const day = utcDay(this.nowMs());
     const [taken] = await this.db.rows<{ sent: number }>(sql`
       INSERT INTO sms_days (day, sent) VALUES (${day}::date, 1)
-      ON CONFLICT (day) DO UPDATE SET sent = sms_days.sent + 1 WHERE sms_days.sent < ${this.options.dailyMax}
+      ON CONFLICT (day) DO UPDATE SET sent = sms_days.sent + 1 WHERE sms_days.sent < ${Math.min(max, this.options.dailyMax)}
       RETURNING sent`);
     if (taken) return true;
     const [counted] = await this.db.rows<{ refused: number }>(sql`
       UPDATE sms_days SET refused = refused + 1 WHERE day = ${day}::date RETURNING refused`);
     if (counted?.refused === 1) {
-      this.options.log("error", "sms_budget_exhausted", { day, dailyMax: this.options.dailyMax, purpose });
+      this.options.log("error", "sms_budget_exhausted", { day, dailyMax: this.options.dailyMax, takenMax: max, purpose });
     }
     return false;
   }
@@ -83,8 +93,9 @@ export function budgetedSender(sender: SmsSender, budget: SmsBudget): SmsSender 
   if (sender.kind === "none") return sender;
   return {
     kind: sender.kind,
-    async sendCode(phone, code) {
-      if (!(await budget.take("sign-in code"))) {
+    async sendCode(phone, code, asker) {
+      const max = asker?.knownDevice ? budget.dailyMax : unknownRequestersMax(budget.dailyMax);
+      if (!(await budget.take("sign-in code", max))) {
         return fail("service_unavailable", "Sign-in codes cannot be sent by SMS just now; try again later.", {
           retryAfterS: budget.secondsToNextDay(),
         });

@@ -371,6 +371,10 @@ export const topups = pgTable(
     replies: jsonb("replies").notNull().default(sql`'[]'::jsonb`),
     attempts: integer("attempts").notNull().default(0),
     claimUntil: timestamp("claim_until", { withTimezone: true }),
+    /** When a callback or a customer's check last made a provider call about it (PAYMENT_ASK_INTERVAL_MS). */
+    askedAt: timestamp("asked_at", { withTimezone: true }),
+    /** The address the customer asked for it from (as the sign-in limits count it), for the pending cap per address. */
+    clientAddress: text("client_address"),
     expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
     verifiedAt: timestamp("verified_at", { withTimezone: true }),
     createdAt: createdAt(),
@@ -386,6 +390,7 @@ export const topups = pgTable(
     uniqueIndex("topups_provider_ref_idx").on(t.provider, t.refId),
     index("topups_state_idx").on(t.state, t.updatedAt),
     index("topups_account_idx").on(t.accountId, t.createdAt),
+    index("topups_address_idx").on(t.clientAddress, t.state),
   ],
 );
 
@@ -440,6 +445,10 @@ export const otpCodes = pgTable(
     codeHash: text("code_hash").notNull(),
     /** The asker's address as the sign-in limits count it: IPv4, or an IPv6 /64 (src/accountArea/address.ts). */
     clientAddress: text("client_address").notNull(),
+    /** Its range, as the SMS budget's range ceilings count it: an IPv4 /24, an IPv6 /48. */
+    clientRange: text("client_range"),
+    /** The known device (src/accountArea/knownDevice.ts) that asked for it; null: an unknown requester. */
+    deviceId: text("device_id"),
     tries: integer("tries").notNull().default(0),
     expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
     consumedAt: timestamp("consumed_at", { withTimezone: true }),
@@ -448,6 +457,7 @@ export const otpCodes = pgTable(
   (t) => [
     index("otp_codes_phone_idx").on(t.phone, t.createdAt),
     index("otp_codes_address_idx").on(t.clientAddress, t.createdAt),
+    index("otp_codes_range_idx").on(t.clientRange, t.createdAt),
     check("otp_codes_tries_non_negative", sql`${t.tries} >= 0`),
   ],
 );

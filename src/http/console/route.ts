@@ -13,6 +13,7 @@ import { jalaliMonthStart } from "../../accountArea/calendar.ts";
 import type { AccountArea } from "../../accountArea/index.ts";
 import { deviceOf } from "../../accountArea/device.ts";
 import { maskPhone, normalisePhone } from "../../accountArea/phone.ts";
+import { knownDeviceCookie, knownDeviceCookieName, knownDeviceOf, knownDeviceValue } from "../../accountArea/knownDevice.ts";
 import type { Session } from "../../accountArea/sessions.ts";
 import { TOPUP_LIST_MAX, TOPUP_PENDING_STATES, type TopUpView } from "../../accountArea/topups.ts";
 import {
@@ -207,7 +208,8 @@ function signInRoutes(deps: EdgeDeps, area: AccountArea, { open, sessionReply }:
       open(true, async (ctx) => {
         const body = await parseBody(ctx.request, otpBody, CONSOLE_BODY_BYTES_MAX);
         if (isFailure(body)) return failed(body, ctx.requestId);
-        const sent = await area.otp.send(body.phone, clientAddress(ctx));
+        const device = knownDeviceOf(area.secret, body.phone, readCookie(ctx.request, knownDeviceCookieName(ctx.origin)), Date.now());
+        const sent = await area.otp.send(body.phone, clientAddress(ctx), device);
         if (isFailure(sent)) return failed(sent, ctx.requestId);
         return json(
           { object: "otp", phone: body.phone, code_id: sent.codeId, expires_in_s: sent.expiresInS, resend_in_s: sent.resendInS },
@@ -235,9 +237,14 @@ function signInRoutes(deps: EdgeDeps, area: AccountArea, { open, sessionReply }:
           clientAddress: clientAddress(ctx),
         });
         deps.log("info", "console_signed_in", { accountId: account.id, phone: maskPhone(body.phone), newAccount: account.created });
-        return sessionReply({ id: created.id, accountId: account.id, phone: body.phone }, ctx.requestId, {
+        // This browser is now a known device of the phone: its later code requests have a cap of their own.
+        const deviceCookie = readCookie(ctx.request, knownDeviceCookieName(ctx.origin));
+        const deviceId = knownDeviceOf(area.secret, body.phone, deviceCookie, Date.now()) ?? undefined;
+        const reply = sessionReply({ id: created.id, accountId: account.id, phone: body.phone }, ctx.requestId, {
           "set-cookie": sessionCookie(ctx.origin, created.token, deps.env.CONSOLE_SESSION_TTL_S),
         });
+        reply.headers.append("set-cookie", knownDeviceCookie(ctx.origin, knownDeviceValue(area.secret, body.phone, Date.now(), deviceId)));
+        return reply;
       }),
       { parse: "none" },
     );
