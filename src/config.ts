@@ -269,6 +269,9 @@ export const envSchema = z
     PAYMENT_STALE_MS: intFromEnv(2 * 60_000, 0, 24 * 3_600_000).describe(
       "A waiting top-up with no news this long is asked about by the reconciler.",
     ),
+    PAYMENT_ASK_INTERVAL_MS: intFromEnv(10_000, 100, 10 * 60_000).describe(
+      "Callbacks and customers' checks ask the payment provider about one top-up at most once in this long; in between they get its last answer.",
+    ),
     RECONCILE_INTERVAL_MS: intFromEnv(3 * 60_000, 0, 24 * 3_600_000).describe("How often the reconciler runs (0: only on demand)."),
     DARVAZE_FAULT: z.enum(["topup_after_verify"]).optional().describe("Crash tests only: the process dies abruptly at this named point."),
   })

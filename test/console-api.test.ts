@@ -12,11 +12,12 @@ import { TRIES_LEFT_HEADER } from "../src/http/console/route.ts";
 import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway, until } from "./helpers.ts";
+import { SETUP_MS_MAX, startTestGateway, type TestGateway, topupAskDue, until } from "./helpers.ts";
 
 const SMS_KEY = "sim-kavenegar-key";
 const TEMPLATE = "darvaze-otp";
 const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
+const ASK_INTERVAL_MS = 100;
 
 let sms: SmsSimulator;
 let zarinpal: ZarinpalSim;
@@ -34,6 +35,7 @@ beforeAll(async () => {
     ZARINPAL_MERCHANT_ID: MERCHANT,
     ZARINPAL_BASE_URL: zarinpal.url,
     RECONCILE_INTERVAL_MS: "0",
+    PAYMENT_ASK_INTERVAL_MS: String(ASK_INTERVAL_MS),
   });
   origin = new URL(t.url).origin;
 }, SETUP_MS_MAX);
@@ -91,6 +93,8 @@ async function usageWritten(b: Browser, requests: number): Promise<void> {
     pollMs: 100,
   });
 }
+
+const askDue = (topupId: string) => topupAskDue(t, topupId, ASK_INTERVAL_MS);
 
 const persian = (ascii: string) => ascii.replace(/\d/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[Number(d)]!);
 
@@ -153,12 +157,18 @@ describe("console API", () => {
     const authority = String(payment_url).split("/").at(-1);
     const providerCalls = () =>
       zarinpal.log.filter((e) => /\/(inquiry|verify)\.json$/.test(e.path) && e.body?.authority === authority).length;
+    // A check within PAYMENT_ASK_INTERVAL_MS of the last one asks nothing.
+    expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body).toMatchObject({ state: "redirected", pending: true });
+    expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body).toMatchObject({ state: "redirected", pending: true });
+    expect(providerCalls()).toBe(1);
     for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) {
+      await askDue(id);
       expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body).toMatchObject({ state: "redirected", pending: true });
     }
     expect(providerCalls()).toBe(CALLBACK_ATTEMPTS_MAX);
     // Paid now, with no callback: a check past its attempts does not ask Zarinpal; the reconciler, on Zarinpal's own word, credits it.
     expect((await fetch(`${payment_url}/pay-silently`, { method: "POST", redirect: "manual" })).status).toBeLessThan(500);
+    await askDue(id);
     expect((await call(b, "POST", `/console/api/topups/${id}/check`)).body.state).toBe("redirected");
     expect(providerCalls()).toBe(CALLBACK_ATTEMPTS_MAX);
     expect((await t.admin("POST", "/admin/topups/reconcile")).status).toBe(200);

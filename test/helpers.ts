@@ -3,6 +3,7 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
+import { sql } from "drizzle-orm";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -223,4 +224,18 @@ export function writePoolsFile(pools: Record<string, unknown>): string {
 }
 
 // The condition wait lives in a module of its own, light enough for unit tests to import.
-export { until } from "./until.ts";
+import { until } from "./until.ts";
+export { until };
+
+/** Until `intervalMs` (PAYMENT_ASK_INTERVAL_MS) has passed since a callback or check last asked the provider about the top-up. */
+export async function topupAskDue(t: TestGateway, topupId: string, intervalMs: number): Promise<void> {
+  await until(
+    async () => {
+      const [row] = await t.gw.deps.db.rows<{ due: boolean }>(
+        sql`SELECT asked_at IS NULL OR asked_at <= now() - ${intervalMs} * interval '1 millisecond' AS due FROM topups WHERE id = ${topupId}`,
+      );
+      return row!.due;
+    },
+    { msMax: 10_000, what: "the ask interval to pass", pollMs: 20 },
+  );
+}

@@ -9,11 +9,12 @@ import { sql } from "drizzle-orm";
 import { runGw } from "../src/cli/gw.ts";
 import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
-import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway, topupAskDue } from "./helpers.ts";
 
 const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
 const TTL_MS = 2_000;
 const TIMEOUT_MS = 1_000;
+const ASK_INTERVAL_MS = 100;
 
 let sim: ZarinpalSim;
 let t: TestGateway;
@@ -27,6 +28,7 @@ beforeAll(async () => {
     PAYMENT_STALE_MS: "0",
     PAYMENT_TIMEOUT_MS: String(TIMEOUT_MS),
     PAYMENT_VERIFY_CLAIM_MS: "1500",
+    PAYMENT_ASK_INTERVAL_MS: String(ASK_INTERVAL_MS),
     TOPUP_TTL_MS: String(TTL_MS),
     TOPUP_TOMAN_MIN: "1000",
   });
@@ -287,9 +289,11 @@ describe("refusals leave no credit and a clear state", () => {
     expect(shown.reason).toContain("-51: not paid");
     expect(await credits(topup.id)).toHaveLength(0);
 
-    // Whoever knows the authority cannot make the gateway verify it without end.
-    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++)
+    // Whoever knows the authority, however patient (one callback each PAYMENT_ASK_INTERVAL_MS), cannot make the gateway verify it without end.
+    for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) {
+      await topupAskDue(t, topup.id, ASK_INTERVAL_MS);
       await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
+    }
     const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
     expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX);
     expect((await show(topup.id)).state).toBe("failed");

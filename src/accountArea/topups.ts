@@ -12,6 +12,7 @@ import type { Db } from "../db/client.ts";
 import { ledgerTransfers, TOPUP_STATES } from "../db/schema.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
 import { emptyReport, reconcileOne } from "../payments/reconciler.ts";
+import { addressBucket } from "./address.ts";
 import { CANCELLED_REASON, type Topup, type Topups } from "../payments/topups.ts";
 
 export type TopUpState = (typeof TOPUP_STATES)[number];
@@ -37,8 +38,16 @@ export interface TopUpView {
 export interface ConsoleTopUps {
   /** Whether `start` can work (a provider is configured). */
   readonly available: boolean;
-  /** `returnUrl`: where the customer's browser lands after the payment page, with the outcome. */
-  start(accountId: string, amountMicro: bigint, returnUrl: string): Promise<{ id: string; paymentUrl: string } | Failure>;
+  /**
+   * `returnUrl`: where the customer's browser lands after the payment page, with the outcome;
+   * `clientAddress`: the customer's, for the pending cap per address.
+   */
+  start(
+    accountId: string,
+    amountMicro: bigint,
+    returnUrl: string,
+    clientAddress: string,
+  ): Promise<{ id: string; paymentUrl: string } | Failure>;
   list(accountId: string, limit: number): Promise<TopUpView[]>;
   get(accountId: string, id: string): Promise<TopUpView | null>;
   check(accountId: string, id: string): Promise<TopUpView | Failure>;
@@ -115,8 +124,8 @@ export function paymentTopUps(topups: Topups): ConsoleTopUps {
   };
   return {
     available: true,
-    async start(accountId, amountMicro) {
-      const started = await topups.start(accountId, amountMicro);
+    async start(accountId, amountMicro, _returnUrl, clientAddress) {
+      const started = await topups.start(accountId, amountMicro, { address: addressBucket(clientAddress) });
       if (isFailure(started)) return started;
       return { id: started.topup.id, paymentUrl: started.redirectUrl };
     },

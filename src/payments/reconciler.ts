@@ -4,9 +4,9 @@
  *
  *   1. the provider's unverified list: every authority paid but not verified is settled, whatever
  *      state its top-up had reached (an amount that differs from our record goes to review);
- *   2. stale waiting top-ups (no news for `staleMs`, past expiry, or a verify claim that lapsed):
- *      an inquiry says PAID or VERIFIED → settle; REVERSED → reversed; otherwise, past expiry →
- *      expired. A lapsed claim is settled directly: verify is safe to repeat (101).
+ *   2. stale waiting top-ups (no news for `staleMs`, past expiry, or a verify claim that lapsed),
+ *      at most RECONCILE_PER_ACCOUNT_MAX of one account's, taken in turns across accounts: an
+ *      inquiry says PAID or VERIFIED → settle; REVERSED → reversed; otherwise, past expiry → expired. A lapsed claim is settled directly: verify is safe to repeat (101).
  *
  * Everything goes through `Topups.settle`, so a run racing a callback or another node's run
  * still credits once. Runs every RECONCILE_INTERVAL_MS (main.ts) and on demand (admin, CLI).
@@ -16,6 +16,8 @@ import type { SettledBy, Topup, Topups } from "./topups.ts";
 
 /** Top-ups looked at per run; the rest wait for the next one. */
 export const RECONCILE_BATCH_MAX = 200;
+/** Of one account's stale top-ups, at most this many a run (taken in turns across accounts). */
+export const RECONCILE_PER_ACCOUNT_MAX = 5;
 
 export interface ReconcileReport {
   unverified_listed: number;
@@ -47,7 +49,7 @@ export async function reconcile(topups: Topups, options: ReconcilerOptions): Pro
     if (row?.state === "needs_review") report.needs_review++;
   };
   await settleUnverified(topups, report, count, options.log);
-  for (const row of await topups.stale(options.staleMs, RECONCILE_BATCH_MAX)) {
+  for (const row of await topups.stale(options.staleMs, RECONCILE_BATCH_MAX, RECONCILE_PER_ACCOUNT_MAX)) {
     await reconcileOne(topups, row, report, count);
   }
   if (report.settled + report.expired + report.reversed > 0) options.log("info", "topups_reconciled", { ...report });
@@ -102,7 +104,8 @@ export async function reconcileOne(
     report.unanswered++;
     return;
   }
-  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED")) return count(await topups.settle(row.id, by));
+  if (answer.kind === "status" && (answer.status === "PAID" || answer.status === "VERIFIED"))
+    return count(await topups.settle(row.id, by, true));
   if (answer.kind === "status" && answer.status === "REVERSED") {
     if (
       await topups.move(

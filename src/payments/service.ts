@@ -39,6 +39,7 @@ export function startPayments(env: Env, db: Db, log: Logger, origin: () => strin
     amountMaxMicro: BigInt(env.TOPUP_TOMAN_MAX) * MICRO_PER_TOMAN,
     ttlMs: env.TOPUP_TTL_MS,
     claimMs: env.PAYMENT_VERIFY_CLAIM_MS,
+    askIntervalMs: env.PAYMENT_ASK_INTERVAL_MS,
     fault: env.DARVAZE_FAULT,
   });
   let running: Promise<ReconcileReport> | null = null;

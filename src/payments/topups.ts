@@ -15,8 +15,8 @@
  * + 1) and commits its outcome only if its claim still holds (`attempts` unchanged). The provider
  * is called outside any transaction, with a timeout shorter than the claim.
  */
-import { and, desc, eq, sql, type SQL } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import { and, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
+import { txRows, type Db } from "../db/client.ts";
 import { accounts, TOPUP_STATES, topups } from "../db/schema.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -41,6 +41,12 @@ export const VERIFY_ATTEMPTS_MAX = 30;
  */
 export const CALLBACK_ATTEMPTS_MAX = 10;
 
+/** Top-ups waiting for payment (created, redirected, verifying) an account may have at once, when its customer starts them. */
+export const TOPUPS_PENDING_PER_ACCOUNT_MAX = 5;
+/** … that customers may have at once from one address (as the sign-in limits count it), whatever their accounts. */
+export const TOPUPS_PENDING_PER_ADDRESS_MAX = 10;
+const PENDING_STATES_SQL = sql.raw(`'created', 'redirected', 'verifying'`);
+
 /** Who starts a settle: the two a stranger or a customer can start share CALLBACK_ATTEMPTS_MAX. */
 export type SettledBy = "callback" | "customer" | "reconciler";
 /** `list` returns at most this many. */
@@ -62,6 +68,8 @@ export interface TopupsOptions {
   ttlMs: number;
   /** How long one settle may hold its claim; longer than the provider timeout. */
   claimMs: number;
+  /** Callbacks and checks ask the provider about one top-up at most once in this long (PAYMENT_ASK_INTERVAL_MS). */
+  askIntervalMs: number;
   fault?: FaultPoint;
 }
 
@@ -76,9 +84,11 @@ export class Topups {
 
   /**
    * Records a top-up for the account and asks the provider for a payment; the customer is to be
-   * sent to `redirectUrl`.
+   * sent to `redirectUrl`. `customer`: started by the account's customer from this address (as
+   * addressBucket counts it), so within TOPUPS_PENDING_PER_ACCOUNT_MAX and _PER_ADDRESS_MAX;
+   * an operator's start is not capped.
    */
-  async start(accountId: string, amountMicro: bigint): Promise<StartResult> {
+  async start(accountId: string, amountMicro: bigint, customer?: { address: string }): Promise<StartResult> {
     const { db, provider, amountMinMicro, amountMaxMicro } = this.options;
     if (amountMicro % MICRO_PER_TOMAN !== 0n)
       return fail("invalid_request", "amount_toman must be a whole number of toman", { param: "amount_toman" });
@@ -92,14 +102,8 @@ export class Topups {
     const [account] = await db.orm.select({ id: accounts.id }).from(accounts).where(eq(accounts.id, accountId));
     if (!account) return fail("not_found", `No account ${accountId}.`);
     const id = newId("top");
-    await db.orm.insert(topups).values({
-      id,
-      accountId,
-      provider: provider.name,
-      amountMicro,
-      state: "created",
-      expiresAt: sql`now() + ${this.options.ttlMs} * interval '1 millisecond'`,
-    });
+    const refused = await this.insertCreated(id, accountId, amountMicro, customer?.address ?? null);
+    if (refused) return refused;
     const outcome = await provider.request({
       topupId: id,
       amountMicro,
@@ -121,6 +125,38 @@ export class Topups {
     if (!topup) return fail("upstream_error", "The payment provider answered after the top-up had expired; start a new one.");
     this.options.log("info", "topup_started", { topupId: id, accountId, amountMicro });
     return { topup, redirectUrl: provider.redirectUrl(outcome.authority) };
+  }
+
+  /**
+   * Inserts the `created` row, for a customer only within the pending caps: counted and inserted
+   * under advisory locks on the account and the address, so two nodes cannot both pass a cap.
+   */
+  private async insertCreated(id: string, accountId: string, amountMicro: bigint, address: string | null): Promise<Failure | null> {
+    return this.options.db.orm.transaction(async (tx) => {
+      if (address !== null) {
+        await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`topup-account:${accountId}`}))`);
+        await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`topup-address:${address}`}))`);
+        const [counts] = await txRows<{ account: number; address: number; soonest: Date | string | null }>(
+          tx,
+          sql`SELECT count(*) FILTER (WHERE account_id = ${accountId})::int AS account,
+                     count(*) FILTER (WHERE client_address = ${address})::int AS address,
+                     min(expires_at) AS soonest
+              FROM topups WHERE (account_id = ${accountId} OR client_address = ${address}) AND state IN (${PENDING_STATES_SQL})`,
+        );
+        const refusal = pendingRefusal(counts!);
+        if (refusal) return refusal;
+      }
+      await tx.insert(topups).values({
+        id,
+        accountId,
+        provider: this.options.provider.name,
+        amountMicro,
+        state: "created",
+        clientAddress: address,
+        expiresAt: sql`now() + ${this.options.ttlMs} * interval '1 millisecond'`,
+      });
+      return null;
+    });
   }
 
   async get(id: string): Promise<Topup | null> {
@@ -152,8 +188,8 @@ export class Topups {
    * customer's check may start (CALLBACK_ATTEMPTS_MAX); the reconciler acts on the provider's own
    * word and is not bounded.
    */
-  async settle(id: string, by: SettledBy): Promise<Topup | null> {
-    const claimed = await this.claim(id, by === "reconciler" ? null : CALLBACK_ATTEMPTS_MAX);
+  async settle(id: string, by: SettledBy, afterInquiry = false): Promise<Topup | null> {
+    const claimed = await this.claim(id, by === "reconciler" ? "free" : afterInquiry ? "counted" : "asked");
     if (!claimed) return this.get(id);
     const outcome = await this.options.provider.verify({ authority: claimed.authority!, amountMicro: claimed.amountMicro });
     if (this.options.fault === "topup_after_verify") {
@@ -171,14 +207,31 @@ export class Topups {
   async countCheck(id: string): Promise<boolean> {
     const [row] = await this.options.db.orm
       .update(topups)
-      .set({ attempts: sql`${topups.attempts} + 1` })
-      .where(sql`${topups.id} = ${id} AND ${topups.state} IN ('created', 'redirected') AND ${topups.attempts} < ${CALLBACK_ATTEMPTS_MAX}`)
+      .set({ attempts: sql`${topups.attempts} + 1`, askedAt: sql`now()` })
+      .where(sql`${topups.id} = ${id} AND ${topups.state} IN ('created', 'redirected') AND ${this.mayAsk()}`)
       .returning({ id: topups.id });
     return row !== undefined;
   }
 
-  /** Takes the one verify in flight: from a waiting state, or from a claim that has lapsed. */
-  private async claim(id: string, attemptsMax: number | null): Promise<Topup | null> {
+  /**
+   * Whether a callback or a check may ask the provider now: within CALLBACK_ATTEMPTS_MAX, and not
+   * within askIntervalMs of the last such call (so a burst of forged callbacks costs one attempt,
+   * and each gets the answer the last one left).
+   */
+  private mayAsk(): SQL {
+    return sql`${topups.attempts} < ${CALLBACK_ATTEMPTS_MAX}
+      AND (${topups.askedAt} IS NULL OR ${topups.askedAt} <= now() - ${this.options.askIntervalMs} * interval '1 millisecond')`;
+  }
+
+  /**
+   * Takes the one verify in flight: from a waiting state, or from a claim that has lapsed. `asked`:
+   * a callback's or a check's (mayAsk); `counted`: a check's verify right after its own inquiry
+   * (the interval is that inquiry's, the attempt cap still holds); `free`: the reconciler's.
+   */
+  private async claim(id: string, mode: "asked" | "counted" | "free"): Promise<Topup | null> {
+    const asked = mode === "asked";
+    const bound =
+      mode === "asked" ? sql`AND ${this.mayAsk()}` : mode === "counted" ? sql`AND ${topups.attempts} < ${CALLBACK_ATTEMPTS_MAX}` : sql``;
     const [row] = await this.options.db.orm
       .update(topups)
       .set({
@@ -186,11 +239,12 @@ export class Topups {
         attempts: sql`${topups.attempts} + 1`,
         claimUntil: sql`now() + ${this.options.claimMs} * interval '1 millisecond'`,
         updatedAt: sql`now()`,
+        ...(asked ? { askedAt: sql`now()` } : {}),
       })
       .where(
         sql`${topups.id} = ${id} AND ${topups.authority} IS NOT NULL AND (${topups.state} IN ('redirected', 'failed', 'expired')
             OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now())))
-            ${attemptsMax === null ? sql`` : sql`AND ${topups.attempts} < ${attemptsMax}`}`,
+            ${bound}`,
       )
       .returning();
     return row ?? null;
@@ -373,18 +427,56 @@ export class Topups {
     return counts;
   }
 
-  /** Waiting top-ups the reconciler should look at: stale, past expiry, or a lapsed claim. */
-  async stale(staleMs: number, limit: number): Promise<Topup[]> {
-    return this.options.db.orm
+  /**
+   * Waiting top-ups the reconciler should look at (stale, past expiry, or a lapsed claim): at most
+   * `perAccountMax` of each account's, stalest first, taken in turns across accounts (each
+   * account's stalest, then each one's second, …), so one account's flood cannot crowd out
+   * another's lost callback.
+   */
+  async stale(staleMs: number, limit: number, perAccountMax: number): Promise<Topup[]> {
+    const rows = await this.options.db.rows<{ id: string }>(sql`
+      SELECT id FROM (
+        SELECT id, updated_at, row_number() OVER (PARTITION BY account_id ORDER BY updated_at, id) AS turn
+        FROM topups
+        WHERE (state IN ('created', 'redirected') AND (updated_at < now() - ${staleMs} * interval '1 millisecond' OR expires_at < now()))
+           OR (state = 'verifying' AND (claim_until IS NULL OR claim_until < now()))
+      ) AS waiting
+      WHERE turn <= ${perAccountMax}
+      ORDER BY turn, updated_at, id
+      LIMIT ${limit}`);
+    if (rows.length === 0) return [];
+    const found = await this.options.db.orm
       .select()
       .from(topups)
       .where(
-        sql`(${topups.state} IN ('created', 'redirected') AND (${topups.updatedAt} < now() - ${staleMs} * interval '1 millisecond' OR ${topups.expiresAt} < now()))
-            OR (${topups.state} = 'verifying' AND (${topups.claimUntil} IS NULL OR ${topups.claimUntil} < now()))`,
-      )
-      .orderBy(topups.updatedAt)
-      .limit(limit);
+        inArray(
+          topups.id,
+          rows.map((r) => r.id),
+        ),
+      );
+    const byId = new Map(found.map((row) => [row.id, row]));
+    return rows.flatMap((r) => byId.get(r.id) ?? []);
   }
+}
+
+/** Why a customer may not start another top-up now (too many waiting), or null. */
+function pendingRefusal(counts: { account: number; address: number; soonest: Date | string | null }): Failure | null {
+  const retryAfterS = Math.max(1, Math.ceil((new Date(counts.soonest ?? Date.now()).getTime() - Date.now()) / 1000));
+  if (counts.account >= TOPUPS_PENDING_PER_ACCOUNT_MAX) {
+    return fail(
+      "rate_limit_exceeded",
+      `This account has ${counts.account} top-ups waiting for payment (at most ${TOPUPS_PENDING_PER_ACCOUNT_MAX}): pay one, or start a new one once one has expired.`,
+      { param: "amount_toman", retryAfterS },
+    );
+  }
+  if (counts.address >= TOPUPS_PENDING_PER_ADDRESS_MAX) {
+    return fail(
+      "rate_limit_exceeded",
+      `Too many top-ups are waiting for payment from your network (at most ${TOPUPS_PENDING_PER_ADDRESS_MAX}); try again later.`,
+      { retryAfterS },
+    );
+  }
+  return null;
 }
 
 /** Appends a reply to the kept ones, dropping the oldest beyond REPLIES_KEPT_MAX. */

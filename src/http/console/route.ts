@@ -369,7 +369,7 @@ function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
       signedIn(true, async (session, ctx) => {
         const body = await parseBody(ctx.request, topUpBody, CONSOLE_BODY_BYTES_MAX);
         if (isFailure(body)) return failed(body, ctx.requestId);
-        const started = await area.topUps.start(session.accountId, body.amount_toman, `${ctx.origin}/console/#/wallet`);
+        const started = await area.topUps.start(session.accountId, body.amount_toman, `${ctx.origin}/console/#/wallet`, clientAddress(ctx));
         if (isFailure(started)) return failed(started, ctx.requestId);
         return json({ object: "topup", id: started.id, payment_url: started.paymentUrl }, ctx.requestId, 201);
       }),
