@@ -2,13 +2,16 @@
  * One-time sign-in codes, built so that a stranger who knows a phone number can neither lock its
  * owner out nor guess their way in:
  *
- *   send(phone, address): a new 6-digit code (uniform, CSPRNG), stored as HMAC(secret, phone:code)
- *     with a life of OTP_TTL_MS, and sent; the reply carries the code's id, which only the one who
- *     asked learns. Limits count the requester (the phone asked from this client address, IPv6 per
- *     /64): one a minute, OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX a day; the address, whatever
- *     phones it asks for, OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX an hour; and the phone from every
- *     address together, OTP_SENDS_PER_PHONE_PER_DAY_MAX a day. A stranger's own limits run out
- *     long before the phone's, so the owner, from their own network, still gets a code.
+ *   send(phone, address, device): a new 6-digit code (uniform, CSPRNG), stored as HMAC(secret,
+ *     phone:code) with a life of OTP_TTL_MS, and sent; the reply carries the code's id, which only
+ *     the one who asked learns. A known device of the phone (its signed cookie, knownDevice.ts) is
+ *     counted apart: one a minute per device, OTP_SENDS_PER_PHONE_KNOWN_PER_DAY_MAX a day for the
+ *     phone's devices together, and nothing a stranger does touches that. An unknown requester is
+ *     counted by its client address (IPv6 per /64): one a minute and
+ *     OTP_SENDS_PER_PHONE_ADDRESS_PER_DAY_MAX a day for the phone; OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX
+ *     an hour whatever the phones; shares of the SMS budget a day per address and per range (IPv4
+ *     /24, IPv6 /48: smsCeilings), so one network cannot drain it; and all unknown requesters
+ *     together OTP_SENDS_PER_PHONE_UNKNOWN_PER_DAY_MAX a day for the phone.
  *   verify(phone, codeId, code): a try is counted on that one code first (conditional UPDATE, so
  *     concurrent tries cannot exceed OTP_TRIES_MAX), then the code is compared in constant time; a
  *     match consumes the code once and gives its try back. Wrong tries kill the code, never the
@@ -18,8 +21,8 @@
  * = 100 guesses, from all addresses together, each right with a chance of 10⁻⁶: at most 1 in
  * 10,000 a day (OTP_GUESS_CHANCE_PER_DAY_MAX, asserted below).
  *
- * Limits are checked under transaction-scoped advisory locks on the address and the phone, so two
- * nodes cannot both pass a limit at its edge. Times come from `now` (tests move it).
+ * Limits are checked under transaction-scoped advisory locks on the address, the range and the
+ * phone, so two nodes cannot both pass a limit at its edge. Times come from `now` (tests move it).
  */
 import { strict as assert } from "node:assert";
 import { timingSafeEqual } from "node:crypto";
