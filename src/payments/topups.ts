@@ -13,7 +13,11 @@
  * requested amount (the provider's fee is recorded, never deducted). At most one verify is in
  * flight per top-up: settle first claims the row (state `verifying`, a claim deadline, attempts
  * + 1) and commits its outcome only if its claim still holds (`attempts` unchanged). The provider
- * is called outside any transaction, with a timeout shorter than the claim.
+ * is called outside any transaction, with a timeout shorter than the claim. What strangers can
+ * start is bounded: callbacks and checks ask the provider about a top-up at most
+ * CALLBACK_ATTEMPTS_MAX times and at most once per askIntervalMs (in between they get the last
+ * answer), and a customer has at most TOPUPS_PENDING_PER_ACCOUNT_MAX top-ups waiting
+ * (TOPUPS_PENDING_PER_ADDRESS_MAX per address).
  */
 import { and, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { txRows, type Db } from "../db/client.ts";
