@@ -126,6 +126,18 @@ export const walletRecall = z.object({ accountId: z.string(), fromKeyId: z.strin
 export type WalletRecall = z.infer<typeof walletRecall>;
 export const WALLET_RECALLS: Topic<WalletRecall> = { name: "wallet.recall", schema: walletRecall };
 
+/**
+ * What one node's purse of an account holds (asked of every node by /v1/credits): its leases'
+ * room not committed to a request (`slackMicro`, the account's money to spend) and the reserves
+ * of the requests in flight (`outstandingMicro`); `nodes`, the live nodes the answering node
+ * knows of, tells the asker how many answers to wait for.
+ */
+export const purseAsk = z.object({ accountId: z.string().max(64) });
+export type PurseAsk = z.infer<typeof purseAsk>;
+export const purseFigures = z.object({ slackMicro: units, outstandingMicro: units, nodes: z.number().int().min(1).max(1_024) });
+export type PurseFigures = z.infer<typeof purseFigures>;
+export const PURSE_FIGURES: Rpc<PurseAsk, PurseFigures> = { name: "wallet.purse", request: purseAsk, reply: purseFigures };
+
 export const priceEvent = z.object({ versionId: z.number().int() });
 export type PriceEvent = z.infer<typeof priceEvent>;
 export const PRICE_EVENTS: Topic<PriceEvent> = { name: "prices", schema: priceEvent };

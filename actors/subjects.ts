@@ -53,6 +53,8 @@ export interface Subjects {
   keyEvents: string;
   /** Lease recalls for a wallet that ran short, for every node. */
   walletRecalls: string;
+  /** What each node's purse of an account holds, asked of every node (a gather). */
+  walletPurses: string;
   /** Price version changes (a new exchange rate), for every node. */
   priceEvents: string;
   /** Batches of usage records, into the durable usage stream. */
@@ -94,6 +96,7 @@ export function subjects(prefix: string): Subjects {
     partitionEvents: `${base}.events.partitions`,
     keyEvents: `${base}.events.keys`,
     walletRecalls: `${base}.events.wallets`,
+    walletPurses: `${base}.wallets.purses`,
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
     usageDead: `${base}.usage.dead`,

@@ -75,6 +75,11 @@ export class Cluster {
     });
   }
 
+  /** The nodes this one sees alive (itself included), as of its last lease round. */
+  get liveNodes(): number {
+    return this.leases?.liveNodes ?? 1;
+  }
+
   get partitionsOwned(): number {
     return this.leases?.ownedCount ?? 0;
   }

@@ -271,6 +271,7 @@ async function startKeyActors(
   cleanups.push(() => keyHost.releaseAll());
   cleanups.push(keyHost.serve(bus, subjects));
   if (cluster) {
+    keyHost.liveNodes = () => cluster.liveNodes;
     await cluster.start();
     cleanups.push(() => cluster.leave());
     cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => cluster.keyChanged(event.keyId)));

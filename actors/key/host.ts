@@ -19,12 +19,14 @@ import { fail } from "../../src/errors.ts";
 import {
   ADMIT,
   EXTEND,
+  PURSE_FIGURES,
   SETTLE,
   WALLET_RECALLS,
   type AdmitReply,
   type AdmitTicket,
   type ExtendReply,
   type ExtendTicket,
+  type PurseFigures,
   type SettleReply,
   type Settlement,
   type WalletRecall,
@@ -84,6 +86,8 @@ export class KeyActorHost {
   private readonly keyIdleMs: number;
   /** This host's name in the recalls it sends, so that it does not answer its own. */
   readonly hostId = newId("host");
+  /** The live nodes of the cluster as this node sees them (set once it joins one): in its purse figures. */
+  liveNodes: () => number = () => 1;
 
   constructor(
     deps: KeyActorHostDeps,
@@ -257,10 +261,17 @@ export class KeyActorHost {
     ]);
     const log = this.deps.log;
     stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => runTask("wallet_recall", log, () => this.releaseAccount(m))));
+    stops.push(bus.serve(PURSE_FIGURES, subjects.walletPurses, (ask) => this.purseFigures(ask.accountId)));
     stops.push(every("idle_sweep", Math.min(IDLE_SWEEP_INTERVAL_MS, this.keyIdleMs), log, () => this.sweepIdle()));
     return () => {
       for (const stop of stops) stop();
     };
+  }
+
+  /** What this node's purse of the account holds (nothing when it has none). */
+  purseFigures(accountId: string): PurseFigures {
+    const purse = this.purses.get(accountId);
+    return { slackMicro: purse?.slackMicro ?? 0n, outstandingMicro: purse?.outstandingMicro ?? 0n, nodes: this.liveNodes() };
   }
 
   /** Gives every lease back (shutdown): waits for in-flight requests to settle first. */

@@ -29,9 +29,24 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
+export interface GatherOptions<Res> {
+  /** Bound on the wait for every reply: what arrived by then is returned. */
+  timeoutMs: number;
+  /** True once the replies so far are all that is wanted: the gather ends early. */
+  enough: (replies: Res[]) => boolean;
+}
+
+/** Replies one gather takes at most, whatever `enough` says (a cluster has far fewer nodes). */
+export const GATHER_REPLIES_MAX = 256;
+
 export interface Bus {
   readonly kind: "local" | "nats";
   request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options?: RequestOptions): Promise<Res>;
+  /**
+   * Asks every node that serves `subject` without a queue group (this one included) and returns
+   * the replies that arrived within `timeoutMs`, or until `enough`; a bad reply is left out.
+   */
+  gather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: GatherOptions<Res>): Promise<Res[]>;
   /** Serves a subject; `queue` shares it between nodes (one of them answers each request). */
   serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options?: { queue?: string }): Unsubscribe;
   publish<T>(topic: Topic<T>, subject: string, msg: T): void;

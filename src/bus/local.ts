@@ -4,7 +4,7 @@
  */
 import { runTask } from "../background.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { BusError, type Bus, type Handler, type Rpc, type Topic, type Unsubscribe } from "./bus.ts";
+import { BusError, type Bus, type GatherOptions, type Handler, type Rpc, type Topic, type Unsubscribe } from "./bus.ts";
 
 export class LocalBus implements Bus {
   readonly kind = "local" as const;
@@ -20,6 +20,11 @@ export class LocalBus implements Bus {
     const handler = this.handlers.get(subject) as Handler<Req, Res> | undefined;
     if (!handler) throw new BusError("no_responders", `nothing serves ${subject} (${rpc.name})`);
     return handler(msg);
+  }
+
+  /** One process, one server of a subject: its reply, or none. */
+  async gather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, _options?: GatherOptions<Res>): Promise<Res[]> {
+    return this.handlers.has(subject) ? [await this.request(rpc, subject, msg)] : [];
   }
 
   serve<Req, Res>(_rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>): Unsubscribe {

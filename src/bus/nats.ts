@@ -11,6 +11,7 @@ import {
   type ConnectionOptions,
   type Msg,
   type NatsConnection,
+  RequestStrategy,
   type Subscription,
 } from "nats";
 import { runTask } from "../background.ts";
@@ -19,8 +20,10 @@ import { silentLogger, type Logger } from "../log.ts";
 import {
   BusError,
   encodeJson,
+  GATHER_REPLIES_MAX,
   REQUEST_TIMEOUT_MS_DEFAULT,
   type Bus,
+  type GatherOptions,
   type Handler,
   type RequestOptions,
   type Rpc,
@@ -121,6 +124,29 @@ export class NatsBus implements Bus {
       throw new BusError("closed", `${rpc.name} on ${subject} failed: ${(error as Error).message}`);
     }
     return decodeReply(rpc, reply.data);
+  }
+
+  async gather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: GatherOptions<Res>): Promise<Res[]> {
+    const replies: Res[] = [];
+    try {
+      const messages = await this.nc.requestMany(subject, encoder.encode(encodeJson(rpc.wire ? rpc.wire(msg) : msg)), {
+        strategy: RequestStrategy.Count,
+        maxMessages: GATHER_REPLIES_MAX,
+        maxWait: options.timeoutMs,
+      });
+      for await (const message of messages) {
+        try {
+          replies.push(decodeReply(rpc, message.data));
+        } catch {
+          continue; // a node answering garbage or an error is one node fewer, not a failed gather
+        }
+        if (options.enough(replies)) break;
+      }
+    } catch (error) {
+      if ((error as { code?: string }).code !== "503")
+        throw new BusError("closed", `${rpc.name} on ${subject} failed: ${(error as Error).message}`);
+    }
+    return replies;
   }
 
   serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options: { queue?: string } = {}): Unsubscribe {

@@ -3,6 +3,7 @@
  * do, what its wallet holds, and what one of its account's requests came to.
  */
 import { and, count, eq, sum } from "drizzle-orm";
+import { PURSE_FIGURES, type PurseFigures } from "../../../actors/protocol.ts";
 import { costToman } from "../../admission/costReply.ts";
 import { microToToman } from "../../catalog/prices.ts";
 import { recordUnits, unitSums, usageRecordOf } from "../../accountArea/usage.ts";
@@ -27,13 +28,55 @@ export function walletFields(wallet: Wallet) {
 
 /** How long /v1/credits waits for this node's pending charges to be written. */
 export const CREDITS_FLUSH_WAIT_MS = 1_000;
+/** How long the wallet's figures wait for every node's purse of the account; past it they say `approximate`. */
+export const PURSES_WAIT_MS = 500;
+
+/**
+ * What the account's leases hold as the customer means it: the reserves of the requests running
+ * now (`in_flight`), and what the account can spend (`spendable`: the available balance plus
+ * its leases' room not committed to a request, which is the account's own money held for speed),
+ * from every node's purse of the account. `approximate` when a node did not answer in time: its
+ * leases' room then counts as held.
+ */
+export async function leaseFields(deps: Pick<EdgeDeps, "bus" | "subjects">, accountId: string, wallet: Wallet) {
+  const purses = await deps.bus.gather(
+    PURSE_FIGURES,
+    deps.subjects.walletPurses,
+    { accountId },
+    { timeoutMs: PURSES_WAIT_MS, enough: (replies) => replies.length >= nodesKnown(replies) },
+  );
+  let slack = 0n;
+  let inFlight = 0n;
+  for (const purse of purses) {
+    slack += purse.slackMicro;
+    inFlight += purse.outstandingMicro;
+  }
+  // The purses' figures and the wallet's row are read at different moments: never more than the wallet holds.
+  if (slack > wallet.heldMicro) slack = wallet.heldMicro;
+  if (inFlight > wallet.heldMicro - slack) inFlight = wallet.heldMicro - slack;
+  const spendable = wallet.balanceMicro - wallet.heldMicro + slack;
+  return {
+    in_flight_toman: microToToman(inFlight),
+    in_flight_micro_toman: inFlight.toString(),
+    spendable_toman: microToToman(spendable),
+    spendable_micro_toman: spendable.toString(),
+    approximate: purses.length === 0 || purses.length < nodesKnown(purses),
+  };
+}
+
+/** The most live nodes any answering node knows of: the answers to wait for. */
+function nodesKnown(replies: PurseFigures[]): number {
+  let nodes = 1;
+  for (const reply of replies) if (reply.nodes > nodes) nodes = reply.nodes;
+  return nodes;
+}
 
 export async function credits(key: KeyRecord, deps: EdgeDeps) {
   // Read your own charges: this node's buffered usage is written before the balance is read.
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const wallet = await getWallet(deps.db, key.accountId);
   if (!wallet) return fail("internal_error", "The key's wallet is missing.");
-  return { object: "credits", ...walletFields(wallet) };
+  return { object: "credits", ...walletFields(wallet), ...(await leaseFields(deps, key.accountId, wallet)) };
 }
 
 export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {

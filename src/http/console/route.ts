@@ -31,7 +31,7 @@ import {
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
-import { walletFields } from "../account/route.ts";
+import { leaseFields, walletFields } from "../account/route.ts";
 import { parseBody } from "../admin/body.ts";
 import { accountSettingsBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
@@ -326,6 +326,7 @@ async function overviewObject(deps: EdgeDeps, session: Session) {
     account_id: session.accountId,
     phone: session.phone,
     ...walletFields(wallet),
+    ...(await leaseFields(deps, session.accountId, wallet)),
     funded: await hasBeenFunded(db, session.accountId),
     low_balance: available < LOW_BALANCE_MICRO,
     low_balance_toman: microToToman(LOW_BALANCE_MICRO),
