@@ -177,6 +177,19 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     expect(owners.reduce((a, b) => a + b, 0)).toBe(KEY_PARTITIONS);
   }, 30_000);
 
+  it("the wallet's figures count every node's leases of the account: all of an idle account's balance is spendable, asked of any node", async () => {
+    const { key } = await fundedKey(10);
+    for (const node of nodes) expect(await send(key, "gpt-4o-mini", () => [node])).toBe(200);
+    for (const node of nodes) {
+      const response = await fetch(`${node.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
+      const wallet = (await response.json()) as Record<string, string | boolean>;
+      expect(BigInt(wallet.held_micro_toman as string)).toBeGreaterThan(0n); // the leases, wherever they are
+      expect(wallet.in_flight_micro_toman).toBe("0");
+      expect(wallet.spendable_micro_toman).toBe(wallet.balance_micro_toman);
+      expect(wallet.approximate).toBe(false);
+    }
+  }, 30_000);
+
   it("refuses a revoked key on every node within 1 s", async () => {
     const { keyId, key } = await fundedKey(10);
     for (const node of nodes) expect(await send(key, "gpt-4o-mini", () => [node])).toBe(200); // every node has it cached
