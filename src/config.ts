@@ -4,8 +4,12 @@
  * a port or opens a database.
  */
 import { accessSync, constants, readFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ALERT_TEMPLATE_DEFAULT } from "./accountArea/sms.ts";
+
+/** Gateway processes one host may run (WORKERS): each holds a database pool and a NATS connection. */
+export const WORKERS_MAX = 64;
 
 const intFromEnv = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
 
@@ -159,6 +163,23 @@ export const envSchema = z
     USAGE_STREAM_MESSAGES_MAX: intFromEnv(10_000_000, 100, 1_000_000_000).describe(
       "With NATS: batch messages the usage stream keeps, the oldest dropped first (a node publishes again what was dropped unposted).",
     ),
+    WORKERS: z
+      .union([z.literal("auto"), z.coerce.number().int().min(1).max(WORKERS_MAX)])
+      .default(1)
+      .transform((value) => (value === "auto" ? Math.min(availableParallelism(), WORKERS_MAX) : value))
+      .describe(
+        `Gateway processes on this host (\`auto\`: one per core, at most ${WORKERS_MAX}), all on one port (SO_REUSEPORT: the kernel spreads connections over them), each a node of the cluster; \`bun run start\` supervises them (a worker that dies is started again; SIGTERM drains them all). Above 1 needs DATABASE_URL and NATS_URL, and a fixed PORT (docs/cluster.md, Every core of a host).`,
+      ),
+    WORKER_PORT_BASE: intFromEnv(0, 0, 65535).describe(
+      "With WORKERS above 1: worker i also answers on port WORKER_PORT_BASE + i (its own `/metrics` and `/ready`, for scraping each worker); 0: PORT + 1.",
+    ),
+    DARVAZE_WORKER_INDEX: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .max(WORKERS_MAX - 1)
+      .optional()
+      .describe("Set by `bun run start` for each worker it starts (WORKERS above 1), never by hand: this process is that worker."),
     SHUTDOWN_DRAIN_MS: intFromEnv(30_000, 0, 600_000).describe(
       "On SIGTERM, requests in flight get this long to finish before their connections are closed.",
     ),
@@ -277,6 +298,7 @@ export const envSchema = z
   })
   .superRefine((env, ctx) => {
     checkNatsSettings(env, ctx);
+    checkWorkers(env, ctx);
     if (env.SMS_SENDER === "kavenegar" && !env.KAVENEGAR_API_KEY) {
       ctx.addIssue({ code: "custom", path: ["KAVENEGAR_API_KEY"], message: "is required when SMS_SENDER=kavenegar" });
     }
@@ -293,6 +315,16 @@ export const envSchema = z
   });
 
 export type Env = z.infer<typeof envSchema>;
+
+/** Several workers are nodes of one cluster on one fixed port: the embedded database is one process's folder. */
+function checkWorkers(env: Pick<Env, "WORKERS" | "DATABASE_URL" | "NATS_URL" | "PORT">, ctx: z.RefinementCtx): void {
+  if (env.WORKERS === 1) return;
+  if (!env.DATABASE_URL || !env.NATS_URL) {
+    const message = `is ${env.WORKERS}, but several workers need DATABASE_URL and NATS_URL: the embedded database (PGlite) is one process's folder and the in-process bus one process's memory`;
+    ctx.addIssue({ code: "custom", path: ["WORKERS"], message });
+  }
+  if (env.PORT === 0) ctx.addIssue({ code: "custom", path: ["WORKERS"], message: "needs a fixed PORT: the workers share one port" });
+}
 
 type NatsEnv = Pick<
   Env,

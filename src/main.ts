@@ -26,6 +26,7 @@ import { SmsBudget } from "./accountArea/smsBudget.ts";
 import { CONSOLE_SWEEP_INTERVAL_MS, sweepConsole } from "./accountArea/sweep.ts";
 import { drainHttp } from "./http/drain.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
+import { Supervisor, workerPort, type WorkerListening } from "./workers.ts";
 import { Health } from "./http/health.ts";
 import type { EdgeDeps } from "./admission/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
@@ -288,7 +289,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
   };
   try {
     const poolsOf = upstreamPools(config, options);
-    ensurePortFree(env.HOST, env.PORT);
+    if (env.DARVAZE_WORKER_INDEX === undefined) ensurePortFree(env.HOST, env.PORT); // a worker's supervisor looked
     const db: Db = await openGatewayDb(env, options.inMemory, log);
     cleanups.push(() => db.close());
     const applied = await migrate(db);
@@ -362,11 +363,30 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
+    if (env.DARVAZE_WORKER_INDEX !== undefined) listenAsWorker(env, env.DARVAZE_WORKER_INDEX, app, url, cleanups);
     return { url, port, deps, keyHost, console: area, cluster, payments, health, stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/**
+ * A worker of several (WORKERS): it also answers on a port of its own (WORKER_PORT_BASE + its
+ * index, the same app, so each worker's `/metrics` can be scraped), then tells its supervisor it listens.
+ */
+function listenAsWorker(
+  env: Env,
+  index: number,
+  app: { fetch: (request: Request) => Response | Promise<Response> },
+  url: string,
+  cleanups: Cleanups,
+): void {
+  const port = workerPort(env, index);
+  const own = Bun.serve({ ...listenOptions(env), port, reusePort: false, fetch: (request) => app.fetch(request) });
+  cleanups.push(() => own.stop(true));
+  const listening: WorkerListening = { event: "listening", url, ownUrl: `http://${env.HOST}:${port}` };
+  process.send?.(listening);
 }
 
 /** The gateway's database: PostgreSQL at DATABASE_URL, else PGlite in the data folder (in memory for tests). */
@@ -401,5 +421,30 @@ export async function runMain(start: () => Promise<Gateway>, log: Logger = creat
 }
 
 if (import.meta.main) {
-  await runMain(() => startGateway(loadConfig()));
+  const config = loadOrExit();
+  if (config.env.WORKERS > 1 && config.env.DARVAZE_WORKER_INDEX === undefined) {
+    process.exit(await superviseOrExit(config));
+  }
+  await runMain(() => startGateway(config));
+}
+
+function loadOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    console.error(`darvaze: ${error.message}`);
+    process.exit(1);
+  }
+}
+
+/** The host's workers (WORKERS), supervised until SIGTERM or SIGINT; the exit code. */
+async function superviseOrExit(config: Config): Promise<number> {
+  const log = createLogger(config.env.LOG_LEVEL);
+  try {
+    return await new Supervisor(config, log).run();
+  } catch (error) {
+    console.error(`darvaze: ${error instanceof ConfigError || error instanceof PortInUseError ? error.message : error}`);
+    return 1;
+  }
 }

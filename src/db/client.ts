@@ -25,7 +25,7 @@ export interface Db {
 }
 
 /** Connections per process: the ledger serialises on wallet rows, so more does not help. */
-const POSTGRES_POOL_MAX = 10;
+export const POSTGRES_POOL_MAX = 10;
 /**
  * Longest wait for a connection to PostgreSQL, in seconds (the driver's default is 30). Queries
  * queue behind a connection being made, so while the database restarts or is unreachable every

@@ -4,7 +4,8 @@
  *
  * Elysia's Bun adapter asks for `reusePort: true` and `idleTimeout: 30` unless told otherwise.
  * With reusePort a second gateway on a busy port starts without a word and the kernel splits the
- * connections between the two (each with its own keys and data), so it is off. Bun closes a
+ * connections between the two (each with its own keys and data), so it is off but for the workers
+ * of one host (WORKERS), which are nodes of one cluster (src/workers.ts). Bun closes a
  * connection that sent and received nothing for `idleTimeout` seconds, a request still being
  * answered included (Bun today skips that for a request whose body has arrived; nothing here
  * relies on it), so the idle timeout is set above the longest silence the gateway can cause.
@@ -31,12 +32,16 @@ export function idleTimeoutS(env: Pick<Env, "UPSTREAM_TIMEOUT_MS" | "STREAM_KEEP
   return seconds;
 }
 
-/** The options for Elysia's `listen`, every default that matters stated. */
+/**
+ * The options for Elysia's `listen`, every default that matters stated. A worker of several
+ * (WORKERS) shares its port with its siblings on purpose; its supervisor checked that no other
+ * process holds it.
+ */
 export function listenOptions(env: Env) {
   return {
     port: env.PORT,
     hostname: env.HOST,
-    reusePort: false,
+    reusePort: env.DARVAZE_WORKER_INDEX !== undefined,
     idleTimeout: idleTimeoutS(env),
     // Our own limit answers 413 in the OpenAI shape; Bun's must sit above it.
     maxRequestBodySize: env.BODY_BYTES_MAX + 1024 * 1024,
