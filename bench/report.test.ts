@@ -1,7 +1,7 @@
 /** The goals tables: the 1,000-keys row against its own hot-key row; the tail goals beside the bare proxy. */
 import { expect, test } from "bun:test";
 import type { Measurement } from "./measurement.ts";
-import { BARE, MANY_KEYS, manyKeysGoalsTable, tailGoalsTable } from "./report.ts";
+import { BARE, LIMIT_BUN, LIMIT_ELYSIA, LIMIT_NATS2, limitGoalsTable, MANY_KEYS, manyKeysGoalsTable, tailGoalsTable } from "./report.ts";
 
 const row = (target: string, workload: string, rps: number, p99Ms: number): Measurement => ({
   target,
@@ -47,4 +47,21 @@ test("the tail goals judge each target's longest stall of any row, the bare prox
     "| Darvaze embedded | 40% ✓ | n/a | n/a | 70.0 ms ✗ | 41.0 ms |",
     "| Darvaze NATS | n/a | n/a | n/a | 3.00 ms ✓ | 41.0 ms |",
   ]);
+});
+
+test("each mode is judged against the limits of its own shape, from the same run", () => {
+  const table = limitGoalsTable([
+    row(LIMIT_BUN, "chat c=64", 25_000, 5),
+    row(LIMIT_ELYSIA, "chat c=64", 20_000, 5),
+    row(LIMIT_ELYSIA, "stream c=64", 10_000, 9),
+    row(LIMIT_NATS2, "chat c=64", 8_000, 12),
+    row("Darvaze embedded", "chat c=64", 10_000, 20),
+    row("Darvaze embedded", "stream c=64", 5_000, 20),
+    row("Darvaze NATS + PostgreSQL, 1 node", "chat c=64", 7_000, 20),
+  ]);
+  expect(table.split("\n").slice(2)).toEqual([
+    "| Darvaze embedded | 50% (goal ≥ 50%) ✓ | — | 50% (goal ≥ 60%) ✗ | 40% |",
+    "| Darvaze NATS + PostgreSQL, 1 node | 35% (goal ≥ 40%) ✗ | 88% (goal ≥ 100%) ✗ | n/a | 28% |",
+  ]);
+  expect(limitGoalsTable([row("Darvaze embedded", "chat c=64", 10_000, 20)])).toBe("");
 });

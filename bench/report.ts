@@ -236,6 +236,45 @@ export function tailGoalsTable(measurements: Measurement[]): string {
   return targets.length ? lines.join("\n") : "";
 }
 
+/** The limits of the shape (bench/limit-proxy.ts), as bench/targets.ts names them. */
+export const LIMIT_BUN = "limit: metering Bun proxy";
+export const LIMIT_ELYSIA = "limit: metering Elysia proxy";
+export const LIMIT_NATS2 = "limit: metering proxy + 2 NATS hops";
+
+/** DESIGN.md §6: each mode's share of the limit of the same shape, measured in the same run. */
+const limitGoals = [
+  { target: EMBEDDED, chatOfElysiaMin: 0.5, chatOfTwoHopsMin: null, streamsOfElysiaMin: 0.6 },
+  { target: ONE_NODE, chatOfElysiaMin: 0.4, chatOfTwoHopsMin: 1, streamsOfElysiaMin: 0.6 },
+] as const;
+
+/**
+ * Each Darvaze mode against the limits of its shape (DESIGN.md §6): chat c=64 against the
+ * metering Elysia proxy (and, on NATS, the metering proxy with two NATS hops a request), streams
+ * c=64 against the Elysia proxy's parsed streams; "" when no limit ran.
+ */
+export function limitGoalsTable(measurements: Measurement[]): string {
+  if (!measurements.some((m) => m.target.startsWith("limit: "))) return "";
+  const lines = [
+    "| Target | chat c=64 ÷ metering Elysia | chat c=64 ÷ metering + 2 NATS hops | stream c=64 ÷ metering Elysia's parsed streams | chat c=64 ÷ metering Bun (no goal) |",
+    "|---|---|---|---|---|",
+  ];
+  const share = (target: string, limit: string, workload: string, min: number | null) => {
+    const gw = find(measurements, target, workload);
+    const of = find(measurements, limit, workload);
+    if (!gw || !of) return "n/a";
+    const value = gw.rps / of.rps;
+    return min === null ? ratio(value) : `${ratio(value)} (goal ≥ ${ratio(min)}) ${verdict(value >= min)}`;
+  };
+  for (const goal of limitGoals) {
+    if (!measurements.some((m) => m.target === goal.target)) continue;
+    const twoHops = goal.chatOfTwoHopsMin === null ? "—" : share(goal.target, LIMIT_NATS2, "chat c=64", goal.chatOfTwoHopsMin);
+    lines.push(
+      `| ${goal.target} | ${share(goal.target, LIMIT_ELYSIA, "chat c=64", goal.chatOfElysiaMin)} | ${twoHops} | ${share(goal.target, LIMIT_ELYSIA, "stream c=64", goal.streamsOfElysiaMin)} | ${share(goal.target, LIMIT_BUN, "chat c=64", null)} |`,
+    );
+  }
+  return lines.length > 2 ? lines.join("\n") : "";
+}
+
 /** Many keys' goals: their req/s at least this share of the hot key's, their p99 at most this many times its. */
 const MANY_KEYS_SHARE_MIN = 0.9;
 const MANY_KEYS_P99_TIMES_MAX = 2;
@@ -287,6 +326,8 @@ export function runMarkdown(info: RunInfo, rounds: Measurement[]): string {
     figuresTable(measurements),
     ratiosTable(measurements),
   ];
+  const limitLines = limitGoalsTable(measurements);
+  if (limitLines) sections.push(`Against the limits of the shape (DESIGN.md §6, the median round):\n\n${limitLines}`);
   const goalLines = goalsTable(measurements);
   if (goalLines) sections.push(`DESIGN.md §6 goals:\n\n${goalLines}`);
   const tailLines = tailGoalsTable(measurements);

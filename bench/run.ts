@@ -1,6 +1,7 @@
 /**
  * `bun run bench [-- --quick | --profile [--nats-pg]]`: starts the simulator, then each target in turn (the
- * simulator itself, the bare proxy, the peer gateway (Portkey), Darvaze embedded, Darvaze on
+ * simulator itself, the bare proxy, the limits of the shape (bench/limit-proxy.ts: a metering
+ * proxy in Bun.serve, in Elysia, and with two NATS hops), the peer gateway (Portkey), Darvaze embedded, Darvaze on
  * NATS + PostgreSQL with one node and with two), runs every workload against it after a warm-up
  * (Darvaze embedded and on NATS + PostgreSQL with one node also with 1,000 keys), stops it, and
  * appends the run to bench/RESULTS.md.
@@ -22,8 +23,10 @@ import {
   ROOT,
   servicesDefaults,
   servicesUnavailable,
+  LIMIT_NAMES,
   startBareProxy,
   startDarvaze,
+  startLimitProxy,
   startPortkey,
   startSimulator,
   type Target,
@@ -203,6 +206,12 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
   const targets: { label: string; start(): Promise<Target | string>; extra?: Workload[] }[] = [
     { label: CEILING, start: async () => ({ ...sim, stop: async () => {} }) },
     { label: BARE, start: () => startBareProxy(sim.url) },
+    { label: LIMIT_NAMES.bun, start: () => startLimitProxy("bun", sim.url, servicesDefaults.natsUrl) },
+    { label: LIMIT_NAMES.elysia, start: () => startLimitProxy("elysia", sim.url, servicesDefaults.natsUrl) },
+    {
+      label: LIMIT_NAMES.nats2,
+      start: async () => (await servicesUnavailable(servicesDefaults)) ?? startLimitProxy("nats2", sim.url, servicesDefaults.natsUrl),
+    },
     { label: "Portkey gateway (peer)", start: () => startPortkey(sim.url) },
     {
       label: "Darvaze embedded",

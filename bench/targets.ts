@@ -98,6 +98,34 @@ export async function startBareProxy(upstreamUrl: string): Promise<Target> {
   return { name: "bare Bun proxy", url, key: "bench", pid: child.proc.pid, stallUrl: `${url}/stall`, stop: () => child.stop() };
 }
 
+/** The limits of the shape (bench/limit-proxy.ts), each a metering proxy: in Bun.serve, in Elysia, with two NATS hops. */
+export type LimitMode = "bun" | "elysia" | "nats2";
+export const LIMIT_NAMES: Record<LimitMode, string> = {
+  bun: "limit: metering Bun proxy",
+  elysia: "limit: metering Elysia proxy",
+  nats2: "limit: metering proxy + 2 NATS hops",
+};
+
+export async function startLimitProxy(mode: LimitMode, upstreamUrl: string, natsUrl: string): Promise<Target> {
+  const port = freePort();
+  const child = spawnPinned({
+    label: LIMIT_NAMES[mode],
+    cpu: SERVER_CPU,
+    cmd: ["bun", "run", join(ROOT, "bench/limit-proxy.ts")],
+    env: {
+      ...process.env,
+      MODE: mode,
+      PORT: String(port),
+      UPSTREAM_URL: upstreamUrl,
+      NATS_URL: natsUrl,
+      BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
+    },
+  });
+  const url = `http://${HOST}:${port}`;
+  await waitReady(child, `${url}/stall`);
+  return { name: LIMIT_NAMES[mode], url, key: "bench", pid: child.proc.pid, stallUrl: `${url}/stall`, stop: () => child.stop() };
+}
+
 const peersDir = join(ROOT, "bench/peers");
 const portkeyStart = join(peersDir, "node_modules/@portkey-ai/gateway/build/start-server.js");
 const peerInstallMsMax = 180_000;
