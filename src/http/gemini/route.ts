@@ -18,7 +18,6 @@ import type { FreeGate } from "../../admission/free.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
-import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
 import { contentsToChat, countTokensRequest, GEMINI_PARTS_MAX, generateContentToChat, toolsToChat } from "../../wires/gemini/request.ts";
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
@@ -31,7 +30,7 @@ import { zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { bearerToken, credentialsOf, httpInput, readJsonBodyText } from "../request.ts";
 import { countChatPrompt, wireBody } from "../../wires/through.ts";
-import { chatThroughWire, streamHeaders } from "../translated.ts";
+import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
 import { COST_HEADER } from "../../admission/costReply.ts";
 
 /** The actions of `models/{model}:{action}` that are paid operations (they write their own access line). */
@@ -104,17 +103,16 @@ async function generateContent(
   target: { model: string; action: string },
 ) {
   const stream = target.action === "streamGenerateContent";
-  const { result } = await chatThroughWire(deps, request, requestId, (raw) => generateContentToChat(raw, target.model, stream), {
-    credentials: geminiCredentials(request),
-  });
-  if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: target.model };
-  if (result.kind === "json") {
-    const reply = parseChatCompletion(result.body);
-    if (!reply)
-      return googleFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
-    return new Response(JSON.stringify(chatToGemini(reply, ctx)), { status: 200, headers: replyHeaders(requestId, result.headers) });
-  }
+  const { result } = await chatThroughWire(
+    deps,
+    request,
+    requestId,
+    { translate: (raw) => generateContentToChat(raw, target.model, stream), present: (reply) => chatToGemini(reply, ctx) },
+    { credentials: geminiCredentials(request) },
+  );
+  if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
+  if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));
   const sse = new URL(request.url).searchParams.get("alt") === "sse";
   streamHeaders(set, requestId, result.headers);
   if (!sse) set.headers["content-type"] = "application/json";
