@@ -34,7 +34,12 @@ import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts
 import { COST_HEADER } from "../../admission/costReply.ts";
 
 /** The actions of `models/{model}:{action}` that are paid operations (they write their own access line). */
-const PAID_ACTIONS = new Set(["generateContent", "streamGenerateContent", "embedContent", "batchEmbedContents"]);
+export const PAID_ACTIONS: ReadonlySet<string> = new Set([
+  "generateContent",
+  "streamGenerateContent",
+  "embedContent",
+  "batchEmbedContents",
+]);
 
 /** Paths of Google's wire: its errors are answered in Google's shape. */
 export function speaksGoogle(request: Request): boolean {
