@@ -33,7 +33,8 @@ export function withUsageCost(json: string, billedMicro: bigint): string {
 
 /**
  * withUsageCost for a reply already parsed: `value` is `json` as a value (a pool's ChatReply), so
- * the text is not parsed again. `value` is left as it was.
+ * the text is not parsed again; `json` as given (null: none written yet) when `value` has no usage
+ * object. `value` is left as it was.
  * @example valueWithUsageCost({ usage: { prompt_tokens: 3 } }, '{"usage":{"prompt_tokens":3}}', 972_000n) // '{"usage":{"prompt_tokens":3,"cost":0.972}}'
  */
 export function valueWithUsageCost<J extends string | null>(value: unknown, json: J, billedMicro: bigint): string | J {

@@ -191,8 +191,9 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, in
     content: () => ({ prompt: body.messages, completion: generated }),
     floor,
   });
-  const billed = settled ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro) : outcome.body;
-  return { kind: "json", body: present ? presentedJson(shown, settled) : billed, headers: admission.headers };
+  if (present) return { kind: "json", body: presentedJson(shown, settled), headers: admission.headers };
+  const reply = settled ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro) : outcome.body;
+  return { kind: "json", body: reply, headers: admission.headers };
 }
 
 /** The wire's reply from a chat completion the pool read, or the 502 when it is not one. */
