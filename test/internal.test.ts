@@ -8,7 +8,8 @@ import OpenAI from "openai";
 import { InternalClient, InternalError } from "../src/internal/client.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { simToneWav, simTranscriptWords } from "../src/sim/audio.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { type Operation, OPERATIONS } from "../src/internal/wire.ts";
 import { until, untilValue } from "./until.ts";
 import { describeWith } from "./services.ts";
 
@@ -146,6 +147,30 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect(sim().log.totals.requests).toBe(requests);
     expect([refused.status, refused.body.error.code]).toEqual([402, "insufficient_quota"]);
   }, 30_000);
+
+  it("every operation's whole reply carries x-darvaze-cost, the wallet's drop", async () => {
+    const transcription = new FormData();
+    transcription.set("model", "whisper-1");
+    transcription.set("file", new File([simToneWav(1.5)], "tone.wav", { type: "audio/wav" }));
+    // Typed by the operations the service serves: a new one without a request here fails to compile.
+    const requests: Record<Operation, unknown> = {
+      "chat.completions": { model: "gpt-4o-mini", messages: HELLO, max_tokens: 4 },
+      embeddings: { model: "text-embedding-3-small", input: "Hello" },
+      "images.generations": { model: "dall-e-2", prompt: "a dot", size: "256x256" },
+      "audio.speech": { model: "tts-1", voice: "alloy", input: "Hello", response_format: "wav" },
+      "audio.transcriptions": transcription,
+    };
+    // An image costs 1,440 toman: more than the suite's key holds.
+    const rich = await t.fundedKey(10_000);
+    const client = new InternalClient(nc, { apiKey: rich.key, prefix });
+    for (const operation of OPERATIONS) {
+      const before = await balanceMicroOf(t.url, rich.key);
+      const reply = await client.request(operation, requests[operation]);
+      const cost = reply.headers["x-darvaze-cost"];
+      expect([operation, cost]).toEqual([operation, expect.stringMatching(/^[1-9]\d*$/)]);
+      expect(before - (await balanceMicroOf(t.url, rich.key))).toBe(BigInt(cost!));
+    }
+  });
 
   it("a stream over NATS gets the same text and usage as over HTTP", async () => {
     Object.assign(sim().options, defaults, { outputTokens: 40 });

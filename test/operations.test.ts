@@ -8,7 +8,7 @@ import OpenAI from "openai";
 import { parseBuffer } from "music-metadata";
 import { simSpeechSeconds, simToneWav, simTranscriptWords, SIM_SPEECH_SAMPLE_RATE } from "../src/sim/audio.ts";
 import { simEmbedding } from "../src/sim/embeddings.ts";
-import { simImage } from "../src/sim/images.ts";
+import { simImage, simImageTokens } from "../src/sim/images.ts";
 import { inflateSync } from "node:zlib";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway, until } from "./helpers.ts";
 import { simCountTokens } from "../src/sim/tokens.ts";
@@ -281,6 +281,8 @@ describe("images", () => {
     expect(pngSize(bytes)).toEqual({ width: 1024, height: 1024 });
     expect(data.data![0]!.revised_prompt).toBe("A simulated picture of: a green window");
     expect(before - (await balanceMicro())).toBe(DALLE3_HD_MICRO);
+    // Billed per image, as OpenAI's dall-e replies: no usage (the header tells the cost).
+    expect(data.usage).toBeUndefined();
   });
 
   test("gpt-image-1 without a format: b64_json, as OpenAI answers for GPT image models", async () => {
@@ -297,6 +299,17 @@ describe("images", () => {
     expect(charged).toBe(BigInt(record.billed_micro_toman));
     expect(charged).toBeGreaterThan(0n);
     expect(charged).toBeLessThanOrEqual(GPT_IMAGE_1024_LOW_MICRO);
+    // The usage OpenAI sends for GPT image models: the simulator's (honest) counts, and what they cost.
+    const text = simCountTokens("a quiet pier");
+    const output = simImageTokens(1024, 1024, "low");
+    expect(data.usage).toEqual({
+      total_tokens: text + output,
+      input_tokens: text,
+      output_tokens: output,
+      input_tokens_details: { text_tokens: text, image_tokens: 0 },
+      cost: Number(charged) / 1_000_000,
+    } as never);
+    expect(response.headers.get("x-darvaze-cost")).toBe(charged.toString());
   });
 
   test("gpt-image-1: a 29,720-character prompt costs its text tokens more than a 30-character one ($5 per 1M)", async () => {

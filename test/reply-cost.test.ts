@@ -1,12 +1,16 @@
 /**
  * The cost on every reply (docs/api.md, "The cost of a request"): `x-darvaze-cost` and
  * `usage.cost` carry what the settlement billed, so over a run of plain and streamed requests on
- * every wire their sum is exactly the wallet's drop.
+ * every wire their sum is exactly the wallet's drop. Every route the gateway serves is either a
+ * paid whole reply tried here or named as not one: a new paid route without the header goes red.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import OpenAI from "openai";
 import { usagePage } from "../src/accountArea/usage.ts";
+import { createApp } from "../src/http/app.ts";
+import { PAID_ACTIONS } from "../src/http/gemini/route.ts";
+import { simToneWav } from "../src/sim/audio.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
@@ -140,6 +144,82 @@ describe("the other wires", () => {
       const { response } = await client.audio.transcriptions.create({ model: "whisper-1", file }).withResponse();
       return headerMicro(response.headers);
     });
+  });
+});
+
+/** A POST of `body` (JSON, or a form) with `headers`; `key` goes in the Bearer header unless `headers` places it. */
+function post(path: string, body: unknown, headers: (key: string) => Record<string, string> = bearer) {
+  return (apiKey: string) =>
+    fetch(`${t.url}${path}`, {
+      method: "POST",
+      headers: body instanceof FormData ? headers(apiKey) : { "content-type": "application/json", ...headers(apiKey) },
+      body: body instanceof FormData ? body : JSON.stringify(body),
+    });
+}
+const bearer = (apiKey: string) => ({ authorization: `Bearer ${apiKey}` });
+const googleKey = (apiKey: string) => ({ "x-goog-api-key": apiKey });
+
+function transcriptionForm(): FormData {
+  const form = new FormData();
+  form.set("model", "whisper-1");
+  form.set("file", new File([simToneWav(1.5)], "tone.wav", { type: "audio/wav" }));
+  return form;
+}
+
+/** One billed request for each paid whole reply, by `METHOD route` (a Gemini model route by `:action`). */
+const WHOLE_REPLIES: Record<string, (apiKey: string) => Promise<Response>> = {
+  "POST /v1/chat/completions": post("/v1/chat/completions", { model: "gpt-4o-mini", messages: HELLO, max_tokens: 4 }),
+  "POST /v1/responses": post("/v1/responses", { model: "gpt-4o-mini", input: "Hello", max_output_tokens: 16 }),
+  "POST /v1/messages": post("/v1/messages", { model: "claude-3-5-haiku", max_tokens: 16, messages: HELLO }, (apiKey) => ({
+    "x-api-key": apiKey,
+    "anthropic-version": "2023-06-01",
+  })),
+  "POST /v1/embeddings": post("/v1/embeddings", { model: "text-embedding-3-small", input: "Hello" }),
+  "POST /v1/audio/speech": post("/v1/audio/speech", { model: "tts-1", voice: "alloy", input: "Hello", response_format: "wav" }),
+  "POST /v1/audio/transcriptions": (apiKey) => post("/v1/audio/transcriptions", transcriptionForm())(apiKey),
+  "POST /v1/images/generations": post("/v1/images/generations", { model: "dall-e-2", prompt: "a dot", size: "256x256" }),
+};
+const GENERATE = { contents: [{ role: "user", parts: [{ text: "Hello" }] }], generationConfig: { maxOutputTokens: 8 } };
+const EMBED = { content: { parts: [{ text: "Hello" }] } };
+for (const version of ["v1beta", "v1"]) {
+  const models = `/${version}/models`;
+  WHOLE_REPLIES[`POST ${models}/*:generateContent`] = post(`${models}/gpt-4o-mini:generateContent`, GENERATE, googleKey);
+  WHOLE_REPLIES[`POST ${models}/*:embedContent`] = post(`${models}/text-embedding-3-small:embedContent`, EMBED, googleKey);
+  WHOLE_REPLIES[`POST ${models}/*:batchEmbedContents`] = post(
+    `${models}/text-embedding-3-small:batchEmbedContents`,
+    { requests: [EMBED, EMBED] },
+    googleKey,
+  );
+}
+/** Paid actions whose reply is a stream: its headers go before its bill (its last event tells it). */
+const STREAMED_ACTIONS = new Set(["streamGenerateContent"]);
+/** Routes that change something without being a paid operation: free, or the operator's and the account area's. */
+const NOT_PAID = new Set(["POST /v1/messages/count_tokens"]);
+const NOT_PAID_UNDER = ["/admin/", "/console/", "/live/"];
+
+describe("every paid whole reply carries x-darvaze-cost", () => {
+  test("every route but a read is a paid whole reply tried below, a stream, or named as not paid", () => {
+    // GET and HEAD only read: no paid operation is served on them.
+    const app = createApp(t.gw.deps, { health: t.gw.health, console: t.gw.console });
+    const writes = app.routes.filter((r) => r.method !== "GET" && r.method !== "HEAD").map((r) => `${r.method} ${r.path}`);
+    expect(writes.length).toBeGreaterThan(Object.keys(WHOLE_REPLIES).length);
+    const unlisted = writes
+      .filter((route) => !NOT_PAID.has(route) && !NOT_PAID_UNDER.some((under) => route.split(" ")[1]!.startsWith(under)))
+      .flatMap((route) =>
+        route.endsWith("/models/*") ? [...PAID_ACTIONS].filter((a) => !STREAMED_ACTIONS.has(a)).map((a) => `${route}:${a}`) : [route],
+      )
+      .filter((route) => !(route in WHOLE_REPLIES));
+    expect(unlisted).toEqual([]);
+  });
+
+  test.each(Object.keys(WHOLE_REPLIES))("%s: the header is the wallet's drop", async (route) => {
+    const told = await costMatchesDrop(async () => {
+      const response = await WHOLE_REPLIES[route]!(key);
+      expect(response.status).toBe(200);
+      await response.arrayBuffer();
+      return headerMicro(response.headers);
+    });
+    expect(told).toBeGreaterThan(0n);
   });
 });
 

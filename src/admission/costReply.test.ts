@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { valueWithUsageCost, withUsageCost } from "./costReply.ts";
+import { presentedJson, valueWithUsageCost, withUsageCost } from "./costReply.ts";
 
 test("a reply already parsed gets the same usage.cost as its text would, and its value is left as it was", () => {
   const texts = [
@@ -18,4 +18,12 @@ test("a reply already parsed gets the same usage.cost as its text would, and its
   }
   expect(withUsageCost('{"usage":{"prompt_tokens":3}}', 972_000n)).toBe('{"usage":{"prompt_tokens":3,"cost":0.972}}');
   expect(withUsageCost("not json", 1n)).toBe("not json");
+});
+
+test("a presented reply tells the cost in its top-level usage once settled, and keeps a shape without one", () => {
+  const message = { type: "message", usage: { input_tokens: 3, output_tokens: 1 } };
+  expect(JSON.parse(presentedJson(message, { billedMicro: 972_000n }))).toEqual({ ...message, usage: { ...message.usage, cost: 0.972 } });
+  expect(JSON.parse(presentedJson(message, null))).toEqual(message);
+  const gemini = { candidates: [], usageMetadata: { promptTokenCount: 3 } };
+  expect(JSON.parse(presentedJson(gemini, { billedMicro: 972_000n }))).toEqual(gemini);
 });

@@ -33,10 +33,11 @@ export function withUsageCost(json: string, billedMicro: bigint): string {
 
 /**
  * withUsageCost for a reply already parsed: `value` is `json` as a value (a pool's ChatReply), so
- * the text is not parsed again. `value` is left as it was.
+ * the text is not parsed again; `json` as given (null: none written yet) when `value` has no usage
+ * object. `value` is left as it was.
  * @example valueWithUsageCost({ usage: { prompt_tokens: 3 } }, '{"usage":{"prompt_tokens":3}}', 972_000n) // '{"usage":{"prompt_tokens":3,"cost":0.972}}'
  */
-export function valueWithUsageCost(value: unknown, json: string, billedMicro: bigint): string {
+export function valueWithUsageCost<J extends string | null>(value: unknown, json: J, billedMicro: bigint): string | J {
   if (typeof value !== "object" || value === null) return json;
   const usage = (value as { usage?: unknown }).usage;
   if (typeof usage !== "object" || usage === null) return json;
@@ -45,7 +46,13 @@ export function valueWithUsageCost(value: unknown, json: string, billedMicro: bi
   return JSON.stringify({ ...value, usage: { ...usage, cost: costToman(billedMicro) } });
 }
 
-/** `usage.cost` of a reply the route builds itself: the settled amount in toman, absent when not settled. */
-export function settledCost(settled: { billedMicro: bigint } | null): { cost?: number } {
-  return settled ? { cost: costToman(settled.billedMicro) } : {};
+/**
+ * A reply value presented before its settlement, as JSON with `usage.cost` set once settled: every
+ * wire whose reply has a top-level `usage` object tells the cost there; one without (Gemini's
+ * `usageMetadata`, a dall-e image list) keeps its shape, and the header tells it.
+ * @example presentedJson({ usage: { input_tokens: 3 } }, { billedMicro: 972_000n }) // '{"usage":{"input_tokens":3,"cost":0.972}}'
+ */
+export function presentedJson(value: unknown, settled: { billedMicro: bigint } | null): string {
+  if (!settled) return JSON.stringify(value);
+  return valueWithUsageCost(value, null, settled.billedMicro) ?? JSON.stringify(value);
 }

@@ -10,36 +10,55 @@ import { isFailure } from "./guard.ts";
 import { jsonLimits } from "../operations/input.ts";
 import { credentialsOf, readJsonBodyText } from "./request.ts";
 import type { Credentials } from "../admission/admission.ts";
+import type { ChatCompletion } from "../wires/chat.ts";
+
+/** A wire's own reading of a request, and the chat body it translates to. */
+export interface WireRequest<W> {
+  request: W;
+  chat: Record<string, unknown>;
+}
 
 /**
  * Runs a wire's request down the chat path: `translate` turns the JSON body (read only once the
- * caller is known) into a chat body, or into the 400 the chat path records and returns.
- * Returns the chat result and the wire's own reading of the request, when it got that far.
+ * caller is known) into a chat body, or into the 400 the chat path records and returns;
+ * `present` turns a whole reply into the wire's, before the request is settled (chat.ts), so a
+ * whole reply's body is the wire's own. Returns the chat result and the wire's own reading of
+ * the request, when it got that far.
  */
 export async function chatThroughWire<W>(
   deps: EdgeDeps,
   request: Request,
   requestId: string,
-  translate: (raw: unknown, headers: Headers) => { request: W; chat: Record<string, unknown> } | Failure,
+  wire: {
+    translate: (raw: unknown, headers: Headers) => WireRequest<W> | Failure;
+    present: (reply: ChatCompletion, request: W, facts: { hostedCalls: number }) => unknown;
+  },
   options: Pick<ChatInput, "lowerToWindow"> & { credentials?: Credentials } = {},
 ): Promise<{ result: ChatResult; wire: W | null }> {
-  let wire: W | null = null;
+  let read: W | null = null;
   const result = await chat(deps, {
     ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
     requestId,
     credentials: options.credentials ?? credentialsOf(request),
     readBody: async () => {
-      const read = await readJsonBodyText(request, jsonLimits(deps.env));
-      if (isFailure(read)) return read;
-      const translated = translate(read.value, request.headers);
+      const body = await readJsonBodyText(request, jsonLimits(deps.env));
+      if (isFailure(body)) return body;
+      const translated = wire.translate(body.value, request.headers);
       if (isFailure(translated)) return translated;
-      wire = translated.request;
+      read = translated.request;
       // The chat body sent on is the translation: its bytes are what the prompt bound measures.
       return { value: translated.chat, text: JSON.stringify(translated.chat) };
     },
+    // Called only after readBody translated the request.
+    present: (reply, facts) => wire.present(reply, read!, facts),
     signal: request.signal,
   });
-  return { result, wire };
+  return { result, wire: read };
+}
+
+/** A translated wire's whole reply: the body chat.ts presented, with the reply's headers. */
+export function presentedReply(result: { body: string; headers: Record<string, string> }, headers: Record<string, string>): Response {
+  return new Response(result.body, { status: 200, headers: { "content-type": "application/json", ...headers, ...result.headers } });
 }
 
 /** Sets a stream's reply headers (Elysia's `set`), as the chat route does. */

@@ -6,7 +6,8 @@
  * subject, an `Authorization: Bearer <key>` header and the same JSON body as over HTTP
  * (`Content-Type` and `x-darvaze-residency` pass through too).
  *
- * Whole reply: one message, headers `Status` (the HTTP status), `Content-Type`, `x-request-id`;
+ * Whole reply: one message, headers `Status` (the HTTP status), `Content-Type`, `x-request-id`,
+ * and a paid operation's `x-darvaze-cost` and `x-ratelimit-*` (the operation's own headers);
  * errors also carry `Nats-Service-Error-Code` / `Nats-Service-Error` and the OpenAI error body.
  * A reply larger than one NATS message (many embeddings, a large image as b64_json) comes in
  * parts: each message carries `Darvaze-Parts: <n>` and `Darvaze-Part: <i>` (0-based, in order)

@@ -103,11 +103,39 @@ export async function run<P extends Prepared, C extends object, R>(
     deps.log("error", "upstream_call_failed", { requestId, operation, error: error.message });
     return { ...fail("internal_error", "The gateway failed to call the upstream."), retryable: false };
   });
-  if (isFailure(called)) {
-    await admission.settle({ input: 0, output: 0 }, admitted.backend, describe(called.code).status);
-    return { kind: "refused", failure: called, headers: admission.headers };
-  }
+  if (isFailure(called)) return settledFailed(admitted, called);
   return steps.deliver(called, admitted);
+}
+
+/** A request that failed after admission: settled at zero units with the status its client gets. */
+async function settledFailed(admitted: Admitted<Prepared>, failure: Failure): Promise<Refused> {
+  const { admission } = admitted;
+  await admission.settle({ input: 0, output: 0 }, admitted.backend, describe(failure.code).status);
+  return { kind: "refused", failure, headers: admission.headers };
+}
+
+/**
+ * A whole reply as its wire presents it (a translation, or the operation's own shape), made
+ * before the request is settled, so that no reply is billed and then fails: a translation that
+ * returns a failure or throws settles the request as failed, at zero units (docs/billing.md,
+ * "A reply that cannot be presented"), and its client gets that failure.
+ */
+export async function presented<V>(admitted: Admitted<Prepared>, present: () => V | Failure): Promise<V | Refused> {
+  let value: V | Failure;
+  try {
+    value = present();
+  } catch (error) {
+    admitted.deps.log("error", "reply_present_failed", { requestId: admitted.requestId, error: (error as Error).message });
+    value = fail("internal_error", "The gateway failed to present the reply; nothing was charged.");
+  }
+  if (!isFailure(value)) return value;
+  admitted.deps.log("warn", "reply_unpresentable", { requestId: admitted.requestId, backend: admitted.backend, code: value.code });
+  return settledFailed(admitted, value);
+}
+
+/** Whether `run`'s result is a refusal (a `presented` one included). */
+export function isRefused(value: unknown): value is Refused {
+  return typeof value === "object" && value !== null && (value as { kind?: unknown }).kind === "refused";
 }
 
 /** A model of `operation`, its price per 1M of `unit`, and a pool that may serve the caller. */

@@ -113,12 +113,8 @@ export function chatFrameOf(
   }
 }
 
-/** The whole reply the chat path returned, or null when it is not a chat completion. */
-export function parseChatCompletion(body: string): ChatCompletion | null {
-  try {
-    const parsed = chatCompletion.safeParse(JSON.parse(body));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+/** A whole chat reply as a value (the pool's reading of it), or null when it is not a chat completion. */
+export function chatCompletionOf(value: unknown): ChatCompletion | null {
+  const parsed = chatCompletion.safeParse(value);
+  return parsed.success ? parsed.data : null;
 }

@@ -18,7 +18,6 @@ import type { FreeGate } from "../../admission/free.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
-import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
 import { contentsToChat, countTokensRequest, GEMINI_PARTS_MAX, generateContentToChat, toolsToChat } from "../../wires/gemini/request.ts";
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
@@ -31,10 +30,16 @@ import { zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { bearerToken, credentialsOf, httpInput, readJsonBodyText } from "../request.ts";
 import { countChatPrompt, wireBody } from "../../wires/through.ts";
-import { chatThroughWire, streamHeaders } from "../translated.ts";
+import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
+import { COST_HEADER } from "../../admission/costReply.ts";
 
 /** The actions of `models/{model}:{action}` that are paid operations (they write their own access line). */
-const PAID_ACTIONS = new Set(["generateContent", "streamGenerateContent", "embedContent", "batchEmbedContents"]);
+export const PAID_ACTIONS: ReadonlySet<string> = new Set([
+  "generateContent",
+  "streamGenerateContent",
+  "embedContent",
+  "batchEmbedContents",
+]);
 
 /** Paths of Google's wire: its errors are answered in Google's shape. */
 export function speaksGoogle(request: Request): boolean {
@@ -103,17 +108,16 @@ async function generateContent(
   target: { model: string; action: string },
 ) {
   const stream = target.action === "streamGenerateContent";
-  const { result } = await chatThroughWire(deps, request, requestId, (raw) => generateContentToChat(raw, target.model, stream), {
-    credentials: geminiCredentials(request),
-  });
-  if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: target.model };
-  if (result.kind === "json") {
-    const reply = parseChatCompletion(result.body);
-    if (!reply)
-      return googleFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
-    return new Response(JSON.stringify(chatToGemini(reply, ctx)), { status: 200, headers: replyHeaders(requestId, result.headers) });
-  }
+  const { result } = await chatThroughWire(
+    deps,
+    request,
+    requestId,
+    { translate: (raw) => generateContentToChat(raw, target.model, stream), present: (reply) => chatToGemini(reply, ctx) },
+    { credentials: geminiCredentials(request) },
+  );
+  if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
+  if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));
   const sse = new URL(request.url).searchParams.get("alt") === "sse";
   streamHeaders(set, requestId, result.headers);
   if (!sse) set.headers["content-type"] = "application/json";
@@ -167,8 +171,6 @@ const embedRequest = z.looseObject({
   title: z.string().optional(),
 });
 const batchEmbedRequest = z.looseObject({ requests: z.array(embedRequest).min(1).max(EMBEDDING_INPUTS_MAX) });
-const embeddingsReply = z.looseObject({ data: z.array(z.looseObject({ embedding: z.array(z.number()) })) });
-
 /** An embedding request as the embeddings operation's body (its texts, floats), or the 400 naming the field. */
 function embedToOpenAI(raw: unknown, model: string, batch: boolean): Record<string, unknown> | Failure {
   const parsed = (batch ? batchEmbedRequest : z.looseObject({ requests: z.tuple([embedRequest]) })).safeParse(
@@ -197,20 +199,17 @@ async function embedContent(request: Request, requestId: string, deps: EdgeDeps,
       return isFailure(body) ? body : { value: body };
     },
   };
-  const result = await createEmbeddings(input, deps);
+  const result = await createEmbeddings(input, deps, ({ vectors }) =>
+    batch ? { embeddings: vectors.map((values) => ({ values })) } : { embedding: { values: vectors[0] } },
+  );
   if (result.kind === "refused") {
     const { failure } = result;
     const sent = { ...errorHeaders(failure), ...result.headers };
     const headers: Record<string, string> = {};
-    for (const name of ["retry-after", "x-should-retry"]) if (sent[name] !== undefined) headers[name] = sent[name];
+    for (const name of ["retry-after", "x-should-retry", COST_HEADER]) if (sent[name] !== undefined) headers[name] = sent[name];
     return googleFailed(fail(failure.code, failure.message, { param: failure.param ?? null }), requestId, headers);
   }
-  const body: unknown = typeof result.body === "string" ? JSON.parse(result.body) : null;
-  const vectors = embeddingsReply.safeParse(body);
-  if (!vectors.success) return googleFailed(fail("internal_error", "The embeddings reply could not be read."), requestId);
-  const embeddings = vectors.data.data.map((d) => ({ values: d.embedding }));
-  const out = batch ? { embeddings } : { embedding: embeddings[0] };
-  return new Response(JSON.stringify(out), { status: 200, headers: replyHeaders(requestId) });
+  return new Response(result.body, { status: 200, headers: replyHeaders(requestId, result.headers) });
 }
 
 /** The supported methods of a catalog model, or null for a model this wire does not serve. */

@@ -8,7 +8,6 @@
  */
 import { operationModel } from "../../admission/admission.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
-import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
 import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat, type MessagesRequest } from "../../wires/messages/request.ts";
 import { chatToMessage } from "../../wires/messages/response.ts";
@@ -20,7 +19,7 @@ import { callerOf, zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { readJsonBodyText } from "../request.ts";
 import { countChatPrompt, wireBody } from "../../wires/through.ts";
-import { chatThroughWire, streamHeaders } from "../translated.ts";
+import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
 
 function replyHeaders(requestId: string, headers: Record<string, string> = {}): Record<string, string> {
   // `request-id` is where Anthropic's SDKs read the id from.
@@ -40,18 +39,19 @@ export async function createMessage(
   set: { headers: Record<string, string | number> },
 ) {
   // Anthropic lowers a max_tokens the window cannot hold (the stop reason tells), as Claude Code expects.
-  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat, { lowerToWindow: true });
+  const { result, wire } = await chatThroughWire<MessagesRequest>(
+    deps,
+    request,
+    requestId,
+    {
+      translate: messagesToChat,
+      present: (reply, wire, facts) => chatToMessage(reply, { requestId, model: wire.model }, facts.hostedCalls),
+    },
+    { lowerToWindow: true },
+  );
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
+  if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));
   const ctx = { requestId, model: wire!.model };
-  if (result.kind === "json") {
-    const reply = parseChatCompletion(result.body);
-    if (!reply)
-      return anthropicFailed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
-    return new Response(JSON.stringify(chatToMessage(reply, ctx, result.hostedCalls)), {
-      status: 200,
-      headers: replyHeaders(requestId, result.headers),
-    });
-  }
   streamHeaders(set, requestId, result.headers);
   set.headers["request-id"] = requestId;
   // message_start's input count when the backend tells none at its start (LangChain reads it there).

@@ -3,15 +3,14 @@
  * (src/wires/responses) so that it shares admission, reserve bounds, live metering, the cut at
  * the wallet, disconnect rules and residency with chat. Errors keep the OpenAI shape.
  */
-import { fail, isFailure } from "../../errors.ts";
-import { parseChatCompletion } from "../../wires/chat.ts";
+import { isFailure } from "../../errors.ts";
 import { responsesToChat } from "../../wires/responses/request.ts";
 import { chatToResponse, type ResponsesContext } from "../../wires/responses/response.ts";
 import { ResponsesStream } from "../../wires/responses/stream.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
-import { failed, json } from "../guard.ts";
+import { failed } from "../guard.ts";
 import { wireBody } from "../../wires/through.ts";
-import { chatThroughWire, streamHeaders } from "../translated.ts";
+import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
 
 const nowS = () => Math.floor(Date.now() / 1000);
 
@@ -24,17 +23,22 @@ export async function createResponse(
   set: { headers: Record<string, string | number> },
 ) {
   const createdAt = nowS();
-  const { result, wire } = await chatThroughWire<ResponsesTranslation>(deps, request, requestId, (raw) => {
-    const translated = responsesToChat(raw);
-    return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
+  const contextOf = (wire: ResponsesTranslation): ResponsesContext => ({
+    requestId,
+    model: wire.request.model,
+    createdAt,
+    request: wire.request,
+    toolNames: wire.toolNames,
+  });
+  const { result, wire } = await chatThroughWire<ResponsesTranslation>(deps, request, requestId, {
+    translate: (raw) => {
+      const translated = responsesToChat(raw);
+      return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
+    },
+    present: (reply, wire) => chatToResponse(reply, contextOf(wire), nowS()),
   });
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
-  const ctx: ResponsesContext = { requestId, model: wire!.request.model, createdAt, request: wire!.request, toolNames: wire!.toolNames };
-  if (result.kind === "json") {
-    const reply = parseChatCompletion(result.body);
-    if (!reply) return failed(fail("upstream_error", "The upstream reply could not be read as a completion."), requestId, result.headers);
-    return json(chatToResponse(reply, ctx, nowS()), requestId, 200, result.headers);
-  }
+  if (result.kind === "json") return presentedReply(result, { "x-request-id": requestId });
   streamHeaders(set, requestId, result.headers);
-  return wireBody(result.relay, new ResponsesStream(ctx, nowS));
+  return wireBody(result.relay, new ResponsesStream(contextOf(wire!), nowS));
 }

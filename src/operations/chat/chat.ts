@@ -23,16 +23,17 @@ import {
   type Reserve,
   servingPool,
 } from "../../admission/admission.ts";
-import { valueWithUsageCost } from "../../admission/costReply.ts";
+import { presentedJson, valueWithUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import { type Failure, isFailure, zodFailure } from "../../errors.ts";
+import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { generatedText, type GeneratedFields } from "../../providers/chatShape.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { unreportedOutputTokens } from "./unreported.ts";
 import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
-import { type Admitted, type Refused, run } from "../run.ts";
+import { type Admitted, isRefused, presented, type Refused, run } from "../run.ts";
+import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
 import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget } from "./budget.ts";
 import { Relay } from "./relay.ts";
 import { marksCache } from "./cache.ts";
@@ -121,13 +122,19 @@ export interface ChatInput {
   signal: AbortSignal;
   /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
   lowerToWindow?: boolean;
+  /**
+   * A translated wire's whole reply (Responses, Messages, Gemini) from the chat completion, made
+   * before the request is settled (run.ts `presented`); `hostedCalls`: the vendor-run tool's
+   * calls billed. Sent as JSON, with `usage.cost` once settled.
+   */
+  present?: (reply: ChatCompletion, facts: { hostedCalls: number }) => unknown;
 }
 
 /** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
 export type ChatResult =
   | Refused
-  /** `hostedCalls`: the vendor-run tool's calls billed (the wires that show them: Messages, Responses). */
-  | { kind: "json"; body: string; headers: Record<string, string>; hostedCalls: number }
+  /** `body`: the chat completion, or the wire's reply when the input presents one. */
+  | { kind: "json"; body: string; headers: Record<string, string> }
   | { kind: "stream"; relay: Relay; headers: Record<string, string> };
 
 type ChatPrepared = Checked & { reserve: Reserve };
@@ -143,7 +150,7 @@ export function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult> {
       return { ...prepared, reserve: chatReserve(prepared.body, prepared.budget, prepared.model, caller.key.id) };
     },
     call: (admitted) => callPool(admitted, input.signal),
-    deliver: (outcome, admitted) => deliver(outcome, admitted, input.signal),
+    deliver: (outcome, admitted) => deliver(outcome, admitted, input),
   });
 }
 
@@ -166,29 +173,36 @@ async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): 
   return outcome.kind === "failed" ? outcome.failure : outcome;
 }
 
-/** A whole reply, settled at its usage; or a stream, settled by its relay at its end. */
-async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, signal: AbortSignal): Promise<ChatResult> {
+/** A whole reply, presented then settled at its usage; or a stream, settled by its relay at its end. */
+async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, input: ChatInput): Promise<ChatResult> {
   const { deps, admission, prepared } = admitted;
   const { body, budget } = prepared;
   if (outcome.kind === "stream") {
-    return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, signal), headers: admission.headers };
+    return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, input.signal), headers: admission.headers };
   }
-  const reply = outcome.body;
   const generated = jsonGeneratedText(outcome.json);
-  const usage = outcome.usage ?? (await unreportedJsonUsage(admission, generated, outcome.backend.adapter.kind === "anthropic"));
+  const used = outcome.usage ?? (await unreportedJsonUsage(admission, generated, outcome.backend.adapter.kind === "anthropic"));
+  const { present } = input;
+  const shown = present ? await presented(admitted, () => presentChat(present, outcome.json, admission.hostedCallsBilled(used))) : null;
+  if (isRefused(shown)) return shown;
   // A report is taken no lower than what was proven used: the prompt's words, every word generated.
   const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(generated) } : undefined;
-  const used = usage;
   const settled = await admission.settle(used, outcome.backend.name, 200, {
     content: () => ({ prompt: body.messages, completion: generated }),
     floor,
   });
-  return {
-    kind: "json",
-    body: settled ? valueWithUsageCost(outcome.json, reply, settled.billedMicro) : reply,
-    headers: admission.headers,
-    hostedCalls: admission.hostedCallsBilled(used),
-  };
+  if (present) return { kind: "json", body: presentedJson(shown, settled), headers: admission.headers };
+  const reply = settled ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro) : outcome.body;
+  return { kind: "json", body: reply, headers: admission.headers };
+}
+
+/** The wire's reply from a chat completion the pool read, or the 502 when it is not one. */
+function presentChat(present: NonNullable<ChatInput["present"]>, json: unknown, hostedCalls: number): unknown {
+  const reply = chatCompletionOf(json);
+  if (!reply) return fail("upstream_error", "The upstream reply could not be read as a completion.");
+  // A cost the upstream wrote there (in its currency) is not the bill: presentedJson sets ours.
+  if (reply.usage) reply.usage = { ...reply.usage, cost: undefined };
+  return present(reply, { hostedCalls });
 }
 
 /** Usage for a reply that reported none: the cost value's input, everything every choice generated, every hosted call sent. */

@@ -8,14 +8,24 @@
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
 import type { Caller, Reserve } from "../../admission/admission.ts";
-import { settledCost } from "../../admission/costReply.ts";
+import { presentedJson } from "../../admission/costReply.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply, type Unprepared } from "../run.ts";
+import {
+  isRefused,
+  type OperationResult,
+  presented,
+  pricedModel,
+  type PricedModel,
+  run,
+  sendWhole,
+  settledReply,
+  type Unprepared,
+} from "../run.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, type EmbeddingsRequest, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
@@ -92,8 +102,21 @@ interface EmbeddingsPrepared extends PricedModel {
   reserve: Reserve;
 }
 
-/** The embeddings operation: vectors for the inputs, billed per input token. */
-export function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+/** What a reply of embeddings is presented from: a vector per input, and the input tokens billed. */
+export interface EmbeddingsReply {
+  vectors: number[][];
+  tokens: number;
+}
+
+/**
+ * The embeddings operation: vectors for the inputs, billed per input token. `present` is a
+ * translated wire's reply (Gemini's), made before the request is settled; OpenAI's list by default.
+ */
+export function createEmbeddings(
+  input: OperationInput,
+  deps: EdgeDeps,
+  present?: (reply: EmbeddingsReply) => unknown,
+): Promise<OperationResult> {
   return run(deps, input, {
     operation: "embeddings",
     prepare: (caller) => prepareEmbeddings(input, deps, caller),
@@ -116,19 +139,26 @@ export function createEmbeddings(input: OperationInput, deps: EdgeDeps): Promise
       return reply;
     },
     deliver: async (reply, admitted) => {
-      const { model, body, inputs } = admitted.prepared;
-      const tokens = reply.inputTokens ?? (await exactTokens(inputs)).reduce((a, b) => a + b, 0);
-      return settledReply(admitted, { input: tokens }, (settled) => {
-        const data = reply.vectors.map((vector, index) => ({
-          object: "embedding" as const,
-          index,
-          embedding: body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
-        }));
-        const usage = { prompt_tokens: tokens, total_tokens: tokens, ...settledCost(settled) };
-        return { contentType: "application/json", body: JSON.stringify({ object: "list", data, model: model.id, usage }) };
-      });
+      const tokens = reply.inputTokens ?? (await exactTokens(admitted.prepared.inputs)).reduce((a, b) => a + b, 0);
+      const embeddings = { vectors: reply.vectors, tokens };
+      const shown = await presented(admitted, () => (present ? present(embeddings) : openAIList(embeddings, admitted.prepared)));
+      if (isRefused(shown)) return shown;
+      return settledReply(admitted, { input: tokens }, (settled) => ({
+        contentType: "application/json",
+        body: presentedJson(shown, settled),
+      }));
     },
   });
+}
+
+/** OpenAI's list of embeddings, vectors as float arrays or base64 as asked. */
+function openAIList({ vectors, tokens }: EmbeddingsReply, prepared: EmbeddingsPrepared): Record<string, unknown> {
+  const data = vectors.map((vector, index) => ({
+    object: "embedding" as const,
+    index,
+    embedding: prepared.body.encoding_format === "base64" ? floatsToBase64(vector) : vector,
+  }));
+  return { object: "list", data, model: prepared.model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } };
 }
 
 async function prepareEmbeddings(

@@ -19,7 +19,8 @@ import { type OperationInput, readJson } from "../input.ts";
 import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply } from "../run.ts";
 import { storeMedia } from "./media.ts";
 import { type ImageChoice, IMAGE_MODEL_DEFAULT, type ImagesRequest, imagesRequest, resolveImageChoice } from "./schema.ts";
-import { imageTokenPrices, imageTokensReserve, imageTokensUsed } from "./tokens.ts";
+import { imageTokenPrices, imageTokensReserve, imageTokensUsed, imageUsageOf } from "./tokens.ts";
+import { presentedJson } from "../../admission/costReply.ts";
 
 /** The largest image downloaded from an upstream URL. */
 export const IMAGE_BYTES_MAX = 32 * 1024 * 1024;
@@ -132,10 +133,9 @@ export function createImages(input: OperationInput, deps: EdgeDeps): Promise<Ope
     deliver: ({ data, usage }, admitted) => {
       const { reserve, tokenPrices, pricePer1m } = admitted.prepared;
       const used = tokenPrices ? imageTokensUsed(reserve, data.length, pricePer1m, usage) : { input: data.length };
-      return settledReply(admitted, used, () => ({
-        contentType: "application/json",
-        body: JSON.stringify({ created: Math.floor(Date.now() / 1000), data }),
-      }));
+      // A GPT image model's reply tells its tokens as OpenAI's does: the units billed, and their cost.
+      const reply = { created: Math.floor(Date.now() / 1000), data, ...(tokenPrices ? { usage: imageUsageOf(used) } : {}) };
+      return settledReply(admitted, used, (settled) => ({ contentType: "application/json", body: presentedJson(reply, settled) }));
     },
   });
 }

@@ -61,3 +61,20 @@ export function imageTokensUsed(reserve: Reserve, received: number, perImagePer1
   if (!usage) return { input: reserve.input.units, output: outputMax };
   return { input: Math.min(usage.textInputTokens, reserve.input.units), output: Math.min(usage.outputTokens, outputMax) };
 }
+
+/**
+ * The units billed as OpenAI's image `usage` (ImageGenUsage): text tokens in, image tokens out.
+ * Generations send no image, so no image input is billed or told.
+ * @example imageUsageOf({ input: 9, output: 4160 })
+ *   // { total_tokens: 4169, input_tokens: 9, output_tokens: 4160, input_tokens_details: { text_tokens: 9, image_tokens: 0 } }
+ */
+export function imageUsageOf(used: UsedUnits) {
+  const input = used.input;
+  const output = used.output ?? 0;
+  return {
+    total_tokens: input + output,
+    input_tokens: input,
+    output_tokens: output,
+    input_tokens_details: { text_tokens: input, image_tokens: 0 },
+  };
+}

@@ -59,7 +59,7 @@ export function geminiResponse(
 
 /**
  * A whole chat completion as a GenerateContentResponse.
- * @example chatToGemini(parseChatCompletion(body)!, ctx) // { candidates: [{ content: { role: "model", parts: [{ text }] }, finishReason: "STOP" }], usageMetadata, … }
+ * @example chatToGemini(chatCompletionOf(json)!, ctx) // { candidates: [{ content: { role: "model", parts: [{ text }] }, finishReason: "STOP" }], usageMetadata, … }
  */
 export function chatToGemini(reply: ChatCompletion, ctx: GeminiContext): Record<string, unknown> {
   const choice = reply.choices[0]!;

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { isFailure } from "../../errors.ts";
 import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
-import { parseChatCompletion } from "../chat.ts";
+import { chatCompletionOf } from "../chat.ts";
 import { decodeAll, fixture } from "../../providers/testing.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { anthropicErrorType, failureToAnthropicError } from "./errors.ts";
@@ -264,21 +264,19 @@ describe("MessagesStream", () => {
 
 describe("chatToMessage and errors", () => {
   test("a whole reply: thinking, text and tool_use blocks, stop reason and usage", () => {
-    const reply = parseChatCompletion(
-      JSON.stringify({
-        choices: [
-          {
-            message: {
-              content: "Checking.",
-              reasoning_content: "Hmm.",
-              tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } }],
-            },
-            finish_reason: "tool_calls",
+    const reply = chatCompletionOf({
+      choices: [
+        {
+          message: {
+            content: "Checking.",
+            reasoning_content: "Hmm.",
+            tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: '{"a":1}' } }],
           },
-        ],
-        usage: { prompt_tokens: 10, completion_tokens: 5 },
-      }),
-    )!;
+          finish_reason: "tool_calls",
+        },
+      ],
+      usage: { prompt_tokens: 10, completion_tokens: 5 },
+    })!;
     expect(chatToMessage(reply, ctx)).toEqual({
       id: "msg_req_1",
       type: "message",
@@ -303,7 +301,7 @@ describe("chatToMessage and errors", () => {
       created: 1,
     });
     if ("code" in chat) throw new Error(chat.message);
-    const message = chatToMessage(parseChatCompletion(chat.body)!, ctx, 1);
+    const message = chatToMessage(chatCompletionOf(chat.json)!, ctx, 1);
     expect(message.content).toEqual(vendor.content);
     expect(message.usage).toEqual({
       input_tokens: 10_682,

@@ -54,7 +54,7 @@ export function serverToolUse(searches: number): { server_tool_use?: { web_searc
 
 /**
  * A whole chat completion as a `message`; `searches`: the web searches billed.
- * @example chatToMessage(parseChatCompletion(body)!, ctx) // { type: "message", content: [{ type: "text", … }], stop_reason: "end_turn", … }
+ * @example chatToMessage(chatCompletionOf(json)!, ctx) // { type: "message", content: [{ type: "text", … }], stop_reason: "end_turn", … }
  */
 export function chatToMessage(reply: ChatCompletion, ctx: MessagesContext, searches = 0): Record<string, unknown> {
   const choice = reply.choices[0]!;

@@ -188,7 +188,7 @@ export function toolCallItem(
 
 /**
  * A whole chat completion as a `response` object.
- * @example chatToResponse(parseChatCompletion(body)!, ctx, nowS) // { object: "response", status: "completed", output: [...] }
+ * @example chatToResponse(chatCompletionOf(json)!, ctx, nowS) // { object: "response", status: "completed", output: [...] }
  */
 export function chatToResponse(reply: ChatCompletion, ctx: ResponsesContext, completedAt: number): Record<string, unknown> {
   const choice = reply.choices[0]!;

@@ -4,7 +4,7 @@ import { isFailure } from "../../errors.ts";
 import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { fixture } from "../../providers/testing.ts";
-import { parseChatCompletion } from "../chat.ts";
+import { chatCompletionOf } from "../chat.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { responsesToChat } from "./request.ts";
 import { chatToResponse, type ResponsesContext } from "./response.ts";
@@ -266,24 +266,22 @@ describe("chatToResponse", () => {
       created: 1,
     });
     if ("code" in chat) throw new Error(chat.message);
-    const response = chatToResponse(parseChatCompletion(chat.body)!, ctx(false), 1_732_000_001) as Record<string, any>;
+    const response = chatToResponse(chatCompletionOf(chat.json)!, ctx(false), 1_732_000_001) as Record<string, any>;
     expect(responseProblems(response)).toEqual([]);
     expect(response.output.map((item: { type: string }) => item.type)).toEqual(["message", "web_search_call"]);
     expect(response.output[1]).toEqual(WEATHER_SEARCH);
   });
 
   test("a whole reply with text and a tool call conforms to the spec", () => {
-    const reply = parseChatCompletion(
-      JSON.stringify({
-        choices: [
-          {
-            message: { content: "Checking.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
-            finish_reason: "tool_calls",
-          },
-        ],
-        usage: { prompt_tokens: 10, completion_tokens: 5, completion_tokens_details: { reasoning_tokens: 2 } },
-      }),
-    )!;
+    const reply = chatCompletionOf({
+      choices: [
+        {
+          message: { content: "Checking.", tool_calls: [{ id: "call_1", type: "function", function: { name: "f", arguments: "{}" } }] },
+          finish_reason: "tool_calls",
+        },
+      ],
+      usage: { prompt_tokens: 10, completion_tokens: 5, completion_tokens_details: { reasoning_tokens: 2 } },
+    })!;
     const response = chatToResponse(reply, ctx(false), 1_732_000_001);
     expect(responseProblems(response)).toEqual([]);
     expect(response).toMatchObject({
