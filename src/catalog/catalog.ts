@@ -18,7 +18,7 @@
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
-import { capabilitiesSchema, type Capabilities, type ModelEntry, sourceSchema } from "./file.ts";
+import { capabilitiesSchema, type Capabilities, type ModelEntry, type ModelSource, sourceSchema } from "./file.ts";
 import { usdToTomanPer1m } from "./prices.ts";
 import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation } from "./seed.ts";
 import { closestIds } from "./suggest.ts";
@@ -44,7 +44,7 @@ export interface CatalogModel {
   capabilities: Capabilities;
   /** Set when the model is retired: requests for it answer 410 naming the successor. */
   successor: string | null;
-  source: { pages: { url: string; read: string }[]; note?: string } | null;
+  source: ModelSource | null;
   price: PriceList;
 }
 

@@ -93,3 +93,20 @@ test("reasoning models are marked in the file; a dated id of one takes an effort
   expect(takesReasoningEffort("claude-sonnet-4-20250514")).toBe(true);
   expect(takesReasoningEffort("gpt-4o-mini")).toBe(false);
 });
+
+test("every chat model has an output_max, and says where it was read", () => {
+  for (const m of SEED_MODELS.filter((e) => e.operation === "chat")) {
+    expect(m.output_max, m.id).toBeGreaterThan(0);
+    expect(m.output_max!, m.id).toBeLessThanOrEqual(m.context_window);
+    expect(m.source.limits?.note.length ?? 0, m.id).toBeGreaterThan(0);
+  }
+  expect(SEED_MODELS.find((m) => m.id === "gpt-4o-mini")!.output_max).toBe(16_384);
+});
+
+test("an output_max above the window, or a limits source without its note, is refused", () => {
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.output_max = 200_000)))).toThrow(
+    "model gpt-4o-mini has output_max 200000 above its context_window 128000",
+  );
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.source.limits = { pages: [] })))).toThrow("source.limits.note");
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.source.limits.extra = 1)))).toThrow("extra");
+});

@@ -96,14 +96,22 @@ export const capabilitiesSchema = z.strictObject({
 });
 export type Capabilities = z.infer<typeof capabilitiesSchema>;
 
-/** Where a model's prices were read: the vendor's public pages and the date, or a note saying why there is none. */
+const sourcePages = z
+  .array(z.strictObject({ url: z.string().url(), read: z.iso.date() }))
+  .max(SOURCE_PAGES_MAX)
+  .default([]);
+
+/**
+ * Where a model's prices were read: the vendor's public pages and the date, or a note saying why
+ * there is none; `limits`: where its output_max and price tiers were read, the same way (a note
+ * is required: it says which figure is whose, and which was not on a stored page).
+ */
 export const sourceSchema = z.strictObject({
-  pages: z
-    .array(z.strictObject({ url: z.string().url(), read: z.iso.date() }))
-    .max(SOURCE_PAGES_MAX)
-    .default([]),
+  pages: sourcePages,
   note: z.string().max(2_000).optional(),
+  limits: z.strictObject({ pages: sourcePages, note: z.string().min(1).max(2_000) }).optional(),
 });
+export type ModelSource = z.infer<typeof sourceSchema>;
 
 /** One model as the file and the admin API write it (prices in USD per 1M units). */
 export const modelEntrySchema = z.strictObject({
@@ -171,6 +179,8 @@ export function catalogProblems(entries: readonly ModelEntry[]): string[] {
   const problems: string[] = [];
   const owner = new Map<string, string>();
   for (const entry of entries) {
+    if (entry.output_max !== null && entry.output_max > entry.context_window && entry.operation === "chat")
+      problems.push(`model ${entry.id} has output_max ${entry.output_max} above its context_window ${entry.context_window}`);
     const missing = missingPrice(entry);
     if (missing) problems.push(`model ${entry.id} reports ${missing} but has no price for it (usd_per_1m.${missing})`);
     for (const name of [entry.id, ...entry.aliases]) {

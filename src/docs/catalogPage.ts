@@ -26,11 +26,11 @@ an audit row, and reaches every node within a second.
 |---|---|
 | \`id\` | The catalog id: what usage records, pools and prices name |
 | \`aliases\` | Other names the model answers to on every route (dated ids, \`-latest\`, short names) |
-| \`context_window\`, \`output_max\` | Tokens; \`output_max\` is null where the vendor does not publish it |
+| \`context_window\`, \`output_max\` | Tokens. \`output_max\`: the most output one request may ask for (\`max_tokens\`, \`max_completion_tokens\`, \`max_output_tokens\`, \`maxOutputTokens\`); above it the request gets its vendor's 400 on its wire, and a default limit stays within it. Every chat model has one: the vendor's figure, or the window where the vendor publishes none (open-weight models: the serving backend's \`max_model_len\` bounds prompt and output together; an operator whose backend is set lower changes the entry) |
 | \`capabilities\` | \`streaming\`, \`tools\`, \`hosted_tools\` (vendor-run tools, each billed per call), \`reasoning\` (how it is reported: \`none\`, \`hidden\` in the output tokens, \`thinking_blocks\`, \`reasoning_content\`), \`reasoning_effort\`, \`images_in\`/\`images_out\`, \`audio_in\`/\`audio_out\`, \`cache\` (\`none\`, \`read\`: the vendor caches by itself, \`read_write\`: 5-minute and 1-hour writes), \`image_tokens\` (image replies report token usage) |
 | \`usd_per_1m\` | The vendor's list price in USD per 1M units, as an exact decimal string |
 | \`retired\` | \`{successor}\`: the model answers 410 naming it |
-| \`source\` | The vendor pages the prices were read from and the date, and a note where there is none |
+| \`source\` | The vendor pages the prices were read from and the date, and a note where there is none; \`source.limits\`: the same for \`output_max\` (and price tiers), its note saying whose each figure is and which was not on a stored page |
 
 ## Units
 
@@ -70,8 +70,9 @@ function capabilitiesText(m: ModelEntry): string {
 }
 
 function sourceText(m: ModelEntry): string {
-  const pages = m.source.pages.map((p) => `<${p.url}> (read ${p.read})`);
-  return [...pages, m.source.note ?? ""].filter(Boolean).join("; ");
+  const read = (pages: readonly { url: string; read: string }[]) => pages.map((p) => `<${p.url}> (read ${p.read})`);
+  const limits = m.source.limits ? [`Limits: ${[...read(m.source.limits.pages), m.source.limits.note].join("; ")}`] : [];
+  return [...read(m.source.pages), m.source.note ?? "", ...limits].filter(Boolean).join("; ");
 }
 
 function row(m: ModelEntry): string {

@@ -21,11 +21,12 @@ export async function chatThroughWire<W>(
   request: Request,
   requestId: string,
   translate: (raw: unknown, headers: Headers) => { request: W; chat: Record<string, unknown> } | Failure,
-  options: Pick<ChatInput, "lowerToWindow"> & { credentials?: Credentials } = {},
+  options: Pick<ChatInput, "lowerToWindow" | "outputLimitWording"> & { credentials?: Credentials } = {},
 ): Promise<{ result: ChatResult; wire: W | null }> {
   let wire: W | null = null;
   const result = await chat(deps, {
     ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
+    ...(options.outputLimitWording ? { outputLimitWording: options.outputLimitWording } : {}),
     requestId,
     credentials: options.credentials ?? credentialsOf(request),
     readBody: async () => {

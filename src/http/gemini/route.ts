@@ -20,7 +20,14 @@ import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
-import { contentsToChat, countTokensRequest, GEMINI_PARTS_MAX, generateContentToChat, toolsToChat } from "../../wires/gemini/request.ts";
+import {
+  contentsToChat,
+  countTokensRequest,
+  GEMINI_PARTS_MAX,
+  generateContentToChat,
+  geminiOutputLimit,
+  toolsToChat,
+} from "../../wires/gemini/request.ts";
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
 import { chatToGemini } from "../../wires/gemini/response.ts";
 import { GeminiStream } from "../../wires/gemini/stream.ts";
@@ -105,6 +112,7 @@ async function generateContent(
   const stream = target.action === "streamGenerateContent";
   const { result } = await chatThroughWire(deps, request, requestId, (raw) => generateContentToChat(raw, target.model, stream), {
     credentials: geminiCredentials(request),
+    outputLimitWording: geminiOutputLimit,
   });
   if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: target.model };

@@ -10,7 +10,14 @@ import { operationModel } from "../../admission/admission.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
-import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat, type MessagesRequest } from "../../wires/messages/request.ts";
+import {
+  conversationToChat,
+  countTokensRequest,
+  messagesOutputLimit,
+  messagesToChat,
+  toolsToChat,
+  type MessagesRequest,
+} from "../../wires/messages/request.ts";
 import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
 import type { FreeGate } from "../../admission/free.ts";
@@ -40,7 +47,10 @@ export async function createMessage(
   set: { headers: Record<string, string | number> },
 ) {
   // Anthropic lowers a max_tokens the window cannot hold (the stop reason tells), as Claude Code expects.
-  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat, { lowerToWindow: true });
+  const { result, wire } = await chatThroughWire<MessagesRequest>(deps, request, requestId, messagesToChat, {
+    lowerToWindow: true,
+    outputLimitWording: messagesOutputLimit,
+  });
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
   const ctx = { requestId, model: wire!.model };
   if (result.kind === "json") {

@@ -5,7 +5,7 @@
  */
 import { fail, isFailure } from "../../errors.ts";
 import { parseChatCompletion } from "../../wires/chat.ts";
-import { responsesToChat } from "../../wires/responses/request.ts";
+import { responsesOutputLimit, responsesToChat } from "../../wires/responses/request.ts";
 import { chatToResponse, type ResponsesContext } from "../../wires/responses/response.ts";
 import { ResponsesStream } from "../../wires/responses/stream.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
@@ -24,10 +24,16 @@ export async function createResponse(
   set: { headers: Record<string, string | number> },
 ) {
   const createdAt = nowS();
-  const { result, wire } = await chatThroughWire<ResponsesTranslation>(deps, request, requestId, (raw) => {
-    const translated = responsesToChat(raw);
-    return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
-  });
+  const { result, wire } = await chatThroughWire<ResponsesTranslation>(
+    deps,
+    request,
+    requestId,
+    (raw) => {
+      const translated = responsesToChat(raw);
+      return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
+    },
+    { outputLimitWording: responsesOutputLimit },
+  );
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
   const ctx: ResponsesContext = { requestId, model: wire!.request.model, createdAt, request: wire!.request, toolNames: wire!.toolNames };
   if (result.kind === "json") {

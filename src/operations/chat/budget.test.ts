@@ -143,3 +143,32 @@ test("an image URL that shows no image type: Gemini may read a video or a PDF th
   expect(await bound(gemini, "https://x.io/a.png")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
   expect(await bound(gemini, "data:image/png;base64,AAAA")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
 });
+
+test("a limit above the model's output_max is refused with OpenAI's invalid_value, naming the field the body used", async () => {
+  const capped = { ...model, id: "gpt-4o-mini", outputMax: 16_384 };
+  const options = { fairnessKey: "k" };
+  const refused = await chatBudget(body({ max_tokens: 100_000 }), capped, options);
+  expect(refused).toEqual({
+    code: "invalid_value",
+    param: "max_tokens",
+    message: "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000.",
+  });
+  const completion = await chatBudget(body({ max_tokens: undefined, max_completion_tokens: 16_385 }), capped, options);
+  expect(isFailure(completion) && completion.param).toBe("max_completion_tokens");
+  const atMax = await chatBudget(body({ max_tokens: 16_384 }), capped, options);
+  expect(isFailure(atMax) ? atMax : atMax.outputTokensMax).toBe(16_384);
+  // A wire's own words, as the Messages and Gemini wires give them.
+  const worded = await chatBudget(body({ max_tokens: 20_000 }), capped, {
+    ...options,
+    outputLimitWording: (asked, max, id) => ({ param: "p", message: `${asked}/${max}/${id}` }),
+  });
+  expect(worded).toEqual({ code: "invalid_value", param: "p", message: "20000/16384/gpt-4o-mini" });
+});
+
+test("a default output limit stays within output_max", async () => {
+  const capped = { ...model, outputMax: 8_192 };
+  const streamed = await chatBudget(body({ max_tokens: undefined, stream: true }), capped, { fairnessKey: "k" });
+  expect(isFailure(streamed) ? streamed : streamed.outputTokensMax).toBe(8_192);
+  const whole = await chatBudget(body({ max_tokens: undefined }), capped, { fairnessKey: "k" });
+  expect(isFailure(whole) ? whole : whole.outputTokensMax).toBe(4_096);
+});

@@ -10,6 +10,10 @@
  * (src/admission: `Reserve.outputLowerable`); the upstream is told the lowered limit. On a wire
  * that lowers to the window (Anthropic's Messages), a limit the window cannot hold after the
  * prompt is lowered to the room left, down to OUTPUT_TOKENS_WINDOW_MIN, instead of refused.
+ *
+ * A limit above the model's `output_max` (the most its vendor lets one request ask for) is
+ * refused with the vendor's 400 in the wire's words (`OutputLimitWording`); a default limit is
+ * held within it.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { PaidFields } from "../../config.ts";
@@ -72,6 +76,37 @@ export interface ChatBudget {
   priceVersionId: number;
 }
 
+/** How a wire words a limit above the model's output_max: the field it names and its vendor's message. */
+export type OutputLimitWording = (asked: number, max: number, modelId: string) => { param: string; message: string };
+
+/**
+ * OpenAI's words for a limit above the model's (its 400 `invalid_value`), naming `param`.
+ * @example openAiOutputLimit("max_tokens")(100_000, 16_384, "gpt-4o-mini").message
+ *   // "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000."
+ */
+export function openAiOutputLimit(param: string): OutputLimitWording {
+  return (asked, max) => ({
+    param,
+    message: `${param} is too large: ${asked}. This model supports at most ${max} completion tokens, whereas you provided ${asked}.`,
+  });
+}
+
+/** The refusal of an output limit the model does not take, or null when it takes it. */
+function outputLimitRefusal(
+  body: ChatRequest,
+  model: CatalogModel,
+  requested: number | null,
+  wording?: OutputLimitWording,
+): Failure | null {
+  if (requested === null || model.outputMax === null || requested <= model.outputMax) return null;
+  const words = (wording ?? openAiOutputLimit(body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens"))(
+    requested,
+    model.outputMax,
+    model.id,
+  );
+  return fail("invalid_value", words.message, { param: words.param });
+}
+
 /** What chatBudget needs beside the body and the model. */
 export interface ChatBudgetOptions {
   /** Whose counting this is (the key's id): tokenizer work before admission takes turns by it (count.ts). */
@@ -85,6 +120,8 @@ export interface ChatBudgetOptions {
    * below OUTPUT_TOKENS_WINDOW_MIN) instead of refused, as Anthropic's Messages API does.
    */
   lowerToWindow?: boolean;
+  /** The wire's words for a limit above the model's output_max; OpenAI's, naming the field the body used, when absent. */
+  outputLimitWording?: OutputLimitWording;
 }
 
 const bytesOf = (value: unknown) =>
@@ -171,6 +208,8 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   // counted in the total completion tokens for purposes of billing, output, and context window limits").
   const predictionTokensBound = bytesOf(body.prediction);
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
+  const outputRefused = outputLimitRefusal(body, model, requested, options.outputLimitWording);
+  if (outputRefused) return outputRefused;
   const lowerable = options.lowerToWindow === true && requested !== null;
   // The output the window must leave room for: all of it asked, or on a lowering wire its floor.
   const outputLeast = lowerable ? Math.min(requested, OUTPUT_TOKENS_WINDOW_MIN) : (requested ?? 1);
@@ -194,7 +233,8 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
     promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
-  const asked = requested ?? (body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT);
+  const outputDefault = body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT;
+  const asked = requested ?? Math.min(outputDefault, model.outputMax ?? outputDefault);
   const outputTokensMax = requested === null || lowerable ? Math.min(asked, room) : requested;
   const choices = body.n ?? 1;
   return {

@@ -33,7 +33,7 @@ import { unreportedOutputTokens } from "./unreported.ts";
 import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { type Admitted, type Refused, run } from "../run.ts";
-import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget } from "./budget.ts";
+import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget, type OutputLimitWording } from "./budget.ts";
 import { Relay } from "./relay.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
@@ -63,6 +63,7 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
     bodyBytes,
     paidFields: deps.pools.get(model.id)?.paidFields,
     lowerToWindow: input.lowerToWindow,
+    outputLimitWording: input.outputLimitWording,
   });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
@@ -121,6 +122,8 @@ export interface ChatInput {
   signal: AbortSignal;
   /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
   lowerToWindow?: boolean;
+  /** The wire's words for an output limit above the model's (budget.ts); OpenAI's when absent. */
+  outputLimitWording?: OutputLimitWording;
 }
 
 /** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
