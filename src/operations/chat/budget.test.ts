@@ -27,6 +27,7 @@ const model: CatalogModel = {
     audio_out: false,
     cache: "none",
     image_tokens: false,
+    context_1m: false,
   },
   successor: null,
   source: null,
@@ -171,4 +172,45 @@ test("a default output limit stays within output_max", async () => {
   expect(isFailure(streamed) ? streamed : streamed.outputTokensMax).toBe(8_192);
   const whole = await chatBudget(body({ max_tokens: undefined }), capped, { fairnessKey: "k" });
   expect(isFailure(whole) ? whole : whole.outputTokensMax).toBe(4_096);
+});
+
+// A tier above 100 prompt tokens at twice the prices (Gemini 2.5 Pro's shape, scaled down).
+const tiered: CatalogModel = {
+  ...model,
+  price: {
+    ...model.price,
+    tier: {
+      aboveInputTokens: 100,
+      tomanPer1m: new Map([
+        ["input_token", 27_000n],
+        ["output_token", 108_000n],
+      ]),
+    },
+  },
+};
+
+test("a prompt whose bound is above the tier's threshold is reserved at the tier's prices, every token of it; below, at the standard ones", async () => {
+  const short = (await chatBudget(body({}), tiered, { fairnessKey: "t" })) as ChatBudget;
+  expect(short.promptTokensBound).toBeLessThanOrEqual(100);
+  expect([short.inputPricePer1m, short.outputPricePer1m, short.promptTier]).toEqual([13_500n, 54_000n, undefined]);
+  expect(short.reserveMicro).toBe(BigInt(short.promptTokensBound) * 13_500n + 10n * 54_000n);
+  const long = (await chatBudget(body({ messages: [{ role: "user", content: "word ".repeat(200) }] }), tiered, {
+    fairnessKey: "t",
+  })) as ChatBudget;
+  expect(long.promptTokensBound).toBeGreaterThan(100);
+  expect([long.inputPricePer1m, long.outputPricePer1m]).toEqual([27_000n, 108_000n]);
+  expect(long.reserveMicro).toBe(BigInt(long.promptTokensBound) * 27_000n + 10n * 108_000n);
+  // The charge of a prompt that lands at or below the threshold takes the standard prices.
+  expect(long.promptTier).toEqual({ aboveInputTokens: 100, belowPricesPer1m: model.price.tomanPer1m });
+});
+
+test("a model that takes context-1m has its tier and long window only when the request asks for it", async () => {
+  const claude = { ...tiered, contextWindow: 1_000, capabilities: { ...tiered.capabilities, context_1m: true } };
+  const long = body({ messages: [{ role: "user", content: "word ".repeat(200) }], max_tokens: 10 });
+  const without = await chatBudget(long, claude, { fairnessKey: "t" });
+  // Without context-1m the window is the threshold: 100 tokens, which the prompt does not fit.
+  expect(isFailure(without) && without.code).toBe("context_length_exceeded");
+  const withBeta = (await chatBudget(long, claude, { fairnessKey: "t", context1m: true })) as ChatBudget;
+  expect(withBeta.inputPricePer1m).toBe(27_000n);
+  expect(withBeta.promptTier?.aboveInputTokens).toBe(100);
 });
