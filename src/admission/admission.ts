@@ -219,6 +219,15 @@ export interface PromptTier {
   belowPricesPer1m: ReadonlyMap<string, bigint>;
 }
 
+/**
+ * Whether usage reserved at a long-context tier is charged the standard prices: its bounded
+ * prompt (`input`, the whole prompt, cached tokens included) is not above the tier's threshold.
+ * @example chargedBelowTier({ ...reserve, promptTier: { aboveInputTokens: 200_000, belowPricesPer1m } }, { input: 200_000 }) // true
+ */
+export function chargedBelowTier(reserve: Pick<Reserve, "promptTier">, used: Pick<UsedUnits, "input">): boolean {
+  return reserve.promptTier !== undefined && (used.input ?? 0) <= reserve.promptTier.aboveInputTokens;
+}
+
 /** How a reserve's output units split into a per-choice limit and a fixed part (chat's prediction). */
 export interface OutputLimit {
   perChoice: number;
@@ -582,7 +591,7 @@ export class Admission {
    */
   private priced(used: UsedUnits): PricedUsage {
     const tier = this.reserve.promptTier;
-    if (tier && (used.input ?? 0) <= tier.aboveInputTokens) {
+    if (tier && chargedBelowTier(this.reserve, used)) {
       this.belowTierPricesCached ??= unitPricesOf(
         tier.belowPricesPer1m,
         tier.belowPricesPer1m.get("input_token") ?? 0n,
