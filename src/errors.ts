@@ -9,6 +9,8 @@ export const errorCode = z.enum([
   "invalid_json",
   "invalid_request",
   "context_length_exceeded",
+  /** A field's value is out of the range the model takes (`max_tokens` above its output limit), as OpenAI names it. */
+  "invalid_value",
   "invalid_api_key",
   "insufficient_quota",
   "origin_not_allowed",
@@ -62,6 +64,7 @@ export function describe(code: ErrorCode): ErrorDescription {
     case "invalid_json":
     case "invalid_request":
     case "context_length_exceeded":
+    case "invalid_value":
     case "code_invalid":
     case "code_expired":
       return { status: 400, type: "invalid_request_error", retryable: false };

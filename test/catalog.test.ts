@@ -153,6 +153,50 @@ describe("operators change the catalog", () => {
     expect(changes.body.data[0]).toMatchObject({ model: "acme-1", action: "add", by: "operator-a", price_version: version });
   });
 
+  test("a tier by prompt length: a prompt above its threshold is charged the tier's prices for every token, one below the standard ones; each record keeps its prices", async () => {
+    const { t } = setup!;
+    const tier = { above_input_tokens: 60, usd_per_1m: { input_token: "3", output_token: "14", cache_read_token: "0.3" } };
+    const added = await t.admin("PUT", "/admin/catalog/models/acme-tiered", { ...acme, aliases: [], tier });
+    expect(added.status).toBe(201);
+    // $3 and $14 per 1M × 90,000; the threshold beside them.
+    expect((await call("models", "acme-tiered")).body.pricing_tier).toEqual({
+      above_input_tokens: 60,
+      input: 270_000,
+      output: 1_260_000,
+      cache_read: 27_000,
+    });
+    const own = await t.fundedKey(200_000);
+    const send = async (content: string) => {
+      const response = await fetch(`${t.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${own.key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: "acme-tiered", messages: [{ role: "user", content }], max_tokens: 16 }),
+      });
+      expect(response.status).toBe(200);
+      return response.headers.get("x-request-id")!;
+    };
+    // Its byte bound is above the threshold (reserved at the tier), its count below (charged the standard prices).
+    const below = await send("word ".repeat(40));
+    const above = await send("word ".repeat(100));
+    const records = new Map<string, any>();
+    await t.gw.deps.writer.flush();
+    await until(async () => {
+      const account = await t.admin("GET", `/admin/accounts/${own.accountId}`);
+      for (const u of account.body.recent_usage) records.set(u.request_id, u);
+      return records.has(below) && records.has(above);
+    }, USAGE_WAIT_MS_MAX);
+    const [short, long] = [records.get(below), records.get(above)];
+    expect(Number(short.input_units)).toBeLessThanOrEqual(60);
+    expect(short.prices_toman_per_1m).toMatchObject({ input: "135000", output: "630000" });
+    expect(Number(long.input_units)).toBeGreaterThan(60);
+    expect(long.prices_toman_per_1m).toMatchObject({ input: "270000", output: "1260000" });
+    for (const record of [short, long])
+      expect(BigInt(record.billed_micro_toman)).toBe(
+        BigInt(record.input_units) * BigInt(record.prices_toman_per_1m.input) +
+          BigInt(record.output_units) * BigInt(record.prices_toman_per_1m.output),
+      );
+  });
+
   test("a change that leaves a reported unit unpriced is refused, naming the model and the unit", async () => {
     const { cache_read_token: _, ...withoutCache } = acme.usd_per_1m;
     const refused = await setup!.t.admin("PUT", "/admin/catalog/models/acme-2", { ...acme, aliases: [], usd_per_1m: withoutCache });

@@ -189,6 +189,20 @@ describe("chat completions", () => {
     expect(error.type).toBe("invalid_request_error");
   });
 
+  test("a max_tokens above the model's output limit: OpenAI's 400 invalid_value, nothing sent upstream", async () => {
+    for (const field of ["max_tokens", "max_completion_tokens"] as const) {
+      const error = await client.chat.completions.create({ model: "gpt-4o-mini", messages: HELLO, [field]: 100_000 }).catch((e) => e);
+      expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+      expect(error.error).toEqual({
+        message: `${field} is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000.`,
+        type: "invalid_request_error",
+        param: field,
+        code: "invalid_value",
+      });
+      expect(t.sim!.log.byRequestId(error.requestID)).toHaveLength(0);
+    }
+  });
+
   test("a prompt and output budget over the context window is context_length_exceeded", async () => {
     const error = await client.chat.completions.create({ model: "phi-4", messages: HELLO, max_tokens: 16_000 }).catch((e) => e);
     expect(error).toBeInstanceOf(OpenAI.BadRequestError);

@@ -271,6 +271,21 @@ describe("the wallet's edge", () => {
     });
   });
 
+  test("a maxOutputTokens above the model's output limit: Google's 400 INVALID_ARGUMENT, nothing sent upstream", async () => {
+    const response = await fetch(`${t.url}/v1beta/models/gemini-2.5-flash:generateContent?key=${key}`, {
+      method: "POST",
+      body: JSON.stringify({ contents: [{ role: "user", parts: [{ text: QUESTION }] }], generationConfig: { maxOutputTokens: 65_536 } }),
+    });
+    expect(response.status).toBe(400);
+    expect(((await response.json()) as { error: unknown }).error).toMatchObject({
+      code: 400,
+      status: "INVALID_ARGUMENT",
+      message:
+        "Unable to submit request because it has a maxOutputTokens value of 65536 but the supported range is from 1 (inclusive) to 65536 (exclusive). Update the value and try again.",
+    });
+    expect(sim.log.byRequestId(response.headers.get("x-request-id")!)).toHaveLength(0);
+  });
+
   test("a wallet that cannot cover the least output: 402 in Google's shape, nothing sent upstream", async () => {
     const poor = new GoogleGenAI({ apiKey: (await t.fundedKey("0.01")).key, httpOptions: { baseUrl: t.url } });
     const error = await poor.models

@@ -268,23 +268,27 @@ describe("what Claude Code sends", () => {
   });
 
   test("a max_tokens over the model's window: lowered to the room left and answered (chat completions refuses it)", async () => {
-    const window = t.gw.deps.catalog.get(anthropic.model)!.contextWindow;
-    // Streamed, as Claude Code asks (the SDK refuses a whole reply this long).
-    const { final, requestId } = await streamed({
-      model: anthropic.model,
-      system: SYSTEM,
-      messages: MESSAGES,
-      max_tokens: window + 28_000,
-    });
-    expect(textOf(final.content)).toEqual([expectedText(AS_CHAT)]);
-    await expectBilledAsLogged({ sim, t }, requestId, anthropic);
-    const chat = await fetch(`${t.url}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: anthropic.model, messages: AS_CHAT, max_tokens: window + 28_000 }),
-    });
-    expect(chat.status).toBe(400);
-    expect(((await chat.json()) as { error: { code: string } }).error.code).toBe("context_length_exceeded");
+    // The model's limit is within the window: an operator's window at that limit leaves the prompt no room for it.
+    const entry = ((await t.admin("GET", "/admin/catalog")).body.data as { id: string }[]).find((m) => m.id === anthropic.model)!;
+    const { id: _, ...fields } = entry as Record<string, unknown>;
+    const outputMax = t.gw.deps.catalog.get(anthropic.model)!.outputMax!;
+    const narrowed = await t.admin("PUT", `/admin/catalog/models/${anthropic.model}`, { ...fields, context_window: outputMax });
+    expect(narrowed.status).toBe(200);
+    try {
+      // Streamed, as Claude Code asks (the SDK refuses a whole reply this long).
+      const { final, requestId } = await streamed({ model: anthropic.model, system: SYSTEM, messages: MESSAGES, max_tokens: outputMax });
+      expect(textOf(final.content)).toEqual([expectedText(AS_CHAT)]);
+      await expectBilledAsLogged({ sim, t }, requestId, anthropic);
+      const chat = await fetch(`${t.url}/v1/chat/completions`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ model: anthropic.model, messages: AS_CHAT, max_tokens: outputMax }),
+      });
+      expect(chat.status).toBe(400);
+      expect(((await chat.json()) as { error: { code: string } }).error.code).toBe("context_length_exceeded");
+    } finally {
+      expect((await t.admin("PUT", `/admin/catalog/models/${anthropic.model}`, fields)).status).toBe(200);
+    }
   });
 
   test("count_tokens: the gateway's own count of the prompt, tools included", async () => {
@@ -309,6 +313,22 @@ describe("errors in Anthropic's shape", () => {
     expect(apiError.error).toMatchObject({ type: "error", error: { type } });
     return apiError;
   };
+
+  test("a max_tokens above the model's output limit: Anthropic's 400 invalid_request_error, nothing sent upstream", async () => {
+    const error = await expectError(
+      client.messages.create({ model: "claude-3-5-haiku-20241022", messages: MESSAGES, max_tokens: 8_193 }),
+      400,
+      "invalid_request_error",
+    );
+    expect(error.error).toEqual({
+      type: "error",
+      error: {
+        type: "invalid_request_error",
+        message: "max_tokens: 8193 > 8192, which is the maximum allowed number of output tokens for claude-3-5-haiku",
+      },
+    });
+    expect(sim.log.byRequestId(error.requestID!)).toHaveLength(0);
+  });
 
   test("no max_tokens: a 400 invalid_request_error naming it, nothing sent upstream", async () => {
     const error = await expectError(

@@ -275,6 +275,20 @@ describe("what a stateless gateway refuses", () => {
     expect(response.output_text).toBe(expectedText([{ role: "user", content: QUESTION }]));
   });
 
+  test("a max_output_tokens above the model's output limit: OpenAI's 400 invalid_value naming it, nothing sent upstream", async () => {
+    const error = await client.responses
+      .create({ model: "gpt-4.1-mini", input: QUESTION, max_output_tokens: 40_000 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((error as InstanceType<typeof OpenAI.BadRequestError>).error).toEqual({
+      message: "max_output_tokens is too large: 40000. This model supports at most 32768 completion tokens, whereas you provided 40000.",
+      type: "invalid_request_error",
+      param: "max_output_tokens",
+      code: "invalid_value",
+    });
+    expect(sim.log.byRequestId((error as InstanceType<typeof OpenAI.BadRequestError>).requestID!)).toHaveLength(0);
+  });
+
   test("an unknown model: a 404 in OpenAI's shape", async () => {
     const error = await client.responses.create({ model: "no-such-model", input: QUESTION }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(OpenAI.NotFoundError);

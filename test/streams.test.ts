@@ -217,13 +217,13 @@ describe("ends of a stream", () => {
 
 describe("backpressure", () => {
   test("a client that stops reading for 10 s: the relay's buffer stays under its bound and the stream resumes intact", async () => {
-    const tokens = 100_000;
+    const tokens = 100_000; // o4-mini's output_max (gpt-4o-mini's vendor refuses more than 16,384)
     Object.assign(sim().options, { outputTokens: tokens, ttftMs: 1 });
-    const funded = await t.fundedKey(10_000); // 100,000 output tokens cost 5,400 toman
+    const funded = await t.fundedKey(60_000); // 100,000 output tokens cost 39,600 toman
     const response = await fetch(`${t.url}/v1/chat/completions`, {
       method: "POST",
       headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
-      body: JSON.stringify({ model: "gpt-4o-mini", messages: HELLO, stream: true, max_tokens: tokens }),
+      body: JSON.stringify({ model: "o4-mini", messages: HELLO, stream: true, max_completion_tokens: tokens }),
     });
     expect(response.status).toBe(200);
     const requestId = response.headers.get("x-request-id")!;

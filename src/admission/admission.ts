@@ -188,6 +188,11 @@ export interface Reserve {
    * output), when the request's are not the model's list prices (a paid field's percent).
    */
   unitPricesPer1m?: ReadonlyMap<string, bigint>;
+  /**
+   * Reserved at a long-context tier's prices (the prompt's bound is above its threshold): a
+   * prompt charged at or below `aboveInputTokens` is priced at `belowPricesPer1m`, as its vendor bills it.
+   */
+  promptTier?: PromptTier;
   output?: PricedUnits;
   /**
    * Calls of a vendor-run tool the request offers (`web_search_call`), at the per-call price: at
@@ -206,6 +211,21 @@ export interface Reserve {
    * sends the upstream the limit admitted (`Admission.outputPerChoice`).
    */
   outputLowerable?: OutputLimit;
+}
+
+/** The standard prices of a request reserved at its long-context tier, and the tier's threshold in prompt tokens. */
+export interface PromptTier {
+  aboveInputTokens: number;
+  belowPricesPer1m: ReadonlyMap<string, bigint>;
+}
+
+/**
+ * Whether usage reserved at a long-context tier is charged the standard prices: its bounded
+ * prompt (`input`, the whole prompt, cached tokens included) is not above the tier's threshold.
+ * @example chargedBelowTier({ ...reserve, promptTier: { aboveInputTokens: 200_000, belowPricesPer1m } }, { input: 200_000 }) // true
+ */
+export function chargedBelowTier(reserve: Pick<Reserve, "promptTier">, used: Pick<UsedUnits, "input">): boolean {
+  return reserve.promptTier !== undefined && (used.input ?? 0) <= reserve.promptTier.aboveInputTokens;
 }
 
 /** How a reserve's output units split into a per-choice limit and a fixed part (chat's prediction). */
@@ -481,6 +501,7 @@ export class Admission {
   private settled: Promise<Settled | null> | null = null;
   private unreportedInput: Promise<number> | null = null;
   private unitPricesCached: Prices | null = null;
+  private belowTierPricesCached: Prices | null = null;
   /** The parts of the upstream's usage report clamped or raised to their bounds (upstream anomalies). */
   anomalies: readonly UsageAnomaly[] = [];
 
@@ -564,7 +585,21 @@ export class Admission {
     return Number(this.priced(used).usage.hosted_call ?? 0n);
   }
 
+  /**
+   * Used units at the request's prices: the tier's for a prompt above the tier's threshold (every
+   * token of the request, input and output, as the vendors bill it), else the standard ones.
+   */
   private priced(used: UsedUnits): PricedUsage {
+    const tier = this.reserve.promptTier;
+    if (tier && chargedBelowTier(this.reserve, used)) {
+      this.belowTierPricesCached ??= unitPricesOf(
+        tier.belowPricesPer1m,
+        tier.belowPricesPer1m.get("input_token") ?? 0n,
+        tier.belowPricesPer1m.get("output_token") ?? 0n,
+        this.reserve.hostedCalls,
+      );
+      return pricedAt(used, this.belowTierPricesCached, this.reserve.hostedCalls);
+    }
     return pricedAt(used, this.unitPrices, this.reserve.hostedCalls);
   }
 

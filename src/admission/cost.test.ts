@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { InvariantBroken, invariant, onInvariantBroken } from "../invariant.ts";
-import { loweredReserve, reserveMicro, type Reserve } from "./admission.ts";
+import { chargedBelowTier, loweredReserve, reserveMicro, type Reserve } from "./admission.ts";
 
 // 100 prompt tokens at 10 micro-toman, 16,384 output tokens × 2 choices + 50 predicted at 100.
 const reserve: Reserve = {
@@ -71,4 +71,12 @@ test("in production a broken invariant is reported and the caller told to fail s
     process.env.NODE_ENV = env;
   }
   expect(reported).toEqual(["in_flight_non_negative"]);
+});
+
+test("usage reserved at a long-context tier is charged the standard prices only when its prompt is not above the threshold", () => {
+  const tiered: Reserve = { ...reserve, promptTier: { aboveInputTokens: 200_000, belowPricesPer1m: new Map([["input_token", 5n]]) } };
+  expect(chargedBelowTier(tiered, { input: 200_000 })).toBe(true);
+  expect(chargedBelowTier(tiered, { input: 200_001 })).toBe(false);
+  // Reserved at the standard prices (no tier taken): nothing to lower.
+  expect(chargedBelowTier(reserve, { input: 10 })).toBe(false);
 });

@@ -18,8 +18,8 @@
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
-import { capabilitiesSchema, type Capabilities, type ModelEntry, sourceSchema } from "./file.ts";
-import { usdToTomanPer1m } from "./prices.ts";
+import { capabilitiesSchema, type Capabilities, entryPrices, type ModelEntry, type ModelSource, sourceSchema } from "./file.ts";
+import { splitTierPrices, usdToTomanPer1m } from "./prices.ts";
 import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation } from "./seed.ts";
 import { closestIds } from "./suggest.ts";
 
@@ -27,6 +27,13 @@ export interface PriceList {
   versionId: number;
   tomanPerUsd: bigint;
   /** unit → toman per 1M units */
+  tomanPer1m: ReadonlyMap<string, bigint>;
+  /** The long-context tier: every token of a request whose prompt is above the threshold, at these prices (unit → toman per 1M). */
+  tier?: PriceTierList | null;
+}
+
+export interface PriceTierList {
+  aboveInputTokens: number;
   tomanPer1m: ReadonlyMap<string, bigint>;
 }
 
@@ -44,7 +51,7 @@ export interface CatalogModel {
   capabilities: Capabilities;
   /** Set when the model is retired: requests for it answer 410 naming the successor. */
   successor: string | null;
-  source: { pages: { url: string; read: string }[]; note?: string } | null;
+  source: ModelSource | null;
   price: PriceList;
 }
 
@@ -99,14 +106,18 @@ export class Catalog {
     if (index === this.currentIndex && this.ordered.length > 0) return;
     this.currentIndex = index;
     const version = this.versions[index];
-    const entries = this.modelRows.map((m) => ({
-      ...m,
-      price: {
-        versionId: version?.versionId ?? 0,
-        tomanPerUsd: version?.tomanPerUsd ?? 0n,
-        tomanPer1m: version?.prices.get(m.id) ?? new Map<string, bigint>(),
-      },
-    }));
+    const entries = this.modelRows.map((m) => {
+      const { standard, tier } = splitTierPrices(version?.prices.get(m.id) ?? new Map<string, bigint>());
+      return {
+        ...m,
+        price: {
+          versionId: version?.versionId ?? 0,
+          tomanPerUsd: version?.tomanPerUsd ?? 0n,
+          tomanPer1m: standard,
+          tier: tier && { aboveInputTokens: tier.aboveInputTokens, tomanPer1m: tier.prices },
+        },
+      };
+    });
     this.byId = new Map(entries.map((e) => [e.id, e]));
     this.everyModel = entries.sort((a, b) => a.listing - b.listing || a.id.localeCompare(b.id));
     this.ordered = this.everyModel.filter((e) => e.successor === null);
@@ -158,6 +169,42 @@ export class Catalog {
   allVersions(): readonly PriceVersion[] {
     return this.versions;
   }
+}
+
+/** What a request asks of a model's long context: `context1m`, Anthropic's `context-1m-2025-08-07` beta. */
+export interface LongContextAsk {
+  context1m: boolean;
+}
+
+/**
+ * Whether the model has a long-context price tier (every token at higher prices once the prompt
+ * is above a threshold). A model that takes context-1m (`capabilities.context_1m`) has it only
+ * for requests that ask for context-1m: see longContextTier.
+ * @example hasLongContextTier(catalog.get("gemini-2.5-pro")!) // true
+ */
+export function hasLongContextTier(model: CatalogModel): boolean {
+  return (model.price.tier ?? null) !== null;
+}
+
+/**
+ * The tier a request may be billed at, or null: the model's tier, except that a model that takes
+ * context-1m has it only when the request asks for context-1m (without it the prompt cannot pass
+ * the threshold: it is the model's window then, contextWindowOf).
+ * @example longContextTier(claudeSonnet4, { context1m: false }) // null
+ */
+export function longContextTier(model: CatalogModel, ask: LongContextAsk): PriceTierList | null {
+  const tier = model.price.tier ?? null;
+  return tier && (!model.capabilities.context_1m || ask.context1m) ? tier : null;
+}
+
+/**
+ * The window a request has on the model: its context window, or the tier's threshold for a model
+ * that takes context-1m when the request does not ask for it (Anthropic's standard 200K).
+ * @example contextWindowOf(claudeSonnet4, { context1m: false }) // 200_000
+ */
+export function contextWindowOf(model: CatalogModel, ask: LongContextAsk): number {
+  const tier = model.price.tier ?? null;
+  return tier && model.capabilities.context_1m && !ask.context1m ? tier.aboveInputTokens : model.contextWindow;
 }
 
 /** The columns of a model row that describe it (all but its id and creation time). */
@@ -226,7 +273,7 @@ async function seedPrices(db: Db, seed: readonly ModelEntry[]): Promise<void> {
     .innerJoin(exchangeRates, eq(exchangeRates.id, priceVersions.rateId));
   const rows = versions.flatMap((v) =>
     seed.flatMap((m) =>
-      Object.entries(m.usd_per_1m).map(([unit, usd]) => ({
+      entryPrices(m).map(([unit, usd]) => ({
         versionId: v.versionId,
         modelId: m.id,
         unit,

@@ -19,7 +19,7 @@ import type { Db } from "../db/client.ts";
 import { catalogChanges, exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
 import type { Catalog, CatalogModel } from "./catalog.ts";
 import { modelColumns } from "./catalog.ts";
-import { catalogProblems, type ModelEntry } from "./file.ts";
+import { catalogProblems, entryOfPrices, entryPrices, type ModelEntry } from "./file.ts";
 import { usdToTomanPer1m } from "./prices.ts";
 
 export type CatalogAction = "add" | "change" | "alias" | "retire";
@@ -45,7 +45,7 @@ export function entryOf(model: CatalogModel, usdPer1m: Record<string, string>): 
     open_weight: model.openWeight,
     listing: model.listing,
     capabilities: model.capabilities,
-    usd_per_1m: usdPer1m,
+    ...entryOfPrices(usdPer1m),
     retired: model.successor === null ? null : { successor: model.successor },
     source: model.source ?? { pages: [] },
   };
@@ -92,7 +92,7 @@ export async function applyCatalogChange(db: Db, catalog: Catalog, change: Catal
       .returning({ id: priceVersions.id });
     const kept = current.filter((p) => p.modelId !== entry.id);
     const priced = (versionId: number, tomanPerUsd: bigint) =>
-      Object.entries(entry.usd_per_1m).map(([unit, usd]) => ({
+      entryPrices(entry).map(([unit, usd]) => ({
         versionId,
         modelId: entry.id,
         unit,

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { Catalog } from "./catalog.ts";
-import { CATALOG_FILE_PATH, parseCatalogFile } from "./file.ts";
+import { CATALOG_FILE_PATH, entryOfPrices, entryPrices, parseCatalogFile } from "./file.ts";
 import { REASONING_MODELS, takesReasoningEffort } from "./reasoning.ts";
 import { SEED_MODELS } from "./seed.ts";
 
@@ -92,4 +92,52 @@ test("reasoning models are marked in the file; a dated id of one takes an effort
   for (const id of REASONING_MODELS) expect(catalog.lookup(id).kind === "unknown", id).toBe(false);
   expect(takesReasoningEffort("claude-sonnet-4-20250514")).toBe(true);
   expect(takesReasoningEffort("gpt-4o-mini")).toBe(false);
+});
+
+test("every chat model has an output_max, and says where it was read", () => {
+  for (const m of SEED_MODELS.filter((e) => e.operation === "chat")) {
+    expect(m.output_max, m.id).toBeGreaterThan(0);
+    expect(m.output_max!, m.id).toBeLessThanOrEqual(m.context_window);
+    expect(m.source.limits?.note.length ?? 0, m.id).toBeGreaterThan(0);
+  }
+  expect(SEED_MODELS.find((m) => m.id === "gpt-4o-mini")!.output_max).toBe(16_384);
+});
+
+test("an output_max above the window, or a limits source without its note, is refused", () => {
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.output_max = 200_000)))).toThrow(
+    "model gpt-4o-mini has output_max 200000 above its context_window 128000",
+  );
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.source.limits = { pages: [] })))).toThrow("source.limits.note");
+  expect(() => parseCatalogFile(edited("gpt-4o-mini", (entry) => (entry.source.limits.extra = 1)))).toThrow("extra");
+});
+
+test("a tier without a threshold, without a price of a token unit, or beyond the window is refused; context-1m needs a tier", () => {
+  const tierless = (edit: (tier: any) => void) => edited("gemini-2.5-pro", (entry) => edit(entry.tier));
+  expect(() => parseCatalogFile(tierless((tier) => delete tier.above_input_tokens))).toThrow("tier.above_input_tokens");
+  expect(() => parseCatalogFile(tierless((tier) => delete tier.usd_per_1m.cache_read_token))).toThrow(
+    "model gemini-2.5-pro's tier has no price for cache_read_token",
+  );
+  expect(() => parseCatalogFile(tierless((tier) => (tier.usd_per_1m.web_search_call = "1")))).toThrow(
+    "model gemini-2.5-pro's tier prices web_search_call, which is not one of its token units",
+  );
+  expect(() => parseCatalogFile(tierless((tier) => (tier.above_input_tokens = 1_000_000)))).toThrow("not within its window of 1000000");
+  expect(() => parseCatalogFile(edited("claude-sonnet-4", (entry) => (entry.tier = null)))).toThrow(
+    "model claude-sonnet-4 takes context-1m but has no tier",
+  );
+});
+
+test("the tiers the vendors bill replace windows held at the tier's threshold", () => {
+  const byId = new Map(SEED_MODELS.map((m) => [m.id, m]));
+  expect(byId.get("gpt-6.1-sol")).toMatchObject({ context_window: 1_050_000, tier: { above_input_tokens: 272_000 } });
+  expect(byId.get("claude-haiku-5-5")).toMatchObject({
+    context_window: 1_000_000,
+    output_max: 128_000,
+    tier: { above_input_tokens: 100_000 },
+  });
+  expect(byId.get("gemini-3.1-pro-preview")).toMatchObject({ context_window: 1_048_576, tier: { above_input_tokens: 200_000 } });
+  expect(byId.get("claude-sonnet-4")).toMatchObject({ capabilities: { context_1m: true }, tier: { above_input_tokens: 200_000 } });
+  expect(entryOfPrices(Object.fromEntries(entryPrices(byId.get("gemini-2.5-pro")!)))).toEqual({
+    usd_per_1m: byId.get("gemini-2.5-pro")!.usd_per_1m,
+    tier: byId.get("gemini-2.5-pro")!.tier,
+  });
 });

@@ -9,7 +9,7 @@
  * omission.
  */
 import { z } from "zod";
-import { parseUsd } from "./prices.ts";
+import { parseUsd, splitTierPrices, tierPriceKey } from "./prices.ts";
 import { UNIT_PRICE_KEYS } from "../units.ts";
 
 export const OPERATIONS = ["chat", "embeddings", "images", "speech", "transcription"] as const;
@@ -93,17 +93,42 @@ export const capabilitiesSchema = z.strictObject({
   cache: z.enum(["none", "read", "read_write"]).default("none"),
   /** The reply reports image tokens (`usage.input_tokens_details`), billed by token unit (gpt-image-1). */
   image_tokens: z.boolean().default(false),
+  /**
+   * Takes Anthropic's `context-1m-2025-08-07` beta: the prompt may pass the standard window only
+   * with it, so its long-context tier (`tier`) applies only to a request that asks for it.
+   */
+  context_1m: z.boolean().default(false),
 });
 export type Capabilities = z.infer<typeof capabilitiesSchema>;
 
-/** Where a model's prices were read: the vendor's public pages and the date, or a note saying why there is none. */
+const sourcePages = z
+  .array(z.strictObject({ url: z.string().url(), read: z.iso.date() }))
+  .max(SOURCE_PAGES_MAX)
+  .default([]);
+
+/**
+ * Where a model's prices were read: the vendor's public pages and the date, or a note saying why
+ * there is none; `limits`: where its output_max and price tiers were read, the same way (a note
+ * is required: it says which figure is whose, and which was not on a stored page).
+ */
 export const sourceSchema = z.strictObject({
-  pages: z
-    .array(z.strictObject({ url: z.string().url(), read: z.iso.date() }))
-    .max(SOURCE_PAGES_MAX)
-    .default([]),
+  pages: sourcePages,
   note: z.string().max(2_000).optional(),
+  limits: z.strictObject({ pages: sourcePages, note: z.string().min(1).max(2_000) }).optional(),
 });
+export type ModelSource = z.infer<typeof sourceSchema>;
+
+/**
+ * A price tier by prompt length, as the vendors bill it: once a request's prompt (every input
+ * token, cached ones included) is above `above_input_tokens`, every token of the request, input
+ * and output, is billed at these prices. A model with `capabilities.context_1m` has the
+ * threshold as its window unless a request asks for context-1m (catalog.ts `contextWindowOf`).
+ */
+export const priceTierSchema = z.strictObject({
+  above_input_tokens: z.number().int().positive().max(CONTEXT_WINDOW_MAX),
+  usd_per_1m: z.record(unitName, usdPrice),
+});
+export type PriceTier = z.infer<typeof priceTierSchema>;
 
 /** One model as the file and the admin API write it (prices in USD per 1M units). */
 export const modelEntrySchema = z.strictObject({
@@ -120,6 +145,8 @@ export const modelEntrySchema = z.strictObject({
   listing: z.number().int().min(0).max(1_000_000),
   capabilities: capabilitiesSchema,
   usd_per_1m: z.record(unitName, usdPrice),
+  /** The long-context price tier (one per model: the vendors have one threshold each); null: one price per unit. */
+  tier: priceTierSchema.nullable().default(null),
   /** Retired: the model answers 410 naming this successor. */
   retired: z.strictObject({ successor: modelId }).nullable().default(null),
   source: sourceSchema,
@@ -158,9 +185,46 @@ export function reportedUnits(entry: Pick<ModelEntry, "operation" | "capabilitie
   }
 }
 
+/** Every price of an entry by the prices table's key: the standard ones, then its tier's (tierPriceKey). */
+export function entryPrices(entry: Pick<ModelEntry, "usd_per_1m" | "tier">): [string, string][] {
+  const tier = entry.tier;
+  const tiered = tier
+    ? Object.entries(tier.usd_per_1m).map(([unit, usd]) => [tierPriceKey(unit, tier.above_input_tokens), usd] as [string, string])
+    : [];
+  return [...Object.entries(entry.usd_per_1m), ...tiered];
+}
+
+/** An entry's prices and tier from the prices table's keys (entryPrices undone). */
+export function entryOfPrices(usdByKey: Record<string, string>): Pick<ModelEntry, "usd_per_1m" | "tier"> {
+  const { standard, tier } = splitTierPrices(Object.entries(usdByKey));
+  return {
+    usd_per_1m: Object.fromEntries(standard),
+    tier: tier ? { above_input_tokens: tier.aboveInputTokens, usd_per_1m: Object.fromEntries(tier.prices) } : null,
+  };
+}
+
 /** The first unit the model reports and has no price for, or null. */
 export function missingPrice(entry: Pick<ModelEntry, "operation" | "capabilities" | "usd_per_1m">): string | null {
   return reportedUnits(entry).find((unit) => entry.usd_per_1m[unit] === undefined) ?? null;
+}
+
+/** A tier's problems: a threshold within the window, a price for every token unit the model prices and no other (hosted-tool calls keep theirs). */
+function tierProblems(entry: ModelEntry): string[] {
+  const problems: string[] = [];
+  const tier = entry.tier;
+  if (entry.capabilities.context_1m && !tier)
+    problems.push(`model ${entry.id} takes context-1m but has no tier (its window without context-1m is the tier's threshold)`);
+  if (!tier) return problems;
+  const window = entry.context_window;
+  if (entry.operation !== "chat") problems.push(`model ${entry.id} has a price tier, which only chat models take`);
+  if (tier.above_input_tokens >= window)
+    problems.push(`model ${entry.id}'s tier starts above ${tier.above_input_tokens} input tokens, not within its window of ${window}`);
+  for (const unit of Object.keys(entry.usd_per_1m).filter((u) => u.endsWith("_token")))
+    if (tier.usd_per_1m[unit] === undefined) problems.push(`model ${entry.id}'s tier has no price for ${unit} (tier.usd_per_1m.${unit})`);
+  for (const unit of Object.keys(tier.usd_per_1m))
+    if (entry.usd_per_1m[unit] === undefined || !unit.endsWith("_token"))
+      problems.push(`model ${entry.id}'s tier prices ${unit}, which is not one of its token units`);
+  return problems;
 }
 
 /**
@@ -171,6 +235,9 @@ export function catalogProblems(entries: readonly ModelEntry[]): string[] {
   const problems: string[] = [];
   const owner = new Map<string, string>();
   for (const entry of entries) {
+    if (entry.output_max !== null && entry.output_max > entry.context_window && entry.operation === "chat")
+      problems.push(`model ${entry.id} has output_max ${entry.output_max} above its context_window ${entry.context_window}`);
+    problems.push(...tierProblems(entry));
     const missing = missingPrice(entry);
     if (missing) problems.push(`model ${entry.id} reports ${missing} but has no price for it (usd_per_1m.${missing})`);
     for (const name of [entry.id, ...entry.aliases]) {

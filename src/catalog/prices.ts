@@ -46,3 +46,37 @@ export function tomanToMicro(toman: string | number): bigint {
   if (!match) throw new RangeError("an amount in toman must be a whole number or a decimal string with at most 6 decimals");
   return BigInt(match[1]!) * 1_000_000n + BigInt((match[2] ?? "").padEnd(6, "0"));
 }
+
+/**
+ * A tier's price of `unit` as the prices table names it: the unit and the tier's threshold, so a
+ * price version holds the tier's prices beside the standard ones (each version, its own rate).
+ * @example tierPriceKey("input_token", 200_000) === "input_token>200000"
+ */
+export function tierPriceKey(unit: string, aboveInputTokens: number): string {
+  return `${unit}>${aboveInputTokens}`;
+}
+
+/** The unit and threshold a tier's price key names, or null for a standard price's key. */
+export function parseTierPriceKey(key: string): { unit: string; aboveInputTokens: number } | null {
+  const match = /^([a-z0-9_]+)>(\d+)$/.exec(key);
+  return match ? { unit: match[1]!, aboveInputTokens: Number(match[2]) } : null;
+}
+
+/**
+ * Prices by key split into the standard ones and the tier's (by unit, with its threshold).
+ * @example splitTierPrices(new Map([["input_token", 1n], ["input_token>200000", 2n]]))
+ *   // { standard: Map { input_token → 1n }, tier: { aboveInputTokens: 200000, prices: Map { input_token → 2n } } }
+ */
+export function splitTierPrices<P>(prices: Iterable<[string, P]>): {
+  standard: Map<string, P>;
+  tier: { aboveInputTokens: number; prices: Map<string, P> } | null;
+} {
+  const standard = new Map<string, P>();
+  let tier: { aboveInputTokens: number; prices: Map<string, P> } | null = null;
+  for (const [key, price] of prices) {
+    const tiered = parseTierPriceKey(key);
+    if (!tiered) standard.set(key, price);
+    else (tier ??= { aboveInputTokens: tiered.aboveInputTokens, prices: new Map() }).prices.set(tiered.unit, price);
+  }
+  return { standard, tier };
+}

@@ -26,11 +26,12 @@ an audit row, and reaches every node within a second.
 |---|---|
 | \`id\` | The catalog id: what usage records, pools and prices name |
 | \`aliases\` | Other names the model answers to on every route (dated ids, \`-latest\`, short names) |
-| \`context_window\`, \`output_max\` | Tokens; \`output_max\` is null where the vendor does not publish it |
-| \`capabilities\` | \`streaming\`, \`tools\`, \`hosted_tools\` (vendor-run tools, each billed per call), \`reasoning\` (how it is reported: \`none\`, \`hidden\` in the output tokens, \`thinking_blocks\`, \`reasoning_content\`), \`reasoning_effort\`, \`images_in\`/\`images_out\`, \`audio_in\`/\`audio_out\`, \`cache\` (\`none\`, \`read\`: the vendor caches by itself, \`read_write\`: 5-minute and 1-hour writes), \`image_tokens\` (image replies report token usage) |
+| \`context_window\`, \`output_max\` | Tokens. \`output_max\`: the most output one request may ask for (\`max_tokens\`, \`max_completion_tokens\`, \`max_output_tokens\`, \`maxOutputTokens\`); above it the request gets its vendor's 400 on its wire, and a default limit stays within it. Every chat model has one: the vendor's figure, or the window where the vendor publishes none (open-weight models: the serving backend's \`max_model_len\` bounds prompt and output together; an operator whose backend is set lower changes the entry) |
+| \`capabilities\` | \`streaming\`, \`tools\`, \`hosted_tools\` (vendor-run tools, each billed per call), \`reasoning\` (how it is reported: \`none\`, \`hidden\` in the output tokens, \`thinking_blocks\`, \`reasoning_content\`), \`reasoning_effort\`, \`images_in\`/\`images_out\`, \`audio_in\`/\`audio_out\`, \`cache\` (\`none\`, \`read\`: the vendor caches by itself, \`read_write\`: 5-minute and 1-hour writes), \`image_tokens\` (image replies report token usage), \`context_1m\` (takes Anthropic's context-1m beta: see \`tier\`) |
 | \`usd_per_1m\` | The vendor's list price in USD per 1M units, as an exact decimal string |
+| \`tier\` | The long-context price tier, as the vendors bill it: once the prompt (cached tokens included) is above \`above_input_tokens\`, every token of the request, input and output, at the tier's \`usd_per_1m\` (each token unit the model prices; hosted-tool calls keep theirs). Reserved at the tier when the prompt's bound is above the threshold, charged at the tier the bounded reported prompt is in; the usage record keeps the prices it was charged. A model with \`capabilities.context_1m\` (Anthropic's \`context-1m-2025-08-07\` beta) has the tier, and the window above the threshold, only for requests that ask for it |
 | \`retired\` | \`{successor}\`: the model answers 410 naming it |
-| \`source\` | The vendor pages the prices were read from and the date, and a note where there is none |
+| \`source\` | The vendor pages the prices were read from and the date, and a note where there is none; \`source.limits\`: the same for \`output_max\` (and price tiers), its note saying whose each figure is and which was not on a stored page |
 
 ## Units
 
@@ -70,14 +71,20 @@ function capabilitiesText(m: ModelEntry): string {
 }
 
 function sourceText(m: ModelEntry): string {
-  const pages = m.source.pages.map((p) => `<${p.url}> (read ${p.read})`);
-  return [...pages, m.source.note ?? ""].filter(Boolean).join("; ");
+  const read = (pages: readonly { url: string; read: string }[]) => pages.map((p) => `<${p.url}> (read ${p.read})`);
+  const limits = m.source.limits ? [`Limits: ${[...read(m.source.limits.pages), m.source.limits.note].join("; ")}`] : [];
+  return [...read(m.source.pages), m.source.note ?? "", ...limits].filter(Boolean).join("; ");
 }
 
 function row(m: ModelEntry): string {
-  const prices = Object.entries(m.usd_per_1m)
-    .map(([unit, usd]) => `${unit} $${usd}`)
-    .join(", ");
+  const listed = (usd: Record<string, string>) =>
+    Object.entries(usd)
+      .map(([unit, price]) => `${unit} $${price}`)
+      .join(", ");
+  const tier = m.tier
+    ? `; above ${m.tier.above_input_tokens.toLocaleString("en-US")} prompt tokens${m.capabilities.context_1m ? " (with context-1m)" : ""}: ${listed(m.tier.usd_per_1m)}`
+    : "";
+  const prices = listed(m.usd_per_1m) + tier;
   const status = m.retired ? `retired → \`${m.retired.successor}\`` : "active";
   const aliases = m.aliases.map((a) => `\`${a}\``).join(", ") || "-";
   const limits = `${m.context_window.toLocaleString("en-US")} / ${m.output_max?.toLocaleString("en-US") ?? "-"}`;

@@ -33,11 +33,12 @@ export async function chatThroughWire<W>(
     translate: (raw: unknown, headers: Headers) => WireRequest<W> | Failure;
     present: (reply: ChatCompletion, request: W, facts: { hostedCalls: number }) => unknown;
   },
-  options: Pick<ChatInput, "lowerToWindow"> & { credentials?: Credentials } = {},
+  options: Pick<ChatInput, "lowerToWindow" | "outputLimitWording"> & { credentials?: Credentials } = {},
 ): Promise<{ result: ChatResult; wire: W | null }> {
   let read: W | null = null;
   const result = await chat(deps, {
     ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
+    ...(options.outputLimitWording ? { outputLimitWording: options.outputLimitWording } : {}),
     requestId,
     credentials: options.credentials ?? credentialsOf(request),
     readBody: async () => {

@@ -19,7 +19,14 @@ import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
-import { contentsToChat, countTokensRequest, GEMINI_PARTS_MAX, generateContentToChat, toolsToChat } from "../../wires/gemini/request.ts";
+import {
+  contentsToChat,
+  countTokensRequest,
+  GEMINI_PARTS_MAX,
+  generateContentToChat,
+  geminiOutputLimit,
+  toolsToChat,
+} from "../../wires/gemini/request.ts";
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
 import { chatToGemini } from "../../wires/gemini/response.ts";
 import { GeminiStream } from "../../wires/gemini/stream.ts";
@@ -114,7 +121,7 @@ async function generateContent(
     request,
     requestId,
     { translate: (raw) => generateContentToChat(raw, target.model, stream), present: (reply) => chatToGemini(reply, ctx) },
-    { credentials: geminiCredentials(request) },
+    { credentials: geminiCredentials(request), outputLimitWording: geminiOutputLimit },
   );
   if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
   if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));

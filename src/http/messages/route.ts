@@ -9,7 +9,14 @@
 import { operationModel } from "../../admission/admission.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
-import { conversationToChat, countTokensRequest, messagesToChat, toolsToChat, type MessagesRequest } from "../../wires/messages/request.ts";
+import {
+  conversationToChat,
+  countTokensRequest,
+  messagesOutputLimit,
+  messagesToChat,
+  toolsToChat,
+  type MessagesRequest,
+} from "../../wires/messages/request.ts";
 import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
 import type { FreeGate } from "../../admission/free.ts";
@@ -47,7 +54,7 @@ export async function createMessage(
       translate: messagesToChat,
       present: (reply, wire, facts) => chatToMessage(reply, { requestId, model: wire.model }, facts.hostedCalls),
     },
-    { lowerToWindow: true },
+    { lowerToWindow: true, outputLimitWording: messagesOutputLimit },
   );
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
   if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));

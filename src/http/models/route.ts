@@ -6,7 +6,7 @@
  * are built once per price version (every catalog change makes one) and served as prepared strings.
  */
 import type { PoolHost } from "../../../actors/pool/host.ts";
-import type { Catalog, CatalogModel } from "../../catalog/catalog.ts";
+import { type Catalog, type CatalogModel, contextWindowOf } from "../../catalog/catalog.ts";
 import { UNIT_PRICE_KEYS } from "../../units.ts";
 
 export interface ModelObject {
@@ -27,6 +27,11 @@ export interface ModelObject {
     price_version: number;
     [unit: string]: number | string | Record<string, number | Record<string, number>>;
   };
+  /**
+   * The long-context tier: toman per 1M units of each token unit for every token of a request
+   * whose prompt is above `above_input_tokens` (a model that takes context-1m: only with it); null: none.
+   */
+  pricing_tier: { above_input_tokens: number; [unit: string]: number } | null;
   vendor: string;
   in_country: boolean;
 }
@@ -51,13 +56,23 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
     owned_by: model.vendor,
     operation: model.operation,
     aliases: model.aliases,
-    context_window: model.contextWindow,
+    // A model that takes context-1m shows its standard window; its 1M is the tier's, with the beta.
+    context_window: contextWindowOf(model, { context1m: false }),
     output_max: model.outputMax,
     capabilities: model.capabilities,
     pricing: { ...pricing, currency: "toman", per: 1_000_000, price_version: model.price.versionId },
+    pricing_tier: tierDisplay(model),
     vendor: model.vendor,
     in_country: pools.inCountry(model.id),
   };
+}
+
+function tierDisplay(model: CatalogModel): ModelObject["pricing_tier"] {
+  const tier = model.price.tier;
+  if (!tier) return null;
+  const shown: { above_input_tokens: number; [unit: string]: number } = { above_input_tokens: tier.aboveInputTokens };
+  for (const [unit, toman] of tier.tomanPer1m) shown[PRICING_FIELD[unit] ?? unit] = Number(toman);
+  return shown;
 }
 
 /**

@@ -4,7 +4,7 @@
  * the wallet, disconnect rules and residency with chat. Errors keep the OpenAI shape.
  */
 import { isFailure } from "../../errors.ts";
-import { responsesToChat } from "../../wires/responses/request.ts";
+import { responsesOutputLimit, responsesToChat } from "../../wires/responses/request.ts";
 import { chatToResponse, type ResponsesContext } from "../../wires/responses/response.ts";
 import { ResponsesStream } from "../../wires/responses/stream.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
@@ -30,13 +30,19 @@ export async function createResponse(
     request: wire.request,
     toolNames: wire.toolNames,
   });
-  const { result, wire } = await chatThroughWire<ResponsesTranslation>(deps, request, requestId, {
-    translate: (raw) => {
-      const translated = responsesToChat(raw);
-      return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
+  const { result, wire } = await chatThroughWire<ResponsesTranslation>(
+    deps,
+    request,
+    requestId,
+    {
+      translate: (raw) => {
+        const translated = responsesToChat(raw);
+        return isFailure(translated) ? translated : { request: translated, chat: translated.chat };
+      },
+      present: (reply, wire) => chatToResponse(reply, contextOf(wire), nowS()),
     },
-    present: (reply, wire) => chatToResponse(reply, contextOf(wire), nowS()),
-  });
+    { outputLimitWording: responsesOutputLimit },
+  );
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
   if (result.kind === "json") return presentedReply(result, { "x-request-id": requestId });
   streamHeaders(set, requestId, result.headers);

@@ -27,6 +27,7 @@ const model: CatalogModel = {
     audio_out: false,
     cache: "none",
     image_tokens: false,
+    context_1m: false,
   },
   successor: null,
   source: null,
@@ -142,4 +143,74 @@ test("an image URL that shows no image type: Gemini may read a video or a PDF th
   }
   expect(await bound(gemini, "https://x.io/a.png")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
   expect(await bound(gemini, "data:image/png;base64,AAAA")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
+});
+
+test("a limit above the model's output_max is refused with OpenAI's invalid_value, naming the field the body used", async () => {
+  const capped = { ...model, id: "gpt-4o-mini", outputMax: 16_384 };
+  const options = { fairnessKey: "k" };
+  const refused = await chatBudget(body({ max_tokens: 100_000 }), capped, options);
+  expect(refused).toEqual({
+    code: "invalid_value",
+    param: "max_tokens",
+    message: "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000.",
+  });
+  const completion = await chatBudget(body({ max_tokens: undefined, max_completion_tokens: 16_385 }), capped, options);
+  expect(isFailure(completion) && completion.param).toBe("max_completion_tokens");
+  const atMax = await chatBudget(body({ max_tokens: 16_384 }), capped, options);
+  expect(isFailure(atMax) ? atMax : atMax.outputTokensMax).toBe(16_384);
+  // A wire's own words, as the Messages and Gemini wires give them.
+  const worded = await chatBudget(body({ max_tokens: 20_000 }), capped, {
+    ...options,
+    outputLimitWording: (asked, max, id) => ({ param: "p", message: `${asked}/${max}/${id}` }),
+  });
+  expect(worded).toEqual({ code: "invalid_value", param: "p", message: "20000/16384/gpt-4o-mini" });
+});
+
+test("a default output limit stays within output_max", async () => {
+  const capped = { ...model, outputMax: 8_192 };
+  const streamed = await chatBudget(body({ max_tokens: undefined, stream: true }), capped, { fairnessKey: "k" });
+  expect(isFailure(streamed) ? streamed : streamed.outputTokensMax).toBe(8_192);
+  const whole = await chatBudget(body({ max_tokens: undefined }), capped, { fairnessKey: "k" });
+  expect(isFailure(whole) ? whole : whole.outputTokensMax).toBe(4_096);
+});
+
+// A tier above 100 prompt tokens at twice the prices (Gemini 2.5 Pro's shape, scaled down).
+const tiered: CatalogModel = {
+  ...model,
+  price: {
+    ...model.price,
+    tier: {
+      aboveInputTokens: 100,
+      tomanPer1m: new Map([
+        ["input_token", 27_000n],
+        ["output_token", 108_000n],
+      ]),
+    },
+  },
+};
+
+test("a prompt whose bound is above the tier's threshold is reserved at the tier's prices, every token of it; below, at the standard ones", async () => {
+  const short = (await chatBudget(body({}), tiered, { fairnessKey: "t" })) as ChatBudget;
+  expect(short.promptTokensBound).toBeLessThanOrEqual(100);
+  expect([short.inputPricePer1m, short.outputPricePer1m, short.promptTier]).toEqual([13_500n, 54_000n, undefined]);
+  expect(short.reserveMicro).toBe(BigInt(short.promptTokensBound) * 13_500n + 10n * 54_000n);
+  const long = (await chatBudget(body({ messages: [{ role: "user", content: "word ".repeat(200) }] }), tiered, {
+    fairnessKey: "t",
+  })) as ChatBudget;
+  expect(long.promptTokensBound).toBeGreaterThan(100);
+  expect([long.inputPricePer1m, long.outputPricePer1m]).toEqual([27_000n, 108_000n]);
+  expect(long.reserveMicro).toBe(BigInt(long.promptTokensBound) * 27_000n + 10n * 108_000n);
+  // The charge of a prompt that lands at or below the threshold takes the standard prices.
+  expect(long.promptTier).toEqual({ aboveInputTokens: 100, belowPricesPer1m: model.price.tomanPer1m });
+});
+
+test("a model that takes context-1m has its tier and long window only when the request asks for it", async () => {
+  const claude = { ...tiered, contextWindow: 1_000, capabilities: { ...tiered.capabilities, context_1m: true } };
+  const long = body({ messages: [{ role: "user", content: "word ".repeat(200) }], max_tokens: 10 });
+  const without = await chatBudget(long, claude, { fairnessKey: "t" });
+  // Without context-1m the window is the threshold: 100 tokens, which the prompt does not fit.
+  expect(isFailure(without) && without.code).toBe("context_length_exceeded");
+  const withBeta = (await chatBudget(long, claude, { fairnessKey: "t", context1m: true })) as ChatBudget;
+  expect(withBeta.inputPricePer1m).toBe(27_000n);
+  expect(withBeta.promptTier?.aboveInputTokens).toBe(100);
 });

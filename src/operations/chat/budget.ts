@@ -10,8 +10,13 @@
  * (src/admission: `Reserve.outputLowerable`); the upstream is told the lowered limit. On a wire
  * that lowers to the window (Anthropic's Messages), a limit the window cannot hold after the
  * prompt is lowered to the room left, down to OUTPUT_TOKENS_WINDOW_MIN, instead of refused.
+ *
+ * A limit above the model's `output_max` (the most its vendor lets one request ask for) is
+ * refused with the vendor's 400 in the wire's words (`OutputLimitWording`); a default limit is
+ * held within it.
  */
-import type { CatalogModel } from "../../catalog/catalog.ts";
+import { type CatalogModel, contextWindowOf, longContextTier, type PriceTierList } from "../../catalog/catalog.ts";
+import type { PromptTier } from "../../admission/admission.ts";
 import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
@@ -69,7 +74,64 @@ export interface ChatBudget {
   outputPricePer1m: bigint;
   /** The model's prices of every unit (cache reads and writes too) times the paid fields' percents; the list prices when none. */
   unitPricesPer1m: ReadonlyMap<string, bigint>;
+  /** Set when the prices are the long-context tier's: a prompt that turns out not above the threshold is charged the standard ones. */
+  promptTier?: PromptTier;
   priceVersionId: number;
+}
+
+/** How a wire words a limit above the model's output_max: the field it names and its vendor's message. */
+export type OutputLimitWording = (asked: number, max: number, modelId: string) => { param: string; message: string };
+
+/**
+ * OpenAI's words for a limit above the model's (its 400 `invalid_value`), naming `param`.
+ * @example openAiOutputLimit("max_tokens")(100_000, 16_384, "gpt-4o-mini").message
+ *   // "max_tokens is too large: 100000. This model supports at most 16384 completion tokens, whereas you provided 100000."
+ */
+export function openAiOutputLimit(param: string): OutputLimitWording {
+  return (asked, max) => ({
+    param,
+    message: `${param} is too large: ${asked}. This model supports at most ${max} completion tokens, whereas you provided ${asked}.`,
+  });
+}
+
+/** The refusal of an output limit the model does not take, or null when it takes it. */
+function outputLimitRefusal(
+  body: ChatRequest,
+  model: CatalogModel,
+  requested: number | null,
+  wording?: OutputLimitWording,
+): Failure | null {
+  // A model built without the field (an older row, a test's) takes any limit, as one with null does.
+  if (requested === null || !model.outputMax || requested <= model.outputMax) return null;
+  const words = (wording ?? openAiOutputLimit(body.max_completion_tokens != null ? "max_completion_tokens" : "max_tokens"))(
+    requested,
+    model.outputMax,
+    model.id,
+  );
+  return fail("invalid_value", words.message, { param: words.param });
+}
+
+/** Prices by unit times the paid fields' percents (the same map when there are none). */
+function withPercents(prices: ReadonlyMap<string, bigint>, percents: readonly number[]): ReadonlyMap<string, bigint> {
+  return percents.length === 0 ? prices : new Map([...prices].map(([unit, price]) => [unit, priceWithPercents(price, percents)]));
+}
+
+/**
+ * The request's prices: the long-context tier's when the prompt's upper bound is above its
+ * threshold (the reserve then holds for whichever side the prompt lands on; the charge takes the
+ * standard prices, `promptTier.belowPricesPer1m`, for a prompt that is not above it), else the
+ * standard ones; a unit the tier does not reprice (a hosted-tool call) keeps its price.
+ */
+function requestPrices(
+  model: CatalogModel,
+  percents: readonly number[],
+  tier: PriceTierList | null,
+  promptTokensBound: number,
+): { unitPrices: ReadonlyMap<string, bigint>; promptTier?: PromptTier } {
+  const standard = withPercents(model.price.tomanPer1m, percents);
+  if (!tier || promptTokensBound <= tier.aboveInputTokens) return { unitPrices: standard };
+  const tiered = withPercents(new Map([...model.price.tomanPer1m, ...tier.tomanPer1m]), percents);
+  return { unitPrices: tiered, promptTier: { aboveInputTokens: tier.aboveInputTokens, belowPricesPer1m: standard } };
 }
 
 /** What chatBudget needs beside the body and the model. */
@@ -85,6 +147,14 @@ export interface ChatBudgetOptions {
    * below OUTPUT_TOKENS_WINDOW_MIN) instead of refused, as Anthropic's Messages API does.
    */
   lowerToWindow?: boolean;
+  /** The wire's words for a limit above the model's output_max; OpenAI's, naming the field the body used, when absent. */
+  outputLimitWording?: OutputLimitWording;
+  /**
+   * The request asks for Anthropic's context-1m (`anthropic-beta: context-1m-2025-08-07`): a
+   * model that takes it has its long-context window and tier only then (catalog.ts
+   * `longContextTier`, `contextWindowOf`).
+   */
+  context1m?: boolean;
 }
 
 const bytesOf = (value: unknown) =>
@@ -158,34 +228,35 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   }
   const percents = paidFieldPercents(body, options.paidFields);
   if (isFailure(percents)) return percents;
-  const unitPrices =
-    percents.length === 0
-      ? model.price.tomanPer1m
-      : new Map([...model.price.tomanPer1m].map(([unit, price]) => [unit, priceWithPercents(price, percents)]));
+  const ask = { context1m: options.context1m === true };
+  const window = contextWindowOf(model, ask);
+  // A vendor refuses a prompt longer than its window: it never bills more input than that.
+  const promptTokensBound = Math.min(promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model)), window);
+  const { unitPrices, promptTier } = requestPrices(model, percents, longContextTier(model, ask), promptTokensBound);
   const inputPrice = unitPrices.get("input_token")!;
   const outputPrice = unitPrices.get("output_token")!;
-  // A vendor refuses a prompt longer than its window: it never bills more input than that.
-  const promptTokensBound = Math.min(promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model)), model.contextWindow);
   // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price
   // (OpenAI's API reference, usage.completion_tokens_details.rejected_prediction_tokens: "still
   // counted in the total completion tokens for purposes of billing, output, and context window limits").
   const predictionTokensBound = bytesOf(body.prediction);
   const requested = body.max_completion_tokens ?? body.max_tokens ?? null;
+  const outputRefused = outputLimitRefusal(body, model, requested, options.outputLimitWording);
+  if (outputRefused) return outputRefused;
   const lowerable = options.lowerToWindow === true && requested !== null;
   // The output the window must leave room for: all of it asked, or on a lowering wire its floor.
   const outputLeast = lowerable ? Math.min(requested, OUTPUT_TOKENS_WINDOW_MIN) : (requested ?? 1);
-  const fits = (prompt: number) => prompt + outputLeast <= model.contextWindow;
+  const fits = (prompt: number) => prompt + outputLeast <= window;
   // The byte bound can be ~4× the real count; measure before refusing for the window.
   let promptForWindow = promptTokensBound;
-  if (promptTokensBound + (requested ?? 1) > model.contextWindow) {
+  if (promptTokensBound + (requested ?? 1) > window) {
     const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
-    const lowerEnough = model.contextWindow - outputLeast; // more than this is too long
+    const lowerEnough = window - outputLeast; // more than this is too long
     const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
     if (!fits(measured.lower)) {
       const exact = measured.lower === measured.upper;
       return fail(
         "context_length_exceeded",
-        `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
+        `This model's maximum context length is ${window} tokens. However, you requested ` +
           `${exact ? "" : "at least "}${measured.lower + (requested ?? 1)} tokens (${exact ? "" : "at least "}${measured.lower} in the messages, ` +
           `${requested ?? 1} in the completion). Please reduce the length of the messages or completion.`,
         { param: "messages" },
@@ -193,8 +264,9 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
     }
     promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
   }
-  const room = model.contextWindow - promptForWindow;
-  const asked = requested ?? (body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT);
+  const room = window - promptForWindow;
+  const outputDefault = body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT;
+  const asked = requested ?? Math.min(outputDefault, model.outputMax || outputDefault);
   const outputTokensMax = requested === null || lowerable ? Math.min(asked, room) : requested;
   const choices = body.n ?? 1;
   return {
@@ -206,6 +278,7 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
     inputPricePer1m: inputPrice,
     outputPricePer1m: outputPrice,
     unitPricesPer1m: unitPrices,
+    ...(promptTier ? { promptTier } : {}),
     priceVersionId: model.price.versionId,
   };
 }

@@ -34,7 +34,7 @@ import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { type Admitted, isRefused, presented, type Refused, run } from "../run.ts";
 import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
-import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget } from "./budget.ts";
+import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget, type OutputLimitWording } from "./budget.ts";
 import { Relay } from "./relay.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
@@ -64,6 +64,8 @@ async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promis
     bodyBytes,
     paidFields: deps.pools.get(model.id)?.paidFields,
     lowerToWindow: input.lowerToWindow,
+    outputLimitWording: input.outputLimitWording,
+    context1m: input.context1m,
   });
   if (isFailure(budget)) return budget;
   const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
@@ -97,6 +99,7 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget, model: Catalo
     input: { unit: "input_token", units: budget.promptTokensBound, pricePer1m: budget.inputPricePer1m },
     ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
     ...(budget.unitPricesPer1m !== model.price.tomanPer1m ? { unitPricesPer1m: budget.unitPricesPer1m } : {}),
+    ...(budget.promptTier ? { promptTier: budget.promptTier } : {}),
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     ...(hostedCalls ? { hostedCalls } : {}),
     tokens: budget.promptTokensBound + outputUnits,
@@ -128,6 +131,10 @@ export interface ChatInput {
    * calls billed. Sent as JSON, with `usage.cost` once settled.
    */
   present?: (reply: ChatCompletion, facts: { hostedCalls: number }) => unknown;
+  /** The wire's words for an output limit above the model's (budget.ts); OpenAI's when absent. */
+  outputLimitWording?: OutputLimitWording;
+  /** The request asks for Anthropic's context-1m: the model's long-context window and tier (budget.ts `context1m`). */
+  context1m?: boolean;
 }
 
 /** What a chat request came to: a refusal, a whole reply, or a stream to relay. */

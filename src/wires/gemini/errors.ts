@@ -21,6 +21,7 @@ export function googleStatus(code: ErrorCode): GoogleStatus {
     case "invalid_json":
     case "invalid_request":
     case "context_length_exceeded":
+    case "invalid_value":
     case "idempotency_conflict":
     case "replay_refused":
     case "code_invalid":

@@ -27,6 +27,15 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import type { OutputLimitWording } from "../../operations/chat/budget.ts";
+
+/** Google's words for a `maxOutputTokens` above the model's output limit (its 400 INVALID_ARGUMENT). */
+export const geminiOutputLimit: OutputLimitWording = (asked, max) => ({
+  param: "maxOutputTokens",
+  message:
+    `Unable to submit request because it has a maxOutputTokens value of ${asked} but the supported range is ` +
+    `from 1 (inclusive) to ${max + 1} (exclusive). Update the value and try again.`,
+});
 import { geminiCallToOpenAI, geminiPart } from "../../providers/gemini/response.ts";
 import { MESSAGES_TOOLS_MAX, STOP_SEQUENCES_MAX, thinkingToReasoningEffort } from "../messages/request.ts";
 

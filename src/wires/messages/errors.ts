@@ -22,6 +22,7 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "invalid_json":
     case "invalid_request":
     case "context_length_exceeded":
+    case "invalid_value":
     case "idempotency_conflict":
     case "wallet_not_funded":
     case "replay_refused":

@@ -33,6 +33,13 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { type AnthropicExtras, anthropicExtras, anthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import type { OutputLimitWording } from "../../operations/chat/budget.ts";
+
+/** Anthropic's words for a `max_tokens` above the model's output limit (its 400 `invalid_request_error`). */
+export const messagesOutputLimit: OutputLimitWording = (asked, max, modelId) => ({
+  param: "max_tokens",
+  message: `max_tokens: ${asked} > ${max}, which is the maximum allowed number of output tokens for ${modelId}`,
+});
 
 /** Tools and stop sequences one request may carry (Anthropic's own limits are lower). */
 export const MESSAGES_TOOLS_MAX = 1_000;

@@ -24,6 +24,10 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { type AnthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import { openAiOutputLimit } from "../../operations/chat/budget.ts";
+
+/** OpenAI's words for a `max_output_tokens` above the model's output limit (its 400 `invalid_value`). */
+export const responsesOutputLimit = openAiOutputLimit("max_output_tokens");
 import { flatToolName, responsesToolsToChat, type ToolNames } from "./tools.ts";
 
 /** Tools one request may offer (the chat path's bound). */
