@@ -2,22 +2,25 @@
  * `bun run bench:leave`: what a client's leave costs, per simulated backend speed.
  *
  *   cut        the time from a client's leave (its abort) to the upstream's socket closing, as the
- *              simulator sees it (its request's abort signal): p50, p99, max over the leaves;
- *              the design's bound is STREAM_CUT_MS_MAX.
- *   allowance  the output tokens billed beyond what was metered until the cut (the usage record's
- *              output_allowance_units): p50 and max; and the tokens the simulator generated that
- *              the gateway had not read (billed by the allowance), for comparison.
+ *              simulator sees it (its request's abort signal; both clocks are this machine's wall
+ *              clock, to the millisecond): p50, p99, max over the leaves; the design's bound is
+ *              STREAM_CUT_MS_MAX.
+ *   allowance  the output tokens billed beyond what was metered until the cut (GET
+ *              /v1/generations/{id}: `ended_early.output_allowance_units`): p50 and max.
  *
- * One process (an embedded gateway in front of its simulator); clients stream gpt-4o-mini on the
- * chat wire, read LEAVE_AFTER_EVENTS events and abort, CONCURRENCY at a time.
+ * The simulator (one per speed, on the load CPU with this runner) and an embedded gateway (on the
+ * server CPU) are processes of their own. The pool first learns the backend's pace from
+ * WARM_STREAMS whole streams; then clients stream gpt-4o-mini on the chat wire, read
+ * LEAVE_AFTER_EVENTS events and abort, CONCURRENCY at a time.
  *
  *   bun run bench:leave                  # 200 leaves at each of itl 5, 20, 50 ms
  *   bun run bench:leave -- --leaves 20   # fewer
  */
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { sql } from "drizzle-orm";
 import { STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
-import { startTestGateway } from "../test/helpers.ts";
+import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, waitReady } from "./procs.ts";
+import { ROOT, startDarvaze } from "./targets.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -27,25 +30,42 @@ const LEAVES = Number(values.leaves);
 const SPEEDS_MS = values.itl.split(",").map(Number);
 const LEAVE_AFTER_EVENTS = 6;
 const CONCURRENCY = 8;
+const WARM_STREAMS = 5;
+/** A settled leave's record may take a moment to be written: how long its lookup is retried. */
+const RECORD_WAIT_MS_MAX = 10_000;
 
-const t = await startTestGateway();
-const sim = t.sim!;
-const funded = await t.fundedKey(10_000_000);
+installExitHandlers();
+pinSelf();
 
-/** One leave: its cut time (ms, the simulator's close after the abort), and the request id. */
-async function leave(): Promise<{ requestId: string; leftAt: number }> {
-  const abort = new AbortController();
-  const response = await fetch(`${t.url}/v1/chat/completions`, {
+async function startSlowSimulator(itlMs: number) {
+  const port = freePort();
+  const args = ["--port", String(port), "--ttft-ms", "0", "--itl-ms", String(itlMs), "--output-tokens", "4000"];
+  const child = spawnPinned({ label: "simulator", cpu: LOAD_CPU, cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), ...args] });
+  const url = `http://127.0.0.1:${port}`;
+  await waitReady(child, `${url}/v1/models`);
+  return { url, stop: () => child.stop() };
+}
+
+type Gateway = { url: string; key: string };
+
+function streamRequest(gw: Gateway, maxTokens: number, signal?: AbortSignal): Promise<Response> {
+  return fetch(`${gw.url}/v1/chat/completions`, {
     method: "POST",
-    headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${gw.key}`, "content-type": "application/json" },
     body: JSON.stringify({
       model: "gpt-4o-mini",
       stream: true,
-      max_tokens: 4_000,
+      max_tokens: maxTokens,
       messages: [{ role: "user", content: "Tell me about rivers." }],
     }),
-    signal: abort.signal,
+    signal,
   });
+}
+
+/** One leave: when the client left (Date.now) and the request id. */
+async function leave(gw: Gateway): Promise<{ requestId: string; leftAt: number }> {
+  const abort = new AbortController();
+  const response = await streamRequest(gw, 4_000, abort.signal);
   const requestId = response.headers.get("x-request-id")!;
   const reader = response.body!.getReader();
   const decoder = new TextDecoder();
@@ -61,48 +81,68 @@ async function leave(): Promise<{ requestId: string; leftAt: number }> {
   return { requestId, leftAt };
 }
 
+async function allowanceOf(gw: Gateway, requestId: string): Promise<number | null> {
+  const deadline = performance.now() + RECORD_WAIT_MS_MAX;
+  while (performance.now() < deadline) {
+    const response = await fetch(`${gw.url}/v1/generations/${requestId}`, { headers: { authorization: `Bearer ${gw.key}` } });
+    if (response.ok) {
+      const body = (await response.json()) as { ended_early: { output_allowance_units: string } | null };
+      return body.ended_early === null ? null : Number(body.ended_early.output_allowance_units);
+    }
+    await response.body?.cancel();
+    await Bun.sleep(100);
+  }
+  return null;
+}
+
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 }
 
-async function allowanceOf(requestId: string): Promise<number | null> {
-  const [row] = await t.gw.deps.db.rows<{ a: number | null }>(
-    sql`SELECT output_allowance_units AS a FROM usage_records WHERE request_id = ${requestId}`,
-  );
-  return row ? row.a : null;
+/** The leaves at one backend speed: a table row. */
+async function measure(itlMs: number): Promise<string> {
+  const sim = await startSlowSimulator(itlMs);
+  const darvaze = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  try {
+    const gw = { url: darvaze.url, key: darvaze.key };
+    for (let i = 0; i < WARM_STREAMS; i++) await (await streamRequest(gw, 40)).text();
+    const done: { requestId: string; leftAt: number }[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < LEAVES) {
+          next++;
+          done.push(await leave(gw));
+        }
+      }),
+    );
+    await Bun.sleep(500);
+    const log = (await (await fetch(`${sim.url}/sim/log`)).json()) as { requestId: string | null; aborted: boolean; endedAt: number }[];
+    const byId = new Map(log.map((e) => [e.requestId, e]));
+    const cuts: number[] = [];
+    const allowances: number[] = [];
+    for (const { requestId, leftAt } of done) {
+      const entry = byId.get(requestId);
+      if (entry?.aborted) cuts.push(entry.endedAt - leftAt);
+      const allowance = await allowanceOf(gw, requestId);
+      if (allowance !== null) allowances.push(allowance);
+    }
+    cuts.sort((a, b) => a - b);
+    allowances.sort((a, b) => a - b);
+    return `| ${itlMs} | ${cuts.length} of ${done.length} | ${percentile(cuts, 50)} | ${percentile(cuts, 99)} | ${cuts.at(-1)} | ${percentile(allowances, 50)} | ${allowances.at(-1)} |`;
+  } finally {
+    await darvaze.stop();
+    await sim.stop();
+  }
 }
 
 const rows: string[] = [];
 for (const itlMs of SPEEDS_MS) {
-  Object.assign(sim.options, { itlMs, ttftMs: 0, outputTokens: 4_000 });
-  const done: { requestId: string; leftAt: number }[] = [];
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: CONCURRENCY }, async () => {
-      while (next < LEAVES) {
-        next++;
-        done.push(await leave());
-      }
-    }),
-  );
-  await Bun.sleep(500);
-  await t.gw.deps.writer.flush();
-  const cuts: number[] = [];
-  const allowances: number[] = [];
-  for (const { requestId, leftAt } of done) {
-    const entry = sim.log.byRequestId(requestId)[0];
-    if (entry?.aborted) cuts.push(entry.endedAt - leftAt);
-    const allowance = await allowanceOf(requestId);
-    if (allowance !== null) allowances.push(allowance);
-  }
-  cuts.sort((a, b) => a - b);
-  allowances.sort((a, b) => a - b);
-  const row = `| ${itlMs} | ${cuts.length} of ${done.length} | ${percentile(cuts, 50)} | ${percentile(cuts, 99)} | ${cuts.at(-1)} | ${percentile(allowances, 50)} | ${allowances.at(-1)} |`;
+  const row = await measure(itlMs);
   console.log(row);
   rows.push(row);
 }
-console.log(`\n| backend itl (ms) | leaves cut | cut p50 (ms) | p99 | max | allowance p50 (tokens) | max |\n|---|---|---|---|---|---|---|`);
+console.log("\n| backend itl (ms) | leaves cut | cut p50 (ms) | p99 | max | allowance p50 (tokens) | max |\n|---|---|---|---|---|---|---|");
 for (const row of rows) console.log(row);
 console.log(`\nbound: STREAM_CUT_MS_MAX = ${STREAM_CUT_MS_MAX} ms`);
-await t.stop();
 process.exit(0);
