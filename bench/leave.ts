@@ -33,6 +33,8 @@ const CONCURRENCY = 8;
 const WARM_STREAMS = 5;
 /** A settled leave's record may take a moment to be written: how long its lookup is retried. */
 const RECORD_WAIT_MS_MAX = 10_000;
+/** A gateway's start on the shared machine may take long (measured past 20 s under load). */
+const GATEWAY_READY_MS_MAX = 120_000;
 
 installExitHandlers();
 pinSelf();
@@ -102,7 +104,7 @@ function percentile(sorted: number[], p: number): number {
 /** The leaves at one backend speed: a table row. */
 async function measure(itlMs: number): Promise<string> {
   const sim = await startSlowSimulator(itlMs);
-  const darvaze = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url });
+  const darvaze = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url, readyTimeoutMs: GATEWAY_READY_MS_MAX });
   try {
     const gw = { url: darvaze.url, key: darvaze.key };
     for (let i = 0; i < WARM_STREAMS; i++) await (await streamRequest(gw, 40)).text();

@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
 import type { Simulator } from "../src/sim/server.ts";
-import { SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 import { endedEarly, expectLeftAndBilled, simEntry, startWireSuite, VENDORS, type Vendor, withSimOptions } from "./wires.ts";
 
@@ -27,30 +27,32 @@ afterAll(async () => {
 /** Output tokens the simulator would generate: far more than a client reads before it leaves. */
 const OUTPUT_TOKENS = 400;
 const EVENTS_READ = 6;
+/** The output limit every request sends: what its hold covers. */
+const MAX_TOKENS = 2_000;
 
 type Wire = { name: string; path: (model: string) => string; body: (model: string) => Record<string, unknown> };
 const WIRES: Wire[] = [
   {
     name: "chat",
     path: () => "/v1/chat/completions",
-    body: (model) => ({ model, stream: true, max_tokens: 2_000, messages: [{ role: "user", content: "Tell me about rivers." }] }),
+    body: (model) => ({ model, stream: true, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "Tell me about rivers." }] }),
   },
   {
     name: "Responses",
     path: () => "/v1/responses",
-    body: (model) => ({ model, stream: true, max_output_tokens: 2_000, input: "Tell me about rivers." }),
+    body: (model) => ({ model, stream: true, max_output_tokens: MAX_TOKENS, input: "Tell me about rivers." }),
   },
   {
     name: "Messages",
     path: () => "/v1/messages",
-    body: (model) => ({ model, stream: true, max_tokens: 2_000, messages: [{ role: "user", content: "Tell me about rivers." }] }),
+    body: (model) => ({ model, stream: true, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "Tell me about rivers." }] }),
   },
   {
     name: "Gemini streamGenerateContent",
     path: (model) => `/v1beta/models/${model}:streamGenerateContent?alt=sse`,
     body: () => ({
       contents: [{ role: "user", parts: [{ text: "Tell me about rivers." }] }],
-      generationConfig: { maxOutputTokens: 2_000 },
+      generationConfig: { maxOutputTokens: MAX_TOKENS },
     }),
   },
 ];
@@ -105,11 +107,30 @@ for (const wire of WIRES) {
           await expectCut(requestId, leftAt, funded, vendor);
           const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
           expect(entry.completionTokens).toBeLessThan(OUTPUT_TOKENS);
+          // How it was billed, as the client can look it up: never the hold.
+          const generation = await fetch(`${t.url}/v1/generations/${requestId}`, { headers: { authorization: `Bearer ${funded.key}` } });
+          const { ended_early } = (await generation.json()) as { ended_early: Record<string, string> };
+          const early = (await endedEarly(t, requestId))!;
+          expect(ended_early).toEqual({
+            by: "client",
+            output_metered_units: String(early.metered),
+            output_allowance_units: String(early.allowance),
+          });
+          expect(early.allowance).toBeLessThan(MAX_TOKENS / 2);
         });
       });
     }
   });
 }
+
+test("the operator's exposure: the allowance billed on cuts is counted by model and backend", async () => {
+  const response = await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+  const body = await response.text();
+  const allowance = body.split("\n").filter((line) => line.startsWith("darvaze_cut_allowance_tokens_total{"));
+  expect(allowance.length).toBeGreaterThan(0);
+  expect(allowance.some((line) => Number(line.split(" ").at(-1)) > 0)).toBe(true);
+  expect(body).toContain("# TYPE darvaze_cut_reported_beyond_tokens_total counter");
+});
 
 describe("a leave before the first byte", () => {
   for (const vendor of VENDORS.filter((v) => v.kind !== "openai-responses")) {
@@ -138,7 +159,7 @@ describe("a leave before the first byte", () => {
         const early = (await endedEarly(t, requestId))!;
         expect(early.metered).toBe(0);
         expect(early.allowance).toBeGreaterThan(0);
-        expect(early.allowance).toBeLessThan(2_000); // a few tokens, never the hold
+        expect(early.allowance).toBeLessThan(MAX_TOKENS); // a few tokens, never the hold
       });
     });
   }
@@ -151,7 +172,7 @@ describe("a whole reply whose client hangs up", () => {
         const funded = await t.fundedKey(100_000, { concurrency_max: 1 });
         const abort = new AbortController();
         const logged = sim.log.entries().length;
-        const body = { model: vendor.model, max_tokens: 2_000, messages: [{ role: "user", content: "Tell me about rivers." }] };
+        const body = { model: vendor.model, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "Tell me about rivers." }] };
         const sent = fetch(`${t.url}/v1/chat/completions`, {
           method: "POST",
           headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
@@ -171,7 +192,7 @@ describe("a whole reply whose client hangs up", () => {
         const early = (await endedEarly(t, requestId))!;
         expect(early).toMatchObject({ by: "client", metered: 0 });
         expect(early.allowance).toBeGreaterThan(0);
-        expect(early.allowance).toBeLessThan(2_000);
+        expect(early.allowance).toBeLessThan(MAX_TOKENS);
       });
     });
   }
