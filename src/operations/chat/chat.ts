@@ -119,7 +119,7 @@ export interface ChatInput {
   credentials: Credentials;
   /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
   readBody: () => Promise<{ value: unknown; text: string } | Failure>;
-  /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
+  /** Aborted when the caller goes away: the upstream call is then cut at once and billed once (unreported.ts). */
   signal: AbortSignal;
   /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
   lowerToWindow?: boolean;
