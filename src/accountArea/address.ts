@@ -5,22 +5,16 @@
  * dual-stack socket reports) as that IPv4 address.
  */
 import { isIP } from "node:net";
-import { ipv6ToBigInt } from "../providers/fileUrl.ts";
-
-const IPV4_MAPPED_PREFIX = 0xffffn;
+import { parseAddress } from "../addresses.ts";
 
 /**
  * @example addressBucket("2001:db8:1:2:aaaa::1") // "2001:db8:1:2::/64"
  * @example addressBucket("::ffff:10.0.0.1") // "10.0.0.1"
  */
 export function addressBucket(address: string): string {
-  const bare = address.replace(/%.*$/, ""); // a zone index names an interface, not an address
-  if (isIP(bare) !== 6) return bare;
-  const value = ipv6ToBigInt(bare);
-  if (value >> 32n === IPV4_MAPPED_PREFIX) {
-    const v4 = Number(value & 0xffff_ffffn);
-    return [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join(".");
-  }
-  const groups = [48n, 32n, 16n, 0n].map((shift) => ((value >> (64n + shift)) & 0xffffn).toString(16));
+  const parsed = parseAddress(address);
+  if (parsed === null) return address;
+  if (isIP(parsed.text) !== 6) return parsed.text;
+  const groups = [48n, 32n, 16n, 0n].map((shift) => ((parsed.value >> (64n + shift)) & 0xffffn).toString(16));
   return `${groups.join(":")}::/64`;
 }

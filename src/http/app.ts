@@ -31,7 +31,8 @@ import { serveMedia } from "./media/route.ts";
 import { callerOf, failed, isFailure, json, resultResponse } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { httpInput, noteArrival } from "./request.ts";
+import { arrivalNoter, clientAddressOf, httpInput } from "./request.ts";
+import { trustedProxies } from "./forwarded.ts";
 import { newRequestId, type OperationInput } from "../operations/input.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
@@ -113,6 +114,7 @@ function logAccess(deps: EdgeDeps, request: Request, route: string | null, reply
     path: new URL(request.url).pathname,
     status: reply.status,
     durationMs: arrivedMs === undefined ? 0 : performance.now() - arrivedMs,
+    clientAddress: clientAddressOf(request),
   });
 }
 
@@ -190,6 +192,7 @@ export function createApp(
   const free = new FreeGate({ rpm: deps.env.FREE_RPM });
   const freeWithKey = freeGuard(deps, free);
   const asAdmin = adminGuard(deps);
+  const noteArrival = arrivalNoter(trustedProxies(deps.env.TRUSTED_PROXIES));
   const operation = async (run: (input: OperationInput, deps: EdgeDeps) => Promise<OperationResult>, request: Request) => {
     const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
     return resultResponse(await run(input, deps), input.requestId);
