@@ -1,12 +1,13 @@
 /**
- * Behind a proxy, as docs/cluster.md configures it: Debian's nginx runs the nginx block read out
- * of docs/cluster.md itself (only the upstream's port and the listen address replaced, each
- * replacement checked) in front of a test gateway with TRUSTED_PROXIES=127.0.0.1. Clients on
- * distinct loopback addresses (curl's --interface: Bun's fetch cannot pick a source address)
+ * Behind a proxy, as docs/cluster.md configures it: Debian's nginx and HAProxy each run the block
+ * read out of docs/cluster.md itself (only the upstream's port and the listen address replaced,
+ * each replacement checked) in front of a test gateway with TRUSTED_PROXIES=127.0.0.1. Clients
+ * on distinct loopback addresses (curl's --interface: Bun's fetch cannot pick a source address)
  * are seen as themselves: a key's address allowlist, the per-address sign-in limit from 30
  * addresses, a session's address, an IPv6 client, forged headers, and a stream flowing event by
- * event. Without /usr/sbin/nginx that suite is skipped LOUDLY (.ci/run installs nginx-light).
- * The same rules with the headers sent straight to a gateway run everywhere.
+ * event. Without /usr/sbin/nginx (/usr/sbin/haproxy) that suite is skipped LOUDLY, with a count
+ * (.ci/run installs nginx-light and haproxy). The same rules with the headers sent straight to
+ * a gateway run everywhere.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -18,35 +19,51 @@ import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
-const NGINX = "/usr/sbin/nginx";
-const SMS_KEY = "nginx-sms-key";
+const SMS_KEY = "proxy-sms-key";
 const TEMPLATE = "darvaze-otp";
 /** Source addresses that ask a sign-in code each: more than the per-address limit. */
 const SOURCE_ADDRESSES = 30;
-/** How long the generated events of a stream may take to come through nginx. */
+/** How long the generated events of a stream may take to come through a proxy. */
 const STREAM_MS_MAX = 15_000;
-/** How long nginx may take to answer after it starts (a loaded machine). */
-const NGINX_START_MS_MAX = 15_000;
+/** How long a proxy may take to answer after it starts (a loaded machine). */
+const PROXY_START_MS_MAX = 15_000;
 
-/** The nginx block of docs/cluster.md, with the nodes' ports and the listen address replaced by the test's. */
-function docsNginxBlock(upstreamPort: number, listenPort: number): string {
+/** A block of docs/cluster.md (```nginx, ```haproxy), each replacement of the test's ports checked to still match it. */
+function docsBlock(language: string, replacements: [RegExp, string][]): string {
   const doc = readFileSync(join(import.meta.dir, "../docs/cluster.md"), "utf8");
-  const block = /```nginx\n([\s\S]*?)```/.exec(doc)?.[1];
-  if (!block) throw new Error("docs/cluster.md has no nginx block");
-  const replace = (text: string, pattern: RegExp, by: string) => {
-    if (!pattern.test(text)) throw new Error(`docs/cluster.md's nginx block no longer matches ${pattern}: update test/nginx.test.ts`);
-    return text.replace(pattern, by);
-  };
-  const nodes = replace(block, /127\.0\.0\.1:808[1-3]/g, `127.0.0.1:${upstreamPort}`);
-  return replace(nodes, /listen 8080;/, `listen 127.0.0.1:${listenPort}; listen [::1]:${listenPort};`);
+  let block = new RegExp(`\`\`\`${language}\n([\\s\\S]*?)\`\`\``).exec(doc)?.[1];
+  if (!block) throw new Error(`docs/cluster.md has no ${language} block`);
+  for (const [pattern, by] of replacements) {
+    if (!pattern.test(block))
+      throw new Error(`docs/cluster.md's ${language} block no longer matches ${pattern}: update test/nginx.test.ts`);
+    block = block.replace(pattern, by);
+  }
+  return block;
 }
 
-/** A whole nginx configuration around the docs' block, every path in `dir`. */
-function nginxConfig(dir: string, block: string): string {
-  const asRoot = process.getuid?.() === 0 ? "user root;\n" : "";
-  return `${asRoot}worker_processes 1;
+/** A proxy as docs/cluster.md configures it, run in the foreground with every path in a folder of its own. */
+interface ProxyKind {
+  name: string;
+  binary: string;
+  /** The Debian package that has it. */
+  debian: string;
+  /** The docs' block (```nginx) and its listen line, replaced by the test's addresses. */
+  block: string;
+  listen: [RegExp, (port: number) => string];
+  /** The whole configuration file around the docs' block. */
+  config(dir: string, block: string): string;
+  args(dir: string, configFile: string): string[];
+}
+
+const NGINX: ProxyKind = {
+  name: "nginx",
+  binary: "/usr/sbin/nginx",
+  debian: "nginx-light",
+  block: "nginx",
+  listen: [/listen 8080;/, (port) => `listen 127.0.0.1:${port}; listen [::1]:${port};`],
+  config: (dir, block) => `${process.getuid?.() === 0 ? "user root;\n" : ""}worker_processes 1;
 pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
+error_log stderr warn;
 events { worker_connections 256; }
 http {
   access_log off;
@@ -57,7 +74,30 @@ http {
   scgi_temp_path ${dir}/scgi;
 ${block}
 }
-`;
+`,
+  args: (dir, configFile) => ["-p", dir, "-c", configFile, "-g", "daemon off;"],
+};
+
+const HAPROXY: ProxyKind = {
+  name: "HAProxy",
+  binary: "/usr/sbin/haproxy",
+  debian: "haproxy",
+  block: "haproxy",
+  listen: [/bind :8080/, (port) => `bind 127.0.0.1:${port}\n    bind [::1]:${port}`],
+  config: (_, block) => block,
+  args: (_, configFile) => ["-db", "-f", configFile],
+};
+
+/** Writes `proxy`'s configuration into `dir` (the docs' nodes all the gateway at `upstreamPort`) and gives the command that runs it. */
+function proxyCommand(proxy: ProxyKind, dir: string, upstreamPort: number, listenPort: number): string[] {
+  const [listen, listenAt] = proxy.listen;
+  const block = docsBlock(proxy.block, [
+    [/127\.0\.0\.1:808[1-3]/g, `127.0.0.1:${upstreamPort}`],
+    [listen, listenAt(listenPort)],
+  ]);
+  const file = join(dir, `${proxy.block}.conf`);
+  writeFileSync(file, proxy.config(dir, block));
+  return [proxy.binary, ...proxy.args(dir, file)];
 }
 
 /** A port free on both 127.0.0.1 and ::1 just now. */
@@ -102,7 +142,7 @@ async function curl(
   return { status: Number(out.slice(statusAt + 1)), body, headers: out.slice(0, split) };
 }
 
-/** A gateway that trusts 127.0.0.1 (nginx, and the test's own fetch) and sends sign-in codes to an SMS simulator. */
+/** A gateway that trusts 127.0.0.1 (the proxy, and the test's own fetch) and sends sign-in codes to an SMS simulator. */
 async function trustingGateway(extra: Record<string, string> = {}): Promise<{ sms: SmsSimulator; t: TestGateway }> {
   const sms = await startSmsSimulator({ apiKey: SMS_KEY, template: TEMPLATE });
   const t = await startTestGateway({
@@ -121,9 +161,9 @@ const phone = (i: number) => `0935${String(i).padStart(7, "0")}`;
 // biome-ignore lint/suspicious/noConfusingVoidType: the shape of bun:test's own test function
 type It = (name: string, fn: () => void | Promise<unknown>, timeoutMs?: number) => void;
 
-/** `describe` for tests that need nginx; without it they are skipped LOUDLY, with their count. */
-function withNginx(name: string, body: (it: It) => void): void {
-  if (existsSync(NGINX)) return describe(name, () => body(test));
+/** `describe` for tests that need `proxy`; without it they are skipped LOUDLY, with their count. */
+function withProxy(proxy: ProxyKind, name: string, body: (it: It) => void): void {
+  if (existsSync(proxy.binary)) return describe(name, () => body(test));
   describe.skip(name, () => {
     let count = 0;
     body((testName, fn, timeoutMs) => {
@@ -131,39 +171,42 @@ function withNginx(name: string, body: (it: It) => void): void {
       test.skip(testName, fn, timeoutMs);
     });
     process.stderr.write(
-      `\n*** SKIPPED ${count} test(s) in "${name}": they need ${NGINX} (apt-get install -y nginx-light; .ci/run installs it) ***\n\n`,
+      `\n*** SKIPPED ${count} test(s) in "${name}": they need ${proxy.binary} (apt-get install -y ${proxy.debian}; .ci/run installs it) ***\n\n`,
     );
   });
 }
 
-withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
+/** The suite behind one proxy, as docs/cluster.md configures it. */
+function behind(proxy: ProxyKind): void {
+  withProxy(proxy, `behind ${proxy.name}, as docs/cluster.md configures it`, (it) => suiteBehind(proxy, it));
+}
+
+function suiteBehind(proxy: ProxyKind, it: It): void {
   let sms: SmsSimulator;
   let t: TestGateway;
-  let nginx: Subprocess;
+  let running: Subprocess;
   let dir: string;
   let proxied: string;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "darvaze-nginx-"));
+    dir = mkdtempSync(join(tmpdir(), "darvaze-proxy-"));
     const port = freePort();
     proxied = `http://127.0.0.1:${port}`;
     ({ sms, t } = await trustingGateway({ PUBLIC_URL: proxied }));
-    const config = join(dir, "nginx.conf");
-    writeFileSync(config, nginxConfig(dir, docsNginxBlock(Number(new URL(t.url).port), port)));
-    nginx = Bun.spawn([NGINX, "-p", dir, "-c", config, "-g", "daemon off;"], { stdout: "inherit", stderr: "inherit" });
+    running = Bun.spawn(proxyCommand(proxy, dir, Number(new URL(t.url).port), port), { stdout: "inherit", stderr: "inherit" });
     await until(
       async () => {
-        if (nginx.exitCode !== null) throw new Error(`nginx exited ${nginx.exitCode}: ${readFileSync(join(dir, "error.log"), "utf8")}`);
+        if (running.exitCode !== null) throw new Error(`${proxy.name} exited ${running.exitCode} (its errors are above)`);
         return (await fetch(`${proxied}/health`).catch(() => null))?.status === 200;
       },
-      { msMax: NGINX_START_MS_MAX, what: "nginx answering /health", pollMs: 50 },
+      { msMax: PROXY_START_MS_MAX, what: `${proxy.name} answering /health`, pollMs: 50 },
     );
   }, SETUP_MS_MAX);
 
   afterAll(async () => {
-    if (nginx && nginx.exitCode === null) {
-      nginx.kill("SIGTERM");
-      await nginx.exited;
+    if (running && running.exitCode === null) {
+      running.kill("SIGTERM");
+      await running.exited;
     }
     await t?.stop();
     await sms?.stop();
@@ -194,7 +237,7 @@ withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
     expect([over.status, over.body.error.code]).toEqual([429, "code_resend_limited"]);
   }, 60_000);
 
-  it("a session made through nginx carries its client's address", async () => {
+  it("a session made through the proxy carries its client's address", async () => {
     const from = "127.0.3.9";
     const sent = await otp(from, 300);
     expect(sent.status).toBe(202);
@@ -210,7 +253,7 @@ withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
     expect(sessions.body.data.map((s: { client_address: string }) => s.client_address)).toEqual([from]);
   });
 
-  it("an IPv6 client (nginx on [::1]) is seen as ::1", async () => {
+  it("an IPv6 client (the proxy on [::1] too) is seen as ::1", async () => {
     const { key } = await t.fundedKey(10, { allowed_ips: ["::1/128"] });
     const auth = { authorization: `Bearer ${key}` };
     const port = new URL(proxied).port;
@@ -219,7 +262,7 @@ withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
     expect([refused.status, refused.body.error.message]).toEqual([403, expect.stringContaining("127.0.0.7")]);
   });
 
-  it("forged X-Forwarded-For entries are never read: through nginx they stand left of its own, and straight to the node the peer is not trusted", async () => {
+  it("forged X-Forwarded-For entries are never read: through the proxy they stand left of its own, and straight to the node the peer is not trusted", async () => {
     const { key } = await t.fundedKey(10, { allowed_ips: ["127.0.0.7/32"] });
     const forged = { authorization: `Bearer ${key}`, "x-forwarded-for": "127.0.0.7" };
     const viaNginx = await curl("127.0.0.8", `${proxied}/v1/models`, { headers: forged });
@@ -253,7 +296,7 @@ withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
       while (contentEvents() < 3) {
         const read = await Promise.race([reader.read(), deadline]);
         if (read === null || read.done)
-          throw new Error(`after ${STREAM_MS_MAX} ms through nginx, ${contentEvents()} of the 3 generated events: ${text}`);
+          throw new Error(`after ${STREAM_MS_MAX} ms through ${proxy.name}, ${contentEvents()} of the 3 generated events: ${text}`);
         text += decoder.decode(read.value, { stream: true });
       }
       expect(text).not.toContain("[DONE]");
@@ -264,7 +307,10 @@ withNginx("behind nginx, as docs/cluster.md configures it", (it) => {
       Object.assign(sim.options, before);
     }
   });
-});
+}
+
+behind(NGINX);
+behind(HAPROXY);
 
 describe("trusted proxy headers, sent straight to the gateway", () => {
   let sms: SmsSimulator;
