@@ -337,6 +337,13 @@ describe("trusted proxy headers, sent straight to the gateway", () => {
     expect([untrusted.status, untrusted.body.error.message]).toEqual([403, expect.stringContaining("127.0.0.9")]);
   });
 
+  test("a request without Host (a health check over HTTP/1.0, HAProxy's default) is a 400 in the error shape, not a 500", async () => {
+    const proc = Bun.spawn(["curl", "-sS", "--http1.0", "-H", "Host:", "-w", "\n%{http_code}", `${t.url}/ready`], { stdout: "pipe" });
+    const [out] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+    const [body, status] = [out.slice(0, out.lastIndexOf("\n")), out.slice(out.lastIndexOf("\n") + 1)];
+    expect([status, JSON.parse(body).error.code]).toEqual(["400", "invalid_request"]);
+  });
+
   test("X-Forwarded-Proto from the trusted peer makes the console's origin https (and its cookie Secure); from another peer it is ignored", async () => {
     const origin = `https://${new URL(t.url).host}`;
     const headers = { origin, "sec-fetch-site": "same-origin", "x-forwarded-proto": "https" };

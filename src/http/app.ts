@@ -49,6 +49,9 @@ import { observeHttp } from "../metrics/observe.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
+/** HTTP/1.1 requires a Host (RFC 9112 §3.2); an HTTP/1.0 health check without one is answered the same. */
+const NO_HOST = fail("invalid_request", "The request has no Host header: send one (HTTP/1.1 requires it).", { param: "host" });
+
 /** A base URL given with `/v1` already in it, to which the client adds its own `/v1`. */
 const DOUBLED_V1 = /^\/v1\/v1(\/|$)/;
 
@@ -210,6 +213,8 @@ export function createApp(
       .onRequest(({ request, server }) => {
         arrivals.set(request, performance.now());
         noteArrival(request, server);
+        // Without a Host header Bun gives a relative URL, which no route can read.
+        if (request.url.startsWith("/")) return failed(NO_HOST, newRequestId());
       })
       .onError(({ code, error, request, route }) => {
         const requestId = newRequestId();
