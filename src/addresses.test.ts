@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
+import { isIP } from "node:net";
 import fc from "fast-check";
-import { inBlock, parseAddress, parseBlock } from "./addresses.ts";
+import { inBlock, ipv6ToBigInt, parseAddress, parseBlock } from "./addresses.ts";
 
 test("parseAddress: IPv4-mapped IPv6 as IPv4, the zone index dropped, anything else null", () => {
   expect(parseAddress("::ffff:10.0.0.1")).toEqual(parseAddress("10.0.0.1"));
@@ -30,4 +31,20 @@ test("parseBlock and inBlock: IPv4 blocks hold IPv4-mapped addresses too", () =>
   expect(inBlock(parseAddress("203.0.114.7")!.value, block)).toBe(false);
   expect(inBlock(parseAddress("2001:db8::1")!.value, parseBlock("::/0")!)).toBe(true);
   expect(parseBlock("10.0.0.0/33")).toBeNull();
+});
+
+test("property: parseAddress takes what net.isIP takes, IPv4 at the value of its IPv4-mapped IPv6", () => {
+  fc.assert(
+    fc.property(fc.ipV4(), (a) => expect(parseAddress(a)!.value).toBe(ipv6ToBigInt(`::ffff:${a}`))),
+    { numRuns: 2_000 },
+  );
+  const near = fc.oneof(
+    fc.string({ unit: fc.constantFrom("0", "1", "2", "5", "9", ".", ":", "f", "%"), maxLength: 16 }),
+    fc.ipV4Extended(),
+    fc.string({ maxLength: 16 }),
+  );
+  fc.assert(
+    fc.property(near, (a) => expect(parseAddress(a) !== null).toBe(isIP(a.replace(/%.*$/, "")) !== 0)),
+    { numRuns: 5_000 },
+  );
 });
