@@ -100,9 +100,12 @@ function proxyCommand(proxy: ProxyKind, dir: string, upstreamPort: number, liste
   return [proxy.binary, ...proxy.args(dir, file)];
 }
 
+/** Ports tried for one free on both 127.0.0.1 and ::1. */
+const FREE_PORT_TRIES_MAX = 20;
+
 /** A port free on both 127.0.0.1 and ::1 just now. */
 function freePort(): number {
-  for (;;) {
+  for (let i = 0; i < FREE_PORT_TRIES_MAX; i++) {
     const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
     const port = probe.port;
     probe.stop(true);
@@ -111,6 +114,7 @@ function freePort(): number {
       return port;
     } catch {}
   }
+  throw new Error(`no port free on both 127.0.0.1 and ::1 in ${FREE_PORT_TRIES_MAX} tries (is IPv6 loopback up?)`);
 }
 
 interface Curled {
