@@ -7,6 +7,10 @@ import { accessSync, constants, readFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ALERT_TEMPLATE_DEFAULT } from "./accountArea/sms.ts";
+import { isCidr } from "./addresses.ts";
+
+/** Entries TRUSTED_PROXIES may name. */
+export const TRUSTED_PROXIES_MAX = 100;
 
 /** Gateway processes one host may run (WORKERS): each holds a database pool and a NATS connection. */
 export const WORKERS_MAX = 64;
@@ -205,6 +209,15 @@ export const envSchema = z
       .optional()
       .describe(
         "The origin clients reach the gateway at (e.g. behind a proxy), for the media URLs it hands out; unset: the request's own.",
+      ),
+    TRUSTED_PROXIES: listFromEnv
+      .pipe(
+        z
+          .array(z.string().refine(isCidr, { error: (issue) => `\`${String(issue.input)}\` is no IPv4 or IPv6 address or CIDR block` }))
+          .max(TRUSTED_PROXIES_MAX),
+      )
+      .describe(
+        `The reverse proxies and load balancers in front of the gateway: addresses and CIDR blocks, IPv4 and IPv6, comma-separated (at most ${TRUSTED_PROXIES_MAX}), e.g. \`127.0.0.1,10.0.0.0/8\`. Only from one of them is \`X-Forwarded-For\` read (the client is its rightmost entry that is not a trusted proxy) and \`X-Forwarded-Proto\` (the client's scheme, for Secure cookies and the console's origin checks); from any other peer both are ignored. That one address is what key address allowlists, sign-in limits, sessions and the access lines of unpaid requests see (docs/production.md, Behind a proxy). Default none: the client is the TCP peer.`,
       ),
     GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536).describe(
       "Resident-set growth in MiB (less the embedded database worker's heap, which that thread collects itself) after which the node runs a light garbage collection (a full marking, the heap swept lazily: 1–6 ms at 2,000–8,000 slow streams), checked each second (src/memory.ts); after 4 such steps without a full collection, a full one with the synchronous sweep (113–367 ms). 0: never. What a slow stream keeps while it waits for its next token is promoted past the young generation, and the engine rarely collects the old one: 2,000 slow streams grew a node from 293 to 808 MiB in two minutes without the guard (`darvaze_gc_forced_*`, bench/RESULTS.md).",

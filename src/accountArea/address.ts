@@ -5,9 +5,7 @@
  * dual-stack socket reports) as that IPv4 address.
  */
 import { isIP } from "node:net";
-import { ipv6ToBigInt } from "../providers/fileUrl.ts";
-
-const IPV4_MAPPED_PREFIX = 0xffffn;
+import { parseAddress } from "../addresses.ts";
 
 /**
  * @example addressBucket("2001:db8:1:2:aaaa::1") // "2001:db8:1:2::/64"
@@ -15,7 +13,9 @@ const IPV4_MAPPED_PREFIX = 0xffffn;
  */
 export function addressBucket(address: string): string {
   const parsed = parseAddress(address);
-  return parsed.kind === "ipv6" ? `${ipv6Groups(parsed.value, 4)}::/64` : parsed.text;
+  if (parsed === null) return address;
+  if (isIP(parsed.text) !== 6) return parsed.text;
+  return `${ipv6Groups(parsed.value, 4)}::/64`;
 }
 
 /**
@@ -27,21 +27,9 @@ export function addressBucket(address: string): string {
  */
 export function addressRange(address: string): string {
   const parsed = parseAddress(address);
-  if (parsed.kind === "ipv6") return `${ipv6Groups(parsed.value, 3)}::/48`;
-  if (isIP(parsed.text) !== 4) return parsed.text;
+  if (parsed === null) return address;
+  if (isIP(parsed.text) === 6) return `${ipv6Groups(parsed.value, 3)}::/48`;
   return `${parsed.text.split(".").slice(0, 3).join(".")}.0/24`;
-}
-
-type Parsed = { kind: "ipv6"; value: bigint } | { kind: "other"; text: string };
-
-/** IPv4 (also as carried in IPv6) as its dotted text, IPv6 as its value, anything else as it is. */
-function parseAddress(address: string): Parsed {
-  const bare = address.replace(/%.*$/, ""); // a zone index names an interface, not an address
-  if (isIP(bare) !== 6) return { kind: "other", text: bare };
-  const value = ipv6ToBigInt(bare);
-  if (value >> 32n !== IPV4_MAPPED_PREFIX) return { kind: "ipv6", value };
-  const v4 = Number(value & 0xffff_ffffn);
-  return { kind: "other", text: [v4 >>> 24, (v4 >>> 16) & 255, (v4 >>> 8) & 255, v4 & 255].join(".") };
 }
 
 /** The first `count` 16-bit groups of an IPv6 address, in hex, joined by colons. */

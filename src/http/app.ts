@@ -31,7 +31,8 @@ import { serveMedia } from "./media/route.ts";
 import { callerOf, failed, isFailure, json, resultResponse } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { httpInput, noteArrival } from "./request.ts";
+import { arrivalNoter, clientAddressOf, httpInput } from "./request.ts";
+import { trustedProxies } from "./forwarded.ts";
 import { newRequestId, type OperationInput } from "../operations/input.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
@@ -47,6 +48,9 @@ import { FreeGate, type FreeEndpoint } from "../admission/free.ts";
 import { observeHttp } from "../metrics/observe.ts";
 
 const NO_PARSE = { parse: "none" as const };
+
+/** HTTP/1.1 requires a Host (RFC 9112 §3.2); an HTTP/1.0 health check without one is answered the same. */
+const NO_HOST = fail("invalid_request", "The request has no Host header: send one (HTTP/1.1 requires it).", { param: "host" });
 
 /** A base URL given with `/v1` already in it, to which the client adds its own `/v1`. */
 const DOUBLED_V1 = /^\/v1\/v1(\/|$)/;
@@ -113,6 +117,7 @@ function logAccess(deps: EdgeDeps, request: Request, route: string | null, reply
     path: new URL(request.url).pathname,
     status: reply.status,
     durationMs: arrivedMs === undefined ? 0 : performance.now() - arrivedMs,
+    clientAddress: clientAddressOf(request),
   });
 }
 
@@ -190,6 +195,7 @@ export function createApp(
   const free = new FreeGate({ rpm: deps.env.FREE_RPM });
   const freeWithKey = freeGuard(deps, free);
   const asAdmin = adminGuard(deps);
+  const noteArrival = arrivalNoter(trustedProxies(deps.env.TRUSTED_PROXIES));
   const operation = async (run: (input: OperationInput, deps: EdgeDeps) => Promise<OperationResult>, request: Request) => {
     const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
     return resultResponse(await run(input, deps), input.requestId);
@@ -207,6 +213,8 @@ export function createApp(
       .onRequest(({ request, server }) => {
         arrivals.set(request, performance.now());
         noteArrival(request, server);
+        // Without a Host header Bun gives a relative URL, which no route can read.
+        if (request.url.startsWith("/")) return failed(NO_HOST, newRequestId());
       })
       .onError(({ code, error, request, route }) => {
         const requestId = newRequestId();

@@ -1,6 +1,7 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
 import type { Credentials } from "../admission/admission.ts";
 import { isFailure, type Failure } from "../errors.ts";
+import { clientAddress, forwardedScheme, type TrustedProxies } from "./forwarded.ts";
 import { type JsonLimits, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
 
 /** An HTTP request as an operation's input. */
@@ -21,7 +22,7 @@ export function httpInput(request: Request, requestId: string, publicUrl: string
       }
       return parseForm(Buffer.concat(parts), request.headers.get("content-type"));
     },
-    origin: (publicUrl ?? new URL(request.url).origin).replace(/\/+$/, ""),
+    origin: (publicUrl ?? requestOrigin(request)).replace(/\/+$/, ""),
   };
 }
 
@@ -57,21 +58,54 @@ export function bearerToken(request: Request): string | null {
   return presentedKey(request.headers.get("authorization"), request.headers.get("x-api-key"));
 }
 
-/** What tells a request's client address: Bun's server, noted as each request arrives (app.ts). */
+/** What tells a request's client address: Bun's server, noted as each request arrives (app.ts), and the proxies it trusts. */
 type AddressSource = { requestIP(request: Request): { address: string } | null };
-const addressSources = new WeakMap<Request, AddressSource>();
+interface Arrival {
+  server: AddressSource;
+  proxies: TrustedProxies;
+}
+const arrivals = new WeakMap<Request, Arrival>();
 
-/** Notes the server a request came through, for its client address (asked only for a key restricted to addresses). */
-export function noteArrival(request: Request, server: AddressSource | null): void {
-  if (server) addressSources.set(request, server);
+/** Notes the server each request came through, for its client address (read only when a consumer asks). */
+export function arrivalNoter(proxies: TrustedProxies): (request: Request, server: AddressSource | null) => void {
+  let arrival: Arrival | null = null;
+  return (request, server) => {
+    if (!server) return;
+    if (arrival?.server !== server) arrival = { server, proxies };
+    arrivals.set(request, arrival);
+  };
 }
 
-/** What the caller presented, for admission (src/admission): key, browser origin, residency, the socket's address. */
+function peerOf(request: Request, arrival: Arrival): string | null {
+  return arrival.server.requestIP(request)?.address ?? null;
+}
+
+/**
+ * The client's address, the one every consumer uses (key allowlists, sign-in limits, sessions,
+ * access lines): the TCP peer's, or behind a trusted proxy the one it forwarded (forwarded.ts).
+ * Null when the request came through no socket.
+ */
+export function clientAddressOf(request: Request): string | null {
+  const arrival = arrivals.get(request);
+  if (!arrival) return null;
+  return clientAddress(peerOf(request, arrival), request.headers.get("x-forwarded-for"), arrival.proxies);
+}
+
+/** The origin the client asked at: the request's, with the scheme a trusted proxy forwarded (`X-Forwarded-Proto`). */
+export function requestOrigin(request: Request): string {
+  const url = new URL(request.url);
+  const arrival = arrivals.get(request);
+  const scheme = arrival ? forwardedScheme(peerOf(request, arrival), request.headers.get("x-forwarded-proto"), arrival.proxies) : null;
+  if (scheme !== null) url.protocol = scheme;
+  return url.origin;
+}
+
+/** What the caller presented, for admission (src/admission): key, browser origin, residency, the client's address. */
 export function credentialsOf(request: Request): Credentials {
   return {
     key: bearerToken(request),
     origin: request.headers.get("origin"),
     residency: request.headers.get("x-darvaze-residency"),
-    address: () => addressSources.get(request)?.requestIP(request)?.address ?? null,
+    address: () => clientAddressOf(request),
   };
 }

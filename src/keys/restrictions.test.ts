@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
-import { addressAllowed, addressRefusal, isCidr, modelRefusal } from "./restrictions.ts";
+import { isCidr } from "../addresses.ts";
+import { addressAllowed, addressRefusal, modelRefusal } from "./restrictions.ts";
 
 test("addresses and CIDR blocks of both families are accepted, anything else refused", () => {
   for (const ok of ["203.0.113.7", "203.0.113.0/24", "0.0.0.0/0", "2001:db8::/32", "::1", "::ffff:10.0.0.1/128"])

@@ -3,26 +3,14 @@
  * (IPv4 and IPv6 addresses or CIDR blocks). Null: no restriction. Checked in admission on every
  * node from the cached key record, which a change reaches as a revocation does (store.ts).
  */
-import { isIP } from "node:net";
 import { z } from "zod";
+import { inBlock, isCidr, parseAddress, parseBlock } from "../addresses.ts";
 import { fail, type Failure } from "../errors.ts";
-import { ipv6ToBigInt } from "../providers/fileUrl.ts";
 
 /** Models one key's allowlist may name. */
 export const KEY_ALLOWED_MODELS_MAX = 100;
 /** Addresses or blocks one key's address allowlist may name. */
 export const KEY_ALLOWED_IPS_MAX = 100;
-
-/** An IPv4 or IPv6 address, or a CIDR block of either, as given. */
-export function isCidr(text: string): boolean {
-  const [address, bits, extra] = text.split("/");
-  if (extra !== undefined || !address) return false;
-  const family = isIP(address);
-  if (family === 0) return false;
-  if (bits === undefined) return true;
-  if (!/^\d{1,3}$/.test(bits)) return false;
-  return Number(bits) <= (family === 4 ? 32 : 128);
-}
 
 /** The request body's allowlists (admin API, console, gw): null clears one. */
 export const keyRestrictionFields = {
@@ -33,29 +21,17 @@ export const keyRestrictionFields = {
     .nullish(),
 };
 
-/** An address as a 128-bit number: IPv4 as IPv4-mapped IPv6 (`::ffff:a.b.c.d`, what a dual-stack socket reports). */
-function addressValue(address: string): bigint | null {
-  const bare = address.replace(/%.*$/, "");
-  const family = isIP(bare);
-  if (family === 4) return ipv6ToBigInt(`::ffff:${bare}`);
-  return family === 6 ? ipv6ToBigInt(bare) : null;
-}
-
 /**
  * Whether `address` is inside one of `blocks` (each an address or CIDR block).
  * @example addressAllowed("203.0.113.7", ["203.0.113.0/24"]) // true
  * @example addressAllowed("::ffff:203.0.113.7", ["203.0.113.0/24"]) // true
  */
 export function addressAllowed(address: string, blocks: readonly string[]): boolean {
-  const value = addressValue(address);
-  if (value === null) return false;
-  return blocks.some((block) => {
-    const [base, bits] = block.split("/");
-    const first = addressValue(base!);
-    if (first === null) return false;
-    const prefix = bits === undefined ? 128 : Number(bits) + (isIP(base!) === 4 ? 96 : 0);
-    const shift = BigInt(128 - prefix);
-    return value >> shift === first >> shift;
+  const parsed = parseAddress(address);
+  if (parsed === null) return false;
+  return blocks.some((text) => {
+    const block = parseBlock(text);
+    return block !== null && inBlock(parsed.value, block);
   });
 }
 

@@ -86,11 +86,19 @@ export const LOGGED_PATH_CHARS_MAX = 256;
  * The access line of a request that is not a paid operation (those log their own, with tokens and
  * cost): admin, models, health, count_tokens, the account area, and paths that match no route.
  * `route` is the matched pattern (`/admin/accounts/:id`), never the query string, which may carry
- * a key; an unmatched path is logged clipped.
+ * a key; an unmatched path is logged clipped. `clientAddress`: the client's (src/http/request.ts, clientAddressOf).
  */
 export function observeHttp(
   log: Logger,
-  r: { requestId: string | null; method: string; route: string | null; path: string; status: number; durationMs: number },
+  r: {
+    requestId: string | null;
+    method: string;
+    route: string | null;
+    path: string;
+    status: number;
+    durationMs: number;
+    clientAddress: string | null;
+  },
 ): void {
   log(r.status >= 500 ? "warn" : "info", "request", {
     requestId: r.requestId,
@@ -100,6 +108,7 @@ export function observeHttp(
     route: r.route ?? clip(r.path, LOGGED_PATH_CHARS_MAX),
     status: r.status,
     durationMs: Math.round(r.durationMs),
+    clientAddress: r.clientAddress,
   });
 }
 

@@ -15,6 +15,7 @@
  */
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
+import { inBlock, ipv4ToNumber, ipv6ToBigInt } from "../addresses.ts";
 
 /** A host name's addresses, as `dns.lookup(host, { all: true })` gives them. */
 export type Lookup = (hostname: string) => Promise<{ address: string; family: number }[]>;
@@ -90,10 +91,6 @@ function isPublicIpv4(value: number): boolean {
   return !IPV4_RANGES.some(({ first, bits }) => value >>> (32 - bits) === first >>> (32 - bits));
 }
 
-function ipv4ToNumber(address: string): number {
-  return address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
-}
-
 /** Global unicast is 2000::/3; inside it, these are not public. */
 const IPV6_GLOBAL_NOT_PUBLIC: [string, number][] = [
   ["2001::", 23], // IETF protocol assignments (Teredo, ORCHID, benchmarking …)
@@ -109,30 +106,9 @@ const IPV6_CARRYING_IPV4 = [
   { first: ipv6ToBigInt("64:ff9b::"), bits: 96 }, // NAT64, well-known prefix
 ];
 
-function inIpv6Range(value: bigint, range: { first: bigint; bits: number }): boolean {
-  const shift = BigInt(128 - range.bits);
-  return value >> shift === range.first >> shift;
-}
-
 function isPublicIpv6(value: bigint): boolean {
-  if (IPV6_CARRYING_IPV4.some((range) => inIpv6Range(value, range))) return isPublicIpv4(Number(value & 0xffff_ffffn));
+  if (IPV6_CARRYING_IPV4.some((range) => inBlock(value, range))) return isPublicIpv4(Number(value & 0xffff_ffffn));
   // Outside 2000::/3: loopback, unspecified, unique local, link-local, multicast, discard, reserved.
-  if (!inIpv6Range(value, IPV6_GLOBAL)) return false;
-  return !IPV6_RANGES.some((range) => inIpv6Range(value, range));
-}
-
-/** A valid IPv6 address (net.isIP checked) as one 128-bit number; a dotted IPv4 tail is two groups. */
-export function ipv6ToBigInt(address: string): bigint {
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
-  let text = address;
-  if (dotted) {
-    const v4 = ipv4ToNumber(dotted[1]!);
-    text = `${address.slice(0, dotted.index)}${(v4 >>> 16).toString(16)}:${(v4 & 0xffff).toString(16)}`;
-  }
-  const [head, tail] = text.includes("::") ? text.split("::") : [text, null];
-  const groupsOf = (part: string | null | undefined) => (part ? part.split(":") : []);
-  const left = groupsOf(head);
-  const right = groupsOf(tail);
-  const groups = tail === null ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
-  return groups.reduce((n, group) => (n << 16n) | BigInt(parseInt(group, 16)), 0n);
+  if (!inBlock(value, IPV6_GLOBAL)) return false;
+  return !IPV6_RANGES.some((range) => inBlock(value, range));
 }

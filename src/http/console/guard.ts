@@ -10,15 +10,16 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { fail, type Failure } from "../../errors.ts";
+import { requestOrigin } from "../request.ts";
 
 export const SESSION_COOKIE = "dvz_session";
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 export const CSRF_HEADER = "x-csrf-token";
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
-/** The console's own origin: PUBLIC_URL's when set (behind a proxy), else the request's. */
+/** The console's own origin: PUBLIC_URL's when set (behind a proxy), else the request's (with a trusted proxy's scheme). */
 export function ownOrigin(request: Request, publicUrl: string | undefined): string {
-  return new URL(publicUrl ?? request.url).origin;
+  return publicUrl ? new URL(publicUrl).origin : requestOrigin(request);
 }
 
 /** Plain http on a loopback address: no Secure cookie (and so no `__Host-` prefix) is possible. */

@@ -36,6 +36,7 @@ import { parseBody } from "../admin/body.ts";
 import { accountSettingsBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
+import { clientAddressOf } from "../request.ts";
 import { modelObject } from "../models/route.ts";
 import { newRequestId } from "../../operations/input.ts";
 import { consoleAsset, consoleFavicon } from "./assets.ts";
@@ -125,7 +126,6 @@ interface Ctx {
   request: Request;
   params: Record<string, string>;
   query: Record<string, string | undefined>;
-  server: { requestIP(request: Request): { address: string } | null } | null;
 }
 
 type RouteCtx = Ctx & { requestId: string; origin: string };
@@ -184,7 +184,7 @@ function consoleGuards(deps: EdgeDeps, area: AccountArea): Guards {
   return { open, signedIn, sessionReply };
 }
 
-const clientAddress = (ctx: Ctx) => ctx.server?.requestIP(ctx.request)?.address ?? "unknown";
+const clientAddress = (ctx: Ctx) => clientAddressOf(ctx.request) ?? "unknown";
 
 export function consoleRoutes(deps: EdgeDeps, area: AccountArea) {
   const guards = consoleGuards(deps, area);
