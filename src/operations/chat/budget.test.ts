@@ -143,3 +143,20 @@ test("an image URL that shows no image type: Gemini may read a video or a PDF th
   expect(await bound(gemini, "https://x.io/a.png")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
   expect(await bound(gemini, "data:image/png;base64,AAAA")).toBeLessThan(IMAGE_ALLOWANCE_TOKENS + 300);
 });
+
+test("the window counts everything sent: a small message with a huge tool description or schema is refused, one that fits passes", async () => {
+  const small = { ...model, contextWindow: 20_000 };
+  const description = " word".repeat(25_000); // 25,000 tokens: more than the window on its own
+  const tools = [{ type: "function", function: { name: "get", description, parameters: { type: "object" } } }];
+  const refused = await chatBudget(body({ tools }), small, { fairnessKey: "t" });
+  expect(isFailure(refused) ? refused.code : refused).toBe("context_length_exceeded");
+  const schema = { type: "object", properties: { a: { type: "string", description } } };
+  const format = { type: "json_schema", json_schema: { name: "x", schema } };
+  const refusedFormat = await chatBudget(body({ response_format: format }), small, { fairnessKey: "t" });
+  expect(isFailure(refusedFormat) ? refusedFormat.code : refusedFormat).toBe("context_length_exceeded");
+  // 10,000 tokens of description fit beside the message and its 10 tokens of output, and the room left is counted with them.
+  const modest = [{ type: "function", function: { name: "get", description: " word".repeat(10_000), parameters: { type: "object" } } }];
+  const admitted = (await chatBudget(body({ tools: modest, max_tokens: null }), small, { fairnessKey: "t" })) as ChatBudget;
+  expect(admitted.outputTokensMax).toBeLessThanOrEqual(20_000 - 10_000);
+  expect(admitted.outputTokensMax).toBeGreaterThan(0);
+});
