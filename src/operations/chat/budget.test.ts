@@ -160,3 +160,26 @@ test("the window counts everything sent: a small message with a huge tool descri
   expect(admitted.outputTokensMax).toBeLessThanOrEqual(20_000 - 10_000);
   expect(admitted.outputTokensMax).toBeGreaterThan(0);
 });
+
+test("anthropic betas: an unknown or refused name is a 400 naming the header; context-1m only for a prompt that fits the standard window", async () => {
+  const wide = { ...model, contextWindow: 1_000_000 };
+  const betas = (names: string[], content = "Hello, world!") =>
+    body({ anthropic: { betas: names }, messages: [{ role: "user", content }] });
+  for (const name of ["not-a-beta-2030-01-01", "code-execution-2025-05-22"]) {
+    const refused = await chatBudget(betas(["claude-code-20250219", name]), wide, { fairnessKey: "t" });
+    expect(isFailure(refused) && [refused.code, refused.param, refused.message.includes(name)]).toEqual([
+      "invalid_request",
+      "anthropic-beta",
+      true,
+    ]);
+  }
+  expect(isFailure(await chatBudget(betas(["claude-code-20250219", "effort-2025-11-24"]), wide, { fairnessKey: "t" }))).toBe(false);
+  expect(isFailure(await chatBudget(betas(["context-1m-2025-08-07"]), wide, { fairnessKey: "t" }))).toBe(false);
+  // 150,000 tokens in 750,000 bytes: the byte bound passes 200K, the count proves it fits.
+  const fits = " word".repeat(150_000);
+  expect(isFailure(await chatBudget(betas(["context-1m-2025-08-07"], fits), wide, { fairnessKey: "t" }))).toBe(false);
+  const long = " word".repeat(250_000);
+  const tooLong = await chatBudget(betas(["context-1m-2025-08-07"], long), wide, { fairnessKey: "t" });
+  expect(isFailure(tooLong) && [tooLong.code, tooLong.param]).toEqual(["invalid_request", "anthropic-beta"]);
+  expect(isFailure(await chatBudget(betas([], long), wide, { fairnessKey: "t" }))).toBe(false); // the beta is what is refused
+});

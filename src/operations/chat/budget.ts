@@ -25,6 +25,7 @@ import {
   promptTokensUpperBound,
   utf8Bytes,
 } from "../../tokens/count.ts";
+import { betasVerdict, STANDARD_WINDOW_TOKENS } from "./betas.ts";
 import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
 import type { ChatRequest } from "./schema.ts";
 
@@ -201,6 +202,27 @@ export async function exactChatReserve(
 }
 
 /**
+ * context-1m lets a prompt pass STANDARD_WINDOW_TOKENS, above which Anthropic bills its
+ * long-context rate; the catalog has no price for it, so the beta is accepted only for a prompt
+ * proven to fit the standard window (its cheap bound, or else its whole count's upper bound),
+ * where the vendor bills the standard rate. Null when it may go on.
+ */
+async function longContextRefusal(body: ChatRequest, promptTokensWhole: number, fairnessKey: string): Promise<Failure | null> {
+  if (promptTokensWhole <= STANDARD_WINDOW_TOKENS) return null;
+  const verdict = betasVerdict(body.anthropic?.betas);
+  if (!("longContext" in verdict) || !verdict.longContext) return null;
+  const measured = await measureWholePrompt(body, fairnessKey, STANDARD_WINDOW_TOKENS);
+  if (measured.upper <= STANDARD_WINDOW_TOKENS) return null;
+  return fail(
+    "invalid_request",
+    `anthropic-beta \`context-1m-2025-08-07\` is accepted only for a prompt proven to fit ${STANDARD_WINDOW_TOKENS} tokens, ` +
+      `where the vendor bills its standard rate; this prompt may count ${measured.upper} tokens (at least ${measured.lower}), ` +
+      "and the long-context rate above it has no price in the catalog.",
+    { param: "anthropic-beta" },
+  );
+}
+
+/**
  * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
  * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
  * (measureWholePrompt: capped work per request and per key, taking turns by `fairnessKey`) and
@@ -222,8 +244,11 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
       : new Map([...model.price.tomanPer1m].map(([unit, price]) => [unit, priceWithPercents(price, percents)]));
   const inputPrice = unitPrices.get("input_token")!;
   const outputPrice = unitPrices.get("output_token")!;
+  const promptTokensWhole = promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model));
+  const longContext = await longContextRefusal(body, promptTokensWhole, options.fairnessKey);
+  if (longContext) return longContext;
   // A vendor refuses a prompt longer than its window: it never bills more input than that.
-  const promptTokensBound = Math.min(promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model)), model.contextWindow);
+  const promptTokensBound = Math.min(promptTokensWhole, model.contextWindow);
   // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price
   // (OpenAI's API reference, usage.completion_tokens_details.rejected_prediction_tokens: "still
   // counted in the total completion tokens for purposes of billing, output, and context window limits").
