@@ -188,8 +188,6 @@ function userTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): ChatMes
   const parts: unknown[] = [];
   for (const [i, raw] of blocks.entries()) {
     const param = `${at}.${i}`;
-    const unknown = unknownField(raw, BLOCK_FIELDS[raw.type], param);
-    if (unknown) return unknown;
     if (raw.type === "text") {
       const text = blockText(raw, param);
       if (isFailure(text)) return text;
@@ -225,8 +223,6 @@ function assistantTurnToChat(blocks: z.infer<typeof anyBlock>[], at: string): Ch
   const calls: unknown[] = [];
   for (const [i, raw] of blocks.entries()) {
     const param = `${at}.${i}`;
-    const unknown = unknownField(raw, BLOCK_FIELDS[raw.type], param);
-    if (unknown) return unknown;
     if (raw.type === "text") {
       const block = blockText(raw, param);
       if (isFailure(block)) return block;
@@ -246,8 +242,6 @@ function systemTurnText(blocks: z.infer<typeof anyBlock>[], at: string): string 
   let text = "";
   for (const [i, raw] of blocks.entries()) {
     if (raw.type !== "text") return refuseBlock(raw.type, `${at}.${i}.type`);
-    const unknown = unknownField(raw, BLOCK_FIELDS.text, `${at}.${i}`);
-    if (unknown) return unknown;
     const block = blockText(raw, `${at}.${i}`);
     if (isFailure(block)) return block;
     text += block;
@@ -279,6 +273,10 @@ export function conversationToChat(body: Pick<MessagesRequest, "system" | "messa
     if (typeof m.content === "string") {
       out.push({ role: m.role, content: m.content });
       continue;
+    }
+    for (const [j, block] of m.content.entries()) {
+      const unknown = unknownField(block, BLOCK_FIELDS[block.type], `${at}.${j}`);
+      if (unknown) return unknown;
     }
     if (m.role === "system") {
       const text = systemTurnText(m.content, at);
