@@ -149,6 +149,11 @@ describe("every Messages field is translated, known and without price, or refuse
       { messages: user("Hi"), tools: [{ name: "get", input_schema: { type: "object" }, input_examples: [{}] }] },
       "tools.0.input_examples",
     ],
+    [
+      "image source's field",
+      { messages: user([{ type: "image", source: { type: "url", url: "https://x.io/a.png", file: "f" } }]) },
+      "messages.0.content.0.source.file",
+    ],
     ["metadata beyond user_id", { messages: user("Hi"), metadata: { user_id: "u", tag: "t" } }, "metadata.tag"],
   ])("an unknown %s: a 400 naming it", (_name, fields, param) => {
     const out = messagesToChat({ model: "claude-sonnet-4", max_tokens: 256, messages: user("Hi"), ...fields });

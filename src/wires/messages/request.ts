@@ -44,8 +44,8 @@ export const THINKING_HIGH_TOKENS = 16_384;
 
 const textBlock = z.looseObject({ type: z.literal("text"), text: z.string() });
 const imageSource = z.union([
-  z.looseObject({ type: z.literal("base64"), media_type: z.string().min(1), data: z.string() }),
-  z.looseObject({ type: z.literal("url"), url: z.string().min(1) }),
+  z.strictObject({ type: z.literal("base64"), media_type: z.string().min(1), data: z.string() }),
+  z.strictObject({ type: z.literal("url"), url: z.string().min(1) }),
 ]);
 const imageBlock = z.looseObject({ type: z.literal("image"), source: imageSource });
 const toolUseBlock = z.looseObject({ type: z.literal("tool_use"), id: z.string().min(1), name: z.string().min(1), input: z.unknown() });
