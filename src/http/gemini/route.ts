@@ -148,8 +148,8 @@ async function countWithin(request: Request, requestId: string, deps: EdgeDeps, 
   if (isFailure(read)) return googleFailed(read, requestId);
   const parsed = countTokensRequest.safeParse(read.value);
   if (!parsed.success) return googleFailed(zodFailure(parsed.error), requestId);
-  const whole = parsed.data.generateContentRequest;
-  const body = { ...whole, contents: whole?.contents ?? parsed.data.contents ?? [] };
+  const { generateContentRequest: whole, ...fields } = parsed.data;
+  const body = { ...(whole ?? fields), contents: whole?.contents ?? fields.contents ?? [] };
   const messages = contentsToChat(body);
   if ("code" in messages) return googleFailed(messages, requestId);
   const totalTokens = await countChatPrompt(messages, toolsToChat(body).tools, key.id);

@@ -10,8 +10,9 @@
  *                                                 (or the earliest unanswered call of that name)
  *   thought parts                               → dropped (no backend takes them back through chat)
  *   tools[].functionDeclarations                → function tools (Gemini's upper-case schema
- *                                                 types in lower case); other tools (googleSearch,
- *                                                 codeExecution …) are left out: nothing here runs them
+ *                                                 types in lower case); tools Google runs itself
+ *                                                 (googleSearch, codeExecution …) are a 400 naming
+ *                                                 them: they are billed apart, unpriced here
  *   toolConfig.functionCallingConfig            → tool_choice auto, required, a named function, none
  *   generationConfig.maxOutputTokens            → max_tokens (the hold covers it, and admission
  *                                                 lowers it to what the wallet covers)
@@ -36,34 +37,49 @@ export const GEMINI_PARTS_MAX = 10_000;
 export const GEMINI_TOOLS_MAX = 128;
 export const GEMINI_SAFETY_SETTINGS_MAX = 64;
 
-const requestPart = geminiPart.extend({
-  inlineData: z.looseObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
-  fileData: z.looseObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
+/**
+ * A request part: every field known (any other is a 400 naming it). `thoughtSignature` comes back
+ * from earlier replies and is not sent on; code execution parts are known and refused where read.
+ */
+const requestPart = z.strictObject({
+  ...geminiPart.shape,
+  functionCall: z.strictObject({ ...geminiPart.shape.functionCall.unwrap().shape }).optional(),
+  thoughtSignature: z.string().optional(),
+  inlineData: z.strictObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
+  fileData: z.strictObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
   functionResponse: z
-    .looseObject({ id: z.string().optional(), name: z.string().min(1), response: z.record(z.string(), z.unknown()).optional() })
+    .strictObject({ id: z.string().optional(), name: z.string().min(1), response: z.record(z.string(), z.unknown()).optional() })
     .optional(),
+  executableCode: z.unknown().optional(),
+  codeExecutionResult: z.unknown().optional(),
 });
 type RequestPart = z.infer<typeof requestPart>;
 
-const content = z.looseObject({
+const content = z.strictObject({
   role: z.enum(["user", "model", "function", "tool"]).optional(),
   parts: z.array(requestPart).max(GEMINI_PARTS_MAX),
 });
 
-const functionDeclaration = z.looseObject({
+const functionDeclaration = z.strictObject({
   name: z.string().min(1),
   description: z.string().optional(),
   parameters: z.record(z.string(), z.unknown()).optional(),
   parametersJsonSchema: z.unknown().optional(),
 });
 
-const thinkingConfig = z.looseObject({
+/** `thinkingLevel` and `includeThoughts` are accepted and not translated: the thoughts stay within max_tokens either way. */
+const thinkingConfig = z.strictObject({
   thinkingBudget: z.number().int().min(-1).max(CHAT_TOKENS_MAX).optional(),
   includeThoughts: z.boolean().optional(),
-  thinkingLevel: z.string().optional(),
+  thinkingLevel: z.string().max(32).optional(),
 });
 
-const generationConfig = z.looseObject({
+/**
+ * Every generationConfig field is known: any other (speechConfig, mediaResolution, logprobs …)
+ * is a 400 naming it. `topK` is accepted and not sent on (chat has none; sampling has no price);
+ * `responseModalities` may ask for text alone (image and audio output are priced apart).
+ */
+const generationConfig = z.strictObject({
   maxOutputTokens: z.number().int().min(1).max(CHAT_TOKENS_MAX).optional(),
   temperature: z.number().min(0).max(2).optional(),
   topP: z.number().min(0).max(1).optional(),
@@ -77,19 +93,39 @@ const generationConfig = z.looseObject({
   responseSchema: z.unknown().optional(),
   responseJsonSchema: z.unknown().optional(),
   thinkingConfig: thinkingConfig.optional(),
+  responseModalities: z
+    .array(z.literal("TEXT", { error: "Only text output is supported: image and audio output are priced apart." }))
+    .max(1)
+    .optional(),
 });
 
-export const generateContentRequest = z.looseObject({
+/**
+ * Tools Google runs itself (googleSearch, codeExecution, urlContext …): billed apart from the
+ * tokens (per grounded prompt, per execution), which the catalog has no price for.
+ */
+const hostedTool = z.unknown().optional();
+const tool = z.strictObject({
+  functionDeclarations: z.array(functionDeclaration).max(MESSAGES_TOOLS_MAX).optional(),
+  googleSearch: hostedTool,
+  googleSearchRetrieval: hostedTool,
+  codeExecution: hostedTool,
+  urlContext: hostedTool,
+  fileSearch: hostedTool,
+  googleMaps: hostedTool,
+  computerUse: hostedTool,
+  enterpriseWebSearch: hostedTool,
+  retrieval: hostedTool,
+});
+
+/** Every top-level field is known (any other is a 400 naming it); `safetySettings` are accepted and not sent on (no price). */
+export const generateContentRequest = z.strictObject({
   contents: z.array(content).min(1).max(MESSAGES_MAX),
   systemInstruction: z.union([z.string(), content]).optional(),
-  tools: z
-    .array(z.looseObject({ functionDeclarations: z.array(functionDeclaration).max(MESSAGES_TOOLS_MAX).optional() }))
-    .max(GEMINI_TOOLS_MAX)
-    .optional(),
+  tools: z.array(tool).max(GEMINI_TOOLS_MAX).optional(),
   toolConfig: z
-    .looseObject({
+    .strictObject({
       functionCallingConfig: z
-        .looseObject({
+        .strictObject({
           mode: z.enum(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]).optional(),
           allowedFunctionNames: z.array(z.string()).max(MESSAGES_TOOLS_MAX).optional(),
         })
@@ -103,11 +139,31 @@ export const generateContentRequest = z.looseObject({
 
 export type GenerateContentRequest = z.infer<typeof generateContentRequest>;
 
-/** countTokens takes `contents` alone, or a whole `generateContentRequest`. */
-export const countTokensRequest = z.looseObject({
-  contents: z.array(content).max(MESSAGES_MAX).optional(),
-  generateContentRequest: generateContentRequest.partial({ contents: true }).optional(),
+/**
+ * countTokens takes `contents` alone, a whole `generateContentRequest`, or (as @google/genai
+ * sends on Vertex) a generateContent body's fields beside `contents`; each is counted.
+ */
+export const countTokensRequest = generateContentRequest.partial({ contents: true }).extend({
+  generateContentRequest: generateContentRequest
+    .partial({ contents: true })
+    .extend({ model: z.string().max(256).optional() })
+    .optional(),
 });
+
+/** The first tool Google would run itself, as the 400 naming it; null when every tool is a function. */
+function hostedToolRefusal(body: Pick<GenerateContentRequest, "tools">): Failure | null {
+  for (const [i, entry] of (body.tools ?? []).entries()) {
+    for (const [name, value] of Object.entries(entry)) {
+      if (name === "functionDeclarations" || value === undefined) continue;
+      return fail(
+        "invalid_request",
+        `Tool \`${name}\` runs on Google's side and is billed apart from the tokens, which this gateway cannot price; offer functionDeclarations.`,
+        { param: `tools.${i}.${name}` },
+      );
+    }
+  }
+  return null;
+}
 
 type ChatMessage = Record<string, unknown>;
 
@@ -278,6 +334,8 @@ export function generateContentToChat(
   const parsed = generateContentRequest.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
+  const hosted = hostedToolRefusal(body);
+  if (hosted) return hosted;
   const messages = contentsToChat(body);
   if ("code" in messages) return messages;
   const chat: Record<string, unknown> = { model, messages, ...toolsToChat(body), ...generationToChat(body.generationConfig, model) };

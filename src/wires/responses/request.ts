@@ -97,7 +97,25 @@ const textFormat = z.union([
   }),
 ]);
 
-export const responsesRequest = z.looseObject({
+/**
+ * `include` values the reply may be asked for. `reasoning.encrypted_content` (Codex sends it) is
+ * accepted and adds nothing: the gateway is stateless and returns no reasoning items. Any other
+ * value is a 400 naming it.
+ */
+export const RESPONSES_INCLUDE = ["reasoning.encrypted_content"] as const;
+
+/**
+ * Every top-level field is known (a strict object: any other is a 400 naming it). Translated:
+ * model, input, instructions, tools, tool_choice, parallel_tool_calls, max_tool_calls,
+ * max_output_tokens, temperature, top_p, reasoning.effort and text.verbosity (for a model that
+ * reasons; dropped for others, which refuse them), text.format, stream,
+ * user, prompt_cache_key, prompt_cache_retention, safety_identifier, service_tier (priced by the
+ * pool's paid fields, src/operations/chat/paidFields.ts). Accepted with no effect on the bill:
+ * metadata and client_metadata (labels), include (above), reasoning.summary and reasoning.context
+ * (no reasoning items come back), truncation "disabled" (the window is checked, never truncated).
+ * Refused with a reason: store: true, previous_response_id, conversation, background.
+ */
+export const responsesRequest = z.strictObject({
   model: z.string().min(1).max(256),
   input: z.union([z.string(), z.array(inputItem).min(1).max(MESSAGES_MAX)]),
   instructions: z.string().nullish(),
@@ -112,15 +130,31 @@ export const responsesRequest = z.looseObject({
   max_output_tokens: tokens.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
-  reasoning: z.looseObject({ effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).nullish() }).nullish(),
-  text: z.looseObject({ format: textFormat.optional() }).nullish(),
+  reasoning: z
+    .strictObject({
+      effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).nullish(),
+      summary: z.enum(["auto", "concise", "detailed"]).nullish(),
+      generate_summary: z.enum(["auto", "concise", "detailed"]).nullish(),
+      context: z.string().max(64).nullish(),
+    })
+    .nullish(),
+  text: z.strictObject({ format: textFormat.optional(), verbosity: z.enum(["low", "medium", "high"]).nullish() }).nullish(),
+  include: z.array(z.enum(RESPONSES_INCLUDE)).max(RESPONSES_INCLUDE.length).nullish(),
   stream: z.boolean().nullish(),
   store: z.boolean().nullish(),
   previous_response_id: z.string().nullish(),
   conversation: z.unknown().optional(),
   background: z.boolean().nullish(),
+  truncation: z
+    .literal("disabled", { error: 'Only `truncation: "disabled"` is supported: the gateway checks the window and never truncates.' })
+    .nullish(),
   user: z.string().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
+  client_metadata: z.record(z.string().max(64), z.string().max(4_096)).nullish(),
+  prompt_cache_key: z.string().max(1_024).nullish(),
+  prompt_cache_retention: z.enum(["in_memory", "24h"]).nullish(),
+  safety_identifier: z.string().max(64).nullish(),
+  service_tier: z.enum(["auto", "default", "flex", "scale", "priority"]).nullish(),
 });
 
 export type ResponsesRequest = z.infer<typeof responsesRequest>;
@@ -342,6 +376,10 @@ export function responsesToChat(
   const format = formatToChat(body.text?.format);
   if (format) chat.response_format = format;
   if (body.user) chat.user = body.user;
+  // Verbosity is a reasoning model's setting, as the effort is (other models refuse it).
+  if (body.text?.verbosity && takesReasoningEffort(body.model)) chat.verbosity = body.text.verbosity;
+  for (const field of ["prompt_cache_key", "prompt_cache_retention", "safety_identifier", "service_tier"] as const)
+    if (body[field] != null) chat[field] = body[field];
   if (body.stream === true) {
     chat.stream = true;
     // The usage chunk carries the figures of `response.completed`.
