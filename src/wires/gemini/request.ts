@@ -30,6 +30,7 @@ import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
 import { geminiCallToOpenAI, geminiPart } from "../../providers/gemini/response.ts";
 import { MESSAGES_TOOLS_MAX, STOP_SEQUENCES_MAX, thinkingToReasoningEffort } from "../messages/request.ts";
+import { geminiSchema, schemaToJsonSchema } from "./schema.ts";
 import { geminiObject } from "./spellings.ts";
 
 /** Parts one content may carry. */
@@ -69,9 +70,9 @@ const content = geminiObject({
 const functionDeclaration = geminiObject({
   name: z.string().min(1),
   description: z.string().optional(),
-  parameters: z.record(z.string(), z.unknown()).optional(),
+  parameters: geminiSchema.optional(),
   parametersJsonSchema: z.unknown().optional(),
-  response: z.unknown().optional(),
+  response: geminiSchema.optional(),
   responseJsonSchema: z.unknown().optional(),
 });
 
@@ -98,7 +99,7 @@ const generationConfig = geminiObject({
   presencePenalty: z.number().optional(),
   frequencyPenalty: z.number().optional(),
   responseMimeType: z.string().optional(),
-  responseSchema: z.unknown().optional(),
+  responseSchema: geminiSchema.optional(),
   responseJsonSchema: z.unknown().optional(),
   thinkingConfig: thinkingConfig.optional(),
   responseModalities: z
@@ -281,17 +282,6 @@ export function contentsToChat(body: Pick<GenerateContentRequest, "contents" | "
       if ("code" in messages) return messages;
       out.push(...messages);
     }
-  }
-  return out;
-}
-
-/** Gemini's OpenAPI schema (`type: "OBJECT"` …) as JSON Schema: its type names in lower case. */
-export function schemaToJsonSchema(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(schemaToJsonSchema);
-  if (typeof schema !== "object" || schema === null) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(schema)) {
-    out[field] = field === "type" && typeof value === "string" ? value.toLowerCase() : schemaToJsonSchema(value);
   }
   return out;
 }

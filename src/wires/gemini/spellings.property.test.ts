@@ -10,10 +10,17 @@ import type { z } from "zod";
 import { REASONING_MODELS } from "../../catalog/reasoning.ts";
 import { isFailure } from "../../errors.ts";
 import { countTokensRequest, generateContentRequest, generateContentToChat } from "./request.ts";
+import { geminiSchema as wireSchema } from "./schema.ts";
 import { snakeOf } from "./spellings.ts";
 
-/** Values that are the user's own (schemas, arguments, responses, hosted tools' settings): never respelled. */
-const FREE_FORM = new Set(["args", "response", "parameters", "parametersJsonSchema", "responseJsonSchema", "responseSchema"]);
+/** Values that are the user's own (JSON schemas, arguments, a function's response): never respelled. */
+const FREE_FORM = new Set(["args", "parametersJsonSchema", "responseJsonSchema"]);
+/** Google's schemas: their keywords are the wire's, the names under `properties` the user's. */
+const SCHEMAS = new Set(["parameters", "responseSchema"]);
+/** `response` is a schema on a function declaration, free-form on a function response. */
+const isSchema = (key: string, owner: string) => SCHEMAS.has(key) || (key === "response" && owner === "functionDeclarations");
+const isLeaf = (key: string, owner: string) =>
+  isSchema(key, owner) || FREE_FORM.has(key) || (key === "response" && owner === "functionResponse");
 const HOSTED = ["googleSearch", "googleSearchRetrieval", "codeExecution", "urlContext", "fileSearch", "googleMaps"];
 const HOSTED_MORE = ["computerUse", "enterpriseWebSearch", "retrieval", "exaAiSearch", "parallelAiSearch", "mcpServers"];
 
@@ -26,9 +33,44 @@ const userObject = fc.dictionary(userName, fc.oneof(fc.string({ maxLength: 6 }),
 const jsonSchema = fc
   .dictionary(userName, fc.constant({ type: "string" }), { maxKeys: 4 })
   .map((properties) => ({ type: "object", properties }));
-const geminiSchema = fc
-  .dictionary(userName, fc.constant({ type: "STRING" }), { maxKeys: 4 })
-  .map((properties) => ({ type: "OBJECT", properties }));
+const count = fc.oneof(fc.nat(9), fc.nat(9).map(String));
+const schemaLeaf = {
+  type: fc.constantFrom("STRING", "INTEGER", "NUMBER", "BOOLEAN", "OBJECT", "ARRAY"),
+  format: fc.constantFrom("int32", "date-time", "enum"),
+  title: fc.string(),
+  description: fc.string(),
+  nullable: fc.boolean(),
+  enum: fc.array(fc.string(), { maxLength: 2 }),
+  pattern: fc.constant("^a+$"),
+  minimum: fc.integer(),
+  maximum: fc.integer(),
+  maxItems: count,
+  minItems: count,
+  maxLength: count,
+  minLength: count,
+  maxProperties: count,
+  minProperties: count,
+  example: userObject,
+  default: userObject,
+  required: fc.array(userName, { maxLength: 2 }),
+  propertyOrdering: fc.array(userName, { maxLength: 2 }),
+};
+/** A Google schema with every keyword possible, nested through properties, items and anyOf. */
+const { geminiSchema } = fc.letrec<{ geminiSchema: Record<string, unknown> }>((tie) => ({
+  geminiSchema: fc.oneof(
+    { depthSize: "small" },
+    fc.record(schemaLeaf, { requiredKeys: [] }),
+    fc.record(
+      {
+        ...schemaLeaf,
+        properties: fc.dictionary(userName, tie("geminiSchema"), { maxKeys: 3 }),
+        items: tie("geminiSchema"),
+        anyOf: fc.array(tie("geminiSchema"), { maxLength: 2 }),
+      },
+      { requiredKeys: [] },
+    ),
+  ),
+}));
 const name = fc.stringMatching(/^[a-z][a-z0-9_]{0,11}$/);
 const maybe = <T>(arb: fc.Arbitrary<T>) => fc.option(arb, { nil: undefined });
 
@@ -129,12 +171,29 @@ const refused = fc
   });
 
 /** `value` with each key of a Gemini message spelled camelCase or snake_case as `snake` says; free-form values as they are. */
-function respell(value: unknown, snake: () => boolean): unknown {
-  if (Array.isArray(value)) return value.map((v) => respell(v, snake));
+function respell(value: unknown, snake: () => boolean, owner = ""): unknown {
+  if (Array.isArray(value)) return value.map((v) => respell(v, snake, owner));
   if (typeof value !== "object" || value === null) return value;
   return Object.fromEntries(
-    Object.entries(value).map(([key, v]) => [snake() ? snakeOf(key) : key, FREE_FORM.has(key) ? v : respell(v, snake)]),
+    Object.entries(value).map(([key, v]) => {
+      const spelled = isSchema(key, owner)
+        ? respellSchema(v, snake)
+        : FREE_FORM.has(key) || key === "response"
+          ? v
+          : respell(v, snake, key);
+      return [snake() ? snakeOf(key) : key, spelled];
+    }),
   );
+}
+
+/** A Google schema's keywords respelled; the names under `properties` and every other value as they are. */
+function respellSchema(schema: unknown, snake: () => boolean): unknown {
+  const nested = (key: string, v: unknown): unknown => {
+    if (key === "properties") return Object.fromEntries(Object.entries(v as object).map(([name, s]) => [name, respellSchema(s, snake)]));
+    if (key === "items") return respellSchema(v, snake);
+    return key === "anyOf" ? (v as unknown[]).map((s) => respellSchema(s, snake)) : v;
+  };
+  return Object.fromEntries(Object.entries(schema as object).map(([key, v]) => [snake() ? snakeOf(key) : key, nested(key, v)]));
 }
 
 /** Every field path a schema of the wire knows (`contents.parts.inlineData.mimeType` …), read from the zod schema itself. */
@@ -144,24 +203,34 @@ function knownPaths(schema: z.core.$ZodType, at: string, out: Set<string>): Set<
   if (def.type === "optional") return knownPaths(def.innerType as z.core.$ZodType, at, out);
   if (def.type === "array") return knownPaths(def.element as z.core.$ZodType, at, out);
   if (def.type === "union") for (const option of def.options as z.core.$ZodType[]) knownPaths(option, at, out);
-  if (def.type === "object" && !FREE_FORM.has(at.split(".").pop()!)) {
+  if (def.type === "object") {
     for (const [key, field] of Object.entries(def.shape as Record<string, z.core.$ZodType>)) {
       const path = at ? `${at}.${key}` : key;
       out.add(path);
-      if (!FREE_FORM.has(key)) knownPaths(field, path, out);
+      if (!isLeaf(key, at.split(".").pop()!)) knownPaths(field, path, out);
     }
   }
   return out;
 }
 
-function sentPaths(value: unknown, at: string, out: Set<string>): void {
-  if (Array.isArray(value)) for (const v of value) sentPaths(v, at, out);
+function sentPaths(value: unknown, at: string, out: Set<string>, keywords: Set<string>): void {
+  if (Array.isArray(value)) for (const v of value) sentPaths(v, at, out, keywords);
   else if (typeof value === "object" && value !== null) {
     for (const [key, v] of Object.entries(value)) {
       const path = at ? `${at}.${key}` : key;
       out.add(path);
-      if (!FREE_FORM.has(key)) sentPaths(v, path, out);
+      if (isSchema(key, at.split(".").pop()!)) schemaKeywords(v, keywords);
+      else if (!isLeaf(key, at.split(".").pop()!)) sentPaths(v, path, out, keywords);
     }
+  }
+}
+
+function schemaKeywords(schema: unknown, out: Set<string>): void {
+  for (const [key, v] of Object.entries(schema as object)) {
+    out.add(key);
+    if (key === "properties") for (const s of Object.values(v as object)) schemaKeywords(s, out);
+    if (key === "items") schemaKeywords(v, out);
+    if (key === "anyOf") for (const s of v as unknown[]) schemaKeywords(s, out);
   }
 }
 
@@ -169,13 +238,14 @@ const model = [...REASONING_MODELS][0]!;
 
 test("every known field, in either spelling at random, reaches the chat request as its camelCase spelling does", () => {
   const sent = new Set<string>();
+  const keywords = new Set<string>();
   fc.assert(
     fc.property(
       fc.oneof({ arbitrary: answered, weight: 4 }, { arbitrary: refused, weight: 1 }),
       fc.infiniteStream(fc.boolean()),
       fc.boolean(),
       (body, coins, stream) => {
-        sentPaths({ ...body, systemInstruction: undefined }, "", sent);
+        sentPaths({ ...body, systemInstruction: undefined }, "", sent, keywords);
         if (body.systemInstruction !== undefined) sent.add("systemInstruction");
         const flips = coins[Symbol.iterator]();
         const spelled = respell(body, () => flips.next().value as boolean);
@@ -185,7 +255,7 @@ test("every known field, in either spelling at random, reaches the chat request 
         expect(isFailure(camel)).toBe(refusedOne(body));
       },
     ),
-    { numRuns: 400 },
+    { numRuns: 300 },
   );
   // systemInstruction is a content: its fields are the contents' own, generated there.
   const known = new Set(
@@ -193,7 +263,9 @@ test("every known field, in either spelling at random, reaches the chat request 
   );
   expect([...known].filter((path) => !sent.has(path))).toEqual([]);
   expect([...sent].filter((path) => !known.has(path))).toEqual([]);
-});
+  const schemaDef = (wireSchema as unknown as z.ZodLazy)._zod.def.getter() as z.ZodPipe<z.ZodType, z.ZodObject>;
+  expect([...keywords].sort()).toEqual(Object.keys(schemaDef._zod.def.out.shape).sort());
+}, 120_000);
 
 function refusedOne(body: Record<string, unknown>): boolean {
   const json = JSON.stringify(body);
@@ -214,9 +286,9 @@ test("the user's own names in schemas, arguments and responses arrive as written
       );
       const out = generateContentToChat(body, "gpt-4o-mini", false);
       if (isFailure(out)) throw new Error(out.message);
-      const [tool] = out.chat.tools as { function: { parameters?: { properties: Record<string, unknown> } } }[];
+      const [tool] = out.chat.tools as { function: { parameters?: unknown } }[];
       if (d.parametersJsonSchema) expect(tool!.function.parameters).toEqual(d.parametersJsonSchema);
-      else if (d.parameters) expect(Object.keys(tool!.function.parameters!.properties)).toEqual(Object.keys(d.parameters.properties));
+      else if (d.parameters) expect(propertyNames(tool!.function.parameters)).toEqual(propertyNames(d.parameters));
       const messages = out.chat.messages as { role: string; content: unknown; tool_calls?: { function: { arguments: string } }[] }[];
       const call = (trip[0]!.parts[1] as { functionCall: { args: unknown } }).functionCall;
       expect(JSON.parse(messages.find((m) => m.tool_calls)!.tool_calls![0]!.function.arguments)).toEqual(call.args);
@@ -230,3 +302,13 @@ test("the user's own names in schemas, arguments and responses arrive as written
     { numRuns: 200 },
   );
 });
+
+/** The names under `properties` at every depth of a schema, by where they are. */
+function propertyNames(schema: unknown, at = ""): string[] {
+  const { properties, items, anyOf } = schema as { properties?: Record<string, unknown>; items?: unknown; anyOf?: unknown[] };
+  return [
+    ...Object.entries(properties ?? {}).flatMap(([name, s]) => [`${at}/${name}`, ...propertyNames(s, `${at}/${name}`)]),
+    ...(items ? propertyNames(items, `${at}[]`) : []),
+    ...(anyOf ?? []).flatMap((s, i) => propertyNames(s, `${at}|${i}`)),
+  ];
+}

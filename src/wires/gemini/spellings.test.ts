@@ -39,3 +39,43 @@ test("an unknown field is named as sent, in either spelling; `__proto__` is a fi
   const proto = JSON.parse('{"contents":[{"parts":[{"text":"Hi"}]}],"generation_config":{"__proto__":{"x":1}}}');
   expect(refusal(proto).body.error.message).toBe("Unrecognized request argument supplied: generationConfig.__proto__");
 });
+
+test("a Google schema's keywords in snake_case, as google-genai sends a pydantic model, become JSON Schema's; its property names stay", () => {
+  const responseSchema = {
+    type: "OBJECT",
+    properties: {
+      max_items: { type: "ARRAY", items: { type: "INTEGER" }, max_items: "3", min_items: 1 },
+      c: { any_of: [{ type: "INTEGER" }, { type: "STRING", max_length: 5 }] },
+    },
+    property_ordering: ["max_items", "c"],
+    required: ["max_items"],
+  };
+  const out = generateContentToChat(
+    { contents, generationConfig: { response_mime_type: "application/json", response_schema: responseSchema } },
+    "gpt-4o-mini",
+    false,
+  );
+  if (isFailure(out)) throw new Error(out.message);
+  expect(out.chat.response_format).toEqual({
+    type: "json_schema",
+    json_schema: {
+      name: "response",
+      schema: {
+        type: "object",
+        properties: {
+          max_items: { type: "array", items: { type: "integer" }, maxItems: 3, minItems: 1 },
+          c: { anyOf: [{ type: "integer" }, { type: "string", maxLength: 5 }] },
+        },
+        propertyOrdering: ["max_items", "c"],
+        required: ["max_items"],
+      },
+    },
+  });
+});
+
+test("a keyword Google's schema does not have is a 400 naming it", () => {
+  const parameters = { type: "OBJECT", properties: { city: { type: "STRING" } }, additionalProperties: false };
+  expect(refusal({ contents, tools: [{ functionDeclarations: [{ name: "f", parameters }] }] }).body.error.message).toBe(
+    "Unrecognized request argument supplied: tools.0.functionDeclarations.0.parameters.additionalProperties",
+  );
+});
