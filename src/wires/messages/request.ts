@@ -33,6 +33,7 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { type AnthropicExtras, anthropicExtras, anthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import { unknownField, zodFailureAt } from "../fields.ts";
 
 /** Tools and stop sequences one request may carry (Anthropic's own limits are lower). */
 export const MESSAGES_TOOLS_MAX = 1_000;
@@ -94,16 +95,6 @@ const CLIENT_TOOL_FIELDS: ReadonlySet<string> = new Set([
   "defer_loading",
   "strict",
 ]);
-
-/** The first field of `raw` not in `allowed`, as the 400 naming it; null when all are known. */
-function unknownField(raw: Readonly<Record<string, unknown>>, allowed: ReadonlySet<string> | undefined, at: string): Failure | null {
-  if (!allowed) return null;
-  for (const key in raw) {
-    if (!allowed.has(key))
-      return fail("invalid_request", `Unrecognized request argument supplied: ${at}.${key}`, { param: `${at}.${key}` });
-  }
-  return null;
-}
 
 const tool = z.looseObject({
   name: z.string().min(1),
@@ -247,12 +238,6 @@ function systemTurnText(blocks: z.infer<typeof anyBlock>[], at: string): string 
     text += block;
   }
   return text;
-}
-
-function zodFailureAt(error: z.ZodError, at: string): Failure {
-  const failure = zodFailure(error);
-  const param = failure.param ? `${at}.${failure.param}` : at;
-  return { ...failure, param, message: `Invalid value for '${param}': ${error.issues[0]!.message}` };
 }
 
 /** The system text as chat content: its blocks as text parts when one is marked for the prompt cache. */

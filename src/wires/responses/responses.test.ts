@@ -152,8 +152,32 @@ describe("every Responses field is translated, known and without price, or refus
     ["an unknown reasoning field", { reasoning: { effort: "low", budget: 3 } }, "reasoning.budget"],
     ["an unknown text field", { text: { verbosity: "low", style: "x" } }, "text.style"],
     ["truncation auto", { truncation: "auto" }, "truncation"],
+    ["a function tool's field", { tools: [{ type: "function", name: "f", parameters: {}, defer: true }] }, "tools.0.defer"],
+    ["a message item's field", { input: [{ role: "user", content: "Hi", name: "ali" }] }, "input.0.name"],
+    ["a content part's field", { input: [{ role: "user", content: [{ type: "input_text", text: "Hi", x: 1 }] }] }, "input.0.content.0.x"],
+    [
+      "a function_call item's field",
+      {
+        input: [
+          { type: "function_call", call_id: "c", name: "f", arguments: "{}", x: 1 },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      "input.0.x",
+    ],
+    [
+      "an additional_tools item's field",
+      {
+        input: [
+          { type: "additional_tools", tools: [], x: 1 },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      "input.0.x",
+    ],
   ])("%s: a 400 naming it", (_name, fields, param) => {
     const out = responsesToChat({ model: "gpt-4o", input: "Hi", ...fields });
+    if (isFailure(out)) expect(out.message).toContain(param.split(".").at(-1)!);
     expect(isFailure(out) && [out.code, out.param]).toEqual(["invalid_request", param]);
   });
 });
