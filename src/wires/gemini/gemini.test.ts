@@ -4,7 +4,8 @@ import { fail, isFailure } from "../../errors.ts";
 import { REASONING_MODELS } from "../../catalog/reasoning.ts";
 import type { ChatFrame } from "../chat.ts";
 import { failureToGoogleError } from "./errors.ts";
-import { generateContentToChat, schemaToJsonSchema } from "./request.ts";
+import { generateContentToChat } from "./request.ts";
+import { schemaToJsonSchema } from "./schema.ts";
 import { chatToGemini, usageToGemini } from "./response.ts";
 import { GeminiStream } from "./stream.ts";
 

@@ -39,6 +39,8 @@ export const geminiOutputLimit: OutputLimitWording = (asked, max) => ({
 });
 import { geminiCallToOpenAI, geminiPart } from "../../providers/gemini/response.ts";
 import { MESSAGES_TOOLS_MAX, STOP_SEQUENCES_MAX, thinkingToReasoningEffort } from "../messages/request.ts";
+import { geminiSchema, schemaToJsonSchema } from "./schema.ts";
+import { geminiObject } from "./spellings.ts";
 
 /** Parts one content may carry. */
 export const GEMINI_PARTS_MAX = 10_000;
@@ -47,37 +49,44 @@ export const GEMINI_TOOLS_MAX = 128;
 export const GEMINI_SAFETY_SETTINGS_MAX = 64;
 
 /**
- * A request part: every field known (any other is a 400 naming it). `thoughtSignature` comes back
- * from earlier replies and is not sent on; code execution parts are known and refused where read.
+ * A request part: every field known (any other is a 400 naming it), each in either spelling
+ * (spellings.ts). `thoughtSignature` comes back from earlier replies and is not sent on; code
+ * execution parts are known and refused where read. `args` and `response` are the user's own.
  */
-const requestPart = z.strictObject({
-  ...geminiPart.shape,
-  functionCall: z.strictObject({ ...geminiPart.shape.functionCall.unwrap().shape }).optional(),
+const requestPart = geminiObject({
+  text: z.string().optional(),
+  thought: z.boolean().optional(),
+  functionCall: geminiObject({ ...geminiPart.shape.functionCall.unwrap().shape }).optional(),
   thoughtSignature: z.string().optional(),
-  inlineData: z.strictObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
-  fileData: z.strictObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
-  functionResponse: z
-    .strictObject({ id: z.string().optional(), name: z.string().min(1), response: z.record(z.string(), z.unknown()).optional() })
-    .optional(),
+  inlineData: geminiObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
+  fileData: geminiObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
+  functionResponse: geminiObject({
+    id: z.string().optional(),
+    name: z.string().min(1),
+    response: z.record(z.string(), z.unknown()).optional(),
+  }).optional(),
   executableCode: z.unknown().optional(),
   codeExecutionResult: z.unknown().optional(),
 });
 type RequestPart = z.infer<typeof requestPart>;
 
-const content = z.strictObject({
+const content = geminiObject({
   role: z.enum(["user", "model", "function", "tool"]).optional(),
   parts: z.array(requestPart).max(GEMINI_PARTS_MAX),
 });
 
-const functionDeclaration = z.strictObject({
+/** `response` / `responseJsonSchema` describe what the function returns: chat has no place for them, and they have no price. */
+const functionDeclaration = geminiObject({
   name: z.string().min(1),
   description: z.string().optional(),
-  parameters: z.record(z.string(), z.unknown()).optional(),
+  parameters: geminiSchema.optional(),
   parametersJsonSchema: z.unknown().optional(),
+  response: geminiSchema.optional(),
+  responseJsonSchema: z.unknown().optional(),
 });
 
 /** `thinkingLevel` and `includeThoughts` are accepted and not translated: the thoughts stay within max_tokens either way. */
-const thinkingConfig = z.strictObject({
+const thinkingConfig = geminiObject({
   thinkingBudget: z.number().int().min(-1).max(CHAT_TOKENS_MAX).optional(),
   includeThoughts: z.boolean().optional(),
   thinkingLevel: z.string().max(32).optional(),
@@ -88,7 +97,7 @@ const thinkingConfig = z.strictObject({
  * is a 400 naming it. `topK` is accepted and not sent on (chat has none; sampling has no price);
  * `responseModalities` may ask for text alone (image and audio output are priced apart).
  */
-const generationConfig = z.strictObject({
+const generationConfig = geminiObject({
   maxOutputTokens: z.number().int().min(1).max(CHAT_TOKENS_MAX).optional(),
   temperature: z.number().min(0).max(2).optional(),
   topP: z.number().min(0).max(1).optional(),
@@ -99,7 +108,7 @@ const generationConfig = z.strictObject({
   presencePenalty: z.number().optional(),
   frequencyPenalty: z.number().optional(),
   responseMimeType: z.string().optional(),
-  responseSchema: z.unknown().optional(),
+  responseSchema: geminiSchema.optional(),
   responseJsonSchema: z.unknown().optional(),
   thinkingConfig: thinkingConfig.optional(),
   responseModalities: z
@@ -113,7 +122,7 @@ const generationConfig = z.strictObject({
  * tokens (per grounded prompt, per execution), which the catalog has no price for.
  */
 const hostedTool = z.unknown().optional();
-const tool = z.strictObject({
+const tool = geminiObject({
   functionDeclarations: z.array(functionDeclaration).max(MESSAGES_TOOLS_MAX).optional(),
   googleSearch: hostedTool,
   googleSearchRetrieval: hostedTool,
@@ -124,39 +133,47 @@ const tool = z.strictObject({
   computerUse: hostedTool,
   enterpriseWebSearch: hostedTool,
   retrieval: hostedTool,
+  exaAiSearch: hostedTool,
+  parallelAiSearch: hostedTool,
+  mcpServers: hostedTool,
 });
 
-/** Every top-level field is known (any other is a 400 naming it); `safetySettings` are accepted and not sent on (no price). */
-export const generateContentRequest = z.strictObject({
+/** Accepted and not sent on: safety thresholds have no price, and chat has no place for them. */
+const safetySetting = geminiObject({
+  category: z.string().max(64),
+  threshold: z.string().max(64).optional(),
+  method: z.string().max(64).optional(),
+});
+
+/** The fields of a generateContent body, every one known (any other is a 400 naming it). */
+const requestShape = {
   contents: z.array(content).min(1).max(MESSAGES_MAX),
   systemInstruction: z.union([z.string(), content]).optional(),
   tools: z.array(tool).max(GEMINI_TOOLS_MAX).optional(),
-  toolConfig: z
-    .strictObject({
-      functionCallingConfig: z
-        .strictObject({
-          mode: z.enum(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]).optional(),
-          allowedFunctionNames: z.array(z.string()).max(MESSAGES_TOOLS_MAX).optional(),
-        })
-        .optional(),
-    })
-    .optional(),
+  toolConfig: geminiObject({
+    functionCallingConfig: geminiObject({
+      mode: z.enum(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]).optional(),
+      allowedFunctionNames: z.array(z.string()).max(MESSAGES_TOOLS_MAX).optional(),
+    }).optional(),
+  }).optional(),
   generationConfig: generationConfig.optional(),
-  safetySettings: z.array(z.unknown()).max(GEMINI_SAFETY_SETTINGS_MAX).optional(),
+  safetySettings: z.array(safetySetting).max(GEMINI_SAFETY_SETTINGS_MAX).optional(),
   cachedContent: z.undefined({ error: "Cached contents are not stored by this gateway; send the whole conversation." }).optional(),
-});
+};
+
+export const generateContentRequest = geminiObject(requestShape);
 
 export type GenerateContentRequest = z.infer<typeof generateContentRequest>;
+
+const countShape = { ...requestShape, contents: requestShape.contents.optional() };
 
 /**
  * countTokens takes `contents` alone, a whole `generateContentRequest`, or (as @google/genai
  * sends on Vertex) a generateContent body's fields beside `contents`; each is counted.
  */
-export const countTokensRequest = generateContentRequest.partial({ contents: true }).extend({
-  generateContentRequest: generateContentRequest
-    .partial({ contents: true })
-    .extend({ model: z.string().max(256).optional() })
-    .optional(),
+export const countTokensRequest = geminiObject({
+  ...countShape,
+  generateContentRequest: geminiObject({ ...countShape, model: z.string().max(256).optional() }).optional(),
 });
 
 /** The first tool Google would run itself, as the 400 naming it; null when every tool is a function. */
@@ -274,17 +291,6 @@ export function contentsToChat(body: Pick<GenerateContentRequest, "contents" | "
       if ("code" in messages) return messages;
       out.push(...messages);
     }
-  }
-  return out;
-}
-
-/** Gemini's OpenAPI schema (`type: "OBJECT"` …) as JSON Schema: its type names in lower case. */
-export function schemaToJsonSchema(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(schemaToJsonSchema);
-  if (typeof schema !== "object" || schema === null) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(schema)) {
-    out[field] = field === "type" && typeof value === "string" ? value.toLowerCase() : schemaToJsonSchema(value);
   }
   return out;
 }
