@@ -24,6 +24,7 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "context_length_exceeded":
     case "idempotency_conflict":
     case "wallet_not_funded":
+    case "key_limit_reached":
     case "replay_refused":
     case "code_invalid":
     case "code_expired":
