@@ -31,7 +31,7 @@ import { serveMedia } from "./media/route.ts";
 import { callerOf, failed, isFailure, json, resultResponse } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { httpInput, noteArrival } from "./request.ts";
+import { decodeParams, httpInput, noteArrival, queryRefused } from "./request.ts";
 import { newRequestId, type OperationInput } from "../operations/input.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
@@ -196,7 +196,7 @@ export function createApp(
   };
   const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
   const getModel = withKey((_, requestId, __, params) => {
-    const model = servedModel(deps.catalog, decodeURIComponent(params.id!));
+    const model = servedModel(deps.catalog, params.id!);
     if (isFailure(model)) return failed(model, requestId);
     const body = modelReplies().byId.get(model.id);
     return body ? prepared(body, requestId) : failed(fail("model_not_found", `The model \`${model.id}\` is not listed.`), requestId);
@@ -220,6 +220,11 @@ export function createApp(
         // No route, or one that threw (a paid one then wrote no line of its own either).
         if (request) logAccess(deps, request, code === "NOT_FOUND" ? null : route, { status: reply.status, requestId });
         return reply;
+      })
+      // Path parameters decoded once, here: an undecodable one is the route's 400, never a handler's throw.
+      .onBeforeHandle({ as: "global" }, ({ request, params }) => {
+        const refused = (params ? decodeParams(params as Record<string, string | null>) : null) ?? queryRefused(request.url);
+        if (refused) return failedOn(request)(refused, newRequestId());
       })
       .onAfterHandle({ as: "global" }, ({ request, route, response, set }) => {
         if (!writesOwnLine(route, request)) logAccess(deps, request, route, replyOf(response, set.status));
@@ -264,7 +269,7 @@ export function createApp(
       .get(
         "/v1/generations/:id",
         freeWithKey("generation", async (key, requestId, _, params) => {
-          const reply = await generation(key, decodeURIComponent(params.id!), deps);
+          const reply = await generation(key, params.id!, deps);
           return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
         }),
       )
@@ -319,7 +324,7 @@ export function createApp(
       )
       .put(
         "/admin/pools/:model",
-        asAdmin((request, params, id) => admin.setPool(request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => admin.setPool(request, params.model!, id)),
         NO_PARSE,
       )
       .get(
@@ -332,17 +337,17 @@ export function createApp(
       )
       .put(
         "/admin/catalog/models/:model",
-        asAdmin((request, params, id) => putModel(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => putModel(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(
         "/admin/catalog/models/:model/aliases",
-        asAdmin((request, params, id) => addAlias(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => addAlias(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(
         "/admin/catalog/models/:model/retire",
-        asAdmin((request, params, id) => retireModel(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => retireModel(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(
