@@ -93,3 +93,8 @@ test("reasoning models are marked in the file; a dated id of one takes an effort
   expect(takesReasoningEffort("claude-sonnet-4-20250514")).toBe(true);
   expect(takesReasoningEffort("gpt-4o-mini")).toBe(false);
 });
+
+test("a USD price past the static ceiling is refused where the file is read, naming the unit", () => {
+  const entry = { ...SEED_MODELS[0]!, usd_per_1m: { ...SEED_MODELS[0]!.usd_per_1m, input_token: "99999999999999999999999" } };
+  expect(() => parseCatalogFile(JSON.stringify({ models: [entry] }), "test.json")).toThrow(/input_token/);
+});

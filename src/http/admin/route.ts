@@ -7,7 +7,7 @@ import { timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { KEY_EVENTS, PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
-import { setRate, type FetchStatus } from "../../catalog/rates.ts";
+import { RateRefused, setRate, type FetchStatus } from "../../catalog/rates.ts";
 import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
@@ -207,7 +207,13 @@ export class AdminApi {
         requestId,
       );
     }
-    const version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
+    let version: Awaited<ReturnType<typeof setRate>>;
+    try {
+      version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
+    } catch (error) {
+      if (!(error instanceof RateRefused)) throw error;
+      return failed(fail("invalid_request", `This rate is refused: ${error.message}.`, { param: "toman_per_usd" }), requestId);
+    }
     await reloadCatalog(this.deps.db, this.deps.catalog);
     this.deps.bus.publish(PRICE_EVENTS, this.deps.subjects.priceEvents, { versionId: version.versionId });
     this.deps.log("info", "rate_set", { tomanPerUsd: body.toman_per_usd, versionId: version.versionId });
