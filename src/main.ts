@@ -67,6 +67,8 @@ export interface Gateway {
   payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
   health: Health;
+  /** Every route the node serves, as its HTTP app lists them (the hostile-input test walks them all). */
+  routes: readonly { method: string; path: string }[];
   stop(): Promise<void>;
 }
 
@@ -361,7 +363,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     // Pushed last, so it runs first when stopping: /ready answers 503 while the node drains.
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
-    return { url, port, deps, keyHost, console: area, cluster, payments, health, stop };
+    const routes = app.routes.map((r) => ({ method: r.method, path: r.path }));
+    return { url, port, deps, keyHost, console: area, cluster, payments, health, routes, stop };
   } catch (error) {
     await stop();
     throw error;
