@@ -232,7 +232,7 @@ type Step = string | number;
 /** Every place in a value: its path. */
 function placesOf(v: Json, at: Step[] = []): Step[][] {
   const places: Step[][] = at.length > 0 ? [at] : [];
-  if (Array.isArray(v)) v.forEach((x, i) => places.push(...placesOf(x, [...at, i])));
+  if (Array.isArray(v)) for (const [i, x] of v.entries()) places.push(...placesOf(x, [...at, i]));
   else if (v !== null && typeof v === "object" && !("raw" in v))
     for (const [k, x] of Object.entries(v)) places.push(...placesOf(x, [...at, k]));
   return places;
