@@ -423,6 +423,8 @@ describe("inputs that were 5xx", () => {
     expect(huge.body.error.param).toBe("tpm");
     expect((await probe("GET", "/v1/generations/req_%25")).body.error.code).toBe("not_found");
     expect((await probe("GET", "/v1/models/gpt-4o-mini%25")).body.error.code).toBe("model_not_found");
+    const replay = await probe("POST", "/admin/usage/dead-letters/9223372036854775808/replay");
+    expect(replay.status).toBe(404);
     const nul = await probe("GET", "/admin/accounts/a%00b");
     expect(nul.status).toBe(400);
     expect(nul.body.error.param).toBe("path");
