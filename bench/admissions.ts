@@ -25,6 +25,7 @@ import { UsageWriter } from "../src/ledger/usage.ts";
 import { ledgerSink } from "../src/ledger/deadletter.ts";
 import { createAccount, topUp } from "../src/ledger/wallets.ts";
 import { silentLogger } from "../src/log.ts";
+import { ACCOUNT_CONCURRENCY_MAX_LIMIT } from "../src/keys/accountLimits.ts";
 import postgres from "postgres";
 
 const { values } = parseArgs({ options: { seconds: { type: "string", default: "5" }, concurrency: { type: "string", default: "64" } } });
@@ -82,6 +83,8 @@ async function measure(mode: string, db: Db, server: Bus, client: Bus, keyCount:
   for (let i = 0; i < keyCount; i++) {
     const account = await createAccount(db, `bench ${i}`);
     await topUp(db, account.id, 10n ** 15n, `bench-${i}`);
+    // Up to 1,024 callers on one key: above the account's default concurrency.
+    await keys.setAccountLimits(account.id, { concurrencyMax: ACCOUNT_CONCURRENCY_MAX_LIMIT });
     keyIds.push((await keys.create(account.id, `k${i}`, { concurrencyMax: 10_000 })).record.id);
   }
 

@@ -361,11 +361,14 @@ export async function startDarvaze(options: DarvazeOptions): Promise<Target> {
 /** Node 1 on the server CPU; a second node on the load CPU (2 cores: there is no third). */
 export const DARVAZE_NODE_CPUS = [SERVER_CPU, LOAD_CPU] as const;
 const keyCreationsInFlight = 16;
+/** The bench account's limits: more keys and concurrent requests than any workload here uses. */
+const BENCH_KEYS_MAX = 100_000;
+const BENCH_CONCURRENCY_MAX = 1_000_000;
 
 async function fundedKey(url: string, adminToken: string): Promise<{ key: string; createKeys(count: number): Promise<string[]> }> {
-  const admin = async (path: string, body: unknown): Promise<Record<string, unknown>> => {
+  const admin = async (path: string, body: unknown, method = "POST"): Promise<Record<string, unknown>> => {
     const response = await fetch(url + path, {
-      method: "POST",
+      method,
       headers: { authorization: `Bearer ${adminToken}`, "content-type": "application/json" },
       body: JSON.stringify(body),
       signal: AbortSignal.timeout(10_000),
@@ -377,6 +380,8 @@ async function fundedKey(url: string, adminToken: string): Promise<{ key: string
   const account = await admin("/admin/accounts", { name: "bench" });
   const accountId = String(account.id);
   await admin(`/admin/accounts/${accountId}/topups`, { amount_toman: 1e12, reference: `bench-${randomId(8)}` });
+  // One account carries the whole load (thousands of keys and streams): above the defaults a customer gets.
+  await admin(`/admin/accounts/${accountId}`, { limits: { keys_max: BENCH_KEYS_MAX, concurrency_max: BENCH_CONCURRENCY_MAX } }, "PATCH");
   const createKey = async (name: string): Promise<string> => {
     const created = await admin(`/admin/accounts/${accountId}/keys`, { name, concurrency_max: 10_000 });
     if (typeof created.key !== "string") throw new Error(`key creation returned no key: ${JSON.stringify(created)}`);

@@ -58,14 +58,16 @@ export class Cluster {
     const { bus, subjects } = deps;
     const tenure = (p: number) => (this.leases?.owns(p) ? (this.tenures.get(p) ?? null) : null);
     const ownsPartition = (p: number) => this.leases?.owns(p) ?? false;
-    this.allocator = new SlotAllocator(deps.keys, tenure);
+    // Accounts' limits are held like keys' (src/keys/accountLimits.ts): one allocator, one partition space.
+    const holders = { get: (id: string) => deps.keys.holder(id) };
+    this.allocator = new SlotAllocator(holders, tenure);
     this.shares = new SlotShares({
       node: this.node,
       ask: (req) => bus.request(GRANT, subjects.keyGrant(partitionOf(req.keyId)), req, { timeoutMs: GRANT_REQUEST_TIMEOUT_MS }),
       ownsPartition,
       log: deps.log,
     });
-    this.permitAllocator = new PermitAllocator({ keys: deps.keys, tenure, monthSpent: (keyId) => monthSpentMicro(deps.db, keyId) });
+    this.permitAllocator = new PermitAllocator({ keys: holders, tenure, monthSpent: (keyId) => monthSpentMicro(deps.db, keyId) });
     this.permits = new RatePermits({
       node: this.node,
       ask: (req) => bus.request(PERMITS, subjects.keyPermits(partitionOf(req.keyId)), req, { timeoutMs: PERMIT_REQUEST_TIMEOUT_MS }),

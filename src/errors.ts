@@ -22,6 +22,7 @@ export const errorCode = z.enum([
   "idempotency_conflict",
   "replay_refused",
   "wallet_not_funded",
+  "key_limit_reached",
   "request_too_large",
   "concurrency_limit_exceeded",
   "rate_limit_exceeded",
@@ -86,6 +87,7 @@ export function describe(code: ErrorCode): ErrorDescription {
       return { status: 410, type: "invalid_request_error", retryable: false };
     case "idempotency_conflict":
     case "wallet_not_funded":
+    case "key_limit_reached":
     case "replay_refused":
       return { status: 409, type: "invalid_request_error", retryable: false };
     case "request_too_large":

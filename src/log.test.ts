@@ -55,3 +55,15 @@ test("a logger given a writer writes each line to it at once", () => {
   log("info", "one", { n: 1n });
   expect(JSON.parse(lines[0]!)).toMatchObject({ level: "info", event: "one", n: "1" });
 });
+
+test("no line carries a query's parameters, whoever logs the database's error", () => {
+  const lines: string[] = [];
+  const log = createLogger("info", (line) => lines.push(line));
+  const error = 'Failed query: insert into "api_keys" ("id", "hash") values ($1, $2)\nparams: key_1,5f2b9c0d-secret-hash';
+  log("error", "unhandled", { error, requestId: "req_1" });
+  log("info", "plain", { note: "params: stay when no query precedes them" });
+  expect(lines[0]).toContain('Failed query: insert into \\"api_keys\\"');
+  expect(lines[0]).not.toContain("secret-hash");
+  expect(lines[0]).toContain("req_1");
+  expect(lines[1]).toContain("params: stay");
+});

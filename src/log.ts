@@ -53,13 +53,30 @@ function stderrBatcher(): ReturnType<typeof lineBatcher> {
   return stderrLines;
 }
 
+/** Where a database driver's error message starts listing the query's parameters (drizzle: "Failed query: … \nparams: …"). */
+const QUERY_PARAMS_MARK = "\nparams:";
+
+/** `text` without a query's parameters: they may be a key's hash, an account, a customer's name. */
+export function withoutQueryParams(text: string): string {
+  const at = text.indexOf(QUERY_PARAMS_MARK);
+  return at < 0 ? text : text.slice(0, at);
+}
+
+/** The fields of a line with every string cut before a query's parameters: no error line carries them, whoever logs it. */
+function scrubbed(fields: Record<string, unknown>): Record<string, unknown> {
+  for (const [name, value] of Object.entries(fields)) {
+    if (typeof value === "string" && value.includes(QUERY_PARAMS_MARK)) fields = { ...fields, [name]: withoutQueryParams(value) };
+  }
+  return fields;
+}
+
 /** A logger of `minimum` and above; lines to `write` when given (tests), else to stderr, batched. */
 export function createLogger(minimum: LogLevel, write?: (line: string) => void): Logger {
   const floor = RANK[minimum];
   const out: (line: string, urgent: boolean) => void = write ?? ((line, urgent) => stderrBatcher().line(line, urgent));
   return (level, event, fields = {}) => {
     if (RANK[level] < floor) return;
-    const record = { t: new Date().toISOString(), level, event, ...fields };
+    const record = { t: new Date().toISOString(), level, event, ...scrubbed(fields) };
     out(`${encodeJson(record)}\n`, level === "error");
   };
 }

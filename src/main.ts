@@ -68,6 +68,8 @@ export interface Gateway {
   payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
   health: Health;
+  /** Every route the node serves, as its HTTP app lists them (the hostile-input test walks them all). */
+  routes: readonly { method: string; path: string }[];
   stop(): Promise<void>;
 }
 
@@ -364,11 +366,16 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
     if (env.DARVAZE_WORKER_INDEX !== undefined) listenAsWorker(env, env.DARVAZE_WORKER_INDEX, app, url, cleanups);
-    return { url, port, deps, keyHost, console: area, cluster, payments, health, stop };
+    return { url, port, deps, keyHost, console: area, cluster, payments, health, routes: routesOf(app), stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** The app's routes, for tests that walk every one of them. */
+function routesOf(app: { routes: { method: string; path: string }[] }): { method: string; path: string }[] {
+  return app.routes.map((r) => ({ method: r.method, path: r.path }));
 }
 
 /**

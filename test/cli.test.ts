@@ -114,6 +114,25 @@ describe("bun run gw", () => {
   );
 
   test(
+    "accounts limits sets the account's limits over its keys and the console's ceilings; accounts show prints them",
+    async () => {
+      const run = await gw(["accounts", "limits", accountId, "--concurrency-max", "40", "--rpm", "3000", "--keys-max", "5"]);
+      expect(run.stderr).toBe("");
+      expect(run.code).toBe(0);
+      expect(field(run.stdout, "account limits")).toBe("40 concurrent, 3000 rpm, no tpm limit, 5 live keys");
+      const reset = await gw(["accounts", "limits", accountId, "--rpm", "default", "--key-rpm-max", "900"]);
+      expect(field(reset.stdout, "account limits")).toBe("40 concurrent, no rpm limit, no tpm limit, 5 live keys");
+      expect(field(reset.stdout, "console key ceilings")).toContain("900 rpm");
+      const shown = await gw(["accounts", "show", accountId]);
+      expect(field(shown.stdout, "account limits")).toContain("40 concurrent");
+      const unknown = await gw(["accounts", "limits", "acc_missing", "--rpm", "5"]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toContain("(not_found)");
+    },
+    cliTimeoutMs,
+  );
+
+  test(
     "keys create prints the key once, and the key works",
     async () => {
       const run = await gw(["keys", "create", accountId, "ci", "--concurrency-max", "3", "--rpm", "600"]);

@@ -300,6 +300,35 @@ describe("console API", () => {
     expect(after.status).toBe(401);
   }, 30_000);
 
+  test("keys made in the console stay within the operator's ceilings and the account's number of live keys", async () => {
+    const b = await signIn("09120000031");
+    const accountId = (await call(b, "GET", "/console/api/session")).body.account_id;
+    await t.admin("POST", `/admin/accounts/${accountId}/topups`, { amount_toman: 1_000, reference: "console-ceilings" });
+    const ceilings = { key_concurrency_max: 4, key_rpm_max: 600, key_tpm_max: 50_000, keys_max: 2 };
+    expect((await t.admin("PATCH", `/admin/accounts/${accountId}`, { limits: ceilings })).status).toBe(200);
+    for (const [field, value, ceiling] of [
+      ["concurrency_max", 10_000, 4],
+      ["rpm", 10_000_000, 600],
+      ["tpm", 2_000_000_000, 50_000],
+    ] as const) {
+      const above = await call(b, "POST", "/console/api/keys", { name: "above", [field]: value });
+      expect(above.status).toBe(400);
+      expect(above.body.error.param).toBe(field);
+      expect(above.body.error.message).toContain(`${field} may be at most ${ceiling}`);
+    }
+    // A limit not given is the ceiling: no console key is unlimited.
+    const plain = await call(b, "POST", "/console/api/keys", { name: "plain" });
+    expect(plain.status).toBe(201);
+    expect(plain.body).toMatchObject({ concurrency_max: 4, rpm: 600, tpm: 50_000 });
+    const within = await call(b, "POST", "/console/api/keys", { name: "within", concurrency_max: 2, rpm: 10, tpm: 1_000 });
+    expect(within.body).toMatchObject({ concurrency_max: 2, rpm: 10, tpm: 1_000 });
+    const third = await call(b, "POST", "/console/api/keys", { name: "third" });
+    expect(third.status).toBe(409);
+    expect(third.body.error).toMatchObject({ code: "key_limit_reached", param: "keys_max" });
+    // The console cannot change its own account's limits.
+    expect((await call(b, "PUT", "/console/api/alert", { low_balance_threshold_toman: 10, limits: { keys_max: 100 } })).status).toBe(400);
+  });
+
   test("key restrictions: the account changes its own key's allowlists (bounded like the admin API); admission follows", async () => {
     const b = await signIn("09120000021");
     const session = await call(b, "GET", "/console/api/session");

@@ -35,7 +35,7 @@ import { microToToman } from "../../src/catalog/prices.ts";
 import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import { costOf, tokensOf } from "../../src/units.ts";
 import type { Logger } from "../../src/log.ts";
-import type { RateGate } from "./gate.ts";
+import { concurrencyRefused, type RateGate } from "./gate.ts";
 import { AccountPurse, type Drawn } from "./purse.ts";
 import { RateWindows } from "./window.ts";
 
@@ -91,9 +91,7 @@ export class KeyActor {
       return refuse(fail("invalid_request", `Request ${ticket.requestId} was already admitted.`));
     }
     if (this.admissions.size >= key.concurrencyMax) {
-      return refuse(
-        fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 }),
-      );
+      return refuse(concurrencyRefused(key));
     }
     // The slot is taken before the first await, so the limit holds under concurrency: requests
     // that arrive together (a key's first, waiting for its record) resume together.

@@ -28,12 +28,13 @@
  * a rolling restart) the slack is zero.
  */
 import { every, runTask } from "../../src/background.ts";
-import { fail, type Failure } from "../../src/errors.ts";
+import type { Failure } from "../../src/errors.ts";
 import { silentLogger, type Logger } from "../../src/log.ts";
-import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import type { KeyRecord } from "../../src/keys/store.ts";
 import type { GrantReply, GrantRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { systemClock, type Clock } from "./clock.ts";
+import { concurrencyRefused, type LimitHolders } from "./gate.ts";
 import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
 
 export type { Tenure } from "./grant.ts";
@@ -76,7 +77,7 @@ export class SlotAllocator {
   });
 
   constructor(
-    private readonly keys: KeyStore,
+    private readonly keys: LimitHolders,
     tenure: (partition: number) => Tenure | null,
     private readonly clock: Clock = systemClock,
   ) {
@@ -225,8 +226,7 @@ export class SlotShares {
     }
     const path: AdmissionPath = this.deps.ownsPartition(partitionOf(key.id)) ? "owner_local" : "owner_remote";
     const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
-    const refused = () =>
-      fail("concurrency_limit_exceeded", `Too many concurrent requests for this key (limit ${key.concurrencyMax}).`, { retryAfterS: 1 });
+    const refused = () => concurrencyRefused(key);
     // Refused once the owner has heard a want that covers this admission (an ask already under
     // way may be for less) and answered it.
     const outcome = await awaitGrant(this.clock, {

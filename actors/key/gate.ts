@@ -2,8 +2,15 @@
  * What a key actor (actor.ts) asks of the cluster's rate limits, apart from how they are kept:
  * permits.ts implements it with permits from each key's partition owner.
  */
+import { fail, type Failure } from "../../src/errors.ts";
+import { holderNoun } from "../../src/keys/accountLimits.ts";
 import type { KeyRecord } from "../../src/keys/store.ts";
 import type { PermitReply, RateInfo } from "../protocol.ts";
+
+/** Keys' and accounts' limits by id, as the owner of their partition reads them (KeyStore.holder). */
+export interface LimitHolders {
+  get(id: string): Promise<KeyRecord | null>;
+}
 
 export type Amounts = { requests: number; tokens: number; micro: bigint };
 
@@ -19,4 +26,13 @@ export interface RateGate {
   release(keyId: string, amounts: Amounts): void;
   /** A request settled: its reserve is no longer in flight, `billedMicro` is spent, `tokens` corrects tpm (used − reserved). */
   settled(keyId: string, s: { reserveMicro: bigint; billedMicro: bigint; tokens: number }): void;
+}
+
+/** The 429 of a key's or an account's concurrency limit. */
+export function concurrencyRefused(holder: Pick<KeyRecord, "id" | "concurrencyMax">): Failure {
+  return fail(
+    "concurrency_limit_exceeded",
+    `Too many concurrent requests for this ${holderNoun(holder)} (limit ${holder.concurrencyMax}).`,
+    { retryAfterS: 1 },
+  );
 }

@@ -12,6 +12,12 @@
  * the key's partition owner, and a settlement carries that owner's fencing token; and the key's
  * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (permits.ts), also
  * granted by the owner.
+ *
+ * An account's concurrency, rpm and tpm (src/keys/accountLimits.ts) are held the same way, the
+ * account being a limit holder of its own: an admission takes the account's slot and permits
+ * before the key's, on the cluster's shares and permits (the account's partition owner grants
+ * them), or alone on this host's own (localGates), so the account's limits are one rule whichever
+ * node admits and whichever of its keys asks.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { every, runTask } from "../../src/background.ts";
@@ -35,8 +41,11 @@ import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
 import { newId } from "../../src/ids.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 import { AccountPurse, type PurseDeps } from "./purse.ts";
-import type { SlotShares } from "./capacity.ts";
-import type { RatePermits } from "./permits.ts";
+import { SlotAllocator, SlotShares, type Tenure } from "./capacity.ts";
+import { PermitAllocator, RatePermits } from "./permits.ts";
+import type { LimitHolders } from "./gate.ts";
+import type { KeyRecord } from "../../src/keys/store.ts";
+import { tokensOf } from "../../src/units.ts";
 
 /** Key classes for in-flight gauges: by concurrency tier, never by key. */
 export function keyClassOf(concurrencyMax: number): string {
@@ -50,6 +59,25 @@ export function keyClassOf(concurrencyMax: number): string {
 export interface ClusterGates {
   shares: SlotShares;
   permits: RatePermits;
+}
+
+/**
+ * The gates of one node alone: an allocator that owns every partition, asked in process. Accounts'
+ * limits are then kept exactly (one claimer), by the same code as in a cluster.
+ */
+export function localGates(holders: LimitHolders): ClusterGates {
+  const always: Tenure = { fenceToken: 0n, acquiredAtMs: Number.NEGATIVE_INFINITY };
+  const slots = new SlotAllocator(holders, () => always);
+  const shares = new SlotShares({ node: "local", ask: (req) => slots.grant(req), ownsPartition: () => true });
+  const allocator = new PermitAllocator({ keys: holders, tenure: () => always, monthSpent: async () => 0n });
+  const permits = new RatePermits({ node: "local", ask: (req) => allocator.grant(req), ownsPartition: () => true, allocator });
+  return { shares, permits };
+}
+
+/** An admission's hold on its account's limits: its tokens, for the tpm correction at settle. */
+interface AccountAdmission {
+  accountId: string;
+  tokens: number;
 }
 
 /** Key actors, and account purses, a node keeps at most (idle ones are dropped past it). */
@@ -83,6 +111,10 @@ export class KeyActorHost {
   private readonly deps: KeyActorDeps;
   private readonly purseDeps: PurseDeps;
   private readonly shares: SlotShares | undefined;
+  /** What admits accounts' limits: the cluster's gates, or this node's own. */
+  private readonly accountGates: ClusterGates;
+  /** Requests admitted here, by id, holding their account's slot (and permits). */
+  private readonly accountAdmissions = new Map<string, AccountAdmission>();
   private readonly keyIdleMs: number;
   /** This host's name in the recalls it sends, so that it does not answer its own. */
   readonly hostId = newId("host");
@@ -98,6 +130,7 @@ export class KeyActorHost {
     this.purseDeps = { ...deps, recall: (accountId, fromKeyId) => this.recall(accountId, fromKeyId) };
     this.deps = { ...deps, purseOf: (accountId) => this.purseOf(accountId), rates: cluster?.permits };
     this.shares = cluster?.shares;
+    this.accountGates = cluster ?? localGates({ get: (id) => deps.keys.holder(id) });
     this.keyIdleMs = deps.keyIdleMs ?? KEY_IDLE_MS;
   }
 
@@ -146,6 +179,25 @@ export class KeyActorHost {
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
     this.accountOf.set(key.id, key.accountId);
     this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
+    const account = await this.deps.keys.holder(key.accountId);
+    if (!account) return { ok: false, failure: fail("invalid_api_key", "This API key's account no longer exists.") };
+    const { shares, permits } = this.accountGates;
+    const refused = await shares.take(account);
+    if (refused) return { ok: false, failure: refused };
+    const rated = await permits.admit(account, ticket.reserveTokens, 0n);
+    if (!rated.ok) {
+      shares.give(account.id);
+      return rated.rate ? { ok: false, failure: rated.failure, rate: rated.rate } : { ok: false, failure: rated.failure };
+    }
+    const reply = await this.admitKey(ticket, key);
+    if (!reply.ok) {
+      shares.give(account.id);
+      permits.release(account.id, { requests: 1, tokens: ticket.reserveTokens, micro: 0n });
+    } else this.accountAdmissions.set(ticket.requestId, { accountId: account.id, tokens: ticket.reserveTokens });
+    return reply;
+  }
+
+  private async admitKey(ticket: AdmitTicket, key: KeyRecord): Promise<AdmitReply> {
     if (!this.shares) return this.actor(ticket.keyId).admit(ticket, key);
     const refused = await this.shares.take(key);
     if (refused) return { ok: false, failure: refused };
@@ -157,18 +209,41 @@ export class KeyActorHost {
   async extend(ticket: ExtendTicket): Promise<ExtendReply> {
     const key = await this.deps.keys.get(ticket.keyId);
     if (!key || key.revokedAt) return { ok: false, failure: fail("invalid_api_key", "This API key has been revoked.") };
-    return this.actor(ticket.keyId).extend(ticket, key);
+    const reply = await this.actor(ticket.keyId).extend(ticket, key);
+    const held = this.accountAdmissions.get(ticket.requestId);
+    const account = reply.ok && held ? await this.deps.keys.holder(held.accountId) : null;
+    if (held && account) {
+      // Tokens of an extension are counted, never refused, as a key's are.
+      await this.accountGates.permits.extend(account, ticket.addTokens, 0n);
+      held.tokens += ticket.addTokens;
+    }
+    return reply;
+  }
+
+  /** A request admitted here settled: its account's slot goes back, its tokens correct the account's tpm. */
+  private settledAccount(settlement: Settlement): void {
+    const held = this.accountAdmissions.get(settlement.requestId);
+    if (!held) return;
+    this.accountAdmissions.delete(settlement.requestId);
+    this.accountGates.shares.give(held.accountId);
+    const tokens = Number(tokensOf(settlement.usage)) - held.tokens;
+    this.accountGates.permits.settled(held.accountId, { reserveMicro: 0n, billedMicro: 0n, tokens });
   }
 
   async settle(settlement: Settlement): Promise<SettleReply> {
     const accountId = this.accountOf.get(settlement.keyId) ?? (await this.deps.keys.get(settlement.keyId))?.accountId;
     if (!accountId) return { ok: false, failure: fail("invalid_request", `Unknown key ${settlement.keyId}.`) };
     const actor = this.actor(settlement.keyId);
-    if (!this.shares) return actor.settle(settlement, accountId);
+    if (!this.shares) {
+      const reply = await actor.settle(settlement, accountId);
+      this.settledAccount(settlement);
+      return reply;
+    }
     const mine = actor.admitted(settlement.requestId);
     const fence = { partition: partitionOf(settlement.keyId), fenceToken: this.shares.fenceOf(settlement.keyId) };
     const reply = await actor.settle(settlement, accountId, fence);
     if (mine) this.shares.give(settlement.keyId);
+    this.settledAccount(settlement);
     return reply;
   }
 

@@ -44,12 +44,12 @@
 import { every, runTask } from "../../src/background.ts";
 import { fail } from "../../src/errors.ts";
 import { silentLogger, type Logger } from "../../src/log.ts";
-import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
+import type { KeyRecord } from "../../src/keys/store.ts";
 import type { PermitReply, PermitRequest, RateInfo } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { capExceeded, utcMonth } from "./actor.ts";
 import { systemClock, type Clock } from "./clock.ts";
-import type { Amounts, RateGate, Refusal, Verdict } from "./gate.ts";
+import type { Amounts, LimitHolders, RateGate, Refusal, Verdict } from "./gate.ts";
 import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
 import { RateWindows } from "./window.ts";
 
@@ -90,7 +90,7 @@ interface KeyRates {
 }
 
 export interface AllocatorDeps {
-  keys: KeyStore;
+  keys: LimitHolders;
   tenure: (partition: number) => Tenure | null;
   /** The key's billing this UTC month as the database knows it. */
   monthSpent: (keyId: string) => Promise<bigint>;

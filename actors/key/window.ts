@@ -3,6 +3,7 @@
  * Memory is fixed (60 buckets) whatever the rate.
  */
 import { fail, type Failure } from "../../src/errors.ts";
+import { holderNoun } from "../../src/keys/accountLimits.ts";
 import type { RateInfo } from "../protocol.ts";
 
 export const WINDOW_SECONDS = 60;
@@ -50,6 +51,8 @@ export class MinuteWindow {
 
 /** The per-minute limits a key may have (null: none). */
 export interface RateLimits {
+  /** Whose limits (a key's or an account's id): named in a refusal. */
+  id?: string;
   rpm: number | null;
   tpm: number | null;
 }
@@ -80,25 +83,30 @@ export class RateWindows {
 
   /** Null when `requests` more requests using `tokens` tokens fit the key's limits. */
   check(key: RateLimits, requests: number, tokens: number): RateRefusal | null {
+    const noun = holderNoun({ id: key.id ?? "" });
     if (key.rpm !== null && requests > 0 && this.requests.used() + requests > key.rpm) {
       const retryAfterS = this.requests.secondsUntilFree(requests, key.rpm);
       return {
-        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this key.`, { retryAfterS }),
+        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.rpm} requests per minute for this ${noun}.`, { retryAfterS }),
         rate: this.info(key),
       };
     }
     if (key.tpm !== null && tokens > 0 && this.tokens.used() + tokens > key.tpm) {
       if (tokens > key.tpm) {
         return {
-          failure: fail("rate_limit_exceeded", `This request may use ${tokens} tokens, more than the key's ${key.tpm} tokens per minute.`, {
-            param: "max_tokens",
-            retryable: false,
-          }),
+          failure: fail(
+            "rate_limit_exceeded",
+            `This request may use ${tokens} tokens, more than the ${noun}'s ${key.tpm} tokens per minute.`,
+            {
+              param: "max_tokens",
+              retryable: false,
+            },
+          ),
         };
       }
       const retryAfterS = this.tokens.secondsUntilFree(tokens, key.tpm);
       return {
-        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this key.`, { retryAfterS }),
+        failure: fail("rate_limit_exceeded", `Rate limit reached: ${key.tpm} tokens per minute for this ${noun}.`, { retryAfterS }),
         rate: this.info(key),
       };
     }

@@ -20,7 +20,7 @@ import { catalogChanges, exchangeRates, models, prices, priceVersions } from "..
 import type { Catalog, CatalogModel } from "./catalog.ts";
 import { modelColumns } from "./catalog.ts";
 import { catalogProblems, entryOfPrices, entryPrices, type ModelEntry } from "./file.ts";
-import { usdToTomanPer1m } from "./prices.ts";
+import { priceProblem, usdToTomanPer1m } from "./prices.ts";
 
 export type CatalogAction = "add" | "change" | "alias" | "retire";
 
@@ -86,6 +86,10 @@ export async function applyCatalogChange(db: Db, catalog: Catalog, change: Catal
       .onConflictDoUpdate({ target: models.id, set: { ...modelColumns(entry), retiredAt } });
 
     const [rate] = await tx.select().from(exchangeRates).where(eq(exchangeRates.id, latest.rateId));
+    for (const [unit, usd] of Object.entries(entry.usd_per_1m)) {
+      const problem = priceProblem(unit, usd, rate!.tomanPerUsd);
+      if (problem) throw new CatalogChangeRefused(problem);
+    }
     const [version] = await tx
       .insert(priceVersions)
       .values({ rateId: latest.rateId, effectiveAt: now })

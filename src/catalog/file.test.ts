@@ -141,3 +141,8 @@ test("the tiers the vendors bill replace windows held at the tier's threshold", 
     tier: byId.get("gemini-2.5-pro")!.tier,
   });
 });
+
+test("a USD price past the static ceiling is refused where the file is read, naming the unit", () => {
+  const entry = { ...SEED_MODELS[0]!, usd_per_1m: { ...SEED_MODELS[0]!.usd_per_1m, input_token: "99999999999999999999999" } };
+  expect(() => parseCatalogFile(JSON.stringify({ models: [entry] }), "test.json")).toThrow(/input_token/);
+});

@@ -9,7 +9,7 @@
  * omission.
  */
 import { z } from "zod";
-import { parseUsd, splitTierPrices, tierPriceKey } from "./prices.ts";
+import { parseUsd, splitTierPrices, tierPriceKey, USD_PER_1M_MAX } from "./prices.ts";
 import { UNIT_PRICE_KEYS } from "../units.ts";
 
 export const OPERATIONS = ["chat", "embeddings", "images", "speech", "transcription"] as const;
@@ -55,13 +55,12 @@ export const unitName = z
 const usdPrice = z.string().refine(
   (usd) => {
     try {
-      parseUsd(usd);
-      return true;
+      return parseUsd(usd) <= parseUsd(String(USD_PER_1M_MAX));
     } catch {
       return false;
     }
   },
-  { message: 'a non-negative decimal string of USD, at most 9 decimals ("0.55")' },
+  { message: `a non-negative decimal string of USD, at most 9 decimals ("0.55"), at most ${USD_PER_1M_MAX}` },
 );
 
 /**

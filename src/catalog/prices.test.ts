@@ -1,6 +1,17 @@
 import { describe, expect, test } from "bun:test";
 import { SEED_MODELS, SEED_TOMAN_PER_USD } from "./seed.ts";
-import { costMicro, microToToman, parseUsd, tomanToMicro, usdToTomanPer1m } from "./prices.ts";
+import {
+  costMicro,
+  microToToman,
+  parseUsd,
+  priceProblem,
+  REQUEST_COUNTED_UNITS_MAX,
+  REQUEST_ITEMS_MAX,
+  tomanPer1mMax,
+  tomanToMicro,
+  usdToTomanPer1m,
+} from "./prices.ts";
+import { UNIT_NAMES } from "../units.ts";
 
 // The published toman table (input, output per 1M tokens) in listing order, copied by hand.
 const PUBLISHED_TOMAN: [number, number][] = [
@@ -88,5 +99,28 @@ describe("cost in micro-toman", () => {
     expect(microToToman(-2_500_000n)).toBe("-2.5");
     expect(() => tomanToMicro("1.0000001")).toThrow(RangeError);
     expect(() => tomanToMicro(1.5)).toThrow(RangeError);
+  });
+});
+
+describe("the price bound", () => {
+  const INT8_MAX = 2n ** 63n - 1n;
+  test("the largest request's cost at the bound fits int8, and one unit more of price does not", () => {
+    for (const [unit, units] of [
+      ["output_token", REQUEST_COUNTED_UNITS_MAX],
+      ["image_1024x1024_high", REQUEST_ITEMS_MAX],
+      ["web_search_call", REQUEST_ITEMS_MAX],
+    ] as const) {
+      const max = tomanPer1mMax(unit);
+      const kinds = BigInt(UNIT_NAMES.length);
+      expect(kinds * costMicro(units, max)).toBeLessThanOrEqual(INT8_MAX);
+      expect(kinds * costMicro(units, max + 1n)).toBeGreaterThan(INT8_MAX);
+    }
+  });
+
+  test("every shipped price is within the bound at ten times the shipped rate; a price past it is named", () => {
+    for (const model of SEED_MODELS)
+      for (const [unit, usd] of Object.entries(model.usd_per_1m)) expect(priceProblem(unit, usd, SEED_TOMAN_PER_USD * 10n)).toBeNull();
+    expect(priceProblem("output_token", "99999999999999999999999", 90_000n)).toContain("output_token at USD 99999999999999999999999");
+    expect(priceProblem("output_token", "75", 100_000_000n)).toContain("above the bound of 1431655765");
   });
 });

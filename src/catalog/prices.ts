@@ -3,6 +3,7 @@
  * `units` in micro-toman is `units × price` with no rounding at all; the only rounding in the
  * product is here, once per price version: `round(USD list price × rate)`.
  */
+import { UNIT_NAMES } from "../units.ts";
 
 const USD_SCALE_DIGITS = 9;
 const USD_SCALE = 10n ** BigInt(USD_SCALE_DIGITS);
@@ -23,6 +24,37 @@ export function parseUsd(usd: string): bigint {
 export function usdToTomanPer1m(usdPer1m: string, tomanPerUsd: bigint): bigint {
   if (tomanPerUsd <= 0n) throw new RangeError("the exchange rate must be positive");
   return (parseUsd(usdPer1m) * tomanPerUsd + USD_SCALE / 2n) / USD_SCALE;
+}
+
+/**
+ * The bound on a price (docs/catalog.md#price-bound): a request's cost Σ units × price must fit the
+ * ledger's int8 columns. A request has at most REQUEST_COUNTED_UNITS_MAX of a counted unit (tokens,
+ * characters, seconds: its body is at most 256 MiB) and REQUEST_ITEMS_MAX of an item (an image, a
+ * hosted call), over at most UNIT_NAMES.length priced kinds, so each price is at most
+ * (2^63 − 1) / (kinds × units) toman per 1M.
+ */
+export const REQUEST_COUNTED_UNITS_MAX = 2n ** 30n;
+export const REQUEST_ITEMS_MAX = 2n ** 20n;
+const INT8_MAX = 2n ** 63n - 1n;
+/** A static ceiling on a USD price per 1M units (USD 10 a unit), for a file read before any rate: its toman price fits int8 at any rate. */
+export const USD_PER_1M_MAX = 10_000_000n;
+
+/** An image or a hosted call: counted by the item. */
+export function isItemUnit(unit: string): boolean {
+  return /^image_\d+x\d+_/.test(unit) || unit.endsWith("_call");
+}
+
+export function tomanPer1mMax(unit: string): bigint {
+  const units = isItemUnit(unit) ? REQUEST_ITEMS_MAX : REQUEST_COUNTED_UNITS_MAX;
+  return INT8_MAX / (BigInt(UNIT_NAMES.length) * units);
+}
+
+/** Why `usd` per 1M of `unit` cannot be priced at `tomanPerUsd`, or null when its toman price is within the bound. */
+export function priceProblem(unit: string, usd: string, tomanPerUsd: bigint): string | null {
+  const toman = usdToTomanPer1m(usd, tomanPerUsd);
+  const max = tomanPer1mMax(unit);
+  if (toman <= max) return null;
+  return `${unit} at USD ${usd} per 1M is ${toman} toman per 1M at ${tomanPerUsd} toman per USD, above the bound of ${max} (docs/catalog.md#price-bound)`;
 }
 
 /** Micro-toman for `units` at `tomanPer1m`: exact by construction. */

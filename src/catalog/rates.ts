@@ -11,7 +11,7 @@ import type { Db } from "../db/client.ts";
 import { exchangeRates, prices, priceVersions } from "../db/schema.ts";
 import { every, runTask } from "../background.ts";
 import type { Logger } from "../log.ts";
-import { usdToTomanPer1m } from "./prices.ts";
+import { priceProblem, usdToTomanPer1m } from "./prices.ts";
 
 /** A fetched rate more than this factor away from the current one is refused as implausible. */
 export const FETCHED_RATE_CHANGE_FACTOR_MAX = 2;
@@ -23,12 +23,19 @@ export interface NewRate {
   effectiveAt: Date;
 }
 
+/** A rate that would price a model past the price bound: nothing was written. */
+export class RateRefused extends Error {}
+
 /** Inserts the rate and its price version, pricing every model of the newest version. */
 export async function setRate(db: Db, rate: NewRate): Promise<{ versionId: number; models: number }> {
   if (rate.tomanPerUsd <= 0n || rate.tomanPerUsd > TOMAN_PER_USD_MAX) throw new RangeError("toman_per_usd is out of range");
   return db.orm.transaction(async (tx) => {
     const [latest] = await tx.select({ id: priceVersions.id }).from(priceVersions).orderBy(desc(priceVersions.id)).limit(1);
     const usd = latest ? await tx.select().from(prices).where(eq(prices.versionId, latest.id)) : [];
+    for (const p of usd) {
+      const problem = priceProblem(p.unit, p.usdPer1m, rate.tomanPerUsd);
+      if (problem) throw new RateRefused(`model ${p.modelId}: ${problem}`);
+    }
     const [inserted] = await tx.insert(exchangeRates).values(rate).returning({ id: exchangeRates.id });
     const [version] = await tx
       .insert(priceVersions)

@@ -381,6 +381,19 @@ describe("parseInvocation: paid top-ups", () => {
 });
 
 describe("parseInvocation: the admin API's rules", () => {
+  test("accounts limits: each a whole number or default (null), at least one, bounded by the admin API's schema", () => {
+    expect(command(["accounts", "limits", "acc_1", "--concurrency-max", "10", "--rpm", "default", "--key-tpm-max", "5000"])).toEqual({
+      kind: "accounts.limits",
+      accountId: "acc_1",
+      limits: { concurrency_max: 10, rpm: null, key_tpm_max: 5000 },
+    });
+    expect(refused(["accounts", "limits", "acc_1"])).toContain("accounts limits: nothing to change; give --concurrency-max");
+    expect(refused(["accounts", "limits", "acc_1", "--keys-max", "0"])).toContain("--keys-max must be a positive whole number");
+    expect(refused(["accounts", "limits", "acc_1", "--tpm", "2147483648"])).toBe(
+      '--tpm must be a positive whole number (at most 2147483647), not "2147483648"',
+    );
+  });
+
   test("bounds come from the admin API's schemas, not from the CLI", () => {
     expect(command(["keys", "create", "acct_1", "ci", "--rpm", "10000000"])).toMatchObject({ limits: { rpm: 10_000_000 } });
     expect(refused(["keys", "create", "acct_1", "ci", "--rpm", "10000001"])).toBe(

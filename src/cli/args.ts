@@ -11,16 +11,20 @@ import { modelId } from "../catalog/file.ts";
 import { aliasBody } from "../http/admin/catalog.ts";
 import { DEAD_LETTER_ID } from "../http/admin/deadletters.ts";
 import { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, rateBody, topUpBody } from "../http/admin/route.ts";
+import { accountLimitsBody } from "../keys/accountLimits.ts";
 import { KEY_ALLOWED_IPS_MAX, KEY_ALLOWED_MODELS_MAX } from "../keys/restrictions.ts";
 import { listQuery as topupListQuery, reason as reviewReason, startBody as topupStartBody } from "../http/admin/topups.ts";
 
 /** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
 export type KeyLimitsInput = z.input<typeof keyLimitsBody>;
+export type AccountLimitsInput = z.input<typeof accountLimitsBody>;
 
 export type Command =
   | { kind: "help" }
   | { kind: "accounts.create"; name: string }
   | { kind: "accounts.show"; accountId: string }
+  /** Each limit a number, or null for its default (src/keys/accountLimits.ts). */
+  | { kind: "accounts.limits"; accountId: string; limits: AccountLimitsInput }
   | { kind: "topup"; accountId: string; amountToman: string; reference: string }
   | { kind: "keys.create"; accountId: string; name: string; limits: KeyLimitsInput }
   | { kind: "keys.limits"; keyId: string; limits: KeyLimitsInput }
@@ -72,6 +76,11 @@ export const USAGE = `usage: bun run gw <command> [flags]
 commands:
   accounts create <name>                          create an account
   accounts show <account-id>                      balance, keys and recent usage
+  accounts limits <account-id> [--concurrency-max N] [--rpm N] [--tpm N] [--keys-max N]
+              [--key-concurrency-max N] [--key-rpm-max N] [--key-tpm-max N]
+                                                  the account's limits over all its keys, its
+                                                  number of live keys, and the ceilings of keys
+                                                  made in the console (default = the named default)
   topup <account-id> <amount-toman> --reference <ref>
                                                   credit the wallet (same reference again: credited once)
   adjust <account-id> <amount-toman> --reason <text> --reference <ref>
@@ -144,6 +153,10 @@ const OPTIONS = {
   rpm: { type: "string" },
   tpm: { type: "string" },
   "monthly-spend-cap": { type: "string" },
+  "keys-max": { type: "string" },
+  "key-concurrency-max": { type: "string" },
+  "key-rpm-max": { type: "string" },
+  "key-tpm-max": { type: "string" },
   residency: { type: "string" },
   "allowed-models": { type: "string" },
   "allowed-ips": { type: "string" },
@@ -165,6 +178,16 @@ type Flags = ReadonlyMap<Flag, string | true>;
 
 const GLOBAL_FLAGS: readonly Flag[] = ["url", "token", "json", "help"];
 const LIMIT_FLAGS: readonly Flag[] = ["concurrency-max", "rpm", "tpm", "monthly-spend-cap", "residency", "allowed-models", "allowed-ips"];
+/** The flags of `accounts limits`, each with its field of the admin API's `limits`. */
+const ACCOUNT_LIMIT_FLAGS = [
+  ["concurrency-max", "concurrency_max"],
+  ["rpm", "rpm"],
+  ["tpm", "tpm"],
+  ["keys-max", "keys_max"],
+  ["key-concurrency-max", "key_concurrency_max"],
+  ["key-rpm-max", "key_rpm_max"],
+  ["key-tpm-max", "key_tpm_max"],
+] as const satisfies readonly (readonly [Flag, keyof AccountLimitsInput])[];
 /** A word like -12.5 is a value (a debit), not a cluster of short flags as parseArgs reads it. */
 const NEGATIVE_NUMBER = /^-\d/;
 /** How a whole number is written on a command line: no sign, exponent, separator or leading zero. */
@@ -203,6 +226,11 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
     build: ([name]) => ({ kind: "accounts.create", name: text(createAccountBody.shape.name, name, "name") }),
   },
   "accounts show": { args: ["account-id"], build: ([id]) => ({ kind: "accounts.show", accountId: nonEmpty(id, "account-id") }) },
+  "accounts limits": {
+    args: ["account-id"],
+    flags: ACCOUNT_LIMIT_FLAGS.map(([flag]) => flag),
+    build: ([id], flags) => ({ kind: "accounts.limits", accountId: nonEmpty(id, "account-id"), limits: accountLimitsOf(flags) }),
+  },
   topup: {
     args: ["account-id", "amount-toman"],
     flags: ["reference"],
@@ -580,6 +608,20 @@ function lifted(given: string, flag: Flag, what: string, options: { noneAllowed:
   if (given !== "none") return false;
   if (!options.noneAllowed) throw new UsageError(`--${flag} none: a new key has no ${what} unless you give one`);
   return true;
+}
+
+/** An account's limits to change: each a whole number or `default`, at least one. */
+function accountLimitsOf(flags: Flags): AccountLimitsInput {
+  const fields = accountLimitsBody.shape;
+  const limits: AccountLimitsInput = {};
+  for (const [flag, field] of ACCOUNT_LIMIT_FLAGS) {
+    const given = value(flags, flag);
+    if (given === undefined) continue;
+    limits[field] = given === "default" ? null : wholeNumber(fields[field].unwrap().unwrap(), given, `--${flag}`);
+  }
+  const names = ACCOUNT_LIMIT_FLAGS.map(([flag]) => `--${flag}`);
+  checked(accountLimitsBody, limits, `accounts limits: nothing to change; give ${listed(names)}`);
+  return limits;
 }
 
 /** Limits to change: at least one, as the admin API requires. */

@@ -17,7 +17,9 @@ import type { walletFields } from "../http/account/route.ts";
 import { zodFailure } from "../errors.ts";
 import type { deadLetterObject } from "../http/admin/deadletters.ts";
 import type { backendView } from "../http/admin/pools.ts";
+import type { limitsObject } from "../keys/accountLimits.ts";
 import type {
+  accountSettingsBody,
   adjustmentBody,
   createAccountBody,
   createKeyBody,
@@ -93,7 +95,25 @@ const keyReply = accepts<ReturnType<typeof keyObject>>()(
   }),
 );
 
-const accountReply = wallet.extend({ id: z.string(), name: z.string(), created_at: z.string(), keys: z.array(keyReply).optional() });
+const accountLimits = accepts<ReturnType<typeof limitsObject>>()(
+  z.object({
+    concurrency_max: z.number(),
+    rpm: z.number().nullable(),
+    tpm: z.number().nullable(),
+    keys_max: z.number(),
+    key_concurrency_max: z.number(),
+    key_rpm_max: z.number(),
+    key_tpm_max: z.number(),
+  }),
+);
+const accountLimitsReply = z.object({ id: z.string(), limits: accountLimits });
+const accountReply = wallet.extend({
+  id: z.string(),
+  name: z.string(),
+  created_at: z.string(),
+  keys: z.array(keyReply).optional(),
+  limits: accountLimits.optional(),
+});
 const topupReply = wallet.extend({ account_id: z.string(), reference: z.string(), amount_toman: z.string(), credited: z.boolean() });
 const createdKeyReply = keyReply.extend({ key: z.string() });
 const adjustmentReply = topupReply.extend({ reason: z.string() });
@@ -310,6 +330,12 @@ function callFor(command: Sent, body?: unknown): Call {
       return { method: "POST", path: "/admin/accounts", body: { name: command.name } satisfies z.input<typeof createAccountBody> };
     case "accounts.show":
       return { method: "GET", path: `/admin/accounts/${encodeURIComponent(command.accountId)}` };
+    case "accounts.limits":
+      return {
+        method: "PATCH",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}`,
+        body: { limits: command.limits } satisfies z.input<typeof accountSettingsBody>,
+      };
     case "topup":
       return {
         method: "POST",
@@ -407,6 +433,8 @@ function render(command: Sent, reply: unknown): string | null {
       );
     case "accounts.show":
       return renderWith(accountReply, reply, renderAccount);
+    case "accounts.limits":
+      return renderWith(accountLimitsReply, reply, (a) => `limits set\n${fields([["id", a.id], ...accountLimitRows(a.limits)])}`);
     case "topup":
       return renderWith(topupReply, reply, renderTopup);
     case "keys.create":
@@ -499,6 +527,15 @@ function renderWith<T>(schema: z.ZodType<T>, reply: unknown, format: (value: T) 
   return parsed.success ? format(parsed.data) : null;
 }
 
+/** An account's limits as rows: over all its keys, and the console's ceilings. */
+function accountLimitRows(l: z.infer<typeof accountLimits>): [string, string][] {
+  const perMinute = (n: number | null, unit: string) => (n === null ? `no ${unit} limit` : `${n} ${unit}`);
+  return [
+    ["account limits", `${l.concurrency_max} concurrent, ${perMinute(l.rpm, "rpm")}, ${perMinute(l.tpm, "tpm")}, ${l.keys_max} live keys`],
+    ["console key ceilings", `${l.key_concurrency_max} concurrent, ${l.key_rpm_max} rpm, ${l.key_tpm_max} tpm`],
+  ];
+}
+
 function renderAccount(a: z.infer<typeof accountReply>): string {
   const keys = a.keys ?? [];
   const head = fields([
@@ -509,6 +546,7 @@ function renderAccount(a: z.infer<typeof accountReply>): string {
     ["held", `${a.held_toman} toman`],
     ["available", `${a.available_toman} toman`],
     ["keys", String(keys.length)],
+    ...(a.limits ? accountLimitRows(a.limits) : []),
   ]);
   if (keys.length === 0) return head;
   const rows = keys.map((k) => [k.id, k.name, k.display, limitsText(k), capText(k), k.revoked_at ? `revoked ${k.revoked_at}` : "active"]);

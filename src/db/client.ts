@@ -9,7 +9,7 @@ import { join } from "node:path";
 import type { SQL } from "drizzle-orm";
 import type { PgDatabase, PgQueryResultHKT } from "drizzle-orm/pg-core";
 import { PgliteOnWorker } from "./pglite-remote.ts";
-import type { Logger } from "../log.ts";
+import { withoutQueryParams, type Logger } from "../log.ts";
 import * as schema from "./schema.ts";
 
 export type Drizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -89,9 +89,7 @@ export function sqlReason(error: unknown): string {
   for (let depth = 0; e && depth < CAUSE_DEPTH_MAX; depth++, e = e.cause as typeof e) {
     if (typeof e.code === "string" && /^[0-9A-Z]{5}$/.test(e.code)) return `${e.code}: ${String(e.message)}`.slice(0, SQL_REASON_CHARS_MAX);
   }
-  return String((error as Error)?.message ?? error)
-    .split("\nparams:")[0]!
-    .slice(0, SQL_REASON_CHARS_MAX);
+  return withoutQueryParams(String((error as Error)?.message ?? error)).slice(0, SQL_REASON_CHARS_MAX);
 }
 
 /** postgres.js returns rows as an array, PGlite as `{ rows }`: one shape for both. */

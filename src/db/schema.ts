@@ -34,6 +34,19 @@ export const accounts = pgTable("accounts", {
   phone: text("phone").unique(),
   /** Below this settled balance the customer is alerted (balance-alerts.ts); null: no alert. */
   lowBalanceThresholdMicro: bigint("low_balance_threshold_micro", { mode: "bigint" }),
+  /**
+   * Operator limits over every key of the account (src/keys/accountLimits.ts); null: the named default.
+   * Concurrency, requests and tokens per minute, summed over the account's keys on every node.
+   */
+  concurrencyMax: integer("concurrency_max"),
+  rpm: integer("rpm"),
+  tpm: integer("tpm"),
+  /** Most live (unrevoked, unexpired) keys the account may have. */
+  keysMax: integer("keys_max"),
+  /** Ceilings of the limits of a key created in the console. */
+  keyConcurrencyMax: integer("key_concurrency_max"),
+  keyRpmMax: integer("key_rpm_max"),
+  keyTpmMax: integer("key_tpm_max"),
   createdAt: createdAt(),
 });
 

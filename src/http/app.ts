@@ -31,7 +31,7 @@ import { serveMedia } from "./media/route.ts";
 import { callerOf, failed, isFailure, json, resultResponse } from "./guard.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { buildModelReplies } from "./models/route.ts";
-import { arrivalNoter, clientAddressOf, httpInput } from "./request.ts";
+import { arrivalNoter, clientAddressOf, decodeParams, httpInput, queryRefused } from "./request.ts";
 import { trustedProxies } from "./forwarded.ts";
 import { newRequestId, type OperationInput } from "../operations/input.ts";
 import type { OperationResult } from "../operations/run.ts";
@@ -98,10 +98,31 @@ function writesOwnLine(route: string, request: Request): boolean {
   return PAID_ROUTES.has(route) || (GEMINI_ACTION_ROUTES.has(route) && isPaidGeminiPath(new URL(request.url).pathname));
 }
 
-/** The error shape of a request's wire: Anthropic's, Google's, else OpenAI's. */
-function failedOn(request: Request | undefined): typeof failed {
-  if (request && speaksAnthropic(request)) return anthropicFailed;
-  return request && speaksGoogle(request) ? googleFailed : failed;
+/**
+ * The error shape of a request's wire: on the model API (`/v1…`), Anthropic's, Google's (its
+ * routes, or its clients' key), else OpenAI's; the admin API, the console and the payment pages
+ * always answer OpenAI's, whatever a query or header says (`?key=` on /admin was Google's).
+ */
+function failedOn(request: Request | undefined, route?: string): typeof failed {
+  if (!request || !new URL(request.url).pathname.startsWith("/v1")) return failed;
+  if (!route) {
+    // No route: the client's wire, as its path and headers tell it.
+    if (speaksAnthropic(request)) return anthropicFailed;
+    return speaksGoogle(request) ? googleFailed : failed;
+  }
+  if (route.startsWith("/v1/messages")) return anthropicFailed;
+  if (route.startsWith("/v1beta/") || GEMINI_ACTION_ROUTES.has(route)) return googleFailed;
+  // The model list is both wires', by the key's place (as the route picks its handler).
+  return route.startsWith("/v1/models") && sentByGemini(request) ? googleFailed : failed;
+}
+
+/** What an error Elysia raised before a handler ran says to the client: its own input's fault (a 400), or the gateway's. */
+function elysiaFailure(code: string | number, request: Request | undefined): Failure {
+  if (code === "NOT_FOUND") return notFound(request);
+  // A body Elysia parsed by its content-type (a route that reads none of its own) and could not.
+  if (code === "PARSE")
+    return fail("invalid_json", "The request body is not what its content-type says; this endpoint takes JSON or none.");
+  return fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs.");
 }
 
 /** When each request arrived, for the access line of the requests that are not paid operations. */
@@ -202,7 +223,7 @@ export function createApp(
   };
   const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
   const getModel = withKey((_, requestId, __, params) => {
-    const model = servedModel(deps.catalog, decodeURIComponent(params.id!));
+    const model = servedModel(deps.catalog, params.id!);
     if (isFailure(model)) return failed(model, requestId);
     const body = modelReplies().byId.get(model.id);
     return body ? prepared(body, requestId) : failed(fail("model_not_found", `The model \`${model.id}\` is not listed.`), requestId);
@@ -218,16 +239,18 @@ export function createApp(
       })
       .onError(({ code, error, request, route }) => {
         const requestId = newRequestId();
-        const answer = failedOn(request);
-        const reply =
-          code === "NOT_FOUND"
-            ? answer(notFound(request), requestId)
-            : answer(fail("internal_error", "The gateway failed unexpectedly; the request id identifies it in the logs."), requestId);
-        if (code !== "NOT_FOUND")
+        const failure = elysiaFailure(code, request);
+        const reply = failedOn(request, route)(failure, requestId);
+        if (failure.code === "internal_error")
           deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
         // No route, or one that threw (a paid one then wrote no line of its own either).
         if (request) logAccess(deps, request, code === "NOT_FOUND" ? null : route, { status: reply.status, requestId });
         return reply;
+      })
+      // Path parameters decoded once, here: an undecodable one is the route's 400, never a handler's throw.
+      .onBeforeHandle({ as: "global" }, ({ request, params, route }) => {
+        const refused = (params ? decodeParams(params as Record<string, string | null>) : null) ?? queryRefused(request.url);
+        if (refused) return failedOn(request, route)(refused, newRequestId());
       })
       .onAfterHandle({ as: "global" }, ({ request, route, response, set }) => {
         if (!writesOwnLine(route, request)) logAccess(deps, request, route, replyOf(response, set.status));
@@ -272,7 +295,7 @@ export function createApp(
       .get(
         "/v1/generations/:id",
         freeWithKey("generation", async (key, requestId, _, params) => {
-          const reply = await generation(key, decodeURIComponent(params.id!), deps);
+          const reply = await generation(key, params.id!, deps);
           return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
         }),
       )
@@ -327,7 +350,7 @@ export function createApp(
       )
       .put(
         "/admin/pools/:model",
-        asAdmin((request, params, id) => admin.setPool(request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => admin.setPool(request, params.model!, id)),
         NO_PARSE,
       )
       .get(
@@ -340,17 +363,17 @@ export function createApp(
       )
       .put(
         "/admin/catalog/models/:model",
-        asAdmin((request, params, id) => putModel(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => putModel(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(
         "/admin/catalog/models/:model/aliases",
-        asAdmin((request, params, id) => addAlias(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => addAlias(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(
         "/admin/catalog/models/:model/retire",
-        asAdmin((request, params, id) => retireModel(deps, request, decodeURIComponent(params.model!), id)),
+        asAdmin((request, params, id) => retireModel(deps, request, params.model!, id)),
         NO_PARSE,
       )
       .post(

@@ -109,3 +109,53 @@ export function credentialsOf(request: Request): Credentials {
     address: () => clientAddressOf(request),
   };
 }
+
+/** A path segment decoded from percent-encoding, or null when it is not valid (`%ZZ`, overlong UTF-8). */
+export function decodedSegment(raw: string): string | null {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The route's path parameters decoded once, in place: Elysia decodes the named ones (null when it
+ * cannot), never the wildcard. A failure when one is not valid percent-encoding. Handlers read
+ * `params` as given and never decode again (`/v1/models/a%25` is the model `a%`).
+ */
+export function decodeParams(params: Record<string, string | null | undefined>): Failure | null {
+  for (const [name, value] of Object.entries(params)) {
+    const decoded = name === "*" && typeof value === "string" ? decodedSegment(value) : value;
+    if (decoded === null)
+      return { code: "invalid_request", message: "The request path is not valid percent-encoded UTF-8.", param: "path" };
+    if (decoded?.includes("\u0000")) return nulRefused("path");
+    params[name] = decoded;
+  }
+  return null;
+}
+
+/** A NUL (U+0000) is in no id, name or filter, and PostgreSQL's text cannot hold one: refused where it comes in. */
+export function nulRefused(param: string): Failure {
+  return { code: "invalid_request", message: `The ${param} contains a NUL character (U+0000), which no field accepts.`, param };
+}
+
+/** The query string's failure: a NUL in a name or value. */
+export function queryRefused(url: string): Failure | null {
+  const at = url.indexOf("?");
+  if (at < 0 || !/%00/.test(url.slice(at))) return null;
+  for (const [name, value] of new URL(url).searchParams)
+    if (name.includes("\u0000") || value.includes("\u0000")) return nulRefused("query");
+  return null;
+}
+
+/** The first string holding a NUL in a parsed JSON value, by its path; null when none does. */
+export function nulPath(value: unknown, path = ""): string | null {
+  if (typeof value === "string") return value.includes("\u0000") ? path || "body" : null;
+  if (value === null || typeof value !== "object") return null;
+  for (const [k, v] of Object.entries(value)) {
+    const at = nulPath(k, path) ?? nulPath(v, path ? `${path}.${k}` : k);
+    if (at !== null) return at;
+  }
+  return null;
+}

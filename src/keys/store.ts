@@ -14,9 +14,10 @@
  * checked against the clock on every authentication, cached entry or not, so it holds on every
  * node to the second; its last use is noted in memory and written in batches (lastUse.ts).
  */
-import { and, eq, gt, inArray, isNull, sql } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
-import { apiKeys } from "../db/schema.ts";
+import { and, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
+import type { Db, Tx } from "../db/client.ts";
+import { accounts, apiKeys } from "../db/schema.ts";
+import { CONCURRENCY_MAX_DEFAULT, isAccountId, resolveLimits, type AccountLimits, type AccountLimitsPatch } from "./accountLimits.ts";
 import { fail, type Failure } from "../errors.ts";
 import { FifoMap } from "../fifoMap.ts";
 import { newId } from "../ids.ts";
@@ -32,7 +33,7 @@ const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
 /** The most keys one lookup query asks for; more misses in one turn make more queries. */
 export const KEY_LOOKUP_BATCH_MAX = 256;
-export const CONCURRENCY_MAX_DEFAULT = 32;
+export { CONCURRENCY_MAX_DEFAULT };
 export const KEYS_PER_ACCOUNT_LIST_MAX = 1_000;
 export const CONCURRENCY_MAX_LIMIT = 10_000;
 
@@ -69,6 +70,30 @@ export interface KeyLimits {
   allowedIps?: string[] | null;
 }
 
+/**
+ * The account as a limit holder: what slots and permits read of a key (its id, concurrency, rpm,
+ * tpm), with no spend cap of its own (the wallet is the account's).
+ */
+export function accountHolder(accountId: string, limits: AccountLimits): KeyRecord {
+  const epoch = new Date(0);
+  return {
+    id: accountId,
+    accountId,
+    name: accountId,
+    display: accountId,
+    concurrencyMax: limits.concurrencyMax,
+    rpm: limits.rpm,
+    tpm: limits.tpm,
+    monthlySpendCapMicro: null,
+    residency: null,
+    allowedModels: null,
+    allowedIps: null,
+    createdAt: epoch,
+    revokedAt: null,
+    updatedAt: epoch,
+  };
+}
+
 interface CacheEntry {
   record: KeyRecord | null;
   expiresAtMs: number;
@@ -99,6 +124,7 @@ function toRecord(row: typeof apiKeys.$inferSelect): KeyRecord {
 export class KeyStore {
   private readonly byHash = new FifoMap<string, CacheEntry>(KEY_CACHE_ENTRIES_MAX);
   private readonly byId = new FifoMap<string, CacheEntry>(KEY_CACHE_ENTRIES_MAX);
+  private readonly byAccount = new FifoMap<string, { limits: AccountLimits | null; expiresAtMs: number }>(KEY_CACHE_ENTRIES_MAX);
   readonly lastUse = new LastUse();
 
   constructor(
@@ -183,16 +209,82 @@ export class KeyStore {
     return record;
   }
 
+  /** An account's limits (defaults resolved), cached like a key and forgotten with its keys' changes; null: no such account. */
+  async accountLimits(accountId: string): Promise<AccountLimits | null> {
+    const cached = this.byAccount.get(accountId);
+    if (cached && cached.expiresAtMs > this.now()) return cached.limits;
+    const [row] = await this.db.orm.select().from(accounts).where(eq(accounts.id, accountId));
+    const limits = row ? resolveLimits(row) : null;
+    this.byAccount.set(accountId, { limits, expiresAtMs: this.now() + (limits ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) });
+    return limits;
+  }
+
+  /** A limit holder by id, for slots and permits: a key, or an account (accountHolder). */
+  async holder(id: string): Promise<KeyRecord | null> {
+    if (!isAccountId(id)) return this.get(id);
+    const limits = await this.accountLimits(id);
+    return limits ? accountHolder(id, limits) : null;
+  }
+
+  /**
+   * Sets an account's limits (null: back to the default). Its keys' `updated_at` is bumped with
+   * them, so that every node's poll drops the account's cached limits within a second even if
+   * the event is lost.
+   */
+  async setAccountLimits(accountId: string, patch: AccountLimitsPatch): Promise<AccountLimits | null> {
+    const set = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
+    const row = await this.db.orm.transaction(async (tx) => {
+      const [updated] = await tx.update(accounts).set(set).where(eq(accounts.id, accountId)).returning();
+      if (updated) await tx.update(apiKeys).set({ updatedAt: sql`now()` }).where(eq(apiKeys.accountId, accountId));
+      return updated;
+    });
+    this.forget(accountId);
+    return row ? resolveLimits(row) : null;
+  }
+
+  /**
+   * Creates a key within the account's `keys_max` live keys (409 `key_limit_reached` past it):
+   * the account's row is locked while its keys are counted, so concurrent creations cannot pass
+   * the cap together.
+   */
+  async issue(accountId: string, name: string, limits: KeyLimits): Promise<{ key: string; record: KeyRecord } | Failure> {
+    const counted = await this.db.orm.transaction(async (tx) => {
+      const [account] = await tx.select().from(accounts).where(eq(accounts.id, accountId)).for("update");
+      if (!account) return fail("not_found", `No account ${accountId}.`);
+      const keysMax = resolveLimits(account).keysMax;
+      const [live] = await tx
+        .select({ n: sql<number>`count(*)::int` })
+        .from(apiKeys)
+        .where(
+          and(
+            eq(apiKeys.accountId, accountId),
+            isNull(apiKeys.revokedAt),
+            or(isNull(apiKeys.expiresAt), gt(apiKeys.expiresAt, sql`now()`)),
+          ),
+        );
+      if ((live?.n ?? 0) >= keysMax) {
+        return fail("key_limit_reached", `This account has ${live?.n} live keys, its limit of ${keysMax}: revoke one first.`, {
+          param: "keys_max",
+        });
+      }
+      return this.insertKey(tx, accountId, name, limits);
+    });
+    return counted;
+  }
+
   private pollCursor = new Date(Date.now() - KEY_POLL_OVERLAP_MS);
 
   /** Forgets every key changed since the last poll; returns how many changed. */
   async pollChanges(): Promise<number> {
     const since = new Date(this.pollCursor.getTime() - KEY_POLL_OVERLAP_MS);
     const rows = await this.db.orm
-      .select({ id: apiKeys.id, updatedAt: apiKeys.updatedAt })
+      .select({ id: apiKeys.id, accountId: apiKeys.accountId, updatedAt: apiKeys.updatedAt })
       .from(apiKeys)
       .where(gt(apiKeys.updatedAt, since));
+    const cursor = this.pollCursor;
     for (const row of rows) {
+      // A change this node has not seen yet may be its account's limits (setAccountLimits bumps its keys).
+      if (row.updatedAt > cursor) this.byAccount.delete(row.accountId);
       if (row.updatedAt > this.pollCursor) this.pollCursor = row.updatedAt;
       const cached = this.byId.get(row.id)?.record;
       if (cached && cached.updatedAt < row.updatedAt) this.forget(row.id);
@@ -202,15 +294,29 @@ export class KeyStore {
 
   /** Drops every cached entry of the key (revocation, limit change). */
   forget(keyId: string): void {
+    if (isAccountId(keyId)) {
+      this.byAccount.delete(keyId);
+      return;
+    }
     this.byId.delete(keyId);
     // Entries by hash cannot be found from the id without a scan. Revocations and limit changes
     // are rare and the cache refills with one query per active key, so drop them all.
     this.byHash.clear();
   }
 
-  async create(accountId: string, name: string, limits: KeyLimits): Promise<{ key: string; record: KeyRecord }> {
+  /** Creates a key whatever the account's cap (tests, the demo, benchmarks); the APIs call issue(). */
+  create(accountId: string, name: string, limits: KeyLimits): Promise<{ key: string; record: KeyRecord }> {
+    return this.insertKey(this.db.orm, accountId, name, limits);
+  }
+
+  private async insertKey(
+    db: Db["orm"] | Tx,
+    accountId: string,
+    name: string,
+    limits: KeyLimits,
+  ): Promise<{ key: string; record: KeyRecord }> {
     const key = generateKey(this.options.prefix);
-    const [row] = await this.db.orm
+    const [row] = await db
       .insert(apiKeys)
       .values({
         id: newId("key"),

@@ -2,7 +2,7 @@
 import type { z } from "zod";
 import { isFailure, type Failure } from "../../errors.ts";
 import { zodFailure } from "../guard.ts";
-import { readJsonBodyText } from "../request.ts";
+import { nulPath, nulRefused, readJsonBodyText } from "../request.ts";
 
 /** Admin bodies are small; anything bigger is a mistake. */
 export const ADMIN_BODY_BYTES_MAX = 64 * 1024;
@@ -12,6 +12,8 @@ export const ADMIN_BODY_DEPTH_MAX = 16;
 export async function parseBody<T>(request: Request, schema: z.ZodType<T, unknown>, bytesMax = ADMIN_BODY_BYTES_MAX): Promise<T | Failure> {
   const read = await readJsonBodyText(request, { bytesMax, depthMax: ADMIN_BODY_DEPTH_MAX });
   if (isFailure(read)) return read;
+  const nul = nulPath(read.value);
+  if (nul !== null) return nulRefused(nul);
   const parsed = schema.safeParse(read.value);
   return parsed.success ? parsed.data : zodFailure(parsed.error);
 }

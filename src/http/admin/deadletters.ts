@@ -20,6 +20,8 @@ const listQuery = z.object({
 
 /** A dead letter's id: a bigserial, in decimal. */
 export const DEAD_LETTER_ID = /^[1-9][0-9]{0,18}$/;
+/** The column is a bigserial (int8). */
+const DEAD_LETTER_ID_MAX = 2n ** 63n - 1n;
 
 export function deadLetterObject(row: DeadLetterRow) {
   const { written_off_micro, ...rest } = row;
@@ -40,7 +42,8 @@ export async function listDeadLettersRoute(deps: EdgeDeps, request: Request, req
 }
 
 export async function replayDeadLetterRoute(deps: EdgeDeps, id: string, requestId: string): Promise<Response> {
-  if (!DEAD_LETTER_ID.test(id)) return failed(fail("not_found", `No dead letter ${id}.`), requestId);
+  // Past int8 no row can have it: the database refused the lookup, and that read as the ledger refusing a replay (409).
+  if (!DEAD_LETTER_ID.test(id) || BigInt(id) > DEAD_LETTER_ID_MAX) return failed(fail("not_found", `No dead letter ${id}.`), requestId);
   const result = await replayDeadLetter(deps.db, BigInt(id));
   switch (result.outcome) {
     case "not_found":

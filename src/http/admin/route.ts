@@ -7,13 +7,14 @@ import { timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { KEY_EVENTS, PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
-import { setRate, type FetchStatus } from "../../catalog/rates.ts";
+import { RateRefused, setRate, type FetchStatus } from "../../catalog/rates.ts";
 import { auditLedger } from "../../ledger/audit.ts";
 import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import { LOW_BALANCE_THRESHOLD_MICRO_MAX, setLowBalanceThreshold } from "../../accountArea/balanceAlerts.ts";
 import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
+import { accountLimitsBody, INT4_MAX, limitsObject, limitsPatchOf, resolveLimits } from "../../keys/accountLimits.ts";
 import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -56,7 +57,8 @@ export const amountToman = z.union([z.number(), z.string()]).transform((value, c
 export const keyLimitFields = {
   concurrency_max: z.number().int().min(1).max(CONCURRENCY_MAX_LIMIT).optional(),
   rpm: z.number().int().min(1).max(10_000_000).nullable().optional(),
-  tpm: z.number().int().min(1).max(10_000_000_000).nullable().optional(),
+  // The column is an `integer`: a larger value was a 500 at the insert.
+  tpm: z.number().int().min(1).max(INT4_MAX).nullable().optional(),
   monthly_spend_cap_toman: amountToman.nullable().optional(),
   /** `in-country`: route every request of the key to in-country backends; null: no requirement. */
   residency: z.literal("in-country").nullable().optional(),
@@ -98,7 +100,15 @@ export const adjustmentBody = z.strictObject({
 export const lowBalanceThreshold = amountToman
   .refine((micro) => micro > 0n && micro <= LOW_BALANCE_THRESHOLD_MICRO_MAX, "between 0 and 1,000,000,000 toman")
   .nullable();
-export const accountSettingsBody = z.strictObject({ low_balance_threshold_toman: lowBalanceThreshold });
+/** The alert threshold alone: what the account area may change of its account. */
+export const alertBody = z.strictObject({ low_balance_threshold_toman: lowBalanceThreshold });
+/** PATCH /admin/accounts/{id}: the alert threshold, the operator's limits (src/keys/accountLimits.ts), or both. */
+export const accountSettingsBody = z
+  .strictObject({ low_balance_threshold_toman: lowBalanceThreshold.optional(), limits: accountLimitsBody.optional() })
+  .refine(
+    (body) => body.low_balance_threshold_toman !== undefined || body.limits !== undefined,
+    "name low_balance_threshold_toman or limits",
+  );
 /** An account's alert threshold as the APIs show it. */
 export function alertFields(thresholdMicro: bigint | null) {
   return { low_balance_threshold_toman: thresholdMicro === null ? null : microToToman(thresholdMicro) };
@@ -197,7 +207,13 @@ export class AdminApi {
         requestId,
       );
     }
-    const version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
+    let version: Awaited<ReturnType<typeof setRate>>;
+    try {
+      version = await setRate(this.deps.db, { tomanPerUsd: BigInt(body.toman_per_usd), effectiveAt });
+    } catch (error) {
+      if (!(error instanceof RateRefused)) throw error;
+      return failed(fail("invalid_request", `This rate is refused: ${error.message}.`, { param: "toman_per_usd" }), requestId);
+    }
     await reloadCatalog(this.deps.db, this.deps.catalog);
     this.deps.bus.publish(PRICE_EVENTS, this.deps.subjects.priceEvents, { versionId: version.versionId });
     this.deps.log("info", "rate_set", { tomanPerUsd: body.toman_per_usd, versionId: version.versionId });
@@ -261,14 +277,26 @@ export class AdminApi {
     );
   }
 
-  /** PATCH /admin/accounts/:id: the account's low-balance alert threshold. */
+  /** PATCH /admin/accounts/:id: the account's low-balance alert threshold and its limits. */
   async setAccountSettings(request: Request, accountId: string, requestId: string): Promise<Response> {
     const body = await parseBody(request, accountSettingsBody);
     if (isFailure(body)) return failed(body, requestId);
-    if (!(await setLowBalanceThreshold(this.deps.db, accountId, body.low_balance_threshold_toman))) {
-      return failed(fail("not_found", `No account ${accountId}.`), requestId);
+    const missing = () => failed(fail("not_found", `No account ${accountId}.`), requestId);
+    const threshold = body.low_balance_threshold_toman;
+    if (threshold !== undefined && !(await setLowBalanceThreshold(this.deps.db, accountId, threshold))) return missing();
+    const limits = body.limits
+      ? await this.deps.keys.setAccountLimits(accountId, limitsPatchOf(body.limits))
+      : await this.deps.keys.accountLimits(accountId);
+    if (!limits) return missing();
+    if (body.limits) {
+      // Every node drops its copy and its share of the account's slots is registered again (as for a key's limits).
+      this.deps.bus.publish(KEY_EVENTS, this.deps.subjects.keyEvents, { keyId: accountId, kind: "limits_changed" });
+      this.deps.log("info", "account_limits_changed", { accountId });
     }
-    return json({ id: accountId, object: "account", ...alertFields(body.low_balance_threshold_toman) }, requestId);
+    return json(
+      { id: accountId, object: "account", ...(threshold !== undefined ? alertFields(threshold) : {}), limits: limitsObject(limits) },
+      requestId,
+    );
   }
 
   async showAccount(accountId: string, requestId: string): Promise<Response> {
@@ -282,6 +310,7 @@ export class AdminApi {
         created_at: shown.account.createdAt.toISOString(),
         ...walletFields(shown.wallet),
         ...alertFields(shown.account.lowBalanceThresholdMicro),
+        limits: limitsObject(resolveLimits(shown.account)),
         keys: shown.keys.map((k) => keyObject({ ...k, residency: k.residency === "in-country" ? "in-country" : null })),
         keys_more: shown.keysMore,
         recent_usage: shown.usage.map((u) => ({
@@ -333,7 +362,9 @@ export class AdminApi {
     if (!(await hasBeenFunded(this.deps.db, accountId))) {
       return failed(fail("wallet_not_funded", "Top up this account's wallet before creating a key for it."), requestId);
     }
-    const { key, record } = await this.deps.keys.create(accountId, body.name, limitsOf(body));
+    const issued = await this.deps.keys.issue(accountId, body.name, limitsOf(body));
+    if (isFailure(issued)) return failed(issued, requestId);
+    const { key, record } = issued;
     this.deps.log("info", "key_created", { keyId: record.id, accountId });
     return json({ ...keyObject(record), key }, requestId, 201);
   }

@@ -8,12 +8,13 @@ import { failed } from "../guard.ts";
 import { newRequestId } from "../../operations/input.ts";
 
 const UI_DIR = new URL("./ui/", import.meta.url);
-const TYPES: Record<string, string> = {
-  "index.html": "text/html; charset=utf-8",
-  "console.js": "text/javascript; charset=utf-8",
-  "i18n.js": "text/javascript; charset=utf-8",
-  "console.css": "text/css; charset=utf-8",
-};
+/** The files by name: a Map, so that a name like `__proto__` is no file (an object's prototype was taken for one). */
+const TYPES = new Map<string, string>([
+  ["index.html", "text/html; charset=utf-8"],
+  ["console.js", "text/javascript; charset=utf-8"],
+  ["i18n.js", "text/javascript; charset=utf-8"],
+  ["console.css", "text/css; charset=utf-8"],
+]);
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
 
@@ -27,7 +28,7 @@ export function consoleFavicon(): Response {
 }
 
 export function consoleAsset(name: string | undefined): Response {
-  const type = name ? TYPES[name] : undefined;
+  const type = name ? TYPES.get(name) : undefined;
   if (!name || !type) return failed(fail("not_found", "No such file."), newRequestId());
   return new Response(Bun.file(new URL(name, UI_DIR)), {
     headers: {

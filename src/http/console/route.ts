@@ -30,10 +30,11 @@ import {
 } from "../../accountArea/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
+import { CONCURRENCY_MAX_DEFAULT, type KeyLimits } from "../../keys/store.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { leaseFields, walletFields } from "../account/route.ts";
 import { parseBody } from "../admin/body.ts";
-import { accountSettingsBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
+import { alertBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { clientAddressOf } from "../request.ts";
@@ -350,7 +351,7 @@ function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
     .put(
       "/console/api/alert",
       signedIn(true, async (session, ctx) => {
-        const body = await parseBody(ctx.request, accountSettingsBody, CONSOLE_BODY_BYTES_MAX);
+        const body = await parseBody(ctx.request, alertBody, CONSOLE_BODY_BYTES_MAX);
         if (isFailure(body)) return failed(body, ctx.requestId);
         await setLowBalanceThreshold(db, session.accountId, body.low_balance_threshold_toman);
         const alert = await balanceAlertState(db, session.accountId);
@@ -399,6 +400,32 @@ function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
         return isFailure(topUp) ? failed(topUp, ctx.requestId) : json(topUpObject(topUp), ctx.requestId);
       }),
     );
+}
+
+/**
+ * A console key's limits within its account's ceilings (src/keys/accountLimits.ts): a value above
+ * one is a 400 naming the field and the ceiling; a limit not given is the ceiling, so no key
+ * created here is unlimited where the operator set a ceiling.
+ */
+async function withinCeilings(deps: EdgeDeps, accountId: string, asked: KeyLimits): Promise<KeyLimits | Failure> {
+  const limits = await deps.keys.accountLimits(accountId);
+  if (!limits) return fail("not_found", `No account ${accountId}.`);
+  const ceilings = [
+    ["concurrency_max", asked.concurrencyMax, limits.keyConcurrencyMax],
+    ["rpm", asked.rpm, limits.keyRpmMax],
+    ["tpm", asked.tpm, limits.keyTpmMax],
+  ] as const;
+  for (const [param, value, ceiling] of ceilings) {
+    if (typeof value === "number" && value > ceiling) {
+      return fail("invalid_request", `${param} may be at most ${ceiling} for a key of this account (the operator's ceiling).`, { param });
+    }
+  }
+  return {
+    ...asked,
+    concurrencyMax: Math.min(asked.concurrencyMax ?? CONCURRENCY_MAX_DEFAULT, limits.keyConcurrencyMax),
+    rpm: asked.rpm ?? limits.keyRpmMax,
+    tpm: asked.tpm ?? limits.keyTpmMax,
+  };
 }
 
 /** The session's account's key `id`; another account's key is as unknown as a missing one. */
@@ -486,7 +513,11 @@ function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
             ctx.requestId,
           );
         }
-        const { key, record } = await deps.keys.create(session.accountId, body.name, { ...limitsOf(body), expiresAt });
+        const ceiled = await withinCeilings(deps, session.accountId, limitsOf(body));
+        if (isFailure(ceiled)) return failed(ceiled, ctx.requestId);
+        const issued = await deps.keys.issue(session.accountId, body.name, { ...ceiled, expiresAt });
+        if (isFailure(issued)) return failed(issued, ctx.requestId);
+        const { key, record } = issued;
         deps.log("info", "key_created", { keyId: record.id, accountId: session.accountId, by: "console" });
         const { account_id: _, ...shown } = keyObject(record);
         const base = `${deps.env.PUBLIC_URL ?? ctx.origin}/v1`;

@@ -36,7 +36,7 @@ import { createEmbeddings } from "../../operations/embeddings/embeddings.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
-import { bearerToken, credentialsOf, httpInput, readJsonBodyText } from "../request.ts";
+import { bearerToken, credentialsOf, decodedSegment, httpInput, readJsonBodyText } from "../request.ts";
 import { countChatPrompt, wireBody } from "../../wires/through.ts";
 import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
 import { COST_HEADER } from "../../admission/costReply.ts";
@@ -59,9 +59,8 @@ export function sentByGemini(request: Request): boolean {
   return request.headers.has("x-goog-api-key") || new URL(request.url).searchParams.has("key");
 }
 
-/** `models/{model}:{action}` of a path's last segment (`*` of the route), or null. */
-export function modelAction(rest: string): { model: string; action: string } | null {
-  const decoded = decodeURIComponent(rest);
+/** `models/{model}:{action}` of a path's last segment, decoded (`*` of the route, decodeParams), or null. */
+export function modelAction(decoded: string): { model: string; action: string } | null {
   const at = decoded.lastIndexOf(":");
   if (at <= 0) return null;
   return { model: decoded.slice(0, at), action: decoded.slice(at + 1) };
@@ -69,7 +68,7 @@ export function modelAction(rest: string): { model: string; action: string } | n
 
 /** Whether a POST on the wire's model path is a paid operation. */
 export function isPaidGeminiPath(pathname: string): boolean {
-  const action = modelAction(pathname.slice(pathname.lastIndexOf("/") + 1))?.action;
+  const action = modelAction(decodedSegment(pathname.slice(pathname.lastIndexOf("/") + 1)) ?? "")?.action;
   return action !== undefined && PAID_ACTIONS.has(action);
 }
 
@@ -258,7 +257,7 @@ export async function listGeminiModels(request: Request, requestId: string, deps
 export async function getGeminiModel(request: Request, requestId: string, deps: EdgeDeps, id: string): Promise<Response> {
   const caller = await enter(deps, geminiCredentials(request));
   if (isFailure(caller)) return googleFailed(caller, requestId);
-  const model = servedModel(deps.catalog, decodeURIComponent(id).replace(/^models\//, ""));
+  const model = servedModel(deps.catalog, id.replace(/^models\//, ""));
   if (isFailure(model)) return googleFailed(model, requestId);
   const methods = methodsOf(model);
   if (!methods) return googleFailed(fail("model_not_found", `The model \`${model.id}\` is not served on this API.`), requestId);

@@ -38,7 +38,8 @@ async function sseScript(): Promise<Response> {
 
 function asset(name: string): Response | Promise<Response> {
   if (name === "sse.js") return sseScript();
-  const entry = ASSETS[name];
+  // Own entries only: `toString` or `__proto__` is no file.
+  const entry = Object.hasOwn(ASSETS, name) ? ASSETS[name] : undefined;
   if (!entry) return failed(fail("not_found", "No such endpoint."), newRequestId());
   return new Response(Bun.file(new URL(entry.file, DASHBOARD_DIR)), {
     headers: { "content-type": entry.type, "cache-control": "no-cache", "x-content-type-options": "nosniff" },

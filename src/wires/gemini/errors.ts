@@ -43,6 +43,7 @@ export function googleStatus(code: ErrorCode): GoogleStatus {
       return "NOT_FOUND";
     case "insufficient_quota":
     case "wallet_not_funded":
+    case "key_limit_reached":
       return "FAILED_PRECONDITION";
     case "concurrency_limit_exceeded":
     case "rate_limit_exceeded":

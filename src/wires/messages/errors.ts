@@ -25,6 +25,7 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "invalid_value":
     case "idempotency_conflict":
     case "wallet_not_funded":
+    case "key_limit_reached":
     case "replay_refused":
     case "code_invalid":
     case "code_expired":
