@@ -66,12 +66,17 @@ export function noteArrival(request: Request, server: AddressSource | null): voi
   if (server) addressSources.set(request, server);
 }
 
+/** The client's address (the socket's), or null when the request did not come through a server. */
+export function clientAddress(request: Request): string | null {
+  return addressSources.get(request)?.requestIP(request)?.address ?? null;
+}
+
 /** What the caller presented, for admission (src/admission): key, browser origin, residency, the socket's address. */
 export function credentialsOf(request: Request): Credentials {
   return {
     key: bearerToken(request),
     origin: request.headers.get("origin"),
     residency: request.headers.get("x-darvaze-residency"),
-    address: () => addressSources.get(request)?.requestIP(request)?.address ?? null,
+    address: () => clientAddress(request),
   };
 }
