@@ -10,7 +10,7 @@ import type { LiveHub } from "../src/metrics/live.ts";
 import { OPERATOR_SIGNIN_FAILURES_PER_LOGIN_MAX } from "../src/operators/signin.ts";
 import { OPERATOR_ROLES, PUBLIC_ROUTES, ROLE_MATRIX, type Role } from "../src/operators/roles.ts";
 import { base32Decode, hotp, totpStep } from "../src/operators/totp.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 let t: TestGateway;
 const tokens = {} as Record<Role, string>;
@@ -64,6 +64,27 @@ describe("the role matrix", () => {
     expect(admin.length).toBeGreaterThan(30);
     expect(admin.filter((route) => !(route in ROLE_MATRIX) && !PUBLIC_ROUTES.has(route))).toEqual([]);
     expect(Object.keys(ROLE_MATRIX).filter((route) => !admin.includes(route))).toEqual([]);
+  });
+
+  test("the policy: viewers only read, support changes only adjustments and key revocations, operators and audit are the owner's", () => {
+    const allowed = (role: Role) => Object.keys(ROLE_MATRIX).filter((route) => ROLE_MATRIX[route]!.roles.includes(role));
+    expect(allowed("viewer").filter((route) => !route.startsWith("GET "))).toEqual([]);
+    expect(allowed("support").filter((route) => !route.startsWith("GET "))).toEqual([
+      "POST /admin/accounts/:id/adjustments",
+      "DELETE /admin/keys/:id",
+    ]);
+    expect(Object.keys(ROLE_MATRIX).filter((route) => ROLE_MATRIX[route]!.roles.join() === "owner")).toEqual([
+      "PUT /admin/pools/:model",
+      ...Object.keys(ROLE_MATRIX).filter((route) => /\/admin\/(operators|operator-tokens|audit)/.test(route)),
+    ]);
+    expect(allowed("owner")).toEqual(Object.keys(ROLE_MATRIX));
+    // Money routes, each with a reason.
+    expect(Object.keys(ROLE_MATRIX).filter((route) => ROLE_MATRIX[route]!.money)).toEqual([
+      "POST /admin/accounts/:id/topups",
+      "POST /admin/accounts/:id/adjustments",
+      "POST /admin/topups/:id/complete",
+      "POST /admin/topups/:id/reject",
+    ]);
   });
 
   const routes = Object.entries(ROLE_MATRIX).map(([route, permission]) => {
@@ -232,4 +253,47 @@ describe("money and the audit", () => {
     expect(await refusal(sql`DELETE FROM operator_audit`)).toContain("append-only: DELETE refused");
     expect(await count()).toBe(before);
   });
+});
+
+describe("gw operators and gw audit", () => {
+  const gw = async (args: string[], token = ADMIN_TOKEN) => {
+    const child = Bun.spawn(["bun", "run", "src/cli/gw.ts", ...args], {
+      cwd: `${import.meta.dir}/..`,
+      env: { ...process.env, GW_URL: t.url, ADMIN_TOKEN: token },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    return { code, stdout, stderr };
+  };
+
+  test("the first owner made with ADMIN_TOKEN signs in; a personal token is attributed; role and remove take effect", async () => {
+    const added = await gw(["operators", "add", "Owner.One", "owner", "--name", "Owner One"]);
+    expect(added.code).toBe(0);
+    const id = added.stdout.match(/^operator (op_\w+)/)![1]!;
+    const password = added.stdout.match(/ {2}password {2}(\S+)/)![1]!;
+    const secret = new URL(added.stdout.match(/ {2}totp {6}(\S+)/)![1]!).searchParams.get("secret")!;
+    const signed = await call("POST", "/operators/api/sign-in", {
+      body: { login: "owner.one", password, code: codeAt(secret, totpStep(Date.now())) },
+      headers: { origin: t.url },
+    });
+    expect(signed.status).toBe(200);
+
+    const minted = await gw(["operators", "token", "create", id, "--name", "ci"]);
+    expect(minted.code).toBe(0);
+    const token = minted.stdout.match(/dvz-op-\w+/)![0];
+    expect((await gw(["accounts", "create", "made by ci"], token)).code).toBe(0);
+    const audit = await gw(["audit", "--actor", id, "--action", "account.create", "--json"]);
+    expect(JSON.parse(audit.stdout).data[0]).toMatchObject({ actor: id, via: "token", role: "owner" });
+    expect((await gw(["audit", "--actor", id])).stdout).toContain("account.create");
+    expect((await gw(["operators", "list"])).stdout).toContain("owner.one");
+
+    expect((await gw(["operators", "role", id, "viewer"])).code).toBe(0);
+    const refused = await gw(["accounts", "create", "no longer"], token);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("role_refused");
+    expect((await gw(["operators", "remove", id])).code).toBe(0);
+    expect((await gw(["rates", "show"], token)).stderr).toContain("admin_unauthorized");
+    expect((await gw(["operators", "add", "x", "boss", "--name", "X"])).code).toBe(2);
+  }, 60_000);
 });

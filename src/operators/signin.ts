@@ -15,8 +15,9 @@ export const OPERATOR_SIGNIN_WINDOW_MS = 15 * 60_000;
 export const OPERATOR_SIGNIN_FAILURES_PER_LOGIN_MAX = 5;
 /** Failed sign-ins from one address within the window, every login together. */
 export const OPERATOR_SIGNIN_FAILURES_PER_ADDRESS_MAX = 20;
-/** A password hash checked for unknown logins too, so both take as long. */
-const DECOY_HASH = Bun.password.hash("decoy-password-never-matches", { algorithm: "argon2id" });
+/** A password hash checked for unknown logins too, so both take as long; made on the first sign-in. */
+let decoyHash: Promise<string> | null = null;
+const decoy = () => (decoyHash ??= Bun.password.hash("decoy-password-never-matches", { algorithm: "argon2id" }));
 
 async function failuresSince(db: Db, column: "login" | "address", value: string, since: Date): Promise<number> {
   const col = column === "login" ? operatorSigninFailures.login : operatorSigninFailures.address;
@@ -46,7 +47,7 @@ export async function signIn(
     });
   }
   const operator = await store.byLogin(login);
-  const passwordOk = await Bun.password.verify(input.password, operator?.passwordHash ?? (await DECOY_HASH));
+  const passwordOk = await Bun.password.verify(input.password, operator?.passwordHash ?? (await decoy()));
   const step = operator && passwordOk ? verifyTotp(operator.totpSecret, input.code, nowMs, operator.totpLastStep) : null;
   // The step is taken atomically: two sign-ins with one code, at once, get one session.
   if (!operator || step === null || !(await store.takeTotpStep(operator.id, step))) {
