@@ -29,12 +29,13 @@ interface Call {
   who: Principal;
 }
 
-/** Fields of a reply that are secrets, shown once and never kept in the audit. */
-const SECRET_FIELDS = new Set(["key", "token", "otpauth_uri", "redirect_url"]);
+/** Fields that are secrets (shown once, or a backend's resolved key), at any depth: never kept in the audit. */
+const SECRET_FIELDS = new Set(["key", "token", "otpauth_uri", "redirect_url", "api_key"]);
 
-function redacted(value: unknown): unknown {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return value;
-  return Object.fromEntries(Object.entries(value).filter(([k]) => !SECRET_FIELDS.has(k)));
+export function redacted(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redacted);
+  if (typeof value !== "object" || value === null) return value;
+  return Object.fromEntries(Object.entries(value).flatMap(([k, v]) => (SECRET_FIELDS.has(k) ? [] : [[k, redacted(v)]])));
 }
 
 /** The state a change starts from, for the changes that have one to read. */
@@ -97,7 +98,7 @@ async function audited(deps: EdgeDeps, operators: OperatorStore, permission: Per
   await writeAudit(deps.db, call.who, {
     action,
     target: targetOf(permission, call, body, after),
-    before,
+    before: redacted(before),
     after: redacted(after),
     reason: permission.money ? reasonOf(body) : typeof body?.reason === "string" ? body.reason : null,
     amountMicro: amountOf(action, body, after),
