@@ -1,3 +1,11 @@
+CREATE TABLE "operator_adjust_days" (
+	"operator_id" text NOT NULL,
+	"day_start" timestamp with time zone NOT NULL,
+	"used_micro" bigint NOT NULL,
+	CONSTRAINT "operator_adjust_days_operator_id_day_start_pk" PRIMARY KEY("operator_id","day_start"),
+	CONSTRAINT "operator_adjust_days_used_non_negative" CHECK ("operator_adjust_days"."used_micro" >= 0)
+);
+--> statement-breakpoint
 CREATE TABLE "operator_audit" (
 	"id" bigserial PRIMARY KEY NOT NULL,
 	"actor" text NOT NULL,
@@ -59,6 +67,7 @@ CREATE TABLE "operators" (
 	CONSTRAINT "operators_role" CHECK ("operators"."role" IN ('owner', 'finance', 'support', 'viewer'))
 );
 --> statement-breakpoint
+ALTER TABLE "operator_adjust_days" ADD CONSTRAINT "operator_adjust_days_operator_id_operators_id_fk" FOREIGN KEY ("operator_id") REFERENCES "public"."operators"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "operator_sessions" ADD CONSTRAINT "operator_sessions_operator_id_operators_id_fk" FOREIGN KEY ("operator_id") REFERENCES "public"."operators"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "operator_tokens" ADD CONSTRAINT "operator_tokens_operator_id_operators_id_fk" FOREIGN KEY ("operator_id") REFERENCES "public"."operators"("id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
 CREATE INDEX "operator_audit_at_idx" ON "operator_audit" USING btree ("created_at");--> statement-breakpoint

@@ -207,6 +207,22 @@ describe("money and the audit", () => {
     expect(rows[2].after.amount_toman).toBe("600");
   });
 
+  test("adjustments at once cannot pass the ceiling together; one that fails gives its room back", async () => {
+    const { id } = await addOperator("sue", "support", { adjust_daily_max_toman: 1000 });
+    const token = (await t.admin("POST", `/admin/operators/${id}/tokens`, { name: "burst" })).body.token;
+    const a = await t.fundedKey(5000);
+    const adjust = (account: string, amount: number) =>
+      call("POST", `/admin/accounts/${account}/adjustments`, {
+        token,
+        body: { amount_toman: amount, reason: "burst", reference: `sue-${Math.random()}` },
+      });
+    expect((await adjust("acct_missing", 1000)).status).toBe(404);
+    const burst = await Promise.all(Array.from({ length: 5 }, () => adjust(a.accountId, 300)));
+    expect(burst.map((r) => r.status).sort()).toEqual([201, 201, 201, 403, 403]);
+    expect((await adjust(a.accountId, 100)).status).toBe(201);
+    expect((await adjust(a.accountId, 1)).body.error.code).toBe("ceiling_exceeded");
+  });
+
   test("a reason is required where money moves: an adjustment without one is a 400 and leaves no row", async () => {
     const a = await t.fundedKey(10);
     const refused = await t.admin("POST", `/admin/accounts/${a.accountId}/adjustments`, { amount_toman: 1, reference: "no-reason" });

@@ -155,7 +155,8 @@ commands:
 
 flags:
   --url URL      the gateway (default: $GW_URL, else http://127.0.0.1:$PORT, PORT default 8080)
-  --token TOKEN  the admin token (default: $ADMIN_TOKEN; prefer the variable, argv is visible to ps)
+  --token TOKEN  ADMIN_TOKEN or an operator's personal token dvz-op-… (default: $ADMIN_TOKEN;
+                 prefer the variable, argv is visible to ps)
   --json         print the gateway's JSON reply as it came
 
 exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached,

@@ -586,6 +586,24 @@ export const operatorSessions = pgTable(
   (t) => [index("operator_sessions_operator_idx").on(t.operatorId, t.createdAt)],
 );
 
+/**
+ * What each support operator has adjusted in a Tehran day (absolute amounts, every customer
+ * together), taken by a conditional upsert before the adjustment against their ceiling, given back
+ * when the adjustment does not happen: two at once cannot pass the ceiling together.
+ */
+export const operatorAdjustDays = pgTable(
+  "operator_adjust_days",
+  {
+    operatorId: text("operator_id")
+      .notNull()
+      .references(() => operators.id),
+    /** The Tehran midnight the day began at. */
+    dayStart: timestamp("day_start", { withTimezone: true }).notNull(),
+    usedMicro: micro("used_micro").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operatorId, t.dayStart] }), check("operator_adjust_days_used_non_negative", sql`${t.usedMicro} >= 0`)],
+);
+
 /** Failed operator sign-ins, counted per address and per login over a window (src/operators/signin.ts). */
 export const operatorSigninFailures = pgTable(
   "operator_signin_failures",

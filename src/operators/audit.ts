@@ -67,15 +67,6 @@ export async function searchAudit(db: Db, q: AuditQuery): Promise<AuditRow[]> {
     .limit(q.limit);
 }
 
-/** What an operator adjusted since `since`, every customer together, in absolute micro-toman. */
-export async function adjustedSince(db: Db, actor: string, since: Date): Promise<bigint> {
-  const [row] = await db.orm
-    .select({ total: sql<string>`coalesce(sum(abs(${operatorAudit.amountMicro})), 0)::text` })
-    .from(operatorAudit)
-    .where(and(eq(operatorAudit.actor, actor), eq(operatorAudit.action, "wallet.adjust"), gte(operatorAudit.createdAt, since)));
-  return BigInt(row?.total ?? "0");
-}
-
 export function auditObject(r: AuditRow) {
   return {
     id: r.id.toString(),

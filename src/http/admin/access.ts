@@ -10,7 +10,7 @@ import { tehranDayStart } from "../../accountArea/calendar.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { microToToman } from "../../catalog/prices.ts";
 import { fail, type Failure } from "../../errors.ts";
-import { adjustedSince } from "../../operators/audit.ts";
+import { adjustRoomUsed, giveBackAdjustRoom, takeAdjustRoom } from "../../operators/ceiling.ts";
 import { permissionOf, type Permission } from "../../operators/roles.ts";
 import { type OperatorStore, type Principal, principalOf } from "../../operators/store.ts";
 import { bearerToken, clientAddress, readJsonBodyText } from "../request.ts";
@@ -79,15 +79,26 @@ export async function peekBody(request: Request): Promise<Record<string, unknown
   return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
 }
 
-/** A support operator's adjustment beyond their Tehran day's ceiling, every customer together. */
-export async function ceilingRefusal(deps: EdgeDeps, who: Principal, amountMicro: bigint, now: Date): Promise<Failure | null> {
+/**
+ * Takes a support operator's adjustment from their Tehran day's room: a refusal past the ceiling,
+ * else what gives it back if the adjustment does not happen (null: no ceiling applies).
+ */
+export async function takeCeiling(
+  deps: EdgeDeps,
+  who: Principal,
+  amountMicro: bigint,
+  now: Date,
+): Promise<Failure | { giveBack: () => Promise<void> } | null> {
   if (who.role !== "support" || who.adjustDailyMaxMicro === null) return null;
-  const spent = await adjustedSince(deps.db, who.actor, tehranDayStart(now));
+  const day = tehranDayStart(now);
   const magnitude = amountMicro < 0n ? -amountMicro : amountMicro;
-  if (spent + magnitude <= who.adjustDailyMaxMicro) return null;
+  if (await takeAdjustRoom(deps.db, who.actor, day, magnitude, who.adjustDailyMaxMicro)) {
+    return { giveBack: () => giveBackAdjustRoom(deps.db, who.actor, day, magnitude) };
+  }
+  const used = await adjustRoomUsed(deps.db, who.actor, day);
   return fail(
     "ceiling_exceeded",
-    `This adjustment would take today's adjustments (Tehran day) to ${microToToman(spent + magnitude)} toman, above this operator's ceiling of ${microToToman(who.adjustDailyMaxMicro)} toman.`,
+    `This adjustment would take today's adjustments (Tehran day) to ${microToToman(used + magnitude)} toman, above this operator's ceiling of ${microToToman(who.adjustDailyMaxMicro)} toman.`,
   );
 }
 

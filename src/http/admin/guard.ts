@@ -11,7 +11,7 @@ import { operatorObject, type OperatorStore, type Principal } from "../../operat
 import { newRequestId } from "../../operations/input.ts";
 import { fail } from "../../errors.ts";
 import { failed } from "../guard.ts";
-import { ceilingRefusal, peekBody, permissionOf, principalFor, refusal } from "./access.ts";
+import { peekBody, permissionOf, principalFor, refusal, takeCeiling } from "./access.ts";
 import { existingEntry } from "./catalog.ts";
 import { adjustmentBody, keyObject } from "./route.ts";
 
@@ -81,20 +81,33 @@ function targetOf(permission: Permission, call: Call, body: Record<string, unkno
 async function audited(deps: EdgeDeps, operators: OperatorStore, permission: Permission, call: Call, handler: AdminHandler) {
   const action = permission.audit!;
   const body = await peekBody(call.request);
+  let giveBack: (() => Promise<void>) | null = null;
   if (action === "wallet.adjust" && body) {
     const amount = adjustmentBody.shape.amount_toman.safeParse(body.amount_toman);
-    const over = amount.success ? await ceilingRefusal(deps, call.who, amount.data, new Date()) : null;
-    if (over) return failed(over, call.requestId);
+    const taken = amount.success ? await takeCeiling(deps, call.who, amount.data, new Date()) : null;
+    if (taken && "code" in taken) return failed(taken, call.requestId);
+    giveBack = taken?.giveBack ?? null;
   }
   const param = permission.target === undefined ? undefined : call.params[permission.target];
   const before = await beforeOf(deps, operators, action, param === undefined ? undefined : decodeURIComponent(param));
-  const response = await handler(call.request, call.params, call.requestId, call.who);
-  if (response.status >= 300) return response;
+  let response: Response;
+  try {
+    response = await handler(call.request, call.params, call.requestId, call.who);
+  } catch (error) {
+    await giveBack?.();
+    throw error;
+  }
+  if (response.status >= 300) {
+    await giveBack?.();
+    return response;
+  }
   const reply = await response
     .clone()
     .json()
     .catch(() => null);
   const after = (typeof reply === "object" && reply !== null ? reply : {}) as Record<string, unknown>;
+  // A repeated reference applied nothing: its room goes back.
+  if (after.credited === false) await giveBack?.();
   await writeAudit(deps.db, call.who, {
     action,
     target: targetOf(permission, call, body, after),
