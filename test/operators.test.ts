@@ -168,6 +168,25 @@ describe("signing in", () => {
     expect((await call("GET", `/operators/api/admin/accounts/${accountId}`, { headers: { cookie: session } })).status).toBe(200);
   });
 
+  test("an operator mints and revokes their own token from a session; signing out ends the session", async () => {
+    const { secret } = await addOperator("vera", "viewer");
+    const signed = await signIn("vera", codeAt(secret, totpStep(Date.now())));
+    const headers = { cookie: signed.headers.get("set-cookie")!.split(";")[0]!, origin: t.url, "x-csrf-token": signed.body.csrf_token };
+    const minted = await call("POST", "/operators/api/tokens", { body: { name: "laptop" }, headers });
+    expect(minted.status).toBe(201);
+    expect((await call("GET", "/admin/rates", { token: minted.body.token })).status).toBe(200);
+    expect((await call("POST", "/admin/rates", { token: minted.body.token, body: { toman_per_usd: 1 } })).body.error.code).toBe(
+      "role_refused",
+    );
+    const row = (await t.admin("GET", `/admin/audit?action=operator_token.create&actor=${signed.body.operator.id}`)).body.data[0];
+    expect(row).toMatchObject({ via: "session", target: signed.body.operator.id });
+    expect(row.after.token).toBeUndefined();
+    expect((await call("DELETE", `/operators/api/tokens/${minted.body.id}`, { headers })).status).toBe(200);
+    expect((await call("GET", "/admin/rates", { token: minted.body.token })).status).toBe(401);
+    expect((await call("POST", "/operators/api/sign-out", { headers })).status).toBe(200);
+    expect((await call("GET", "/operators/api/session", { headers })).body.error.code).toBe("session_required");
+  });
+
   test(`after ${OPERATOR_SIGNIN_FAILURES_PER_LOGIN_MAX} failures the login is locked, even for a right code`, async () => {
     const { secret } = await addOperator("lock", "viewer");
     const step = totpStep(Date.now());
