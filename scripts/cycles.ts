@@ -33,7 +33,7 @@ const LAYERS: { name: string; paths: string[] }[] = [
   { name: "operations", paths: ["src/operations/", "src/wires/"] },
   {
     name: "admission and actors",
-    paths: ["src/admission/", "actors/", "src/cluster.ts", "src/metrics/", "src/accountArea/", "src/payments/"],
+    paths: ["src/admission/", "actors/", "src/cluster.ts", "src/metrics/", "src/accountArea/", "src/payments/", "src/operators/"],
   },
   {
     name: "ledger, providers, catalog, keys, tokens",

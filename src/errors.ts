@@ -37,6 +37,10 @@ export const errorCode = z.enum([
   "code_expired",
   "code_attempts_exceeded",
   "code_resend_limited",
+  "role_refused",
+  "ceiling_exceeded",
+  "fresh_sign_in_required",
+  "sign_in_limited",
   "internal_error",
 ]);
 export type ErrorCode = z.infer<typeof errorCode>;
@@ -72,6 +76,7 @@ export function describe(code: ErrorCode): ErrorDescription {
     case "invalid_api_key":
     case "admin_unauthorized":
     case "session_required":
+    case "fresh_sign_in_required":
       return { status: 401, type: "invalid_request_error", retryable: false };
     case "insufficient_quota":
       return { status: 402, type: "insufficient_quota", retryable: false };
@@ -79,6 +84,8 @@ export function describe(code: ErrorCode): ErrorDescription {
     case "model_forbidden":
     case "permission_denied":
     case "cross_site_refused":
+    case "role_refused":
+    case "ceiling_exceeded":
       return { status: 403, type: "permission_error", retryable: false };
     case "model_not_found":
     case "not_found":
@@ -97,6 +104,7 @@ export function describe(code: ErrorCode): ErrorDescription {
       return { status: 429, type: "rate_limit_error", retryable: true };
     case "code_attempts_exceeded":
     case "code_resend_limited":
+    case "sign_in_limited":
       return { status: 429, type: "rate_limit_error", retryable: false };
     case "upstream_error":
       return { status: 502, type: "api_error", retryable: true };

@@ -15,10 +15,19 @@ const TEHRAN_PARTS = new Intl.DateTimeFormat("en-US-u-ca-persian", {
 });
 const DAY_MS = 24 * 3_600_000;
 
-/** The instant the Jalali month containing `now` began (Tehran midnight), and its year and month. */
-export function jalaliMonthStart(now: Date): { start: Date; year: number; month: number } {
+function tehranParts(now: Date): { midnightMs: number; parts: Record<string, string> } {
   const parts = Object.fromEntries(TEHRAN_PARTS.formatToParts(now).map((p) => [p.type, p.value]));
   const sinceMidnightMs = (Number(parts.hour) * 3600 + Number(parts.minute) * 60 + Number(parts.second)) * 1000 + now.getUTCMilliseconds();
-  const midnight = now.getTime() - sinceMidnightMs;
-  return { start: new Date(midnight - (Number(parts.day) - 1) * DAY_MS), year: Number(parts.year), month: Number(parts.month) };
+  return { midnightMs: now.getTime() - sinceMidnightMs, parts };
+}
+
+/** The instant the Tehran day containing `now` began (midnight there). */
+export function tehranDayStart(now: Date): Date {
+  return new Date(tehranParts(now).midnightMs);
+}
+
+/** The instant the Jalali month containing `now` began (Tehran midnight), and its year and month. */
+export function jalaliMonthStart(now: Date): { start: Date; year: number; month: number } {
+  const { midnightMs, parts } = tehranParts(now);
+  return { start: new Date(midnightMs - (Number(parts.day) - 1) * DAY_MS), year: Number(parts.year), month: Number(parts.month) };
 }

@@ -445,3 +445,33 @@ describe("parseInvocation: catalog", () => {
     expect(refused(["catalog", "set", "acme-1"])).toContain("--file is required");
   });
 });
+
+describe("parseInvocation: operators and audit", () => {
+  test("operators add generates a password; role and ceiling are checked", () => {
+    const added = command(["operators", "add", "ana", "support", "--name", "Ana", "--ceiling", "250000"]);
+    expect(added).toMatchObject({ kind: "operators.add", login: "ana", role: "support", name: "Ana", ceilingToman: "250000" });
+    expect((added as { password: string }).password).toMatch(/^[A-Za-z0-9]{24}$/);
+    expect(refused(["operators", "add", "ana", "boss", "--name", "Ana"])).toContain("owner, finance, support or viewer");
+    expect(refused(["operators", "add", "ana", "viewer"])).toContain("--name is required");
+    expect(refused(["operators", "add", "ana", "support", "--name", "Ana", "--ceiling", "-1"])).toContain("amount-toman");
+  });
+
+  test("three-word commands: operators token create / revoke", () => {
+    expect(command(["operators", "token", "create", "op_1", "--name", "ci"])).toEqual({
+      kind: "operators.tokenCreate",
+      operatorId: "op_1",
+      name: "ci",
+    });
+    expect(command(["operators", "token", "revoke", "opt_1"])).toEqual({ kind: "operators.tokenRevoke", tokenId: "opt_1" });
+    expect(command(["operators", "role", "op_1", "finance"])).toEqual({ kind: "operators.role", operatorId: "op_1", role: "finance" });
+  });
+
+  test("audit filters are checked as GET /admin/audit checks them", () => {
+    expect(command(["audit", "--actor", "op_1", "--action", "wallet", "--limit", "20"])).toEqual({
+      kind: "audit",
+      query: { actor: "op_1", action: "wallet", limit: "20" },
+    });
+    expect(refused(["audit", "--from", "yesterday"])).toContain("--from and --to");
+    expect(refused(["audit", "--limit", "501"])).toContain("--limit 1 to 500");
+  });
+});

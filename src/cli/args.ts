@@ -13,6 +13,9 @@ import { DEAD_LETTER_ID } from "../http/admin/deadletters.ts";
 import { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, rateBody, topUpBody } from "../http/admin/route.ts";
 import { accountLimitsBody } from "../keys/accountLimits.ts";
 import { KEY_ALLOWED_IPS_MAX, KEY_ALLOWED_MODELS_MAX } from "../keys/restrictions.ts";
+import { addOperatorBody, auditQuery } from "../http/admin/operators.ts";
+import { randomBase62 } from "../ids.ts";
+import { isRole, OPERATOR_ROLES, type Role } from "../operators/roles.ts";
 import { listQuery as topupListQuery, reason as reviewReason, startBody as topupStartBody } from "../http/admin/topups.ts";
 
 /** Key limits as the admin API takes them: absent = unchanged, null = no limit. */
@@ -56,7 +59,18 @@ export type Command =
   | { kind: "topups.reconcile" }
   /** `all`: replayed ones too, not only those awaiting replay. */
   | { kind: "usage.deadLetters"; all: boolean }
-  | { kind: "usage.replay"; deadLetterId: string };
+  | { kind: "usage.replay"; deadLetterId: string }
+  | { kind: "operators.list" }
+  /** `password` is generated as the command is read, sent once and printed once. */
+  | { kind: "operators.add"; login: string; name: string; role: Role; password: string; ceilingToman?: string }
+  | { kind: "operators.remove"; operatorId: string }
+  | { kind: "operators.role"; operatorId: string; role: Role }
+  | { kind: "operators.tokenCreate"; operatorId: string; name: string }
+  | { kind: "operators.tokenRevoke"; tokenId: string }
+  | { kind: "audit"; query: AuditFilters };
+
+/** `gw audit`'s filters, as GET /admin/audit takes them. */
+export type AuditFilters = { actor?: string; action?: string; target?: string; from?: string; to?: string; limit?: string };
 
 type TopupState = NonNullable<z.output<typeof topupListQuery>["state"]>;
 
@@ -131,13 +145,27 @@ commands:
   catalog retire <model> --successor <id> [--by NAME]
                                                   the model answers 410 naming its successor
   catalog changes [--model ID]                    who changed the catalog, when, and how
+  operators list                                  the operators and their roles (owner)
+  operators add <login> <role> --name <text> [--ceiling TOMAN]
+                                                  a new operator (owner, finance, support, viewer);
+                                                  prints their password and TOTP URI once
+                                                  (--ceiling: support's adjustments per Tehran day)
+  operators role <operator-id> <role>             give an operator another role
+  operators remove <operator-id>                  remove an operator, their tokens and sessions
+  operators token create <operator-id> --name <text>
+                                                  a personal token (dvz-op-…) for gw and scripts,
+                                                  shown once; use it as --token or ADMIN_TOKEN
+  operators token revoke <token-id>               revoke a personal token
+  audit [--actor ID] [--action A] [--target T] [--from ISO] [--to ISO] [--limit N]
+                                                  the audit trail, newest first (owner)
   top [--once]                                    the cluster's live pool view, redrawn each second
                                                   like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
 
 flags:
   --url URL      the gateway (default: $GW_URL, else http://127.0.0.1:$PORT, PORT default 8080)
-  --token TOKEN  the admin token (default: $ADMIN_TOKEN; prefer the variable, argv is visible to ps)
+  --token TOKEN  ADMIN_TOKEN or an operator's personal token dvz-op-… (default: $ADMIN_TOKEN;
+                 prefer the variable, argv is visible to ps)
   --json         print the gateway's JSON reply as it came
 
 exit codes: 0 ok, 1 the gateway refused, 2 usage error, 3 the gateway cannot be reached,
@@ -172,6 +200,14 @@ const OPTIONS = {
   model: { type: "string" },
   reverse: { type: "boolean" },
   all: { type: "boolean" },
+  name: { type: "string" },
+  ceiling: { type: "string" },
+  actor: { type: "string" },
+  action: { type: "string" },
+  target: { type: "string" },
+  from: { type: "string" },
+  to: { type: "string" },
+  limit: { type: "string" },
 } as const;
 type Flag = keyof typeof OPTIONS;
 type Flags = ReadonlyMap<Flag, string | true>;
@@ -341,6 +377,41 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       ...byOf(flags),
     }),
   },
+  "operators list": { args: [], build: () => ({ kind: "operators.list" }) },
+  "operators add": {
+    args: ["login", "role"],
+    flags: ["name", "ceiling"],
+    required: { name: "it is shown in lists and the audit" },
+    build: ([login, role], flags) => {
+      const ceiling = value(flags, "ceiling");
+      return {
+        kind: "operators.add",
+        login: text(addOperatorBody.shape.login, login, "login"),
+        role: roleOf(role),
+        name: text(addOperatorBody.shape.name, value(flags, "name"), "--name"),
+        // Generated here: the gateway keeps only its hash, and the operator gets it from this output.
+        password: randomBase62(24),
+        ...(ceiling === undefined ? {} : { ceilingToman: creditOf(addOperatorBody.shape.adjust_daily_max_toman.unwrap(), ceiling) }),
+      };
+    },
+  },
+  "operators role": {
+    args: ["operator-id", "role"],
+    build: ([id, role]) => ({ kind: "operators.role", operatorId: nonEmpty(id, "operator-id"), role: roleOf(role) }),
+  },
+  "operators remove": { args: ["operator-id"], build: ([id]) => ({ kind: "operators.remove", operatorId: nonEmpty(id, "operator-id") }) },
+  "operators token create": {
+    args: ["operator-id"],
+    flags: ["name"],
+    required: { name: "it tells the operator's tokens apart" },
+    build: ([id], flags) => ({
+      kind: "operators.tokenCreate",
+      operatorId: nonEmpty(id, "operator-id"),
+      name: text(addOperatorBody.shape.name, value(flags, "name"), "--name"),
+    }),
+  },
+  "operators token revoke": { args: ["token-id"], build: ([id]) => ({ kind: "operators.tokenRevoke", tokenId: nonEmpty(id, "token-id") }) },
+  audit: { args: [], flags: ["actor", "action", "target", "from", "to", "limit"], build: (_, flags) => auditOf(flags) },
   "catalog changes": {
     args: [],
     flags: ["model"],
@@ -364,6 +435,21 @@ function modelOf(given: string | undefined, what: string): string {
 function byOf(flags: Flags): { by?: string } {
   const by = value(flags, "by");
   return by === undefined ? {} : { by: text(aliasBody.shape.by.unwrap(), by, "--by") };
+}
+
+function roleOf(given: string | undefined): Role {
+  if (given !== undefined && isRole(given)) return given;
+  throw new UsageError(`the role is one of ${listed([...OPERATOR_ROLES])}, not ${JSON.stringify(given)}`);
+}
+
+function auditOf(flags: Flags): Command {
+  const query: AuditFilters = {};
+  for (const name of ["actor", "action", "target", "from", "to", "limit"] as const) {
+    const given = value(flags, name);
+    if (given !== undefined) query[name] = given;
+  }
+  checked(auditQuery, query, `audit: the filters are not what the gateway takes (--from and --to ${ISO_EXAMPLES}; --limit 1 to 500)`);
+  return { kind: "audit", query };
 }
 
 class UsageError extends Error {}
@@ -433,9 +519,9 @@ function tokenize(argv: readonly string[]): { positionals: string[]; flags: Flag
 }
 
 function commandOf(positionals: readonly string[], flags: Flags): Command {
-  const [first, second] = positionals;
+  const [first, second, third] = positionals;
   if (first === undefined) throw new UsageError("no command given");
-  const words = [`${first} ${second}`, first].find((w) => Object.hasOwn(COMMANDS, w));
+  const words = [`${first} ${second} ${third}`, `${first} ${second}`, first].find((w) => Object.hasOwn(COMMANDS, w));
   if (words === undefined) {
     const subs = Object.keys(COMMANDS).flatMap((w) => (w.startsWith(`${first} `) ? [w.slice(first.length + 1)] : []));
     if (subs.length === 0) throw new UsageError(`unknown command: ${first}`);

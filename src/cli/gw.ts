@@ -35,6 +35,7 @@ import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts
 import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
 import { catalogCall, entryBody, renderCatalog } from "./catalog.ts";
+import { isOperatorCommand, operatorCall, renderOperators } from "./operators.ts";
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -316,6 +317,7 @@ async function fileBody(command: Sent, output: Output): Promise<unknown> {
 }
 
 function callFor(command: Sent, body?: unknown): Call {
+  if (isOperatorCommand(command)) return operatorCall(command);
   switch (command.kind) {
     case "catalog":
     case "catalog.set":
@@ -419,6 +421,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 /** The formatted reply, or null when it is not the shape this command expects. */
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one renderer per command.
 function render(command: Sent, reply: unknown): string | null {
+  if (isOperatorCommand(command)) return renderOperators(command, reply, table);
   switch (command.kind) {
     case "accounts.create":
       return renderWith(

@@ -545,3 +545,128 @@ export const balanceAlerts = pgTable(
     check("balance_alerts_status", sql`${t.status} IN ('pending', 'sending', 'sent', 'skipped')`),
   ],
 );
+
+/** What an operator may do (src/operators/roles.ts holds the matrix). */
+export const OPERATOR_ROLES = ["owner", "finance", "support", "viewer"] as const;
+
+/** The people who run the gateway (src/operators): a password and a TOTP secret, one role each. */
+export const operators = pgTable(
+  "operators",
+  {
+    id: text("id").primaryKey(),
+    /** What they sign in with: lower case, unique. */
+    login: text("login").notNull().unique(),
+    name: text("name").notNull(),
+    role: text("role").notNull(),
+    /** Bun.password's argon2id string. */
+    passwordHash: text("password_hash").notNull(),
+    /** The TOTP secret, base32: needed in the clear to check a code. */
+    totpSecret: text("totp_secret").notNull(),
+    /** The newest 30 s step a code was accepted for: a code is good once. */
+    totpLastStep: bigint("totp_last_step", { mode: "number" }).notNull().default(0),
+    /** What a support operator may adjust in one Tehran day, every customer together (absolute amounts). */
+    adjustDailyMaxMicro: micro("adjust_daily_max_micro").notNull(),
+    createdAt: createdAt(),
+    removedAt: timestamp("removed_at", { withTimezone: true }),
+  },
+  (t) => [check("operators_role", sql`${t.role} IN ('owner', 'finance', 'support', 'viewer')`)],
+);
+
+/** Operators' personal API tokens (`dvz-op-…`): only the HMAC is kept, as for keys. */
+export const operatorTokens = pgTable(
+  "operator_tokens",
+  {
+    id: text("id").primaryKey(),
+    operatorId: text("operator_id")
+      .notNull()
+      .references(() => operators.id),
+    name: text("name").notNull(),
+    hash: text("hash").notNull().unique(),
+    display: text("display").notNull(),
+    createdAt: createdAt(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("operator_tokens_operator_idx").on(t.operatorId)],
+);
+
+/** Operators' browser sessions: the cookie's SHA-256, as console_sessions. */
+export const operatorSessions = pgTable(
+  "operator_sessions",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    operatorId: text("operator_id")
+      .notNull()
+      .references(() => operators.id),
+    clientAddress: text("client_address"),
+    createdAt: createdAt(),
+    lastUsedAt: timestamp("last_used_at", { withTimezone: true }).notNull().defaultNow(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    revokedAt: timestamp("revoked_at", { withTimezone: true }),
+  },
+  (t) => [index("operator_sessions_operator_idx").on(t.operatorId, t.createdAt)],
+);
+
+/**
+ * What each support operator has adjusted in a Tehran day (absolute amounts, every customer
+ * together), taken by a conditional upsert before the adjustment against their ceiling, given back
+ * when the adjustment does not happen: two at once cannot pass the ceiling together.
+ */
+export const operatorAdjustDays = pgTable(
+  "operator_adjust_days",
+  {
+    operatorId: text("operator_id")
+      .notNull()
+      .references(() => operators.id),
+    /** The Tehran midnight the day began at. */
+    dayStart: timestamp("day_start", { withTimezone: true }).notNull(),
+    usedMicro: micro("used_micro").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.operatorId, t.dayStart] }), check("operator_adjust_days_used_non_negative", sql`${t.usedMicro} >= 0`)],
+);
+
+/** Failed operator sign-ins, counted per address and per login over a window (src/operators/signin.ts). */
+export const operatorSigninFailures = pgTable(
+  "operator_signin_failures",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    login: text("login").notNull(),
+    address: text("address").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("operator_signin_failures_login_idx").on(t.login, t.createdAt),
+    index("operator_signin_failures_address_idx").on(t.address, t.createdAt),
+  ],
+);
+
+/**
+ * The audit trail: one row per change an operator, a personal token or ADMIN_TOKEN made. Append
+ * only: a trigger (migration 0017) refuses UPDATE and DELETE.
+ */
+export const operatorAudit = pgTable(
+  "operator_audit",
+  {
+    id: bigserial("id", { mode: "bigint" }).primaryKey(),
+    /** An operator's id, or `admin_token`. */
+    actor: text("actor").notNull(),
+    role: text("role").notNull(),
+    /** `session`, `token` (then token_id) or `admin_token`. */
+    via: text("via").notNull(),
+    tokenId: text("token_id"),
+    address: text("address"),
+    action: text("action").notNull(),
+    target: text("target").notNull(),
+    before: jsonb("before"),
+    after: jsonb("after"),
+    reason: text("reason"),
+    /** Money moved by the change, signed, when it moves money. */
+    amountMicro: micro("amount_micro"),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("operator_audit_at_idx").on(t.createdAt),
+    index("operator_audit_actor_idx").on(t.actor, t.createdAt),
+    index("operator_audit_target_idx").on(t.target, t.createdAt),
+  ],
+);

@@ -6,7 +6,11 @@
 import { Elysia } from "elysia";
 import { servedModel } from "../admission/admission.ts";
 import { fail, type Failure } from "../errors.ts";
-import { AdminApi, adminAuthorized } from "./admin/route.ts";
+import { AdminApi } from "./admin/route.ts";
+import { adminGuard } from "./admin/guard.ts";
+import { OperatorsAdmin } from "./admin/operators.ts";
+import { operatorRoutes } from "./operators/route.ts";
+import { OperatorStore } from "../operators/store.ts";
 import { addAlias, catalogChangesView, catalogView, putModel, retireModel } from "./admin/catalog.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, generation, keyInfo } from "./account/route.ts";
@@ -154,7 +158,6 @@ function prepared(body: string, requestId: string): Response {
 
 type RouteArgs = { request: Request; params: Record<string, string> };
 type KeyHandler = (key: KeyRecord, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response;
-type AdminHandler = (request: Request, params: Record<string, string>, requestId: string) => Promise<Response> | Response;
 
 /** Wraps a /v1 handler so it runs for an authenticated key. */
 function keyGuard(deps: EdgeDeps) {
@@ -182,18 +185,6 @@ function freeGuard(deps: EdgeDeps, gate: FreeGate) {
     });
 }
 
-/** Wraps an /admin handler so it runs after the admin token is checked. */
-function adminGuard(deps: EdgeDeps) {
-  return (handler: AdminHandler) =>
-    async ({ request, params }: RouteArgs) => {
-      const requestId = newRequestId();
-      if (!adminAuthorized(request, deps.env.ADMIN_TOKEN)) {
-        return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
-      }
-      return handler(request, params, requestId);
-    };
-}
-
 /** The catalog replies, prepared once per price version. */
 function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelReplies> {
   let models = buildModelReplies(deps.catalog, deps.pools);
@@ -215,7 +206,9 @@ export function createApp(
   const withKey = keyGuard(deps);
   const free = new FreeGate({ rpm: deps.env.FREE_RPM });
   const freeWithKey = freeGuard(deps, free);
-  const asAdmin = adminGuard(deps);
+  const operatorStore = new OperatorStore(deps.db, deps.env.KEY_PEPPER);
+  const operators = new OperatorsAdmin(deps, operatorStore);
+  const asAdmin = adminGuard(deps, operatorStore);
   const noteArrival = arrivalNoter(trustedProxies(deps.env.TRUSTED_PROXIES));
   const operation = async (run: (input: OperationInput, deps: EdgeDeps) => Promise<OperationResult>, request: Request) => {
     const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
@@ -229,210 +222,244 @@ export function createApp(
     return body ? prepared(body, requestId) : failed(fail("model_not_found", `The model \`${model.id}\` is not listed.`), requestId);
   });
 
-  return (
-    new Elysia()
-      .onRequest(({ request, server }) => {
-        arrivals.set(request, performance.now());
-        noteArrival(request, server);
-        // Without a Host header Bun gives a relative URL, which no route can read.
-        if (request.url.startsWith("/")) return failed(NO_HOST, newRequestId());
-      })
-      .onError(({ code, error, request, route }) => {
-        const requestId = newRequestId();
-        const failure = elysiaFailure(code, request);
-        const reply = failedOn(request, route)(failure, requestId);
-        if (failure.code === "internal_error")
-          deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
-        // No route, or one that threw (a paid one then wrote no line of its own either).
-        if (request) logAccess(deps, request, code === "NOT_FOUND" ? null : route, { status: reply.status, requestId });
-        return reply;
-      })
-      // Path parameters decoded once, here: an undecodable one is the route's 400, never a handler's throw.
-      .onBeforeHandle({ as: "global" }, ({ request, params, route }) => {
-        const refused = (params ? decodeParams(params as Record<string, string | null>) : null) ?? queryRefused(request.url);
-        if (refused) return failedOn(request, route)(refused, newRequestId());
-      })
-      .onAfterHandle({ as: "global" }, ({ request, route, response, set }) => {
-        if (!writesOwnLine(route, request)) logAccess(deps, request, route, replyOf(response, set.status));
-      })
-      // Health probes: Claude Code's reachability check (`HEAD /`, `/api/hello`) and load balancers.
-      .get("/", () => hello())
-      .head("/", () => hello())
-      .get("/api/hello", () => hello())
-      .head("/api/hello", () => hello())
-      .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
-      .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
-      // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
-      .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
-      .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps, free), NO_PARSE)
-      // Google's wire: `models/{model}:{action}`, under v1beta (the SDKs' default) and v1.
-      .post("/v1beta/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
-      .post("/v1/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
-      .get("/v1beta/models", ({ request }) => listGeminiModels(request, newRequestId(), deps))
-      .get("/v1beta/models/*", ({ request, params }) => getGeminiModel(request, newRequestId(), deps, params["*"]))
-      .post("/v1/embeddings", ({ request }) => operation(createEmbeddings, request), NO_PARSE)
-      .post("/v1/audio/speech", ({ request }) => operation(createSpeech, request), NO_PARSE)
-      .post("/v1/audio/transcriptions", ({ request }) => operation(createTranscription, request), NO_PARSE)
-      .post("/v1/images/generations", ({ request }) => operation(createImages, request), NO_PARSE)
-      // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
-      .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
-      // The Gemini SDKs (apiVersion v1, their default) list and get models here too: they send x-goog-api-key.
-      .get("/v1/models", (args) => (sentByGemini(args.request) ? listGeminiModels(args.request, newRequestId(), deps) : listModels(args)))
-      .get("/v1/models/:id", (args) =>
-        sentByGemini(args.request) ? getGeminiModel(args.request, newRequestId(), deps, args.params.id) : getModel(args),
-      )
-      .get(
-        "/v1/key",
-        freeWithKey("key", async (key, requestId) => json(await keyInfo(key, deps), requestId)),
-      )
-      .get(
-        "/v1/credits",
-        freeWithKey("credits", async (key, requestId) => {
-          const reply = await credits(key, deps);
-          return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
-        }),
-      )
-      .get(
-        "/v1/generations/:id",
-        freeWithKey("generation", async (key, requestId, _, params) => {
-          const reply = await generation(key, params.id!, deps);
-          return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
-        }),
-      )
-      .get("/health", () => new Response("ok"))
-      // The customer's browser, back from the payment provider: no key, and never a payment by itself.
-      .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
-      .get(RESULT_PATH, ({ request }) => resultPage(request))
-      .get("/ready", () => readyResponse(health))
-      .get(
-        "/metrics",
-        asAdmin(async () => {
-          const { body, contentType } = await deps.metrics.exposition();
-          return new Response(body, { headers: { "content-type": contentType } });
-        }),
-      )
-      .post(
-        "/admin/accounts",
-        asAdmin((request, _, id) => admin.createAccount(request, id)),
-        NO_PARSE,
-      )
-      .get(
-        "/admin/accounts/:id",
-        asAdmin((_, params, id) => admin.showAccount(params.id!, id)),
-      )
-      .patch(
-        "/admin/accounts/:id",
-        asAdmin((request, params, id) => admin.setAccountSettings(request, params.id!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/accounts/:id/topups",
-        asAdmin((request, params, id) => admin.topUp(request, params.id!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/accounts/:id/keys",
-        asAdmin((request, params, id) => admin.createKey(request, params.id!, id)),
-        NO_PARSE,
-      )
-      .patch(
-        "/admin/keys/:id",
-        asAdmin((request, params, id) => admin.setKeyLimits(request, params.id!, id)),
-        NO_PARSE,
-      )
-      .delete(
-        "/admin/keys/:id",
-        asAdmin((_, params, id) => admin.revokeKey(params.id!, id)),
-      )
-      .get(
-        "/admin/pools",
-        asAdmin((_, __, id) => admin.pools(id)),
-      )
-      .put(
-        "/admin/pools/:model",
-        asAdmin((request, params, id) => admin.setPool(request, params.model!, id)),
-        NO_PARSE,
-      )
-      .get(
-        "/admin/catalog",
-        asAdmin((_, __, id) => catalogView(deps, id)),
-      )
-      .get(
-        "/admin/catalog/changes",
-        asAdmin((request, _, id) => catalogChangesView(deps, request, id)),
-      )
-      .put(
-        "/admin/catalog/models/:model",
-        asAdmin((request, params, id) => putModel(deps, request, params.model!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/catalog/models/:model/aliases",
-        asAdmin((request, params, id) => addAlias(deps, request, params.model!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/catalog/models/:model/retire",
-        asAdmin((request, params, id) => retireModel(deps, request, params.model!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/accounts/:id/adjustments",
-        asAdmin((request, params, id) => admin.adjust(request, params.id!, id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/rates",
-        asAdmin((request, _, id) => admin.setRate(request, id)),
-        NO_PARSE,
-      )
-      .get(
-        "/admin/rates",
-        asAdmin((_, __, id) => admin.rates(id)),
-      )
-      .get(
-        "/admin/ledger/audit",
-        asAdmin((_, __, id) => admin.audit(id)),
-      )
-      .post(
-        "/admin/topups",
-        asAdmin((request, _, id) => topups.start(request, id)),
-        NO_PARSE,
-      )
-      .get(
-        "/admin/topups",
-        asAdmin((request, _, id) => topups.list(request, id)),
-      )
-      .post(
-        "/admin/topups/reconcile",
-        asAdmin((_, __, id) => topups.reconcile(id)),
-      )
-      .get(
-        "/admin/topups/:id",
-        asAdmin((_, params, id) => topups.show(params.id!, id)),
-      )
-      .post(
-        "/admin/topups/:id/complete",
-        asAdmin((request, params, id) => topups.review(request, params.id!, "complete", id)),
-        NO_PARSE,
-      )
-      .post(
-        "/admin/topups/:id/reject",
-        asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)),
-        NO_PARSE,
-      )
-      .get(
-        "/admin/usage/dead-letters",
-        asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)),
-      )
-      .post(
-        "/admin/usage/dead-letters/:id/replay",
-        asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)),
-        NO_PARSE,
-      )
-      .use(options.live ? liveRoutes(options.live, deps.env.ADMIN_TOKEN) : new Elysia())
-      .use(options.console ? consoleRoutes(deps, options.console) : new Elysia())
-  );
+  // The operators' session routes forward to the admin routes of this very app.
+  let self: { handle(request: Request): Promise<Response> } | null = null;
+  const app = new Elysia()
+    .onRequest(({ request, server }) => {
+      arrivals.set(request, performance.now());
+      noteArrival(request, server);
+      // Without a Host header Bun gives a relative URL, which no route can read.
+      if (request.url.startsWith("/")) return failed(NO_HOST, newRequestId());
+    })
+    .onError(({ code, error, request, route }) => {
+      const requestId = newRequestId();
+      const failure = elysiaFailure(code, request);
+      const reply = failedOn(request, route)(failure, requestId);
+      if (failure.code === "internal_error")
+        deps.log("error", "unhandled", { requestId, code, error: error instanceof Error ? error.message : String(error) });
+      // No route, or one that threw (a paid one then wrote no line of its own either).
+      if (request) logAccess(deps, request, code === "NOT_FOUND" ? null : route, { status: reply.status, requestId });
+      return reply;
+    })
+    // Path parameters decoded once, here: an undecodable one is the route's 400, never a handler's throw.
+    .onBeforeHandle({ as: "global" }, ({ request, params, route }) => {
+      const refused = (params ? decodeParams(params as Record<string, string | null>) : null) ?? queryRefused(request.url);
+      if (refused) return failedOn(request, route)(refused, newRequestId());
+    })
+    .onAfterHandle({ as: "global" }, ({ request, route, response, set }) => {
+      if (!writesOwnLine(route, request)) logAccess(deps, request, route, replyOf(response, set.status));
+    })
+    // Health probes: Claude Code's reachability check (`HEAD /`, `/api/hello`) and load balancers.
+    .get("/", () => hello())
+    .head("/", () => hello())
+    .get("/api/hello", () => hello())
+    .head("/api/hello", () => hello())
+    .post("/v1/chat/completions", ({ request, set }) => chatCompletions(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
+    // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
+    .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
+    .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps, free), NO_PARSE)
+    // Google's wire: `models/{model}:{action}`, under v1beta (the SDKs' default) and v1.
+    .post("/v1beta/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
+    .post("/v1/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
+    .get("/v1beta/models", ({ request }) => listGeminiModels(request, newRequestId(), deps))
+    .get("/v1beta/models/*", ({ request, params }) => getGeminiModel(request, newRequestId(), deps, params["*"]))
+    .post("/v1/embeddings", ({ request }) => operation(createEmbeddings, request), NO_PARSE)
+    .post("/v1/audio/speech", ({ request }) => operation(createSpeech, request), NO_PARSE)
+    .post("/v1/audio/transcriptions", ({ request }) => operation(createTranscription, request), NO_PARSE)
+    .post("/v1/images/generations", ({ request }) => operation(createImages, request), NO_PARSE)
+    // No key: the id is unguessable and the lifetime bounded, so an <img src> can load it.
+    .get("/v1/media/:id", ({ params }) => serveMedia(params.id, newRequestId(), deps))
+    // The Gemini SDKs (apiVersion v1, their default) list and get models here too: they send x-goog-api-key.
+    .get("/v1/models", (args) => (sentByGemini(args.request) ? listGeminiModels(args.request, newRequestId(), deps) : listModels(args)))
+    .get("/v1/models/:id", (args) =>
+      sentByGemini(args.request) ? getGeminiModel(args.request, newRequestId(), deps, args.params.id) : getModel(args),
+    )
+    .get(
+      "/v1/key",
+      freeWithKey("key", async (key, requestId) => json(await keyInfo(key, deps), requestId)),
+    )
+    .get(
+      "/v1/credits",
+      freeWithKey("credits", async (key, requestId) => {
+        const reply = await credits(key, deps);
+        return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
+      }),
+    )
+    .get(
+      "/v1/generations/:id",
+      freeWithKey("generation", async (key, requestId, _, params) => {
+        const reply = await generation(key, params.id!, deps);
+        return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
+      }),
+    )
+    .get("/health", () => new Response("ok"))
+    // The customer's browser, back from the payment provider: no key, and never a payment by itself.
+    .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
+    .get(RESULT_PATH, ({ request }) => resultPage(request))
+    .get("/ready", () => readyResponse(health))
+    .get(
+      "/metrics",
+      asAdmin(async () => {
+        const { body, contentType } = await deps.metrics.exposition();
+        return new Response(body, { headers: { "content-type": contentType } });
+      }),
+    )
+    .post(
+      "/admin/accounts",
+      asAdmin((request, _, id) => admin.createAccount(request, id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/accounts/:id",
+      asAdmin((_, params, id) => admin.showAccount(params.id!, id)),
+    )
+    .patch(
+      "/admin/accounts/:id",
+      asAdmin((request, params, id) => admin.setAccountSettings(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/accounts/:id/topups",
+      asAdmin((request, params, id) => admin.topUp(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/accounts/:id/keys",
+      asAdmin((request, params, id) => admin.createKey(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .patch(
+      "/admin/keys/:id",
+      asAdmin((request, params, id) => admin.setKeyLimits(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .delete(
+      "/admin/keys/:id",
+      asAdmin((_, params, id) => admin.revokeKey(params.id!, id)),
+    )
+    .get(
+      "/admin/pools",
+      asAdmin((_, __, id) => admin.pools(id)),
+    )
+    .put(
+      "/admin/pools/:model",
+      asAdmin((request, params, id) => admin.setPool(request, params.model!, id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/catalog",
+      asAdmin((_, __, id) => catalogView(deps, id)),
+    )
+    .get(
+      "/admin/catalog/changes",
+      asAdmin((request, _, id) => catalogChangesView(deps, request, id)),
+    )
+    .put(
+      "/admin/catalog/models/:model",
+      asAdmin((request, params, id) => putModel(deps, request, params.model!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/catalog/models/:model/aliases",
+      asAdmin((request, params, id) => addAlias(deps, request, params.model!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/catalog/models/:model/retire",
+      asAdmin((request, params, id) => retireModel(deps, request, params.model!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/accounts/:id/adjustments",
+      asAdmin((request, params, id) => admin.adjust(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/rates",
+      asAdmin((request, _, id) => admin.setRate(request, id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/rates",
+      asAdmin((_, __, id) => admin.rates(id)),
+    )
+    .get(
+      "/admin/ledger/audit",
+      asAdmin((_, __, id) => admin.audit(id)),
+    )
+    .post(
+      "/admin/topups",
+      asAdmin((request, _, id) => topups.start(request, id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/topups",
+      asAdmin((request, _, id) => topups.list(request, id)),
+    )
+    .post(
+      "/admin/topups/reconcile",
+      asAdmin((_, __, id) => topups.reconcile(id)),
+    )
+    .get(
+      "/admin/topups/:id",
+      asAdmin((_, params, id) => topups.show(params.id!, id)),
+    )
+    .post(
+      "/admin/topups/:id/complete",
+      asAdmin((request, params, id) => topups.review(request, params.id!, "complete", id)),
+      NO_PARSE,
+    )
+    .post(
+      "/admin/topups/:id/reject",
+      asAdmin((request, params, id) => topups.review(request, params.id!, "reject", id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/usage/dead-letters",
+      asAdmin((request, _, id) => listDeadLettersRoute(deps, request, id)),
+    )
+    .post(
+      "/admin/usage/dead-letters/:id/replay",
+      asAdmin((_, params, id) => replayDeadLetterRoute(deps, params.id!, id)),
+      NO_PARSE,
+    )
+    .get(
+      "/admin/operators",
+      asAdmin((_, __, id) => operators.list(id)),
+    )
+    .post(
+      "/admin/operators",
+      asAdmin((request, _, id) => operators.add(request, id)),
+      NO_PARSE,
+    )
+    .patch(
+      "/admin/operators/:id",
+      asAdmin((request, params, id) => operators.change(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .delete(
+      "/admin/operators/:id",
+      asAdmin((_, params, id) => operators.remove(params.id!, id)),
+    )
+    .post(
+      "/admin/operators/:id/tokens",
+      asAdmin((request, params, id) => operators.createToken(request, params.id!, id)),
+      NO_PARSE,
+    )
+    .delete(
+      "/admin/operator-tokens/:id",
+      asAdmin((_, params, id) => operators.revokeToken(params.id!, id)),
+    )
+    .get(
+      "/admin/audit",
+      asAdmin((request, _, id) => operators.audit(request, id)),
+    )
+    .use(options.live ? liveRoutes(options.live, asAdmin) : new Elysia())
+    .use(options.console ? consoleRoutes(deps, options.console) : new Elysia())
+    .use(operatorRoutes(deps, operatorStore, (request) => self!.handle(request)));
+  self = app;
+  return app;
 }
 
 export type App = ReturnType<typeof createApp>;

@@ -2,6 +2,12 @@ import { expect, jest, test } from "bun:test";
 import type { PoolSnapshot } from "../../actors/protocol.ts";
 import { LocalBus } from "../bus/local.ts";
 import { liveRoutes } from "../http/live/route.ts";
+import { adminGuard } from "../http/admin/guard.ts";
+import type { EdgeDeps } from "../admission/deps.ts";
+import type { OperatorStore } from "../operators/store.ts";
+
+/** The admin guard with ADMIN_TOKEN only (no database: no operator token is presented here). */
+const tokenGuard = (adminToken: string) => adminGuard({ env: { ADMIN_TOKEN: adminToken } } as EdgeDeps, {} as OperatorStore);
 import { silentLogger } from "../log.ts";
 import { LiveHub, liveViewSchema, mergeSnapshots } from "./live.ts";
 import type { Sampler } from "./snapshot.ts";
@@ -96,7 +102,7 @@ test("/admin/pools/live needs the admin token and streams views as SSE", async (
   const sampler = { sample: () => snapshot("self") } as unknown as Sampler;
   const hub = new LiveHub({ bus, subject: "t.v1.metrics.pools", sampler, log: silentLogger, intervalMs: 50 });
   hub.start();
-  const routes = liveRoutes(hub, "admin-token-0123456789");
+  const routes = liveRoutes(hub, tokenGuard("admin-token-0123456789"));
   const refused = await routes.handle(new Request("http://localhost/admin/pools/live"));
   expect(refused.status).toBe(401);
   expect(((await refused.json()) as { error: { code: string } }).error.code).toBe("admin_unauthorized");
@@ -126,7 +132,7 @@ test("/admin/pools/live needs the admin token and streams views as SSE", async (
 
 test("the dashboard page and its files are served; other names are not", async () => {
   const hub = new LiveHub({ bus: new LocalBus(), subject: "s", sampler: {} as Sampler, log: silentLogger });
-  const routes = liveRoutes(hub, "admin-token-0123456789");
+  const routes = liveRoutes(hub, tokenGuard("admin-token-0123456789"));
   const page = await routes.handle(new Request("http://localhost/admin/dashboard"));
   expect(page.headers.get("content-type")).toContain("text/html");
   const html = await page.text();

@@ -59,7 +59,7 @@ async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, 
   return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
 }
 
-async function existing(deps: EdgeDeps, id: string): Promise<ModelEntry | undefined> {
+export async function existingEntry(deps: EdgeDeps, id: string): Promise<ModelEntry | undefined> {
   return (await entries(deps)).find((e) => e.id === id);
 }
 
@@ -69,14 +69,14 @@ export async function putModel(deps: EdgeDeps, request: Request, id: string, req
   const body = await parseBody(request, putModelBody);
   if (isFailure(body)) return failed(body, requestId);
   const { by: actor, ...rest } = body;
-  const before = await existing(deps, id);
+  const before = await existingEntry(deps, id);
   return change(deps, before ? "change" : "add", { id, ...rest }, actor, requestId);
 }
 
 export async function addAlias(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, aliasBody);
   if (isFailure(body)) return failed(body, requestId);
-  const before = await existing(deps, id);
+  const before = await existingEntry(deps, id);
   if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
   if (before.aliases.includes(body.alias))
     return json({ object: "catalog_change", action: "alias", price_version: null, model: before }, requestId);
@@ -86,7 +86,7 @@ export async function addAlias(deps: EdgeDeps, request: Request, id: string, req
 export async function retireModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, retireBody);
   if (isFailure(body)) return failed(body, requestId);
-  const before = await existing(deps, id);
+  const before = await existingEntry(deps, id);
   if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
   return change(deps, "retire", { ...before, retired: { successor: body.successor } }, body.by, requestId);
 }

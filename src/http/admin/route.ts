@@ -1,9 +1,10 @@
 /**
- * The operators' API under /admin (Bearer ADMIN_TOKEN): accounts, top-ups, keys, pools.
+ * The operators' API under /admin: accounts, top-ups, keys, pools. Every route goes through
+ * `adminGuard`: the caller (ADMIN_TOKEN, an operator's token or session: access.ts), the role
+ * matrix (src/operators/roles.ts), and for a change one audit row (src/operators/audit.ts).
  * Amounts go in as toman (a whole number or a decimal string) and come back both as toman
  * strings and as exact micro-toman strings.
  */
-import { timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { KEY_EVENTS, PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
@@ -18,13 +19,10 @@ import { accountLimitsBody, INT4_MAX, limitsObject, limitsPatchOf, resolveLimits
 import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
-import { bearerToken } from "../request.ts";
 import { walletFields } from "../account/route.ts";
 import { parseBody } from "./body.ts";
 import { poolsView, setPool } from "./pools.ts";
 import { priceField, UNIT_NAMES, unitsField, type PriceField, type UnitsField } from "../../units.ts";
-
-const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest();
 
 type RecordColumns = Record<UnitsField | PriceField, bigint>;
 
@@ -36,12 +34,6 @@ function unitFields(row: RecordColumns): Record<string, string> {
 /** A usage record's prices by unit, toman per 1M. */
 function unitPrices(row: RecordColumns): Record<string, string> {
   return Object.fromEntries(UNIT_NAMES.map((unit) => [unit, row[priceField(unit)].toString()]));
-}
-
-export function adminAuthorized(request: Request, adminToken: string): boolean {
-  const presented = bearerToken(request);
-  // Compare digests so the comparison takes the same time whatever the lengths.
-  return presented !== null && timingSafeEqual(digest(presented), digest(adminToken));
 }
 
 const name = z.string().trim().min(1).max(200);

@@ -8,7 +8,7 @@ import { Elysia } from "elysia";
 import { fail } from "../../errors.ts";
 import { encodeJson } from "../../json.ts";
 import type { LiveHub, LiveView } from "../../metrics/live.ts";
-import { adminAuthorized } from "../admin/route.ts";
+import type { adminGuard } from "../admin/guard.ts";
 import { failed } from "../guard.ts";
 import { newRequestId } from "../../operations/input.ts";
 
@@ -46,11 +46,7 @@ function asset(name: string): Response | Promise<Response> {
   });
 }
 
-function liveFeed(request: Request, hub: LiveHub, adminToken: string): Response {
-  const requestId = newRequestId();
-  if (!adminAuthorized(request, adminToken)) {
-    return failed(fail("admin_unauthorized", "This admin endpoint needs `Authorization: Bearer <ADMIN_TOKEN>`."), requestId);
-  }
+function liveFeed(request: Request, hub: LiveHub, requestId: string): Response {
   let stop: (() => void) | null = null;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
@@ -84,9 +80,12 @@ function liveFeed(request: Request, hub: LiveHub, adminToken: string): Response 
 }
 
 /** The live routes, as a plugin for the app. */
-export function liveRoutes(hub: LiveHub, adminToken: string) {
+export function liveRoutes(hub: LiveHub, asAdmin: ReturnType<typeof adminGuard>) {
   return new Elysia()
-    .get("/admin/pools/live", ({ request }) => liveFeed(request, hub, adminToken))
+    .get(
+      "/admin/pools/live",
+      asAdmin((request, _, requestId) => liveFeed(request, hub, requestId)),
+    )
     .get("/admin/dashboard", () => asset(""))
     .get("/admin/dashboard/:file", ({ params }) => asset(params.file));
 }

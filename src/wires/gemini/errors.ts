@@ -31,10 +31,13 @@ export function googleStatus(code: ErrorCode): GoogleStatus {
     case "invalid_api_key":
     case "admin_unauthorized":
     case "session_required":
+    case "fresh_sign_in_required":
       return "UNAUTHENTICATED";
     case "origin_not_allowed":
     case "model_forbidden":
     case "cross_site_refused":
+    case "role_refused":
+    case "ceiling_exceeded":
     case "permission_denied":
       return "PERMISSION_DENIED";
     case "model_not_found":
@@ -49,6 +52,7 @@ export function googleStatus(code: ErrorCode): GoogleStatus {
     case "rate_limit_exceeded":
     case "code_attempts_exceeded":
     case "code_resend_limited":
+    case "sign_in_limited":
       return "RESOURCE_EXHAUSTED";
     case "upstream_error":
     case "internal_error":

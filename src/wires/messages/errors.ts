@@ -33,6 +33,7 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "invalid_api_key":
     case "admin_unauthorized":
     case "session_required":
+    case "fresh_sign_in_required":
       return "authentication_error";
     case "insufficient_quota":
       return "billing_error";
@@ -40,6 +41,8 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "model_forbidden":
     case "permission_denied":
     case "cross_site_refused":
+    case "role_refused":
+    case "ceiling_exceeded":
       return "permission_error";
     case "model_not_found":
     case "model_retired":
@@ -51,6 +54,7 @@ export function anthropicErrorType(code: ErrorCode): AnthropicErrorType {
     case "rate_limit_exceeded":
     case "code_attempts_exceeded":
     case "code_resend_limited":
+    case "sign_in_limited":
       return "rate_limit_error";
     case "upstream_error":
     case "internal_error":

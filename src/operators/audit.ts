@@ -1,0 +1,87 @@
+/**
+ * The operators' audit trail (`operator_audit`, append-only by trigger): one row per change, with
+ * who (an operator or `admin_token`), their role and address, what, on which target, the state
+ * before and after, and the reason and signed amount where money moves.
+ */
+import { and, desc, eq, gte, lt, sql } from "drizzle-orm";
+import type { Db } from "../db/client.ts";
+import { operatorAudit } from "../db/schema.ts";
+import type { Principal } from "./store.ts";
+
+/** The audit search lists at most this many rows per reply. */
+export const AUDIT_LISTED_MAX = 500;
+
+export interface AuditEntry {
+  action: string;
+  target: string;
+  before?: unknown;
+  after?: unknown;
+  reason?: string | null;
+  amountMicro?: bigint | null;
+}
+
+export type AuditRow = typeof operatorAudit.$inferSelect;
+
+export async function writeAudit(db: Db, who: Principal, entry: AuditEntry): Promise<void> {
+  await db.orm.insert(operatorAudit).values({
+    actor: who.actor,
+    role: who.role,
+    via: who.via,
+    tokenId: who.tokenId,
+    address: who.address,
+    action: entry.action,
+    target: entry.target,
+    before: entry.before ?? null,
+    after: entry.after ?? null,
+    reason: entry.reason ?? null,
+    amountMicro: entry.amountMicro ?? null,
+  });
+}
+
+export interface AuditQuery {
+  actor?: string;
+  action?: string;
+  target?: string;
+  from?: Date;
+  to?: Date;
+  limit: number;
+}
+
+/** Rows newest first; `action` matches a whole action (`wallet.adjust`) or a family (`catalog`). */
+export async function searchAudit(db: Db, q: AuditQuery): Promise<AuditRow[]> {
+  const action =
+    q.action === undefined ? undefined : sql`(${operatorAudit.action} = ${q.action} OR ${operatorAudit.action} LIKE ${`${q.action}.%`})`;
+  return db.orm
+    .select()
+    .from(operatorAudit)
+    .where(
+      and(
+        q.actor === undefined ? undefined : eq(operatorAudit.actor, q.actor),
+        action,
+        q.target === undefined ? undefined : eq(operatorAudit.target, q.target),
+        q.from === undefined ? undefined : gte(operatorAudit.createdAt, q.from),
+        q.to === undefined ? undefined : lt(operatorAudit.createdAt, q.to),
+      ),
+    )
+    .orderBy(desc(operatorAudit.id))
+    .limit(q.limit);
+}
+
+export function auditObject(r: AuditRow) {
+  return {
+    id: r.id.toString(),
+    object: "audit_entry",
+    actor: r.actor,
+    role: r.role,
+    via: r.via,
+    token_id: r.tokenId,
+    address: r.address,
+    action: r.action,
+    target: r.target,
+    before: r.before,
+    after: r.after,
+    reason: r.reason,
+    amount_micro_toman: r.amountMicro?.toString() ?? null,
+    at: r.createdAt.toISOString(),
+  };
+}
