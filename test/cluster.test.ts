@@ -180,9 +180,17 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
   it("the wallet's figures count every node's leases of the account: all of an idle account's balance is spendable, asked of any node", async () => {
     const { key } = await fundedKey(10);
     for (const node of nodes) expect(await send(key, "gpt-4o-mini", () => [node])).toBe(200);
+    const walletAt = async (url: string) =>
+      (await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as Record<string, string | boolean>;
+    // Every node's charge posted first (another node's reaches the database through the usage stream).
+    const spent = 3n * 675_000n; // three requests of gpt-4o-mini at the simulator's usage
+    await until(async () => BigInt((await walletAt(nodes[0]!.url)).balance_micro_toman as string) === 10_000_000_000_000n - spent, {
+      msMax: 20_000,
+      pollMs: 500,
+      what: "the three charges posted",
+    });
     for (const node of nodes) {
-      const response = await fetch(`${node.url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } });
-      const wallet = (await response.json()) as Record<string, string | boolean>;
+      const wallet = await walletAt(node.url);
       expect(BigInt(wallet.held_micro_toman as string)).toBeGreaterThan(0n); // the leases, wherever they are
       expect(wallet.in_flight_micro_toman).toBe("0");
       expect(wallet.spendable_micro_toman).toBe(wallet.balance_micro_toman);
