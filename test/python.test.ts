@@ -8,7 +8,14 @@
 import { appendFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
-import { PYTHON_INSTALL_MS_MAX, PYTHON_SCRIPT_MS_MAX, pythonClients, pythonMissing, runClientScript, type ScriptLine } from "./python/environment.ts";
+import {
+  PYTHON_INSTALL_MS_MAX,
+  PYTHON_SCRIPT_MS_MAX,
+  pythonClients,
+  pythonMissing,
+  runClientScript,
+  type ScriptLine,
+} from "./python/environment.ts";
 import { until } from "./until.ts";
 
 /** Each script and the checks it must report, in its order. */
@@ -83,7 +90,10 @@ suite("Python clients", () => {
         const checks = run.lines.filter((line): line is Extract<ScriptLine, { kind: "check" }> => line.kind === "check");
         const failed = checks.filter((check) => !check.ok).map((check) => `${check.name}: ${check.error}\n${check.detail}`);
         expect(failed, run.rest).toEqual([]);
-        expect(checks.map((check) => check.name), run.rest).toEqual(expected);
+        expect(
+          checks.map((check) => check.name),
+          run.rest,
+        ).toEqual(expected);
         expect(run.lines.at(-1)?.kind, run.rest).toBe("done");
         expect(run.exitCode, run.rest).toBe(0);
         let told = 0n;

@@ -77,7 +77,11 @@ export async function runClientScript(python: string, script: string, env: Recor
     env: { ...process.env, ...env, PYTHONPATH: join(HERE, "stand-ins"), PYTHONUNBUFFERED: "1" },
   });
   const timer = setTimeout(() => child.kill(), PYTHON_SCRIPT_MS_MAX);
-  const [stdout, stderr, exitCode] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+  const [stdout, stderr, exitCode] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ]);
   clearTimeout(timer);
   const lines: ScriptLine[] = [];
   let rest = "";
