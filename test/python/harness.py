@@ -5,12 +5,16 @@ keeps the cost its reply told (micro-toman) so the test can hold their sum to th
 import json
 import os
 import sys
+import time
 import traceback
 from typing import Callable, Optional
+
+import httpx
 
 GATEWAY_URL = os.environ["DARVAZE_GATEWAY_URL"]
 KEY = os.environ["DARVAZE_KEY"]
 COST_HEADER = "x-darvaze-cost"
+GENERATION_WAIT_S = 20
 
 
 def emit(kind: str, **fields: object) -> None:
@@ -42,6 +46,17 @@ def header_micro(headers: object) -> int:
     if value is None or not str(value).isdigit():
         raise AssertionError(f"{COST_HEADER} is {value!r}")
     return int(value)
+
+
+def generation_cost(request_id: str) -> int:
+    """The billed cost of one request (GET /v1/generations/{id}), once its usage record is written."""
+    deadline = time.monotonic() + GENERATION_WAIT_S
+    while True:
+        reply = httpx.get(f"{GATEWAY_URL}/v1/generations/{request_id}", headers={"authorization": f"Bearer {KEY}"})
+        if reply.status_code == 200:
+            return int(reply.json()["cost_micro_toman"])
+        expect(reply.status_code == 404 and time.monotonic() < deadline, f"generation {request_id}: {reply.status_code}")
+        time.sleep(0.1)
 
 
 def expect(condition: bool, message: str) -> None:

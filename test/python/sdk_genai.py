@@ -4,17 +4,15 @@ A whole reply's cost is its `x-darvaze-cost` header (the SDK keeps the raw heade
 request from `GET /v1/generations/{id}`, by the reply's `x-request-id`. Automatic function calling
 makes several requests for one call: an httpx event hook sees each reply, so every one is counted."""
 
-import time
 from typing import List, Optional, Tuple
 
 import httpx
 from google import genai
 from google.genai import errors, types
 
-from harness import COST_HEADER, GATEWAY_URL, KEY, check, done, expect, header_micro
+from harness import COST_HEADER, GATEWAY_URL, KEY, check, done, expect, generation_cost, header_micro
 
 MODEL = "gemini-2.5-flash"
-GENERATION_WAIT_S = 20
 # Each reply of the current check: its request id and the cost header, when it has one.
 replies: List[Tuple[str, Optional[str]]] = []
 
@@ -28,16 +26,6 @@ client = genai.Client(
     http_options=types.HttpOptions(base_url=GATEWAY_URL, client_args={"event_hooks": {"response": [keep_reply]}}),
 )
 
-
-def generation_cost(request_id: str) -> int:
-    """The billed cost of one request, once its usage record is written (within about a second)."""
-    deadline = time.monotonic() + GENERATION_WAIT_S
-    while True:
-        reply = httpx.get(f"{GATEWAY_URL}/v1/generations/{request_id}", headers={"authorization": f"Bearer {KEY}"})
-        if reply.status_code == 200:
-            return int(reply.json()["cost_micro_toman"])
-        expect(reply.status_code == 404 and time.monotonic() < deadline, f"generation {request_id}: {reply.status_code}")
-        time.sleep(0.1)
 
 
 def replies_cost() -> int:

@@ -4,18 +4,16 @@ reply's cost is read from its `x-darvaze-cost` header, seen by an httpx event ho
 beneath ChatOpenAI; a stream's (whose headers go before its bill) from `GET /v1/generations/{id}`
 by the reply's `x-request-id`."""
 
-import time
 from typing import List
 
 import httpx
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from harness import COST_HEADER, GATEWAY_URL, KEY, check, done, expect
+from harness import COST_HEADER, GATEWAY_URL, KEY, check, done, expect, generation_cost
 
 told: List[int] = []
 request_ids: List[str] = []
-GENERATION_WAIT_S = 20
 
 
 def keep_cost(response: httpx.Response) -> None:
@@ -24,16 +22,6 @@ def keep_cost(response: httpx.Response) -> None:
         told.append(int(value))
     request_ids.append(response.headers["x-request-id"])
 
-
-def generation_cost(request_id: str) -> int:
-    """The billed cost of one request, once its usage record is written (within about a second)."""
-    deadline = time.monotonic() + GENERATION_WAIT_S
-    while True:
-        reply = httpx.get(f"{GATEWAY_URL}/v1/generations/{request_id}", headers={"authorization": f"Bearer {KEY}"})
-        if reply.status_code == 200:
-            return int(reply.json()["cost_micro_toman"])
-        expect(reply.status_code == 404 and time.monotonic() < deadline, f"generation {request_id}: {reply.status_code}")
-        time.sleep(0.1)
 
 
 def model(**options: object) -> ChatOpenAI:
