@@ -320,6 +320,25 @@ describe("errors in Anthropic's shape", () => {
     expect(sim.log.byRequestId(error.requestID!)).toHaveLength(0);
   });
 
+  test("an anthropic-beta not on the gateway's list, or one it refuses: a 400 naming it, nothing sent upstream; Claude Code's pass", async () => {
+    for (const beta of ["claude-code-20250219,made-up-beta-2031-01-01", "fast-mode-2026-02-01"]) {
+      const name = beta.split(",").at(-1)!;
+      const error = await expectError(
+        client.messages.create({ model: "claude-3-5-haiku", messages: MESSAGES, max_tokens: 10 }, { headers: { "anthropic-beta": beta } }),
+        400,
+        "invalid_request_error",
+      );
+      expect(error.message).toContain(name);
+      expect(sim.log.byRequestId(error.requestID!)).toHaveLength(0);
+    }
+    const claudeCode = "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,effort-2025-11-24";
+    const reply = await client.messages.create(
+      { model: "claude-3-5-haiku", messages: MESSAGES, max_tokens: 10 },
+      { headers: { "anthropic-beta": claudeCode } },
+    );
+    expect(reply.type).toBe("message");
+  });
+
   test("a body shaped like one of the gateway's failures is a request like any other: a 400 naming what it lacks", async () => {
     for (const path of ["/v1/messages", "/v1/messages/count_tokens"]) {
       const response = await fetch(`${t.url}${path}`, {

@@ -28,11 +28,11 @@ function randomText(bytes: number): string {
   return new TextDecoder().decode(Uint8Array.from({ length: bytes }, () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) & 0xff));
 }
 
-async function verdict(model: string, content: string): Promise<{ status: number; code?: string }> {
+async function verdict(model: string, content: string, fields: Record<string, unknown> = {}): Promise<{ status: number; code?: string }> {
   const response = await fetch(`${t.url}/v1/chat/completions`, {
     method: "POST",
     headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-    body: JSON.stringify({ model, messages: [{ role: "user", content }], max_tokens: 1 }),
+    body: JSON.stringify({ model, messages: [{ role: "user", content }], max_tokens: 1, ...fields }),
   });
   const body = (await response.json()) as { error?: { code: string } };
   return { status: response.status, code: body.error?.code };
@@ -74,6 +74,13 @@ test("random bytes and long prose: refused when too long, admitted when they fit
   expect(await verdict("gpt-4o-mini", prose)).toEqual({ status: 400, code: "context_length_exceeded" });
   expect((await verdict("llama-4-scout", prose)).status).toBe(200);
 }, 120_000);
+
+test("a small message with a huge tool description: refused for a small window, admitted where it fits", async () => {
+  const tool = (words: number) => ({ type: "function", function: { name: "lookup", description: " word".repeat(words) } });
+  expect(await verdict("phi-4", "hi", { tools: [tool(20_000)] })).toEqual({ status: 400, code: "context_length_exceeded" });
+  expect((await verdict("phi-4", "hi", { tools: [tool(5_000)] })).status).toBe(200);
+  expect((await verdict("llama-4-scout", "hi", { tools: [tool(20_000)] })).status).toBe(200);
+}, 60_000);
 
 test("embeddings: an input is refused only when its count proves it longer than the window", async () => {
   const embed = async (input: string) => {

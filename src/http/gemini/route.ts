@@ -19,6 +19,7 @@ import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
+import { geminiObject } from "../../wires/gemini/spellings.ts";
 import { contentsToChat, countTokensRequest, GEMINI_PARTS_MAX, generateContentToChat, toolsToChat } from "../../wires/gemini/request.ts";
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
 import { chatToGemini } from "../../wires/gemini/response.ts";
@@ -148,8 +149,8 @@ async function countWithin(request: Request, requestId: string, deps: EdgeDeps, 
   if (isFailure(read)) return googleFailed(read, requestId);
   const parsed = countTokensRequest.safeParse(read.value);
   if (!parsed.success) return googleFailed(zodFailure(parsed.error), requestId);
-  const whole = parsed.data.generateContentRequest;
-  const body = { ...whole, contents: whole?.contents ?? parsed.data.contents ?? [] };
+  const { generateContentRequest: whole, ...fields } = parsed.data;
+  const body = { ...(whole ?? fields), contents: whole?.contents ?? fields.contents ?? [] };
   const messages = contentsToChat(body);
   if ("code" in messages) return googleFailed(messages, requestId);
   const totalTokens = await countChatPrompt(messages, toolsToChat(body).tools, key.id);
@@ -158,26 +159,31 @@ async function countWithin(request: Request, requestId: string, deps: EdgeDeps, 
   return new Response(JSON.stringify({ totalTokens }), { status: 200, headers: replyHeaders(requestId) });
 }
 
-/** Embedding requests: one `content` of text parts, and `outputDimensionality`. */
-const embedRequest = z.looseObject({
-  content: z.looseObject({
+/**
+ * Embedding requests: one `content` of text parts, and `outputDimensionality`; every field known
+ * (any other is a 400 naming it), each in either spelling. `taskType` and `title` are accepted
+ * and not sent on (no embeddings backend behind the operation takes them; they have no price);
+ * a batch's requests name their `model` as the SDKs send it, the path's model answers.
+ */
+const embedRequest = geminiObject({
+  content: geminiObject({
+    role: z.string().max(16).optional(),
     parts: z
-      .array(z.looseObject({ text: z.string() }))
+      .array(geminiObject({ text: z.string() }))
       .min(1)
       .max(GEMINI_PARTS_MAX),
   }),
+  model: z.string().max(256).optional(),
   outputDimensionality: z.number().int().min(1).max(EMBEDDING_DIMENSIONS_MAX).optional(),
-  taskType: z.string().optional(),
+  taskType: z.string().max(64).optional(),
   title: z.string().optional(),
 });
-const batchEmbedRequest = z.looseObject({ requests: z.array(embedRequest).min(1).max(EMBEDDING_INPUTS_MAX) });
+const batchEmbedRequest = geminiObject({ requests: z.array(embedRequest).min(1).max(EMBEDDING_INPUTS_MAX) });
 /** An embedding request as the embeddings operation's body (its texts, floats), or the 400 naming the field. */
 function embedToOpenAI(raw: unknown, model: string, batch: boolean): Record<string, unknown> | Failure {
-  const parsed = (batch ? batchEmbedRequest : z.looseObject({ requests: z.tuple([embedRequest]) })).safeParse(
-    batch ? raw : { requests: [raw] },
-  );
+  const parsed = batch ? batchEmbedRequest.safeParse(raw) : embedRequest.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
-  const requests: z.infer<typeof embedRequest>[] = parsed.data.requests;
+  const requests: z.infer<typeof embedRequest>[] = "requests" in parsed.data ? parsed.data.requests : [parsed.data];
   const dimensions = new Set(requests.map((r) => r.outputDimensionality));
   if (dimensions.size > 1)
     return fail("invalid_request", "Every request of a batch must ask for the same outputDimensionality.", { param: "requests" });

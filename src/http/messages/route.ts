@@ -3,8 +3,9 @@
  * the catalog (Claude Code and `@anthropic-ai/sdk` pointed at the gateway with
  * ANTHROPIC_BASE_URL). Translated to the one chat path (src/wires/messages), so that admission,
  * reserve bounds, live metering, the cut at the wallet, disconnect rules and residency are chat's.
- * The key comes as `x-api-key` or `Authorization: Bearer`; `anthropic-version`, `anthropic-beta`
- * and `?beta=true` are accepted and change nothing. Errors keep Anthropic's shape.
+ * The key comes as `x-api-key` or `Authorization: Bearer`; `anthropic-version`
+ * and `?beta=true` are accepted and change nothing; `anthropic-beta` names are checked against the
+ * list in src/operations/chat/betas.ts (an unknown or refused one is a 400). Errors keep Anthropic's shape.
  */
 import { operationModel } from "../../admission/admission.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";

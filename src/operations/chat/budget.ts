@@ -16,7 +16,6 @@ import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
   CHAT_CONTROL_FIELDS,
-  measurePromptTokens,
   type CountOptions,
   measureTokensMany,
   EXACT_MESSAGE_TOKENS,
@@ -26,6 +25,7 @@ import {
   promptTokensUpperBound,
   utf8Bytes,
 } from "../../tokens/count.ts";
+import { betasVerdict, STANDARD_WINDOW_TOKENS } from "./betas.ts";
 import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
 import type { ChatRequest } from "./schema.ts";
 
@@ -99,17 +99,45 @@ function fieldsBytes(record: Readonly<Record<string, unknown>>, free: ReadonlySe
   return bytes;
 }
 
+/** The chat fields whose named strings (names, descriptions, property names) every vendor renders into the prompt. */
+const RENDERED_FIELDS = ["tools", "functions", "response_format"] as const;
+const RENDERED_KEYS_MAX = 100_000;
+
 /**
- * The prompt counted exactly where it can be: each text (a string content or a text part) by
- * o200k_base with OpenAI's template counts, and everything else a model reads (names, tool calls,
- * part data, tools, functions, schemas, prediction, any non-control field) by its UTF-8 bytes,
- * plus the same allowances as the cheap bound for images, audio, files and tool results.
+ * The strings of `value` a model reads whatever the vendor's template: `name`, `description` and
+ * `title` values and the keys of `properties`, at any depth (bounded by RENDERED_KEYS_MAX visits).
  */
-export async function exactPromptTokens(body: ChatRequest, options: CountOptions = { purpose: "billing" }): Promise<number> {
+function renderedStrings(value: unknown, into: string[], budget = { left: RENDERED_KEYS_MAX }): void {
+  if (typeof value !== "object" || value === null || --budget.left < 0) return;
+  if (Array.isArray(value)) {
+    for (const item of value) renderedStrings(item, into, budget);
+    return;
+  }
+  for (const [key, field] of Object.entries(value)) {
+    if (typeof field === "string" && (key === "name" || key === "description" || key === "title")) into.push(field);
+    else if (key === "properties" && typeof field === "object" && field !== null && !Array.isArray(field))
+      into.push(Object.keys(field).join(" "));
+    renderedStrings(field, into, budget);
+  }
+}
+
+/**
+ * The prompt's pieces: each text (a string content or a text part), counted by o200k with
+ * OpenAI's template counts; `bounded`, everything else a model reads (names, tool calls, part
+ * data, tools, functions, schemas, prediction, any non-control field) by its UTF-8 bytes plus the
+ * cheap bound's allowances for images, audio, files and tool results; and `rendered`, the strings
+ * inside those that every vendor renders as text (a lower bound of what they add).
+ */
+function promptPieces(body: ChatRequest): { texts: string[]; rendered: string[]; bounded: number; template: number } {
   const texts: string[] = [];
+  const rendered: string[] = [];
   let bounded = EXACT_REPLY_TOKENS + fieldsBytes(body, CHAT_CONTROL_FIELDS);
+  for (const field of RENDERED_FIELDS) renderedStrings(body[field], rendered);
   for (const message of body.messages) {
     bounded += messageAllowanceTokens(message, EXACT_MESSAGE_TOKENS) + fieldsBytes(message, messageTextFields);
+    if (typeof message.name === "string") rendered.push(message.name);
+    for (const call of message.tool_calls ?? [])
+      rendered.push(...("function" in call ? [call.function.name, call.function.arguments] : [call.custom.name, call.custom.input]));
     const content = message.content;
     if (typeof content === "string") texts.push(content);
     else if (Array.isArray(content)) {
@@ -119,9 +147,40 @@ export async function exactPromptTokens(body: ChatRequest, options: CountOptions
       }
     }
   }
+  return { texts, rendered, bounded, template: EXACT_REPLY_TOKENS + EXACT_MESSAGE_TOKENS * body.messages.length };
+}
+
+/**
+ * The prompt counted exactly where it can be (promptPieces): an upper bound of what any vendor
+ * counts, since what is not counted by o200k is bounded by its bytes.
+ */
+export async function exactPromptTokens(body: ChatRequest, options: CountOptions = { purpose: "billing" }): Promise<number> {
+  const { texts, bounded } = promptPieces(body);
   // Admission counts are capped per request and per key (count.ts): their upper bound stays a bound.
   const counts = await measureTokensMany(texts, options);
   return counts.reduce((sum, count) => sum + count.upper, bounded);
+}
+
+/**
+ * The whole prompt as bounds for the window (everything sent: messages, tools and their schemas,
+ * response_format, tool calls, images, files): `lower` proves it too long (the texts and the
+ * rendered strings by o200k, the template), `upper` proves it fits (exactPromptTokens' count).
+ * Counting may stop once the lower bound exceeds `lowerEnough`.
+ */
+async function measureWholePrompt(body: ChatRequest, fairnessKey: string, lowerEnough: number): Promise<{ lower: number; upper: number }> {
+  const { texts, rendered, bounded, template } = promptPieces(body);
+  const counts = await measureTokensMany([...texts, ...rendered], {
+    purpose: "admission",
+    fairnessKey,
+    lowerEnough: lowerEnough - template,
+  });
+  let lower = template;
+  let upper = bounded;
+  counts.forEach((count, i) => {
+    lower += count.lower;
+    if (i < texts.length) upper += count.upper;
+  });
+  return { lower, upper };
 }
 
 /**
@@ -143,9 +202,30 @@ export async function exactChatReserve(
 }
 
 /**
+ * context-1m lets a prompt pass STANDARD_WINDOW_TOKENS, above which Anthropic bills its
+ * long-context rate; the catalog has no price for it, so the beta is accepted only for a prompt
+ * proven to fit the standard window (its cheap bound, or else its whole count's upper bound),
+ * where the vendor bills the standard rate. Null when it may go on.
+ */
+async function longContextRefusal(body: ChatRequest, promptTokensWhole: number, fairnessKey: string): Promise<Failure | null> {
+  if (promptTokensWhole <= STANDARD_WINDOW_TOKENS) return null;
+  const verdict = betasVerdict(body.anthropic?.betas);
+  if (!("longContext" in verdict) || !verdict.longContext) return null;
+  const measured = await measureWholePrompt(body, fairnessKey, STANDARD_WINDOW_TOKENS);
+  if (measured.upper <= STANDARD_WINDOW_TOKENS) return null;
+  return fail(
+    "invalid_request",
+    `anthropic-beta \`context-1m-2025-08-07\` is accepted only for a prompt proven to fit ${STANDARD_WINDOW_TOKENS} tokens, ` +
+      `where the vendor bills its standard rate; this prompt may count ${measured.upper} tokens (at least ${measured.lower}), ` +
+      "and the long-context rate above it has no price in the catalog.",
+    { param: "anthropic-beta" },
+  );
+}
+
+/**
  * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
  * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
- * (measurePromptTokens: capped work per request and per key, taking turns by `fairnessKey`) and
+ * (measureWholePrompt: capped work per request and per key, taking turns by `fairnessKey`) and
  * refused only when its proven lower bound does not fit. A prompt that can be neither proven to
  * fit nor proven too long is admitted with room measured from its lower bound: the upstream,
  * which counts exactly, has the last word, and the reserve still covers the byte bound.
@@ -164,8 +244,11 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
       : new Map([...model.price.tomanPer1m].map(([unit, price]) => [unit, priceWithPercents(price, percents)]));
   const inputPrice = unitPrices.get("input_token")!;
   const outputPrice = unitPrices.get("output_token")!;
+  const promptTokensWhole = promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model));
+  const longContext = await longContextRefusal(body, promptTokensWhole, options.fairnessKey);
+  if (longContext) return longContext;
   // A vendor refuses a prompt longer than its window: it never bills more input than that.
-  const promptTokensBound = Math.min(promptTokensUpperBound(body, options.bodyBytes, mediaUrlTokens(model)), model.contextWindow);
+  const promptTokensBound = Math.min(promptTokensWhole, model.contextWindow);
   // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price
   // (OpenAI's API reference, usage.completion_tokens_details.rejected_prediction_tokens: "still
   // counted in the total completion tokens for purposes of billing, output, and context window limits").
@@ -178,20 +261,18 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   // The byte bound can be ~4× the real count; measure before refusing for the window.
   let promptForWindow = promptTokensBound;
   if (promptTokensBound + (requested ?? 1) > model.contextWindow) {
-    const toolsBytes = body.tools ? Buffer.byteLength(JSON.stringify(body.tools), "utf8") : 0;
     const lowerEnough = model.contextWindow - outputLeast; // more than this is too long
-    const measured = await measurePromptTokens(body.messages, { purpose: "admission", fairnessKey: options.fairnessKey, lowerEnough });
+    const measured = await measureWholePrompt(body, options.fairnessKey, lowerEnough);
     if (!fits(measured.lower)) {
-      const exact = measured.lower === measured.upper;
       return fail(
         "context_length_exceeded",
         `This model's maximum context length is ${model.contextWindow} tokens. However, you requested ` +
-          `${exact ? "" : "at least "}${measured.lower + (requested ?? 1)} tokens (${exact ? "" : "at least "}${measured.lower} in the messages, ` +
-          `${requested ?? 1} in the completion). Please reduce the length of the messages or completion.`,
+          `at least ${measured.lower + (requested ?? 1)} tokens (at least ${measured.lower} in the prompt: messages, tools and schemas, ` +
+          `${requested ?? 1} in the completion). Please reduce the length of the messages, tools or completion.`,
         { param: "messages" },
       );
     }
-    promptForWindow = fits(measured.upper + toolsBytes) ? measured.upper + toolsBytes : measured.lower;
+    promptForWindow = fits(measured.upper) ? measured.upper : measured.lower;
   }
   const room = model.contextWindow - promptForWindow;
   const asked = requested ?? (body.stream === true ? STREAM_OUTPUT_TOKENS_DEFAULT : OUTPUT_TOKENS_DEFAULT);

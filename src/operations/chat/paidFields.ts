@@ -4,9 +4,12 @@
  * `modalities` with "audio"). Each is refused with a 400 naming it unless the model's pool enables
  * it (`paid_fields`, src/config.ts); an enabled field multiplies the request's token prices by its
  * `price_percent` (several multiply together), except `store`, which has no price of its own.
+ * `anthropic.betas` (the Messages wire's `anthropic-beta`) are checked against the shipped list
+ * (betas.ts): an unknown or refused name is a 400 naming it.
  */
 import type { PaidFields } from "../../config.ts";
 import { fail, type Failure } from "../../errors.ts";
+import { betasVerdict } from "./betas.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** The percents the request's token prices are multiplied by; empty for a request that uses none. */
@@ -23,6 +26,8 @@ function refused(field: string, what: string): Failure {
  * @example paidFieldPercents({ …, service_tier: "priority" }, { service_tier: { priority: { price_percent: 200 } } }) // [200]
  */
 export function paidFieldPercents(body: ChatRequest, enabled: PaidFields | undefined): PricePercents | Failure {
+  const betas = betasVerdict(body.anthropic?.betas);
+  if ("refused" in betas) return fail("invalid_request", betas.message, { param: "anthropic-beta" });
   const percents: number[] = [];
   const tier = body.service_tier;
   if (tier && tier !== "auto" && tier !== "default") {

@@ -4,7 +4,8 @@ import { fail, isFailure } from "../../errors.ts";
 import { REASONING_MODELS } from "../../catalog/reasoning.ts";
 import type { ChatFrame } from "../chat.ts";
 import { failureToGoogleError } from "./errors.ts";
-import { generateContentToChat, schemaToJsonSchema } from "./request.ts";
+import { generateContentToChat } from "./request.ts";
+import { schemaToJsonSchema } from "./schema.ts";
 import { chatToGemini, usageToGemini } from "./response.ts";
 import { GeminiStream } from "./stream.ts";
 
@@ -108,6 +109,55 @@ describe("generateContentToChat", () => {
       items: { type: "integer" },
       description: "TYPE",
     });
+  });
+});
+
+describe("every Gemini field is translated, known and without price, or refused", () => {
+  const ask = (fields: Record<string, unknown>) => generateContentToChat({ contents: [user("Hi")], ...fields }, "gemini-2.5-flash", false);
+  test.each([
+    ["a top-level field", { labels: { team: "a" } }, "labels"],
+    [
+      "a generationConfig field",
+      { generationConfig: { maxOutputTokens: 10, mediaResolution: "MEDIA_RESOLUTION_HIGH" } },
+      "generationConfig.mediaResolution",
+    ],
+    ["speech output", { generationConfig: { speechConfig: { voiceConfig: {} } } }, "generationConfig.speechConfig"],
+    ["image output", { generationConfig: { responseModalities: ["IMAGE"] } }, "generationConfig.responseModalities.0"],
+    [
+      "a thinkingConfig field",
+      { generationConfig: { thinkingConfig: { thinkingBudget: 10, extra: 1 } } },
+      "generationConfig.thinkingConfig.extra",
+    ],
+    ["a tool Google runs itself", { tools: [{ googleSearch: {} }] }, "tools.0.googleSearch"],
+    [
+      "code execution beside functions",
+      { tools: [{ functionDeclarations: [{ name: "f" }] }, { codeExecution: {} }] },
+      "tools.1.codeExecution",
+    ],
+    ["an unknown tool", { tools: [{ someTool: {} }] }, "tools.0.someTool"],
+    [
+      "a function declaration's field",
+      { tools: [{ functionDeclarations: [{ name: "f", behavior: "NON_BLOCKING" }] }] },
+      "tools.0.functionDeclarations.0.behavior",
+    ],
+    ["a part's field", { contents: [{ role: "user", parts: [{ text: "Hi", videoMetadata: {} }] }] }, "contents.0.parts.0.videoMetadata"],
+    ["a content's field", { contents: [{ role: "user", parts: [{ text: "Hi" }], id: "x" }] }, "contents.0.id"],
+  ])("%s: a 400 naming it", (_name, fields, param) => {
+    const out = ask(fields);
+    expect(isFailure(out) && [out.code, out.param]).toEqual(["invalid_request", param]);
+  });
+
+  test("what the Gemini CLI sends beside them is accepted: thinkingLevel, includeThoughts, topK, thought signatures, text output", () => {
+    const out = ask({
+      contents: [user("Hi"), { role: "model", parts: [{ text: "Hello", thoughtSignature: "c2ln" }] }, user("Again")],
+      generationConfig: {
+        topK: 40,
+        responseModalities: ["TEXT"],
+        thinkingConfig: { includeThoughts: true, thinkingLevel: "low", thinkingBudget: -1 },
+      },
+      safetySettings: [{ category: "HARM_CATEGORY_HARASSMENT", threshold: "BLOCK_NONE" }],
+    });
+    expect(isFailure(out) ? out.param : (out.chat.messages as unknown[]).length).toBe(3);
   });
 });
 

@@ -10,8 +10,9 @@
  *                                                 (or the earliest unanswered call of that name)
  *   thought parts                               → dropped (no backend takes them back through chat)
  *   tools[].functionDeclarations                → function tools (Gemini's upper-case schema
- *                                                 types in lower case); other tools (googleSearch,
- *                                                 codeExecution …) are left out: nothing here runs them
+ *                                                 types in lower case); tools Google runs itself
+ *                                                 (googleSearch, codeExecution …) are a 400 naming
+ *                                                 them: they are billed apart, unpriced here
  *   toolConfig.functionCallingConfig            → tool_choice auto, required, a named function, none
  *   generationConfig.maxOutputTokens            → max_tokens (the hold covers it, and admission
  *                                                 lowers it to what the wallet covers)
@@ -29,6 +30,8 @@ import { CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
 import { geminiCallToOpenAI, geminiPart } from "../../providers/gemini/response.ts";
 import { MESSAGES_TOOLS_MAX, STOP_SEQUENCES_MAX, thinkingToReasoningEffort } from "../messages/request.ts";
+import { geminiSchema, schemaToJsonSchema } from "./schema.ts";
+import { geminiObject } from "./spellings.ts";
 
 /** Parts one content may carry. */
 export const GEMINI_PARTS_MAX = 10_000;
@@ -36,34 +39,56 @@ export const GEMINI_PARTS_MAX = 10_000;
 export const GEMINI_TOOLS_MAX = 128;
 export const GEMINI_SAFETY_SETTINGS_MAX = 64;
 
-const requestPart = geminiPart.extend({
-  inlineData: z.looseObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
-  fileData: z.looseObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
-  functionResponse: z
-    .looseObject({ id: z.string().optional(), name: z.string().min(1), response: z.record(z.string(), z.unknown()).optional() })
-    .optional(),
+/**
+ * A request part: every field known (any other is a 400 naming it), each in either spelling
+ * (spellings.ts). `thoughtSignature` comes back from earlier replies and is not sent on; code
+ * execution parts are known and refused where read. `args` and `response` are the user's own.
+ */
+const requestPart = geminiObject({
+  text: z.string().optional(),
+  thought: z.boolean().optional(),
+  functionCall: geminiObject({ ...geminiPart.shape.functionCall.unwrap().shape }).optional(),
+  thoughtSignature: z.string().optional(),
+  inlineData: geminiObject({ mimeType: z.string().min(1), data: z.string() }).optional(),
+  fileData: geminiObject({ mimeType: z.string().optional(), fileUri: z.string().min(1) }).optional(),
+  functionResponse: geminiObject({
+    id: z.string().optional(),
+    name: z.string().min(1),
+    response: z.record(z.string(), z.unknown()).optional(),
+  }).optional(),
+  executableCode: z.unknown().optional(),
+  codeExecutionResult: z.unknown().optional(),
 });
 type RequestPart = z.infer<typeof requestPart>;
 
-const content = z.looseObject({
+const content = geminiObject({
   role: z.enum(["user", "model", "function", "tool"]).optional(),
   parts: z.array(requestPart).max(GEMINI_PARTS_MAX),
 });
 
-const functionDeclaration = z.looseObject({
+/** `response` / `responseJsonSchema` describe what the function returns: chat has no place for them, and they have no price. */
+const functionDeclaration = geminiObject({
   name: z.string().min(1),
   description: z.string().optional(),
-  parameters: z.record(z.string(), z.unknown()).optional(),
+  parameters: geminiSchema.optional(),
   parametersJsonSchema: z.unknown().optional(),
+  response: geminiSchema.optional(),
+  responseJsonSchema: z.unknown().optional(),
 });
 
-const thinkingConfig = z.looseObject({
+/** `thinkingLevel` and `includeThoughts` are accepted and not translated: the thoughts stay within max_tokens either way. */
+const thinkingConfig = geminiObject({
   thinkingBudget: z.number().int().min(-1).max(CHAT_TOKENS_MAX).optional(),
   includeThoughts: z.boolean().optional(),
-  thinkingLevel: z.string().optional(),
+  thinkingLevel: z.string().max(32).optional(),
 });
 
-const generationConfig = z.looseObject({
+/**
+ * Every generationConfig field is known: any other (speechConfig, mediaResolution, logprobs …)
+ * is a 400 naming it. `topK` is accepted and not sent on (chat has none; sampling has no price);
+ * `responseModalities` may ask for text alone (image and audio output are priced apart).
+ */
+const generationConfig = geminiObject({
   maxOutputTokens: z.number().int().min(1).max(CHAT_TOKENS_MAX).optional(),
   temperature: z.number().min(0).max(2).optional(),
   topP: z.number().min(0).max(1).optional(),
@@ -74,40 +99,88 @@ const generationConfig = z.looseObject({
   presencePenalty: z.number().optional(),
   frequencyPenalty: z.number().optional(),
   responseMimeType: z.string().optional(),
-  responseSchema: z.unknown().optional(),
+  responseSchema: geminiSchema.optional(),
   responseJsonSchema: z.unknown().optional(),
   thinkingConfig: thinkingConfig.optional(),
+  responseModalities: z
+    .array(z.literal("TEXT", { error: "Only text output is supported: image and audio output are priced apart." }))
+    .max(1)
+    .optional(),
 });
 
-export const generateContentRequest = z.looseObject({
+/**
+ * Tools Google runs itself (googleSearch, codeExecution, urlContext …): billed apart from the
+ * tokens (per grounded prompt, per execution), which the catalog has no price for.
+ */
+const hostedTool = z.unknown().optional();
+const tool = geminiObject({
+  functionDeclarations: z.array(functionDeclaration).max(MESSAGES_TOOLS_MAX).optional(),
+  googleSearch: hostedTool,
+  googleSearchRetrieval: hostedTool,
+  codeExecution: hostedTool,
+  urlContext: hostedTool,
+  fileSearch: hostedTool,
+  googleMaps: hostedTool,
+  computerUse: hostedTool,
+  enterpriseWebSearch: hostedTool,
+  retrieval: hostedTool,
+  exaAiSearch: hostedTool,
+  parallelAiSearch: hostedTool,
+  mcpServers: hostedTool,
+});
+
+/** Accepted and not sent on: safety thresholds have no price, and chat has no place for them. */
+const safetySetting = geminiObject({
+  category: z.string().max(64),
+  threshold: z.string().max(64).optional(),
+  method: z.string().max(64).optional(),
+});
+
+/** The fields of a generateContent body, every one known (any other is a 400 naming it). */
+const requestShape = {
   contents: z.array(content).min(1).max(MESSAGES_MAX),
   systemInstruction: z.union([z.string(), content]).optional(),
-  tools: z
-    .array(z.looseObject({ functionDeclarations: z.array(functionDeclaration).max(MESSAGES_TOOLS_MAX).optional() }))
-    .max(GEMINI_TOOLS_MAX)
-    .optional(),
-  toolConfig: z
-    .looseObject({
-      functionCallingConfig: z
-        .looseObject({
-          mode: z.enum(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]).optional(),
-          allowedFunctionNames: z.array(z.string()).max(MESSAGES_TOOLS_MAX).optional(),
-        })
-        .optional(),
-    })
-    .optional(),
+  tools: z.array(tool).max(GEMINI_TOOLS_MAX).optional(),
+  toolConfig: geminiObject({
+    functionCallingConfig: geminiObject({
+      mode: z.enum(["MODE_UNSPECIFIED", "AUTO", "ANY", "NONE", "VALIDATED"]).optional(),
+      allowedFunctionNames: z.array(z.string()).max(MESSAGES_TOOLS_MAX).optional(),
+    }).optional(),
+  }).optional(),
   generationConfig: generationConfig.optional(),
-  safetySettings: z.array(z.unknown()).max(GEMINI_SAFETY_SETTINGS_MAX).optional(),
+  safetySettings: z.array(safetySetting).max(GEMINI_SAFETY_SETTINGS_MAX).optional(),
   cachedContent: z.undefined({ error: "Cached contents are not stored by this gateway; send the whole conversation." }).optional(),
-});
+};
+
+export const generateContentRequest = geminiObject(requestShape);
 
 export type GenerateContentRequest = z.infer<typeof generateContentRequest>;
 
-/** countTokens takes `contents` alone, or a whole `generateContentRequest`. */
-export const countTokensRequest = z.looseObject({
-  contents: z.array(content).max(MESSAGES_MAX).optional(),
-  generateContentRequest: generateContentRequest.partial({ contents: true }).optional(),
+const countShape = { ...requestShape, contents: requestShape.contents.optional() };
+
+/**
+ * countTokens takes `contents` alone, a whole `generateContentRequest`, or (as @google/genai
+ * sends on Vertex) a generateContent body's fields beside `contents`; each is counted.
+ */
+export const countTokensRequest = geminiObject({
+  ...countShape,
+  generateContentRequest: geminiObject({ ...countShape, model: z.string().max(256).optional() }).optional(),
 });
+
+/** The first tool Google would run itself, as the 400 naming it; null when every tool is a function. */
+function hostedToolRefusal(body: Pick<GenerateContentRequest, "tools">): Failure | null {
+  for (const [i, entry] of (body.tools ?? []).entries()) {
+    for (const [name, value] of Object.entries(entry)) {
+      if (name === "functionDeclarations" || value === undefined) continue;
+      return fail(
+        "invalid_request",
+        `Tool \`${name}\` runs on Google's side and is billed apart from the tokens, which this gateway cannot price; offer functionDeclarations.`,
+        { param: `tools.${i}.${name}` },
+      );
+    }
+  }
+  return null;
+}
 
 type ChatMessage = Record<string, unknown>;
 
@@ -213,17 +286,6 @@ export function contentsToChat(body: Pick<GenerateContentRequest, "contents" | "
   return out;
 }
 
-/** Gemini's OpenAPI schema (`type: "OBJECT"` …) as JSON Schema: its type names in lower case. */
-export function schemaToJsonSchema(schema: unknown): unknown {
-  if (Array.isArray(schema)) return schema.map(schemaToJsonSchema);
-  if (typeof schema !== "object" || schema === null) return schema;
-  const out: Record<string, unknown> = {};
-  for (const [field, value] of Object.entries(schema)) {
-    out[field] = field === "type" && typeof value === "string" ? value.toLowerCase() : schemaToJsonSchema(value);
-  }
-  return out;
-}
-
 export function toolsToChat(body: Pick<GenerateContentRequest, "tools" | "toolConfig">): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   const declarations = (body.tools ?? []).flatMap((t) => t.functionDeclarations ?? []);
@@ -278,6 +340,8 @@ export function generateContentToChat(
   const parsed = generateContentRequest.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
+  const hosted = hostedToolRefusal(body);
+  if (hosted) return hosted;
   const messages = contentsToChat(body);
   if ("code" in messages) return messages;
   const chat: Record<string, unknown> = { model, messages, ...toolsToChat(body), ...generationToChat(body.generationConfig, model) };

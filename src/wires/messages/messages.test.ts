@@ -131,6 +131,41 @@ describe("messagesToChat", () => {
   });
 });
 
+describe("every Messages field is translated, known and without price, or refused", () => {
+  const user = (content: unknown) => [{ role: "user", content }];
+  test.each([
+    ["a top-level field", { service_tier: "auto" }, "service_tier"],
+    ["a top-level server feature", { mcp_servers: [{ type: "url", url: "https://x.io", name: "x" }] }, "mcp_servers"],
+    ["a message field", { messages: [{ role: "user", content: "Hi", name: "ali" }] }, "messages.0.name"],
+    ["a text block's field", { messages: user([{ type: "text", text: "Hi", extra: 1 }]) }, "messages.0.content.0.extra"],
+    [
+      "a tool_result's field",
+      { messages: user([{ type: "tool_result", tool_use_id: "t", content: "ok", x: 1 }]) },
+      "messages.0.content.0.x",
+    ],
+    ["a system block's field", { system: [{ type: "text", text: "Be brief.", extra: 1 }], messages: user("Hi") }, "system.0.extra"],
+    [
+      "a client tool's field",
+      { messages: user("Hi"), tools: [{ name: "get", input_schema: { type: "object" }, input_examples: [{}] }] },
+      "tools.0.input_examples",
+    ],
+    ["metadata beyond user_id", { messages: user("Hi"), metadata: { user_id: "u", tag: "t" } }, "metadata.tag"],
+  ])("an unknown %s: a 400 naming it", (_name, fields, param) => {
+    const out = messagesToChat({ model: "claude-sonnet-4", max_tokens: 256, messages: user("Hi"), ...fields });
+    expect(isFailure(out) && [out.code, out.param]).toEqual(["invalid_request", param]);
+  });
+
+  test("what Claude Code sends beside them is accepted: a turn's effort, deferred tools, top_k, citations", () => {
+    const chat = translated({
+      top_k: 5,
+      messages: [{ role: "user", content: [{ type: "text", text: "Hi", citations: [] }], output_config: { effort: "low" } }],
+      tools: [{ name: "get", input_schema: { type: "object" }, defer_loading: true, strict: true }],
+    });
+    expect(chat.messages).toEqual([{ role: "user", content: [{ type: "text", text: "Hi" }] }]);
+    expect((chat.tools as { function: { name: string } }[])[0]!.function.name).toBe("get");
+  });
+});
+
 describe("the web search tool", () => {
   const base = { model: "claude-sonnet-4", max_tokens: 256, messages: [{ role: "user", content: "News?" }] };
   const search = { type: "web_search_20250305", name: "web_search", max_uses: 3, allowed_domains: ["example.com"] };

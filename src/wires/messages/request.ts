@@ -33,6 +33,7 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { type AnthropicExtras, anthropicExtras, anthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import { unknownField, zodFailureAt } from "../fields.ts";
 
 /** Tools and stop sequences one request may carry (Anthropic's own limits are lower). */
 export const MESSAGES_TOOLS_MAX = 1_000;
@@ -56,11 +57,44 @@ const toolResultBlock = z.looseObject({
 });
 const anyBlock = z.looseObject({ type: z.string() });
 
-const message = z.looseObject({
+const message = z.strictObject({
   // `system` inside the conversation: Claude Code sends instructions mid-conversation this way.
   role: z.enum(["user", "assistant", "system"]),
   content: z.union([z.string(), z.array(anyBlock)]),
+  // A turn's own effort (per-turn-control): output within max_tokens, so no price; not sent on.
+  output_config: anthropicExtras.shape.output_config,
 });
+
+/** A system text block: its mark is kept, its citations (earlier replies' sources) are not sent on. */
+const systemBlock = z.strictObject({
+  type: z.literal("text"),
+  text: z.string(),
+  cache_control: z.unknown().optional(),
+  citations: z.unknown().optional(),
+});
+
+/**
+ * The fields each content block may carry; any other is a 400 naming it. `citations` on text
+ * and `signature` on thinking come back from earlier replies and are not sent on (no price).
+ */
+const BLOCK_FIELDS: Readonly<Record<string, ReadonlySet<string>>> = {
+  text: new Set(["type", "text", "cache_control", "citations"]),
+  image: new Set(["type", "source", "cache_control"]),
+  tool_use: new Set(["type", "id", "name", "input", "cache_control"]),
+  tool_result: new Set(["type", "tool_use_id", "content", "is_error", "cache_control"]),
+  thinking: new Set(["type", "thinking", "signature"]),
+  redacted_thinking: new Set(["type", "data"]),
+};
+/** A client tool's fields: `defer_loading` and `strict` have no price (every tool is sent and counted as input) and are not sent on. */
+const CLIENT_TOOL_FIELDS: ReadonlySet<string> = new Set([
+  "type",
+  "name",
+  "description",
+  "input_schema",
+  "cache_control",
+  "defer_loading",
+  "strict",
+]);
 
 const tool = z.looseObject({
   name: z.string().min(1),
@@ -69,17 +103,22 @@ const tool = z.looseObject({
   input_schema: z.record(z.string(), z.unknown()).optional(),
 });
 
-const toolChoice = z.looseObject({
+const toolChoice = z.strictObject({
   type: z.enum(["auto", "any", "tool", "none"]),
   name: z.string().optional(),
   disable_parallel_tool_use: z.boolean().optional(),
 });
 
-export const messagesRequest = z.looseObject({
+/**
+ * Every top-level field is known (a strict object: any other is a 400 naming it). `top_k` is
+ * accepted and not sent on (chat has no top_k; sampling has no price), `metadata.user_id` becomes
+ * chat's `user`.
+ */
+export const messagesRequest = z.strictObject({
   model: z.string().min(1).max(256),
   max_tokens: z.number().int().min(1).max(CHAT_TOKENS_MAX),
   messages: z.array(message).min(1).max(MESSAGES_MAX),
-  system: z.union([z.string(), z.array(textBlock)]).optional(),
+  system: z.union([z.string(), z.array(systemBlock)]).optional(),
   stop_sequences: z.array(z.string()).max(STOP_SEQUENCES_MAX).optional(),
   stream: z.boolean().optional(),
   temperature: z.number().min(0).max(1).optional(),
@@ -90,7 +129,7 @@ export const messagesRequest = z.looseObject({
   thinking: anthropicExtras.shape.thinking,
   output_config: anthropicExtras.shape.output_config,
   context_management: anthropicExtras.shape.context_management,
-  metadata: z.looseObject({ user_id: z.string().nullish() }).optional(),
+  metadata: z.strictObject({ user_id: z.string().nullish() }).optional(),
 });
 
 export type MessagesRequest = z.infer<typeof messagesRequest>;
@@ -201,12 +240,6 @@ function systemTurnText(blocks: z.infer<typeof anyBlock>[], at: string): string 
   return text;
 }
 
-function zodFailureAt(error: z.ZodError, at: string): Failure {
-  const failure = zodFailure(error);
-  const param = failure.param ? `${at}.${failure.param}` : at;
-  return { ...failure, param, message: `Invalid value for '${param}': ${error.issues[0]!.message}` };
-}
-
 /** The system text as chat content: its blocks as text parts when one is marked for the prompt cache. */
 function systemToChat(system: MessagesRequest["system"]): string | unknown[] {
   if (typeof system === "string") return system;
@@ -225,6 +258,10 @@ export function conversationToChat(body: Pick<MessagesRequest, "system" | "messa
     if (typeof m.content === "string") {
       out.push({ role: m.role, content: m.content });
       continue;
+    }
+    for (const [j, block] of m.content.entries()) {
+      const unknown = unknownField(block, BLOCK_FIELDS[block.type], `${at}.${j}`);
+      if (unknown) return unknown;
     }
     if (m.role === "system") {
       const text = systemTurnText(m.content, at);
@@ -253,6 +290,8 @@ export function toolsToChat(body: Pick<MessagesRequest, "tools" | "tool_choice">
         out.anthropic = { web_search: search.data };
         continue;
       }
+      const unknown = unknownField(t, CLIENT_TOOL_FIELDS, `tools.${i}`);
+      if (unknown && (t.type === undefined || t.type === "custom")) return unknown;
       if ((t.type !== undefined && t.type !== "custom") || !t.input_schema) {
         return fail(
           "invalid_request",

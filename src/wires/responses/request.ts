@@ -24,6 +24,7 @@ import { takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { type AnthropicWebSearch, CHAT_TOKENS_MAX, MESSAGES_MAX } from "../../operations/chat/schema.ts";
 import { zodFailure } from "../../errors.ts";
+import { unknownField, zodFailureAt } from "../fields.ts";
 import { flatToolName, responsesToolsToChat, type ToolNames } from "./tools.ts";
 
 /** Tools one request may offer (the chat path's bound). */
@@ -41,31 +42,39 @@ const inputImage = z.object({
 const refusalPart = z.object({ type: z.literal("refusal"), refusal: z.string() });
 const contentPart = z.union([inputText.loose(), inputImage.loose(), refusalPart.loose(), z.looseObject({ type: z.string() })]);
 
-const messageItem = z.looseObject({
+/** An earlier output item's `id` and `status` come back with it and are not sent on. */
+const itemEcho = { id: z.string().max(256).nullish(), status: z.string().max(32).nullish() };
+const messageItem = z.strictObject({
+  ...itemEcho,
   type: z.literal("message").optional(),
   role: z.enum(["user", "assistant", "system", "developer"]),
   content: z.union([z.string(), z.array(contentPart)]),
 });
-const functionCallItem = z.looseObject({
+const functionCallItem = z.strictObject({
+  ...itemEcho,
   type: z.literal("function_call"),
   call_id: z.string().min(1),
   name: z.string().min(1),
   namespace: z.string().nullish(),
   arguments: z.string(),
 });
-const customToolCallItem = z.looseObject({
+const customToolCallItem = z.strictObject({
+  ...itemEcho,
   type: z.literal("custom_tool_call"),
   call_id: z.string().min(1),
   name: z.string().min(1),
   namespace: z.string().nullish(),
   input: z.string(),
 });
-const functionCallOutputItem = z.looseObject({
+const functionCallOutputItem = z.strictObject({
+  ...itemEcho,
   type: z.enum(["function_call_output", "custom_tool_call_output"]),
   call_id: z.string().min(1),
   output: z.union([z.string(), z.array(contentPart)]),
 });
-const additionalToolsItem = z.looseObject({
+const additionalToolsItem = z.strictObject({
+  ...itemEcho,
+  role: z.string().max(32).nullish(),
   type: z.literal("additional_tools"),
   tools: z.array(z.looseObject({ type: z.string() })).max(RESPONSES_TOOLS_MAX),
 });
@@ -97,7 +106,25 @@ const textFormat = z.union([
   }),
 ]);
 
-export const responsesRequest = z.looseObject({
+/**
+ * `include` values the reply may be asked for. `reasoning.encrypted_content` (Codex sends it) is
+ * accepted and adds nothing: the gateway is stateless and returns no reasoning items. Any other
+ * value is a 400 naming it.
+ */
+export const RESPONSES_INCLUDE = ["reasoning.encrypted_content"] as const;
+
+/**
+ * Every top-level field is known (a strict object: any other is a 400 naming it). Translated:
+ * model, input, instructions, tools, tool_choice, parallel_tool_calls, max_tool_calls,
+ * max_output_tokens, temperature, top_p, reasoning.effort and text.verbosity (for a model that
+ * reasons; dropped for others, which refuse them), text.format, stream,
+ * user, prompt_cache_key, prompt_cache_retention, safety_identifier, service_tier (priced by the
+ * pool's paid fields, src/operations/chat/paidFields.ts). Accepted with no effect on the bill:
+ * metadata and client_metadata (labels), include (above), reasoning.summary and reasoning.context
+ * (no reasoning items come back), truncation "disabled" (the window is checked, never truncated).
+ * Refused with a reason: store: true, previous_response_id, conversation, background.
+ */
+export const responsesRequest = z.strictObject({
   model: z.string().min(1).max(256),
   input: z.union([z.string(), z.array(inputItem).min(1).max(MESSAGES_MAX)]),
   instructions: z.string().nullish(),
@@ -112,24 +139,50 @@ export const responsesRequest = z.looseObject({
   max_output_tokens: tokens.nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().min(0).max(1).nullish(),
-  reasoning: z.looseObject({ effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).nullish() }).nullish(),
-  text: z.looseObject({ format: textFormat.optional() }).nullish(),
+  reasoning: z
+    .strictObject({
+      effort: z.enum(["none", "minimal", "low", "medium", "high", "xhigh"]).nullish(),
+      summary: z.enum(["auto", "concise", "detailed"]).nullish(),
+      generate_summary: z.enum(["auto", "concise", "detailed"]).nullish(),
+      context: z.string().max(64).nullish(),
+    })
+    .nullish(),
+  text: z.strictObject({ format: textFormat.optional(), verbosity: z.enum(["low", "medium", "high"]).nullish() }).nullish(),
+  include: z.array(z.enum(RESPONSES_INCLUDE)).max(RESPONSES_INCLUDE.length).nullish(),
   stream: z.boolean().nullish(),
   store: z.boolean().nullish(),
   previous_response_id: z.string().nullish(),
   conversation: z.unknown().optional(),
   background: z.boolean().nullish(),
+  truncation: z
+    .literal("disabled", { error: 'Only `truncation: "disabled"` is supported: the gateway checks the window and never truncates.' })
+    .nullish(),
   user: z.string().nullish(),
   metadata: z.record(z.string(), z.string()).nullish(),
+  client_metadata: z.record(z.string().max(64), z.string().max(4_096)).nullish(),
+  prompt_cache_key: z.string().max(1_024).nullish(),
+  prompt_cache_retention: z.enum(["in_memory", "24h"]).nullish(),
+  safety_identifier: z.string().max(64).nullish(),
+  service_tier: z.enum(["auto", "default", "flex", "scale", "priority"]).nullish(),
 });
 
 export type ResponsesRequest = z.infer<typeof responsesRequest>;
 
 type ChatMessage = Record<string, unknown>;
 
+/** The fields each content part may carry; `annotations` and `logprobs` come back from earlier replies and are not sent on. */
+const PART_FIELDS: Readonly<Record<string, ReadonlySet<string>>> = {
+  input_text: new Set(["type", "text"]),
+  output_text: new Set(["type", "text", "annotations", "logprobs"]),
+  input_image: new Set(["type", "image_url", "file_id", "detail"]),
+  refusal: new Set(["type", "refusal"]),
+};
+
 function partsToChat(parts: z.infer<typeof contentPart>[], at: string): unknown[] | Failure {
   const out: unknown[] = [];
   for (const [i, part] of parts.entries()) {
+    const unknown = unknownField(part, PART_FIELDS[part.type], `${at}.${i}`);
+    if (unknown) return unknown;
     if ((part.type === "input_text" || part.type === "output_text") && typeof part.text === "string")
       out.push({ type: "text", text: part.text });
     else if (part.type === "refusal" && typeof part.refusal === "string") out.push({ type: "text", text: part.refusal });
@@ -161,7 +214,7 @@ function outputText(output: string | z.infer<typeof contentPart>[]): string {
 /** A call the model made in an earlier turn, as chat's: a custom tool's input is its `input` argument. */
 function callItemToChat(raw: z.infer<typeof otherItem>, at: string): Record<string, unknown> | Failure {
   const item = raw.type === "function_call" ? functionCallItem.safeParse(raw) : customToolCallItem.safeParse(raw);
-  if (!item.success) return fail("invalid_request", `Invalid ${raw.type} item: ${item.error.issues[0]!.message}`, { param: at });
+  if (!item.success) return zodFailureAt(item.error, at);
   const args = "arguments" in item.data ? item.data.arguments : JSON.stringify({ input: item.data.input });
   return {
     id: item.data.call_id,
@@ -187,12 +240,16 @@ function itemsToChat(items: z.infer<typeof inputItem>[]): ChatMessage[] | Failur
       } else messages.push({ role: "assistant", content: null, tool_calls: [call] });
     } else if (raw.type === "function_call_output" || raw.type === "custom_tool_call_output") {
       const item = functionCallOutputItem.safeParse(raw);
-      if (!item.success) return fail("invalid_request", `Invalid ${raw.type} item: ${item.error.issues[0]!.message}`, { param: at });
+      if (!item.success) return zodFailureAt(item.error, at);
       messages.push({ role: "tool", tool_call_id: item.data.call_id, content: outputText(item.data.output) });
-    } else if (raw.type === "reasoning" || raw.type === "additional_tools" || HOSTED_CALL_ITEMS.has(raw.type as string)) {
+    } else if (raw.type === "additional_tools") {
+      // Its tools are read with the request's (offeredTools); here its own fields are checked.
+      const item = additionalToolsItem.safeParse(raw);
+      if (!item.success) return zodFailureAt(item.error, at);
+    } else if (raw.type === "reasoning" || HOSTED_CALL_ITEMS.has(raw.type as string)) {
     } else if (raw.type === undefined || raw.type === "message") {
       const item = messageItem.safeParse(raw);
-      if (!item.success) return fail("invalid_request", `Invalid message item: ${item.error.issues[0]!.message}`, { param: at });
+      if (!item.success) return zodFailureAt(item.error, at);
       const { role, content } = item.data;
       if (typeof content === "string") messages.push({ role, content });
       else {
@@ -342,6 +399,10 @@ export function responsesToChat(
   const format = formatToChat(body.text?.format);
   if (format) chat.response_format = format;
   if (body.user) chat.user = body.user;
+  // Verbosity is a reasoning model's setting, as the effort is (other models refuse it).
+  if (body.text?.verbosity && takesReasoningEffort(body.model)) chat.verbosity = body.text.verbosity;
+  for (const field of ["prompt_cache_key", "prompt_cache_retention", "safety_identifier", "service_tier"] as const)
+    if (body[field] != null) chat[field] = body[field];
   if (body.stream === true) {
     chat.stream = true;
     // The usage chunk carries the figures of `response.completed`.

@@ -129,6 +129,59 @@ function translate(frames: ReturnType<typeof chatFixtureFrames>, context = ctx(t
   return events.map((e) => e.data);
 }
 
+describe("every Responses field is translated, known and without price, or refused", () => {
+  test("Codex's fields: translated (the cache key, the tier, the verbosity for a model that reasons) or accepted with no effect", () => {
+    const { chat } = request({
+      model: "o3",
+      input: "Hi",
+      include: ["reasoning.encrypted_content"],
+      client_metadata: { session_id: "s" },
+      prompt_cache_key: "k",
+      reasoning: { effort: "low", context: "all_turns", summary: "auto" },
+      text: { verbosity: "low" },
+      service_tier: "priority",
+      truncation: "disabled",
+    });
+    expect(chat).toMatchObject({ prompt_cache_key: "k", verbosity: "low", service_tier: "priority", reasoning_effort: "low" });
+    expect(request({ input: "Hi", text: { verbosity: "low" } }).chat.verbosity).toBeUndefined();
+  });
+
+  test.each([
+    ["an unknown top-level field", { prompt: { id: "p" } }, "prompt"],
+    ["an include value with no translation", { include: ["message.output_text.logprobs"] }, "include.0"],
+    ["an unknown reasoning field", { reasoning: { effort: "low", budget: 3 } }, "reasoning.budget"],
+    ["an unknown text field", { text: { verbosity: "low", style: "x" } }, "text.style"],
+    ["truncation auto", { truncation: "auto" }, "truncation"],
+    ["a function tool's field", { tools: [{ type: "function", name: "f", parameters: {}, defer: true }] }, "tools.0.defer"],
+    ["a message item's field", { input: [{ role: "user", content: "Hi", name: "ali" }] }, "input.0.name"],
+    ["a content part's field", { input: [{ role: "user", content: [{ type: "input_text", text: "Hi", x: 1 }] }] }, "input.0.content.0.x"],
+    [
+      "a function_call item's field",
+      {
+        input: [
+          { type: "function_call", call_id: "c", name: "f", arguments: "{}", x: 1 },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      "input.0.x",
+    ],
+    [
+      "an additional_tools item's field",
+      {
+        input: [
+          { type: "additional_tools", tools: [], x: 1 },
+          { role: "user", content: "Hi" },
+        ],
+      },
+      "input.0.x",
+    ],
+  ])("%s: a 400 naming it", (_name, fields, param) => {
+    const out = responsesToChat({ model: "gpt-4o", input: "Hi", ...fields });
+    if (isFailure(out)) expect(out.message).toContain(param.split(".").at(-1)!);
+    expect(isFailure(out) && [out.code, out.param]).toEqual(["invalid_request", param]);
+  });
+});
+
 describe("ResponsesStream", () => {
   test("a recorded text stream: the text in deltas, then a completed response with the usage", () => {
     const events = translate(chatFixtureFrames("openai", "basic-usage.sse"));

@@ -23,25 +23,26 @@
  */
 import { z } from "zod";
 import { fail, type Failure } from "../../errors.ts";
+import { zodFailureAt } from "../fields.ts";
 import { FUNCTION_NAME_CHARS_MAX } from "../../tokens/count.ts";
 
 /** Between a namespace and a tool's name in the flat name the backend sees. */
 export const NAMESPACE_SEPARATOR = "__";
 
-const functionTool = z.looseObject({
+const functionTool = z.strictObject({
   type: z.literal("function"),
   name: z.string().min(1),
   description: z.string().nullish(),
   parameters: z.record(z.string(), z.unknown()).nullish(),
   strict: z.boolean().nullish(),
 });
-const customTool = z.looseObject({
+const customTool = z.strictObject({
   type: z.literal("custom"),
   name: z.string().min(1),
   description: z.string().nullish(),
-  format: z.looseObject({ type: z.string(), syntax: z.string().nullish(), definition: z.string().nullish() }).nullish(),
+  format: z.strictObject({ type: z.string(), syntax: z.string().nullish(), definition: z.string().nullish() }).nullish(),
 });
-const namespaceTool = z.looseObject({
+const namespaceTool = z.strictObject({
   type: z.literal("namespace"),
   name: z.string().min(1),
   description: z.string().nullish(),
@@ -91,7 +92,7 @@ class ToolFlattener {
     if (raw.type === "function" || raw.type === "custom") return this.member(raw, at, namespace);
     if (raw.type === "namespace" && !namespace) {
       const group = namespaceTool.safeParse(raw);
-      if (!group.success) return fail("invalid_request", `Invalid namespace tool: ${group.error.issues[0]!.message}`, { param: at });
+      if (!group.success) return zodFailureAt(group.error, at);
       for (const [i, member] of group.data.tools.entries()) {
         if (member.type !== "function" && member.type !== "custom") {
           return fail("invalid_request", "A namespace holds function and custom tools only.", { param: `${at}.tools.${i}.type` });
@@ -107,7 +108,7 @@ class ToolFlattener {
 
   private member(raw: { type: string }, at: string, namespace: string | undefined): Failure | null {
     const tool = raw.type === "custom" ? customTool.safeParse(raw) : functionTool.safeParse(raw);
-    if (!tool.success) return fail("invalid_request", `Invalid ${raw.type} tool: ${tool.error.issues[0]!.message}`, { param: at });
+    if (!tool.success) return zodFailureAt(tool.error, at);
     const flat = flatToolName(namespace, tool.data.name);
     if (flat.length > FUNCTION_NAME_CHARS_MAX)
       return fail("invalid_request", `Tool name \`${flat}\` is longer than ${FUNCTION_NAME_CHARS_MAX} characters.`, {
