@@ -289,13 +289,15 @@ describe("refusals leave no credit and a clear state", () => {
     expect(shown.reason).toContain("-51: not paid");
     expect(await credits(topup.id)).toHaveLength(0);
 
-    // Whoever knows the authority, however patient (one callback each PAYMENT_ASK_INTERVAL_MS), cannot make the gateway verify it without end.
+    // Whoever knows the authority, however patient (one callback each PAYMENT_ASK_INTERVAL_MS), cannot make the gateway
+    // verify it without end: while it may be paid, once per interval; past its expiry, CALLBACK_ATTEMPTS_MAX times at most.
+    await t.gw.deps.db.rows(sql`UPDATE topups SET expires_at = now() - interval '1 second' WHERE id = ${topup.id}`);
     for (let i = 0; i < CALLBACK_ATTEMPTS_MAX + 5; i++) {
       await topupAskDue(t, topup.id, ASK_INTERVAL_MS);
       await fetch(`${t.url}/pay/zarinpal/callback?Authority=${topup.authority}&Status=OK`, { redirect: "manual" });
     }
     const verifies = sim.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === topup.authority);
-    expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX);
+    expect(verifies).toHaveLength(CALLBACK_ATTEMPTS_MAX + 1); // the first, while payable, spent none
     expect((await show(topup.id)).state).toBe("failed");
   });
 

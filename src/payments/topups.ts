@@ -193,7 +193,10 @@ export class Topups {
    * word and is not bounded.
    */
   async settle(id: string, by: SettledBy, afterInquiry = false): Promise<Topup | null> {
-    const claimed = await this.claim(id, by === "reconciler" ? "free" : afterInquiry ? "counted" : "asked");
+    let claimed = await this.claim(id, by === "reconciler" ? "free" : afterInquiry ? "counted" : "asked");
+    // A callback within the interval after a "not paid" answer (a forged one, say) may be the payer's own:
+    // it waits out the interval (at most askIntervalMs) and asks once more, rather than take the stale answer.
+    if (!claimed && by === "callback" && (await this.waitForAsk(id))) claimed = await this.claim(id, "asked");
     if (!claimed) return this.get(id);
     const outcome = await this.options.provider.verify({ authority: claimed.authority!, amountMicro: claimed.amountMicro });
     if (this.options.fault === "topup_after_verify") {
@@ -225,6 +228,19 @@ export class Topups {
   private mayAsk(): SQL {
     return sql`${topups.attempts} < ${CALLBACK_ATTEMPTS_MAX}
       AND (${topups.askedAt} IS NULL OR ${topups.askedAt} <= now() - ${this.options.askIntervalMs} * interval '1 millisecond')`;
+  }
+
+  /**
+   * Waits until the provider may be asked about a top-up again, when the last answer was that it
+   * was not paid (state `failed`) and the attempts are not spent; false (at once) otherwise.
+   */
+  private async waitForAsk(id: string): Promise<boolean> {
+    const row = await this.get(id);
+    if (!row || row.state !== "failed" || row.attempts >= CALLBACK_ATTEMPTS_MAX || !row.askedAt) return false;
+    const waitMs = row.askedAt.getTime() + this.options.askIntervalMs - Date.now();
+    if (waitMs > this.options.askIntervalMs) return false;
+    if (waitMs > 0) await Bun.sleep(waitMs);
+    return true;
   }
 
   /**
@@ -273,7 +289,14 @@ export class Topups {
       case "amount_mismatch":
         log("warn", "topup_needs_review", { topupId: claimed.id, reason: outcome.reason });
         return this.fenced(fence, { state: "needs_review", reason: `verify: ${outcome.reason}` }, outcome.raw);
-      case "not_paid":
+      case "not_paid": {
+        // While the top-up may still be paid, "not paid" spends no attempt: strangers' callbacks are
+        // bounded by the interval between asks (ttl ÷ interval verifies at most), so however patient a
+        // forger, the payer's own callback keeps its verify. Past its expiry they count again.
+        const payable = claimed.expiresAt !== null && claimed.expiresAt.getTime() > Date.now();
+        const attempts = payable ? claimed.attempts - 1 : claimed.attempts;
+        return this.fenced(fence, { state: "failed", reason: `verify: ${outcome.reason}`, attempts }, outcome.raw);
+      }
       case "invalid":
         return this.fenced(fence, { state: "failed", reason: `verify: ${outcome.reason}` }, outcome.raw);
       case "retry": {
