@@ -181,7 +181,10 @@ describeWith(["nats", "postgres"], "cluster of three gateways", (it) => {
     const { key } = await fundedKey(10);
     for (const node of nodes) expect(await send(key, "gpt-4o-mini", () => [node])).toBe(200);
     const walletAt = async (url: string) =>
-      (await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as Record<string, string | boolean>;
+      (await (await fetch(`${url}/v1/credits`, { headers: { authorization: `Bearer ${key}` } })).json()) as Record<
+        string,
+        string | boolean
+      >;
     // Every node's charge posted first (another node's reaches the database through the usage stream).
     const spent = 3n * 675_000n; // three requests of gpt-4o-mini at the simulator's usage
     await until(async () => BigInt((await walletAt(nodes[0]!.url)).balance_micro_toman as string) === 10_000_000_000_000n - spent, {

@@ -236,7 +236,7 @@ export class Topups {
    */
   private async waitForAsk(id: string): Promise<boolean> {
     const row = await this.get(id);
-    if (!row || row.state !== "failed" || row.attempts >= CALLBACK_ATTEMPTS_MAX || !row.askedAt) return false;
+    if (row?.state !== "failed" || row.attempts >= CALLBACK_ATTEMPTS_MAX || !row.askedAt) return false;
     const waitMs = row.askedAt.getTime() + this.options.askIntervalMs - Date.now();
     if (waitMs > this.options.askIntervalMs) return false;
     if (waitMs > 0) await Bun.sleep(waitMs);
