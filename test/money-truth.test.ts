@@ -362,6 +362,67 @@ describe("the named cases", () => {
   );
 });
 
+describe("the peer classes of 2026", () => {
+  /** gpt-4o's list prices at the test rate: $2.50 / $10 per 1M. */
+  const GPT_4O = { in: 225_000n, out: 900_000n };
+  const question = { messages: [{ role: "user", content: "Tell me about rivers." }] };
+
+  test("a dated id (gpt-4o-2024-08-06) after a backend that is down: billed once, at the catalog entry's price, by the backend that served", async () => {
+    const down = { name: "down", kind: "openai", url: "http://127.0.0.1:9/v1", region: "abroad", weight: 1_000 };
+    const served = { name: "sim-fallback", kind: "openai", url: `${sim().url}/v1`, region: "abroad" };
+    expect((await t.admin("PUT", "/admin/pools/gpt-4o", { backends: [down, served] })).status).toBe(200);
+    const { key } = await t.fundedKey(100_000);
+    for (const stream of [false, true]) {
+      const { requestId, status } = await send(key, "/v1/chat/completions", { model: "gpt-4o-2024-08-06", stream, ...question });
+      expect(status).toBe(200);
+      const [entry, ...more] = sim().log.byRequestId(requestId);
+      expect(more).toEqual([]);
+      const record = await usageRecord(requestId);
+      const [row] = await t.gw.deps.db.rows<{ model: string; backend: string }>(
+        sql`SELECT model, backend FROM usage_records WHERE request_id = ${requestId}`,
+      );
+      expect(record.billed).toBe(BigInt(entry!.promptTokens) * GPT_4O.in + BigInt(entry!.completionTokens) * GPT_4O.out);
+      expect(row).toEqual({ model: "gpt-4o", backend: "sim-fallback" });
+    }
+  });
+
+  test("an empty 200 (no content): billed its input only, reported or not", async () => {
+    const { key } = await t.fundedKey(1_000);
+    for (const omitUsage of [false, true])
+      for (const stream of [false, true]) {
+        Object.assign(sim().options, { outputTokens: 0, omitUsage });
+        const { requestId } = await send(key, "/v1/chat/completions", { model: "gpt-4o-mini", stream, ...question });
+        const record = await usageRecord(requestId);
+        expect([omitUsage, stream, record.output]).toEqual([omitUsage, stream, 0n]);
+        expect(record.billed).toBe(record.input * PRICES["gpt-4o-mini"]!.in);
+        if (!omitUsage) expect(record.billed).toBe(await vendorBill(requestId, "gpt-4o-mini"));
+      }
+  });
+
+  test("a new rate (POST /admin/rates) during a request: billed at the prices it was admitted at, the next request at the new", async () => {
+    const { key } = await t.fundedKey(1_000);
+    for (const stream of [false, true]) {
+      Object.assign(sim().options, { outputTokens: 40, itlMs: 20 });
+      const body = { model: "deepseek-v3", stream, ...question };
+      const calls = sim().log.inFlight + sim().log.totals.requests;
+      const running = send(key, "/v1/chat/completions", body);
+      await until(() => sim().log.inFlight + sim().log.totals.requests > calls, RECORD_WAIT_MS_MAX);
+      try {
+        expect((await t.admin("POST", "/admin/rates", { toman_per_usd: 180_000 })).status).toBe(201);
+        const changedAt = Date.now();
+        const { requestId } = await running;
+        expect(sim().log.byRequestId(requestId)[0]!.endedAt).toBeGreaterThanOrEqual(changedAt); // it ran across the change
+        expect((await usageRecord(requestId)).billed).toBe(await vendorBill(requestId, "deepseek-v3"));
+        Object.assign(sim().options, { itlMs: 0 });
+        const after = await send(key, "/v1/chat/completions", body);
+        expect((await usageRecord(after.requestId)).billed).toBe(2n * (await vendorBill(after.requestId, "deepseek-v3")));
+      } finally {
+        expect((await t.admin("POST", "/admin/rates", { toman_per_usd: 90_000 })).status).toBe(201);
+      }
+    }
+  });
+});
+
 /** The generated cases: a request on a wire, a model on its backend, a client, an upstream, its speed and a wallet. */
 const words = fc.array(fc.constantFrom("river", "سلام", "naïve", "42", "{", "🙂", "the", "schema_x"), { minLength: 1, maxLength: 30 });
 const sentence = words.map((w) => w.join(" "));
