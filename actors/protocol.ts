@@ -82,6 +82,14 @@ const settlementFields = z.object({
   billedMicroMax: units.optional(),
   /** Upstream anomalies (`<part>_over`: clamped, `<part>_under`: raised), comma-separated; absent: none. */
   anomalies: z.string().max(USAGE_ANOMALIES_CHARS_MAX).optional(),
+  /** A request that ended early (absent: it ran to its end): who ended it, its output metered and the allowance billed on top. */
+  early: z
+    .object({
+      endedBy: z.enum(["client", "upstream", "gateway"]),
+      outputMeteredUnits: z.number().int().nonnegative(),
+      outputAllowanceUnits: z.number().int().nonnegative(),
+    })
+    .optional(),
 });
 /** A settlement; one of the old shape (flat `inputUnits`, `cacheReadPricePer1m` … fields) is read as the maps. */
 export const settlement = z.preprocess(withUnitMaps, settlementFields);

@@ -125,9 +125,6 @@ export const envSchema = z
     STREAM_STALL_MS: intFromEnv(60_000, 100, 3_600_000).describe(
       "A stream whose upstream is silent this long is ended with an `upstream_timeout` error frame and the upstream aborted.",
     ),
-    STREAM_LEFT_READ_MS: intFromEnv(30_000, 100, 600_000).describe(
-      "After a stream's client leaves, its upstream is still read (nothing relayed, the key's slot still taken) this long for its usage report, the vendor's bill; then it is aborted and the request billed all its hold covers.",
-    ),
     LOG_LEVEL: z
       .enum(["debug", "info", "warn", "error"])
       .default("info")

@@ -6,6 +6,8 @@
  *   lease_outstanding_non_negative  a lease never has less than nothing outstanding
  *   lease_covers_charged    a lease's charges and outstanding reserves never pass its hold
  *   settled_once            an admission is settled once, never again
+ *   cut_within_bounds       a cut stream's output is at least what was metered until the cut
+ *                           (the proven floor) and at most what the hold covers
  *
  * A broken invariant is a bug, not an operating error. Under test (`NODE_ENV=test`, which
  * `bun test` sets, or `DARVAZE_INVARIANTS_THROW=1`) it throws, so the test that found it fails
@@ -19,7 +21,8 @@ export type InvariantName =
   | "in_flight_non_negative"
   | "lease_outstanding_non_negative"
   | "lease_covers_charged"
-  | "settled_once";
+  | "settled_once"
+  | "cut_within_bounds";
 
 export class InvariantBroken extends Error {
   constructor(

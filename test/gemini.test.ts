@@ -176,7 +176,7 @@ describe.each(CHAT_VENDORS)("$model ($kind backend) through the Gemini API", (ve
     expect(entry.completionTokens).toBeLessThanOrEqual(3);
   });
 
-  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage and billed it once", async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is cut and billed what it generated until then, within the allowance", async () => {
     await withSimOptions(sim, { outputTokens: 100, itlMs: 20 }, async () => {
       const controller = new AbortController();
       const stream = await ai.models.generateContentStream({
@@ -196,7 +196,7 @@ describe.each(CHAT_VENDORS)("$model ($kind backend) through the Gemini API", (ve
       expect(seen).toBeGreaterThanOrEqual(5);
       expect(seen).toBeLessThan(100);
       const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
-      expect(entry.completionTokens).toBe(100);
+      expect(entry.completionTokens).toBeLessThan(100);
     });
   });
 });

@@ -192,7 +192,7 @@ describeWith(["nats"], "operations over NATS", (it) => {
     expect(waits).toBeGreaterThan(0);
   }, 60_000);
 
-  it("leaving a NATS stream cancels it: nothing more is sent, the upstream is read to its usage and billed it", async () => {
+  it("leaving a NATS stream cancels it: the upstream is cut at once, the slot freed, billed what it generated until the cut within the allowance", async () => {
     Object.assign(sim().options, defaults, { outputTokens: 150, itlMs: 20 });
     let chunks = 0;
     let chunkId = "";
@@ -205,9 +205,9 @@ describeWith(["nats"], "operations over NATS", (it) => {
       }
     }
     const entry = await simEntryBySeq(chunkId);
-    expect(entry.aborted).toBe(false);
-    expect(entry.completionTokens).toBe(150);
-    expect(entry.endedAt).toBeGreaterThan(leftAt);
+    expect(entry.aborted).toBe(true); // the simulator saw its connection close
+    expect(entry.completionTokens).toBeLessThan(150);
+    expect(entry.endedAt).toBeGreaterThanOrEqual(leftAt);
     await until(() => t.gw.keyHost.inFlight(funded.keyId) === 0, { what: "the key's slot freed" });
     const usageRecord = async () => {
       await t.admin("GET", "/admin/ledger/audit"); // writes this node's pending usage
@@ -215,6 +215,8 @@ describeWith(["nats"], "operations over NATS", (it) => {
       return account.body.recent_usage.find((u: { request_id: string }) => u.request_id === entry.requestId);
     };
     const record = await untilValue(usageRecord, { msMax: 10_000, what: `the usage record of ${entry.requestId}`, pollMs: 50 });
-    expect(record).toMatchObject({ status: 499, output_units: String(entry.completionTokens) });
+    expect(record.status).toBe(499);
+    expect(Number(record.output_units)).toBeGreaterThanOrEqual(entry.completionTokens);
+    expect(Number(record.output_units)).toBeLessThan(150);
   });
 });

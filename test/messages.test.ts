@@ -219,7 +219,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
     });
   });
 
-  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage and billed it once", async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is cut and billed what it generated until then, within the allowance", async () => {
     await withSimOptions(sim, { outputTokens: 100, itlMs: 20 }, async () => {
       const stream = client.messages.stream({ model: vendor.model, messages: MESSAGES, max_tokens: 2_000 });
       const requestId = (await stream.withResponse()).response.headers.get("request-id")!;
@@ -235,7 +235,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Messages API", (vendo
         stream.on("abort", () => resolve());
       });
       const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
-      expect(entry.completionTokens).toBe(100);
+      expect(entry.completionTokens).toBeLessThan(100);
     });
   });
 });

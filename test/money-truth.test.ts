@@ -26,8 +26,6 @@ const PRICES: Record<string, { in: bigint; out: bigint }> = {
 };
 /** The Claude model of the generated cases, served by the simulator's Anthropic wire (its own tokenizer's counts, its own usage events). */
 const CLAUDE = { model: "claude-3-5-haiku" as const, upstream: "claude-3-5-haiku-20241022" };
-/** After a client leaves, how long its upstream is still read here (short, so the bound is reached in tests). */
-const LEFT_READ_MS = 300;
 const RECORD_WAIT_MS_MAX = 20_000;
 /** A test that waits for the records of several requests, each up to RECORD_WAIT_MS_MAX. */
 const SEVERAL_RECORDS_MS_MAX = 2 * RECORD_WAIT_MS_MAX;
@@ -46,7 +44,7 @@ let t: TestGateway;
 const sim = () => t.sim!;
 
 beforeAll(async () => {
-  t = await startTestGateway({ STREAM_LEFT_READ_MS: String(LEFT_READ_MS) });
+  t = await startTestGateway();
 }, 4 * SETUP_MS_MAX); // a gateway's start was measured at 105 s on the shared machine under load
 
 afterAll(async () => t?.stop(), SETUP_MS_MAX);
@@ -235,7 +233,7 @@ describe("the named cases", () => {
   );
 
   test("a client that leaves after 20 chunks of an upstream that sends no usage: billed at least what the vendor bills", async () => {
-    Object.assign(sim().options, { omitUsage: true, outputTokens: 400, itlMs: 2, cancelBills: "all" });
+    Object.assign(sim().options, { omitUsage: true, outputTokens: 400, itlMs: 2 });
     const { key } = await t.fundedKey(20_000);
     const body = { model: "gpt-4o-mini", stream: true, messages: [{ role: "user", content: "Tell me about rivers." }] };
     const { requestId } = await send(key, "/v1/chat/completions", body, { kind: "leave", afterChunks: 20 });
@@ -246,14 +244,14 @@ describe("the named cases", () => {
     expect(record.billed).toBe(record.metered);
   });
 
-  test("a reasoning model whose upstream sends no usage, client gone: billed all the hold covers, at least the vendor's bill", async () => {
-    Object.assign(sim().options, { omitUsage: true, outputTokens: 2_000, itlMs: 1, cancelBills: "all" });
+  test("a reasoning model whose upstream sends no usage, client gone: billed at least the vendor's bill, not the hold", async () => {
+    Object.assign(sim().options, { omitUsage: true, outputTokens: 2_000, itlMs: 1 });
     const { key } = await t.fundedKey(20_000);
     const body = { model: "deepseek-r1", max_tokens: 2_000, stream: true, messages: [{ role: "user", content: "Think." }] };
     const { requestId } = await send(key, "/v1/chat/completions", body, { kind: "leave", afterChunks: 5 });
     const bill = await vendorBill(requestId, "deepseek-r1");
     const record = await usageRecord(requestId);
-    expect(record.output).toBe(2_000n);
+    expect(record.output).toBeLessThan(2_000n); // its reasoning is streamed: counted, not the hold
     expect(record.billed).toBeGreaterThanOrEqual(bill);
   });
 

@@ -116,7 +116,7 @@ describe("streams", () => {
     expect(t.gw.keyHost.inFlight(keyId)).toBe(0);
   });
 
-  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage with the slot taken, charged its report", async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is cut, the slot freed, charged what it generated within the allowance", async () => {
     for (const sim of [good, flaky]) {
       sim.options.itlMs = 20;
       sim.options.outputTokens = 100;
@@ -129,12 +129,13 @@ describe("streams", () => {
     })().catch(() => {});
     const sim = good.log.totals.requests > 0 || good.log.inFlight > 0 ? good : flaky;
     const entry = await untilValue(() => sim.log.entries()[0], { what: "the simulator's entry" });
-    expect(entry.aborted).toBe(false); // the vendor bills the whole generation: it is read to its end
-    expect(entry.completionTokens).toBe(100);
+    expect(entry.aborted).toBe(true); // cut: the vendor stops generating
+    expect(entry.completionTokens).toBeLessThan(100);
     await until(() => t.gw.keyHost.inFlight(keyId) === 0, { what: "the key's slot freed" });
     const [usage] = (await t.admin("GET", `/admin/accounts/${(await keyAccount()).accountId}`)).body.recent_usage;
     expect(usage.status).toBe(499);
-    expect(Number(usage.output_units)).toBe(entry!.completionTokens);
+    expect(Number(usage.output_units)).toBeGreaterThanOrEqual(entry!.completionTokens);
+    expect(Number(usage.output_units)).toBeLessThan(100);
   });
 });
 

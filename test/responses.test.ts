@@ -209,7 +209,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
     });
   });
 
-  test("a client that leaves mid-stream: nothing more is relayed, the upstream is read to its usage and billed it once", async () => {
+  test("a client that leaves mid-stream: nothing more is relayed, the upstream is cut and billed what it generated until then, within the allowance", async () => {
     await withSimOptions(sim, { outputTokens: 100, itlMs: 20 }, async () => {
       const { data: stream, response } = await client.responses
         .create({ model: vendor.model, input: QUESTION, stream: true })
@@ -223,7 +223,7 @@ describe.each(VENDORS)("$model ($kind backend) through the Responses API", (vend
         }
       }
       const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
-      expect(entry.completionTokens).toBe(100);
+      expect(entry.completionTokens).toBeLessThan(100);
     });
   });
 });

@@ -151,7 +151,7 @@ describe("live metering", () => {
 });
 
 describe("ends of a stream", () => {
-  test("a client that leaves after 10 chunks: nothing more is sent, the upstream is read to its usage with the slot taken, billed its report", async () => {
+  test("a client that leaves after 10 chunks: the upstream is cut at once, the slot freed, billed what was read until the cut and the allowance", async () => {
     Object.assign(sim().options, { outputTokens: 200, itlMs: 10 });
     const funded = await t.fundedKey(1_000);
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: funded.key, maxRetries: 0 });
@@ -167,14 +167,14 @@ describe("ends of a stream", () => {
         break;
       }
     }
-    expect(t.gw.keyHost.inFlight(funded.keyId)).toBe(1); // the slot stays taken while the upstream is read
     const entry = await simEntry(requestId);
-    expect(entry.aborted).toBe(false);
-    expect(entry.completionTokens).toBe(200);
+    expect(entry.aborted).toBe(true); // the simulator saw its connection close
+    expect(entry.completionTokens).toBeLessThan(200);
+    await until(() => t.gw.keyHost.inFlight(funded.keyId) === 0);
     const record = await usageRecord(requestId);
     expect(record.status).toBe(499);
-    expect(record.billed).toBe(BigInt(PROMPT_TOKENS) * IN_MICRO + 200n * OUT_MICRO);
-    await until(() => t.gw.keyHost.inFlight(funded.keyId) === 0);
+    expect(record.billed).toBeGreaterThanOrEqual(BigInt(PROMPT_TOKENS) * IN_MICRO + BigInt(entry.completionTokens) * OUT_MICRO);
+    expect(record.billed).toBeLessThan(BigInt(PROMPT_TOKENS) * IN_MICRO + 200n * OUT_MICRO);
   });
 
   test("an upstream that dies after 5 chunks: the client's stream raises an APIError with our error; billed those chunks", async () => {

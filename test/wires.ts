@@ -13,6 +13,7 @@ import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import type { Logger } from "../src/log.ts";
 import { startTestGateway, type TestGateway } from "./helpers.ts";
 import { untilValue } from "./until.ts";
+import { COUNT_FRAMING_TOKENS_MAX } from "../src/operations/chat/unreported.ts";
 
 export const UPSTREAM_KEY = "upstream-secret";
 /** The gateway's environment variable holding UPSTREAM_KEY, which the pools file names. */
@@ -102,7 +103,11 @@ export async function usageRecord(t: TestGateway, requestId: string) {
       output_units: unknown;
       billed_micro: unknown;
       status: number;
-    }>(sql`SELECT model, input_units, output_units, billed_micro, status FROM usage_records WHERE request_id = ${requestId}`);
+      ended_by: string | null;
+      output_metered_units: number | null;
+      output_allowance_units: number | null;
+    }>(sql`SELECT model, input_units, output_units, billed_micro, status, ended_by, output_metered_units, output_allowance_units
+           FROM usage_records WHERE request_id = ${requestId}`);
     return rows[0];
   };
   const r = await untilValue(read, { msMax: RECORD_WAIT_MS_MAX, what: `the usage record of ${requestId}`, pollMs: 50 });
@@ -113,6 +118,15 @@ export async function usageRecord(t: TestGateway, requestId: string) {
     billed: BigInt(String(r.billed_micro)),
     status: Number(r.status),
   };
+}
+
+/** How a request that ended early was billed, from its usage record (null: it ran to its end). */
+export async function endedEarly(t: TestGateway, requestId: string) {
+  await usageRecord(t, requestId);
+  const [row] = await t.gw.deps.db.rows<{ ended_by: string | null; metered: number | null; allowance: number | null }>(
+    sql`SELECT ended_by, output_metered_units AS metered, output_allowance_units AS allowance FROM usage_records WHERE request_id = ${requestId}`,
+  );
+  return row!.ended_by === null ? null : { by: row!.ended_by, metered: Number(row!.metered), allowance: Number(row!.allowance) };
 }
 
 /**
@@ -163,13 +177,18 @@ export async function expectBilledCoveringLogged(
 }
 
 export async function expectLeftAndBilled(ctx: { sim: Simulator; t: TestGateway }, requestId: string, vendor: Vendor) {
-  // The client left: nothing more was relayed, but the upstream was read to its usage (the vendor's bill).
+  // The client left: the upstream was cut (the simulator saw its connection close), and billed
+  // at least what it generated until then, at most that plus the stated allowance and a count's framing.
   const entry = await simEntry(ctx.sim, requestId);
-  expect(entry.aborted).toBe(false);
+  expect(entry.aborted).toBe(true);
   const record = await usageRecord(ctx.t, requestId);
   expect(record.status).toBe(499);
-  expect(record.output).toBe(BigInt(entry.completionTokens));
-  expect(record.input).toBe(BigInt(entry.promptTokens));
+  const early = (await endedEarly(ctx.t, requestId))!;
+  expect(early.by).toBe("client");
+  expect(record.input).toBeGreaterThanOrEqual(BigInt(entry.promptTokens));
+  expect(record.output).toBe(BigInt(early.metered + early.allowance));
+  expect(record.output).toBeGreaterThanOrEqual(BigInt(entry.completionTokens));
+  expect(early.metered).toBeLessThanOrEqual(entry.completionTokens + COUNT_FRAMING_TOKENS_MAX);
   expect(record.billed).toBe(record.input * vendor.inputMicro + record.output * vendor.outputMicro);
   return entry;
 }

@@ -246,6 +246,7 @@ export class KeyActor {
       // Not admitted here (the actor was started again since): when the request began, no later than its admission.
       admittedAt: new Date(admission?.admittedAtMs ?? Date.now() - s.durationMs).toISOString(),
       anomalies: s.anomalies ?? null,
+      ...(s.early ?? {}),
     });
     this.recordSpend(billed, admission, Number(tokensOf(s.usage)));
     if (admission) {

@@ -440,6 +440,8 @@ export interface SettleExtra {
    * raised to it (an upstream anomaly, like a report above the bounds).
    */
   floor?: UsedFloor;
+  /** A request that ended early: who ended it, its output metered and the allowance billed on top (the usage record keeps them). */
+  early?: Settlement["early"];
 }
 
 /** Proven lower bounds of a request's units: the prompt's words, the output relayed (visible and reasoning). */
@@ -681,6 +683,7 @@ export class Admission {
       durationMs: Math.round(performance.now() - this.startedMs),
       billedMicroMax,
       ...(this.anomalies.length > 0 ? { anomalies: this.anomalies.map((a) => `${a.part}_${a.kind}`).join(",") } : {}),
+      ...(extra.early ? { early: extra.early } : {}),
     };
     try {
       const reply = await this.deps.bus.request(SETTLE, this.deps.subjects.keySettle(partitionOf(this.key.id)), settlement);

@@ -15,3 +15,16 @@ export const REASONING_MODELS: ReadonlySet<string> = new Set(
 export function takesReasoningEffort(id: string): boolean {
   return REASONING_MODELS.has(id);
 }
+
+/**
+ * Vendors whose models reason unseen: OpenAI's reasoning is never streamed, Gemini streams its
+ * thoughts only when asked (and bills them all), Claude 4's thinking is streamed summarized and
+ * billed in full. Other vendors' reasoning (DeepSeek's, Qwen's, Grok's `reasoning_content`) is
+ * streamed as it is generated, so the relay counts it as visible text.
+ */
+const HIDDEN_REASONING_VENDORS: ReadonlySet<string> = new Set(["openai", "google", "anthropic"]);
+
+/** @example hidesReasoning({ id: "o3", vendor: "openai" }) // true; deepseek-r1's reasoning is streamed: false */
+export function hidesReasoning(model: { id: string; vendor: string }): boolean {
+  return takesReasoningEffort(model.id) && HIDDEN_REASONING_VENDORS.has(model.vendor);
+}

@@ -272,6 +272,14 @@ export const usageRecords = pgTable(
      * (`<part>_over`) or raised (`<part>_under`), comma-separated; null when the report was within them.
      */
     anomalies: text("anomalies"),
+    /**
+     * A request that ended early: who ended it (`client`, `upstream`, `gateway`), and of its billed
+     * output the units metered until then and the allowance billed on top (a cut stream's unseen
+     * tokens, a hung-up whole reply's time); null for a request that ran to its end.
+     */
+    endedBy: text("ended_by"),
+    outputMeteredUnits: integer("output_metered_units"),
+    outputAllowanceUnits: integer("output_allowance_units"),
     createdAt: createdAt(),
   },
   (t) => [

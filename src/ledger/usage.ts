@@ -220,6 +220,10 @@ const usageRecordFields = z.object({
   admittedAt: z.iso.datetime({ offset: true }).nullable().optional(),
   /** Parts of the upstream's usage report outside the request's bounds (`output_over`, `input_under`), comma-separated; null: none. */
   anomalies: z.string().nullable().optional(),
+  /** A request that ended early: who ended it, its metered output units and the allowance billed on top (absent: it ran to its end, or an older node's record). */
+  endedBy: z.enum(["client", "upstream", "gateway"]).nullable().optional(),
+  outputMeteredUnits: z.number().int().nonnegative().nullable().optional(),
+  outputAllowanceUnits: z.number().int().nonnegative().nullable().optional(),
 });
 export type UsageRecord = z.infer<typeof usageRecordFields>;
 /** A record as its usage_records row: the maps as each unit's pair of columns. */

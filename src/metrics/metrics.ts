@@ -131,6 +131,8 @@ export class Metrics {
   private readonly usageClamped: Counter<"model" | "backend" | "part">;
   private readonly usageRaised: Counter<"model" | "backend" | "part">;
   private readonly invariantBroken: Counter<"invariant">;
+  private readonly cutAllowance: Counter<"model" | "backend">;
+  private readonly cutBeyond: Counter<"model" | "backend">;
 
   constructor(sources: MetricSources) {
     const registers = [this.registry];
@@ -152,7 +154,29 @@ export class Metrics {
       labelNames: ["invariant"],
       registers,
     });
+    this.cutAllowance = new Counter({
+      name: "darvaze_cut_allowance_tokens_total",
+      help: "Output tokens billed as allowance on streams cut when their client left (hidden reasoning and the in-flight tokens, beyond what was metered until the cut).",
+      labelNames: ["model", "backend"],
+      registers,
+    });
+    this.cutBeyond = new Counter({
+      name: "darvaze_cut_reported_beyond_tokens_total",
+      help: "Output tokens an upstream's report showed beyond the cut's count (metered + allowance), where a report arrived after the client left: the operator's exposure.",
+      labelNames: ["model", "backend"],
+      registers,
+    });
     this.stateGauges(sources, registers);
+  }
+
+  /** A cut stream was billed `tokens` of allowance. */
+  cutAllowanceBilled(model: string, backend: string, tokens: number): void {
+    this.cutAllowance.inc({ model, backend }, tokens);
+  }
+
+  /** A report after a leave showed `tokens` beyond what the cut's count would have billed. */
+  cutReportedBeyond(model: string, backend: string, tokens: number): void {
+    this.cutBeyond.inc({ model, backend }, Math.max(0, tokens));
   }
 
   /** An upstream reported more of `part` than the request's bounds allow (it was clamped). */

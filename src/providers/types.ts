@@ -112,6 +112,14 @@ export interface ChatAdapter {
   /** The upstream's 2xx body as an OpenAI `chat.completion` (the OpenAI adapter returns it as is). */
   parseChatResponse(text: string, context: ReplyContext): ChatReply | UpstreamFailure;
   createChatStreamDecoder(context: ReplyContext): ChatStreamDecoder;
+  /** The vendor's free token count of a text (Anthropic's count_tokens, Gemini's countTokens); absent where it has none. */
+  count?: TextCountAdapter;
+}
+
+/** A vendor's count endpoint: the request counting `text` for `upstreamModel`, and its reply's count (null when it has none). */
+export interface TextCountAdapter {
+  buildCountRequest(text: string, upstreamModel: string): JsonUpstreamRequest;
+  parseCountResponse(text: string): number | null;
 }
 
 /**

@@ -23,6 +23,8 @@ export type ChatContext = ExchangeContext & {
   roll(rate: number): boolean;
   /** The batch limit (`options.concurrency`). */
   readonly gate: SimGate;
+  /** Count requests answered (count.ts): free, so not in the log. */
+  counts: number;
 };
 
 type Plan = {

@@ -11,6 +11,7 @@
  * await sim.stop();
  */
 import { anthropicWire } from "./anthropic.ts";
+import { handleAnthropicCount, handleGeminiCount } from "./count.ts";
 import { responsesWire } from "./responses.ts";
 import { authorized, handleChat, unauthorizedResponse, type ChatContext } from "./chat.ts";
 import { handleSpeech, handleTranscription } from "./audio.ts";
@@ -36,6 +37,8 @@ export type Simulator = {
   readonly log: SimLog;
   /** Live: changes apply to requests that arrive afterwards. */
   readonly options: SimOptions;
+  /** Count requests answered (Anthropic's count_tokens, Gemini's countTokens). */
+  counts(): number;
   /** Closes every connection (stalled streams included) and logs what was in flight. */
   stop(): Promise<void>;
 };
@@ -80,6 +83,7 @@ export async function startSimulator(opts: Partial<SimOptions> = {}): Promise<Si
     port,
     log: context.log,
     options,
+    counts: () => context.counts,
     stop: () => stopServer(context, server),
   };
 }
@@ -95,12 +99,16 @@ function vendorRoutes(context: ChatContext, options: SimOptions, startedAtSec: n
     routes["/v1/responses"] = { POST: (req) => handleVendorChat(context, req, responsesWire) };
     routes["/v1/models"] = { GET: (req) => modelsResponse(context, req, startedAtSec) };
   }
-  if (serves("anthropic")) routes["/v1/messages"] = { POST: (req) => handleVendorChat(context, req, anthropicWire) };
+  if (serves("anthropic")) {
+    routes["/v1/messages"] = { POST: (req) => handleVendorChat(context, req, anthropicWire) };
+    routes["/v1/messages/count_tokens"] = { POST: (req) => handleAnthropicCount(context, req) };
+  }
   if (serves("gemini")) {
     // Google serves both API versions; @google/genai defaults to v1, the gateway uses v1beta.
     // `{model}:generateContent` and `:streamGenerateContent` are chat; `:batchEmbedContents` embeds.
     const gemini = (req: Request) => {
       const target = decodeURIComponent(new URL(req.url).pathname.split("/").pop() ?? "");
+      if (target.endsWith(":countTokens")) return handleGeminiCount(context, req);
       return /:(batchEmbedContents|embedContent)$/.test(target)
         ? handleGeminiEmbeddings(context, req, target)
         : handleVendorChat(context, req, geminiWire);
@@ -121,6 +129,7 @@ function createContext(options: SimOptions): ChatContext {
     live: new Set<Exchange>(),
     stopping: false,
     gate: new SimGate(() => options.concurrency),
+    counts: 0,
     roll(rate: number): boolean {
       if (rate <= 0) return false;
       if (rate >= 1) return true;

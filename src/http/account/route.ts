@@ -102,5 +102,14 @@ export async function generation(key: KeyRecord, requestId: string, deps: EdgeDe
     cost: costToman(row.billedMicro),
     cost_micro_toman: row.billedMicro.toString(),
     price_version: row.priceVersionId,
+    // How a request that ended early was billed; null for one that ran to its end.
+    ended_early:
+      row.endedBy === null
+        ? null
+        : {
+            by: row.endedBy,
+            output_metered_units: String(row.outputMeteredUnits ?? 0),
+            output_allowance_units: String(row.outputAllowanceUnits ?? 0),
+          },
   };
 }

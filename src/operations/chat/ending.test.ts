@@ -34,14 +34,14 @@ test.each([
     { end: "client_gone", status: 499, reply: "done", output: "count_sent", last: null },
   ],
   [
-    "client gone, the upstream stopped unfinished: what it generated is unseen, billed the hold",
+    "client gone, the upstream cut unfinished: billed the cut's count, never the hold",
     { clientGone: true, reported: usage },
-    { end: "client_gone", status: 499, reply: "abandoned", output: "hold", last: null },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "cut", last: null },
   ],
   [
     "client gone wins over a cut and a failure",
     { clientGone: true, withheld: true, failure: broke },
-    { end: "client_gone", status: 499, reply: "abandoned", output: "hold", last: null },
+    { end: "client_gone", status: 499, reply: "abandoned", output: "cut", last: null },
   ],
   [
     "a cut wins over a failure",

@@ -2,8 +2,9 @@
  * How a relayed stream ends: one pure decision from what happened, so that every end is billed,
  * recorded and closed by the same table (unit-tested on its own in ending.test.ts).
  *
- *   client gone   499; billed the upstream's report if it finished, else all the hold covers
- *                 (the vendor's bill after a cancel is not known); nothing more is sent
+ *   client gone   499; the upstream is cut at once; billed its report if it finished before
+ *                 the cut took effect, else the cut's count (unreported.ts: what was metered
+ *                 until the cut plus the stated allowance); nothing more is sent
  *   cut           200; the hold could not cover the next text: billed what was delivered, the
  *                 rest of what was read metered and written off; finish_reason "length", [DONE]
  *   failed        502; billed what was delivered; an error frame
@@ -36,9 +37,10 @@ export interface EndDecision {
   /**
    * Where the billed output tokens come from: the upstream's report, our count of everything it
    * sent (it finished after the client left, without a report), the meter (what was delivered),
-   * or the hold (it was stopped unfinished after the client left: what it generated is unseen).
+   * or the cut (it was stopped unfinished when the client left: what was read until the cut plus
+   * the allowance for what it generated unseen, unreported.ts).
    */
-  output: "report" | "count_sent" | "meter" | "hold";
+  output: "report" | "count_sent" | "meter" | "cut";
   /** The last frames the client gets. */
   last: "cut" | "error" | "done" | null;
 }
@@ -53,7 +55,7 @@ export function decideEnd(e: StreamEnding): EndDecision {
       end: "client_gone",
       status: STATUS_CLIENT_CLOSED,
       reply: e.finished ? "done" : "abandoned",
-      output: e.finished ? (e.reported ? "report" : "count_sent") : "hold",
+      output: e.finished ? (e.reported ? "report" : "count_sent") : "cut",
       last: null,
     };
   }

@@ -16,15 +16,15 @@
  *                 beyond them is metered and written off;
  *     failed      an error frame (a mid-stream upstream error, a break, a stall of
  *                 STREAM_STALL_MS); billed for what was delivered, or its report;
- *     client gone nothing more is relayed, but the upstream is read on to its usage report
- *                 (the vendor bills the whole generation), the key's slot still taken, for at
- *                 most STREAM_LEFT_READ_MS (src/config.ts); its tokens are bounded by the limit it was sent.
- *                 Billed its report when it finished; else (the bound passed, or the upstream
- *                 broke) all the hold covers, since what the vendor bills after a cancel is
- *                 not known.
+ *     client gone nothing more is relayed and the upstream is cut at once (its fetch aborted,
+ *                 so its socket closes and the vendor stops generating); the backend's slot is
+ *                 freed then, the key's slot and the hold at the settlement that follows. Billed
+ *                 its report when it finished before the cut took effect; else the cut's count
+ *                 (unreported.ts: what was read until the cut, plus the stated allowance).
  */
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
+import type { Settlement } from "../../../actors/protocol.ts";
 import type { Admission } from "../../admission/admission.ts";
 import { costToman, withUsageCost } from "../../admission/costReply.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
@@ -36,7 +36,8 @@ import type { EdgeDeps } from "../../admission/deps.ts";
 import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
 import { StreamMeter } from "./meter.ts";
-import { unreportedOutputTokens } from "./unreported.ts";
+import { type CutOutput, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
+import { vendorCounter, type VendorCount } from "../../providers/count.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /**
@@ -126,8 +127,18 @@ export class Relay {
   private clientGone = false;
   private wakeClient: (() => void) | null = null;
   private wakePump: (() => void) | null = null;
-  private leftReadTimer: ReturnType<typeof setTimeout> | null = null;
   private lastEventMs = performance.now();
+  /** When the upstream answered, its last read, and the client's leave (performance clock). */
+  private readonly answeredMs = performance.now();
+  private lastReadMs = this.answeredMs;
+  private cutMs: number | null = null;
+  /** This stream's own pace: its text frames and when the first and last were read. */
+  private textFrames = 0;
+  private firstTextMs = 0;
+  private lastTextMs = 0;
+  /** A cut stream's count, once settled (the usage record and the exposure metric read it). */
+  cut: CutOutput | null = null;
+  private readonly vendorCount: VendorCount | undefined;
   private readonly meter: StreamMeter;
   private readonly wantsUsage: boolean;
   private readonly onClientGone = () => this.leave();
@@ -160,6 +171,13 @@ export class Relay {
     this.wantsUsage = request.body.stream_options?.include_usage === true;
     // The upstream was told a limit the hold covers: the meter counts, it never needs to cut.
     this.meter = new StreamMeter({ hold: admission, capTokens: admission.coveredOutputUnits, enforce: false });
+    const { backend } = outcome;
+    this.vendorCount = vendorCounter(
+      backend.adapter,
+      backend.config.url,
+      backend.config.upstream_model ?? admission.model.id,
+      admission.requestId,
+    );
     clientSignal.addEventListener("abort", this.onClientGone, { once: true });
     this.done = this.pump()
       .catch((error) => deps.log("error", "relay_failed", { requestId: admission.requestId, error: (error as Error).message }))
@@ -208,17 +226,18 @@ export class Relay {
   }
 
   /**
-   * The consumer went away before the end: nothing more is relayed, and the upstream is read on
-   * to its usage report for at most STREAM_LEFT_READ_MS, then aborted.
+   * The consumer went away before the end: nothing more is relayed, and the upstream is cut at
+   * once (its pending read then fails, and the pump settles what it read).
    */
   leave(): void {
     if (this.clientGone || this.ended) return;
     this.clientGone = true;
+    this.cutMs = performance.now();
     this.queue.length = 0;
     queuedCharsAll -= this.queuedChars;
     this.queuedChars = 0;
+    this.outcome.reply.close("abandoned");
     this.wakePump?.();
-    this.leftReadTimer = setTimeout(() => this.outcome.reply.close("abandoned"), this.deps.env.STREAM_LEFT_READ_MS);
   }
 
   private wake(): void {
@@ -262,6 +281,10 @@ export class Relay {
    */
   private handle(frame: StreamFrame): boolean | Promise<boolean> {
     if (frame.usage) this.reported = frame.usage;
+    if (frame.text !== "") {
+      if (this.textFrames++ === 0) this.firstTextMs = this.lastReadMs;
+      this.lastTextMs = this.lastReadMs;
+    }
     if (this.clientGone) {
       this.afterGone += frame.text;
       return true;
@@ -306,6 +329,7 @@ export class Relay {
           upstream.ended();
           break;
         }
+        if (this.cutMs === null) this.lastReadMs = performance.now();
         const piece = upstream.piece(chunk.value);
         // Before the piece's frames: a wire that opens with the input count reads it at the first.
         if (piece.inputTokensAtStart !== undefined) this.inputTokensAtStart ??= piece.inputTokensAtStart;
@@ -339,7 +363,6 @@ export class Relay {
       }
     }
     upstream?.close();
-    if (this.leftReadTimer) clearTimeout(this.leftReadTimer);
     const decision = decideEnd({
       clientGone: this.clientGone,
       withheld: this.withheld !== null,
@@ -357,8 +380,8 @@ export class Relay {
     switch (decision.output) {
       case "report":
         return this.reported!.output;
-      case "hold":
-        return this.admission.coveredOutputUnits;
+      case "cut":
+        return this.cutOutput();
       case "count_sent":
         return this.unreported(this.afterGone);
       case "meter":
@@ -368,7 +391,53 @@ export class Relay {
 
   /** What the upstream sent without a report: everything delivered, and `more` read after. */
   private unreported(more: string): Promise<number> {
-    return unreportedOutputTokens(this.admission, this.meter.delivered + more);
+    return unreportedOutputTokens(this.admission, this.meter.delivered + more, this.vendorCount, this.deps.log.bind(null, "warn"));
+  }
+
+  /** A stream cut when its client left: what was read until the cut and the allowance (unreported.ts). */
+  private async cutOutput(): Promise<number> {
+    const cut = await cutOutputTokens(
+      this.admission,
+      {
+        text: this.meter.delivered + this.afterGone,
+        answeredMs: this.answeredMs,
+        lastReadMs: this.lastReadMs,
+        cutMs: this.cutMs ?? performance.now(),
+        tpotMs: Math.min(this.outcome.backend.tpot.value, this.ownTpotMs()),
+      },
+      this.vendorCount,
+      this.deps.log.bind(null, "warn"),
+    );
+    // A running count the upstream sent (vLLM's continuous usage) is its own figure of what it generated.
+    const reported = Math.min(this.reported?.output ?? 0, this.admission.coveredOutputUnits);
+    this.cut = reported > cut.output ? { output: reported, metered: reported, allowance: 0 } : cut;
+    return this.cut.output;
+  }
+
+  /**
+   * How a stream that ended early was billed, for its usage record; and the operator's exposure
+   * on a cut: the allowance billed, or what a report that came after the leave showed beyond the
+   * cut's count.
+   */
+  private async early(decision: EndDecision, output: number): Promise<Settlement["early"]> {
+    const { model } = this.admission;
+    const backend = this.outcome.backend.name;
+    if (decision.end === "done") return undefined;
+    if (decision.end === "length_cut") return { endedBy: "gateway", outputMeteredUnits: output, outputAllowanceUnits: 0 };
+    if (decision.end === "failed") return { endedBy: "upstream", outputMeteredUnits: output, outputAllowanceUnits: 0 };
+    if (this.cut) {
+      this.deps.metrics.cutAllowanceBilled(model.id, backend, this.cut.allowance);
+      return { endedBy: "client", outputMeteredUnits: this.cut.metered, outputAllowanceUnits: this.cut.allowance };
+    }
+    // The upstream finished before the cut took effect: its report is billed; what the cut would have billed is the exposure.
+    if (decision.output === "report" && this.cutMs !== null)
+      this.deps.metrics.cutReportedBeyond(model.id, backend, output - (await this.cutOutput()));
+    return { endedBy: "client", outputMeteredUnits: output, outputAllowanceUnits: 0 };
+  }
+
+  /** This stream's time per token so far (infinite before its second text frame). */
+  private ownTpotMs(): number {
+    return this.textFrames < 2 ? Infinity : (this.lastTextMs - this.firstTextMs) / (this.textFrames - 1);
   }
 
   /** Settles the stream as decided, queues its last frames and reports its end on the bus. */
@@ -377,9 +446,9 @@ export class Relay {
     const usage = this.reported;
     // The prompt as reported, its cache parts and hosted calls included; the cost value's when the upstream reported none.
     const hosted = this.admission.hostedUnreported(this.outcome.backend.adapter.kind === "anthropic");
-    const prompt: Usage = usage
-      ? { ...usage }
-      : { input: (await this.admission.inputUnitsUnreported()) + hosted.inputUnits, output: 0, hosted_call: hosted.calls };
+    // A stream cut before its report may have told its prompt's count at its start (Anthropic's message_start).
+    const input = this.inputTokensAtStart ?? (await this.admission.inputUnitsUnreported()) + hosted.inputUnits;
+    const prompt: Usage = usage ? { ...usage } : { input, output: 0, hosted_call: hosted.calls };
     const delivered = this.meter.delivered;
     const output = await this.outputTokens(decision);
     let billedMicroMax: bigint | undefined;
@@ -400,6 +469,7 @@ export class Relay {
       content,
       billedMicroMax,
       floor,
+      early: await this.early(decision, output),
     });
     const billedMicro = settled?.billedMicro ?? null;
     this.hostedCallsBilled = this.admission.hostedCallsBilled(used);

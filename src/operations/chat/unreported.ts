@@ -1,21 +1,103 @@
 /**
- * A chat request's bill when the upstream reported no usage (it never does, or it was cut, or
- * the client left before its last chunk). Input: the request's cost value (its admission's input
- * count). Output: every token the upstream sent, visible and hidden reasoning, counted as the
- * vendor would (o200k where that is its tokenizer, else UTF-8 bytes, a bound for any byte-level
- * BPE); a model whose reasoning is hidden reports it only in usage, so without a report the bill
- * is all the hold covers. There is no other count of an unreported request.
+ * A chat request's output when the upstream reported no usage: it never does, or the client left
+ * and the stream was cut. The one count of an unreported or cut request.
+ *
+ *   visible   the text the upstream sent (content, refusal, visible reasoning, tool calls),
+ *             counted as its vendor counts: o200k for OpenAI's models; for a backend with a free
+ *             count endpoint (Anthropic, Gemini) that endpoint on the text; else, or when the
+ *             count fails (logged), its UTF-8 bytes, a bound for any byte-level BPE.
+ *   cut       a stream cut when its client left: the visible count of what was read until the
+ *             cut, plus hidden reasoning (a model whose reasoning is hidden: the time since the
+ *             upstream answered ÷ its time per token, less the visible count), plus the
+ *             in-flight allowance (what the backend can generate between its last event and
+ *             seeing the cut: that time plus STREAM_CUT_MS_MAX, ÷ its time per token). Never
+ *             more than the hold covers.
+ *   finished  a stream or reply that ended without a report: its visible count; a model whose
+ *             reasoning is hidden reports it only in usage, so its bill is all the hold covers.
  */
 import { type Admission, countsExactly } from "../../admission/admission.ts";
-import { takesReasoningEffort } from "../../catalog/reasoning.ts";
+import { hidesReasoning, takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { countTokens, utf8Bytes } from "../../tokens/count.ts";
+import type { VendorCount } from "../../providers/count.ts";
+import { invariant } from "../../invariant.ts";
+
+/** From a client's leave to the upstream's socket closing: the cut's bound (measured: bench/leave.ts). */
+export const STREAM_CUT_MS_MAX = 250;
+/**
+ * What a count endpoint may add to a text's own tokens: Anthropic's counts the text as a message,
+ * its framing included (a few tokens). The count's stated margin, on the customer's side.
+ */
+export const COUNT_FRAMING_TOKENS_MAX = 16;
+/** The fastest time per token an allowance is reckoned with: a backend measured faster counts as this fast. */
+export const CUT_TPOT_MS_MIN = 1;
+
+/** Where a count that fell back to bytes is logged. */
+export type CountLog = (event: string, fields: Record<string, unknown>) => void;
 
 /**
- * Output tokens for text the upstream sent without a usage report.
+ * The visible tokens of `text` as its vendor counts them.
+ * @example await visibleTokens(admission, "Hello!") // 2 on gpt-4o-mini; 6 (its bytes) on a backend without a count
+ */
+export async function visibleTokens(admission: Admission, text: string, vendorCount?: VendorCount, log?: CountLog): Promise<number> {
+  if (text === "") return 0;
+  if (countsExactly(admission.model)) return countTokens(text);
+  if (vendorCount) {
+    const counted = await vendorCount(text).catch(() => null);
+    if (counted !== null) return counted;
+    log?.("count_fell_back_to_bytes", { requestId: admission.requestId, model: admission.model.id });
+  }
+  return utf8Bytes(text);
+}
+
+/**
+ * Output tokens for text the upstream sent, finished without a usage report.
  * @example await unreportedOutputTokens(admission, "Hello!") // 2 on gpt-4o-mini; 6 (its bytes) on a Gemini model that does not reason
  */
-export async function unreportedOutputTokens(admission: Admission, text: string): Promise<number> {
+export async function unreportedOutputTokens(
+  admission: Admission,
+  text: string,
+  vendorCount?: VendorCount,
+  log?: CountLog,
+): Promise<number> {
   if (takesReasoningEffort(admission.model.id)) return admission.coveredOutputUnits;
-  const counted = countsExactly(admission.model) ? await countTokens(text) : utf8Bytes(text);
-  return Math.min(counted, admission.coveredOutputUnits);
+  return Math.min(await visibleTokens(admission, text, vendorCount, log), admission.coveredOutputUnits);
+}
+
+/** What the relay knows of a stream at its cut (performance-clock times, ms). */
+export interface CutFacts {
+  /** Everything read from the upstream until the cut. */
+  text: string;
+  /** When the upstream answered (its reply's headers). */
+  answeredMs: number;
+  /** The last read from the upstream. */
+  lastReadMs: number;
+  /** When the client left. */
+  cutMs: number;
+  /** The backend's time per token: the lower of its measured estimate and this stream's own. */
+  tpotMs: number;
+}
+
+/** A cut stream's output: billed = metered + allowance, within the hold. */
+export interface CutOutput {
+  output: number;
+  /** The visible tokens read until the cut. */
+  metered: number;
+  /** Hidden reasoning and in-flight tokens billed on top of the metered ones. */
+  allowance: number;
+}
+
+/**
+ * The output of a stream cut when its client left.
+ * @example await cutOutputTokens(admission, { text: "Hi there", answeredMs: 0, lastReadMs: 100, cutMs: 110, tpotMs: 20 }) // { metered: 2, allowance: 14, output: 16 } on gpt-4o-mini
+ */
+export async function cutOutputTokens(admission: Admission, cut: CutFacts, vendorCount?: VendorCount, log?: CountLog): Promise<CutOutput> {
+  const covered = admission.coveredOutputUnits;
+  const metered = Math.min(await visibleTokens(admission, cut.text, vendorCount, log), covered);
+  const tpotMs = Math.max(CUT_TPOT_MS_MIN, Number.isFinite(cut.tpotMs) ? cut.tpotMs : CUT_TPOT_MS_MIN);
+  const inFlight = Math.ceil((Math.max(0, cut.cutMs - cut.lastReadMs) + STREAM_CUT_MS_MAX) / tpotMs);
+  const generated = Math.floor(Math.max(0, cut.cutMs - cut.answeredMs) / tpotMs);
+  const hidden = hidesReasoning(admission.model) ? Math.max(0, generated - metered) : 0;
+  const output = Math.min(covered, metered + hidden + inFlight);
+  invariant(metered <= output && output <= covered, "cut_within_bounds", { requestId: admission.requestId, metered, output, covered });
+  return { output, metered, allowance: output - metered };
 }

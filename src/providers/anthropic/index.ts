@@ -2,7 +2,7 @@
 import { choicesOf } from "../choices.ts";
 import type { ChatAdapter, ProviderAdapter } from "../types.ts";
 import { anthropicErrorToFailure } from "./errors.ts";
-import { openAIToAnthropicRequest } from "./request.ts";
+import { anthropicCount, openAIToAnthropicRequest } from "./request.ts";
 import { anthropicToOpenAIResponse } from "./response.ts";
 import { AnthropicStreamDecoder } from "./stream.ts";
 
@@ -13,6 +13,7 @@ export function anthropicAdapter(apiKey: string | undefined): ProviderAdapter {
     buildChatRequest: (input) => (choicesOf(input.body) > 1 ? undefined : openAIToAnthropicRequest(input, apiKey)),
     parseChatResponse: anthropicToOpenAIResponse,
     createChatStreamDecoder: (context) => new AnthropicStreamDecoder(context),
+    count: anthropicCount(apiKey),
   };
   return { kind: "anthropic", errorToFailure: anthropicErrorToFailure, chat };
 }

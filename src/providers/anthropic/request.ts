@@ -21,7 +21,7 @@ import {
   type ContentPart,
 } from "../chatShape.ts";
 import type { AnthropicExtras } from "../../operations/chat/schema.ts";
-import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
+import type { ChatRequestInput, JsonUpstreamRequest, TextCountAdapter } from "../types.ts";
 
 /** The API version every request names; replies and events below follow it. */
 export const ANTHROPIC_VERSION = "2023-06-01";
@@ -211,4 +211,31 @@ export function openAIToAnthropicRequest(input: ChatRequestInput, apiKey: string
   if (extras?.betas && extras.betas.length > 0) headers["anthropic-beta"] = extras.betas.join(",");
   if (apiKey) headers["x-api-key"] = apiKey;
   return { path: "/v1/messages", body: JSON.stringify(body), headers };
+}
+
+/**
+ * Anthropic's free count (`POST /v1/messages/count_tokens`) of a text sent as one user message:
+ * its `input_tokens`, the text's tokens and the message's few framing tokens.
+ * @example anthropicCount(key).buildCountRequest("Hi", "claude-sonnet-4") // { path: "/v1/messages/count_tokens", … }
+ */
+export function anthropicCount(apiKey: string | undefined): TextCountAdapter {
+  return {
+    buildCountRequest: (text, upstreamModel) => {
+      const headers: Record<string, string> = { "content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION };
+      if (apiKey) headers["x-api-key"] = apiKey;
+      const body = JSON.stringify({ model: upstreamModel, messages: [{ role: "user", content: text }] });
+      return { path: "/v1/messages/count_tokens", body, headers };
+    },
+    parseCountResponse: (text) => countField(text, "input_tokens"),
+  };
+}
+
+/** A non-negative integer field of a count reply's JSON, or null. */
+export function countField(text: string, field: string): number | null {
+  try {
+    const value = (JSON.parse(text) as Record<string, unknown> | null)?.[field];
+    return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : null;
+  } catch {
+    return null;
+  }
 }

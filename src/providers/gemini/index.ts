@@ -3,7 +3,7 @@ import { choicesOf } from "../choices.ts";
 import type { ChatAdapter, ProviderAdapter } from "../types.ts";
 import { geminiEmbeddings } from "./embeddings.ts";
 import { geminiErrorToFailure } from "./errors.ts";
-import { openAIToGeminiRequest } from "./request.ts";
+import { geminiCount, openAIToGeminiRequest } from "./request.ts";
 import { geminiToOpenAIResponse } from "./response.ts";
 import { GeminiStreamDecoder } from "./stream.ts";
 
@@ -14,6 +14,7 @@ export function geminiAdapter(apiKey: string | undefined): ProviderAdapter {
     buildChatRequest: (input) => (choicesOf(input.body) > 1 ? undefined : openAIToGeminiRequest(input, apiKey)),
     parseChatResponse: geminiToOpenAIResponse,
     createChatStreamDecoder: (context) => new GeminiStreamDecoder(context),
+    count: geminiCount(apiKey),
   };
   return { kind: "gemini", errorToFailure: geminiErrorToFailure, chat, embeddings: geminiEmbeddings(apiKey) };
 }

@@ -13,7 +13,8 @@ import {
   type ChatMessage,
   type ChatShape,
 } from "../chatShape.ts";
-import type { ChatRequestInput, JsonUpstreamRequest } from "../types.ts";
+import type { ChatRequestInput, JsonUpstreamRequest, TextCountAdapter } from "../types.ts";
+import { countField } from "../anthropic/request.ts";
 import { imageTypeOfUrl } from "../../tokens/media.ts";
 
 type Part = Record<string, unknown>;
@@ -154,4 +155,20 @@ export function openAIToGeminiRequest(input: ChatRequestInput, apiKey: string | 
   };
   if (apiKey) headers["x-goog-api-key"] = apiKey;
   return { path, body: JSON.stringify(body), headers };
+}
+
+/**
+ * Gemini's free count (`POST /v1beta/models/{m}:countTokens`) of a text as one user turn: its `totalTokens`.
+ * @example geminiCount(key).buildCountRequest("Hi", "gemini-2.5-flash") // { path: "/v1beta/models/gemini-2.5-flash:countTokens", … }
+ */
+export function geminiCount(apiKey: string | undefined): TextCountAdapter {
+  return {
+    buildCountRequest: (text, upstreamModel) => {
+      const headers: Record<string, string> = { "content-type": "application/json" };
+      if (apiKey) headers["x-goog-api-key"] = apiKey;
+      const body = JSON.stringify({ contents: [{ role: "user", parts: [{ text }] }] });
+      return { path: `/v1beta/models/${encodeURIComponent(upstreamModel)}:countTokens`, body, headers };
+    },
+    parseCountResponse: (text) => countField(text, "totalTokens"),
+  };
 }
