@@ -12,7 +12,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
 import { STATUS_CLIENT_CLOSED } from "../src/admission/admission.ts";
+import { COUNT_FRAMING_TOKENS_MAX, CUT_TPOT_MS_MIN, STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
 import type { SimLogEntry } from "../src/sim/log.ts";
+import { simVocabulary } from "../src/sim/text.ts";
 import type { SimOptions } from "../src/sim/options.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
@@ -137,9 +139,11 @@ async function sendAndLeaveBeforeFirstByte(key: string, path: string, body: Reco
   const abort = new AbortController();
   const calls = sim().log.inFlight + sim().log.totals.requests;
   const pending = post(key, path, body, abort.signal);
-  pending.catch(() => {});
-  // Once the upstream has it, the gateway owes the vendor's bill.
-  await until(() => sim().log.inFlight + sim().log.totals.requests > calls, RECORD_WAIT_MS_MAX);
+  // Once the upstream has it, the gateway owes the vendor's bill; a refusal never reaches it.
+  const refused = pending.then((r) => (r.status === 200 ? new Promise<never>(() => {}) : r));
+  const reached = until(() => sim().log.inFlight + sim().log.totals.requests > calls, RECORD_WAIT_MS_MAX);
+  const first = await Promise.race([refused, reached]);
+  if (first instanceof Response) throw new Error(`refused ${first.status}: ${await first.text()}`);
   abort.abort();
   const response = await pending.catch(() => null);
   await response?.body?.cancel().catch(() => {});
@@ -614,16 +618,45 @@ type HostedScenario = typeof hostedScenario extends fc.Arbitrary<infer T> ? T : 
 /** Every generated case: mostly the plain ones, a share with the hosted tool (the run count stays FUZZ_RUNS). */
 const anyScenario = fc.oneof({ arbitrary: scenario, weight: 4 }, { arbitrary: hostedScenario, weight: 1 });
 
-let anthropicPools: Promise<void> | undefined;
-/** The Claude models served by the simulator's Anthropic wire (the default pools speak OpenAI's), set once. */
+let anthropicPool: Promise<void> | undefined;
+/** The hosted tool's Claude model served by the simulator's Anthropic wire (the default pools speak OpenAI's), set once. */
 function withAnthropicPool(): Promise<void> {
-  const claude = async (model: string, upstreamModel: string) => {
-    const backend = { name: "anthropic-sim", kind: "anthropic", url: sim().url, upstream_model: upstreamModel, region: "abroad" };
-    const r = await t.admin("PUT", `/admin/pools/${model}`, { backends: [backend] });
-    if (r.status !== 200) throw new Error(`pool not set: ${r.status} ${JSON.stringify(r.body)}`);
-  };
-  anthropicPools ??= Promise.all([claude(HOSTED.model, "claude-sonnet-4-20250514"), claude(CLAUDE.model, CLAUDE.upstream)]).then(() => {});
-  return anthropicPools;
+  anthropicPool ??= setPool(HOSTED.model, {
+    name: "anthropic-sim",
+    kind: "anthropic",
+    url: sim().url,
+    upstream_model: "claude-sonnet-4-20250514",
+  });
+  return anthropicPool;
+}
+
+async function setPool(model: string, backend: Record<string, unknown>): Promise<void> {
+  const r = await t.admin("PUT", `/admin/pools/${model}`, { backends: [{ region: "abroad", ...backend }] });
+  if (r.status !== 200) throw new Error(`pool not set: ${r.status} ${JSON.stringify(r.body)}`);
+}
+
+/** The speed each generated case's model is served at now (its pool's one backend). */
+const poolSpeeds = new Map<string, number>();
+
+/**
+ * Serves a model from a backend of the case's speed: one backend per speed (`sim-20ms` …), all on
+ * the one simulator. A backend has a speed and the gateway measures it (its time per token, which
+ * the in-flight allowance is reckoned from); a single backend whose speed the test changed from one
+ * request to the next would have no time per token to measure.
+ */
+async function poolAtSpeed(model: string, itlMs: number, key: string): Promise<void> {
+  if (poolSpeeds.get(model) === itlMs) return;
+  const claude = model === CLAUDE.model;
+  await setPool(model, {
+    name: `sim-${itlMs}ms`,
+    kind: claude ? "anthropic" : "openai",
+    url: claude ? sim().url : `${sim().url}/v1`,
+    ...(claude ? { upstream_model: CLAUDE.upstream } : {}),
+  });
+  poolSpeeds.set(model, itlMs);
+  // A new backend starts from the estimates of the one it replaced: one short stream read whole measures it.
+  Object.assign(sim().options, defaults, { itlMs, outputTokens: 4 });
+  await send(key, "/v1/chat/completions", { model, stream: true, max_tokens: 4, messages: [{ role: "user", content: "Warm up." }] });
 }
 
 function hostedRequest(s: HostedScenario): { path: string; body: Record<string, unknown> } {
@@ -673,25 +706,41 @@ async function hostedCase(s: HostedScenario, key: string): Promise<void> {
 }
 
 /**
- * The cut's bound: a client that leaves has its upstream cut within this (docs/streaming.md), so
- * the upstream generates for at most this long after the last event the gateway read.
- */
-const CUT_MS_MAX = 250;
-/**
  * The tokenizer's margin on the output metered until a cut (per choice): the gateway counts the
- * text it read with the vendor's tokenizer (o200k for OpenAI-family models, the vendor's own count
- * elsewhere), the simulator by its own rule, and the two split the same text differently at its
- * joins: the word a chunk ends with and the next chunk's first, a reply's leading space, the
- * choices' texts counted joined. A few tokens per choice, never a share of the reply.
+ * text it read with the vendor's tokenizer (o200k for OpenAI-family models), the simulator by its
+ * own rule, and the two split the same text differently only at its joins (the word a chunk ends
+ * with and the next chunk's first, the choices' texts counted joined). A vendor's count endpoint
+ * (Anthropic's) counts the text as a message: its framing on top, the gateway's stated
+ * COUNT_FRAMING_TOKENS_MAX. A few tokens either way, never a share of the reply.
  */
 const TOKENIZER_SLACK_TOKENS = 4;
 
 /**
- * The stated allowance of a request whose client left, in tokens: the input the gateway counted
- * itself when the upstream had not reported it (at most the cost value's bound: the body's bytes
- * + 1,000), and the output an upstream of this speed generates between the last event read and
- * the cut (CUT_MS_MAX at its time per token; a whole reply, for all of its time) plus the
- * tokenizer's margin. An upstream that sends everything at once is bounded by the hold alone.
+ * The gateway measures a backend's time per token from when its tokens arrive (a peak EWMA over
+ * its streams, and the stream's own): the simulator sleeps at least itlMs between tokens, but on
+ * a busy machine its timers fire late and tokens arrive in bursts, so the measure can be down to
+ * this share of it (seen: 0.7 at 20 ms on the shared 2-core machine).
+ */
+const TPOT_MEASURED_SHARE_MIN = 0.5;
+
+/**
+ * Models whose text the gateway counts by its UTF-8 bytes after a cut (docs/billing.md): no
+ * public tokenizer, no free count endpoint on their backend; bytes bound any byte-level BPE.
+ */
+const BYTES_COUNTED: ReadonlySet<string> = new Set(["deepseek-v3", "deepseek-r1"]);
+/** The simulator's longest word with its leading space ("between", "quietly" …): a token's bytes at most. */
+const SIM_TOKEN_BYTES_MAX = 1 + Math.max(...simVocabulary.map((w) => Buffer.byteLength(w)));
+
+/** How late the gateway may see a read or a client's leave on the shared machine (its event loop busy): the gap between them grows by it. */
+const EVENT_LOOP_LAG_MS_MAX = 100;
+
+/**
+ * The stated allowance of a request whose client left, in tokens, as the gateway states it
+ * (src/operations/chat/unreported.ts): the input it counted itself when the upstream had not
+ * reported it (at most the cost value's bound), and beyond the output metered until the cut, the
+ * in-flight tokens: what a backend of this speed generates between the last event read (at most
+ * one token's time before the leave, and the event loop's lag) and the cut (STREAM_CUT_MS_MAX), at its time per token (no
+ * faster than CUT_TPOT_MS_MIN); a whole reply, for all of its time. Plus the tokenizer's margin.
  */
 function leaveAllowance(
   s: Scenario,
@@ -700,9 +749,11 @@ function leaveAllowance(
   durationMs: number,
 ): { input: bigint; output: bigint } {
   const input = BigInt(Math.max(0, promptBound(body) - vendor.promptTokens));
-  if (s.itlMs === 0) return { input, output: BigInt(Number.MAX_SAFE_INTEGER) };
-  const generatingMs = s.stream ? CUT_MS_MAX : durationMs + CUT_MS_MAX;
-  return { input, output: BigInt(Math.ceil(generatingMs / s.itlMs) + TOKENIZER_SLACK_TOKENS * s.n) };
+  const tpotMs = Math.max(s.itlMs * TPOT_MEASURED_SHARE_MIN, CUT_TPOT_MS_MIN);
+  const generatingMs = (s.stream ? s.itlMs : durationMs) + EVENT_LOOP_LAG_MS_MAX + STREAM_CUT_MS_MAX;
+  const margin = TOKENIZER_SLACK_TOKENS * s.n + (s.model === CLAUDE.model ? COUNT_FRAMING_TOKENS_MAX : 0);
+  const read = BYTES_COUNTED.has(s.model) ? (SIM_TOKEN_BYTES_MAX - 1) * vendor.completionTokens : 0;
+  return { input, output: BigInt(read + Math.ceil(generatingMs / tpotMs) + margin) };
 }
 
 /** The cost value's allowance for an image by URL and for a file by id (docs/billing.md): the gateway cannot see their size. */
@@ -732,13 +783,13 @@ function reportMicro(s: Scenario, vendor: SimLogEntry): bigint {
  * report, the hold), a report outside the bounds recorded as an anomaly on the usage record.
  */
 async function plainCase(s: Scenario, key: { key: string; keyId: string }): Promise<void> {
-  if (s.model === CLAUDE.model) await withAnthropicPool();
+  await poolAtSpeed(s.model, s.itlMs, key.key);
   // At the edge the upstream would generate far past the wallet if it were told the requested limit.
   const edge = s.edgeWallet ? { outputTokens: 20_000 } : { outputTokens: s.outputTokens };
   Object.assign(sim().options, defaults, UPSTREAMS[s.upstream], { itlMs: s.itlMs }, edge);
   const r = request(s);
   const before = await writtenOff();
-  const payer = s.edgeWallet ? await edgeKey(s, r.body) : s.client.kind === "before_first_byte" ? await t.fundedKey(1_000) : key;
+  const payer = s.edgeWallet ? await edgeKey(s, r.body) : s.client.kind === "before_first_byte" ? await t.fundedKey(10_000) : key;
   let requestId: string;
   if (s.client.kind === "before_first_byte") {
     await sendAndLeaveBeforeFirstByte(payer.key, r.path, r.body);
