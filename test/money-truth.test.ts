@@ -118,7 +118,7 @@ async function send(
   path: string,
   body: Record<string, unknown>,
   client: Exclude<Client, { kind: "before_first_byte" }> = { kind: "all" },
-): Promise<{ requestId: string; status: number }> {
+): Promise<{ requestId: string; status: number; leftAt?: number }> {
   const abort = new AbortController();
   const response = await post(key, path, body, abort.signal);
   const requestId = response.headers.get("x-request-id")!;
@@ -129,13 +129,14 @@ async function send(
   const reader = response.body.getReader();
   for (let chunks = 0; chunks < client.afterChunks; chunks++) if ((await reader.read()).done) break;
   if (client.kind === "pause") await Bun.sleep(client.pauseMs); // the client's own behaviour, not a wait for a condition
+  const leftAt = Date.now();
   abort.abort();
   await reader.cancel().catch(() => {});
-  return { requestId, status: response.status };
+  return { requestId, status: response.status, leftAt };
 }
 
 /** Posts a body and leaves once the upstream has the request, before any byte of the reply is read. */
-async function sendAndLeaveBeforeFirstByte(key: string, path: string, body: Record<string, unknown>): Promise<void> {
+async function sendAndLeaveBeforeFirstByte(key: string, path: string, body: Record<string, unknown>): Promise<number> {
   const abort = new AbortController();
   const calls = sim().log.inFlight + sim().log.totals.requests;
   const pending = post(key, path, body, abort.signal);
@@ -144,9 +145,11 @@ async function sendAndLeaveBeforeFirstByte(key: string, path: string, body: Reco
   const reached = until(() => sim().log.inFlight + sim().log.totals.requests > calls, RECORD_WAIT_MS_MAX);
   const first = await Promise.race([refused, reached]);
   if (first instanceof Response) throw new Error(`refused ${first.status}: ${await first.text()}`);
+  const leftAt = Date.now();
   abort.abort();
   const response = await pending.catch(() => null);
   await response?.body?.cancel().catch(() => {});
+  return leftAt;
 }
 
 /** The request id of a key's one request, once its usage record is written (a client that left before the headers). */
@@ -778,6 +781,21 @@ function reportMicro(s: Scenario, vendor: SimLogEntry): bigint {
 }
 
 /**
+ * A request whose client left: its upstream cut within the bound (a stream; a whole reply runs
+ * on), and billed at most the vendor's bill plus the stated allowance, part by part (the input's
+ * allowance must not hide an output billed beyond its own) and in money.
+ */
+function leftWithin(s: Scenario, body: Record<string, unknown>, record: Ledger, vendor: SimLogEntry, leftAt?: number): void {
+  if (s.stream && leftAt !== undefined) expect(vendor.endedAt - leftAt).toBeLessThanOrEqual(STREAM_CUT_MS_MAX + EVENT_LOOP_LAG_MS_MAX);
+  const allowance = leaveAllowance(s, body, vendor, record.durationMs);
+  const price = PRICES[s.model]!;
+  expect(record.output).toBeLessThanOrEqual(BigInt(vendor.completionTokens) + allowance.output);
+  expect(record.input).toBeLessThanOrEqual(BigInt(vendor.promptTokens) + allowance.input);
+  const bill = BigInt(vendor.promptTokens) * price.in + BigInt(vendor.completionTokens) * price.out;
+  expect(record.billed).toBeLessThanOrEqual(bill + allowance.input * price.in + allowance.output * price.out);
+}
+
+/**
  * One generated case's two sides. Honest: vendor's bill ≤ charged ≤ vendor's bill + the stated
  * allowance (exact for a reply read to its end). Dishonest: the proven floor ≤ charged ≤ min(its
  * report, the hold), a report outside the bounds recorded as an anomaly on the usage record.
@@ -791,18 +809,18 @@ async function plainCase(s: Scenario, key: { key: string; keyId: string }): Prom
   const before = await writtenOff();
   const payer = s.edgeWallet ? await edgeKey(s, r.body) : s.client.kind === "before_first_byte" ? await t.fundedKey(10_000) : key;
   let requestId: string;
+  let leftAt: number | undefined;
   if (s.client.kind === "before_first_byte") {
-    await sendAndLeaveBeforeFirstByte(payer.key, r.path, r.body);
+    leftAt = await sendAndLeaveBeforeFirstByte(payer.key, r.path, r.body);
     requestId = await onlyRequestOf(payer.keyId);
   } else {
     const sent = await send(payer.key, r.path, r.body, s.stream || s.client.kind === "all" ? s.client : { kind: "all" });
     if (sent.status !== 200) throw new Error(`refused ${sent.status}: ${JSON.stringify(r.body)}`);
-    requestId = sent.requestId;
+    ({ requestId, leftAt } = sent);
   }
   const record = await usageRecord(requestId);
   const bill = await vendorBill(requestId, s.model);
   const [vendor] = sim().log.byRequestId(requestId);
-  const price = PRICES[s.model]!;
   // The hold, part by part: the prompt's bound, the output limit the upstream was told (n choices).
   expect(record.input).toBeLessThanOrEqual(BigInt(promptBound(r.body)));
   if (r.outputLimit !== null) expect(record.output).toBeLessThanOrEqual(BigInt(r.outputLimit * s.n));
@@ -814,13 +832,7 @@ async function plainCase(s: Scenario, key: { key: string; keyId: string }): Prom
   if (s.upstream === "honest" || left) {
     if (!left)
       expect(record.billed).toBe(bill); // read to its end: the upstream's report, exactly
-    else {
-      // Part by part (the input's allowance must not hide an output billed beyond its own), then in money.
-      const allowance = leaveAllowance(s, r.body, vendor!, record.durationMs);
-      expect(record.output).toBeLessThanOrEqual(BigInt(vendor!.completionTokens) + allowance.output);
-      expect(record.input).toBeLessThanOrEqual(BigInt(vendor!.promptTokens) + allowance.input);
-      expect(record.billed).toBeLessThanOrEqual(bill + allowance.input * price.in + allowance.output * price.out);
-    }
+    else leftWithin(s, r.body, record, vendor!, leftAt);
     if (s.upstream === "honest") expect(record.anomalies).toBeNull();
     return;
   }
