@@ -200,7 +200,7 @@ class InternalService {
       if (cancelled) return;
       cancelled = true;
       this.stats.cancelled++;
-      controller.abort(); // the relay's client signal: drain, abort the upstream, bill once
+      controller.abort(); // the relay's client signal: cut the upstream at once, bill once
       wakeCredit?.();
     };
     this.cancels.add(cancel);

@@ -236,3 +236,13 @@ test("the usage log's records of every release read as the same record: the pair
   for (const [shape, value] of Object.entries(shapes))
     expect({ shape, record: usageRecordSchema.parse(value) }).toEqual({ shape, record: r });
 });
+
+test("a record of a request that ended early reads back with who ended it and its output's metered and allowance units; a record without them (the release before) reads as one that ran to its end", () => {
+  const early: UsageRecord = { ...record(2), endedBy: "client", outputMeteredUnits: 7, outputAllowanceUnits: 13 };
+  const row = JSON.parse(JSON.stringify(recordRow(early)));
+  expect(row).toMatchObject({ endedBy: "client", outputMeteredUnits: 7, outputAllowanceUnits: 13 });
+  expect(usageRecordSchema.parse(row)).toEqual(early);
+  const before = usageRecordSchema.parse(JSON.parse(JSON.stringify(recordRow(record(3)))));
+  expect(before.endedBy).toBeUndefined();
+  expect(() => usageRecordSchema.parse({ ...row, endedBy: "someone" })).toThrow();
+});

@@ -156,7 +156,7 @@ export class Metrics {
     });
     this.cutAllowance = new Counter({
       name: "darvaze_cut_allowance_tokens_total",
-      help: "Output tokens billed as allowance on streams cut when their client left (hidden reasoning and the in-flight tokens, beyond what was metered until the cut).",
+      help: "Output tokens billed as allowance when a client left (a cut stream's hidden reasoning and in-flight tokens, a hung-up whole reply's time), beyond what was metered until the cut.",
       labelNames: ["model", "backend"],
       registers,
     });

@@ -9,7 +9,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { optionsFromArgs } from "./main.ts";
 import { startSimulator, type Simulator } from "./server.ts";
 import { simCompletion } from "./text.ts";
-import { simPromptTokens } from "./tokens.ts";
+import { simCountTokens, simPromptTokens } from "./tokens.ts";
+import { anthropicCount } from "../providers/anthropic/request.ts";
+import { geminiCount } from "../providers/gemini/request.ts";
 
 let sim: Simulator;
 const KEY = "sim-test-key";
@@ -320,5 +322,45 @@ describe("OpenAI chat via openai: the same tool-call rule", () => {
     });
     expect(reply.choices[0]!.finish_reason).toBe("stop");
     expect(reply.choices[0]!.message.content!.length).toBeGreaterThan(0);
+  });
+});
+
+describe("the vendors' free count endpoints, through the gateway's adapters", () => {
+  const text = "Hello, world! naïve café";
+  const logged = () => sim.log.entries().length;
+
+  test("Anthropic's count_tokens: the text as one message by the prompt rule, nothing logged (a count is free)", async () => {
+    const before = logged();
+    const count = anthropicCount(KEY);
+    const request = count.buildCountRequest(text, "claude-sim");
+    const response = await fetch(sim.url + request.path, { method: "POST", headers: request.headers, body: request.body });
+    expect(count.parseCountResponse(await response.text())).toBe(simPromptTokens([{ content: text }]));
+    expect(logged()).toBe(before);
+    // The SDK's own count call reads the same reply.
+    const sdk = await new Anthropic({ apiKey: KEY, baseURL: sim.url, maxRetries: 0 }).messages.countTokens({
+      model: "claude-sim",
+      messages: [{ role: "user", content: text }],
+    });
+    expect(sdk.input_tokens).toBe(simPromptTokens([{ content: text }]));
+  });
+
+  test("Gemini's countTokens: the parts' text as it counts what it generates", async () => {
+    const count = geminiCount(KEY);
+    const request = count.buildCountRequest(text, "gemini-sim");
+    const response = await fetch(sim.url + request.path, { method: "POST", headers: request.headers, body: request.body });
+    expect(count.parseCountResponse(await response.text())).toBe(simCountTokens(text));
+    const sdk = await new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: sim.url } }).models.countTokens({
+      model: "gemini-sim",
+      contents: text,
+    });
+    expect(sdk.totalTokens).toBe(simCountTokens(text));
+  });
+
+  test("a count refused (a wrong key) or unreadable is null: the caller falls back", async () => {
+    const request = anthropicCount("wrong").buildCountRequest(text, "claude-sim");
+    const response = await fetch(sim.url + request.path, { method: "POST", headers: request.headers, body: request.body });
+    expect(response.status).toBe(401);
+    expect(anthropicCount(KEY).parseCountResponse("{}")).toBeNull();
+    expect(geminiCount(KEY).parseCountResponse("not json")).toBeNull();
   });
 });

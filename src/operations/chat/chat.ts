@@ -14,6 +14,7 @@
  * (src/internal/service.ts) call it and only translate its result.
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
+import type { Backend } from "../../../actors/pool/backend.ts";
 import {
   countsExactly,
   type Admission,
@@ -22,6 +23,7 @@ import {
   operationModel,
   type Reserve,
   servingPool,
+  STATUS_CLIENT_CLOSED,
 } from "../../admission/admission.ts";
 import { valueWithUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
@@ -29,7 +31,7 @@ import { type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { generatedText, type GeneratedFields } from "../../providers/chatShape.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
-import { unreportedOutputTokens } from "./unreported.ts";
+import { cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { type Admitted, type Refused, run } from "../run.ts";
@@ -117,7 +119,7 @@ export interface ChatInput {
   credentials: Credentials;
   /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
   readBody: () => Promise<{ value: unknown; text: string } | Failure>;
-  /** Aborted when the caller goes away: a stream is then drained, cut and billed once. */
+  /** Aborted when the caller goes away: the upstream call is then cut at once and billed once (unreported.ts). */
   signal: AbortSignal;
   /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
   lowerToWindow?: boolean;
@@ -151,6 +153,7 @@ async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): 
   const { prepared, admission, requestId, caller } = admitted;
   const { body, budget, pool } = prepared;
   const stream = body.stream === true;
+  const sentMs = performance.now();
   const outcome = await pool.chat({
     body: withHostedCalls(body, admission.hostedCallsAllowed),
     stream,
@@ -158,12 +161,36 @@ async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): 
     requestId,
     created: Math.floor(Date.now() / 1000),
     region: caller.region,
-    // Only a stream is cut when its client leaves: Bun's request.signal costs about a tenth of
-    // the throughput, and a whole reply is billed in full anyway.
-    signal: stream ? signal : undefined,
+    // A client that hangs up cuts the upstream call, stream or whole reply.
+    signal,
   });
   admitted.backend = outcome.backend?.name ?? null;
-  return outcome.kind === "failed" ? outcome.failure : outcome;
+  if (outcome.kind !== "failed") return outcome;
+  if (signal.aborted && outcome.backend) await settleHungUp(admitted, outcome.backend, sentMs);
+  return outcome.failure;
+}
+
+/**
+ * A client that hung up before any byte of the reply: the upstream call was cut, so nothing it
+ * generated was seen. Billed (499) its input and a time-based output allowance (unreported.ts: the
+ * time since it was sent ÷ the backend's time per token, within the limit sent).
+ */
+async function settleHungUp(admitted: Admitted<ChatPrepared>, backend: Backend, sentMs: number): Promise<void> {
+  const { admission, deps } = admitted;
+  const hosted = admission.hostedUnreported(backend.adapter.kind === "anthropic");
+  const input = (await admission.inputUnitsUnreported()) + hosted.inputUnits;
+  const now = performance.now();
+  const cut = await cutOutputTokens(admission, {
+    text: "",
+    answeredMs: sentMs,
+    lastReadMs: sentMs,
+    cutMs: now,
+    tpotMs: backend.tpot.value,
+  });
+  deps.metrics.cutAllowanceBilled(admission.model.id, backend.name, cut.allowance);
+  await admission.settle({ input, output: cut.output, hosted_call: hosted.calls }, backend.name, STATUS_CLIENT_CLOSED, {
+    early: { endedBy: "client", outputMeteredUnits: cut.metered, outputAllowanceUnits: cut.allowance },
+  });
 }
 
 /** A whole reply, settled at its usage; or a stream, settled by its relay at its end. */

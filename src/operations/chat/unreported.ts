@@ -7,11 +7,12 @@
  *             count endpoint (Anthropic, Gemini) that endpoint on the text; else, or when the
  *             count fails (logged), its UTF-8 bytes, a bound for any byte-level BPE.
  *   cut       a stream cut when its client left: the visible count of what was read until the
- *             cut, plus hidden reasoning (a model whose reasoning is hidden: the time since the
- *             upstream answered ÷ its time per token, less the visible count), plus the
+ *             cut, plus hidden reasoning (a model whose reasoning is hidden: the time from the
+ *             upstream's answer to its last event ÷ its time per token, less the visible count), plus the
  *             in-flight allowance (what the backend can generate between its last event and
  *             seeing the cut: that time plus STREAM_CUT_MS_MAX, ÷ its time per token). Never
- *             more than the hold covers.
+ *             more than the hold covers. A whole reply (or a stream before its first event)
+ *             whose client hung up: no text, so the in-flight allowance from the call's start.
  *   finished  a stream or reply that ended without a report: its visible count; a model whose
  *             reasoning is hidden reports it only in usage, so its bill is all the hold covers.
  */
@@ -95,7 +96,8 @@ export async function cutOutputTokens(admission: Admission, cut: CutFacts, vendo
   const metered = Math.min(await visibleTokens(admission, cut.text, vendorCount, log), covered);
   const tpotMs = Math.max(CUT_TPOT_MS_MIN, Number.isFinite(cut.tpotMs) ? cut.tpotMs : CUT_TPOT_MS_MIN);
   const inFlight = Math.ceil((Math.max(0, cut.cutMs - cut.lastReadMs) + STREAM_CUT_MS_MAX) / tpotMs);
-  const generated = Math.floor(Math.max(0, cut.cutMs - cut.answeredMs) / tpotMs);
+  // Until its last event; the in-flight allowance counts the time after it.
+  const generated = Math.floor(Math.max(0, cut.lastReadMs - cut.answeredMs) / tpotMs);
   const hidden = hidesReasoning(admission.model) ? Math.max(0, generated - metered) : 0;
   const output = Math.min(covered, metered + hidden + inFlight);
   invariant(metered <= output && output <= covered, "cut_within_bounds", { requestId: admission.requestId, metered, output, covered });
