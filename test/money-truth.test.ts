@@ -853,7 +853,8 @@ async function plainCase(s: Scenario, key: { key: string; keyId: string }): Prom
     if (s.upstream === "honest") expect(record.anomalies).toBeNull();
     return;
   }
-  if (s.upstream === "no_usage") return; // no report: the floor and the hold bound it
+  // No report: the floor and the hold bound it, and the record says the report was missing.
+  if (s.upstream === "no_usage") return void expect(record.anomalies ?? "").toContain("usage_missing");
   // A report outside the bounds is clamped or raised, and the record says so.
   const report = reportMicro(s, vendor!);
   if (s.upstream === "lies_high") expect(record.billed).toBeLessThanOrEqual(report);

@@ -209,6 +209,7 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, si
   const settled = await admission.settle(used, outcome.backend.name, 200, {
     content: () => ({ prompt: body.messages, completion: generated }),
     floor,
+    usageMissing: outcome.usage === null,
   });
   return {
     kind: "json",
