@@ -460,6 +460,11 @@ export interface SettleExtra {
    * raised to it (an upstream anomaly, like a report above the bounds).
    */
   floor?: UsedFloor;
+  /**
+   * The upstream finished without a usage report (a proxy that drops it, a host that ignores
+   * `stream_options`): billed by the gateway's own count, and recorded as an upstream anomaly.
+   */
+  usageMissing?: boolean;
   /** A request that ended early: who ended it, its output metered and the allowance billed on top (the usage record keeps them). */
   early?: Settlement["early"];
 }
@@ -470,10 +475,13 @@ export interface UsedFloor {
   output: number;
 }
 
-/** An upstream anomaly: a part of its usage report outside the request's bounds, clamped (`over`) or raised (`under`). */
+/**
+ * An upstream anomaly: a part of its usage report outside the request's bounds, clamped (`over`)
+ * or raised (`under`); or no report at all from an upstream that finished (`usage_missing`).
+ */
 export interface UsageAnomaly {
   part: string;
-  kind: "over" | "under";
+  kind: "over" | "under" | "missing";
 }
 
 export interface Settled {
@@ -644,6 +652,7 @@ export class Admission {
    * or refused (logged: the lease's deadline then returns the hold).
    */
   settle(used: UsedUnits, backend: string | null, status: number, extra: SettleExtra = {}): Promise<Settled | null> {
+    if (!this.settled && extra.usageMissing) this.anomalies = [{ part: "usage", kind: "missing" }];
     this.settled ??= this.post(this.bounded(used, backend, extra.floor), backend, status, extra);
     return this.settled;
   }
@@ -694,7 +703,7 @@ export class Admission {
     });
     for (const part of over) this.deps.metrics.clamped(this.model.id, backend, part);
     for (const part of under) this.deps.metrics.raised(this.model.id, backend, part);
-    this.anomalies = anomalies;
+    this.anomalies = [...this.anomalies, ...anomalies];
     return bounded;
   }
 

@@ -224,6 +224,7 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, in
   const settled = await admission.settle(used, outcome.backend.name, 200, {
     content: () => ({ prompt: body.messages, completion: generated }),
     floor,
+    usageMissing: outcome.usage === null,
   });
   if (present) return { kind: "json", body: presentedJson(shown, settled), headers: admission.headers };
   const reply = settled ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro) : outcome.body;

@@ -469,6 +469,8 @@ export class Relay {
       content,
       billedMicroMax,
       floor,
+      // Only a stream that finished owed a report; one cut or failed never sent it.
+      usageMissing: usage === null && decision.end === "done",
       early: await this.early(decision, output),
     });
     const billedMicro = settled?.billedMicro ?? null;

@@ -3,10 +3,12 @@ import { z } from "zod";
 import { completionToOpenAI, type FinishReason, type OpenAIToolCall } from "../../chatShape.ts";
 import type { ChatReply, ReplyContext, Usage, UpstreamFailure } from "../../types.ts";
 import { parseUpstreamReply } from "../../replyJson.ts";
+import { boundedParts } from "../../../units.ts";
 
 export const responsesUsage = z.looseObject({
   input_tokens: z.number().int().nonnegative(),
   output_tokens: z.number().int().nonnegative(),
+  input_tokens_details: z.looseObject({ cached_tokens: z.number().int().nonnegative().nullish() }).nullish().catch(null),
 });
 
 const outputItem = z.union([
@@ -28,8 +30,19 @@ export const responsesObject = z.looseObject({
   usage: responsesUsage.nullish(),
 });
 
+/**
+ * As on chat, `input_tokens` counts the whole prompt and `input_tokens_details.cached_tokens` the
+ * part of it read from the cache; `output_tokens_details.reasoning_tokens` is a part of
+ * `output_tokens`, never added to it.
+ * @example responsesUsageToUsage({ input_tokens: 2000, output_tokens: 500, input_tokens_details: { cached_tokens: 1536 } })
+ *   // { input: 2000, output: 500, cache_read: 1536 }
+ */
 export function responsesUsageToUsage(usage: z.infer<typeof responsesUsage>): Usage {
-  return { input: usage.input_tokens, output: usage.output_tokens };
+  return boundedParts({
+    input: usage.input_tokens,
+    output: usage.output_tokens,
+    cache_read: usage.input_tokens_details?.cached_tokens ?? 0,
+  });
 }
 
 /** @example responsesStatusToFinishReason("incomplete", "max_output_tokens", false) // "length" */
