@@ -91,7 +91,7 @@ test("crossing the threshold sends one SMS and raises the banner until a top-up 
 test("the admin API sets and clears an account's threshold; an unknown account is 404", async () => {
   const account = (await t.admin("POST", "/admin/accounts", { name: "alerted" })).body;
   const set = await t.admin("PATCH", `/admin/accounts/${account.id}`, { low_balance_threshold_toman: "2500.5" });
-  expect(set.body).toEqual({ id: account.id, object: "account", low_balance_threshold_toman: "2500.5" });
+  expect(set.body).toMatchObject({ id: account.id, object: "account", low_balance_threshold_toman: "2500.5" });
   const cleared = await t.admin("PATCH", `/admin/accounts/${account.id}`, { low_balance_threshold_toman: null });
   expect(cleared.body.low_balance_threshold_toman).toBeNull();
   expect((await t.admin("PATCH", "/admin/accounts/acct_none", { low_balance_threshold_toman: 5 })).status).toBe(404);

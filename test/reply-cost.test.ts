@@ -195,7 +195,7 @@ for (const version of ["v1beta", "v1"]) {
 const STREAMED_ACTIONS = new Set(["streamGenerateContent"]);
 /** Routes that change something without being a paid operation: free, or the operator's and the account area's. */
 const NOT_PAID = new Set(["POST /v1/messages/count_tokens"]);
-const NOT_PAID_UNDER = ["/admin/", "/console/", "/live/"];
+const NOT_PAID_UNDER = ["/admin/", "/console/", "/live/", "/operators/"];
 
 describe("every paid whole reply carries x-darvaze-cost", () => {
   test("every route but a read is a paid whole reply tried below, a stream, or named as not paid", () => {
