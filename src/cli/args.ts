@@ -37,6 +37,8 @@ export type Command =
   | { kind: "catalog.alias"; model: string; alias: string; by?: string }
   | { kind: "catalog.retire"; model: string; successor: string; by?: string }
   | { kind: "catalog.changes"; model?: string }
+  /** `source`: a catalog file's path, or an https URL the gateway fetches; the diff, applied with `apply`. */
+  | { kind: "catalog.import"; source: string; apply: boolean; by?: string }
   | { kind: "rates.show" }
   /** `effectiveAt` is absent for "now" (the gateway's clock). */
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
@@ -122,6 +124,10 @@ commands:
   catalog retire <model> --successor <id> [--by NAME]
                                                   the model answers 410 naming its successor
   catalog changes [--model ID]                    who changed the catalog, when, and how
+  catalog import <file-or-url> [--apply] [--by NAME]
+                                                  a whole catalog file's diff against the catalog
+                                                  (added, prices, limits, aliases, retired, absent);
+                                                  --apply applies it as one price version
   top [--once]                                    the cluster's live pool view, redrawn each second
                                                   like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
@@ -159,6 +165,7 @@ const OPTIONS = {
   model: { type: "string" },
   reverse: { type: "boolean" },
   all: { type: "boolean" },
+  apply: { type: "boolean" },
 } as const;
 type Flag = keyof typeof OPTIONS;
 type Flags = ReadonlyMap<Flag, string | true>;
@@ -310,6 +317,16 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       kind: "catalog.retire",
       model: modelOf(model, "model"),
       successor: modelOf(value(flags, "successor"), "--successor"),
+      ...byOf(flags),
+    }),
+  },
+  "catalog import": {
+    args: ["file-or-url"],
+    flags: ["apply", "by"],
+    build: ([source], flags) => ({
+      kind: "catalog.import",
+      source: nonEmpty(source, "file-or-url"),
+      apply: flags.has("apply"),
       ...byOf(flags),
     }),
   },

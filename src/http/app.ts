@@ -7,7 +7,7 @@ import { Elysia } from "elysia";
 import { servedModel } from "../admission/admission.ts";
 import { fail, type Failure } from "../errors.ts";
 import { AdminApi, adminAuthorized } from "./admin/route.ts";
-import { addAlias, catalogChangesView, catalogView, putModel, retireModel } from "./admin/catalog.ts";
+import { addAlias, catalogChangesView, catalogView, importCatalog, putModel, retireModel } from "./admin/catalog.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, generation, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
@@ -337,6 +337,11 @@ export function createApp(
       .get(
         "/admin/catalog/changes",
         asAdmin((request, _, id) => catalogChangesView(deps, request, id)),
+      )
+      .post(
+        "/admin/catalog/import",
+        asAdmin((request, _, id) => importCatalog(deps, request, id)),
+        NO_PARSE,
       )
       .put(
         "/admin/catalog/models/:model",

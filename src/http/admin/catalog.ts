@@ -6,6 +6,7 @@
  *   POST /admin/catalog/models/{id}/aliases    `{alias}`: one more name for the model
  *   POST /admin/catalog/models/{id}/retire     `{successor}`: the model answers 410 naming it
  *   GET  /admin/catalog/changes                the audit: who, when, what, which price version
+ *   POST /admin/catalog/import                 a whole catalog file (or `{url}`): its diff, applied with `apply: true`
  *
  * Each change is one new price version and one audit row; the node reloads at once and announces
  * it on the bus (the price event every node already reloads on), so every node serves it within
@@ -15,8 +16,16 @@ import { eq } from "drizzle-orm";
 import { z } from "zod";
 import { PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
-import { applyCatalogChange, type CatalogAction, CatalogChangeRefused, currentEntries, recentChanges } from "../../catalog/changes.ts";
-import { modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
+import {
+  applyCatalogChange,
+  applyCatalogChanges,
+  type CatalogAction,
+  CatalogChangeRefused,
+  currentEntries,
+  recentChanges,
+} from "../../catalog/changes.ts";
+import { CatalogFileError, catalogFileSchema, catalogProblems, modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
+import { CATALOG_IMPORT_BYTES_MAX, CatalogImportRefused, diffCatalog, fetchCatalogFile } from "../../catalog/import.ts";
 import { prices } from "../../db/schema.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
@@ -30,6 +39,14 @@ const by = z.string().trim().min(1).max(100).default("admin");
 export const putModelBody = modelEntrySchema.omit({ id: true }).extend({ by });
 export const aliasBody = z.strictObject({ alias: modelId, by });
 export const retireBody = z.strictObject({ successor: modelId, by });
+/** A whole catalog file as models.json has it, or the URL to fetch one from; `apply` to apply the diff. */
+export const importBody = catalogFileSchema
+  .partial({ models: true })
+  .extend({ url: z.string().url().max(2_000).optional(), apply: z.boolean().default(false), by })
+  .refine((b) => (b.models === undefined) !== (b.url === undefined), {
+    message: "give either the catalog file's `models` or a `url` to fetch it from",
+    path: ["models"],
+  });
 
 /** Every model of the catalog as entries, USD prices from the version in effect. */
 async function entries(deps: EdgeDeps): Promise<ModelEntry[]> {
@@ -42,6 +59,13 @@ export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Re
   return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
 }
 
+/** Reloads this node's catalog and pools on a new version, and tells every other node. */
+async function adopted(deps: EdgeDeps, versionId: number): Promise<void> {
+  await reloadCatalog(deps.db, deps.catalog);
+  deps.pools.adopt();
+  deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
+}
+
 /** Applies one change, reloads this node's catalog and pools, and tells every other node. */
 async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, actor: string, requestId: string): Promise<Response> {
   let versionId: number;
@@ -52,9 +76,7 @@ async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, 
       return failed(fail("invalid_request", `The catalog refuses this change: ${error.message}.`), requestId);
     throw error;
   }
-  await reloadCatalog(deps.db, deps.catalog);
-  deps.pools.adopt();
-  deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
+  await adopted(deps, versionId);
   deps.log("info", "catalog_changed", { model: entry.id, action, actor, versionId });
   return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
 }
@@ -110,4 +132,43 @@ export async function catalogChangesView(deps: EdgeDeps, request: Request, reque
     },
     requestId,
   );
+}
+
+/** The models a body imports: its own, or those of the file at its URL, checked as a whole file is. */
+async function importedModels(body: z.infer<typeof importBody>): Promise<ModelEntry[] | string> {
+  try {
+    if (body.url !== undefined) return await fetchCatalogFile(body.url);
+  } catch (error) {
+    if (error instanceof CatalogImportRefused || error instanceof CatalogFileError) return error.message;
+    throw error;
+  }
+  const problems = catalogProblems(body.models!);
+  return problems.length > 0 ? `the catalog file is refused: ${problems.join("; ")}` : body.models!;
+}
+
+/** The diff of a catalog file against the catalog; applied (one price version) only with `apply`. */
+export async function importCatalog(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+  const body = await parseBody(request, importBody, CATALOG_IMPORT_BYTES_MAX);
+  if (isFailure(body)) return failed(body, requestId);
+  const imported = await importedModels(body);
+  if (typeof imported === "string") return failed(fail("invalid_request", `The catalog import is refused: ${imported}.`), requestId);
+  const { diff, changes } = diffCatalog(await entries(deps), imported);
+  const reply = (applied: boolean, versionId: number | null) =>
+    json({ object: "catalog_import", applied, price_version: versionId, changes: changes.length, diff }, requestId);
+  if (!body.apply || changes.length === 0) return reply(false, null);
+  let versionId: number;
+  try {
+    ({ versionId } = await applyCatalogChanges(
+      deps.db,
+      deps.catalog,
+      changes.map((c) => ({ ...c, actor: body.by })),
+    ));
+  } catch (error) {
+    if (error instanceof CatalogChangeRefused)
+      return failed(fail("invalid_request", `The catalog refuses this import: ${error.message}.`), requestId);
+    throw error;
+  }
+  await adopted(deps, versionId);
+  deps.log("info", "catalog_imported", { models: changes.length, actor: body.by, versionId });
+  return reply(true, versionId);
 }
