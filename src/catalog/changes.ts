@@ -58,6 +58,13 @@ export function currentEntries(catalog: Catalog, rows: readonly { modelId: strin
   return catalog.listAll().map((m) => entryOf(m, usd.get(m.id) ?? {}));
 }
 
+/** Every model of the catalog as entries, USD prices from the version in effect. */
+export async function catalogEntries(db: Db, catalog: Catalog): Promise<ModelEntry[]> {
+  const versionId = catalog.currentVersion()?.versionId;
+  const rows = versionId === undefined ? [] : await db.orm.select().from(prices).where(eq(prices.versionId, versionId));
+  return currentEntries(catalog, rows);
+}
+
 /**
  * Applies a change: checked, versioned and audited in one transaction.
  * @throws CatalogChangeRefused naming what is wrong (a missing price names the model and unit)

@@ -6,6 +6,11 @@
  * omission.
  */
 import { insecureLoopback } from "../addresses.ts";
+import { every, runTask } from "../background.ts";
+import type { Db } from "../db/client.ts";
+import type { Logger } from "../log.ts";
+import type { Catalog } from "./catalog.ts";
+import { catalogEntries } from "./changes.ts";
 import { readTextBounded } from "../providers/upstream.ts";
 import type { CatalogAction, CatalogChange } from "./changes.ts";
 import { entryPrices, type ModelEntry, parseCatalogFile } from "./file.ts";
@@ -140,4 +145,55 @@ export async function fetchCatalogFile(url: string, bytesMax = CATALOG_IMPORT_BY
   const { text, truncated } = await readTextBounded(response, bytesMax);
   if (truncated) throw new CatalogImportRefused(`the catalog file is larger than ${bytesMax} bytes`);
   return parseCatalogFile(text, "the fetched catalog file");
+}
+
+export interface CatalogPullStatus {
+  source: string;
+  lastAttemptAt: string | null;
+  lastSuccessAt: string | null;
+  lastError: string | null;
+  /** How many models the last pulled file would change; its diff. Nothing is applied by a pull. */
+  changes: number | null;
+  diff: CatalogDiff | null;
+}
+
+/**
+ * Pulls CATALOG_IMPORT_URL every CATALOG_IMPORT_INTERVAL_MS and records its diff against the
+ * catalog (GET /admin/catalog/import), as the rate fetcher does for rates; it never applies: an
+ * operator reviews the diff and imports with `apply`.
+ */
+export class CatalogPuller {
+  readonly status: CatalogPullStatus;
+  private stopPulling: (() => void) | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly catalog: Catalog,
+    private readonly source: { url: string; intervalMs: number },
+    private readonly log: Logger,
+  ) {
+    this.status = { source: source.url, lastAttemptAt: null, lastSuccessAt: null, lastError: null, changes: null, diff: null };
+  }
+
+  start(): void {
+    runTask("catalog_pull", this.log, () => this.pullOnce());
+    this.stopPulling = every("catalog_pull", this.source.intervalMs, this.log, () => this.pullOnce());
+  }
+
+  stop(): void {
+    this.stopPulling?.();
+  }
+
+  async pullOnce(): Promise<void> {
+    this.status.lastAttemptAt = new Date().toISOString();
+    try {
+      const imported = await fetchCatalogFile(this.source.url);
+      const { diff, changes } = diffCatalog(await catalogEntries(this.db, this.catalog), imported);
+      Object.assign(this.status, { lastSuccessAt: new Date().toISOString(), lastError: null, changes: changes.length, diff });
+      if (changes.length > 0) this.log("info", "catalog_pulled", { changes: changes.length, added: diff.added.length });
+    } catch (error) {
+      this.status.lastError = (error as Error).message;
+      this.log("warn", "catalog_pull_failed", { error: this.status.lastError });
+    }
+  }
 }

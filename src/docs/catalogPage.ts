@@ -75,6 +75,11 @@ in one transaction and **one** new price version, a \`catalog_changes\` row per 
 
 A URL is fetched by the gateway: https only (plain http only to a loopback host), no redirect
 followed, at most \`CATALOG_IMPORT_BYTES_MAX\` (4 MiB) within \`CATALOG_IMPORT_TIMEOUT_MS\` (10 s).
+
+With \`CATALOG_IMPORT_URL\` set, each node pulls that file every \`CATALOG_IMPORT_INTERVAL_MS\`
+(a day) and records its diff, like the exchange rate's fetch; a pull never applies anything.
+\`GET /admin/catalog/import\` shows the last pull: \`lastAttemptAt\`, \`lastSuccessAt\`, \`lastError\`,
+\`changes\` and the \`diff\`; an operator who agrees imports the same URL with \`--apply\`.
 `;
 
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");

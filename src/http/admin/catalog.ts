@@ -7,12 +7,12 @@
  *   POST /admin/catalog/models/{id}/retire     `{successor}`: the model answers 410 naming it
  *   GET  /admin/catalog/changes                the audit: who, when, what, which price version
  *   POST /admin/catalog/import                 a whole catalog file (or `{url}`): its diff, applied with `apply: true`
+ *   GET  /admin/catalog/import                 the last scheduled pull of CATALOG_IMPORT_URL and its diff
  *
  * Each change is one new price version and one audit row; the node reloads at once and announces
  * it on the bus (the price event every node already reloads on), so every node serves it within
  * a second. `by` names the operator in the audit: the admin token is shared, so it is declared.
  */
-import { eq } from "drizzle-orm";
 import { z } from "zod";
 import { PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
@@ -21,12 +21,17 @@ import {
   applyCatalogChanges,
   type CatalogAction,
   CatalogChangeRefused,
-  currentEntries,
+  catalogEntries,
   recentChanges,
 } from "../../catalog/changes.ts";
 import { CatalogFileError, catalogFileSchema, catalogProblems, modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
-import { CATALOG_IMPORT_BYTES_MAX, CatalogImportRefused, diffCatalog, fetchCatalogFile } from "../../catalog/import.ts";
-import { prices } from "../../db/schema.ts";
+import {
+  CATALOG_IMPORT_BYTES_MAX,
+  CatalogImportRefused,
+  type CatalogPullStatus,
+  diffCatalog,
+  fetchCatalogFile,
+} from "../../catalog/import.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -49,11 +54,7 @@ export const importBody = catalogFileSchema
   });
 
 /** Every model of the catalog as entries, USD prices from the version in effect. */
-async function entries(deps: EdgeDeps): Promise<ModelEntry[]> {
-  const versionId = deps.catalog.currentVersion()?.versionId;
-  const rows = versionId === undefined ? [] : await deps.db.orm.select().from(prices).where(eq(prices.versionId, versionId));
-  return currentEntries(deps.catalog, rows);
-}
+const entries = (deps: EdgeDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
 
 export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Response> {
   return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
@@ -111,6 +112,11 @@ export async function retireModel(deps: EdgeDeps, request: Request, id: string, 
   const before = await existing(deps, id);
   if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
   return change(deps, "retire", { ...before, retired: { successor: body.successor } }, body.by, requestId);
+}
+
+/** The last scheduled pull of CATALOG_IMPORT_URL: when, how it went, and its diff (never applied by itself). */
+export function catalogPullView(status: CatalogPullStatus | null, requestId: string): Response {
+  return json({ object: "catalog_pull", ...(status ?? { source: null }) }, requestId);
 }
 
 export async function catalogChangesView(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
