@@ -110,3 +110,11 @@ export function ipv6ToBigInt(address: string): bigint {
   const groups = tail === null ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
   return groups.reduce((n, group) => (n << 16n) | BigInt(parseInt(group, 16)), 0n);
 }
+
+const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
+
+/** Plain http to a loopback host: the only place a cleartext origin is acceptable (cookies, fetched files). */
+export function insecureLoopback(origin: string): boolean {
+  const url = new URL(origin);
+  return url.protocol === "http:" && LOOPBACK_HOSTS.has(url.hostname);
+}

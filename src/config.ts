@@ -203,6 +203,16 @@ export const envSchema = z
     RATE_FETCH_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000).describe(
       "How often the rate is fetched (default a day).",
     ),
+    CATALOG_IMPORT_URL: z
+      .string()
+      .url()
+      .optional()
+      .describe(
+        "A catalog file (as src/catalog/models.json) pulled on a schedule: its diff against the catalog is recorded (GET /admin/catalog/import), never applied by itself (docs/catalog.md, Importing a catalog). https, or http to loopback. Unset: no pull.",
+      ),
+    CATALOG_IMPORT_INTERVAL_MS: intFromEnv(24 * 3_600_000, 60_000, 7 * 24 * 3_600_000).describe(
+      "How often CATALOG_IMPORT_URL is pulled (default a day).",
+    ),
     PUBLIC_URL: z
       .string()
       .url()

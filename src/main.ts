@@ -14,7 +14,8 @@ import { LocalBus } from "./bus/local.ts";
 import { NatsBus } from "./bus/nats.ts";
 import { Cluster } from "./cluster.ts";
 import { loadCatalog, reloadCatalog, type Catalog } from "./catalog/catalog.ts";
-import { RateFetcher } from "./catalog/rates.ts";
+import { type FetchStatus, RateFetcher } from "./catalog/rates.ts";
+import { CatalogPuller, type CatalogPullStatus } from "./catalog/import.ts";
 import { ConfigError, loadConfig, natsSettings, type Config, type Env, type PoolsFile } from "./config.ts";
 import { DataFolderLockedError, openDb, type Db } from "./db/client.ts";
 import { migrate } from "./db/migrate.ts";
@@ -145,7 +146,8 @@ async function startUsage(config: Config, db: Db, bus: Bus, subjects: Subjects, 
 
 /**
  * Prices and models follow the catalog's tables (on every node's price event: a rate or a catalog
- * change) and, when configured, the exchange-rate source. A model added is given its pool here.
+ * change) and, when configured, the exchange-rate source and the catalog pull (its diff only). A
+ * model added is given its pool here.
  */
 function followPrices(
   config: Config,
@@ -156,14 +158,15 @@ function followPrices(
   pools: PoolHost,
   cleanups: Cleanups,
   log: Logger,
-): RateFetcher | null {
+): { rateFetch: () => FetchStatus | null; catalogPull: () => CatalogPullStatus | null } {
   const env = config.env;
   const reload = () =>
     reloadCatalog(db, catalog)
       .then(() => pools.adopt())
       .catch((error: unknown) => taskFailed("catalog_reload", log, error));
   cleanups.push(bus.subscribe(PRICE_EVENTS, subjects.priceEvents, () => void reload()));
-  if (!env.RATE_SOURCE_URL) return null;
+  const catalogPull = pullCatalog(config, db, catalog, cleanups, log);
+  if (!env.RATE_SOURCE_URL) return { rateFetch: () => null, catalogPull };
   const fetcher = new RateFetcher(
     db,
     { url: env.RATE_SOURCE_URL, path: env.RATE_SOURCE_PATH, intervalMs: env.RATE_FETCH_INTERVAL_MS },
@@ -176,7 +179,17 @@ function followPrices(
   );
   fetcher.start();
   cleanups.push(() => fetcher.stop());
-  return fetcher;
+  return { rateFetch: () => fetcher.status, catalogPull };
+}
+
+/** The scheduled pull of CATALOG_IMPORT_URL, which records its diff and applies nothing: its status (null when unset). */
+function pullCatalog(config: Config, db: Db, catalog: Catalog, cleanups: Cleanups, log: Logger): () => CatalogPullStatus | null {
+  const { CATALOG_IMPORT_URL: url, CATALOG_IMPORT_INTERVAL_MS: intervalMs } = config.env;
+  if (!url) return () => null;
+  const puller = new CatalogPuller(db, catalog, { url, intervalMs }, log);
+  puller.start();
+  cleanups.push(() => puller.stop());
+  return () => puller.status;
 }
 
 /** Internal services call the same handlers over NATS (gw.v1.<operation>). */
@@ -324,7 +337,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
       const expired = await expireHolds(db, { graceMs: env.HOLD_EXPIRY_GRACE_MS });
       if (expired > 0) log("warn", "holds_expired", { wallets: expired });
     });
-    const rateFetcher = followPrices(config, db, bus, subjects, catalog, pools, cleanups, log);
+    const fetches = followPrices(config, db, bus, subjects, catalog, pools, cleanups, log);
 
     // The callback URL needs the listen address, known only once the server is up.
     let origin = `http://${env.HOST}:${env.PORT}`;
@@ -347,7 +360,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
     repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
     repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
-    const app = createApp(deps, { rateFetch: () => rateFetcher?.status ?? null, live, health, console: area });
+    const app = createApp(deps, { ...fetches, live, health, console: area });
     try {
       app.listen(listenOptions(env));
     } catch (error) {

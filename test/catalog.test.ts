@@ -7,9 +7,10 @@
  * closest ids. (The same across two nodes through `gw`: catalog-cluster.test.ts.)
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CATALOG_FILE_PATH } from "../src/catalog/file.ts";
 import { SEED_MODELS } from "../src/catalog/seed.ts";
 import type { Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, startSimGateway, type SimGateway, until } from "./helpers.ts";
@@ -267,5 +268,108 @@ describe("token-priced image models", () => {
     }
     // The long prompt's text is billed: it costs more than the short one.
     expect(Number(long.record.input_units)).toBeGreaterThan(100 * Number(short.record.input_units));
+  });
+});
+
+describe("importing a catalog file", () => {
+  // A model no stored page prices (Codex's default): the prices are this test's own, made up.
+  const sol = {
+    id: "gpt-6.2-sol",
+    operation: "chat",
+    vendor: "openai",
+    aliases: [],
+    context_window: 400_000,
+    output_max: 128_000,
+    listing: 950,
+    capabilities: { streaming: true, tools: true, reasoning: "hidden", reasoning_effort: true, images_in: true, cache: "read" },
+    usd_per_1m: { input_token: "1.25", output_token: "10", cache_read_token: "0.125" },
+    source: { pages: [], note: "made-up test prices" },
+  };
+  const shipped = () => (JSON.parse(readFileSync(CATALOG_FILE_PATH, "utf8")) as { models: { id: string; aliases: string[] }[] }).models;
+  const importing = (models: object[], extra: object = {}) =>
+    setup!.t.admin("POST", "/admin/catalog/import", { models, by: "operator-i", ...extra });
+
+  test("a file adding a model: the diff first (nothing applied), then applied as one version, then served; the same file again applies nothing", async () => {
+    const { t } = setup!;
+    const before = await call("chat", sol.id);
+    expect(before.status).toBe(404);
+    expect(before.body.error.message).toContain("`gw catalog import` (docs/catalog.md)");
+
+    const dry = await importing([...shipped(), sol]);
+    expect(dry.status).toBe(200);
+    expect(dry.body).toMatchObject({ applied: false, price_version: null, changes: 1 });
+    expect(dry.body.diff.added).toEqual([sol.id]);
+    expect(dry.body.diff.prices).toContainEqual({ model: sol.id, unit: "output_token", old: null, new: "10" });
+    expect(dry.body.diff).toMatchObject({ limits: [], aliases: [], retired: [], changed: [] });
+    expect((await call("chat", sol.id)).status).toBe(404);
+
+    const applied = await importing([...shipped(), sol], { apply: true });
+    expect(applied.body).toMatchObject({ applied: true, changes: 1 });
+    expect(typeof applied.body.price_version).toBe("number");
+    expect((await call("chat", sol.id)).status).toBe(200);
+    const audit = await t.admin("GET", `/admin/catalog/changes?model=${sol.id}`);
+    expect(audit.body.data[0]).toMatchObject({ action: "add", by: "operator-i", price_version: applied.body.price_version });
+
+    const again = await importing([...shipped(), sol], { apply: true });
+    expect(again.body).toMatchObject({ applied: false, price_version: null, changes: 0 });
+    expect(again.body.diff).toMatchObject({ added: [], prices: [], limits: [], aliases: [], retired: [], changed: [] });
+  });
+
+  test("several models changed in one import are one price version, a row each in the audit; a model left out is only listed as absent", async () => {
+    const { t } = setup!;
+    const models = shipped().filter((m) => m.id !== "gpt-4o-mini");
+    const gpt4o = models.find((m) => m.id === "gpt-4o")!;
+    const changed = [
+      ...models.map((m) => (m.id === "gpt-4o" ? { ...gpt4o, aliases: [...gpt4o.aliases, "gpt-4o-imported"] } : m)),
+      { ...sol, usd_per_1m: { ...sol.usd_per_1m, input_token: "2" }, context_window: 300_000 },
+    ];
+    const dry = await importing(changed);
+    expect(dry.body.diff.prices).toEqual([{ model: sol.id, unit: "input_token", old: "1.25", new: "2" }]);
+    expect(dry.body.diff.limits).toEqual([{ model: sol.id, field: "context_window", old: 400_000, new: 300_000 }]);
+    expect(dry.body.diff.aliases).toEqual([{ model: "gpt-4o", added: ["gpt-4o-imported"], removed: [] }]);
+    expect(dry.body.diff.absent).toContain("gpt-4o-mini");
+
+    const applied = await importing(changed, { apply: true });
+    expect(applied.body).toMatchObject({ applied: true, changes: 2 });
+    const version = applied.body.price_version;
+    const audit = (await t.admin("GET", "/admin/catalog/changes")).body.data.filter((c: any) => c.price_version === version);
+    expect(audit.map((c: any) => [c.model, c.action]).sort()).toEqual([
+      ["gpt-4o", "alias"],
+      [sol.id, "change"],
+    ]);
+    expect((await call("models", "gpt-4o-imported")).body.id).toBe("gpt-4o");
+    expect((await call("chat", "gpt-4o-mini")).status).toBe(200);
+  });
+
+  test("a file the catalog refuses, or a URL not fetched, is a 400 naming why; a loopback URL is fetched", async () => {
+    const { cache_read_token: _, ...unpriced } = sol.usd_per_1m;
+    const refused = await importing([{ ...sol, usd_per_1m: unpriced }]);
+    expect(refused.status).toBe(400);
+    expect(refused.body.error.message).toContain("model gpt-6.2-sol reports cache_read_token but has no price for it");
+    const insecure = await setup!.t.admin("POST", "/admin/catalog/import", { url: "http://catalog.example/models.json" });
+    expect(insecure.status).toBe(400);
+    expect(insecure.body.error.message).toContain("https");
+    const both = await setup!.t.admin("POST", "/admin/catalog/import", { url: "https://catalog.example/m.json", models: [sol] });
+    expect(both.status).toBe(400);
+
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: (request) =>
+        new URL(request.url).pathname === "/moved"
+          ? Response.redirect("https://catalog.example/models.json", 302)
+          : Response.json({ models: [...shipped(), sol] }),
+    });
+    try {
+      const fetched = await setup!.t.admin("POST", "/admin/catalog/import", { url: `http://127.0.0.1:${server.port}/models.json` });
+      expect(fetched.status).toBe(200);
+      expect(fetched.body).toMatchObject({ applied: false });
+      expect(fetched.body.diff.aliases).toEqual([{ model: "gpt-4o", added: [], removed: ["gpt-4o-imported"] }]);
+      const moved = await setup!.t.admin("POST", "/admin/catalog/import", { url: `http://127.0.0.1:${server.port}/moved` });
+      expect(moved.status).toBe(400);
+      expect(moved.body.error.message).toContain("redirect");
+    } finally {
+      server.stop(true);
+    }
   });
 });

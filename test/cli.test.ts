@@ -6,9 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { CATALOG_FILE_PATH } from "../src/catalog/file.ts";
+import { EXIT } from "../src/cli/exit.ts";
 import { BACKENDS_PER_POOL_MAX } from "../src/config.ts";
 import { randomBase62 } from "../src/ids.ts";
 import { deadLetterRecords } from "../src/ledger/deadletter.ts";
@@ -519,6 +521,61 @@ describe("bun run gw: rates, adjustments, spend caps, ledger audit", () => {
         await db.rows(sql`UPDATE wallets SET balance_micro = balance_micro - 1 WHERE account_id = ${accountId}`);
       }
       expect((await gw(["ledger", "audit"])).code).toBe(0);
+    },
+    cliTimeoutMs,
+  );
+});
+
+describe("bun run gw catalog import", () => {
+  const shipped = () => JSON.parse(readFileSync(CATALOG_FILE_PATH, "utf8")) as { models: { id: string }[] };
+  const added = {
+    id: "acme-import-1",
+    operation: "chat",
+    vendor: "acme",
+    context_window: 64_000,
+    listing: 960,
+    capabilities: { streaming: true, tools: false, reasoning: "none", images_in: false },
+    usd_per_1m: { input_token: "1", output_token: "2" },
+    source: { pages: [], note: "made-up test prices" },
+  };
+  const catalogFile = (models: object[]) => {
+    const path = join(mkdtempSync(join(tmpdir(), "darvaze-catalog-")), "models.json");
+    writeFileSync(path, JSON.stringify({ models }));
+    return path;
+  };
+
+  test(
+    "the diff first; --apply applies it, audited under --by; the same file again applies nothing",
+    async () => {
+      const file = catalogFile([...shipped().models, added]);
+      const dry = await gw(["catalog", "import", file]);
+      expect(dry, dry.stderr).toMatchObject({ code: 0 });
+      expect(dry.stdout).toContain("added    acme-import-1");
+      expect(dry.stdout).toContain("price    acme-import-1 output_token: - → $2");
+      expect(dry.stdout).toContain("not applied (a dry run): 1 models would change; run again with --apply");
+      const { key } = await t.fundedKey(100_000);
+      expect((await chat(key, "acme-import-1")).status).toBe(404);
+
+      const applied = await gw(["catalog", "import", file, "--apply", "--by", "ops-import"]);
+      expect(applied, applied.stderr).toMatchObject({ code: 0 });
+      expect(applied.stdout).toMatch(/applied: 1 models changed, price version \d+/);
+      expect((await chat(key, "acme-import-1")).status).toBe(200);
+      const changes = await gw(["catalog", "changes", "--model", "acme-import-1"]);
+      expect(changes.stdout).toContain("ops-import");
+
+      const again = await gw(["catalog", "import", file, "--apply"]);
+      expect(again.stdout).toContain("nothing to apply: the catalog already matches the file");
+    },
+    cliTimeoutMs * 4,
+  );
+
+  test(
+    "a file the catalog refuses is a usage error naming the problem, and nothing is sent",
+    async () => {
+      const { output_token: _, ...unpriced } = added.usd_per_1m;
+      const run = await gw(["catalog", "import", catalogFile([{ ...added, id: "acme-import-2", usd_per_1m: unpriced }])]);
+      expect(run.code).toBe(EXIT.usage);
+      expect(run.stderr).toContain("model acme-import-2 reports output_token but has no price for it");
     },
     cliTimeoutMs,
   );

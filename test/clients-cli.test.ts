@@ -8,10 +8,11 @@
  * hold the simulator's own token counts × the model's prices.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
+import { CATALOG_FILE_PATH } from "../src/catalog/file.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { untilValue } from "./until.ts";
@@ -44,17 +45,20 @@ const GEMINI_MODELS = [
 let sim: Simulator;
 let t: TestGateway;
 
+/** A backend on the simulator's route of a vendor, serving `model`. */
+const simBackend = (kind: "openai" | "anthropic" | "gemini", model: string) => ({
+  name: `${kind}-sim`,
+  kind,
+  url: kind === "openai" ? `${sim.url}/v1` : sim.url,
+  api_key_env: "DARVAZE_TEST_UPSTREAM_KEY",
+  upstream_model: model,
+  region: "abroad",
+});
+
 beforeAll(async () => {
   sim = await startSimulator({ apiKey: UPSTREAM_KEY, seed: 7, outputTokens: 12 });
   const path = join(mkdtempSync(join(tmpdir(), "darvaze-pools-")), "pools.json");
-  const backend = (kind: "openai" | "anthropic" | "gemini", model: string) => ({
-    name: `${kind}-sim`,
-    kind,
-    url: kind === "openai" ? `${sim.url}/v1` : sim.url,
-    api_key_env: "DARVAZE_TEST_UPSTREAM_KEY",
-    upstream_model: model,
-    region: "abroad",
-  });
+  const backend = simBackend;
   const pools = Object.fromEntries([
     ...CLAUDE_MODELS.map((m) => [m, { backends: [backend("anthropic", m)] }]),
     ...OTHER_MODELS.map((m) => [m, { backends: [backend("openai", m)] }]),
@@ -298,20 +302,66 @@ wire_api = "responses"
   return home;
 }
 
-async function codex(key: string, prompt: string, baseUrl = t.url): Promise<Run> {
-  return runCli("codex", ["exec", "--skip-git-repo-check", prompt], { DARVAZE_API_KEY: key }, codexHome(baseUrl));
+async function codex(key: string, prompt: string, baseUrl = t.url, flags: string[] = []): Promise<Run> {
+  return runCli("codex", ["exec", "--skip-git-repo-check", ...flags, prompt], { DARVAZE_API_KEY: key }, codexHome(baseUrl));
 }
+
+/** Codex 0.171.0's default model: no stored page prices it, so the shipped catalog does not have it. */
+const CODEX_DEFAULT_MODEL = "gpt-6.2-sol";
 
 describe("Codex", () => {
   test(
-    "only a provider block, no model: answers, and the run costs what the gateway recorded",
+    "only a provider block, no model: its default model is not in the catalog, and the 404 it reports names the import path",
     async () => {
+      const run = await codex((await t.fundedKey(WALLET_TOMAN)).key, "say hi");
+      expect(run.code).not.toBe(0);
+      expect(run.stderr).toContain(`The model \`${CODEX_DEFAULT_MODEL}\` is not in this gateway's catalog`);
+      expect(run.stderr).toContain("`gw catalog import` (docs/catalog.md)");
+    },
+    RUN_MS_MAX,
+  );
+
+  test(
+    "--model gpt-6.1-sol: answers, and the run costs what the gateway recorded",
+    async () => {
+      const account = await t.fundedKey(WALLET_TOMAN);
+      const before = await runStart(account.key);
+      const run = await codex(account.key, "say hi", t.url, ["--model", "gpt-6.1-sol"]);
+      expect(run, run.stderr).toMatchObject({ code: 0 });
+      const records = await expectCostAsRecorded(account, before);
+      expect(records.map((r) => [r.model, r.status])).toContainEqual(["gpt-6.1-sol", 200]);
+    },
+    RUN_MS_MAX,
+  );
+
+  test(
+    "an operator imports a catalog file adding the default model (this test's made-up prices): Codex with no model then answers, at the cost recorded",
+    async () => {
+      const shipped = JSON.parse(readFileSync(CATALOG_FILE_PATH, "utf8")) as { models: unknown[] };
+      const added = {
+        id: CODEX_DEFAULT_MODEL,
+        operation: "chat",
+        vendor: "openai",
+        context_window: 400_000,
+        output_max: 128_000,
+        listing: 950,
+        capabilities: { streaming: true, tools: true, reasoning: "hidden", reasoning_effort: true, images_in: true, cache: "read" },
+        usd_per_1m: { input_token: "1.25", output_token: "10", cache_read_token: "0.125" },
+        source: { pages: [], note: "made-up test prices" },
+      };
+      const imported = await t.admin("POST", "/admin/catalog/import", { models: [...shipped.models, added], apply: true, by: "test" });
+      expect(imported.body).toMatchObject({ applied: true, changes: 1, diff: { added: [CODEX_DEFAULT_MODEL] } });
+      // The admin door checks the backend's key variable on this (in-process) node.
+      process.env.DARVAZE_TEST_UPSTREAM_KEY = UPSTREAM_KEY;
+      const pool = await t.admin("PUT", `/admin/pools/${CODEX_DEFAULT_MODEL}`, { backends: [simBackend("openai", CODEX_DEFAULT_MODEL)] });
+      expect(pool.status, JSON.stringify(pool.body)).toBe(200);
+
       const account = await t.fundedKey(WALLET_TOMAN);
       const before = await runStart(account.key);
       const run = await codex(account.key, "say hi");
       expect(run, run.stderr).toMatchObject({ code: 0 });
       const records = await expectCostAsRecorded(account, before);
-      expect(records.map((r) => [r.model, r.status])).toContainEqual(["gpt-6.1-sol", 200]);
+      expect(records.map((r) => [r.model, r.status])).toContainEqual([CODEX_DEFAULT_MODEL, 200]);
     },
     RUN_MS_MAX,
   );
@@ -324,7 +374,7 @@ describe("Codex", () => {
       const proxy = await countingProxy();
       try {
         // The simulator calls the tool the prompt names, by the flat name the backend sees.
-        const run = await codex(account.key, "call clock__sleep", proxy.url);
+        const run = await codex(account.key, "call clock__sleep", proxy.url, ["--model", "gpt-6.1-sol"]);
         expect(run, run.stderr).toMatchObject({ code: 0 });
         const records = await expectCostAsRecorded(account, before);
         expect(records.length).toBeGreaterThanOrEqual(2);

@@ -115,7 +115,11 @@ export function servedModel(catalog: Catalog, id: string): CatalogModel | Failur
     case "unknown": {
       const closest = found.suggestions.map((s) => `\`${s}\``).join(", ");
       const hint = closest ? ` The closest models are ${closest}.` : "";
-      return fail("model_not_found", `The model \`${id}\` does not exist or you do not have access to it.${hint}`, { param: "model" });
+      return fail(
+        "model_not_found",
+        `The model \`${id}\` is not in this gateway's catalog; an operator can add it with \`gw catalog import\` (docs/catalog.md).${hint}`,
+        { param: "model" },
+      );
     }
   }
 }

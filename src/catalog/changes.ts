@@ -58,12 +58,31 @@ export function currentEntries(catalog: Catalog, rows: readonly { modelId: strin
   return catalog.listAll().map((m) => entryOf(m, usd.get(m.id) ?? {}));
 }
 
+/** Every model of the catalog as entries, USD prices from the version in effect. */
+export async function catalogEntries(db: Db, catalog: Catalog): Promise<ModelEntry[]> {
+  const versionId = catalog.currentVersion()?.versionId;
+  const rows = versionId === undefined ? [] : await db.orm.select().from(prices).where(eq(prices.versionId, versionId));
+  return currentEntries(catalog, rows);
+}
+
 /**
  * Applies a change: checked, versioned and audited in one transaction.
  * @throws CatalogChangeRefused naming what is wrong (a missing price names the model and unit)
  */
 export async function applyCatalogChange(db: Db, catalog: Catalog, change: CatalogChange): Promise<{ versionId: number }> {
-  const { entry } = change;
+  return applyCatalogChanges(db, catalog, [change]);
+}
+
+type Tx = Parameters<Parameters<Db["orm"]["transaction"]>[0]>[0];
+type PriceRow = typeof prices.$inferSelect;
+
+/**
+ * Applies several changes as one (an import): the whole catalog after all of them is checked,
+ * then ONE new price version prices every changed model, with one audit row per change.
+ * @throws CatalogChangeRefused naming what is wrong, before anything is written
+ */
+export async function applyCatalogChanges(db: Db, catalog: Catalog, changes: readonly CatalogChange[]): Promise<{ versionId: number }> {
+  if (changes.length === 0) throw new CatalogChangeRefused("there is nothing to change");
   return db.orm.transaction(async (tx) => {
     await tx.execute(sql`LOCK TABLE price_versions IN EXCLUSIVE MODE`);
     const now = new Date();
@@ -75,59 +94,72 @@ export async function applyCatalogChange(db: Db, catalog: Catalog, change: Catal
       .limit(1);
     if (!latest) throw new CatalogChangeRefused("the catalog has no price version in effect yet");
     const current = await tx.select().from(prices).where(eq(prices.versionId, latest.id));
-    const others = currentEntries(catalog, current).filter((e) => e.id !== entry.id);
-    const problems = catalogProblems([...others, entry]);
+    const changed = new Map(changes.map((c) => [c.entry.id, c.entry]));
+    const others = currentEntries(catalog, current).filter((e) => !changed.has(e.id));
+    const problems = catalogProblems([...others, ...changed.values()]);
     if (problems.length > 0) throw new CatalogChangeRefused(problems.join("; "));
 
-    const retiredAt = entry.retired ? now : null;
+    for (const entry of changed.values()) {
+      const retiredAt = entry.retired ? now : null;
+      await tx
+        .insert(models)
+        .values({ id: entry.id, ...modelColumns(entry), retiredAt })
+        .onConflictDoUpdate({ target: models.id, set: { ...modelColumns(entry), retiredAt } });
+    }
+    const versionId = await versionWith(tx, latest.rateId, now, current, [...changed.values()]);
     await tx
-      .insert(models)
-      .values({ id: entry.id, ...modelColumns(entry), retiredAt })
-      .onConflictDoUpdate({ target: models.id, set: { ...modelColumns(entry), retiredAt } });
+      .insert(catalogChanges)
+      .values(changes.map((c) => ({ modelId: c.entry.id, action: c.action, actor: c.actor, versionId, detail: c.entry })));
+    return { versionId };
+  });
+}
 
-    const [rate] = await tx.select().from(exchangeRates).where(eq(exchangeRates.id, latest.rateId));
+/**
+ * A new version effective now: every other model's prices copied, the changed ones priced from
+ * their USD lists; versions that take effect later keep their own rate but price the changed models too.
+ */
+async function versionWith(tx: Tx, rateId: number, now: Date, current: PriceRow[], entries: ModelEntry[]): Promise<number> {
+  const ids = entries.map((e) => e.id);
+  const [rate] = await tx.select().from(exchangeRates).where(eq(exchangeRates.id, rateId));
+  // Every price bounded at today's rate, so that the largest request's units × price fits the ledger's integers.
+  for (const entry of entries) {
     for (const [unit, usd] of Object.entries(entry.usd_per_1m)) {
       const problem = priceProblem(unit, usd, rate!.tomanPerUsd);
       if (problem) throw new CatalogChangeRefused(problem);
     }
-    const [version] = await tx
-      .insert(priceVersions)
-      .values({ rateId: latest.rateId, effectiveAt: now })
-      .returning({ id: priceVersions.id });
-    const kept = current.filter((p) => p.modelId !== entry.id);
-    const priced = (versionId: number, tomanPerUsd: bigint) =>
+  }
+  const [version] = await tx.insert(priceVersions).values({ rateId, effectiveAt: now }).returning({ id: priceVersions.id });
+  const kept = current.filter((p) => !ids.includes(p.modelId));
+  const priced = (versionId: number, tomanPerUsd: bigint) =>
+    entries.flatMap((entry) =>
       entryPrices(entry).map(([unit, usd]) => ({
         versionId,
         modelId: entry.id,
         unit,
         usdPer1m: usd,
         tomanPer1m: usdToTomanPer1m(usd, tomanPerUsd),
-      }));
-    await tx.insert(prices).values([...kept.map((p) => ({ ...p, versionId: version!.id })), ...priced(version!.id, rate!.tomanPerUsd)]);
-
-    // Versions that take effect later keep their own rate but must price the changed model too.
-    const later = await tx
-      .select({ id: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })
-      .from(priceVersions)
-      .innerJoin(exchangeRates, eq(exchangeRates.id, priceVersions.rateId))
-      .where(and(gt(priceVersions.effectiveAt, now), ne(priceVersions.id, version!.id)));
-    if (later.length > 0) {
-      await tx.delete(prices).where(
-        and(
-          eq(prices.modelId, entry.id),
-          inArray(
-            prices.versionId,
-            later.map((v) => v.id),
-          ),
+      })),
+    );
+  await tx.insert(prices).values([...kept.map((p) => ({ ...p, versionId: version!.id })), ...priced(version!.id, rate!.tomanPerUsd)]);
+  const later = await tx
+    .select({ id: priceVersions.id, tomanPerUsd: exchangeRates.tomanPerUsd })
+    .from(priceVersions)
+    .innerJoin(exchangeRates, eq(exchangeRates.id, priceVersions.rateId))
+    .where(and(gt(priceVersions.effectiveAt, now), ne(priceVersions.id, version!.id)));
+  if (later.length > 0) {
+    await tx.delete(prices).where(
+      and(
+        inArray(prices.modelId, ids),
+        inArray(
+          prices.versionId,
+          later.map((v) => v.id),
         ),
-      );
-      await tx.insert(prices).values(later.flatMap((v) => priced(v.id, v.tomanPerUsd)));
-    }
-    await tx
-      .insert(catalogChanges)
-      .values({ modelId: entry.id, action: change.action, actor: change.actor, versionId: version!.id, detail: entry });
-    return { versionId: version!.id };
-  });
+      ),
+    );
+    const rows = later.flatMap((v) => priced(v.id, v.tomanPerUsd));
+    if (rows.length > 0) await tx.insert(prices).values(rows);
+  }
+  return version!.id;
 }
 
 /** The newest changes, newest first (the audit the admin API shows). */

@@ -44,6 +44,8 @@ export type Command =
   | { kind: "catalog.alias"; model: string; alias: string; by?: string }
   | { kind: "catalog.retire"; model: string; successor: string; by?: string }
   | { kind: "catalog.changes"; model?: string }
+  /** `source`: a catalog file's path, or an https URL the gateway fetches; the diff, applied with `apply`. */
+  | { kind: "catalog.import"; source: string; apply: boolean; by?: string }
   | { kind: "rates.show" }
   /** `effectiveAt` is absent for "now" (the gateway's clock). */
   | { kind: "rates.set"; tomanPerUsd: number; effectiveAt?: string }
@@ -158,6 +160,10 @@ commands:
   operators token revoke <token-id>               revoke a personal token
   audit [--actor ID] [--action A] [--target T] [--from ISO] [--to ISO] [--limit N]
                                                   the audit trail, newest first (owner)
+  catalog import <file-or-url> [--apply] [--by NAME]
+                                                  a whole catalog file's diff against the catalog
+                                                  (added, prices, limits, aliases, retired, absent);
+                                                  --apply applies it as one price version
   top [--once]                                    the cluster's live pool view, redrawn each second
                                                   like top (Ctrl+C quits; --once prints one view)
   help                                            show this text
@@ -208,6 +214,7 @@ const OPTIONS = {
   from: { type: "string" },
   to: { type: "string" },
   limit: { type: "string" },
+  apply: { type: "boolean" },
 } as const;
 type Flag = keyof typeof OPTIONS;
 type Flags = ReadonlyMap<Flag, string | true>;
@@ -412,6 +419,16 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
   },
   "operators token revoke": { args: ["token-id"], build: ([id]) => ({ kind: "operators.tokenRevoke", tokenId: nonEmpty(id, "token-id") }) },
   audit: { args: [], flags: ["actor", "action", "target", "from", "to", "limit"], build: (_, flags) => auditOf(flags) },
+  "catalog import": {
+    args: ["file-or-url"],
+    flags: ["apply", "by"],
+    build: ([source], flags) => ({
+      kind: "catalog.import",
+      source: nonEmpty(source, "file-or-url"),
+      apply: flags.has("apply"),
+      ...byOf(flags),
+    }),
+  },
   "catalog changes": {
     args: [],
     flags: ["model"],

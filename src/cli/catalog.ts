@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import type { putModelBody } from "../http/admin/catalog.ts";
-import { modelEntrySchema } from "../catalog/file.ts";
+import { modelEntrySchema, parseCatalogFile } from "../catalog/file.ts";
 import { zodFailure } from "../errors.ts";
 import type { Command } from "./args.ts";
 import { messageOf } from "./exit.ts";
@@ -26,6 +26,20 @@ const entryReply = z.object({
 });
 const catalogReply = z.object({ price_version: z.number().nullable(), data: z.array(entryReply) });
 const changeReply = z.object({ action: z.string(), price_version: z.number().nullable(), model: entryReply });
+const importReply = z.object({
+  applied: z.boolean(),
+  price_version: z.number().nullable(),
+  changes: z.number(),
+  diff: z.object({
+    added: z.array(z.string()),
+    prices: z.array(z.object({ model: z.string(), unit: z.string(), old: z.string().nullable(), new: z.string().nullable() })),
+    limits: z.array(z.object({ model: z.string(), field: z.string(), old: z.unknown(), new: z.unknown() })),
+    aliases: z.array(z.object({ model: z.string(), added: z.array(z.string()), removed: z.array(z.string()) })),
+    retired: z.array(z.object({ model: z.string(), successor: z.string() })),
+    changed: z.array(z.object({ model: z.string(), fields: z.array(z.string()) })),
+    absent: z.array(z.string()),
+  }),
+});
 const changesReply = z.object({
   data: z.array(
     z.object({ id: z.number(), model: z.string(), action: z.string(), by: z.string(), price_version: z.number(), at: z.string() }),
@@ -49,6 +63,26 @@ export async function entryBody(model: string, file: string, by: string | undefi
   return { ...entry, ...(by === undefined ? {} : { by }) };
 }
 
+/**
+ * The body `catalog import` sends: a URL as it is (the gateway fetches it), a file's catalog
+ * checked here as the gateway checks it (parseCatalogFile), so a mistake is a usage error.
+ */
+export async function importBody(command: Extract<CatalogCommand, { kind: "catalog.import" }>): Promise<object> {
+  if (/^https?:\/\//.test(command.source)) return { url: command.source };
+  let text: string;
+  try {
+    text = await Bun.file(command.source).text();
+  } catch (error) {
+    throw new EntryUnreadable(`cannot read ${command.source}: ${messageOf(error)}`);
+  }
+  try {
+    parseCatalogFile(text, command.source);
+  } catch (error) {
+    throw new EntryUnreadable(messageOf(error));
+  }
+  return JSON.parse(text) as object;
+}
+
 /** The admin API call of a catalog command. */
 export function catalogCall(command: CatalogCommand, operator: string | undefined, body?: unknown) {
   const by = command.kind === "catalog" || command.kind === "catalog.changes" ? undefined : (command.by ?? operator);
@@ -66,12 +100,39 @@ export function catalogCall(command: CatalogCommand, operator: string | undefine
         path: `${path(command.model)}/retire`,
         body: { successor: command.successor, ...(by ? { by } : {}) },
       };
+    case "catalog.import":
+      return {
+        method: "POST" as const,
+        path: "/admin/catalog/import",
+        body: { ...(body as object), apply: command.apply, ...(by ? { by } : {}) },
+      };
     case "catalog.changes":
       return {
         method: "GET" as const,
         path: `/admin/catalog/changes${command.model ? `?model=${encodeURIComponent(command.model)}` : ""}`,
       };
   }
+}
+
+/** An import's diff, one line a change, and whether it was applied. */
+function renderImport(reply: z.infer<typeof importReply>): string {
+  const { diff } = reply;
+  const usd = (price: string | null) => (price === null ? "-" : `$${price}`);
+  const lines = [
+    ...diff.added.map((m) => `added    ${m}`),
+    ...diff.prices.map((p) => `price    ${p.model} ${p.unit}: ${usd(p.old)} → ${usd(p.new)}`),
+    ...diff.limits.map((l) => `limit    ${l.model} ${l.field}: ${JSON.stringify(l.old)} → ${JSON.stringify(l.new)}`),
+    ...diff.aliases.map((a) => `aliases  ${a.model}: ${[...a.added.map((x) => `+${x}`), ...a.removed.map((x) => `-${x}`)].join(" ")}`),
+    ...diff.retired.map((r) => `retired  ${r.model} → ${r.successor}`),
+    ...diff.changed.map((c) => `changed  ${c.model}: ${c.fields.join(", ")}`),
+    ...diff.absent.map((m) => `absent   ${m} (kept: not in the file)`),
+  ];
+  const outcome = reply.applied
+    ? `applied: ${reply.changes} models changed, price version ${reply.price_version}, on every node within a second`
+    : reply.changes === 0
+      ? "nothing to apply: the catalog already matches the file"
+      : `not applied (a dry run): ${reply.changes} models would change; run again with --apply`;
+  return [...lines, outcome].join("\n");
 }
 
 /** The reply as an operator reads it, or null when it is not the shape the command expects. */
@@ -91,6 +152,10 @@ export function renderCatalog(command: CatalogCommand, reply: unknown, table: (r
       m.aliases.join(", ") || "-",
     ]);
     return `price version ${parsed.data.price_version ?? "-"}; USD per 1M units\n${table([["MODEL", "STATUS", "VENDOR", "OPERATION", "CONTEXT", "PRICES", "ALIASES"], ...rows], "")}`;
+  }
+  if (command.kind === "catalog.import") {
+    const parsed = importReply.safeParse(reply);
+    return parsed.success ? renderImport(parsed.data) : null;
   }
   if (command.kind === "catalog.changes") {
     const parsed = changesReply.safeParse(reply);

@@ -34,7 +34,7 @@ import type { ReconcileReport } from "../payments/reconciler.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
 import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
-import { catalogCall, entryBody, renderCatalog } from "./catalog.ts";
+import { catalogCall, entryBody, importBody, renderCatalog } from "./catalog.ts";
 import { isOperatorCommand, operatorCall, renderOperators } from "./operators.ts";
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
@@ -294,9 +294,9 @@ class FileUnreadable extends Error {}
  * checks it with before anything is sent, so a mistake in it is a usage error naming the field.
  */
 async function fileBody(command: Sent, output: Output): Promise<unknown> {
-  if (command.kind === "catalog.set") {
+  if (command.kind === "catalog.set" || command.kind === "catalog.import") {
     try {
-      return await entryBody(command.model, command.file, command.by);
+      return command.kind === "catalog.set" ? await entryBody(command.model, command.file, command.by) : await importBody(command);
     } catch (error) {
       output.err(`error: ${messageOf(error)}`);
       throw new FileUnreadable();
@@ -324,6 +324,7 @@ function callFor(command: Sent, body?: unknown): Call {
     case "catalog.alias":
     case "catalog.retire":
     case "catalog.changes":
+    case "catalog.import":
       // The operator's login names them in the catalog's audit unless --by does.
       return catalogCall(command, process.env.USER, body);
     case "pools.set":
@@ -471,6 +472,7 @@ function render(command: Sent, reply: unknown): string | null {
     case "catalog.alias":
     case "catalog.retire":
     case "catalog.changes":
+    case "catalog.import":
       return renderCatalog(command, reply, table);
     case "pools":
       return renderWith(poolsReply, reply, renderPools);

@@ -49,6 +49,37 @@ an audit row, and reaches every node within a second.
 A model must price every unit it reports: a file or a change without one is refused, naming the
 model and the unit, so nothing is billed at zero by omission. Toman prices are \`round(USD × rate)\`
 per 1M units, one price version per rate or catalog change ([billing.md](billing.md)).
+
+## Importing a catalog
+
+Vendors publish models faster than releases ship; a model the catalog lacks answers 404 naming
+\`gw catalog import\`. An operator imports a whole catalog file, written as \`models.json\` is
+(their own, or the vendor-price file they keep), from a path or an operator-chosen URL:
+
+\`\`\`sh
+bun run gw catalog import new-models.json            # the diff only: nothing is applied
+bun run gw catalog import new-models.json --apply --by sara
+bun run gw catalog import https://example.org/models.json
+\`\`\`
+
+The file is checked as the shipped one is (schema and \`catalogProblems\`: every reported unit
+priced, names unique, successors served), then compared with the catalog: models **added**,
+**prices** changed (old → new per unit, tier prices by their key; \`"0.15"\` and \`"0.150"\` are one
+price), **limits** changed (\`context_window\`, \`output_max\`, the tier's threshold), **aliases**
+added and removed, models **retired** (with \`retired\` in the file), other fields **changed**, and
+models **absent**: in the catalog, not in the file. Absent models are listed and kept: an import
+never retires by omission (retire one with \`gw catalog retire\`). The diff is the answer; with
+\`--apply\` (\`apply: true\`) every changed model goes through the one path operators' changes take,
+in one transaction and **one** new price version, a \`catalog_changes\` row per model (action
+\`add\`, \`change\`, \`alias\` or \`retire\`, \`by\` as declared). The same file again applies nothing.
+
+A URL is fetched by the gateway: https only (plain http only to a loopback host), no redirect
+followed, at most \`CATALOG_IMPORT_BYTES_MAX\` (4 MiB) within \`CATALOG_IMPORT_TIMEOUT_MS\` (10 s).
+
+With \`CATALOG_IMPORT_URL\` set, each node pulls that file every \`CATALOG_IMPORT_INTERVAL_MS\`
+(a day) and records its diff, like the exchange rate's fetch; a pull never applies anything.
+\`GET /admin/catalog/import\` shows the last pull: \`lastAttemptAt\`, \`lastSuccessAt\`, \`lastError\`,
+\`changes\` and the \`diff\`; an operator who agrees imports the same URL with \`--apply\`.
 `;
 
 const cell = (text: string) => text.replaceAll("|", "\\|").replaceAll("\n", " ");

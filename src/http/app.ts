@@ -11,7 +11,8 @@ import { adminGuard } from "./admin/guard.ts";
 import { OperatorsAdmin } from "./admin/operators.ts";
 import { operatorRoutes } from "./operators/route.ts";
 import { OperatorStore } from "../operators/store.ts";
-import { addAlias, catalogChangesView, catalogView, putModel, retireModel } from "./admin/catalog.ts";
+import { addAlias, catalogChangesView, catalogPullView, catalogView, importCatalog, putModel, retireModel } from "./admin/catalog.ts";
+import type { CatalogPullStatus } from "../catalog/import.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, generation, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
@@ -197,7 +198,13 @@ function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelRepli
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one line per route with its handler.
 export function createApp(
   deps: EdgeDeps,
-  options: { rateFetch?: () => FetchStatus | null; live?: LiveHub; health?: Health; console?: AccountArea } = {},
+  options: {
+    rateFetch?: () => FetchStatus | null;
+    catalogPull?: () => CatalogPullStatus | null;
+    live?: LiveHub;
+    health?: Health;
+    console?: AccountArea;
+  } = {},
 ) {
   const admin = new AdminApi(deps, options.rateFetch);
   const topups = new TopupsAdmin(deps);
@@ -354,6 +361,15 @@ export function createApp(
     .get(
       "/admin/catalog/changes",
       asAdmin((request, _, id) => catalogChangesView(deps, request, id)),
+    )
+    .get(
+      "/admin/catalog/import",
+      asAdmin((_, __, id) => catalogPullView(options.catalogPull?.() ?? null, id)),
+    )
+    .post(
+      "/admin/catalog/import",
+      asAdmin((request, _, id) => importCatalog(deps, request, id)),
+      NO_PARSE,
     )
     .put(
       "/admin/catalog/models/:model",

@@ -48,6 +48,9 @@ export const ROLE_MATRIX: Readonly<Record<string, Permission>> = {
   "PUT /admin/pools/:model": { roles: OWNER, audit: "pool.set", target: "model" },
   "GET /admin/catalog": { roles: ALL },
   "GET /admin/catalog/changes": { roles: ALL },
+  "GET /admin/catalog/import": { roles: ALL },
+  // A dry run (the diff alone) is recorded too: who looked at which catalog file, and what it would change.
+  "POST /admin/catalog/import": { roles: FINANCE, audit: "catalog.import" },
   "PUT /admin/catalog/models/:model": { roles: FINANCE, audit: "catalog.put", target: "model" },
   "POST /admin/catalog/models/:model/aliases": { roles: FINANCE, audit: "catalog.alias", target: "model" },
   "POST /admin/catalog/models/:model/retire": { roles: FINANCE, audit: "catalog.retire", target: "model" },

@@ -6,18 +6,32 @@
  *   POST /admin/catalog/models/{id}/aliases    `{alias}`: one more name for the model
  *   POST /admin/catalog/models/{id}/retire     `{successor}`: the model answers 410 naming it
  *   GET  /admin/catalog/changes                the audit: who, when, what, which price version
+ *   POST /admin/catalog/import                 a whole catalog file (or `{url}`): its diff, applied with `apply: true`
+ *   GET  /admin/catalog/import                 the last scheduled pull of CATALOG_IMPORT_URL and its diff
  *
  * Each change is one new price version and one audit row; the node reloads at once and announces
  * it on the bus (the price event every node already reloads on), so every node serves it within
  * a second. `by` names the operator in the audit: the admin token is shared, so it is declared.
  */
-import { eq } from "drizzle-orm";
 import { z } from "zod";
 import { PRICE_EVENTS } from "../../../actors/protocol.ts";
 import { reloadCatalog } from "../../catalog/catalog.ts";
-import { applyCatalogChange, type CatalogAction, CatalogChangeRefused, currentEntries, recentChanges } from "../../catalog/changes.ts";
-import { modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
-import { prices } from "../../db/schema.ts";
+import {
+  applyCatalogChange,
+  applyCatalogChanges,
+  type CatalogAction,
+  CatalogChangeRefused,
+  catalogEntries,
+  recentChanges,
+} from "../../catalog/changes.ts";
+import { CatalogFileError, catalogFileSchema, catalogProblems, modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
+import {
+  CATALOG_IMPORT_BYTES_MAX,
+  CatalogImportRefused,
+  type CatalogPullStatus,
+  diffCatalog,
+  fetchCatalogFile,
+} from "../../catalog/import.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -30,16 +44,27 @@ const by = z.string().trim().min(1).max(100).default("admin");
 export const putModelBody = modelEntrySchema.omit({ id: true }).extend({ by });
 export const aliasBody = z.strictObject({ alias: modelId, by });
 export const retireBody = z.strictObject({ successor: modelId, by });
+/** A whole catalog file as models.json has it, or the URL to fetch one from; `apply` to apply the diff. */
+export const importBody = catalogFileSchema
+  .partial({ models: true })
+  .extend({ url: z.string().url().max(2_000).optional(), apply: z.boolean().default(false), by })
+  .refine((b) => (b.models === undefined) !== (b.url === undefined), {
+    message: "give either the catalog file's `models` or a `url` to fetch it from",
+    path: ["models"],
+  });
 
 /** Every model of the catalog as entries, USD prices from the version in effect. */
-async function entries(deps: EdgeDeps): Promise<ModelEntry[]> {
-  const versionId = deps.catalog.currentVersion()?.versionId;
-  const rows = versionId === undefined ? [] : await deps.db.orm.select().from(prices).where(eq(prices.versionId, versionId));
-  return currentEntries(deps.catalog, rows);
-}
+const entries = (deps: EdgeDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
 
 export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Response> {
   return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
+}
+
+/** Reloads this node's catalog and pools on a new version, and tells every other node. */
+async function adopted(deps: EdgeDeps, versionId: number): Promise<void> {
+  await reloadCatalog(deps.db, deps.catalog);
+  deps.pools.adopt();
+  deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
 }
 
 /** Applies one change, reloads this node's catalog and pools, and tells every other node. */
@@ -52,9 +77,7 @@ async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, 
       return failed(fail("invalid_request", `The catalog refuses this change: ${error.message}.`), requestId);
     throw error;
   }
-  await reloadCatalog(deps.db, deps.catalog);
-  deps.pools.adopt();
-  deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
+  await adopted(deps, versionId);
   deps.log("info", "catalog_changed", { model: entry.id, action, actor, versionId });
   return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
 }
@@ -91,6 +114,11 @@ export async function retireModel(deps: EdgeDeps, request: Request, id: string, 
   return change(deps, "retire", { ...before, retired: { successor: body.successor } }, body.by, requestId);
 }
 
+/** The last scheduled pull of CATALOG_IMPORT_URL: when, how it went, and its diff (never applied by itself). */
+export function catalogPullView(status: CatalogPullStatus | null, requestId: string): Response {
+  return json({ object: "catalog_pull", ...(status ?? { source: null }) }, requestId);
+}
+
 export async function catalogChangesView(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
   const query = new URL(request.url).searchParams;
   const model = query.get("model") ?? undefined;
@@ -110,4 +138,43 @@ export async function catalogChangesView(deps: EdgeDeps, request: Request, reque
     },
     requestId,
   );
+}
+
+/** The models a body imports: its own, or those of the file at its URL, checked as a whole file is. */
+async function importedModels(body: z.infer<typeof importBody>): Promise<ModelEntry[] | string> {
+  try {
+    if (body.url !== undefined) return await fetchCatalogFile(body.url);
+  } catch (error) {
+    if (error instanceof CatalogImportRefused || error instanceof CatalogFileError) return error.message;
+    throw error;
+  }
+  const problems = catalogProblems(body.models!);
+  return problems.length > 0 ? `the catalog file is refused: ${problems.join("; ")}` : body.models!;
+}
+
+/** The diff of a catalog file against the catalog; applied (one price version) only with `apply`. */
+export async function importCatalog(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+  const body = await parseBody(request, importBody, CATALOG_IMPORT_BYTES_MAX);
+  if (isFailure(body)) return failed(body, requestId);
+  const imported = await importedModels(body);
+  if (typeof imported === "string") return failed(fail("invalid_request", `The catalog import is refused: ${imported}.`), requestId);
+  const { diff, changes } = diffCatalog(await entries(deps), imported);
+  const reply = (applied: boolean, versionId: number | null) =>
+    json({ object: "catalog_import", applied, price_version: versionId, changes: changes.length, diff }, requestId);
+  if (!body.apply || changes.length === 0) return reply(false, null);
+  let versionId: number;
+  try {
+    ({ versionId } = await applyCatalogChanges(
+      deps.db,
+      deps.catalog,
+      changes.map((c) => ({ ...c, actor: body.by })),
+    ));
+  } catch (error) {
+    if (error instanceof CatalogChangeRefused)
+      return failed(fail("invalid_request", `The catalog refuses this import: ${error.message}.`), requestId);
+    throw error;
+  }
+  await adopted(deps, versionId);
+  deps.log("info", "catalog_imported", { models: changes.length, actor: body.by, versionId });
+  return reply(true, versionId);
 }

@@ -9,24 +9,21 @@
  *   in, the session's CSRF token in `x-csrf-token`.
  */
 import { timingSafeEqual } from "node:crypto";
+import { insecureLoopback } from "../../addresses.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { requestOrigin } from "../request.ts";
 
 export const SESSION_COOKIE = "dvz_session";
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 export const CSRF_HEADER = "x-csrf-token";
-const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 /** The console's own origin: PUBLIC_URL's when set (behind a proxy), else the request's (with a trusted proxy's scheme). */
 export function ownOrigin(request: Request, publicUrl: string | undefined): string {
   return publicUrl ? new URL(publicUrl).origin : requestOrigin(request);
 }
 
-/** Plain http on a loopback address: no Secure cookie (and so no `__Host-` prefix) is possible. */
-export function insecureLoopback(origin: string): boolean {
-  const url = new URL(origin);
-  return url.protocol === "http:" && LOOPBACK.has(url.hostname);
-}
+// Plain http on a loopback address: no Secure cookie (and so no `__Host-` prefix) is possible.
+export { insecureLoopback };
 
 export function cookieName(origin: string): string {
   return insecureLoopback(origin) ? SESSION_COOKIE : SECURE_SESSION_COOKIE;
