@@ -73,7 +73,7 @@ function reasonOf(body: Record<string, unknown> | null): string | null {
 
 function targetOf(permission: Permission, call: Call, body: Record<string, unknown> | null, after: Record<string, unknown>): string {
   const param = permission.target === undefined ? undefined : call.params[permission.target];
-  if (param !== undefined) return decodeURIComponent(param);
+  if (param !== undefined) return param; // decoded once, where the app reads every path (request.ts decodeParams)
   if (typeof body?.account_id === "string") return body.account_id;
   return after.id === undefined ? "-" : String(after.id);
 }
@@ -89,7 +89,7 @@ async function audited(deps: EdgeDeps, operators: OperatorStore, permission: Per
     giveBack = taken?.giveBack ?? null;
   }
   const param = permission.target === undefined ? undefined : call.params[permission.target];
-  const before = await beforeOf(deps, operators, action, param === undefined ? undefined : decodeURIComponent(param));
+  const before = await beforeOf(deps, operators, action, param);
   let response: Response;
   try {
     response = await handler(call.request, call.params, call.requestId, call.who);
