@@ -213,7 +213,14 @@ export class KeyStore {
   async accountLimits(accountId: string): Promise<AccountLimits | null> {
     const cached = this.byAccount.get(accountId);
     if (cached && cached.expiresAtMs > this.now()) return cached.limits;
-    const [row] = await this.db.orm.select().from(accounts).where(eq(accounts.id, accountId));
+    let row: typeof accounts.$inferSelect | undefined;
+    try {
+      [row] = await this.db.orm.select().from(accounts).where(eq(accounts.id, accountId));
+    } catch (error) {
+      // The database away: the limits last read stand (a lease still serves the account's keys).
+      if (cached) return cached.limits;
+      throw error;
+    }
     const limits = row ? resolveLimits(row) : null;
     this.byAccount.set(accountId, { limits, expiresAtMs: this.now() + (limits ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) });
     return limits;
@@ -284,7 +291,7 @@ export class KeyStore {
     const cursor = this.pollCursor;
     for (const row of rows) {
       // A change this node has not seen yet may be its account's limits (setAccountLimits bumps its keys).
-      if (row.updatedAt > cursor) this.byAccount.delete(row.accountId);
+      if (row.updatedAt > cursor) this.staleAccount(row.accountId);
       if (row.updatedAt > this.pollCursor) this.pollCursor = row.updatedAt;
       const cached = this.byId.get(row.id)?.record;
       if (cached && cached.updatedAt < row.updatedAt) this.forget(row.id);
@@ -292,10 +299,16 @@ export class KeyStore {
     return rows.length;
   }
 
+  /** An account's cached limits read again at its next use, but kept to stand while the database is away. */
+  private staleAccount(accountId: string): void {
+    const cached = this.byAccount.get(accountId);
+    if (cached) cached.expiresAtMs = 0;
+  }
+
   /** Drops every cached entry of the key (revocation, limit change). */
   forget(keyId: string): void {
     if (isAccountId(keyId)) {
-      this.byAccount.delete(keyId);
+      this.staleAccount(keyId);
       return;
     }
     this.byId.delete(keyId);
