@@ -116,7 +116,10 @@ test("11 forged callbacks at once before the payment cost one verify and no atte
   const callback = `${t.url}/pay/zarinpal/callback?Authority=${started.authority}&Status=OK`;
   const forged = await Promise.all(Array.from({ length: CALLBACK_ATTEMPTS_MAX + 1 }, () => fetch(callback, { redirect: "manual" })));
   expect(forged.every((r) => r.status === 303)).toBe(true);
-  expect(new URL(forged.at(-1)!.headers.get("location")!).searchParams.get("outcome")).toBe("failed"); // the last answer: not paid
+  // Each gets the answer the top-up had when it came: not paid, or a verify still in flight.
+  const outcomes = forged.map((r) => new URL(r.headers.get("location")!).searchParams.get("outcome"));
+  expect(outcomes.every((o) => o === "failed" || o === "pending")).toBe(true);
+  expect(outcomes).toContain("failed");
   const verifies = () => zarinpal.log.filter((e) => e.path === "/pg/v4/payment/verify.json" && e.body?.authority === started.authority);
   // At most one verify an interval: those that came within one of a "not paid" waited for the next and took its answer.
   expect(verifies().length).toBeLessThanOrEqual(2);

@@ -336,7 +336,7 @@ export class KeyActorHost {
     ]);
     const log = this.deps.log;
     stops.push(bus.subscribe(WALLET_RECALLS, subjects.walletRecalls, (m) => runTask("wallet_recall", log, () => this.releaseAccount(m))));
-    stops.push(bus.serve(PURSE_FIGURES, subjects.walletPurses, (ask) => this.purseFigures(ask.accountId)));
+    stops.push(bus.serveGather(PURSE_FIGURES, subjects.walletPurses, (ask) => this.purseFigures(ask.accountId)));
     stops.push(every("idle_sweep", Math.min(IDLE_SWEEP_INTERVAL_MS, this.keyIdleMs), log, () => this.sweepIdle()));
     return () => {
       for (const stop of stops) stop();

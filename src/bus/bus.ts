@@ -43,10 +43,12 @@ export interface Bus {
   readonly kind: "local" | "nats";
   request<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options?: RequestOptions): Promise<Res>;
   /**
-   * Asks every node that serves `subject` without a queue group (this one included) and returns
+   * Asks every server of `subject` (serveGather; this process's too) and returns
    * the replies that arrived within `timeoutMs`, or until `enough`; a bad reply is left out.
    */
   gather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, options: GatherOptions<Res>): Promise<Res[]>;
+  /** Answers gathers on a subject; unlike `serve`, any number of servers in one process may answer one subject. */
+  serveGather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>): Unsubscribe;
   /** Serves a subject; `queue` shares it between nodes (one of them answers each request). */
   serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options?: { queue?: string }): Unsubscribe;
   publish<T>(topic: Topic<T>, subject: string, msg: T): void;

@@ -9,6 +9,7 @@ import { BusError, type Bus, type GatherOptions, type Handler, type Rpc, type To
 export class LocalBus implements Bus {
   readonly kind = "local" as const;
   private readonly handlers = new Map<string, Handler<unknown, unknown>>();
+  private readonly gatherers = new Map<string, Set<Handler<unknown, unknown>>>();
   private readonly subscribers = new Map<string, Set<(msg: unknown) => void>>();
   private closed = false;
 
@@ -22,9 +23,19 @@ export class LocalBus implements Bus {
     return handler(msg);
   }
 
-  /** One process, one server of a subject: its reply, or none. */
-  async gather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, msg: Req, _options?: GatherOptions<Res>): Promise<Res[]> {
-    return this.handlers.has(subject) ? [await this.request(rpc, subject, msg)] : [];
+  /** Every server of the subject in this process: their replies (a failing one left out). */
+  async gather<Req, Res>(_rpc: Rpc<Req, Res>, subject: string, msg: Req, _options?: GatherOptions<Res>): Promise<Res[]> {
+    if (this.closed) throw new BusError("closed", "the bus is closed");
+    const handlers = [...(this.gatherers.get(subject) ?? [])] as Handler<Req, Res>[];
+    const replies = await Promise.allSettled(handlers.map(async (handler) => handler(msg)));
+    return replies.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  }
+
+  serveGather<Req, Res>(_rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>): Unsubscribe {
+    const set = this.gatherers.get(subject) ?? new Set();
+    set.add(handler as Handler<unknown, unknown>);
+    this.gatherers.set(subject, set);
+    return () => set.delete(handler as Handler<unknown, unknown>);
   }
 
   serve<Req, Res>(_rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>): Unsubscribe {
@@ -53,6 +64,7 @@ export class LocalBus implements Bus {
   async close(): Promise<void> {
     this.closed = true;
     this.handlers.clear();
+    this.gatherers.clear();
     this.subscribers.clear();
   }
 }

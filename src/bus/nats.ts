@@ -149,6 +149,16 @@ export class NatsBus implements Bus {
     return replies;
   }
 
+  serveGather<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>): Unsubscribe {
+    const sub = this.nc.subscribe(subject, {
+      callback: (err, msg) => {
+        if (err || !msg.reply) return;
+        runTask("bus_reply", this.log, async () => msg.respond(encoder.encode(await answer(rpc, handler, msg.data))));
+      },
+    });
+    return () => sub.unsubscribe();
+  }
+
   serve<Req, Res>(rpc: Rpc<Req, Res>, subject: string, handler: Handler<Req, Res>, options: { queue?: string } = {}): Unsubscribe {
     if (this.local.has(subject)) throw new Error(`${subject} is already served in this process`);
     this.local.set(subject, handler as Handler<unknown, unknown>);
