@@ -156,6 +156,39 @@ describe("fields that change the price or keep data", () => {
     }
   });
 
+  test("service_tier is priced at the tier the upstream reports serving: priority asked, default served, charged the default price", async () => {
+    await setPaidFields({ service_tier: { priority: { price_percent: 200 } } });
+    try {
+      const { key } = await t.fundedKey(100);
+      const charge = async (served: "default" | null, stream: boolean) => {
+        sim.options.servedServiceTier = served;
+        sim.log.clear();
+        const before = await balanceMicro(key);
+        const body = { service_tier: "priority", ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}) };
+        const response = await fetch(`${t.url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          body: JSON.stringify({ model: MODEL, messages: HELLO, max_tokens: 5, ...body }),
+        });
+        const text = await response.text();
+        expect(response.status).toBe(200);
+        expect(text).toContain(`"service_tier":"${served ?? "priority"}"`); // the client sees the tier that served it
+        const entry = sim.log.entries()[0]!;
+        const list = BigInt(entry.promptTokens) * INPUT_MICRO + BigInt(entry.completionTokens) * OUTPUT_MICRO;
+        return { charged: before - (await balanceAfterCharge(key, before)), list };
+      };
+      for (const stream of [false, true]) {
+        const atDefault = await charge("default", stream);
+        expect([stream, atDefault.charged]).toEqual([stream, atDefault.list]); // the vendor's bill: the default tier's
+        const atPriority = await charge(null, stream);
+        expect([stream, atPriority.charged]).toEqual([stream, 2n * atPriority.list]);
+      }
+    } finally {
+      sim.options.servedServiceTier = null;
+      await setPaidFields(undefined);
+    }
+  });
+
   test("a pool setting that is not a known field or price is refused", async () => {
     const backends = [{ name: "sim", kind: "openai", url: `${sim.url}/v1`, region: "abroad" }];
     const unknown = await t.admin("PUT", `/admin/pools/${MODEL}`, { backends, paid_fields: { logprobs: true } });

@@ -197,6 +197,8 @@ export interface Reserve {
    * prompt charged at or below `aboveInputTokens` is priced at `belowPricesPer1m`, as its vendor bills it.
    */
   promptTier?: PromptTier;
+  /** The prices of a request that asked a priced `service_tier`, were it served at the default tier. */
+  atDefaultServiceTier?: ServedTierPrices;
   output?: PricedUnits;
   /**
    * Calls of a vendor-run tool the request offers (`web_search_call`), at the per-call price: at
@@ -215,6 +217,12 @@ export interface Reserve {
    * sends the upstream the limit admitted (`Admission.outputPerChoice`).
    */
   outputLowerable?: OutputLimit;
+}
+
+/** A request's prices at another service tier than the one it asked (its long-context tier's split kept). */
+export interface ServedTierPrices {
+  unitPricesPer1m: ReadonlyMap<string, bigint>;
+  promptTier?: PromptTier;
 }
 
 /** The standard prices of a request reserved at its long-context tier, and the tier's threshold in prompt tokens. */
@@ -516,6 +524,8 @@ export class Admission {
   private unreportedInput: Promise<number> | null = null;
   private unitPricesCached: Prices | null = null;
   private belowTierPricesCached: Prices | null = null;
+  /** Set by servedAtDefaultTier: the prices this request is charged at instead of those it asked. */
+  private servedPrices: ServedTierPrices | null = null;
   /** The parts of the upstream's usage report clamped or raised to their bounds (upstream anomalies). */
   anomalies: readonly UsageAnomaly[] = [];
 
@@ -600,12 +610,27 @@ export class Admission {
   }
 
   /**
+   * The upstream reports serving the default tier to a request that asked a priced `service_tier`
+   * (OpenAI serves `default` when priority capacity is short): it is charged as the vendor bills
+   * it, at the default tier's prices, each no higher than those held. Call before settling.
+   */
+  servedAtDefaultTier(): void {
+    const served = this.reserve.atDefaultServiceTier;
+    if (!served || this.settled || this.servedPrices !== null) return;
+    const held = this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
+    for (const [unit, price] of served.unitPricesPer1m) if (price > (held.get(unit) ?? price)) return;
+    this.servedPrices = served;
+    this.unitPricesCached = null;
+    this.belowTierPricesCached = null;
+  }
+
+  /**
    * Used units at the request's prices: the tier's for a prompt above the tier's threshold (every
    * token of the request, input and output, as the vendors bill it), else the standard ones.
    */
   private priced(used: UsedUnits): PricedUsage {
-    const tier = this.reserve.promptTier;
-    if (tier && chargedBelowTier(this.reserve, used)) {
+    const tier = this.servedPrices ? this.servedPrices.promptTier : this.reserve.promptTier;
+    if (tier && chargedBelowTier({ promptTier: tier }, used)) {
       this.belowTierPricesCached ??= unitPricesOf(
         tier.belowPricesPer1m,
         tier.belowPricesPer1m.get("input_token") ?? 0n,
@@ -621,8 +646,11 @@ export class Admission {
   private get unitPrices(): Prices {
     if (this.unitPricesCached === null) {
       const { input, output, hostedCalls } = this.reserve;
-      const prices = this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
-      this.unitPricesCached = unitPricesOf(prices, input.pricePer1m, output?.pricePer1m ?? 0n, hostedCalls);
+      const served = this.servedPrices?.unitPricesPer1m;
+      const prices = served ?? this.reserve.unitPricesPer1m ?? this.model.price.tomanPer1m;
+      const inputPrice = served ? (served.get("input_token") ?? input.pricePer1m) : input.pricePer1m;
+      const outputPrice = served ? (served.get("output_token") ?? 0n) : (output?.pricePer1m ?? 0n);
+      this.unitPricesCached = unitPricesOf(prices, inputPrice, outputPrice, hostedCalls);
     }
     return this.unitPricesCached;
   }

@@ -30,6 +30,8 @@ export type ChatContext = ExchangeContext & {
 type Plan = {
   id: string;
   created: number;
+  /** The tier the reply says served it, or null (servedTier). */
+  serviceTier: string | null;
   /** Content tokens, or the pieces of a tool call's arguments: of each choice (all alike). */
   deltas: string[];
   /** Choices (`n`): their chunks go out in turn, position by position (chunk i is choice i mod n). */
@@ -168,6 +170,7 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
     choices: body.n ?? 1,
     tool,
     finishReason: tool ? "tool_calls" : (structured ? structured.cut : cut) ? "length" : "stop",
+    serviceTier: servedTier(options, body),
     includeUsage: body.stream_options?.include_usage === true,
     continuousUsage: body.stream_options?.continuous_usage_stats === true,
     omitUsage: options.omitUsage,
@@ -177,6 +180,13 @@ function planReply(options: SimOptions, body: ChatRequest, seq: number): Plan {
     failAfterChunks: options.failAfterChunks,
     stallAfterChunks: options.stallAfterChunks,
   };
+}
+
+/** The tier a reply says served it: for a request that asked one besides auto or default, that one or `servedServiceTier`. */
+function servedTier(options: SimOptions, body: ChatRequest): string | null {
+  const asked = (body as { service_tier?: unknown }).service_tier;
+  if (typeof asked !== "string" || asked === "auto" || asked === "default") return null;
+  return options.servedServiceTier ?? asked;
 }
 
 /** A reply to `response_format: json_schema` keeps to its schema (simStructuredPieces). */
@@ -226,6 +236,7 @@ async function completeReply(exchange: Exchange, signal: AbortSignal, plan: Plan
     finishReason: plan.finishReason,
     usage,
     choices: plan.choices,
+    serviceTier: plan.serviceTier,
   });
   exchange.sent = tokens;
   exchange.finish(logReason(plan), 200);
@@ -263,6 +274,7 @@ function framesFor(exchange: Exchange, plan: Plan): ChunkFrames {
     id: plan.id,
     created: plan.created,
     model: exchange.model,
+    serviceTier: plan.serviceTier,
     promptTokens: exchange.promptTokens,
     cachedTokens: exchange.cacheReadTokens,
     includeUsage: plan.includeUsage && !plan.omitUsage,

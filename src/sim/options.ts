@@ -36,6 +36,12 @@ export const SimOptionsSchema = z.object({
    */
   cancelBills: z.enum(["sent", "all"]).default("sent"),
   /**
+   * The `service_tier` a reply reports serving when the request asked for one other than auto or
+   * default (OpenAI serves `default` when a `priority` request finds no priority capacity); null:
+   * the tier asked for.
+   */
+  servedServiceTier: z.enum(["default", "flex", "scale", "priority"]).nullable().default(null),
+  /**
    * Wire formats served: `all` (the default) serves every route at once; otherwise only that
    * vendor's routes answer and the others are 404.
    */

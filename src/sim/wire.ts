@@ -15,6 +15,8 @@ export type WireFinishReason = "stop" | "length" | "tool_calls";
 
 export type ChunkFramesOptions = {
   id: string;
+  /** The tier each chunk says served it (`service_tier`); absent when the request asked for none. */
+  serviceTier?: string | null;
   /** Unix seconds. */
   created: number;
   model: string;
@@ -60,9 +62,10 @@ export class ChunkFrames {
 
   constructor(options: ChunkFramesOptions) {
     this.#options = options;
+    const tier = options.serviceTier ? `"service_tier":${JSON.stringify(options.serviceTier)},` : "";
     this.#prefix =
       `data: {"id":${JSON.stringify(options.id)},"object":"chat.completion.chunk",` +
-      `"created":${options.created},"model":${JSON.stringify(options.model)},"choices":`;
+      `"created":${options.created},"model":${JSON.stringify(options.model)},${tier}"choices":`;
   }
 
   /** The opening chunk of choice `index`: `delta: { role: "assistant", content: "" }`. */
@@ -122,6 +125,8 @@ export type CompletionBodyOptions = {
   usage: SimUsage | null;
   /** Choices, each with the same message (`n`); 1 when absent. */
   choices?: number;
+  /** The tier the reply says served it (`service_tier`); absent when the request asked for none. */
+  serviceTier?: string | null;
 };
 
 /** The non-streamed `chat.completion` object. */
@@ -131,6 +136,7 @@ export function completionBody(options: CompletionBodyOptions): string {
     object: "chat.completion",
     created: options.created,
     model: options.model,
+    ...(options.serviceTier ? { service_tier: options.serviceTier } : {}),
     choices: Array.from({ length: options.choices ?? 1 }, (_, index) => ({
       index,
       message: {

@@ -16,7 +16,7 @@
  * held within it.
  */
 import { type CatalogModel, contextWindowOf, longContextTier, type PriceTierList } from "../../catalog/catalog.ts";
-import type { PromptTier } from "../../admission/admission.ts";
+import type { PromptTier, ServedTierPrices } from "../../admission/admission.ts";
 import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {
@@ -31,7 +31,7 @@ import {
   utf8Bytes,
 } from "../../tokens/count.ts";
 import { betasVerdict, STANDARD_WINDOW_TOKENS } from "./betas.ts";
-import { paidFieldPercents, priceWithPercents } from "./paidFields.ts";
+import { asksPricedServiceTier, paidFieldPercents, priceWithPercents } from "./paidFields.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /** Output budget of a whole (non-streamed) reply when the client names none. */
@@ -76,6 +76,11 @@ export interface ChatBudget {
   unitPricesPer1m: ReadonlyMap<string, bigint>;
   /** Set when the prices are the long-context tier's: a prompt that turns out not above the threshold is charged the standard ones. */
   promptTier?: PromptTier;
+  /**
+   * A request that asks a priced `service_tier`: its prices without that tier's percent, charged
+   * when the upstream reports serving it at the default tier (Admission.servedAtDefaultTier).
+   */
+  atDefaultServiceTier?: ServedTierPrices;
   priceVersionId: number;
 }
 
@@ -319,7 +324,11 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
   }
   // A vendor refuses a prompt longer than its window: it never bills more input than that.
   const promptTokensBound = Math.min(promptTokensWhole, window);
-  const { unitPrices, promptTier } = requestPrices(model, percents, longContextTier(model, ask), promptTokensBound);
+  const longTier = longContextTier(model, ask);
+  const { unitPrices, promptTier } = requestPrices(model, percents, longTier, promptTokensBound);
+  const atDefaultServiceTier = asksPricedServiceTier(body)
+    ? requestPrices(model, percents.slice(1), longTier, promptTokensBound)
+    : undefined;
   const inputPrice = unitPrices.get("input_token")!;
   const outputPrice = unitPrices.get("output_token")!;
   // Rejected predicted tokens are billed as output, beyond max_tokens: reserve them at that price
@@ -364,6 +373,9 @@ export async function chatBudget(body: ChatRequest, model: CatalogModel, options
     outputPricePer1m: outputPrice,
     unitPricesPer1m: unitPrices,
     ...(promptTier ? { promptTier } : {}),
+    ...(atDefaultServiceTier
+      ? { atDefaultServiceTier: { unitPricesPer1m: atDefaultServiceTier.unitPrices, promptTier: atDefaultServiceTier.promptTier } }
+      : {}),
     priceVersionId: model.price.versionId,
   };
 }

@@ -37,7 +37,7 @@ import type { EdgeDeps } from "../../admission/deps.ts";
 import { type Admitted, isRefused, presented, type Refused, run } from "../run.ts";
 import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
 import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget, type OutputLimitWording } from "./budget.ts";
-import { Relay } from "./relay.ts";
+import { Relay, servedTierOf } from "./relay.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
@@ -102,6 +102,7 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget, model: Catalo
     ...(inputPricePer1mMax ? { inputPricePer1mMax } : {}),
     ...(budget.unitPricesPer1m !== model.price.tomanPer1m ? { unitPricesPer1m: budget.unitPricesPer1m } : {}),
     ...(budget.promptTier ? { promptTier: budget.promptTier } : {}),
+    ...(budget.atDefaultServiceTier ? { atDefaultServiceTier: budget.atDefaultServiceTier } : {}),
     output: { unit: "output_token", units: outputUnits, pricePer1m: budget.outputPricePer1m },
     ...(hostedCalls ? { hostedCalls } : {}),
     tokens: budget.promptTokensBound + outputUnits,
@@ -214,6 +215,7 @@ async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, in
   if (outcome.kind === "stream") {
     return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, input.signal), headers: admission.headers };
   }
+  if (servedTierOf(outcome.json) === "default") admission.servedAtDefaultTier();
   const generated = jsonGeneratedText(outcome.json);
   const used = outcome.usage ?? (await unreportedJsonUsage(admission, generated, outcome.backend.adapter.kind === "anthropic"));
   const { present } = input;

@@ -30,6 +30,7 @@ export function paidFieldPercents(body: ChatRequest, enabled: PaidFields | undef
   if ("refused" in betas) return fail("invalid_request", betas.message, { param: "anthropic-beta" });
   const percents: number[] = [];
   const tier = body.service_tier;
+  // First: a reply served at the default tier drops this percent alone (asksPricedServiceTier).
   if (tier && tier !== "auto" && tier !== "default") {
     const price = enabled?.service_tier?.[tier];
     if (!price) return refused("service_tier", `service_tier \`${tier}\``);
@@ -48,6 +49,14 @@ export function paidFieldPercents(body: ChatRequest, enabled: PaidFields | undef
     percents.push(price.price_percent);
   }
   return percents;
+}
+
+/**
+ * Whether the body asks for a priced `service_tier` (one besides auto and default): its percent is
+ * then the first of paidFieldPercents', which a reply served at the default tier is charged without.
+ */
+export function asksPricedServiceTier(body: ChatRequest): boolean {
+  return body.service_tier != null && body.service_tier !== "auto" && body.service_tier !== "default";
 }
 
 /**

@@ -76,6 +76,18 @@ interface ChunkIds {
   id: string;
   created: number;
   model: string;
+  /** The tier the upstream says serves the stream (chat.ts servedTierOf), or null. */
+  serviceTier: string | null;
+}
+
+/**
+ * The `service_tier` a chat completion (or chunk) says served it, or null: OpenAI reports it on
+ * every reply, and serves `default` when a `priority` request finds no priority capacity.
+ * @example servedTierOf({ service_tier: "default" }) // "default"
+ */
+export function servedTierOf(value: unknown): string | null {
+  const tier = (value as { service_tier?: unknown } | null)?.service_tier;
+  return typeof tier === "string" ? tier : null;
 }
 
 function chunkIds(frame: StreamFrame, fallbackModel: string): ChunkIds | null {
@@ -85,6 +97,7 @@ function chunkIds(frame: StreamFrame, fallbackModel: string): ChunkIds | null {
       id: typeof chunk.id === "string" ? chunk.id : "chatcmpl-cut",
       created: typeof chunk.created === "number" ? chunk.created : Math.floor(Date.now() / 1000),
       model: typeof chunk.model === "string" ? chunk.model : fallbackModel,
+      serviceTier: servedTierOf(chunk),
     };
   } catch {
     return null;
@@ -464,6 +477,7 @@ export class Relay {
       ? { input: promptTokensLowerBound(body), output: wordsLowerBound(delivered + this.afterGone + (this.withheld?.text ?? "")) }
       : undefined;
     const used: Usage = { ...prompt, output: metered };
+    if (this.ids?.serviceTier === "default") this.admission.servedAtDefaultTier();
     const settled = await this.admission.settle(used, this.outcome.backend.name, decision.status, {
       firstTokenMs: this.firstTokenMs,
       content,
@@ -476,7 +490,12 @@ export class Relay {
     const billedMicro = settled?.billedMicro ?? null;
     this.hostedCallsBilled = this.admission.hostedCallsBilled(used);
     if (decision.last === "cut") {
-      const ids = this.ids ?? { id: "chatcmpl-cut", created: Math.floor(Date.now() / 1000), model: this.admission.model.id };
+      const ids = this.ids ?? {
+        id: "chatcmpl-cut",
+        created: Math.floor(Date.now() / 1000),
+        model: this.admission.model.id,
+        serviceTier: null,
+      };
       const usage = this.wantsUsage ? { ...prompt, output } : null;
       for (const frame of cutFrames(ids, budget.choices, usage, billedMicro)) this.push(frame);
     } else if (decision.last !== null) {
