@@ -118,8 +118,9 @@ describeWith(["nats", "postgres"], "WORKERS=2 on one port", (it) => {
       process.stdout.write(
         `worker killed under ${CLIENTS} clients: ${outcomes.length} requests, ${failed.length} failed (${failed.join(", ")})\n`,
       );
-      // At most the requests in flight on the killed worker: one per client.
-      expect(failed.length).toBeLessThanOrEqual(CLIENTS);
+      // At most the requests in flight on the killed worker (one per client) and the connections the
+      // kernel had queued for its socket as it died (a client's next request, sent at once): two per client.
+      expect(failed.length).toBeLessThanOrEqual(2 * CLIENTS);
       expect(outcomes.slice(afterBack).every((o) => o === 200)).toBe(true);
       expect(log.of("worker_died")).toHaveLength(1);
       expect((await fetch(`http://127.0.0.1:${portBase}/ready`)).status).toBe(200);
