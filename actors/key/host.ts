@@ -39,6 +39,7 @@ import {
 } from "../protocol.ts";
 import { KEY_PARTITIONS, partitionOf, type Subjects } from "../subjects.ts";
 import { newId } from "../../src/ids.ts";
+import { ACCOUNT_CONCURRENCY_MAX_DEFAULT } from "../../src/keys/accountLimits.ts";
 import { KeyActor, type KeyActorDeps } from "./actor.ts";
 import { AccountPurse, type PurseDeps } from "./purse.ts";
 import { SlotAllocator, SlotShares, type Tenure } from "./capacity.ts";
@@ -100,6 +101,11 @@ export type KeyActorHostDeps = Omit<KeyActorDeps, "purseOf"> &
   };
 /** At most one recall per wallet per this interval from this node. */
 export const RECALL_INTERVAL_MS = 20;
+
+/** An account whose limits are all the defaults (no operator set one). */
+function atDefaults(account: Pick<KeyRecord, "concurrencyMax" | "rpm" | "tpm">): boolean {
+  return account.concurrencyMax === ACCOUNT_CONCURRENCY_MAX_DEFAULT && account.rpm === null && account.tpm === null;
+}
 
 export class KeyActorHost {
   private readonly actors = new Map<string, KeyActor>();
@@ -181,6 +187,9 @@ export class KeyActorHost {
     this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
     const account = await this.deps.keys.holder(key.accountId);
     if (!account) return { ok: false, failure: fail("invalid_api_key", "This API key's account no longer exists.") };
+    // An account at the defaults has no ceiling its keys could reach (ACCOUNT_KEYS_MAX_DEFAULT keys of at most the
+    // console's ceiling): its gate is skipped, so its requests depend on no other partition's owner than their key's.
+    if (atDefaults(account)) return this.admitKey(ticket, key);
     const { shares, permits } = this.accountGates;
     const refused = await shares.take(account);
     if (refused) return { ok: false, failure: refused };
