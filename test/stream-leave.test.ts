@@ -137,22 +137,8 @@ describe("a leave before the first byte", () => {
     test(`${vendor.kind} backend: the upstream is cut, billed its input and the in-flight allowance only`, async () => {
       await withSimOptions(sim, { outputTokens: OUTPUT_TOKENS, ttftMs: 60_000 }, async () => {
         const funded = await t.fundedKey(100_000, { concurrency_max: 1 });
-        const abort = new AbortController();
-        const logged = sim.log.entries().length;
         // The reply's headers may wait for the upstream's first event: the client leaves while it waits.
-        const sent = fetch(`${t.url}/v1/chat/completions`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
-          body: JSON.stringify(WIRES[0]!.body(vendor.model)),
-          signal: abort.signal,
-        }).catch(() => null);
-        await until(() => sim.log.inFlight > 0, { what: "the upstream call in flight" });
-        const leftAt = Date.now();
-        abort.abort();
-        await sent;
-        sim.options.ttftMs = 0;
-        await until(() => sim.log.entries().length > logged, { what: "the simulator's entry" });
-        const requestId = sim.log.entries()[logged]!.requestId!;
+        const { requestId, leftAt } = await leaveWhileWaiting(funded.key, WIRES[0]!.body(vendor.model));
         await expectCut(requestId, leftAt, funded, vendor);
         const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
         expect(entry.completionTokens).toBe(0);
@@ -165,27 +151,35 @@ describe("a leave before the first byte", () => {
   }
 });
 
+/**
+ * A chat request whose client hangs up while the upstream call is in flight (the simulator holding
+ * its first byte): the request's id and when the client left, once the simulator has logged it.
+ */
+async function leaveWhileWaiting(key: string, body: unknown): Promise<{ requestId: string; leftAt: number }> {
+  const abort = new AbortController();
+  const logged = sim.log.entries().length;
+  const sent = fetch(`${t.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+    signal: abort.signal,
+  }).catch(() => null);
+  await until(() => sim.log.inFlight > 0, { what: "the upstream call in flight" });
+  const leftAt = Date.now();
+  abort.abort();
+  await sent;
+  sim.options.ttftMs = 0;
+  await until(() => sim.log.entries().length > logged, { what: "the simulator's entry" });
+  return { requestId: sim.log.entries()[logged]!.requestId!, leftAt };
+}
+
 describe("a whole reply whose client hangs up", () => {
   for (const vendor of VENDORS.filter((v) => v.kind !== "openai-responses")) {
     test(`${vendor.kind} backend: the upstream call is cut, billed its input and a time-based allowance within the limit sent`, async () => {
       await withSimOptions(sim, { outputTokens: OUTPUT_TOKENS, ttftMs: 60_000 }, async () => {
         const funded = await t.fundedKey(100_000, { concurrency_max: 1 });
-        const abort = new AbortController();
-        const logged = sim.log.entries().length;
         const body = { model: vendor.model, max_tokens: MAX_TOKENS, messages: [{ role: "user", content: "Tell me about rivers." }] };
-        const sent = fetch(`${t.url}/v1/chat/completions`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
-          body: JSON.stringify(body),
-          signal: abort.signal,
-        }).catch(() => null);
-        await until(() => sim.log.inFlight > 0, { what: "the upstream call in flight" });
-        const leftAt = Date.now();
-        abort.abort();
-        await sent;
-        sim.options.ttftMs = 0;
-        await until(() => sim.log.entries().length > logged, { what: "the simulator's entry" });
-        const requestId = sim.log.entries()[logged]!.requestId!;
+        const { requestId, leftAt } = await leaveWhileWaiting(funded.key, body);
         await expectCut(requestId, leftAt, funded, vendor);
         const entry = await expectLeftAndBilled({ sim, t }, requestId, vendor);
         expect(entry.completionTokens).toBe(0);
