@@ -31,7 +31,7 @@ describe("the cost ledger's map from code to stage", () => {
     expect(stageOf(ROOT, frame("pump", at("src/operations/chat/relay.ts")))).toBe("relay");
     expect(stageOf(ROOT, frame("prepare", at("src/operations/chat/chat.ts")))).toBe("parse");
     expect(stageOf(ROOT, frame("encodeJson", at("src/json.ts")))).toBeNull();
-    expect(stageOf(ROOT, frame("record", at("src/admission/admission.ts")))).toBeNull();
+    expect(stageOf(ROOT, frame("record", at("src/admission/settlement.ts")))).toBeNull();
     expect(stageOf(ROOT, frame("parse", ""))).toBeNull();
   });
 });

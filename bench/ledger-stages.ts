@@ -51,7 +51,8 @@ export const STAGE_RULES: readonly StageRule[] = [
   // The route's own first step: body, schema, model lookup, pool choice (the budget is `count`).
   { file: "src/operations/chat/chat.ts", functions: ["prepare"], stage: "parse" },
   // The caller: origin, key authentication (a keyed hash, then the cache), residency; the model's lookup.
-  { file: "src/admission/admission.ts", functions: ["enter", "operationModel", "servedModel", "servingPool"], stage: "parse" },
+  { file: "src/admission/caller.ts", stage: "parse" },
+  { file: "src/admission/model.ts", stage: "parse" },
   { file: "src/keys/store.ts", stage: "parse" },
   { file: "src/keys/secret.ts", stage: "parse" },
 
@@ -65,11 +66,8 @@ export const STAGE_RULES: readonly StageRule[] = [
 
   // The reserve, the ticket to the key actor, and the actor's slots, windows and lease.
   { file: "src/operations/chat/chat.ts", functions: ["chatReserve", "highestWritePrice"], stage: "admit" },
-  {
-    file: "src/admission/admission.ts",
-    functions: ["admit", "askKeyActor", "reserveMicro", "exactly", "loweredReserve", "hostedCallMicro"],
-    stage: "admit",
-  },
+  { file: "src/admission/admit.ts", functions: ["admit", "askKeyActor"], stage: "admit" },
+  { file: "src/admission/reserve.ts", stage: "admit" },
   {
     file: "actors/key/actor.ts",
     functions: ["admit", "checkLimits", "checkMonthlyCap", "capRoom"],
@@ -122,10 +120,11 @@ export const STAGE_RULES: readonly StageRule[] = [
   { file: "src/operations/chat/chat.ts", functions: ["unreportedJsonUsage"], stage: "settle" },
   { file: "src/operations/chat/unreported.ts", stage: "settle" },
   {
-    file: "src/admission/admission.ts",
-    functions: ["settle", "bounded", "post", "priced", "pricedUsage", "usedMicro", "hostedCallsBilled", "inputUnitsUnreported"],
+    file: "src/admission/settlement.ts",
+    functions: ["settle", "bounded", "post", "priced", "usedMicro", "hostedCallsBilled", "inputUnitsUnreported"],
     stage: "settle",
   },
+  { file: "src/admission/prices.ts", stage: "settle" },
   {
     file: "actors/key/actor.ts",
     functions: ["settle", "rememberSettled", "recordSpend", "coverOverrun"],

@@ -29,7 +29,7 @@ import { drainHttp } from "./http/drain.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import { Supervisor, workerPort, type WorkerListening } from "./workers.ts";
 import { Health } from "./http/health.ts";
-import type { EdgeDeps } from "./admission/deps.ts";
+import type { GatewayDeps } from "./admission/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
 import { expireHolds, pendingHoldTotals, renewHolds } from "./ledger/holds.ts";
@@ -59,7 +59,7 @@ export const UPSTREAM_FETCHES_MIN = 4_096;
 export interface Gateway {
   url: string;
   port: number;
-  deps: EdgeDeps;
+  deps: GatewayDeps;
   keyHost: KeyActorHost;
   /** The account area's sessions, codes and top-ups. */
   console: AccountArea;
@@ -193,7 +193,7 @@ function pullCatalog(config: Config, db: Db, catalog: Catalog, cleanups: Cleanup
 }
 
 /** Internal services call the same handlers over NATS (gw.v1.<operation>). */
-async function serveOperations(bus: NatsBus, deps: EdgeDeps, origin: string, cleanups: Cleanups): Promise<void> {
+async function serveOperations(bus: NatsBus, deps: GatewayDeps, origin: string, cleanups: Cleanups): Promise<void> {
   const stopInternal = await serveInternal({
     nc: bus.nc,
     subjects: deps.subjects,
@@ -355,7 +355,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     live.start();
     cleanups.push(() => live.stop());
     await bus.flush(); // every subscription is on the broker before the first request arrives
-    const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
+    const deps: GatewayDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
     const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
     repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));

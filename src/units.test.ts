@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { pricedUsage } from "./admission/admission.ts";
+import { pricedUsage } from "./admission/prices.ts";
 import {
   boundedParts,
   costOf,

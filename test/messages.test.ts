@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import type { Simulator } from "../src/sim/server.ts";
-import { countsExactly } from "../src/admission/admission.ts";
+import { countsExactly } from "../src/admission/model.ts";
 import { isFailure } from "../src/errors.ts";
 import { exactPromptTokens } from "../src/operations/chat/budget.ts";
 import { chatRequest } from "../src/operations/chat/schema.ts";

@@ -11,7 +11,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
-import { STATUS_CLIENT_CLOSED } from "../src/admission/admission.ts";
+import { STATUS_CLIENT_CLOSED } from "../src/admission/settlement.ts";
 import { COUNT_FRAMING_TOKENS_MAX, CUT_TPOT_MS_MIN, STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
 import type { SimLogEntry } from "../src/sim/log.ts";
 import { simVocabulary } from "../src/sim/text.ts";

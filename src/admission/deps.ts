@@ -1,4 +1,4 @@
-/** Everything the HTTP edge uses, built once by main.ts. */
+/** The gateway's services every layer below the entry points uses, built once by main.ts; each consumer takes the part it needs (`Pick<GatewayDeps, …>`). */
 import type { Subjects } from "../../actors/subjects.ts";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import type { Bus } from "../bus/bus.ts";
@@ -11,7 +11,7 @@ import type { Logger } from "../log.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Payments } from "../payments/service.ts";
 
-export interface EdgeDeps {
+export interface GatewayDeps {
   env: Env;
   db: Db;
   bus: Bus;

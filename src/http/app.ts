@@ -4,7 +4,7 @@
  * OpenAI error shape; every reply carries `x-request-id`.
  */
 import { Elysia } from "elysia";
-import { servedModel } from "../admission/admission.ts";
+import { servedModel } from "../admission/model.ts";
 import { fail, type Failure } from "../errors.ts";
 import { AdminApi } from "./admin/route.ts";
 import { adminGuard } from "./admin/guard.ts";
@@ -16,7 +16,7 @@ import type { CatalogPullStatus } from "../catalog/import.ts";
 import { listDeadLettersRoute, replayDeadLetterRoute } from "./admin/deadletters.ts";
 import { credits, generation, keyInfo } from "./account/route.ts";
 import { chatCompletions } from "./chat/route.ts";
-import type { EdgeDeps } from "../admission/deps.ts";
+import type { GatewayDeps } from "../admission/deps.ts";
 import { createEmbeddings } from "../operations/embeddings/embeddings.ts";
 import { createResponse } from "./responses/route.ts";
 import { anthropicFailed, countMessageTokens, createMessage } from "./messages/route.ts";
@@ -134,7 +134,7 @@ function elysiaFailure(code: string | number, request: Request | undefined): Fai
 const arrivals = new WeakMap<Request, number>();
 
 /** The access line of a request that wrote none of its own. */
-function logAccess(deps: EdgeDeps, request: Request, route: string | null, reply: { status: number; requestId: string | null }): void {
+function logAccess(deps: GatewayDeps, request: Request, route: string | null, reply: { status: number; requestId: string | null }): void {
   const arrivedMs = arrivals.get(request);
   observeHttp(deps.log, {
     requestId: reply.requestId,
@@ -161,7 +161,7 @@ type RouteArgs = { request: Request; params: Record<string, string> };
 type KeyHandler = (key: KeyRecord, requestId: string, request: Request, params: Record<string, string>) => Promise<Response> | Response;
 
 /** Wraps a /v1 handler so it runs for an authenticated key. */
-function keyGuard(deps: EdgeDeps) {
+function keyGuard(deps: GatewayDeps) {
   return (handler: KeyHandler) =>
     async ({ request, params }: RouteArgs) => {
       const requestId = newRequestId();
@@ -172,7 +172,7 @@ function keyGuard(deps: EdgeDeps) {
 }
 
 /** Wraps a /v1 handler of unpriced work so it runs for an authenticated key within the key's free slots and rate. */
-function freeGuard(deps: EdgeDeps, gate: FreeGate) {
+function freeGuard(deps: GatewayDeps, gate: FreeGate) {
   const withKey = keyGuard(deps);
   return (endpoint: FreeEndpoint, handler: KeyHandler) =>
     withKey(async (key, requestId, request, params) => {
@@ -187,7 +187,7 @@ function freeGuard(deps: EdgeDeps, gate: FreeGate) {
 }
 
 /** The catalog replies, prepared once per price version. */
-function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelReplies> {
+function modelRepliesOf(deps: GatewayDeps): () => ReturnType<typeof buildModelReplies> {
   let models = buildModelReplies(deps.catalog, deps.pools);
   return () => {
     if (models.versionId !== deps.catalog.currentVersion()?.versionId) models = buildModelReplies(deps.catalog, deps.pools);
@@ -197,7 +197,7 @@ function modelRepliesOf(deps: EdgeDeps): () => ReturnType<typeof buildModelRepli
 
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one line per route with its handler.
 export function createApp(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   options: {
     rateFetch?: () => FetchStatus | null;
     catalogPull?: () => CatalogPullStatus | null;
@@ -217,7 +217,7 @@ export function createApp(
   const operators = new OperatorsAdmin(deps, operatorStore);
   const asAdmin = adminGuard(deps, operatorStore);
   const noteArrival = arrivalNoter(trustedProxies(deps.env.TRUSTED_PROXIES));
-  const operation = async (run: (input: OperationInput, deps: EdgeDeps) => Promise<OperationResult>, request: Request) => {
+  const operation = async (run: (input: OperationInput, deps: GatewayDeps) => Promise<OperationResult>, request: Request) => {
     const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
     return resultResponse(await run(input, deps), input.requestId);
   };

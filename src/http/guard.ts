@@ -1,12 +1,12 @@
 /** What every /v1 route shares: the caller (admission's one rule), error replies. */
-import { enter, type Caller } from "../admission/admission.ts";
+import { enter, type Caller } from "../admission/caller.ts";
 import { errorResponse, isFailure, type Failure } from "../errors.ts";
-import type { EdgeDeps } from "../admission/deps.ts";
+import type { GatewayDeps } from "../admission/deps.ts";
 import type { OperationResult } from "../operations/run.ts";
 import { credentialsOf } from "./request.ts";
 
 /** Browser origin, the API key and residency, read from an HTTP request. */
-export function callerOf(request: Request, deps: EdgeDeps): Promise<Caller | Failure> {
+export function callerOf(request: Request, deps: GatewayDeps): Promise<Caller | Failure> {
   return enter(deps, credentialsOf(request));
 }
 

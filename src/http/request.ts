@@ -1,5 +1,5 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
-import type { Credentials } from "../admission/admission.ts";
+import type { Credentials } from "../admission/caller.ts";
 import { isFailure, type Failure } from "../errors.ts";
 import { clientAddress, forwardedScheme, type TrustedProxies } from "./forwarded.ts";
 import { type JsonLimits, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";

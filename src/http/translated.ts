@@ -5,11 +5,11 @@
  */
 import type { Failure } from "../errors.ts";
 import { chat, type ChatInput, type ChatResult } from "../operations/chat/chat.ts";
-import type { EdgeDeps } from "../admission/deps.ts";
+import type { GatewayDeps } from "../admission/deps.ts";
 import { isFailure } from "./guard.ts";
 import { jsonLimits } from "../operations/input.ts";
 import { credentialsOf, readJsonBodyText } from "./request.ts";
-import type { Credentials } from "../admission/admission.ts";
+import type { Credentials } from "../admission/caller.ts";
 import type { ChatCompletion } from "../wires/chat.ts";
 
 /** A wire's own reading of a request, and the chat body it translates to. */
@@ -26,7 +26,7 @@ export interface WireRequest<W> {
  * the request, when it got that far.
  */
 export async function chatThroughWire<W>(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   request: Request,
   requestId: string,
   wire: {

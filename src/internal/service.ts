@@ -19,7 +19,7 @@ import type { ChatInput, ChatResult } from "../operations/chat/chat.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { Relay } from "../operations/chat/relay.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
-import type { Credentials } from "../admission/admission.ts";
+import type { Credentials } from "../admission/caller.ts";
 import { newId } from "../ids.ts";
 import type { Logger } from "../log.ts";
 import {

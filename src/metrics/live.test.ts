@@ -3,11 +3,11 @@ import type { PoolSnapshot } from "../../actors/protocol.ts";
 import { LocalBus } from "../bus/local.ts";
 import { liveRoutes } from "../http/live/route.ts";
 import { adminGuard } from "../http/admin/guard.ts";
-import type { EdgeDeps } from "../admission/deps.ts";
+import type { GatewayDeps } from "../admission/deps.ts";
 import type { OperatorStore } from "../operators/store.ts";
 
 /** The admin guard with ADMIN_TOKEN only (no database: no operator token is presented here). */
-const tokenGuard = (adminToken: string) => adminGuard({ env: { ADMIN_TOKEN: adminToken } } as EdgeDeps, {} as OperatorStore);
+const tokenGuard = (adminToken: string) => adminGuard({ env: { ADMIN_TOKEN: adminToken } } as GatewayDeps, {} as OperatorStore);
 import { silentLogger } from "../log.ts";
 import { LiveHub, liveViewSchema, mergeSnapshots } from "./live.ts";
 import type { Sampler } from "./snapshot.ts";

@@ -2,7 +2,7 @@
  * A paid operation's request as any transport hands it over (HTTP in src/http/request.ts, NATS
  * in src/internal/service.ts): who calls, and its body read on demand within named bounds.
  */
-import type { Credentials } from "../admission/admission.ts";
+import type { Credentials } from "../admission/caller.ts";
 import type { Env } from "../config.ts";
 import type { z } from "zod";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";

@@ -10,20 +10,13 @@
  * end). A call that throws is a gateway fault: logged, 500 `internal_error`, settled at zero.
  */
 import type { Backend, PoolActor, PoolCall, SendOutcome } from "../../actors/pool/pool.ts";
-import {
-  type Admission,
-  admit,
-  type Caller,
-  type Credentials,
-  enter,
-  operationModel,
-  recordRefusal,
-  type Reserve,
-  servingPool,
-  unitPrice,
-  type UsedUnits,
-} from "../admission/admission.ts";
-import type { EdgeDeps } from "../admission/deps.ts";
+import type { Admission } from "../admission/settlement.ts";
+import { admit, recordRefusal } from "../admission/admit.ts";
+import { type Caller, type Credentials, enter } from "../admission/caller.ts";
+import { operationModel, servingPool, unitPrice } from "../admission/model.ts";
+import type { Reserve } from "../admission/reserve.ts";
+import type { UsedUnits } from "../admission/prices.ts";
+import type { GatewayDeps } from "../admission/deps.ts";
 import type { CatalogModel } from "../catalog/catalog.ts";
 import type { Operation } from "../catalog/seed.ts";
 import { describe, fail, type Failure, isFailure } from "../errors.ts";
@@ -60,7 +53,7 @@ export interface Unprepared {
 
 /** An admitted request, during its call: `backend` is the one that served or failed it, for the settlement. */
 export interface Admitted<P extends Prepared> {
-  deps: EdgeDeps;
+  deps: GatewayDeps;
   requestId: string;
   caller: Caller;
   prepared: P;
@@ -80,7 +73,7 @@ export interface PaidSteps<P extends Prepared, C, R> {
 
 /** One paid request through its whole sequence. */
 export async function run<P extends Prepared, C extends object, R>(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   request: { requestId: string; credentials: Credentials },
   steps: PaidSteps<P, C, R>,
 ): Promise<R | Refused> {
@@ -147,7 +140,7 @@ export interface PricedModel {
 
 /** The model (of this operation), its price for `unit` and a pool that may serve the caller. */
 export function pricedModel(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   caller: Caller,
   id: string,
   operation: Operation,

@@ -11,7 +11,7 @@ import { usageRecords } from "../../db/schema.ts";
 import { fail } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { getWallet, type Wallet } from "../../ledger/wallets.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { UNIT_NAMES, UNITS, withParts, type Counts, type UnitRow } from "../../units.ts";
 
 export function walletFields(wallet: Wallet) {
@@ -38,7 +38,7 @@ export const PURSES_WAIT_MS = 500;
  * from every node's purse of the account. `approximate` when a node did not answer in time: its
  * leases' room then counts as held.
  */
-export async function leaseFields(deps: Pick<EdgeDeps, "bus" | "subjects">, accountId: string, wallet: Wallet) {
+export async function leaseFields(deps: Pick<GatewayDeps, "bus" | "subjects">, accountId: string, wallet: Wallet) {
   const purses = await deps.bus.gather(
     PURSE_FIGURES,
     deps.subjects.walletPurses,
@@ -71,7 +71,7 @@ function nodesKnown(replies: PurseFigures[]): number {
   return nodes;
 }
 
-export async function credits(key: KeyRecord, deps: EdgeDeps) {
+export async function credits(key: KeyRecord, deps: GatewayDeps) {
   // Read your own charges: this node's buffered usage is written before the balance is read.
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const wallet = await getWallet(deps.db, key.accountId);
@@ -79,7 +79,7 @@ export async function credits(key: KeyRecord, deps: EdgeDeps) {
   return { object: "credits", ...walletFields(wallet), ...(await leaseFields(deps, key.accountId, wallet)) };
 }
 
-export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
+export async function keyInfo(key: KeyRecord, deps: GatewayDeps) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const [usage] = await deps.db.orm
     .select({
@@ -121,7 +121,7 @@ export async function keyInfo(key: KeyRecord, deps: EdgeDeps) {
  * same rows). This node's buffered records are written first, as for /v1/credits; a record still
  * in another node's buffer is a 404 that says to retry shortly.
  */
-export async function generation(key: KeyRecord, requestId: string, deps: EdgeDeps) {
+export async function generation(key: KeyRecord, requestId: string, deps: GatewayDeps) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const row = await usageRecordOf(deps.db, key.accountId, requestId);
   if (!row) {

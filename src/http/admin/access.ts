@@ -7,7 +7,7 @@
  */
 import { timingSafeEqual } from "node:crypto";
 import { tehranDayStart } from "../../accountArea/calendar.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { microToToman } from "../../catalog/prices.ts";
 import { fail, type Failure } from "../../errors.ts";
 import { adjustRoomUsed, giveBackAdjustRoom, takeAdjustRoom } from "../../operators/ceiling.ts";
@@ -35,7 +35,7 @@ export function forwardAs(request: Request, who: Principal): void {
 }
 
 /** The caller of an admin request, or null when nothing it presented is good. */
-export async function principalFor(request: Request, deps: EdgeDeps, operators: OperatorStore): Promise<Principal | null> {
+export async function principalFor(request: Request, deps: GatewayDeps, operators: OperatorStore): Promise<Principal | null> {
   const passed = forwarded.get(request);
   if (passed) return passed;
   const address = clientAddressOf(request);
@@ -84,7 +84,7 @@ export async function peekBody(request: Request): Promise<Record<string, unknown
  * else what gives it back if the adjustment does not happen (null: no ceiling applies).
  */
 export async function takeCeiling(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   who: Principal,
   amountMicro: bigint,
   now: Date,

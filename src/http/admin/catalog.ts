@@ -33,7 +33,7 @@ import {
   fetchCatalogFile,
 } from "../../catalog/import.ts";
 import { fail, isFailure } from "../../errors.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { parseBody } from "./body.ts";
 
@@ -54,21 +54,21 @@ export const importBody = catalogFileSchema
   });
 
 /** Every model of the catalog as entries, USD prices from the version in effect. */
-const entries = (deps: EdgeDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
+const entries = (deps: GatewayDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
 
-export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Response> {
+export async function catalogView(deps: GatewayDeps, requestId: string): Promise<Response> {
   return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
 }
 
 /** Reloads this node's catalog and pools on a new version, and tells every other node. */
-async function adopted(deps: EdgeDeps, versionId: number): Promise<void> {
+async function adopted(deps: GatewayDeps, versionId: number): Promise<void> {
   await reloadCatalog(deps.db, deps.catalog);
   deps.pools.adopt();
   deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
 }
 
 /** Applies one change, reloads this node's catalog and pools, and tells every other node. */
-async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, actor: string, requestId: string): Promise<Response> {
+async function change(deps: GatewayDeps, action: CatalogAction, entry: ModelEntry, actor: string, requestId: string): Promise<Response> {
   let versionId: number;
   try {
     ({ versionId } = await applyCatalogChange(deps.db, deps.catalog, { action, entry, actor }));
@@ -82,11 +82,11 @@ async function change(deps: EdgeDeps, action: CatalogAction, entry: ModelEntry, 
   return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
 }
 
-export async function existingEntry(deps: EdgeDeps, id: string): Promise<ModelEntry | undefined> {
+export async function existingEntry(deps: GatewayDeps, id: string): Promise<ModelEntry | undefined> {
   return (await entries(deps)).find((e) => e.id === id);
 }
 
-export async function putModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+export async function putModel(deps: GatewayDeps, request: Request, id: string, requestId: string): Promise<Response> {
   const parsedId = modelId.safeParse(id);
   if (!parsedId.success) return failed(fail("invalid_request", `\`${id}\` is not a model id.`, { param: "id" }), requestId);
   const body = await parseBody(request, putModelBody);
@@ -96,7 +96,7 @@ export async function putModel(deps: EdgeDeps, request: Request, id: string, req
   return change(deps, before ? "change" : "add", { id, ...rest }, actor, requestId);
 }
 
-export async function addAlias(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+export async function addAlias(deps: GatewayDeps, request: Request, id: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, aliasBody);
   if (isFailure(body)) return failed(body, requestId);
   const before = await existingEntry(deps, id);
@@ -106,7 +106,7 @@ export async function addAlias(deps: EdgeDeps, request: Request, id: string, req
   return change(deps, "alias", { ...before, aliases: [...before.aliases, body.alias] }, body.by, requestId);
 }
 
-export async function retireModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+export async function retireModel(deps: GatewayDeps, request: Request, id: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, retireBody);
   if (isFailure(body)) return failed(body, requestId);
   const before = await existingEntry(deps, id);
@@ -119,7 +119,7 @@ export function catalogPullView(status: CatalogPullStatus | null, requestId: str
   return json({ object: "catalog_pull", ...(status ?? { source: null }) }, requestId);
 }
 
-export async function catalogChangesView(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+export async function catalogChangesView(deps: GatewayDeps, request: Request, requestId: string): Promise<Response> {
   const query = new URL(request.url).searchParams;
   const model = query.get("model") ?? undefined;
   const rows = await recentChanges(deps.db, { model, limit: CHANGES_SHOWN_MAX });
@@ -153,7 +153,7 @@ async function importedModels(body: z.infer<typeof importBody>): Promise<ModelEn
 }
 
 /** The diff of a catalog file against the catalog; applied (one price version) only with `apply`. */
-export async function importCatalog(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+export async function importCatalog(deps: GatewayDeps, request: Request, requestId: string): Promise<Response> {
   const body = await parseBody(request, importBody, CATALOG_IMPORT_BYTES_MAX);
   if (isFailure(body)) return failed(body, requestId);
   const imported = await importedModels(body);

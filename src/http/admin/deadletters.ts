@@ -10,7 +10,7 @@ import { z } from "zod";
 import { microToToman } from "../../catalog/prices.ts";
 import { fail } from "../../errors.ts";
 import { DEAD_LETTERS_LISTED_MAX, listDeadLetters, replayDeadLetter, type DeadLetterRow } from "../../ledger/deadletter.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 
 const listQuery = z.object({
@@ -33,7 +33,7 @@ export function deadLetterObject(row: DeadLetterRow) {
   };
 }
 
-export async function listDeadLettersRoute(deps: EdgeDeps, request: Request, requestId: string): Promise<Response> {
+export async function listDeadLettersRoute(deps: GatewayDeps, request: Request, requestId: string): Promise<Response> {
   const query = listQuery.safeParse(Object.fromEntries(new URL(request.url).searchParams));
   if (!query.success) return failed(zodFailure(query.error), requestId);
   const { status, limit } = query.data;
@@ -41,7 +41,7 @@ export async function listDeadLettersRoute(deps: EdgeDeps, request: Request, req
   return json({ object: "list", data: rows.map(deadLetterObject) }, requestId);
 }
 
-export async function replayDeadLetterRoute(deps: EdgeDeps, id: string, requestId: string): Promise<Response> {
+export async function replayDeadLetterRoute(deps: GatewayDeps, id: string, requestId: string): Promise<Response> {
   // Past int8 no row can have it: the database refused the lookup, and that read as the ledger refusing a replay (409).
   if (!DEAD_LETTER_ID.test(id) || BigInt(id) > DEAD_LETTER_ID_MAX) return failed(fail("not_found", `No dead letter ${id}.`), requestId);
   const result = await replayDeadLetter(deps.db, BigInt(id));

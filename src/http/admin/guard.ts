@@ -4,7 +4,7 @@
  * there is one to read), the reply after (secrets taken out), the reason and the amount where money
  * moves; a support operator's adjustment is first checked against their daily ceiling.
  */
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { writeAudit } from "../../operators/audit.ts";
 import type { Permission } from "../../operators/roles.ts";
 import { operatorObject, type OperatorStore, type Principal } from "../../operators/store.ts";
@@ -39,7 +39,7 @@ export function redacted(value: unknown): unknown {
 }
 
 /** The state a change starts from, for the changes that have one to read. */
-async function beforeOf(deps: EdgeDeps, operators: OperatorStore, action: string, target: string | undefined): Promise<unknown> {
+async function beforeOf(deps: GatewayDeps, operators: OperatorStore, action: string, target: string | undefined): Promise<unknown> {
   if (target === undefined) return null;
   if (action.startsWith("key.") && action !== "key.create") {
     const key = await deps.keys.get(target);
@@ -78,7 +78,7 @@ function targetOf(permission: Permission, call: Call, body: Record<string, unkno
   return after.id === undefined ? "-" : String(after.id);
 }
 
-async function audited(deps: EdgeDeps, operators: OperatorStore, permission: Permission, call: Call, handler: AdminHandler) {
+async function audited(deps: GatewayDeps, operators: OperatorStore, permission: Permission, call: Call, handler: AdminHandler) {
   const action = permission.audit!;
   const body = await peekBody(call.request);
   let giveBack: (() => Promise<void>) | null = null;
@@ -122,7 +122,7 @@ async function audited(deps: EdgeDeps, operators: OperatorStore, permission: Per
 type RouteArgs = { request: Request; params: Record<string, string>; route: string };
 
 /** Wraps an admin handler: the caller, the role matrix, and the audit of a change. */
-export function adminGuard(deps: EdgeDeps, operators: OperatorStore) {
+export function adminGuard(deps: GatewayDeps, operators: OperatorStore) {
   return (handler: AdminHandler) =>
     async ({ request, params, route }: RouteArgs): Promise<Response> => {
       const requestId = newRequestId();

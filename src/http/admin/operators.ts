@@ -11,7 +11,7 @@
  *   GET    /admin/audit?actor=&action=&target=&from=&to=&limit=
  */
 import { z } from "zod";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, isFailure } from "../../errors.ts";
 import { AUDIT_LISTED_MAX, auditObject, searchAudit } from "../../operators/audit.ts";
 import { OPERATOR_ROLES } from "../../operators/roles.ts";
@@ -67,7 +67,7 @@ export function tokenObject(t: { id: string; operatorId: string; name: string; d
 
 export class OperatorsAdmin {
   constructor(
-    private readonly deps: EdgeDeps,
+    private readonly deps: GatewayDeps,
     readonly store: OperatorStore,
   ) {}
 

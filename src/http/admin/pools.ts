@@ -7,10 +7,10 @@
 import { POOL_EVENTS } from "../../../actors/protocol.ts";
 import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backend.ts";
 import { savePool } from "../../../actors/pool/savedPools.ts";
-import { servedModel } from "../../admission/admission.ts";
+import { servedModel } from "../../admission/model.ts";
 import { poolSchema, resolveBackends } from "../../config.ts";
 import { fail, isFailure } from "../../errors.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { parseBody } from "./body.ts";
 
@@ -39,7 +39,7 @@ export function backendView(b: Backend, nowMs: number) {
   };
 }
 
-export function poolsView(deps: EdgeDeps, requestId: string): Response {
+export function poolsView(deps: GatewayDeps, requestId: string): Response {
   const nowMs = performance.now();
   return json(
     {
@@ -55,7 +55,7 @@ export function poolsView(deps: EdgeDeps, requestId: string): Response {
   );
 }
 
-export async function setPool(deps: EdgeDeps, request: Request, model: string, requestId: string): Promise<Response> {
+export async function setPool(deps: GatewayDeps, request: Request, model: string, requestId: string): Promise<Response> {
   const body = await parseBody(request, poolSchema);
   if (isFailure(body)) return failed(body, requestId);
   const served = servedModel(deps.catalog, model);

@@ -17,7 +17,7 @@ import { fail, isFailure } from "../../errors.ts";
 import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
 import { accountLimitsBody, INT4_MAX, limitsObject, limitsPatchOf, resolveLimits } from "../../keys/accountLimits.ts";
 import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { walletFields } from "../account/route.ts";
 import { parseBody } from "./body.ts";
@@ -156,7 +156,7 @@ function fetchStatusFields(status: FetchStatus | null) {
 
 export class AdminApi {
   constructor(
-    private readonly deps: EdgeDeps,
+    private readonly deps: GatewayDeps,
     private readonly rateFetch: () => FetchStatus | null = () => null,
   ) {}
 

@@ -9,7 +9,7 @@ import { fail, isFailure } from "../../errors.ts";
 import type { Payments } from "../../payments/service.ts";
 import { LIST_LIMIT_MAX, type Topup } from "../../payments/topups.ts";
 import { TOPUP_STATES } from "../../db/schema.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 import { parseBody } from "./body.ts";
 import { amountToman } from "./route.ts";
@@ -53,7 +53,7 @@ export function topupObject(t: Topup, options: { replies: boolean }) {
 }
 
 export class TopupsAdmin {
-  constructor(private readonly deps: EdgeDeps) {}
+  constructor(private readonly deps: GatewayDeps) {}
 
   private get payments(): Payments | null {
     return this.deps.payments ?? null;

@@ -2,7 +2,7 @@
  * POST /v1/chat/completions over HTTP: the request's headers and body in, the chat operation
  * (src/operations/chat/chat.ts), a JSON reply or an SSE body out.
  */
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { chat } from "../../operations/chat/chat.ts";
 import { sseBody } from "../../operations/chat/relay.ts";
 import { failed } from "../guard.ts";
@@ -13,7 +13,7 @@ import { credentialsOf, readJsonBodyText } from "../request.ts";
 export async function chatCompletions(
   request: Request,
   requestId: string,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   set: { headers: Record<string, string | number> },
 ) {
   const result = await chat(deps, {

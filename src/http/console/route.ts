@@ -35,7 +35,7 @@ import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.
 import { leaseFields, walletFields } from "../account/route.ts";
 import { parseBody } from "../admin/body.ts";
 import { alertBody, alertFields, amountToman, keyLimitFields, keyObject, limitsOf } from "../admin/route.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { clientAddressOf } from "../request.ts";
 import { modelObject } from "../models/route.ts";
@@ -146,7 +146,7 @@ interface Guards {
   ): Response;
 }
 
-function consoleGuards(deps: EdgeDeps, area: AccountArea): Guards {
+function consoleGuards(deps: GatewayDeps, area: AccountArea): Guards {
   const open: Guards["open"] = (change, handler) => async (ctx) => {
     const requestId = newRequestId();
     const own = ownOrigin(ctx.request, deps.env.PUBLIC_URL);
@@ -187,7 +187,7 @@ function consoleGuards(deps: EdgeDeps, area: AccountArea): Guards {
 
 const clientAddress = (ctx: Ctx) => clientAddressOf(ctx.request) ?? "unknown";
 
-export function consoleRoutes(deps: EdgeDeps, area: AccountArea) {
+export function consoleRoutes(deps: GatewayDeps, area: AccountArea) {
   const guards = consoleGuards(deps, area);
   return new Elysia()
     .get("/console", () => consoleAsset("index.html"))
@@ -202,7 +202,7 @@ export function consoleRoutes(deps: EdgeDeps, area: AccountArea) {
     .use(usageRoutes(deps, guards));
 }
 
-function signInRoutes(deps: EdgeDeps, area: AccountArea, { open, sessionReply }: Guards) {
+function signInRoutes(deps: GatewayDeps, area: AccountArea, { open, sessionReply }: Guards) {
   return new Elysia()
     .post(
       "/console/api/otp",
@@ -310,7 +310,7 @@ function spentSince(totals: { billedMicro: bigint; requests: number }, from: Dat
   };
 }
 
-async function overviewObject(deps: EdgeDeps, session: Session) {
+async function overviewObject(deps: GatewayDeps, session: Session) {
   const { db } = deps;
   await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
   const wallet = (await getWallet(db, session.accountId))!;
@@ -341,7 +341,7 @@ async function overviewObject(deps: EdgeDeps, session: Session) {
   };
 }
 
-function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
+function walletRoutes(deps: GatewayDeps, area: AccountArea, { signedIn }: Guards) {
   const { db } = deps;
   return new Elysia()
     .get(
@@ -407,7 +407,7 @@ function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
  * one is a 400 naming the field and the ceiling; a limit not given is the ceiling, so no key
  * created here is unlimited where the operator set a ceiling.
  */
-async function withinCeilings(deps: EdgeDeps, accountId: string, asked: KeyLimits): Promise<KeyLimits | Failure> {
+async function withinCeilings(deps: GatewayDeps, accountId: string, asked: KeyLimits): Promise<KeyLimits | Failure> {
   const limits = await deps.keys.accountLimits(accountId);
   if (!limits) return fail("not_found", `No account ${accountId}.`);
   const ceilings = [
@@ -429,13 +429,13 @@ async function withinCeilings(deps: EdgeDeps, accountId: string, asked: KeyLimit
 }
 
 /** The session's account's key `id`; another account's key is as unknown as a missing one. */
-async function ownedKey(deps: EdgeDeps, session: Session, id: string) {
+async function ownedKey(deps: GatewayDeps, session: Session, id: string) {
   const owned = await deps.keys.get(id);
   return owned && owned.accountId === session.accountId ? owned : fail("not_found", `No key ${id}.`);
 }
 
 /** Changes to one of the account's own keys: its allowlists, its revocation. */
-function keyChangeRoutes(deps: EdgeDeps, { signedIn }: Guards) {
+function keyChangeRoutes(deps: GatewayDeps, { signedIn }: Guards) {
   return new Elysia()
     .patch(
       "/console/api/keys/:id",
@@ -466,7 +466,7 @@ function keyChangeRoutes(deps: EdgeDeps, { signedIn }: Guards) {
     );
 }
 
-function keyRoutes(deps: EdgeDeps, { open, signedIn }: Guards) {
+function keyRoutes(deps: GatewayDeps, { open, signedIn }: Guards) {
   const { db } = deps;
   return new Elysia()
     .get(
@@ -571,7 +571,7 @@ function usageRowObject(r: Awaited<ReturnType<typeof usagePage>>[number]) {
   };
 }
 
-function usageRoutes(deps: EdgeDeps, { signedIn }: Guards) {
+function usageRoutes(deps: GatewayDeps, { signedIn }: Guards) {
   const { db } = deps;
   return new Elysia()
     .get(

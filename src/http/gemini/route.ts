@@ -13,7 +13,8 @@
  * `Authorization: Bearer`. Errors keep Google's shape.
  */
 import { z } from "zod";
-import { type Credentials, operationModel, servedModel } from "../../admission/admission.ts";
+import type { Credentials } from "../../admission/caller.ts";
+import { operationModel, servedModel } from "../../admission/model.ts";
 import type { FreeGate } from "../../admission/free.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { KeyRecord } from "../../keys/store.ts";
@@ -31,9 +32,9 @@ import {
 import { EMBEDDING_DIMENSIONS_MAX, EMBEDDING_INPUTS_MAX } from "../../operations/embeddings/schema.ts";
 import { chatToGemini } from "../../wires/gemini/response.ts";
 import { GeminiStream } from "../../wires/gemini/stream.ts";
-import { enter } from "../../admission/admission.ts";
+import { enter } from "../../admission/caller.ts";
 import { createEmbeddings } from "../../operations/embeddings/embeddings.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { bearerToken, credentialsOf, decodedSegment, httpInput, readJsonBodyText } from "../request.ts";
@@ -89,7 +90,7 @@ export function googleFailed(failure: Failure, requestId: string, headers: Recor
 }
 
 /** POST /v1beta/models/{model}:{action}. */
-export function geminiAction(request: Request, requestId: string, deps: EdgeDeps, gate: FreeGate, set: StreamSet, rest: string) {
+export function geminiAction(request: Request, requestId: string, deps: GatewayDeps, gate: FreeGate, set: StreamSet, rest: string) {
   const target = modelAction(rest);
   switch (target?.action) {
     case "generateContent":
@@ -110,7 +111,7 @@ type StreamSet = { headers: Record<string, string | number> };
 async function generateContent(
   request: Request,
   requestId: string,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   set: StreamSet,
   target: { model: string; action: string },
 ) {
@@ -136,7 +137,7 @@ async function generateContent(
  * of charge, not of limits, like the Messages wire's count_tokens (a key, a chat model of the
  * catalog, one of the key's free slots within its FREE_RPM).
  */
-async function countGeminiTokens(request: Request, requestId: string, deps: EdgeDeps, gate: FreeGate, modelId: string) {
+async function countGeminiTokens(request: Request, requestId: string, deps: GatewayDeps, gate: FreeGate, modelId: string) {
   const caller = await enter(deps, geminiCredentials(request));
   if (isFailure(caller)) return googleFailed(caller, requestId);
   const release = gate.enter(caller.key, "count_tokens");
@@ -148,7 +149,7 @@ async function countGeminiTokens(request: Request, requestId: string, deps: Edge
   }
 }
 
-async function countWithin(request: Request, requestId: string, deps: EdgeDeps, key: KeyRecord, modelId: string): Promise<Response> {
+async function countWithin(request: Request, requestId: string, deps: GatewayDeps, key: KeyRecord, modelId: string): Promise<Response> {
   const model = operationModel(deps, modelId, "chat", key);
   if (isFailure(model)) return googleFailed(model, requestId);
   const read = await readJsonBodyText(request, jsonLimits(deps.env));
@@ -199,7 +200,7 @@ function embedToOpenAI(raw: unknown, model: string, batch: boolean): Record<stri
 }
 
 /** :embedContent and :batchEmbedContents through the embeddings operation, its reply and errors in Google's shape. */
-async function embedContent(request: Request, requestId: string, deps: EdgeDeps, target: { model: string; action: string }) {
+async function embedContent(request: Request, requestId: string, deps: GatewayDeps, target: { model: string; action: string }) {
   const batch = target.action === "batchEmbedContents";
   const input = {
     ...httpInput(request, requestId, deps.env.PUBLIC_URL),
@@ -243,7 +244,7 @@ function googleModel(model: CatalogModel, methods: string[]): Record<string, unk
 }
 
 /** GET /v1beta/models: the catalog's chat and embedding models in Google's list shape. */
-export async function listGeminiModels(request: Request, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function listGeminiModels(request: Request, requestId: string, deps: GatewayDeps): Promise<Response> {
   const caller = await enter(deps, geminiCredentials(request));
   if (isFailure(caller)) return googleFailed(caller, requestId);
   const models = deps.catalog.list().flatMap((m) => {
@@ -254,7 +255,7 @@ export async function listGeminiModels(request: Request, requestId: string, deps
 }
 
 /** GET /v1beta/models/{model}: one model by its id or an alias (`models/` in front or not). */
-export async function getGeminiModel(request: Request, requestId: string, deps: EdgeDeps, id: string): Promise<Response> {
+export async function getGeminiModel(request: Request, requestId: string, deps: GatewayDeps, id: string): Promise<Response> {
   const caller = await enter(deps, geminiCredentials(request));
   if (isFailure(caller)) return googleFailed(caller, requestId);
   const model = servedModel(deps.catalog, id.replace(/^models\//, ""));

@@ -1,11 +1,11 @@
 /** GET /v1/media/{id}: generated media (src/operations/images/media.ts) from the gateway's own origin. */
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail } from "../../errors.ts";
 import { readMedia } from "../../operations/images/media.ts";
 import { failed } from "../guard.ts";
 
 /** The bytes while the lifetime lasts, then the OpenAI-shaped 404. */
-export async function serveMedia(id: string, requestId: string, deps: EdgeDeps): Promise<Response> {
+export async function serveMedia(id: string, requestId: string, deps: GatewayDeps): Promise<Response> {
   const row = await readMedia(deps.db, id);
   if (!row) return failed(fail("not_found", "This media does not exist or its lifetime has passed."), requestId);
   const maxAgeS = Math.max(0, Math.floor((row.expiresAt.getTime() - Date.now()) / 1000));

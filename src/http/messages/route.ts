@@ -7,7 +7,7 @@
  * and `?beta=true` are accepted and change nothing; `anthropic-beta` names are checked against the
  * list in src/operations/chat/betas.ts (an unknown or refused one is a 400). Errors keep Anthropic's shape.
  */
-import { operationModel } from "../../admission/admission.ts";
+import { operationModel } from "../../admission/model.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
 import {
@@ -22,7 +22,7 @@ import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
 import type { FreeGate } from "../../admission/free.ts";
 import type { KeyRecord } from "../../keys/store.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { callerOf, zodFailure } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { readJsonBodyText } from "../request.ts";
@@ -43,7 +43,7 @@ export function anthropicFailed(failure: Failure, requestId: string, headers: Re
 export async function createMessage(
   request: Request,
   requestId: string,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   set: { headers: Record<string, string | number> },
 ) {
   // Anthropic lowers a max_tokens the window cannot hold (the stop reason tells), as Claude Code expects.
@@ -73,7 +73,7 @@ export async function createMessage(
  * the catalog, takes one of the key's free slots within its FREE_RPM (src/admission/free.ts),
  * before the body is read, and counts in the key's own turn on the tokenizer threads.
  */
-export async function countMessageTokens(request: Request, requestId: string, deps: EdgeDeps, gate: FreeGate) {
+export async function countMessageTokens(request: Request, requestId: string, deps: GatewayDeps, gate: FreeGate) {
   const caller = await callerOf(request, deps);
   if (isFailure(caller)) return anthropicFailed(caller, requestId);
   const release = gate.enter(caller.key, "count_tokens");
@@ -85,7 +85,7 @@ export async function countMessageTokens(request: Request, requestId: string, de
   }
 }
 
-async function countWithin(request: Request, requestId: string, deps: EdgeDeps, key: KeyRecord): Promise<Response> {
+async function countWithin(request: Request, requestId: string, deps: GatewayDeps, key: KeyRecord): Promise<Response> {
   const read = await readJsonBodyText(request, jsonLimits(deps.env));
   if (isFailure(read)) return anthropicFailed(read, requestId);
   const parsed = countTokensRequest.safeParse(read.value);

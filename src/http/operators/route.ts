@@ -14,7 +14,7 @@
  */
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { writeAudit } from "../../operators/audit.ts";
 import { signIn } from "../../operators/signin.ts";
@@ -59,7 +59,7 @@ interface Signed {
 }
 
 interface Ctx {
-  deps: EdgeDeps;
+  deps: GatewayDeps;
   store: OperatorStore;
   csrfOf(sessionId: string): string;
   originOf(request: Request): string;
@@ -121,7 +121,7 @@ function forwarded(request: Request, signed: Signed, forward: (request: Request)
   return forward(inner);
 }
 
-export function operatorRoutes(deps: EdgeDeps, store: OperatorStore, forward: (request: Request) => Promise<Response>) {
+export function operatorRoutes(deps: GatewayDeps, store: OperatorStore, forward: (request: Request) => Promise<Response>) {
   const ctx: Ctx = {
     deps,
     store,

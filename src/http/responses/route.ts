@@ -7,7 +7,7 @@ import { isFailure } from "../../errors.ts";
 import { responsesOutputLimit, responsesToChat } from "../../wires/responses/request.ts";
 import { chatToResponse, type ResponsesContext } from "../../wires/responses/response.ts";
 import { ResponsesStream } from "../../wires/responses/stream.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed } from "../guard.ts";
 import { wireBody } from "../../wires/through.ts";
 import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
@@ -19,7 +19,7 @@ type ResponsesTranslation = Exclude<ReturnType<typeof responsesToChat>, { code: 
 export async function createResponse(
   request: Request,
   requestId: string,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   set: { headers: Record<string, string | number> },
 ) {
   const createdAt = nowS();

@@ -7,15 +7,15 @@
  *   then, whether or not the client reads the audio to its end.
  */
 import type { SendOutcome } from "../../../actors/pool/pool.ts";
-import type { Reserve } from "../../admission/admission.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { Reserve } from "../../admission/reserve.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { isFailure } from "../../errors.ts";
 import { type OperationInput, readJson } from "../input.ts";
 import { type OperationResult, pricedModel, run, send, settledReply } from "../run.ts";
 import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
 
 /** The speech operation: audio of the input text, billed per character. */
-export function createSpeech(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+export function createSpeech(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
   return run(deps, input, {
     operation: "speech",
     prepare: async (caller) => {

@@ -10,8 +10,9 @@
  */
 import { measureAudio } from "../../audio/measure.ts";
 import type { PoolCall } from "../../../actors/pool/pool.ts";
-import type { Caller, Reserve } from "../../admission/admission.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { Caller } from "../../admission/caller.ts";
+import type { Reserve } from "../../admission/reserve.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import type { Form, OperationInput } from "../input.ts";
 import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply, type Unprepared } from "../run.ts";
@@ -90,7 +91,7 @@ interface TranscriptionPrepared extends PricedModel {
 
 async function prepareTranscription(
   input: OperationInput,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   caller: Caller,
 ): Promise<TranscriptionPrepared | Unprepared | Failure> {
   const read = await readForm(input);
@@ -111,7 +112,7 @@ async function prepareTranscription(
 }
 
 /** The transcription operation: the audio's transcript, billed per second of audio. */
-export function createTranscription(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+export function createTranscription(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
   return run(deps, input, {
     operation: "transcription",
     prepare: (caller) => prepareTranscription(input, deps, caller),

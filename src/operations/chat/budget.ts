@@ -16,7 +16,7 @@
  * held within it.
  */
 import { type CatalogModel, contextWindowOf, longContextTier, type PriceTierList } from "../../catalog/catalog.ts";
-import type { PromptTier, ServedTierPrices } from "../../admission/admission.ts";
+import type { PromptTier, ServedTierPrices } from "../../admission/reserve.ts";
 import type { PaidFields } from "../../config.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import {

@@ -4,7 +4,8 @@
  * model's cache prices, or as input when it has none.
  */
 import { describe, expect, test } from "bun:test";
-import { pricedUsage, reserveMicro } from "../../admission/admission.ts";
+import { pricedUsage } from "../../admission/prices.ts";
+import { reserveMicro } from "../../admission/reserve.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { costOf } from "../../units.ts";
 import { chatBudget } from "./budget.ts";

@@ -15,16 +15,10 @@
  */
 import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
 import type { Backend } from "../../../actors/pool/backend.ts";
-import {
-  countsExactly,
-  type Admission,
-  type Caller,
-  type Credentials,
-  operationModel,
-  type Reserve,
-  servingPool,
-  STATUS_CLIENT_CLOSED,
-} from "../../admission/admission.ts";
+import { countsExactly, operationModel, servingPool } from "../../admission/model.ts";
+import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/settlement.ts";
+import type { Caller, Credentials } from "../../admission/caller.ts";
+import type { Reserve } from "../../admission/reserve.ts";
 import { presentedJson, valueWithUsageCost } from "../../admission/costReply.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
@@ -33,7 +27,7 @@ import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
 import { cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { type Admitted, isRefused, presented, type Refused, run } from "../run.ts";
 import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
 import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget, type OutputLimitWording } from "./budget.ts";
@@ -46,7 +40,7 @@ import { UNITS } from "../../units.ts";
 /** A chat request checked: its body, model, budget and a pool that may serve it. */
 type Checked = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
 
-async function prepare(input: ChatInput, deps: EdgeDeps, caller: Caller): Promise<Checked | Failure> {
+async function prepare(input: ChatInput, deps: GatewayDeps, caller: Caller): Promise<Checked | Failure> {
   const read = await input.readBody();
   if (isFailure(read)) return read;
   const raw = read.value;
@@ -151,7 +145,7 @@ type ChatPrepared = Checked & { reserve: Reserve };
 type ChatCalled = Exclude<ChatOutcome, { kind: "failed" }>;
 
 /** The whole path of one chat request, whatever transport brought it (the paid sequence: run.ts). */
-export function chat(deps: EdgeDeps, input: ChatInput): Promise<ChatResult> {
+export function chat(deps: GatewayDeps, input: ChatInput): Promise<ChatResult> {
   return run(deps, input, {
     operation: "chat",
     prepare: async (caller): Promise<ChatPrepared | Failure> => {

@@ -13,7 +13,7 @@
 import type { Failure } from "../../errors.ts";
 import type { Usage } from "../../providers/types.ts";
 import type { ReplyEnd } from "../../providers/upstream.ts";
-import { STATUS_CLIENT_CLOSED } from "../../admission/admission.ts";
+import { STATUS_CLIENT_CLOSED } from "../../admission/settlement.ts";
 
 /** What happened to a stream, as its relay saw it. */
 export interface StreamEnding {

@@ -21,7 +21,7 @@
  * https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool (read 2026-11-27).
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import type { HostedCalls } from "../../admission/admission.ts";
+import type { HostedCalls } from "../../admission/reserve.ts";
 import { HOSTED_TOOL_CALLS_MAX, type ChatRequest } from "./schema.ts";
 
 /** The catalog unit a web search call is billed at. */

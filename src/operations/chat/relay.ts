@@ -25,14 +25,14 @@
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { Settlement } from "../../../actors/protocol.ts";
-import type { Admission } from "../../admission/admission.ts";
+import type { Admission } from "../../admission/settlement.ts";
 import { costToman, withUsageCost } from "../../admission/costReply.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { StreamStalled, UpstreamStream } from "../../providers/upstream.ts";
 import { countTokens, promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
 import { StreamMeter } from "./meter.ts";
@@ -175,7 +175,7 @@ export class Relay {
   readonly done: Promise<void>;
 
   constructor(
-    private readonly deps: EdgeDeps,
+    private readonly deps: GatewayDeps,
     private readonly admission: Admission,
     private readonly request: RelayRequest,
     private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,

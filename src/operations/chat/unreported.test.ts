@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import type { Admission } from "../../admission/admission.ts";
+import type { Admission } from "../../admission/settlement.ts";
 import { CUT_TPOT_MS_MIN, cutOutputTokens, STREAM_CUT_MS_MAX } from "./unreported.ts";
 
 /** What the count reads of an admission: the model, what the hold covers, the request's id. */

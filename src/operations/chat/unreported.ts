@@ -16,7 +16,8 @@
  *   finished  a stream or reply that ended without a report: its visible count; a model whose
  *             reasoning is hidden reports it only in usage, so its bill is all the hold covers.
  */
-import { type Admission, countsExactly } from "../../admission/admission.ts";
+import type { Admission } from "../../admission/settlement.ts";
+import { countsExactly } from "../../admission/model.ts";
 import { hidesReasoning, takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { countTokens, utf8Bytes } from "../../tokens/count.ts";
 import type { VendorCount } from "../../providers/count.ts";

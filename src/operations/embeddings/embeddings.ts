@@ -7,9 +7,10 @@
  *          upstream's reported tokens (our own count when it reports none).
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
-import type { Caller, Reserve } from "../../admission/admission.ts";
+import type { Caller } from "../../admission/caller.ts";
+import type { Reserve } from "../../admission/reserve.ts";
 import { presentedJson } from "../../admission/costReply.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
@@ -114,7 +115,7 @@ export interface EmbeddingsReply {
  */
 export function createEmbeddings(
   input: OperationInput,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   present?: (reply: EmbeddingsReply) => unknown,
 ): Promise<OperationResult> {
   return run(deps, input, {
@@ -163,7 +164,7 @@ function openAIList({ vectors, tokens }: EmbeddingsReply, prepared: EmbeddingsPr
 
 async function prepareEmbeddings(
   input: OperationInput,
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   caller: Caller,
 ): Promise<EmbeddingsPrepared | Unprepared | Failure> {
   const body = await readJson(input, deps.env, embeddingsRequest);

@@ -9,8 +9,9 @@
  *   reply: `b64_json`, or `url` pointing at `/v1/media/{id}` on this gateway: the bytes are
  *         stored for MEDIA_TTL_S. An upstream URL is downloaded (bounded) and never shown.
  */
-import type { Caller, Reserve } from "../../admission/admission.ts";
-import type { EdgeDeps } from "../../admission/deps.ts";
+import type { Caller } from "../../admission/caller.ts";
+import type { Reserve } from "../../admission/reserve.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure } from "../../errors.ts";
 import { alwaysBase64Images } from "../../providers/openai/images.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
@@ -46,7 +47,7 @@ async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uin
 
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
 async function imagesToData(
-  deps: EdgeDeps,
+  deps: GatewayDeps,
   reply: { images: UpstreamImage[]; backendUrl: string },
   asUrl: boolean,
   base: string,
@@ -75,7 +76,7 @@ interface ImagesPrepared extends PricedModel {
   reserve: Reserve;
 }
 
-async function prepareImages(input: OperationInput, deps: EdgeDeps, caller: Caller): Promise<ImagesPrepared | Failure> {
+async function prepareImages(input: OperationInput, deps: GatewayDeps, caller: Caller): Promise<ImagesPrepared | Failure> {
   const body = await readJson(input, deps.env, imagesRequest);
   if (isFailure(body)) return body;
   let choice: ImageChoice | null = null;
@@ -102,7 +103,7 @@ async function prepareImages(input: OperationInput, deps: EdgeDeps, caller: Call
 }
 
 /** The images operation: images of the prompt, every one fetched and stored before any is billed. */
-export function createImages(input: OperationInput, deps: EdgeDeps): Promise<OperationResult> {
+export function createImages(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
   return run(deps, input, {
     operation: "images",
     prepare: (caller) => prepareImages(input, deps, caller),

@@ -12,7 +12,8 @@
  *
  * Generations send no image input, so its tokens have no room in the bound and are not billed.
  */
-import type { Reserve, UsedUnits } from "../../admission/admission.ts";
+import type { Reserve } from "../../admission/reserve.ts";
+import type { UsedUnits } from "../../admission/prices.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { ImageUsage } from "../../providers/types.ts";
 

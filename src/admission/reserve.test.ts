@@ -1,6 +1,5 @@
 import { expect, test } from "bun:test";
-import { InvariantBroken, invariant, onInvariantBroken } from "../invariant.ts";
-import { chargedBelowTier, loweredReserve, reserveMicro, type Reserve } from "./admission.ts";
+import { chargedBelowTier, loweredReserve, reserveMicro, type Reserve } from "./reserve.ts";
 
 // 100 prompt tokens at 10 micro-toman, 16,384 output tokens × 2 choices + 50 predicted at 100.
 const reserve: Reserve = {
@@ -52,25 +51,6 @@ test("a wallet short of the calls keeps the least output and the calls that fit 
   expect(all.hostedCalls!.units).toBe(5);
   expect(all.outputLowerable!.perChoice).toBe(5_000);
   expect(loweredReserve(withSearch, reserveMicro(withSearch))).toBeNull();
-});
-
-test("a broken invariant throws under test, naming itself", () => {
-  expect(invariant(true, "held_covers_charged", {})).toBe(true);
-  expect(() => invariant(false, "held_covers_charged", { billed: 2n, held: 1n })).toThrow(InvariantBroken);
-  expect(() => invariant(false, "settled_once", { requestId: "r" })).toThrow(/settled_once/);
-});
-
-test("in production a broken invariant is reported and the caller told to fail safe", () => {
-  const reported: string[] = [];
-  const env = process.env.NODE_ENV;
-  process.env.NODE_ENV = "production";
-  onInvariantBroken((name) => reported.push(name));
-  try {
-    expect(invariant(false, "in_flight_non_negative", { inFlight: -1 })).toBe(false);
-  } finally {
-    process.env.NODE_ENV = env;
-  }
-  expect(reported).toEqual(["in_flight_non_negative"]);
 });
 
 test("usage reserved at a long-context tier is charged the standard prices only when its prompt is not above the threshold", () => {
