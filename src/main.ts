@@ -42,12 +42,10 @@ import { Metrics } from "./metrics/metrics.ts";
 import { onInvariantBroken } from "./invariant.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
 import { warmTokenizer } from "./tokens/count.ts";
-import { serveInternal } from "./internal/service.ts";
-import { chat } from "./operations/chat/chat.ts";
-import { createEmbeddings } from "./operations/embeddings/embeddings.ts";
-import { createImages } from "./operations/images/images.ts";
-import { createSpeech } from "./operations/audio/speech.ts";
-import { createTranscription } from "./operations/audio/transcription.ts";
+import { type OperationHandler, serveInternal } from "./internal/service.ts";
+import { OPERATION_NAMES, type Operation as InternalOperation } from "./internal/wire.ts";
+import { OPERATIONS as CATALOG_OPERATIONS } from "./catalog/file.ts";
+import { PAID_OPERATIONS } from "./operations/paid.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
 
 /**
@@ -192,22 +190,11 @@ function pullCatalog(config: Config, db: Db, catalog: Catalog, cleanups: Cleanup
   return () => puller.status;
 }
 
-/** Internal services call the same handlers over NATS (gw.v1.<operation>). */
+/** Internal services call the same operations over NATS (gw.v1.<operation>). */
 async function serveOperations(bus: NatsBus, deps: GatewayDeps, origin: string, cleanups: Cleanups): Promise<void> {
-  const stopInternal = await serveInternal({
-    nc: bus.nc,
-    subjects: deps.subjects,
-    log: deps.log,
-    origin,
-    jsonDepthMax: deps.env.JSON_DEPTH_MAX,
-    chat: (input) => chat(deps, input),
-    operations: {
-      embeddings: (input) => createEmbeddings(input, deps),
-      "images.generations": (input) => createImages(input, deps),
-      "audio.speech": (input) => createSpeech(input, deps),
-      "audio.transcriptions": (input) => createTranscription(input, deps),
-    },
-  });
+  const operations: Partial<Record<InternalOperation, OperationHandler>> = {};
+  for (const operation of CATALOG_OPERATIONS) operations[OPERATION_NAMES[operation]] = (input) => PAID_OPERATIONS[operation](input, deps);
+  const stopInternal = await serveInternal({ nc: bus.nc, subjects: deps.subjects, log: deps.log, origin, operations });
   cleanups.push(stopInternal);
 }
 

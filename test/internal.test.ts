@@ -14,6 +14,8 @@ import { until, untilValue } from "./until.ts";
 import { describeWith } from "./services.ts";
 
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
+/** The suite's BODY_BYTES_MAX: a quarter of NATS's default payload limit (1 MiB). */
+const BODY_BYTES_MAX = 262_144;
 
 describeWith(["nats"], "operations over NATS", (it) => {
   let t: TestGateway;
@@ -25,7 +27,8 @@ describeWith(["nats"], "operations over NATS", (it) => {
   const defaults = { ttftMs: 0, itlMs: 0, outputTokens: 16 };
 
   beforeAll(async () => {
-    t = await startTestGateway();
+    // A body limit below NATS's payload limit: a body between the two is refused by the gateway's own bound.
+    t = await startTestGateway({ BODY_BYTES_MAX: String(BODY_BYTES_MAX) });
     prefix = t.gw.deps.env.DARVAZE_SUBJECT_PREFIX;
     nc = await connect({ servers: process.env.NATS_URL! });
     funded = await t.fundedKey(1000);
@@ -80,6 +83,23 @@ describeWith(["nats"], "operations over NATS", (it) => {
       .catch((e) => e);
     expect([tooLarge.status, tooLarge.body.error.code]).toEqual([413, "request_too_large"]);
     expect(tooLarge.message).toContain(String(nc.info?.max_payload));
+  });
+
+  it("a chat body over BODY_BYTES_MAX is refused over NATS with the 413 HTTP gives, nothing billed", async () => {
+    const body = { model: "gpt-4o-mini", messages: [{ role: "user", content: "x".repeat(BODY_BYTES_MAX) }] };
+    expect(JSON.stringify(body).length).toBeLessThan(nc.info?.max_payload ?? 1_048_576);
+    const before = await balanceMicroOf(t.url, funded.key);
+    const nats = await gw.request("chat.completions", body).catch((e) => e);
+    const http = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${funded.key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    expect(http.status).toBe(413);
+    expect(nats).toBeInstanceOf(InternalError);
+    expect([nats.status, nats.body]).toEqual([413, await http.json()]);
+    expect(nats.body.error.message).toContain(String(BODY_BYTES_MAX));
+    expect(await balanceMicroOf(t.url, funded.key)).toBe(before);
   });
 
   it("embeddings, images, speech and transcription answer over NATS as over HTTP, billed the same", async () => {

@@ -8,6 +8,7 @@ import type { Operation } from "../catalog/seed.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { modelRefusal } from "../keys/restrictions.ts";
+import type { Caller } from "./caller.ts";
 import type { GatewayDeps } from "./deps.ts";
 
 /**
@@ -79,4 +80,30 @@ export function servingPool(deps: Pick<GatewayDeps, "pools">, model: CatalogMode
     });
   }
   return pool;
+}
+
+/** A model of `operation`, its price per 1M of `unit`, and a pool that may serve the caller. */
+export interface PricedModel {
+  model: CatalogModel;
+  pricePer1m: bigint;
+  pool: PoolActor;
+}
+
+/** The model (of this operation), its price for `unit` and a pool that may serve the caller. */
+export function pricedModel(
+  deps: Pick<GatewayDeps, "catalog" | "pools">,
+  caller: Caller,
+  id: string,
+  operation: Operation,
+  unit: string | ((model: CatalogModel) => string | Failure),
+): PricedModel | Failure {
+  const model = operationModel(deps, id, operation, caller.key);
+  if (isFailure(model)) return model;
+  const unitName = typeof unit === "string" ? unit : unit(model);
+  if (isFailure(unitName)) return unitName;
+  const pricePer1m = unitPrice(model, unitName);
+  if (isFailure(pricePer1m)) return pricePer1m;
+  const pool = servingPool(deps, model, caller.region);
+  if (isFailure(pool)) return pool;
+  return { model, pricePer1m, pool };
 }

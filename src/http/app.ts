@@ -39,7 +39,7 @@ import { buildModelReplies } from "./models/route.ts";
 import { arrivalNoter, clientAddressOf, decodeParams, httpInput, queryRefused } from "./request.ts";
 import { trustedProxies } from "./forwarded.ts";
 import { newRequestId, type OperationInput } from "../operations/input.ts";
-import type { OperationResult } from "../operations/run.ts";
+import type { WholeResult } from "../operations/run.ts";
 import type { FetchStatus } from "../catalog/rates.ts";
 import type { LiveHub } from "../metrics/live.ts";
 import { liveRoutes } from "./live/route.ts";
@@ -217,7 +217,7 @@ export function createApp(
   const operators = new OperatorsAdmin(deps, operatorStore);
   const asAdmin = adminGuard(deps, operatorStore);
   const noteArrival = arrivalNoter(trustedProxies(deps.env.TRUSTED_PROXIES));
-  const operation = async (run: (input: OperationInput, deps: GatewayDeps) => Promise<OperationResult>, request: Request) => {
+  const operation = async (run: (input: OperationInput, deps: GatewayDeps) => Promise<WholeResult>, request: Request) => {
     const input = httpInput(request, newRequestId(), deps.env.PUBLIC_URL);
     return resultResponse(await run(input, deps), input.requestId);
   };

@@ -2,7 +2,7 @@
 import { enter, type Caller } from "../admission/caller.ts";
 import { errorResponse, isFailure, type Failure } from "../errors.ts";
 import type { GatewayDeps } from "../admission/deps.ts";
-import type { OperationResult } from "../operations/run.ts";
+import type { Refused, Reply } from "../operations/run.ts";
 import { credentialsOf } from "./request.ts";
 
 /** Browser origin, the API key and residency, read from an HTTP request. */
@@ -21,8 +21,8 @@ export function failed(failure: Failure, requestId: string, headers: Record<stri
   return errorResponse(failure, { "x-request-id": requestId, ...headers });
 }
 
-/** An operation's result as an HTTP reply. */
-export function resultResponse(result: OperationResult, requestId: string): Response {
+/** An operation's whole result (a refusal or a reply) as an HTTP reply. */
+export function resultResponse(result: Refused | Reply, requestId: string): Response {
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
   return new Response(result.body, {
     status: 200,

@@ -1,8 +1,16 @@
 /** What every /v1 and /admin handler needs from a raw request: ids, body, credentials, origin. */
 import type { Credentials } from "../admission/caller.ts";
-import { isFailure, type Failure } from "../errors.ts";
+import type { Failure } from "../errors.ts";
 import { clientAddress, forwardedScheme, type TrustedProxies } from "./forwarded.ts";
-import { type JsonLimits, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
+import {
+  type JsonBody,
+  type JsonLimits,
+  type OperationInput,
+  parseForm,
+  parseJsonText,
+  presentedKey,
+  tooLarge,
+} from "../operations/input.ts";
 
 /** An HTTP request as an operation's input. */
 export function httpInput(request: Request, requestId: string, publicUrl: string | undefined): OperationInput {
@@ -23,6 +31,7 @@ export function httpInput(request: Request, requestId: string, publicUrl: string
       return parseForm(Buffer.concat(parts), request.headers.get("content-type"));
     },
     origin: (publicUrl ?? requestOrigin(request)).replace(/\/+$/, ""),
+    signal: request.signal,
   };
 }
 
@@ -31,7 +40,7 @@ export function httpInput(request: Request, requestId: string, publicUrl: string
  * parsed from: chat's prompt bound measures that text's UTF-8 bytes (only when it needs them)
  * instead of serializing the body again. The value stays wrapped: a client's body may look like a failure.
  */
-export async function readJsonBodyText(request: Request, limits: JsonLimits): Promise<{ value: unknown; text: string } | Failure> {
+export async function readJsonBodyText(request: Request, limits: JsonLimits): Promise<JsonBody | Failure> {
   const { bytesMax } = limits;
   const declared = request.headers.get("content-length");
   if (declared !== null && Number(declared) > bytesMax) return tooLarge(bytesMax);
@@ -49,8 +58,7 @@ export async function readJsonBodyText(request: Request, limits: JsonLimits): Pr
     text = Buffer.concat(parts).toString("utf8");
   }
   if (text.length > bytesMax) return tooLarge(bytesMax);
-  const parsed = parseJsonText(text, limits.depthMax);
-  return isFailure(parsed) ? parsed : { value: parsed.value, text };
+  return parseJsonText(text, limits.depthMax);
 }
 
 /** The token of `Authorization: Bearer <token>` (also the `x-api-key` header), or null. */

@@ -4,11 +4,12 @@
  * body, then admission); src/wires/through.ts re-writes the relay's frames in the wire's events.
  */
 import type { Failure } from "../errors.ts";
-import { chat, type ChatInput, type ChatResult } from "../operations/chat/chat.ts";
+import { chat, type ChatWire } from "../operations/chat/chat.ts";
 import type { GatewayDeps } from "../admission/deps.ts";
 import { isFailure } from "./guard.ts";
-import { jsonLimits } from "../operations/input.ts";
-import { credentialsOf, readJsonBodyText } from "./request.ts";
+import type { OperationInput } from "../operations/input.ts";
+import type { OperationResult, Reply } from "../operations/run.ts";
+import { httpInput, readJsonBodyText } from "./request.ts";
 import type { Credentials } from "../admission/caller.ts";
 import type { ChatCompletion } from "../wires/chat.ts";
 
@@ -33,16 +34,14 @@ export async function chatThroughWire<W>(
     translate: (raw: unknown, headers: Headers) => WireRequest<W> | Failure;
     present: (reply: ChatCompletion, request: W, facts: { hostedCalls: number }) => unknown;
   },
-  options: Pick<ChatInput, "lowerToWindow" | "outputLimitWording"> & { credentials?: Credentials } = {},
-): Promise<{ result: ChatResult; wire: W | null }> {
+  options: Pick<ChatWire, "lowerToWindow" | "outputLimitWording"> & { credentials?: Credentials } = {},
+): Promise<{ result: OperationResult; wire: W | null }> {
   let read: W | null = null;
-  const result = await chat(deps, {
-    ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
-    ...(options.outputLimitWording ? { outputLimitWording: options.outputLimitWording } : {}),
-    requestId,
-    credentials: options.credentials ?? credentialsOf(request),
-    readBody: async () => {
-      const body = await readJsonBodyText(request, jsonLimits(deps.env));
+  const input: OperationInput = {
+    ...httpInput(request, requestId, deps.env.PUBLIC_URL),
+    ...(options.credentials ? { credentials: options.credentials } : {}),
+    json: async (limits) => {
+      const body = await readJsonBodyText(request, limits);
       if (isFailure(body)) return body;
       const translated = wire.translate(body.value, request.headers);
       if (isFailure(translated)) return translated;
@@ -50,15 +49,18 @@ export async function chatThroughWire<W>(
       // The chat body sent on is the translation: its bytes are what the prompt bound measures.
       return { value: translated.chat, text: JSON.stringify(translated.chat) };
     },
-    // Called only after readBody translated the request.
+  };
+  const result = await chat(input, deps, {
+    ...(options.lowerToWindow ? { lowerToWindow: true } : {}),
+    ...(options.outputLimitWording ? { outputLimitWording: options.outputLimitWording } : {}),
+    // Called only after the body was read and translated.
     present: (reply, facts) => wire.present(reply, read!, facts),
-    signal: request.signal,
   });
   return { result, wire: read };
 }
 
 /** A translated wire's whole reply: the body chat.ts presented, with the reply's headers. */
-export function presentedReply(result: { body: string; headers: Record<string, string> }, headers: Record<string, string>): Response {
+export function presentedReply(result: Pick<Reply, "body" | "headers">, headers: Record<string, string>): Response {
   return new Response(result.body, { status: 200, headers: { "content-type": "application/json", ...headers, ...result.headers } });
 }
 

@@ -1,10 +1,10 @@
 /**
  * The gateway's operations for internal services over NATS, through the `nats` service
  * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request calls the
- * operation itself, as the HTTP routes do (chat: `chat` of src/operations/chat/chat.ts, whose
- * relay's frames go out as NATS messages; the others with the same OperationInput the HTTP
- * edge builds): authentication, limits, billing and errors are identical. The wire is described
- * in wire.ts.
+ * operation itself with the same OperationInput the HTTP edge builds, its body read within the
+ * same bounds (BODY_BYTES_MAX, JSON_DEPTH_MAX), and sends its result: a whole reply, or a chat
+ * stream's relay frames as NATS messages. Authentication, limits, billing and errors are
+ * identical. The wire is described in wire.ts.
  *
  * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
  * control), so a slow caller pauses the relay, whose queue pauses the upstream; a caller that
@@ -14,8 +14,7 @@
 import { headers as natsHeaders, type MsgHdrs, type NatsConnection, type Service, type ServiceMsg, type Subscription } from "nats";
 import type { Subjects } from "../../actors/subjects.ts";
 import { every } from "../background.ts";
-import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from "../errors.ts";
-import type { ChatInput, ChatResult } from "../operations/chat/chat.ts";
+import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { Relay } from "../operations/chat/relay.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
@@ -45,19 +44,15 @@ import {
   STREAMS_OPEN_MAX,
 } from "./wire.ts";
 
-/** An operation other than chat (its reply is read whole here). */
+/** A paid operation with the gateway's services, for any transport (src/operations/paid.ts). */
 export type OperationHandler = (input: OperationInput) => Promise<OperationResult>;
 
 export interface InternalServiceOptions {
   nc: NatsConnection;
-  /** The chat path (`chat` of src/operations/chat/chat.ts with the gateway's deps). */
-  chat: (input: ChatInput) => Promise<ChatResult>;
-  /** The other operations by name; an operation missing here is not served. */
-  operations: Partial<Record<Exclude<Operation, "chat.completions">, OperationHandler>>;
+  /** The paid operations by their wire name; an operation missing here is not served. */
+  operations: Partial<Record<Operation, OperationHandler>>;
   /** This gateway's origin as clients reach it, for links to its own media. */
   origin: string;
-  /** Deepest nesting a chat request's JSON may have (JSON_DEPTH_MAX); the other operations pass their own limits. */
-  jsonDepthMax: number;
   subjects: Subjects;
   log: Logger;
   version?: string;
@@ -91,19 +86,31 @@ class InternalService {
     this.log = options.log;
   }
 
+  /** One request of any operation: the operation itself, its result sent as one message, ordered parts or a stream. */
   async handle(msg: ServiceMsg, operation: Operation): Promise<void> {
     if (!msg.reply) return; // nobody to answer
     const payloadMax = this.nc.info?.max_payload ?? 1_048_576;
     if (msg.data.length > payloadMax) {
       return this.replyFailure(msg, fail("request_too_large", `The request is larger than the NATS payload limit of ${payloadMax} bytes.`));
     }
-    if (operation === "chat.completions") return this.handleChat(msg, payloadMax);
     const requestId = newRequestId();
-    const result = await this.options.operations[operation]!(natsInput(msg, requestId, this.options.origin));
+    // The caller's cancel aborts it: the upstream call is cut at once and billed once.
+    const controller = new AbortController();
+    const result = await this.options.operations[operation]!(natsInput(msg, requestId, this.options.origin, controller.signal));
     const h = natsHeaders();
     h.set("x-request-id", requestId);
     for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
     if (result.kind === "refused") return this.replyRefused(msg, result.failure, h, payloadMax);
+    if (result.kind === "stream") {
+      if (this.stats.open >= STREAMS_OPEN_MAX) {
+        controller.abort();
+        return this.replyFailure(
+          msg,
+          fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }),
+        );
+      }
+      return this.stream(msg, result.relay, h, controller);
+    }
     h.set("Content-Type", result.contentType);
     const body =
       typeof result.body === "string" ? encoder.encode(result.body) : new Uint8Array(await new Response(result.body).arrayBuffer());
@@ -115,38 +122,6 @@ class InternalService {
     h.set("Content-Type", "application/json");
     for (const [name, value] of Object.entries(errorHeaders(failure))) h.set(name, value);
     this.replyBody(msg, encoder.encode(JSON.stringify(errorBody(failure))), h, describe(failure.code).status, payloadMax);
-  }
-
-  /** Chat: the chat path itself; a this.stream's frames go out as NATS messages against the caller's credit. */
-  private async handleChat(msg: ServiceMsg, payloadMax: number): Promise<void> {
-    const requestId = newRequestId();
-    const controller = new AbortController();
-    const result = await this.options.chat({
-      requestId,
-      credentials: credentialsOfMsg(msg),
-      readBody: async () => {
-        const text = decoder.decode(msg.data);
-        const parsed = parseJsonText(text, this.options.jsonDepthMax);
-        return isFailure(parsed) ? parsed : { value: parsed.value, text };
-      },
-      signal: controller.signal,
-    });
-    const h = natsHeaders();
-    h.set("x-request-id", requestId);
-    for (const [name, value] of Object.entries(result.headers)) h.set(name, value);
-    if (result.kind === "stream") {
-      if (this.stats.open >= STREAMS_OPEN_MAX) {
-        controller.abort();
-        return this.replyFailure(
-          msg,
-          fail("concurrency_limit_exceeded", `Too many streams open to internal services (${STREAMS_OPEN_MAX}).`, { retryAfterS: 1 }),
-        );
-      }
-      return this.stream(msg, result.relay, h, controller);
-    }
-    if (result.kind === "refused") return this.replyRefused(msg, result.failure, h, payloadMax);
-    h.set("Content-Type", "application/json");
-    this.replyBody(msg, encoder.encode(result.body), h, 200, payloadMax);
   }
 
   /** A whole reply: one message, or ordered parts when larger than one message holds. */
@@ -302,7 +277,7 @@ export async function serveInternal(options: InternalServiceOptions): Promise<()
   });
   for (const operation of OPERATIONS) {
     const path = operationPath(operation);
-    if (operation !== "chat.completions" && !options.operations[operation]) continue;
+    if (!options.operations[operation]) continue;
     service.addEndpoint(operation.replaceAll(".", "_"), {
       subject: subjects.operation(operation),
       metadata: { path },
@@ -340,8 +315,8 @@ function credentialsOfMsg(msg: ServiceMsg): Credentials {
   return { key: presentedKey(msg.headers?.get("Authorization")), origin: null, residency: msg.headers?.get("x-darvaze-residency") || null };
 }
 
-/** A NATS request as an operation's input: the message's headers and payload. */
-function natsInput(msg: ServiceMsg, requestId: string, origin: string): OperationInput {
+/** A NATS request as an operation's input: the message's headers and payload, read within the same bounds as over HTTP. */
+function natsInput(msg: ServiceMsg, requestId: string, origin: string, signal: AbortSignal): OperationInput {
   return {
     requestId,
     credentials: credentialsOfMsg(msg),
@@ -349,5 +324,6 @@ function natsInput(msg: ServiceMsg, requestId: string, origin: string): Operatio
       msg.data.length > bytesMax ? tooLarge(bytesMax) : parseJsonText(decoder.decode(msg.data), depthMax),
     form: async (bytesMax) => (msg.data.length > bytesMax ? null : parseForm(msg.data, msg.headers?.get("Content-Type") || null)),
     origin,
+    signal,
   };
 }

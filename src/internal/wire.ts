@@ -34,6 +34,7 @@
  * and nothing else; replies go to the caller's own reply subject, which the server maps across
  * accounts (docs/nats/darvaze.conf).
  */
+import { OPERATIONS as CATALOG_OPERATIONS, type Operation as PaidOperation } from "../catalog/file.ts";
 
 export const HEADER_STATUS = "Status";
 export const HEADER_SEQ = "Darvaze-Seq";
@@ -66,6 +67,15 @@ export function operationPath(operation: string): string {
   return `/v1/${operation.replaceAll(".", "/")}`;
 }
 
-/** The operations internal services may call. */
-export const OPERATIONS = ["chat.completions", "embeddings", "images.generations", "audio.speech", "audio.transcriptions"] as const;
-export type Operation = (typeof OPERATIONS)[number];
+/** Each paid operation's name on the wire: its HTTP path's, dotted (`gw.v1.<name>`). */
+export const OPERATION_NAMES = {
+  chat: "chat.completions",
+  embeddings: "embeddings",
+  images: "images.generations",
+  speech: "audio.speech",
+  transcription: "audio.transcriptions",
+} as const satisfies Record<PaidOperation, string>;
+
+/** The operations internal services may call: every paid operation (src/catalog/file.ts `OPERATIONS`), by its wire name. */
+export const OPERATIONS = CATALOG_OPERATIONS.map((operation) => OPERATION_NAMES[operation]);
+export type Operation = (typeof OPERATION_NAMES)[PaidOperation];

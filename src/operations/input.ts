@@ -23,12 +23,24 @@ export type Form = Awaited<ReturnType<Response["formData"]>>;
 export interface OperationInput {
   requestId: string;
   credentials: Credentials;
-  /** The body as JSON within `limits`: 413 above its size, 400 for malformed or too deep JSON (wrapped: a body may look like a failure). */
-  json(limits: JsonLimits): Promise<{ value: unknown } | Failure>;
+  /**
+   * The body as JSON within `limits`: 413 above its size, 400 for malformed or too deep JSON
+   * (wrapped: a body may look like a failure), with the text it was parsed from (chat's prompt
+   * bound measures its UTF-8 bytes instead of serializing the body again).
+   */
+  json(limits: JsonLimits): Promise<JsonBody | Failure>;
   /** The body as a multipart form within `bytesMax` (null above it: the caller says what was too large). */
   form(bytesMax: number): Promise<Form | null | Failure>;
   /** This gateway's origin as its callers reach it, for links to its own media. */
   origin: string;
+  /** Aborted when the caller goes away: the upstream call is then cut at once and billed once. */
+  signal: AbortSignal;
+}
+
+/** A JSON body read: its value and the text it was parsed from. */
+export interface JsonBody {
+  value: unknown;
+  text: string;
 }
 
 /** A multipart body's bytes as a form, or the 400 naming `file` a client expects. */
@@ -61,13 +73,13 @@ export function jsonLimits(env: Pick<Env, "BODY_BYTES_MAX" | "JSON_DEPTH_MAX">):
  * A body's text as JSON (wrapped, apart from any failure), or the 400 a client expects: `invalid_json`,
  * or `invalid_request` when it nests deeper than `depthMax` (found before parsing, in one pass).
  */
-export function parseJsonText(text: string, depthMax: number): { value: unknown } | Failure {
+export function parseJsonText(text: string, depthMax: number): JsonBody | Failure {
   if (text.length === 0) return fail("invalid_json", "The request body is empty; send a JSON object.");
   if (jsonDepthExceeds(text, depthMax)) {
     return fail("invalid_request", `The request body nests arrays and objects deeper than the limit of ${depthMax} levels.`);
   }
   try {
-    return { value: JSON.parse(text) as unknown };
+    return { value: JSON.parse(text) as unknown, text };
   } catch (error) {
     return fail("invalid_json", `The request body is not valid JSON: ${(error as Error).message}`);
   }

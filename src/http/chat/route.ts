@@ -5,9 +5,8 @@
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { chat } from "../../operations/chat/chat.ts";
 import { sseBody } from "../../operations/chat/relay.ts";
-import { failed } from "../guard.ts";
-import { jsonLimits } from "../../operations/input.ts";
-import { credentialsOf, readJsonBodyText } from "../request.ts";
+import { resultResponse } from "../guard.ts";
+import { httpInput } from "../request.ts";
 
 /** The HTTP route: the request's headers and body in, a JSON reply or an SSE body out. */
 export async function chatCompletions(
@@ -16,19 +15,8 @@ export async function chatCompletions(
   deps: GatewayDeps,
   set: { headers: Record<string, string | number> },
 ) {
-  const result = await chat(deps, {
-    requestId,
-    credentials: credentialsOf(request),
-    readBody: () => readJsonBodyText(request, jsonLimits(deps.env)),
-    signal: request.signal,
-  });
-  if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
-  if (result.kind === "json") {
-    return new Response(result.body, {
-      status: 200,
-      headers: { "content-type": "application/json", "x-request-id": requestId, ...result.headers },
-    });
-  }
+  const result = await chat(httpInput(request, requestId, deps.env.PUBLIC_URL), deps);
+  if (result.kind !== "stream") return resultResponse(result, requestId);
   Object.assign(set.headers, result.headers);
   set.headers["content-type"] = "text/event-stream";
   set.headers["x-request-id"] = requestId;

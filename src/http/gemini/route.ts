@@ -125,7 +125,7 @@ async function generateContent(
     { credentials: geminiCredentials(request), outputLimitWording: geminiOutputLimit },
   );
   if (result.kind === "refused") return googleFailed(result.failure, requestId, result.headers);
-  if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));
+  if (result.kind === "reply") return presentedReply(result, replyHeaders(requestId));
   const sse = new URL(request.url).searchParams.get("alt") === "sse";
   streamHeaders(set, requestId, result.headers);
   if (!sse) set.headers["content-type"] = "application/json";
@@ -209,7 +209,7 @@ async function embedContent(request: Request, requestId: string, deps: GatewayDe
       const read = await readJsonBodyText(request, limits);
       if (isFailure(read)) return read;
       const body = embedToOpenAI(read.value, target.model, batch);
-      return isFailure(body) ? body : { value: body };
+      return isFailure(body) ? body : { value: body, text: JSON.stringify(body) };
     },
   };
   const result = await createEmbeddings(input, deps, ({ vectors }) =>

@@ -58,7 +58,7 @@ export async function createMessage(
     { lowerToWindow: true, outputLimitWording: messagesOutputLimit },
   );
   if (result.kind === "refused") return anthropicFailed(result.failure, requestId, result.headers);
-  if (result.kind === "json") return presentedReply(result, replyHeaders(requestId));
+  if (result.kind === "reply") return presentedReply(result, replyHeaders(requestId));
   const ctx = { requestId, model: wire!.model };
   streamHeaders(set, requestId, result.headers);
   set.headers["request-id"] = requestId;

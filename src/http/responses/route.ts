@@ -44,7 +44,7 @@ export async function createResponse(
     { outputLimitWording: responsesOutputLimit },
   );
   if (result.kind === "refused") return failed(result.failure, requestId, result.headers);
-  if (result.kind === "json") return presentedReply(result, { "x-request-id": requestId });
+  if (result.kind === "reply") return presentedReply(result, { "x-request-id": requestId });
   streamHeaders(set, requestId, result.headers);
   return wireBody(result.relay, new ResponsesStream(contextOf(wire!), nowS));
 }

@@ -9,20 +9,17 @@
 import type { SendOutcome } from "../../../actors/pool/pool.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
-import { isFailure } from "../../errors.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type OperationResult, pricedModel, run, send, settledReply } from "../run.ts";
+import { type Delivered, type WholeResult, run, send } from "../run.ts";
 import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
 
 /** The speech operation: audio of the input text, billed per character. */
-export function createSpeech(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
+export function createSpeech(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "speech",
-    prepare: async (caller) => {
-      const body = await readJson(input, deps.env, speechRequest);
-      if (isFailure(body)) return body;
-      const priced = pricedModel(deps, caller, body.model, "speech", "character");
-      if (isFailure(priced)) return priced;
+    read: (input) => readJson(input, deps.env, speechRequest),
+    priced: (body) => ({ model: body.model, unit: "character" }),
+    prepare: async (body, priced) => {
       const characters = [...body.input].length;
       const reserve: Reserve = { input: { unit: "character", units: characters, pricePer1m: priced.pricePer1m }, tokens: 0, exact: true };
       return { ...priced, body, characters, reserve };
@@ -33,11 +30,10 @@ export function createSpeech(input: OperationInput, deps: GatewayDeps): Promise<
         backend.adapter.speech?.buildSpeechRequest({ body, upstreamModel: backend.config.upstream_model ?? model.id }),
       );
     },
-    deliver: (sent, admitted) =>
-      settledReply(admitted, { input: admitted.prepared.characters }, () => ({
-        contentType: SPEECH_CONTENT_TYPES[admitted.prepared.body.response_format],
-        body: audioRelay(sent),
-      })),
+    deliver: async (sent, admitted): Promise<Delivered<unknown>> => ({
+      used: { input: admitted.prepared.characters },
+      reply: () => ({ contentType: SPEECH_CONTENT_TYPES[admitted.prepared.body.response_format], body: audioRelay(sent) }),
+    }),
   });
 }
 

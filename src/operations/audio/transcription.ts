@@ -10,12 +10,12 @@
  */
 import { measureAudio } from "../../audio/measure.ts";
 import type { PoolCall } from "../../../actors/pool/pool.ts";
-import type { Caller } from "../../admission/caller.ts";
+import type { PricedModel } from "../../admission/model.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import type { Form, OperationInput } from "../input.ts";
-import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply, type Unprepared } from "../run.ts";
+import { type Delivered, type WholeResult, type Prepared, run, sendWhole, type Unprepared } from "../run.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -82,23 +82,18 @@ async function readForm(input: OperationInput): Promise<{ file: File; fields: Tr
   return { file, fields: parsed.data };
 }
 
-interface TranscriptionPrepared extends PricedModel {
+interface TranscriptionPrepared extends Prepared {
   file: File;
   fields: TranscriptionFields;
   audio: { bytes: Uint8Array; seconds: AudioSeconds };
-  reserve: Reserve;
 }
 
+/** The audio read and its seconds reserved: exact when its container tells them, else a bound counted exactly at the wallet's edge. */
 async function prepareTranscription(
-  input: OperationInput,
-  deps: GatewayDeps,
-  caller: Caller,
-): Promise<TranscriptionPrepared | Unprepared | Failure> {
-  const read = await readForm(input);
-  if (isFailure(read)) return read;
+  read: { file: File; fields: TranscriptionFields },
+  priced: PricedModel,
+): Promise<TranscriptionPrepared | Unprepared> {
   const { file, fields } = read;
-  const priced = pricedModel(deps, caller, fields.model, "transcription", "audio_second");
-  if (isFailure(priced)) return priced;
   const audio = await readAudio(file);
   if (isFailure(audio)) return { failure: audio, model: priced.model };
   const { units, exactUnits } = reserveSeconds(audio.seconds);
@@ -112,10 +107,12 @@ async function prepareTranscription(
 }
 
 /** The transcription operation: the audio's transcript, billed per second of audio. */
-export function createTranscription(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
+export function createTranscription(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "transcription",
-    prepare: (caller) => prepareTranscription(input, deps, caller),
+    read: readForm,
+    priced: (read) => ({ model: read.fields.model, unit: "audio_second" }),
+    prepare: prepareTranscription,
     call: (admitted) => {
       const { model, fields, file, audio } = admitted.prepared;
       const build: PoolCall["build"] = (backend) =>
@@ -125,13 +122,13 @@ export function createTranscription(input: OperationInput, deps: GatewayDeps): P
         });
       return sendWhole(admitted, build, TRANSCRIPT_REPLY_BYTES_MAX);
     },
-    deliver: (reply, admitted) => {
+    deliver: async (reply, admitted): Promise<Delivered<unknown>> => {
       const { fields, audio } = admitted.prepared;
       const json = fields.response_format === "json" || fields.response_format === "verbose_json";
-      return settledReply(admitted, { input: billedSeconds(audio.seconds, reportedSeconds(reply.bytes, json)) }, () => ({
-        contentType: json ? "application/json" : "text/plain; charset=utf-8",
-        body: reply.bytes,
-      }));
+      return {
+        used: { input: billedSeconds(audio.seconds, reportedSeconds(reply.bytes, json)) },
+        reply: () => ({ contentType: json ? "application/json" : "text/plain; charset=utf-8", body: reply.bytes }),
+      };
     },
   });
 }

@@ -297,6 +297,13 @@ async function longContextRefusal(body: ChatRequest, promptTokensWhole: number, 
   );
 }
 
+/** The 403 of a model without the input and output prices a chat request is billed at; null when it has both. */
+export function chatPriceRefusal(model: Pick<CatalogModel, "id" | "price">): Failure | null {
+  const prices = model.price.tomanPer1m;
+  if (prices.has("input_token") && prices.has("output_token")) return null;
+  return fail("model_forbidden", `${model.id} has no chat price and cannot be used for chat completions.`, { param: "model" });
+}
+
 /**
  * The budget of a chat request, or a 400 when the prompt is proven too long for the window.
  * The cheap byte bound decides most requests; when it would not fit, the prompt is counted
@@ -306,11 +313,8 @@ async function longContextRefusal(body: ChatRequest, promptTokensWhole: number, 
  * which counts exactly, has the last word, and the reserve still covers the byte bound.
  */
 export async function chatBudget(body: ChatRequest, model: CatalogModel, options: ChatBudgetOptions): Promise<ChatBudget | Failure> {
-  const listInput = model.price.tomanPer1m.get("input_token");
-  const listOutput = model.price.tomanPer1m.get("output_token");
-  if (listInput === undefined || listOutput === undefined) {
-    return fail("model_forbidden", `${model.id} has no chat price and cannot be used for chat completions.`, { param: "model" });
-  }
+  const unpriced = chatPriceRefusal(model);
+  if (unpriced) return unpriced;
   const percents = paidFieldPercents(body, options.paidFields);
   if (isFailure(percents)) return percents;
   const betas = betasVerdict(body.anthropic?.betas);

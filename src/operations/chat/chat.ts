@@ -2,73 +2,84 @@
  * The chat completion operation: the whole path of a paid chat request, on the paid sequence
  * of run.ts.
  *
- *   edge:  the caller (origin, key, residency) → body (size, JSON, schema) → model → budget and
- *          reserve → admission (src/admission: the key actor's slot and hold, or 429/402)
- *   pool actor (this node): backend, upstream call, retries before the first byte
- *   edge:  relay the reply (JSON, or frames metered live by relay.ts), then settle the actual
- *          usage through the admission, exactly once, whatever happened (a failed call at zero,
- *          recorded with the status its client got).
+ *   parts given to run.ts: the body (size, JSON, schema), the model priced for chat, the budget
+ *          and reserve (budget.ts, cache.ts, hosted.ts), the pool's call (backend, upstream call,
+ *          retries before the first byte), and the reply read: a whole reply's usage, or a
+ *          stream relayed by relay.ts, whose end is billed through the same `chatBill`.
+ *   settled by run.ts exactly once, whatever happened (a failed call at zero, recorded with the
+ *          status its client got; a client that hung up during the call at its input and an
+ *          allowance).
  *
  * `chat` is the path itself, for any transport: the HTTP route (src/http/chat/route.ts), the
  * translated wires (src/http/translated.ts) and the internal NATS service
- * (src/internal/service.ts) call it and only translate its result.
+ * (src/internal/service.ts) call it and only encode its result.
  */
-import type { ChatOutcome, PoolActor } from "../../../actors/pool/pool.ts";
+import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { Backend } from "../../../actors/pool/backend.ts";
-import { countsExactly, operationModel, servingPool } from "../../admission/model.ts";
-import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/settlement.ts";
-import type { Caller, Credentials } from "../../admission/caller.ts";
-import type { Reserve } from "../../admission/reserve.ts";
+import type { Caller } from "../../admission/caller.ts";
 import { presentedJson, valueWithUsageCost } from "../../admission/costReply.ts";
+import type { GatewayDeps } from "../../admission/deps.ts";
+import { countsExactly, type PricedModel } from "../../admission/model.ts";
+import type { Reserve } from "../../admission/reserve.ts";
+import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/settlement.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { generatedText, type GeneratedFields } from "../../providers/chatShape.ts";
 import { choicesRefusal } from "../../providers/choices.ts";
 import type { Usage } from "../../providers/types.ts";
-import { cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
-import type { GatewayDeps } from "../../admission/deps.ts";
-import { type Admitted, isRefused, presented, type Refused, run } from "../run.ts";
+import { UNITS } from "../../units.ts";
 import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
-import { chatBudget, exactChatReserve, OUTPUT_TOKENS_LOWERED_MIN, type ChatBudget, type OutputLimitWording } from "./budget.ts";
-import { Relay, servedTierOf } from "./relay.ts";
+import { jsonLimits, type OperationInput } from "../input.ts";
+import { type Admitted, type Bill, type Delivered, type OperationResult, type Prepared, run, settleUsed, type Streamed } from "../run.ts";
+import {
+  chatBudget,
+  chatPriceRefusal,
+  exactChatReserve,
+  OUTPUT_TOKENS_LOWERED_MIN,
+  type ChatBudget,
+  type OutputLimitWording,
+} from "./budget.ts";
 import { marksCache } from "./cache.ts";
 import { hostedCallsReserve, withHostedCalls } from "./hosted.ts";
+import { Relay, type RelaySettle, servedTierOf } from "./relay.ts";
 import { chatRequest, isPlainChatRequest, type ChatRequest } from "./schema.ts";
-import { UNITS } from "../../units.ts";
+import { type ChatEnding, chatUsage, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 
-/** A chat request checked: its body, model, budget and a pool that may serve it. */
-type Checked = { body: ChatRequest; model: CatalogModel; budget: ChatBudget; pool: PoolActor };
+/** A chat request's body read: checked by the chat schema, with the text it was parsed from. */
+interface ChatBody {
+  body: ChatRequest;
+  text: string;
+}
 
-async function prepare(input: ChatInput, deps: GatewayDeps, caller: Caller): Promise<Checked | Failure> {
-  const read = await input.readBody();
+/** The body as JSON within the configured bounds (BODY_BYTES_MAX, JSON_DEPTH_MAX), checked by the chat schema. */
+async function readChat(input: OperationInput, env: GatewayDeps["env"]): Promise<ChatBody | Failure> {
+  const read = await input.json(jsonLimits(env));
   if (isFailure(read)) return read;
   const raw = read.value;
-  let body: ChatRequest;
-  if (isPlainChatRequest(raw)) body = raw;
-  else {
-    const parsed = chatRequest.safeParse(raw);
-    if (!parsed.success) return zodFailure(parsed.error);
-    body = parsed.data;
-  }
-  const model = operationModel(deps, body.model, "chat", caller.key);
-  if (isFailure(model)) return model;
+  if (isPlainChatRequest(raw)) return { body: raw, text: read.text };
+  const parsed = chatRequest.safeParse(raw);
+  return parsed.success ? { body: parsed.data, text: read.text } : zodFailure(parsed.error);
+}
+
+/** A chat request's budget and prompt bound, the choices its backends can make, and its reserve. */
+async function prepare(read: ChatBody, priced: PricedModel, caller: Caller, wire: ChatWire): Promise<ChatPrepared | Failure> {
+  const { body } = read;
+  const { model, pool } = priced;
   // Measured on the decoded text: an invalid byte became U+FFFD, three bytes when sent on.
   const bodyBytes = () => Buffer.byteLength(read.text, "utf8");
   const budget = await chatBudget(body, model, {
     fairnessKey: caller.key.id,
     bodyBytes,
-    paidFields: deps.pools.get(model.id)?.paidFields,
-    lowerToWindow: input.lowerToWindow,
-    outputLimitWording: input.outputLimitWording,
-    context1m: input.context1m,
+    paidFields: pool.paidFields,
+    lowerToWindow: wire.lowerToWindow,
+    outputLimitWording: wire.outputLimitWording,
+    context1m: wire.context1m,
   });
   if (isFailure(budget)) return budget;
-  const choicesRefused = choicesRefusal(deps.pools.get(model.id)?.backends ?? [], body.n ?? 1, model.id);
+  const choicesRefused = choicesRefusal(pool.backends, body.n ?? 1, model.id);
   if (choicesRefused) return choicesRefused;
-  const pool = servingPool(deps, model, caller.region);
-  if (isFailure(pool)) return pool;
-  return { body, model, budget, pool };
+  return { ...priced, body, budget, reserve: chatReserve(body, budget, model, caller.key.id) };
 }
 
 /** The dearer of the model's cache-write prices (a 1-hour write costs more than a 5-minute one). */
@@ -112,14 +123,8 @@ export function chatReserve(body: ChatRequest, budget: ChatBudget, model: Catalo
   };
 }
 
-/** A chat request as any transport receives it. */
-export interface ChatInput {
-  requestId: string;
-  credentials: Credentials;
-  /** The body as JSON and the text it was parsed from, read only once the caller is known (or the 400/413 it deserves). */
-  readBody: () => Promise<{ value: unknown; text: string } | Failure>;
-  /** Aborted when the caller goes away: the upstream call is then cut at once and billed once (unreported.ts). */
-  signal: AbortSignal;
+/** What a wire asks of the chat operation beyond the request (the translated wires: src/http/translated.ts). */
+export interface ChatWire {
   /** The wire lowers an output limit the context window cannot hold instead of refusing it (budget.ts). */
   lowerToWindow?: boolean;
   /**
@@ -134,31 +139,38 @@ export interface ChatInput {
   context1m?: boolean;
 }
 
-/** What a chat request came to: a refusal, a whole reply, or a stream to relay. */
-export type ChatResult =
-  | Refused
-  /** `body`: the chat completion, or the wire's reply when the input presents one. */
-  | { kind: "json"; body: string; headers: Record<string, string> }
-  | { kind: "stream"; relay: Relay; headers: Record<string, string> };
-
-type ChatPrepared = Checked & { reserve: Reserve };
+type ChatPrepared = Prepared & { body: ChatRequest; budget: ChatBudget };
 type ChatCalled = Exclude<ChatOutcome, { kind: "failed" }>;
 
-/** The whole path of one chat request, whatever transport brought it (the paid sequence: run.ts). */
-export function chat(deps: GatewayDeps, input: ChatInput): Promise<ChatResult> {
+/**
+ * The whole path of one chat request, whatever transport brought it (the paid sequence: run.ts);
+ * `wire`: what a translated wire asks beyond the request.
+ */
+export function chat(input: OperationInput, deps: GatewayDeps, wire: ChatWire = {}): Promise<OperationResult> {
+  // A client that hung up before any byte of the reply, once the upstream was called: billed by billFailed.
+  let hungUp: { backend: Backend; sentMs: number } | null = null;
   return run(deps, input, {
     operation: "chat",
-    prepare: async (caller): Promise<ChatPrepared | Failure> => {
-      const prepared = await prepare(input, deps, caller);
-      if (isFailure(prepared)) return prepared;
-      return { ...prepared, reserve: chatReserve(prepared.body, prepared.budget, prepared.model, caller.key.id) };
+    read: (input) => readChat(input, deps.env),
+    priced: ({ body }) => ({ model: body.model, unit: (model) => chatPriceRefusal(model) ?? "input_token" }),
+    prepare: (read, priced, caller) => prepare(read, priced, caller, wire),
+    call: async (admitted) => {
+      const called = await callPool(admitted, input.signal);
+      if (!isFailure(called) && "hungUp" in called) {
+        hungUp = called.hungUp;
+        return called.failure;
+      }
+      return called;
     },
-    call: (admitted) => callPool(admitted, input.signal),
-    deliver: (outcome, admitted) => deliver(outcome, admitted, input),
+    billFailed: async (admitted) => (hungUp ? hungUpBill(admitted, hungUp.backend, hungUp.sentMs) : null),
+    deliver: (outcome, admitted) => deliver(outcome, admitted, input, wire),
   });
 }
 
-async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): Promise<ChatCalled | Failure> {
+async function callPool(
+  admitted: Admitted<ChatPrepared>,
+  signal: AbortSignal,
+): Promise<ChatCalled | Failure | { failure: Failure; hungUp: { backend: Backend; sentMs: number } }> {
   const { prepared, admission, requestId, caller } = admitted;
   const { body, budget, pool } = prepared;
   const stream = body.stream === true;
@@ -175,7 +187,7 @@ async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): 
   });
   admitted.backend = outcome.backend?.name ?? null;
   if (outcome.kind !== "failed") return outcome;
-  if (signal.aborted && outcome.backend) await settleHungUp(admitted, outcome.backend, sentMs);
+  if (signal.aborted && outcome.backend) return { failure: outcome.failure, hungUp: { backend: outcome.backend, sentMs } };
   return outcome.failure;
 }
 
@@ -184,66 +196,103 @@ async function callPool(admitted: Admitted<ChatPrepared>, signal: AbortSignal): 
  * generated was seen. Billed (499) its input and a time-based output allowance (unreported.ts: the
  * time since it was sent ÷ the backend's time per token, within the limit sent).
  */
-async function settleHungUp(admitted: Admitted<ChatPrepared>, backend: Backend, sentMs: number): Promise<void> {
+async function hungUpBill(admitted: Admitted<ChatPrepared>, backend: Backend, sentMs: number): Promise<Bill> {
   const { admission, deps } = admitted;
-  const hosted = admission.hostedUnreported(backend.adapter.kind === "anthropic");
-  const input = (await admission.inputUnitsUnreported()) + hosted.inputUnits;
-  const now = performance.now();
+  // The input counted first (once, kept by the admission): the allowance runs until the count is done.
+  await admission.inputUnitsUnreported();
   const cut = await cutOutputTokens(admission, {
     text: "",
     answeredMs: sentMs,
     lastReadMs: sentMs,
-    cutMs: now,
+    cutMs: performance.now(),
     tpotMs: backend.tpot.value,
   });
   deps.metrics.cutAllowanceBilled(admission.model.id, backend.name, cut.allowance);
-  await admission.settle({ input, output: cut.output, hosted_call: hosted.calls }, backend.name, STATUS_CLIENT_CLOSED, {
-    early: { endedBy: "client", outputMeteredUnits: cut.metered, outputAllowanceUnits: cut.allowance },
+  const { bill } = await chatBill(admission, {
+    backend,
+    reported: null,
+    output: cut.output,
+    status: STATUS_CLIENT_CLOSED,
+    usageOwed: false,
+    extra: { early: { endedBy: "client", outputMeteredUnits: cut.metered, outputAllowanceUnits: cut.allowance } },
   });
+  return bill;
+}
+
+/**
+ * What a chat request is billed at its end, whole reply, stream or hang-up: its usage (the
+ * upstream's report, else the gateway's count: unreported.ts `chatUsage`, called only here),
+ * and, for a stream cut at its length, at most what was delivered (the rest metered, written off).
+ */
+async function chatBill(admission: Admission, ending: ChatEnding): Promise<{ bill: Bill; prompt: Usage; used: Usage }> {
+  const { prompt, used: billed } = await chatUsage(admission, ending);
+  const used = ending.metered === undefined ? billed : { ...prompt, output: ending.metered };
+  const billedMicroMax = ending.metered === undefined ? undefined : admission.usedMicro(billed);
+  // After the most that may be charged is reckoned (at the prices held), as it always was.
+  if (ending.servedDefaultTier) admission.servedAtDefaultTier();
+  const usageMissing = ending.reported === null && ending.usageOwed;
+  const extra = { ...ending.extra, ...(billedMicroMax === undefined ? {} : { billedMicroMax }), ...(usageMissing ? { usageMissing } : {}) };
+  return { bill: { used, status: ending.status, extra }, prompt, used: billed };
 }
 
 /** A whole reply, presented then settled at its usage; or a stream, settled by its relay at its end. */
-async function deliver(outcome: ChatCalled, admitted: Admitted<ChatPrepared>, input: ChatInput): Promise<ChatResult> {
+async function deliver(
+  outcome: ChatCalled,
+  admitted: Admitted<ChatPrepared>,
+  input: OperationInput,
+  wire: ChatWire,
+): Promise<Delivered<unknown> | Streamed> {
   const { deps, admission, prepared } = admitted;
   const { body, budget } = prepared;
   if (outcome.kind === "stream") {
-    return { kind: "stream", relay: new Relay(deps, admission, { body, budget }, outcome, input.signal), headers: admission.headers };
+    const settle: RelaySettle = async (ending) => {
+      const { bill, prompt } = await chatBill(admission, ending);
+      return { settled: await settleUsed(admitted, bill), prompt, used: bill.used };
+    };
+    return {
+      kind: "stream",
+      relay: new Relay(deps, admission, { body, budget, settle }, outcome, input.signal),
+      headers: admission.headers,
+    };
   }
-  if (servedTierOf(outcome.json) === "default") admission.servedAtDefaultTier();
   const generated = jsonGeneratedText(outcome.json);
-  const used = outcome.usage ?? (await unreportedJsonUsage(admission, generated, outcome.backend.adapter.kind === "anthropic"));
-  const { present } = input;
-  const shown = present ? await presented(admitted, () => presentChat(present, outcome.json, admission.hostedCallsBilled(used))) : null;
-  if (isRefused(shown)) return shown;
-  // A report is taken no lower than what was proven used: the prompt's words, every word generated.
-  const floor = outcome.usage ? { input: promptTokensLowerBound(body), output: wordsLowerBound(generated) } : undefined;
-  const settled = await admission.settle(used, outcome.backend.name, 200, {
-    content: () => ({ prompt: body.messages, completion: generated }),
-    floor,
-    usageMissing: outcome.usage === null,
+  const output = outcome.usage?.output ?? (await unreportedOutputTokens(admission, generated));
+  const { bill } = await chatBill(admission, {
+    backend: outcome.backend,
+    reported: outcome.usage,
+    output,
+    status: 200,
+    usageOwed: true,
+    servedDefaultTier: servedTierOf(outcome.json) === "default",
+    extra: {
+      content: () => ({ prompt: body.messages, completion: generated }),
+      // A report is taken no lower than what was proven used: the prompt's words, every word generated.
+      ...(outcome.usage ? { floor: { input: promptTokensLowerBound(body), output: wordsLowerBound(generated) } } : {}),
+    },
   });
-  if (present) return { kind: "json", body: presentedJson(shown, settled), headers: admission.headers };
-  const reply = settled ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro) : outcome.body;
-  return { kind: "json", body: reply, headers: admission.headers };
+  const { present } = wire;
+  return {
+    used: bill.used,
+    extra: bill.extra,
+    ...(present ? { present: () => presentChat(present, outcome.json, admission.hostedCallsBilled(bill.used)) } : {}),
+    reply: (settled, shown) => ({
+      contentType: "application/json",
+      body: present
+        ? presentedJson(shown, settled)
+        : settled
+          ? valueWithUsageCost(outcome.json, outcome.body, settled.billedMicro)
+          : outcome.body,
+    }),
+  };
 }
 
 /** The wire's reply from a chat completion the pool read, or the 502 when it is not one. */
-function presentChat(present: NonNullable<ChatInput["present"]>, json: unknown, hostedCalls: number): unknown {
+function presentChat(present: NonNullable<ChatWire["present"]>, json: unknown, hostedCalls: number): unknown {
   const reply = chatCompletionOf(json);
   if (!reply) return fail("upstream_error", "The upstream reply could not be read as a completion.");
   // A cost the upstream wrote there (in its currency) is not the bill: presentedJson sets ours.
   if (reply.usage) reply.usage = { ...reply.usage, cost: undefined };
   return present(reply, { hostedCalls });
-}
-
-/** Usage for a reply that reported none: the cost value's input, everything every choice generated, every hosted call sent. */
-async function unreportedJsonUsage(admission: Admission, generated: string, backendRunsTools: boolean): Promise<Usage> {
-  const hosted = admission.hostedUnreported(backendRunsTools);
-  return {
-    input: (await admission.inputUnitsUnreported()) + hosted.inputUnits,
-    output: await unreportedOutputTokens(admission, generated),
-    hosted_call: hosted.calls,
-  };
 }
 
 /** Every choice's generated text of a reply as a value (chatShape.ts `generatedText`: the same fields as a stream's deltas). */

@@ -25,7 +25,8 @@
 import { METER_EVENTS, type MeterEvent } from "../../../actors/protocol.ts";
 import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { Settlement } from "../../../actors/protocol.ts";
-import type { Admission } from "../../admission/settlement.ts";
+import type { UsedUnits } from "../../admission/prices.ts";
+import type { Admission, Settled } from "../../admission/settlement.ts";
 import { costToman, withUsageCost } from "../../admission/costReply.ts";
 import { errorBody, fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
@@ -36,7 +37,7 @@ import type { GatewayDeps } from "../../admission/deps.ts";
 import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
 import { StreamMeter } from "./meter.ts";
-import { type CutOutput, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
+import { type ChatEnding, type CutOutput, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { vendorCounter, type VendorCount } from "../../providers/count.ts";
 import type { ChatRequest } from "./schema.ts";
 
@@ -67,7 +68,12 @@ const encoder = new TextEncoder();
 export interface RelayRequest {
   body: ChatRequest;
   budget: ChatBudget;
+  /** Settles the stream at its end: the one settlement of a chat request (chat.ts `chatBill`, run.ts `settleUsed`). */
+  settle: RelaySettle;
 }
+
+/** A stream's settlement: what it was billed (null when the key actor could not be reached), its usage before its output, and its whole usage. */
+export type RelaySettle = (ending: ChatEnding) => Promise<{ settled: Settled | null; prompt: Usage; used: UsedUnits }>;
 
 type End = NonNullable<MeterEvent["end"]>;
 
@@ -453,39 +459,33 @@ export class Relay {
     return this.textFrames < 2 ? Infinity : (this.lastTextMs - this.firstTextMs) / (this.textFrames - 1);
   }
 
-  /** Settles the stream as decided, queues its last frames and reports its end on the bus. */
+  /** Settles the stream as decided (through its request's `settle`), queues its last frames and reports its end on the bus. */
   private async settle(decision: EndDecision): Promise<void> {
     const { body, budget } = this.request;
     const usage = this.reported;
-    // The prompt as reported, its cache parts and hosted calls included; the cost value's when the upstream reported none.
-    const hosted = this.admission.hostedUnreported(this.outcome.backend.adapter.kind === "anthropic");
-    // A stream cut before its report may have told its prompt's count at its start (Anthropic's message_start).
-    const input = this.inputTokensAtStart ?? (await this.admission.inputUnitsUnreported()) + hosted.inputUnits;
-    const prompt: Usage = usage ? { ...usage } : { input, output: 0, hosted_call: hosted.calls };
     const delivered = this.meter.delivered;
     const output = await this.outputTokens(decision);
-    let billedMicroMax: bigint | undefined;
-    let metered = output;
-    if (decision.end === "length_cut") {
-      // Billed what was delivered; what was read beyond it is metered and written off.
-      metered = Math.max(output, this.withheld!.reported ?? (await countTokens(delivered + this.withheld!.text)));
-      billedMicroMax = this.admission.usedMicro({ ...prompt, output });
-    }
+    // A stream cut at its length is billed what was delivered; what was read beyond it is metered and written off.
+    const metered =
+      decision.end === "length_cut"
+        ? Math.max(output, this.withheld!.reported ?? (await countTokens(delivered + this.withheld!.text)))
+        : undefined;
     const content = () => ({ prompt: body.messages, completion: delivered });
     // A report is taken no lower than what was proven used: the prompt's words, every word the upstream sent.
     const floor = usage
       ? { input: promptTokensLowerBound(body), output: wordsLowerBound(delivered + this.afterGone + (this.withheld?.text ?? "")) }
       : undefined;
-    const used: Usage = { ...prompt, output: metered };
-    if (this.ids?.serviceTier === "default") this.admission.servedAtDefaultTier();
-    const settled = await this.admission.settle(used, this.outcome.backend.name, decision.status, {
-      firstTokenMs: this.firstTokenMs,
-      content,
-      billedMicroMax,
-      floor,
+    const { settled, prompt, used } = await this.request.settle({
+      backend: this.outcome.backend,
+      reported: usage,
+      inputAtStart: this.inputTokensAtStart,
+      output,
+      ...(metered === undefined ? {} : { metered }),
+      status: decision.status,
       // Only a stream that finished owed a report; one cut or failed never sent it.
-      usageMissing: usage === null && decision.end === "done",
-      early: await this.early(decision, output),
+      usageOwed: decision.end === "done",
+      servedDefaultTier: this.ids?.serviceTier === "default",
+      extra: { firstTokenMs: this.firstTokenMs, content, floor, early: await this.early(decision, output) },
     });
     const billedMicro = settled?.billedMicro ?? null;
     this.hostedCallsBilled = this.admission.hostedCallsBilled(used);

@@ -16,7 +16,9 @@
  *   finished  a stream or reply that ended without a report: its visible count; a model whose
  *             reasoning is hidden reports it only in usage, so its bill is all the hold covers.
  */
-import type { Admission } from "../../admission/settlement.ts";
+import type { Backend } from "../../../actors/pool/backend.ts";
+import type { Admission, SettleExtra } from "../../admission/settlement.ts";
+import type { Usage } from "../../providers/types.ts";
 import { countsExactly } from "../../admission/model.ts";
 import { hidesReasoning, takesReasoningEffort } from "../../catalog/reasoning.ts";
 import { countTokens, utf8Bytes } from "../../tokens/count.ts";
@@ -103,4 +105,46 @@ export async function cutOutputTokens(admission: Admission, cut: CutFacts, vendo
   const output = Math.min(covered, metered + hidden + inFlight);
   invariant(metered <= output && output <= covered, "cut_within_bounds", { requestId: admission.requestId, metered, output, covered });
   return { output, metered, allowance: output - metered };
+}
+
+/** How a chat request ended, for its bill: what the upstream reported, and the output the gateway counted. */
+export interface ChatEnding {
+  /** The backend that served it: one that runs the hosted tool itself (Anthropic's) may have made every call it was allowed. */
+  backend: Pick<Backend, "adapter">;
+  /** The upstream's usage report, or null when it sent none. */
+  reported: Usage | null;
+  /** The prompt's tokens the upstream told at its stream's start, when it did (Anthropic's message_start). */
+  inputAtStart?: number | null;
+  /** The output billed. */
+  output: number;
+  /** The output metered, when above what is billed (a stream cut at its length: the rest is written off). */
+  metered?: number;
+  /** The status its client got. */
+  status: number;
+  /** Whether the upstream owed a report (it finished): none is then an upstream anomaly. */
+  usageOwed: boolean;
+  /** The upstream reports serving the default tier to a request that asked a priced one (Admission.servedAtDefaultTier). */
+  servedDefaultTier?: boolean;
+  extra: Omit<SettleExtra, "billedMicroMax" | "usageMissing">;
+}
+
+/**
+ * The usage a chat request is billed: the upstream's report, else the gateway's own count (the
+ * cost value's input, and every hosted call it was allowed when the backend runs the tool), with
+ * `output` as counted. `prompt` is that usage before its output (a stream's usage chunk shows it).
+ * @example await chatUsage(admission, { backend, reported: null, output: 12, … }) // { prompt: { input: 30, output: 0, hosted_call: 0 }, used: { …, output: 12 } }
+ */
+export async function chatUsage(
+  admission: Admission,
+  ending: Pick<ChatEnding, "backend" | "reported" | "inputAtStart" | "output">,
+): Promise<{ prompt: Usage; used: Usage }> {
+  const hosted = admission.hostedUnreported(ending.backend.adapter.kind === "anthropic");
+  let prompt: Usage;
+  if (ending.reported) prompt = { ...ending.reported };
+  else {
+    // A stream cut before its report may have told its prompt's count at its start.
+    const input = ending.inputAtStart ?? (await admission.inputUnitsUnreported()) + hosted.inputUnits;
+    prompt = { input, output: 0, hosted_call: hosted.calls };
+  }
+  return { prompt, used: { ...prompt, output: ending.output } };
 }

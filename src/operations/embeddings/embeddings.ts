@@ -8,6 +8,7 @@
  *   reply: OpenAI's list shape, vectors as float arrays or base64 little-endian float32 as asked.
  */
 import type { Caller } from "../../admission/caller.ts";
+import type { PricedModel } from "../../admission/model.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import { presentedJson } from "../../admission/costReply.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
@@ -16,17 +17,7 @@ import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import {
-  isRefused,
-  type OperationResult,
-  presented,
-  pricedModel,
-  type PricedModel,
-  run,
-  sendWhole,
-  settledReply,
-  type Unprepared,
-} from "../run.ts";
+import { type WholeResult, type Prepared, run, sendWhole, type Unprepared } from "../run.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, type EmbeddingsRequest, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
@@ -97,10 +88,9 @@ export function inputsRefusal(adapters: (EmbeddingsAdapter | undefined)[], input
   return null;
 }
 
-interface EmbeddingsPrepared extends PricedModel {
+interface EmbeddingsPrepared extends Prepared {
   body: EmbeddingsRequest;
   inputs: string[] | number[][];
-  reserve: Reserve;
 }
 
 /** What a reply of embeddings is presented from: a vector per input, and the input tokens billed. */
@@ -117,10 +107,12 @@ export function createEmbeddings(
   input: OperationInput,
   deps: GatewayDeps,
   present?: (reply: EmbeddingsReply) => unknown,
-): Promise<OperationResult> {
+): Promise<WholeResult> {
   return run(deps, input, {
     operation: "embeddings",
-    prepare: (caller) => prepareEmbeddings(input, deps, caller),
+    read: (input) => readJson(input, deps.env, embeddingsRequest),
+    priced: (body) => ({ model: body.model, unit: "input_token" }),
+    prepare: prepareEmbeddings,
     call: async (admitted) => {
       const { model, body, inputs } = admitted.prepared;
       const read = await sendWhole(
@@ -142,12 +134,11 @@ export function createEmbeddings(
     deliver: async (reply, admitted) => {
       const tokens = reply.inputTokens ?? (await exactTokens(admitted.prepared.inputs)).reduce((a, b) => a + b, 0);
       const embeddings = { vectors: reply.vectors, tokens };
-      const shown = await presented(admitted, () => (present ? present(embeddings) : openAIList(embeddings, admitted.prepared)));
-      if (isRefused(shown)) return shown;
-      return settledReply(admitted, { input: tokens }, (settled) => ({
-        contentType: "application/json",
-        body: presentedJson(shown, settled),
-      }));
+      return {
+        used: { input: tokens },
+        present: () => (present ? present(embeddings) : openAIList(embeddings, admitted.prepared)),
+        reply: (settled, shown) => ({ contentType: "application/json", body: presentedJson(shown, settled) }),
+      };
     },
   });
 }
@@ -162,15 +153,8 @@ function openAIList({ vectors, tokens }: EmbeddingsReply, prepared: EmbeddingsPr
   return { object: "list", data, model: prepared.model.id, usage: { prompt_tokens: tokens, total_tokens: tokens } };
 }
 
-async function prepareEmbeddings(
-  input: OperationInput,
-  deps: GatewayDeps,
-  caller: Caller,
-): Promise<EmbeddingsPrepared | Unprepared | Failure> {
-  const body = await readJson(input, deps.env, embeddingsRequest);
-  if (isFailure(body)) return body;
-  const priced = pricedModel(deps, caller, body.model, "embeddings", "input_token");
-  if (isFailure(priced)) return priced;
+/** The inputs within the model's window and a backend's batch, and their reserve: the cheap bound, counted exactly at the wallet's edge. */
+async function prepareEmbeddings(body: EmbeddingsRequest, priced: PricedModel, caller: Caller): Promise<EmbeddingsPrepared | Unprepared> {
   const { model, pricePer1m, pool } = priced;
   const inputs = embeddingInputs(body.input);
   const windowFailure =

@@ -9,7 +9,8 @@
  *   reply: `b64_json`, or `url` pointing at `/v1/media/{id}` on this gateway: the bytes are
  *         stored for MEDIA_TTL_S. An upstream URL is downloaded (bounded) and never shown.
  */
-import type { Caller } from "../../admission/caller.ts";
+import type { PricedModel } from "../../admission/model.ts";
+import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure } from "../../errors.ts";
@@ -17,7 +18,7 @@ import { alwaysBase64Images } from "../../providers/openai/images.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type OperationResult, pricedModel, type PricedModel, run, sendWhole, settledReply } from "../run.ts";
+import { type WholeResult, type Prepared, run, sendWhole } from "../run.ts";
 import { storeMedia } from "./media.ts";
 import { type ImageChoice, IMAGE_MODEL_DEFAULT, type ImagesRequest, imagesRequest, resolveImageChoice } from "./schema.ts";
 import { imageTokenPrices, imageTokensReserve, imageTokensUsed, imageUsageOf } from "./tokens.ts";
@@ -68,32 +69,34 @@ async function imagesToData(
   return data;
 }
 
-interface ImagesPrepared extends PricedModel {
+interface ImagesPrepared extends Prepared {
   body: ImagesRequest;
   n: number;
   choice: ImageChoice;
   tokenPrices: ReturnType<typeof imageTokenPrices>;
-  reserve: Reserve;
 }
 
-async function prepareImages(input: OperationInput, deps: GatewayDeps, caller: Caller): Promise<ImagesPrepared | Failure> {
-  const body = await readJson(input, deps.env, imagesRequest);
-  if (isFailure(body)) return body;
-  let choice: ImageChoice | null = null;
-  const priced = pricedModel(deps, caller, body.model ?? IMAGE_MODEL_DEFAULT, "images", (model) => {
-    if ([...body.prompt].length > model.contextWindow) {
-      return fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, {
-        param: "prompt",
-      });
-    }
-    const resolved = resolveImageChoice(model, body.size, body.quality);
-    if ("param" in resolved) return fail("invalid_request", resolved.message, { param: resolved.param });
-    choice = resolved;
-    return `image_${resolved.size}_${resolved.quality}`;
-  });
-  if (isFailure(priced)) return priced;
-  if (choice === null) return fail("internal_error", "No image size was resolved.");
-  const { size, quality } = choice as ImageChoice;
+/**
+ * The unit an images request is priced by, from its model: the resolved size and quality, or the
+ * 400 naming the prompt, size or quality the model cannot take.
+ */
+function imageUnit(body: ImagesRequest, model: CatalogModel): string | Failure {
+  if ([...body.prompt].length > model.contextWindow) {
+    return fail("invalid_request", `The prompt is longer than ${model.contextWindow} characters, the limit of ${model.id}.`, {
+      param: "prompt",
+    });
+  }
+  const resolved = resolveImageChoice(model, body.size, body.quality);
+  if ("param" in resolved) return fail("invalid_request", resolved.message, { param: resolved.param });
+  return `image_${resolved.size}_${resolved.quality}`;
+}
+
+/** The reserve of n images: at the per-image price, or by token unit within the per-image bound (tokens.ts). */
+async function prepareImages(body: ImagesRequest, priced: PricedModel): Promise<ImagesPrepared | Failure> {
+  // The unit's price was read for this size and quality (imageUnit): resolved again, it is the same.
+  const choice = resolveImageChoice(priced.model, body.size, body.quality);
+  if ("param" in choice) return fail("invalid_request", choice.message, { param: choice.param });
+  const { size, quality } = choice;
   const n = body.n ?? 1;
   const tokenPrices = imageTokenPrices(priced.model);
   const reserve: Reserve = tokenPrices
@@ -103,10 +106,12 @@ async function prepareImages(input: OperationInput, deps: GatewayDeps, caller: C
 }
 
 /** The images operation: images of the prompt, every one fetched and stored before any is billed. */
-export function createImages(input: OperationInput, deps: GatewayDeps): Promise<OperationResult> {
+export function createImages(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "images",
-    prepare: (caller) => prepareImages(input, deps, caller),
+    read: (input) => readJson(input, deps.env, imagesRequest),
+    priced: (body) => ({ model: body.model ?? IMAGE_MODEL_DEFAULT, unit: (model) => imageUnit(body, model) }),
+    prepare: prepareImages,
     call: async (admitted) => {
       const { model, body, n, choice } = admitted.prepared;
       // Without a format, the reply has OpenAI's default for the model: base64 for GPT image models.
@@ -131,12 +136,12 @@ export function createImages(input: OperationInput, deps: GatewayDeps): Promise<
       });
       return isFailure(data) ? data : { data, usage: images.usage };
     },
-    deliver: ({ data, usage }, admitted) => {
+    deliver: async ({ data, usage }, admitted) => {
       const { reserve, tokenPrices, pricePer1m } = admitted.prepared;
       const used = tokenPrices ? imageTokensUsed(reserve, data.length, pricePer1m, usage) : { input: data.length };
       // A GPT image model's reply tells its tokens as OpenAI's does: the units billed, and their cost.
       const reply = { created: Math.floor(Date.now() / 1000), data, ...(tokenPrices ? { usage: imageUsageOf(used) } : {}) };
-      return settledReply(admitted, used, (settled) => ({ contentType: "application/json", body: presentedJson(reply, settled) }));
+      return { used, reply: (settled) => ({ contentType: "application/json", body: presentedJson(reply, settled) }) };
     },
   });
 }
