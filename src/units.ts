@@ -65,8 +65,8 @@ export const UNIT_PRICE_KEYS: ReadonlyMap<string, Unit> = new Map(
 /** The units counted as tokens (`tokens`): tokens-per-minute windows and the tokens metric's `direction`. */
 export const TOKEN_UNITS: readonly Unit[] = UNIT_NAMES.filter((unit) => UNITS[unit].tokens);
 
-/** Units used by unit (absent: none). */
-export type Usage = Partial<Record<Unit, bigint>>;
+/** Units used by unit, as a settlement records them (absent: none); a request's usage as counted is providers/types.ts `Usage`. */
+export type UnitAmounts = Partial<Record<Unit, bigint>>;
 /** Toman per 1M units by unit (absent: not priced apart). */
 export type Prices = Partial<Record<Unit, bigint>>;
 /** Counts as the upstream reports them: a part (`partOf`) is included in its whole. */
@@ -94,7 +94,7 @@ export function priceField<U extends Unit>(unit: U): PriceField<U> {
  * What usage is worth: Σ units × price, micro-toman, exact (a price is toman per 1M units).
  * @example costOf({ input: 15n, output: 8n }, { input: 270_000n, output: 1_350_000n }) // 14_850_000n
  */
-export function costOf(usage: Usage, prices: Prices): bigint {
+export function costOf(usage: UnitAmounts, prices: Prices): bigint {
   // Units without usage or price are skipped, not multiplied as 0n: each bigint operation allocates.
   let micro = 0n;
   for (const unit of UNIT_NAMES) {
@@ -107,7 +107,7 @@ export function costOf(usage: Usage, prices: Prices): bigint {
 }
 
 /** The token units of `usage` summed (what a tokens-per-minute window counts). */
-export function tokensOf(usage: Usage): bigint {
+export function tokensOf(usage: UnitAmounts): bigint {
   let tokens = 0n;
   for (const unit of TOKEN_UNITS) {
     const units = usage[unit];
@@ -127,7 +127,7 @@ export function withParts(counts: Counts, unit: Unit): number {
 }
 
 /** Usage as plain counts (for metrics and logs). */
-export function countsOf(usage: Usage): Counts {
+export function countsOf(usage: UnitAmounts): Counts {
   const counts: Counts = {};
   for (const unit of UNIT_NAMES) if (usage[unit] !== undefined) counts[unit] = Number(usage[unit]);
   return counts;
@@ -210,7 +210,7 @@ export function withUnitMaps(value: unknown): unknown {
 const UNIT_FIELDS: ReadonlySet<string> = new Set(UNIT_NAMES.flatMap((unit) => [unitsField(unit), priceField(unit)]));
 
 /** The usage and price maps as flat fields, each unit's pair present (0 when absent). */
-export function toFields(usage: Usage, prices: Prices): Record<UnitsField | PriceField, bigint> {
+export function toFields(usage: UnitAmounts, prices: Prices): Record<UnitsField | PriceField, bigint> {
   const flat = {} as Record<UnitsField | PriceField, bigint>;
   for (const unit of UNIT_NAMES) {
     flat[unitsField(unit)] = usage[unit] ?? 0n;
@@ -227,6 +227,6 @@ export function toFields(usage: Usage, prices: Prices): Record<UnitsField | Pric
  * @example withFlatFields({ requestId: "r", usage: { input: 3n }, prices: { input: 2n } })
  *   // { requestId: "r", usage: { input: 3n }, prices: { input: 2n }, inputUnits: 3n, inputPricePer1m: 2n, outputUnits: 0n, … }
  */
-export function withFlatFields<T extends { usage: Usage; prices: Prices }>(message: T): T {
+export function withFlatFields<T extends { usage: UnitAmounts; prices: Prices }>(message: T): T {
   return { ...message, ...toFields(message.usage, message.prices) };
 }

@@ -56,7 +56,7 @@ export interface Fence {
 }
 
 /** An admitted request: what it drew from its account's purse, and its tokens for the rate windows. */
-interface Admission extends Drawn {
+interface HeldRequest extends Drawn {
   tokens: number;
   /** Wall-clock time of the admission: the usage record's `admittedAt`, which the fencing rule judges. */
   admittedAtMs: number;
@@ -66,7 +66,7 @@ interface Admission extends Drawn {
 export const SETTLED_IDS_MAX = 10_000;
 
 export class KeyActor {
-  private readonly admissions = new Map<string, Admission>();
+  private readonly admissions = new Map<string, HeldRequest>();
   /** The last SETTLED_IDS_MAX requests settled here, oldest first, with their reply. */
   private readonly settledIds = new FifoMap<string, { reply: SettleReply; meteredMicro: bigint }>(SETTLED_IDS_MAX);
   private readonly windows = new RateWindows();
@@ -95,7 +95,7 @@ export class KeyActor {
     }
     // The slot is taken before the first await, so the limit holds under concurrency: requests
     // that arrive together (a key's first, waiting for its record) resume together.
-    const admission: Admission = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens, admittedAtMs: Date.now() };
+    const admission: HeldRequest = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens, admittedAtMs: Date.now() };
     this.admissions.set(ticket.requestId, admission);
     let limits: Awaited<ReturnType<KeyActor["checkLimits"]>>;
     try {
@@ -265,7 +265,7 @@ export class KeyActor {
    * room, then from the wallet (the purse), never past the key's monthly cap. What cannot be
    * covered stays uncharged (written off). Rare, so it may touch the database on the settle path.
    */
-  private async coverOverrun(admission: Admission, accountId: string, needMicro: bigint): Promise<void> {
+  private async coverOverrun(admission: HeldRequest, accountId: string, needMicro: bigint): Promise<void> {
     if (!admission.lease) return;
     try {
       const key = await this.deps.keys.get(this.keyId);
@@ -289,7 +289,7 @@ export class KeyActor {
     return room < need ? room : need;
   }
 
-  private recordSpend(billed: bigint, admission: Admission | undefined, tokens: number): void {
+  private recordSpend(billed: bigint, admission: HeldRequest | undefined, tokens: number): void {
     if (this.month) this.month.spent += billed;
     if (!admission) return;
     // Tokens per minute count what was used, not what was reserved.

@@ -128,7 +128,8 @@ export async function askOwner<T>(clock: Clock, attempt: (sentAtMs: number) => P
   }
 }
 
-export interface Admission<T, R> {
+/** How one request waits for its grant: it joins the key's ask, takes when the node holds enough, or is refused. */
+export interface GrantWait<T, R> {
   /** Joins (or starts) the key's ask. */
   ask: () => Joined<T>;
   /** Takes what the admission needs if what the node holds now covers it. */
@@ -144,7 +145,7 @@ export interface Admission<T, R> {
  * came back covers it. Others on this node may take what came back first, so it asks again
  * until a refusal or ASK_WAIT_MS_MAX. "taken", or the refusal.
  */
-export async function awaitGrant<T, R>(clock: Clock, admission: Admission<T, R>): Promise<R | "taken"> {
+export async function awaitGrant<T, R>(clock: Clock, admission: GrantWait<T, R>): Promise<R | "taken"> {
   const deadlineMs = clock.now() + ASK_WAIT_MS_MAX;
   for (;;) {
     const { reply, mine } = admission.ask();

@@ -9,7 +9,7 @@ import { describe, fail, type Failure } from "../errors.ts";
 import { observeRefused } from "../metrics/observe.ts";
 import type { GatewayDeps } from "./deps.ts";
 import { exactly, loweredReserve, reserveMicro } from "./reserve.ts";
-import { Admission, type AdmitRequest } from "./settlement.ts";
+import { Admission, type AdmitRequest, type SettlementDeps } from "./settlement.ts";
 
 /** A refusal, with the rate headers that still apply. */
 export interface Refusal {
@@ -17,13 +17,16 @@ export interface Refusal {
   headers: Record<string, string>;
 }
 
+/** What admission uses: the usage writer's room, the key actor over the bus, and what the Admission it returns uses. */
+export type AdmitDeps = SettlementDeps & Pick<GatewayDeps, "writer">;
+
 const BILLING_BEHIND = fail("service_unavailable", "This node is behind on recording usage; try again shortly.", { retryAfterS: 1 });
 
 /**
  * Admits a request: its reserve held by the key's actor, or the refusal (402, 429, 503) before any
  * upstream call. The refusal is recorded here; the caller only answers it.
  */
-export async function admit(deps: GatewayDeps, r: AdmitRequest): Promise<Admission | Refusal> {
+export async function admit(deps: AdmitDeps, r: AdmitRequest): Promise<Admission | Refusal> {
   const startedMs = r.startedMs ?? performance.now();
   // Backpressure: a node with more usage unwritten than one batch admits nothing new until it
   // catches up (a short wait), so that what a crash can lose stays within one batch.
@@ -36,7 +39,7 @@ export async function admit(deps: GatewayDeps, r: AdmitRequest): Promise<Admissi
 }
 
 /** The key's actor holds the reserve (asked again with an exact count when the cheap one does not fit), or refuses. */
-async function askKeyActor(deps: GatewayDeps, r: AdmitRequest, startedMs: number): Promise<Admission | Refusal> {
+async function askKeyActor(deps: AdmitDeps, r: AdmitRequest, startedMs: number): Promise<Admission | Refusal> {
   const { key } = r.caller;
   const subject = deps.subjects.keyAdmit(partitionOf(key.id));
   let reserve = r.reserve;
@@ -76,7 +79,7 @@ async function askKeyActor(deps: GatewayDeps, r: AdmitRequest, startedMs: number
 
 /** Records a request refused before any backend (bad input, key, money, limits). */
 export function recordRefusal(
-  deps: GatewayDeps,
+  deps: Pick<GatewayDeps, "env" | "metrics" | "log">,
   r: { requestId: string; keyId: string | null; operation: string; model: string | null; startedMs: number },
   failure: Failure,
 ): void {

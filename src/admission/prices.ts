@@ -4,7 +4,8 @@
  * a model without such a price bills them as input.
  */
 import type { Settlement } from "../../actors/protocol.ts";
-import { splitParts, UNIT_NAMES, UNITS, type Counts, type Prices, type UnitRow } from "../units.ts";
+import type { Usage } from "../providers/types.ts";
+import { splitParts, UNIT_NAMES, UNITS, type Prices, type UnitRow } from "../units.ts";
 import type { PricedUnits } from "./reserve.ts";
 
 /**
@@ -12,8 +13,9 @@ import type { PricedUnits } from "./reserve.ts";
  * not): `input` is all input units (for chat, the whole prompt, cache reads and writes included),
  * `cache_write_1h` the part of `cache_write` kept for an hour, `hosted_call` the calls of the
  * vendor-run tool the request offered (`Reserve.hostedCalls`).
+ * A request's `Usage` (providers/types.ts) whose output may be absent (an operation without output).
  */
-export type UsedUnits = Counts & { input: number };
+export type UsedUnits = Partial<Usage> & Pick<Usage, "input">;
 
 /** Usage priced by unit: what a settlement carries. */
 export type PricedUsage = Pick<Settlement, "usage" | "prices" | "hostedCallUnit">;

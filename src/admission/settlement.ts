@@ -77,6 +77,9 @@ export interface AdmitRequest {
   startedMs?: number;
 }
 
+/** What an Admission uses: the key actor over the bus, and where it records the request. */
+export type SettlementDeps = Pick<GatewayDeps, "env" | "bus" | "subjects" | "metrics" | "log">;
+
 /** Operations whose units are tokens (the access line reports them as tokens). */
 const TOKEN_OPERATIONS: ReadonlySet<Operation> = new Set(["chat", "embeddings"]);
 
@@ -106,7 +109,7 @@ export class Admission {
   anomalies: readonly UsageAnomaly[] = [];
 
   constructor(
-    private readonly deps: GatewayDeps,
+    private readonly deps: SettlementDeps,
     r: AdmitRequest & { startedMs: number },
     readonly holdId: string,
     reservedMicro: bigint,

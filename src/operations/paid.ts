@@ -2,7 +2,6 @@
  * Every paid operation by its catalog name (src/catalog/file.ts `OPERATIONS`), with the function
  * that serves it on the paid sequence of run.ts: what a transport serves, by name.
  */
-import type { GatewayDeps } from "../admission/deps.ts";
 import type { Operation } from "../catalog/seed.ts";
 import { createSpeech } from "./audio/speech.ts";
 import { createTranscription } from "./audio/transcription.ts";
@@ -11,9 +10,10 @@ import { createEmbeddings } from "./embeddings/embeddings.ts";
 import { createImages } from "./images/images.ts";
 import type { OperationInput } from "./input.ts";
 import type { OperationResult } from "./result.ts";
+import type { PaidDeps } from "./run.ts";
 
 /** One paid operation for one request: its input from any transport, the gateway's services. */
-export type PaidHandler = (input: OperationInput, deps: GatewayDeps) => Promise<OperationResult>;
+export type PaidHandler = (input: OperationInput, deps: PaidDeps) => Promise<OperationResult>;
 
 export const PAID_OPERATIONS: Readonly<Record<Operation, PaidHandler>> = {
   chat: (input, deps) => chat(input, deps),

@@ -30,6 +30,12 @@ import type { OperationResult, Refused, Reply, Streamed, WholeResult } from "./r
 
 export type { OperationResult, Refused, Reply, Streamed, WholeResult } from "./result.ts";
 
+/**
+ * What the paid sequence uses of the gateway's services: the caller's key, the catalog and
+ * pools, admission and its settlement; an operation's parts take the part they need of it.
+ */
+export type PaidDeps = Pick<GatewayDeps, "env" | "keys" | "catalog" | "pools" | "bus" | "subjects" | "writer" | "metrics" | "log" | "db">;
+
 /** What admission needs of a prepared request: the model it is priced by, its pool, its reserve. */
 export interface Prepared extends PricedModel {
   reserve: Reserve;
@@ -43,7 +49,7 @@ export interface Unprepared {
 
 /** An admitted request, during its call: `backend` is the one that served or failed it, for the settlement. */
 export interface Admitted<P extends Prepared> {
-  deps: GatewayDeps;
+  deps: PaidDeps;
   requestId: string;
   caller: Caller;
   prepared: P;
@@ -90,17 +96,17 @@ export interface PaidOperation<B, P extends Prepared, C, V = unknown, S extends 
 
 /** One paid request through its whole sequence (an operation whose reply is whole comes to a WholeResult). */
 export function run<B, P extends Prepared, C extends object, V>(
-  deps: GatewayDeps,
+  deps: PaidDeps,
   input: OperationInput,
   op: PaidOperation<B, P, C, V>,
 ): Promise<WholeResult>;
 export function run<B, P extends Prepared, C extends object, V>(
-  deps: GatewayDeps,
+  deps: PaidDeps,
   input: OperationInput,
   op: PaidOperation<B, P, C, V, Streamed>,
 ): Promise<OperationResult>;
 export async function run<B, P extends Prepared, C extends object, V>(
-  deps: GatewayDeps,
+  deps: PaidDeps,
   input: OperationInput,
   op: PaidOperation<B, P, C, V, Streamed>,
 ): Promise<OperationResult> {

@@ -6,7 +6,7 @@
  * price, the reasoning once.
  */
 import { expect, test } from "bun:test";
-import { costOf, splitParts, type Usage as PricedUnits } from "../units.ts";
+import { costOf, splitParts, type UnitAmounts as PricedUnits } from "../units.ts";
 import { anthropicUsageToUsage } from "./anthropic/response.ts";
 import { geminiUsageToOpenAI } from "./gemini/response.ts";
 import { openAIUsageToUsage } from "./openai/response.ts";

@@ -8,13 +8,12 @@
  */
 import type { SendOutcome } from "../../../actors/pool/pool.ts";
 import type { Reserve } from "../../admission/reserve.ts";
-import type { GatewayDeps } from "../../admission/deps.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type Delivered, type WholeResult, run, send } from "../run.ts";
+import { type Delivered, type WholeResult, run, send, type PaidDeps } from "../run.ts";
 import { SPEECH_CONTENT_TYPES, speechRequest } from "./schema.ts";
 
 /** The speech operation: audio of the input text, billed per character. */
-export function createSpeech(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
+export function createSpeech(input: OperationInput, deps: PaidDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "speech",
     read: (input) => readJson(input, deps.env, speechRequest),

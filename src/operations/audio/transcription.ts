@@ -12,10 +12,9 @@ import { measureAudio } from "../../audio/measure.ts";
 import type { PoolCall } from "../../../actors/pool/pool.ts";
 import type { PricedModel } from "../../admission/model.ts";
 import type { Reserve } from "../../admission/reserve.ts";
-import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import type { Form, OperationInput } from "../input.ts";
-import { type Delivered, type WholeResult, type Prepared, run, sendWhole, type Unprepared } from "../run.ts";
+import { type Delivered, type WholeResult, type Prepared, run, sendWhole, type Unprepared, type PaidDeps } from "../run.ts";
 import {
   AUDIO_EXTENSIONS,
   audioExtensionOk,
@@ -107,7 +106,7 @@ async function prepareTranscription(
 }
 
 /** The transcription operation: the audio's transcript, billed per second of audio. */
-export function createTranscription(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
+export function createTranscription(input: OperationInput, deps: PaidDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "transcription",
     read: readForm,

@@ -18,7 +18,6 @@ import type { ChatOutcome } from "../../../actors/pool/pool.ts";
 import type { Backend } from "../../../actors/pool/backend.ts";
 import type { Caller } from "../../admission/caller.ts";
 import { presentedJson, valueWithUsageCost } from "../../admission/costReply.ts";
-import type { GatewayDeps } from "../../admission/deps.ts";
 import { countsExactly, type PricedModel } from "../../admission/model.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import { type Admission, STATUS_CLIENT_CLOSED } from "../../admission/settlement.ts";
@@ -31,7 +30,17 @@ import { promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import { UNITS } from "../../units.ts";
 import { type ChatCompletion, chatCompletionOf } from "../../wires/chat.ts";
 import { jsonLimits, type OperationInput } from "../input.ts";
-import { type Admitted, type Bill, type Delivered, type OperationResult, type Prepared, run, settleUsed, type Streamed } from "../run.ts";
+import {
+  type Admitted,
+  type Bill,
+  type Delivered,
+  type OperationResult,
+  type Prepared,
+  run,
+  settleUsed,
+  type Streamed,
+  type PaidDeps,
+} from "../run.ts";
 import {
   chatBudget,
   chatPriceRefusal,
@@ -53,7 +62,7 @@ interface ChatBody {
 }
 
 /** The body as JSON within the configured bounds (BODY_BYTES_MAX, JSON_DEPTH_MAX), checked by the chat schema. */
-async function readChat(input: OperationInput, env: GatewayDeps["env"]): Promise<ChatBody | Failure> {
+async function readChat(input: OperationInput, env: PaidDeps["env"]): Promise<ChatBody | Failure> {
   const read = await input.json(jsonLimits(env));
   if (isFailure(read)) return read;
   const raw = read.value;
@@ -146,7 +155,7 @@ type ChatCalled = Exclude<ChatOutcome, { kind: "failed" }>;
  * The whole path of one chat request, whatever transport brought it (the paid sequence: run.ts);
  * `wire`: what a translated wire asks beyond the request.
  */
-export function chat(input: OperationInput, deps: GatewayDeps, wire: ChatWire = {}): Promise<OperationResult> {
+export function chat(input: OperationInput, deps: PaidDeps, wire: ChatWire = {}): Promise<OperationResult> {
   // A client that hung up before any byte of the reply, once the upstream was called: billed by billFailed.
   let hungUp: { backend: Backend; sentMs: number } | null = null;
   return run(deps, input, {

@@ -181,7 +181,7 @@ export class Relay {
   readonly done: Promise<void>;
 
   constructor(
-    private readonly deps: GatewayDeps,
+    private readonly deps: Pick<GatewayDeps, "env" | "bus" | "subjects" | "metrics" | "log">,
     private readonly admission: Admission,
     private readonly request: RelayRequest,
     private readonly outcome: Extract<ChatOutcome, { kind: "stream" }>,

@@ -11,13 +11,12 @@ import type { Caller } from "../../admission/caller.ts";
 import type { PricedModel } from "../../admission/model.ts";
 import type { Reserve } from "../../admission/reserve.ts";
 import { presentedJson } from "../../admission/costReply.ts";
-import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail, type Failure, isFailure } from "../../errors.ts";
 import { floatsToBase64 } from "../../providers/openai/embeddings.ts";
 import type { EmbeddingsAdapter } from "../../providers/types.ts";
 import { type CountOptions, measureTokensMany } from "../../tokens/count.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type WholeResult, type Prepared, run, sendWhole, type Unprepared } from "../run.ts";
+import { type WholeResult, type Prepared, run, sendWhole, type Unprepared, type PaidDeps } from "../run.ts";
 import { EMBEDDING_TOKENS_TOTAL_MAX, type EmbeddingsRequest, embeddingInputs, embeddingsRequest } from "./schema.ts";
 
 /** The largest upstream reply read: 2,048 vectors of 4,096 base64 float32s, with room. */
@@ -105,7 +104,7 @@ export interface EmbeddingsReply {
  */
 export function createEmbeddings(
   input: OperationInput,
-  deps: GatewayDeps,
+  deps: PaidDeps,
   present?: (reply: EmbeddingsReply) => unknown,
 ): Promise<WholeResult> {
   return run(deps, input, {

@@ -18,7 +18,7 @@ import { alwaysBase64Images } from "../../providers/openai/images.ts";
 import type { UpstreamImage } from "../../providers/types.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import { type OperationInput, readJson } from "../input.ts";
-import { type WholeResult, type Prepared, run, sendWhole } from "../run.ts";
+import { type WholeResult, type Prepared, run, sendWhole, type PaidDeps } from "../run.ts";
 import { storeMedia } from "./media.ts";
 import { type ImageChoice, IMAGE_MODEL_DEFAULT, type ImagesRequest, imagesRequest, resolveImageChoice } from "./schema.ts";
 import { imageTokenPrices, imageTokensReserve, imageTokensUsed, imageUsageOf } from "./tokens.ts";
@@ -48,7 +48,7 @@ async function imageBytes(image: UpstreamImage, backendUrl: string): Promise<Uin
 
 /** The reply's `data`: every image fetched (in parallel) and stored before anything is billed. */
 async function imagesToData(
-  deps: GatewayDeps,
+  deps: Pick<GatewayDeps, "db" | "env">,
   reply: { images: UpstreamImage[]; backendUrl: string },
   asUrl: boolean,
   base: string,
@@ -106,7 +106,7 @@ async function prepareImages(body: ImagesRequest, priced: PricedModel): Promise<
 }
 
 /** The images operation: images of the prompt, every one fetched and stored before any is billed. */
-export function createImages(input: OperationInput, deps: GatewayDeps): Promise<WholeResult> {
+export function createImages(input: OperationInput, deps: PaidDeps): Promise<WholeResult> {
   return run(deps, input, {
     operation: "images",
     read: (input) => readJson(input, deps.env, imagesRequest),
