@@ -33,9 +33,7 @@ const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
 /** The most keys one lookup query asks for; more misses in one turn make more queries. */
 export const KEY_LOOKUP_BATCH_MAX = 256;
-export { CONCURRENCY_MAX_DEFAULT };
 export const KEYS_PER_ACCOUNT_LIST_MAX = 1_000;
-export const CONCURRENCY_MAX_LIMIT = 10_000;
 
 export interface KeyRecord {
   id: string;

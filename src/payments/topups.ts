@@ -30,6 +30,8 @@ import type { PaymentProvider, RawReply, VerifyOutcome } from "./provider.ts";
 
 export type Topup = typeof topups.$inferSelect;
 export type TopupState = Topup["state"];
+/** Every state a top-up can be in (the admin API's list filter takes one). */
+export { TOPUP_STATES };
 
 /** The reason a waiting top-up carries once its customer came back from the payment page with "cancel". */
 export const CANCELLED_REASON = "cancelled on the payment page";
