@@ -177,16 +177,6 @@ export interface LongContextAsk {
 }
 
 /**
- * Whether the model has a long-context price tier (every token at higher prices once the prompt
- * is above a threshold). A model that takes context-1m (`capabilities.context_1m`) has it only
- * for requests that ask for context-1m: see longContextTier.
- * @example hasLongContextTier(catalog.get("gemini-2.5-pro")!) // true
- */
-export function hasLongContextTier(model: CatalogModel): boolean {
-  return (model.price.tier ?? null) !== null;
-}
-
-/**
  * The tier a request may be billed at, or null: the model's tier, except that a model that takes
  * context-1m has it only when the request asks for context-1m (without it the prompt cannot pass
  * the threshold: it is the model's window then, contextWindowOf).

@@ -514,11 +514,6 @@ function appendReply(raw: RawReply): SQL {
   return sql`(CASE WHEN jsonb_array_length(${topups.replies}) >= ${REPLIES_KEPT_MAX} THEN ${topups.replies} - 0 ELSE ${topups.replies} END) || jsonb_build_array(${json}::jsonb)`;
 }
 
-/** The ledger reference a paid top-up is credited under (`topUpIn` adds the `topup:`). */
-export function topupReference(id: string): string {
-  return `topup:${ledgerKey(id)}`;
-}
-
 function ledgerKey(id: string): string {
   return `pay:${id}`;
 }
