@@ -20,16 +20,16 @@ const LAYOUT = `# Layout
 
 /** A tree with one break of each rule, and imports that keep them (a type-only skip, an entry point). */
 const TREE: Record<string, string> = {
-  "src/top/main.ts": `import { m } from "../mid/m.ts";\nimport { s } from "../store/s.ts";\nimport type { S } from "../store/s.ts";\nimport { door } from "../store/door.ts";\nimport { x } from "../mid/x.ts";\nexport const all = [m, s, door, x];\nexport type T = S;\n`,
+  "src/top/main.ts": `import { m } from "../mid/m.ts";\nimport { s, again } from "../store/s.ts";\nimport type { S } from "../store/s.ts";\nimport { door } from "../store/door.ts";\nimport { x } from "../mid/x.ts";\nexport const all = [m, s, again, door, x];\nexport type T = S;\n`,
   "src/mid/m.ts": `import { s } from "../store/s.ts";\nimport { log } from "../log.ts";\nexport const m = s + log;\n`,
   "src/store/s.ts": `import { m } from "../mid/m.ts";\nexport const s = 1;\nexport type S = number;\nexport const again = () => m;\n`,
   "src/store/door.ts": `export const door = 2;\n`,
   "src/mid/x.ts": `import { y } from "./y.ts";\nexport const x = () => y;\n`,
   "src/mid/y.ts": `import { x } from "./x.ts";\nexport const y = () => x;\n`,
-  "src/log.ts": `export const log = 3;\n`,
+  "src/log.ts": `export const log = 3;\nexport function setLogForTests() {}\nexport const LOG_LINES_MAX = 9;\n`,
   "src/helper.ts": `export const helper = 4;\n`,
   "src/pure.ts": `import { z } from "zod";\nexport const pure = z;\n`,
-  "src/mid/m.test.ts": `import { helper } from "../helper.ts";\nimport { all } from "../top/main.ts";\nexport const t = [helper, all];\n`,
+  "src/mid/m.test.ts": `import { helper } from "../helper.ts";\nimport { all } from "../top/main.ts";\nimport { setLogForTests } from "../log.ts";\nexport const t = [helper, all, setLogForTests];\n`,
 };
 
 const root = mkdtempSync(join(tmpdir(), "imports-"));
@@ -50,6 +50,7 @@ const rules = (more: Partial<Rules> = {}): Rules => ({
   production: ["src/"],
   roots: ["src/top/main.ts", "src/pure.ts"],
   testsOnlyAllowed: {},
+  testHooksAllowed: {},
   testTools: [],
   ...more,
 });
@@ -65,7 +66,7 @@ describe("the import checker", () => {
     expect(() => readLayers(LAYOUT.replace("`top` |", "`nowhere` |"))).toThrow("no layer named nowhere");
   });
 
-  test("refuses the skipping import, the upward import, the cycle, the import of a package and the tests-only file, each named", () => {
+  test("refuses the skipping import, the upward import, the cycle, the import of a package, the tests-only file and test hook, each named", () => {
     const found = check(scan(root, ["src"]), rules());
     expect(found.map((f) => `${f.rule}: ${f.text.split(" (")[0]}`).sort()).toEqual([
       "cycle: src/mid/m.ts -> src/store/s.ts -> src/mid/m.ts",
@@ -73,6 +74,7 @@ describe("the import checker", () => {
       "imports: src/pure.ts -> zod",
       "skip: src/top/main.ts -> src/store/s.ts",
       "tests only: src/helper.ts",
+      "tests only: src/log.ts: setLogForTests",
       "up: src/store/s.ts -> src/mid/m.ts",
     ]);
   });
@@ -89,6 +91,7 @@ describe("the import checker", () => {
         },
         entryPoints: { "src/store/door.ts": "the door", "src/store/none.ts": "no import goes through it" },
         testsOnlyAllowed: { "src/helper.ts": "a reason" },
+        testHooksAllowed: { "src/log.ts: setLogForTests": "a reason" },
         noImports: {},
       }),
     );

@@ -14,11 +14,15 @@ export interface Edge {
   typeOnly: boolean;
   /** A file loaded by its URL (a `new URL` of `import.meta.url`): a worker, a page's script. */
   loaded: boolean;
+  /** The names imported, or "*" for all of them (a namespace, a default, a dynamic import, a load). */
+  names: string[] | "*";
 }
 
 export interface Graph {
   files: string[];
   edges: Edge[];
+  /** Each file's exported values (functions, classes, variables; UPPER_CASE limits aside) not used in the file itself. */
+  exports: Record<string, string[]>;
   /** Each file's imports of packages and built-ins (`zod`, `node:fs`). */
   packages: Record<string, string[]>;
 }
@@ -51,6 +55,8 @@ export interface Rules {
   roots: string[];
   /** Production files that only tests use, left for a reason. */
   testsOnlyAllowed: Record<string, string>;
+  /** Exports that only tests use (test hooks), "file: name", left for a reason. */
+  testHooksAllowed: Record<string, string>;
   /** Folders of tools for the tests and the demo, whose use by tests alone is their purpose. */
   testTools: string[];
 }
@@ -65,6 +71,31 @@ const IMPORT = new RegExp(
   String.raw`(?:^|\n)[ \t]*(?:import|export)\s([^"';]*?)from\s*${SPEC}|(?:^|\n)[ \t]*import\s*${SPEC}|import\(\s*${SPEC}\s*\)|new URL\(\s*${SPEC},\s*import\.meta\.url\s*\)`,
   "g",
 );
+
+/** The names an import's clause takes: `{ a, b as c }` → a, b; a namespace or a default → "*". */
+function namesOf(clause: string): string[] | "*" {
+  const braces = clause.match(/^\s*(?:type\s+)?\{([^}]*)\}\s*$/);
+  if (!braces) return "*";
+  return braces[1]!
+    .split(",")
+    .map((part) =>
+      part
+        .trim()
+        .replace(/^type\s+/, "")
+        .split(/\s+as\s+/)[0]!
+        .trim(),
+    )
+    .filter(Boolean);
+}
+
+const EXPORTED = /(?:^|\n)export\s+(?:async\s+)?(?:function\*?|const|let|class|enum|abstract\s+class)\s+([A-Za-z_$][\w$]*)/g;
+
+/** The values `text` exports and uses nowhere else in itself (comments aside), UPPER_CASE limits left out. */
+export function unusedInFile(text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
+  const names = [...code.matchAll(EXPORTED)].map((match) => match[1]!).filter((name) => !/^[A-Z][A-Z0-9_]*$/.test(name));
+  return names.filter((name) => code.split(new RegExp(`(?<![\\w$])(?<![^.]\\.)${name.replaceAll("$", "\\$")}(?![\\w$])`)).length <= 2);
+}
 
 /** True when an import's clause names types only: `type { A }`, `{ type A, type B }`. */
 export function typeOnlyClause(clause: string): boolean {
@@ -109,9 +140,12 @@ export function scan(root: string, dirs: string[], skip: (file: string) => boole
   const kept = files.filter((file) => !skip(file)).sort();
   const edges: Edge[] = [];
   const packages: Record<string, string[]> = {};
+  const exports: Record<string, string[]> = {};
   const unresolved: string[] = [];
   for (const from of kept) {
-    for (const match of readFileSync(join(root, from), "utf8").matchAll(IMPORT)) {
+    const text = readFileSync(join(root, from), "utf8");
+    exports[from] = unusedInFile(text);
+    for (const match of text.matchAll(IMPORT)) {
       const spec = (match[2] ?? match[3] ?? match[4] ?? match[5])!;
       if (!spec.startsWith("./") && !spec.startsWith("../")) {
         if (match[5] === undefined) packages[from] = [...(packages[from] ?? []), spec];
@@ -123,11 +157,12 @@ export function scan(root: string, dirs: string[], skip: (file: string) => boole
         unresolved.push(`${from}: ${spec}`);
         continue;
       }
-      edges.push({ from, to, typeOnly: match[1] !== undefined && typeOnlyClause(match[1]), loaded: match[5] !== undefined });
+      const names = match[1] !== undefined ? namesOf(match[1]) : match[3] !== undefined ? [] : "*";
+      edges.push({ from, to, typeOnly: match[1] !== undefined && typeOnlyClause(match[1]), loaded: match[5] !== undefined, names });
     }
   }
   if (unresolved.length > 0) throw new Error(`imports that name no file:\n  ${unresolved.join("\n  ")}`);
-  return { files: kept, edges, packages };
+  return { files: kept, edges, packages, exports };
 }
 
 /** The repository's files: what git tracks or would track (ignored files left out). */
@@ -308,6 +343,32 @@ function testsOnly(graph: Graph, rules: Rules): Finding[] {
       found.push({ rule: "tests only", text: `${edge.from} -> ${edge.to} (production code imports test support)` });
   for (const file of Object.keys(rules.testsOnlyAllowed))
     if (!allowed.has(file)) found.push({ rule: "gone", text: `${file} (TESTS_ONLY_ALLOWED)` });
+  return [...found, ...testHooks(graph, rules, checked)];
+}
+
+/** Exports of production files that no production file imports nor the file itself uses: test hooks, or dead code. */
+function testHooks(graph: Graph, rules: Rules, checked: (file: string) => boolean): Finding[] {
+  const found: Finding[] = [];
+  const kept = new Set<string>();
+  for (const file of graph.files) {
+    if (!checked(file) || rules.roots.includes(file) || file in rules.testsOnlyAllowed) continue;
+    const into = graph.edges.filter((edge) => edge.to === file);
+    const byProduction = into.filter((edge) => isProduction(rules, edge.from));
+    if (byProduction.length === 0) continue; // the whole file is only tests' (or nobody's): named as such above
+    for (const name of graph.exports[file] ?? []) {
+      const imports = (edges: Edge[]) => edges.some((edge) => edge.names === "*" || edge.names.includes(name));
+      if (imports(byProduction)) continue;
+      const key = `${file}: ${name}`;
+      if (key in rules.testHooksAllowed) kept.add(key);
+      else
+        found.push({
+          rule: "tests only",
+          text: `${key} (${imports(into) ? "a test hook: only tests use it" : "used by nothing: remove it"})`,
+        });
+    }
+  }
+  for (const key of Object.keys(rules.testHooksAllowed))
+    if (!kept.has(key)) found.push({ rule: "gone", text: `${key} (TEST_HOOKS_ALLOWED)` });
   return found;
 }
 
