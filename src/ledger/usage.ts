@@ -2,24 +2,13 @@
  * Durable usage: every request ends in one usage record, and each record posts its charge from
  * its hold exactly once. Records are written by group commit: appended in memory, then written
  * in batches of at most `USAGE_BATCH_MAX`, at most `flushMs` (USAGE_FLUSH_MS) after they were
- * appended, each batch in one transaction:
- *
- *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing;
- *   nor does one dead-lettered and awaiting its operator's replay, deadletter.ts),
- *   post the new records' charges from their holds (a hold no longer pending — closed or expired — takes
- *   no post, and neither does a record settled under a deposed partition owner: another node
- *   has owned its partition since its fencing token (beyond fence.ts's grace for the previous
- *   owner): those records are billed 0 and their
- *   value goes to write-off; the customer's money stays in the hold until it is closed or
- *   expires, so a refused settlement costs the customer nothing),
- *   move the posted money wallet → revenue, and metered − billed write_off → revenue,
- *   and write a low-balance alert for each wallet the posts take below its account's threshold.
+ * appended, each batch in one transaction (postUsageInTx's steps).
  *
  * A crash loses at most the records of the last `flushMs`. While the database cannot be written
- * (down, unreachable) the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
- * `accepting` turns false so that admission refuses new work instead of serving it unbilled. A
- * record the database refuses for its data (SQLSTATE 22, 23) is not retried: the sink
- * dead-letters it (deadletter.ts) and the rest of its batch is posted.
+ * the records stay buffered (at most `USAGE_BUFFER_MAX`) and retried, and `accepting` turns false
+ * so that admission refuses new work instead of serving it unbilled.
+ *
+ * The protocol in full, with its slack and bounds: docs/internals.md#usage-records.
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
