@@ -8,7 +8,7 @@
  * the nodes and the NATS server of a test share a machine; across machines the margin also
  * absorbs clock-rate drift, not offset, since both sides measure durations).
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#key-partitions.
+ * In full, with the reasoning: docs/internals.md#key-partitions.
  */
 import type { KV } from "nats";
 import { runTask } from "../../src/background.ts";

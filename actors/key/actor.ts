@@ -6,7 +6,7 @@
  * Invariants: slots in use ≤ concurrencyMax; a request is settled once; what it is charged is
  * never more than its reserve, which its lease holds.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#the-key-actor.
+ * In full, with the reasoning: docs/internals.md#the-key-actor.
  */
 import { sql } from "drizzle-orm";
 import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";

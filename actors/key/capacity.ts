@@ -8,7 +8,7 @@
  * Invariant: Σ over nodes of slots in use ≤ concurrency_max, because inUse ≤ granted on each
  * node and Σ granted ≤ concurrency_max at the owner.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#slot-shares-across-nodes.
+ * In full, with the reasoning: docs/internals.md#slot-shares-across-nodes.
  */
 import { every, runTask } from "../../src/background.ts";
 import type { Failure } from "../../src/errors.ts";

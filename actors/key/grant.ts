@@ -3,7 +3,7 @@
  * owner of a key's partition grants, the other nodes ask it (one request/reply) and admit from
  * what it granted.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#the-grant-protocol.
+ * In full, with the reasoning: docs/internals.md#the-grant-protocol.
  */
 import { fail, type Failure } from "../../src/errors.ts";
 import { partitionOf } from "../subjects.ts";

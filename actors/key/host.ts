@@ -6,7 +6,7 @@
  * nodes' wallet recalls (the account's purse gives its slack back), returns idle purses' leases,
  * and drops idle actors and empty purses when there are more than `KEY_ACTORS_MAX`.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#the-key-actor-host.
+ * In full, with the reasoning: docs/internals.md#the-key-actor-host.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { every, runTask } from "../../src/background.ts";

@@ -10,7 +10,7 @@
  * by at most what was granted in the PERMIT_TTL_MS before it. Money: spent + Σ claims ≤ cap
  * at the owner, and each node commits no more than its claim.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#rate-and-spend-permits.
+ * In full, with the reasoning: docs/internals.md#rate-and-spend-permits.
  */
 import { every, runTask } from "../../src/background.ts";
 import { fail } from "../../src/errors.ts";

@@ -8,7 +8,7 @@
  * never exceed it (the database's CHECK backs this). A lease stops admitting at its cut-off (half
  * its life, on the monotonic clock).
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#an-accounts-purse.
+ * In full, with the reasoning: docs/internals.md#an-accounts-purse.
  */
 import { taskFailed } from "../../src/background.ts";
 import type { Db } from "../../src/db/client.ts";

@@ -2,7 +2,7 @@
  * Backend caps across nodes: each backend's `concurrency_max` is split into per-node quotas,
  * rebalanced by demand, and each node sets its share as the backend's `concurrencyLimit`.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#backend-quotas-across-nodes.
+ * In full, with the reasoning: docs/internals.md#backend-quotas-across-nodes.
  */
 import type { KV } from "nats";
 import { taskFailed } from "../../src/background.ts";

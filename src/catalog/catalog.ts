@@ -5,15 +5,7 @@
  * into its usage record). A version set for a future time takes over by itself when that time
  * comes.
  *
- * Seeding is idempotent and runs at every start-up from the catalog file (seed.ts): it adds the
- * file's models the database lacks and refreshes the description (aliases, limits, capabilities,
- * source) of those no operator has changed, adds the first exchange rate and price version when
- * there is none, and prices in the existing versions the models and units that have none yet (a
- * unit added to the file, such as a cache price, is priced in every version at that version's rate).
- * Operators' changes (changes.ts) live in the database and win over the file.
- *
- * A model answers to its id and to each of its aliases; a retired one is kept (usage records
- * name it) but no longer served: `lookup` says which successor to name.
+ * In full, with the reasoning: docs/internals.md#the-catalog-in-memory.
  */
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -1,7 +1,7 @@
 /**
  * The ledger audit: every invariant of the money, checked from the database alone.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#the-ledger-audit.
+ * In full, with the reasoning: docs/internals.md#the-ledger-audit.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -11,7 +11,7 @@
  * USAGE_REPUBLISH_AFTER_MS_MAX it is published again whatever the stream shows. Posting is
  * idempotent by request id, so a second copy bills nothing twice.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#usage-confirmations.
+ * In full, with the reasoning: docs/internals.md#usage-confirmations.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -3,7 +3,7 @@
  * class 22 or 23: it would refuse the same batch forever) is split in halves until each refused
  * record is alone; those are dead-lettered and every other record is posted as usual.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#dead-letters.
+ * In full, with the reasoning: docs/internals.md#dead-letters.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { sqlReason, sqlStateOf, txRows, type Db } from "../db/client.ts";

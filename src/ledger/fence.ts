@@ -11,7 +11,7 @@
  * revisions ever go back (none did in whole-cluster kill -9s of nats-server 2.9.10 under writes),
  * the place to see it; the node gives the partition back and the next claim carries a higher one.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#fencing-tokens.
+ * In full, with the reasoning: docs/internals.md#fencing-tokens.
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

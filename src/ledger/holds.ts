@@ -6,7 +6,7 @@
  * 0 ≤ posted ≤ amount for every hold (CHECKs in schema.ts); every statement here is also
  * conditional, so a refused change is a row count of zero, not an error.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#holds.
+ * In full, with the reasoning: docs/internals.md#holds.
  */
 import { sql } from "drizzle-orm";
 import { txRows, type Db } from "../db/client.ts";

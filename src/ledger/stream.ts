@@ -6,7 +6,7 @@
  * that arrived while it posted, together) and acknowledges them only then. A redelivered batch
  * posts nothing twice.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#the-usage-stream.
+ * In full, with the reasoning: docs/internals.md#the-usage-stream.
  */
 import {
   AckPolicy,

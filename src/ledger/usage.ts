@@ -8,7 +8,7 @@
  * the records stay buffered (at most `USAGE_BUFFER_MAX`) and retried, and `accepting` turns false
  * so that admission refuses new work instead of serving it unbilled.
  *
- * The protocol in full, with its slack and bounds: docs/internals.md#usage-records.
+ * In full, with the reasoning: docs/internals.md#usage-records.
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
