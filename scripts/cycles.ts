@@ -50,7 +50,7 @@ const SKIP_ALLOWED: Record<string, string> = {
 /** Production files that no production file imports, and why they are no test support. */
 const LIBRARIES: Record<string, string> = {
   "src/internal/client.ts":
-    "the client that internal services import to call the gateway over NATS (docs/internal.md); the gateway never calls itself",
+    "the client that internal services import to call the gateway over NATS (docs/internal-api.md); the gateway never calls itself",
 };
 
 /** Production files that only tests use, left for a reason. */
@@ -71,6 +71,10 @@ const TEST_HOOKS_ALLOWED: Record<string, string> = {
 /** Folders of tools for the demo and the tests, by design: tests-only use is their purpose. */
 const TEST_TOOLS = ["src/sim/"];
 
+/** The gateway's entry point, and the folders its import graph must never reach. */
+const START_ENTRY = "src/main.ts";
+const START_PATH_FORBIDDEN = ["src/sim/"];
+
 /** Files that import nothing, not even a package. */
 const NO_IMPORTS: Record<string, string> = {
   "src/providers/sse.ts": "the dashboard page loads it as is, its types stripped (src/http/live/route.ts)",
@@ -89,7 +93,7 @@ const rules: Rules = {
   entryPoints: ENTRY_POINTS,
   skipAllowed: SKIP_ALLOWED,
   knownCycles: KNOWN_CYCLES,
-  start: { entry: "src/main.ts", forbidden: ["src/sim/"] },
+  start: { entry: START_ENTRY, forbidden: START_PATH_FORBIDDEN },
   noImports: NO_IMPORTS,
   production: ["src/", "actors/"],
   roots: [...roots, ...Object.keys(LIBRARIES)],

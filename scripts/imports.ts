@@ -68,7 +68,7 @@ export interface Finding {
 
 const SPEC = String.raw`["']([^"'\n]+)["']`;
 const IMPORT = new RegExp(
-  String.raw`(?:^|\n)[ \t]*(?:import|export)\s([^"';]*?)from\s*${SPEC}|(?:^|\n)[ \t]*import\s*${SPEC}|import\(\s*${SPEC}\s*\)|new URL\(\s*${SPEC},\s*import\.meta\.url\s*\)`,
+  String.raw`(?:^|\n|;)[ \t]*(?:import|export)\s([^"';]*?)from\s*${SPEC}|(?:^|\n|;)[ \t]*import\s*${SPEC}|import\(\s*${SPEC}\s*\)|new URL\(\s*${SPEC},\s*import\.meta\.url\s*\)`,
   "g",
 );
 
