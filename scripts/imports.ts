@@ -379,8 +379,8 @@ export function check(graph: Graph, rules: Rules): Finding[] {
   for (const cycle of cycles) if (!(cycle in rules.knownCycles)) found.push({ rule: "cycle", text: cycle });
   for (const cycle of Object.keys(rules.knownCycles))
     if (!cycles.includes(cycle)) found.push({ rule: "gone", text: `${cycle} (KNOWN_CYCLES)` });
-  if (graph.files.includes(rules.start.entry))
-    for (const chain of forbiddenFrom(graph, rules.start.entry, rules.start.forbidden)) found.push({ rule: "start", text: chain });
+  if (!graph.files.includes(rules.start.entry)) found.push({ rule: "start", text: `${rules.start.entry} is not in the import graph` });
+  else for (const chain of forbiddenFrom(graph, rules.start.entry, rules.start.forbidden)) found.push({ rule: "start", text: chain });
   for (const [file, why] of Object.entries(rules.noImports)) {
     const imported = [...graph.edges.filter((edge) => edge.from === file).map((edge) => edge.to), ...(graph.packages[file] ?? [])];
     for (const target of imported) found.push({ rule: "imports", text: `${file} -> ${target} (${why})` });
