@@ -4,10 +4,10 @@
  */
 import { appendFileSync, existsSync, writeFileSync } from "node:fs";
 import type { Measurement } from "./measurement.ts";
+import { PEER } from "./targets.ts";
 
 export const CEILING = "simulator (ceiling)";
 export const BARE = "bare Bun proxy";
-export const PEER = "Portkey gateway 1.15.2 (Node)";
 /** Darvaze embedded, chat c=64 with requests spread round-robin over 1,000 keys. */
 export const MANY_KEYS = "chat c=64, 1,000 keys";
 const EMBEDDED = "Darvaze embedded";

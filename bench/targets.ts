@@ -11,8 +11,10 @@ import postgres from "postgres";
 import { partitionBucket } from "../actors/cluster/partitions.ts";
 import { quotaBucket } from "../actors/pool/quota.ts";
 import { usageStreamName } from "../src/ledger/stream.ts";
-import { PEER } from "./report.ts";
 import { freePort, LOAD_CPU, onInterrupt, runLoad, SERVER_CPU, spawnPinned, waitReady, type Child } from "./procs.ts";
+
+/** The peer gateway measured beside Darvaze (bench/peers). */
+export const PEER = "Portkey gateway 1.15.2 (Node)";
 
 export const ROOT = join(import.meta.dir, "..");
 const HOST = "127.0.0.1";

@@ -1,45 +1,25 @@
 /**
- * Import checks over src/ and actors/, tests excluded, type-only imports included:
- * - cycles (dpdm): a file pair that imports each other is one module cut in two, whatever it
- *   imports. Fails on any cycle not in KNOWN_CYCLES, and on a known cycle that is gone.
- * - the gateway's start path: nothing `src/main.ts` imports, directly or through other files
- *   (type-only and dynamic imports included), may be under a folder of START_PATH_FORBIDDEN. The
- *   simulators are tools for the demo and the tests; a node that could reach them could serve
- *   simulated output to paying customers.
- * - layers: transports → operations → admission and actors → ledger, providers, catalog, keys,
- *   tokens → basics; an import that points up a layer fails, named, unless UPWARD_ALLOWED says
- *   why it stays (an allowance that matches no import fails too, so the list only shrinks).
+ * The import rules of docs/layout.md, checked over src/, actors/, bench/, test/ and scripts/
+ * (type-only, dynamic and URL-loaded imports included; scripts/imports.ts reads them):
+ * - no cycle: a file pair that imports each other is one module cut in two.
+ * - layers, read from docs/layout.md's `## Layers` table: an import never points up a layer;
+ *   a layer's "not from" column names the layers above that reach it only through a layer
+ *   between (a transport reaches the ledger through an operation), unless the file imported is
+ *   one of ENTRY_POINTS. Type-only imports may skip: a type names a value a layer between hands over.
+ * - the gateway's start path: nothing `src/main.ts` imports, directly or through other files,
+ *   is under START_PATH_FORBIDDEN (a node that could reach the simulators could serve simulated
+ *   output to paying customers).
+ * - NO_IMPORTS files import nothing; a production file is imported by production code or is a
+ *   root, and so is each of its exports (UPPER_CASE limits aside): no test hook in production.
+ * Every allowance says why, and one that matches nothing fails too, so the lists only shrink.
  *
  *   bun run check:cycles
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join, normalize } from "node:path";
-import { z } from "zod";
+import { readFileSync } from "node:fs";
+import { check, gitFiles, readLayers, scan, type Rules } from "./imports.ts";
 
-/** Cycles left for a reason, each written as dpdm prints it (files joined by " -> "). */
+/** Cycles left for a reason, each from its smallest file (files joined by " -> "). */
 const KNOWN_CYCLES: Record<string, string> = {};
-
-/** The gateway's entry point, and the folders its import graph must never reach. */
-const START_ENTRY = "src/main.ts";
-const START_PATH_FORBIDDEN = ["src/sim/"];
-/**
- * Layers, highest first: a file imports only from its own layer or below. A request's path reads
- * down this list (docs/layout.md); a file not named here is a basic (errors, config, log, db, bus…).
- */
-const LAYERS: { name: string; paths: string[] }[] = [
-  { name: "entry points", paths: ["src/main.ts", "src/workers.ts", "src/cli/", "src/sim/", "src/docs/"] },
-  { name: "transports", paths: ["src/http/", "src/internal/"] },
-  { name: "operations", paths: ["src/operations/", "src/wires/"] },
-  {
-    name: "admission and actors",
-    paths: ["src/admission/", "actors/", "src/cluster.ts", "src/metrics/", "src/accountArea/", "src/payments/", "src/operators/"],
-  },
-  {
-    name: "ledger, providers, catalog, keys, tokens",
-    paths: ["src/ledger/", "src/providers/", "src/catalog/", "src/keys/", "src/tokens/"],
-  },
-];
 
 /** Imports that point up a layer for a reason, each written "importer -> imported". */
 const UPWARD_ALLOWED: Record<string, string> = {
@@ -48,95 +28,80 @@ const UPWARD_ALLOWED: Record<string, string> = {
     "type only: the Anthropic adapter reads chat's `anthropic` field, whose type is the chat request schema's",
 };
 
-/** A file's layer: its index from the bottom (0: basics). */
-function layerOf(file: string): number {
-  const index = LAYERS.findIndex((layer) => layer.paths.some((path) => file === path || file.startsWith(path)));
-  return index === -1 ? 0 : LAYERS.length - index;
-}
+/** Files of a closed layer that the layers above it import directly, each with its reason. */
+const ENTRY_POINTS: Record<string, string> = {
+  "actors/protocol.ts":
+    "the messages between actors and their watchers (zod): a transport announces a change (KEY_EVENTS, PRICE_EVENTS, POOL_EVENTS) or gathers a figure (PURSE_FIGURES) in the protocol's words",
+  "actors/subjects.ts": "every NATS subject, built in one place: the internal client addresses the service by them",
+  "actors/pool/savedPools.ts": "the pools changed at run time: the admin API saves one here, every node's pool actor reloads it",
+  "src/ledger/wallets.ts":
+    "an account and its wallet: the admin API creates, tops up and adjusts; the console and /v1/credits read the balance",
+  "src/ledger/audit.ts": "the ledger's audit (read only), which the admin API runs on demand",
+  "src/ledger/deadletter.ts": "usage records the database refused: the admin API lists and replays them",
+  "src/keys/restrictions.ts": "a key's restrictions: the fields the admin API and the console take, the checks admission runs",
+  "src/keys/accountLimits.ts": "an account's and a key's limits: their defaults and bounds, the body the admin API and the console take",
+};
 
-function layerName(layer: number): string {
-  return layer === 0 ? "basics" : LAYERS[LAYERS.length - layer]!.name;
-}
+/** Imports that skip past a layer, left for a reason, each written "importer -> imported". */
+const SKIP_ALLOWED: Record<string, string> = {
+  "src/http/health.ts -> src/db/client.ts": "the readiness probe asks the database itself (SELECT 1) and names the error code it meets",
+};
 
-const IMPORT_SPEC = /(?:^|\n)\s*(?:import|export)\s[^"';]*?from\s*["'](\.{1,2}\/[^"']+)["']|import\(\s*["'](\.{1,2}\/[^"']+)["']\s*\)/g;
+/** Production files that no production file imports, and why they are no test support. */
+const LIBRARIES: Record<string, string> = {
+  "src/internal/client.ts":
+    "the client that internal services import to call the gateway over NATS (docs/internal-api.md); the gateway never calls itself",
+};
 
-/** Every relative import (type-only included) that points up a layer, as "importer -> imported". */
-function upwardImports(): Map<string, string> {
-  const listed = Bun.spawnSync(["git", "ls-files", "--cached", "--others", "--exclude-standard", "src", "actors"]).stdout.toString();
-  const files = listed.split("\n").filter((file) => file.endsWith(".ts") && !file.endsWith(".test.ts"));
-  const found = new Map<string, string>();
-  for (const file of files) {
-    if (!existsSync(file)) continue;
-    for (const match of readFileSync(file, "utf8").matchAll(IMPORT_SPEC)) {
-      const target = normalize(join(dirname(file), (match[1] ?? match[2])!));
-      const from = layerOf(file);
-      const to = layerOf(target);
-      if (to > from) found.set(`${file} -> ${target}`, `${layerName(from)} imports ${layerName(to)}`);
-    }
-  }
-  return found;
-}
+/** Production files that only tests use, left for a reason. */
+const TESTS_ONLY_ALLOWED: Record<string, string> = {
+  "src/wires/fixtures.ts": "moved by the relay reshaping (the wires' recorded streams, to test/)",
+};
 
-const dpdmOutput = z.object({
-  circulars: z.array(z.array(z.string())),
-  /** Each file's imports; `id` is null for a package or a file dpdm could not resolve. */
-  tree: z.record(z.string(), z.array(z.object({ id: z.string().nullable() })).nullable()),
-});
-type ImportTree = z.infer<typeof dpdmOutput>["tree"];
+/** Exports of production modules that only tests use, each "file: name", left for a reason. */
+const TEST_HOOKS_ALLOWED: Record<string, string> = {
+  "src/admission/prices.ts: pricedUsage": "the unit tests price used units through it; production prices them once per request (pricedAt)",
+  "src/operations/chat/relay.ts: relayQueuedChars": "moved by the relay reshaping",
+  "src/db/thread-priority.ts: threadId":
+    "the thread priority's test finds the tokenizer thread by it; to go when the priority is read back from the thread itself",
+  "src/tokens/count.ts: setTokenizerMsPerKeyMax":
+    "the per-key tokenizer budget is process-wide state: a test lowers it to see a key fall back to byte bounds; to become an option of the tokenizer's start",
+};
 
-function readGraph(): z.infer<typeof dpdmOutput> {
-  const dir = mkdtempSync(join(tmpdir(), "cycles-"));
-  try {
-    const out = join(dir, "dpdm.json");
-    const args = ["--no-warning", "--no-tree", "--no-circular", "--no-progress", "--exclude", "(node_modules|\\.test\\.ts$)", "-o", out];
-    const run = Bun.spawnSync(["bun", "x", "dpdm", ...args, "src/**/*.ts", "actors/**/*.ts"], { stdout: "ignore", stderr: "pipe" });
-    if (run.exitCode !== 0) throw new Error(`dpdm failed: ${run.stderr.toString()}`);
-    return dpdmOutput.parse(JSON.parse(readFileSync(out, "utf8")));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-}
+/** Folders of tools for the demo and the tests, by design: tests-only use is their purpose. */
+const TEST_TOOLS = ["src/sim/"];
 
-/**
- * Each forbidden file `entry` reaches, with the chain of imports that leads to it.
- * @example forbiddenFrom({ "a.ts": [{ id: "src/sim/x.ts" }] }, "a.ts", ["src/sim/"]) // ["a.ts -> src/sim/x.ts"]
- */
-function forbiddenFrom(tree: ImportTree, entry: string, forbidden: string[]): string[] {
-  const via = new Map<string, string | null>([[entry, null]]);
-  const queue = [entry];
-  const found: string[] = [];
-  for (let file = queue.shift(); file !== undefined; file = queue.shift()) {
-    if (forbidden.some((folder) => file.startsWith(folder))) {
-      const chain = [file];
-      for (let step = via.get(file); step; step = via.get(step)) chain.unshift(step);
-      found.push(chain.join(" -> "));
-      continue;
-    }
-    for (const { id } of tree[file] ?? []) {
-      if (id === null || via.has(id)) continue;
-      via.set(id, file);
-      queue.push(id);
-    }
-  }
-  return found;
-}
+/** The gateway's entry point, and the folders its import graph must never reach. */
+const START_ENTRY = "src/main.ts";
+const START_PATH_FORBIDDEN = ["src/sim/"];
 
-const graph = readGraph();
-if (!(START_ENTRY in graph.tree)) throw new Error(`${START_ENTRY} is not in the import graph`);
-const reached = forbiddenFrom(graph.tree, START_ENTRY, START_PATH_FORBIDDEN);
-for (const chain of reached) console.log(`START  ${chain} (the gateway's start path must not reach ${START_PATH_FORBIDDEN.join(", ")})`);
-const cycles = graph.circulars.map((cycle) => cycle.join(" -> "));
-const unknown = cycles.filter((cycle) => !(cycle in KNOWN_CYCLES));
-const gone = Object.keys(KNOWN_CYCLES).filter((cycle) => !cycles.includes(cycle));
-for (const cycle of cycles) console.log(`${cycle in KNOWN_CYCLES ? "known" : "NEW  "}  ${cycle}`);
-for (const cycle of gone) console.log(`gone   ${cycle} (remove it from KNOWN_CYCLES in scripts/cycles.ts)`);
-console.log(`cycles: ${cycles.length} found, ${unknown.length} new, ${gone.length} known and gone`);
-console.log(`start path: ${reached.length} file(s) of ${START_PATH_FORBIDDEN.join(", ")} reached from ${START_ENTRY}`);
+/** Files that import nothing, not even a package. */
+const NO_IMPORTS: Record<string, string> = {
+  "src/providers/sse.ts": "the dashboard page loads it as is, its types stripped (src/http/live/route.ts)",
+};
 
-const upward = upwardImports();
-const broken = [...upward].filter(([edge]) => !(edge in UPWARD_ALLOWED));
-const unused = Object.keys(UPWARD_ALLOWED).filter((edge) => !upward.has(edge));
-for (const [edge, why] of broken) console.log(`UP     ${edge} (${why})`);
-for (const edge of unused) console.log(`gone   ${edge} (remove it from UPWARD_ALLOWED in scripts/cycles.ts)`);
-console.log(`layers: ${upward.size} upward imports, ${broken.length} not allowed, ${unused.length} allowed and gone`);
-process.exit(unknown.length > 0 || gone.length > 0 || reached.length > 0 || broken.length > 0 || unused.length > 0 ? 1 : 0);
+const root = `${import.meta.dir}/..`;
+const tracked = gitFiles(root);
+const packageScripts = Object.values((await Bun.file(`${root}/package.json`).json()).scripts as Record<string, string>).join("\n");
+const graph = scan(root, ["src", "actors", "bench", "test", "scripts"], (file) => !tracked.has(file) || file.startsWith("bench/peers/"));
+const roots = graph.files.filter(
+  (file) => packageScripts.includes(file) || /\bimport\.meta\.main\b/.test(readFileSync(`${root}/${file}`, "utf8")),
+);
+const rules: Rules = {
+  layers: readLayers(readFileSync(`${root}/docs/layout.md`, "utf8")),
+  upwardAllowed: UPWARD_ALLOWED,
+  entryPoints: ENTRY_POINTS,
+  skipAllowed: SKIP_ALLOWED,
+  knownCycles: KNOWN_CYCLES,
+  start: { entry: START_ENTRY, forbidden: START_PATH_FORBIDDEN },
+  noImports: NO_IMPORTS,
+  production: ["src/", "actors/"],
+  roots: [...roots, ...Object.keys(LIBRARIES)],
+  testsOnlyAllowed: TESTS_ONLY_ALLOWED,
+  testHooksAllowed: TEST_HOOKS_ALLOWED,
+  testTools: TEST_TOOLS,
+};
+const found = check(graph, rules);
+for (const finding of found) console.log(`${finding.rule.toUpperCase().padEnd(10)} ${finding.text}`);
+console.log(`imports: ${graph.edges.length} across ${graph.files.length} files, ${rules.layers.length} layers; ${found.length} broken`);
+process.exit(found.length > 0 ? 1 : 0);

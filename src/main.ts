@@ -282,6 +282,44 @@ async function startKeyActors(
   return { cluster, keyHost };
 }
 
+/** The key store, forgetting a key on its change event, polling changes and flushing keys' last use. */
+function startKeyStore(env: Env, parts: { db: Db; bus: Bus; subjects: Subjects }, cleanups: Cleanups, log: Logger): KeyStore {
+  const { db, bus, subjects } = parts;
+  const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
+  cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
+  repeat(cleanups, "key_poll", KEY_POLL_INTERVAL_MS, log, () => keys.pollChanges());
+  const flushLastUse = () => keys.lastUse.flush(db);
+  // The last notes, once the timer below has stopped.
+  cleanups.push(async () => {
+    await flushLastUse().catch((error: unknown) => taskFailed("key_last_use", log, error));
+  });
+  repeat(cleanups, "key_last_use", LAST_USE_FLUSH_MS, log, flushLastUse);
+  return keys;
+}
+
+/** Renews this node's holds and expires those of nodes gone, every HOLD_SWEEP_INTERVAL_MS. */
+function sweepHolds(env: Env, db: Db, keyHost: KeyActorHost, cleanups: Cleanups, log: Logger): void {
+  repeat(cleanups, "hold_sweep", env.HOLD_SWEEP_INTERVAL_MS, log, async () => {
+    // This node's leases first: a hold ends by its node's close, or by expiry once its node is gone.
+    await renewHolds(db, keyHost.openHolds(), env.LEASE_TTL_MS);
+    const expired = await expireHolds(db, { graceMs: env.HOLD_EXPIRY_GRACE_MS });
+    if (expired > 0) log("warn", "holds_expired", { wallets: expired });
+  });
+}
+
+/** The app listening on HOST:PORT, drained on shutdown: requests in flight finish (bounded), then the rest unwinds. */
+function listenApp<App extends ReturnType<typeof createApp>>(app: App, env: Env, cleanups: Cleanups, log: Logger): App {
+  try {
+    app.listen(listenOptions(env));
+  } catch (error) {
+    // Taken since ensurePortFree looked.
+    throw isAddressInUse(error) ? new PortInUseError(env.HOST, env.PORT) : error;
+  }
+  const server = app.server!;
+  cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
+  return app;
+}
+
 export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
   const env = config.env;
   const log = options.log ?? createLogger(env.LOG_LEVEL);
@@ -303,27 +341,14 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => bus.close());
     const subjects = buildSubjects(env.DARVAZE_SUBJECT_PREFIX);
 
-    const keys = new KeyStore(db, { prefix: env.KEY_PREFIX, pepper: env.KEY_PEPPER });
-    cleanups.push(bus.subscribe(KEY_EVENTS, subjects.keyEvents, (event) => keys.forget(event.keyId)));
-    repeat(cleanups, "key_poll", KEY_POLL_INTERVAL_MS, log, () => keys.pollChanges());
-    const flushLastUse = () => keys.lastUse.flush(db);
-    // The last notes, once the timer below has stopped.
-    cleanups.push(async () => {
-      await flushLastUse().catch((error: unknown) => taskFailed("key_last_use", log, error));
-    });
-    repeat(cleanups, "key_last_use", LAST_USE_FLUSH_MS, log, flushLastUse);
+    const keys = startKeyStore(env, { db, bus, subjects }, cleanups, log);
     const { writer, deadLetters, usageLogLag } = await startUsage(config, db, bus, subjects, cleanups, log);
     const { cluster, keyHost } = await startKeyActors(config, { db, bus, subjects, keys, writer }, cleanups, log);
     const pools = new PoolHost(catalog, poolsOf(catalog), { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS, log });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
     if (cluster) await cluster.startQuotas(pools);
 
-    repeat(cleanups, "hold_sweep", env.HOLD_SWEEP_INTERVAL_MS, log, async () => {
-      // This node's leases first: a hold ends by its node's close, or by expiry once its node is gone.
-      await renewHolds(db, keyHost.openHolds(), env.LEASE_TTL_MS);
-      const expired = await expireHolds(db, { graceMs: env.HOLD_EXPIRY_GRACE_MS });
-      if (expired > 0) log("warn", "holds_expired", { wallets: expired });
-    });
+    sweepHolds(env, db, keyHost, cleanups, log);
     const fetches = followPrices(config, db, bus, subjects, catalog, pools, cleanups, log);
 
     // The callback URL needs the listen address, known only once the server is up.
@@ -347,16 +372,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
     repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
     repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
-    const app = createApp(deps, { ...fetches, live, health, console: area });
-    try {
-      app.listen(listenOptions(env));
-    } catch (error) {
-      // Taken since ensurePortFree looked.
-      throw isAddressInUse(error) ? new PortInUseError(env.HOST, env.PORT) : error;
-    }
-    const server = app.server!;
-    // Shutdown: stop accepting, let requests in flight finish (bounded), then the rest unwinds.
-    cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
+    const app = listenApp(createApp(deps, { ...fetches, live, health, console: area }), env, cleanups, log);
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;

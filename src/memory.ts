@@ -6,19 +6,7 @@
  * token a second grew a node from 293 to 808 MiB in two minutes without one: bench/RESULTS.md,
  * "Memory of a waiting stream").
  *
- * The guard reads the resident set every GC_CHECK_MS, less what this thread's collections cannot
- * free: the embedded database's worker has a heap of its own, which it collects itself
- * (pglite-worker.ts). Counting it, the worker's growth (a burst of queries, many new keys) set off
- * collections here that freed nothing and halved the node's throughput (bench/RESULTS.md). The
- * worker's heap size counts reserved memory too (it can exceed the resident set), so the figure is
- * only ever compared with itself: growth since its lowest point. When it has grown by GC_RSS_GROWTH_MIB
- * since the last collection, it runs a light one: a full marking without sweeping the whole heap
- * at once (`Bun.gc(false)`; the engine sweeps lazily after it), which paused a node 1 ms at 2,000
- * streams and 6 ms at 8,000. Only when the resident set still grew by GC_FULL_AFTER_STEPS steps
- * since the last full collection does it run a full one with the synchronous sweep
- * (`Bun.gc(true)`: 113 ms at 2,000 streams, 367 ms at 8,000). Both are counted, with their pause
- * time (darvaze_gc_forced_*). The step is large enough that a node with little traffic never
- * pays either.
+ * In full, with the reasoning: docs/internals.md#the-memory-guard.
  */
 import { every } from "./background.ts";
 import type { Logger } from "./log.ts";

@@ -2,21 +2,13 @@
  * Key partition ownership through leases in a JetStream KV bucket (server 2.9: no per-key TTL,
  * so the whole bucket has one, `PARTITION_LEASE_TTL_MS`).
  *
- *   membership: every node puts `n.<node>` each tick; a node that stops is gone after the TTL.
- *   claim:      `create("p.<n>")` succeeds only when the key is absent (never taken, deleted, or
- *               expired with its dead owner); its revision is the tenure's fencing token, which
- *               the `acquired` hook raises in the database before the node acts as owner.
- *   renew:      `update("p.<n>", rev)` every `PARTITION_RENEW_MS`; a refused update (somebody
- *               else owns it now) drops the partition at once.
- *   balance:    with N live nodes each node aims at ⌈P/N⌉ partitions: it claims free ones up to
- *               that and releases (stops acting, then deletes) any above it, so ownership moves
- *               to live nodes when one dies or leaves and spreads when one joins.
- *
  * Invariant: a node acts as owner of a partition only until `PARTITION_OWNER_MS_MAX` after it
  * *sent* its last successful renewal, which is `PARTITION_SAFETY_MARGIN_MS` before the server
  * can expire the lease; so two nodes never act as owner of one partition at once (one clock:
  * the nodes and the NATS server of a test share a machine; across machines the margin also
  * absorbs clock-rate drift, not offset, since both sides measure durations).
+ *
+ * In full, with the reasoning: docs/internals.md#key-partitions.
  */
 import type { KV } from "nats";
 import { runTask } from "../../src/background.ts";

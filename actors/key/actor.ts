@@ -3,26 +3,10 @@
  * monthly cap and the requests it admitted. Money comes from its account's purse on this node
  * (purse.ts): leases that every key of the account draws from without touching the wallet row.
  *
- *   admit(ticket):  slot (429) → requests/tokens per minute (429) → monthly cap (402) → money:
- *                   the reserve drawn from the account's purse (which opens a lease when it has
- *                   no room). When the wallet cannot cover the cheap reserve, the edge asks again
- *                   with an exact count; the purse then waits (bounded) for money held elsewhere.
- *   extend(t):      a stream metered live grows its reserve from the purse (402 when the wallet
- *                   cannot cover it). Settle may then charge up to the total.
- *   settle(s):      metered = the usage at the admitted prices, Σ units × price over its
- *                   components (input, output, prompt-cache reads and writes). Usage beyond the reserve (hidden
- *                   reasoning, a vendor tokenizer that counts more) is first covered from the
- *                   lease's room, then by growing its hold from what the wallet has (within the
- *                   key's monthly cap); charge = min(metered, what is then covered), appended to
- *                   the usage writer (group commit posts it), and metered − charge is written
- *                   off. Slot freed; the purse closes a retired lease once drained.
- *
- * In a cluster the per-minute windows and the monthly cap are the key's partition owner's, and
- * `deps.rates` (permits.ts) admits from this node's permits; alone, the actor's own windows and its
- * view of the month's spend are the limits.
- *
  * Invariants: slots in use ≤ concurrencyMax; a request is settled once; what it is charged is
  * never more than its reserve, which its lease holds.
+ *
+ * In full, with the reasoning: docs/internals.md#the-key-actor.
  */
 import { sql } from "drizzle-orm";
 import type { AdmitReply, AdmitTicket, ExtendReply, ExtendTicket, RateInfo, SettleReply, Settlement } from "../protocol.ts";

@@ -4,7 +4,7 @@ import { FENCE_ADMISSION_SLACK_MS, FENCE_CLOCK_SKEW_MS_MAX } from "../../src/led
 import { PARTITION_OWNER_MS_MAX } from "../cluster/partitions.ts";
 import type { GrantRequest } from "../protocol.ts";
 import { GRANT_TTL_MS, SlotAllocator, SlotShares, TAKEOVER_QUIET_MS, type Tenure } from "./capacity.ts";
-import { FakeClock } from "./clock.ts";
+import { FakeClock } from "../../test/fakeClock.ts";
 import { ASK_RETRY_MS, ASK_WAIT_MS_MAX, notOwner } from "./grant.ts";
 
 function keyRecord(concurrencyMax: number): KeyRecord {

@@ -5,27 +5,10 @@
  * when its share is used up, and re-registers it every `GRANT_RENEW_MS` while its use changes or
  * half the grant's life has passed, so shares follow use (Doorman's rebalancing).
  *
- *   owner (SlotAllocator): claims per key per node {slots, want, expiry}. A grant never makes
- *     Σ slots exceed concurrency_max; when the nodes together want more than that, each gets at
- *     most its fair share (or what it already uses). After taking a partition the owner knows no
- *     claims, so for `TAKEOVER_QUIET_MS` it only confirms what nodes say they hold (capped by
- *     what is free) and lets a node grow once that time has passed: every connected node has
- *     re-registered by then (each is told at once through PARTITION_EVENTS, and renews anyway).
- *   node (SlotShares): `take` admits while inUse < granted and the grant is unexpired; requests
- *     already admitted keep their slot until they settle, whatever happens to the grant.
- *
- * The steps rate permits share (tenure and quiet period, asks retried while a partition moves,
- * waiters sharing one ask, bounded per-key state) are grant.ts's.
- *
  * Invariant: Σ over nodes of slots in use ≤ concurrency_max, because inUse ≤ granted on each
  * node and Σ granted ≤ concurrency_max at the owner.
  *
- * Failover slack, named and bounded: a node that cannot reach the new owner within
- * TAKEOVER_QUIET_MS of a takeover may hold its old share (≤ its last grant) while the owner
- * grants the same slots to others; it admits nothing new once its grant expires
- * (GRANT_TTL_MS), so the excess is at most that node's last grant, for at most GRANT_TTL_MS
- * plus the length of the requests it admitted before. With every node connected (a node killed,
- * a rolling restart) the slack is zero.
+ * In full, with the reasoning: docs/internals.md#slot-shares-across-nodes.
  */
 import { every, runTask } from "../../src/background.ts";
 import type { Failure } from "../../src/errors.ts";

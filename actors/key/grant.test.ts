@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { partitionOf } from "../subjects.ts";
-import { FakeClock } from "./clock.ts";
+import { FakeClock } from "../../test/fakeClock.ts";
 import {
   ASK_RETRY_MS,
   ASK_WAIT_MS_MAX,

@@ -3,19 +3,7 @@
  * owner of a key's partition grants, the other nodes ask it (one request/reply) and admit from
  * what it granted.
  *
- *   owner (PartitionOwner): answers only under a tenure of the partition (else the not-owner
- *     reply: 503, retry after 1 s). For `quietMs` after taking a partition it grows nothing: a
- *     grant that would waits out the rest of that time, while the nodes report what the previous
- *     owner granted them, and starts over if the partition moved meanwhile. A grant's
- *     synchronous part runs only if the tenure it began under is still the partition's.
- *   node (awaitGrant, askOwner, joinAsk): an admission its grant does not cover joins the key's
- *     ask under way, or starts one (one ask per key at a time: concurrent waiters share it), and
- *     takes once what came back covers it; else it asks again while the answer leaves it room,
- *     for at most ASK_WAIT_MS_MAX. One ask is sent again every ASK_RETRY_MS while the partition
- *     has no owner (a not-owner reply, no responder, a timeout), within the same bound.
- *   both (KeyStates): per-key state is bounded: at its `sizeMax` keys the idle ones are swept.
- *
- * Time is read and slept on through an injected Clock (clock.ts): tests run on virtual time.
+ * In full, with the reasoning: docs/internals.md#the-grant-protocol.
  */
 import { fail, type Failure } from "../../src/errors.ts";
 import { partitionOf } from "../subjects.ts";

@@ -6,18 +6,7 @@
  * nodes' wallet recalls (the account's purse gives its slack back), returns idle purses' leases,
  * and drops idle actors and empty purses when there are more than `KEY_ACTORS_MAX`.
  *
- * In a cluster every node still admits locally, each key actor from this node's purse of its
- * account (the database keeps the wallet whole whoever holds the leases); what crosses nodes is the key's
- * concurrency: an admission first takes a slot from this node's share (capacity.ts), granted by
- * the key's partition owner, and a settlement carries that owner's fencing token; and the key's
- * `rpm`, `tpm` and monthly cap: the actor admits from this node's permits (permits.ts), also
- * granted by the owner.
- *
- * An account's concurrency, rpm and tpm (src/keys/accountLimits.ts) are held the same way, the
- * account being a limit holder of its own: an admission takes the account's slot and permits
- * before the key's, on the cluster's shares and permits (the account's partition owner grants
- * them), or alone on this host's own (localGates), so the account's limits are one rule whichever
- * node admits and whichever of its keys asks.
+ * In full, with the reasoning: docs/internals.md#the-key-actor-host.
  */
 import type { Bus, Unsubscribe } from "../../src/bus/bus.ts";
 import { every, runTask } from "../../src/background.ts";

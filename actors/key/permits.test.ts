@@ -3,7 +3,7 @@ import type { KeyRecord, KeyStore } from "../../src/keys/store.ts";
 import { encodeJson } from "../../src/json.ts";
 import { PERMITS, type PermitRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
-import { FakeClock } from "./clock.ts";
+import { FakeClock } from "../../test/fakeClock.ts";
 import type { Tenure } from "./grant.ts";
 import { PERMIT_GRANT_FRACTION, PERMIT_TTL_MS, PermitAllocator, RATE_TAKEOVER_QUIET_MS, RatePermits } from "./permits.ts";
 

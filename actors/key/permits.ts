@@ -5,41 +5,12 @@
  * request/reply on `keyPermits(p)`) only when their permits run out. Keys with none of these
  * limits never ask and keep no state here.
  *
- *   owner (PermitAllocator): per key, the requests and tokens windows of the last 60 s and, for a
- *     key with a cap, the month's spend (the database's sum at the first need in the owner's
- *     tenure, plus every node's billing reported since) and each node's claim: its reserves in
- *     flight plus its unused spend allowance. A grant is counted in the windows when made, and
- *     holds between the admission's `need` and the node's `want`, at most PERMIT_GRANT_FRACTION of
- *     each limit (at least the need), so one node cannot starve the others; a need that does not
- *     fit is refused with the 429 or 402 one node would give (retry-after, x-ratelimit-* view).
- *     The owner's own admissions are grants to itself, in process.
- *   node (RatePermits): admits while its unexpired permits cover the request (one request, its
- *     reserve's tokens, its reserve's money); unused permits expire after PERMIT_TTL_MS and stay
- *     counted (conservative). Concurrent waiters share one ask. A node's reserves in flight and
- *     its billing are reported with each ask and every SPEND_REPORT_MS while it has any.
- *
  * Invariants: Σ requests (tokens) granted in any 60 s window ≤ rpm (tpm). A node admits from a
  * permit within PERMIT_TTL_MS of its grant, so the admissions in any 60 s window exceed the limit
  * by at most what was granted in the PERMIT_TTL_MS before it. Money: spent + Σ claims ≤ cap
  * at the owner, and each node commits no more than its claim.
  *
- * Token correction: the owner's windows are corrected to the tokens its own requests used at
- * settle, as on one node; another node's unused tokens are not given back (tpm stays
- * conservative), and tokens it used beyond its permits (stream extensions) are reported with its
- * next ask and counted then.
- *
- * Slack, named and bounded:
- *   - Takeover: a new owner knows no windows. Every node reports the permits it was granted in the
- *     last minute (told through PARTITION_EVENTS) and the owner grants nothing for
- *     RATE_TAKEOVER_QUIET_MS, so its windows are rebuilt from the reports (counted from the
- *     report, so longer than needed). Only nodes that cannot report within that time (a dead
- *     owner's own admissions among them) are missing: at most one extra limit in the minute after
- *     a takeover, since everything granted in a minute is at most the limit.
- *   - Spend: a node that cannot report for SPEND_CLAIM_TTL_MS loses its claim, so the cap may be
- *     exceeded by at most that node's last claim. After a takeover the new owner reads the month's
- *     spend from the database: usage billed before and not yet written (the usage log's lag,
- *     USAGE_FLUSH_MS plus the ledger consumer's batch) is missing; billing reported again and
- *     already written is counted twice (conservative).
+ * In full, with the reasoning: docs/internals.md#rate-and-spend-permits.
  */
 import { every, runTask } from "../../src/background.ts";
 import { fail } from "../../src/errors.ts";

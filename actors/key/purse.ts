@@ -4,21 +4,11 @@
  * request, or its first after an idle spell, costs what any request costs while its account is
  * in use on this node: no database, no wait for another key's lease.
  *
- *   reserve(a):  take a's reserve from the current lease's room; when it has none, give the
- *                lease's slack back and open a new lease of LEAST(desired, available) ≥ reserve
- *                (one conditional statement under the wallet's row lock, holds.ts). When the
- *                wallet cannot cover the cheap reserve, the edge asks again with an exact count;
- *                when it cannot cover that either, the purse has the other nodes recall their
- *                leases of the wallet and waits (bounded) while any money is still held
- *                somewhere, and refuses (402) only once nothing is held that could come back.
- *   grow(a, x):  a stream metered live grows its reserve: from the lease's room, or by growing
- *                the lease's hold from the wallet.
- *   settled(a):  the request's reserve leaves the lease's outstanding, its charge is consumed;
- *                a retired lease is closed once drained and its charges posted.
- *
  * Invariant: for every lease, consumed + outstanding ≤ amount, so the charges posted to its hold
  * never exceed it (the database's CHECK backs this). A lease stops admitting at its cut-off (half
  * its life, on the monotonic clock).
+ *
+ * In full, with the reasoning: docs/internals.md#an-accounts-purse.
  */
 import { taskFailed } from "../../src/background.ts";
 import type { Db } from "../../src/db/client.ts";

@@ -83,12 +83,18 @@ export class Backend {
     return this.config.name;
   }
 
+  /** The host's metrics, when it reported within HOST_METRICS_STALE_MS; null otherwise. */
+  freshHost(nowMs: number): HostLoad | null {
+    return this.host !== null && nowMs - this.host.atMs <= HOST_METRICS_STALE_MS ? this.host : null;
+  }
+
   /** The host's queue, when it reported recently. */
   hostQueue(nowMs: number): number {
-    if (!this.host || nowMs - this.host.atMs > HOST_METRICS_STALE_MS) return 0;
-    const kvPressure = Math.max(0, this.host.kvCacheUsage - KV_CACHE_USAGE_HIGH) / (1 - KV_CACHE_USAGE_HIGH);
+    const host = this.freshHost(nowMs);
+    if (!host) return 0;
+    const kvPressure = Math.max(0, host.kvCacheUsage - KV_CACHE_USAGE_HIGH) / (1 - KV_CACHE_USAGE_HIGH);
     // A nearly full KV cache is as good as one more request queued per tenth above the mark.
-    return this.host.waiting + kvPressure * 10;
+    return host.waiting + kvPressure * 10;
   }
 
   cost(expectedOutputTokens: number, nowMs: number): number {

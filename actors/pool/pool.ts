@@ -2,20 +2,7 @@
  * The pool actor: one per model on each node, owning this node's view of the model's backends
  * (backend.ts: estimates, in-flight, breaker, host queue, concurrency limit).
  *
- *   pick:   a backend not picked for `EXPLORE_AFTER_MS` goes first (one probe keeps its
- *           estimate fresh); otherwise power of two choices (d choices in pools over four, see
- *           `choicesFor`) over `Backend.cost`, among backends under their concurrency limit whose
- *           breaker lets a request through.
- *   send:   through the backend's adapter; a connect error, timeout, 429 or 5xx before the reply
- *           is accepted is a penalty and a try on another backend, up to `ATTEMPTS_MAX` tries
- *           within one deadline (the upstream timeout). A whole (non-stream) reply is read here,
- *           before any byte reaches the client, so a reply that breaks off is retried too. Once a
- *           stream is handed to the edge nothing is retried: bytes may have reached the client.
- *   learn:  each reply's TTFT, tokens and duration are observed when it ends (`release`).
- *
- * Bodies and tokens stay on this node. Invariant: every accepted reply's `release` runs once,
- * so in-flight counts return to zero; only the final outcome is settled, so a retried request
- * is billed once.
+ * In full, with the reasoning: docs/internals.md#the-pool-actor.
  */
 import { strict as assert } from "node:assert";
 import { BACKENDS_PER_POOL_MAX, type BackendConfig, type PaidFields } from "../../src/config.ts";

@@ -2,18 +2,7 @@
  * Backend caps across nodes: each backend's `concurrency_max` is split into per-node quotas,
  * rebalanced by demand, and each node sets its share as the backend's `concurrencyLimit`.
  *
- *   publish: every QUOTA_INTERVAL_MS a node puts its wants, one number per (model, backend),
- *            as one JSON entry `n.<node>` in a JetStream KV bucket whose TTL forgets dead nodes.
- *   split:   every node reads every entry and computes its own quota with the same rule
- *            (`splitCap`): one slot per node when the cap allows, the rest by want, rounded
- *            down, so Σ quotas ≤ cap for any one snapshot.
- *   want:    what a node used recently plus headroom; doubled while it runs at its quota, so a
- *            busy node's share grows at the expense of idle ones.
- *
- * Slack, named and bounded: nodes read their snapshots up to QUOTA_INTERVAL_MS apart, so while
- * wants shift Σ quotas may exceed a cap for up to QUOTA_INTERVAL_MS; and a node whose quota
- * falls keeps its requests in flight (it only admits fewer), so a cap can be exceeded by what
- * was in flight above the new quota, until those requests end.
+ * In full, with the reasoning: docs/internals.md#backend-quotas-across-nodes.
  */
 import type { KV } from "nats";
 import { taskFailed } from "../../src/background.ts";

@@ -8,7 +8,7 @@ import { and, count, desc, eq, gte, lt, sql, sum, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { apiKeys, usageRecords } from "../db/schema.ts";
 import { microToToman } from "../catalog/prices.ts";
-import { UNIT_NAMES, UNITS, unitsField, type Unit, type UnitRow, type UnitsField } from "../units.ts";
+import { UNIT_NAMES, UNITS, unitsField, type Counts, type Unit, type UnitRow, type UnitsField } from "../units.ts";
 
 export const USAGE_PAGE_MAX = 200;
 export const USAGE_CSV_ROWS_MAX = 100_000;
@@ -147,6 +147,17 @@ export async function dailySpend(
     .orderBy(day)
     .limit(USAGE_DAYS_MAX);
   return rows.map((r) => ({ day: r.day, billedMicro: BigInt(r.billed ?? 0), requests: r.requests }));
+}
+
+/** One key's requests, spend and units over all time (GET /v1/key), each unit's total a number. */
+export async function keyUsage(db: Db, keyId: string): Promise<{ requests: number; billedMicro: bigint; units: Counts }> {
+  const [usage] = await db.orm
+    .select({ requests: count(), billed: sum(usageRecords.billedMicro), ...unitSums })
+    .from(usageRecords)
+    .where(eq(usageRecords.keyId, keyId));
+  const units: Counts = {};
+  for (const unit of UNIT_NAMES) units[unit] = Number(usage?.[unit] ?? 0);
+  return { requests: usage?.requests ?? 0, billedMicro: BigInt(usage?.billed ?? 0), units };
 }
 
 /** Spend per key over all time (the keys page's column). */

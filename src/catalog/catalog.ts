@@ -5,15 +5,7 @@
  * into its usage record). A version set for a future time takes over by itself when that time
  * comes.
  *
- * Seeding is idempotent and runs at every start-up from the catalog file (seed.ts): it adds the
- * file's models the database lacks and refreshes the description (aliases, limits, capabilities,
- * source) of those no operator has changed, adds the first exchange rate and price version when
- * there is none, and prices in the existing versions the models and units that have none yet (a
- * unit added to the file, such as a cache price, is priced in every version at that version's rate).
- * Operators' changes (changes.ts) live in the database and win over the file.
- *
- * A model answers to its id and to each of its aliases; a retired one is kept (usage records
- * name it) but no longer served: `lookup` says which successor to name.
+ * In full, with the reasoning: docs/internals.md#the-catalog-in-memory.
  */
 import { asc, eq, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
@@ -174,16 +166,6 @@ export class Catalog {
 /** What a request asks of a model's long context: `context1m`, Anthropic's `context-1m-2025-08-07` beta. */
 export interface LongContextAsk {
   context1m: boolean;
-}
-
-/**
- * Whether the model has a long-context price tier (every token at higher prices once the prompt
- * is above a threshold). A model that takes context-1m (`capabilities.context_1m`) has it only
- * for requests that ask for context-1m: see longContextTier.
- * @example hasLongContextTier(catalog.get("gemini-2.5-pro")!) // true
- */
-export function hasLongContextTier(model: CatalogModel): boolean {
-  return (model.price.tier ?? null) !== null;
 }
 
 /**

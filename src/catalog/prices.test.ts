@@ -1,7 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { SEED_MODELS, SEED_TOMAN_PER_USD } from "./seed.ts";
 import {
-  costMicro,
   microToToman,
   parseUsd,
   priceProblem,
@@ -11,7 +10,7 @@ import {
   tomanToMicro,
   usdToTomanPer1m,
 } from "./prices.ts";
-import { UNIT_NAMES } from "../units.ts";
+import { costOf, UNIT_NAMES } from "../units.ts";
 
 // The published toman table (input, output per 1M tokens) in listing order, copied by hand.
 const PUBLISHED_TOMAN: [number, number][] = [
@@ -87,7 +86,7 @@ describe("cost in micro-toman", () => {
     [10_000_000n, 7_200n, 72_000_000_000n], // a full llama-4-scout context: 72,000 toman
     [1_000_000n, 54_000n, 54_000_000_000n],
   ])("%p units at %p toman/1M = %p micro-toman", (units, price, expected) => {
-    expect(costMicro(units, price)).toBe(expected);
+    expect(costOf({ output: units }, { output: price })).toBe(expected);
   });
 
   test("toman strings convert both ways exactly", () => {
@@ -112,8 +111,9 @@ describe("the price bound", () => {
     ] as const) {
       const max = tomanPer1mMax(unit);
       const kinds = BigInt(UNIT_NAMES.length);
-      expect(kinds * costMicro(units, max)).toBeLessThanOrEqual(INT8_MAX);
-      expect(kinds * costMicro(units, max + 1n)).toBeGreaterThan(INT8_MAX);
+      // The unit priced is the bound's; costOf multiplies any unit's count by its price alike.
+      expect(kinds * costOf({ output: units }, { output: max })).toBeLessThanOrEqual(INT8_MAX);
+      expect(kinds * costOf({ output: units }, { output: max + 1n })).toBeGreaterThan(INT8_MAX);
     }
   });
 

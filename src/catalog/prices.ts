@@ -57,11 +57,6 @@ export function priceProblem(unit: string, usd: string, tomanPerUsd: bigint): st
   return `${unit} at USD ${usd} per 1M is ${toman} toman per 1M at ${tomanPerUsd} toman per USD, above the bound of ${max} (docs/catalog.md#price-bound)`;
 }
 
-/** Micro-toman for `units` at `tomanPer1m`: exact by construction. */
-export function costMicro(units: bigint, tomanPer1m: bigint): bigint {
-  return units * tomanPer1m;
-}
-
 /** Micro-toman as a decimal toman string: 1234567n → "1.234567". */
 export function microToToman(micro: bigint): string {
   const negative = micro < 0n;

@@ -330,6 +330,55 @@ function callFor(command: Sent, body?: unknown): Call {
     case "pools.set":
       return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body: body as PoolSpec };
     case "accounts.create":
+    case "accounts.show":
+    case "accounts.limits":
+    case "topup":
+    case "keys.create":
+    case "keys.limits":
+      return accountCall(command);
+    case "keys.revoke":
+      return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
+    case "pools":
+      return { method: "GET", path: "/admin/pools" };
+    case "adjust":
+      return {
+        method: "POST",
+        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/adjustments`,
+        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference } satisfies z.input<
+          typeof adjustmentBody
+        >,
+      };
+    case "rates.show":
+      return { method: "GET", path: "/admin/rates" };
+    case "rates.set":
+      return {
+        method: "POST",
+        path: "/admin/rates",
+        body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } satisfies z.input<typeof rateBody>,
+      };
+    case "ledger.audit":
+      return { method: "GET", path: "/admin/ledger/audit" };
+    case "topups.start":
+    case "topups.list":
+    case "topups.show":
+    case "topups.review":
+    case "topups.reconcile":
+      return topupsCall(command);
+    case "usage.deadLetters":
+      return { method: "GET", path: `/admin/usage/dead-letters?status=${command.all ? "all" : "dead"}` };
+    case "usage.replay":
+      return { method: "POST", path: `/admin/usage/dead-letters/${encodeURIComponent(command.deadLetterId)}/replay` };
+  }
+}
+
+type Kinds<K extends Sent["kind"]> = Extract<Sent, { kind: K }>;
+
+/** An account's calls: create, show, set limits, top up; its keys' creation and limits. */
+function accountCall(
+  command: Kinds<"accounts.create" | "accounts.show" | "accounts.limits" | "topup" | "keys.create" | "keys.limits">,
+): Call {
+  switch (command.kind) {
+    case "accounts.create":
       return { method: "POST", path: "/admin/accounts", body: { name: command.name } satisfies z.input<typeof createAccountBody> };
     case "accounts.show":
       return { method: "GET", path: `/admin/accounts/${encodeURIComponent(command.accountId)}` };
@@ -357,28 +406,12 @@ function callFor(command: Sent, body?: unknown): Call {
         path: `/admin/keys/${encodeURIComponent(command.keyId)}`,
         body: command.limits satisfies z.input<typeof keyLimitsBody>,
       };
-    case "keys.revoke":
-      return { method: "DELETE", path: `/admin/keys/${encodeURIComponent(command.keyId)}` };
-    case "pools":
-      return { method: "GET", path: "/admin/pools" };
-    case "adjust":
-      return {
-        method: "POST",
-        path: `/admin/accounts/${encodeURIComponent(command.accountId)}/adjustments`,
-        body: { amount_toman: command.amountToman, reason: command.reason, reference: command.reference } satisfies z.input<
-          typeof adjustmentBody
-        >,
-      };
-    case "rates.show":
-      return { method: "GET", path: "/admin/rates" };
-    case "rates.set":
-      return {
-        method: "POST",
-        path: "/admin/rates",
-        body: { toman_per_usd: command.tomanPerUsd, effective_at: command.effectiveAt } satisfies z.input<typeof rateBody>,
-      };
-    case "ledger.audit":
-      return { method: "GET", path: "/admin/ledger/audit" };
+  }
+}
+
+/** The paid top-ups' calls (src/payments): start, list, show, review, reconcile. */
+function topupsCall(command: Kinds<"topups.start" | "topups.list" | "topups.show" | "topups.review" | "topups.reconcile">): Call {
+  switch (command.kind) {
     case "topups.start":
       return {
         method: "POST",
@@ -401,10 +434,6 @@ function callFor(command: Sent, body?: unknown): Call {
       };
     case "topups.reconcile":
       return { method: "POST", path: "/admin/topups/reconcile" };
-    case "usage.deadLetters":
-      return { method: "GET", path: `/admin/usage/dead-letters?status=${command.all ? "all" : "dead"}` };
-    case "usage.replay":
-      return { method: "POST", path: `/admin/usage/dead-letters/${encodeURIComponent(command.deadLetterId)}/replay` };
   }
 }
 

@@ -3,21 +3,10 @@
  * peer to `X-Forwarded-For`, so the entries a trusted proxy wrote are at the right, and whatever
  * a client sent stands left of them. From a trusted TCP peer the client is therefore the
  * rightmost entry that is not a trusted proxy (walking from the right, skipping trusted ones);
- * from any other peer the headers are ignored and the client is the peer.
+ * from any other peer the headers are ignored and the client is the peer. Only the header's last
+ * FORWARDED_FOR_BYTES_MAX bytes and FORWARDED_FOR_ENTRIES_MAX entries are read.
  *
- *   entries:   an IPv4 or IPv6 address, also `[v6]`, `[v6]:port` or `v4:port`; IPv4-mapped IPv6
- *              is read as IPv4 and IPv6 written canonically (parseAddress), so one client has one
- *              address in every allowlist, limit, session and log.
- *   malformed: the walk stops at the first entry that is no address (or is empty) and takes the
- *              nearest address right of it: the last trusted entry skipped, else the peer. What
- *              left of it cannot be vouched for, and counting it as the proxy errs on the side of
- *              a stricter limit, never a looser one.
- *   bounds:    only the header's last FORWARDED_FOR_BYTES_MAX bytes and FORWARDED_FOR_ENTRIES_MAX
- *              entries are read (what a client forged stands left of them); a walk that reaches
- *              the bound through trusted entries only ends as at a malformed one.
- *   scheme:    `X-Forwarded-Proto` from a trusted peer, when it is exactly `http` or `https` (any
- *              case, a list is not taken): the scheme the client used, for Secure cookies and the
- *              console's origin checks; else the connection's own.
+ * In full, with the reasoning: docs/internals.md#the-clients-address-behind-proxies.
  */
 import { type Address, type Block, inBlock, parseAddress, parseBlock } from "../addresses.ts";
 

@@ -18,6 +18,8 @@ import { z } from "zod";
 export const INT4_MAX = 2_147_483_647;
 /** A key's concurrency when its creator names none. */
 export const CONCURRENCY_MAX_DEFAULT = 32;
+/** The largest concurrency an operator may give one key. */
+export const CONCURRENCY_MAX_LIMIT = 10_000;
 /** Above what the console's keys can reach by default (keys_max × their ceiling, 1,600): it binds keys an operator made larger. */
 export const ACCOUNT_CONCURRENCY_MAX_DEFAULT = 2_048;
 /** None: the keys' own limits, at most keys_max × the console's ceilings, bound it. */

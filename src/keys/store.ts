@@ -1,18 +1,10 @@
 /**
  * API keys: creation, revocation, limits, and authentication with a bounded in-memory cache.
  *
- * The hot path never waits on the database for a known key. A revocation or limit change is
- * broadcast on the bus and drops the cached entry on every node at once; in case an event is
- * lost, each node also polls for keys changed since its last look every `KEY_POLL_INTERVAL_MS`
- * (one indexed query a second, however many keys), so a revoked key is refused within about a
- * second either way. Entries also expire after `KEY_CACHE_TTL_MS`. Unknown keys are cached too
- * (negative entries, briefly), so guessing keys cannot hammer the database. Keys missing from
- * the cache are looked up together: the misses of one event-loop turn are one query (at most
- * `KEY_LOOKUP_BATCH_MAX` keys), and requests of one key arriving together wait for one lookup,
- * so a node that starts under load, or many new keys at once, costs a query per turn, not per
- * request. A key's expiry is
- * checked against the clock on every authentication, cached entry or not, so it holds on every
- * node to the second; its last use is noted in memory and written in batches (lastUse.ts).
+ * The hot path never waits on the database for a known key; a revoked key is refused within
+ * about a second on every node (the change broadcast, and a poll every KEY_POLL_INTERVAL_MS).
+ *
+ * In full, with the reasoning: docs/internals.md#api-keys.
  */
 import { and, eq, gt, inArray, isNull, or, sql } from "drizzle-orm";
 import type { Db, Tx } from "../db/client.ts";
@@ -33,9 +25,7 @@ const KEY_POLL_OVERLAP_MS = 5_000;
 export const KEY_CACHE_ENTRIES_MAX = 100_000;
 /** The most keys one lookup query asks for; more misses in one turn make more queries. */
 export const KEY_LOOKUP_BATCH_MAX = 256;
-export { CONCURRENCY_MAX_DEFAULT };
 export const KEYS_PER_ACCOUNT_LIST_MAX = 1_000;
-export const CONCURRENCY_MAX_LIMIT = 10_000;
 
 export interface KeyRecord {
   id: string;

@@ -1,25 +1,7 @@
 /**
  * The ledger audit: every invariant of the money, checked from the database alone.
  *
- *   transfers:  every transfer moves a positive amount between two different accounts
- *   wallets:    balance = Σ credits − Σ debits of `wallet:<id>`; held = Σ (amount − posted) of
- *               its pending holds; balance − held ≥ 0
- *   holds:      0 ≤ posted ≤ amount; posted = Σ billed of its usage records; none still pending
- *               past its deadline (beyond the expiry grace and the sweeper's interval)
- *   usage:      every record's metered = Σ units × price over its components (input, output,
- *               cache reads, cache writes); Σ billed = Σ usage transfers;
- *               Σ (metered − billed) = Σ write-off transfers
- *   payments:   a paid top-up is verified exactly when its credit (`topup:pay:<id>`) exists, and
- *               that credit is the requested amount, to the account recorded at request time
- *
- * Beside the checks, the write-offs by key (usage metered but not charged: beyond what the
- * wallet could cover, or past a stream's cut), the largest first; and the upstream anomalies by
- * backend (usage reports clamped to the request's bounds or raised to what was proven used, as
- * each usage record keeps them), the most frequent first.
- *   dead letters: Σ written off of those awaiting replay = Σ dead_letter − Σ dead_letter_reversal
- *               transfers; none awaiting replay is also billed. The report lists how many await.
- *
- * `bun run gw ledger audit` runs it through the admin API and exits non-zero on any violation.
+ * In full, with the reasoning: docs/internals.md#the-ledger-audit.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -11,7 +11,7 @@ import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { openDb, type Db } from "../db/client.ts";
 import { migrate } from "../db/migrate.ts";
 import { silentLogger } from "../log.ts";
-import { FakeClock } from "../../actors/key/clock.ts";
+import { FakeClock } from "../../test/fakeClock.ts";
 import { USAGE_REPUBLISH_AFTER_MS, USAGE_REPUBLISH_AFTER_MS_MAX, UsageConfirmations, type UsageStreamPort } from "./confirm.ts";
 import { openHold } from "./holds.ts";
 import { postUsageBatch, type UsageRecord } from "./usage.ts";

@@ -11,12 +11,7 @@
  * USAGE_REPUBLISH_AFTER_MS_MAX it is published again whatever the stream shows. Posting is
  * idempotent by request id, so a second copy bills nothing twice.
  *
- *   publish (ack) → kept ──check by request id──► in usage_records / usage_dead_letters: dropped
- *                     └─ missing, not waiting in the stream ──► published again (new message id)
- *
- * The node's own kill -9 loses what it kept and what its writer had not yet published (the last
- * USAGE_FLUSH_MS); nothing else. Kept records are bounded (USAGE_UNCONFIRMED_RECORDS_MAX): when
- * full, the writer stops accepting and admission refuses new work rather than serve it unbilled.
+ * In full, with the reasoning: docs/internals.md#usage-confirmations.
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -1,22 +1,9 @@
 /**
  * Poison usage records. A batch the database refuses with a data or constraint error (SQLSTATE
  * class 22 or 23: it would refuse the same batch forever) is split in halves until each refused
- * record is alone; those are dead-lettered and every other record is posted as usual:
+ * record is alone; those are dead-lettered and every other record is posted as usual.
  *
- *   dead-letter (one statement, skipped when the request is already billed or already dead; from
- *   then on postUsageInTx skips the request, so a redelivery cannot bill it behind its write-off):
- *     the record goes to usage_dead_letters as the JSON it came as, with the reason and SQLSTATE;
- *     what its hold would have charged is written off: write_off → revenue, `deadletter:<request id>`
- *     (kind dead_letter). The customer's money stays in the hold, released when the hold closes.
- *   replay (an operator, after a fix; one transaction):
- *     the record is posted as any other (postUsageInTx: idempotent by request id), and the
- *     write-off reversed: revenue → write_off, `deadletter-reversal:<request id>`; then `replayed`.
- *
- * Every other error (connection lost, serialization failure, the database shutting down) is
- * thrown to the caller, which retries the whole batch: posting is idempotent by request id, so
- * the halves already written post nothing again. Splitting n records takes at most 2n − 1
- * transactions (about 2·log2 n for one bad record). The audit checks that the write-offs of dead
- * letters equal their transfers (audit.ts).
+ * In full, with the reasoning: docs/internals.md#dead-letters.
  */
 import { sql, type SQL } from "drizzle-orm";
 import { sqlReason, sqlStateOf, txRows, type Db } from "../db/client.ts";

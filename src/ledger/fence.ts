@@ -5,51 +5,13 @@
  * another node has owned its partition since the settlement's token, so an owner that was
  * deposed (its lease expired while it was cut off and someone else took over) cannot post.
  *
- * A node that takes its own partition again (its lease lapsed while NATS was away, and nobody
- * else claimed it) continues its run: `owner_since_token` stays at the run's first token, and
- * every settlement of the run still posts, however many re-takes (and tokens) later it arrives.
- *
- * A settlement of an earlier run posts when its request was admitted before that run ended, or
- * within FENCE_ADMISSION_SLACK_MS after: however late it arrives. Usage travels asynchronously
- * (the usage writer's group commit, the usage stream, its redeliveries after an ack wait, a node's
- * republishing of records a restarted NATS lost), and through a NATS crash loop that takes
- * minutes: judging a record by when it reaches the database gave away served usage each time a
- * partition moved meanwhile. Judged by when it was admitted, a record is refused only for work a
- * deposed owner took on after its run ended. The slack covers what is legitimately admitted after
- * another node took over: a node admits from the share its owner granted until the grant expires
- * (GRANT_TTL_MS, 10 s), an owner whose renewal the KV lost (a kill -9 of every NATS server drops
- * unsynced writes) acts until PARTITION_OWNER_MS_MAX (3.5 s) after that renewal, and the node's
- * clock may differ from the database's (1.5 s allowed): 15 s in all (fence.test.ts checks it
- * against those constants).
- *
- * The admission time is the node's wall clock, as the node says: nodes are the cluster's own (they
- * hold the database's credentials), and a node whose clock runs more than the allowance behind is
- * an operator's fault (docs/runbook.md). A record without one (written by a node of an older
- * version) is judged as before: it posts within FENCE_GRACE_MS of the takeover that ended its run,
- * on the database's clock.
- *
- * The end of a run: a token of the previous owner's run ended at `acquired_at`; an older run's
- * ended at the latest at `previous_acquired_at` (a killed node's partitions may move twice, to a
- * survivor and on to the node started in its place, while its usage is still on its way).
- *
- *   raise by the same owner:    fence_token ← new (the run goes on)
- *   raise by another node:      previous_fence_token ← owner_since_token, owner_since_token ←
- *                               fence_token ← new, previous_acquired_at ← acquired_at,
- *                               acquired_at ← now()
- *   a settlement's token T is refused when T < owner_since_token and it was admitted more than
- *                               FENCE_ADMISSION_SLACK_MS after its run's end: acquired_at
- *                               (T ≥ previous_fence_token), else previous_acquired_at
- *
  * Invariant: a partition's token only grows (the UPDATE is conditional on a lower token). A raise
  * refused for a token not above the database's is logged by the node (`partition_fence_refused`,
  * both tokens and the database's owner): a deposed node's late claim, or, should the KV's
  * revisions ever go back (none did in whole-cluster kill -9s of nats-server 2.9.10 under writes),
  * the place to see it; the node gives the partition back and the next claim carries a higher one.
  *
- * Judging a record already written (an audit, the chaos suite's write-off reasons), the rule is
- * evaluated with the record's `admitted_at` and `created_at` (`fencedOut(token, admittedAt, at)`):
- * a takeover after the record was billed makes its token older than `owner_since_token` without it
- * having been refused.
+ * In full, with the reasoning: docs/internals.md#fencing-tokens.
  */
 import { sql, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";

@@ -1,24 +1,12 @@
 /**
- * Two-phase holds, after TigerBeetle.
- *
- *   open:   under the wallet's row lock, held += LEAST(desired, available), only when that
- *           covers at least `min`: a lease never asks for money that is not there.
- *   post:   (usage.ts) each usage record posts its charge from the hold once, by request id:
- *           posted += charge, balance −= charge, held −= charge.
- *   shrink: gives back unused room (amount −= x, held −= x), never below what was posted.
- *   close:  releases amount − posted; the hold is then final and can no longer be posted.
- *           Its node closes a lease only once the lease's usage is posted (actors/key/actor.ts).
- *   renew:  a live node pushes its open leases' deadlines forward (renewHolds) on every sweep,
- *           so a slow database or usage log never lets a hold end while its usage is on its way.
- *   expire: the sweeper closes pending holds past their deadline by HOLD_EXPIRY_GRACE_MS: a
- *           crashed node's leases, once every record it published can have been delivered.
- *
- * A record posts to any hold still pending, whatever its deadline: the hold ends by close or
- * expiry only, each under the hold's row lock, so a post and an expiry never interleave.
+ * Two-phase holds, after TigerBeetle: open (held += what the wallet has, at least `min`), post
+ * (usage.ts, once per request id), shrink, close (releases amount − posted), renew, expire.
  *
  * The database enforces, whatever the code does: balance − held ≥ 0 for every wallet, and
  * 0 ≤ posted ≤ amount for every hold (CHECKs in schema.ts); every statement here is also
  * conditional, so a refused change is a row count of zero, not an error.
+ *
+ * In full, with the reasoning: docs/internals.md#holds.
  */
 import { sql } from "drizzle-orm";
 import { txRows, type Db } from "../db/client.ts";

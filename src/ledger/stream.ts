@@ -6,25 +6,7 @@
  * that arrived while it posted, together) and acknowledges them only then. A redelivered batch
  * posts nothing twice.
  *
- *   edge → UsageWriter (≤ USAGE_FLUSH_MS) → stream `<PREFIX>_USAGE` (ack) → consumer → ledger
- *                                                       dead letters → stream `<PREFIX>_USAGE_DEAD`
- *
- * The usage log away: from the disconnect on the sink is `full`, so admission stops at once (503,
- * as /ready says); a batch written while NATS is disconnected, or whose publish is cut by the
- * disconnect (or fails), is posted straight to PostgreSQL by the node itself (the same idempotent
- * transaction, so a copy that did reach the stream posts nothing twice). The usage log hung (no
- * disconnect, no acknowledgement): a publish unacknowledged after USAGE_ACK_OVERDUE_MS has its
- * batch posted straight to PostgreSQL, and the sink is `full` (and later batches go straight to
- * PostgreSQL) until NATS answers a ping again. What a crash can then lose is the usage of the
- * requests that ended within USAGE_FLUSH_MS + USAGE_ACK_OVERDUE_MS and one database write of it;
- * with the database away as well the writer keeps it buffered and retries (usage.ts).
- *
- * Failures: a record the database refuses for its data is dead-lettered (deadletter.ts) and the
- * rest of its message posted, then acknowledged; any other failure (the database down) is
- * retried in place, the message kept (its ack deadline pushed back), so waiting on the database
- * spends no delivery. A message is redelivered only when its consumer died or hung; the
- * consumer's max_deliver (USAGE_DELIVERIES_MAX) bounds that, and the last delivery dead-letters
- * the message's records unposted instead of running them again.
+ * In full, with the reasoning: docs/internals.md#the-usage-stream.
  */
 import {
   AckPolicy,

@@ -2,24 +2,13 @@
  * Durable usage: every request ends in one usage record, and each record posts its charge from
  * its hold exactly once. Records are written by group commit: appended in memory, then written
  * in batches of at most `USAGE_BATCH_MAX`, at most `flushMs` (USAGE_FLUSH_MS) after they were
- * appended, each batch in one transaction:
- *
- *   insert the records (ON CONFLICT (request_id) DO NOTHING: a replayed record posts nothing;
- *   nor does one dead-lettered and awaiting its operator's replay, deadletter.ts),
- *   post the new records' charges from their holds (a hold no longer pending — closed or expired — takes
- *   no post, and neither does a record settled under a deposed partition owner: another node
- *   has owned its partition since its fencing token (beyond fence.ts's grace for the previous
- *   owner): those records are billed 0 and their
- *   value goes to write-off; the customer's money stays in the hold until it is closed or
- *   expires, so a refused settlement costs the customer nothing),
- *   move the posted money wallet → revenue, and metered − billed write_off → revenue,
- *   and write a low-balance alert for each wallet the posts take below its account's threshold.
+ * appended, each batch in one transaction (postUsageInTx's steps).
  *
  * A crash loses at most the records of the last `flushMs`. While the database cannot be written
- * (down, unreachable) the records stay buffered (bounded by `USAGE_BUFFER_MAX`) and retried, and
- * `accepting` turns false so that admission refuses new work instead of serving it unbilled. A
- * record the database refuses for its data (SQLSTATE 22, 23) is not retried: the sink
- * dead-letters it (deadletter.ts) and the rest of its batch is posted.
+ * the records stay buffered (at most `USAGE_BUFFER_MAX`) and retried, and `accepting` turns false
+ * so that admission refuses new work instead of serving it unbilled.
+ *
+ * In full, with the reasoning: docs/internals.md#usage-records.
  */
 import { sql } from "drizzle-orm";
 import { z } from "zod";
@@ -78,9 +67,32 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
   const unique = new Map<string, UsageRecord>();
   for (const r of batch) if (!unique.has(r.requestId)) unique.set(r.requestId, r);
   if (unique.size === 0) return { written: 0, postedMicro: 0n, writtenOffMicro: 0n };
-  // 1. Lock the holds; one no longer pending (closed, or expired: its node died) takes no charge.
-  // A pending hold past its deadline still does: it ends by close or expiry only (holds.ts).
-  const holdIds = [...new Set([...unique.values()].map((r) => r.holdId))];
+  const accountOf = await lockLiveHolds(tx, [...unique.values()]);
+  const stale = await fencedOutRecords(tx, [...unique.values()]);
+  const records = [...unique.values()].map((r) => ({
+    ...r,
+    billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
+  }));
+  const fresh = await insertRecords(tx, records);
+  const groups = holdTotals(
+    records.filter((r) => fresh.has(r.requestId)),
+    accountOf,
+  );
+  if (groups.length > 0) await postGroups(tx, groups);
+  return {
+    written: fresh.size,
+    postedMicro: groups.reduce((sum, g) => sum + g.billed, 0n),
+    writtenOffMicro: groups.reduce((sum, g) => sum + g.unbilled, 0n),
+  };
+}
+
+/**
+ * 1. Locks the batch's holds; one no longer pending (closed, or expired: its node died) takes no
+ * charge. A pending hold past its deadline still does: it ends by close or expiry only (holds.ts).
+ * Returns each live hold's account.
+ */
+async function lockLiveHolds(tx: Tx, records: UsageRecord[]): Promise<Map<string, string>> {
+  const holdIds = [...new Set(records.map((r) => r.holdId))];
   const live = await txRows<{ id: string; account_id: string }>(
     tx,
     sql`
@@ -88,30 +100,32 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     WHERE id IN (SELECT json_array_elements_text(${encodeJson(holdIds)}::json)) AND status = 'pending'
     FOR UPDATE`,
   );
-  const accountOf = new Map(live.map((h) => [h.id, h.account_id]));
-  // 1b. Fencing: a record is refused when another node has owned its partition since the
-  // record's token (fence.ts). FOR SHARE makes a new owner's raiseFence wait for this batch, so a batch is
-  // judged against one fence, before or after the takeover, never half-way.
-  const fenced = [...unique.values()].filter((r) => r.partition != null && r.fenceToken != null);
-  const stale = new Set<string>();
-  if (fenced.length > 0) {
-    const rows = await txRows<{ request_id: string }>(
-      tx,
-      sql`
-      SELECT r."requestId" AS request_id
-      FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken, admittedAt: r.admittedAt ?? null })))}::json)
-        AS r("requestId" text, partition int, "fenceToken" bigint, "admittedAt" timestamptz)
-      JOIN key_partitions kp ON kp.partition = r.partition
-      WHERE ${fencedOut(sql`r."fenceToken"`, sql`r."admittedAt"`)}
-      FOR SHARE OF kp`,
-    );
-    for (const row of rows) stale.add(row.request_id);
-  }
-  const records = [...unique.values()].map((r) => ({
-    ...r,
-    billedMicro: accountOf.has(r.holdId) && !stale.has(r.requestId) ? r.billedMicro : 0n,
-  }));
-  // 2. The records; those already written (a replay) are skipped.
+  return new Map(live.map((h) => [h.id, h.account_id]));
+}
+
+/**
+ * 1b. Fencing: the request ids refused because another node has owned their partition since the
+ * record's token (fence.ts). FOR SHARE makes a new owner's raiseFence wait for this batch, so a
+ * batch is judged against one fence, before or after the takeover, never half-way.
+ */
+async function fencedOutRecords(tx: Tx, records: UsageRecord[]): Promise<Set<string>> {
+  const fenced = records.filter((r) => r.partition != null && r.fenceToken != null);
+  if (fenced.length === 0) return new Set();
+  const rows = await txRows<{ request_id: string }>(
+    tx,
+    sql`
+    SELECT r."requestId" AS request_id
+    FROM json_to_recordset(${encodeJson(fenced.map((r) => ({ requestId: r.requestId, partition: r.partition, fenceToken: r.fenceToken, admittedAt: r.admittedAt ?? null })))}::json)
+      AS r("requestId" text, partition int, "fenceToken" bigint, "admittedAt" timestamptz)
+    JOIN key_partitions kp ON kp.partition = r.partition
+    WHERE ${fencedOut(sql`r."fenceToken"`, sql`r."admittedAt"`)}
+    FOR SHARE OF kp`,
+  );
+  return new Set(rows.map((row) => row.request_id));
+}
+
+/** 2. Writes the records, skipping those already written (a replay); returns the request ids written. */
+async function insertRecords(tx: Tx, records: UsageRecord[]): Promise<Set<string>> {
   const inserted = await txRows<{ request_id: string }>(
     tx,
     sql`
@@ -123,10 +137,13 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     ON CONFLICT (request_id) DO NOTHING
     RETURNING request_id`,
   );
-  const fresh = new Set(inserted.map((r) => r.request_id));
+  return new Set(inserted.map((r) => r.request_id));
+}
+
+/** The records written, summed by hold: what each hold is charged and what is written off. */
+function holdTotals(written: UsageRecord[], accountOf: Map<string, string>): HoldTotals[] {
   const totals = new Map<string, HoldTotals>();
-  for (const r of records) {
-    if (!fresh.has(r.requestId)) continue;
+  for (const r of written) {
     const t = totals.get(r.holdId) ?? {
       hold_id: r.holdId,
       account_id: accountOf.get(r.holdId) ?? r.accountId,
@@ -138,46 +155,42 @@ export async function postUsageInTx(tx: Tx, batch: UsageRecord[]): Promise<Batch
     t.unbilled += r.meteredMicro - r.billedMicro;
     totals.set(r.holdId, t);
   }
-  const groups = [...totals.values()];
-  // 3. Posts from the holds, the wallets, and the transfers that record both.
-  if (groups.length > 0) {
-    await txRows(
-      tx,
-      sql`
-      WITH g AS (
-        SELECT * FROM json_to_recordset(${encodeJson(groups)}::json)
-          AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
-      h AS (
-        UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
-        WHERE holds.id = g.hold_id AND g.billed > 0 RETURNING holds.id),
-      w AS (
-        UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
-        FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
-        WHERE wallets.account_id = s.account_id AND s.billed > 0
-        RETURNING wallets.account_id, wallets.balance_micro, wallets.balance_micro + s.billed AS before_micro),
-      -- A settlement taking the balance from at or above the account's alert threshold to below it
-      -- writes one alert, in this statement: decided once whichever node posts (balanceAlerts.ts).
-      alerts AS (
-        INSERT INTO balance_alerts (account_id, balance_micro, threshold_micro)
-        SELECT w.account_id, w.balance_micro, a.low_balance_threshold_micro FROM w JOIN accounts a ON a.id = w.account_id
-        WHERE w.balance_micro < a.low_balance_threshold_micro AND w.before_micro >= a.low_balance_threshold_micro
-        RETURNING id),
-      usage AS (
-        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-        SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
-        RETURNING id),
-      written_off AS (
-        INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
-        SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
-        RETURNING id)
-      SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`,
-    );
-  }
-  return {
-    written: fresh.size,
-    postedMicro: groups.reduce((sum, g) => sum + g.billed, 0n),
-    writtenOffMicro: groups.reduce((sum, g) => sum + g.unbilled, 0n),
-  };
+  return [...totals.values()];
+}
+
+/** 3. Posts from the holds, the wallets, and the transfers that record both, in one statement. */
+async function postGroups(tx: Tx, groups: HoldTotals[]): Promise<void> {
+  await txRows(
+    tx,
+    sql`
+    WITH g AS (
+      SELECT * FROM json_to_recordset(${encodeJson(groups)}::json)
+        AS g(hold_id text, account_id text, billed bigint, unbilled bigint, ref text)),
+    h AS (
+      UPDATE holds SET posted_micro = posted_micro + g.billed FROM g
+      WHERE holds.id = g.hold_id AND g.billed > 0 RETURNING holds.id),
+    w AS (
+      UPDATE wallets SET balance_micro = balance_micro - s.billed, held_micro = held_micro - s.billed, updated_at = now()
+      FROM (SELECT account_id, sum(billed) AS billed FROM g GROUP BY account_id) s
+      WHERE wallets.account_id = s.account_id AND s.billed > 0
+      RETURNING wallets.account_id, wallets.balance_micro, wallets.balance_micro + s.billed AS before_micro),
+    -- A settlement taking the balance from at or above the account's alert threshold to below it
+    -- writes one alert, in this statement: decided once whichever node posts (balanceAlerts.ts).
+    alerts AS (
+      INSERT INTO balance_alerts (account_id, balance_micro, threshold_micro)
+      SELECT w.account_id, w.balance_micro, a.low_balance_threshold_micro FROM w JOIN accounts a ON a.id = w.account_id
+      WHERE w.balance_micro < a.low_balance_threshold_micro AND w.before_micro >= a.low_balance_threshold_micro
+      RETURNING id),
+    usage AS (
+      INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+      SELECT 'usage:' || hold_id || ':' || ref, 'wallet:' || account_id, 'revenue', billed, 'usage' FROM g WHERE billed > 0
+      RETURNING id),
+    written_off AS (
+      INSERT INTO ledger_transfers (reference, debit_account, credit_account, amount_micro, kind)
+      SELECT 'writeoff:' || hold_id || ':' || ref, 'write_off', 'revenue', unbilled, 'write_off' FROM g WHERE unbilled > 0
+      RETURNING id)
+    SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM w) AS wallets`,
+  );
 }
 
 /** Where batches go: straight into the ledger, or into a durable stream that a consumer posts. */

@@ -11,6 +11,7 @@ import type { PoolHost } from "../../actors/pool/host.ts";
 import { backendSnapshot, Traffic } from "./snapshot.ts";
 import type { MemoryGuardStats } from "../memory.ts";
 import { backgroundFailures } from "../background.ts";
+import { silenceWatch } from "../providers/upstream.ts";
 import { TOKEN_UNITS, type Counts, type Unit } from "../units.ts";
 import { BoundCounter, BoundHistogram, type CounterCell, type HistogramCell, SERIES_MAX } from "./bound.ts";
 
@@ -210,6 +211,14 @@ export class Metrics {
     backendGauge(sources, registers, "darvaze_backend_breaker_open", "1 while a backend's breaker is open on this node.", (b, nowMs) =>
       b.requests > 0 ? (backendSnapshot(b, nowMs).breaker === "open" ? 1 : 0) : null,
     );
+    new Gauge({
+      name: "darvaze_upstream_streams_open",
+      help: "Upstream streams open on this node (each one's silence watched).",
+      registers,
+      collect() {
+        this.set(silenceWatch().streams);
+      },
+    });
     new Gauge({
       name: "darvaze_backend_breaker_state",
       help: "1 for the state each backend's breaker is in on this node (closed, half_open, open).",

@@ -1,12 +1,6 @@
 /**
  * Top-ups paid through a provider: records, their state machine, and the one `settle`.
  *
- *   created ──request ok──► redirected ──settle (claim)──► verifying ──paid──► verified
- *      │                        │                            ├─not paid / invalid──► failed
- *      └─request refused─► failed                            ├─amount differs / ref_id seen twice──► needs_review
- *                                                            └─no usable answer──► verifying (claim released; retried)
- *   redirected past its expiry ──► expired;  needs_review ──operator──► verified | failed;  any paid ──► reversed
- *
  * Invariants: the wallet is credited only in the transaction that moves a row to `verified`,
  * through the ledger reference `topup:pay:<id>`, so no path (callback, reconciler, operator,
  * retry) can credit twice; the credit goes to the account recorded at request time, for the
@@ -18,6 +12,8 @@
  * CALLBACK_ATTEMPTS_MAX times and at most once per askIntervalMs (in between they get the last
  * answer), and a customer has at most TOPUPS_PENDING_PER_ACCOUNT_MAX top-ups waiting
  * (TOPUPS_PENDING_PER_ADDRESS_MAX per address).
+ *
+ * In full, with the reasoning: docs/internals.md#paid-top-ups.
  */
 import { and, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
 import { txRows, type Db } from "../db/client.ts";
@@ -30,6 +26,8 @@ import type { PaymentProvider, RawReply, VerifyOutcome } from "./provider.ts";
 
 export type Topup = typeof topups.$inferSelect;
 export type TopupState = Topup["state"];
+/** Every state a top-up can be in (the admin API's list filter takes one). */
+export { TOPUP_STATES };
 
 /** The reason a waiting top-up carries once its customer came back from the payment page with "cancel". */
 export const CANCELLED_REASON = "cancelled on the payment page";
@@ -510,11 +508,6 @@ function pendingRefusal(counts: { account: number; address: number; soonest: Dat
 function appendReply(raw: RawReply): SQL {
   const json = JSON.stringify(raw ?? null);
   return sql`(CASE WHEN jsonb_array_length(${topups.replies}) >= ${REPLIES_KEPT_MAX} THEN ${topups.replies} - 0 ELSE ${topups.replies} END) || jsonb_build_array(${json}::jsonb)`;
-}
-
-/** The ledger reference a paid top-up is credited under (`topUpIn` adds the `topup:`). */
-export function topupReference(id: string): string {
-  return `topup:${ledgerKey(id)}`;
 }
 
 function ledgerKey(id: string): string {

@@ -9,8 +9,7 @@ import {
   StreamStalled,
   UpstreamReply,
   UpstreamStream,
-  silenceWatchEveryMs,
-  watchedStreams,
+  silenceWatch,
 } from "./upstream.ts";
 
 /** A body of endless 16 KiB chunks of "a", counting how many the reader pulled. */
@@ -275,7 +274,7 @@ describe("UpstreamStream: the silence of open streams", () => {
     const upstream = new UpstreamStream(reply, new OpenAIStreamDecoder(), { keepAliveMs: 60, stallMsMax: 400 }, () =>
       keepAlives.push(performance.now() - startedMs),
     );
-    expect(watchedStreams()).toBe(1);
+    expect(silenceWatch().streams).toBe(1);
     const first = await upstream.read();
     expect(first.done).toBe(false);
     expect(upstream.piece(first.value!).frames.map((f) => f.text)).toEqual(["t0"]);
@@ -294,7 +293,7 @@ describe("UpstreamStream: the silence of open streams", () => {
     expect(cancelled()).toBe(true);
     expect(keepAlives.length).toBeGreaterThanOrEqual(4);
     expect(keepAlives.length).toBeLessThanOrEqual(7);
-    expect(watchedStreams()).toBe(0);
+    expect(silenceWatch().streams).toBe(0);
     upstream.close();
   });
 
@@ -314,7 +313,7 @@ describe("UpstreamStream: the silence of open streams", () => {
       { keepAliveMs: 50, stallMsMax: 60_000 },
       () => seen.fast++,
     );
-    expect(watchedStreams()).toBe(2);
+    expect(silenceWatch().streams).toBe(2);
     // Each has read its first chunk and waits for the next: silent from then on.
     for (const stream of [slowStream, fastStream]) stream.piece((await stream.read()).value!);
     // (Closing them below releases the body with these reads pending: they reject, as expected.)
@@ -324,7 +323,7 @@ describe("UpstreamStream: the silence of open streams", () => {
     expect(seen.slow).toBe(0);
     fastStream.close();
     slowStream.close();
-    expect(watchedStreams()).toBe(0);
+    expect(silenceWatch().streams).toBe(0);
     expect(slow.cancelled() || fast.cancelled()).toBe(false);
   });
 
@@ -348,13 +347,13 @@ describe("UpstreamStream: the silence of open streams", () => {
     const opened = (keepAliveMs: number) =>
       new UpstreamStream(silentReply(chunk(0)).reply, new OpenAIStreamDecoder(), { keepAliveMs, stallMsMax: 60_000 }, () => {});
     const slow = opened(10_000);
-    expect(silenceWatchEveryMs()).toBe(1_000);
+    expect(silenceWatch().everyMs).toBe(1_000);
     const fast = opened(50);
-    expect(silenceWatchEveryMs()).toBe(5);
+    expect(silenceWatch().everyMs).toBe(5);
     fast.close();
-    expect(silenceWatchEveryMs()).toBe(1_000);
+    expect(silenceWatch().everyMs).toBe(1_000);
     slow.close();
-    expect(silenceWatchEveryMs()).toBe(0);
+    expect(silenceWatch().everyMs).toBe(0);
   });
 
   test("a read after the end of the body says done without waiting", async () => {
@@ -365,6 +364,6 @@ describe("UpstreamStream: the silence of open streams", () => {
     expect((await upstream.read()).done).toBe(true);
     expect(() => upstream.ended()).not.toThrow();
     upstream.close();
-    expect(watchedStreams()).toBe(0);
+    expect(silenceWatch().streams).toBe(0);
   });
 });

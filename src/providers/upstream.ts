@@ -249,14 +249,9 @@ const periods = new Map<number, number>();
 let watchTimer: ReturnType<typeof setInterval> | null = null;
 let watchEveryMs = 0;
 
-/** Open upstream streams whose silence is watched (tests: a closed stream is no longer). */
-export function watchedStreams(): number {
-  return silences.size;
-}
-
-/** How often the watch ticks now, in ms; 0 when it is stopped (tests). */
-export function silenceWatchEveryMs(): number {
-  return watchEveryMs;
+/** The watch now: the open upstream streams it watches (a closed stream is no longer), and how often it ticks (0: stopped). */
+export function silenceWatch(): { streams: number; everyMs: number } {
+  return { streams: silences.size, everyMs: watchEveryMs };
 }
 
 /** Where a failure inside the watch is reported: it has no request, and must not end the process. */

@@ -1,27 +1,8 @@
 /**
- * o200k_base token counting in time linear in the text's bytes, whatever the text.
+ * o200k_base token counting in time linear in the text's bytes, whatever the text: an exact
+ * count, or, past its time, the proven bounds `lower` and `upper` (its UTF-8 bytes).
  *
- * js-tiktoken splits text into pre-tokens with its regex (linear here) and then merges each
- * pre-token's bytes by scanning every adjacent pair per merge: quadratic in the pre-token's
- * length, and a pre-token can be a whole body (32 MiB of spaces, of one letter, of one emoji).
- * This counter keeps the pre-tokens and the merge rule (lowest rank first, leftmost on ties) but
- * merges with a heap over a linked list: O(n log n) per piece, the same tokens as js-tiktoken.
- *
- * What a count is:
- * - `tokens`: exact when no pre-token is longer than PIECE_BYTES_MAX. A longer pre-token (only
- *   pathological text has one) is cut into pieces of that size, each counted exactly. A cut loses
- *   the merges across it, which usually adds tokens, but BPE's greedy order can also make the
- *   pieces count fewer than the whole (a merge across the cut pre-empts two better ones; seen on
- *   o200k with random letters, less than one token per cut). So `upper` adds CUT_MARGIN_TOKENS
- *   per cut: an upper bound checked against whole counts in the tests, not a theorem.
- * - `lower`: a proven lower bound. Tokens never cross a pre-token and none is longer than the
- *   longest token that fits inside the pre-token: 128 bytes in general, far fewer inside a run of
- *   one repeated character (8 for "aaaa…", 128 for spaces, 4 for "😀😀…"), computed from the vocabulary.
- * - Work is capped: once `bytesMax` bytes went through the merge (or `lowerEnough` is proven),
- *   the rest of the text is not scanned; it adds its bytes to `upper` and `tokens` (byte-level BPE
- *   never makes more tokens than bytes) and its bytes ÷ 128 to `lower`. A run of one character
- *   costs one piece whatever its length. A count advances in slices (`step`), which the
- *   tokenizer threads interleave across keys.
+ * In full, with the reasoning: docs/internals.md#counting-tokens-in-linear-time.
  */
 
 /** The longest o200k_base token, in bytes: no token covers more, so tokens ≥ bytes ÷ 128. */

@@ -3,7 +3,7 @@
  * fixture (OpenAI's own chunks, which the relay passes on untouched) read as relay frames, or a
  * vendor's fixture run through its adapter's decoder first (the chunks the relay would queue).
  */
-import { decodeAll, fixture } from "../providers/testing.ts";
+import { decodeAll, fixture } from "../../test/decoders.ts";
 import type { ChatStreamDecoder } from "../providers/types.ts";
 import { chatFrameOf, type ChatFrame } from "./chat.ts";
 

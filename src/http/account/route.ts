@@ -2,17 +2,15 @@
  * GET /v1/key, GET /v1/credits and GET /v1/generations/{request_id}: what the calling key may
  * do, what its wallet holds, and what one of its account's requests came to.
  */
-import { and, count, eq, sum } from "drizzle-orm";
 import { PURSE_FIGURES, type PurseFigures } from "../../../actors/protocol.ts";
 import { costToman } from "../../admission/costReply.ts";
 import { microToToman } from "../../catalog/prices.ts";
-import { recordUnits, unitSums, usageRecordOf } from "../../accountArea/usage.ts";
-import { usageRecords } from "../../db/schema.ts";
+import { keyUsage, recordUnits, usageRecordOf } from "../../accountArea/usage.ts";
 import { fail } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
 import { getWallet, type Wallet } from "../../ledger/wallets.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
-import { UNIT_NAMES, UNITS, withParts, type Counts, type UnitRow } from "../../units.ts";
+import { UNIT_NAMES, UNITS, withParts, type UnitRow } from "../../units.ts";
 
 export function walletFields(wallet: Wallet) {
   const available = wallet.balanceMicro - wallet.heldMicro;
@@ -81,17 +79,7 @@ export async function credits(key: KeyRecord, deps: GatewayDeps) {
 
 export async function keyInfo(key: KeyRecord, deps: GatewayDeps) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
-  const [usage] = await deps.db.orm
-    .select({
-      requests: count(),
-      billed: sum(usageRecords.billedMicro),
-      ...unitSums,
-    })
-    .from(usageRecords)
-    .where(and(eq(usageRecords.keyId, key.id)));
-  const billed = BigInt(usage?.billed ?? 0);
-  const units: Counts = {};
-  for (const unit of UNIT_NAMES) units[unit] = Number(usage?.[unit] ?? 0);
+  const { requests, billedMicro: billed, units } = await keyUsage(deps.db, key.id);
   // A whole's count takes in its parts (`input_tokens` the whole prompts, as `prompt_tokens` counts them); the parts also apart.
   const tokens: Record<string, number> = {};
   for (const unit of UNIT_NAMES) {
@@ -108,7 +96,7 @@ export async function keyInfo(key: KeyRecord, deps: GatewayDeps) {
     expires_at: key.expiresAt ? Math.floor(key.expiresAt.getTime() / 1000) : null,
     limits: { concurrency_max: key.concurrencyMax, rpm: key.rpm, tpm: key.tpm },
     usage: {
-      requests: usage?.requests ?? 0,
+      requests,
       ...tokens,
       spent_toman: microToToman(billed),
       spent_micro_toman: billed.toString(),

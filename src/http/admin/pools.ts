@@ -5,7 +5,7 @@
  * this node at once and announced to every other node.
  */
 import { POOL_EVENTS } from "../../../actors/protocol.ts";
-import { HOST_METRICS_STALE_MS, type Backend } from "../../../actors/pool/backend.ts";
+import type { Backend } from "../../../actors/pool/backend.ts";
 import { savePool } from "../../../actors/pool/savedPools.ts";
 import { servedModel } from "../../admission/model.ts";
 import { poolSchema, resolveBackends } from "../../config.ts";
@@ -17,7 +17,7 @@ import { parseBody } from "./body.ts";
 const round = (ms: number) => Math.round(ms * 10) / 10;
 
 export function backendView(b: Backend, nowMs: number) {
-  const host = b.host !== null && nowMs - b.host.atMs <= HOST_METRICS_STALE_MS ? b.host : null;
+  const host = b.freshHost(nowMs);
   return {
     name: b.name,
     kind: b.config.kind,

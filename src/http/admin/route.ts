@@ -14,8 +14,15 @@ import { microToToman, tomanToMicro } from "../../catalog/prices.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import { LOW_BALANCE_THRESHOLD_MICRO_MAX, setLowBalanceThreshold } from "../../accountArea/balanceAlerts.ts";
 import { fail, isFailure } from "../../errors.ts";
-import { CONCURRENCY_MAX_LIMIT, type KeyRecord } from "../../keys/store.ts";
-import { accountLimitsBody, INT4_MAX, limitsObject, limitsPatchOf, resolveLimits } from "../../keys/accountLimits.ts";
+import type { KeyRecord } from "../../keys/store.ts";
+import {
+  accountLimitsBody,
+  CONCURRENCY_MAX_LIMIT,
+  INT4_MAX,
+  limitsObject,
+  limitsPatchOf,
+  resolveLimits,
+} from "../../keys/accountLimits.ts";
 import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";

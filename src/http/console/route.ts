@@ -30,7 +30,8 @@ import {
 } from "../../accountArea/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
-import { CONCURRENCY_MAX_DEFAULT, type KeyLimits } from "../../keys/store.ts";
+import type { KeyLimits } from "../../keys/store.ts";
+import { CONCURRENCY_MAX_DEFAULT } from "../../keys/accountLimits.ts";
 import { getWallet, hasBeenFunded, accountForPhone } from "../../ledger/wallets.ts";
 import { leaseFields, walletFields } from "../account/route.ts";
 import { parseBody } from "../admin/body.ts";

@@ -1,7 +1,7 @@
-/** GET /v1/media/{id}: generated media (src/operations/images/media.ts) from the gateway's own origin. */
+/** GET /v1/media/{id}: generated media (src/media/store.ts) from the gateway's own origin. */
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { fail } from "../../errors.ts";
-import { readMedia } from "../../operations/images/media.ts";
+import { readMedia } from "../../media/store.ts";
 import { failed } from "../guard.ts";
 
 /** The bytes while the lifetime lasts, then the OpenAI-shaped 404. */

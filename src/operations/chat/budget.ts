@@ -4,16 +4,7 @@
  * price, so the hold covers the worst case and the upstream, told the same limit, cannot exceed
  * it: nothing is generated without money held, hidden reasoning included.
  *
- * Without `max_tokens` the limit is OUTPUT_TOKENS_DEFAULT (STREAM_OUTPUT_TOKENS_DEFAULT for a
- * stream) or the context's remainder, and the hold covers all of it. When the wallet cannot cover
- * the limit, admission lowers it to what the wallet covers, down to OUTPUT_TOKENS_LOWERED_MIN
- * (src/admission: `Reserve.outputLowerable`); the upstream is told the lowered limit. On a wire
- * that lowers to the window (Anthropic's Messages), a limit the window cannot hold after the
- * prompt is lowered to the room left, down to OUTPUT_TOKENS_WINDOW_MIN, instead of refused.
- *
- * A limit above the model's `output_max` (the most its vendor lets one request ask for) is
- * refused with the vendor's 400 in the wire's words (`OutputLimitWording`); a default limit is
- * held within it.
+ * In full, with the reasoning: docs/internals.md#a-chat-requests-budget.
  */
 import { type CatalogModel, contextWindowOf, longContextTier, type PriceTierList } from "../../catalog/catalog.ts";
 import type { PromptTier, ServedTierPrices } from "../../admission/reserve.ts";

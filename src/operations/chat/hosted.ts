@@ -2,23 +2,7 @@
  * Hosted (vendor-run) tools on the chat path: a tool the vendor runs and bills per call, bounded
  * by the hold like every other part of a request's cost.
  *
- *   offered   Anthropic's web search (`anthropic.web_search`, from the Messages wire or the
- *             Responses wire's `web_search` tool), on a model whose catalog entry prices
- *             `web_search_call`
- *   reserved  calls = the client's `max_uses`, capped at HOSTED_TOOL_CALLS_MAX (no `max_uses`: the
- *             cap), each at the per-call price plus WEB_SEARCH_INPUT_TOKENS_PER_CALL input tokens
- *             for its results, in the request's cost value (`Reserve.hostedCalls`); lowered at the
- *             wallet's edge to what the hold covers, down to none
- *   sent      to an Anthropic backend with `max_uses` = the calls the hold covers; left out when
- *             none fits or the model has no per-call price; other backends never see it (their
- *             adapters drop `anthropic`), so the bound holds whichever backend the pool picks
- *   billed    the calls the vendor reports (`server_tool_use.web_search_requests`), clamped to
- *             the calls sent, and the input tokens up to the prompt's bound plus each call's
- *             allowance; when it reports no usage, every call sent to an Anthropic backend and
- *             its allowance
- *
- * Anthropic bills each search $10 per 1,000 on top of the tokens its results add:
- * https://platform.claude.com/docs/en/agents-and-tools/tool-use/web-search-tool (read 2026-11-27).
+ * In full, with the reasoning: docs/internals.md#hosted-tools-on-the-chat-path.
  */
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import type { HostedCalls } from "../../admission/reserve.ts";

@@ -2,19 +2,7 @@
  * A chat request's output when the upstream reported no usage: it never does, or the client left
  * and the stream was cut. The one count of an unreported or cut request.
  *
- *   visible   the text the upstream sent (content, refusal, visible reasoning, tool calls),
- *             counted as its vendor counts: o200k for OpenAI's models; for a backend with a free
- *             count endpoint (Anthropic, Gemini) that endpoint on the text; else, or when the
- *             count fails (logged), its UTF-8 bytes, a bound for any byte-level BPE.
- *   cut       a stream cut when its client left: the visible count of what was read until the
- *             cut, plus hidden reasoning (a model whose reasoning is hidden: the time from the
- *             upstream's answer to its last event ÷ its time per token, less the visible count), plus the
- *             in-flight allowance (what the backend can generate between its last event and
- *             seeing the cut: that time plus STREAM_CUT_MS_MAX, ÷ its time per token). Never
- *             more than the hold covers. A whole reply (or a stream before its first event)
- *             whose client hung up: no text, so the in-flight allowance from the call's start.
- *   finished  a stream or reply that ended without a report: its visible count; a model whose
- *             reasoning is hidden reports it only in usage, so its bill is all the hold covers.
+ * In full, with the reasoning: docs/internals.md#output-the-upstream-did-not-report.
  */
 import type { Backend } from "../../../actors/pool/backend.ts";
 import type { Admission, SettleExtra } from "../../admission/settlement.ts";

@@ -19,7 +19,7 @@ import type { UpstreamImage } from "../../providers/types.ts";
 import { fetchUpstreamFile } from "../../providers/upstream.ts";
 import { type OperationInput, readJson } from "../input.ts";
 import { type WholeResult, type Prepared, run, sendWhole, type PaidDeps } from "../run.ts";
-import { storeMedia } from "./media.ts";
+import { storeMedia } from "../../media/store.ts";
 import { type ImageChoice, IMAGE_MODEL_DEFAULT, type ImagesRequest, imagesRequest, resolveImageChoice } from "./schema.ts";
 import { imageTokenPrices, imageTokensReserve, imageTokensUsed, imageUsageOf } from "./tokens.ts";
 import { presentedJson } from "../../admission/costReply.ts";

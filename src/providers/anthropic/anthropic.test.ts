@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { chunksOf, decodeAll, fixture } from "../testing.ts";
+import { chunksOf, decodeAll, fixture } from "../../../test/decoders.ts";
 import { anthropicAdapter } from "./index.ts";
 import { JSON_OBJECT_INSTRUCTION, openAIToAnthropicRequest } from "./request.ts";
 import { anthropicStopToFinishReason, anthropicUsageToUsage } from "./response.ts";

@@ -86,37 +86,10 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
         }
         this.frame(piece, { role: "assistant", content: "" }, "");
         return;
-      case "content_block_start": {
-        const block = event.content_block;
-        if (block.type === "server_tool_use") this.serverCall = { index: event.index, block, json: "" };
-        else if (isServerToolBlock(block.type)) this.frame(piece, { anthropic_block: block }, "");
-        if (block.type !== "tool_use" || this.toolIndex.size >= anthropicToolCallsMax) return;
-        const index = this.toolIndex.size;
-        this.toolIndex.set(event.index, index);
-        this.frame(
-          piece,
-          {
-            tool_calls: [{ index, id: block.id ?? `call_${index}`, type: "function", function: { name: block.name ?? "", arguments: "" } }],
-          },
-          "",
-        );
-        return;
-      }
-      case "content_block_delta": {
-        const delta = event.delta;
-        if (delta.type === "text_delta" && delta.text !== undefined) this.frame(piece, { content: delta.text }, delta.text);
-        else if (delta.type === "thinking_delta" && delta.thinking !== undefined)
-          this.frame(piece, { reasoning_content: delta.thinking }, delta.thinking);
-        else if (delta.type === "input_json_delta" && delta.partial_json !== undefined) {
-          const server = this.serverCall;
-          if (server?.index === event.index && server.json.length + delta.partial_json.length <= SERVER_TOOL_INPUT_CHARS_MAX)
-            server.json += delta.partial_json;
-          const index = this.toolIndex.get(event.index);
-          if (index !== undefined)
-            this.frame(piece, { tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, delta.partial_json);
-        }
-        return;
-      }
+      case "content_block_start":
+        return this.blockStart(event, piece);
+      case "content_block_delta":
+        return this.blockDelta(event, piece);
       case "message_delta":
         if (event.usage) {
           // Cumulative: the latest counts replace the earlier ones.
@@ -155,7 +128,42 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
         return;
     }
   }
+
+  /** A content block opens: a tool call (given its OpenAI index, within anthropicToolCallsMax), or a vendor-run tool's block. */
+  private blockStart(event: StreamEventOf<"content_block_start">, piece: StreamPiece): void {
+    const block = event.content_block;
+    if (block.type === "server_tool_use") this.serverCall = { index: event.index, block, json: "" };
+    else if (isServerToolBlock(block.type)) this.frame(piece, { anthropic_block: block }, "");
+    if (block.type !== "tool_use" || this.toolIndex.size >= anthropicToolCallsMax) return;
+    const index = this.toolIndex.size;
+    this.toolIndex.set(event.index, index);
+    this.frame(
+      piece,
+      {
+        tool_calls: [{ index, id: block.id ?? `call_${index}`, type: "function", function: { name: block.name ?? "", arguments: "" } }],
+      },
+      "",
+    );
+  }
+
+  /** A content block grows: text, thinking, or a tool call's arguments (a vendor-run call's kept, bounded). */
+  private blockDelta(event: StreamEventOf<"content_block_delta">, piece: StreamPiece): void {
+    const delta = event.delta;
+    if (delta.type === "text_delta" && delta.text !== undefined) this.frame(piece, { content: delta.text }, delta.text);
+    else if (delta.type === "thinking_delta" && delta.thinking !== undefined)
+      this.frame(piece, { reasoning_content: delta.thinking }, delta.thinking);
+    else if (delta.type === "input_json_delta" && delta.partial_json !== undefined) {
+      const server = this.serverCall;
+      if (server?.index === event.index && server.json.length + delta.partial_json.length <= SERVER_TOOL_INPUT_CHARS_MAX)
+        server.json += delta.partial_json;
+      const index = this.toolIndex.get(event.index);
+      if (index !== undefined)
+        this.frame(piece, { tool_calls: [{ index, function: { arguments: delta.partial_json } }] }, delta.partial_json);
+    }
+  }
 }
+
+type StreamEventOf<T extends z.infer<typeof streamEvent>["type"]> = Extract<z.infer<typeof streamEvent>, { type: T }>;
 
 function stripNulls(usage: z.infer<typeof anthropicUsage>): z.infer<typeof anthropicUsage> {
   return Object.fromEntries(Object.entries(usage).filter(([, v]) => v != null));

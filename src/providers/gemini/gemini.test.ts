@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { chunksOf, decodeAll, fixture } from "../testing.ts";
+import { chunksOf, decodeAll, fixture } from "../../../test/decoders.ts";
 import { geminiAdapter } from "./index.ts";
 import { geminiOutputLimits } from "./request.ts";
 import { geminiFinishToFinishReason, geminiUsageToOpenAI } from "./response.ts";

@@ -1,23 +1,11 @@
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
-import type { StreamPiece } from "../types.ts";
+import { decodeAll, fixture as recorded } from "../../../test/decoders.ts";
 import { OpenAIStreamDecoder } from "./stream.ts";
 
-const fixture = (name: string) => readFileSync(new URL(`../../../test/fixtures/openai/${name}`, import.meta.url), "utf8");
+const fixture = (name: string) => recorded("openai", name);
 
 /** Feeds the text in pieces of `size` characters, as a network might deliver it. */
-function decode(text: string, size: number): StreamPiece {
-  const decoder = new OpenAIStreamDecoder();
-  const all: StreamPiece = { frames: [], done: false };
-  for (let i = 0; i < text.length; i += size) {
-    const piece = decoder.push(text.slice(i, i + size));
-    all.frames.push(...piece.frames);
-    all.usage = piece.usage ?? all.usage;
-    all.error = piece.error ?? all.error;
-    all.done ||= piece.done;
-  }
-  return all;
-}
+const decode = (text: string, size: number) => decodeAll(new OpenAIStreamDecoder(), text, size);
 
 describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a time", (size) => {
   test("relays every frame untouched, finds the usage-only chunk and the end", () => {

@@ -3,7 +3,7 @@ import { isFailure } from "../../errors.ts";
 import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { chatCompletionOf } from "../chat.ts";
-import { decodeAll, fixture } from "../../providers/testing.ts";
+import { decodeAll, fixture } from "../../../test/decoders.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { anthropicErrorType, failureToAnthropicError } from "./errors.ts";
 import { messagesToChat } from "./request.ts";

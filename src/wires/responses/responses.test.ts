@@ -3,7 +3,7 @@ import { responseProblems, streamEventProblems } from "../../../test/openaiSchem
 import { isFailure } from "../../errors.ts";
 import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts";
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
-import { fixture } from "../../providers/testing.ts";
+import { fixture } from "../../../test/decoders.ts";
 import { chatCompletionOf } from "../chat.ts";
 import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
 import { responsesToChat } from "./request.ts";

@@ -1,9 +1,9 @@
 /** Test support for stream decoders: feed a recorded stream in network-sized pieces. */
 import { readFileSync } from "node:fs";
-import type { ChatStreamDecoder, StreamPiece } from "./types.ts";
+import type { ChatStreamDecoder, StreamPiece } from "../src/providers/types.ts";
 
 export function fixture(vendor: string, name: string): string {
-  return readFileSync(new URL(`../../test/fixtures/${vendor}/${name}`, import.meta.url), "utf8");
+  return readFileSync(new URL(`./fixtures/${vendor}/${name}`, import.meta.url), "utf8");
 }
 
 /** Feeds `text` in pieces of `size` characters and merges the pieces, as the relay sees them. */

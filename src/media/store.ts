@@ -5,9 +5,9 @@
  * their lifetime, so the table holds no more than one lifetime of images.
  */
 import { and, eq, gt, lt } from "drizzle-orm";
-import type { Db } from "../../db/client.ts";
-import { media } from "../../db/schema.ts";
-import { randomBase62 } from "../../ids.ts";
+import type { Db } from "../db/client.ts";
+import { media } from "../db/schema.ts";
+import { randomBase62 } from "../ids.ts";
 
 const MEDIA_ID_CHARS = 24;
 const MEDIA_ID_PATTERN = /^med_[A-Za-z0-9]{24}$/;
