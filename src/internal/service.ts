@@ -18,6 +18,7 @@ import { errorBody, errorHeaders, fail, type Failure, describe, isFailure } from
 import type { ChatInput, ChatResult } from "../operations/chat/chat.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { Relay } from "../operations/chat/relay.ts";
+import { chunkJson } from "../providers/chunk.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
 import type { Credentials } from "../admission/admission.ts";
 import { newId } from "../ids.ts";
@@ -265,7 +266,7 @@ class InternalService {
           await waitForCredit();
           if (cancelled) break relaying;
           credit--;
-          send(encoder.encode(frame.data), natsHeaders());
+          send(encoder.encode(chunkJson(frame)), natsHeaders());
         }
       }
       if (!cancelled) send(EMPTY, natsHeaders());

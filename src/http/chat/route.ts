@@ -4,7 +4,7 @@
  */
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { chat } from "../../operations/chat/chat.ts";
-import { sseBody } from "../../operations/chat/relay.ts";
+import { sseBody } from "./sse.ts";
 import { failed } from "../guard.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { credentialsOf, readJsonBodyText } from "../request.ts";
