@@ -1,8 +1,9 @@
 /**
- * The stream relay: the upstream's SSE frames to the client as OpenAI's clients expect them,
- * metered live, settled exactly once. One Relay per stream owns the upstream reply from the pool
- * to its one close; its consumer (the HTTP edge's SSE body, or the internal NATS service) takes
- * frames in batches. How a stream ends is decided by ending.ts, a pure table.
+ * The stream relay: the upstream's chunks to one consumer as typed events (events.ts), metered
+ * live, settled exactly once. One Relay per stream owns the upstream reply from the pool to its
+ * one close; its consumer (chat's SSE body, a translated wire's body, or the internal NATS
+ * service) takes events in batches and encodes them. How a stream ends is decided by ending.ts,
+ * a pure table.
  *
  *   pump (reads the upstream): decode → meter (extend the hold ahead of the tokens) → queue.
  *     The queue holds at most STREAM_RELAY_BUFFER_CHARS_MAX; past it the pump stops reading,
