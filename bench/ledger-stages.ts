@@ -101,8 +101,10 @@ export const STAGE_RULES: readonly StageRule[] = [
   { file: "src/providers/replyJson.ts", stage: "relay" },
   { file: "src/providers/jsonEvents.ts", stage: "relay" },
   { file: "src/providers/chatShape.ts", stage: "relay" },
+  { file: "src/providers/chunk.ts", stage: "relay" },
   // The frames to the client, the live meter and the stream's end.
   { file: "src/operations/chat/relay.ts", stage: "relay" },
+  { file: "src/http/chat/sse.ts", stage: "relay" },
   { file: "src/operations/chat/meter.ts", stage: "relay" },
   { file: "src/operations/chat/ending.ts", stage: "relay" },
   // The route's own sequencing between the stages (what it calls is charged to their stages).

@@ -1,5 +1,6 @@
 /** Test support for stream decoders: feed a recorded stream in network-sized pieces. */
 import { readFileSync } from "node:fs";
+import { chunkJson } from "../src/providers/chunk.ts";
 import type { ChatStreamDecoder, StreamPiece } from "../src/providers/types.ts";
 
 export function fixture(vendor: string, name: string): string {
@@ -29,5 +30,5 @@ export function chunksOf(piece: StreamPiece): {
   model: string;
   created: number;
 }[] {
-  return piece.frames.map((f) => JSON.parse(f.data));
+  return piece.frames.map((f) => JSON.parse(chunkJson(f)));
 }

@@ -1,17 +1,22 @@
 /**
  * What the HTTP routes of the translated wires (Responses, Messages, Gemini) share: the wire's
  * body becomes a chat body inside the chat operation (src/operations/chat/chat.ts: caller, then
- * body, then admission); src/wires/through.ts re-writes the relay's frames in the wire's events.
+ * body, then admission); src/wires/through.ts writes the relay's events as the wire's; a count
+ * request's prompt is counted as admission counts it (countTranslatedPrompt).
  */
-import type { Failure } from "../errors.ts";
+import { fail, type Failure } from "../errors.ts";
 import { chat, type ChatWire } from "../operations/chat/chat.ts";
 import type { GatewayDeps } from "../admission/deps.ts";
+import type { FreeGate } from "../admission/free.ts";
+import type { KeyRecord } from "../keys/store.ts";
 import { isFailure } from "./guard.ts";
-import type { OperationInput } from "../operations/input.ts";
+import { jsonLimits, type OperationInput } from "../operations/input.ts";
 import type { OperationResult, Reply } from "../operations/run.ts";
 import { httpInput, readJsonBodyText } from "./request.ts";
-import type { Credentials } from "../admission/caller.ts";
+import { type Credentials, enter } from "../admission/caller.ts";
+import { operationModel } from "../admission/model.ts";
 import type { ChatCompletion } from "../wires/chat.ts";
+import { countChatPrompt } from "../wires/through.ts";
 
 /** A wire's own reading of a request, and the chat body it translates to. */
 export interface WireRequest<W> {
@@ -70,4 +75,56 @@ export function streamHeaders(set: { headers: Record<string, string | number> },
   set.headers["content-type"] = "text/event-stream";
   set.headers["cache-control"] = "no-cache";
   set.headers["x-request-id"] = requestId;
+}
+
+/** A count request as its wire read it: the chat model it names, and its prompt as chat messages and tools. */
+export interface CountRequest {
+  model: string;
+  prompt: () => { messages: Record<string, unknown>[]; tools: unknown } | Failure;
+}
+
+/**
+ * A translated wire's count request (Messages' count_tokens, Gemini's countTokens): the prompt's
+ * tokens by the gateway's own count, what admission uses (src/wires/through.ts countChatPrompt),
+ * not the vendor's tokenizer. Free of charge, not of limits: it needs a key and a chat model of
+ * the catalog, takes one of the key's free slots within its FREE_RPM (src/admission/free.ts)
+ * before the body is read, and counts in the key's own turn on the tokenizer threads. `read`
+ * reads the wire's body (or the 400 naming its field); `model`, a model the path names, is
+ * checked before the body is read. Returns the count, or the failure the wire answers in its shape.
+ */
+export async function countTranslatedPrompt(
+  request: Request,
+  deps: GatewayDeps,
+  gate: FreeGate,
+  wire: { credentials: Credentials; model?: string; read: (raw: unknown) => CountRequest | Failure },
+): Promise<number | Failure> {
+  const caller = await enter(deps, wire.credentials);
+  if (isFailure(caller)) return caller;
+  const release = gate.enter(caller.key, "count_tokens");
+  if (isFailure(release)) return release;
+  try {
+    return await countWithin(request, deps, caller.key, wire);
+  } finally {
+    release();
+  }
+}
+
+async function countWithin(
+  request: Request,
+  deps: GatewayDeps,
+  key: KeyRecord,
+  wire: { model?: string; read: (raw: unknown) => CountRequest | Failure },
+): Promise<number | Failure> {
+  const named = wire.model === undefined ? null : operationModel(deps, wire.model, "chat", key);
+  if (isFailure(named)) return named;
+  const body = await readJsonBodyText(request, jsonLimits(deps.env));
+  if (isFailure(body)) return body;
+  const read = wire.read(body.value);
+  if (isFailure(read)) return read;
+  const model = named ?? operationModel(deps, read.model, "chat", key);
+  if (isFailure(model)) return model;
+  const prompt = read.prompt();
+  if (isFailure(prompt)) return prompt;
+  const tokens = await countChatPrompt(prompt.messages, prompt.tools, key.id);
+  return tokens ?? fail("service_unavailable", "The tokenizer is busy; try again shortly.", { retryAfterS: 1 });
 }

@@ -17,6 +17,7 @@ import { every } from "../background.ts";
 import { errorBody, errorHeaders, fail, type Failure, describe } from "../errors.ts";
 import type { OperationResult } from "../operations/run.ts";
 import type { Relay } from "../operations/chat/relay.ts";
+import { chunkJson } from "../providers/chunk.ts";
 import { newRequestId, type OperationInput, parseForm, parseJsonText, presentedKey, tooLarge } from "../operations/input.ts";
 import type { Credentials } from "../admission/caller.ts";
 import { newId } from "../ids.ts";
@@ -240,7 +241,7 @@ class InternalService {
           await waitForCredit();
           if (cancelled) break relaying;
           credit--;
-          send(encoder.encode(frame.data), natsHeaders());
+          send(encoder.encode(chunkJson(frame)), natsHeaders());
         }
       }
       if (!cancelled) send(EMPTY, natsHeaders());

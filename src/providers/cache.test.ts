@@ -7,6 +7,7 @@ import { anthropicAdapter } from "./anthropic/index.ts";
 import { anthropicUsageToUsage } from "./anthropic/response.ts";
 import { AnthropicStreamDecoder } from "./anthropic/stream.ts";
 import { usageToOpenAI } from "./chatShape.ts";
+import { chunkJson } from "./chunk.ts";
 import { boundedParts } from "../units.ts";
 import { geminiToOpenAIResponse, geminiUsageToOpenAI } from "./gemini/response.ts";
 import { openAIUsageToUsage, parseOpenAIChatResponse } from "./openai/response.ts";
@@ -75,7 +76,7 @@ describe("usage conversions", () => {
     const piece = decoder.push(text);
     expect(piece.usage).toEqual({ input: 8005, output: 12, cache_read: 6000, cache_write: 2000 });
     const usageFrame = piece.frames.find((f) => f.usageOnly)!;
-    expect(JSON.parse(usageFrame.data).usage).toEqual({
+    expect(JSON.parse(chunkJson(usageFrame)).usage).toEqual({
       prompt_tokens: 8005,
       completion_tokens: 12,
       total_tokens: 8017,

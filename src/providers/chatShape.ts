@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import type { ReplyContext, Usage } from "./types.ts";
+import type { ChatChunk, ChunkDelta } from "./chunk.ts";
 
 /**
  * A prompt-cache mark, as Anthropic reads it: the prompt up to here may be cached. Only the
@@ -176,26 +177,26 @@ export function completionToOpenAI(context: ReplyContext, parts: CompletionParts
 }
 
 /** One `chat.completion.chunk` with a single choice. */
-export function chunkToOpenAI(context: ReplyContext, delta: Record<string, unknown>, finishReason: FinishReason | null = null): string {
-  return JSON.stringify({
+export function chunkToOpenAI(context: ReplyContext, delta: ChunkDelta, finishReason: FinishReason | null = null): ChatChunk {
+  return {
     id: `chatcmpl-${context.requestId}`,
     object: "chat.completion.chunk",
     created: context.created,
     model: context.model,
     choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
-  });
+  };
 }
 
 /** The usage-only chunk (empty `choices`) that ends an OpenAI stream when usage was asked for. */
-export function usageChunkToOpenAI(context: ReplyContext, usage: Usage): string {
-  return JSON.stringify({
+export function usageChunkToOpenAI(context: ReplyContext, usage: Usage): ChatChunk {
+  return {
     id: `chatcmpl-${context.requestId}`,
     object: "chat.completion.chunk",
     created: context.created,
     model: context.model,
     choices: [],
     usage: usageToOpenAI(usage),
-  });
+  };
 }
 
 /** The generated fields of an OpenAI-style reply message or stream delta: what its output tokens were spent on. */

@@ -4,6 +4,7 @@
  * ends the piece (done or error). A malformed event, or one past the bound, is an upstream error.
  */
 import { chunkToOpenAI, type FinishReason } from "./chatShape.ts";
+import type { ChunkDelta } from "./chunk.ts";
 import { SseSplitter } from "./sse.ts";
 import type { ChatStreamDecoder, ReplyContext, StreamPiece } from "./types.ts";
 
@@ -20,8 +21,8 @@ export abstract class JsonEventsDecoder implements ChatStreamDecoder {
   /** Reads one event (`data` is its raw text) into the piece: frames, usage, done or error. */
   protected abstract dispatch(json: unknown, data: string, piece: StreamPiece): void;
 
-  protected frame(piece: StreamPiece, delta: Record<string, unknown>, text: string, finish: FinishReason | null = null): void {
-    piece.frames.push({ data: chunkToOpenAI(this.context, delta, finish), usageOnly: false, text });
+  protected frame(piece: StreamPiece, delta: ChunkDelta, text: string, finish: FinishReason | null = null): void {
+    piece.frames.push({ chunk: chunkToOpenAI(this.context, delta, finish), json: null, usageOnly: false, text });
   }
 }
 

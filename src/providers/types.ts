@@ -6,6 +6,7 @@
  */
 import type { Failure } from "../errors.ts";
 import type { Counts } from "../units.ts";
+import type { ChunkText } from "./chunk.ts";
 
 export type BackendKind = "openai" | "anthropic" | "gemini";
 
@@ -68,15 +69,18 @@ export interface ChatReply {
  * One SSE event to relay: an OpenAI `chat.completion.chunk` JSON (the upstream's own payload for
  * OpenAI-style backends, a translation for the others).
  */
-export interface StreamFrame {
-  data: string;
+/**
+ * One decoded chunk (chunk.ts ChunkText: the value, and the upstream's own text when it is the
+ * upstream's), with what the relay meters.
+ */
+export type StreamFrame = ChunkText & {
   /** The chunk that carries only usage (empty `choices`), dropped when the client did not ask. */
   usageOnly: boolean;
   /** Content delivered by this frame, for metering when the upstream reports no usage. */
   text: string;
   /** Usage this frame reports: the final figure, or vLLM's running total on every chunk. */
   usage?: Usage;
-}
+};
 
 export interface StreamPiece {
   frames: StreamFrame[];

@@ -3,6 +3,7 @@
  * fixture (OpenAI's own chunks, which the relay passes on untouched) read as relay frames, or a
  * vendor's fixture run through its adapter's decoder first (the chunks the relay would queue).
  */
+import { chatChunkOf } from "../providers/chunk.ts";
 import { decodeAll, fixture } from "../../test/decoders.ts";
 import type { ChatStreamDecoder } from "../providers/types.ts";
 import { chatFrameOf, type ChatFrame } from "./chat.ts";
@@ -16,7 +17,8 @@ export function chatFixtureFrames(vendor: string, name: string): ChatFrame[] {
   for (const block of fixture(vendor, name).split("\n\n")) {
     if (!block.startsWith("data: ")) continue;
     const data = block.slice("data: ".length).trim();
-    const frame = chatFrameOf(data === "[DONE]" ? { kind: "done" } : { kind: "data", data });
+    const frame =
+      data === "[DONE]" ? { kind: "done" as const } : chatFrameOf({ kind: "chunk", chunk: chatChunkOf(JSON.parse(data)), json: data });
     if (frame) frames.push(frame);
   }
   return frames;
@@ -27,7 +29,7 @@ export function decodedFixtureFrames(vendor: string, name: string, decoder: Chat
   const piece = decodeAll(decoder, fixture(vendor, name), PIECE_CHARS);
   const frames: ChatFrame[] = [];
   for (const frame of piece.frames) {
-    const read = chatFrameOf({ kind: "data", data: frame.data });
+    const read = chatFrameOf({ kind: "chunk", ...frame });
     if (read) frames.push(read);
   }
   if (piece.error) frames.push({ kind: "error", failure: piece.error });

@@ -1,9 +1,11 @@
 /**
  * A translated wire's side of the chat operation (Responses, Messages, Gemini): the relay's
- * frames re-written as the wire's events, and the prompt counted as admission counts it.
- * Nothing here meters or settles: the chat operation did.
+ * events written as the wire's events (each chunk read as the value it is, never parsed again),
+ * and the prompt counted as admission counts it. Nothing here meters or settles: the chat
+ * operation did.
  */
-import { type Relay, RelayBody, type RelayFrame } from "../operations/chat/relay.ts";
+import type { RelayEvent } from "../operations/chat/events.ts";
+import { type Relay, RelayBody } from "../operations/chat/relay.ts";
 import { countPromptTokens, countTokens } from "../tokens/count.ts";
 import { chatFrameOf, type ChatFrame } from "./chat.ts";
 
@@ -17,21 +19,21 @@ export interface StreamFacts {
   hostedCallsBilled: number;
 }
 
-/** A wire's stream translation: its opening events, then the events of each relay frame. */
+/** A wire's stream translation: its opening events, then the events of each relay event. */
 export interface WireStream {
   start(): string;
   frame(frame: ChatFrame, facts: StreamFacts): string;
 }
 
 /**
- * The relay's frames re-written by `wire`: what Elysia's generator route returns. A client that
+ * The relay's events written by `wire`: what Elysia's generator route returns. A client that
  * stops pulling (Elysia returns the iterator) has left, as on chat's own SSE body.
  */
 export function wireBody(relay: Relay, wire: WireStream): RelayBody {
-  const render = (frames: RelayFrame[]) => {
+  const render = (events: RelayEvent[]) => {
     let text = "";
-    for (const frame of frames) {
-      const read = chatFrameOf(frame);
+    for (const event of events) {
+      const read = chatFrameOf(event);
       if (read) text += wire.frame(read, relay);
     }
     return text === "" ? null : encoder.encode(text);

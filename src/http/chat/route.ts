@@ -4,7 +4,7 @@
  */
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { chat } from "../../operations/chat/chat.ts";
-import { sseBody } from "../../operations/chat/relay.ts";
+import { sseBody } from "./sse.ts";
 import { resultResponse } from "../guard.ts";
 import { httpInput } from "../request.ts";
 

@@ -14,10 +14,9 @@
  */
 import { z } from "zod";
 import type { Credentials } from "../../admission/caller.ts";
-import { operationModel, servedModel } from "../../admission/model.ts";
+import { servedModel } from "../../admission/model.ts";
 import type { FreeGate } from "../../admission/free.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
-import type { KeyRecord } from "../../keys/store.ts";
 import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
 import { failureToGoogleError } from "../../wires/gemini/errors.ts";
 import { geminiObject } from "../../wires/gemini/spellings.ts";
@@ -36,10 +35,9 @@ import { enter } from "../../admission/caller.ts";
 import { createEmbeddings } from "../../operations/embeddings/embeddings.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { zodFailure } from "../guard.ts";
-import { jsonLimits } from "../../operations/input.ts";
 import { bearerToken, credentialsOf, decodedSegment, httpInput, readJsonBodyText } from "../request.ts";
-import { countChatPrompt, wireBody } from "../../wires/through.ts";
-import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
+import { wireBody } from "../../wires/through.ts";
+import { chatThroughWire, type CountRequest, countTranslatedPrompt, presentedReply, streamHeaders } from "../translated.ts";
 import { COST_HEADER } from "../../admission/costReply.ts";
 
 /** The actions of `models/{model}:{action}` that are paid operations (they write their own access line). */
@@ -132,38 +130,28 @@ async function generateContent(
   return wireBody(result.relay, new GeminiStream(ctx, sse));
 }
 
-/**
- * The prompt's tokens by the gateway's own count (what admission uses), as `{totalTokens}`: free
- * of charge, not of limits, like the Messages wire's count_tokens (a key, a chat model of the
- * catalog, one of the key's free slots within its FREE_RPM).
- */
+/** …:countTokens: the prompt's tokens by the gateway's own count, as `{totalTokens}` (translated.ts countTranslatedPrompt). */
 async function countGeminiTokens(request: Request, requestId: string, deps: GatewayDeps, gate: FreeGate, modelId: string) {
-  const caller = await enter(deps, geminiCredentials(request));
-  if (isFailure(caller)) return googleFailed(caller, requestId);
-  const release = gate.enter(caller.key, "count_tokens");
-  if (isFailure(release)) return googleFailed(release, requestId);
-  try {
-    return await countWithin(request, requestId, deps, caller.key, modelId);
-  } finally {
-    release();
-  }
+  const credentials = geminiCredentials(request);
+  const counted = await countTranslatedPrompt(request, deps, gate, {
+    credentials,
+    model: modelId,
+    read: (raw) => countRequestOf(raw, modelId),
+  });
+  if (isFailure(counted)) return googleFailed(counted, requestId);
+  return new Response(JSON.stringify({ totalTokens: counted }), { status: 200, headers: replyHeaders(requestId) });
 }
 
-async function countWithin(request: Request, requestId: string, deps: GatewayDeps, key: KeyRecord, modelId: string): Promise<Response> {
-  const model = operationModel(deps, modelId, "chat", key);
-  if (isFailure(model)) return googleFailed(model, requestId);
-  const read = await readJsonBodyText(request, jsonLimits(deps.env));
-  if (isFailure(read)) return googleFailed(read, requestId);
-  const parsed = countTokensRequest.safeParse(read.value);
-  if (!parsed.success) return googleFailed(zodFailure(parsed.error), requestId);
+function countRequestOf(raw: unknown, model: string): CountRequest | Failure {
+  const parsed = countTokensRequest.safeParse(raw);
+  if (!parsed.success) return zodFailure(parsed.error);
   const { generateContentRequest: whole, ...fields } = parsed.data;
   const body = { ...(whole ?? fields), contents: whole?.contents ?? fields.contents ?? [] };
-  const messages = contentsToChat(body);
-  if ("code" in messages) return googleFailed(messages, requestId);
-  const totalTokens = await countChatPrompt(messages, toolsToChat(body).tools, key.id);
-  if (totalTokens === null)
-    return googleFailed(fail("service_unavailable", "The tokenizer is busy; try again shortly.", { retryAfterS: 1 }), requestId);
-  return new Response(JSON.stringify({ totalTokens }), { status: 200, headers: replyHeaders(requestId) });
+  const prompt = () => {
+    const messages = contentsToChat(body);
+    return isFailure(messages) ? messages : { messages, tools: toolsToChat(body).tools };
+  };
+  return { model, prompt };
 }
 
 /**

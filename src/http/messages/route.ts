@@ -7,8 +7,7 @@
  * and `?beta=true` are accepted and change nothing; `anthropic-beta` names are checked against the
  * list in src/operations/chat/betas.ts (an unknown or refused one is a 400). Errors keep Anthropic's shape.
  */
-import { operationModel } from "../../admission/model.ts";
-import { errorHeaders, fail, isFailure, type Failure } from "../../errors.ts";
+import { errorHeaders, isFailure, type Failure } from "../../errors.ts";
 import { failureToAnthropicError } from "../../wires/messages/errors.ts";
 import {
   conversationToChat,
@@ -21,13 +20,11 @@ import {
 import { chatToMessage } from "../../wires/messages/response.ts";
 import { MessagesStream } from "../../wires/messages/stream.ts";
 import type { FreeGate } from "../../admission/free.ts";
-import type { KeyRecord } from "../../keys/store.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
-import { callerOf, zodFailure } from "../guard.ts";
-import { jsonLimits } from "../../operations/input.ts";
-import { readJsonBodyText } from "../request.ts";
-import { countChatPrompt, wireBody } from "../../wires/through.ts";
-import { chatThroughWire, presentedReply, streamHeaders } from "../translated.ts";
+import { zodFailure } from "../guard.ts";
+import { credentialsOf } from "../request.ts";
+import { wireBody } from "../../wires/through.ts";
+import { chatThroughWire, type CountRequest, countTranslatedPrompt, presentedReply, streamHeaders } from "../translated.ts";
 
 function replyHeaders(requestId: string, headers: Record<string, string> = {}): Record<string, string> {
   // `request-id` is where Anthropic's SDKs read the id from.
@@ -66,38 +63,21 @@ export async function createMessage(
   return wireBody(result.relay, new MessagesStream(ctx, await result.relay.inputTokensCounted()));
 }
 
-/**
- * The prompt's tokens by the gateway's own count (o200k_base with OpenAI's template counts, tool
- * definitions and calls by their JSON): what admission and billing without a usage report use,
- * not the vendor's tokenizer. Free of charge, not of limits: it needs a key and a chat model of
- * the catalog, takes one of the key's free slots within its FREE_RPM (src/admission/free.ts),
- * before the body is read, and counts in the key's own turn on the tokenizer threads.
- */
+/** POST /v1/messages/count_tokens: the prompt's tokens by the gateway's own count (translated.ts countTranslatedPrompt). */
 export async function countMessageTokens(request: Request, requestId: string, deps: GatewayDeps, gate: FreeGate) {
-  const caller = await callerOf(request, deps);
-  if (isFailure(caller)) return anthropicFailed(caller, requestId);
-  const release = gate.enter(caller.key, "count_tokens");
-  if (isFailure(release)) return anthropicFailed(release, requestId);
-  try {
-    return await countWithin(request, requestId, deps, caller.key);
-  } finally {
-    release();
-  }
+  const counted = await countTranslatedPrompt(request, deps, gate, { credentials: credentialsOf(request), read: countRequestOf });
+  if (isFailure(counted)) return anthropicFailed(counted, requestId);
+  return new Response(JSON.stringify({ input_tokens: counted }), { status: 200, headers: replyHeaders(requestId) });
 }
 
-async function countWithin(request: Request, requestId: string, deps: GatewayDeps, key: KeyRecord): Promise<Response> {
-  const read = await readJsonBodyText(request, jsonLimits(deps.env));
-  if (isFailure(read)) return anthropicFailed(read, requestId);
-  const parsed = countTokensRequest.safeParse(read.value);
-  if (!parsed.success) return anthropicFailed(zodFailure(parsed.error), requestId);
-  const model = operationModel(deps, parsed.data.model, "chat", key);
-  if (isFailure(model)) return anthropicFailed(model, requestId);
-  const messages = conversationToChat(parsed.data);
-  if (isFailure(messages)) return anthropicFailed(messages, requestId);
-  const tools = toolsToChat(parsed.data);
-  if (isFailure(tools)) return anthropicFailed(tools, requestId);
-  const inputTokens = await countChatPrompt(messages, tools.tools, key.id);
-  if (inputTokens === null)
-    return anthropicFailed(fail("service_unavailable", "The tokenizer is busy; try again shortly.", { retryAfterS: 1 }), requestId);
-  return new Response(JSON.stringify({ input_tokens: inputTokens }), { status: 200, headers: replyHeaders(requestId) });
+function countRequestOf(raw: unknown): CountRequest | Failure {
+  const parsed = countTokensRequest.safeParse(raw);
+  if (!parsed.success) return zodFailure(parsed.error);
+  const prompt = () => {
+    const messages = conversationToChat(parsed.data);
+    if (isFailure(messages)) return messages;
+    const tools = toolsToChat(parsed.data);
+    return isFailure(tools) ? tools : { messages, tools: tools.tools };
+  };
+  return { model: parsed.data.model, prompt };
 }

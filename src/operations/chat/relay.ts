@@ -1,14 +1,15 @@
 /**
- * The stream relay: the upstream's SSE frames to the client as OpenAI's clients expect them,
- * metered live, settled exactly once. One Relay per stream owns the upstream reply from the pool
- * to its one close; its consumer (the HTTP edge's SSE body, or the internal NATS service) takes
- * frames in batches. How a stream ends is decided by ending.ts, a pure table.
+ * The stream relay: the upstream's chunks to one consumer as typed events (events.ts), metered
+ * live, settled exactly once. One Relay per stream owns the upstream reply from the pool to its
+ * one close; its consumer (chat's SSE body, a translated wire's body, or the internal NATS
+ * service) takes events in batches and encodes them. How a stream ends is decided by ending.ts,
+ * a pure table.
  *
  *   pump (reads the upstream): decode → meter (extend the hold ahead of the tokens) → queue.
  *     The queue holds at most STREAM_RELAY_BUFFER_CHARS_MAX; past it the pump stops reading,
  *     so a client that stops reading pauses the upstream instead of growing our memory.
- *   client (Elysia's generator): takes what is queued, one write at a time; `: keep-alive`
- *     comments during long upstream silences; `data: [DONE]` or `data: {"error":…}`, then close.
+ *   consumer (a transport): takes what is queued, typed events (events.ts) it encodes once; a
+ *     keep-alive during long upstream silences; the end (done) or the failure, then close.
  *   ends, each settled once before the last frame is queued:
  *     done        the upstream's usage, else the unreported bill (unreported.ts);
  *     cut         the meter withheld text: finish_reason "length", the usage chunk when asked,
@@ -28,22 +29,25 @@ import type { Settlement } from "../../../actors/protocol.ts";
 import type { UsedUnits } from "../../admission/prices.ts";
 import type { Admission, Settled } from "../../admission/settlement.ts";
 import { costToman, withUsageCost } from "../../admission/costReply.ts";
-import { errorBody, fail, type Failure } from "../../errors.ts";
+import { fail, type Failure } from "../../errors.ts";
 import { usageToOpenAI } from "../../providers/chatShape.ts";
+import type { ChatChunk } from "../../providers/chunk.ts";
 import type { StreamFrame, Usage } from "../../providers/types.ts";
 import { StreamStalled, UpstreamStream } from "../../providers/upstream.ts";
 import { countTokens, promptTokensLowerBound, wordsLowerBound } from "../../tokens/count.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
+import { NOTHING_YET, type RelayEvent } from "./events.ts";
 import { StreamMeter } from "./meter.ts";
 import { type ChatEnding, type CutOutput, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { vendorCounter, type VendorCount } from "../../providers/count.ts";
 import type { ChatRequest } from "./schema.ts";
 
 /**
- * Characters of frames queued for a client that is not reading, before the upstream read pauses
- * (a frame's SSE text: what a queued frame holds in memory, one or two bytes a character).
+ * Characters of events queued for a client that is not reading, before the upstream read pauses
+ * (what a queued event holds in memory: an upstream chunk's own text, or the upstream bytes a
+ * decoder built its chunks from; one or two bytes a character).
  */
 export const STREAM_RELAY_BUFFER_CHARS_MAX = 16_384;
 /**
@@ -62,7 +66,8 @@ export function relayQueuedChars(): number {
   return queuedCharsAll;
 }
 
-const encoder = new TextEncoder();
+/** What an event is weighed beyond its chunk's text or bytes (a keep-alive's or an end's few characters). */
+const EVENT_CHARS = 16;
 
 /** What the relay reads of the request beyond its admission. */
 export interface RelayRequest {
@@ -97,42 +102,39 @@ export function servedTierOf(value: unknown): string | null {
 }
 
 function chunkIds(frame: StreamFrame, fallbackModel: string): ChunkIds | null {
-  try {
-    const chunk = JSON.parse(frame.data) as Partial<ChunkIds>;
-    return {
-      id: typeof chunk.id === "string" ? chunk.id : "chatcmpl-cut",
-      created: typeof chunk.created === "number" ? chunk.created : Math.floor(Date.now() / 1000),
-      model: typeof chunk.model === "string" ? chunk.model : fallbackModel,
-      serviceTier: servedTierOf(chunk),
-    };
-  } catch {
-    return null;
+  let chunk: ChatChunk | null = frame.chunk;
+  // An upstream chunk the gateway cannot read as one still names the stream (read at the first frame only).
+  if (frame.chunk === null) {
+    try {
+      chunk = JSON.parse(frame.json) as ChatChunk | null;
+    } catch {
+      return null;
+    }
   }
+  if (typeof chunk !== "object" || chunk === null) return null;
+  return {
+    id: typeof chunk.id === "string" ? chunk.id : "chatcmpl-cut",
+    created: typeof chunk.created === "number" ? chunk.created : Math.floor(Date.now() / 1000),
+    model: typeof chunk.model === "string" ? chunk.model : fallbackModel,
+    serviceTier: servedTierOf(chunk),
+  };
 }
 
-/**
- * One frame for the client: a chunk's JSON (`data`), a keep-alive, the end, or an error. `sse` is
- * its SSE text, made when it is queued; the HTTP edge encodes what it takes in one piece (the NATS
- * service sends `data` in its own messages, a translated wire re-writes it).
- */
-export type RelayFrame =
-  | { kind: "data"; data: string; sse: string }
-  | { kind: "keepAlive"; sse: string }
-  | { kind: "done"; sse: string }
-  | { kind: "error"; failure: Failure; sse: string };
+const KEEP_ALIVE: RelayEvent = { kind: "keepAlive" };
+const DONE: RelayEvent = { kind: "done" };
 
-/** An SSE comment: clients ignore it, proxies and load balancers see the connection is alive. */
-const KEEP_ALIVE: RelayFrame = { kind: "keepAlive", sse: ": keep-alive\n\n" };
-/** What `Relay.taken` returns while the stream goes on with nothing queued. */
-export const NOTHING_YET = Object.freeze([]) as unknown as RelayFrame[];
-const DONE: RelayFrame = { kind: "done", sse: "data: [DONE]\n\n" };
-
-function dataFrame(data: string): RelayFrame {
-  return { kind: "data", data, sse: `data: ${data}\n\n` };
+function chunkEvent(frame: StreamFrame): RelayEvent {
+  return frame.chunk === null ? { kind: "chunk", chunk: null, json: frame.json } : { kind: "chunk", chunk: frame.chunk, json: frame.json };
 }
 
-function errorFrame(failure: Failure): RelayFrame {
-  return { kind: "error", failure, sse: `data: ${JSON.stringify(errorBody(failure))}\n\n` };
+/** The upstream's usage chunk, sent once settled: its `usage.cost` the bill (null: not settled, sent as it came). */
+function billedUsage(frame: StreamFrame, billedMicro: bigint | null): RelayEvent {
+  const { chunk } = frame;
+  if (chunk === null)
+    return { kind: "usage", chunk: null, json: billedMicro === null ? frame.json : withUsageCost(frame.json, billedMicro) };
+  if (billedMicro === null || !chunk.usage) return { kind: "usage", chunk, json: frame.json };
+  // Written from the value: the same text as the upstream's with `cost` set (costReply.ts valueWithUsageCost).
+  return { kind: "usage", chunk: { ...chunk, usage: { ...chunk.usage, cost: costToman(billedMicro) } }, json: null };
 }
 
 /**
@@ -140,8 +142,10 @@ function errorFrame(failure: Failure): RelayFrame {
  * STREAM_RELAY_BUFFER_CHARS_MAX) while the consumer takes what is queued.
  */
 export class Relay {
-  private readonly queue: RelayFrame[] = [];
+  private readonly queue: RelayEvent[] = [];
   private queuedChars = 0;
+  /** The bytes of the upstream read being handled, not yet weighed in the queue (push). */
+  private unweighedBytes = 0;
   private ended = false;
   private clientGone = false;
   private wakeClient: (() => void) | null = null;
@@ -172,7 +176,7 @@ export class Relay {
   private ids: ChunkIds | null = null;
   private withheld: { text: string; reported?: number } | null = null;
   /** The upstream's usage chunk, for a client that asked for it: sent after settlement, with its cost. */
-  private usageData: string | null = null;
+  private usageFrame: StreamFrame | null = null;
   /** Performance-clock time of the first delivered token, for TTFT. */
   private firstTokenMs: number | null = null;
   /** Read after the client left: generated, so billed. */
@@ -215,8 +219,8 @@ export class Relay {
     return this.admission.inputUnitsUnreported().catch(() => this.admission.reserve.input.units);
   }
 
-  /** The frames queued so far (waiting for some), or null once the stream has ended. */
-  async take(): Promise<RelayFrame[] | null> {
+  /** The events queued so far (waiting for some), or null once the stream has ended. */
+  async take(): Promise<RelayEvent[] | null> {
     for (;;) {
       const frames = this.taken();
       if (frames !== NOTHING_YET) return frames;
@@ -228,7 +232,7 @@ export class Relay {
    * The frames queued so far without waiting: NOTHING_YET when there are none, null once the
    * stream has ended. Taking them makes room for the pump.
    */
-  taken(): RelayFrame[] | null {
+  taken(): RelayEvent[] | null {
     if (this.queue.length > 0) {
       const frames = this.queue.splice(0);
       queuedCharsAll -= this.queuedChars;
@@ -265,12 +269,21 @@ export class Relay {
     wake?.();
   }
 
-  private push(frame: RelayFrame): void {
+  private push(event: RelayEvent): void {
     if (this.clientGone) return;
-    this.queue.push(frame);
-    this.queuedChars += frame.sse.length;
-    queuedCharsAll += frame.sse.length;
+    this.queue.push(event);
+    const chars = this.weight(event);
+    this.queuedChars += chars;
+    queuedCharsAll += chars;
     this.wake();
+  }
+
+  /** What a queued event holds: an upstream chunk's own text; else the bytes of the read its chunk was built from, taken once. */
+  private weight(event: RelayEvent): number {
+    if ((event.kind === "chunk" || event.kind === "usage") && event.json !== null) return event.json.length + EVENT_CHARS;
+    const bytes = this.unweighedBytes;
+    this.unweighedBytes = 0;
+    return bytes + EVENT_CHARS;
   }
 
   private async roomForMore(): Promise<void> {
@@ -314,14 +327,14 @@ export class Relay {
       if (!this.meter.deliverNow(frame.text, frame.usage?.output)) return this.handleUncovered(frame);
       this.firstTokenMs ??= performance.now();
     }
-    this.push(dataFrame(frame.data));
+    this.push(chunkEvent(frame));
     return true;
   }
 
   private async handleUsage(frame: StreamFrame): Promise<boolean> {
     if (frame.usage) await this.meter.report(frame.usage.output);
     // Kept for the end: it goes out once settled, with the billed cost (settle).
-    if (this.wantsUsage) this.usageData = frame.data;
+    if (this.wantsUsage) this.usageFrame = frame;
     return true;
   }
 
@@ -332,7 +345,7 @@ export class Relay {
       return false;
     }
     this.firstTokenMs ??= performance.now();
-    this.push(dataFrame(frame.data));
+    this.push(chunkEvent(frame));
     return true;
   }
 
@@ -350,12 +363,14 @@ export class Relay {
         }
         if (this.cutMs === null) this.lastReadMs = performance.now();
         const piece = upstream.piece(chunk.value);
+        this.unweighedBytes = chunk.value.byteLength;
         // Before the piece's frames: a wire that opens with the input count reads it at the first.
         if (piece.inputTokensAtStart !== undefined) this.inputTokensAtStart ??= piece.inputTokensAtStart;
         for (const frame of piece.frames) {
           const handled = this.handle(frame);
           if (!(handled === true || (handled !== false && (await handled)))) break read;
         }
+        this.unweighedBytes = 0;
         // Translating decoders report usage on the piece (Anthropic's message_delta, Gemini's
         // usageMetadata with its thoughts), not on a frame: the meter sees every figure.
         if (piece.usage) {
@@ -497,10 +512,10 @@ export class Relay {
         serviceTier: null,
       };
       const usage = this.wantsUsage ? { ...prompt, output } : null;
-      for (const frame of cutFrames(ids, budget.choices, usage, billedMicro)) this.push(frame);
+      for (const event of cutEvents(ids, budget.choices, usage, billedMicro)) this.push(event);
     } else if (decision.last !== null) {
-      if (this.usageData !== null) this.push(dataFrame(billedMicro === null ? this.usageData : withUsageCost(this.usageData, billedMicro)));
-      this.push(decision.last === "error" ? errorFrame(this.failure!) : DONE);
+      if (this.usageFrame !== null) this.push(billedUsage(this.usageFrame, billedMicro));
+      this.push(decision.last === "error" ? { kind: "error", failure: this.failure! } : DONE);
     }
     this.meterEvent(decision.end, output);
   }
@@ -537,7 +552,7 @@ export class RelayBody implements AsyncIterableIterator<Uint8Array> {
 
   constructor(
     private readonly relay: Relay,
-    private readonly render: (frames: RelayFrame[]) => Uint8Array | null,
+    private readonly render: (events: RelayEvent[]) => Uint8Array | null,
     private first: Uint8Array | null = null,
   ) {}
 
@@ -577,26 +592,21 @@ export class RelayBody implements AsyncIterableIterator<Uint8Array> {
   }
 }
 
-/** Chat's own SSE body: the relay's frames as they are, each batch taken encoded once. */
-export function sseBody(relay: Relay): RelayBody {
-  return new RelayBody(relay, (frames) => {
-    let text = "";
-    for (const frame of frames) text += frame.sse;
-    return encoder.encode(text);
-  });
-}
-
-/** The end of a stream cut at its hold: finish_reason "length" per choice, usage, [DONE]. */
-function cutFrames(ids: ChunkIds, choices: number, usage: Usage | null, billedMicro: bigint | null): RelayFrame[] {
+/** The end of a stream cut at its hold: finish_reason "length" per choice, usage, the end. */
+function cutEvents(ids: ChunkIds, choices: number, usage: Usage | null, billedMicro: bigint | null): RelayEvent[] {
   const base = { id: ids.id, object: "chat.completion.chunk", created: ids.created, model: ids.model };
-  const frames: RelayFrame[] = [];
+  const events: RelayEvent[] = [];
   for (let index = 0; index < choices; index++) {
-    frames.push(dataFrame(JSON.stringify({ ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] })));
+    events.push({
+      kind: "chunk",
+      chunk: { ...base, choices: [{ index, delta: {}, logprobs: null, finish_reason: "length" }] },
+      json: null,
+    });
   }
   if (usage) {
     const cost = billedMicro === null ? {} : { cost: costToman(billedMicro) };
-    frames.push(dataFrame(JSON.stringify({ ...base, choices: [], usage: { ...usageToOpenAI(usage), ...cost } })));
+    events.push({ kind: "usage", chunk: { ...base, choices: [], usage: { ...usageToOpenAI(usage), ...cost } }, json: null });
   }
-  frames.push(DONE);
-  return frames;
+  events.push(DONE);
+  return events;
 }

@@ -15,6 +15,7 @@
  */
 import { z } from "zod";
 import { argumentsToObject, usageChunkToOpenAI } from "../chatShape.ts";
+import type { VendorBlock } from "../chunk.ts";
 import { JsonEventsDecoder } from "../jsonEvents.ts";
 import type { StreamPiece, Usage } from "../types.ts";
 import { anthropicStreamErrorToFailure } from "./errors.ts";
@@ -62,7 +63,7 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
   private readonly usage: { input: z.infer<typeof anthropicUsage>; output: number } = { input: {}, output: 0 };
   private usageSeen = false;
   /** The vendor-run tool call being streamed (one at a time: blocks do not interleave). */
-  private serverCall: { index: number; block: Record<string, unknown>; json: string } | null = null;
+  private serverCall: { index: number; block: VendorBlock; json: string } | null = null;
 
   private current(): Usage {
     return anthropicUsageToUsage({ ...this.usage.input, output_tokens: this.usage.output });
@@ -106,7 +107,7 @@ export class AnthropicStreamDecoder extends JsonEventsDecoder {
         if (this.usageSeen) {
           const usage = this.current();
           piece.usage = usage;
-          piece.frames.push({ data: usageChunkToOpenAI(this.context, usage), usageOnly: true, text: "" });
+          piece.frames.push({ chunk: usageChunkToOpenAI(this.context, usage), json: null, usageOnly: true, text: "" });
         }
         piece.done = true;
         return;

@@ -56,7 +56,7 @@ export class GeminiStreamDecoder extends JsonEventsDecoder {
     const finish = blocked ? "content_filter" : geminiFinishToFinishReason(candidate?.finishReason, this.toolCalls > 0);
     if (!finish) return;
     this.frame(piece, {}, "", finish);
-    if (this.usage) piece.frames.push({ data: usageChunkToOpenAI(this.context, this.usage), usageOnly: true, text: "" });
+    if (this.usage) piece.frames.push({ chunk: usageChunkToOpenAI(this.context, this.usage), json: null, usageOnly: true, text: "" });
     piece.done = true;
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { decodeAll, fixture as recorded } from "../../../test/decoders.ts";
+import { chunkJson } from "../chunk.ts";
 import { OpenAIStreamDecoder } from "./stream.ts";
 
 const fixture = (name: string) => recorded("openai", name);
@@ -13,7 +14,7 @@ describe.each([1, 7, 100_000])("OpenAI stream decoder, fed %i characters at a ti
     const out = decode(text, size);
     expect(out.done).toBe(true);
     expect(out.frames).toHaveLength(6);
-    expect(`${out.frames.map((f) => `data: ${f.data}\n\n`).join("")}data: [DONE]\n\n`).toBe(text);
+    expect(`${out.frames.map((f) => `data: ${chunkJson(f)}\n\n`).join("")}data: [DONE]\n\n`).toBe(text);
     expect(out.frames.map((f) => f.usageOnly)).toEqual([false, false, false, false, false, true]);
     expect(out.frames.map((f) => f.text).join("")).toBe("Hello! How can I help?");
     expect(out.usage).toEqual({ input: 9, output: 7 });

@@ -4,6 +4,7 @@
  */
 import { generatedText, type GeneratedFields } from "../chatShape.ts";
 import { SseSplitter } from "../sse.ts";
+import { chatChunkOf } from "../chunk.ts";
 import type { ChatStreamDecoder, StreamFrame, StreamPiece, Usage } from "../types.ts";
 import { openAIUsage, openAIUsageToUsage } from "./response.ts";
 
@@ -37,13 +38,14 @@ export class OpenAIStreamDecoder implements ChatStreamDecoder {
       piece.done = true;
       return;
     }
-    let chunk: ChunkShape;
+    let parsed: unknown;
     try {
-      chunk = JSON.parse(data) as ChunkShape;
+      parsed = JSON.parse(data);
     } catch {
       piece.error = { code: "upstream_error", message: "The upstream sent a malformed stream chunk." };
       return;
     }
+    const chunk = parsed as ChunkShape;
     if (chunk.error || chunk.object === "error") {
       const message = chunk.error
         ? typeof chunk.error === "string"
@@ -56,7 +58,9 @@ export class OpenAIStreamDecoder implements ChatStreamDecoder {
     const usage = chunk.usage ? openAIUsage.safeParse(chunk.usage) : null;
     if (usage?.success) piece.usage = openAIUsageToUsage(usage.data);
     const frame: StreamFrame = {
-      data,
+      // Checked in place: the chat wire relays `data` untouched, the other wires read the value.
+      chunk: chatChunkOf(parsed),
+      json: data,
       usageOnly: Array.isArray(chunk.choices) && chunk.choices.length === 0 && !!usage?.success,
       text: deltaText(chunk),
     };

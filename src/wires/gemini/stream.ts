@@ -40,6 +40,7 @@ export class GeminiStream {
       case "keepAlive":
         return this.sse ? ": keep-alive\n\n" : "\n";
       case "chunk":
+      case "usage":
         return this.chunk(frame.chunk);
       case "done": {
         this.ended = true;

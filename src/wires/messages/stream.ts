@@ -77,6 +77,7 @@ export class MessagesStream {
       case "keepAlive":
         return event("ping", {});
       case "chunk":
+      case "usage":
         return this.chunk(frame.chunk);
       case "done": {
         this.ended = true;

@@ -79,6 +79,7 @@ export class ResponsesStream {
       case "keepAlive":
         return ": keep-alive\n\n";
       case "chunk":
+      case "usage":
         return this.chunk(frame.chunk);
       case "done":
         return this.finish(null);

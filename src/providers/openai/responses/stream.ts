@@ -89,7 +89,7 @@ export class ResponsesStreamDecoder extends JsonEventsDecoder {
         if (response.usage) {
           const usage = responsesUsageToUsage(response.usage);
           piece.usage = usage;
-          piece.frames.push({ data: usageChunkToOpenAI(this.context, usage), usageOnly: true, text: "", usage });
+          piece.frames.push({ chunk: usageChunkToOpenAI(this.context, usage), json: null, usageOnly: true, text: "", usage });
         }
         piece.done = true;
         return;
