@@ -48,8 +48,8 @@ export const STAGE_RULES: readonly StageRule[] = [
   { file: "src/operations/input.ts", stage: "parse" },
   // The chat body's schema: the plain-request fast check and zod's parse.
   { file: "src/operations/chat/schema.ts", stage: "parse" },
-  // The route's own first step: body, schema, model lookup, pool choice (the budget is `count`).
-  { file: "src/operations/chat/chat.ts", functions: ["prepare"], stage: "parse" },
+  // Chat's own first steps: its body read and checked, its preparation (the budget is `count`).
+  { file: "src/operations/chat/chat.ts", functions: ["readChat", "prepare"], stage: "parse" },
   // The caller: origin, key authentication (a keyed hash, then the cache), residency; the model's lookup.
   { file: "src/admission/caller.ts", stage: "parse" },
   { file: "src/admission/model.ts", stage: "parse" },
@@ -119,7 +119,8 @@ export const STAGE_RULES: readonly StageRule[] = [
 
   // The units used, bounded and priced; the key actor's settlement and the spend it records.
   { file: "src/operations/chat/relay.ts", functions: ["settle", "outputTokens", "unreported"], stage: "settle" },
-  { file: "src/operations/chat/chat.ts", functions: ["unreportedJsonUsage"], stage: "settle" },
+  { file: "src/operations/chat/chat.ts", functions: ["chatBill", "hungUpBill"], stage: "settle" },
+  { file: "src/operations/run.ts", functions: ["settleUsed", "settledFailed"], stage: "settle" },
   { file: "src/operations/chat/unreported.ts", stage: "settle" },
   {
     file: "src/admission/settlement.ts",

@@ -17,6 +17,7 @@ import type { Caller } from "./caller.ts";
 import { COST_HEADER } from "./costReply.ts";
 import type { GatewayDeps } from "./deps.ts";
 import { pricedAt, type PricedUsage, unitPricesOf, type UsedUnits } from "./prices.ts";
+import { boundedUsage, type UsageAnomaly, type UsageBounds, type UsedFloor } from "./bounds.ts";
 import { chargedBelowTier, type Reserve, type ServedTierPrices } from "./reserve.ts";
 
 /** HTTP-style status recorded for a request whose client went away before the end. */
@@ -45,21 +46,6 @@ export interface SettleExtra {
   usageMissing?: boolean;
   /** A request that ended early: who ended it, its output metered and the allowance billed on top (the usage record keeps them). */
   early?: Settlement["early"];
-}
-
-/** Proven lower bounds of a request's units: the prompt's words, the output relayed (visible and reasoning). */
-export interface UsedFloor {
-  input: number;
-  output: number;
-}
-
-/**
- * An upstream anomaly: a part of its usage report outside the request's bounds, clamped (`over`)
- * or raised (`under`); or no report at all from an upstream that finished (`usage_missing`).
- */
-export interface UsageAnomaly {
-  part: string;
-  kind: "over" | "under" | "missing";
 }
 
 export interface Settled {
@@ -269,34 +255,22 @@ export class Admission {
   }
 
   /**
-   * The units within the request's bounds: input up to the cost value's input bound, output up
-   * to what the hold covers (the limit sent), cache writes only when the prompt asked for them
-   * (the reserve priced them); and, for a reported usage, at least what the gateway proved was
-   * used (`floor`). Whatever a report claims beyond is clamped or raised, logged and counted per
-   * backend: an upstream anomaly, charged only within the bounds.
+   * The units within the request's bounds (bounds.ts): input up to the cost value's input bound,
+   * output up to what the hold covers, cache writes only when the prompt asked for them. A report
+   * outside them is an upstream anomaly: logged, counted per backend, charged within the bounds.
    */
   private bounded(used: UsedUnits, backend: string | null, floor?: UsedFloor): UsedUnits {
     const inputMax = this.inputUnitsMax;
-    const outputMax = this.reserve.output ? this.outputCovered : (used.output ?? 0);
-    const cacheWriteMax =
-      this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has(UNITS.cache_write.priceKey) ? 0 : inputMax;
-    const anomalies: UsageAnomaly[] = [];
-    const bound = (part: string, value: number | undefined, max: number, min = 0) => {
-      if (value === undefined) return value;
-      if (value > max) anomalies.push({ part, kind: "over" });
-      else if (value < Math.min(min, max)) anomalies.push({ part, kind: "under" });
-      return Math.min(max, Math.max(value, min));
+    const bounds: UsageBounds = {
+      inputMax,
+      outputMax: this.reserve.output ? this.outputCovered : (used.output ?? 0),
+      cacheWriteMax:
+        this.reserve.inputPricePer1mMax === undefined && this.model.price.tomanPer1m.has(UNITS.cache_write.priceKey) ? 0 : inputMax,
+      hostedCallsMax: this.hostedCallsAllowed,
+      ...(floor ? { floor } : {}),
     };
-    const input = bound("input", used.input, inputMax, floor?.input)!;
-    const bounded: UsedUnits = {
-      input,
-      output: bound("output", used.output, outputMax, floor?.output),
-      cache_read: used.cache_read === undefined ? undefined : Math.min(used.cache_read, input),
-      cache_write: bound("cache_write", used.cache_write, Math.min(cacheWriteMax, input)),
-    };
-    if (used.cache_write_1h !== undefined) bounded.cache_write_1h = Math.min(used.cache_write_1h, bounded.cache_write ?? 0);
-    if (used.hosted_call !== undefined) bounded.hosted_call = bound("hosted_calls", used.hosted_call, this.hostedCallsAllowed);
-    if (anomalies.length === 0) return used;
+    const { used: bounded, anomalies } = boundedUsage(used, bounds);
+    if (anomalies.length === 0) return bounded;
     const over = anomalies.filter((a) => a.kind === "over").map((a) => a.part);
     const under = anomalies.filter((a) => a.kind === "under").map((a) => a.part);
     this.deps.log("warn", over.length > 0 ? "upstream_usage_clamped" : "upstream_usage_raised", {
@@ -307,8 +281,8 @@ export class Admission {
       reported: used,
       bounds: {
         inputMax,
-        outputMax,
-        hostedCallsMax: this.hostedCallsAllowed,
+        outputMax: bounds.outputMax,
+        hostedCallsMax: bounds.hostedCallsMax,
         ...(floor ? { inputMin: floor.input, outputMin: floor.output } : {}),
       },
     });

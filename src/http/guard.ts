@@ -6,7 +6,7 @@ import type { Refused, Reply } from "../operations/run.ts";
 import { credentialsOf } from "./request.ts";
 
 /** Browser origin, the API key and residency, read from an HTTP request. */
-export function callerOf(request: Request, deps: GatewayDeps): Promise<Caller | Failure> {
+export function callerOf(request: Request, deps: Pick<GatewayDeps, "env" | "keys">): Promise<Caller | Failure> {
   return enter(deps, credentialsOf(request));
 }
 

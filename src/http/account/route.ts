@@ -69,7 +69,7 @@ function nodesKnown(replies: PurseFigures[]): number {
   return nodes;
 }
 
-export async function credits(key: KeyRecord, deps: GatewayDeps) {
+export async function credits(key: KeyRecord, deps: Pick<GatewayDeps, "writer" | "db" | "bus" | "subjects">) {
   // Read your own charges: this node's buffered usage is written before the balance is read.
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const wallet = await getWallet(deps.db, key.accountId);
@@ -77,7 +77,7 @@ export async function credits(key: KeyRecord, deps: GatewayDeps) {
   return { object: "credits", ...walletFields(wallet), ...(await leaseFields(deps, key.accountId, wallet)) };
 }
 
-export async function keyInfo(key: KeyRecord, deps: GatewayDeps) {
+export async function keyInfo(key: KeyRecord, deps: Pick<GatewayDeps, "writer" | "db">) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const { requests, billedMicro: billed, units } = await keyUsage(deps.db, key.id);
   // A whole's count takes in its parts (`input_tokens` the whole prompts, as `prompt_tokens` counts them); the parts also apart.
@@ -109,7 +109,7 @@ export async function keyInfo(key: KeyRecord, deps: GatewayDeps) {
  * same rows). This node's buffered records are written first, as for /v1/credits; a record still
  * in another node's buffer is a 404 that says to retry shortly.
  */
-export async function generation(key: KeyRecord, requestId: string, deps: GatewayDeps) {
+export async function generation(key: KeyRecord, requestId: string, deps: Pick<GatewayDeps, "writer" | "db" | "pools">) {
   await deps.writer.flushWithin(CREDITS_FLUSH_WAIT_MS);
   const row = await usageRecordOf(deps.db, key.accountId, requestId);
   if (!row) {

@@ -5,7 +5,7 @@ import { readMedia } from "../../media/store.ts";
 import { failed } from "../guard.ts";
 
 /** The bytes while the lifetime lasts, then the OpenAI-shaped 404. */
-export async function serveMedia(id: string, requestId: string, deps: GatewayDeps): Promise<Response> {
+export async function serveMedia(id: string, requestId: string, deps: Pick<GatewayDeps, "db">): Promise<Response> {
   const row = await readMedia(deps.db, id);
   if (!row) return failed(fail("not_found", "This media does not exist or its lifetime has passed."), requestId);
   const maxAgeS = Math.max(0, Math.floor((row.expiresAt.getTime() - Date.now()) / 1000));
