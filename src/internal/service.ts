@@ -3,7 +3,7 @@
  * framework (so `$SRV.PING`, `$SRV.INFO` and `$SRV.STATS` list them). Each request calls the
  * operation itself with the same OperationInput the HTTP edge builds, its body read within the
  * same bounds (BODY_BYTES_MAX, JSON_DEPTH_MAX), and sends its result: a whole reply, or a chat
- * stream's relay frames as NATS messages. Authentication, limits, billing and errors are
+ * stream's relay events as NATS messages. Authentication, limits, billing and errors are
  * identical. The wire is described in wire.ts.
  *
  * Bounds: a stream sends chunks only against the caller's credit (core NATS has no flow
@@ -163,94 +163,123 @@ class InternalService {
   }
 
   private async stream(msg: ServiceMsg, relay: Relay, opening: MsgHdrs, controller: AbortController): Promise<void> {
-    const reply = msg.reply!;
     const streamId = newId("str");
     this.stats.open++;
     this.stats.total++;
-    let credit = Math.min(STREAM_CREDIT_MAX, Math.max(1, Number(msg.headers?.get(HEADER_CREDIT)) || STREAM_CREDIT_DEFAULT));
-    let seq = 0;
-    let lastSentMs = performance.now();
-    let cancelled = false;
-    let wakeCredit: (() => void) | null = null;
-    const cancel = () => {
-      if (cancelled) return;
-      cancelled = true;
+    const out = new StreamOut(this.nc, msg.reply!, Number(msg.headers?.get(HEADER_CREDIT)), () => {
       this.stats.cancelled++;
       controller.abort(); // the relay's client signal: cut the upstream at once, bill once
-      wakeCredit?.();
-    };
-    this.cancels.add(cancel);
-    const subs: Subscription[] = [
-      this.nc.subscribe(this.subjects.streamCredit(streamId), {
-        callback: (_, m) => {
-          const grant = Number(decoder.decode(m.data));
-          if (Number.isFinite(grant) && grant > 0) credit = Math.min(STREAM_CREDIT_MAX, credit + Math.floor(grant));
-          wakeCredit?.();
-        },
-      }),
-      this.nc.subscribe(this.subjects.streamCancel(streamId), { callback: () => cancel() }),
-    ];
-    const send = (body: Uint8Array, h: MsgHdrs) => {
-      h.set(HEADER_SEQ, String(seq++));
-      this.nc.publish(reply, body, { headers: h });
-      lastSentMs = performance.now();
-    };
-    // A publish on a closed connection throws: the task catches it, and the stream's end stops it.
-    const stopHeartbeat = every("internal_stream_heartbeat", STREAM_HEARTBEAT_MS / 2, this.log, () => {
-      if (performance.now() - lastSentMs < STREAM_HEARTBEAT_MS) return;
-      const h = natsHeaders();
-      h.set(HEADER_HEARTBEAT, "1");
-      this.nc.publish(reply, EMPTY, { headers: h });
-      lastSentMs = performance.now();
     });
-    const waitForCredit = async () => {
-      const startedMs = performance.now();
-      if (credit <= 0) this.stats.creditWaits++;
-      while (credit <= 0 && !cancelled) {
-        const waitedMs = performance.now() - startedMs;
-        if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return cancel();
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        await new Promise<void>((resolve) => {
-          wakeCredit = resolve;
-          timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
-        });
-        clearTimeout(timer);
-        wakeCredit = null;
-      }
-    };
+    this.cancels.add(out.cancel);
+    const subs: Subscription[] = [
+      this.nc.subscribe(this.subjects.streamCredit(streamId), { callback: (_, m) => out.grant(Number(decoder.decode(m.data))) }),
+      this.nc.subscribe(this.subjects.streamCancel(streamId), { callback: () => out.cancel() }),
+    ];
+    // A publish on a closed connection throws: the task catches it, and the stream's end stops it.
+    const stopHeartbeat = every("internal_stream_heartbeat", STREAM_HEARTBEAT_MS / 2, this.log, () => out.heartbeat());
     try {
       opening.set(HEADER_STATUS, "200");
       opening.set("Content-Type", "text/event-stream");
       opening.set(HEADER_CREDIT_SUBJECT, this.subjects.streamCredit(streamId));
       opening.set(HEADER_CANCEL_SUBJECT, this.subjects.streamCancel(streamId));
-      send(encoder.encode("{}"), opening);
-      relaying: for (let frames = await relay.take(); frames && !cancelled; frames = await relay.take()) {
-        for (const frame of frames) {
-          if (frame.kind === "keepAlive") continue; // our heartbeats do that
-          if (frame.kind === "done") break relaying;
-          if (frame.kind === "error") {
-            this.stats.errors++;
-            const status = String(describe(frame.failure.code).status);
-            const h = natsHeaders();
-            h.set(HEADER_STATUS, status);
-            h.set(HEADER_ERROR_CODE, status);
-            h.set(HEADER_ERROR, oneLine(frame.failure.message));
-            send(encoder.encode(JSON.stringify(errorBody(frame.failure))), h);
-            break relaying;
-          }
-          await waitForCredit();
-          if (cancelled) break relaying;
-          credit--;
-          send(encoder.encode(chunkJson(frame)), natsHeaders());
-        }
-      }
-      if (!cancelled) send(EMPTY, natsHeaders());
+      out.send(encoder.encode("{}"), opening);
+      await this.relayEvents(relay, out);
+      if (!out.cancelled) out.send(EMPTY, natsHeaders());
     } finally {
       stopHeartbeat();
       for (const sub of subs) sub.unsubscribe();
-      this.cancels.delete(cancel);
+      this.cancels.delete(out.cancel);
       this.stats.open--;
-      if (cancelled) relay.leave();
+      if (out.cancelled) relay.leave();
+    }
+  }
+
+  /** The relay's events as NATS messages, each chunk against a credit; an error event ends the stream with its status. */
+  private async relayEvents(relay: Relay, out: StreamOut): Promise<void> {
+    for (let events = await relay.take(); events && !out.cancelled; events = await relay.take()) {
+      for (const event of events) {
+        if (event.kind === "keepAlive") continue; // our heartbeats do that
+        if (event.kind === "done") return;
+        if (event.kind === "error") {
+          this.stats.errors++;
+          const status = String(describe(event.failure.code).status);
+          const h = natsHeaders();
+          h.set(HEADER_STATUS, status);
+          h.set(HEADER_ERROR_CODE, status);
+          h.set(HEADER_ERROR, oneLine(event.failure.message));
+          out.send(encoder.encode(JSON.stringify(errorBody(event.failure))), h);
+          return;
+        }
+        if (out.credit <= 0) this.stats.creditWaits++;
+        await out.waitForCredit();
+        if (out.cancelled) return;
+        out.credit--;
+        out.send(encoder.encode(chunkJson(event)), natsHeaders());
+      }
+    }
+  }
+}
+
+/**
+ * One stream's way out: its messages in order (HEADER_SEQ), the caller's credit (granted on the
+ * credit subject, at most STREAM_CREDIT_MAX), a heartbeat after STREAM_HEARTBEAT_MS of silence,
+ * and its cancel (the caller's, the service's stop, or no credit for STREAM_CREDIT_WAIT_MS_MAX).
+ */
+class StreamOut {
+  credit: number;
+  cancelled = false;
+  private seq = 0;
+  private lastSentMs = performance.now();
+  private wakeCredit: (() => void) | null = null;
+
+  constructor(
+    private readonly nc: NatsConnection,
+    private readonly reply: string,
+    asked: number,
+    private readonly onCancel: () => void,
+  ) {
+    this.credit = Math.min(STREAM_CREDIT_MAX, Math.max(1, asked || STREAM_CREDIT_DEFAULT));
+  }
+
+  readonly cancel = (): void => {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    this.onCancel();
+    this.wakeCredit?.();
+  };
+
+  grant(n: number): void {
+    if (Number.isFinite(n) && n > 0) this.credit = Math.min(STREAM_CREDIT_MAX, this.credit + Math.floor(n));
+    this.wakeCredit?.();
+  }
+
+  send(body: Uint8Array, h: MsgHdrs): void {
+    h.set(HEADER_SEQ, String(this.seq++));
+    this.nc.publish(this.reply, body, { headers: h });
+    this.lastSentMs = performance.now();
+  }
+
+  heartbeat(): void {
+    if (performance.now() - this.lastSentMs < STREAM_HEARTBEAT_MS) return;
+    const h = natsHeaders();
+    h.set(HEADER_HEARTBEAT, "1");
+    this.nc.publish(this.reply, EMPTY, { headers: h });
+    this.lastSentMs = performance.now();
+  }
+
+  /** Waits while no credit is left; cancels the stream when none comes within STREAM_CREDIT_WAIT_MS_MAX. */
+  async waitForCredit(): Promise<void> {
+    const startedMs = performance.now();
+    while (this.credit <= 0 && !this.cancelled) {
+      const waitedMs = performance.now() - startedMs;
+      if (waitedMs >= STREAM_CREDIT_WAIT_MS_MAX) return this.cancel();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await new Promise<void>((resolve) => {
+        this.wakeCredit = resolve;
+        timer = setTimeout(resolve, STREAM_CREDIT_WAIT_MS_MAX - waitedMs);
+      });
+      clearTimeout(timer);
+      this.wakeCredit = null;
     }
   }
 }
