@@ -158,7 +158,7 @@ export function operatorRoutes(deps: EdgeDeps, store: OperatorStore, forward: (r
         const body = await parseBody(request, tokenBody);
         if (isFailure(body)) return failed(body, requestId);
         const { token, record } = await store.createToken(s.operator.id, body.name);
-        await writeAudit(deps.db, s.who, { action: "operator_token.create", target: s.operator.id, after: tokenObject(record) });
+        await writeAudit(deps.db.orm, s.who, { action: "operator_token.create", target: s.operator.id, after: tokenObject(record) });
         return json({ ...tokenObject(record), token }, requestId, 201);
       }),
       NO_PARSE,
@@ -169,7 +169,7 @@ export function operatorRoutes(deps: EdgeDeps, store: OperatorStore, forward: (r
         const own = (await store.tokens(s.operator.id)).some((t) => t.id === params.id);
         const row = own ? await store.revokeToken(params.id!) : null;
         if (!row) return failed(fail("not_found", `No live token ${params.id} of yours.`), requestId);
-        await writeAudit(deps.db, s.who, { action: "operator_token.revoke", target: row.id, after: tokenObject(row) });
+        await writeAudit(deps.db.orm, s.who, { action: "operator_token.revoke", target: row.id, after: tokenObject(row) });
         return json(tokenObject(row), requestId);
       }),
     )
