@@ -36,6 +36,7 @@ import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
 import { catalogCall, entryBody, importBody, renderCatalog } from "./catalog.ts";
 import { isOperatorCommand, operatorCall, renderOperators } from "./operators.ts";
+import { figureCall, isFigureCommand, renderFigures } from "./figures.ts";
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -318,6 +319,7 @@ async function fileBody(command: Sent, output: Output): Promise<unknown> {
 
 function callFor(command: Sent, body?: unknown): Call {
   if (isOperatorCommand(command)) return operatorCall(command);
+  if (isFigureCommand(command)) return figureCall(command);
   switch (command.kind) {
     case "catalog":
     case "catalog.set":
@@ -423,6 +425,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one renderer per command.
 function render(command: Sent, reply: unknown): string | null {
   if (isOperatorCommand(command)) return renderOperators(command, reply, table);
+  if (isFigureCommand(command)) return renderFigures(command, reply, table);
   switch (command.kind) {
     case "accounts.create":
       return renderWith(
