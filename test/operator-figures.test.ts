@@ -160,3 +160,21 @@ describe("gw equivalents", () => {
     expect((await gw("revenue", "--from", "yesterday")).code).toBe(2);
   });
 });
+
+describe("a price change's preview", () => {
+  test("says today's toman prices before and after, and /v1/models shows the after once applied; nothing changes before", async () => {
+    const entry = (await t.admin("GET", "/admin/catalog")).body.data.find((e: any) => e.id === "claude-3-5-haiku");
+    const { id: _, ...rest } = entry;
+    const changed = { ...rest, usd_per_1m: { ...rest.usd_per_1m, input_token: "0.91" } };
+    const preview = await t.admin("POST", "/admin/catalog/models/claude-3-5-haiku/preview", changed);
+    expect(preview.status).toBe(200);
+    const input = preview.body.prices.find((p: any) => p.key === "input_token");
+    expect(input.usd_per_1m_after).toBe("0.91");
+    const model = async () =>
+      (await fetch(`${t.url}/v1/models/claude-3-5-haiku`, { headers: { authorization: `Bearer ${funded.key}` } })).json();
+    expect(String((await model()).pricing.input)).toBe(input.toman_per_1m_before);
+    expect((await t.admin("PUT", "/admin/catalog/models/claude-3-5-haiku", changed)).status).toBe(200);
+    expect(String((await model()).pricing.input)).toBe(input.toman_per_1m_after);
+    expect(BigInt(input.toman_per_1m_after)).toBe((91n * BigInt(preview.body.toman_per_usd) + 50n) / 100n);
+  });
+});

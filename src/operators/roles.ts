@@ -81,6 +81,8 @@ export const ROLE_MATRIX: Readonly<Record<string, Permission>> = {
   "GET /admin/revenue": { roles: ALL },
   "GET /admin/anomalies": { roles: ALL },
   "GET /admin/overview": { roles: ALL },
+  // A preview changes nothing; it is finance's, who make the change it previews.
+  "POST /admin/catalog/models/:model/preview": { roles: FINANCE },
 };
 
 /** The permission of a route, by method and pattern; undefined: not in the matrix (refused). */

@@ -32,6 +32,7 @@ import {
   diffCatalog,
   fetchCatalogFile,
 } from "../../catalog/import.ts";
+import { pricePreview } from "../../catalog/preview.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -94,6 +95,35 @@ export async function putModel(deps: EdgeDeps, request: Request, id: string, req
   const { by: actor, ...rest } = body;
   const before = await existingEntry(deps, id);
   return change(deps, before ? "change" : "add", { id, ...rest }, actor, requestId);
+}
+
+/** What PUT would do to today's prices, changing nothing: each price before and after, USD and toman per 1M at today's rate. */
+export async function previewModel(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {
+  const parsedId = modelId.safeParse(id);
+  if (!parsedId.success) return failed(fail("invalid_request", `\`${id}\` is not a model id.`, { param: "id" }), requestId);
+  const body = await parseBody(request, putModelBody);
+  if (isFailure(body)) return failed(body, requestId);
+  const { by: _, ...rest } = body;
+  const before = await existingEntry(deps, id);
+  const rate = deps.catalog.currentVersion()?.tomanPerUsd;
+  if (rate === undefined) return failed(fail("service_unavailable", "No exchange rate is in effect yet."), requestId);
+  const rows = pricePreview(before, rest.retired ? null : { id, ...rest }, rate);
+  return json(
+    {
+      object: "price_preview",
+      model: id,
+      action: before ? "change" : "add",
+      toman_per_usd: Number(rate),
+      prices: rows.map((r) => ({
+        key: r.key,
+        usd_per_1m_before: r.usdBefore,
+        usd_per_1m_after: r.usdAfter,
+        toman_per_1m_before: r.tomanBefore?.toString() ?? null,
+        toman_per_1m_after: r.tomanAfter?.toString() ?? null,
+      })),
+    },
+    requestId,
+  );
 }
 
 export async function addAlias(deps: EdgeDeps, request: Request, id: string, requestId: string): Promise<Response> {

@@ -30,6 +30,7 @@ import {
 } from "../../operators/queries.ts";
 import { readUsageQuery, sessionObject, usageCsv, usageList } from "../console/route.ts";
 import { failed, json, zodFailure } from "../guard.ts";
+import { previewModel } from "./catalog.ts";
 import type { adminGuard } from "./guard.ts";
 
 /** Anomalies are read over this many days back unless `from` says otherwise. */
@@ -252,5 +253,10 @@ export function figureRoutes(deps: EdgeDeps, asAdmin: ReturnType<typeof adminGua
     .get(
       "/admin/overview",
       asAdmin((_, __, requestId) => overview(deps, area, requestId)),
+    )
+    .post(
+      "/admin/catalog/models/:model/preview",
+      asAdmin((request, params, requestId) => previewModel(deps, request, params.model!, requestId)),
+      { parse: "none" },
     );
 }
