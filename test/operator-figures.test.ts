@@ -171,7 +171,7 @@ describe("a price change's preview", () => {
     const input = preview.body.prices.find((p: any) => p.key === "input_token");
     expect(input.usd_per_1m_after).toBe("0.91");
     const model = async () =>
-      (await fetch(`${t.url}/v1/models/claude-3-5-haiku`, { headers: { authorization: `Bearer ${funded.key}` } })).json();
+      (await fetch(`${t.url}/v1/models/claude-3-5-haiku`, { headers: { authorization: `Bearer ${funded.key}` } })).json() as Promise<any>;
     expect(String((await model()).pricing.input)).toBe(input.toman_per_1m_before);
     expect((await t.admin("PUT", "/admin/catalog/models/claude-3-5-haiku", changed)).status).toBe(200);
     expect(String((await model()).pricing.input)).toBe(input.toman_per_1m_after);

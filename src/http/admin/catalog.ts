@@ -57,8 +57,24 @@ export const importBody = catalogFileSchema
 /** Every model of the catalog as entries, USD prices from the version in effect. */
 const entries = (deps: EdgeDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
 
+/**
+ * Every model as the catalog file writes it (an entry PUT takes back as it is), and beside them
+ * `toman_per_1m_today`: each model's prices at the rate in effect, by model id.
+ */
 export async function catalogView(deps: EdgeDeps, requestId: string): Promise<Response> {
-  return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
+  const rate = deps.catalog.currentVersion()?.tomanPerUsd;
+  const data = await entries(deps);
+  const today = (entry: ModelEntry) =>
+    Object.fromEntries(pricePreview(undefined, entry, rate!).map((r) => [r.key, r.tomanAfter!.toString()]));
+  return json(
+    {
+      object: "list",
+      price_version: deps.catalog.currentVersion()?.versionId ?? null,
+      data,
+      toman_per_1m_today: rate === undefined ? null : Object.fromEntries(data.map((entry) => [entry.id, today(entry)])),
+    },
+    requestId,
+  );
 }
 
 /** Reloads this node's catalog and pools on a new version, and tells every other node. */
