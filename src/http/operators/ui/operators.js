@@ -8,7 +8,7 @@
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
-  const state = { lang: pickLang(), session: null, poll: null };
+  const state = { lang: pickLang(), session: null, poll: null, flash: null };
   const VIEWS = ["overview", "customers", "payments", "prices", "pools", "operations", "operators", "audit"];
   const OWNER_VIEWS = ["operators", "audit"];
 
@@ -233,14 +233,16 @@
 
   function adjustForm(id, onDone) {
     const err = errorBox("adjust-error");
-    const done = h("p", { id: "adjust-done", class: "ok", role: "status" });
+    // The outcome of the adjustment just made, shown once on the page it re-rendered.
+    const done = h("p", { id: "adjust-done", class: "ok", role: "status" }, state.flash || "");
+    state.flash = null;
     const amount = h("input", { id: "adjust-amount", required: true, dir: "ltr", inputmode: "decimal" });
     const reason = h("input", { id: "adjust-reason", required: true, minlength: "3", maxlength: "500" });
     return h("section", { "aria-labelledby": "adjust-title" }, h("h2", { id: "adjust-title" }, t("customer.adjust")),
       h("form", { id: "adjust-form", onsubmit: guarded(err, async () => {
         done.textContent = "";
         const r = await admin("POST", `/accounts/${encodeURIComponent(id)}/adjustments`, { amount_toman: amount.value.trim(), reason: reason.value, reference: ref() });
-        done.textContent = t("customer.adjusted", { balance: toman(r.balance_toman) });
+        state.flash = t("customer.adjusted", { balance: toman(r.balance_toman) });
         await onDone();
       }) }, field(t("customer.adjustAmount"), amount), field(t("customer.adjustReason"), reason), h("button", { class: "primary", type: "submit", id: "adjust-submit" }, t("customer.adjustSubmit"))), err, done);
   }
