@@ -5,6 +5,9 @@
  * ledger's usage transfers and the ledger audit, exact to the micro-toman; anomalies; the overview.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { accountForPhone } from "../src/ledger/wallets.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
@@ -158,6 +161,16 @@ describe("gw equivalents", () => {
     const overview = await gw("overview");
     expect(overview.stdout).toContain("ledger audit: ok");
     expect((await gw("revenue", "--from", "yesterday")).code).toBe(2);
+    const entry = (await t.admin("GET", "/admin/catalog")).body.data.find((e: any) => e.id === "gpt-4o-mini");
+    const { id: _, ...rest } = entry;
+    const file = join(mkdtempSync(join(tmpdir(), "preview-")), "entry.json");
+    writeFileSync(file, JSON.stringify({ ...rest, usd_per_1m: { ...rest.usd_per_1m, input_token: "0.17" } }));
+    const preview = await gw("catalog", "preview", "gpt-4o-mini", "--file", file);
+    expect({ code: preview.code, err: preview.stderr }).toEqual({ code: 0, err: "" });
+    expect(preview.stdout).toMatch(/input_token\s+\S+\s+0\.17\s+\d+\s+\d+/);
+    expect((await t.admin("GET", "/admin/catalog")).body.data.find((e: any) => e.id === "gpt-4o-mini").usd_per_1m.input_token).toBe(
+      rest.usd_per_1m.input_token,
+    );
   });
 });
 

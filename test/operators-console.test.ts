@@ -23,6 +23,9 @@ import { until } from "./until.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
 const PAGE_MS_MAX = 15_000;
+/** The walk's whole length, and the pages' (18 views × 2 widths × axe), on a loaded machine. */
+const WALK_MS_MAX = 120_000;
+const PAGES_MS_MAX = 300_000;
 const PASSWORD = "a long operator password";
 const PHONE = "+989121112299";
 const MODEL = "claude-3-5-haiku";
@@ -132,105 +135,114 @@ suite("operators' console in a browser", () => {
   const addOperatorByApi = async (login: string, role: string) =>
     secretOf((await t.admin("POST", "/admin/operators", { login, name: login, role, password: PASSWORD })).body.otpauth_uri);
 
-  test("owner adds support; support finds, reads, adjusts, is refused; finance previews and changes a price; the audit says all", async () => {
-    // The owner, in Persian, adds a support operator with a ceiling of 1,000 toman a day.
-    const owner = await desk("fa");
-    await signIn(owner, "owner", await addOperatorByApi("owner", "owner"));
-    expect(await owner.page.getAttribute("html", "dir")).toBe("rtl");
-    await go(owner.page, "operators");
-    await typeInto(owner.page, "op-login", "sara");
-    await typeInto(owner.page, "op-name", "Sara");
-    await tabTo(owner.page, "op-role");
-    for (let i = 0; i < 4 && (await owner.page.inputValue("#op-role")) !== "support"; i++) await owner.page.keyboard.press("ArrowDown");
-    expect(await owner.page.inputValue("#op-role")).toBe("support");
-    await typeInto(owner.page, "op-password", PASSWORD);
-    await typeInto(owner.page, "op-ceiling", "1000");
-    await owner.page.keyboard.press("Enter");
-    await owner.page.waitForSelector("#otpauth");
-    const saraSecret = secretOf((await textOf(owner.page, "#otpauth")).trim());
+  test(
+    "owner adds support; support finds, reads, adjusts, is refused; finance previews and changes a price; the audit says all",
+    async () => {
+      // The owner, in Persian, adds a support operator with a ceiling of 1,000 toman a day.
+      const owner = await desk("fa");
+      await signIn(owner, "owner", await addOperatorByApi("owner", "owner"));
+      expect(await owner.page.getAttribute("html", "dir")).toBe("rtl");
+      await go(owner.page, "operators");
+      await typeInto(owner.page, "op-login", "sara");
+      await typeInto(owner.page, "op-name", "Sara");
+      await tabTo(owner.page, "op-role");
+      for (let i = 0; i < 4 && (await owner.page.inputValue("#op-role")) !== "support"; i++) await owner.page.keyboard.press("ArrowDown");
+      expect(await owner.page.inputValue("#op-role")).toBe("support");
+      await typeInto(owner.page, "op-password", PASSWORD);
+      await typeInto(owner.page, "op-ceiling", "1000");
+      await owner.page.keyboard.press("Enter");
+      await owner.page.waitForSelector("#otpauth");
+      const saraSecret = secretOf((await textOf(owner.page, "#otpauth")).trim());
 
-    // Support, in English, finds the customer by phone and sees the last request's cost.
-    const support = await desk("en");
-    await signIn(support, "sara", saraSecret);
-    expect(await support.page.getAttribute("html", "dir")).toBe("ltr");
-    expect(await support.page.locator("#nav-audit").count()).toBe(0); // the owner's pages are not offered
-    await go(support.page, "customers");
-    await typeInto(support.page, "search", "0912 111 2299");
-    await support.page.keyboard.press("Enter");
-    await support.page.waitForSelector("#customers a.customer-link");
-    await tabTo(support.page, "#customers a.customer-link");
-    await support.page.keyboard.press("Enter");
-    await ready(support.page, "customer");
-    const usage = (await t.admin("GET", `/admin/accounts/${customer.accountId}/usage`)).body.data[0];
-    await waitText(
-      support.page,
-      "#last-request",
-      `${Number(usage.cost_toman).toLocaleString("en-US", { maximumFractionDigits: 6 })} toman`,
-    );
-    expect(await textOf(support.page, "#last-request")).toContain("gpt-4o-mini");
+      // Support, in English, finds the customer by phone and sees the last request's cost.
+      const support = await desk("en");
+      await signIn(support, "sara", saraSecret);
+      expect(await support.page.getAttribute("html", "dir")).toBe("ltr");
+      expect(await support.page.locator("#nav-audit").count()).toBe(0); // the owner's pages are not offered
+      await go(support.page, "customers");
+      await typeInto(support.page, "search", "0912 111 2299");
+      await support.page.keyboard.press("Enter");
+      await support.page.waitForSelector("#customers a.customer-link");
+      await tabTo(support.page, "#customers a.customer-link");
+      await support.page.keyboard.press("Enter");
+      await ready(support.page, "customer");
+      const usage = (await t.admin("GET", `/admin/accounts/${customer.accountId}/usage`)).body.data[0];
+      await waitText(
+        support.page,
+        "#last-request",
+        `${Number(usage.cost_toman).toLocaleString("en-US", { maximumFractionDigits: 6 })} toman`,
+      );
+      expect(await textOf(support.page, "#last-request")).toContain("gpt-4o-mini");
 
-    // Within the ceiling, then above it.
-    await typeInto(support.page, "adjust-amount", "600");
-    await typeInto(support.page, "adjust-reason", "goodwill for a slow day");
-    await support.page.keyboard.press("Enter");
-    await support.page.waitForSelector("#adjust-done:not(:empty)");
-    await ready(support.page, "customer");
-    await typeInto(support.page, "adjust-amount", "500");
-    await typeInto(support.page, "adjust-reason", "more goodwill");
-    await support.page.keyboard.press("Enter");
-    await waitText(support.page, "#adjust-error", "above your daily ceiling");
-    // The prices page reads, and refuses support's change.
-    await go(support.page, "prices");
-    await typeInto(support.page, "price-input", "0.5");
-    await support.page.keyboard.press("Enter");
-    await waitText(support.page, "#price-error", "Your role may not do this");
+      // Within the ceiling, then above it.
+      await typeInto(support.page, "adjust-amount", "600");
+      await typeInto(support.page, "adjust-reason", "goodwill for a slow day");
+      await support.page.keyboard.press("Enter");
+      await support.page.waitForSelector("#adjust-done:not(:empty)");
+      await ready(support.page, "customer");
+      await typeInto(support.page, "adjust-amount", "500");
+      await typeInto(support.page, "adjust-reason", "more goodwill");
+      await support.page.keyboard.press("Enter");
+      await waitText(support.page, "#adjust-error", "above your daily ceiling");
+      // The prices page reads, and refuses support's change.
+      await go(support.page, "prices");
+      await typeInto(support.page, "price-input", "0.5");
+      await support.page.keyboard.press("Enter");
+      await waitText(support.page, "#price-error", "Your role may not do this");
 
-    // Finance, in Persian, previews a price and applies it; /v1/models shows what the preview said.
-    const finance = await desk("fa");
-    await signIn(finance, "farid", await addOperatorByApi("farid", "finance"));
-    await go(finance.page, "prices");
-    await tabTo(finance.page, "price-model");
-    for (let i = 0; i < 300 && (await finance.page.inputValue("#price-model")) !== MODEL; i++)
-      await finance.page.keyboard.press("ArrowDown");
-    expect(await finance.page.inputValue("#price-model")).toBe(MODEL);
-    await typeInto(finance.page, "price-input", "0.93");
-    await tabTo(finance.page, "price-preview-button");
-    await finance.page.keyboard.press("Enter");
-    await finance.page.waitForSelector('#preview-table tr[data-key="input_token"]');
-    const preview = (await t.admin("POST", `/admin/catalog/models/${MODEL}/preview`, await entryWith("0.93"))).body.prices.find(
-      (p: any) => p.key === "input_token",
-    );
-    const shownAfter = await textOf(finance.page, '#preview-table tr[data-key="input_token"] td:nth-child(3)');
-    expect(shownAfter).toBe(Number(preview.toman_per_1m_after).toLocaleString("fa-IR"));
-    await tabTo(finance.page, "price-apply");
-    await finance.page.keyboard.press("Enter");
-    await finance.page.waitForSelector("#price-done:not(:empty)");
-    const listed = (await (
-      await fetch(`${t.url}/v1/models/${MODEL}`, { headers: { authorization: `Bearer ${customer.key}` } })
-    ).json()) as any;
-    expect(String(listed.pricing.input)).toBe(preview.toman_per_1m_after);
+      // Finance, in Persian, previews a price and applies it; /v1/models shows what the preview said.
+      const finance = await desk("fa");
+      await signIn(finance, "farid", await addOperatorByApi("farid", "finance"));
+      await go(finance.page, "prices");
+      await tabTo(finance.page, "price-model");
+      for (let i = 0; i < 300 && (await finance.page.inputValue("#price-model")) !== MODEL; i++)
+        await finance.page.keyboard.press("ArrowDown");
+      expect(await finance.page.inputValue("#price-model")).toBe(MODEL);
+      await typeInto(finance.page, "price-input", "0.93");
+      await tabTo(finance.page, "price-preview-button");
+      await finance.page.keyboard.press("Enter");
+      await finance.page.waitForSelector('#preview-table tr[data-key="input_token"]');
+      const preview = (await t.admin("POST", `/admin/catalog/models/${MODEL}/preview`, await entryWith("0.93"))).body.prices.find(
+        (p: any) => p.key === "input_token",
+      );
+      const shownAfter = await textOf(finance.page, '#preview-table tr[data-key="input_token"] td:nth-child(3)');
+      expect(shownAfter).toBe(Number(preview.toman_per_1m_after).toLocaleString("fa-IR"));
+      await tabTo(finance.page, "price-apply");
+      await finance.page.keyboard.press("Enter");
+      await finance.page.waitForSelector("#price-done:not(:empty)");
+      const listed = (await (
+        await fetch(`${t.url}/v1/models/${MODEL}`, { headers: { authorization: `Bearer ${customer.key}` } })
+      ).json()) as any;
+      expect(String(listed.pricing.input)).toBe(preview.toman_per_1m_after);
 
-    // The owner's audit trail: who did what, with before and after.
-    await go(owner.page, "audit");
-    // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); one price change.
-    for (const [action, n] of [
-      ["operator.add", 3],
-      ["wallet.adjust", 1],
-      ["catalog.put", 1],
-    ] as const) {
-      expect({ action, rows: await owner.page.locator(`#audit tr[data-action="${action}"]`).count() }).toEqual({ action, rows: n });
-    }
-    const rows = (await t.admin("GET", "/admin/audit?limit=50")).body.data as any[];
-    const adjusted = rows.find((r) => r.action === "wallet.adjust");
-    expect(adjusted).toMatchObject({ role: "support", via: "session", reason: "goodwill for a slow day", amount_micro_toman: "600000000" });
-    expect(rows.find((r) => r.action === "catalog.put")).toMatchObject({ role: "finance" });
-    expect(rows.find((r) => r.action === "catalog.put").before.usd_per_1m.input_token).not.toBe("0.93");
-    expect(rows.find((r) => r.action === "catalog.put").after.model.usd_per_1m.input_token).toBe("0.93");
-    // Dates on the Persian page are Jalali, in Persian digits.
-    expect(await textOf(owner.page, "#audit tbody tr td")).toMatch(/[۰-۹]/);
+      // The owner's audit trail: who did what, with before and after.
+      await go(owner.page, "audit");
+      // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); one price change.
+      for (const [action, n] of [
+        ["operator.add", 3],
+        ["wallet.adjust", 1],
+        ["catalog.put", 1],
+      ] as const) {
+        expect({ action, rows: await owner.page.locator(`#audit tr[data-action="${action}"]`).count() }).toEqual({ action, rows: n });
+      }
+      const rows = (await t.admin("GET", "/admin/audit?limit=50")).body.data as any[];
+      const adjusted = rows.find((r) => r.action === "wallet.adjust");
+      expect(adjusted).toMatchObject({
+        role: "support",
+        via: "session",
+        reason: "goodwill for a slow day",
+        amount_micro_toman: "600000000",
+      });
+      expect(rows.find((r) => r.action === "catalog.put")).toMatchObject({ role: "finance" });
+      expect(rows.find((r) => r.action === "catalog.put").before.usd_per_1m.input_token).not.toBe("0.93");
+      expect(rows.find((r) => r.action === "catalog.put").after.model.usd_per_1m.input_token).toBe("0.93");
+      // Dates on the Persian page are Jalali, in Persian digits.
+      expect(await textOf(owner.page, "#audit tbody tr td")).toMatch(/[۰-۹]/);
 
-    for (const d of desks) expect(d.errors).toEqual([]);
-  });
+      for (const d of desks) expect(d.errors).toEqual([]);
+    },
+    WALK_MS_MAX,
+  );
 
   /** The model's entry with another input price, as the page sends it. */
   async function entryWith(input: string) {
@@ -239,34 +251,38 @@ suite("operators' console in a browser", () => {
     return { ...rest, usd_per_1m: { ...rest.usd_per_1m, input_token: input } };
   }
 
-  test("every page in both languages: axe, no console error, no sideways scroll at 360 px, screenshots at 360 and 1280 px", async () => {
-    const d = await desk("fa");
-    await signIn(d, "olga", await addOperatorByApi("olga", "owner"));
-    await d.page.goto(`${t.url}/operators/#/customer/${customer.accountId}`);
-    await ready(d.page, "customer");
-    for (const lang of ["fa", "en"] as const) {
-      for (const view of [...PAGES, "customer"]) {
-        if (view === "customer") await d.page.evaluate(`location.hash = "#/customer/${customer.accountId}"`);
-        else await d.page.evaluate(`location.hash = "#/${view}"`);
-        await ready(d.page, view);
-        for (const width of [1280, 360]) {
-          await d.page.setViewportSize({ width, height: 900 });
-          await d.page.screenshot({ path: join(shots, `operators-${view}-${lang}-${width}.png`), fullPage: true });
-          if (width === 360) {
-            const wide = (await d.page.evaluate("document.documentElement.scrollWidth")) as number;
-            expect({ view, lang, wide: wide <= 360 }).toEqual({ view, lang, wide: true });
+  test(
+    "every page in both languages: axe, no console error, no sideways scroll at 360 px, screenshots at 360 and 1280 px",
+    async () => {
+      const d = await desk("fa");
+      await signIn(d, "olga", await addOperatorByApi("olga", "owner"));
+      await d.page.goto(`${t.url}/operators/#/customer/${customer.accountId}`);
+      await ready(d.page, "customer");
+      for (const lang of ["fa", "en"] as const) {
+        for (const view of [...PAGES, "customer"]) {
+          if (view === "customer") await d.page.evaluate(`location.hash = "#/customer/${customer.accountId}"`);
+          else await d.page.evaluate(`location.hash = "#/${view}"`);
+          await ready(d.page, view);
+          for (const width of [1280, 360]) {
+            await d.page.setViewportSize({ width, height: 900 });
+            await d.page.screenshot({ path: join(shots, `operators-${view}-${lang}-${width}.png`), fullPage: true });
+            if (width === 360) {
+              const wide = (await d.page.evaluate("document.documentElement.scrollWidth")) as number;
+              expect({ view, lang, wide: wide <= 360 }).toEqual({ view, lang, wide: true });
+            }
           }
+          await axe(d.page, `${view}-${lang}`);
+          expect(await d.page.getAttribute("html", "dir")).toBe(lang === "fa" ? "rtl" : "ltr");
         }
-        await axe(d.page, `${view}-${lang}`);
-        expect(await d.page.getAttribute("html", "dir")).toBe(lang === "fa" ? "rtl" : "ltr");
+        if (lang === "fa") {
+          await tabTo(d.page, "lang-switch", { back: true });
+          await d.page.keyboard.press("Enter");
+          await waitFor(d.page, `document.documentElement.lang === "en"`);
+        }
       }
-      if (lang === "fa") {
-        await tabTo(d.page, "lang-switch", { back: true });
-        await d.page.keyboard.press("Enter");
-        await waitFor(d.page, `document.documentElement.lang === "en"`);
-      }
-    }
-    expect(d.errors).toEqual([]);
-    process.stderr.write(`operators' console screenshots: ${shots}\n`);
-  });
+      expect(d.errors).toEqual([]);
+      process.stderr.write(`operators' console screenshots: ${shots}\n`);
+    },
+    PAGES_MS_MAX,
+  );
 });

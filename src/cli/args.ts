@@ -42,6 +42,8 @@ export type Command =
   | { kind: "catalog" }
   /** `file` holds one model's entry as the catalog file writes it (`id` optional). */
   | { kind: "catalog.set"; model: string; file: string; by?: string }
+  /** The same file: what `catalog set` would do to today's toman prices, changing nothing. */
+  | { kind: "catalog.preview"; model: string; file: string }
   | { kind: "catalog.alias"; model: string; alias: string; by?: string }
   | { kind: "catalog.retire"; model: string; successor: string; by?: string }
   | { kind: "catalog.changes"; model?: string }
@@ -157,6 +159,8 @@ commands:
                                                   add or change a model on every node (a new price
                                                   version; the entry as src/catalog/models.json
                                                   writes one, see docs/catalog.md)
+  catalog preview <model> --file <entry.json>     what catalog set would do to today's toman
+                                                  prices, before and after; changes nothing
   catalog alias <model> <alias> [--by NAME]       one more name the model answers to
   catalog retire <model> --successor <id> [--by NAME]
                                                   the model answers 410 naming its successor
@@ -388,6 +392,16 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       model: modelOf(model, "model"),
       file: nonEmpty(value(flags, "file"), "--file"),
       ...byOf(flags),
+    }),
+  },
+  "catalog preview": {
+    args: ["model"],
+    flags: ["file"],
+    required: { file: "a JSON file: one model's entry, as catalog set takes it" },
+    build: ([model], flags) => ({
+      kind: "catalog.preview",
+      model: modelOf(model, "model"),
+      file: nonEmpty(value(flags, "file"), "--file"),
     }),
   },
   "catalog alias": {

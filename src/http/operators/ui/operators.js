@@ -8,7 +8,7 @@
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
-  const state = { lang: pickLang(), session: null, poll: null, flash: null };
+  const state = { lang: pickLang(), session: null, stopFeed: null, flash: null };
   const VIEWS = ["overview", "customers", "payments", "prices", "pools", "operations", "operators", "audit"];
   const OWNER_VIEWS = ["operators", "audit"];
 
@@ -130,7 +130,8 @@
   let renders = 0;
   async function render(focus) {
     const mine = ++renders;
-    clearInterval(state.poll);
+    if (state.stopFeed) state.stopFeed();
+    state.stopFeed = null;
     applyLang();
     const view = state.session ? currentView() : "signin";
     const builder = { signin: signInView, overview: overviewView, customers: customersView, customer: customerView, payments: paymentsView, prices: pricesView, pools: poolsView, operations: operationsView, operators: operatorsView, audit: auditView }[view];
@@ -330,10 +331,10 @@
     root.append(h("h1", {}, t("nav.prices")));
     if (rates.current) root.append(h("p", { id: "rate" }, t("prices.rate", { rate: num(rates.current.toman_per_usd), date: when(rates.current.effective_at) })));
     if (rates.fetch) root.append(h("p", { class: "muted" }, t("prices.fetcher", { state: rates.fetch.last_error ? rates.fetch.last_error : when(rates.fetch.last_success_at) })));
-    root.append(priceForm(models, today));
+    root.append(priceForm(models, today), aliasRetireForm(catalog.data));
     root.append(h("h2", {}, t("nav.prices")), table(t("nav.prices"), [t("prices.model"), t("prices.vendor"), { text: t("prices.usdIn"), num: true }, { text: t("prices.usdOut"), num: true }, { text: t("prices.tomanIn"), num: true }, { text: t("prices.tomanOut"), num: true }, t("prices.window")],
       catalog.data.map((m) => h("tr", { id: `model-${m.id}` }, cell(h("span", { class: "ltr" }, m.id, m.retired ? ` (${t("prices.retired")})` : "")), cell(m.vendor),
-        cell(m.usd_per_1m.input_token ?? "—", "num"), cell(m.usd_per_1m.output_token ?? "—", "num"),
+        cell(m.usd_per_1m.input_token === undefined ? "—" : toman(m.usd_per_1m.input_token), "num"), cell(m.usd_per_1m.output_token === undefined ? "—" : toman(m.usd_per_1m.output_token), "num"),
         cell(today[m.id] && today[m.id].input_token ? toman(today[m.id].input_token) : "—", "num"), cell(today[m.id] && today[m.id].output_token ? toman(today[m.id].output_token) : "—", "num"),
         cell(num(m.context_window), "num"))), "catalog"));
     root.append(h("h2", {}, t("prices.history")), table(t("prices.history"), [t("prices.at"), t("prices.model"), t("prices.action"), t("prices.by")],
@@ -372,17 +373,69 @@
       err, preview, done);
   }
 
+  /** An alias (prices unchanged) or a retirement (its prices end: the model answers 410 naming the successor), each previewed first. */
+  function aliasRetireForm(entries) {
+    const err = errorBox("alias-error");
+    const done = h("p", { id: "alias-done", class: "ok", role: "status" });
+    const live = entries.filter((e) => !e.retired);
+    const pick = h("select", { id: "alias-model" }, live.map((m) => h("option", { value: m.id }, m.id)));
+    const alias = h("input", { id: "alias-name", dir: "ltr" });
+    const successor = h("select", { id: "retire-successor" }, live.map((m) => h("option", { value: m.id }, m.id)));
+    const preview = h("div", { id: "retire-preview" });
+    const entryOf = () => { const { id, ...rest } = entries.find((x) => x.id === pick.value); return rest; };
+    const showRetire = async () => {
+      const p = await admin("POST", `/catalog/models/${encodeURIComponent(pick.value)}/preview`, { ...entryOf(), retired: { successor: successor.value } });
+      preview.replaceChildren(table(t("prices.previewTitle"), [t("prices.unit"), { text: t("prices.before"), num: true }, { text: t("prices.after"), num: true }],
+        p.prices.map((r) => h("tr", {}, cell(h("span", { class: "ltr" }, r.key)), cell(r.toman_per_1m_before === null ? "—" : toman(r.toman_per_1m_before), "num"), cell(r.toman_per_1m_after === null ? "—" : toman(r.toman_per_1m_after), "num")))));
+    };
+    return h("section", { "aria-labelledby": "alias-title" }, h("h2", { id: "alias-title" }, `${t("prices.addAlias")} · ${t("prices.retire")}`),
+      h("form", { class: "inline", id: "alias-form", onsubmit: guarded(err, async () => {
+        await admin("POST", `/catalog/models/${encodeURIComponent(pick.value)}/aliases`, { alias: alias.value.trim() });
+        done.textContent = `${pick.value} ← ${alias.value.trim()}`;
+      }) }, field(t("prices.pick"), pick), field(t("prices.alias"), alias), h("button", { type: "submit", id: "alias-submit" }, t("prices.addAlias"))),
+      h("form", { class: "inline", id: "retire-form", onsubmit: guarded(err, async () => {
+        await admin("POST", `/catalog/models/${encodeURIComponent(pick.value)}/retire`, { successor: successor.value });
+        done.textContent = `${pick.value} → ${successor.value}`;
+      }) }, field(t("prices.successor"), successor), h("button", { type: "button", id: "retire-preview-button", onclick: guarded(err, showRetire) }, t("prices.preview")),
+        h("button", { type: "submit", class: "danger", id: "retire-submit" }, t("prices.retire"))), err, preview, done);
+  }
+
   // ---- pools ----
+  /** The cluster's live view (the dashboard's feed, /admin/pools/live, one event a second), drawn until the page changes. */
   async function poolsView(root) {
     const list = h("div", { id: "pools-live" });
-    const load = async () => {
-      const p = await admin("GET", "/pools");
-      list.replaceChildren(table(t("pools.title"), [t("pools.model"), t("pools.backend"), t("pools.region"), { text: t("pools.latency"), num: true }, t("pools.breaker"), { text: t("pools.inflight"), num: true }],
-        p.data.flatMap((pool) => pool.backends.map((b) => h("tr", {}, cell(pool.model), cell(b.name), cell(b.region), cell(num(b.latency_ewma_ms), "num"), cell(b.breaker, b.breaker === "closed" ? null : "bad"), cell(`${num(b.in_flight)} / ${num(b.concurrency_limit)}`, "num")))), "pools"));
+    const nodes = h("p", { class: "muted", id: "pools-nodes" });
+    const draw = (view) => {
+      nodes.textContent = view.nodes.map((n) => n.node).join(" · ");
+      list.replaceChildren(table(t("pools.title"), [t("pools.model"), t("pools.backend"), t("pools.region"), { text: t("pools.latency"), num: true }, t("pools.breaker"), { text: t("pools.inflight"), num: true }, { text: "req/s", num: true }, { text: t("overview.errors"), num: true }],
+        view.backends.map((b) => h("tr", {}, cell(b.model), cell(b.backend), cell(b.region), cell(num(Math.round(b.ttftEwmaMs)), "num"), cell(b.breaker, b.breaker === "closed" ? null : "bad"),
+          cell(`${num(b.inFlight)} / ${num(b.concurrencyLimit)}`, "num"), cell(num(Math.round(b.requestsPerS * 10) / 10), "num"), cell(`${num(Math.round(b.errorRate * 100))}%`, "num"))), "pools"));
     };
-    root.append(h("h1", {}, t("pools.title")), h("h2", {}, t("pools.live")), list);
-    await load();
-    state.poll = setInterval(() => { load().catch(() => {}); }, 2000);
+    root.append(h("h1", {}, t("pools.title")), h("h2", {}, t("pools.live")), nodes, list);
+    const feed = new AbortController();
+    state.stopFeed = () => feed.abort();
+    const response = await fetch("/operators/api/admin/pools/live", { credentials: "same-origin", signal: feed.signal });
+    if (!response.ok || !response.body) throw Object.assign(new Error(String(response.status)), { code: "service_unavailable" });
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffered = "";
+    let first = true;
+    const next = async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) return;
+        buffered += value;
+        let end;
+        while ((end = buffered.indexOf("\n\n")) >= 0) {
+          const frame = buffered.slice(0, end);
+          buffered = buffered.slice(end + 2);
+          const data = frame.split("\n").find((l) => l.startsWith("data: "));
+          if (frame.startsWith("event: pools") && data) draw(JSON.parse(data.slice(6)));
+          if (first) { first = false; return; }
+        }
+      }
+    };
+    await next(); // the first view before the page counts as ready
+    next().catch(() => {});
     if (isOwner()) root.append(poolEditor());
   }
   function poolEditor() {
