@@ -76,10 +76,17 @@ describe("a customer's page", () => {
     expect(csv.headers.get("content-type")).toContain("text/csv");
     expect((await csv.text()).trim().split("\r\n").length).toBe(usage.body.data.length + 1);
     const wallet = await t.admin("GET", `/admin/accounts/${funded.accountId}/wallet`);
-    expect(wallet.body.moves.map((m: any) => [m.kind, m.amount_micro_toman, m.reason])).toEqual([
-      ["adjustment", "-500000", "refund topup t-1"],
-      ["topup", "1000000000", null],
+    expect(wallet.body.moves.map((m: any) => [m.kind, m.amount_micro_toman, m.reason, m.refund_of])).toEqual([
+      ["adjustment", "-500000", "refund topup t-1", null],
+      ["topup", "1000000000", null, null],
     ]);
+    // A refund names its top-up in its reference: once per top-up.
+    const refund = { amount_toman: "-1", reason: "refund of top-up top_abc", reference: "refund-top_abc" };
+    expect((await t.admin("POST", `/admin/accounts/${funded.accountId}/adjustments`, refund)).status).toBe(201);
+    expect((await t.admin("POST", `/admin/accounts/${funded.accountId}/adjustments`, refund)).body.credited).toBe(false);
+    expect((await t.admin("POST", `/admin/accounts/${funded.accountId}/adjustments`, { ...refund, amount_toman: "-2" })).status).toBe(409);
+    const refunded = (await t.admin("GET", `/admin/accounts/${funded.accountId}/wallet`)).body.moves[0];
+    expect([refunded.refund_of, refunded.amount_micro_toman]).toEqual(["top_abc", "-1000000"]);
     expect((await t.admin("GET", `/admin/accounts/${funded.accountId}/sessions`)).body).toEqual({ object: "list", data: [] });
     expect((await t.admin("GET", "/admin/accounts/acc_none/wallet")).status).toBe(404);
     expect((await t.admin("GET", "/admin/accounts/acc_none/usage")).status).toBe(404);

@@ -33,6 +33,13 @@ import { failed, json, zodFailure } from "../guard.ts";
 import { previewModel } from "./catalog.ts";
 import type { adminGuard } from "./guard.ts";
 
+/**
+ * A refund is a negative adjustment whose reference is this prefix and the top-up's id: the
+ * reference is once per ledger, so a top-up is refunded once (the same again is a replay, another
+ * amount a conflict), and the wallet view names the top-up it refunds.
+ */
+export const REFUND_REFERENCE_PREFIX = "refund-";
+
 /** Anomalies are read over this many days back unless `from` says otherwise. */
 export const ANOMALY_WINDOW_DAYS_DEFAULT = 30;
 const DAY_MS = 24 * 3_600_000;
@@ -150,6 +157,9 @@ async function wallet(deps: EdgeDeps, accountId: string, requestId: string): Pro
         kind: m.kind,
         ...money("amount", m.amountMicro),
         reason: m.memo,
+        refund_of: m.reference.startsWith(`adjustment:${REFUND_REFERENCE_PREFIX}`)
+          ? m.reference.slice(`adjustment:${REFUND_REFERENCE_PREFIX}`.length)
+          : null,
         at: m.createdAt.toISOString(),
       })),
       leases: detail.holds.map((h) => ({
