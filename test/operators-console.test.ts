@@ -48,6 +48,7 @@ suite("operators' console in a browser", () => {
   let zarinpal: ZarinpalSim;
   let browser: Browser;
   let customer: { accountId: string; key: string };
+  let paymentPage: string;
   const shots = mkdtempSync(join(tmpdir(), "operators-console-"));
   const desks: Desk[] = [];
 
@@ -61,7 +62,9 @@ suite("operators' console in a browser", () => {
     customer = { accountId, key };
     const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
     await client.chat.completions.create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "hello there" }] });
-    expect((await t.admin("POST", "/admin/topups", { account_id: accountId, amount_toman: 100_000 })).status).toBe(201);
+    const started = await t.admin("POST", "/admin/topups", { account_id: accountId, amount_toman: 100_000 });
+    expect(started.status).toBe(201);
+    paymentPage = started.body.redirect_url;
   }, SETUP_MS_MAX);
 
   afterAll(async () => {

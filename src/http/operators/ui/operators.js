@@ -255,6 +255,7 @@
     const s = await admin("GET", `/accounts/${encodeURIComponent(id)}/sessions`);
     const pays = await admin("GET", `/topups?account_id=${encodeURIComponent(id)}`).catch(() => ({ data: [] }));
     const usage = usageSection(id, a);
+    const keyErr = errorBox("key-error");
     root.append(h("h1", {}, t("customer.title", { name: a.name })), h("p", { class: "ltr muted" }, a.id),
       h("h2", {}, t("customer.wallet")), h("div", { class: "cards" },
         card("balance", t("customer.balance"), `${toman(a.balance_toman)} ${t("toman")}`),
@@ -263,7 +264,7 @@
     root.append(h("h2", {}, t("customer.keys")), table(t("customer.keys"), [t("customer.key"), t("customer.limits"), t("customer.state")],
       a.keys.map((k) => h("tr", {}, cell(h("span", { class: "ltr" }, `${k.name} · ${k.display}`)),
         cell(`${num(k.concurrency_max)} · rpm ${k.rpm === null ? "∞" : num(k.rpm)} · tpm ${k.tpm === null ? "∞" : num(k.tpm)}${k.monthly_spend_cap_toman ? ` · ${toman(k.monthly_spend_cap_toman)} ${t("toman")}` : ""}`),
-        cell(k.revoked_at ? t("customer.revoked") : t("customer.active")))), "keys"));
+        cell(k.revoked_at ? t("customer.revoked") : h("div", { class: "row" }, t("customer.active"), h("button", { type: "button", class: "danger", "data-key": k.id, onclick: guarded(keyErr, async () => { await admin("DELETE", `/keys/${encodeURIComponent(k.id)}`); render(); }) }, t("customer.revoke")))))), "keys"), keyErr);
     root.append(usage.box);
     root.append(adjustForm(id, () => render()));
     root.append(h("h2", {}, t("customer.moves")), table(t("customer.moves"), [t("customer.time"), t("customer.kind"), { text: t("customer.amount"), num: true }, t("customer.reason"), t("customer.reference")],
@@ -299,8 +300,18 @@
     };
     if (rows.length === 0) return h("p", {}, t("payments.none"));
     return h("div", {}, table(t("payments.title"), [t("payments.id"), t("payments.account"), t("payments.state"), { text: t("payments.amount"), num: true }, t("payments.created"), t("payments.said"), ""],
-      rows.map((p) => h("tr", {}, cell(h("span", { class: "ltr" }, p.id)), cell(h("a", { href: `#/customer/${p.account_id}` }, p.account_id)), cell(t(`states.${p.state}`)), money(p.amount_toman), cell(when(p.created_at)),
+      rows.map((p) => h("tr", { "data-state": p.state }, cell(p.state === "verified" ? receipt(p) : h("span", { class: "ltr" }, p.id)), cell(h("a", { href: `#/customer/${p.account_id}` }, p.account_id)), cell(t(`states.${p.state}`)), money(p.amount_toman), cell(when(p.created_at)),
         cell(h("span", { class: "ltr" }, [p.ref_id, p.card_pan, p.reason].filter(Boolean).join(" · ") || "—"), "wrap"), cell(act(p)))), "payments"), err);
+  }
+  /** A paid top-up's receipt, as its customer's console shows it: number, time in both calendars, amount, Zarinpal's reference and the card. */
+  function receipt(p) {
+    const at = p.verified_at || p.updated_at;
+    const both = `${new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { dateStyle: "medium", timeStyle: "short", timeZone: "Asia/Tehran" }).format(new Date(at))} · ${new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-gregory" : "en-GB", { dateStyle: "medium", timeZone: "Asia/Tehran" }).format(new Date(at))}`;
+    return h("details", { class: "receipt-of" }, h("summary", {}, h("span", { class: "ltr" }, p.id)), h("dl", {},
+      h("dt", {}, t("payments.paidAt")), h("dd", {}, both),
+      h("dt", {}, t("payments.amount")), h("dd", {}, toman(p.amount_toman)),
+      h("dt", {}, t("payments.ref")), h("dd", { class: "ltr" }, p.ref_id || "—"),
+      h("dt", {}, t("payments.card")), h("dd", { class: "ltr" }, p.card_pan || "—")));
   }
   async function paymentsView(root) {
     const err = errorBox("reconcile-error");
