@@ -258,9 +258,20 @@ suite("operators' console in a browser", () => {
     "every page in both languages: axe, no console error, no sideways scroll at 360 px, screenshots at 360 and 1280 px",
     async () => {
       const d = await desk("fa");
+      // The customer pays the top-up on the Zarinpal simulator's page: the customer's page shows its receipt.
+      await d.page.goto(paymentPage);
+      await d.page.click('button[value="pay"]');
+      await until(
+        async () => (await t.admin("GET", `/admin/topups?account_id=${customer.accountId}&state=verified`)).body.data.length === 1,
+        {
+          msMax: PAGE_MS_MAX,
+          what: "the top-up verified",
+        },
+      );
       await signIn(d, "olga", await addOperatorByApi("olga", "owner"));
       await d.page.goto(`${t.url}/operators/#/customer/${customer.accountId}`);
       await ready(d.page, "customer");
+      expect(await d.page.locator('#payments tr[data-state="verified"] details.receipt-of').count()).toBe(1);
       for (const lang of ["fa", "en"] as const) {
         for (const view of [...PAGES, "customer"]) {
           if (view === "customer") await d.page.evaluate(`location.hash = "#/customer/${customer.accountId}"`);
