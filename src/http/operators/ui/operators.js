@@ -477,6 +477,14 @@
   }
 
   // ---- operators and the audit trail (owner) ----
+  /** An operator's role, changed where it is shown (the server keeps the last owner an owner). */
+  function roleChange(o, err) {
+    const select = h("select", { "aria-label": `${t("operators.role")} · ${o.login}`, "data-operator": o.id }, Object.keys(T().roles).map((r) => h("option", { value: r }, t(`roles.${r}`))));
+    select.value = o.role;
+    // Saved by its button, not on change: stepping through the list by keyboard must not grant each role on the way.
+    const save = h("button", { type: "button", onclick: guarded(err, async () => { await admin("PATCH", `/operators/${o.id}`, { role: select.value }); announce(`${o.login}: ${t(`roles.${select.value}`)}`); }) }, t("operators.saveRole"));
+    return h("div", { class: "row" }, select, save);
+  }
   async function operatorsView(root) {
     const list = await admin("GET", "/operators");
     const err = errorBox("operator-error");
@@ -487,7 +495,7 @@
     const password = h("input", { id: "op-password", type: "password", required: true, minlength: "12", autocomplete: "new-password", dir: "ltr" });
     const ceiling = h("input", { id: "op-ceiling", dir: "ltr", inputmode: "decimal" });
     root.append(h("h1", {}, t("operators.title")), table(t("operators.title"), [t("operators.login"), t("operators.name"), t("operators.role"), t("operators.created"), ""],
-      list.data.map((o) => h("tr", {}, cell(h("span", { class: "ltr" }, o.login)), cell(o.name), cell(t(`roles.${o.role}`)), cell(when(o.created_at)),
+      list.data.map((o) => h("tr", {}, cell(h("span", { class: "ltr" }, o.login)), cell(o.name), cell(roleChange(o, err)), cell(when(o.created_at)),
         cell(o.id === state.session.operator.id ? "" : h("button", { type: "button", class: "danger", onclick: guarded(err, async () => { await admin("DELETE", `/operators/${o.id}`); render(); }) }, t("operators.remove"))))), "operators"),
       h("h2", {}, t("operators.add")), h("form", { id: "operator-form", onsubmit: guarded(err, async () => {
         const body = { login: login.value, name: name.value, role: role.value, password: password.value };
