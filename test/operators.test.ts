@@ -80,6 +80,19 @@ describe("the role matrix", () => {
       ...Object.keys(ROLE_MATRIX).filter((route) => /\/admin\/(operators|operator-tokens|audit)/.test(route)),
     ]);
     expect(allowed("owner")).toEqual(Object.keys(ROLE_MATRIX));
+    // The console's reads are every role's; a price preview is finance's, who make the change it previews.
+    const reads = [
+      "customers",
+      "accounts/:id/usage",
+      "accounts/:id/usage.csv",
+      "accounts/:id/sessions",
+      "accounts/:id/wallet",
+      "revenue",
+      "anomalies",
+      "overview",
+    ];
+    for (const read of reads) expect({ read, roles: ROLE_MATRIX[`GET /admin/${read}`]?.roles }).toEqual({ read, roles: OPERATOR_ROLES });
+    expect(ROLE_MATRIX["POST /admin/catalog/models/:model/preview"]).toEqual({ roles: ["owner", "finance"] });
     // Money routes, each with a reason.
     expect(Object.keys(ROLE_MATRIX).filter((route) => ROLE_MATRIX[route]!.money)).toEqual([
       "POST /admin/accounts/:id/topups",
