@@ -206,12 +206,13 @@
 
   function usageSection(id, account) {
     const box = h("section", { id: "usage", "aria-labelledby": "usage-title" });
+    const key = h("select", { id: "usage-key" }, h("option", { value: "" }, t("customer.allKeys")), account.keys.map((k) => h("option", { value: k.id }, `${k.name} · ${k.display}`)));
     const model = h("input", { id: "usage-model", dir: "ltr" });
     const from = h("input", { id: "usage-from", dir: "ltr", placeholder: "2026-01-01" });
     const to = h("input", { id: "usage-to", dir: "ltr", placeholder: "2026-12-31" });
     const err = errorBox("usage-error");
     const list = h("div", {});
-    const query = () => new URLSearchParams(Object.entries({ model: model.value, from: from.value, to: to.value }).filter(([, v]) => v)).toString();
+    const query = () => new URLSearchParams(Object.entries({ key: key.value, model: model.value, from: from.value, to: to.value }).filter(([, v]) => v)).toString();
     const load = async () => {
       const u = await admin("GET", `/accounts/${encodeURIComponent(id)}/usage?limit=50&${query()}`);
       const last = u.data[0];
@@ -228,7 +229,7 @@
       for (const fill of list.querySelectorAll(".fill")) fill.style.width = `${Math.max(1, Math.round(Number(fill.dataset.share) * 100))}%`;
     };
     box.append(h("h2", { id: "usage-title" }, t("customer.usage")), h("form", { class: "inline", id: "usage-filters", onsubmit: guarded(err, load) },
-      field(t("customer.model"), model), field(t("customer.from"), from), field(t("customer.to"), to), h("button", { type: "submit" }, t("customer.filter"))), err, list);
+      field(t("customer.key"), key), field(t("customer.model"), model), field(t("customer.from"), from), field(t("customer.to"), to), h("button", { type: "submit" }, t("customer.filter"))), err, list);
     return { box, load };
   }
 
