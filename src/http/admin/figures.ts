@@ -40,6 +40,13 @@ import type { adminGuard } from "./guard.ts";
  */
 export const REFUND_REFERENCE_PREFIX = "refund-";
 
+/**
+ * The overview shows the ledger audit as run at most this long ago (the audit reads every
+ * transfer, hold and record; an overview left open must not run it for each refresh);
+ * `GET /admin/ledger/audit` always runs it afresh.
+ */
+export const OVERVIEW_AUDIT_FRESH_MS = 60_000;
+
 /** Anomalies are read over this many days back unless `from` says otherwise. */
 export const ANOMALY_WINDOW_DAYS_DEFAULT = 30;
 const DAY_MS = 24 * 3_600_000;
@@ -119,11 +126,16 @@ function poolsInTrouble(deps: EdgeDeps) {
     );
 }
 
-async function overview(deps: EdgeDeps, area: AccountArea | undefined, requestId: string): Promise<Response> {
+type LastAudit = { atMs: number; report: Awaited<ReturnType<typeof auditLedger>> } | null;
+
+async function overview(deps: EdgeDeps, area: AccountArea | undefined, last: { audit: LastAudit }, requestId: string): Promise<Response> {
   const periods = periodsOf(new Date());
   const today = await revenue(deps, periods.today);
   const month = await revenueOf(deps.db, periods.month, regionOf(deps));
-  const audit = await auditLedger(deps.db, { holdExpiryGraceMs: deps.env.HOLD_EXPIRY_GRACE_MS });
+  if (!last.audit || Date.now() - last.audit.atMs > OVERVIEW_AUDIT_FRESH_MS) {
+    last.audit = { atMs: Date.now(), report: await auditLedger(deps.db, { holdExpiryGraceMs: deps.env.HOLD_EXPIRY_GRACE_MS }) };
+  }
+  const audit = last.audit.report;
   const dead = await deadLetterTotals(deps.db);
   const states = deps.payments ? await deps.payments.topups.countsByState() : null;
   return json(
@@ -131,7 +143,11 @@ async function overview(deps: EdgeDeps, area: AccountArea | undefined, requestId
       object: "overview",
       today: revenueObject(periods.today, today),
       month: revenueObject(periods.month, month),
-      ledger_audit: { ok: audit.ok, failed: audit.checks.filter((c) => !c.ok).map((c) => c.name) },
+      ledger_audit: {
+        ok: audit.ok,
+        failed: audit.checks.filter((c) => !c.ok).map((c) => c.name),
+        checked_at: new Date(last.audit.atMs).toISOString(),
+      },
       dead_letters: { awaiting_replay: dead.dead, ...money("written_off", dead.writtenOffMicro) },
       sms_budget: area ? await area.smsBudget.today() : null,
       payments: states && {
@@ -198,6 +214,7 @@ async function accountUsage(deps: EdgeDeps, request: Request, accountId: string,
 
 /** The console's admin reads, as a plugin for the app. */
 export function figureRoutes(deps: EdgeDeps, asAdmin: ReturnType<typeof adminGuard>, area: AccountArea | undefined) {
+  const last: { audit: LastAudit } = { audit: null };
   return new Elysia()
     .get(
       "/admin/customers",
@@ -262,7 +279,7 @@ export function figureRoutes(deps: EdgeDeps, asAdmin: ReturnType<typeof adminGua
     )
     .get(
       "/admin/overview",
-      asAdmin((_, __, requestId) => overview(deps, area, requestId)),
+      asAdmin((_, __, requestId) => overview(deps, area, last, requestId)),
     )
     .post(
       "/admin/catalog/models/:model/preview",
