@@ -18,6 +18,7 @@ import { ALERT_TEMPLATE_DEFAULT } from "../src/accountArea/sms.ts";
 import { createLogger } from "../src/log.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
+import { seriousViolations } from "./axe.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until, untilValue } from "./until.ts";
 
@@ -30,7 +31,6 @@ const SMS_KEY = "browser-sms-key";
 const PHONE = "09121112233";
 const MODEL = "gpt-4o-mini";
 const PAGES = ["overview", "wallet", "keys", "usage", "pricing", "security"] as const;
-const AXE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 const suite = existsSync(CHROMIUM) ? describe : describe.skip;
 if (!existsSync(CHROMIUM))
@@ -104,15 +104,7 @@ suite("account area in a browser", () => {
     await ready(view);
   }
   async function axe(label: string) {
-    await page.evaluate(AXE);
-    const result = (await page.evaluate(`axe.run(document, { resultTypes: ["violations"] })`)) as {
-      violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
-    };
-    const serious = result.violations.filter((v) => v.impact === "serious" || v.impact === "critical");
-    expect({ page: label, serious: serious.map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(" ")).join(", ")}`) }).toEqual({
-      page: label,
-      serious: [],
-    });
+    expect({ page: label, serious: await seriousViolations(page) }).toEqual({ page: label, serious: [] });
   }
 
   test("the whole flow, by keyboard, in Persian and English", async () => {

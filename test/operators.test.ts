@@ -5,10 +5,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
+import { forwardAs } from "../src/http/admin/access.ts";
 import { createApp } from "../src/http/app.ts";
 import type { LiveHub } from "../src/metrics/live.ts";
 import { OPERATOR_SIGNIN_FAILURES_PER_LOGIN_MAX } from "../src/operators/signin.ts";
 import { OPERATOR_ROLES, PUBLIC_ROUTES, ROLE_MATRIX, type Role } from "../src/operators/roles.ts";
+import type { Principal } from "../src/operators/store.ts";
 import { base32Decode, hotp, totpStep } from "../src/operators/totp.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
@@ -78,6 +80,19 @@ describe("the role matrix", () => {
       ...Object.keys(ROLE_MATRIX).filter((route) => /\/admin\/(operators|operator-tokens|audit)/.test(route)),
     ]);
     expect(allowed("owner")).toEqual(Object.keys(ROLE_MATRIX));
+    // The console's reads are every role's; a price preview is finance's, who make the change it previews.
+    const reads = [
+      "customers",
+      "accounts/:id/usage",
+      "accounts/:id/usage.csv",
+      "accounts/:id/sessions",
+      "accounts/:id/wallet",
+      "revenue",
+      "anomalies",
+      "overview",
+    ];
+    for (const read of reads) expect({ read, roles: ROLE_MATRIX[`GET /admin/${read}`]?.roles }).toEqual({ read, roles: OPERATOR_ROLES });
+    expect(ROLE_MATRIX["POST /admin/catalog/models/:model/preview"]).toEqual({ roles: ["owner", "finance"] });
     // Money routes, each with a reason.
     expect(Object.keys(ROLE_MATRIX).filter((route) => ROLE_MATRIX[route]!.money)).toEqual([
       "POST /admin/accounts/:id/topups",
@@ -273,6 +288,47 @@ describe("money and the audit", () => {
     const row = (await t.admin("GET", "/admin/audit?action=catalog&target=gpt-4o-mini")).body.data[0];
     expect(row).toMatchObject({ actor: ids.finance, action: "catalog.put", role: "finance" });
     expect(row.after.model.context_window - row.before.context_window).toBe(-1);
+  });
+
+  test("a money change and its audit row commit together: a row the database refuses undoes the change", async () => {
+    const a = await t.fundedKey(10);
+    const app = createApp(t.gw.deps, { live: {} as LiveHub, console: t.gw.console });
+    // An actor the database cannot store (a NUL in text) makes the audit insert fail.
+    const who: Principal = {
+      actor: "op\u0000x",
+      role: "owner",
+      via: "token",
+      tokenId: null,
+      signedInAtMs: null,
+      adjustDailyMaxMicro: null,
+      address: null,
+    };
+    const attempt = async (path: string, body: unknown) => {
+      const request = new Request(`http://localhost${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      forwardAs(request, who);
+      return (await app.handle(request)).status;
+    };
+    expect(
+      await attempt(`/admin/accounts/${a.accountId}/adjustments`, { amount_toman: 5, reason: "unrecorded", reference: "tx-adjust" }),
+    ).toBe(500);
+    expect(await attempt(`/admin/accounts/${a.accountId}/topups`, { amount_toman: 5, reference: "tx-topup" })).toBe(500);
+    const account = await t.admin("GET", `/admin/accounts/${a.accountId}`);
+    expect(account.body.balance_micro_toman).toBe("10000000");
+    const transfers = await t.gw.deps.db.rows(
+      sql`SELECT 1 FROM ledger_transfers WHERE reference IN ('adjustment:tx-adjust', 'topup:tx-topup')`,
+    );
+    expect(transfers).toEqual([]);
+    // The same change by an actor the database can store is applied, with its row.
+    who.actor = "admin_token";
+    expect(
+      await attempt(`/admin/accounts/${a.accountId}/adjustments`, { amount_toman: 5, reason: "recorded", reference: "tx-adjust" }),
+    ).toBe(201);
+    const rows = (await t.admin("GET", `/admin/audit?action=wallet.adjust&target=${a.accountId}`)).body.data;
+    expect(rows.map((r: any) => [r.reason, r.after.balance_micro_toman])).toEqual([["recorded", "15000000"]]);
   });
 
   test("the audit table refuses UPDATE and DELETE", async () => {

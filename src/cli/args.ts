@@ -14,6 +14,7 @@ import { adjustmentBody, createAccountBody, createKeyBody, keyLimitsBody, rateBo
 import { accountLimitsBody } from "../keys/accountLimits.ts";
 import { KEY_ALLOWED_IPS_MAX, KEY_ALLOWED_MODELS_MAX } from "../keys/restrictions.ts";
 import { addOperatorBody, auditQuery } from "../http/admin/operators.ts";
+import { searchQuery, windowQuery } from "../http/admin/figures.ts";
 import { randomBase62 } from "../ids.ts";
 import { isRole, OPERATOR_ROLES, type Role } from "../operators/roles.ts";
 import { listQuery as topupListQuery, reason as reviewReason, startBody as topupStartBody } from "../http/admin/topups.ts";
@@ -41,6 +42,8 @@ export type Command =
   | { kind: "catalog" }
   /** `file` holds one model's entry as the catalog file writes it (`id` optional). */
   | { kind: "catalog.set"; model: string; file: string; by?: string }
+  /** The same file: what `catalog set` would do to today's toman prices, changing nothing. */
+  | { kind: "catalog.preview"; model: string; file: string }
   | { kind: "catalog.alias"; model: string; alias: string; by?: string }
   | { kind: "catalog.retire"; model: string; successor: string; by?: string }
   | { kind: "catalog.changes"; model?: string }
@@ -69,7 +72,20 @@ export type Command =
   | { kind: "operators.role"; operatorId: string; role: Role }
   | { kind: "operators.tokenCreate"; operatorId: string; name: string }
   | { kind: "operators.tokenRevoke"; tokenId: string }
-  | { kind: "audit"; query: AuditFilters };
+  | { kind: "audit"; query: AuditFilters }
+  /** The operators' console's reads (src/cli/figures.ts). */
+  | { kind: "customers.search"; text: string }
+  | { kind: "accounts.usage"; accountId: string; query: UsageFilters }
+  | { kind: "accounts.sessions"; accountId: string }
+  | { kind: "accounts.wallet"; accountId: string }
+  | { kind: "revenue"; window: WindowFilters }
+  | { kind: "anomalies"; window: WindowFilters }
+  | { kind: "overview" };
+
+/** `gw accounts usage`'s filters, as GET /admin/accounts/{id}/usage takes them. */
+export type UsageFilters = { key?: string; model?: string; from?: string; to?: string; limit?: string };
+/** A window, as GET /admin/revenue and /admin/anomalies take it (ISO times with an offset). */
+export type WindowFilters = { from?: string; to?: string };
 
 /** `gw audit`'s filters, as GET /admin/audit takes them. */
 export type AuditFilters = { actor?: string; action?: string; target?: string; from?: string; to?: string; limit?: string };
@@ -143,6 +159,8 @@ commands:
                                                   add or change a model on every node (a new price
                                                   version; the entry as src/catalog/models.json
                                                   writes one, see docs/catalog.md)
+  catalog preview <model> --file <entry.json>     what catalog set would do to today's toman
+                                                  prices, before and after; changes nothing
   catalog alias <model> <alias> [--by NAME]       one more name the model answers to
   catalog retire <model> --successor <id> [--by NAME]
                                                   the model answers 410 naming its successor
@@ -160,6 +178,18 @@ commands:
   operators token revoke <token-id>               revoke a personal token
   audit [--actor ID] [--action A] [--target T] [--from ISO] [--to ISO] [--limit N]
                                                   the audit trail, newest first (owner)
+  customers search <text>                         customers by phone (any way written), account
+                                                  id or its start, name, key id, key display or key
+  accounts usage <account-id> [--key ID] [--model M] [--from DATE] [--to DATE] [--limit N]
+                                                  an account's requests, newest first, and totals
+  accounts sessions <account-id>                  an account's live console sessions
+  accounts wallet <account-id>                    top-ups and adjustments (with reasons), leases
+  revenue [--from ISO] [--to ISO]                 revenue by model, vendor and region (default:
+                                                  today, Tehran time), reconciled with the ledger
+  anomalies [--from ISO] [--to ISO]               upstream usage reports outside their bounds, by
+                                                  backend (default: the last 30 days)
+  overview                                        today's and this month's revenue, the ledger
+                                                  audit, dead letters, SMS, payments, pools
   catalog import <file-or-url> [--apply] [--by NAME]
                                                   a whole catalog file's diff against the catalog
                                                   (added, prices, limits, aliases, retired, absent);
@@ -215,6 +245,7 @@ const OPTIONS = {
   to: { type: "string" },
   limit: { type: "string" },
   apply: { type: "boolean" },
+  key: { type: "string" },
 } as const;
 type Flag = keyof typeof OPTIONS;
 type Flags = ReadonlyMap<Flag, string | true>;
@@ -363,6 +394,16 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
       ...byOf(flags),
     }),
   },
+  "catalog preview": {
+    args: ["model"],
+    flags: ["file"],
+    required: { file: "a JSON file: one model's entry, as catalog set takes it" },
+    build: ([model], flags) => ({
+      kind: "catalog.preview",
+      model: modelOf(model, "model"),
+      file: nonEmpty(value(flags, "file"), "--file"),
+    }),
+  },
   "catalog alias": {
     args: ["model", "alias"],
     flags: ["by"],
@@ -419,6 +460,27 @@ const COMMANDS: Readonly<Record<string, Spec>> = {
   },
   "operators token revoke": { args: ["token-id"], build: ([id]) => ({ kind: "operators.tokenRevoke", tokenId: nonEmpty(id, "token-id") }) },
   audit: { args: [], flags: ["actor", "action", "target", "from", "to", "limit"], build: (_, flags) => auditOf(flags) },
+  "customers search": {
+    args: ["text"],
+    build: ([text]) => ({
+      kind: "customers.search",
+      text: checked(searchQuery.shape.q, text ?? "", "customers search: the text is 1 to 200 characters"),
+    }),
+  },
+  "accounts usage": {
+    args: ["account-id"],
+    flags: ["key", "model", "from", "to", "limit"],
+    build: ([id], flags) => ({
+      kind: "accounts.usage",
+      accountId: nonEmpty(id, "account-id"),
+      query: filtersOf(flags, ["key", "model", "from", "to", "limit"]),
+    }),
+  },
+  "accounts sessions": { args: ["account-id"], build: ([id]) => ({ kind: "accounts.sessions", accountId: nonEmpty(id, "account-id") }) },
+  "accounts wallet": { args: ["account-id"], build: ([id]) => ({ kind: "accounts.wallet", accountId: nonEmpty(id, "account-id") }) },
+  revenue: { args: [], flags: ["from", "to"], build: (_, flags) => ({ kind: "revenue", window: windowOf(flags, "revenue") }) },
+  anomalies: { args: [], flags: ["from", "to"], build: (_, flags) => ({ kind: "anomalies", window: windowOf(flags, "anomalies") }) },
+  overview: { args: [], build: () => ({ kind: "overview" }) },
   "catalog import": {
     args: ["file-or-url"],
     flags: ["apply", "by"],
@@ -467,6 +529,22 @@ function auditOf(flags: Flags): Command {
   }
   checked(auditQuery, query, `audit: the filters are not what the gateway takes (--from and --to ${ISO_EXAMPLES}; --limit 1 to 500)`);
   return { kind: "audit", query };
+}
+
+/** The given flags among `names`, as a query. */
+function filtersOf<F extends Flag>(flags: Flags, names: readonly F[]): { [K in F]?: string } {
+  const query: { [K in F]?: string } = {};
+  for (const name of names) {
+    const given = value(flags, name);
+    if (given !== undefined) query[name] = given;
+  }
+  return query;
+}
+
+function windowOf(flags: Flags, command: string): WindowFilters {
+  const window = filtersOf(flags, ["from", "to"]);
+  checked(windowQuery, window, `${command}: --from and --to are ISO times with an offset, ${ISO_EXAMPLES}`);
+  return window;
 }
 
 class UsageError extends Error {}

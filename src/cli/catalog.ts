@@ -12,6 +12,10 @@ import { messageOf } from "./exit.ts";
 
 type CatalogCommand = Extract<Command, { kind: `catalog${string}` }>;
 
+export function isCatalogCommand(command: Command): command is CatalogCommand {
+  return command.kind === "catalog" || command.kind.startsWith("catalog.");
+}
+
 /** The audit lists this many changes in a terminal (the gateway sends up to 200). */
 const CHANGES_SHOWN_MAX = 50;
 
@@ -23,6 +27,20 @@ const entryReply = z.object({
   context_window: z.number(),
   usd_per_1m: z.record(z.string(), z.string()),
   retired: z.object({ successor: z.string() }).nullable(),
+});
+const previewReply = z.object({
+  model: z.string(),
+  action: z.string(),
+  toman_per_usd: z.number(),
+  prices: z.array(
+    z.object({
+      key: z.string(),
+      usd_per_1m_before: z.string().nullable(),
+      usd_per_1m_after: z.string().nullable(),
+      toman_per_1m_before: z.string().nullable(),
+      toman_per_1m_after: z.string().nullable(),
+    }),
+  ),
 });
 const catalogReply = z.object({ price_version: z.number().nullable(), data: z.array(entryReply) });
 const changeReply = z.object({ action: z.string(), price_version: z.number().nullable(), model: entryReply });
@@ -85,13 +103,18 @@ export async function importBody(command: Extract<CatalogCommand, { kind: "catal
 
 /** The admin API call of a catalog command. */
 export function catalogCall(command: CatalogCommand, operator: string | undefined, body?: unknown) {
-  const by = command.kind === "catalog" || command.kind === "catalog.changes" ? undefined : (command.by ?? operator);
+  const by =
+    command.kind === "catalog" || command.kind === "catalog.changes" || command.kind === "catalog.preview"
+      ? undefined
+      : (command.by ?? operator);
   const path = (model: string) => `/admin/catalog/models/${encodeURIComponent(model)}`;
   switch (command.kind) {
     case "catalog":
       return { method: "GET" as const, path: "/admin/catalog" };
     case "catalog.set":
       return { method: "PUT" as const, path: path(command.model), body: { ...(by ? { by } : {}), ...(body as object) } };
+    case "catalog.preview":
+      return { method: "POST" as const, path: `${path(command.model)}/preview`, body };
     case "catalog.alias":
       return { method: "POST" as const, path: `${path(command.model)}/aliases`, body: { alias: command.alias, ...(by ? { by } : {}) } };
     case "catalog.retire":
@@ -156,6 +179,19 @@ export function renderCatalog(command: CatalogCommand, reply: unknown, table: (r
   if (command.kind === "catalog.import") {
     const parsed = importReply.safeParse(reply);
     return parsed.success ? renderImport(parsed.data) : null;
+  }
+  if (command.kind === "catalog.preview") {
+    const parsed = previewReply.safeParse(reply);
+    if (!parsed.success) return null;
+    const toman = (v: string | null) => (v === null ? "-" : v);
+    const rows = parsed.data.prices.map((p) => [
+      p.key,
+      toman(p.usd_per_1m_before),
+      toman(p.usd_per_1m_after),
+      toman(p.toman_per_1m_before),
+      toman(p.toman_per_1m_after),
+    ]);
+    return `${parsed.data.action} ${parsed.data.model} at ${parsed.data.toman_per_usd} toman per USD (nothing changed)\n${table([["PRICE", "USD BEFORE", "USD AFTER", "TOMAN BEFORE", "TOMAN AFTER"], ...rows], "")}`;
   }
   if (command.kind === "catalog.changes") {
     const parsed = changesReply.safeParse(reply);

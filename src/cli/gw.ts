@@ -34,8 +34,9 @@ import type { ReconcileReport } from "../payments/reconciler.ts";
 import { parseInvocation, USAGE, type Command, type Invocation } from "./args.ts";
 import { EXIT, messageOf, shownUrl, unreachableText } from "./exit.ts";
 import { runTop } from "./top.ts";
-import { catalogCall, entryBody, importBody, renderCatalog } from "./catalog.ts";
+import { catalogCall, entryBody, isCatalogCommand, importBody, renderCatalog } from "./catalog.ts";
 import { isOperatorCommand, operatorCall, renderOperators } from "./operators.ts";
+import { figureCall, isFigureCommand, renderFigures } from "./figures.ts";
 
 /** A CLI waits this long for a reply before saying the gateway cannot be reached. */
 const REQUEST_TIMEOUT_MS = 15_000;
@@ -294,9 +295,11 @@ class FileUnreadable extends Error {}
  * checks it with before anything is sent, so a mistake in it is a usage error naming the field.
  */
 async function fileBody(command: Sent, output: Output): Promise<unknown> {
-  if (command.kind === "catalog.set" || command.kind === "catalog.import") {
+  if (command.kind === "catalog.set" || command.kind === "catalog.preview" || command.kind === "catalog.import") {
     try {
-      return command.kind === "catalog.set" ? await entryBody(command.model, command.file, command.by) : await importBody(command);
+      return command.kind === "catalog.import"
+        ? await importBody(command)
+        : await entryBody(command.model, command.file, "by" in command ? command.by : undefined);
     } catch (error) {
       output.err(`error: ${messageOf(error)}`);
       throw new FileUnreadable();
@@ -318,15 +321,10 @@ async function fileBody(command: Sent, output: Output): Promise<unknown> {
 
 function callFor(command: Sent, body?: unknown): Call {
   if (isOperatorCommand(command)) return operatorCall(command);
+  if (isFigureCommand(command)) return figureCall(command);
+  // The operator's login names catalog changes in the catalog's audit unless --by does.
+  if (isCatalogCommand(command)) return catalogCall(command, process.env.USER, body);
   switch (command.kind) {
-    case "catalog":
-    case "catalog.set":
-    case "catalog.alias":
-    case "catalog.retire":
-    case "catalog.changes":
-    case "catalog.import":
-      // The operator's login names them in the catalog's audit unless --by does.
-      return catalogCall(command, process.env.USER, body);
     case "pools.set":
       return { method: "PUT", path: `/admin/pools/${encodeURIComponent(command.model)}`, body: body as PoolSpec };
     case "accounts.create":
@@ -452,6 +450,7 @@ function send(invocation: Invocation, call: Call): Promise<Response> {
 // biome-ignore lint/complexity/noExcessiveLinesPerFunction: a declarative table, one renderer per command.
 function render(command: Sent, reply: unknown): string | null {
   if (isOperatorCommand(command)) return renderOperators(command, reply, table);
+  if (isFigureCommand(command)) return renderFigures(command, reply, table);
   switch (command.kind) {
     case "accounts.create":
       return renderWith(
@@ -498,6 +497,7 @@ function render(command: Sent, reply: unknown): string | null {
       );
     case "catalog":
     case "catalog.set":
+    case "catalog.preview":
     case "catalog.alias":
     case "catalog.retire":
     case "catalog.changes":

@@ -46,6 +46,7 @@ import { liveRoutes } from "./live/route.ts";
 import type { AccountArea } from "../accountArea/index.ts";
 import { consoleRoutes } from "./console/route.ts";
 import { TopupsAdmin } from "./admin/topups.ts";
+import { figureRoutes } from "./admin/figures.ts";
 import { paymentCallback, resultPage } from "./pay/route.ts";
 import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 import { Health, readyResponse } from "./health.ts";
@@ -471,6 +472,7 @@ export function createApp(
       "/admin/audit",
       asAdmin((request, _, id) => operators.audit(request, id)),
     )
+    .use(figureRoutes(deps, asAdmin, options.console))
     .use(options.live ? liveRoutes(options.live, asAdmin) : new Elysia())
     .use(options.console ? consoleRoutes(deps, options.console) : new Elysia())
     .use(operatorRoutes(deps, operatorStore, (request) => self!.handle(request)));

@@ -53,6 +53,12 @@ export async function getWallet(db: Db, accountId: string): Promise<Wallet | nul
 
 export type TopUpResult = { credited: boolean; wallet: Wallet } | Failure;
 
+/**
+ * What else the caller writes in the transfer's own transaction, once it is applied (an
+ * operator's audit row: it commits with the transfer or not at all).
+ */
+export type Within = (tx: Tx, applied: { credited: boolean; wallet: Wallet }) => Promise<void>;
+
 interface ExternalTransfer {
   accountId: string;
   /** Positive: into the wallet; negative: out of it (only from the available balance). */
@@ -69,9 +75,13 @@ interface ExternalTransfer {
  * Moves money between a wallet and the outside, once per reference: the same reference again
  * changes nothing (credited: false); with another amount or account it is a conflict.
  */
-async function postExternal(db: Db, t: ExternalTransfer): Promise<TopUpResult> {
+async function postExternal(db: Db, t: ExternalTransfer, within?: Within): Promise<TopUpResult> {
   return db.orm
-    .transaction((tx) => postExternalIn(tx, t))
+    .transaction(async (tx) => {
+      const result = await postExternalIn(tx, t);
+      if (within && !("code" in result)) await within(tx, result);
+      return result;
+    })
     .catch((error: unknown) => {
       if (error instanceof TransactionRollbackError) {
         return fail("invalid_request", "The wallet's available balance does not cover this debit.", { param: "amount_toman" });
@@ -126,9 +136,9 @@ async function postExternalIn(tx: Tx, t: ExternalTransfer): Promise<TopUpResult>
   return { credited: created, wallet: after! };
 }
 
-export async function topUp(db: Db, accountId: string, amountMicro: bigint, reference: string): Promise<TopUpResult> {
+export async function topUp(db: Db, accountId: string, amountMicro: bigint, reference: string, within?: Within): Promise<TopUpResult> {
   if (amountMicro <= 0n) return fail("invalid_request", "amount_toman must be positive", { param: "amount_toman" });
-  return postExternal(db, topUpTransfer(accountId, amountMicro, reference));
+  return postExternal(db, topUpTransfer(accountId, amountMicro, reference), within);
 }
 
 /**
@@ -145,16 +155,24 @@ function topUpTransfer(accountId: string, amountMicro: bigint, reference: string
 }
 
 /** An operator's correction, with a reason: positive credits the wallet, negative debits it. */
-export async function adjust(db: Db, accountId: string, amountMicro: bigint, reason: string, reference: string): Promise<TopUpResult> {
+export async function adjust(
+  db: Db,
+  accountId: string,
+  amountMicro: bigint,
+  reason: string,
+  reference: string,
+  within?: Within,
+): Promise<TopUpResult> {
   if (amountMicro === 0n) return fail("invalid_request", "amount_toman must not be zero", { param: "amount_toman" });
-  return postExternal(db, {
+  const transfer = {
     accountId,
     amountMicro,
     reference: `adjustment:${reference}`,
     kind: "adjustment",
     counterparty: "adjustments",
     memo: reason,
-  });
+  } as const;
+  return postExternal(db, transfer, within);
 }
 
 /** Whether the account has ever been funded (keys are refused before the first top-up). */

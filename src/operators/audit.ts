@@ -3,8 +3,9 @@
  * who (an operator or `admin_token`), their role and address, what, on which target, the state
  * before and after, and the reason and signed amount where money moves.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import { and, desc, eq, gte, lt, sql } from "drizzle-orm";
-import type { Db } from "../db/client.ts";
+import type { Db, Drizzle, Tx } from "../db/client.ts";
 import { operatorAudit } from "../db/schema.ts";
 import type { Principal } from "./store.ts";
 
@@ -22,8 +23,9 @@ export interface AuditEntry {
 
 export type AuditRow = typeof operatorAudit.$inferSelect;
 
-export async function writeAudit(db: Db, who: Principal, entry: AuditEntry): Promise<void> {
-  await db.orm.insert(operatorAudit).values({
+/** Writes one row, in `into`: the database, or the transaction of the change it records. */
+export async function writeAudit(into: Drizzle | Tx, who: Principal, entry: AuditEntry): Promise<void> {
+  await into.insert(operatorAudit).values({
     actor: who.actor,
     role: who.role,
     via: who.via,
@@ -36,6 +38,31 @@ export async function writeAudit(db: Db, who: Principal, entry: AuditEntry): Pro
     reason: entry.reason ?? null,
     amountMicro: entry.amountMicro ?? null,
   });
+}
+
+/**
+ * The audit row of the change in progress, for a change made in one transaction: the change's
+ * code calls `auditWithin(tx, after)` inside it, so the row commits with the change or not at
+ * all. `written` tells the guard, which writes the row itself for changes that do not.
+ */
+export interface PendingAudit {
+  write: (tx: Tx, after: unknown) => Promise<void>;
+  written: boolean;
+}
+
+const pending = new AsyncLocalStorage<PendingAudit>();
+
+/** Runs a change with its audit row pending (see PendingAudit). */
+export function withPendingAudit<T>(audit: PendingAudit, change: () => Promise<T>): Promise<T> {
+  return pending.run(audit, change);
+}
+
+/** Writes the pending audit row inside the change's transaction, with the change's reply as `after`; no-op outside an audited call. */
+export async function auditWithin(tx: Tx, after: unknown): Promise<void> {
+  const audit = pending.getStore();
+  if (!audit || audit.written) return;
+  await audit.write(tx, after);
+  audit.written = true;
 }
 
 export interface AuditQuery {

@@ -72,6 +72,17 @@ export const ROLE_MATRIX: Readonly<Record<string, Permission>> = {
   "POST /admin/operators/:id/tokens": { roles: OWNER, audit: "operator_token.create", target: "id" },
   "DELETE /admin/operator-tokens/:id": { roles: OWNER, audit: "operator_token.revoke", target: "id" },
   "GET /admin/audit": { roles: OWNER },
+  // The operators' console's reads (src/http/admin/figures.ts).
+  "GET /admin/customers": { roles: ALL },
+  "GET /admin/accounts/:id/usage": { roles: ALL },
+  "GET /admin/accounts/:id/usage.csv": { roles: ALL },
+  "GET /admin/accounts/:id/sessions": { roles: ALL },
+  "GET /admin/accounts/:id/wallet": { roles: ALL },
+  "GET /admin/revenue": { roles: ALL },
+  "GET /admin/anomalies": { roles: ALL },
+  "GET /admin/overview": { roles: ALL },
+  // A preview changes nothing; it is finance's, who make the change it previews.
+  "POST /admin/catalog/models/:model/preview": { roles: FINANCE },
 };
 
 /** The permission of a route, by method and pattern; undefined: not in the matrix (refused). */

@@ -16,7 +16,7 @@
  * In full, with the reasoning: docs/internals.md#paid-top-ups.
  */
 import { and, desc, eq, inArray, sql, type SQL } from "drizzle-orm";
-import { txRows, type Db } from "../db/client.ts";
+import { txRows, type Db, type Tx } from "../db/client.ts";
 import { accounts, TOPUP_STATES, topups } from "../db/schema.ts";
 import { fail, isFailure, type Failure } from "../errors.ts";
 import { newId } from "../ids.ts";
@@ -404,8 +404,14 @@ export class Topups {
    * would); `reject` closes it without credit, and with `reverse` first hands the payment back
    * through the provider (Zarinpal: within 30 minutes of payment). Either keeps the reason.
    */
-  async review(id: string, decision: { complete: true } | { complete: false; reverse: boolean }, reason: string): Promise<Topup | Failure> {
-    if (decision.complete) return this.complete(id, reason);
+  /** `within`: what else the caller writes in a completion's transaction (an operator's audit row). */
+  async review(
+    id: string,
+    decision: { complete: true } | { complete: false; reverse: boolean },
+    reason: string,
+    within?: (tx: Tx, completed: Topup) => Promise<void>,
+  ): Promise<Topup | Failure> {
+    if (decision.complete) return this.complete(id, reason, within);
     if (!decision.reverse) {
       const row = await this.move(id, ["needs_review"], { state: "failed", reason: `rejected by operator: ${reason}` });
       return row ?? (await this.notInReview(id));
@@ -420,7 +426,7 @@ export class Topups {
     return moved ?? (await this.notInReview(id));
   }
 
-  private async complete(id: string, reason: string): Promise<Topup | Failure> {
+  private async complete(id: string, reason: string, within?: (tx: Tx, completed: Topup) => Promise<void>): Promise<Topup | Failure> {
     const row = await this.options.db.orm.transaction(async (tx) => {
       const [moved] = await tx
         .update(topups)
@@ -430,6 +436,7 @@ export class Topups {
       if (!moved) return null;
       const credit = await topUpIn(tx, moved.accountId, moved.amountMicro, ledgerKey(moved.id));
       if (isFailure(credit)) throw new Error(`top-up ${moved.id}: ledger refused the credit: ${credit.message}`);
+      await within?.(tx, moved);
       return moved;
     });
     if (row) this.options.log("info", "topup_completed_by_operator", { topupId: id, amountMicro: row.amountMicro });

@@ -32,6 +32,7 @@ import {
   diffCatalog,
   fetchCatalogFile,
 } from "../../catalog/import.ts";
+import { pricePreview } from "../../catalog/preview.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -56,8 +57,24 @@ export const importBody = catalogFileSchema
 /** Every model of the catalog as entries, USD prices from the version in effect. */
 const entries = (deps: GatewayDeps): Promise<ModelEntry[]> => catalogEntries(deps.db, deps.catalog);
 
+/**
+ * Every model as the catalog file writes it (an entry PUT takes back as it is), and beside them
+ * `toman_per_1m_today`: each model's prices at the rate in effect, by model id.
+ */
 export async function catalogView(deps: GatewayDeps, requestId: string): Promise<Response> {
-  return json({ object: "list", price_version: deps.catalog.currentVersion()?.versionId ?? null, data: await entries(deps) }, requestId);
+  const rate = deps.catalog.currentVersion()?.tomanPerUsd;
+  const data = await entries(deps);
+  const today = (entry: ModelEntry) =>
+    Object.fromEntries(pricePreview(undefined, entry, rate!).map((r) => [r.key, r.tomanAfter!.toString()]));
+  return json(
+    {
+      object: "list",
+      price_version: deps.catalog.currentVersion()?.versionId ?? null,
+      data,
+      toman_per_1m_today: rate === undefined ? null : Object.fromEntries(data.map((entry) => [entry.id, today(entry)])),
+    },
+    requestId,
+  );
 }
 
 /** Reloads this node's catalog and pools on a new version, and tells every other node. */
@@ -94,6 +111,35 @@ export async function putModel(deps: GatewayDeps, request: Request, id: string, 
   const { by: actor, ...rest } = body;
   const before = await existingEntry(deps, id);
   return change(deps, before ? "change" : "add", { id, ...rest }, actor, requestId);
+}
+
+/** What PUT would do to today's prices, changing nothing: each price before and after, USD and toman per 1M at today's rate. */
+export async function previewModel(deps: GatewayDeps, request: Request, id: string, requestId: string): Promise<Response> {
+  const parsedId = modelId.safeParse(id);
+  if (!parsedId.success) return failed(fail("invalid_request", `\`${id}\` is not a model id.`, { param: "id" }), requestId);
+  const body = await parseBody(request, putModelBody);
+  if (isFailure(body)) return failed(body, requestId);
+  const { by: _, ...rest } = body;
+  const before = await existingEntry(deps, id);
+  const rate = deps.catalog.currentVersion()?.tomanPerUsd;
+  if (rate === undefined) return failed(fail("service_unavailable", "No exchange rate is in effect yet."), requestId);
+  const rows = pricePreview(before, rest.retired ? null : { id, ...rest }, rate);
+  return json(
+    {
+      object: "price_preview",
+      model: id,
+      action: before ? "change" : "add",
+      toman_per_usd: Number(rate),
+      prices: rows.map((r) => ({
+        key: r.key,
+        usd_per_1m_before: r.usdBefore,
+        usd_per_1m_after: r.usdAfter,
+        toman_per_1m_before: r.tomanBefore?.toString() ?? null,
+        toman_per_1m_after: r.tomanAfter?.toString() ?? null,
+      })),
+    },
+    requestId,
+  );
 }
 
 export async function addAlias(deps: GatewayDeps, request: Request, id: string, requestId: string): Promise<Response> {

@@ -5,7 +5,7 @@
  * moves; a support operator's adjustment is first checked against their daily ceiling.
  */
 import type { GatewayDeps } from "../../admission/deps.ts";
-import { writeAudit } from "../../operators/audit.ts";
+import { type AuditEntry, type PendingAudit, withPendingAudit, writeAudit } from "../../operators/audit.ts";
 import type { Permission } from "../../operators/roles.ts";
 import { operatorObject, type OperatorStore, type Principal } from "../../operators/store.ts";
 import { newRequestId } from "../../operations/input.ts";
@@ -90,9 +90,22 @@ async function audited(deps: GatewayDeps, operators: OperatorStore, permission: 
   }
   const param = permission.target === undefined ? undefined : call.params[permission.target];
   const before = await beforeOf(deps, operators, action, param);
+  const entryOf = (reply: unknown): AuditEntry => {
+    const after = (typeof reply === "object" && reply !== null ? reply : {}) as Record<string, unknown>;
+    return {
+      action,
+      target: targetOf(permission, call, body, after),
+      before: redacted(before),
+      after: redacted(after),
+      reason: permission.money ? reasonOf(body) : typeof body?.reason === "string" ? body.reason : null,
+      amountMicro: amountOf(action, body, after),
+    };
+  };
+  // A change made in one transaction writes its row in it (auditWithin); the others' is written here, after.
+  const pending: PendingAudit = { written: false, write: (tx, after) => writeAudit(tx, call.who, entryOf(after)) };
   let response: Response;
   try {
-    response = await handler(call.request, call.params, call.requestId, call.who);
+    response = await withPendingAudit(pending, async () => handler(call.request, call.params, call.requestId, call.who));
   } catch (error) {
     await giveBack?.();
     throw error;
@@ -105,17 +118,9 @@ async function audited(deps: GatewayDeps, operators: OperatorStore, permission: 
     .clone()
     .json()
     .catch(() => null);
-  const after = (typeof reply === "object" && reply !== null ? reply : {}) as Record<string, unknown>;
   // A repeated reference applied nothing: its room goes back.
-  if (after.credited === false) await giveBack?.();
-  await writeAudit(deps.db, call.who, {
-    action,
-    target: targetOf(permission, call, body, after),
-    before: redacted(before),
-    after: redacted(after),
-    reason: permission.money ? reasonOf(body) : typeof body?.reason === "string" ? body.reason : null,
-    amountMicro: amountOf(action, body, after),
-  });
+  if ((reply as { credited?: unknown } | null)?.credited === false) await giveBack?.();
+  if (!pending.written) await writeAudit(deps.db.orm, call.who, entryOf(reply));
   return response;
 }
 

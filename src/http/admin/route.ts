@@ -23,7 +23,8 @@ import {
   limitsPatchOf,
   resolveLimits,
 } from "../../keys/accountLimits.ts";
-import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp } from "../../ledger/wallets.ts";
+import { accountExists, adjust, createAccount, hasBeenFunded, showAccount, topUp, type Wallet } from "../../ledger/wallets.ts";
+import { auditWithin } from "../../operators/audit.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
 import { walletFields } from "../account/route.ts";
@@ -171,22 +172,21 @@ export class AdminApi {
     const body = await parseBody(request, adjustmentBody);
     if (isFailure(body)) return failed(body, requestId);
     if (!(await accountExists(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
-    const result = await adjust(this.deps.db, accountId, body.amount_toman, body.reason, body.reference);
+    const reply = (applied: { credited: boolean; wallet: Wallet }) => ({
+      object: "adjustment",
+      account_id: accountId,
+      reference: body.reference,
+      amount_toman: microToToman(body.amount_toman),
+      reason: body.reason,
+      credited: applied.credited,
+      ...walletFields(applied.wallet),
+    });
+    const result = await adjust(this.deps.db, accountId, body.amount_toman, body.reason, body.reference, (tx, applied) =>
+      auditWithin(tx, reply(applied)),
+    );
     if (isFailure(result)) return failed(result, requestId);
     this.deps.log("info", "wallet_adjusted", { accountId, amountMicro: body.amount_toman, reference: body.reference });
-    return json(
-      {
-        object: "adjustment",
-        account_id: accountId,
-        reference: body.reference,
-        amount_toman: microToToman(body.amount_toman),
-        reason: body.reason,
-        credited: result.credited,
-        ...walletFields(result.wallet),
-      },
-      requestId,
-      result.credited ? 201 : 200,
-    );
+    return json(reply(result), requestId, result.credited ? 201 : 200);
   }
 
   async setRate(request: Request, requestId: string): Promise<Response> {
@@ -338,20 +338,19 @@ export class AdminApi {
     const body = await parseBody(request, topUpBody);
     if (isFailure(body)) return failed(body, requestId);
     if (!(await accountExists(this.deps.db, accountId))) return failed(fail("not_found", `No account ${accountId}.`), requestId);
-    const result = await topUp(this.deps.db, accountId, body.amount_toman, body.reference);
-    if (isFailure(result)) return failed(result, requestId);
-    return json(
-      {
-        object: "topup",
-        account_id: accountId,
-        reference: body.reference,
-        amount_toman: microToToman(body.amount_toman),
-        credited: result.credited,
-        ...walletFields(result.wallet),
-      },
-      requestId,
-      result.credited ? 201 : 200,
+    const reply = (applied: { credited: boolean; wallet: Wallet }) => ({
+      object: "topup",
+      account_id: accountId,
+      reference: body.reference,
+      amount_toman: microToToman(body.amount_toman),
+      credited: applied.credited,
+      ...walletFields(applied.wallet),
+    });
+    const result = await topUp(this.deps.db, accountId, body.amount_toman, body.reference, (tx, applied) =>
+      auditWithin(tx, reply(applied)),
     );
+    if (isFailure(result)) return failed(result, requestId);
+    return json(reply(result), requestId, result.credited ? 201 : 200);
   }
 
   async createKey(request: Request, accountId: string, requestId: string): Promise<Response> {

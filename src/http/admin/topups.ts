@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { microToToman } from "../../catalog/prices.ts";
 import { fail, isFailure } from "../../errors.ts";
+import { auditWithin } from "../../operators/audit.ts";
 import type { Payments } from "../../payments/service.ts";
 import { LIST_LIMIT_MAX, TOPUP_STATES, type Topup } from "../../payments/topups.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
@@ -91,7 +92,9 @@ export class TopupsAdmin {
     const body = await parseBody(request, decision === "complete" ? completeBody : rejectBody);
     if (isFailure(body)) return failed(body, requestId);
     const choice = decision === "complete" ? ({ complete: true } as const) : ({ complete: false, reverse: body.reverse === true } as const);
-    const row = await this.payments.topups.review(id, choice, body.reason);
+    const row = await this.payments.topups.review(id, choice, body.reason, (tx, completed) =>
+      auditWithin(tx, topupObject(completed, { replies: true })),
+    );
     if (isFailure(row)) return failed(row, requestId);
     return json(topupObject(row, { replies: true }), requestId);
   }

@@ -28,9 +28,14 @@ export function consoleFavicon(): Response {
 }
 
 export function consoleAsset(name: string | undefined): Response {
-  const type = name ? TYPES.get(name) : undefined;
+  return staticAsset(UI_DIR, TYPES, name);
+}
+
+/** One of a front end's files (`types`: its files by name) from `dir`, under the strict policy above; the operators' console's too. */
+export function staticAsset(dir: URL, types: ReadonlyMap<string, string>, name: string | undefined): Response {
+  const type = name ? types.get(name) : undefined;
   if (!name || !type) return failed(fail("not_found", "No such file."), newRequestId());
-  return new Response(Bun.file(new URL(name, UI_DIR)), {
+  return new Response(Bun.file(new URL(name, dir)), {
     headers: {
       "content-type": type,
       "cache-control": "no-cache",

@@ -4,6 +4,7 @@
  * origin (guard.ts), and every state change after sign-in needs the session's CSRF token.
  * Amounts go out as toman decimal strings and exact micro-toman strings.
  */
+import type { SessionView } from "../../accountArea/sessions.ts";
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
@@ -276,17 +277,7 @@ function sessionRoutes(area: AccountArea, { signedIn, sessionReply }: Guards) {
       "/console/api/sessions",
       signedIn(false, async (session, ctx) => {
         const list = await area.sessions.list(session.accountId);
-        const data = list.map((s) => ({
-          id: s.id,
-          current: s.id === session.id,
-          user_agent: s.userAgent,
-          device: deviceOf(s.userAgent),
-          client_address: s.clientAddress,
-          created_at: s.createdAt.toISOString(),
-          last_used_at: s.lastUsedAt.toISOString(),
-          expires_at: s.expiresAt.toISOString(),
-        }));
-        return json({ object: "list", data }, ctx.requestId);
+        return json({ object: "list", data: list.map((s) => sessionObject(s, session.id)) }, ctx.requestId);
       }),
     )
     .delete(
@@ -547,7 +538,9 @@ function keyRoutes(deps: GatewayDeps, { open, signedIn }: Guards) {
 }
 
 /** The usage filter a query asks for, or why it is invalid. */
-function readUsageQuery(query: Ctx["query"]): { query: z.infer<typeof usageQuery>; filter: UsageFilter } | Failure {
+export function readUsageQuery(
+  query: Record<string, string | undefined>,
+): { query: z.infer<typeof usageQuery>; filter: UsageFilter } | Failure {
   const parsed = usageQuery.safeParse(query);
   if (!parsed.success) return fail("invalid_request", parsed.error.issues[0]!.message, { param: parsed.error.issues[0]!.path.join(".") });
   const filter = usageFilter(parsed.data);
@@ -572,61 +565,87 @@ function usageRowObject(r: Awaited<ReturnType<typeof usagePage>>[number]) {
   };
 }
 
+/** A session as the console lists it (and the operators' console, which has no current one). */
+export function sessionObject(s: SessionView, currentId: string | null) {
+  return {
+    id: s.id,
+    current: s.id === currentId,
+    user_agent: s.userAgent,
+    device: deviceOf(s.userAgent),
+    client_address: s.clientAddress,
+    created_at: s.createdAt.toISOString(),
+    last_used_at: s.lastUsedAt.toISOString(),
+    expires_at: s.expiresAt.toISOString(),
+  };
+}
+
+/** An account's usage page, totals and daily spend as a reply (the console's, and the operators' for any account). */
+export async function usageList(
+  deps: GatewayDeps,
+  accountId: string,
+  asked: { query: z.infer<typeof usageQuery>; filter: UsageFilter },
+  requestId: string,
+) {
+  const { query, filter } = asked;
+  await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
+  const rows = await usagePage(deps.db, accountId, filter, {
+    limit: query.limit,
+    beforeId: query.before ? BigInt(query.before) : undefined,
+  });
+  const totals = await usageTotals(deps.db, accountId, filter);
+  const daily = await dailySpend(deps.db, accountId, filter);
+  return json(
+    {
+      object: "list",
+      data: rows.map(usageRowObject),
+      next_before: rows.length === query.limit ? rows.at(-1)!.id.toString() : null,
+      totals: {
+        requests: totals.requests,
+        input_units: totals.inputUnits.toString(),
+        output_units: totals.outputUnits.toString(),
+        cost_toman: microToToman(totals.billedMicro),
+        cost_micro_toman: totals.billedMicro.toString(),
+      },
+      daily: daily.map((d) => ({
+        day: d.day,
+        cost_toman: microToToman(d.billedMicro),
+        cost_micro_toman: d.billedMicro.toString(),
+        requests: d.requests,
+      })),
+    },
+    requestId,
+  );
+}
+
+/** An account's usage as CSV, at most USAGE_CSV_ROWS_MAX rows. */
+export async function usageCsv(deps: GatewayDeps, accountId: string, filter: UsageFilter, requestId: string): Promise<Response> {
+  await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
+  const rows = await usagePage(deps.db, accountId, filter, { limit: USAGE_CSV_ROWS_MAX });
+  const body = `${[USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n")}\r\n`;
+  return new Response(body, {
+    headers: {
+      "content-type": "text/csv; charset=utf-8",
+      "content-disposition": `attachment; filename="darvaze-usage-${new Date().toISOString().slice(0, 10)}.csv"`,
+      "x-request-id": requestId,
+      "cache-control": "no-store",
+    },
+  });
+}
+
 function usageRoutes(deps: GatewayDeps, { signedIn }: Guards) {
-  const { db } = deps;
   return new Elysia()
     .get(
       "/console/api/usage",
       signedIn(false, async (session, ctx) => {
         const asked = readUsageQuery(ctx.query);
-        if (isFailure(asked)) return failed(asked, ctx.requestId);
-        const { query, filter } = asked;
-        await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
-        const rows = await usagePage(db, session.accountId, filter, {
-          limit: query.limit,
-          beforeId: query.before ? BigInt(query.before) : undefined,
-        });
-        const totals = await usageTotals(db, session.accountId, filter);
-        const daily = await dailySpend(db, session.accountId, filter);
-        return json(
-          {
-            object: "list",
-            data: rows.map(usageRowObject),
-            next_before: rows.length === query.limit ? rows.at(-1)!.id.toString() : null,
-            totals: {
-              requests: totals.requests,
-              input_units: totals.inputUnits.toString(),
-              output_units: totals.outputUnits.toString(),
-              cost_toman: microToToman(totals.billedMicro),
-              cost_micro_toman: totals.billedMicro.toString(),
-            },
-            daily: daily.map((d) => ({
-              day: d.day,
-              cost_toman: microToToman(d.billedMicro),
-              cost_micro_toman: d.billedMicro.toString(),
-              requests: d.requests,
-            })),
-          },
-          ctx.requestId,
-        );
+        return isFailure(asked) ? failed(asked, ctx.requestId) : usageList(deps, session.accountId, asked, ctx.requestId);
       }),
     )
     .get(
       "/console/api/usage.csv",
       signedIn(false, async (session, ctx) => {
         const asked = readUsageQuery(ctx.query);
-        if (isFailure(asked)) return failed(asked, ctx.requestId);
-        await deps.writer.flushWithin(USAGE_FLUSH_WAIT_MS);
-        const rows = await usagePage(db, session.accountId, asked.filter, { limit: USAGE_CSV_ROWS_MAX });
-        const body = `${[USAGE_CSV_HEADER.join(","), ...rows.map(usageCsvLine)].join("\r\n")}\r\n`;
-        return new Response(body, {
-          headers: {
-            "content-type": "text/csv; charset=utf-8",
-            "content-disposition": `attachment; filename="darvaze-usage-${new Date().toISOString().slice(0, 10)}.csv"`,
-            "x-request-id": ctx.requestId,
-            "cache-control": "no-store",
-          },
-        });
+        return isFailure(asked) ? failed(asked, ctx.requestId) : usageCsv(deps, session.accountId, asked.filter, ctx.requestId);
       }),
     );
 }

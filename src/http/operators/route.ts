@@ -30,11 +30,19 @@ import { newRequestId } from "../../operations/input.ts";
 import { forwardAs, OPERATOR_FRESH_AUTH_MS } from "../admin/access.ts";
 import { parseBody } from "../admin/body.ts";
 import { tokenBody, tokenObject } from "../admin/operators.ts";
+import { staticAsset } from "../console/assets.ts";
 import { checkCsrf, checkSameOrigin, insecureLoopback, ownOrigin, readCookie } from "../console/guard.ts";
 import { failed, json } from "../guard.ts";
 import { clientAddressOf } from "../request.ts";
 
 export const OPERATOR_COOKIE = "dvz_op";
+const UI_DIR = new URL("./ui/", import.meta.url);
+const UI_FILES = new Map<string, string>([
+  ["index.html", "text/html; charset=utf-8"],
+  ["operators.js", "text/javascript; charset=utf-8"],
+  ["i18n.js", "text/javascript; charset=utf-8"],
+  ["operators.css", "text/css; charset=utf-8"],
+]);
 const NO_PARSE = { parse: "none" as const };
 
 const signInBody = z.strictObject({
@@ -138,44 +146,50 @@ export function operatorRoutes(deps: GatewayDeps, store: OperatorStore, forward:
       return isFailure(signed) ? failed(signed, requestId) : handler(request, signed, requestId, params);
     };
 
-  return new Elysia()
-    .post("/operators/api/sign-in", ({ request }) => signInRoute(ctx, request, newRequestId()), NO_PARSE)
-    .get(
-      "/operators/api/session",
-      signedIn(async (_, s, requestId) => json(sessionView(ctx, { ...s, signedInAtMs: s.who.signedInAtMs! }), requestId)),
-    )
-    .post(
-      "/operators/api/sign-out",
-      signedIn(async (request, s, requestId) => {
-        await store.endSession(s.sessionId);
-        return json({ object: "sign_out" }, requestId, 200, { "set-cookie": cookie(originOf(request), "", 0) });
-      }),
-      NO_PARSE,
-    )
-    .post(
-      "/operators/api/tokens",
-      signedIn(async (request, s, requestId) => {
-        const body = await parseBody(request, tokenBody);
-        if (isFailure(body)) return failed(body, requestId);
-        const { token, record } = await store.createToken(s.operator.id, body.name);
-        await writeAudit(deps.db, s.who, { action: "operator_token.create", target: s.operator.id, after: tokenObject(record) });
-        return json({ ...tokenObject(record), token }, requestId, 201);
-      }),
-      NO_PARSE,
-    )
-    .delete(
-      "/operators/api/tokens/:id",
-      signedIn(async (_, s, requestId, params) => {
-        const own = (await store.tokens(s.operator.id)).some((t) => t.id === params.id);
-        const row = own ? await store.revokeToken(params.id!) : null;
-        if (!row) return failed(fail("not_found", `No live token ${params.id} of yours.`), requestId);
-        await writeAudit(deps.db, s.who, { action: "operator_token.revoke", target: row.id, after: tokenObject(row) });
-        return json(tokenObject(row), requestId);
-      }),
-    )
-    .all(
-      "/operators/api/admin/*",
-      signedIn((request, s) => forwarded(request, s, forward)),
-      NO_PARSE,
-    );
+  return (
+    new Elysia()
+      // The console's pages: static files that hold no data; everything they show comes from /operators/api.
+      .get("/operators", () => staticAsset(UI_DIR, UI_FILES, "index.html"))
+      .get("/operators/", () => staticAsset(UI_DIR, UI_FILES, "index.html"))
+      .get("/operators/assets/:file", ({ params }) => staticAsset(UI_DIR, UI_FILES, params.file))
+      .post("/operators/api/sign-in", ({ request }) => signInRoute(ctx, request, newRequestId()), NO_PARSE)
+      .get(
+        "/operators/api/session",
+        signedIn(async (_, s, requestId) => json(sessionView(ctx, { ...s, signedInAtMs: s.who.signedInAtMs! }), requestId)),
+      )
+      .post(
+        "/operators/api/sign-out",
+        signedIn(async (request, s, requestId) => {
+          await store.endSession(s.sessionId);
+          return json({ object: "sign_out" }, requestId, 200, { "set-cookie": cookie(originOf(request), "", 0) });
+        }),
+        NO_PARSE,
+      )
+      .post(
+        "/operators/api/tokens",
+        signedIn(async (request, s, requestId) => {
+          const body = await parseBody(request, tokenBody);
+          if (isFailure(body)) return failed(body, requestId);
+          const { token, record } = await store.createToken(s.operator.id, body.name);
+          await writeAudit(deps.db.orm, s.who, { action: "operator_token.create", target: s.operator.id, after: tokenObject(record) });
+          return json({ ...tokenObject(record), token }, requestId, 201);
+        }),
+        NO_PARSE,
+      )
+      .delete(
+        "/operators/api/tokens/:id",
+        signedIn(async (_, s, requestId, params) => {
+          const own = (await store.tokens(s.operator.id)).some((t) => t.id === params.id);
+          const row = own ? await store.revokeToken(params.id!) : null;
+          if (!row) return failed(fail("not_found", `No live token ${params.id} of yours.`), requestId);
+          await writeAudit(deps.db.orm, s.who, { action: "operator_token.revoke", target: row.id, after: tokenObject(row) });
+          return json(tokenObject(row), requestId);
+        }),
+      )
+      .all(
+        "/operators/api/admin/*",
+        signedIn((request, s) => forwarded(request, s, forward)),
+        NO_PARSE,
+      )
+  );
 }
