@@ -54,14 +54,10 @@ const LIBRARIES: Record<string, string> = {
 };
 
 /** Production files that only tests use, left for a reason. */
-const TESTS_ONLY_ALLOWED: Record<string, string> = {
-  "src/wires/fixtures.ts": "moved by the relay reshaping (the wires' recorded streams, to test/)",
-};
+const TESTS_ONLY_ALLOWED: Record<string, string> = {};
 
 /** Exports of production modules that only tests use, each "file: name", left for a reason. */
 const TEST_HOOKS_ALLOWED: Record<string, string> = {
-  "src/admission/prices.ts: pricedUsage": "the unit tests price used units through it; production prices them once per request (pricedAt)",
-  "src/operations/chat/relay.ts: relayQueuedChars": "moved by the relay reshaping",
   "src/db/thread-priority.ts: threadId":
     "the thread priority's test finds the tokenizer thread by it; to go when the priority is read back from the thread itself",
   "src/tokens/count.ts: setTokenizerMsPerKeyMax":

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { pricedUsage } from "./admission/prices.ts";
+import { pricedAt, unitPricesOf } from "./admission/prices.ts";
 import {
   boundedParts,
   costOf,
@@ -78,7 +78,7 @@ describe("units", () => {
         cache_write_1h: used.cacheWrite1h,
         hosted_call: used.hostedCalls,
       };
-      const priced = pricedUsage({ ...counts, input }, prices, inputPrice, outputPrice, hosted);
+      const priced = pricedAt({ ...counts, input }, unitPricesOf(prices, inputPrice, outputPrice, hosted), hosted);
       expect(costOf(priced.usage, priced.prices)).toBe(pricedByHand(used, prices, inputPrice, outputPrice, hosted));
     }
   });

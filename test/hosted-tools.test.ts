@@ -13,7 +13,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Simulator } from "../src/sim/server.ts";
-import { sseEvents } from "../src/wires/fixtures.ts";
+import { sseEvents } from "./wireFixtures.ts";
 import { SETUP_MS_MAX, startSimGateway, type SimGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 

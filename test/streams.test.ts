@@ -9,7 +9,8 @@ import o200k from "js-tiktoken/ranks/o200k_base";
 import OpenAI from "openai";
 import { METER_EVENTS, type MeterEvent } from "../actors/protocol.ts";
 import { OUTPUT_TOKENS_LOWERED_MIN, STREAM_OUTPUT_TOKENS_DEFAULT } from "../src/operations/chat/budget.ts";
-import { STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_CHARS_MAX, relayQueuedChars } from "../src/operations/chat/relay.ts";
+import { STREAM_READ_BYTES_MAX, STREAM_RELAY_BUFFER_CHARS_MAX } from "../src/operations/chat/relay.ts";
+import { relayQueue } from "../src/metrics/metrics.ts";
 import { simCompletion, simPromptText } from "../src/sim/text.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until, untilValue } from "./until.ts";
@@ -238,7 +239,7 @@ describe("backpressure", () => {
     for (let i = 0; i < 100; i++) {
       // The client not reading for 10 s is the behaviour under test; the gateway's queue is sampled meanwhile.
       await Bun.sleep(100);
-      queuedMax = Math.max(queuedMax, relayQueuedChars());
+      queuedMax = Math.max(queuedMax, relayQueue.chars);
     }
     expect(queuedMax).toBeGreaterThan(0);
     // One network read of the upstream may land on a full queue.

@@ -20,22 +20,6 @@ export type UsedUnits = Partial<Usage> & Pick<Usage, "input">;
 /** Usage priced by unit: what a settlement carries. */
 export type PricedUsage = Pick<Settlement, "usage" | "prices" | "hostedCallUnit">;
 
-/**
- * Used units priced by unit: each part of the prompt (cache reads, writes) at the model's price
- * for it when it has one (`UNITS[unit].priceKey`), else left in its whole (input, or 5-minute
- * writes for 1-hour ones); input and output at the request's prices, the hosted tool's calls at
- * its per-call price, at most the calls it was allowed.
- */
-export function pricedUsage(
-  used: UsedUnits,
-  prices: ReadonlyMap<string, bigint>,
-  inputPricePer1m: bigint,
-  outputPricePer1m: bigint,
-  hosted?: PricedUnits,
-): PricedUsage {
-  return pricedAt(used, unitPricesOf(prices, inputPricePer1m, outputPricePer1m, hosted), hosted);
-}
-
 /** A request's price by unit: input and output at its prices, each part the model prices apart, the hosted tool's calls. */
 export function unitPricesOf(
   prices: ReadonlyMap<string, bigint>,
@@ -53,7 +37,12 @@ export function unitPricesOf(
   return unitPrices;
 }
 
-/** Used units priced at a request's prices by unit (unitPricesOf): pricedUsage with the prices looked up once. */
+/**
+ * Used units priced by unit: each part of the prompt (cache reads, writes) at the model's price
+ * for it when it has one (`UNITS[unit].priceKey`), else left in its whole (input, or 5-minute
+ * writes for 1-hour ones); input and output at the request's prices, the hosted tool's calls at
+ * its per-call price, at most the calls it was allowed; the prices by unit from unitPricesOf, looked up once per request.
+ */
 export function pricedAt(used: UsedUnits, unitPrices: Prices, hosted?: PricedUnits): PricedUsage {
   const calls = hosted ? Math.min(used.hosted_call ?? 0, hosted.units) : 0;
   const split = splitParts({ ...used, output: used.output ?? 0, hosted_call: calls }, (unit) => unitPrices[unit] !== undefined);

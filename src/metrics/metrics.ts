@@ -25,6 +25,8 @@ const TPOT_BUCKETS_S = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2
 const TPOT_HELP = "Streams: mean time between output tokens after the first.";
 const BACKEND_LABELS = ["model", "backend"] as const;
 
+/** Characters queued for clients by every stream's relay in this process (src/operations/chat/relay.ts keeps it). */
+export const relayQueue = { chars: 0 };
 export interface RequestMetric {
   operation: string;
   model: string;
@@ -211,6 +213,14 @@ export class Metrics {
     backendGauge(sources, registers, "darvaze_backend_breaker_open", "1 while a backend's breaker is open on this node.", (b, nowMs) =>
       b.requests > 0 ? (backendSnapshot(b, nowMs).breaker === "open" ? 1 : 0) : null,
     );
+    new Gauge({
+      name: "darvaze_relay_queued_chars",
+      help: "Characters queued for clients by every stream's relay on this node (each relay's bound: STREAM_RELAY_BUFFER_CHARS_MAX).",
+      registers,
+      collect() {
+        this.set(relayQueue.chars);
+      },
+    });
     new Gauge({
       name: "darvaze_upstream_streams_open",
       help: "Upstream streams open on this node (each one's silence watched).",

@@ -17,7 +17,7 @@ export function newRequestId(): string {
 export type Form = Awaited<ReturnType<Response["formData"]>>;
 
 /**
- * A paid operation's request as any transport receives it (HTTP here, NATS in src/internal):
+ * A paid operation's request as any transport hands it over (src/http/request.ts httpInput, src/internal/service.ts natsInput):
  * who calls, and its body read on demand, once the caller is known.
  */
 export interface OperationInput {

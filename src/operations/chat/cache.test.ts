@@ -4,7 +4,7 @@
  * model's cache prices, or as input when it has none.
  */
 import { describe, expect, test } from "bun:test";
-import { pricedUsage } from "../../admission/prices.ts";
+import { pricedAt, unitPricesOf } from "../../admission/prices.ts";
 import { reserveMicro } from "../../admission/reserve.ts";
 import type { CatalogModel } from "../../catalog/catalog.ts";
 import { costOf } from "../../units.ts";
@@ -71,7 +71,7 @@ describe("reserve", () => {
 
 describe("pricing by component", () => {
   test("reads and writes at their prices; the input component is what remains of the prompt", () => {
-    const priced = pricedUsage({ input: 4021, output: 7, cache_read: 3000, cache_write: 1000 }, SONNET, 270_000n, 1_350_000n);
+    const priced = pricedAt({ input: 4021, output: 7, cache_read: 3000, cache_write: 1000 }, unitPricesOf(SONNET, 270_000n, 1_350_000n));
     expect(priced).toEqual({
       usage: { input: 21n, output: 7n, cache_read: 3000n, cache_write: 1000n },
       prices: { input: 270_000n, output: 1_350_000n, cache_read: 27_000n, cache_write: 337_500n },
@@ -82,11 +82,11 @@ describe("pricing by component", () => {
 
   test("without cache prices every prompt token is input; parts above the prompt are bounded", () => {
     const input = new Map([["input_token", 24_300n]]);
-    expect(pricedUsage({ input: 143, output: 8, cache_read: 128 }, input, 24_300n, 99_000n)).toEqual({
+    expect(pricedAt({ input: 143, output: 8, cache_read: 128 }, unitPricesOf(input, 24_300n, 99_000n))).toEqual({
       usage: { input: 143n, output: 8n },
       prices: { input: 24_300n, output: 99_000n },
     });
-    const bounded = pricedUsage({ input: 10, output: 0, cache_read: 8, cache_write: 8 }, SONNET, 270_000n, 0n);
+    const bounded = pricedAt({ input: 10, output: 0, cache_read: 8, cache_write: 8 }, unitPricesOf(SONNET, 270_000n, 0n));
     expect([bounded.usage.input, bounded.usage.cache_read, bounded.usage.cache_write]).toEqual([0n, 8n, 2n]);
   });
 });

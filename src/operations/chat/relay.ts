@@ -40,6 +40,7 @@ import type { ChatBudget } from "./budget.ts";
 import { decideEnd, type EndDecision } from "./ending.ts";
 import { NOTHING_YET, type RelayEvent } from "./events.ts";
 import { StreamMeter } from "./meter.ts";
+import { relayQueue } from "../../metrics/metrics.ts";
 import { type ChatEnding, type CutOutput, cutOutputTokens, unreportedOutputTokens } from "./unreported.ts";
 import { vendorCounter, type VendorCount } from "../../providers/count.ts";
 import type { ChatRequest } from "./schema.ts";
@@ -59,12 +60,6 @@ export const STREAM_RELAY_BUFFER_CHARS_MAX = 16_384;
 export const STREAM_READ_BYTES_MAX = 524_288;
 /** Meter events per stream on the bus: at most one per this interval, plus one at the end. */
 export const METER_EVENT_INTERVAL_MS = 1_000;
-
-/** Characters queued for clients by every stream of this process: the bound, measured (tests, metrics). */
-let queuedCharsAll = 0;
-export function relayQueuedChars(): number {
-  return queuedCharsAll;
-}
 
 /** What an event is weighed beyond its chunk's text or bytes (a keep-alive's or an end's few characters). */
 const EVENT_CHARS = 16;
@@ -235,7 +230,7 @@ export class Relay {
   taken(): RelayEvent[] | null {
     if (this.queue.length > 0) {
       const frames = this.queue.splice(0);
-      queuedCharsAll -= this.queuedChars;
+      relayQueue.chars -= this.queuedChars;
       this.queuedChars = 0;
       this.wakePump?.();
       return frames;
@@ -257,7 +252,7 @@ export class Relay {
     this.clientGone = true;
     this.cutMs = performance.now();
     this.queue.length = 0;
-    queuedCharsAll -= this.queuedChars;
+    relayQueue.chars -= this.queuedChars;
     this.queuedChars = 0;
     this.outcome.reply.close("abandoned");
     this.wakePump?.();
@@ -274,7 +269,7 @@ export class Relay {
     this.queue.push(event);
     const chars = this.weight(event);
     this.queuedChars += chars;
-    queuedCharsAll += chars;
+    relayQueue.chars += chars;
     this.wake();
   }
 

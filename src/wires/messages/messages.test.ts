@@ -4,7 +4,7 @@ import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { chatCompletionOf } from "../chat.ts";
 import { decodeAll, fixture } from "../../../test/decoders.ts";
-import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
+import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../../../test/wireFixtures.ts";
 import { anthropicErrorType, failureToAnthropicError } from "./errors.ts";
 import { messagesToChat } from "./request.ts";
 import { chatToMessage } from "./response.ts";

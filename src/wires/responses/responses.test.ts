@@ -5,7 +5,7 @@ import { anthropicToOpenAIResponse } from "../../providers/anthropic/response.ts
 import { AnthropicStreamDecoder } from "../../providers/anthropic/stream.ts";
 import { fixture } from "../../../test/decoders.ts";
 import { chatCompletionOf } from "../chat.ts";
-import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../fixtures.ts";
+import { chatFixtureFrames, decodedFixtureFrames, sseEvents } from "../../../test/wireFixtures.ts";
 import { responsesToChat } from "./request.ts";
 import { chatToResponse, type ResponsesContext } from "./response.ts";
 import { ResponsesStream } from "./stream.ts";

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { isFailure } from "../../errors.ts";
 import type { ChatFrame } from "../chat.ts";
-import { sseEvents } from "../fixtures.ts";
+import { sseEvents } from "../../../test/wireFixtures.ts";
 import { responsesToChat } from "./request.ts";
 import { chatToResponse, type ResponsesContext } from "./response.ts";
 import { ResponsesStream } from "./stream.ts";

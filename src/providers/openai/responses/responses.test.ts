@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { responseProblems, streamEventProblems } from "../../../../test/openaiSchema.ts";
-import { sseEvents } from "../../../wires/fixtures.ts";
+import { sseEvents } from "../../../../test/wireFixtures.ts";
 import { chunksOf, decodeAll, fixture as recorded } from "../../../../test/decoders.ts";
 import type { ReplyContext } from "../../types.ts";
 import { chatToResponsesRequest } from "./request.ts";

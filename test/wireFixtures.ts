@@ -3,10 +3,10 @@
  * fixture (OpenAI's own chunks, which the relay passes on untouched) read as relay frames, or a
  * vendor's fixture run through its adapter's decoder first (the chunks the relay would queue).
  */
-import { chatChunkOf } from "../providers/chunk.ts";
-import { decodeAll, fixture } from "../../test/decoders.ts";
-import type { ChatStreamDecoder } from "../providers/types.ts";
-import { chatFrameOf, type ChatFrame } from "./chat.ts";
+import { chatChunkOf } from "../src/providers/chunk.ts";
+import { decodeAll, fixture } from "./decoders.ts";
+import type { ChatStreamDecoder } from "../src/providers/types.ts";
+import { chatFrameOf, type ChatFrame } from "../src/wires/chat.ts";
 
 /** Characters per network piece when a fixture is decoded. */
 const PIECE_CHARS = 64;
