@@ -10,8 +10,13 @@
  * free: the embedded database's worker has a heap of its own, which it collects itself
  * (pglite-worker.ts). Counting it, the worker's growth (a burst of queries, many new keys) set off
  * collections here that freed nothing and halved the node's throughput (bench/RESULTS.md). The
- * worker's heap size counts reserved memory too (it can exceed the resident set), so the figure is
- * only ever compared with itself: growth since its lowest point. When it has grown by GC_RSS_GROWTH_MIB
+ * worker's heap size counts reserved memory too (it exceeds the resident set: 1,290 MiB against
+ * 690), and it falls at once when the worker gives its reservation back (1,290 → 440 MiB while the
+ * resident set fell by 330): subtracted as it stands, that fall read as 500 MiB of growth here and
+ * set off a full collection that freed nothing (45–103 ms, one client's slowest requests in the
+ * first seconds after start). So the other heaps' changes are taken apart, tick by tick: their
+ * growth is taken off this thread's, their fall is not added to it (`otherHeapsBytes`). The figure
+ * is only ever compared with itself: growth since its lowest point. When it has grown by GC_RSS_GROWTH_MIB
  * since the last collection, it runs a light one: a full marking without sweeping the whole heap
  * at once (`Bun.gc(false)`; the engine sweeps lazily after it), which paused a node 1 ms at 2,000
  * streams and 6 ms at 8,000. Only when the resident set still grew by GC_FULL_AFTER_STEPS steps
@@ -41,10 +46,32 @@ export interface MemoryGuardOptions {
   growthMib: number;
   log: Logger;
   rssBytes?: () => number;
+  /** The heaps of other threads, which collect themselves (the embedded database's worker): their growth is not this thread's. */
+  otherHeapsBytes?: () => number;
   /** A light collection (default `Bun.gc(false)`) and a full one (default `Bun.gc(true)`). */
   collectLight?: () => void;
   collectFull?: () => void;
   checkMs?: number;
+}
+
+/**
+ * The resident set less the other threads' heaps' growth, as a running figure: each reading adds
+ * the resident set's change less what the other heaps grew by since the last; a fall of theirs
+ * adds nothing (their reserved memory given back is not this thread's growth).
+ */
+export function ownMemory(rssBytes: () => number, otherHeapsBytes?: () => number): () => number {
+  if (!otherHeapsBytes) return rssBytes;
+  let lastRss = rssBytes();
+  let lastOther = otherHeapsBytes();
+  let own = lastRss;
+  return () => {
+    const rssNow = rssBytes();
+    const otherNow = otherHeapsBytes();
+    own += rssNow - lastRss - Math.max(0, otherNow - lastOther);
+    lastRss = rssNow;
+    lastOther = otherNow;
+    return own;
+  };
 }
 
 /**
@@ -53,7 +80,7 @@ export interface MemoryGuardOptions {
  */
 export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGuardStats; stop: () => void; check: () => void } {
   const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0, fullCollections: 0, fullPauseMsTotal: 0 };
-  const rss = options.rssBytes ?? (() => process.memoryUsage.rss());
+  const rss = ownMemory(options.rssBytes ?? (() => process.memoryUsage.rss()), options.otherHeapsBytes);
   const collectLight = options.collectLight ?? (() => Bun.gc(false));
   const collectFull = options.collectFull ?? (() => Bun.gc(true));
   const growthBytes = options.growthMib * 1024 * 1024;
