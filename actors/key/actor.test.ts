@@ -3,6 +3,7 @@
  * connection (so every message crosses the broker and is validated on receipt).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { ADMIT, EXTEND, SETTLE, WALLET_RECALLS, type Settlement } from "../protocol.ts";
 import { partitionOf, subjects as buildSubjects } from "../subjects.ts";
 import { KeyActorHost } from "./host.ts";
@@ -370,6 +371,33 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     }
     await r.host.releaseAll();
     expect(await wallet(k)).toEqual({ balanceMicro: 3_000_000_000n - 270_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: the next lease is opened ahead, so the request that finds the current one spent writes no hold`, async () => {
+    const k = await keyWith(r, 100_000_000_000n); // 100,000 toman: every lease filled whole
+    const holdsOf = async () =>
+      (await r.db.rows<{ id: string }>(sql`SELECT id FROM holds WHERE account_id = ${k.accountId} ORDER BY created_at`)).map((h) => h.id);
+    const first = await admit(k, "a1", 1_000_000n); // a lease of 1,000 toman (the minimum)
+    if (!first.ok) throw new Error("not admitted");
+    // 760 toman more leaves the lease less than a quarter of its room: the next opens behind it.
+    const second = await admit(k, "a2", 760_000_000n);
+    if (!second.ok) throw new Error("not admitted");
+    expect(second.holdId).toBe(first.holdId);
+    await until(async () => (await holdsOf()).length === 2);
+    const [, ahead] = await holdsOf();
+    // More than the first lease has left (another key of the account: this one has two in flight):
+    // taken from the one opened ahead, no third hold written.
+    const { record } = await r.keys.create(k.accountId, "second", { concurrencyMax: 2 });
+    const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+    const third = await admit(k2, "a3", 300_000_000n);
+    if (!third.ok) throw new Error("not admitted");
+    expect(third.holdId).toBe(ahead!);
+    expect((await holdsOf()).length).toBe(2);
+    await settle(settlementFor(k, first.holdId, "a1", 0n, 1_000_000n));
+    await settle(settlementFor(k, second.holdId, "a2", 0n, 760_000_000n));
+    await settle(settlementFor(k2, third.holdId, "a3", 0n, 300_000_000n));
+    await r.host.releaseAll();
+    expect(await wallet(k)).toEqual({ balanceMicro: 100_000_000_000n - 3n * 135_000n, heldMicro: 0n });
   });
 
   it(`${name}: keys of one account share this node's lease: another key's first request touches no database`, async () => {
