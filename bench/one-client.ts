@@ -34,6 +34,8 @@ export const BURST_CONNECTIONS = 16;
 /** The burst's chat and stream seconds (run-peers.sh: 3 and 2). */
 const BURST_CHAT_S = 3;
 const BURST_STREAM_S = 2;
+/** How long a gateway may take to answer /health (a busy machine's start takes tens of seconds). */
+const READY_MS_MAX = 90_000;
 
 export const ONE_CLIENT_PHASES = ["first seconds", "after a burst", "steady"] as const;
 export type OneClientPhase = (typeof ONE_CLIENT_PHASES)[number];
@@ -68,7 +70,7 @@ export const ONE_CLIENT_GOALS = { p99AddedMs: 2, maxAddedMs: 10, stallAddedMs: 5
 
 const ms = (value: number | null | undefined) => (value === null || value === undefined || Number.isNaN(value) ? "—" : value.toFixed(2));
 const added = (value: number, bare: number | undefined, goal: number) =>
-  bare === undefined ? "" : ` (+${(value - bare).toFixed(1)} ${value - bare <= goal ? "✓" : "✗"})`;
+  bare === undefined ? "" : ` (${value >= bare ? "+" : "−"}${Math.abs(value - bare).toFixed(1)} ${value - bare <= goal ? "✓" : "✗"})`;
 
 /** The rows as a markdown table, each Darvaze figure beside its excess over the bare proxy's and the verdict. */
 export function oneClientMarkdown(rows: OneClientRow[], bareName: string): string {
@@ -104,6 +106,8 @@ async function main(): Promise<void> {
       only: { type: "string", multiple: true },
       /** `NAME=value` for the Darvaze targets' environment (repeatable). */
       env: { type: "string", multiple: true, default: [] },
+      /** Another checkout (an older release): its Darvaze targets run beside this one's, in turn, in the same run. */
+      "gateway-root": { type: "string" },
     },
   });
   const rounds = Math.min(10, Math.max(1, Number(flags.rounds) || 1));
@@ -113,14 +117,35 @@ async function main(): Promise<void> {
   const services = pinServices(LOAD_CPU);
   const starts: { name: string; start(): Promise<Target | string> }[] = [
     { name: "bare", start: () => startBareProxy(sim.url) },
-    { name: "embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url, env }) },
+    { name: "embedded", start: () => startDarvaze({ mode: "embedded", upstreamUrl: sim.url, env, readyTimeoutMs: READY_MS_MAX }) },
     {
       name: "NATS",
       start: async () =>
         (await servicesUnavailable(servicesDefaults)) ??
-        startDarvaze({ mode: "nats-pg", upstreamUrl: sim.url, services: servicesDefaults, env }),
+        startDarvaze({ mode: "nats-pg", upstreamUrl: sim.url, services: servicesDefaults, env, readyTimeoutMs: READY_MS_MAX }),
     },
   ];
+  const other = flags["gateway-root"];
+  if (other) {
+    const label = `, ${other.split("/").at(-1)}`;
+    for (const mode of ["embedded", "nats-pg"] as const)
+      starts.push({
+        name: mode === "embedded" ? `embedded${label}` : `NATS${label}`,
+        start: async () => {
+          const reason = mode === "nats-pg" ? await servicesUnavailable(servicesDefaults) : null;
+          if (reason) return reason;
+          const target = await startDarvaze({
+            mode,
+            upstreamUrl: sim.url,
+            services: servicesDefaults,
+            env,
+            root: other,
+            readyTimeoutMs: READY_MS_MAX,
+          });
+          return { ...target, name: `${target.name}${label}` };
+        },
+      });
+  }
   const chosen = flags.only?.length
     ? starts.filter((s) => flags.only!.some((word) => s.name.toLowerCase().includes(word.toLowerCase())))
     : starts;
@@ -129,7 +154,7 @@ async function main(): Promise<void> {
   try {
     for (let round = 1; round <= rounds; round++)
       for (const { start } of chosen) {
-        const target = await start();
+        const target = await start().catch((error: Error) => `failed to start: ${error.message.split("\n")[0]}`);
         if (typeof target === "string") {
           console.error(`skipped: ${target}`);
           continue;
