@@ -397,7 +397,45 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     await settle(settlementFor(k, second.holdId, "a2", 0n, 760_000_000n));
     await settle(settlementFor(k2, third.holdId, "a3", 0n, 300_000_000n));
     await r.host.releaseAll();
+    // The spent lease closes once its charges are posted, in the background.
+    await until(async () => (await wallet(k))?.heldMicro === 0n);
     expect(await wallet(k)).toEqual({ balanceMicro: 100_000_000_000n - 3n * 135_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: no lease is opened ahead that the wallet cannot fill whole`, async () => {
+    const k = await keyWith(r, 1_500_000_000n); // 1,500 toman: one lease of 1,000, not a second
+    const { record } = await r.keys.create(k.accountId, "second", { concurrencyMax: 2 });
+    const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+    const drawn = [
+      [k, "b1", 1_000_000n],
+      [k, "b2", 500_000_000n],
+      // The lease's room falls below a quarter (239 toman): a lease sized for this reserve would
+      // want 4,160 toman, and the wallet has 500 besides the lease.
+      [k2, "b3", 260_000_000n],
+    ] as const;
+    const holdIds: string[] = [];
+    for (const [key, requestId, reserve] of drawn) {
+      const got = await admit(key, requestId, reserve);
+      if (!got.ok) throw new Error("not admitted");
+      holdIds.push(got.holdId);
+    }
+    // More than the lease has left: it is retired (its 239 toman of room back to the wallet) and the
+    // next opened with what the wallet has, 739 toman; a lease opened ahead would have held the 500.
+    const fourth = await admit(k2, "b4", 300_000_000n);
+    if (!fourth.ok) throw new Error("not admitted");
+    const holds = await r.db.rows<{ id: string; amount_micro: unknown }>(
+      sql`SELECT id, amount_micro FROM holds WHERE account_id = ${k.accountId} ORDER BY created_at`,
+    );
+    expect(holds.map((h) => [h.id === fourth.holdId, BigInt(String(h.amount_micro))])).toEqual([
+      [false, 761_000_000n],
+      [true, 739_000_000n],
+    ]);
+    for (const [i, [key, requestId, reserve]] of drawn.entries()) await settle(settlementFor(key, holdIds[i]!, requestId, 0n, reserve));
+    await settle(settlementFor(k2, fourth.holdId, "b4", 0n, 300_000_000n));
+    await r.host.releaseAll();
+    // The retired lease closes once its charges are posted, in the background.
+    await until(async () => (await wallet(k))?.heldMicro === 0n);
+    expect(await wallet(k)).toEqual({ balanceMicro: 1_500_000_000n - 4n * 135_000n, heldMicro: 0n });
   });
 
   it(`${name}: keys of one account share this node's lease: another key's first request touches no database`, async () => {

@@ -49,7 +49,8 @@ export const LEASE_MICRO_MAX = 100_000_000_000n; // 100,000 toman
  * The next lease is opened ahead once the current one's room falls below this share of it, so
  * that no request waits for a hold to be written (one is 15–45 ms on the embedded database's
  * worker on a busy core, bench/RESULTS.md): the request that finds the current lease spent takes
- * the next at once. Only while the wallet filled the current lease whole (not in per-request mode).
+ * the next at once. Only while the wallet filled the current lease whole (not in per-request mode),
+ * and only a lease the wallet fills whole: otherwise none is opened ahead.
  */
 export const LEASE_AHEAD_ROOM_FRACTION = 4n; // room < amount / 4
 /** A wallet that could not fill a lease stays in per-request mode this long. */
@@ -270,7 +271,7 @@ export class AccountPurse {
   private openAhead(lease: Lease, reserve: bigint, keyId: string): void {
     if (!lease.whole || this.next || this.openingNext || this.opening || this.now() < this.lowBalanceUntilMs) return;
     if (this.room(lease) * LEASE_AHEAD_ROOM_FRACTION >= lease.amount) return;
-    this.openingNext = this.openHeld(reserve, keyId)
+    this.openingNext = this.openHeld(reserve, keyId, () => {}, true)
       .then((result) => {
         if (!result.opened) return;
         if (this.current === lease && lease.admitting) this.next = result.lease;
@@ -296,9 +297,11 @@ export class AccountPurse {
    * Writes a lease's hold of LEAST(desired, available) ≥ `reserve` (holds.ts) and adds the lease
    * to the purse; `adopt` runs at once when it opened, before anything else can draw from it.
    * When the wallet could not fill it, the purse leases per request for a while and the other
-   * nodes' leases of the wallet are recalled. Null when the wallet cannot cover `reserve`.
+   * nodes' leases of the wallet are recalled. `wholeOnly` (a lease opened ahead): all of the
+   * desired size or nothing, so that a speculative open never sends the purse, or the other
+   * nodes, into per-request mode.
    */
-  private async openHeld(reserve: bigint, keyId: string, adopt: (lease: Lease) => void = () => {}) {
+  private async openHeld(reserve: bigint, keyId: string, adopt: (lease: Lease) => void = () => {}, wholeOnly = false) {
     const desired = this.leaseSize(reserve);
     const holdId = newId("hold");
     const ttlMs = this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT;
@@ -308,7 +311,7 @@ export class AccountPurse {
       accountId: this.accountId,
       keyId,
       label: "lease",
-      minMicro: reserve,
+      minMicro: wholeOnly ? desired : reserve,
       desiredMicro: desired,
       ttlMs,
     });
