@@ -10,7 +10,7 @@ import type { Target } from "./targets.ts";
 import { LOAD_CPU } from "./procs.ts";
 
 /** Linux's USER_HZ: /proc reports CPU time in these ticks. */
-const TICKS_PER_S = 100;
+export const TICKS_PER_S = 100;
 
 export interface Readings {
   /** Server CPU milliseconds per 1,000 successful requests; null when its pid is unknown. */
@@ -44,7 +44,8 @@ async function scrape(url: string, adminToken: string): Promise<string> {
 
 const metricValue = (text: string, name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
 
-function cpuTicks(pids: number[]): number {
+/** The processes' CPU time so far (every thread, user and system), in ticks. */
+export function cpuTicks(pids: number[]): number {
   // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
   return pids.reduce((total, pid) => {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");

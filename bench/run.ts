@@ -32,6 +32,7 @@ import {
   type Target,
 } from "./targets.ts";
 import { runWrk } from "./wrk.ts";
+import { oneClientMarkdown, oneClientPhases, type OneClientRow } from "./one-client.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -224,6 +225,10 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
   // --only <words>: the targets whose label contains any of them (the rest are not started).
   const chosen = flags.only?.length ? targets.filter((t) => flags.only!.some((word) => t.label.includes(word))) : targets;
   const failed = new Set<string>();
+  const oneClient: OneClientRow[] = [];
+  const oneClientTargets = settings.workloads.some((w) => w.name === "chat c=1")
+    ? [BARE, "Darvaze embedded", "Darvaze NATS + PostgreSQL, 1 node"]
+    : [];
   for (let round = 1; round <= rounds; round++)
     for (const { label, start, extra } of chosen) {
       if (failed.has(label)) continue;
@@ -242,6 +247,8 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
         continue;
       }
       try {
+        // One connection from the first seconds after start, after a burst, steady (bench/one-client.ts).
+        if (oneClientTargets.includes(label)) oneClient.push(...(await oneClientPhases(target, round, settings.measureS)));
         await measureAll(target, measurements, extra);
       } catch (error) {
         interruptedSignal.throwIfAborted();
@@ -277,8 +284,11 @@ async function runBench(services: ServicesPinned | null): Promise<void> {
     measurements,
   );
   interruptedSignal.throwIfAborted();
-  console.log(`\n${markdown}`);
-  appendResults(resultsPath, markdown);
+  const oneClientTable = oneClient.length
+    ? `\n\nOne connection, from the first seconds after start, after a burst and steady (bench/one-client.ts; each figure against the bare proxy's of the same phase and round):\n\n${oneClientMarkdown(oneClient, BARE)}`
+    : "";
+  console.log(`\n${markdown}${oneClientTable}`);
+  appendResults(resultsPath, markdown + oneClientTable);
   progress(`appended to ${resultsPath}`);
 }
 

@@ -222,12 +222,12 @@ function gatewayMetrics(
 ): Metrics {
   const { db, bus, pools, keyHost, cluster, payments, usage } = parts;
   // What the metrics read of the process: the memory guard's collections, the event loop's stalls.
-  // The embedded database's worker has a heap of its own, which it collects itself: the resident
-  // set less that heap is what a collection on this thread can give back.
+  // The embedded database's worker has a heap of its own, which it collects itself: its growth is
+  // not what a collection on this thread can give back.
   const memory = startMemoryGuard({
     growthMib: env.GC_RSS_GROWTH_MIB,
     log,
-    rssBytes: () => process.memoryUsage.rss() - (db.worker?.heapBytes ?? 0),
+    otherHeapsBytes: () => db.worker?.heapBytes ?? 0,
   });
   cleanups.push(() => memory.stop());
   const loop = startLoopMonitor();

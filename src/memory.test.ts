@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { startMemoryGuard } from "./memory.ts";
+import { ownMemory, startMemoryGuard } from "./memory.ts";
 
 const MiB = 1024 * 1024;
 const quiet = () => {};
@@ -78,4 +78,42 @@ test("light collections first; a full one only once the resident set still grew 
   expect(full).toEqual([380 * MiB]);
   expect(guard.stats).toMatchObject({ collections: 6, fullCollections: 1 });
   guard.stop();
+});
+
+test("another thread's heap: its growth is not this thread's, and its fall is not growth here", () => {
+  let rss = 700 * MiB;
+  let other = 1_290 * MiB;
+  const collected: number[] = [];
+  const guard = startMemoryGuard({
+    growthMib: 64,
+    log: quiet,
+    checkMs: 3_600_000,
+    rssBytes: () => rss,
+    otherHeapsBytes: () => other,
+    collectLight: () => collected.push(rss),
+    collectFull: () => collected.push(-rss),
+  });
+  // The worker gives its reservation back: its heap falls by 850 MiB, the resident set by 330.
+  other = 440 * MiB;
+  rss = 370 * MiB;
+  guard.check();
+  // The worker grows by 200 MiB, of which the resident set shows 150: none of it is this thread's.
+  other = 640 * MiB;
+  rss = 520 * MiB;
+  guard.check();
+  expect(collected).toEqual([]);
+  // This thread's own growth past the step (from its lowest point, 370 less the 50 the worker's
+  // reservation outgrew the resident set by) is collected: light.
+  rss = 520 * MiB + 64 * MiB;
+  guard.check();
+  expect(collected).toEqual([584 * MiB]);
+  expect(guard.stats).toMatchObject({ collections: 1, fullCollections: 0 });
+  guard.stop();
+});
+
+test("ownMemory without other heaps is the resident set itself", () => {
+  let rss = 5;
+  const own = ownMemory(() => rss);
+  rss = 9;
+  expect(own()).toBe(9);
 });

@@ -29,10 +29,32 @@ export interface MemoryGuardOptions {
   growthMib: number;
   log: Logger;
   rssBytes?: () => number;
+  /** The heaps of other threads, which collect themselves (the embedded database's worker): their growth is not this thread's. */
+  otherHeapsBytes?: () => number;
   /** A light collection (default `Bun.gc(false)`) and a full one (default `Bun.gc(true)`). */
   collectLight?: () => void;
   collectFull?: () => void;
   checkMs?: number;
+}
+
+/**
+ * The resident set less the other threads' heaps' growth, as a running figure: each reading adds
+ * the resident set's change less what the other heaps grew by since the last; a fall of theirs
+ * adds nothing (their reserved memory given back is not this thread's growth).
+ */
+export function ownMemory(rssBytes: () => number, otherHeapsBytes?: () => number): () => number {
+  if (!otherHeapsBytes) return rssBytes;
+  let lastRss = rssBytes();
+  let lastOther = otherHeapsBytes();
+  let own = lastRss;
+  return () => {
+    const rssNow = rssBytes();
+    const otherNow = otherHeapsBytes();
+    own += rssNow - lastRss - Math.max(0, otherNow - lastOther);
+    lastRss = rssNow;
+    lastOther = otherNow;
+    return own;
+  };
 }
 
 /**
@@ -41,7 +63,7 @@ export interface MemoryGuardOptions {
  */
 export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGuardStats; stop: () => void; check: () => void } {
   const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0, fullCollections: 0, fullPauseMsTotal: 0 };
-  const rss = options.rssBytes ?? (() => process.memoryUsage.rss());
+  const rss = ownMemory(options.rssBytes ?? (() => process.memoryUsage.rss()), options.otherHeapsBytes);
   const collectLight = options.collectLight ?? (() => Bun.gc(false));
   const collectFull = options.collectFull ?? (() => Bun.gc(true));
   const growthBytes = options.growthMib * 1024 * 1024;

@@ -3,6 +3,7 @@
  * connection (so every message crosses the broker and is validated on receipt).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
 import { ADMIT, EXTEND, SETTLE, WALLET_RECALLS, type Settlement } from "../protocol.ts";
 import { partitionOf, subjects as buildSubjects } from "../subjects.ts";
 import { KeyActorHost } from "./host.ts";
@@ -370,6 +371,71 @@ function contract(name: string, buses: () => Promise<{ server: Bus; client: Bus 
     }
     await r.host.releaseAll();
     expect(await wallet(k)).toEqual({ balanceMicro: 3_000_000_000n - 270_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: the next lease is opened ahead, so the request that finds the current one spent writes no hold`, async () => {
+    const k = await keyWith(r, 100_000_000_000n); // 100,000 toman: every lease filled whole
+    const holdsOf = async () =>
+      (await r.db.rows<{ id: string }>(sql`SELECT id FROM holds WHERE account_id = ${k.accountId} ORDER BY created_at`)).map((h) => h.id);
+    const first = await admit(k, "a1", 1_000_000n); // a lease of 1,000 toman (the minimum)
+    if (!first.ok) throw new Error("not admitted");
+    // 760 toman more leaves the lease less than a quarter of its room: the next opens behind it.
+    const second = await admit(k, "a2", 760_000_000n);
+    if (!second.ok) throw new Error("not admitted");
+    expect(second.holdId).toBe(first.holdId);
+    await until(async () => (await holdsOf()).length === 2);
+    const [, ahead] = await holdsOf();
+    // More than the first lease has left (another key of the account: this one has two in flight):
+    // taken from the one opened ahead, no third hold written.
+    const { record } = await r.keys.create(k.accountId, "second", { concurrencyMax: 2 });
+    const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+    const third = await admit(k2, "a3", 300_000_000n);
+    if (!third.ok) throw new Error("not admitted");
+    expect(third.holdId).toBe(ahead!);
+    expect((await holdsOf()).length).toBe(2);
+    await settle(settlementFor(k, first.holdId, "a1", 0n, 1_000_000n));
+    await settle(settlementFor(k, second.holdId, "a2", 0n, 760_000_000n));
+    await settle(settlementFor(k2, third.holdId, "a3", 0n, 300_000_000n));
+    await r.host.releaseAll();
+    // The spent lease closes once its charges are posted, in the background.
+    await until(async () => (await wallet(k))?.heldMicro === 0n);
+    expect(await wallet(k)).toEqual({ balanceMicro: 100_000_000_000n - 3n * 135_000n, heldMicro: 0n });
+  });
+
+  it(`${name}: no lease is opened ahead that the wallet cannot fill whole`, async () => {
+    const k = await keyWith(r, 1_500_000_000n); // 1,500 toman: one lease of 1,000, not a second
+    const { record } = await r.keys.create(k.accountId, "second", { concurrencyMax: 2 });
+    const k2: TestKey = { accountId: k.accountId, keyId: record.id };
+    const drawn = [
+      [k, "b1", 1_000_000n],
+      [k, "b2", 500_000_000n],
+      // The lease's room falls below a quarter (239 toman): a lease sized for this reserve would
+      // want 4,160 toman, and the wallet has 500 besides the lease.
+      [k2, "b3", 260_000_000n],
+    ] as const;
+    const holdIds: string[] = [];
+    for (const [key, requestId, reserve] of drawn) {
+      const got = await admit(key, requestId, reserve);
+      if (!got.ok) throw new Error("not admitted");
+      holdIds.push(got.holdId);
+    }
+    // More than the lease has left: it is retired (its 239 toman of room back to the wallet) and the
+    // next opened with what the wallet has, 739 toman; a lease opened ahead would have held the 500.
+    const fourth = await admit(k2, "b4", 300_000_000n);
+    if (!fourth.ok) throw new Error("not admitted");
+    const holds = await r.db.rows<{ id: string; amount_micro: unknown }>(
+      sql`SELECT id, amount_micro FROM holds WHERE account_id = ${k.accountId} ORDER BY created_at`,
+    );
+    expect(holds.map((h) => [h.id === fourth.holdId, BigInt(String(h.amount_micro))])).toEqual([
+      [false, 761_000_000n],
+      [true, 739_000_000n],
+    ]);
+    for (const [i, [key, requestId, reserve]] of drawn.entries()) await settle(settlementFor(key, holdIds[i]!, requestId, 0n, reserve));
+    await settle(settlementFor(k2, fourth.holdId, "b4", 0n, 300_000_000n));
+    await r.host.releaseAll();
+    // The retired lease closes once its charges are posted, in the background.
+    await until(async () => (await wallet(k))?.heldMicro === 0n);
+    expect(await wallet(k)).toEqual({ balanceMicro: 1_500_000_000n - 4n * 135_000n, heldMicro: 0n });
   });
 
   it(`${name}: keys of one account share this node's lease: another key's first request touches no database`, async () => {

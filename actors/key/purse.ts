@@ -35,6 +35,14 @@ export const LEASE_RESERVES_MIN = 16;
  */
 export const LEASE_MICRO_MIN = 1_000_000_000n; // 1,000 toman
 export const LEASE_MICRO_MAX = 100_000_000_000n; // 100,000 toman
+/**
+ * The next lease is opened ahead once the current one's room falls below this share of it, so
+ * that no request waits for a hold to be written (one is 15–45 ms on the embedded database's
+ * worker on a busy core, bench/RESULTS.md): the request that finds the current lease spent takes
+ * the next at once. Only while the wallet filled the current lease whole (not in per-request mode),
+ * and only a lease the wallet fills whole: otherwise none is opened ahead.
+ */
+export const LEASE_AHEAD_ROOM_FRACTION = 4n; // room < amount / 4
 /** A wallet that could not fill a lease stays in per-request mode this long. */
 export const LOW_BALANCE_MS = 5_000;
 /** Longest an admission waits for money held elsewhere to come back. */
@@ -64,6 +72,8 @@ export interface Lease {
   cutoffMs: number;
   admitting: boolean;
   closing: boolean;
+  /** The wallet gave the lease all it asked for: the next may be opened ahead. */
+  whole?: boolean;
 }
 
 /** What a purse keeps of one admitted request: the lease it draws from and how much. */
@@ -76,6 +86,9 @@ export class AccountPurse {
   private readonly leases = new Set<Lease>();
   private current: Lease | null = null;
   private opening: Promise<unknown> | null = null;
+  /** The lease opened ahead of the current one's end (LEASE_AHEAD_ROOM_FRACTION), and its opening. */
+  private next: Lease | null = null;
+  private openingNext: Promise<void> | null = null;
   private lowBalanceUntilMs = 0;
   /** The wallet as the last failed open saw it; forgotten on any local change or after SHORT_MEMO_MS. */
   private short: { atMs: number; available: bigint; heldMicro: bigint } | null = null;
@@ -120,7 +133,7 @@ export class AccountPurse {
 
   /** True when the purse holds nothing and waits on nothing: the host may forget it. */
   get empty(): boolean {
-    return this.leases.size === 0 && this.opening === null;
+    return this.leases.size === 0 && this.opening === null && this.openingNext === null;
   }
 
   private signal(): void {
@@ -176,8 +189,18 @@ export class AccountPurse {
     const startedMs = this.now();
     for (;;) {
       const lease = this.current;
-      if (lease?.admitting && this.now() < lease.cutoffMs && this.room(lease) >= drawn.reserve) {
-        return this.take(lease, drawn);
+      if (lease && this.admits(lease, drawn.reserve)) {
+        const taken = this.take(lease, drawn);
+        this.openAhead(lease, drawn.reserve, keyId);
+        return taken;
+      }
+      if (this.openingNext) {
+        await this.openingNext;
+        continue;
+      }
+      if (this.next) {
+        this.moveToNext(drawn.reserve);
+        continue;
       }
       if (this.opening) {
         await this.opening.catch(() => {}); // its own caller reports its failure
@@ -212,10 +235,63 @@ export class AccountPurse {
     }
   }
 
+  private admits(lease: Lease, reserve: bigint): boolean {
+    return lease.admitting && this.now() < lease.cutoffMs && this.room(lease) >= reserve;
+  }
+
+  /** The current lease is spent: the next, opened ahead, takes its place (or is given back too, when it cannot serve this reserve either). */
+  private moveToNext(reserve: bigint): void {
+    const next = this.next!;
+    this.next = null;
+    const spent = this.current;
+    if (this.admits(next, reserve)) this.current = next;
+    else this.retireLater(next);
+    if (spent) this.retireLater(spent);
+  }
+
+  /** Retires a lease without waiting: its slack is off the lease at once, given back to the wallet in the background. */
+  private retireLater(lease: Lease): void {
+    const retiring = this.retire(lease, false).catch((error: unknown) =>
+      taskFailed("lease_retire", this.deps.log, error, { accountId: this.accountId, holdId: lease.holdId }),
+    );
+    void retiring;
+  }
+
+  /** Opens the next lease in the background once `lease`'s room is low (LEASE_AHEAD_ROOM_FRACTION). */
+  private openAhead(lease: Lease, reserve: bigint, keyId: string): void {
+    if (!lease.whole || this.next || this.openingNext || this.opening || this.now() < this.lowBalanceUntilMs) return;
+    if (this.room(lease) * LEASE_AHEAD_ROOM_FRACTION >= lease.amount) return;
+    this.openingNext = this.openHeld(reserve, keyId, () => {}, true)
+      .then((result) => {
+        if (!result.opened) return;
+        if (this.current === lease && lease.admitting) this.next = result.lease;
+        else this.retireLater(result.lease); // the purse moved on (released, recalled) meanwhile
+      })
+      .catch((error: unknown) => taskFailed("lease_open_ahead", this.deps.log, error, { accountId: this.accountId }))
+      .finally(() => {
+        this.openingNext = null;
+        this.signal();
+      });
+  }
+
   /** Opens a new current lease and takes the request's reserve from it before anything else can. */
   private async openLease(drawn: Drawn, keyId: string) {
-    const reserve = drawn.reserve;
     if (this.current) await this.retire(this.current, false);
+    return this.openHeld(drawn.reserve, keyId, (lease) => {
+      this.current = lease;
+      this.take(lease, drawn);
+    });
+  }
+
+  /**
+   * Writes a lease's hold of LEAST(desired, available) ≥ `reserve` (holds.ts) and adds the lease
+   * to the purse; `adopt` runs at once when it opened, before anything else can draw from it.
+   * When the wallet could not fill it, the purse leases per request for a while and the other
+   * nodes' leases of the wallet are recalled. `wholeOnly` (a lease opened ahead): all of the
+   * desired size or nothing, so that a speculative open never sends the purse, or the other
+   * nodes, into per-request mode.
+   */
+  private async openHeld(reserve: bigint, keyId: string, adopt: (lease: Lease) => void = () => {}, wholeOnly = false) {
     const desired = this.leaseSize(reserve);
     const holdId = newId("hold");
     const ttlMs = this.deps.leaseTtlMs ?? LEASE_TTL_MS_DEFAULT;
@@ -225,31 +301,30 @@ export class AccountPurse {
       accountId: this.accountId,
       keyId,
       label: "lease",
-      minMicro: reserve,
+      minMicro: wholeOnly ? desired : reserve,
       desiredMicro: desired,
       ttlMs,
     });
-    if (result.opened) {
-      const lease: Lease = {
-        holdId,
-        amount: result.amountMicro,
-        consumed: 0n,
-        outstanding: 0n,
-        cutoffMs: this.now() + ttlMs * LEASE_ADMIT_FRACTION,
-        admitting: true,
-        closing: false,
-      };
-      this.leases.add(lease);
-      this.current = lease;
-      this.take(lease, drawn);
-      if (result.amountMicro < desired) {
-        // The wallet is nearly empty: lease no more than each request needs from now on, and
-        // have the other nodes' leases of this wallet give their slack back.
-        this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
-        this.deps.recall(this.accountId, keyId);
-      }
+    if (!result.opened) return result;
+    const lease: Lease = {
+      holdId,
+      amount: result.amountMicro,
+      consumed: 0n,
+      outstanding: 0n,
+      cutoffMs: this.now() + ttlMs * LEASE_ADMIT_FRACTION,
+      admitting: true,
+      closing: false,
+      whole: result.amountMicro >= desired,
+    };
+    this.leases.add(lease);
+    adopt(lease);
+    if (!lease.whole) {
+      // The wallet is nearly empty: lease no more than each request needs from now on, and
+      // have the other nodes' leases of this wallet give their slack back.
+      this.lowBalanceUntilMs = this.now() + LOW_BALANCE_MS;
+      this.deps.recall(this.accountId, keyId);
     }
-    return result;
+    return { ...result, lease };
   }
 
   /**
@@ -325,6 +400,7 @@ export class AccountPurse {
    */
   private async retire(lease: Lease, waitForClose = true): Promise<void> {
     if (this.current === lease) this.current = null;
+    if (this.next === lease) this.next = null;
     lease.admitting = false;
     const slack = this.room(lease);
     if (slack > 0n) {
