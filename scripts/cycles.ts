@@ -24,6 +24,7 @@ const KNOWN_CYCLES: Record<string, string> = {};
 /** Imports that point up a layer for a reason, each written "importer -> imported". */
 const UPWARD_ALLOWED: Record<string, string> = {
   "src/config.ts -> src/accountArea/sms.ts": "the SMS alert template's default is validated where the environment is read",
+  "src/config.ts -> src/tokens/count.ts": "TOKENIZER_MS_PER_KEY's default and window are the tokenizer's own constants, defined once",
   "src/providers/anthropic/request.ts -> src/operations/chat/schema.ts":
     "type only: the Anthropic adapter reads chat's `anthropic` field, whose type is the chat request schema's",
 };
@@ -60,8 +61,6 @@ const TESTS_ONLY_ALLOWED: Record<string, string> = {};
 const TEST_HOOKS_ALLOWED: Record<string, string> = {
   "src/db/thread-priority.ts: threadId":
     "the thread priority's test finds the tokenizer thread by it; to go when the priority is read back from the thread itself",
-  "src/tokens/count.ts: setTokenizerMsPerKeyMax":
-    "the per-key tokenizer budget is process-wide state: a test lowers it to see a key fall back to byte bounds; to become an option of the tokenizer's start",
 };
 
 /** Folders of tools for the demo and the tests, by design: tests-only use is their purpose. */

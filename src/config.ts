@@ -8,6 +8,7 @@ import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ALERT_TEMPLATE_DEFAULT } from "./accountArea/sms.ts";
 import { isCidr } from "./addresses.ts";
+import { TOKENIZER_KEY_WINDOW_MS, TOKENIZER_MS_PER_KEY_MAX } from "./tokens/count.ts";
 
 /** Entries TRUSTED_PROXIES may name. */
 export const TRUSTED_PROXIES_MAX = 100;
@@ -231,6 +232,9 @@ export const envSchema = z
       ),
     GC_RSS_GROWTH_MIB: intFromEnv(64, 0, 65_536).describe(
       "Resident-set growth in MiB (less the embedded database worker's heap growth, which that thread collects itself) after which the node runs a light garbage collection (a full marking, the heap swept lazily: 1–6 ms at 2,000–8,000 slow streams), checked each second (src/memory.ts); after 4 such steps without a full collection, a full one with the synchronous sweep (113–367 ms). 0: never. What a slow stream keeps while it waits for its next token is promoted past the young generation, and the engine rarely collects the old one: 2,000 slow streams grew a node from 293 to 808 MiB in two minutes without the guard (`darvaze_gc_forced_*`, bench/RESULTS.md).",
+    ),
+    TOKENIZER_MS_PER_KEY: intFromEnv(TOKENIZER_MS_PER_KEY_MAX, 1, 600_000).describe(
+      `Tokenizer time in ms one key may spend on exact prompt counts before admission per ${TOKENIZER_KEY_WINDOW_MS / 1000} s; beyond it that key's prompts are decided by their byte bounds alone until the window turns (never refused for it), so no key can hold the tokenizer threads (src/tokens/count.ts).`,
     ),
     MEDIA_TTL_S: intFromEnv(3_600, 1, 7 * 24 * 3_600).describe(
       "How long a generated image stays downloadable at its /v1/media URL (then 404, and the row is deleted).",

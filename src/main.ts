@@ -41,7 +41,7 @@ import { LiveHub } from "./metrics/live.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { onInvariantBroken } from "./invariant.ts";
 import { nodeName, Sampler } from "./metrics/snapshot.ts";
-import { warmTokenizer } from "./tokens/count.ts";
+import { startTokenizer } from "./tokens/count.ts";
 import { type OperationHandler, serveInternal } from "./internal/service.ts";
 import { OPERATION_NAMES, type Operation as InternalOperation } from "./internal/wire.ts";
 import { OPERATIONS as CATALOG_OPERATIONS } from "./catalog/file.ts";
@@ -335,7 +335,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const applied = await migrate(db);
     if (applied.length > 0) log("info", "migrated", { applied });
     const catalog = await loadCatalog(db);
-    warmTokenizer();
+    startTokenizer({ msPerKey: env.TOKENIZER_MS_PER_KEY });
 
     const bus = await openBus(config, log);
     cleanups.push(() => bus.close());

@@ -7,9 +7,8 @@ import {
   isJsWhitespace,
   measureTokensMany,
   promptTokensUpperBound,
-  setTokenizerMsPerKeyMax,
+  startTokenizer,
   TOKENIZER_COUNTS_PER_KEY_MAX,
-  TOKENIZER_MS_PER_KEY_MAX,
   wordsLowerBound,
 } from "./count.ts";
 
@@ -79,7 +78,7 @@ test("one key's long counts do not hold up another key's small one", async () =>
 });
 
 test("a key over its tokenizer time is decided by byte bounds, other keys are still counted", async () => {
-  setTokenizerMsPerKeyMax(1);
+  startTokenizer({ msPerKey: 1 });
   try {
     const text = noise(200_000);
     const [first] = await measureTokensMany([text], admission("spender"));
@@ -91,7 +90,7 @@ test("a key over its tokenizer time is decided by byte bounds, other keys are st
     const [other] = await measureTokensMany(["Hello, world!"], admission("other"));
     expect([other!.lower, other!.upper]).toEqual([4, 4]);
   } finally {
-    setTokenizerMsPerKeyMax(TOKENIZER_MS_PER_KEY_MAX);
+    startTokenizer();
   }
 });
 

@@ -216,18 +216,14 @@ export const SERVICE_THREAD_NICE = 10;
  */
 export const ADMISSION_COUNT_BYTES_MAX = 1024 * 1024;
 /**
- * Tokenizer time a key may spend on admission counts per window. A key over it is not refused:
- * its prompts are decided by their byte bounds alone (fits when the bytes fit, too long when the
- * bytes ÷ 128 do not), which costs nothing, until the window turns.
+ * Tokenizer time a key may spend on admission counts per window, by default (the node's
+ * TOKENIZER_MS_PER_KEY, given to startTokenizer). A key over it is not refused: its prompts are
+ * decided by their byte bounds alone (fits when the bytes fit, too long when the bytes ÷ 128 do
+ * not), which costs nothing, until the window turns.
  */
 export const TOKENIZER_MS_PER_KEY_MAX = 10_000;
 export const TOKENIZER_KEY_WINDOW_MS = 60_000;
 let keyMsMax = TOKENIZER_MS_PER_KEY_MAX;
-
-/** Sets the per-key tokenizer time budget (TOKENIZER_MS_PER_KEY_MAX unless set): for tests. */
-export function setTokenizerMsPerKeyMax(ms: number): void {
-  keyMsMax = ms;
-}
 /**
  * Admission counts one key may have queued at once; more are decided by byte bounds. Time is
  * charged when a count ends, so without this a key could queue many before its budget showed it.
@@ -332,8 +328,12 @@ function startThread(index: number): Thread {
 
 const thread = (index: number): Thread => threads[index] ?? startThread(index);
 
-/** Starts the tokenizer threads so that their load is not paid by the first request that needs one. */
-export function warmTokenizer(): void {
+/**
+ * Starts the tokenizer threads so that their load is not paid by the first request that needs
+ * one, with the node's per-key tokenizer time per window (TOKENIZER_MS_PER_KEY_MAX by default).
+ */
+export function startTokenizer(options: { msPerKey?: number } = {}): void {
+  keyMsMax = options.msPerKey ?? TOKENIZER_MS_PER_KEY_MAX;
   for (let i = 0; i < TOKENIZER_THREADS; i++) thread(i);
 }
 
