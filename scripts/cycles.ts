@@ -58,10 +58,7 @@ const LIBRARIES: Record<string, string> = {
 const TESTS_ONLY_ALLOWED: Record<string, string> = {};
 
 /** Exports of production modules that only tests use, each "file: name", left for a reason. */
-const TEST_HOOKS_ALLOWED: Record<string, string> = {
-  "src/db/thread-priority.ts: threadId":
-    "the thread priority's test finds the tokenizer thread by it; to go when the priority is read back from the thread itself",
-};
+const TEST_HOOKS_ALLOWED: Record<string, string> = {};
 
 /** Folders of tools for the demo and the tests, by design: tests-only use is their purpose. */
 const TEST_TOOLS = ["src/sim/"];

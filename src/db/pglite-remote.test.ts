@@ -7,7 +7,6 @@ import { SETUP_MS_MAX } from "../../test/helpers.ts";
 import { until } from "../../test/until.ts";
 import { errorCodeOf, openPglite, sqlStateOf, txRows } from "./client.ts";
 import { PGLITE_WORKER_RESTART_PAUSE_MS, PGLITE_WORKER_RESTARTS_MAX } from "./pglite-remote.ts";
-import { threadId } from "./thread-priority.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "darvaze-pglite-"));
 afterAll(() => rmSync(folder, { recursive: true, force: true }));
@@ -53,7 +52,7 @@ test.skipIf(process.platform !== "linux")(
       // The worker, and any thread it starts once lowered (the engine's helpers inherit its nice value).
       const lowered = [...after].filter(([tid, nice]) => nice === 7 && !before.has(tid));
       expect(lowered.length).toBeGreaterThanOrEqual(1);
-      expect(after.get(threadId()!)).toBe(before.get(threadId()!)!);
+      expect(after.get(process.pid)).toBe(before.get(process.pid)!); // the request thread: its id is the process's
       // No thread that was already running (the request thread among them) changed.
       for (const [tid, nice] of before) if (after.has(tid)) expect(after.get(tid)).toBe(nice);
     } finally {

@@ -11,13 +11,10 @@ import { dlopen, FFIType } from "bun:ffi";
 export const NICE_MIN = -20;
 export const NICE_MAX = 19;
 const PRIO_PROCESS = 0;
-const SYS_GETTID_X64 = 186;
-const SYS_GETTID_ARM64 = 178;
 
 function libc() {
   return dlopen("libc.so.6", {
     setpriority: { args: [FFIType.i32, FFIType.u32, FFIType.i32], returns: FFIType.i32 },
-    syscall: { args: [FFIType.i64], returns: FFIType.i64 },
   });
 }
 
@@ -39,20 +36,5 @@ export function setThreadNice(nice: number): boolean {
     }
   } catch {
     return false;
-  }
-}
-
-/** The calling thread's id (Linux), to find it in /proc/self/task; null elsewhere. */
-export function threadId(): number | null {
-  if (process.platform !== "linux") return null;
-  try {
-    const lib = libc();
-    try {
-      return Number(lib.symbols.syscall(process.arch === "arm64" ? SYS_GETTID_ARM64 : SYS_GETTID_X64));
-    } finally {
-      lib.close();
-    }
-  } catch {
-    return null;
   }
 }
