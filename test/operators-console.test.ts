@@ -218,13 +218,30 @@ suite("operators' console in a browser", () => {
       ).json()) as any;
       expect(String(listed.pricing.input)).toBe(preview.toman_per_1m_after);
 
+      // The finance operator adds a model from its catalog entry, previewed first: the catalog then holds it at the previewed price.
+      const { aliases: _aliases, ...newEntry } = await entryWith("0.41");
+      await typeInto(finance.page, "add-id", "console-added-model");
+      await tabTo(finance.page, "add-entry");
+      await finance.page.fill("#add-entry", JSON.stringify(newEntry));
+      await tabTo(finance.page, "add-preview-button");
+      await finance.page.keyboard.press("Enter");
+      await finance.page.waitForSelector('#add-preview-table tr[data-key="input_token"]');
+      const addedShown = await textOf(finance.page, '#add-preview-table tr[data-key="input_token"] td:nth-child(2)');
+      await tabTo(finance.page, "add-apply");
+      await finance.page.keyboard.press("Enter");
+      await finance.page.waitForSelector("#add-done:not(:empty)");
+      const catalogAfter = (await t.admin("GET", "/admin/catalog")).body;
+      expect(catalogAfter.data.some((e: any) => e.id === "console-added-model")).toBe(true);
+      const addedToday = catalogAfter.toman_per_1m_today["console-added-model"].input_token;
+      expect(addedShown).toBe(Number(addedToday).toLocaleString("fa-IR"));
+
       // The owner's audit trail: who did what, with before and after.
       await go(owner.page, "audit");
-      // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); one price change.
+      // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); a price changed, a model added.
       for (const [action, n] of [
         ["operator.add", 3],
         ["wallet.adjust", 1],
-        ["catalog.put", 1],
+        ["catalog.put", 2],
       ] as const) {
         expect({ action, rows: await owner.page.locator(`#audit tr[data-action="${action}"]`).count() }).toEqual({ action, rows: n });
       }
@@ -236,9 +253,12 @@ suite("operators' console in a browser", () => {
         reason: "goodwill for a slow day",
         amount_micro_toman: "600000000",
       });
-      expect(rows.find((r) => r.action === "catalog.put")).toMatchObject({ role: "finance" });
-      expect(rows.find((r) => r.action === "catalog.put").before.usd_per_1m.input_token).not.toBe("0.93");
-      expect(rows.find((r) => r.action === "catalog.put").after.model.usd_per_1m.input_token).toBe("0.93");
+      const puts = rows.filter((r) => r.action === "catalog.put");
+      for (const put of puts) expect(put).toMatchObject({ role: "finance" });
+      const changed = puts.find((r) => r.before);
+      expect(changed.before.usd_per_1m.input_token).not.toBe("0.93");
+      expect(changed.after.model.usd_per_1m.input_token).toBe("0.93");
+      expect(puts.find((r) => !r.before).after.model.usd_per_1m.input_token).toBe("0.41");
       // Dates on the Persian page are Jalali, in Persian digits.
       expect(await textOf(owner.page, "#audit tbody tr td")).toMatch(/[۰-۹]/);
 

@@ -343,7 +343,7 @@
     root.append(h("h1", {}, t("nav.prices")));
     if (rates.current) root.append(h("p", { id: "rate" }, t("prices.rate", { rate: num(rates.current.toman_per_usd), date: when(rates.current.effective_at) })));
     if (rates.fetch) root.append(h("p", { class: "muted" }, t("prices.fetcher", { state: rates.fetch.last_error ? rates.fetch.last_error : when(rates.fetch.last_success_at) })));
-    root.append(priceForm(models, today), aliasRetireForm(catalog.data));
+    root.append(priceForm(models, today), addModelForm(), aliasRetireForm(catalog.data));
     root.append(h("h2", {}, t("nav.prices")), table(t("nav.prices"), [t("prices.model"), t("prices.vendor"), { text: t("prices.usdIn"), num: true }, { text: t("prices.usdOut"), num: true }, { text: t("prices.tomanIn"), num: true }, { text: t("prices.tomanOut"), num: true }, t("prices.window")],
       catalog.data.map((m) => h("tr", { id: `model-${m.id}` }, cell(h("span", { class: "ltr" }, m.id, m.retired ? ` (${t("prices.retired")})` : "")), cell(m.vendor),
         cell(m.usd_per_1m.input_token === undefined ? "—" : toman(m.usd_per_1m.input_token), "num"), cell(m.usd_per_1m.output_token === undefined ? "—" : toman(m.usd_per_1m.output_token), "num"),
@@ -382,6 +382,31 @@
         announce(done.textContent);
       }) }, field(t("prices.pick"), pick), field(t("prices.newIn"), input), field(t("prices.newOut"), output),
         h("div", { class: "row" }, h("button", { type: "button", id: "price-preview-button", onclick: guarded(err, show) }, t("prices.preview")), h("button", { class: "primary", type: "submit", id: "price-apply" }, t("prices.apply")))),
+      err, preview, done);
+  }
+
+  /** A new model: its catalog entry as the catalog file writes it (docs/catalog.md), previewed, then added. */
+  function addModelForm() {
+    const err = errorBox("add-error");
+    const done = h("p", { id: "add-done", class: "ok", role: "status" });
+    const id = h("input", { id: "add-id", dir: "ltr", required: true, autocomplete: "off" });
+    const entry = h("textarea", { id: "add-entry", dir: "ltr", rows: "6", required: true, spellcheck: "false" });
+    const preview = h("div", { id: "add-preview" });
+    const body = () => {
+      try { return JSON.parse(entry.value); } catch { throw Object.assign(new Error("bad entry"), { code: "invalid_request" }); }
+    };
+    const show = async () => {
+      const p = await admin("POST", `/catalog/models/${encodeURIComponent(id.value.trim())}/preview`, body());
+      preview.replaceChildren(table(t("prices.previewTitle"), [t("prices.unit"), { text: t("prices.after"), num: true }],
+        p.prices.map((r) => h("tr", { "data-key": r.key }, cell(h("span", { class: "ltr" }, r.key)), cell(r.toman_per_1m_after === null ? "—" : toman(r.toman_per_1m_after), "num"))), "add-preview-table"));
+    };
+    return h("section", { "aria-labelledby": "add-title" }, h("h2", { id: "add-title" }, t("prices.add")),
+      h("form", { id: "add-form", onsubmit: guarded(err, async () => {
+        const r = await admin("PUT", `/catalog/models/${encodeURIComponent(id.value.trim())}`, body());
+        done.textContent = t("prices.added", { v: num(r.price_version) });
+        announce(done.textContent);
+      }) }, field(t("prices.newId"), id), field(t("prices.entry"), entry),
+        h("div", { class: "row" }, h("button", { type: "button", id: "add-preview-button", onclick: guarded(err, show) }, t("prices.preview")), h("button", { class: "primary", type: "submit", id: "add-apply" }, t("prices.add")))),
       err, preview, done);
   }
 
