@@ -49,6 +49,8 @@ import { createImages } from "./operations/images/images.ts";
 import { createSpeech } from "./operations/audio/speech.ts";
 import { createTranscription } from "./operations/audio/transcription.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
+import { BATCH_SWEEP_INTERVAL_MS, BatchWorker } from "./operations/batches/worker.ts";
+import { JetStreamWorkQueue, LocalWorkQueue } from "./operations/batches/queue.ts";
 
 /**
  * Bun lets a process have only BUN_CONFIG_MAX_HTTP_REQUESTS fetches in flight (256 unless set
@@ -69,6 +71,8 @@ export interface Gateway {
   payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
   health: Health;
+  /** The node's part in running batches. */
+  batches: BatchWorker;
   /** Every route the node serves, as its HTTP app lists them (the hostile-input test walks them all). */
   routes: readonly { method: string; path: string }[];
   stop(): Promise<void>;
@@ -357,10 +361,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: EdgeDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
-    const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
-    repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
-    repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
-    const app = createApp(deps, { ...fetches, live, health, console: area });
+    const area = startAccountArea(env, db, { payments, smsBudget }, cleanups, log);
+    const batches = await startBatches(deps, cleanups);
+    const app = createApp(deps, { ...fetches, live, health, console: area, batches });
     try {
       app.listen(listenOptions(env));
     } catch (error) {
@@ -379,11 +382,44 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
     if (env.DARVAZE_WORKER_INDEX !== undefined) listenAsWorker(env, env.DARVAZE_WORKER_INDEX, app, url, cleanups);
-    return { url, port, deps, keyHost, console: area, cluster, payments, health, routes: routesOf(app), stop };
+    return { url, port, deps, keyHost, console: area, cluster, payments, health, batches, routes: routesOf(app), stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** The account area, its sweep of expired sessions and codes, and its balance alerts. */
+function startAccountArea(
+  env: Env,
+  db: Db,
+  parts: { payments: Payments | null; smsBudget: SmsBudget },
+  cleanups: Cleanups,
+  log: Logger,
+): AccountArea {
+  const { payments, smsBudget } = parts;
+  const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
+  repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
+  repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
+  return area;
+}
+
+/**
+ * Batches' work on this node: with NATS the cluster's work-queue stream, embedded an in-process
+ * queue filled again from the database at start; the window's sweep.
+ */
+async function startBatches(deps: EdgeDeps, cleanups: Cleanups): Promise<BatchWorker> {
+  const { bus, log } = deps;
+  const queue =
+    bus instanceof NatsBus
+      ? await JetStreamWorkQueue.open(bus.nc, { prefix: deps.env.DARVAZE_SUBJECT_PREFIX, subject: deps.subjects.batchWork, log })
+      : new LocalWorkQueue(log);
+  const worker = new BatchWorker({ deps, queue });
+  if (!(bus instanceof NatsBus)) await worker.recover();
+  worker.start();
+  cleanups.push(() => worker.stop());
+  repeat(cleanups, "batch_sweep", BATCH_SWEEP_INTERVAL_MS, log, () => worker.sweep());
+  return worker;
 }
 
 /** The app's routes, for tests that walk every one of them. */

@@ -217,7 +217,7 @@ describe("the named cases", () => {
     "an upstream that sends no usage: images, files and an earlier refusal's text are billed, not only the messages' text",
     async () => {
       const refusal = "I can't help with that request, as it asks for something I must decline. ".repeat(60);
-      // The vendor bills the refusal's ~1,000 tokens, an image's 765 and a file's 1,000; the messages' text is a dozen.
+      // The vendor bills the refusal's ~1,000 tokens, an image's 765 and a file's data; the messages' text is a dozen.
       await billedWithoutUsage(
         {
           messages: [
@@ -228,12 +228,12 @@ describe("the named cases", () => {
               content: [
                 { type: "text", text: "Then describe these." },
                 { type: "image_url", image_url: { url: "https://example.com/a.png" } },
-                { type: "file", file: { file_id: "file-abc" } },
+                { type: "file", file: { file_data: "data:application/pdf;base64,AAAA" } },
               ],
             },
           ],
         },
-        2_700n,
+        2_000n,
       );
     },
     SEVERAL_RECORDS_MS_MAX,
@@ -515,7 +515,7 @@ function chatMessages(s: Scenario): unknown[] {
   const f = s.features;
   const parts: unknown[] = [{ type: "text", text: s.text }];
   if (f.image) parts.push({ type: "image_url", image_url: { url: "https://example.com/a.png" } });
-  if (f.file) parts.push({ type: "file", file: { file_id: "file-abc" } });
+  if (f.file) parts.push({ type: "file", file: { file_data: "data:application/pdf;base64,AAAA" } });
   const messages: unknown[] = [{ role: "user", content: parts.length > 1 ? parts : s.text, ...(f.name ? { name: f.name } : {}) }];
   if (f.history) {
     messages.push(

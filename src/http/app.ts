@@ -51,6 +51,8 @@ import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 import { Health, readyResponse } from "./health.ts";
 import { FreeGate, type FreeEndpoint } from "../admission/free.ts";
 import { observeHttp } from "../metrics/observe.ts";
+import { batchRoutes } from "./batches/route.ts";
+import type { BatchWorker } from "../operations/batches/worker.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -204,6 +206,8 @@ export function createApp(
     live?: LiveHub;
     health?: Health;
     console?: AccountArea;
+    /** The node's part in running batches; absent: /v1/batches answers 503. */
+    batches?: BatchWorker;
   } = {},
 ) {
   const admin = new AdminApi(deps, options.rateFetch);
@@ -222,6 +226,7 @@ export function createApp(
     return resultResponse(await run(input, deps), input.requestId);
   };
   const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
+  const batch = batchRoutes(deps, options.batches ?? null);
   const getModel = withKey((_, requestId, __, params) => {
     const model = servedModel(deps.catalog, params.id!);
     if (isFailure(model)) return failed(model, requestId);
@@ -300,6 +305,16 @@ export function createApp(
         return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
       }),
     )
+    // Files and batches: reading them is free (no admission); each line of a batch is a paid request.
+    .post("/v1/files", withKey(batch.uploadFile!), NO_PARSE)
+    .get("/v1/files", withKey(batch.listFiles!))
+    .get("/v1/files/:id", withKey(batch.getFile!))
+    .get("/v1/files/:id/content", withKey(batch.fileContent!))
+    .delete("/v1/files/:id", withKey(batch.deleteFile!))
+    .post("/v1/batches", withKey(batch.createBatch!), NO_PARSE)
+    .get("/v1/batches", withKey(batch.listBatches!))
+    .get("/v1/batches/:id", withKey(batch.getBatch!))
+    .post("/v1/batches/:id/cancel", withKey(batch.cancelBatch!), NO_PARSE)
     .get("/health", () => new Response("ok"))
     // The customer's browser, back from the payment provider: no key, and never a payment by itself.
     .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))

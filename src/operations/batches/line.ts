@@ -1,0 +1,110 @@
+/**
+ * One batch line through the same operation a live request takes (chat, embeddings, or the
+ * Responses wire into chat): the runner's caller, admission, residency, pools, hold and
+ * settlement, as the key that created the batch. Its reply becomes the output line's `response`.
+ */
+import { COST_HEADER } from "../../admission/costReply.ts";
+import type { EdgeDeps } from "../../admission/deps.ts";
+import { errorBody, fail, type Failure, isFailure } from "../../errors.ts";
+import { describe } from "../../errors.ts";
+import type { KeyRecord, KeyStore } from "../../keys/store.ts";
+import { responsesOutputLimit, responsesToChat } from "../../wires/responses/request.ts";
+import { chatToResponse } from "../../wires/responses/response.ts";
+import { chat, type ChatResult } from "../chat/chat.ts";
+import { createEmbeddings } from "../embeddings/embeddings.ts";
+import type { OperationInput } from "../input.ts";
+import type { BatchEndpoint } from "./lines.ts";
+
+/** A line's reply: its status, its body as the live request's, what it was billed. */
+export interface LineReply {
+  statusCode: number;
+  body: unknown;
+  costMicro: bigint;
+}
+
+/** The key that created the batch, found by its id (a batch stores no key): revoked or expired since, the line is refused. */
+function keyById(keys: KeyStore, keyId: string): KeyStore {
+  const byId: KeyStore = Object.create(keys);
+  byId.authenticate = async (): Promise<KeyRecord | Failure> => {
+    const key = await keys.get(keyId);
+    if (!key || key.revokedAt) return fail("invalid_api_key", "The API key that created this batch has been revoked.");
+    if (key.expiresAt && key.expiresAt.getTime() <= Date.now())
+      return fail("invalid_api_key", "The API key that created this batch expired.");
+    return key;
+  };
+  return byId;
+}
+
+function refusedReply(failure: Failure): LineReply {
+  return { statusCode: describe(failure.code).status, body: errorBody(failure), costMicro: 0n };
+}
+
+function costOf(headers: Record<string, string>): bigint {
+  const cost = headers[COST_HEADER];
+  return cost && /^\d+$/.test(cost) ? BigInt(cost) : 0n;
+}
+
+function chatReply(result: ChatResult): LineReply {
+  if (result.kind === "refused") return refusedReply(result.failure);
+  if (result.kind === "stream") {
+    // Checked out at validation; a stream's relay is left so that it is cut and billed once.
+    result.relay.leave();
+    return refusedReply(fail("invalid_request", "A batch line cannot stream.", { param: "stream" }));
+  }
+  return { statusCode: 200, body: JSON.parse(result.body), costMicro: costOf(result.headers) };
+}
+
+/**
+ * Runs one line's body as `keyId` under `requestId` (the line's own, so that a line run again is billed once).
+ * @example await runLine(deps, { endpoint: "/v1/embeddings", requestId, keyId, body, signal })
+ */
+export async function runLine(
+  deps: EdgeDeps,
+  line: { endpoint: BatchEndpoint; requestId: string; keyId: string; body: Record<string, unknown>; signal: AbortSignal },
+): Promise<LineReply> {
+  const lineDeps: EdgeDeps = { ...deps, keys: keyById(deps.keys, line.keyId) };
+  const credentials = { key: null, origin: null, residency: null };
+  const { requestId, body, signal } = line;
+  if (line.endpoint === "/v1/chat/completions") {
+    const text = JSON.stringify(body);
+    return chatReply(await chat(lineDeps, { requestId, credentials, signal, readBody: async () => ({ value: body, text }) }));
+  }
+  if (line.endpoint === "/v1/responses") return responsesLine(lineDeps, { requestId, credentials, signal }, body);
+  const input: OperationInput = {
+    requestId,
+    credentials,
+    json: async () => ({ value: body }),
+    form: async () => null,
+    origin: deps.env.PUBLIC_URL ?? "",
+  };
+  const result = await createEmbeddings(input, lineDeps);
+  if (result.kind === "refused") return refusedReply(result.failure);
+  const text = typeof result.body === "string" ? result.body : await new Response(result.body).text();
+  return { statusCode: 200, body: JSON.parse(text), costMicro: costOf(result.headers) };
+}
+
+/** A Responses line: translated into chat and its reply presented as a response, as the live route does. */
+async function responsesLine(
+  deps: EdgeDeps,
+  input: { requestId: string; credentials: { key: null; origin: null; residency: null }; signal: AbortSignal },
+  body: Record<string, unknown>,
+): Promise<LineReply> {
+  const translated = responsesToChat(body);
+  if (isFailure(translated)) return refusedReply(translated);
+  const createdAt = Math.floor(Date.now() / 1000);
+  const context = {
+    requestId: input.requestId,
+    model: translated.request.model,
+    createdAt,
+    request: translated.request,
+    toolNames: translated.toolNames,
+  };
+  const chatBody = translated.chat;
+  const result = await chat(deps, {
+    ...input,
+    readBody: async () => ({ value: chatBody, text: JSON.stringify(chatBody) }),
+    present: (reply) => chatToResponse(reply, context, Math.floor(Date.now() / 1000)),
+    outputLimitWording: responsesOutputLimit,
+  });
+  return chatReply(result);
+}

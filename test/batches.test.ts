@@ -1,0 +1,244 @@
+/**
+ * Files and batches through the official `openai` client, embedded and on NATS + PostgreSQL:
+ * upload, a batch run to its end, its output file's lines shaped as live replies, the wallet's
+ * drop equal to the lines' costs; validation that fails a batch by line; cancel; expiry by an
+ * injected clock; an account that sees only its own files.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { sql } from "drizzle-orm";
+import OpenAI, { toFile } from "openai";
+import { connect } from "nats";
+import { batchStreamName } from "../src/operations/batches/queue.ts";
+import { COMPLETION_WINDOW_MS } from "../src/operations/batches/store.ts";
+import { FILE_BYTES_MAX } from "../src/operations/files/files.ts";
+import { balanceMicroOf, services, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { until } from "./until.ts";
+
+let t: TestGateway;
+let key: string;
+let client: OpenAI;
+
+beforeAll(async () => {
+  t = await startTestGateway();
+  ({ key } = await t.fundedKey(1000));
+  client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
+}, SETUP_MS_MAX);
+afterAll(async () => {
+  const prefix = t.gw.deps.env.DARVAZE_SUBJECT_PREFIX;
+  await t.stop();
+  if (services.natsUrl) await dropStream(services.natsUrl, batchStreamName(prefix));
+}, SETUP_MS_MAX);
+
+/** The test's work-queue stream, gone with it. */
+async function dropStream(url: string, name: string): Promise<void> {
+  const nc = await connect({ servers: url });
+  try {
+    await (await nc.jetstreamManager()).streams.delete(name);
+  } catch {}
+  await nc.close();
+}
+
+const chatLine = (id: string, text = "Hello, world!") =>
+  JSON.stringify({
+    custom_id: id,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: "gpt-4o-mini", messages: [{ role: "user", content: text }], max_tokens: 16 },
+  });
+
+/** The status a call of the client failed with (0: it succeeded). */
+async function statusOf(call: Promise<unknown>): Promise<number> {
+  return call.then(
+    () => 0,
+    (error: { status?: number }) => error.status ?? -1,
+  );
+}
+
+async function upload(lines: string[], on = client) {
+  return on.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
+}
+
+/** Waits for the batch to reach `status`, noting every status seen on the way. */
+async function settled(id: string, status: string, seen: Set<string> = new Set()) {
+  let batch = await client.batches.retrieve(id);
+  await until(async () => {
+    batch = await client.batches.retrieve(id);
+    seen.add(batch.status);
+    return batch.status === status;
+  }, 20_000);
+  return batch;
+}
+
+async function linesOf(fileId: string): Promise<any[]> {
+  const text = await (await client.files.content(fileId)).text();
+  return text
+    .split("\n")
+    .filter((l) => l)
+    .map((l) => JSON.parse(l));
+}
+
+/** The wallet once its charges are posted (another node's travel through the usage stream). */
+async function balanceAfter(expected: bigint): Promise<bigint> {
+  let balance = 0n;
+  await until(async () => (balance = await balanceMicroOf(t.url, key)) === expected, 10_000).catch(() => {});
+  return balance;
+}
+
+describe("a batch of chat lines", () => {
+  test("runs to completed; each output line is a live reply; the wallet drops by the lines' costs", async () => {
+    const before = await balanceMicroOf(t.url, key);
+    const file = await upload([chatLine("a"), chatLine("b", "Good day"), chatLine("c", "Third one")]);
+    expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "in.jsonl" });
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(created.status).toBe("validating");
+    const seen = new Set<string>();
+    const batch = await settled(created.id, "completed", seen);
+    expect(batch.request_counts).toEqual({ total: 3, completed: 3, failed: 0 });
+    expect(batch.error_file_id).toBeNull();
+    const lines = await linesOf(batch.output_file_id!);
+    expect(lines.map((l) => l.custom_id)).toEqual(["a", "b", "c"]);
+    let sum = 0n;
+    for (const l of lines) {
+      expect(l.error).toBeNull();
+      expect(l.response.status_code).toBe(200);
+      expect(l.response.body.object).toBe("chat.completion");
+      expect(l.response.body.choices[0].message.role).toBe("assistant");
+      expect(l.response.body.usage.prompt_tokens).toBeGreaterThan(0);
+      sum += BigInt(Math.round(l.response.body.usage.cost * 1_000_000));
+    }
+    const cost = BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman);
+    expect(cost).toBe(sum);
+    expect(cost).toBeGreaterThan(0n);
+    expect(await balanceAfter(before - cost)).toBe(before - cost);
+    const listed = await client.batches.list();
+    expect(listed.data.map((b) => b.id)).toContain(batch.id);
+  });
+
+  test("embeddings lines run too", async () => {
+    const line = (id: string) =>
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/embeddings", body: { model: "text-embedding-3-small", input: "hi" } });
+    const file = await upload([line("e1"), line("e2")]);
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/embeddings", completion_window: "24h" });
+    const batch = await settled(created.id, "completed");
+    const lines = await linesOf(batch.output_file_id!);
+    expect(lines.map((l) => l.response.body.object)).toEqual(["list", "list"]);
+  });
+});
+
+describe("validation", () => {
+  test("a file with bad lines fails the batch, each bad line named, and nothing runs", async () => {
+    const before = await balanceMicroOf(t.url, key);
+    const file = await upload([
+      chatLine("ok"),
+      "not json",
+      JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/embeddings", body: {} }),
+      chatLine("ok"),
+      JSON.stringify({ custom_id: "m", method: "POST", url: "/v1/chat/completions", body: { model: "no-such-model", messages: [] } }),
+    ]);
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const batch = await settled(created.id, "failed");
+    const errors = batch.errors!.data!;
+    expect(errors.map((e) => e.line)).toEqual([2, 3, 4, 5]);
+    expect(errors.map((e) => e.code)).toEqual(["invalid_json_line", "mismatched_endpoint", "duplicate_custom_id", "invalid_request"]);
+    expect(await balanceMicroOf(t.url, key)).toBe(before);
+  });
+
+  test("create refuses an unknown file, an endpoint a batch cannot run and an unknown field", async () => {
+    expect(
+      await statusOf(client.batches.create({ input_file_id: "file-nope", endpoint: "/v1/chat/completions", completion_window: "24h" })),
+    ).toBe(404);
+    const file = await upload([chatLine("a")]);
+    expect(await statusOf(client.batches.create({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }))).toBe(
+      400,
+    );
+    const response = await fetch(`${t.url}/v1/batches`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h", extra: 1 }),
+    });
+    expect(response.status).toBe(400);
+  });
+});
+
+describe("cancel and expiry", () => {
+  test("cancel mid-batch stops new lines at once and bills only the lines run", async () => {
+    t.sim!.options.ttftMs = 300;
+    try {
+      const before = await balanceMicroOf(t.url, key);
+      const file = await upload(Array.from({ length: 20 }, (_, i) => chatLine(`c${i}`)));
+      const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      await settled(created.id, "in_progress");
+      const cancelling = await client.batches.cancel(created.id);
+      expect(["cancelling", "cancelled"]).toContain(cancelling.status);
+      const batch = await settled(created.id, "cancelled");
+      const run = batch.request_counts!.completed + batch.request_counts!.failed;
+      expect(run).toBeLessThan(20);
+      const cost = BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman);
+      if (run > 0) expect((await linesOf(batch.output_file_id!)).length).toBe(batch.request_counts!.completed);
+      expect(await balanceAfter(before - cost)).toBe(before - cost);
+      expect((await client.batches.cancel(created.id)).status).toBe("cancelled");
+    } finally {
+      t.sim!.options.ttftMs = 0;
+    }
+  });
+
+  test("a batch past its window expires: the lines running end and are billed, the others are batch_expired in the error file", async () => {
+    t.sim!.options.ttftMs = 3_000; // the lines running when the clock is moved are still running
+    const before = await balanceMicroOf(t.url, key);
+    try {
+      const file = await upload([chatLine("x1"), chatLine("x2"), chatLine("x3")]);
+      const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      await settled(created.id, "in_progress");
+      expect(await t.gw.batches.sweep(Date.now() + COMPLETION_WINDOW_MS + 1_000)).toBeGreaterThanOrEqual(1);
+      t.sim!.options.ttftMs = 0;
+      let batch = await settled(created.id, "expired");
+      await until(async () => (batch = await client.batches.retrieve(created.id)).error_file_id !== null, 20_000);
+      const errors = await linesOf(batch.error_file_id!);
+      const expired = errors.filter((l) => l.error?.code === "batch_expired");
+      expect(expired.length).toBeGreaterThan(0);
+      expect(expired.length + batch.request_counts!.completed + batch.request_counts!.failed).toBe(3);
+      const cost = BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman);
+      expect(await balanceAfter(before - cost)).toBe(before - cost);
+    } finally {
+      t.sim!.options.ttftMs = 0;
+    }
+  });
+});
+
+describe("files", () => {
+  test("an account sees only its own files; a deleted file is gone", async () => {
+    const file = await upload([chatLine("mine")]);
+    const other = await t.fundedKey(10);
+    const stranger = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: other.key, maxRetries: 0 });
+    expect(await statusOf(stranger.files.retrieve(file.id))).toBe(404);
+    expect(await statusOf(stranger.files.content(file.id))).toBe(404);
+    expect(await statusOf(stranger.files.delete(file.id))).toBe(404);
+    expect((await stranger.files.list()).data).toEqual([]);
+    expect((await client.files.retrieve(file.id)).id).toBe(file.id);
+    expect((await client.files.list({ purpose: "batch" })).data.map((f) => f.id)).toContain(file.id);
+    expect(await client.files.delete(file.id)).toMatchObject({ id: file.id, deleted: true });
+    expect(await statusOf(client.files.content(file.id))).toBe(404);
+    const [row] = await t.gw.deps.db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM files WHERE id = ${file.id}`);
+    expect(row?.n).toBe(0);
+  });
+
+  test("a file above the size limit is refused with a 413, and a purpose other than batch with a 400", async () => {
+    const big = Buffer.alloc(FILE_BYTES_MAX + 1, 97);
+    expect(await statusOf(client.files.create({ file: await toFile(big, "big.jsonl"), purpose: "batch" }))).toBe(413);
+    expect(await statusOf(client.files.create({ file: await toFile(Buffer.from("{}"), "a.jsonl"), purpose: "fine-tune" }))).toBe(400);
+  });
+
+  test("a chat request naming a file by id is refused with a 400 naming it", async () => {
+    const response = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        model: "gpt-4o-mini",
+        messages: [{ role: "user", content: [{ type: "file", file: { file_id: "file-abc" } }] }],
+      }),
+    });
+    expect(response.status).toBe(400);
+    const body = (await response.json()) as { error: { param: string; message: string } };
+    expect(body.error.param).toContain("file_id");
+  });
+});
