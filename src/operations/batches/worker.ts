@@ -166,7 +166,7 @@ export class BatchWorker {
   private async validate(batchId: string): Promise<Verdict> {
     const { db } = this.deps;
     const batch = await findBatch(db, batchId);
-    if (!batch || batch.status !== "validating") return "settled";
+    if (batch?.status !== "validating") return "settled";
     const content = await fileContent(db, batch.accountId, batch.inputFileId);
     const key = await this.deps.keys.get(batch.keyId);
     const gone = { code: "file_not_found", message: `The input file ${batch.inputFileId} is gone.`, param: "input_file_id", line: null };
