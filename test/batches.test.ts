@@ -9,7 +9,7 @@ import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
 import { connect } from "nats";
 import { batchStreamName } from "../src/operations/batches/queue.ts";
-import { COMPLETION_WINDOW_MS } from "../src/operations/batches/store.ts";
+import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/operations/batches/store.ts";
 import { FILE_BYTES_MAX } from "../src/operations/files/files.ts";
 import { balanceMicroOf, services, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
@@ -240,5 +240,76 @@ describe("files", () => {
     expect(response.status).toBe(400);
     const body = (await response.json()) as { error: { param: string; message: string } };
     expect(body.error.param).toContain("file_id");
+  });
+});
+
+describe("money", () => {
+  test("a responses line's result is a live response", async () => {
+    const line = JSON.stringify({
+      custom_id: "r1",
+      method: "POST",
+      url: "/v1/responses",
+      body: { model: "gpt-4o-mini", input: "Hello, world!", max_output_tokens: 16 },
+    });
+    const file = await upload([line]);
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/responses", completion_window: "24h" });
+    const batch = await settled(created.id, "completed");
+    const [result] = await linesOf(batch.output_file_id!);
+    expect(result.response.status_code).toBe(200);
+    expect(result.response.body.object).toBe("response");
+    expect(result.response.body.status).toBe("completed");
+  });
+
+  test("a line the wallet cannot cover fails with insufficient_quota in the error file and never runs", async () => {
+    const poor = await t.fundedKey("0.000001");
+    const poorClient = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: poor.key, maxRetries: 0 });
+    const served = t.sim!.log.totals.requests;
+    const file = await upload([chatLine("p1"), chatLine("p2")], poorClient);
+    const created = await poorClient.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    let batch = created;
+    await until(async () => (batch = await poorClient.batches.retrieve(created.id)).status === "completed", 20_000);
+    expect(batch.request_counts).toEqual({ total: 2, completed: 0, failed: 2 });
+    expect(batch.output_file_id).toBeNull();
+    const errors = (await (await poorClient.files.content(batch.error_file_id!)).text())
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    for (const e of errors) {
+      expect(e.response.status_code).toBe(402);
+      expect(e.response.body.error.code).toBe("insufficient_quota");
+    }
+    expect(t.sim!.log.totals.requests).toBe(served);
+    expect(await balanceMicroOf(t.url, poor.key)).toBe(1n);
+  });
+
+  test("a line found running (its node died before its result was stored) runs again and is billed once", async () => {
+    const before = await balanceMicroOf(t.url, key);
+    const file = await upload([chatLine("d1"), chatLine("d2", "Another")]);
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const done = await settled(created.id, "completed");
+    const cost = BigInt((done as unknown as { cost_micro_toman: string }).cost_micro_toman);
+    expect(await balanceAfter(before - cost)).toBe(before - cost);
+    // The state a node leaves when it dies after line 1 was billed but before its result was stored.
+    const db = t.gw.deps.db;
+    const [line] = await db.rows<{ cost: string }>(
+      sql`SELECT cost_micro::text AS cost FROM batch_lines WHERE batch_id = ${done.id} AND line = 1`,
+    );
+    await db.rows(sql`UPDATE batch_lines SET state = 'running', result = NULL, cost_micro = 0 WHERE batch_id = ${done.id} AND line = 1`);
+    await db.rows(
+      sql`UPDATE batches SET status = 'in_progress', completed = 1, cost_micro = cost_micro - ${line!.cost}::bigint,
+          output_file_id = NULL, finalizing_at = NULL, completed_at = NULL WHERE id = ${done.id}`,
+    );
+    // The item delivered again, as the work queue does once the dead node's ack wait passes.
+    expect(await t.gw.batches.handle({ kind: "line", batchId: done.id, line: 1 })).toBe("settled");
+    const rerun = await settled(done.id, "completed");
+    expect(t.sim!.log.byRequestId(lineRequestId(done.id, 1)).length).toBe(2);
+    expect(rerun.request_counts).toEqual({ total: 2, completed: 2, failed: 0 });
+    expect((await linesOf(rerun.output_file_id!)).map((l) => l.custom_id)).toEqual(["d1", "d2"]);
+    // Billed once: the ledger skipped the rerun's usage record, request id and all.
+    await t.gw.deps.writer.flush();
+    await t.gw.deps.writer.posted();
+    expect(await balanceMicroOf(t.url, key)).toBe(before - cost);
+    const metrics = await t.gw.deps.metrics.registry.getSingleMetricAsString("darvaze_batch_rerun_cost_micro_toman_total");
+    expect(metrics).toMatch(/endpoint="\/v1\/chat\/completions"} [1-9]/);
   });
 });
