@@ -5,6 +5,7 @@ CREATE TABLE "batch_lines" (
 	"body" text NOT NULL,
 	"state" text DEFAULT 'queued' NOT NULL,
 	"attempts" integer DEFAULT 0 NOT NULL,
+	"claimed_at" timestamp with time zone,
 	"result" text,
 	"is_error" boolean DEFAULT false NOT NULL,
 	"cost_micro" bigint DEFAULT 0 NOT NULL,

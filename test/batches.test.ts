@@ -58,14 +58,10 @@ async function upload(lines: string[], on = client) {
   return on.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
 }
 
-/** Waits for the batch to reach `status`, noting every status seen on the way. */
-async function settled(id: string, status: string, seen: Set<string> = new Set()) {
+/** Waits for the batch to reach `status`. */
+async function settled(id: string, status: string) {
   let batch = await client.batches.retrieve(id);
-  await until(async () => {
-    batch = await client.batches.retrieve(id);
-    seen.add(batch.status);
-    return batch.status === status;
-  }, 20_000);
+  await until(async () => (batch = await client.batches.retrieve(id)).status === status, 20_000);
   return batch;
 }
 
@@ -91,9 +87,12 @@ describe("a batch of chat lines", () => {
     expect(file).toMatchObject({ object: "file", purpose: "batch", filename: "in.jsonl" });
     const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     expect(created.status).toBe("validating");
-    const seen = new Set<string>();
-    const batch = await settled(created.id, "completed", seen);
+    const batch = await settled(created.id, "completed");
     expect(batch.request_counts).toEqual({ total: 3, completed: 3, failed: 0 });
+    // Each state it went through is stamped, in order.
+    const stamps = [batch.created_at, batch.in_progress_at!, batch.finalizing_at!, batch.completed_at!];
+    expect(stamps.every((s) => typeof s === "number")).toBe(true);
+    expect([...stamps].sort((a, b) => a - b)).toEqual(stamps);
     expect(batch.error_file_id).toBeNull();
     const lines = await linesOf(batch.output_file_id!);
     expect(lines.map((l) => l.custom_id)).toEqual(["a", "b", "c"]);
@@ -294,7 +293,10 @@ describe("money", () => {
     const [line] = await db.rows<{ cost: string }>(
       sql`SELECT cost_micro::text AS cost FROM batch_lines WHERE batch_id = ${done.id} AND line = 1`,
     );
-    await db.rows(sql`UPDATE batch_lines SET state = 'running', result = NULL, cost_micro = 0 WHERE batch_id = ${done.id} AND line = 1`);
+    await db.rows(
+      sql`UPDATE batch_lines SET state = 'running', claimed_at = now() - interval '1 hour', result = NULL, cost_micro = 0
+          WHERE batch_id = ${done.id} AND line = 1`,
+    );
     await db.rows(
       sql`UPDATE batches SET status = 'in_progress', completed = 1, cost_micro = cost_micro - ${line!.cost}::bigint,
           output_file_id = NULL, finalizing_at = NULL, completed_at = NULL WHERE id = ${done.id}`,

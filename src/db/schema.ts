@@ -759,6 +759,8 @@ export const batchLines = pgTable(
     body: text("body").notNull(),
     state: text("state").notNull().default("queued"),
     attempts: integer("attempts").notNull().default(0),
+    /** When the node running it last said so: a claim older than the ack wait is a dead node's. */
+    claimedAt: timestamp("claimed_at", { withTimezone: true }),
     result: text("result"),
     isError: boolean("is_error").notNull().default(false),
     costMicro: micro("cost_micro").notNull().default(sql`0`),

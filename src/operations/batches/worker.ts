@@ -22,7 +22,7 @@ import { type FileRecord, fileContent } from "../files/files.ts";
 import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { runLine } from "./line.ts";
-import type { Verdict, WorkItem, WorkQueue } from "./queue.ts";
+import { BATCH_ACK_WAIT_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
 /** Lines a node runs at once, all accounts together: batches never take more of a node than this from live traffic. */
@@ -31,6 +31,8 @@ export const BATCH_LINES_IN_FLIGHT_MAX = 4;
 export const BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX = 2;
 /** How often a node looks for batches past their window. */
 export const BATCH_SWEEP_INTERVAL_MS = 10_000;
+/** How often a node renews its claim on a line it runs (three times within the ack wait). */
+export const BATCH_LINE_BEAT_MS = BATCH_ACK_WAIT_MS / 3;
 /** Line items published at a time. */
 const PUSH_CHUNK = 1_000;
 
@@ -225,16 +227,18 @@ export class BatchWorker {
     line: number,
     row: { state: string; customId: string; body: string; keyId: string; endpoint: string },
   ): Promise<Verdict> {
-    const { db } = this.deps;
     const rerun = row.state === "running";
-    await db.orm
-      .update(batchLines)
-      .set({ state: "running", attempts: sql`${batchLines.attempts} + 1` })
-      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line)));
+    if (!(await this.claim(batchId, line))) return "later"; // another node runs it now
+    const beat = setInterval(() => void this.claim(batchId, line, true).catch(() => {}), BATCH_LINE_BEAT_MS);
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
-    const reply = await runLine(this.deps, { endpoint, requestId, keyId: row.keyId, body, signal: this.stopping.signal });
+    let reply: Awaited<ReturnType<typeof runLine>>;
+    try {
+      reply = await runLine(this.deps, { endpoint, requestId, keyId: row.keyId, body, signal: this.stopping.signal });
+    } finally {
+      clearInterval(beat);
+    }
     if (this.stopping.signal.aborted) return "later";
     const isError = reply.statusCode !== 200;
     const result = JSON.stringify({
@@ -251,6 +255,24 @@ export class BatchWorker {
       await this.queue.push([{ kind: "finish", batchId }]);
     }
     return "settled";
+  }
+
+  /**
+   * Takes the line to run on this node: a line queued, or one whose claim is older than
+   * BATCH_ACK_WAIT_MS (its node died); `beat`: this node's claim renewed while it runs.
+   */
+  private async claim(batchId: string, line: number, beat = false): Promise<boolean> {
+    // The database's clock, so that nodes' clocks need not agree.
+    const stale = sql`${batchLines.claimedAt} < now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000})`;
+    const free = beat
+      ? eq(batchLines.state, "running")
+      : sql`(${batchLines.state} = 'queued' OR (${batchLines.state} = 'running' AND (${batchLines.claimedAt} IS NULL OR ${stale})))`;
+    const claimed = await this.deps.db.orm
+      .update(batchLines)
+      .set(beat ? { claimedAt: sql`now()` } : { state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
+      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free))
+      .returning({ line: batchLines.line });
+    return claimed.length > 0;
   }
 
   /** A line's result, stored once with its batch's counts and cost; the batch as it then is, or null when it was stored before. */
