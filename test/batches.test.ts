@@ -7,11 +7,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
-import { connect } from "nats";
-import { batchStreamName } from "../src/operations/batches/queue.ts";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/operations/batches/store.ts";
 import { FILE_BYTES_MAX } from "../src/operations/files/files.ts";
-import { balanceMicroOf, services, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
 let t: TestGateway;
@@ -23,20 +21,7 @@ beforeAll(async () => {
   ({ key } = await t.fundedKey(1000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);
-afterAll(async () => {
-  const prefix = t.gw.deps.env.DARVAZE_SUBJECT_PREFIX;
-  await t.stop();
-  if (services.natsUrl) await dropStream(services.natsUrl, batchStreamName(prefix));
-}, SETUP_MS_MAX);
-
-/** The test's work-queue stream, gone with it. */
-async function dropStream(url: string, name: string): Promise<void> {
-  const nc = await connect({ servers: url });
-  try {
-    await (await nc.jetstreamManager()).streams.delete(name);
-  } catch {}
-  await nc.close();
-}
+afterAll(async () => t.stop(), SETUP_MS_MAX);
 
 const chatLine = (id: string, text = "Hello, world!") =>
   JSON.stringify({
