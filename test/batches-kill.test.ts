@@ -28,7 +28,7 @@ describeWith(["nats", "postgres"], "a node killed mid-batch", (it) => {
   beforeAll(async () => {
     sim = await startSimulator({ ttftMs: 500 });
     database = (await freshDatabase())!;
-    env = clusterEnv(database.url, sim);
+    env = clusterEnv(database.url, sim, { FREE_RPM: "100000" }); // the test polls faster than a client need
     for (let i = 0; i < 2; i++) nodes.push(await spawnGateway(env));
   }, SETUP_MS_MAX);
 

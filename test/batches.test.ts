@@ -17,7 +17,8 @@ let key: string;
 let client: OpenAI;
 
 beforeAll(async () => {
-  t = await startTestGateway();
+  // Polls are free but rated (FREE_RPM): these tests poll faster than a client need.
+  t = await startTestGateway({ FREE_RPM: "100000" });
   ({ key } = await t.fundedKey(1000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);

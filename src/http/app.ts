@@ -305,16 +305,16 @@ export function createApp(
         return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
       }),
     )
-    // Files and batches: reading them is free (no admission); each line of a batch is a paid request.
-    .post("/v1/files", withKey(batch.uploadFile!), NO_PARSE)
-    .get("/v1/files", withKey(batch.listFiles!))
-    .get("/v1/files/:id", withKey(batch.getFile!))
-    .get("/v1/files/:id/content", withKey(batch.fileContent!))
-    .delete("/v1/files/:id", withKey(batch.deleteFile!))
-    .post("/v1/batches", withKey(batch.createBatch!), NO_PARSE)
-    .get("/v1/batches", withKey(batch.listBatches!))
-    .get("/v1/batches/:id", withKey(batch.getBatch!))
-    .post("/v1/batches/:id/cancel", withKey(batch.cancelBatch!), NO_PARSE)
+    // Files and batches: free (no admission; FREE_RPM apiece); each line of a batch is a paid request.
+    .post("/v1/files", freeWithKey("files", batch.uploadFile!), NO_PARSE)
+    .get("/v1/files", freeWithKey("files", batch.listFiles!))
+    .get("/v1/files/:id", freeWithKey("files", batch.getFile!))
+    .get("/v1/files/:id/content", freeWithKey("files", batch.fileContent!))
+    .delete("/v1/files/:id", freeWithKey("files", batch.deleteFile!))
+    .post("/v1/batches", freeWithKey("batches", batch.createBatch!), NO_PARSE)
+    .get("/v1/batches", freeWithKey("batches", batch.listBatches!))
+    .get("/v1/batches/:id", freeWithKey("batches", batch.getBatch!))
+    .post("/v1/batches/:id/cancel", freeWithKey("batches", batch.cancelBatch!), NO_PARSE)
     .get("/health", () => new Response("ok"))
     // The customer's browser, back from the payment provider: no key, and never a payment by itself.
     .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))
