@@ -134,8 +134,13 @@ export class BatchWorker {
     return overdue.length;
   }
 
-  /** Embedded: the queue lived in memory, so a start queues again what the open batches still need. */
+  /**
+   * Embedded: the queue lived in memory, so a start queues again what the open batches still
+   * need; the lines the last process ran are this one's to run again at once (the data folder
+   * has one process, so no other node holds their claims).
+   */
   async recover(): Promise<void> {
+    await this.deps.db.orm.update(batchLines).set({ claimedAt: null }).where(eq(batchLines.state, "running"));
     const open = await this.deps.db.orm
       .select({ id: batches.id, status: batches.status })
       .from(batches)
