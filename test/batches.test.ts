@@ -8,18 +8,20 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/operations/batches/store.ts";
+import { cookieName } from "../src/http/console/guard.ts";
 import { FILE_BYTES_MAX } from "../src/operations/files/files.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
 let t: TestGateway;
 let key: string;
+let accountId: string;
 let client: OpenAI;
 
 beforeAll(async () => {
   // Polls are free but rated (FREE_RPM): these tests poll faster than a client need.
   t = await startTestGateway({ FREE_RPM: "100000" });
-  ({ key } = await t.fundedKey(1000));
+  ({ key, accountId } = await t.fundedKey(1000));
   client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
 }, SETUP_MS_MAX);
 afterAll(async () => t.stop(), SETUP_MS_MAX);
@@ -97,6 +99,12 @@ describe("a batch of chat lines", () => {
     expect(await balanceAfter(before - cost)).toBe(before - cost);
     const listed = await client.batches.list();
     expect(listed.data.map((b) => b.id)).toContain(batch.id);
+    // The account area lists them too, for a session of the account.
+    const session = await t.gw.console.sessions.create(accountId, { userAgent: null, clientAddress: null });
+    const page = await fetch(`${t.url}/console/api/batches`, { headers: { cookie: `${cookieName(t.url)}=${session.token}` } });
+    expect(page.status).toBe(200);
+    const consoleList = (await page.json()) as { data: { id: string; cost_micro_toman: string }[] };
+    expect(consoleList.data.find((b) => b.id === batch.id)?.cost_micro_toman).toBe(cost.toString());
   });
 
   test("embeddings lines run too", async () => {

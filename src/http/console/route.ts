@@ -4,6 +4,7 @@
  * origin (guard.ts), and every state change after sign-in needs the session's CSRF token.
  * Amounts go out as toman decimal strings and exact micro-toman strings.
  */
+import { BATCHES_LIST_LIMIT_MAX, batchObject, listBatches } from "../../operations/batches/store.ts";
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
@@ -358,6 +359,13 @@ function walletRoutes(deps: EdgeDeps, area: AccountArea, { signedIn }: Guards) {
         return json({ object: "alert", ...alertFields(alert.thresholdMicro), balance_alert: alert.below }, ctx.requestId);
       }),
       { parse: "none" },
+    )
+    .get(
+      "/console/api/batches",
+      signedIn(false, async (session, ctx) => {
+        const { data } = await listBatches(db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
+        return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
+      }),
     )
     .get(
       "/console/api/topups",
