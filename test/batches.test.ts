@@ -127,12 +127,20 @@ describe("validation", () => {
       JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/embeddings", body: {} }),
       chatLine("ok"),
       JSON.stringify({ custom_id: "m", method: "POST", url: "/v1/chat/completions", body: { model: "no-such-model", messages: [] } }),
+      `{"custom_id":"deep","method":"POST","url":"/v1/chat/completions","body":{"x":${"[".repeat(200)}${"]".repeat(200)}}}`,
     ]);
     const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const batch = await settled(created.id, "failed");
     const errors = batch.errors!.data!;
-    expect(errors.map((e) => e.line)).toEqual([2, 3, 4, 5]);
-    expect(errors.map((e) => e.code)).toEqual(["invalid_json_line", "mismatched_endpoint", "duplicate_custom_id", "invalid_request"]);
+    expect(errors.map((e) => e.line)).toEqual([2, 3, 4, 5, 6]);
+    expect(errors.map((e) => e.code)).toEqual([
+      "invalid_json_line",
+      "mismatched_endpoint",
+      "duplicate_custom_id",
+      "invalid_request",
+      "invalid_request",
+    ]);
+    expect(errors[4]!.message).toContain("nests deeper");
     expect(await balanceMicroOf(t.url, key)).toBe(before);
   });
 

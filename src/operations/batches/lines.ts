@@ -14,6 +14,7 @@ import { responsesToChat } from "../../wires/responses/request.ts";
 import { chatRequest } from "../chat/schema.ts";
 import { embeddingsRequest } from "../embeddings/schema.ts";
 import { FILE_LINES_MAX } from "../files/files.ts";
+import { jsonDepthExceeds } from "../../json.ts";
 
 /** The endpoints a batch may run, and the operation and priced unit each one's model needs. */
 export const BATCH_ENDPOINTS = {
@@ -72,14 +73,21 @@ function modelRefusal(deps: Pick<EdgeDeps, "catalog">, endpoint: BatchEndpoint, 
   return isFailure(price) ? price : null;
 }
 
-/** One line's check: its JSON, shape, url, body and model. */
+/** One line's check: its size and nesting as a live request's body, its JSON, shape, url, body and model. */
 function checkLine(
-  deps: Pick<EdgeDeps, "catalog">,
+  deps: Pick<EdgeDeps, "catalog" | "env">,
   endpoint: BatchEndpoint,
   text: string,
   line: number,
   key: KeyRecord,
 ): BatchLine | BatchError {
+  const { BODY_BYTES_MAX: bytesMax, JSON_DEPTH_MAX: depthMax } = deps.env;
+  if (Buffer.byteLength(text) > bytesMax) {
+    return { code: "request_too_large", message: `Line ${line} is larger than a request's limit of ${bytesMax} bytes.`, param: null, line };
+  }
+  if (jsonDepthExceeds(text, depthMax)) {
+    return { code: "invalid_request", message: `Line ${line} nests deeper than the limit of ${depthMax} levels.`, param: null, line };
+  }
   let raw: unknown;
   try {
     raw = JSON.parse(text);
@@ -108,7 +116,7 @@ function checkLine(
  * @example checkLines(deps, "/v1/embeddings", text, key) // { lines: [{ line: 1, customId: "a", body }] }
  */
 export function checkLines(
-  deps: Pick<EdgeDeps, "catalog">,
+  deps: Pick<EdgeDeps, "catalog" | "env">,
   endpoint: BatchEndpoint,
   text: string,
   key: KeyRecord,

@@ -16,12 +16,13 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { Counter, Gauge } from "prom-client";
 import type { EdgeDeps } from "../../admission/deps.ts";
+import type { KeyRecord } from "../../keys/store.ts";
 import { batches, batchLines } from "../../db/schema.ts";
-import { fail, type Failure } from "../../errors.ts";
+import { errorBody, fail, type Failure } from "../../errors.ts";
 import { type FileRecord, fileContent } from "../files/files.ts";
 import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
-import { runLine } from "./line.ts";
+import { type LineReply, runLine } from "./line.ts";
 import { BATCH_ACK_WAIT_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
@@ -177,8 +178,7 @@ export class BatchWorker {
     const content = await fileContent(db, batch.accountId, batch.inputFileId);
     const key = await this.deps.keys.get(batch.keyId);
     const gone = { code: "file_not_found", message: `The input file ${batch.inputFileId} is gone.`, param: "input_file_id", line: null };
-    const checked =
-      content && key ? checkLines(this.deps, batch.endpoint as BatchEndpoint, new TextDecoder().decode(content), key) : { errors: [gone] };
+    const checked = content && key ? this.checked(batch, content, key) : { errors: [gone] };
     if ("errors" in checked) {
       await moveBatch(db, batchId, ["validating"], "failed", this.now(), { errors: checked.errors });
       return "settled";
@@ -194,6 +194,16 @@ export class BatchWorker {
     await this.queueLines(batchId);
     await moveBatch(db, batchId, ["validating"], "in_progress", this.now(), { total: rows.length });
     return "settled";
+  }
+
+  /** The file's lines checked; a check that throws (a fault of the gateway's) fails the batch rather than retry without end. */
+  private checked(batch: BatchRow, content: Uint8Array, key: KeyRecord): ReturnType<typeof checkLines> {
+    try {
+      return checkLines(this.deps, batch.endpoint as BatchEndpoint, new TextDecoder().decode(content), key);
+    } catch (error) {
+      this.deps.log("error", "batch_validation_failed", { batchId: batch.id, error: (error as Error).message });
+      return { errors: [{ code: "internal_error", message: "The gateway failed to check the input file.", param: null, line: null }] };
+    }
   }
 
   private async line(batchId: string, line: number): Promise<Verdict> {
@@ -238,9 +248,14 @@ export class BatchWorker {
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
-    let reply: Awaited<ReturnType<typeof runLine>>;
+    let reply: LineReply;
     try {
       reply = await runLine(this.deps, { endpoint, requestId, keyId: row.keyId, body, signal: this.stopping.signal });
+    } catch (error) {
+      // A fault of the gateway's: the line fails (500) rather than run again without end; a paid run was settled by the runner.
+      this.deps.log("error", "batch_line_failed", { batchId, line, error: (error as Error).message });
+      const failure = fail("internal_error", "The gateway failed to run this line.");
+      reply = { statusCode: 500, body: errorBody(failure), costMicro: 0n };
     } finally {
       clearInterval(beat);
     }
