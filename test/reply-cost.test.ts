@@ -203,6 +203,8 @@ const NOT_PAID = new Set([
   "DELETE /v1/files/:id",
   "POST /v1/batches",
   "POST /v1/batches/:id/cancel",
+  "POST /v1/messages/batches",
+  "POST /v1/messages/batches/:id/cancel",
 ]);
 const NOT_PAID_UNDER = ["/admin/", "/console/", "/live/", "/operators/"];
 

@@ -52,6 +52,7 @@ import { Health, readyResponse } from "./health.ts";
 import { FreeGate, type FreeEndpoint } from "../admission/free.ts";
 import { observeHttp } from "../metrics/observe.ts";
 import { batchRoutes } from "./batches/route.ts";
+import { messageBatchRoutes } from "./batches/messages.ts";
 import type { BatchWorker } from "../operations/batches/worker.ts";
 
 const NO_PARSE = { parse: "none" as const };
@@ -227,6 +228,7 @@ export function createApp(
   };
   const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
   const batch = batchRoutes(deps, options.batches ?? null);
+  const messageBatch = messageBatchRoutes(deps, options.batches ?? null, free);
   const getModel = withKey((_, requestId, __, params) => {
     const model = servedModel(deps.catalog, params.id!);
     if (isFailure(model)) return failed(model, requestId);
@@ -270,6 +272,12 @@ export function createApp(
     .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
     // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
     .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
+    // Anthropic's Message Batches: free like OpenAI's (FREE_RPM); each request a paid line.
+    .post("/v1/messages/batches", messageBatch.create!, NO_PARSE)
+    .get("/v1/messages/batches", messageBatch.list!)
+    .get("/v1/messages/batches/:id", messageBatch.get!)
+    .post("/v1/messages/batches/:id/cancel", messageBatch.cancel!, NO_PARSE)
+    .get("/v1/messages/batches/:id/results", messageBatch.results!)
     .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps, free), NO_PARSE)
     // Google's wire: `models/{model}:{action}`, under v1beta (the SDKs' default) and v1.
     .post("/v1beta/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { fileNotFound, findFile } from "../files/files.ts";
-import { BATCH_ENDPOINT_NAMES } from "./lines.ts";
+import { OPENAI_BATCH_ENDPOINTS } from "./lines.ts";
 import {
   BATCHES_LIST_LIMIT_MAX,
   type BatchRow,
@@ -21,7 +21,7 @@ import type { BatchWorker } from "./worker.ts";
 
 const createBody = z.strictObject({
   input_file_id: z.string().min(1).max(64),
-  endpoint: z.enum(BATCH_ENDPOINT_NAMES),
+  endpoint: z.enum(OPENAI_BATCH_ENDPOINTS),
   completion_window: z.literal("24h"),
   metadata: z
     .record(z.string().max(METADATA_KEY_CHARS_MAX), z.string().max(METADATA_VALUE_CHARS_MAX))

@@ -8,6 +8,9 @@ import type { EdgeDeps } from "../../admission/deps.ts";
 import { errorBody, fail, type Failure, isFailure } from "../../errors.ts";
 import { describe } from "../../errors.ts";
 import type { KeyRecord, KeyStore } from "../../keys/store.ts";
+import { failureToAnthropicError } from "../../wires/messages/errors.ts";
+import { messagesOutputLimit, messagesToChat } from "../../wires/messages/request.ts";
+import { chatToMessage } from "../../wires/messages/response.ts";
 import { responsesOutputLimit, responsesToChat } from "../../wires/responses/request.ts";
 import { chatToResponse } from "../../wires/responses/response.ts";
 import { chat, type ChatResult } from "../chat/chat.ts";
@@ -35,7 +38,12 @@ function keyById(keys: KeyStore, keyId: string): KeyStore {
   return byId;
 }
 
-function refusedReply(failure: Failure): LineReply {
+/** A refusal as the line's wire says it: Anthropic's error on the Messages wire, OpenAI's elsewhere. */
+function refusedReply(failure: Failure, endpoint?: BatchEndpoint): LineReply {
+  if (endpoint === "/v1/messages") {
+    const { status, body } = failureToAnthropicError(failure);
+    return { statusCode: status, body, costMicro: 0n };
+  }
   return { statusCode: describe(failure.code).status, body: errorBody(failure), costMicro: 0n };
 }
 
@@ -44,8 +52,8 @@ function costOf(headers: Record<string, string>): bigint {
   return cost && /^\d+$/.test(cost) ? BigInt(cost) : 0n;
 }
 
-function chatReply(result: ChatResult): LineReply {
-  if (result.kind === "refused") return refusedReply(result.failure);
+function chatReply(result: ChatResult, endpoint?: BatchEndpoint): LineReply {
+  if (result.kind === "refused") return refusedReply(result.failure, endpoint);
   if (result.kind === "stream") {
     // Checked out at validation; a stream's relay is left so that it is cut and billed once.
     result.relay.leave();
@@ -70,6 +78,7 @@ export async function runLine(
     return chatReply(await chat(lineDeps, { requestId, credentials, signal, readBody: async () => ({ value: body, text }) }));
   }
   if (line.endpoint === "/v1/responses") return responsesLine(lineDeps, { requestId, credentials, signal }, body);
+  if (line.endpoint === "/v1/messages") return messagesLine(lineDeps, { requestId, credentials, signal }, body);
   const input: OperationInput = {
     requestId,
     credentials,
@@ -83,12 +92,26 @@ export async function runLine(
   return { statusCode: 200, body: JSON.parse(text), costMicro: costOf(result.headers) };
 }
 
+/** A Messages line: translated into chat and its reply presented as a message, as the live route does. */
+async function messagesLine(deps: EdgeDeps, input: LineInput, body: Record<string, unknown>): Promise<LineReply> {
+  const translated = messagesToChat(body);
+  if (isFailure(translated)) return refusedReply(translated, "/v1/messages");
+  const chatBody = translated.chat;
+  const result = await chat(deps, {
+    ...input,
+    readBody: async () => ({ value: chatBody, text: JSON.stringify(chatBody) }),
+    present: (reply, facts) => chatToMessage(reply, { requestId: input.requestId, model: translated.request.model }, facts.hostedCalls),
+    lowerToWindow: true,
+    outputLimitWording: messagesOutputLimit,
+  });
+  return chatReply(result, "/v1/messages");
+}
+
+/** What a translated line hands the chat operation besides its body. */
+type LineInput = { requestId: string; credentials: { key: null; origin: null; residency: null }; signal: AbortSignal };
+
 /** A Responses line: translated into chat and its reply presented as a response, as the live route does. */
-async function responsesLine(
-  deps: EdgeDeps,
-  input: { requestId: string; credentials: { key: null; origin: null; residency: null }; signal: AbortSignal },
-  body: Record<string, unknown>,
-): Promise<LineReply> {
+async function responsesLine(deps: EdgeDeps, input: LineInput, body: Record<string, unknown>): Promise<LineReply> {
   const translated = responsesToChat(body);
   if (isFailure(translated)) return refusedReply(translated);
   const createdAt = Math.floor(Date.now() / 1000);

@@ -10,6 +10,7 @@ import type { EdgeDeps } from "../../admission/deps.ts";
 import type { Operation } from "../../catalog/seed.ts";
 import { type Failure, isFailure, zodFailure } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
+import { messagesToChat } from "../../wires/messages/request.ts";
 import { responsesToChat } from "../../wires/responses/request.ts";
 import { chatRequest } from "../chat/schema.ts";
 import { embeddingsRequest } from "../embeddings/schema.ts";
@@ -21,9 +22,12 @@ export const BATCH_ENDPOINTS = {
   "/v1/chat/completions": { operation: "chat", unit: "input_token" },
   "/v1/responses": { operation: "chat", unit: "input_token" },
   "/v1/embeddings": { operation: "embeddings", unit: "input_token" },
+  /** Anthropic's Message Batches (their own routes: src/operations/batches/messages.ts). */
+  "/v1/messages": { operation: "chat", unit: "input_token" },
 } as const satisfies Record<string, { operation: Operation; unit: string }>;
 export type BatchEndpoint = keyof typeof BATCH_ENDPOINTS;
-export const BATCH_ENDPOINT_NAMES = Object.keys(BATCH_ENDPOINTS) as [BatchEndpoint, ...BatchEndpoint[]];
+/** The endpoints OpenAI's Batch API runs. */
+export const OPENAI_BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", "/v1/embeddings"] as const;
 
 /** Errors a failed batch lists (the first ones, by line). */
 export const BATCH_ERRORS_MAX = 100;
@@ -55,8 +59,8 @@ export interface BatchError {
 /** The body's own checks: the operation's schema, and no stream (a line's reply is read whole). */
 function bodyRefusal(endpoint: BatchEndpoint, body: Record<string, unknown>): Failure | null {
   if (body.stream === true) return { code: "invalid_request", message: "A batch line cannot stream: drop `stream`.", param: "stream" };
-  if (endpoint === "/v1/responses") {
-    const translated = responsesToChat(body);
+  if (endpoint === "/v1/responses" || endpoint === "/v1/messages") {
+    const translated = endpoint === "/v1/responses" ? responsesToChat(body) : messagesToChat(body);
     return isFailure(translated) ? translated : null;
   }
   const schema = endpoint === "/v1/embeddings" ? embeddingsRequest : chatRequest;
