@@ -31,6 +31,8 @@ export const OPENAI_BATCH_ENDPOINTS = ["/v1/chat/completions", "/v1/responses", 
 
 /** Errors a failed batch lists (the first ones, by line). */
 export const BATCH_ERRORS_MAX = 100;
+/** Longest a file's check holds the event loop before it lets other work run. */
+export const CHECK_TURN_MS = 5;
 /** A line's `custom_id` (OpenAI's bound). */
 export const CUSTOM_ID_CHARS_MAX = 512;
 
@@ -117,14 +119,14 @@ function checkLine(
 
 /**
  * The file's lines, or what fails the batch (each bad line named; a repeated custom id too).
- * @example checkLines(deps, "/v1/embeddings", text, key) // { lines: [{ line: 1, customId: "a", body }] }
+ * @example await checkLines(deps, "/v1/embeddings", text, key) // { lines: [{ line: 1, customId: "a", body }] }
  */
-export function checkLines(
+export async function checkLines(
   deps: Pick<EdgeDeps, "catalog" | "env">,
   endpoint: BatchEndpoint,
   text: string,
   key: KeyRecord,
-): { lines: BatchLine[] } | { errors: BatchError[] } {
+): Promise<{ lines: BatchLine[] } | { errors: BatchError[] }> {
   const texts = text.split("\n");
   if (texts.at(-1)?.trim() === "") texts.pop();
   if (texts.length === 0) return { errors: [{ code: "empty_file", message: "The input file has no lines.", param: null, line: null }] };
@@ -135,8 +137,14 @@ export function checkLines(
   const lines: BatchLine[] = [];
   const errors: BatchError[] = [];
   const seen = new Set<string>();
+  let turnStartedMs = performance.now();
   for (const [i, t] of texts.entries()) {
     if (errors.length >= BATCH_ERRORS_MAX) break;
+    if (performance.now() - turnStartedMs >= CHECK_TURN_MS) {
+      // A file of many lines is checked a slice at a time: the event loop runs between them.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      turnStartedMs = performance.now();
+    }
     const checked = checkLine(deps, endpoint, t, i + 1, key);
     if ("code" in checked) {
       errors.push(checked);

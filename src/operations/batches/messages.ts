@@ -63,7 +63,7 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
     JSON.stringify({ custom_id: r.custom_id, method: "POST", url: "/v1/messages", body: r.params }),
   );
   const text = `${lines.join("\n")}\n`;
-  const checked = checkLines(worker.deps, "/v1/messages", text, key);
+  const checked = await checkLines(worker.deps, "/v1/messages", text, key);
   if ("errors" in checked) {
     const first = checked.errors[0]!;
     const at = first.line === null ? "requests" : `requests.${first.line - 1}`;

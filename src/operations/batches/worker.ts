@@ -178,7 +178,7 @@ export class BatchWorker {
     const content = await fileContent(db, batch.accountId, batch.inputFileId);
     const key = await this.deps.keys.get(batch.keyId);
     const gone = { code: "file_not_found", message: `The input file ${batch.inputFileId} is gone.`, param: "input_file_id", line: null };
-    const checked = content && key ? this.checked(batch, content, key) : { errors: [gone] };
+    const checked = content && key ? await this.checked(batch, content, key) : { errors: [gone] };
     if ("errors" in checked) {
       await moveBatch(db, batchId, ["validating"], "failed", this.now(), { errors: checked.errors });
       return "settled";
@@ -197,9 +197,9 @@ export class BatchWorker {
   }
 
   /** The file's lines checked; a check that throws (a fault of the gateway's) fails the batch rather than retry without end. */
-  private checked(batch: BatchRow, content: Uint8Array, key: KeyRecord): ReturnType<typeof checkLines> {
+  private async checked(batch: BatchRow, content: Uint8Array, key: KeyRecord): ReturnType<typeof checkLines> {
     try {
-      return checkLines(this.deps, batch.endpoint as BatchEndpoint, new TextDecoder().decode(content), key);
+      return await checkLines(this.deps, batch.endpoint as BatchEndpoint, new TextDecoder().decode(content), key);
     } catch (error) {
       this.deps.log("error", "batch_validation_failed", { batchId: batch.id, error: (error as Error).message });
       return { errors: [{ code: "internal_error", message: "The gateway failed to check the input file.", param: null, line: null }] };
