@@ -9,7 +9,7 @@ import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/operations/batches/store.ts";
 import { cookieName } from "../src/http/console/guard.ts";
-import { FILE_BYTES_MAX } from "../src/operations/files/files.ts";
+import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/operations/files/files.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
@@ -142,6 +142,13 @@ describe("validation", () => {
     ]);
     expect(errors[4]!.message).toContain("nests deeper");
     expect(await balanceMicroOf(t.url, key)).toBe(before);
+  });
+
+  test("a file of more than FILE_LINES_MAX lines fails its batch before any line is read", async () => {
+    const file = await upload(Array.from({ length: FILE_LINES_MAX + 1 }, () => "{}"));
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const batch = await settled(created.id, "failed");
+    expect(batch.errors!.data!.map((e) => e.code)).toEqual(["too_many_lines"]);
   });
 
   test("create refuses an unknown file, an endpoint a batch cannot run and an unknown field", async () => {

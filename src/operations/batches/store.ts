@@ -105,7 +105,8 @@ export async function listBatches(db: Db, accountId: string, q: { limit: number;
   const conditions = [eq(batches.accountId, accountId)];
   const cursor = q.after ? await findBatch(db, q.after, accountId) : null;
   if (cursor) {
-    conditions.push(sql`(${batches.createdAt}, ${batches.id}) < (${cursor.createdAt.toISOString()}::timestamptz, ${cursor.id})`);
+    // The cursor's own time as the database keeps it (microseconds; a JS Date has milliseconds).
+    conditions.push(sql`(${batches.createdAt}, ${batches.id}) < (SELECT created_at, id FROM batches WHERE id = ${cursor.id})`);
   }
   const rows = await db.orm
     .select()

@@ -150,8 +150,9 @@ export async function listFiles(
   if (q.after) {
     const cursor = await findFile(db, accountId, q.after);
     if (cursor) {
+      // The cursor's own time as the database keeps it (microseconds; a JS Date has milliseconds).
       const at = sql`(${files.createdAt}, ${files.id})`;
-      const mark = sql`(${cursor.createdAt.toISOString()}::timestamptz, ${cursor.id})`;
+      const mark = sql`(SELECT created_at, id FROM files WHERE id = ${cursor.id})`;
       conditions.push(q.order === "asc" ? sql`${at} > ${mark}` : sql`${at} < ${mark}`);
     }
   }
