@@ -24,8 +24,6 @@ export type WorkHandler = (item: WorkItem) => Promise<Verdict>;
 export const BATCH_RETRY_DELAY_MS = 250;
 /** An item held this long unacknowledged (its node died) is delivered to another; a running one says it is alive more often. */
 export const BATCH_ACK_WAIT_MS = 30_000;
-/** Deliveries of one item before the stream drops it (a handler that throws each time). */
-export const BATCH_DELIVERIES_MAX = 50;
 /** Items the work-queue stream keeps at once: every line of BATCHES_OPEN_MAX batches of the largest file. */
 export const BATCH_STREAM_MESSAGES_MAX = 5_000_000;
 
@@ -180,7 +178,9 @@ export class JetStreamWorkQueue implements WorkQueue {
         durable_name: CONSUMER,
         ack_policy: AckPolicy.Explicit,
         ack_wait: nanos(BATCH_ACK_WAIT_MS),
-        max_deliver: BATCH_DELIVERIES_MAX,
+        // Unbounded: an item put back waits its turn (its account at its concurrency) as often as it
+        // must; dropping it would leave its line never run. Handlers turn their faults into results.
+        max_deliver: -1,
       });
     }
     return new JetStreamWorkQueue(nc, stream, options.subject, options.log);
