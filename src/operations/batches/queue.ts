@@ -24,6 +24,8 @@ export type WorkHandler = (item: WorkItem) => Promise<Verdict>;
 export const BATCH_RETRY_DELAY_MS = 250;
 /** An item held this long unacknowledged (its node died) is delivered to another; a running one says it is alive more often. */
 export const BATCH_ACK_WAIT_MS = 30_000;
+/** Longest a stopping node waits for the items it runs (their lines cut by the stop) to end. */
+export const BATCH_STOP_WAIT_MS = 5_000;
 /** Items the work-queue stream keeps at once: every line of BATCHES_OPEN_MAX batches of the largest file. */
 export const BATCH_STREAM_MESSAGES_MAX = 5_000_000;
 
@@ -61,6 +63,12 @@ class Holding {
   /** Resolves once fewer than `max` items are held. */
   async free(max: number): Promise<void> {
     while (this.inFlight >= max) await new Promise<void>((resolve) => (this.wake = resolve));
+  }
+
+  /** Resolves once nothing is held, or after `waitMs`. */
+  async idle(waitMs: number): Promise<void> {
+    const deadline = performance.now() + waitMs;
+    while (this.inFlight > 0 && performance.now() < deadline) await Bun.sleep(10);
   }
 
   oldestAgeMs(): number {
@@ -131,6 +139,7 @@ export class LocalWorkQueue implements WorkQueue {
     this.stopped = true;
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    await this.holding.idle(BATCH_STOP_WAIT_MS);
   }
 }
 
@@ -238,6 +247,7 @@ export class JetStreamWorkQueue implements WorkQueue {
     this.stopped = true;
     this.messages?.stop();
     await this.loop;
+    await this.holding.idle(BATCH_STOP_WAIT_MS);
   }
 }
 
