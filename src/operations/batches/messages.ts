@@ -106,7 +106,9 @@ export async function messageBatchList(worker: BatchWorker, accountId: string, q
 export async function messageBatchResults(worker: BatchWorker, accountId: string, id: string): Promise<string | Failure> {
   const batch = await findMessageBatch(worker, accountId, id);
   if ("code" in batch) return batch;
-  if (!ENDED.has(batch.status) || (batch.status !== "failed" && !batch.outputFileId && !batch.errorFileId && batch.total > 0)) {
+  // An expired batch's results are written by its finish, after the expiry itself (finish.ts).
+  const expiring = batch.status === "expired" && batch.total > 0 && !batch.outputFileId && !batch.errorFileId;
+  if (!ENDED.has(batch.status) || expiring) {
     return fail("invalid_request", `Batch ${id} has not ended yet: its results are available once its processing_status is ended.`);
   }
   const out: string[] = [];
