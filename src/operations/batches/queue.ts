@@ -5,7 +5,7 @@
  * one leaves it to be delivered again after BATCH_ACK_WAIT_MS (the handler makes that safe:
  * worker.ts). At most `inFlightMax` items run at once on a node.
  */
-import { AckPolicy, type JsMsg, type NatsConnection, nanos, RetentionPolicy, StorageType } from "nats";
+import { AckPolicy, DiscardPolicy, type JsMsg, type NatsConnection, nanos, RetentionPolicy, StorageType } from "nats";
 import { z } from "zod";
 import type { Logger } from "../../log.ts";
 
@@ -173,6 +173,8 @@ export class JetStreamWorkQueue implements WorkQueue {
       retention: RetentionPolicy.Workqueue,
       storage: StorageType.File,
       max_msgs: BATCH_STREAM_MESSAGES_MAX,
+      // Full, it refuses new items (their batch's validation is tried again) rather than drop queued lines.
+      discard: DiscardPolicy.New,
       duplicate_window: nanos(120_000),
     };
     try {
