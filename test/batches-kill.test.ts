@@ -9,9 +9,8 @@ import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
 import { openPostgres } from "../src/db/client.ts";
 import { BATCH_ACK_WAIT_MS } from "../src/operations/batches/queue.ts";
-import { startSimulator, type Simulator } from "../src/sim/server.ts";
-import { dropUsageStream, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
-import { clusterEnv, fundedKey, spawnGateway, type GatewayProcess } from "./processes.ts";
+import { SETUP_MS_MAX } from "./helpers.ts";
+import { fundedKey, type GatewayProcess, startTwoNodes } from "./processes.ts";
 import { describeWith } from "./services.ts";
 import { until } from "./until.ts";
 
@@ -20,24 +19,15 @@ const LINES = 12;
 const CONVERGE_MS_MAX = BATCH_ACK_WAIT_MS + 30_000;
 
 describeWith(["nats", "postgres"], "a node killed mid-batch", (it) => {
-  let sim: Simulator;
-  let database: { url: string; drop: () => Promise<void> };
-  let env: Record<string, string | undefined>;
-  const nodes: GatewayProcess[] = [];
+  let cluster: Awaited<ReturnType<typeof startTwoNodes>>;
+  let nodes: GatewayProcess[];
 
   beforeAll(async () => {
-    sim = await startSimulator({ ttftMs: 500 });
-    database = (await freshDatabase())!;
-    env = clusterEnv(database.url, sim, { FREE_RPM: "100000" }); // the test polls faster than a client need
-    for (let i = 0; i < 2; i++) nodes.push(await spawnGateway(env));
+    // The test polls faster than a client need: its polls are free but rated (FREE_RPM).
+    cluster = await startTwoNodes({ ttftMs: 500 }, { FREE_RPM: "100000" });
+    nodes = cluster.nodes;
   }, SETUP_MS_MAX);
-
-  afterAll(async () => {
-    for (const node of nodes) await node.kill("SIGKILL");
-    await sim.stop();
-    await database.drop();
-    await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
-  }, SETUP_MS_MAX);
+  afterAll(async () => cluster?.stop(), SETUP_MS_MAX);
 
   it(
     "loses no line and bills each once",
@@ -53,7 +43,7 @@ describeWith(["nats", "postgres"], "a node killed mid-batch", (it) => {
         }),
       );
       const file = await client.files.create({ file: await toFile(Buffer.from(lines.join("\n")), "kill.jsonl"), purpose: "batch" });
-      const db = await openPostgres(database.url);
+      const db = await openPostgres(cluster.databaseUrl);
       try {
         const [wallet] = await db.rows<{ balance: string }>(
           sql`SELECT balance_micro::text AS balance FROM wallets WHERE account_id = ${accountId}`,
