@@ -17,6 +17,7 @@ CREATE TABLE "batches" (
 	"id" text PRIMARY KEY NOT NULL,
 	"account_id" text NOT NULL,
 	"key_id" text NOT NULL,
+	"residency" text,
 	"endpoint" text NOT NULL,
 	"input_file_id" text NOT NULL,
 	"completion_window" text NOT NULL,

@@ -251,6 +251,24 @@ describe("files", () => {
   });
 });
 
+describe("residency", () => {
+  test("a batch created with x-darvaze-residency: in-country keeps every line in the country", async () => {
+    const file = await upload([chatLine("in1"), chatLine("in2")]);
+    const body = { input_file_id: file.id, endpoint: "/v1/chat/completions" as const, completion_window: "24h" as const };
+    const served = t.sim!.log.totals.requests;
+    const created = await client.batches.create(body, { headers: { "x-darvaze-residency": "in-country" } });
+    const batch = await settled(created.id, "completed");
+    // gpt-4o-mini is served abroad only here: each line is refused as a live request would be, and nothing is sent.
+    expect(batch.request_counts).toEqual({ total: 2, completed: 0, failed: 2 });
+    for (const l of await linesOf(batch.error_file_id!)) {
+      expect(l.response.status_code).toBe(503);
+      expect(l.response.body.error.code).toBe("no_healthy_backend");
+    }
+    expect(t.sim!.log.totals.requests).toBe(served);
+    expect(await statusOf(client.batches.create(body, { headers: { "x-darvaze-residency": "mars" } }))).toBe(400);
+  });
+});
+
 describe("money", () => {
   test("a responses line's result is a live response", async () => {
     const line = JSON.stringify({

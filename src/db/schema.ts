@@ -710,6 +710,8 @@ export const batches = pgTable(
       .references(() => accounts.id),
     /** The key that created it: every line runs as that key (its limits, its monthly cap). */
     keyId: text("key_id").notNull(),
+    /** `in-country` when its creation asked it (`x-darvaze-residency`): every line stays in the country. */
+    residency: text("residency"),
     endpoint: text("endpoint").notNull(),
     inputFileId: text("input_file_id").notNull(),
     completionWindow: text("completion_window").notNull(),

@@ -56,7 +56,8 @@ export function batchRoutes(deps: EdgeDeps, worker: BatchWorker | null): Record<
     },
     createBatch: withWorker(async (worker, key, requestId, request) => {
       const body = await readJsonBodyText(request, jsonLimits(deps.env));
-      return reply(isFailure(body) ? body : await createBatch(worker, key, body.value), requestId);
+      const residency = request.headers.get("x-darvaze-residency");
+      return reply(isFailure(body) ? body : await createBatch(worker, key, body.value, residency), requestId);
     }),
     listBatches: withWorker(async (worker, key, requestId, request) =>
       reply(await batchList(worker, key.accountId, queryOf(request)), requestId),

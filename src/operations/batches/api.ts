@@ -4,6 +4,8 @@
  * OpenAI's bounds. Polling reads the database only: it is free.
  */
 import { z } from "zod";
+import { residencyOf } from "../../admission/admission.ts";
+import type { KeyRecord } from "../../keys/store.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../../errors.ts";
 import { fileNotFound, findFile } from "../files/files.ts";
 import { OPENAI_BATCH_ENDPOINTS } from "./lines.ts";
@@ -33,8 +35,13 @@ export function batchNotFound(id: string): Failure {
   return fail("not_found", `No batch found with id '${id}'.`, { param: "batch_id" });
 }
 
-/** POST /v1/batches: a new batch of the key's account, validating. */
-export async function createBatch(worker: BatchWorker, key: { id: string; accountId: string }, raw: unknown) {
+/**
+ * POST /v1/batches: a new batch of the key's account, validating; `residencyHeader` its
+ * `x-darvaze-residency`, kept for every line (the key's setting applies besides).
+ */
+export async function createBatch(worker: BatchWorker, key: KeyRecord, raw: unknown, residencyHeader: string | null = null) {
+  const region = residencyOf(residencyHeader, { residency: null });
+  if (isFailure(region)) return region;
   const parsed = createBody.safeParse(raw);
   if (!parsed.success) return zodFailure(parsed.error);
   const body = parsed.data;
@@ -45,7 +52,8 @@ export async function createBatch(worker: BatchWorker, key: { id: string; accoun
       param: "input_file_id",
     });
   }
-  const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null });
+  const residency = region === "in-country" ? region : null;
+  const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null, residency });
   return batchObject(row);
 }
 

@@ -68,10 +68,18 @@ function chatReply(result: ChatResult, endpoint?: BatchEndpoint): LineReply {
  */
 export async function runLine(
   deps: EdgeDeps,
-  line: { endpoint: BatchEndpoint; requestId: string; keyId: string; body: Record<string, unknown>; signal: AbortSignal },
+  line: {
+    endpoint: BatchEndpoint;
+    requestId: string;
+    keyId: string;
+    /** The batch's `x-darvaze-residency`, as its creation sent it (the key's own setting applies besides). */
+    residency: string | null;
+    body: Record<string, unknown>;
+    signal: AbortSignal;
+  },
 ): Promise<LineReply> {
   const lineDeps: EdgeDeps = { ...deps, keys: keyById(deps.keys, line.keyId) };
-  const credentials = { key: null, origin: null, residency: null };
+  const credentials = { key: null, origin: null, residency: line.residency };
   const { requestId, body, signal } = line;
   if (line.endpoint === "/v1/chat/completions") {
     const text = JSON.stringify(body);
@@ -108,7 +116,7 @@ async function messagesLine(deps: EdgeDeps, input: LineInput, body: Record<strin
 }
 
 /** What a translated line hands the chat operation besides its body. */
-type LineInput = { requestId: string; credentials: { key: null; origin: null; residency: null }; signal: AbortSignal };
+type LineInput = { requestId: string; credentials: { key: null; origin: null; residency: string | null }; signal: AbortSignal };
 
 /** A Responses line: translated into chat and its reply presented as a response, as the live route does. */
 async function responsesLine(deps: EdgeDeps, input: LineInput, body: Record<string, unknown>): Promise<LineReply> {

@@ -76,7 +76,14 @@ export function batchObject(b: BatchRow) {
 
 export async function insertBatch(
   db: Db,
-  b: { accountId: string; keyId: string; endpoint: string; inputFileId: string; metadata: Record<string, string> | null },
+  b: {
+    accountId: string;
+    keyId: string;
+    endpoint: string;
+    inputFileId: string;
+    metadata: Record<string, string> | null;
+    residency: "in-country" | null;
+  },
   nowMs: number,
 ): Promise<BatchRow> {
   const [row] = await db.orm

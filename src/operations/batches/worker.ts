@@ -99,14 +99,15 @@ export class BatchWorker {
     await this.queue.stop();
   }
 
-  /** A new batch of the key's account on its file, queued for validation. */
+  /** A new batch of the key's account on its file, queued for validation; `residency`: its lines stay in the country. */
   async create(
     key: { id: string; accountId: string },
-    b: { endpoint: BatchEndpoint; inputFile: FileRecord; metadata: Record<string, string> | null },
+    b: { endpoint: BatchEndpoint; inputFile: FileRecord; metadata: Record<string, string> | null; residency?: "in-country" | null },
   ) {
+    const { endpoint, inputFile, metadata } = b;
     const row = await insertBatch(
       this.deps.db,
-      { accountId: key.accountId, keyId: key.id, endpoint: b.endpoint, inputFileId: b.inputFile.id, metadata: b.metadata },
+      { accountId: key.accountId, keyId: key.id, endpoint, inputFileId: inputFile.id, metadata, residency: b.residency ?? null },
       this.now(),
     );
     await this.queue.push([{ kind: "validate", batchId: row.id }]);
@@ -217,6 +218,7 @@ export class BatchWorker {
         accountId: batches.accountId,
         keyId: batches.keyId,
         endpoint: batches.endpoint,
+        residency: batches.residency,
       })
       .from(batchLines)
       .innerJoin(batches, eq(batches.id, batchLines.batchId))
@@ -240,7 +242,7 @@ export class BatchWorker {
   private async runOne(
     batchId: string,
     line: number,
-    row: { state: string; customId: string; body: string; keyId: string; endpoint: string },
+    row: { state: string; customId: string; body: string; keyId: string; endpoint: string; residency: string | null },
   ): Promise<Verdict> {
     const rerun = row.state === "running";
     if (!(await this.claim(batchId, line))) return "later"; // another node runs it now
@@ -250,7 +252,8 @@ export class BatchWorker {
     const body = JSON.parse(row.body) as Record<string, unknown>;
     let reply: LineReply;
     try {
-      reply = await runLine(this.deps, { endpoint, requestId, keyId: row.keyId, body, signal: this.stopping.signal });
+      const { keyId, residency } = row;
+      reply = await runLine(this.deps, { endpoint, requestId, keyId, residency, body, signal: this.stopping.signal });
     } catch (error) {
       // A fault of the gateway's: the line fails (500) rather than run again without end; a paid run was settled by the runner.
       this.deps.log("error", "batch_line_failed", { batchId, line, error: (error as Error).message });
