@@ -13,7 +13,7 @@
  * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one account's. Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import { Counter, Gauge } from "prom-client";
 import type { EdgeDeps } from "../../admission/deps.ts";
 import type { KeyRecord } from "../../keys/store.ts";
@@ -143,10 +143,12 @@ export class BatchWorker {
    */
   async recover(): Promise<void> {
     await this.deps.db.orm.update(batchLines).set({ claimedAt: null }).where(eq(batchLines.state, "running"));
+    // An expired batch is unfinished until its result files are written (finish.ts).
+    const unfinishedExpiry = and(eq(batches.status, "expired"), isNull(batches.outputFileId), isNull(batches.errorFileId));
     const open = await this.deps.db.orm
       .select({ id: batches.id, status: batches.status })
       .from(batches)
-      .where(inArray(batches.status, ["validating", "in_progress", "finalizing", "cancelling", "expired"]));
+      .where(or(inArray(batches.status, ["validating", "in_progress", "finalizing", "cancelling"]), unfinishedExpiry));
     for (const b of open) {
       if (b.status === "validating") await this.queue.push([{ kind: "validate", batchId: b.id }]);
       else if (b.status === "in_progress") await this.queueLines(b.id);
