@@ -234,6 +234,13 @@ describe("files", () => {
     const big = Buffer.alloc(FILE_BYTES_MAX + 1, 97);
     expect(await statusOf(client.files.create({ file: await toFile(big, "big.jsonl"), purpose: "batch" }))).toBe(413);
     expect(await statusOf(client.files.create({ file: await toFile(Buffer.from("{}"), "a.jsonl"), purpose: "fine-tune" }))).toBe(400);
+    const notMultipart = await fetch(`${t.url}/v1/files`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: "{}",
+    });
+    expect(notMultipart.status).toBe(400);
+    expect(((await notMultipart.json()) as { error: { message: string } }).error.message).toContain("multipart/form-data");
   });
 
   test("a chat request naming a file by id is refused with a 400 naming it", async () => {

@@ -34,7 +34,9 @@ export function fileTooLarge(): Failure {
  */
 export async function uploadFile(db: Db, accountId: string, form: Form | null | Failure): Promise<FileRecord | Failure> {
   if (form === null) return fileTooLarge();
-  if (isFailure(form)) return form;
+  // The multipart reader's own words are for audio uploads.
+  if (isFailure(form))
+    return fail("invalid_request", "Send the file as multipart/form-data with `file` and `purpose` fields.", { param: "file" });
   for (const name of form.keys()) {
     if (!FORM_FIELDS.has(name)) return fail("invalid_request", `Unrecognized request argument supplied: ${name}`, { param: name });
   }
