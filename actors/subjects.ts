@@ -61,6 +61,8 @@ export interface Subjects {
   usage: string;
   /** Usage records the ledger refused, into the dead-letter stream. */
   usageDead: string;
+  /** Batches' work items (a batch to check, a line to run, a batch to finish), into the work-queue stream. */
+  batchWork: string;
   /** Each node's 1 Hz pool snapshot, for the cluster's live view. */
   metricsPools: string;
   /** Run-time pool changes, for every node. */
@@ -100,6 +102,7 @@ export function subjects(prefix: string): Subjects {
     priceEvents: `${base}.events.prices`,
     usage: `${base}.usage`,
     usageDead: `${base}.usage.dead`,
+    batchWork: `${base}.batches.work`,
     metricsPools: `${base}.metrics.pools`,
     poolEvents: `${base}.events.pools`,
     poolStats: `${base}.pools.stats`,

@@ -47,6 +47,8 @@ import { OPERATION_NAMES, type Operation as InternalOperation } from "./internal
 import { OPERATIONS as CATALOG_OPERATIONS } from "./catalog/file.ts";
 import { PAID_OPERATIONS } from "./operations/paid.ts";
 import { startPayments, type Payments } from "./payments/service.ts";
+import { BATCH_SWEEP_INTERVAL_MS, BatchWorker } from "./batches/worker.ts";
+import { JetStreamWorkQueue, LocalWorkQueue } from "./batches/queue.ts";
 
 /**
  * Bun lets a process have only BUN_CONFIG_MAX_HTTP_REQUESTS fetches in flight (256 unless set
@@ -67,6 +69,8 @@ export interface Gateway {
   payments: Payments | null;
   /** /ready's checks; `draining` is set when stop() begins. */
   health: Health;
+  /** The node's part in running batches. */
+  batches: BatchWorker;
   /** Every route the node serves, as its HTTP app lists them (the hostile-input test walks them all). */
   routes: readonly { method: string; path: string }[];
   stop(): Promise<void>;
@@ -369,10 +373,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     await bus.flush(); // every subscription is on the broker before the first request arrives
     const deps: GatewayDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
-    const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
-    repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
-    repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
-    const app = listenApp(createApp(deps, { ...fetches, live, health, console: area }), env, cleanups, log);
+    const area = startAccountArea(env, db, { payments, smsBudget }, cleanups, log);
+    const batches = await startBatches(deps, cleanups);
+    const app = listenApp(createApp(deps, { ...fetches, live, health, console: area, batches }), env, cleanups, log);
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
@@ -382,11 +385,44 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     cleanups.push(() => void (health.draining = true));
     log("info", "listening", { url, database: db.engine, bus: bus.kind });
     if (env.DARVAZE_WORKER_INDEX !== undefined) listenAsWorker(env, env.DARVAZE_WORKER_INDEX, app, url, cleanups);
-    return { url, port, deps, keyHost, console: area, cluster, payments, health, routes: routesOf(app), stop };
+    return { url, port, deps, keyHost, console: area, cluster, payments, health, batches, routes: routesOf(app), stop };
   } catch (error) {
     await stop();
     throw error;
   }
+}
+
+/** The account area, its sweep of expired sessions and codes, and its balance alerts. */
+function startAccountArea(
+  env: Env,
+  db: Db,
+  parts: { payments: Payments | null; smsBudget: SmsBudget },
+  cleanups: Cleanups,
+  log: Logger,
+): AccountArea {
+  const { payments, smsBudget } = parts;
+  const area = createAccountArea(env, db, log, { topUps: payments ? paymentTopUps(payments.topups) : undefined, smsBudget });
+  repeat(cleanups, "console_sweep", CONSOLE_SWEEP_INTERVAL_MS, log, () => sweepConsole(db));
+  repeat(cleanups, "balance_alerts", ALERT_SEND_INTERVAL_MS, log, () => sendPendingAlerts(db, area.sender, log));
+  return area;
+}
+
+/**
+ * Batches' work on this node: with NATS the cluster's work-queue stream, embedded an in-process
+ * queue filled again from the database at start; the window's sweep.
+ */
+async function startBatches(deps: GatewayDeps, cleanups: Cleanups): Promise<BatchWorker> {
+  const { bus, log } = deps;
+  const queue =
+    bus instanceof NatsBus
+      ? await JetStreamWorkQueue.open(bus.nc, { prefix: deps.env.DARVAZE_SUBJECT_PREFIX, subject: deps.subjects.batchWork, log })
+      : new LocalWorkQueue(log);
+  const worker = new BatchWorker({ deps, queue });
+  if (!(bus instanceof NatsBus)) await worker.recover();
+  worker.start();
+  cleanups.push(() => worker.stop());
+  repeat(cleanups, "batch_sweep", BATCH_SWEEP_INTERVAL_MS, log, () => worker.sweep());
+  return worker;
 }
 
 /** The app's routes, for tests that walk every one of them. */

@@ -3,6 +3,7 @@
  * each gateway gets a fresh PostgreSQL database of its own (dropped afterwards); without it,
  * PGlite in memory. With NATS_URL set, the bus is NATS under a subject prefix of its own.
  */
+import { batchStreamName } from "../src/batches/queue.ts";
 import { sql } from "drizzle-orm";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -65,7 +66,7 @@ export async function migratedDb(): Promise<{ db: Db; close(): Promise<void> }> 
   };
 }
 
-/** Removes a test run's usage stream from the shared NATS server. */
+/** Removes a test run's streams (usage, dead letters, leases, quotas, batch work) from the shared NATS server. */
 export async function dropUsageStream(prefix: string): Promise<void> {
   if (!services.natsUrl) return;
   const nc = await connect({ servers: services.natsUrl });
@@ -81,6 +82,9 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   } catch {}
   try {
     await (await nc.jetstreamManager()).streams.delete(`KV_${quotaBucket(prefix)}`);
+  } catch {}
+  try {
+    await (await nc.jetstreamManager()).streams.delete(batchStreamName(prefix));
   } catch {}
   await nc.close();
 }

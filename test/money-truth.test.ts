@@ -11,6 +11,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
+import OpenAI, { toFile } from "openai";
+import { lineRequestId } from "../src/batches/store.ts";
 import { STATUS_CLIENT_CLOSED } from "../src/admission/settlement.ts";
 import { COUNT_FRAMING_TOKENS_MAX, CUT_TPOT_MS_MIN, STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
 import type { SimLogEntry } from "../src/sim/log.ts";
@@ -217,7 +219,7 @@ describe("the named cases", () => {
     "an upstream that sends no usage: images, files and an earlier refusal's text are billed, not only the messages' text",
     async () => {
       const refusal = "I can't help with that request, as it asks for something I must decline. ".repeat(60);
-      // The vendor bills the refusal's ~1,000 tokens, an image's 765 and a file's 1,000; the messages' text is a dozen.
+      // The vendor bills the refusal's ~1,000 tokens, an image's 765 and a file's data; the messages' text is a dozen.
       await billedWithoutUsage(
         {
           messages: [
@@ -228,12 +230,12 @@ describe("the named cases", () => {
               content: [
                 { type: "text", text: "Then describe these." },
                 { type: "image_url", image_url: { url: "https://example.com/a.png" } },
-                { type: "file", file: { file_id: "file-abc" } },
+                { type: "file", file: { file_data: "data:application/pdf;base64,AAAA" } },
               ],
             },
           ],
         },
-        2_700n,
+        2_000n,
       );
     },
     SEVERAL_RECORDS_MS_MAX,
@@ -361,6 +363,41 @@ describe("the named cases", () => {
         expect(record.output).toBe(120n);
         expect(record.billed).toBe(await vendorBill(requestId, "gpt-4o-mini"));
         expect(record.anomalies).toBeNull();
+      }
+    },
+    SEVERAL_RECORDS_MS_MAX,
+  );
+
+  test(
+    "batch lines: each is billed the vendor's bill (its own count when the upstream reports none, never less), the batch's cost their sum",
+    async () => {
+      const { key } = await t.fundedKey(1_000);
+      const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
+      for (const omitUsage of [false, true]) {
+        Object.assign(sim().options, { omitUsage, outputTokens: 24 });
+        const texts = ["A short line.", "Another line, a little longer than the first.", "Third."];
+        const jsonl = texts.map((content, i) =>
+          JSON.stringify({
+            custom_id: `m${i}`,
+            method: "POST",
+            url: "/v1/chat/completions",
+            body: { model: "gpt-4o-mini", max_tokens: 40, messages: [{ role: "user", content }] },
+          }),
+        );
+        const file = await client.files.create({ file: await toFile(Buffer.from(jsonl.join("\n")), "m.jsonl"), purpose: "batch" });
+        const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+        let batch = created;
+        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", RECORD_WAIT_MS_MAX);
+        let sum = 0n;
+        for (let line = 1; line <= texts.length; line++) {
+          const requestId = lineRequestId(batch.id, line);
+          const bill = await vendorBill(requestId, "gpt-4o-mini");
+          const record = await usageRecord(requestId);
+          if (omitUsage) expect(record.billed).toBeGreaterThanOrEqual(bill);
+          else expect(record.billed).toBe(bill);
+          sum += record.billed;
+        }
+        expect(BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman)).toBe(sum);
       }
     },
     SEVERAL_RECORDS_MS_MAX,
@@ -515,7 +552,7 @@ function chatMessages(s: Scenario): unknown[] {
   const f = s.features;
   const parts: unknown[] = [{ type: "text", text: s.text }];
   if (f.image) parts.push({ type: "image_url", image_url: { url: "https://example.com/a.png" } });
-  if (f.file) parts.push({ type: "file", file: { file_id: "file-abc" } });
+  if (f.file) parts.push({ type: "file", file: { file_data: "data:application/pdf;base64,AAAA" } });
   const messages: unknown[] = [{ role: "user", content: parts.length > 1 ? parts : s.text, ...(f.name ? { name: f.name } : {}) }];
   if (f.history) {
     messages.push(

@@ -146,14 +146,19 @@ export async function fundedKey(node: { url: string }, name: string, amountToman
  * Two gateway processes on a fresh database and the run's NATS, in front of a simulator of their
  * own; `stop` ends the processes and the simulator and drops the database and usage stream.
  */
-export async function startTwoNodes(simOptions: Partial<SimOptions> = {}): Promise<{
+export async function startTwoNodes(
+  simOptions: Partial<SimOptions> = {},
+  extraEnv: Record<string, string> = {},
+): Promise<{
   sim: Simulator;
   nodes: GatewayProcess[];
+  /** Their database, for a test that reads the ledger itself. */
+  databaseUrl: string;
   stop: () => Promise<void>;
 }> {
   const sim = await startSimulator(simOptions);
   const database = (await freshDatabase())!;
-  const env = clusterEnv(database.url, sim);
+  const env = clusterEnv(database.url, sim, extraEnv);
   const nodes = [await spawnGateway(env), await spawnGateway(env)];
   const stop = async () => {
     for (const node of nodes) await node.kill("SIGKILL");
@@ -161,7 +166,7 @@ export async function startTwoNodes(simOptions: Partial<SimOptions> = {}): Promi
     await database.drop();
     await dropUsageStream(env.DARVAZE_SUBJECT_PREFIX!);
   };
-  return { sim, nodes, stop };
+  return { sim, nodes, databaseUrl: database.url, stop };
 }
 
 /** Two nodes for the tests of one describe block: started before them, stopped after; their URLs once started. */

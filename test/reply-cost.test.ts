@@ -193,8 +193,19 @@ for (const version of ["v1beta", "v1"]) {
 }
 /** Paid actions whose reply is a stream: its headers go before its bill (its last event tells it). */
 const STREAMED_ACTIONS = new Set(["streamGenerateContent"]);
-/** Routes that change something without being a paid operation: free, or the operator's and the account area's. */
-const NOT_PAID = new Set(["POST /v1/messages/count_tokens"]);
+/**
+ * Routes that change something without being a paid operation: free, or the operator's and the
+ * account area's. Files and batches are free: a batch's lines are paid each (test/batches.test.ts).
+ */
+const NOT_PAID = new Set([
+  "POST /v1/messages/count_tokens",
+  "POST /v1/files",
+  "DELETE /v1/files/:id",
+  "POST /v1/batches",
+  "POST /v1/batches/:id/cancel",
+  "POST /v1/messages/batches",
+  "POST /v1/messages/batches/:id/cancel",
+]);
 const NOT_PAID_UNDER = ["/admin/", "/console/", "/live/", "/operators/"];
 
 describe("every paid whole reply carries x-darvaze-cost", () => {

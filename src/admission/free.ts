@@ -21,7 +21,7 @@ import type { KeyRecord } from "../keys/store.ts";
 export const FREE_KEYS_MAX = 100_000;
 
 /** The endpoints this gate limits, each with a window of its own. */
-export type FreeEndpoint = "count_tokens" | "key" | "credits" | "generation";
+export type FreeEndpoint = "count_tokens" | "key" | "credits" | "generation" | "files" | "batches";
 
 interface KeyUse {
   inFlight: number;

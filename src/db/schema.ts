@@ -670,3 +670,105 @@ export const operatorAudit = pgTable(
     index("operator_audit_target_idx").on(t.target, t.createdAt),
   ],
 );
+
+/**
+ * Files uploaded for batches (`purpose` batch) and those the gateway writes with their results
+ * (`batch_output`), kept in the database so every node can read them (src/files/).
+ * An account sees only its own; a file past `expires_at` is gone.
+ */
+export const files = pgTable(
+  "files",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    purpose: text("purpose").notNull(),
+    filename: text("filename").notNull(),
+    bytes: integer("bytes").notNull(),
+    content: bytea("content").notNull(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    check("files_purpose", sql`${t.purpose} IN ('batch', 'batch_output')`),
+    index("files_account_idx").on(t.accountId, t.createdAt),
+    index("files_expires_idx").on(t.expiresAt),
+  ],
+);
+
+/**
+ * Batches (OpenAI's Batch API): a file of requests run line by line as work items by any node
+ * (src/batches/). `status` moves only forward, by conditional updates.
+ */
+export const batches = pgTable(
+  "batches",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id")
+      .notNull()
+      .references(() => accounts.id),
+    /** The key that created it: every line runs as that key (its limits, its monthly cap). */
+    keyId: text("key_id").notNull(),
+    /** `in-country` when its creation asked it (`x-darvaze-residency`): every line stays in the country. */
+    residency: text("residency"),
+    endpoint: text("endpoint").notNull(),
+    inputFileId: text("input_file_id").notNull(),
+    completionWindow: text("completion_window").notNull(),
+    status: text("status").notNull(),
+    outputFileId: text("output_file_id"),
+    errorFileId: text("error_file_id"),
+    /** The validation's errors (OpenAI's `errors.data`), when the batch failed. */
+    errors: jsonb("errors"),
+    metadata: jsonb("metadata"),
+    total: integer("total").notNull().default(0),
+    completed: integer("completed").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    /** What the lines run were billed, together. */
+    costMicro: micro("cost_micro").notNull().default(sql`0`),
+    createdAt: createdAt(),
+    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    inProgressAt: timestamp("in_progress_at", { withTimezone: true }),
+    finalizingAt: timestamp("finalizing_at", { withTimezone: true }),
+    completedAt: timestamp("completed_at", { withTimezone: true }),
+    failedAt: timestamp("failed_at", { withTimezone: true }),
+    expiredAt: timestamp("expired_at", { withTimezone: true }),
+    cancellingAt: timestamp("cancelling_at", { withTimezone: true }),
+    cancelledAt: timestamp("cancelled_at", { withTimezone: true }),
+  },
+  (t) => [
+    check(
+      "batches_status",
+      sql`${t.status} IN ('validating', 'failed', 'in_progress', 'finalizing', 'completed', 'expired', 'cancelling', 'cancelled')`,
+    ),
+    index("batches_account_idx").on(t.accountId, t.createdAt),
+    index("batches_open_idx").on(t.expiresAt).where(sql`${t.status} IN ('validating', 'in_progress')`),
+  ],
+);
+
+/**
+ * A batch's lines, validated: `body` the request as sent; `result` the output or error file's line
+ * once the line was settled (`state` done), written once.
+ */
+export const batchLines = pgTable(
+  "batch_lines",
+  {
+    batchId: text("batch_id")
+      .notNull()
+      .references(() => batches.id, { onDelete: "cascade" }),
+    line: integer("line").notNull(),
+    customId: text("custom_id").notNull(),
+    body: text("body").notNull(),
+    state: text("state").notNull().default("queued"),
+    attempts: integer("attempts").notNull().default(0),
+    /** When the node running it last said so: a claim older than the ack wait is a dead node's. */
+    claimedAt: timestamp("claimed_at", { withTimezone: true }),
+    result: text("result"),
+    isError: boolean("is_error").notNull().default(false),
+    costMicro: micro("cost_micro").notNull().default(sql`0`),
+  },
+  (t) => [
+    primaryKey({ columns: [t.batchId, t.line] }),
+    check("batch_lines_state", sql`${t.state} IN ('queued', 'running', 'done', 'skipped')`),
+  ],
+);

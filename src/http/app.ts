@@ -52,6 +52,9 @@ import { CALLBACK_PATH, RESULT_PATH } from "../payments/service.ts";
 import { Health, readyResponse } from "./health.ts";
 import { FreeGate, type FreeEndpoint } from "../admission/free.ts";
 import { observeHttp } from "../metrics/observe.ts";
+import { batchRoutes } from "./batches/route.ts";
+import { messageBatchRoutes } from "./batches/messages.ts";
+import type { BatchWorker } from "../batches/worker.ts";
 
 const NO_PARSE = { parse: "none" as const };
 
@@ -205,6 +208,8 @@ export function createApp(
     live?: LiveHub;
     health?: Health;
     console?: AccountArea;
+    /** The node's part in running batches; absent: /v1/batches answers 503. */
+    batches?: BatchWorker;
   } = {},
 ) {
   const admin = new AdminApi(deps, options.rateFetch);
@@ -223,6 +228,8 @@ export function createApp(
     return resultResponse(await run(input, deps), input.requestId);
   };
   const listModels = withKey((_, requestId) => prepared(modelReplies().list, requestId));
+  const batch = batchRoutes(deps, options.batches ?? null);
+  const messageBatch = messageBatchRoutes(deps, options.batches ?? null, free);
   const getModel = withKey((_, requestId, __, params) => {
     const model = servedModel(deps.catalog, params.id!);
     if (isFailure(model)) return failed(model, requestId);
@@ -266,6 +273,12 @@ export function createApp(
     .post("/v1/responses", ({ request, set }) => createResponse(request, newRequestId(), deps, set), NO_PARSE)
     // Anthropic's wire (`?beta=true`, as Claude Code sends it, matches the same route).
     .post("/v1/messages", ({ request, set }) => createMessage(request, newRequestId(), deps, set), NO_PARSE)
+    // Anthropic's Message Batches: free like OpenAI's (FREE_RPM); each request a paid line.
+    .post("/v1/messages/batches", messageBatch.create!, NO_PARSE)
+    .get("/v1/messages/batches", messageBatch.list!)
+    .get("/v1/messages/batches/:id", messageBatch.get!)
+    .post("/v1/messages/batches/:id/cancel", messageBatch.cancel!, NO_PARSE)
+    .get("/v1/messages/batches/:id/results", messageBatch.results!)
     .post("/v1/messages/count_tokens", ({ request }) => countMessageTokens(request, newRequestId(), deps, free), NO_PARSE)
     // Google's wire: `models/{model}:{action}`, under v1beta (the SDKs' default) and v1.
     .post("/v1beta/models/*", ({ request, set, params }) => geminiAction(request, newRequestId(), deps, free, set, params["*"]), NO_PARSE)
@@ -301,6 +314,16 @@ export function createApp(
         return isFailure(reply) ? failed(reply, requestId) : json(reply, requestId);
       }),
     )
+    // Files and batches: free (no admission; FREE_RPM apiece); each line of a batch is a paid request.
+    .post("/v1/files", freeWithKey("files", batch.uploadFile!), NO_PARSE)
+    .get("/v1/files", freeWithKey("files", batch.listFiles!))
+    .get("/v1/files/:id", freeWithKey("files", batch.getFile!))
+    .get("/v1/files/:id/content", freeWithKey("files", batch.fileContent!))
+    .delete("/v1/files/:id", freeWithKey("files", batch.deleteFile!))
+    .post("/v1/batches", freeWithKey("batches", batch.createBatch!), NO_PARSE)
+    .get("/v1/batches", freeWithKey("batches", batch.listBatches!))
+    .get("/v1/batches/:id", freeWithKey("batches", batch.getBatch!))
+    .post("/v1/batches/:id/cancel", freeWithKey("batches", batch.cancelBatch!), NO_PARSE)
     .get("/health", () => new Response("ok"))
     // The customer's browser, back from the payment provider: no key, and never a payment by itself.
     .get(CALLBACK_PATH, ({ request }) => paymentCallback(request, deps.payments ?? null, newRequestId()))

@@ -5,6 +5,7 @@
  * Amounts go out as toman decimal strings and exact micro-toman strings.
  */
 import type { SessionView } from "../../accountArea/sessions.ts";
+import { BATCHES_LIST_LIMIT_MAX, batchObject, listBatches } from "../../batches/store.ts";
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
@@ -350,6 +351,13 @@ function walletRoutes(deps: GatewayDeps, area: AccountArea, { signedIn }: Guards
         return json({ object: "alert", ...alertFields(alert.thresholdMicro), balance_alert: alert.below }, ctx.requestId);
       }),
       { parse: "none" },
+    )
+    .get(
+      "/console/api/batches",
+      signedIn(false, async (session, ctx) => {
+        const { data } = await listBatches(db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
+        return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
+      }),
     )
     .get(
       "/console/api/topups",

@@ -50,7 +50,7 @@ const part = fc.oneof(
   }),
   fc.record({
     type: fc.constant("file"),
-    file: fc.record({ filename: text(), file_data: fc.base64String({ maxLength: 40 }), file_id: text(10) }, { requiredKeys: [] }),
+    file: fc.record({ filename: text(), file_data: fc.base64String({ maxLength: 40 }) }, { requiredKeys: [] }),
   }),
 );
 const toolCall = fc.record({

@@ -54,7 +54,7 @@ test("the exact count gives images, audio and files the cheap bound's allowances
   expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, image] }] }))).toBe(
     10 + IMAGE_ALLOWANCE_TOKENS + bytes(image.image_url),
   );
-  const file = { type: "file", file: { file_id: "file-1" } };
+  const file = { type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,AAAA" } };
   expect(await exactPromptTokens(body({ messages: [{ role: "user", content: [hello, file] }] }))).toBe(
     10 + FILE_ALLOWANCE_TOKENS + bytes(file.file),
   );

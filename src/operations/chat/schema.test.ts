@@ -113,7 +113,7 @@ test("the spec's fields and the adapters' named extras are accepted", () => {
           { type: "text", text: "look" },
           { type: "image_url", image_url: { url: "https://x/y.png", detail: "low" } },
           { type: "input_audio", input_audio: { data: "AAAA", format: "wav" } },
-          { type: "file", file: { file_id: "f1" } },
+          { type: "file", file: { filename: "a.pdf", file_data: "data:application/pdf;base64,AAAA" } },
         ],
       },
       { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get", arguments: "{}" } }] },

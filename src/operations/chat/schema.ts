@@ -126,18 +126,36 @@ const toolCall = z.union([
   z.strictObject({ id: z.string(), type: z.literal("custom"), custom: z.strictObject({ name: functionName, input: z.string() }) }),
 ]);
 
+/**
+ * Files uploaded here are for batches only (docs/batches.md): a file part that names one by
+ * `file_id` is refused, naming it, until chat reads files.
+ */
+function fileIdRefusal(message: { content?: unknown }, ctx: z.RefinementCtx): void {
+  if (!Array.isArray(message.content)) return;
+  message.content.forEach((part: { type?: string; file?: { file_id?: unknown } }, i) => {
+    if (part.type !== "file" || part.file?.file_id === undefined) return;
+    ctx.addIssue({
+      code: "custom",
+      path: ["content", i, "file", "file_id"],
+      message: "a file part cannot name a `file_id` here: send the file's content as `file_data`",
+    });
+  });
+}
+
 /** Every field a message of any role may carry in the spec. */
-export const chatMessage = z.strictObject({
-  role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
-  content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
-  name: z.string().optional(),
-  refusal: z.string().nullish(),
-  audio: z.strictObject({ id: z.string() }).nullish(),
-  tool_calls: z.array(toolCall).nullish(),
-  function_call: z.strictObject({ name: functionName, arguments: z.string() }).nullish(),
-  tool_call_id: z.string().optional(),
-  cache_control: cacheControl,
-});
+export const chatMessage = z
+  .strictObject({
+    role: z.enum(["system", "developer", "user", "assistant", "tool", "function"]),
+    content: z.union([z.string(), z.array(contentPart), z.null()]).optional(),
+    name: z.string().optional(),
+    refusal: z.string().nullish(),
+    audio: z.strictObject({ id: z.string() }).nullish(),
+    tool_calls: z.array(toolCall).nullish(),
+    function_call: z.strictObject({ name: functionName, arguments: z.string() }).nullish(),
+    tool_call_id: z.string().optional(),
+    cache_control: cacheControl,
+  })
+  .superRefine(fileIdRefusal);
 
 const functionObject = z.strictObject({
   name: functionName,

@@ -1,0 +1,80 @@
+/**
+ * `bun run bench/batches.ts`: what a batch file of the largest size costs the database and the
+ * event loop: storing FILE_BYTES_MAX in the `files` table, reading it back whole, and checking
+ * FILE_LINES_MAX chat lines (lines.ts `checkLines`), on PGlite in memory, or on PostgreSQL when
+ * DATABASE_URL is set. Appends a table to bench/RESULTS.md.
+ */
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
+import { loadCatalog } from "../src/catalog/catalog.ts";
+import { loadConfig } from "../src/config.ts";
+import { accounts } from "../src/db/schema.ts";
+import { newId } from "../src/ids.ts";
+import type { KeyRecord } from "../src/keys/store.ts";
+import { checkLines } from "../src/batches/lines.ts";
+import { FILE_BYTES_MAX, FILE_LINES_MAX, fileContent, storeFile } from "../src/files/files.ts";
+import { openTestDb } from "../test/helpers.ts";
+
+const { db, close } = await openTestDb();
+const catalog = await loadCatalog(db);
+const env = loadConfig({ ADMIN_TOKEN: "bench-admin-token-0123456789", KEY_PEPPER: "p".repeat(40) }).env;
+const accountId = newId("acc");
+await db.orm.insert(accounts).values({ id: accountId, name: "bench" });
+const key = { id: newId("key"), accountId, allowedModels: null } as unknown as KeyRecord;
+
+const line = (i: number) =>
+  JSON.stringify({
+    custom_id: `line-${i}`,
+    method: "POST",
+    url: "/v1/chat/completions",
+    body: { model: "gpt-4o-mini", max_tokens: 64, messages: [{ role: "user", content: `Summarise item ${i}. `.padEnd(300, "x") }] },
+  });
+const lines = Array.from({ length: FILE_LINES_MAX }, (_, i) => line(i));
+const text = `${lines.join("\n")}\n`;
+const content = new TextEncoder().encode(text);
+const rows: [string, string][] = [];
+const time = async <T>(what: string, work: () => Promise<T> | T): Promise<T> => {
+  const started = performance.now();
+  const value = await work();
+  rows.push([what, `${(performance.now() - started).toFixed(0)} ms`]);
+  return value;
+};
+
+const full = new Uint8Array(FILE_BYTES_MAX).fill(0x61);
+const big = await time(`store a ${FILE_BYTES_MAX / 1048576} MiB file`, () =>
+  storeFile(db, { accountId, purpose: "batch", filename: "big", content: full }),
+);
+if ("code" in big) throw new Error(big.message);
+await time(`read it back whole`, () => fileContent(db, accountId, big.id));
+const file = await time(`store ${FILE_LINES_MAX} chat lines (${(content.length / 1048576).toFixed(1)} MiB)`, () =>
+  storeFile(db, { accountId, purpose: "batch", filename: "lines", content }),
+);
+if ("code" in file) throw new Error(file.message);
+const checked = await time(`check ${FILE_LINES_MAX} chat lines (in slices of CHECK_TURN_MS)`, () =>
+  checkLines({ catalog, env }, "/v1/chat/completions", text, key),
+);
+if ("errors" in checked) throw new Error(JSON.stringify(checked.errors[0]));
+// The longest the event loop waited while a file was checked (a 1 ms ticker's largest gap).
+let last = performance.now();
+let gapMax = 0;
+const ticker = setInterval(() => {
+  const now = performance.now();
+  gapMax = Math.max(gapMax, now - last);
+  last = now;
+}, 1);
+await checkLines({ catalog, env }, "/v1/chat/completions", text, key);
+clearInterval(ticker);
+rows.push(["the event loop's longest wait during a check", `${gapMax.toFixed(0)} ms`]);
+await close();
+
+const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
+const table = [
+  `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · batch files on ${engine}\n`,
+  "`bun run bench/batches.ts`\n",
+  "| What | Time |",
+  "|---|---|",
+  ...rows.map(([what, ms]) => `| ${what} | ${ms} |`),
+  "",
+].join("\n");
+appendFileSync(join(import.meta.dir, "RESULTS.md"), table);
+console.log(table);
