@@ -102,7 +102,7 @@ async function audited(deps: GatewayDeps, operators: OperatorStore, permission: 
     };
   };
   // A change made in one transaction writes its row in it (auditWithin); the others' is written here, after.
-  const pending: PendingAudit = { written: false, write: (tx, after) => writeAudit(tx, call.who, entryOf(after)) };
+  const pending: PendingAudit = { who: call.who, written: false, write: (tx, after) => writeAudit(tx, call.who, entryOf(after)) };
   let response: Response;
   try {
     response = await withPendingAudit(pending, async () => handler(call.request, call.params, call.requestId, call.who));

@@ -350,7 +350,7 @@
         cell(today[m.id] && today[m.id].input_token ? toman(today[m.id].input_token) : "—", "num"), cell(today[m.id] && today[m.id].output_token ? toman(today[m.id].output_token) : "—", "num"),
         cell(num(m.context_window), "num"))), "catalog"));
     root.append(h("h2", {}, t("prices.history")), table(t("prices.history"), [t("prices.at"), t("prices.model"), t("prices.action"), t("prices.by")],
-      changes.data.map((c) => h("tr", {}, cell(when(c.at || c.created_at)), cell(c.model), cell(c.action), cell(c.by))), "changes"));
+      changes.data.map((c) => h("tr", {}, cell(when(c.at || c.created_at)), cell(c.model), cell(c.action), cell(c.declared_by && c.declared_by !== c.by ? `${c.by} (${c.declared_by})` : c.by))), "changes"));
     root.append(h("h2", {}, t("prices.rates")), table(t("prices.rates"), [t("prices.at"), { text: "toman / USD", num: true }],
       rates.versions.slice().reverse().map((v) => h("tr", {}, cell(when(v.effective_at)), cell(num(v.toman_per_usd), "num"))), "rates"));
   }
