@@ -5,6 +5,7 @@
  * moves; a support operator's adjustment is first checked against their daily ceiling.
  */
 import type { GatewayDeps } from "../../admission/deps.ts";
+import { backendSpec } from "../../config.ts";
 import { type AuditEntry, type PendingAudit, withPendingAudit, writeAudit } from "../../operators/audit.ts";
 import type { Permission } from "../../operators/roles.ts";
 import { operatorObject, type OperatorStore, type Principal } from "../../operators/store.ts";
@@ -46,7 +47,7 @@ async function beforeOf(deps: GatewayDeps, operators: OperatorStore, action: str
     return key ? keyObject(key) : null;
   }
   if (action.startsWith("catalog.")) return (await existingEntry(deps, target)) ?? null;
-  if (action === "pool.set") return deps.pools.get(target)?.backends.map((b) => b.config) ?? null;
+  if (action === "pool.set") return deps.pools.get(target)?.backends.map((b) => backendSpec(b.config)) ?? null;
   if (action.startsWith("operator.")) {
     const operator = await operators.get(target);
     return operator ? operatorObject(operator) : null;

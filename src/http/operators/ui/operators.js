@@ -473,14 +473,21 @@
     };
     await next(); // the first view before the page counts as ready
     next().catch(() => {});
-    if (isOwner()) root.append(poolEditor());
+    if (isOwner()) root.append(poolEditor((await admin("GET", "/pools")).data));
   }
-  function poolEditor() {
+  /** A pool's JSON as the pools file writes it (GET /admin/pools `spec`: each key's variable, never a key), for the model typed or picked. */
+  function poolEditor(pools) {
     const err = errorBox("pool-error");
     const done = h("p", { class: "ok", role: "status" });
-    const model = h("input", { id: "pool-model", dir: "ltr", required: true });
-    const text = h("textarea", { id: "pool-json", required: true, "aria-label": t("pools.edit") });
-    return h("section", {}, h("h2", {}, t("pools.edit")), h("form", { onsubmit: guarded(err, async () => {
+    const specOf = (id) => pools.find((p) => p.model === id)?.spec;
+    const text = h("textarea", { id: "pool-json", required: true, dir: "ltr", "aria-label": t("pools.edit") });
+    const model = h("input", { id: "pool-model", dir: "ltr", required: true, list: "pool-models", onchange: () => {
+      const spec = specOf(model.value.trim());
+      if (spec) text.value = JSON.stringify(spec, null, 2);
+    } });
+    if (pools.length > 0) { model.value = pools[0].model; text.value = JSON.stringify(pools[0].spec, null, 2); }
+    const models = h("datalist", { id: "pool-models" }, pools.map((p) => h("option", { value: p.model })));
+    return h("section", {}, h("h2", {}, t("pools.edit")), models, h("form", { onsubmit: guarded(err, async () => {
       await admin("PUT", `/pools/${encodeURIComponent(model.value)}`, JSON.parse(text.value));
       done.textContent = t("pools.saved");
     }) }, field(t("pools.model"), model), text, h("button", { class: "primary", type: "submit" }, t("pools.save"))), err, done);
