@@ -478,7 +478,7 @@
   /** A pool's JSON as the pools file writes it (GET /admin/pools `spec`: each key's variable, never a key), for the model typed or picked. */
   function poolEditor(pools) {
     const err = errorBox("pool-error");
-    const done = h("p", { class: "ok", role: "status" });
+    const done = h("p", { id: "pool-saved", class: "ok", role: "status" });
     const specOf = (id) => pools.find((p) => p.model === id)?.spec;
     const text = h("textarea", { id: "pool-json", required: true, dir: "ltr", "aria-label": t("pools.edit") });
     const model = h("input", { id: "pool-model", dir: "ltr", required: true, list: "pool-models", onchange: () => {
@@ -490,7 +490,7 @@
     return h("section", {}, h("h2", {}, t("pools.edit")), models, h("form", { onsubmit: guarded(err, async () => {
       await admin("PUT", `/pools/${encodeURIComponent(model.value)}`, JSON.parse(text.value));
       done.textContent = t("pools.saved");
-    }) }, field(t("pools.model"), model), text, h("button", { class: "primary", type: "submit" }, t("pools.save"))), err, done);
+    }) }, field(t("pools.model"), model), text, h("button", { class: "primary", type: "submit", id: "pool-save" }, t("pools.save"))), err, done);
   }
 
   // ---- operations ----
