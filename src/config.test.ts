@@ -82,6 +82,7 @@ describe("pools file", () => {
       ...gpu,
       kind: "openai",
       region: "in-country",
+      api_key_env: "GPU_KEY",
       api_key: "s3cret",
       weight: 1,
       concurrency_max: 256,
@@ -168,7 +169,7 @@ describe("pools file", () => {
   test("the admin API's pool is the same schema: a key named by variable, resolved per node", () => {
     const pool = poolSchema.parse({ backends: [{ ...gpu, api_key_env: "A_KEY" }] });
     expect(resolveBackends(pool.backends, { A_KEY: "sk-1" })).toEqual({
-      backends: [{ ...gpu, kind: "openai", region: "in-country", weight: 1, concurrency_max: 256, api_key: "sk-1" }],
+      backends: [{ ...gpu, kind: "openai", region: "in-country", weight: 1, concurrency_max: 256, api_key_env: "A_KEY", api_key: "sk-1" }],
       problems: [],
     });
     expect(resolveBackends(pool.backends, {}).problems).toEqual(["backend gpu-1: environment variable A_KEY is not set"]);

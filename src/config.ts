@@ -479,8 +479,13 @@ export const backendSchema = z.strictObject({
 /** A backend as declared: its key named, not held. */
 export type BackendSpec = z.infer<typeof backendSchema>;
 
-/** A backend as a pool runs it: the declared fields with the key read from the environment. */
-export type BackendConfig = Omit<BackendSpec, "api_key_env" | "api_key"> & { api_key?: string };
+/** A backend as a pool runs it: the declared fields (the key's variable named) with the key read from the environment. */
+export type BackendConfig = Omit<BackendSpec, "api_key"> & { api_key?: string };
+
+/** A running backend as the pools file writes it (a `PUT /admin/pools/{model}` body takes it back): its key's variable, never the key. */
+export function backendSpec({ api_key: _, ...spec }: BackendConfig): BackendSpec {
+  return spec;
+}
 
 const backendListSchema = z
   .array(backendSchema)
@@ -553,10 +558,10 @@ export function resolveBackends(
   env: Record<string, string | undefined>,
 ): { backends: BackendConfig[]; problems: string[] } {
   const problems: string[] = [];
-  const backends = specs.map(({ api_key_env, api_key: _, ...rest }) => {
-    const apiKey = api_key_env === undefined ? undefined : env[api_key_env];
-    if (api_key_env !== undefined && apiKey === undefined)
-      problems.push(`backend ${rest.name}: environment variable ${api_key_env} is not set`);
+  const backends = specs.map(({ api_key: _, ...rest }) => {
+    const apiKey = rest.api_key_env === undefined ? undefined : env[rest.api_key_env];
+    if (rest.api_key_env !== undefined && apiKey === undefined)
+      problems.push(`backend ${rest.name}: environment variable ${rest.api_key_env} is not set`);
     return { ...rest, ...(apiKey !== undefined ? { api_key: apiKey } : {}) };
   });
   return { backends, problems };

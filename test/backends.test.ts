@@ -21,6 +21,8 @@ const FILE_MODEL = "llama-3.3-70b-instruct";
 const ADMIN_MODEL = "phi-4";
 const KEY_ENV = "BACKENDS_TEST_UPSTREAM_KEY";
 const UPSTREAM_KEY = "sk-backends-upstream";
+/** backendSchema's default concurrency_max, which the pools file writes out. */
+const POOL_BACKEND_CONCURRENCY_DEFAULT = 256;
 const HELLO = [{ role: "user" as const, content: "Hello, world!" }];
 
 const dir = mkdtempSync(join(tmpdir(), "darvaze-backends-"));
@@ -166,5 +168,20 @@ describe("a key named both ways", () => {
     expect(t.gw.deps.pools.get(ADMIN_MODEL)!.backends[0]!.config.api_key).toBe(
       t.gw.deps.pools.get(FILE_MODEL)!.backends[0]!.config.api_key,
     );
+  });
+
+  test("GET /admin/pools shows each pool as the pools file writes it (the key's variable, never the key), and a PUT of it unchanged is taken", async () => {
+    const listed = await t.admin("GET", "/admin/pools");
+    expect(JSON.stringify(listed.body)).not.toContain(UPSTREAM_KEY);
+    const pool = listed.body.data.find((p: { model: string }) => p.model === FILE_MODEL);
+    expect(pool.spec).toEqual({
+      backends: [{ ...backend("from-file"), api_key_env: KEY_ENV, weight: 1, concurrency_max: POOL_BACKEND_CONCURRENCY_DEFAULT }],
+    });
+    process.env[KEY_ENV] = UPSTREAM_KEY;
+    const put = await t.admin("PUT", `/admin/pools/${FILE_MODEL}`, pool.spec);
+    expect(put.status).toBe(200);
+    const again = (await t.admin("GET", "/admin/pools")).body.data.find((p: { model: string }) => p.model === FILE_MODEL);
+    expect(again.spec).toEqual(pool.spec);
+    expect(t.gw.deps.pools.get(FILE_MODEL)!.backends[0]!.config.api_key).toBe(UPSTREAM_KEY);
   });
 });

@@ -151,7 +151,13 @@ describe("operators change the catalog", () => {
     expect(BigInt(record.billed_micro_toman)).toBe(BigInt(record.input_units) * 135_000n + BigInt(record.output_units) * 630_000n);
 
     const changes = await t.admin("GET", "/admin/catalog/changes?model=acme-1");
-    expect(changes.body.data[0]).toMatchObject({ model: "acme-1", action: "add", by: "operator-a", price_version: version });
+    expect(changes.body.data[0]).toMatchObject({
+      model: "acme-1",
+      action: "add",
+      by: "admin_token",
+      declared_by: "operator-a",
+      price_version: version,
+    });
   });
 
   test("a tier by prompt length: a prompt above its threshold is charged the tier's prices for every token, one below the standard ones; each record keeps its prices", async () => {
@@ -308,7 +314,12 @@ describe("importing a catalog file", () => {
     expect(typeof applied.body.price_version).toBe("number");
     expect((await call("chat", sol.id)).status).toBe(200);
     const audit = await t.admin("GET", `/admin/catalog/changes?model=${sol.id}`);
-    expect(audit.body.data[0]).toMatchObject({ action: "add", by: "operator-i", price_version: applied.body.price_version });
+    expect(audit.body.data[0]).toMatchObject({
+      action: "add",
+      by: "admin_token",
+      declared_by: "operator-i",
+      price_version: applied.body.price_version,
+    });
 
     const again = await importing([...shipped(), sol], { apply: true });
     expect(again.body).toMatchObject({ applied: false, price_version: null, changes: 0 });
@@ -337,6 +348,12 @@ describe("importing a catalog file", () => {
       ["gpt-4o", "alias"],
       [sol.id, "change"],
     ]);
+    // The audit trail holds a row per model, with its entry before, and no second row for the import itself.
+    const rows = (await t.admin("GET", "/admin/audit?action=catalog.import")).body.data;
+    const ofImport = rows.filter((r: any) => r.after?.price_version === version);
+    expect(ofImport.map((r: any) => r.target).sort()).toEqual(["gpt-4o", sol.id].sort());
+    expect(ofImport.find((r: any) => r.target === "gpt-4o").before.aliases).not.toContain("gpt-4o-imported");
+    expect(rows.filter((r: any) => r.after?.object === "catalog_import" && r.after.applied)).toEqual([]);
     expect((await call("models", "gpt-4o-imported")).body.id).toBe("gpt-4o");
     expect((await call("chat", "gpt-4o-mini")).status).toBe(200);
   });

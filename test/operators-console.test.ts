@@ -235,13 +235,23 @@ suite("operators' console in a browser", () => {
       const addedToday = catalogAfter.toman_per_1m_today["console-added-model"].input_token;
       expect(addedShown).toBe(Number(addedToday).toLocaleString("fa-IR"));
 
+      // The owner's pool editor starts from the pool as the pools file writes it, and saves it back unchanged.
+      await go(owner.page, "pools");
+      const editedModel = await owner.page.inputValue("#pool-model");
+      const listedPool = (await t.admin("GET", "/admin/pools")).body.data.find((p: any) => p.model === editedModel);
+      expect(JSON.parse(await owner.page.inputValue("#pool-json"))).toEqual(listedPool.spec);
+      await tabTo(owner.page, "pool-save");
+      await owner.page.keyboard.press("Enter");
+      await owner.page.waitForSelector("#pool-saved:not(:empty)");
+
       // The owner's audit trail: who did what, with before and after.
       await go(owner.page, "audit");
-      // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); a price changed, a model added.
+      // Three operators added (owner, sara, farid); one adjustment (the one above the ceiling left no row); a price changed, a model added; a pool saved.
       for (const [action, n] of [
         ["operator.add", 3],
         ["wallet.adjust", 1],
         ["catalog.put", 2],
+        ["pool.set", 1],
       ] as const) {
         expect({ action, rows: await owner.page.locator(`#audit tr[data-action="${action}"]`).count() }).toEqual({ action, rows: n });
       }

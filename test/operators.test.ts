@@ -15,6 +15,11 @@ import { base32Decode, hotp, totpStep } from "../src/operators/totp.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 
 let t: TestGateway;
+
+/** An owner whose actor the database cannot store (a NUL in text): the audit insert of their change fails. */
+function unstorableOwner(): Principal {
+  return { actor: "op\u0000x", role: "owner", via: "token", tokenId: null, signedInAtMs: null, adjustDailyMaxMicro: null, address: null };
+}
 const tokens = {} as Record<Role, string>;
 const ids = {} as Record<Role, string>;
 const PASSWORD = "correct horse battery";
@@ -285,24 +290,35 @@ describe("money and the audit", () => {
       body: { ...rest, context_window: entry.context_window - 1, by: "finance-script" },
     });
     expect(changed.status).toBe(200);
-    const row = (await t.admin("GET", "/admin/audit?action=catalog&target=gpt-4o-mini")).body.data[0];
-    expect(row).toMatchObject({ actor: ids.finance, action: "catalog.put", role: "finance" });
+    const rows = (await t.admin("GET", "/admin/audit?action=catalog&target=gpt-4o-mini")).body.data;
+    const version = changed.body.price_version;
+    // Exactly one row, written in the change's transaction: the guard writes no second one.
+    const ofChange = rows.filter((r: any) => r.after?.price_version === version);
+    expect(ofChange).toHaveLength(1);
+    const [row] = ofChange;
+    expect(row).toMatchObject({ actor: ids.finance, action: "catalog.put", role: "finance", via: "token" });
+    expect(row.after).toMatchObject({ object: "catalog_change", action: "change", by: "finance-script" });
     expect(row.after.model.context_window - row.before.context_window).toBe(-1);
+    // The catalog's history is that row.
+    const history = (await t.admin("GET", "/admin/catalog/changes?model=gpt-4o-mini")).body.data;
+    expect(history[0]).toMatchObject({
+      id: Number(row.id),
+      model: "gpt-4o-mini",
+      action: "change",
+      by: ids.finance,
+      declared_by: "finance-script",
+      price_version: version,
+      at: row.at,
+    });
+    expect(history[0].entry.context_window).toBe(entry.context_window - 1);
+    expect(history[0].before.context_window).toBe(entry.context_window);
+    expect(history.filter((c: any) => c.price_version === version)).toHaveLength(1);
   });
 
   test("a money change and its audit row commit together: a row the database refuses undoes the change", async () => {
     const a = await t.fundedKey(10);
     const app = createApp(t.gw.deps, { live: {} as LiveHub, console: t.gw.console });
-    // An actor the database cannot store (a NUL in text) makes the audit insert fail.
-    const who: Principal = {
-      actor: "op\u0000x",
-      role: "owner",
-      via: "token",
-      tokenId: null,
-      signedInAtMs: null,
-      adjustDailyMaxMicro: null,
-      address: null,
-    };
+    const who = unstorableOwner();
     const attempt = async (path: string, body: unknown) => {
       const request = new Request(`http://localhost${path}`, {
         method: "POST",
@@ -329,6 +345,37 @@ describe("money and the audit", () => {
     ).toBe(201);
     const rows = (await t.admin("GET", `/admin/audit?action=wallet.adjust&target=${a.accountId}`)).body.data;
     expect(rows.map((r: any) => [r.reason, r.after.balance_micro_toman])).toEqual([["recorded", "15000000"]]);
+  });
+
+  test("a catalog change and its audit row commit together: a row the database refuses undoes the change", async () => {
+    const app = createApp(t.gw.deps, { live: {} as LiveHub, console: t.gw.console });
+    const entry = (await t.admin("GET", "/admin/catalog")).body.data.find((e: any) => e.id === "gpt-4o");
+    const { id: _, ...rest } = entry;
+    const versionBefore = t.gw.deps.catalog.currentVersion()?.versionId;
+    const who = unstorableOwner();
+    const put = async (contextWindow: number) => {
+      const request = new Request("http://localhost/admin/catalog/models/gpt-4o", {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...rest, context_window: contextWindow }),
+      });
+      forwardAs(request, who);
+      return (await app.handle(request)).status;
+    };
+    expect(await put(entry.context_window - 7)).toBe(500);
+    const after = (await t.admin("GET", "/admin/catalog")).body;
+    expect(after.data.find((e: any) => e.id === "gpt-4o").context_window).toBe(entry.context_window);
+    expect(after.price_version).toBe(versionBefore);
+    const stored = await t.gw.deps.db.rows<{ n: number }>(
+      sql`SELECT count(*)::int AS n FROM models WHERE id = 'gpt-4o' AND context_window = ${entry.context_window - 7}`,
+    );
+    expect(stored[0]!.n).toBe(0);
+    // The same change by an actor the database can store is applied, with its one row.
+    who.actor = "admin_token";
+    expect(await put(entry.context_window - 7)).toBe(200);
+    const history = (await t.admin("GET", "/admin/catalog/changes?model=gpt-4o")).body.data;
+    expect(history[0]).toMatchObject({ model: "gpt-4o", action: "change", by: "admin_token" });
+    expect(history[0].entry.context_window).toBe(entry.context_window - 7);
   });
 
   test("the audit table refuses UPDATE and DELETE", async () => {

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { openTestDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import type { Db } from "../db/client.ts";
+import { operatorAudit } from "../db/schema.ts";
 import { loadCatalog } from "./catalog.ts";
 import { setRate } from "./rates.ts";
 import { SEED_MODELS } from "./seed.ts";
@@ -36,4 +37,16 @@ test("an older catalog gains the cache prices at start-up, and a new rate copies
   await setRate(db, { tomanPerUsd: 100_000n, effectiveAt: new Date(0) });
   const next = await loadCatalog(db);
   expect(next.get("claude-sonnet-4")!.price.tomanPer1m.get("cache_write_token")).toBe(375_000n);
+});
+
+test("the seed refreshes a model from the file unless the audit trail holds an operator's change of it", async () => {
+  const id = "gpt-4o";
+  const withWindow = (contextWindow: number) => SEED_MODELS.map((m) => (m.id === id ? { ...m, context_window: contextWindow } : m));
+  expect((await loadCatalog(db, withWindow(111_000))).get(id)!.contextWindow).toBe(111_000);
+  const row = (after: unknown) => ({ actor: "op-1", role: "finance", via: "token", action: "catalog.alias", target: id, after });
+  // An alias the model already had changed nothing (no price version): the file still wins.
+  await db.orm.insert(operatorAudit).values(row({ object: "catalog_change", action: "alias", price_version: null }));
+  expect((await loadCatalog(db, withWindow(112_000))).get(id)!.contextWindow).toBe(112_000);
+  await db.orm.insert(operatorAudit).values(row({ object: "catalog_change", action: "alias", price_version: 1 }));
+  expect((await loadCatalog(db, withWindow(113_000))).get(id)!.contextWindow).toBe(112_000);
 });

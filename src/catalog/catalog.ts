@@ -7,9 +7,9 @@
  *
  * In full, with the reasoning: docs/internals.md#the-catalog-in-memory.
  */
-import { asc, eq, sql } from "drizzle-orm";
+import { asc, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
+import { exchangeRates, models, operatorAudit, prices, priceVersions } from "../db/schema.ts";
 import { capabilitiesSchema, type Capabilities, entryPrices, type ModelEntry, type ModelSource, sourceSchema } from "./file.ts";
 import { splitTierPrices, usdToTomanPer1m } from "./prices.ts";
 import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation } from "./seed.ts";
@@ -205,6 +205,15 @@ export function modelColumns(m: ModelEntry) {
   };
 }
 
+/** The actions of the catalog's changes in the operators' audit trail. */
+export const CATALOG_CHANGE_ACTIONS = ["catalog.put", "catalog.alias", "catalog.retire", "catalog.import"];
+
+/**
+ * The audit rows that are changes of the catalog: a catalog action whose `after` is the change
+ * with the price version it made (a dry-run import or an alias the model already had is not).
+ */
+export const isCatalogChange = sql`${inArray(operatorAudit.action, CATALOG_CHANGE_ACTIONS)} AND ${operatorAudit.after}->>'object' = 'catalog_change' AND ${operatorAudit.after}->>'price_version' IS NOT NULL`;
+
 /**
  * Adds the file's models and refreshes the description of those no operator has changed (an
  * operator's change wins over the file until the model is changed back through the admin API).
@@ -229,7 +238,7 @@ async function seedModels(db: Db, seed: readonly ModelEntry[]): Promise<void> {
         retiredAt: sql`CASE WHEN excluded.successor IS NULL THEN NULL ELSE coalesce(${models.retiredAt}, excluded.retired_at) END`,
         source: excluded("source"),
       },
-      setWhere: sql`NOT EXISTS (SELECT 1 FROM catalog_changes c WHERE c.model_id = ${models.id})`,
+      setWhere: sql`NOT EXISTS (SELECT 1 FROM operator_audit WHERE ${operatorAudit.target} = ${models.id} AND ${isCatalogChange})`,
     });
 }
 

@@ -7,8 +7,9 @@
  *   version  a new price version at the current rate, effective now: every other model's prices
  *            copied, the changed model's priced from its USD list; versions set for a later time
  *            (a rate announced for tomorrow) get the changed model's prices at their own rate
- *   audit    a `catalog_changes` row: the model, the action, who (as declared), the version,
- *            the entry as it now stands
+ *   audit    the change's rows of the operators' audit trail, written by the caller's `audit`
+ *            inside the transaction with the version made (a row the database refuses undoes
+ *            the change): who, the entry before and after, the version
  *
  * all in one transaction under the lock that serialises price versions. Requests admitted from
  * then on are priced by the new version, and their usage records name it. The caller reloads its
@@ -16,7 +17,7 @@
  */
 import { and, desc, eq, gt, inArray, lte, ne, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { catalogChanges, exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
+import { exchangeRates, models, prices, priceVersions } from "../db/schema.ts";
 import type { Catalog, CatalogModel } from "./catalog.ts";
 import { modelColumns } from "./catalog.ts";
 import { catalogProblems, entryOfPrices, entryPrices, type ModelEntry } from "./file.ts";
@@ -27,9 +28,11 @@ export type CatalogAction = "add" | "change" | "alias" | "retire";
 export interface CatalogChange {
   action: CatalogAction;
   entry: ModelEntry;
-  /** Who made the change, as they named themselves. */
-  actor: string;
 }
+
+type Tx = Parameters<Parameters<Db["orm"]["transaction"]>[0]>[0];
+/** Writes a change's audit rows inside its transaction, given the price version it made. */
+export type CatalogAudit = (tx: Tx, versionId: number) => Promise<void>;
 
 export class CatalogChangeRefused extends Error {}
 
@@ -69,19 +72,28 @@ export async function catalogEntries(db: Db, catalog: Catalog): Promise<ModelEnt
  * Applies a change: checked, versioned and audited in one transaction.
  * @throws CatalogChangeRefused naming what is wrong (a missing price names the model and unit)
  */
-export async function applyCatalogChange(db: Db, catalog: Catalog, change: CatalogChange): Promise<{ versionId: number }> {
-  return applyCatalogChanges(db, catalog, [change]);
+export async function applyCatalogChange(
+  db: Db,
+  catalog: Catalog,
+  change: CatalogChange,
+  audit: CatalogAudit,
+): Promise<{ versionId: number }> {
+  return applyCatalogChanges(db, catalog, [change], audit);
 }
 
-type Tx = Parameters<Parameters<Db["orm"]["transaction"]>[0]>[0];
 type PriceRow = typeof prices.$inferSelect;
 
 /**
  * Applies several changes as one (an import): the whole catalog after all of them is checked,
- * then ONE new price version prices every changed model, with one audit row per change.
+ * then ONE new price version prices every changed model, audited by `audit` (a row per change).
  * @throws CatalogChangeRefused naming what is wrong, before anything is written
  */
-export async function applyCatalogChanges(db: Db, catalog: Catalog, changes: readonly CatalogChange[]): Promise<{ versionId: number }> {
+export async function applyCatalogChanges(
+  db: Db,
+  catalog: Catalog,
+  changes: readonly CatalogChange[],
+  audit: CatalogAudit,
+): Promise<{ versionId: number }> {
   if (changes.length === 0) throw new CatalogChangeRefused("there is nothing to change");
   return db.orm.transaction(async (tx) => {
     await tx.execute(sql`LOCK TABLE price_versions IN EXCLUSIVE MODE`);
@@ -107,9 +119,7 @@ export async function applyCatalogChanges(db: Db, catalog: Catalog, changes: rea
         .onConflictDoUpdate({ target: models.id, set: { ...modelColumns(entry), retiredAt } });
     }
     const versionId = await versionWith(tx, latest.rateId, now, current, [...changed.values()]);
-    await tx
-      .insert(catalogChanges)
-      .values(changes.map((c) => ({ modelId: c.entry.id, action: c.action, actor: c.actor, versionId, detail: c.entry })));
+    await audit(tx, versionId);
     return { versionId };
   });
 }
@@ -160,14 +170,4 @@ async function versionWith(tx: Tx, rateId: number, now: Date, current: PriceRow[
     if (rows.length > 0) await tx.insert(prices).values(rows);
   }
   return version!.id;
-}
-
-/** The newest changes, newest first (the audit the admin API shows). */
-export async function recentChanges(db: Db, options: { model?: string; limit: number }) {
-  return db.orm
-    .select()
-    .from(catalogChanges)
-    .where(options.model === undefined ? undefined : eq(catalogChanges.modelId, options.model))
-    .orderBy(desc(catalogChanges.id))
-    .limit(options.limit);
 }

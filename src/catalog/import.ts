@@ -96,9 +96,9 @@ function modelDiff(before: ModelEntry, after: ModelEntry, diff: CatalogDiff): Ca
 export function diffCatalog(
   current: readonly ModelEntry[],
   imported: readonly ModelEntry[],
-): { diff: CatalogDiff; changes: Omit<CatalogChange, "actor">[] } {
+): { diff: CatalogDiff; changes: CatalogChange[] } {
   const diff: CatalogDiff = { added: [], prices: [], limits: [], aliases: [], retired: [], changed: [], absent: [] };
-  const changes: Omit<CatalogChange, "actor">[] = [];
+  const changes: CatalogChange[] = [];
   const byId = new Map(current.map((e) => [e.id, e]));
   for (const entry of imported) {
     const before = byId.get(entry.id);

@@ -60,7 +60,15 @@ const importReply = z.object({
 });
 const changesReply = z.object({
   data: z.array(
-    z.object({ id: z.number(), model: z.string(), action: z.string(), by: z.string(), price_version: z.number(), at: z.string() }),
+    z.object({
+      id: z.number(),
+      model: z.string(),
+      action: z.string(),
+      by: z.string(),
+      declared_by: z.string().nullish(),
+      price_version: z.number(),
+      at: z.string(),
+    }),
   ),
 });
 
@@ -158,6 +166,10 @@ function renderImport(reply: z.infer<typeof importReply>): string {
   return [...lines, outcome].join("\n");
 }
 
+/** Who made a change: the audit's caller, and beside it the name they declared when it differs (the shared admin token). */
+const shownBy = (c: { by: string; declared_by?: string | null }) =>
+  c.declared_by && c.declared_by !== c.by ? `${c.by} (${c.declared_by})` : c.by;
+
 /** The reply as an operator reads it, or null when it is not the shape the command expects. */
 export function renderCatalog(command: CatalogCommand, reply: unknown, table: (rows: string[][], indent: string) => string): string | null {
   if (command.kind === "catalog") {
@@ -199,7 +211,7 @@ export function renderCatalog(command: CatalogCommand, reply: unknown, table: (r
     if (parsed.data.data.length === 0) return "no changes";
     const rows = parsed.data.data
       .slice(0, CHANGES_SHOWN_MAX)
-      .map((c) => [String(c.id), c.at, c.by, c.action, c.model, String(c.price_version)]);
+      .map((c) => [String(c.id), c.at, shownBy(c), c.action, c.model, String(c.price_version)]);
     return table([["ID", "AT", "BY", "ACTION", "MODEL", "VERSION"], ...rows], "");
   }
   const parsed = changeReply.safeParse(reply);

@@ -125,30 +125,6 @@ export const models = pgTable("models", {
   createdAt: createdAt(),
 });
 
-/**
- * Every operator change to the catalog (add, change, alias, retire): who said they made it,
- * when, and the price version it made. The catalog file's own models are not listed here.
- */
-export const catalogChanges = pgTable(
-  "catalog_changes",
-  {
-    id: serial("id").primaryKey(),
-    modelId: text("model_id")
-      .notNull()
-      .references(() => models.id),
-    action: text("action").notNull(),
-    /** The operator as they named themselves (the admin token is shared, so this is declared, not proven). */
-    actor: text("actor").notNull(),
-    versionId: integer("version_id")
-      .notNull()
-      .references(() => priceVersions.id),
-    /** The model entry as it stood after the change. */
-    detail: jsonb("detail").notNull(),
-    createdAt: createdAt(),
-  },
-  (t) => [index("catalog_changes_model_idx").on(t.modelId, t.createdAt)],
-);
-
 export const exchangeRates = pgTable("exchange_rates", {
   id: serial("id").primaryKey(),
   tomanPerUsd: bigint("toman_per_usd", { mode: "bigint" }).notNull(),

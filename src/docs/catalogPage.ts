@@ -18,7 +18,10 @@ The models the product ships with live in one file, \`src/catalog/models.json\`,
 by the zod schema in \`src/catalog/file.ts\`. Operators add, change, alias and retire models at run
 time without a release (\`gw catalog\`, \`/admin/catalog\`: [operations.md](operations.md#catalog));
 their changes live in the database and win over the file. Each change is a new price version and
-an audit row, and reaches every node within a second.
+its row of the operators' audit trail, the one trail of every operator's change (written in the
+change's transaction: who, the entry before and after, the version), and reaches every node within
+a second. The catalog's history (\`GET /admin/catalog/changes\`, \`gw catalog changes\`, the console's
+prices page) is read from that trail.
 
 ## An entry
 
@@ -70,8 +73,9 @@ added and removed, models **retired** (with \`retired\` in the file), other fiel
 models **absent**: in the catalog, not in the file. Absent models are listed and kept: an import
 never retires by omission (retire one with \`gw catalog retire\`). The diff is the answer; with
 \`--apply\` (\`apply: true\`) every changed model goes through the one path operators' changes take,
-in one transaction and **one** new price version, a \`catalog_changes\` row per model (action
-\`add\`, \`change\`, \`alias\` or \`retire\`, \`by\` as declared). The same file again applies nothing.
+in one transaction and **one** new price version, with a row per model in the operators' audit
+trail (\`catalog.import\`, written in that transaction: who, the entry before and after, the
+version; [operator-console.md](operator-console.md#the-audit-trail)). The same file again applies nothing.
 
 A URL is fetched by the gateway: https only (plain http only to a loopback host), no redirect
 followed, at most \`CATALOG_IMPORT_BYTES_MAX\` (4 MiB) within \`CATALOG_IMPORT_TIMEOUT_MS\` (10 s).

@@ -5,6 +5,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import { and, desc, eq, gte, lt, sql } from "drizzle-orm";
+import { isCatalogChange } from "../catalog/catalog.ts";
 import type { Db, Drizzle, Tx } from "../db/client.ts";
 import { operatorAudit } from "../db/schema.ts";
 import type { Principal } from "./store.ts";
@@ -23,8 +24,14 @@ export interface AuditEntry {
 
 export type AuditRow = typeof operatorAudit.$inferSelect;
 
+/** Who a row names: an operator or token as the guard found them, or SYSTEM. */
+export type Recorder = Pick<Principal, "actor" | "tokenId" | "address"> & { role: string; via: string };
+
+/** The recorder of a change no operator made (one made outside an admin call). */
+export const SYSTEM: Recorder = { actor: "system", role: "system", via: "system", tokenId: null, address: null };
+
 /** Writes one row, in `into`: the database, or the transaction of the change it records. */
-export async function writeAudit(into: Drizzle | Tx, who: Principal, entry: AuditEntry): Promise<void> {
+export async function writeAudit(into: Drizzle | Tx, who: Recorder, entry: AuditEntry): Promise<void> {
   await into.insert(operatorAudit).values({
     actor: who.actor,
     role: who.role,
@@ -46,6 +53,7 @@ export async function writeAudit(into: Drizzle | Tx, who: Principal, entry: Audi
  * all. `written` tells the guard, which writes the row itself for changes that do not.
  */
 export interface PendingAudit {
+  who: Principal;
   write: (tx: Tx, after: unknown) => Promise<void>;
   written: boolean;
 }
@@ -63,6 +71,26 @@ export async function auditWithin(tx: Tx, after: unknown): Promise<void> {
   if (!audit || audit.written) return;
   await audit.write(tx, after);
   audit.written = true;
+}
+
+/**
+ * Writes several rows of one change inside its transaction (an import: a row per model), each
+ * naming the caller of the admin call in progress, or SYSTEM outside one; the guard then writes none.
+ */
+export async function auditEachWithin(tx: Tx, entries: readonly AuditEntry[]): Promise<void> {
+  const audit = pending.getStore();
+  for (const entry of entries) await writeAudit(tx, audit?.who ?? SYSTEM, entry);
+  if (audit) audit.written = true;
+}
+
+/** The catalog's changes, newest first (catalog.ts isCatalogChange says which rows they are). */
+export async function catalogHistory(db: Db, q: { model?: string; limit: number }): Promise<AuditRow[]> {
+  return db.orm
+    .select()
+    .from(operatorAudit)
+    .where(and(isCatalogChange, q.model === undefined ? undefined : eq(operatorAudit.target, q.model)))
+    .orderBy(desc(operatorAudit.createdAt), desc(operatorAudit.id))
+    .limit(q.limit);
 }
 
 export interface AuditQuery {

@@ -5,13 +5,15 @@
  *   PUT  /admin/catalog/models/{id}            add or change a model (its entry, prices in USD per 1M units)
  *   POST /admin/catalog/models/{id}/aliases    `{alias}`: one more name for the model
  *   POST /admin/catalog/models/{id}/retire     `{successor}`: the model answers 410 naming it
- *   GET  /admin/catalog/changes                the audit: who, when, what, which price version
+ *   GET  /admin/catalog/changes                the catalog's rows of the operators' audit: who, when, what, which price version
  *   POST /admin/catalog/import                 a whole catalog file (or `{url}`): its diff, applied with `apply: true`
  *   GET  /admin/catalog/import                 the last scheduled pull of CATALOG_IMPORT_URL and its diff
  *
- * Each change is one new price version and one audit row; the node reloads at once and announces
+ * Each change is one new price version and its rows of the operators' audit trail (one, or one per
+ * model for an import), written in the change's transaction; the node reloads at once and announces
  * it on the bus (the price event every node already reloads on), so every node serves it within
- * a second. `by` names the operator in the audit: the admin token is shared, so it is declared.
+ * a second. The audit names who the guard found; `by` is the name the caller declares beside it
+ * (the admin token is shared), kept in the row's `after`.
  */
 import { z } from "zod";
 import { PRICE_EVENTS } from "../../../actors/protocol.ts";
@@ -22,7 +24,6 @@ import {
   type CatalogAction,
   CatalogChangeRefused,
   catalogEntries,
-  recentChanges,
 } from "../../catalog/changes.ts";
 import { CatalogFileError, catalogFileSchema, catalogProblems, modelEntrySchema, modelId, type ModelEntry } from "../../catalog/file.ts";
 import {
@@ -36,6 +37,7 @@ import { pricePreview } from "../../catalog/preview.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
+import { auditEachWithin, auditWithin, catalogHistory } from "../../operators/audit.ts";
 import { parseBody } from "./body.ts";
 
 /** The audit lists at most this many changes per reply. */
@@ -84,11 +86,22 @@ async function adopted(deps: GatewayDeps, versionId: number): Promise<void> {
   deps.bus.publish(PRICE_EVENTS, deps.subjects.priceEvents, { versionId });
 }
 
-/** Applies one change, reloads this node's catalog and pools, and tells every other node. */
+/** A change as its reply and its audit row's `after` show it. */
+const changeObject = (action: CatalogAction, versionId: number | null, entry: ModelEntry, by: string) => ({
+  object: "catalog_change" as const,
+  action,
+  price_version: versionId,
+  model: entry,
+  by,
+});
+
+/** Applies one change, audited in its transaction, reloads this node's catalog and pools, and tells every other node. */
 async function change(deps: GatewayDeps, action: CatalogAction, entry: ModelEntry, actor: string, requestId: string): Promise<Response> {
   let versionId: number;
   try {
-    ({ versionId } = await applyCatalogChange(deps.db, deps.catalog, { action, entry, actor }));
+    ({ versionId } = await applyCatalogChange(deps.db, deps.catalog, { action, entry }, (tx, version) =>
+      auditWithin(tx, changeObject(action, version, entry, actor)),
+    ));
   } catch (error) {
     if (error instanceof CatalogChangeRefused)
       return failed(fail("invalid_request", `The catalog refuses this change: ${error.message}.`), requestId);
@@ -96,7 +109,7 @@ async function change(deps: GatewayDeps, action: CatalogAction, entry: ModelEntr
   }
   await adopted(deps, versionId);
   deps.log("info", "catalog_changed", { model: entry.id, action, actor, versionId });
-  return json({ object: "catalog_change", action, price_version: versionId, model: entry }, requestId, action === "add" ? 201 : 200);
+  return json(changeObject(action, versionId, entry, actor), requestId, action === "add" ? 201 : 200);
 }
 
 export async function existingEntry(deps: GatewayDeps, id: string): Promise<ModelEntry | undefined> {
@@ -147,8 +160,7 @@ export async function addAlias(deps: GatewayDeps, request: Request, id: string, 
   if (isFailure(body)) return failed(body, requestId);
   const before = await existingEntry(deps, id);
   if (!before) return failed(fail("model_not_found", `No model \`${id}\` in the catalog.`, { param: "id" }), requestId);
-  if (before.aliases.includes(body.alias))
-    return json({ object: "catalog_change", action: "alias", price_version: null, model: before }, requestId);
+  if (before.aliases.includes(body.alias)) return json(changeObject("alias", null, before, body.by), requestId);
   return change(deps, "alias", { ...before, aliases: [...before.aliases, body.alias] }, body.by, requestId);
 }
 
@@ -168,22 +180,22 @@ export function catalogPullView(status: CatalogPullStatus | null, requestId: str
 export async function catalogChangesView(deps: GatewayDeps, request: Request, requestId: string): Promise<Response> {
   const query = new URL(request.url).searchParams;
   const model = query.get("model") ?? undefined;
-  const rows = await recentChanges(deps.db, { model, limit: CHANGES_SHOWN_MAX });
-  return json(
-    {
-      object: "list",
-      data: rows.map((r) => ({
-        id: r.id,
-        model: r.modelId,
-        action: r.action,
-        by: r.actor,
-        price_version: r.versionId,
-        at: r.createdAt.toISOString(),
-        entry: r.detail,
-      })),
-    },
-    requestId,
-  );
+  const rows = await catalogHistory(deps.db, { model, limit: CHANGES_SHOWN_MAX });
+  const shown = (r: (typeof rows)[number]) => {
+    const after = r.after as ReturnType<typeof changeObject>;
+    return {
+      id: Number(r.id),
+      model: r.target,
+      action: after.action,
+      by: r.actor,
+      declared_by: after.by ?? null,
+      price_version: after.price_version,
+      at: r.createdAt.toISOString(),
+      entry: after.model,
+      before: r.before,
+    };
+  };
+  return json({ object: "list", data: rows.map(shown) }, requestId);
 }
 
 /** The models a body imports: its own, or those of the file at its URL, checked as a whole file is. */
@@ -204,17 +216,21 @@ export async function importCatalog(deps: GatewayDeps, request: Request, request
   if (isFailure(body)) return failed(body, requestId);
   const imported = await importedModels(body);
   if (typeof imported === "string") return failed(fail("invalid_request", `The catalog import is refused: ${imported}.`), requestId);
-  const { diff, changes } = diffCatalog(await entries(deps), imported);
+  const current = await entries(deps);
+  const { diff, changes } = diffCatalog(current, imported);
   const reply = (applied: boolean, versionId: number | null) =>
     json({ object: "catalog_import", applied, price_version: versionId, changes: changes.length, diff }, requestId);
   if (!body.apply || changes.length === 0) return reply(false, null);
   let versionId: number;
   try {
-    ({ versionId } = await applyCatalogChanges(
-      deps.db,
-      deps.catalog,
-      changes.map((c) => ({ ...c, actor: body.by })),
-    ));
+    const rows = (version: number) =>
+      changes.map((c) => ({
+        action: "catalog.import",
+        target: c.entry.id,
+        before: current.find((e) => e.id === c.entry.id) ?? null,
+        after: changeObject(c.action, version, c.entry, body.by),
+      }));
+    ({ versionId } = await applyCatalogChanges(deps.db, deps.catalog, changes, (tx, version) => auditEachWithin(tx, rows(version))));
   } catch (error) {
     if (error instanceof CatalogChangeRefused)
       return failed(fail("invalid_request", `The catalog refuses this import: ${error.message}.`), requestId);

@@ -5,6 +5,7 @@
  * moves; a support operator's adjustment is first checked against their daily ceiling.
  */
 import type { GatewayDeps } from "../../admission/deps.ts";
+import { backendSpec } from "../../config.ts";
 import { type AuditEntry, type PendingAudit, withPendingAudit, writeAudit } from "../../operators/audit.ts";
 import type { Permission } from "../../operators/roles.ts";
 import { operatorObject, type OperatorStore, type Principal } from "../../operators/store.ts";
@@ -46,7 +47,7 @@ async function beforeOf(deps: GatewayDeps, operators: OperatorStore, action: str
     return key ? keyObject(key) : null;
   }
   if (action.startsWith("catalog.")) return (await existingEntry(deps, target)) ?? null;
-  if (action === "pool.set") return deps.pools.get(target)?.backends.map((b) => b.config) ?? null;
+  if (action === "pool.set") return deps.pools.get(target)?.backends.map((b) => backendSpec(b.config)) ?? null;
   if (action.startsWith("operator.")) {
     const operator = await operators.get(target);
     return operator ? operatorObject(operator) : null;
@@ -102,7 +103,7 @@ async function audited(deps: GatewayDeps, operators: OperatorStore, permission: 
     };
   };
   // A change made in one transaction writes its row in it (auditWithin); the others' is written here, after.
-  const pending: PendingAudit = { written: false, write: (tx, after) => writeAudit(tx, call.who, entryOf(after)) };
+  const pending: PendingAudit = { who: call.who, written: false, write: (tx, after) => writeAudit(tx, call.who, entryOf(after)) };
   let response: Response;
   try {
     response = await withPendingAudit(pending, async () => handler(call.request, call.params, call.requestId, call.who));

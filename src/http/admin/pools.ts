@@ -1,6 +1,7 @@
 /**
  * GET /admin/pools: every model's backends as this node sees them (estimates, in-flight, limit,
- * breaker, host queue). PUT /admin/pools/{model}: replaces a model's backends, checked by the
+ * breaker, host queue), and beside them `spec`, the pool as the pools file writes it (each
+ * backend's `api_key_env`, never a key), which a PUT takes back unchanged. PUT /admin/pools/{model}: replaces a model's backends, checked by the
  * pools file's own schema (`poolSchema`, src/config.ts), saved to the `pools` table, applied on
  * this node at once and announced to every other node.
  */
@@ -8,7 +9,7 @@ import { POOL_EVENTS } from "../../../actors/protocol.ts";
 import type { Backend } from "../../../actors/pool/backend.ts";
 import { savePool } from "../../../actors/pool/savedPools.ts";
 import { servedModel } from "../../admission/model.ts";
-import { poolSchema, resolveBackends } from "../../config.ts";
+import { backendSpec, poolSchema, resolveBackends } from "../../config.ts";
 import { fail, isFailure } from "../../errors.ts";
 import type { GatewayDeps } from "../../admission/deps.ts";
 import { failed, json } from "../guard.ts";
@@ -49,6 +50,10 @@ export function poolsView(deps: GatewayDeps, requestId: string): Response {
         model: pool.model,
         backends: pool.backends.map((b) => backendView(b, nowMs)),
         paid_fields: pool.paidFields ?? null,
+        spec: {
+          backends: pool.backends.map((b) => backendSpec(b.config)),
+          ...(pool.paidFields ? { paid_fields: pool.paidFields } : {}),
+        },
       })),
     },
     requestId,

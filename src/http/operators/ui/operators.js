@@ -350,7 +350,7 @@
         cell(today[m.id] && today[m.id].input_token ? toman(today[m.id].input_token) : "—", "num"), cell(today[m.id] && today[m.id].output_token ? toman(today[m.id].output_token) : "—", "num"),
         cell(num(m.context_window), "num"))), "catalog"));
     root.append(h("h2", {}, t("prices.history")), table(t("prices.history"), [t("prices.at"), t("prices.model"), t("prices.action"), t("prices.by")],
-      changes.data.map((c) => h("tr", {}, cell(when(c.at || c.created_at)), cell(c.model), cell(c.action), cell(c.by))), "changes"));
+      changes.data.map((c) => h("tr", {}, cell(when(c.at || c.created_at)), cell(c.model), cell(c.action), cell(c.declared_by && c.declared_by !== c.by ? `${c.by} (${c.declared_by})` : c.by))), "changes"));
     root.append(h("h2", {}, t("prices.rates")), table(t("prices.rates"), [t("prices.at"), { text: "toman / USD", num: true }],
       rates.versions.slice().reverse().map((v) => h("tr", {}, cell(when(v.effective_at)), cell(num(v.toman_per_usd), "num"))), "rates"));
   }
@@ -473,17 +473,24 @@
     };
     await next(); // the first view before the page counts as ready
     next().catch(() => {});
-    if (isOwner()) root.append(poolEditor());
+    if (isOwner()) root.append(poolEditor((await admin("GET", "/pools")).data));
   }
-  function poolEditor() {
+  /** A pool's JSON as the pools file writes it (GET /admin/pools `spec`: each key's variable, never a key), for the model typed or picked. */
+  function poolEditor(pools) {
     const err = errorBox("pool-error");
-    const done = h("p", { class: "ok", role: "status" });
-    const model = h("input", { id: "pool-model", dir: "ltr", required: true });
-    const text = h("textarea", { id: "pool-json", required: true, "aria-label": t("pools.edit") });
-    return h("section", {}, h("h2", {}, t("pools.edit")), h("form", { onsubmit: guarded(err, async () => {
+    const done = h("p", { id: "pool-saved", class: "ok", role: "status" });
+    const specOf = (id) => pools.find((p) => p.model === id)?.spec;
+    const text = h("textarea", { id: "pool-json", required: true, dir: "ltr", "aria-label": t("pools.edit") });
+    const model = h("input", { id: "pool-model", dir: "ltr", required: true, list: "pool-models", onchange: () => {
+      const spec = specOf(model.value.trim());
+      if (spec) text.value = JSON.stringify(spec, null, 2);
+    } });
+    if (pools.length > 0) { model.value = pools[0].model; text.value = JSON.stringify(pools[0].spec, null, 2); }
+    const models = h("datalist", { id: "pool-models" }, pools.map((p) => h("option", { value: p.model })));
+    return h("section", {}, h("h2", {}, t("pools.edit")), models, h("form", { onsubmit: guarded(err, async () => {
       await admin("PUT", `/pools/${encodeURIComponent(model.value)}`, JSON.parse(text.value));
       done.textContent = t("pools.saved");
-    }) }, field(t("pools.model"), model), text, h("button", { class: "primary", type: "submit" }, t("pools.save"))), err, done);
+    }) }, field(t("pools.model"), model), text, h("button", { class: "primary", type: "submit", id: "pool-save" }, t("pools.save"))), err, done);
   }
 
   // ---- operations ----
