@@ -157,7 +157,7 @@ export const envSchema = z
       "Usage records are written in batches at most this long after a request ends: the most a crash loses.",
     ),
     USAGE_STREAM_REPLICAS: intFromEnv(1, 1, 5).describe(
-      "With NATS: copies of the usage stream and its dead letters JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
+      "With NATS: copies of the usage stream, its dead letters and the batches' work queue JetStream keeps (1 on a single server; 3 on a cluster of three survives one server's loss). Nodes also keep their usage until PostgreSQL has it.",
     ),
     NATS_KV_REPLICAS: intFromEnv(1, 1, 5).describe(
       "With NATS and a database: copies JetStream keeps of the partition-lease and backend-quota buckets (KV); 3 on a cluster of three, with `USAGE_STREAM_REPLICAS=3`, so that losing one server moves no partition. Applies when a bucket is created: an existing bucket keeps its copies (docs/cluster.md, A NATS cluster).",

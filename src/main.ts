@@ -415,7 +415,12 @@ async function startBatches(deps: GatewayDeps, cleanups: Cleanups): Promise<Batc
   const { bus, log } = deps;
   const queue =
     bus instanceof NatsBus
-      ? await JetStreamWorkQueue.open(bus.nc, { prefix: deps.env.DARVAZE_SUBJECT_PREFIX, subject: deps.subjects.batchWork, log })
+      ? await JetStreamWorkQueue.open(bus.nc, {
+          prefix: deps.env.DARVAZE_SUBJECT_PREFIX,
+          subject: deps.subjects.batchWork,
+          log,
+          replicas: deps.env.USAGE_STREAM_REPLICAS,
+        })
       : new LocalWorkQueue(log);
   const worker = new BatchWorker({ deps, queue });
   if (!(bus instanceof NatsBus)) await worker.recover();

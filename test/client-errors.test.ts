@@ -94,7 +94,7 @@ describe("a base URL with /v1 twice", () => {
   });
 
   test("any unknown path under /v1/messages answers in Anthropic's shape", async () => {
-    const response = await fetch(`${t.url}/v1/messages/batches`, { headers: { "x-api-key": key } });
+    const response = await fetch(`${t.url}/v1/messages/no-such-thing`, { headers: { "x-api-key": key } });
     expect(response.status).toBe(404);
     expect(((await response.json()) as { type: string }).type).toBe("error");
   });

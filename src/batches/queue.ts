@@ -164,7 +164,10 @@ export class JetStreamWorkQueue implements WorkQueue {
   ) {}
 
   /** The stream and its consumer, made or brought to this configuration. */
-  static async open(nc: NatsConnection, options: { prefix: string; subject: string; log: Logger }): Promise<JetStreamWorkQueue> {
+  static async open(
+    nc: NatsConnection,
+    options: { prefix: string; subject: string; log: Logger; replicas?: number },
+  ): Promise<JetStreamWorkQueue> {
     const jsm = await nc.jetstreamManager();
     const stream = batchStreamName(options.prefix);
     const config = {
@@ -176,6 +179,8 @@ export class JetStreamWorkQueue implements WorkQueue {
       // Full, it refuses new items (their batch's validation is tried again) rather than drop queued lines.
       discard: DiscardPolicy.New,
       duplicate_window: nanos(120_000),
+      // As many copies as the usage stream (USAGE_STREAM_REPLICAS): losing a server of a cluster loses no queued line.
+      num_replicas: options.replicas ?? 1,
     };
     try {
       await jsm.streams.info(stream);
