@@ -79,7 +79,7 @@ describeWith(["nats", "postgres"], "the catalog on two gateway processes", (it) 
     const requestId = reply!.headers.get("x-request-id")!;
     const changes = await gw(one, ["catalog", "changes", "--model", "nova-9", "--json"]);
     const change = JSON.parse(changes.stdout).data[0];
-    expect(change).toMatchObject({ model: "nova-9", action: "add", by: "operator-x" });
+    expect(change).toMatchObject({ model: "nova-9", action: "add", declared_by: "operator-x" });
     let record: any;
     await until(async () => {
       const shown = await admin(one, "GET", `/admin/accounts/${account.body.id}`);
