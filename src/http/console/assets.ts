@@ -13,6 +13,7 @@ const TYPES = new Map<string, string>([
   ["index.html", "text/html; charset=utf-8"],
   ["console.js", "text/javascript; charset=utf-8"],
   ["i18n.js", "text/javascript; charset=utf-8"],
+  ["dom.js", "text/javascript; charset=utf-8"],
   ["console.css", "text/css; charset=utf-8"],
 ]);
 const CSP =

@@ -41,17 +41,7 @@
   const monthName = (iso) =>
     new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(iso));
 
-  function h(tag, attrs, ...children) {
-    const el = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
-      else if (k === "text") el.textContent = v;
-      else el.setAttribute(k, v === true ? "" : v);
-    }
-    for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-    return el;
-  }
+  const { h } = window.DVZ_DOM;
   const announce = (text) => { statusRegion.textContent = text; };
 
   async function call(method, path, body) {
