@@ -13,6 +13,9 @@ import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/files/files.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
+/** Between polls of a batch: its reads are free but within the key's FREE_RPM (120 a minute), as a client's poll must be. */
+const BATCH_POLL_MS = 600;
+
 let t: TestGateway;
 let key: string;
 let accountId: string;
@@ -49,7 +52,7 @@ async function upload(lines: string[], on = client) {
 /** Waits for the batch to reach `status`. */
 async function settled(id: string, status: string) {
   let batch = await client.batches.retrieve(id);
-  await until(async () => (batch = await client.batches.retrieve(id)).status === status, 20_000);
+  await until(async () => (batch = await client.batches.retrieve(id)).status === status, { msMax: 20_000, pollMs: BATCH_POLL_MS });
   return batch;
 }
 
@@ -200,7 +203,10 @@ describe("cancel and expiry", () => {
       expect(await t.gw.batches.sweep(Date.now() + COMPLETION_WINDOW_MS + 1_000)).toBeGreaterThanOrEqual(1);
       t.sim!.options.ttftMs = 0;
       let batch = await settled(created.id, "expired");
-      await until(async () => (batch = await client.batches.retrieve(created.id)).error_file_id !== null, 20_000);
+      await until(async () => (batch = await client.batches.retrieve(created.id)).error_file_id !== null, {
+        msMax: 20_000,
+        pollMs: BATCH_POLL_MS,
+      });
       const errors = await linesOf(batch.error_file_id!);
       const expired = errors.filter((l) => l.error?.code === "batch_expired");
       expect(expired.length).toBeGreaterThan(0);

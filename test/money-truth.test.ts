@@ -21,6 +21,9 @@ import type { SimOptions } from "../src/sim/options.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
+/** Between polls of a batch: its reads are free but within the key's FREE_RPM (120 a minute), as a client's poll must be. */
+const BATCH_POLL_MS = 600;
+
 /** Micro-toman per token, in and out (USD per 1M × 90,000). */
 const PRICES: Record<string, { in: bigint; out: bigint }> = {
   "gpt-4o-mini": { in: 13_500n, out: 54_000n },
@@ -387,7 +390,10 @@ describe("the named cases", () => {
         const file = await client.files.create({ file: await toFile(Buffer.from(jsonl.join("\n")), "m.jsonl"), purpose: "batch" });
         const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
         let batch = created;
-        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", RECORD_WAIT_MS_MAX);
+        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", {
+          msMax: RECORD_WAIT_MS_MAX,
+          pollMs: BATCH_POLL_MS,
+        });
         let sum = 0n;
         for (let line = 1; line <= texts.length; line++) {
           const requestId = lineRequestId(batch.id, line);
