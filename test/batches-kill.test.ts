@@ -4,6 +4,7 @@
  * with every line once in its output; each line is billed once (one usage record per line's
  * request id) and the wallet drops by the batch's cost.
  */
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, beforeAll, expect } from "bun:test";
 import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
@@ -58,7 +59,10 @@ describeWith(["nats", "postgres"], "a node killed mid-batch", (it) => {
         }, 20_000);
         await nodes[1]!.kill("SIGKILL");
         let batch = created;
-        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", CONVERGE_MS_MAX);
+        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", {
+          msMax: CONVERGE_MS_MAX,
+          pollMs: BATCH_POLL_MS,
+        });
         expect(batch.request_counts).toEqual({ total: LINES, completed: LINES, failed: 0 });
         const output = (await (await client.files.content(batch.output_file_id!)).text()).trim().split("\n");
         expect(output.map((l) => JSON.parse(l).custom_id).sort()).toEqual(lines.map((l) => JSON.parse(l).custom_id).sort());

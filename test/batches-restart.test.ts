@@ -3,6 +3,7 @@
  * folder: its in-process queue is filled again from the database, the lines cut by the stop run
  * again, and the batch completes with every line once, each billed once.
  */
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -73,7 +74,10 @@ test(
     try {
       client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: key, maxRetries: 0 });
       let batch = created;
-      await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", 30_000);
+      await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", {
+        msMax: 30_000,
+        pollMs: BATCH_POLL_MS,
+      });
       expect(batch.request_counts).toEqual({ total: LINES, completed: LINES, failed: 0 });
       const output = (await (await client.files.content(batch.output_file_id!)).text()).trim().split("\n");
       expect(output.map((l) => JSON.parse(l).custom_id)).toEqual(lines.map((l) => JSON.parse(l).custom_id));

@@ -4,6 +4,7 @@
  * drop equal to the lines' costs; validation that fails a batch by line; cancel; expiry by an
  * injected clock; an account that sees only its own files.
  */
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
@@ -12,9 +13,6 @@ import { cookieName } from "../src/http/console/guard.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/files/files.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
-
-/** Between polls of a batch: its reads are free but within the key's FREE_RPM (120 a minute), as a client's poll must be. */
-const BATCH_POLL_MS = 600;
 
 let t: TestGateway;
 let key: string;

@@ -3,6 +3,7 @@
  * requests, poll, results as the SDK reads them (each a message shaped as the live reply), the
  * wallet's drop equal to the batch's cost; a bad request refused at create, naming it; cancel.
  */
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
 import { sql } from "drizzle-orm";
@@ -27,7 +28,10 @@ const request = (id: string, text: string) => ({
 
 async function ended(id: string) {
   let batch = await client.messages.batches.retrieve(id);
-  await until(async () => (batch = await client.messages.batches.retrieve(id)).processing_status === "ended", 20_000);
+  await until(async () => (batch = await client.messages.batches.retrieve(id)).processing_status === "ended", {
+    msMax: 20_000,
+    pollMs: BATCH_POLL_MS,
+  });
   return batch;
 }
 

@@ -8,6 +8,7 @@
  * Prices are the catalog's list prices at the test rate (USD × 90,000 toman per 1M tokens, so
  * micro-toman per token), written out here rather than read from the gateway.
  */
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
@@ -20,9 +21,6 @@ import { simVocabulary } from "../src/sim/text.ts";
 import type { SimOptions } from "../src/sim/options.ts";
 import { ADMIN_TOKEN, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
-
-/** Between polls of a batch: its reads are free but within the key's FREE_RPM (120 a minute), as a client's poll must be. */
-const BATCH_POLL_MS = 600;
 
 /** Micro-toman per token, in and out (USD per 1M × 90,000). */
 const PRICES: Record<string, { in: bigint; out: bigint }> = {
