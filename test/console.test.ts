@@ -12,13 +12,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
+import OpenAI, { toFile } from "openai";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { ALERT_TEMPLATE_DEFAULT } from "../src/accountArea/sms.ts";
+import { microToToman } from "../src/catalog/prices.ts";
 import { createLogger } from "../src/log.ts";
 import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { seriousViolations } from "./axe.ts";
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until, untilValue } from "./until.ts";
 
@@ -30,7 +32,7 @@ const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
 const SMS_KEY = "browser-sms-key";
 const PHONE = "09121112233";
 const MODEL = "gpt-4o-mini";
-const PAGES = ["overview", "wallet", "keys", "usage", "pricing", "security"] as const;
+const PAGES = ["overview", "wallet", "keys", "usage", "batches", "pricing", "security"] as const;
 
 const suite = existsSync(CHROMIUM) ? describe : describe.skip;
 if (!existsSync(CHROMIUM))
@@ -273,6 +275,69 @@ suite("account area in a browser", () => {
     expect(csv.split("\r\n")[1]).toContain(record.request_id);
     expect(csv.split("\r\n")[1]).toContain(`,${record.billed_micro_toman},`);
 
+    // A batch of two chat lines through the official client: the batches page shows it with its
+    // progress and its cost, the output file downloads from the page, and the usage page marks its lines.
+    const input = ["Hello", "Good day"].map((text, i) =>
+      JSON.stringify({
+        custom_id: `line-${i + 1}`,
+        method: "POST",
+        url: "/v1/chat/completions",
+        body: { model: MODEL, messages: [{ role: "user", content: text }], max_tokens: 8 },
+      }),
+    );
+    const batchFile = await client.files.create({ file: await toFile(Buffer.from(`${input.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
+    const created = await client.batches.create({
+      input_file_id: batchFile.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+    });
+    const batch = (await untilValue(
+      async () => {
+        const b = await client.batches.retrieve(created.id);
+        return b.status === "completed" ? b : undefined;
+      },
+      { msMax: PAGE_MS_MAX, what: "the batch completed", pollMs: BATCH_POLL_MS },
+    )) as unknown as { id: string; output_file_id: string; cost_micro_toman: string };
+    expect(BigInt(batch.cost_micro_toman)).toBeGreaterThan(0n);
+    await go("batches");
+    const batchRow = `#batches-table tr[data-batch="${batch.id}"]`;
+    await page.waitForSelector(batchRow);
+    expect(await page.getAttribute(batchRow, "data-status")).toBe("completed");
+    expect(await page.textContent(`${batchRow} .batch-status`)).toBe("انجام شد");
+    expect(await page.textContent(`${batchRow} .progress-text`)).toBe("۲ از ۲");
+    expect(await page.getAttribute(`${batchRow} progress`, "value")).toBe("2");
+    expect(await page.getAttribute(batchRow, "data-cost-micro")).toBe(batch.cost_micro_toman);
+    const costText = new Intl.NumberFormat("fa-IR", { maximumFractionDigits: 6 }).format(
+      microToToman(BigInt(batch.cost_micro_toman)) as Intl.StringNumericLiteral,
+    );
+    expect(await page.textContent(`${batchRow} .cost`)).toBe(costText);
+    await tabTo(`${batchRow} a.output-file`);
+    const [output] = await Promise.all([page.waitForEvent("download"), page.keyboard.press("Enter")]);
+    const outputLines = readFileSync((await output.path())!, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
+    expect(outputLines.map((l) => l.custom_id)).toEqual(["line-1", "line-2"]);
+    const linesCost = outputLines.reduce((sum, l) => sum + BigInt(Math.round(l.response.body.usage.cost * 1e6)), 0n);
+    expect(linesCost).toBe(BigInt(batch.cost_micro_toman));
+    // The usage page marks the batch's lines (which batch, which line); their costs are the batch's.
+    await go("usage");
+    await waitFor(`document.querySelectorAll('#usage-table tr[data-batch="${batch.id}"]').length === 2`);
+    const batchRows = page.locator(`#usage-table tr[data-batch="${batch.id}"]`);
+    const rowCosts = await batchRows.evaluateAll((rows) => rows.map((r) => r.getAttribute("data-cost-micro")!));
+    expect(rowCosts.reduce((sum, c) => sum + BigInt(c), 0n)).toBe(BigInt(batch.cost_micro_toman));
+    expect((await batchRows.locator(".source").allTextContents()).sort()).toEqual([`دسته‌ای، خط ۱ ${batch.id}`, `دسته‌ای، خط ۲ ${batch.id}`]);
+    expect(await page.textContent(`tr[data-request="${record.request_id}"] .source`)).toBe("زنده");
+    const batchCsv = await (await page.request.get(`${t.url}/console/api/usage.csv`)).text();
+    expect(batchCsv.split("\r\n")[0]).toEndWith(",batch_id,batch_line");
+    expect(
+      batchCsv
+        .split("\r\n")
+        .filter((l) => l.includes(`,${batch.id},`))
+        .map((l) => l.split(",").at(-1))
+        .sort(),
+    ).toEqual(["1", "2"]);
+
     // The icon the pages link to is served (no 404 in the console on every page).
     const icon = await page.request.get(`${t.url}/console/favicon.ico`);
     expect({ status: icon.status(), type: icon.headers()["content-type"] }).toEqual({ status: 200, type: "image/svg+xml" });
@@ -290,6 +355,7 @@ suite("account area in a browser", () => {
         await go(view);
         if (view === "overview")
           expect(await page.textContent("#balance-alert")).toContain(lang === "fa" ? "۳۰۰٬۰۰۰ تومان" : "300,000 toman");
+        if (view === "batches") expect(await page.textContent(`${batchRow} .progress-text`)).toBe(lang === "fa" ? "۲ از ۲" : "2 of 2");
         await page.screenshot({ path: join(ARTIFACTS, `console-${view}-${lang}.png`), fullPage: true });
         await axe(`${view}-${lang}`);
       }

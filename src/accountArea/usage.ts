@@ -6,7 +6,7 @@
  */
 import { and, count, desc, eq, gte, lt, sql, sum, type SQL } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
-import { apiKeys, usageRecords } from "../db/schema.ts";
+import { apiKeys, batches, usageRecords } from "../db/schema.ts";
 import { microToToman } from "../catalog/prices.ts";
 import { UNIT_NAMES, UNITS, unitsField, type Counts, type Unit, type UnitRow, type UnitsField } from "../units.ts";
 
@@ -54,6 +54,14 @@ function where(accountId: string, filter: UsageFilter): SQL | undefined {
   );
 }
 
+/**
+ * A batch line's request id, `req_<batch id's random part>_<line>` (src/batches/store.ts
+ * lineRequestId): its two parts, read in the query. A live request's id (`req_` and 20 base62
+ * characters) never matches.
+ */
+const BATCH_LINE_ID = "^req_([0-9A-Za-z]{20})_([0-9]{1,9})$";
+const batchIdOf = sql`'batch_' || substring(${usageRecords.requestId} from ${BATCH_LINE_ID})`;
+
 export interface UsageRow {
   id: bigint;
   requestId: string;
@@ -67,6 +75,10 @@ export interface UsageRow {
   billedMicro: bigint;
   status: number;
   durationMs: number;
+  /** The batch whose line this request was (the account's own batch), or null for a live request. */
+  batchId: string | null;
+  /** Its line in the batch's input file (1-based), or null. */
+  batchLine: number | null;
 }
 
 export async function usagePage(
@@ -75,26 +87,34 @@ export async function usagePage(
   filter: UsageFilter,
   page: { limit: number; beforeId?: bigint },
 ): Promise<UsageRow[]> {
-  return db.orm
-    .select({
-      id: usageRecords.id,
-      requestId: usageRecords.requestId,
-      createdAt: usageRecords.createdAt,
-      keyId: usageRecords.keyId,
-      keyName: apiKeys.name,
-      model: usageRecords.model,
-      operation: usageRecords.operation,
-      inputUnits: usageRecords.inputUnits,
-      outputUnits: usageRecords.outputUnits,
-      billedMicro: usageRecords.billedMicro,
-      status: usageRecords.status,
-      durationMs: usageRecords.durationMs,
-    })
-    .from(usageRecords)
-    .leftJoin(apiKeys, eq(apiKeys.id, usageRecords.keyId))
-    .where(and(where(accountId, filter), page.beforeId !== undefined ? lt(usageRecords.id, page.beforeId) : undefined))
-    .orderBy(desc(usageRecords.id))
-    .limit(Math.min(page.limit, USAGE_CSV_ROWS_MAX));
+  return (
+    db.orm
+      .select({
+        id: usageRecords.id,
+        requestId: usageRecords.requestId,
+        createdAt: usageRecords.createdAt,
+        keyId: usageRecords.keyId,
+        keyName: apiKeys.name,
+        model: usageRecords.model,
+        operation: usageRecords.operation,
+        inputUnits: usageRecords.inputUnits,
+        outputUnits: usageRecords.outputUnits,
+        billedMicro: usageRecords.billedMicro,
+        status: usageRecords.status,
+        durationMs: usageRecords.durationMs,
+        batchId: batches.id,
+        batchLine: sql<
+          number | null
+        >`CASE WHEN ${batches.id} IS NULL THEN NULL ELSE substring(${usageRecords.requestId} from '_([0-9]{1,9})$')::int END`,
+      })
+      .from(usageRecords)
+      .leftJoin(apiKeys, eq(apiKeys.id, usageRecords.keyId))
+      // A batch line is marked only when its batch is the account's own: derived, no column.
+      .leftJoin(batches, and(eq(batches.id, batchIdOf), eq(batches.accountId, usageRecords.accountId)))
+      .where(and(where(accountId, filter), page.beforeId !== undefined ? lt(usageRecords.id, page.beforeId) : undefined))
+      .orderBy(desc(usageRecords.id))
+      .limit(Math.min(page.limit, USAGE_CSV_ROWS_MAX))
+  );
 }
 
 /** One request's usage record, by its id, within the account; null when none is written (yet). */
@@ -200,6 +220,8 @@ export const USAGE_CSV_HEADER = [
   "cost_micro_toman",
   "status",
   "duration_ms",
+  "batch_id",
+  "batch_line",
 ];
 
 export function usageCsvLine(row: UsageRow): string {
@@ -216,6 +238,8 @@ export function usageCsvLine(row: UsageRow): string {
     row.billedMicro.toString(),
     String(row.status),
     String(row.durationMs),
+    row.batchId ?? "",
+    row.batchLine === null ? "" : String(row.batchLine),
   ]
     .map(csvCell)
     .join(",");

@@ -194,3 +194,37 @@ export async function runningLines(db: Db, batchId: string): Promise<number> {
     .where(and(eq(batchLines.batchId, batchId), eq(batchLines.state, "running")));
   return row?.n ?? 0;
 }
+
+/** The batches' work in the database, every node's: what the operators' overview shows. */
+export interface BatchQueueFigures {
+  /** Batches validating or in progress. */
+  open: number;
+  /** Lines of in-progress batches waiting for a node. */
+  linesQueued: number;
+  /** Lines some node runs now. */
+  linesRunning: number;
+  /** When the oldest open batch was created, or null without one. */
+  oldestOpenAt: Date | null;
+}
+
+/** Read over the open batches only (their lines by the primary key's batch prefix), not every line ever run. */
+export async function batchQueueFigures(db: Db): Promise<BatchQueueFigures> {
+  const [open] = await db.orm
+    .select({ n: sql<number>`count(*)::int`, oldest: sql<string | null>`min(${batches.createdAt})` })
+    .from(batches)
+    .where(inArray(batches.status, OPEN_STATUSES));
+  const [lines] = await db.orm
+    .select({
+      queued: sql<number>`count(*) FILTER (WHERE ${batchLines.state} = 'queued')::int`,
+      running: sql<number>`count(*) FILTER (WHERE ${batchLines.state} = 'running')::int`,
+    })
+    .from(batchLines)
+    .innerJoin(batches, eq(batches.id, batchLines.batchId))
+    .where(eq(batches.status, "in_progress"));
+  return {
+    open: open?.n ?? 0,
+    linesQueued: lines?.queued ?? 0,
+    linesRunning: lines?.running ?? 0,
+    oldestOpenAt: open?.oldest ? new Date(open.oldest) : null,
+  };
+}

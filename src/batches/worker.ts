@@ -37,6 +37,13 @@ export const BATCH_LINE_BEAT_MS = BATCH_ACK_WAIT_MS / 3;
 /** Line items published at a time. */
 const PUSH_CHUNK = 1_000;
 
+/** Lines running on this node: every account's lines past the account's bound. */
+function linesInFlight(byAccount: ReadonlyMap<string, number>): number {
+  let n = 0;
+  for (const held of byAccount.values()) n += held;
+  return n;
+}
+
 export interface BatchWorkerOptions {
   deps: GatewayDeps;
   queue: WorkQueue;
@@ -80,6 +87,15 @@ export class BatchWorker {
         this.set(await queue.depth().catch(() => 0));
       },
     });
+    const byAccount = this.byAccount;
+    new Gauge({
+      name: "darvaze_batch_lines_in_flight",
+      help: "Batch lines this node runs now (at most BATCH_LINES_IN_FLIGHT_MAX).",
+      registers,
+      collect() {
+        this.set(linesInFlight(byAccount));
+      },
+    });
     new Gauge({
       name: "darvaze_batch_oldest_item_age_seconds",
       help: "Age of the oldest batch work item this node holds.",
@@ -88,6 +104,11 @@ export class BatchWorker {
         this.set(queue.oldestAgeMs() / 1000);
       },
     });
+  }
+
+  /** This node's part of the queue: the lines it runs now and the age of the oldest item it holds. */
+  nodeFigures(): { linesInFlight: number; oldestItemAgeS: number } {
+    return { linesInFlight: linesInFlight(this.byAccount), oldestItemAgeS: this.queue.oldestAgeMs() / 1000 };
   }
 
   start(): void {

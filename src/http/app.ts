@@ -495,7 +495,7 @@ export function createApp(
       "/admin/audit",
       asAdmin((request, _, id) => operators.audit(request, id)),
     )
-    .use(figureRoutes(deps, asAdmin, options.console))
+    .use(figureRoutes(deps, asAdmin, options.console, options.batches))
     .use(options.live ? liveRoutes(options.live, asAdmin) : new Elysia())
     .use(options.console ? consoleRoutes(deps, options.console) : new Elysia())
     .use(operatorRoutes(deps, operatorStore, (request) => self!.handle(request)));

@@ -27,6 +27,8 @@ import {
   walletDetail,
   type Window,
 } from "../../operators/queries.ts";
+import { batchQueueFigures } from "../../batches/store.ts";
+import type { BatchWorker } from "../../batches/worker.ts";
 import { readUsageQuery, sessionObject, usageCsv, usageList } from "../console/route.ts";
 import { failed, json, zodFailure } from "../guard.ts";
 import { previewModel } from "./catalog.ts";
@@ -127,12 +129,32 @@ function poolsInTrouble(deps: GatewayDeps) {
 
 type LastAudit = { atMs: number; report: Awaited<ReturnType<typeof auditLedger>> } | null;
 
+/**
+ * The batch queue as the overview shows it: the database's figures (every node's work), the work
+ * queue's depth (the cluster's with NATS), and the answering node's own part; null on a gateway
+ * that runs no batches.
+ */
+async function batchQueue(deps: GatewayDeps, worker: BatchWorker | undefined) {
+  if (!worker) return null;
+  const db = await batchQueueFigures(deps.db);
+  const node = worker.nodeFigures();
+  return {
+    open_batches: db.open,
+    lines_queued: db.linesQueued,
+    lines_running: db.linesRunning,
+    oldest_open_batch_age_s: db.oldestOpenAt ? Math.max(0, Math.round((Date.now() - db.oldestOpenAt.getTime()) / 1000)) : null,
+    queue_depth: await worker.queue.depth().catch(() => null),
+    node: { lines_in_flight: node.linesInFlight, oldest_item_age_s: Math.round(node.oldestItemAgeS) },
+  };
+}
+
 async function overview(
   deps: GatewayDeps,
-  area: AccountArea | undefined,
+  sources: { area: AccountArea | undefined; batches: BatchWorker | undefined },
   last: { audit: LastAudit },
   requestId: string,
 ): Promise<Response> {
+  const { area } = sources;
   const periods = periodsOf(new Date());
   const today = await revenue(deps, periods.today);
   const month = await revenueOf(deps.db, periods.month, regionOf(deps));
@@ -160,6 +182,7 @@ async function overview(
         by_state: states,
       },
       pools_in_trouble: poolsInTrouble(deps),
+      batch_queue: await batchQueue(deps, sources.batches),
     },
     requestId,
   );
@@ -217,7 +240,12 @@ async function accountUsage(deps: GatewayDeps, request: Request, accountId: stri
 }
 
 /** The console's admin reads, as a plugin for the app. */
-export function figureRoutes(deps: GatewayDeps, asAdmin: ReturnType<typeof adminGuard>, area: AccountArea | undefined) {
+export function figureRoutes(
+  deps: GatewayDeps,
+  asAdmin: ReturnType<typeof adminGuard>,
+  area: AccountArea | undefined,
+  batches?: BatchWorker,
+) {
   const last: { audit: LastAudit } = { audit: null };
   return new Elysia()
     .get(
@@ -282,7 +310,7 @@ export function figureRoutes(deps: GatewayDeps, asAdmin: ReturnType<typeof admin
     )
     .get(
       "/admin/overview",
-      asAdmin((_, __, requestId) => overview(deps, area, last, requestId)),
+      asAdmin((_, __, requestId) => overview(deps, { area, batches }, last, requestId)),
     )
     .post(
       "/admin/catalog/models/:model/preview",

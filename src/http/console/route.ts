@@ -31,6 +31,7 @@ import {
   type UsageFilter,
 } from "../../accountArea/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
+import { fileContent, fileNotFound } from "../../files/files.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import type { KeyLimits } from "../../keys/store.ts";
 import { CONCURRENCY_MAX_DEFAULT } from "../../keys/accountLimits.ts";
@@ -202,7 +203,8 @@ export function consoleRoutes(deps: GatewayDeps, area: AccountArea) {
     .use(walletRoutes(deps, area, guards))
     .use(keyRoutes(deps, guards))
     .use(keyChangeRoutes(deps, guards))
-    .use(usageRoutes(deps, guards));
+    .use(usageRoutes(deps, guards))
+    .use(batchRoutes(deps, guards));
 }
 
 function signInRoutes(deps: GatewayDeps, area: AccountArea, { open, sessionReply }: Guards) {
@@ -351,13 +353,6 @@ function walletRoutes(deps: GatewayDeps, area: AccountArea, { signedIn }: Guards
         return json({ object: "alert", ...alertFields(alert.thresholdMicro), balance_alert: alert.below }, ctx.requestId);
       }),
       { parse: "none" },
-    )
-    .get(
-      "/console/api/batches",
-      signedIn(false, async (session, ctx) => {
-        const { data } = await listBatches(db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
-        return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
-      }),
     )
     .get(
       "/console/api/topups",
@@ -570,6 +565,9 @@ function usageRowObject(r: Awaited<ReturnType<typeof usagePage>>[number]) {
     cost_micro_toman: r.billedMicro.toString(),
     status: r.status,
     duration_ms: r.durationMs,
+    /** The batch whose line this was (and the line), or null for a live request. */
+    batch_id: r.batchId,
+    batch_line: r.batchLine,
   };
 }
 
@@ -638,6 +636,39 @@ export async function usageCsv(deps: GatewayDeps, accountId: string, filter: Usa
       "cache-control": "no-store",
     },
   });
+}
+
+/**
+ * The account's batches and their files: a file's bytes for the session's own account only
+ * (another account's id is not found, as on /v1/files), always as a download, never shown inline.
+ */
+function batchRoutes(deps: GatewayDeps, { signedIn }: Guards) {
+  return new Elysia()
+    .get(
+      "/console/api/batches",
+      signedIn(false, async (session, ctx) => {
+        const { data } = await listBatches(deps.db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
+        return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
+      }),
+    )
+    .get(
+      "/console/api/files/:id/content",
+      signedIn(false, async (session, ctx) => {
+        const id = ctx.params.id!;
+        const content = await fileContent(deps.db, session.accountId, id);
+        if (!content) return failed(fileNotFound(id), ctx.requestId);
+        return new Response(content, {
+          headers: {
+            "content-type": "application/octet-stream",
+            // The id is the file's own (file-<base62>, checked by fileContent): safe in the header.
+            "content-disposition": `attachment; filename="${id}.jsonl"`,
+            "x-content-type-options": "nosniff",
+            "cache-control": "no-store",
+            "x-request-id": ctx.requestId,
+          },
+        });
+      }),
+    );
 }
 
 function usageRoutes(deps: GatewayDeps, { signedIn }: Guards) {

@@ -1,5 +1,5 @@
-// The account area's front end: hash routes (#/overview, #/wallet, #/keys, #/usage, #/pricing,
-// #/security), every action a call to /console/api. No framework, no innerHTML with data: the
+// The account area's front end: hash routes (#/overview, #/wallet, #/keys, #/usage, #/batches,
+// #/pricing, #/security), every action a call to /console/api. No framework, no innerHTML with data: the
 // DOM is built with h(), so nothing a server or customer wrote is ever parsed as HTML.
 "use strict";
 (() => {
@@ -8,7 +8,7 @@
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
   const state = { lang: pickLang(), session: null };
-  const VIEWS = ["overview", "wallet", "keys", "usage", "pricing", "security"];
+  const VIEWS = ["overview", "wallet", "keys", "usage", "batches", "pricing", "security"];
 
   function pickLang() {
     const saved = localStorage.getItem("dvz-lang");
@@ -32,6 +32,8 @@
     return new Intl.NumberFormat(locale(), { maximumFractionDigits: fractionMax }).format(text);
   }
   const num = (n) => new Intl.NumberFormat(locale()).format(n);
+  /** Exact micro-toman (a decimal string) as a toman decimal string: "1234567" → "1.234567". */
+  const tomanOfMicro = (micro) => { const m = String(micro).padStart(7, "0"); return `${m.slice(0, -6)}.${m.slice(-6)}`; };
   /** Text with Latin digits, in the page's digits (phone numbers in Persian digits on Persian pages). */
   const digits = (text) => (state.lang === "fa" ? String(text).replace(/[0-9]/g, (d) => "۰۱۲۳۴۵۶۷۸۹"[d]) : String(text));
   /** A phone number as people write it here (0912 …), in the page's digits, kept left to right inside any sentence. */
@@ -131,7 +133,7 @@
     const mine = ++renders;
     applyLang();
     const view = state.session ? currentView() : "signin";
-    const builder = { signin: signInView, overview: overviewView, wallet: walletView, keys: keysView, usage: usageView, pricing: pricingView, security: securityView, receipt: receiptView }[view];
+    const builder = { signin: signInView, overview: overviewView, wallet: walletView, keys: keysView, usage: usageView, batches: batchesView, pricing: pricingView, security: securityView, receipt: receiptView }[view];
     const content = h("div", { id: `view-${view}` });
     main.replaceChildren(content);
     try {
@@ -392,10 +394,16 @@
       h("p", {}, h("a", { id: "usage-csv", href: `/console/api/usage.csv?${q}`, download: "" }, t("usage.csv"))));
     root.append(h("h2", { id: "chart-title" }, t("usage.chart")), chart(usage.daily));
     if (usage.data.length === 0) { root.append(h("p", { class: "muted" }, t("usage.none"))); return; }
-    root.append(table(t("usage.title"), [t("usage.time"), t("usage.key"), t("usage.model"), { text: t("usage.tokens"), num: true }, { text: t("usage.cost"), num: true }, t("usage.status")], usage.data.map((r) =>
-      h("tr", { "data-request": r.request_id, "data-cost-micro": r.cost_micro_toman },
+    root.append(table(t("usage.title"), [t("usage.time"), t("usage.key"), t("usage.model"), { text: t("usage.tokens"), num: true }, { text: t("usage.cost"), num: true }, t("usage.status"), t("usage.source")], usage.data.map((r) =>
+      h("tr", { "data-request": r.request_id, "data-cost-micro": r.cost_micro_toman, "data-batch": r.batch_id || null },
         h("td", {}, when(r.created_at)), h("td", {}, r.key_name || r.key_id), h("td", { class: "ltr" }, r.model),
-        h("td", { class: "num" }, `${num(r.input_units)} / ${num(r.output_units)}`), h("td", { class: "num cost" }, toman(r.cost_toman, 6)), h("td", {}, num(r.status)))), "usage-table"));
+        h("td", { class: "num" }, `${num(r.input_units)} / ${num(r.output_units)}`), h("td", { class: "num cost" }, toman(r.cost_toman, 6)), h("td", {}, num(r.status)),
+        h("td", { class: "source" }, sourceOf(r)))), "usage-table"));
+  }
+  /** Where a request came from: live, or a batch's line (which batch, which line, linked to the batches page). */
+  function sourceOf(r) {
+    if (!r.batch_id) return t("usage.live");
+    return h("a", { href: `#/batches?batch=${encodeURIComponent(r.batch_id)}`, class: "batch-line" }, t("usage.batchLine", { line: num(r.batch_line) }), " ", h("code", { class: "batch-id" }, r.batch_id));
   }
   /** The daily spend as bars over a date axis, each bar with its value; the same figures in its accessible name. */
   function chart(daily) {
@@ -470,6 +478,36 @@
       return back.y === y && back.m === m && back.d === d ? date.toISOString().slice(0, 10) : null;
     }
     return null;
+  }
+
+  // ---- batches ----
+  /** When a batch ended (completed, failed, expired or cancelled), or null while it runs. */
+  const endedAt = (b) => b.completed_at || b.failed_at || b.expired_at || b.cancelled_at || null;
+  const isoOf = (seconds) => (seconds ? new Date(seconds * 1000).toISOString() : null);
+  /** The account's batches, newest first: status, lines run of all, the cost so far, the result files to download. */
+  async function batchesView(root) {
+    const list = await api("GET", "/console/api/batches");
+    const asked = hashParams().get("batch");
+    root.append(h("h1", {}, t("batches.title")), h("p", { class: "muted" }, t("batches.help")));
+    if (list.data.length === 0) { root.append(h("p", { class: "muted", id: "batches-none" }, t("batches.none"))); return; }
+    root.append(table(t("batches.title"), [t("batches.id"), t("batches.created"), t("batches.status"), t("batches.progress"), { text: t("batches.cost"), num: true }, t("batches.ended"), t("batches.files")], list.data.map((b) =>
+      h("tr", { "data-batch": b.id, "data-status": b.status, "data-cost-micro": b.cost_micro_toman, class: b.id === asked ? "chosen" : null, "aria-current": b.id === asked ? "true" : null },
+        h("td", { class: "ltr" }, h("code", {}, b.id), h("div", { class: "muted endpoint" }, b.endpoint)), h("td", {}, when(isoOf(b.created_at))), h("td", { class: "batch-status" }, t(`batches.states.${b.status}`)),
+        h("td", { class: "progress" }, progressOf(b)), h("td", { class: "num cost" }, toman(tomanOfMicro(b.cost_micro_toman), 6)), h("td", {}, endedAt(b) ? when(isoOf(endedAt(b))) : "—"),
+        h("td", { class: "files" }, fileLink(b, "output_file_id", "batches.output"), " ", fileLink(b, "error_file_id", "batches.errors")))), "batches-table"));
+  }
+  /** "12 of 20 (2 failed)" beside a bar; the bar's name says the same for screen readers. */
+  function progressOf(b) {
+    const c = b.request_counts;
+    const run = c.completed + c.failed;
+    const text = t(c.failed > 0 ? "batches.ranFailed" : "batches.ran", { run: num(run), total: num(c.total), failed: num(c.failed) });
+    return h("span", { class: "progress-cell" }, h("progress", { max: String(Math.max(c.total, 1)), value: String(run), "aria-label": text }), h("span", { class: "progress-text" }, text));
+  }
+  /** A download of one of the batch's result files (the session's own account's only), or nothing when it has none. */
+  function fileLink(b, field, label) {
+    const id = b[field];
+    if (!id) return "";
+    return h("a", { href: `/console/api/files/${encodeURIComponent(id)}/content`, download: `${id}.jsonl`, class: field === "output_file_id" ? "output-file" : "error-file", "aria-label": t(`${label}Of`, { id: b.id }) }, t(label));
   }
 
   // ---- pricing ----

@@ -159,6 +159,12 @@
     return table(caption, [t("overview.key"), { text: t("overview.reqs"), num: true }, { text: t("overview.errors"), num: true }, { text: t("overview.revenue"), num: true }],
       groups.map((g) => h("tr", {}, cell(g.key), cell(num(g.requests), "num"), cell(num(g.errors), "num"), money(g.revenue_toman))), id);
   }
+  /** The batch queue: the database's figures (every node's), and this node's own part beneath. */
+  function batchCard(q) {
+    if (!q) return card("batch-queue", t("overview.batches"), "—");
+    const db = q.open_batches === 0 ? t("overview.batchesNone") : t("overview.batchesN", { open: num(q.open_batches), queued: num(q.lines_queued), running: num(q.lines_running), age: num(q.oldest_open_batch_age_s ?? 0) });
+    return card("batch-queue", t("overview.batches"), db, t("overview.batchesNode", { inFlight: num(q.node.lines_in_flight), age: num(q.node.oldest_item_age_s), depth: q.queue_depth === null ? "—" : num(q.queue_depth) }));
+  }
   async function overviewView(root) {
     const o = await admin("GET", "/overview");
     const requests = (r) => t("overview.requests", { n: num(r.requests), e: num(r.errors) });
@@ -169,7 +175,8 @@
       card("dead-letters", t("overview.dead"), t("overview.deadN", { n: num(o.dead_letters.awaiting_replay), amount: toman(o.dead_letters.written_off_toman) })),
       card("sms-budget", t("overview.sms"), o.sms_budget ? t("overview.smsN", { sent: num(o.sms_budget.sent), max: num(o.sms_budget.max) }) : "—"),
       card("payments-waiting", t("overview.payments"), o.payments ? t("overview.paymentsN", { waiting: num(o.payments.waiting), review: num(o.payments.needs_review) }) : "—"),
-      card("pools-trouble", t("overview.pools"), o.pools_in_trouble.length === 0 ? t("overview.poolsNone") : o.pools_in_trouble.map((p) => `${p.model}/${p.backend}: ${p.breaker}`).join(", "))));
+      card("pools-trouble", t("overview.pools"), o.pools_in_trouble.length === 0 ? t("overview.poolsNone") : o.pools_in_trouble.map((p) => `${p.model}/${p.backend}: ${p.breaker}`).join(", ")),
+      batchCard(o.batch_queue)));
     root.append(h("p", { class: o.month.reconciled ? "ok" : "bad", id: "reconciled" }, o.month.reconciled ? t("overview.reconciled") : t("overview.notReconciled")));
     root.append(h("h2", {}, t("overview.byModel")), groupsTable(t("overview.byModel"), o.month.by_model, "by-model"));
     root.append(h("h2", {}, t("overview.byVendor")), groupsTable(t("overview.byVendor"), o.month.by_vendor, "by-vendor"));
