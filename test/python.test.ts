@@ -7,6 +7,7 @@
  */
 import { appendFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import {
   PYTHON_INSTALL_MS_MAX,
@@ -57,7 +58,13 @@ const SCRIPTS: Record<string, string[]> = {
     "error: unknown model",
   ],
   "sdk_langchain.py": ["invoke", "stream", "structured output"],
+  "sdk_openai_batches.py": ["chat batch: files.create, batches.create, poll, files.content", "embeddings batch", "cancel mid-batch"],
 };
+/**
+ * The simulator's time to a first token while a script runs: a batch's lines must be slow enough
+ * that its cancel lands mid-batch (30 lines, 2 of an account's at a time: about 4.5 s in all).
+ */
+const SIM_TTFT_MS: Record<string, number> = { "sdk_openai_batches.py": 300 };
 const FUNDS_TOMAN = 1_000_000;
 /** How long the wallet may take to show every settled request (group commit, the usage log on NATS). */
 const WALLET_SETTLE_MS_MAX = 30_000;
@@ -86,7 +93,14 @@ suite("Python clients", () => {
         if (log) appendFileSync(log, `${script}\n`);
         const { key } = await t.fundedKey(FUNDS_TOMAN);
         const before = await balanceMicroOf(t.url, key);
-        const run = await runClientScript(python, script, { DARVAZE_GATEWAY_URL: t.url, DARVAZE_KEY: key });
+        t.sim!.options.ttftMs = SIM_TTFT_MS[script] ?? 0;
+        const run = await runClientScript(python, script, {
+          DARVAZE_GATEWAY_URL: t.url,
+          DARVAZE_KEY: key,
+          DARVAZE_BATCH_POLL_MS: String(BATCH_POLL_MS),
+        }).finally(() => {
+          t.sim!.options.ttftMs = 0;
+        });
         const checks = run.lines.filter((line): line is Extract<ScriptLine, { kind: "check" }> => line.kind === "check");
         const failed = checks.filter((check) => !check.ok).map((check) => `${check.name}: ${check.error}\n${check.detail}`);
         expect(failed, run.rest).toEqual([]);
