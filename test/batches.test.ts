@@ -11,7 +11,8 @@ import OpenAI, { toFile } from "openai";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/batches/store.ts";
 import { cookieName } from "../src/http/console/guard.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/files/files.ts";
-import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/worker.ts";
+import { ADMIN_TOKEN, balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
 let t: TestGateway;
@@ -69,6 +70,48 @@ async function balanceAfter(expected: bigint): Promise<bigint> {
   return balance;
 }
 
+/**
+ * The account area, for a session of the batch's account: the output file downloads (the same
+ * bytes as /v1/files/{id}/content) and not for another account or without a session; each line's
+ * usage row names its batch and line, a live request's none, in the page and the CSV.
+ */
+async function consoleSeesBatch(token: string, batchId: string, outputFileId: string, cost: bigint) {
+  const asSession = (path: string, sessionToken: string | null) =>
+    fetch(`${t.url}${path}`, { headers: sessionToken ? { cookie: `${cookieName(t.url)}=${sessionToken}` } : {} });
+  const download = await asSession(`/console/api/files/${outputFileId}/content`, token);
+  expect(download.status).toBe(200);
+  expect(download.headers.get("content-disposition")).toBe(`attachment; filename="${outputFileId}.jsonl"`);
+  expect(download.headers.get("x-content-type-options")).toBe("nosniff");
+  expect(await download.text()).toBe(await (await client.files.content(outputFileId)).text());
+  const stranger = await t.fundedKey(10);
+  const theirs = await t.gw.console.sessions.create(stranger.accountId, { userAgent: null, clientAddress: null });
+  const refused = await asSession(`/console/api/files/${outputFileId}/content`, theirs.token);
+  expect({ status: refused.status, code: ((await refused.json()) as { error: { code: string } }).error.code }).toEqual({
+    status: 404,
+    code: "not_found",
+  });
+  expect((await asSession(`/console/api/files/${outputFileId}/content`, null)).status).toBe(401);
+  expect((await asSession("/console/api/files/file-nope/content", token)).status).toBe(404);
+  const { response: live } = await client.chat.completions
+    .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "live" }], max_tokens: 4 })
+    .withResponse();
+  const liveId = live.headers.get("x-request-id");
+  type Usage = { data: { request_id: string; batch_id: string | null; batch_line: number | null; cost_micro_toman: string }[] };
+  let usage: Usage = { data: [] };
+  // The records once written (with NATS, through the usage stream).
+  await until(async () => {
+    usage = (await (await asSession("/console/api/usage?limit=200", token)).json()) as Usage;
+    return usage.data.some((r) => r.request_id === liveId) && usage.data.filter((r) => r.batch_id === batchId).length === 3;
+  }, 10_000);
+  const lines = usage.data.filter((r) => r.batch_id === batchId);
+  expect(lines.map((r) => [r.request_id, r.batch_line]).sort()).toEqual([1, 2, 3].map((n) => [lineRequestId(batchId, n), n]));
+  expect(lines.reduce((sum, r) => sum + BigInt(r.cost_micro_toman), 0n)).toBe(cost);
+  expect(usage.data.find((r) => r.request_id === liveId)).toMatchObject({ batch_id: null, batch_line: null });
+  const csv = (await (await asSession("/console/api/usage.csv", token)).text()).split("\r\n");
+  expect(csv[0]).toEndWith(",batch_id,batch_line");
+  expect(csv.filter((l) => l.endsWith(`,${batchId},1`) || l.endsWith(`,${batchId},2`) || l.endsWith(`,${batchId},3`)).length).toBe(3);
+}
+
 describe("a batch of chat lines", () => {
   test("runs to completed; each output line is a live reply; the wallet drops by the lines' costs", async () => {
     const before = await balanceMicroOf(t.url, key);
@@ -106,6 +149,7 @@ describe("a batch of chat lines", () => {
     expect(page.status).toBe(200);
     const consoleList = (await page.json()) as { data: { id: string; cost_micro_toman: string }[] };
     expect(consoleList.data.find((b) => b.id === batch.id)?.cost_micro_toman).toBe(cost.toString());
+    await consoleSeesBatch(session.token, batch.id, batch.output_file_id!, cost);
   });
 
   test("embeddings lines run too", async () => {
@@ -166,6 +210,63 @@ describe("validation", () => {
       body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h", extra: 1 }),
     });
     expect(response.status).toBe(400);
+  });
+});
+
+/** This node's value of an unlabelled gauge on /metrics. */
+async function gauge(name: string): Promise<number> {
+  const text = await (await fetch(`${t.url}/metrics`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name} `));
+  if (!line) throw new Error(`${name} is not on /metrics`);
+  return Number(line.slice(name.length + 1));
+}
+
+describe("operators see the queue", () => {
+  test("the overview and /metrics show the lines running and waiting while a batch runs, and none once it is cancelled", async () => {
+    t.sim!.options.ttftMs = 400;
+    try {
+      const file = await upload(Array.from({ length: 12 }, (_, i) => chatLine(`q${i}`)));
+      const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      type Queue = {
+        open_batches: number;
+        lines_queued: number;
+        lines_running: number;
+        oldest_open_batch_age_s: number | null;
+        queue_depth: number | null;
+        node: { lines_in_flight: number; oldest_item_age_s: number };
+      };
+      let q: Queue | null = null;
+      await until(
+        async () => {
+          q = (await t.admin("GET", "/admin/overview")).body.batch_queue as Queue;
+          return q.lines_running > 0 && q.lines_queued > 0;
+        },
+        { msMax: 20_000, pollMs: BATCH_POLL_MS },
+      );
+      const seen = q!;
+      expect(seen.open_batches).toBe(1);
+      expect(seen.lines_running).toBeLessThanOrEqual(BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX);
+      expect(seen.lines_queued + seen.lines_running).toBeLessThanOrEqual(12);
+      expect(seen.oldest_open_batch_age_s).toBeGreaterThanOrEqual(0);
+      expect(seen.queue_depth).toBeGreaterThanOrEqual(seen.lines_queued);
+      expect(seen.node.lines_in_flight).toBeLessThanOrEqual(BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX);
+      // One node runs them all here: its own in-flight gauge sees what the database sees, within a poll.
+      await until(async () => (await gauge("darvaze_batch_lines_in_flight")) > 0, { msMax: 10_000, pollMs: 50 });
+      expect(await gauge("darvaze_batch_oldest_item_age_seconds")).toBeGreaterThan(0);
+      await client.batches.cancel(created.id);
+      await settled(created.id, "cancelled");
+      const after = (await t.admin("GET", "/admin/overview")).body.batch_queue as Queue;
+      expect(after).toMatchObject({
+        open_batches: 0,
+        lines_queued: 0,
+        lines_running: 0,
+        oldest_open_batch_age_s: null,
+        node: { lines_in_flight: 0 },
+      });
+      expect(await gauge("darvaze_batch_lines_in_flight")).toBe(0);
+    } finally {
+      t.sim!.options.ttftMs = 0;
+    }
   });
 });
 
