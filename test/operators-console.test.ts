@@ -145,6 +145,9 @@ suite("operators' console in a browser", () => {
       const owner = await desk("fa");
       await signIn(owner, "owner", await addOperatorByApi("owner", "owner"));
       expect(await owner.page.getAttribute("html", "dir")).toBe("rtl");
+      // The overview shows the batch queue: none open, this node running no line.
+      expect(await owner.page.textContent("#batch-queue .value")).toBe("دسته‌ای بازی نیست");
+      expect(await owner.page.textContent("#batch-queue .muted")).toContain("همین گره: ۰ خط در حال اجرا");
       await go(owner.page, "operators");
       await typeInto(owner.page, "op-login", "sara");
       await typeInto(owner.page, "op-name", "Sara");
