@@ -56,8 +56,8 @@ function where(accountId: string, filter: UsageFilter): SQL | undefined {
 
 /**
  * A batch line's request id, `req_<batch id's random part>_<line>` (src/batches/store.ts
- * lineRequestId): its two parts, read in the query. A live request's id (`req_` and 20 base62
- * characters) never matches.
+ * lineRequestId): its two parts, read in the query (`substring(… from pattern)` is the first
+ * group's match). A live request's id (`req_` and 20 base62 characters) never matches.
  */
 const BATCH_LINE_ID = "^req_([0-9A-Za-z]{20})_([0-9]{1,9})$";
 const batchIdOf = sql`'batch_' || substring(${usageRecords.requestId} from ${BATCH_LINE_ID})`;
