@@ -219,8 +219,9 @@
         h("h3", {}, t("customer.daily")),
         h("div", { class: "bars", id: "daily-chart", role: "list" }, u.daily.map((d) => h("div", { class: "bar", role: "listitem" }, h("span", {}, d.day),
           h("span", { class: "fill", "data-share": String(Number(d.cost_toman) / most) }), h("span", { class: "amount" }, `${toman(d.cost_toman)} ${t("toman")}`)))),
-        table(t("customer.usage"), [t("customer.time"), t("customer.model"), { text: t("customer.tokens"), num: true }, { text: t("customer.cost"), num: true }, { text: t("customer.status"), num: true }],
-          u.data.map((r) => h("tr", {}, cell(when(r.created_at)), cell(r.model), cell(`${num(r.input_units)} / ${num(r.output_units)}`, "num"), money(r.cost_toman), cell(num(r.status), "num"))), "usage-table"),
+        table(t("customer.usage"), [t("customer.time"), t("customer.model"), { text: t("customer.tokens"), num: true }, { text: t("customer.cost"), num: true }, { text: t("customer.status"), num: true }, t("customer.source")],
+          u.data.map((r) => h("tr", { "data-batch": r.batch_id || null }, cell(when(r.created_at)), cell(r.model), cell(`${num(r.input_units)} / ${num(r.output_units)}`, "num"), money(r.cost_toman), cell(num(r.status), "num"),
+            cell(r.batch_id ? t("customer.batchLine", { id: r.batch_id, line: num(r.batch_line) }) : t("customer.live"), "wrap source"))), "usage-table"),
         h("a", { href: `/operators/api/admin/accounts/${encodeURIComponent(id)}/usage.csv?${query()}`, id: "usage-csv", download: "" }, t("customer.csv")));
       // Bar widths from data attributes (the policy allows no inline style attribute set as text).
       for (const fill of list.querySelectorAll(".fill")) fill.style.width = `${Math.max(1, Math.round(Number(fill.dataset.share) * 100))}%`;
