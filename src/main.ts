@@ -375,6 +375,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const health = new Health(deps);
     const area = startAccountArea(env, db, { payments, smsBudget }, cleanups, log);
     const batches = await startBatches(deps, cleanups);
+    // The partitions taken at start grow no share until their quiet period ends: a first request would wait it out.
+    await cluster?.quietOver();
     const app = listenApp(createApp(deps, { ...fetches, live, health, console: area, batches }), env, cleanups, log);
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
