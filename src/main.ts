@@ -350,6 +350,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const { cluster, keyHost } = await startKeyActors(config, { db, bus, subjects, keys, writer }, cleanups, log);
     const pools = new PoolHost(catalog, poolsOf(catalog), { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS, log });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
+    pools.preconnect();
     if (cluster) await cluster.startQuotas(pools);
 
     sweepHolds(env, db, keyHost, cleanups, log);
