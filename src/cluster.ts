@@ -13,10 +13,10 @@
 import { hostname } from "node:os";
 import { runTask, taskFailed } from "./background.ts";
 import { PARTITION_LEASE_TTL_MS, PartitionLeases, partitionBucket } from "../actors/cluster/partitions.ts";
-import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, type Tenure } from "../actors/key/capacity.ts";
+import { GRANT_REQUEST_TIMEOUT_MS, SlotAllocator, SlotShares, TAKEOVER_QUIET_MS, type Tenure } from "../actors/key/capacity.ts";
 import type { PoolHost } from "../actors/pool/host.ts";
 import { BackendQuotas, QUOTA_TTL_MS, quotaBucket } from "../actors/pool/quota.ts";
-import { PermitAllocator, PERMIT_REQUEST_TIMEOUT_MS, RatePermits } from "../actors/key/permits.ts";
+import { PermitAllocator, PERMIT_REQUEST_TIMEOUT_MS, RATE_TAKEOVER_QUIET_MS, RatePermits } from "../actors/key/permits.ts";
 import { GRANT, PARTITION_EVENTS, PERMITS } from "../actors/protocol.ts";
 import { partitionOf, type Subjects } from "../actors/subjects.ts";
 import type { Unsubscribe } from "./bus/bus.ts";
@@ -170,6 +170,23 @@ export class Cluster {
     this.quotas = new BackendQuotas(kv, this.node, pools, this.deps.log);
     await this.quotas.tick().catch((error: unknown) => taskFailed("quota_tick", this.deps.log, error));
     this.quotas.start();
+  }
+
+  /**
+   * How long the quiet periods of the partitions this node owns last yet (≤ 0: over): for
+   * TAKEOVER_QUIET_MS and RATE_TAKEOVER_QUIET_MS after each takeover an owner grows no share, so a
+   * key's first request here would wait out the rest of it.
+   */
+  quietLeftMs(): number {
+    let lastAcquiredMs = Number.NEGATIVE_INFINITY;
+    for (const tenure of this.tenures.values()) lastAcquiredMs = Math.max(lastAcquiredMs, tenure.acquiredAtMs);
+    return lastAcquiredMs + Math.max(TAKEOVER_QUIET_MS, RATE_TAKEOVER_QUIET_MS) - performance.now();
+  }
+
+  /** Ends once quietLeftMs() is over: start-up awaits it before the port opens. */
+  async quietOver(): Promise<void> {
+    const leftMs = this.quietLeftMs();
+    if (leftMs > 0) await Bun.sleep(leftMs + 1);
   }
 
   /** Leaving (after the node's requests drained): shares first, then partitions. */

@@ -350,6 +350,7 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const { cluster, keyHost } = await startKeyActors(config, { db, bus, subjects, keys, writer }, cleanups, log);
     const pools = new PoolHost(catalog, poolsOf(catalog), { upstreamTimeoutMs: env.UPSTREAM_TIMEOUT_MS, log });
     cleanups.push(await pools.start({ db, bus, subjects, log, env: process.env }));
+    pools.preconnect();
     if (cluster) await cluster.startQuotas(pools);
 
     sweepHolds(env, db, keyHost, cleanups, log);
@@ -375,6 +376,8 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const health = new Health(deps);
     const area = startAccountArea(env, db, { payments, smsBudget }, cleanups, log);
     const batches = await startBatches(deps, cleanups);
+    // The partitions taken at start grow no share until their quiet period ends: a first request would wait it out.
+    await cluster?.quietOver();
     const app = listenApp(createApp(deps, { ...fetches, live, health, console: area, batches }), env, cleanups, log);
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
