@@ -16,7 +16,9 @@
  *
  *   bun run bench:batch-live                                 # embedded and NATS + PostgreSQL (one node), 3 rounds of 5 s
  *   bun run bench:batch-live -- --mode embedded --rounds 4 --seconds 8
- *   bun run bench:batch-live -- --env BATCH_X=1              # the gateway's environment (repeatable)
+ *   bun run bench:batch-live -- --batch-account other        # the batch a second account's (default: the live client's key's)
+ *   bun run bench:batch-live -- --env NAME=value             # the gateway's environment (repeatable)
+ *   bun run bench:batch-live -- --gateway-root ../old         # another checkout's gateway (before a change), this harness
  *
  * Pinning as `bun run bench`: the gateway on CPU 1; this runner (the live client), the simulator
  * and, with NATS, nats-server and PostgreSQL on CPU 0.
@@ -60,8 +62,8 @@ interface BatchView {
   request_counts: { total: number; completed: number; failed: number };
 }
 
-function client(target: Target) {
-  const headers = { authorization: `Bearer ${target.key}` };
+function client(target: Target, key = target.key) {
+  const headers = { authorization: `Bearer ${key}` };
   const call = async (path: string, init: RequestInit = {}): Promise<Record<string, unknown>> => {
     const response = await fetch(target.url + path, { ...init, headers: { ...headers, ...init.headers } });
     const reply = (await response.json()) as Record<string, unknown>;
@@ -103,6 +105,19 @@ function client(target: Target) {
 
 type Client = ReturnType<typeof client>;
 
+/** A funded key of a second account (`--batch-account other`): the batch another customer's. */
+async function otherAccountKey(target: Target): Promise<string> {
+  const admin = async (path: string, body: unknown) => {
+    const headers = { authorization: `Bearer ${target.adminToken}`, "content-type": "application/json" };
+    const response = await fetch(target.url + path, { method: "POST", headers, body: JSON.stringify(body) });
+    if (!response.ok) throw new Error(`admin ${path} answered ${response.status}`);
+    return (await response.json()) as Record<string, unknown>;
+  };
+  const account = await admin("/admin/accounts", { name: "batch-live other" });
+  await admin(`/admin/accounts/${account.id}/topups`, { amount_toman: 1e9, reference: `batch-live-${Date.now()}` });
+  return String((await admin(`/admin/accounts/${account.id}/keys`, { name: "batches" })).key);
+}
+
 /** Reads the batch until `done` says so. */
 async function until(c: Client, id: string, done: (b: BatchView) => boolean): Promise<BatchView> {
   const deadline = performance.now() + BATCH_MOVE_MS_MAX;
@@ -137,7 +152,7 @@ const figures = (latencies: number[]) => ({
 });
 
 /** A batch started and, once in_progress, `during` run; its lines finished meanwhile; cancelled and ended after. */
-async function withBatch<T>(c: Client, lines: number, during: () => Promise<T>, seconds: number) {
+async function withBatch<T>(c: Client, lines: number, during: () => Promise<T>) {
   const id = await c.createBatch(lines);
   const start = await until(c, id, (b) => b.status !== "validating");
   const t0 = performance.now();
@@ -155,14 +170,16 @@ async function withBatch<T>(c: Client, lines: number, during: () => Promise<T>, 
   };
 }
 
-async function measure(target: Target, rounds: number, seconds: number, lines: number): Promise<Phase[]> {
+async function measure(target: Target, o: { rounds: number; seconds: number; lines: number; other: boolean }): Promise<Phase[]> {
+  const { rounds, seconds, lines } = o;
   const c = client(target);
+  const batcher = o.other ? client(target, await otherAccountKey(target)) : c;
   await liveFor(c, WARMUP_S);
   const phases: Phase[] = [];
   for (let round = 1; round <= rounds; round++) {
     const a = await liveWindow(target, c, seconds);
     phases.push({ round, phase: "A, no batch", seconds, ...figures(a.latencies), readings: a.readings });
-    const b = await withBatch(c, lines, () => liveWindow(target, c, seconds), seconds);
+    const b = await withBatch(batcher, lines, () => liveWindow(target, c, seconds));
     const { latencies, readings } = b.got;
     phases.push({
       round,
@@ -175,7 +192,7 @@ async function measure(target: Target, rounds: number, seconds: number, lines: n
     });
     console.error(`${target.name} round ${round}: ${phases.slice(-2).map(line).join(" · ")}`);
   }
-  const alone = await withBatch(c, lines, () => Bun.sleep(seconds * 1000), seconds);
+  const alone = await withBatch(batcher, lines, () => Bun.sleep(seconds * 1000));
   const { lines: done, seconds: elapsed, throughout } = alone;
   phases.push({
     round: 0,
@@ -233,6 +250,10 @@ async function main(): Promise<void> {
       lines: { type: "string", default: "1000" },
       /** `NAME=value` for the gateway's environment (repeatable). */
       env: { type: "string", multiple: true, default: [] },
+      /** Another checkout whose `src/main.ts` is measured (an older release: the figures before a change). */
+      "gateway-root": { type: "string" },
+      /** `same` (default): the batch is the live client's key's; `other`: a second account's. */
+      "batch-account": { type: "string", default: "same" },
     },
   });
   const rounds = Math.min(10, Math.max(1, Number(flags.rounds) || 3));
@@ -256,9 +277,12 @@ async function main(): Promise<void> {
         services: servicesDefaults,
         env: { FREE_RPM: BENCH_FREE_RPM, ...env },
         readyTimeoutMs: 90_000,
+        ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
       });
       try {
-        tables.push(batchLiveMarkdown(target.name, await measure(target, rounds, seconds, lines)));
+        tables.push(
+          batchLiveMarkdown(target.name, await measure(target, { rounds, seconds, lines, other: flags["batch-account"] === "other" })),
+        );
       } finally {
         await target.stop();
       }
@@ -270,8 +294,9 @@ async function main(): Promise<void> {
   const load = loadavg()
     .map((n) => n.toFixed(2))
     .join(" ");
+  const root = flags["gateway-root"] ? `, the gateway of ${flags["gateway-root"]}` : "";
   console.log(
-    `\nOne live client (sequential) against a ${lines}-line chat batch, ${seconds} s a phase, ${rounds} round(s) A/B alternately; load average at the end ${load}\n`,
+    `\nOne live client (sequential) against a ${lines}-line chat batch, ${seconds} s a phase, ${rounds} round(s) A/B alternately${root}, the batch ${flags["batch-account"] === "other" ? "another account's" : "the live key's"}; load average at the end ${load}\n`,
   );
   console.log(tables.join("\n\n"));
 }
