@@ -375,10 +375,13 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const deps: GatewayDeps = { env, db, bus, subjects, catalog, keys, pools, writer, metrics, log, payments };
     const health = new Health(deps);
     const area = startAccountArea(env, db, { payments, smsBudget }, cleanups, log);
-    const batches = await startBatches(deps, cleanups);
+    // Lines yield to the live requests in flight on this node's server, once it listens.
+    let server: { pendingRequests: number } | undefined;
+    const batches = await startBatches(deps, cleanups, () => server?.pendingRequests ?? 0);
     // The partitions taken at start grow no share until their quiet period ends: a first request would wait it out.
     await cluster?.quietOver();
     const app = listenApp(createApp(deps, { ...fetches, live, health, console: area, batches }), env, cleanups, log);
+    server = app.server!;
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;
     const url = `http://${env.HOST}:${port}`;
@@ -414,7 +417,7 @@ function startAccountArea(
  * Batches' work on this node: with NATS the cluster's work-queue stream, embedded an in-process
  * queue filled again from the database at start; the window's sweep.
  */
-async function startBatches(deps: GatewayDeps, cleanups: Cleanups): Promise<BatchWorker> {
+async function startBatches(deps: GatewayDeps, cleanups: Cleanups, liveInFlight: () => number): Promise<BatchWorker> {
   const { bus, log } = deps;
   const queue =
     bus instanceof NatsBus
@@ -425,7 +428,7 @@ async function startBatches(deps: GatewayDeps, cleanups: Cleanups): Promise<Batc
           replicas: deps.env.USAGE_STREAM_REPLICAS,
         })
       : new LocalWorkQueue(log);
-  const worker = new BatchWorker({ deps, queue });
+  const worker = new BatchWorker({ deps, queue, liveInFlight });
   if (!(bus instanceof NatsBus)) await worker.recover();
   worker.start();
   cleanups.push(() => worker.stop());

@@ -3,11 +3,13 @@
  * and one durable consumer every node pulls from; embedded, an in-process queue with the same
  * interface. An item is acknowledged once its handler has settled it; a node that dies holding
  * one leaves it to be delivered again after BATCH_ACK_WAIT_MS (the handler makes that safe:
- * worker.ts). At most `inFlightMax` items run at once on a node.
+ * worker.ts). At most `slots.max` items run at once on a node, and at any moment no more than
+ * `slots.now()` (fewer while live traffic is in flight: priority.ts).
  */
 import { AckPolicy, DiscardPolicy, type JsMsg, type NatsConnection, nanos, RetentionPolicy, StorageType } from "nats";
 import { z } from "zod";
 import type { Logger } from "../log.ts";
+import { BATCH_GATE_POLL_MS } from "./priority.ts";
 
 export const workItem = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("validate"), batchId: z.string() }),
@@ -20,6 +22,12 @@ export type WorkItem = z.infer<typeof workItem>;
 export type Verdict = "settled" | "later";
 export type WorkHandler = (item: WorkItem) => Promise<Verdict>;
 
+/** How many items a node may run: `max` at most (the prefetch), `now()` of them at this moment (0 ≤ now() ≤ max; 0: wait). */
+export interface Slots {
+  max: number;
+  now(): number;
+}
+
 /** An item put back (its account at its batch concurrency, a batch still running lines) waits this long. */
 export const BATCH_RETRY_DELAY_MS = 250;
 /** An item held this long unacknowledged (its node died) is delivered to another; a running one says it is alive more often. */
@@ -31,8 +39,8 @@ export const BATCH_STREAM_MESSAGES_MAX = 5_000_000;
 
 export interface WorkQueue {
   push(items: WorkItem[]): Promise<void>;
-  /** Starts taking items: at most `inFlightMax` handled at once. */
-  start(handle: WorkHandler, inFlightMax: number): void;
+  /** Starts taking items: at most `slots.now()` handled at once. */
+  start(handle: WorkHandler, slots: Slots): void;
   /** Items waiting and running (the whole cluster's with NATS). */
   depth(): Promise<number>;
   /** Age in ms of the oldest item this node holds (running or waiting), 0 when none. */
@@ -60,9 +68,14 @@ class Holding {
     this.wake?.();
   }
 
-  /** Resolves once fewer than `max` items are held. */
-  async free(max: number): Promise<void> {
-    while (this.inFlight >= max) await new Promise<void>((resolve) => (this.wake = resolve));
+  /** Resolves once fewer than `slots.now()` items are held (looked at again every BATCH_GATE_POLL_MS, as the slots change). */
+  async free(slots: Slots): Promise<void> {
+    while (this.inFlight >= slots.now()) {
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, BATCH_GATE_POLL_MS);
+      });
+    }
   }
 
   /** Resolves once nothing is held, or after `waitMs`. */
@@ -93,7 +106,9 @@ export class LocalWorkQueue implements WorkQueue {
   private readonly holding = new Holding();
   private readonly timers = new Set<ReturnType<typeof setTimeout>>();
   private handle: WorkHandler | null = null;
-  private inFlightMax = 1;
+  private slots: Slots = { max: 1, now: () => 1 };
+  /** Set while items wait for a slot that the gate may open (priority.ts). */
+  private gateTimer: ReturnType<typeof setTimeout> | null = null;
   private stopped = false;
 
   constructor(private readonly log: Logger) {}
@@ -103,15 +118,15 @@ export class LocalWorkQueue implements WorkQueue {
     this.pump();
   }
 
-  start(handle: WorkHandler, inFlightMax: number): void {
+  start(handle: WorkHandler, slots: Slots): void {
     this.handle = handle;
-    this.inFlightMax = inFlightMax;
+    this.slots = slots;
     this.pump();
   }
 
   private pump(): void {
     const handle = this.handle;
-    while (handle && !this.stopped && this.holding.inFlight < this.inFlightMax && this.items.length > 0) {
+    while (handle && !this.stopped && this.items.length > 0 && this.holding.inFlight < this.slots.now()) {
       const { item } = this.items.shift()!;
       void runItem(this.holding, handle, item, this.log).then((verdict) => {
         if (verdict === "later" && !this.stopped) {
@@ -123,6 +138,14 @@ export class LocalWorkQueue implements WorkQueue {
         }
         this.pump();
       });
+    }
+    // Items wait on the gate alone: look again once it may have opened.
+    const gated = this.items.length > 0 && this.holding.inFlight < this.slots.max;
+    if (handle && !this.stopped && gated && !this.gateTimer) {
+      this.gateTimer = setTimeout(() => {
+        this.gateTimer = null;
+        this.pump();
+      }, BATCH_GATE_POLL_MS);
     }
   }
 
@@ -137,6 +160,7 @@ export class LocalWorkQueue implements WorkQueue {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    if (this.gateTimer) clearTimeout(this.gateTimer);
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
     await this.holding.idle(BATCH_STOP_WAIT_MS);
@@ -207,15 +231,15 @@ export class JetStreamWorkQueue implements WorkQueue {
     await Promise.all(items.map((item) => js.publish(this.subject, JSON.stringify(item), itemId(item))));
   }
 
-  start(handle: WorkHandler, inFlightMax: number): void {
-    this.loop = this.take(handle, inFlightMax).catch((error: Error) => {
+  start(handle: WorkHandler, slots: Slots): void {
+    this.loop = this.take(handle, slots).catch((error: Error) => {
       if (!this.stopped) this.log("error", "batch_queue_stopped", { error: error.message });
     });
   }
 
-  private async take(handle: WorkHandler, inFlightMax: number): Promise<void> {
+  private async take(handle: WorkHandler, slots: Slots): Promise<void> {
     const consumer = await this.nc.jetstream().consumers.get(this.stream, CONSUMER);
-    const messages = await consumer.consume({ max_messages: inFlightMax });
+    const messages = await consumer.consume({ max_messages: slots.max });
     this.messages = messages;
     for await (const message of messages) {
       if (this.stopped) break;
@@ -224,7 +248,11 @@ export class JetStreamWorkQueue implements WorkQueue {
         message.term();
         continue;
       }
-      await this.holding.free(inFlightMax);
+      await this.holding.free(slots);
+      if (this.stopped) {
+        message.nak();
+        break;
+      }
       void this.settle(message, handle, parsed.data);
     }
   }

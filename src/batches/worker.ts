@@ -9,8 +9,9 @@
  *              as the operator's loss, darvaze_batch_rerun_cost_micro_toman_total)
  *   finish   → once no line runs: the output and error files written, the final state
  *
- * Lines yield to live traffic: at most BATCH_LINES_IN_FLIGHT_MAX run on a node, and at most
- * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one account's. Cancel stops new lines at once; the window's
+ * Lines yield to live traffic (priority.ts): at most BATCH_LINES_IN_FLIGHT_MAX run on a node, one
+ * while live requests are in flight on it, and at most BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one
+ * account's. Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
@@ -23,11 +24,10 @@ import { type FileRecord, fileContent } from "../files/files.ts";
 import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
-import { BATCH_ACK_WAIT_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
+import { BATCH_LINES_IN_FLIGHT_MAX, LivePriority } from "./priority.ts";
+import { BATCH_ACK_WAIT_MS, BATCH_RETRY_DELAY_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
-/** Lines a node runs at once, all accounts together: batches never take more of a node than this from live traffic. */
-export const BATCH_LINES_IN_FLIGHT_MAX = 4;
 /** Lines of one account a node runs at once. */
 export const BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX = 2;
 /** How often a node looks for batches past their window. */
@@ -49,6 +49,8 @@ export interface BatchWorkerOptions {
   queue: WorkQueue;
   /** The clock batches are stamped and expired by (tests move it). */
   now?: () => number;
+  /** Live requests in flight on this node now (the HTTP server's pending requests); lines yield to them. */
+  liveInFlight?: () => number;
 }
 
 export class BatchWorker {
@@ -60,11 +62,13 @@ export class BatchWorker {
   private readonly outcomes: Counter<"outcome">;
   /** Aborts the lines running on this node at stop. */
   private readonly stopping = new AbortController();
+  private readonly priority: LivePriority;
 
   constructor(options: BatchWorkerOptions) {
     this.deps = options.deps;
     this.queue = options.queue;
     this.now = options.now ?? Date.now;
+    this.priority = new LivePriority({ liveInFlight: options.liveInFlight ?? (() => 0), nowMs: () => performance.now() });
     const registers = [this.deps.metrics.registry];
     this.reruns = new Counter({
       name: "darvaze_batch_rerun_cost_micro_toman_total",
@@ -112,7 +116,8 @@ export class BatchWorker {
   }
 
   start(): void {
-    this.queue.start((item) => this.handle(item), BATCH_LINES_IN_FLIGHT_MAX);
+    const handle = (item: WorkItem) => this.handle(item).finally(() => this.priority.ended());
+    this.queue.start(handle, { max: BATCH_LINES_IN_FLIGHT_MAX, now: () => this.priority.slots() });
   }
 
   async stop(): Promise<void> {
@@ -250,7 +255,11 @@ export class BatchWorker {
     if (row.status === "validating") return "later";
     if (row.status !== "in_progress") return "settled"; // the finish marks it skipped once no line runs
     const held = this.byAccount.get(row.accountId) ?? 0;
-    if (held >= BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX) return "later";
+    if (held >= BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX) {
+      // Held in its slot before it is put back: a queue of one account's lines is not read again and again meanwhile.
+      await Bun.sleep(BATCH_RETRY_DELAY_MS);
+      return "later";
+    }
     this.byAccount.set(row.accountId, held + 1);
     try {
       return await this.runOne(batchId, line, row);
