@@ -10,7 +10,9 @@
  *   finish   → once no line runs: the output and error files written, the final state
  *
  * Lines yield to live traffic: at most BATCH_LINES_IN_FLIGHT_MAX run on a node, and at most
- * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one account's. Cancel stops new lines at once; the window's
+ * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one account's on the whole cluster (the claim counts the
+ * account's fresh claims in the database). These are a line's limits: it takes none of the key's
+ * live slots, rpm or tpm (Credentials.batch). Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
@@ -28,7 +30,11 @@ import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_S
 
 /** Lines a node runs at once, all accounts together: batches never take more of a node than this from live traffic. */
 export const BATCH_LINES_IN_FLIGHT_MAX = 4;
-/** Lines of one account a node runs at once. */
+/**
+ * Lines of one account running at once on the whole cluster: a line's claim counts the account's
+ * fresh claims (younger than BATCH_ACK_WAIT_MS) under a per-account lock. A batch's concurrency,
+ * in place of its key's `concurrency_max` (and, through the upstream's latency, its rate).
+ */
 export const BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX = 2;
 /** How often a node looks for batches past their window. */
 export const BATCH_SWEEP_INTERVAL_MS = 10_000;
@@ -78,6 +84,17 @@ export class BatchWorker {
       registers,
       async collect() {
         this.set(await queue.depth().catch(() => 0));
+      },
+    });
+    const byAccount = this.byAccount;
+    new Gauge({
+      name: "darvaze_batch_lines_running",
+      help: "Batch lines running on this node now.",
+      registers,
+      collect() {
+        let running = 0;
+        for (const n of byAccount.values()) running += n;
+        this.set(running);
       },
     });
     new Gauge({
@@ -244,11 +261,12 @@ export class BatchWorker {
   private async runOne(
     batchId: string,
     line: number,
-    row: { state: string; customId: string; body: string; keyId: string; endpoint: string; residency: string | null },
+    row: { state: string; customId: string; body: string; accountId: string; keyId: string; endpoint: string; residency: string | null },
   ): Promise<Verdict> {
     const rerun = row.state === "running";
-    if (!(await this.claim(batchId, line))) return "later"; // another node runs it now
-    const beat = setInterval(() => void this.claim(batchId, line, true).catch(() => {}), BATCH_LINE_BEAT_MS);
+    // Another node runs it now, or the account has its lines in flight on the cluster.
+    if (!(await this.claim(batchId, line, row.accountId))) return "later";
+    const beat = setInterval(() => void this.renew(batchId, line).catch(() => {}), BATCH_LINE_BEAT_MS);
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
@@ -284,20 +302,35 @@ export class BatchWorker {
 
   /**
    * Takes the line to run on this node: a line queued, or one whose claim is older than
-   * BATCH_ACK_WAIT_MS (its node died); `beat`: this node's claim renewed while it runs.
+   * BATCH_ACK_WAIT_MS (its node died), while the account has fewer than
+   * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX fresh claims on the cluster. The account's lock makes the
+   * count and the claim one step: two nodes cannot both pass the count with one place left.
    */
-  private async claim(batchId: string, line: number, beat = false): Promise<boolean> {
+  private claim(batchId: string, line: number, accountId: string): Promise<boolean> {
     // The database's clock, so that nodes' clocks need not agree.
     const stale = sql`${batchLines.claimedAt} < now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000})`;
-    const free = beat
-      ? eq(batchLines.state, "running")
-      : sql`(${batchLines.state} = 'queued' OR (${batchLines.state} = 'running' AND (${batchLines.claimedAt} IS NULL OR ${stale})))`;
-    const claimed = await this.deps.db.orm
+    const free = sql`(${batchLines.state} = 'queued' OR (${batchLines.state} = 'running' AND (${batchLines.claimedAt} IS NULL OR ${stale})))`;
+    // A dead node's claims (older than the ack wait) hold no place; the batch_lines_running index keeps the count to running lines.
+    const running = sql`(SELECT count(*) FROM batch_lines AS r JOIN batches AS b ON b.id = r.batch_id
+      WHERE b.account_id = ${accountId} AND r.state = 'running'
+        AND r.claimed_at >= now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000}))`;
+    return this.deps.db.orm.transaction(async (tx) => {
+      await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`batch-account:${accountId}`}))`);
+      const claimed = await tx
+        .update(batchLines)
+        .set({ state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
+        .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free, sql`${running} < ${BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX}`))
+        .returning({ line: batchLines.line });
+      return claimed.length > 0;
+    });
+  }
+
+  /** This node's claim on a line it runs, renewed (every BATCH_LINE_BEAT_MS). */
+  private async renew(batchId: string, line: number): Promise<void> {
+    await this.deps.db.orm
       .update(batchLines)
-      .set(beat ? { claimedAt: sql`now()` } : { state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
-      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free))
-      .returning({ line: batchLines.line });
-    return claimed.length > 0;
+      .set({ claimedAt: sql`now()` })
+      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), eq(batchLines.state, "running")));
   }
 
   /** A line's result, stored once with its batch's counts and cost; the batch as it then is, or null when it was stored before. */
