@@ -119,7 +119,11 @@ async function messagesLine(deps: GatewayDeps, input: LineInput, body: Record<st
 }
 
 /** What a translated line hands the chat operation besides its body. */
-type LineInput = { requestId: string; credentials: { key: null; origin: null; residency: string | null; batch: true }; signal: AbortSignal };
+type LineInput = {
+  requestId: string;
+  credentials: { key: null; origin: null; residency: string | null; batch: true };
+  signal: AbortSignal;
+};
 
 /** A Responses line: translated into chat and its reply presented as a response, as the live route does. */
 async function responsesLine(deps: GatewayDeps, input: LineInput, body: Record<string, unknown>): Promise<LineReply> {

@@ -15,7 +15,7 @@
  * live slots, rpm or tpm (Credentials.batch). Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
-import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
 import { Counter, Gauge } from "prom-client";
 import type { GatewayDeps } from "../admission/deps.ts";
 import type { KeyRecord } from "../keys/store.ts";
@@ -55,6 +55,8 @@ export class BatchWorker {
   readonly queue: WorkQueue;
   readonly now: () => number;
   private readonly byAccount = new Map<string, number>();
+  /** Lines claimed and running on this node (darvaze_batch_lines_running). */
+  private running = 0;
   private readonly reruns: Counter<"endpoint">;
   private readonly outcomes: Counter<"outcome">;
   /** Aborts the lines running on this node at stop. */
@@ -86,15 +88,13 @@ export class BatchWorker {
         this.set(await queue.depth().catch(() => 0));
       },
     });
-    const byAccount = this.byAccount;
+    const worker = this;
     new Gauge({
       name: "darvaze_batch_lines_running",
-      help: "Batch lines running on this node now.",
+      help: "Batch lines this node has claimed and runs now.",
       registers,
       collect() {
-        let running = 0;
-        for (const n of byAccount.values()) running += n;
-        this.set(running);
+        this.set(worker.running);
       },
     });
     new Gauge({
@@ -266,7 +266,8 @@ export class BatchWorker {
     const rerun = row.state === "running";
     // Another node runs it now, or the account has its lines in flight on the cluster.
     if (!(await this.claim(batchId, line, row.accountId))) return "later";
-    const beat = setInterval(() => void this.renew(batchId, line).catch(() => {}), BATCH_LINE_BEAT_MS);
+    this.running++;
+    const beat = setInterval(() => void this.restamp(batchId, line, sql`now()`).catch(() => {}), BATCH_LINE_BEAT_MS);
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
@@ -281,8 +282,13 @@ export class BatchWorker {
       reply = { statusCode: 500, body: errorBody(failure), costMicro: 0n };
     } finally {
       clearInterval(beat);
+      this.running--;
     }
-    if (this.stopping.signal.aborted) return "later";
+    if (this.stopping.signal.aborted) {
+      // Cut by this node's stop: the line is free to run again at once, and its place is its account's again.
+      await this.restamp(batchId, line, null).catch(() => {});
+      return "later";
+    }
     const isError = reply.statusCode !== 200;
     const result = JSON.stringify({
       id: `batch_req_${requestId.slice(4)}`,
@@ -319,17 +325,19 @@ export class BatchWorker {
       const claimed = await tx
         .update(batchLines)
         .set({ state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
-        .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free, sql`${running} < ${BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX}`))
+        .where(
+          and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free, sql`${running} < ${BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX}`),
+        )
         .returning({ line: batchLines.line });
       return claimed.length > 0;
     });
   }
 
-  /** This node's claim on a line it runs, renewed (every BATCH_LINE_BEAT_MS). */
-  private async renew(batchId: string, line: number): Promise<void> {
+  /** This node's claim on a line it runs: renewed (`now()`, every BATCH_LINE_BEAT_MS), or given up (null) once the line was cut. */
+  private async restamp(batchId: string, line: number, claimedAt: SQL | null): Promise<void> {
     await this.deps.db.orm
       .update(batchLines)
-      .set({ claimedAt: sql`now()` })
+      .set({ claimedAt })
       .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), eq(batchLines.state, "running")));
   }
 
