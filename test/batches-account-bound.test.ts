@@ -7,7 +7,7 @@
 import { BATCH_POLL_MS } from "./batchPoll.ts";
 import { afterAll, beforeAll, expect } from "bun:test";
 import OpenAI, { toFile } from "openai";
-import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/worker.ts";
+import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/claims.ts";
 import type { SimLogEntry } from "../src/sim/log.ts";
 import { SETUP_MS_MAX } from "./helpers.ts";
 import { fundedKey, type GatewayProcess, startTwoNodes } from "./processes.ts";

@@ -15,13 +15,14 @@
  * live slots, rpm or tpm (Credentials.batch). Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
-import { and, eq, inArray, isNull, or, type SQL, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
 import { Counter, Gauge } from "prom-client";
 import type { GatewayDeps } from "../admission/deps.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { batches, batchLines } from "../db/schema.ts";
 import { errorBody, fail, type Failure } from "../errors.ts";
 import { type FileRecord, fileContent } from "../files/files.ts";
+import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX, claimLine, restampLine } from "./claims.ts";
 import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
@@ -30,12 +31,6 @@ import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_S
 
 /** Lines a node runs at once, all accounts together: batches never take more of a node than this from live traffic. */
 export const BATCH_LINES_IN_FLIGHT_MAX = 4;
-/**
- * Lines of one account running at once on the whole cluster: a line's claim counts the account's
- * fresh claims (younger than BATCH_ACK_WAIT_MS) under a per-account lock. A batch's concurrency,
- * in place of its key's `concurrency_max` (and, through the upstream's latency, its rate).
- */
-export const BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX = 2;
 /** How often a node looks for batches past their window. */
 export const BATCH_SWEEP_INTERVAL_MS = 10_000;
 /** How often a node renews its claim on a line it runs (three times within the ack wait). */
@@ -265,9 +260,9 @@ export class BatchWorker {
   ): Promise<Verdict> {
     const rerun = row.state === "running";
     // Another node runs it now, or the account has its lines in flight on the cluster.
-    if (!(await this.claim(batchId, line, row.accountId))) return "later";
+    if (!(await claimLine(this.deps.db, batchId, line, row.accountId))) return "later";
     this.running++;
-    const beat = setInterval(() => void this.restamp(batchId, line, sql`now()`).catch(() => {}), BATCH_LINE_BEAT_MS);
+    const beat = setInterval(() => void restampLine(this.deps.db, batchId, line, sql`now()`).catch(() => {}), BATCH_LINE_BEAT_MS);
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
@@ -286,7 +281,7 @@ export class BatchWorker {
     }
     if (this.stopping.signal.aborted) {
       // Cut by this node's stop: the line is free to run again at once, and its place is its account's again.
-      await this.restamp(batchId, line, null).catch(() => {});
+      await restampLine(this.deps.db, batchId, line, null).catch(() => {});
       return "later";
     }
     const isError = reply.statusCode !== 200;
@@ -304,41 +299,6 @@ export class BatchWorker {
       await this.queue.push([{ kind: "finish", batchId }]);
     }
     return "settled";
-  }
-
-  /**
-   * Takes the line to run on this node: a line queued, or one whose claim is older than
-   * BATCH_ACK_WAIT_MS (its node died), while the account has fewer than
-   * BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX fresh claims on the cluster. The account's lock makes the
-   * count and the claim one step: two nodes cannot both pass the count with one place left.
-   */
-  private claim(batchId: string, line: number, accountId: string): Promise<boolean> {
-    // The database's clock, so that nodes' clocks need not agree.
-    const stale = sql`${batchLines.claimedAt} < now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000})`;
-    const free = sql`(${batchLines.state} = 'queued' OR (${batchLines.state} = 'running' AND (${batchLines.claimedAt} IS NULL OR ${stale})))`;
-    // A dead node's claims (older than the ack wait) hold no place; the batch_lines_running index keeps the count to running lines.
-    const running = sql`(SELECT count(*) FROM batch_lines AS r JOIN batches AS b ON b.id = r.batch_id
-      WHERE b.account_id = ${accountId} AND r.state = 'running'
-        AND r.claimed_at >= now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000}))`;
-    return this.deps.db.orm.transaction(async (tx) => {
-      await tx.execute(sql`SELECT pg_advisory_xact_lock(hashtext(${`batch-account:${accountId}`}))`);
-      const claimed = await tx
-        .update(batchLines)
-        .set({ state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
-        .where(
-          and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free, sql`${running} < ${BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX}`),
-        )
-        .returning({ line: batchLines.line });
-      return claimed.length > 0;
-    });
-  }
-
-  /** This node's claim on a line it runs: renewed (`now()`, every BATCH_LINE_BEAT_MS), or given up (null) once the line was cut. */
-  private async restamp(batchId: string, line: number, claimedAt: SQL | null): Promise<void> {
-    await this.deps.db.orm
-      .update(batchLines)
-      .set({ claimedAt })
-      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), eq(batchLines.state, "running")));
   }
 
   /** A line's result, stored once with its batch's counts and cost; the batch as it then is, or null when it was stored before. */
