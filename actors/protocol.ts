@@ -22,6 +22,8 @@ export const admitTicket = z.object({
   reserveTokens: z.number().int().nonnegative(),
   /** The reserve came from an exact token count: the key actor may wait for money, then refuse. */
   exact: z.boolean(),
+  /** A batch line: it takes no concurrency slot, rpm or tpm of the key or its account (the batch worker bounds lines); money and the monthly cap as any request. */
+  batch: z.literal(true).optional(),
 });
 export type AdmitTicket = z.infer<typeof admitTicket>;
 

@@ -4,7 +4,9 @@
  * (purse.ts): leases that every key of the account draws from without touching the wallet row.
  *
  * Invariants: slots in use ≤ concurrencyMax; a request is settled once; what it is charged is
- * never more than its reserve, which its lease holds.
+ * never more than its reserve, which its lease holds. A batch line (ticket.batch) takes no slot
+ * and no rpm or tpm: the batch worker bounds lines itself; its reserve counts toward the
+ * wallet and the monthly cap as any request's.
  *
  * In full, with the reasoning: docs/internals.md#the-key-actor.
  */
@@ -44,6 +46,15 @@ interface HeldRequest extends Drawn {
   tokens: number;
   /** Wall-clock time of the admission: the usage record's `admittedAt`, which the fencing rule judges. */
   admittedAtMs: number;
+  /** A batch line's: no slot, no rpm or tpm. */
+  batch: boolean;
+}
+
+/** What an admission took of the rate gate, to give back when it does not go ahead. */
+function gateAmounts(ticket: AdmitTicket): { requests: number; tokens: number; micro: bigint } {
+  return ticket.batch
+    ? { requests: 0, tokens: 0, micro: ticket.reserveMicro }
+    : { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro };
 }
 
 /** Request ids this actor settled last, remembered to refuse a second settlement of one. */
@@ -55,6 +66,8 @@ export class KeyActor {
   private readonly settledIds = new FifoMap<string, { reply: SettleReply; meteredMicro: bigint }>(SETTLED_IDS_MAX);
   private readonly windows = new RateWindows();
   private month: { key: string; spent: bigint } | null = null;
+  /** Batch lines among the admissions: they take no slot. */
+  private batchLines = 0;
 
   constructor(
     readonly keyId: string,
@@ -65,33 +78,51 @@ export class KeyActor {
     return this.admissions.size;
   }
 
-  /** Whether this actor admitted the request and it has not settled yet. */
-  admitted(requestId: string): boolean {
-    return this.admissions.has(requestId);
+  /** The key's slots in use: its admissions but batch lines. */
+  get slotsInUse(): number {
+    return this.admissions.size - this.batchLines;
+  }
+
+  /** Whether this actor admitted the request, not settled yet, in one of the key's slots (a batch line takes none). */
+  holdsSlot(requestId: string): boolean {
+    const admission = this.admissions.get(requestId);
+    return admission !== undefined && !admission.batch;
+  }
+
+  private hold(requestId: string, admission: HeldRequest): void {
+    this.admissions.set(requestId, admission);
+    if (admission.batch) this.batchLines++;
+  }
+
+  private forget(requestId: string): void {
+    if (this.admissions.get(requestId)?.batch) this.batchLines--;
+    this.admissions.delete(requestId);
   }
 
   async admit(ticket: AdmitTicket, key: KeyRecord): Promise<AdmitReply> {
     if (this.admissions.has(ticket.requestId)) {
       return refuse(fail("invalid_request", `Request ${ticket.requestId} was already admitted.`));
     }
-    if (this.admissions.size >= key.concurrencyMax) {
+    if (!ticket.batch && this.slotsInUse >= key.concurrencyMax) {
       return refuse(concurrencyRefused(key));
     }
     // The slot is taken before the first await, so the limit holds under concurrency: requests
     // that arrive together (a key's first, waiting for its record) resume together.
-    const admission: HeldRequest = { lease: null, reserve: ticket.reserveMicro, tokens: ticket.reserveTokens, admittedAtMs: Date.now() };
-    this.admissions.set(ticket.requestId, admission);
+    const batch = ticket.batch === true;
+    const tokens = batch ? 0 : ticket.reserveTokens;
+    const admission: HeldRequest = { lease: null, reserve: ticket.reserveMicro, tokens, admittedAtMs: Date.now(), batch };
+    this.hold(ticket.requestId, admission);
     let limits: Awaited<ReturnType<KeyActor["checkLimits"]>>;
     try {
       limits = await this.checkLimits(ticket, key);
     } catch (error) {
       // The month's spend could not be read: nothing was granted, so only the slot goes back.
-      this.admissions.delete(ticket.requestId);
+      this.forget(ticket.requestId);
       this.deps.log("error", "admit_failed", { keyId: key.id, error: (error as Error).message });
       return unavailable();
     }
     if (!limits.ok) {
-      this.admissions.delete(ticket.requestId);
+      this.forget(ticket.requestId);
       return limits;
     }
     const gate = this.deps.rates;
@@ -99,19 +130,19 @@ export class KeyActor {
     try {
       const got = await this.deps.purseOf(key.accountId).reserve(admission, key.id, ticket.exact);
       if ("failure" in got) {
-        this.admissions.delete(ticket.requestId);
-        gate?.release(key.id, { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro });
+        this.forget(ticket.requestId);
+        gate?.release(key.id, gateAmounts(ticket));
         const { failure, availableMicro } = got;
         return { ok: false, failure, exactNeeded: !ticket.exact && failure.code === "insufficient_quota", availableMicro };
       }
-      if (!gate) {
+      if (!gate && !batch) {
         this.windows.add(1, ticket.reserveTokens);
         rate = this.windows.info(key);
       }
       return { ok: true, holdId: got.holdId, rate };
     } catch (error) {
-      this.admissions.delete(ticket.requestId);
-      gate?.release(key.id, { requests: 1, tokens: ticket.reserveTokens, micro: ticket.reserveMicro });
+      this.forget(ticket.requestId);
+      gate?.release(key.id, gateAmounts(ticket));
       const cause = (error as { cause?: Error }).cause;
       this.deps.log("error", "admit_failed", { keyId: key.id, error: cause?.message ?? (error as Error).message });
       return refuse(fail("service_unavailable", "The billing database is unavailable; try again shortly.", { retryAfterS: 1 }));
@@ -126,12 +157,12 @@ export class KeyActor {
     const gate = this.deps.rates;
     if (gate) {
       if (!this.deps.writer.accepting) return unavailable();
-      const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro);
+      const verdict = await gate.admit(key, ticket.reserveTokens, ticket.reserveMicro, ticket.batch);
       if (!verdict.ok)
         return verdict.rate ? { ok: false, failure: verdict.failure, rate: verdict.rate } : { ok: false, failure: verdict.failure };
       return { ok: true, rate: verdict.rate };
     }
-    const limited = this.windows.check(key, 1, ticket.reserveTokens);
+    const limited = ticket.batch ? null : this.windows.check(key, 1, ticket.reserveTokens);
     if (limited) return limited.rate ? { ok: false, ...limited } : refuse(limited.failure);
     if (!this.deps.writer.accepting) return unavailable();
     const capped = await this.checkMonthlyCap(key);
@@ -159,7 +190,9 @@ export class KeyActor {
 
   async extend(t: ExtendTicket, key: KeyRecord): Promise<ExtendReply> {
     const gate = this.deps.rates;
-    const capped = gate ? await gate.extend(key, t.addTokens, t.addMicro) : await this.checkMonthlyCap(key, t.addMicro);
+    // A batch line's tokens count toward no tpm.
+    const tokens = this.admissions.get(t.requestId)?.batch ? 0 : t.addTokens;
+    const capped = gate ? await gate.extend(key, tokens, t.addMicro) : await this.checkMonthlyCap(key, t.addMicro);
     if (capped) return { ok: false, failure: capped };
     const reply = await this.grow(t, key);
     if (!reply.ok) gate?.release(key.id, { requests: 0, tokens: 0, micro: t.addMicro });
@@ -181,6 +214,7 @@ export class KeyActor {
     if (grown === "insufficient") return refuse(AccountPurse.growRefused(t.addMicro));
     // Settled while the hold grew: the growth is the lease's slack now, given back with it.
     if (grown === "ended") return refuse(fail("invalid_request", `Request ${t.requestId} ended during its extension.`));
+    if (admission.batch) return { ok: true, reserveMicro: admission.reserve };
     admission.tokens += t.addTokens;
     if (!this.deps.rates) this.windows.tokens.add(t.addTokens);
     return { ok: true, reserveMicro: admission.reserve };
@@ -232,7 +266,7 @@ export class KeyActor {
     });
     this.recordSpend(billed, admission, Number(tokensOf(s.usage)));
     if (admission) {
-      this.admissions.delete(s.requestId);
+      this.forget(s.requestId);
       this.deps.purseOf(accountId).settled(admission, billed);
     }
     const reply: SettleReply = { ok: true, billedMicro: billed, meteredMicro: metered };
@@ -276,10 +310,10 @@ export class KeyActor {
   private recordSpend(billed: bigint, admission: HeldRequest | undefined, tokens: number): void {
     if (this.month) this.month.spent += billed;
     if (!admission) return;
-    // Tokens per minute count what was used, not what was reserved.
-    if (this.deps.rates)
-      this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: tokens - admission.tokens });
-    else this.windows.tokens.add(tokens - admission.tokens);
+    // Tokens per minute count what was used, not what was reserved; a batch line's count toward none.
+    const overTokens = admission.batch ? 0 : tokens - admission.tokens;
+    if (this.deps.rates) this.deps.rates.settled(this.keyId, { reserveMicro: admission.reserve, billedMicro: billed, tokens: overTokens });
+    else this.windows.tokens.add(overTokens);
   }
 }
 

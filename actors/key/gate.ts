@@ -19,7 +19,8 @@ export type Refusal = Extract<PermitReply, { ok: false }>["failure"];
 export type Verdict = { ok: true; rate?: RateInfo } | { ok: false; failure: Refusal; rate?: RateInfo };
 
 export interface RateGate {
-  admit(key: KeyRecord, tokens: number, reserveMicro: bigint): Promise<Verdict>;
+  /** `batch`: a batch line's admission, which takes money from the monthly cap only (no request, no tokens). */
+  admit(key: KeyRecord, tokens: number, reserveMicro: bigint, batch?: boolean): Promise<Verdict>;
   /** Money (and tokens) for a stream's extension: refused only by the monthly cap. */
   extend(key: KeyRecord, tokens: number, micro: bigint): Promise<Refusal | null>;
   /** Undoes an admit or an extension that did not go ahead. */

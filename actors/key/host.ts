@@ -176,6 +176,8 @@ export class KeyActorHost {
     this.classOf.set(key.id, keyClassOf(key.concurrencyMax));
     const account = await this.deps.keys.holder(key.accountId);
     if (!account) return { ok: false, failure: fail("invalid_api_key", "This API key's account no longer exists.") };
+    // A batch line takes none of the key's or the account's live slots and rates: the batch worker bounds lines (src/batches/claims.ts).
+    if (ticket.batch) return this.actor(ticket.keyId).admit(ticket, key);
     // An account at the defaults has no ceiling its keys could reach (ACCOUNT_KEYS_MAX_DEFAULT keys of at most the
     // console's ceiling): its gate is skipped, so its requests depend on no other partition's owner than their key's.
     if (atDefaults(account)) return this.admitKey(ticket, key);
@@ -237,7 +239,7 @@ export class KeyActorHost {
       this.settledAccount(settlement);
       return reply;
     }
-    const mine = actor.admitted(settlement.requestId);
+    const mine = actor.holdsSlot(settlement.requestId);
     const fence = { partition: partitionOf(settlement.keyId), fenceToken: this.shares.fenceOf(settlement.keyId) };
     const reply = await actor.settle(settlement, accountId, fence);
     if (mine) this.shares.give(settlement.keyId);

@@ -261,3 +261,15 @@ test("a monthly cap holds over nodes: spent + reserves in flight everywhere neve
   expect(admittedCount).toBeGreaterThan(20); // the cap's room was reused as requests settled
   expect(refusedCount).toBeGreaterThan(0);
 });
+
+test("a batch line's admission takes none of rpm or tpm and counts toward the monthly cap", async () => {
+  const s = setup({ rpm: 1, tpm: 100, monthlySpendCapMicro: 1_000n });
+  const node = s.node("b");
+  for (let i = 0; i < 5; i++) expect((await node.admit(s.key, 500, 100n, true)).ok).toBe(true);
+  // The minute's one request and its tokens are still the live traffic's, and then spent.
+  expect((await node.admit(s.key, 50, 100n)).ok).toBe(true);
+  expect(await node.admit(s.key, 50, 100n)).toMatchObject({ ok: false, failure: { code: "rate_limit_exceeded" } });
+  // 600 of the cap's 1,000 are in flight: a line of 500 more does not fit.
+  expect(await node.admit(s.key, 0, 500n, true)).toMatchObject({ ok: false, failure: { code: "insufficient_quota" } });
+  expect((await node.admit(s.key, 0, 400n, true)).ok).toBe(true);
+});

@@ -326,7 +326,8 @@ export class RatePermits implements RateGate {
     return r;
   }
 
-  async admit(key: KeyRecord, tokens: number, reserveMicro: bigint): Promise<Verdict> {
+  async admit(key: KeyRecord, tokens: number, reserveMicro: bigint, batch = false): Promise<Verdict> {
+    if (batch) return key.monthlySpendCapMicro === null ? { ok: true } : this.acquire(key, { ...NONE, micro: reserveMicro }, true);
     if (!limited(key)) return { ok: true };
     return this.acquire(key, this.need(key, tokens, reserveMicro), true);
   }

@@ -50,6 +50,7 @@ async function askKeyActor(deps: AdmitDeps, r: AdmitRequest, startedMs: number):
     reserveMicro: reserveMicro(reserve),
     reserveTokens: reserve.tokens,
     exact: reserve.exact,
+    ...(r.caller.batch ? { batch: true as const } : {}),
   };
   try {
     let reply = await deps.bus.request(ADMIT, subject, ticket);

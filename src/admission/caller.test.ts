@@ -59,3 +59,18 @@ describe("enter", () => {
     expect([(page as { code: string }).code, asked]).toEqual(["origin_not_allowed", false]);
   });
 });
+
+describe("a batch line", () => {
+  test("only credentials that say so make a batch caller (the batch runner's: no transport reads it from a request)", async () => {
+    const live = await enter(
+      deps(async () => key),
+      { key: "sk-x", origin: null, residency: null },
+    );
+    expect(live as object).not.toHaveProperty("batch");
+    const line = await enter(
+      deps(async () => key),
+      { key: null, origin: null, residency: null, batch: true },
+    );
+    expect(line).toMatchObject({ key, batch: true });
+  });
+});

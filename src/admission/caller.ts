@@ -20,6 +20,12 @@ export interface Credentials {
   residency: string | null;
   /** The client's address, asked only for a key restricted to addresses; absent: unknown (NATS). */
   address?: () => string | null;
+  /**
+   * A batch line (set by src/batches/line.ts alone, never read from a request's headers): it takes
+   * none of the key's or the account's live slots and rates (the batch worker bounds lines itself),
+   * while its wallet hold and the key's monthly cap count it as any request.
+   */
+  batch?: true;
 }
 
 /** The caller, once its key is known: where its request may be served. */
@@ -27,6 +33,8 @@ export interface Caller {
   key: KeyRecord;
   /** `in-country` when the request or the key requires it; undefined: anywhere. */
   region: Region | undefined;
+  /** A batch line's (Credentials.batch): admitted outside the key's live slots and rates. */
+  batch?: true;
 }
 
 const KEYS_UNAVAILABLE = fail("service_unavailable", "The API key cannot be checked right now; try again shortly.", { retryAfterS: 1 });
@@ -46,7 +54,7 @@ export async function enter(deps: Pick<GatewayDeps, "env" | "keys">, credentials
   if (outside) return outside;
   const region = residencyOf(credentials.residency, key);
   if (region !== undefined && typeof region !== "string") return region;
-  return { key, region };
+  return credentials.batch ? { key, region, batch: true } : { key, region };
 }
 
 /** A browser page carries Origin; keys are for servers unless the operator allows the origin. */

@@ -96,7 +96,8 @@ export async function runLine(
   },
 ): Promise<LineReply> {
   const lineDeps: GatewayDeps = { ...deps, keys: keyById(deps.keys, line.keyId) };
-  const credentials = { key: null, origin: null, residency: line.residency };
+  // The one place a request is marked a batch line: its limits are the worker's, not the key's live ones.
+  const credentials = { key: null, origin: null, residency: line.residency, batch: true as const };
   const input: LineInput = { requestId: line.requestId, credentials, signal: line.signal };
   const { body } = line;
   if (line.endpoint === "/v1/chat/completions") return lineReply(await chat(lineInput(deps, input, body), lineDeps));
@@ -118,7 +119,11 @@ async function messagesLine(deps: GatewayDeps, input: LineInput, body: Record<st
 }
 
 /** What a translated line hands the chat operation besides its body. */
-type LineInput = { requestId: string; credentials: { key: null; origin: null; residency: string | null }; signal: AbortSignal };
+type LineInput = {
+  requestId: string;
+  credentials: { key: null; origin: null; residency: string | null; batch: true };
+  signal: AbortSignal;
+};
 
 /** A Responses line: translated into chat and its reply presented as a response, as the live route does. */
 async function responsesLine(deps: GatewayDeps, input: LineInput, body: Record<string, unknown>): Promise<LineReply> {

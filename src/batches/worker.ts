@@ -11,7 +11,9 @@
  *
  * Lines yield to live traffic (priority.ts): at most BATCH_LINES_IN_FLIGHT_MAX run on a node, one
  * while live requests are in flight on it, and at most BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX of one
- * account's. Cancel stops new lines at once; the window's
+ * account's on the whole cluster (the claim counts the account's fresh claims in the database).
+ * These are a line's limits: it takes none of the key's live slots, rpm or tpm (Credentials.batch).
+ * Cancel stops new lines at once; the window's
  * end (the sweep, every BATCH_SWEEP_INTERVAL_MS) expires a batch, billed only for lines run.
  */
 import { and, eq, inArray, isNull, or, sql } from "drizzle-orm";
@@ -21,6 +23,7 @@ import type { KeyRecord } from "../keys/store.ts";
 import { batches, batchLines } from "../db/schema.ts";
 import { errorBody, fail, type Failure } from "../errors.ts";
 import { type FileRecord, fileContent } from "../files/files.ts";
+import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX, claimLine, restampLine } from "./claims.ts";
 import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
@@ -28,21 +31,12 @@ import { BATCH_LINES_IN_FLIGHT_MAX, LivePriority } from "./priority.ts";
 import { BATCH_ACK_WAIT_MS, BATCH_RETRY_DELAY_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
-/** Lines of one account a node runs at once. */
-export const BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX = 2;
 /** How often a node looks for batches past their window. */
 export const BATCH_SWEEP_INTERVAL_MS = 10_000;
 /** How often a node renews its claim on a line it runs (three times within the ack wait). */
 export const BATCH_LINE_BEAT_MS = BATCH_ACK_WAIT_MS / 3;
 /** Line items published at a time. */
 const PUSH_CHUNK = 1_000;
-
-/** Lines running on this node: every account's lines past the account's bound. */
-function linesInFlight(byAccount: ReadonlyMap<string, number>): number {
-  let n = 0;
-  for (const held of byAccount.values()) n += held;
-  return n;
-}
 
 export interface BatchWorkerOptions {
   deps: GatewayDeps;
@@ -58,6 +52,8 @@ export class BatchWorker {
   readonly queue: WorkQueue;
   readonly now: () => number;
   private readonly byAccount = new Map<string, number>();
+  /** Lines claimed and running on this node (darvaze_batch_lines_in_flight). */
+  private running = 0;
   private readonly reruns: Counter<"endpoint">;
   private readonly outcomes: Counter<"outcome">;
   /** Aborts the lines running on this node at stop. */
@@ -91,13 +87,13 @@ export class BatchWorker {
         this.set(await queue.depth().catch(() => 0));
       },
     });
-    const byAccount = this.byAccount;
+    const worker = this;
     new Gauge({
       name: "darvaze_batch_lines_in_flight",
-      help: "Batch lines this node runs now (at most BATCH_LINES_IN_FLIGHT_MAX).",
+      help: "Batch lines this node has claimed and runs now (at most BATCH_LINES_IN_FLIGHT_MAX).",
       registers,
       collect() {
-        this.set(linesInFlight(byAccount));
+        this.set(worker.running);
       },
     });
     new Gauge({
@@ -112,7 +108,7 @@ export class BatchWorker {
 
   /** This node's part of the queue: the lines it runs now and the age of the oldest item it holds. */
   nodeFigures(): { linesInFlight: number; oldestItemAgeS: number } {
-    return { linesInFlight: linesInFlight(this.byAccount), oldestItemAgeS: this.queue.oldestAgeMs() / 1000 };
+    return { linesInFlight: this.running, oldestItemAgeS: this.queue.oldestAgeMs() / 1000 };
   }
 
   start(): void {
@@ -274,11 +270,13 @@ export class BatchWorker {
   private async runOne(
     batchId: string,
     line: number,
-    row: { state: string; customId: string; body: string; keyId: string; endpoint: string; residency: string | null },
+    row: { state: string; customId: string; body: string; accountId: string; keyId: string; endpoint: string; residency: string | null },
   ): Promise<Verdict> {
     const rerun = row.state === "running";
-    if (!(await this.claim(batchId, line))) return "later"; // another node runs it now
-    const beat = setInterval(() => void this.claim(batchId, line, true).catch(() => {}), BATCH_LINE_BEAT_MS);
+    // Another node runs it now, or the account has its lines in flight on the cluster.
+    if (!(await claimLine(this.deps.db, batchId, line, row.accountId))) return "later";
+    this.running++;
+    const beat = setInterval(() => void restampLine(this.deps.db, batchId, line, sql`now()`).catch(() => {}), BATCH_LINE_BEAT_MS);
     const requestId = lineRequestId(batchId, line);
     const endpoint = row.endpoint as BatchEndpoint;
     const body = JSON.parse(row.body) as Record<string, unknown>;
@@ -293,8 +291,13 @@ export class BatchWorker {
       reply = { statusCode: 500, body: errorBody(failure), costMicro: 0n };
     } finally {
       clearInterval(beat);
+      this.running--;
     }
-    if (this.stopping.signal.aborted) return "later";
+    if (this.stopping.signal.aborted) {
+      // Cut by this node's stop: the line is free to run again at once, and its place is its account's again.
+      await restampLine(this.deps.db, batchId, line, null).catch(() => {});
+      return "later";
+    }
     const isError = reply.statusCode !== 200;
     const result = JSON.stringify({
       id: `batch_req_${requestId.slice(4)}`,
@@ -310,24 +313,6 @@ export class BatchWorker {
       await this.queue.push([{ kind: "finish", batchId }]);
     }
     return "settled";
-  }
-
-  /**
-   * Takes the line to run on this node: a line queued, or one whose claim is older than
-   * BATCH_ACK_WAIT_MS (its node died); `beat`: this node's claim renewed while it runs.
-   */
-  private async claim(batchId: string, line: number, beat = false): Promise<boolean> {
-    // The database's clock, so that nodes' clocks need not agree.
-    const stale = sql`${batchLines.claimedAt} < now() - make_interval(secs => ${BATCH_ACK_WAIT_MS / 1000})`;
-    const free = beat
-      ? eq(batchLines.state, "running")
-      : sql`(${batchLines.state} = 'queued' OR (${batchLines.state} = 'running' AND (${batchLines.claimedAt} IS NULL OR ${stale})))`;
-    const claimed = await this.deps.db.orm
-      .update(batchLines)
-      .set(beat ? { claimedAt: sql`now()` } : { state: "running", claimedAt: sql`now()`, attempts: sql`${batchLines.attempts} + 1` })
-      .where(and(eq(batchLines.batchId, batchId), eq(batchLines.line, line), free))
-      .returning({ line: batchLines.line });
-    return claimed.length > 0;
   }
 
   /** A line's result, stored once with its batch's counts and cost; the batch as it then is, or null when it was stored before. */

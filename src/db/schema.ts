@@ -746,5 +746,7 @@ export const batchLines = pgTable(
   (t) => [
     primaryKey({ columns: [t.batchId, t.line] }),
     check("batch_lines_state", sql`${t.state} IN ('queued', 'running', 'done', 'skipped')`),
+    // The lines running now, few: a claim counts its account's among them (BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX).
+    index("batch_lines_running").on(t.batchId).where(sql`${t.state} = 'running'`),
   ],
 );

@@ -1,0 +1,1 @@
+CREATE INDEX "batch_lines_running" ON "batch_lines" USING btree ("batch_id") WHERE "batch_lines"."state" = 'running';
