@@ -11,7 +11,7 @@ import OpenAI, { toFile } from "openai";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/batches/store.ts";
 import { cookieName } from "../src/http/console/guard.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/files/files.ts";
-import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/worker.ts";
+import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/claims.ts";
 import { ADMIN_TOKEN, balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
 
