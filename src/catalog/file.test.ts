@@ -139,6 +139,7 @@ test("the tiers the vendors bill replace windows held at the tier's threshold", 
   expect(entryOfPrices(Object.fromEntries(entryPrices(byId.get("gemini-2.5-pro")!)))).toEqual({
     usd_per_1m: byId.get("gemini-2.5-pro")!.usd_per_1m,
     tier: byId.get("gemini-2.5-pro")!.tier,
+    batch_usd_per_1m: null,
   });
 });
 
