@@ -178,6 +178,20 @@ export function atBatchPrice(model: CatalogModel): CatalogModel | null {
   return { ...model, price: { ...model.price, tomanPer1m: new Map([...model.price.tomanPer1m, ...batch]) } };
 }
 
+/**
+ * The catalog as a batch line at the batch price reads it: every model it finds at its batch
+ * price where it has one (atBatchPrice), the rest as they are.
+ */
+export function atBatchPrices(catalog: Catalog): Catalog {
+  const view: Catalog = Object.create(catalog);
+  view.lookup = (name: string): ModelLookup => {
+    const found = catalog.lookup(name);
+    const batch = found.kind === "found" ? atBatchPrice(found.model) : null;
+    return batch ? { kind: "found", model: batch } : found;
+  };
+  return view;
+}
+
 /** What a request asks of a model's long context: `context1m`, Anthropic's `context-1m-2025-08-07` beta. */
 export interface LongContextAsk {
   context1m: boolean;

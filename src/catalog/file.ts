@@ -222,7 +222,8 @@ function batchProblems(entry: ModelEntry): string[] {
   const problems: string[] = [];
   for (const [unit, usd] of Object.entries(batch)) {
     const live = entry.usd_per_1m[unit];
-    if (live === undefined) problems.push(`model ${entry.id}'s batch price names ${unit}, which it does not price (batch_usd_per_1m.${unit})`);
+    if (live === undefined)
+      problems.push(`model ${entry.id}'s batch price names ${unit}, which it does not price (batch_usd_per_1m.${unit})`);
     else if (parseUsd(usd) > parseUsd(live))
       problems.push(`model ${entry.id}'s batch price of ${unit}, USD ${usd}, is above its price of USD ${live} (batch_usd_per_1m.${unit})`);
   }

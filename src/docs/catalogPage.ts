@@ -119,7 +119,8 @@ function row(m: ModelEntry): string {
   const tier = m.tier
     ? `; above ${m.tier.above_input_tokens.toLocaleString("en-US")} prompt tokens${m.capabilities.context_1m ? " (with context-1m)" : ""}: ${listed(m.tier.usd_per_1m)}`
     : "";
-  const prices = listed(m.usd_per_1m) + tier;
+  const batch = m.batch_usd_per_1m ? `; batch: ${listed(m.batch_usd_per_1m)}` : "";
+  const prices = listed(m.usd_per_1m) + tier + batch;
   const status = m.retired ? `retired → \`${m.retired.successor}\`` : "active";
   const aliases = m.aliases.map((a) => `\`${a}\``).join(", ") || "-";
   const limits = `${m.context_window.toLocaleString("en-US")} / ${m.output_max?.toLocaleString("en-US") ?? "-"}`;
