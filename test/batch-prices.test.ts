@@ -82,7 +82,7 @@ async function recordOf(gw: TestGateway, requestId: string) {
       FROM usage_records WHERE request_id = ${requestId}`);
     return row !== undefined;
   }, WAIT_MS_MAX);
-  return { billed: BigInt(row!.billed), inPrice: BigInt(row!.in_price), outPrice: BigInt(row!.out_price) };
+  return { billed: BigInt(row!.billed!), inPrice: BigInt(row!.in_price!), outPrice: BigInt(row!.out_price!) };
 }
 
 /** What the simulator (the vendor) counted for a request, at the given prices. */
@@ -233,7 +233,7 @@ describe("BATCH_PRICING batch_only", () => {
     const on = new OpenAI({ baseURL: `${only.url}/v1`, apiKey: onlyKey, maxRetries: 0 });
     const refused = await create(on, [chatLine("a", "deepseek-v3"), chatLine("b", "gpt-4o-mini"), chatLine("c", "mistral-small")]).then(
       () => null,
-      (error: OpenAI.APIError) => error,
+      (error: { status?: number; message: string }) => error,
     );
     expect(refused?.status).toBe(400);
     expect(refused?.message).toContain("line 2 (gpt-4o-mini has no in-country backend");
@@ -245,10 +245,10 @@ describe("BATCH_PRICING batch_only", () => {
     const params = { model: "gpt-4o-mini", max_tokens: 16, messages: [{ role: "user" as const, content: "Hello" }] };
     const messages = await anthropic.messages.batches.create({ requests: [{ custom_id: "a", params }] }).then(
       () => null,
-      (error: Anthropic.APIError) => error,
+      (error: { status?: number; error?: unknown }) => error,
     );
     expect(messages?.status).toBe(400);
-    expect((messages?.error as { error: { type: string } }).error.type).toBe("invalid_request_error");
+    expect(messages?.error).toMatchObject({ error: { type: "invalid_request_error" } });
 
     const created = (await create(on, [chatLine("a", "deepseek-v3")])) as Priced;
     expect(created.pricing).toBe("batch");
