@@ -64,7 +64,10 @@ export async function linesByModel(catalog: Catalog, text: string): Promise<Map<
     await turn();
     const name = modelNamed(t);
     const model = name === null ? undefined : catalog.get(name);
-    if (model) byModel.set(model.id, [...(byModel.get(model.id) ?? []), i + 1]);
+    if (!model) continue;
+    const lines = byModel.get(model.id);
+    if (lines) lines.push(i + 1);
+    else byModel.set(model.id, [i + 1]);
   }
   return byModel;
 }
