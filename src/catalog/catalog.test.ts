@@ -71,4 +71,16 @@ test("a model's batch prices load beside its prices; at the batch price each uni
   expect(view.get("gpt-4o-mini")!.price.tomanPer1m.get("input_token")).toBe(7_500n);
   expect(view.get("deepseek-v3")!.price.tomanPer1m.get("input_token")).toBe(27_000n);
   expect(catalog.get("gpt-4o-mini")!.price.tomanPer1m.get("input_token")).toBe(15_000n); // the catalog itself unchanged
+  // A batch price above the price (a seeded one beside an operator's lower price), or of a unit not priced, is not used.
+  const odd = {
+    ...mini,
+    price: {
+      ...mini.price,
+      batch: new Map([
+        ["input_token", 99_999n],
+        ["character", 1n],
+      ]),
+    },
+  };
+  expect([...atBatchPrice(odd)!.price.tomanPer1m]).toEqual([...mini.price.tomanPer1m]);
 });

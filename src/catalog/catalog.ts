@@ -169,13 +169,20 @@ export class Catalog {
 /**
  * The model as a batch line at the batch price sees it: each unit at its batch price where it has
  * one, else at its price (the same price version), so the one pricing path (reserve, hold,
- * settlement) bills the batch price. Null for a model without a batch price.
+ * settlement) bills the batch price. Never above the unit's price, nor for a unit it does not
+ * price, whatever the database holds (a seeded batch price beside an operator's lower price).
+ * Null for a model without a batch price.
  * @example atBatchPrice(model)?.price.tomanPer1m.get("input_token") // the batch price of input
  */
 export function atBatchPrice(model: CatalogModel): CatalogModel | null {
   const batch = model.price.batch;
   if (!batch || batch.size === 0) return null;
-  return { ...model, price: { ...model.price, tomanPer1m: new Map([...model.price.tomanPer1m, ...batch]) } };
+  const prices = new Map(model.price.tomanPer1m);
+  for (const [unit, price] of batch) {
+    const live = prices.get(unit);
+    if (live !== undefined && price < live) prices.set(unit, price);
+  }
+  return { ...model, price: { ...model.price, tomanPer1m: prices } };
 }
 
 /**
