@@ -1,7 +1,8 @@
 /**
  * `bun run bench/batches.ts`: what a batch file of the largest size costs the database and the
  * event loop: storing FILE_BYTES_MAX in the `files` table, reading it back whole, and checking
- * FILE_LINES_MAX chat lines (lines.ts `checkLines`), on PGlite in memory, or on PostgreSQL when
+ * FILE_LINES_MAX chat lines (lines.ts `checkLines`), and reading their models at create to price the
+ * batch (pricing.ts `linesByModel`), on PGlite in memory, or on PostgreSQL when
  * DATABASE_URL is set. Appends a table to bench/RESULTS.md.
  */
 import { appendFileSync } from "node:fs";
@@ -12,6 +13,7 @@ import { accounts } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
 import type { KeyRecord } from "../src/keys/store.ts";
 import { checkLines } from "../src/batches/lines.ts";
+import { linesByModel } from "../src/batches/pricing.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX, fileContent, storeFile } from "../src/files/files.ts";
 import { openTestDb } from "../test/helpers.ts";
 
@@ -54,17 +56,28 @@ const checked = await time(`check ${FILE_LINES_MAX} chat lines (in slices of CHE
   checkLines({ catalog, env }, "/v1/chat/completions", text, key),
 );
 if ("errors" in checked) throw new Error(JSON.stringify(checked.errors[0]));
-// The longest the event loop waited while a file was checked (a 1 ms ticker's largest gap).
-let last = performance.now();
-let gapMax = 0;
-const ticker = setInterval(() => {
-  const now = performance.now();
-  gapMax = Math.max(gapMax, now - last);
-  last = now;
-}, 1);
-await checkLines({ catalog, env }, "/v1/chat/completions", text, key);
-clearInterval(ticker);
-rows.push(["the event loop's longest wait during a check", `${gapMax.toFixed(0)} ms`]);
+/** The longest the event loop waited while `work` ran (a 1 ms ticker's largest gap). */
+async function loopWaitDuring(work: () => Promise<unknown>): Promise<string> {
+  let last = performance.now();
+  let gapMax = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    gapMax = Math.max(gapMax, now - last);
+    last = now;
+  }, 1);
+  await work();
+  clearInterval(ticker);
+  return `${gapMax.toFixed(0)} ms`;
+}
+rows.push([
+  "the event loop's longest wait during a check",
+  await loopWaitDuring(() => checkLines({ catalog, env }, "/v1/chat/completions", text, key)),
+]);
+const byModel = await time(`read the models of ${FILE_LINES_MAX} lines at create, to price the batch (in slices)`, () =>
+  linesByModel(catalog, text),
+);
+if (byModel.get("gpt-4o-mini")?.length !== FILE_LINES_MAX) throw new Error("every line names gpt-4o-mini");
+rows.push(["the event loop's longest wait while they are read", await loopWaitDuring(() => linesByModel(catalog, text))]);
 await close();
 
 const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";

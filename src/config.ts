@@ -125,6 +125,12 @@ export const envSchema = z
     FREE_RPM: intFromEnv(120, 1, 100_000).describe(
       "Requests per minute a key may make to each unpriced endpoint that does work (POST /v1/messages/count_tokens, Gemini's :countTokens, GET /v1/key, GET /v1/credits, GET /v1/generations/{id}, and /v1/files and /v1/batches apiece: uploads, reads and polls), on each node; 429 `rate_limit_exceeded` with `retry-after` above. Apart from the key's paid `rpm`; the key's `concurrency_max` bounds these requests in flight too.",
     ),
+    BATCH_PRICING: z
+      .enum(["any", "batch_only"])
+      .default("any")
+      .describe(
+        "Which batches this node takes: `any`, every batch (a line that cannot get the batch price runs at the live price, and the batch's `estimate` says so); `batch_only`, only a batch whose every line gets the batch price (its model has one and an in-country backend), any other refused at create with a 400 naming its lines (docs/batches.md#money).",
+      ),
     UPSTREAM_TIMEOUT_MS: intFromEnv(120_000, 100, 215_000).describe(
       "The whole wait for an upstream's reply, all tries (headers, and the body of a whole, non-streamed reply); 504 after. A client waiting for a non-streamed reply hears nothing meanwhile, and Bun's idle timeout (at most 255 s) must cover it and an image download: hence the bound (docs/operations.md, Listening).",
     ),

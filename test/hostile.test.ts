@@ -117,6 +117,7 @@ const FIELDS = [
   "tools",
   "backends",
   "usd_per_1m",
+  "batch_usd_per_1m",
   "alias",
   "successor",
   "by",

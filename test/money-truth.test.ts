@@ -29,6 +29,8 @@ const PRICES: Record<string, { in: bigint; out: bigint }> = {
   "deepseek-r1": { in: 49_500n, out: 197_100n },
   "claude-3-5-haiku": { in: 72_000n, out: 360_000n },
 };
+/** The operator's batch price of deepseek-v3 (in-country here), micro-toman per token: USD 0.135 and 0.55 per 1M × 90,000. */
+const BATCH_PRICES: Record<string, { in: bigint; out: bigint }> = { "deepseek-v3": { in: 12_150n, out: 49_500n } };
 /** The Claude model of the generated cases, served by the simulator's Anthropic wire (its own tokenizer's counts, its own usage events). */
 const CLAUDE = { model: "claude-3-5-haiku" as const, upstream: "claude-3-5-haiku-20241022" };
 const RECORD_WAIT_MS_MAX = 20_000;
@@ -87,12 +89,42 @@ async function usageRecord(requestId: string): Promise<Ledger> {
 }
 
 /** The simulator's bill for a request: its own count of the prompt and of what it generated. */
-async function vendorBill(requestId: string, model: string): Promise<bigint> {
+async function vendorBill(requestId: string, model: string, prices = PRICES): Promise<bigint> {
   await until(() => sim().log.byRequestId(requestId).length > 0, RECORD_WAIT_MS_MAX);
-  const price = PRICES[model]!;
+  const price = prices[model]!;
   let bill = 0n;
   for (const e of sim().log.byRequestId(requestId)) bill += BigInt(e.promptTokens) * price.in + BigInt(e.completionTokens) * price.out;
   return bill;
+}
+
+const BATCH_TEXTS = ["A short line.", "Another line, a little longer than the first.", "Third."];
+
+/** A batch of BATCH_TEXTS' lines of `model`, run to completed. */
+async function batchRun(client: OpenAI, model: string) {
+  const jsonl = BATCH_TEXTS.map((content, i) =>
+    JSON.stringify({
+      custom_id: `m${i}`,
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model, max_tokens: 40, messages: [{ role: "user", content }] },
+    }),
+  );
+  const file = await client.files.create({ file: await toFile(Buffer.from(jsonl.join("\n")), "m.jsonl"), purpose: "batch" });
+  const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+  let batch = created;
+  await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", {
+    msMax: RECORD_WAIT_MS_MAX,
+    pollMs: BATCH_POLL_MS,
+  });
+  return batch;
+}
+
+/** Sets a model's batch price through the admin API; the function returned puts the price it had back. */
+async function batchPriceSet(model: string, batch: Record<string, string>): Promise<() => Promise<void>> {
+  const { id: _, ...entry } = (await t.admin("GET", "/admin/catalog")).body.data.find((e: { id: string }) => e.id === model);
+  const put = (b: unknown) => t.admin("PUT", `/admin/catalog/models/${model}`, { ...entry, batch_usd_per_1m: b, by: "test" });
+  expect((await put(batch)).status).toBe(200);
+  return async () => void expect((await put(entry.batch_usd_per_1m)).status).toBe(200);
 }
 
 /**
@@ -370,41 +402,41 @@ describe("the named cases", () => {
   );
 
   test(
-    "batch lines: each is billed the vendor's bill (its own count when the upstream reports none, never less), the batch's cost their sum",
+    "batch lines: each is billed the vendor's bill (its own count when the upstream reports none, never less), the batch's cost their sum; an in-country model's lines at its batch price, never above the live price",
     async () => {
       const { key } = await t.fundedKey(1_000);
       const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
-      for (const omitUsage of [false, true]) {
-        Object.assign(sim().options, { omitUsage, outputTokens: 24 });
-        const texts = ["A short line.", "Another line, a little longer than the first.", "Third."];
-        const jsonl = texts.map((content, i) =>
-          JSON.stringify({
-            custom_id: `m${i}`,
-            method: "POST",
-            url: "/v1/chat/completions",
-            body: { model: "gpt-4o-mini", max_tokens: 40, messages: [{ role: "user", content }] },
-          }),
-        );
-        const file = await client.files.create({ file: await toFile(Buffer.from(jsonl.join("\n")), "m.jsonl"), purpose: "batch" });
-        const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
-        let batch = created;
-        await until(async () => (batch = await client.batches.retrieve(created.id)).status === "completed", {
-          msMax: RECORD_WAIT_MS_MAX,
-          pollMs: BATCH_POLL_MS,
-        });
-        let sum = 0n;
-        for (let line = 1; line <= texts.length; line++) {
-          const requestId = lineRequestId(batch.id, line);
-          const bill = await vendorBill(requestId, "gpt-4o-mini");
-          const record = await usageRecord(requestId);
-          if (omitUsage) expect(record.billed).toBeGreaterThanOrEqual(bill);
-          else expect(record.billed).toBe(bill);
-          sum += record.billed;
+      // deepseek-v3 is served in-country here: with the operator's batch price, that price is what is billed.
+      const restore = await batchPriceSet("deepseek-v3", { input_token: "0.135", output_token: "0.55" });
+      try {
+        for (const [model, pricing] of [
+          ["gpt-4o-mini", "live"],
+          ["deepseek-v3", "batch"],
+        ] as const) {
+          for (const omitUsage of [false, true]) {
+            Object.assign(sim().options, { omitUsage, outputTokens: 24 });
+            const batch = await batchRun(client, model);
+            expect((batch as unknown as { pricing: string }).pricing).toBe(pricing);
+            let sum = 0n;
+            for (let line = 1; line <= BATCH_TEXTS.length; line++) {
+              const requestId = lineRequestId(batch.id, line);
+              const bill = await vendorBill(requestId, model, pricing === "batch" ? BATCH_PRICES : PRICES);
+              const record = await usageRecord(requestId);
+              if (omitUsage) expect(record.billed).toBeGreaterThanOrEqual(bill);
+              else expect(record.billed).toBe(bill);
+              // Never above what the usage costs at the live price (its own count, when the upstream reported none).
+              const units = { in: record.input, out: record.output };
+              expect(record.billed).toBeLessThanOrEqual(units.in * PRICES[model]!.in + units.out * PRICES[model]!.out);
+              sum += record.billed;
+            }
+            expect(BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman)).toBe(sum);
+          }
         }
-        expect(BigInt((batch as unknown as { cost_micro_toman: string }).cost_micro_toman)).toBe(sum);
+      } finally {
+        await restore();
       }
     },
-    SEVERAL_RECORDS_MS_MAX,
+    2 * SEVERAL_RECORDS_MS_MAX,
   );
 });
 

@@ -7,7 +7,7 @@ import { z } from "zod";
 import { residencyOf } from "../admission/caller.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
-import { fileNotFound, findFile } from "../files/files.ts";
+import { fileContent, fileNotFound, findFile } from "../files/files.ts";
 import { OPENAI_BATCH_ENDPOINTS } from "./lines.ts";
 import {
   BATCHES_LIST_LIMIT_MAX,
@@ -53,7 +53,11 @@ export async function createBatch(worker: BatchWorker, key: KeyRecord, raw: unkn
     });
   }
   const residency = region === "in-country" ? region : null;
-  const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null, residency });
+  // The price is decided now, from the file's models: a batch-only node refuses here (docs/batches.md#money).
+  const content = await fileContent(worker.deps.db, key.accountId, inputFile.id);
+  const estimate = await worker.price(content ? new TextDecoder().decode(content) : "");
+  if (isFailure(estimate)) return estimate;
+  const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null, residency, estimate });
   return batchObject(row);
 }
 

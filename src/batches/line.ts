@@ -5,6 +5,7 @@
  */
 import { COST_HEADER } from "../admission/costReply.ts";
 import type { GatewayDeps } from "../admission/deps.ts";
+import { atBatchPrice, atBatchPrices } from "../catalog/catalog.ts";
 import { errorBody, fail, type Failure, isFailure } from "../errors.ts";
 import { describe } from "../errors.ts";
 import type { KeyRecord, KeyStore } from "../keys/store.ts";
@@ -91,19 +92,36 @@ export async function runLine(
     keyId: string;
     /** The batch's `x-darvaze-residency`, as its creation sent it (the key's own setting applies besides). */
     residency: string | null;
+    /** The line is at the batch price (its batch's estimate says so): run in the country, held and settled at the batch prices. */
+    batchPrice: boolean;
     body: Record<string, unknown>;
     signal: AbortSignal;
   },
 ): Promise<LineReply> {
-  const lineDeps: GatewayDeps = { ...deps, keys: keyById(deps.keys, line.keyId) };
+  const refused = line.batchPrice ? batchPriceGone(deps, line.body) : null;
+  if (refused) return refusedReply(refused, line.endpoint);
+  const catalog = line.batchPrice ? atBatchPrices(deps.catalog) : deps.catalog;
+  const lineDeps: GatewayDeps = { ...deps, catalog, keys: keyById(deps.keys, line.keyId) };
   // The one place a request is marked a batch line: its limits are the worker's, not the key's live ones.
-  const credentials = { key: null, origin: null, residency: line.residency, batch: true as const };
+  // A line at the batch price runs in the country only: its in-country backend bills the batch price.
+  const credentials = { key: null, origin: null, residency: line.batchPrice ? "in-country" : line.residency, batch: true as const };
   const input: LineInput = { requestId: line.requestId, credentials, signal: line.signal };
   const { body } = line;
   if (line.endpoint === "/v1/chat/completions") return lineReply(await chat(lineInput(deps, input, body), lineDeps));
   if (line.endpoint === "/v1/responses") return responsesLine(lineDeps, input, body);
   if (line.endpoint === "/v1/messages") return messagesLine(lineDeps, input, body);
   return lineReply(await createEmbeddings(lineInput(deps, input, body), lineDeps));
+}
+
+/**
+ * The refusal of a line at the batch price whose model lost its batch price since the batch was
+ * created: it is not run at another price than its batch promised (nor billed).
+ */
+function batchPriceGone(deps: Pick<GatewayDeps, "catalog">, body: Record<string, unknown>): Failure | null {
+  const model = deps.catalog.get(String(body.model));
+  if (model && atBatchPrice(model)) return null;
+  const message = `${String(body.model)} has no batch price any more; this batch's lines of it run only at the batch price, so this one was not run.`;
+  return fail("model_forbidden", message, { param: "model" });
 }
 
 /** A Messages line: translated into chat and its reply presented as a message, as the live route does. */

@@ -118,6 +118,27 @@ function checkLine(
 }
 
 /**
+ * A file of many lines is read a slice at a time: the event loop runs between them. The function
+ * returned lets it run once CHECK_TURN_MS have passed since it last did.
+ * @example const turn = turns(); for (const t of texts) { await turn(); check(t); }
+ */
+export function turns(): () => Promise<void> {
+  let turnStartedMs = performance.now();
+  return async () => {
+    if (performance.now() - turnStartedMs < CHECK_TURN_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    turnStartedMs = performance.now();
+  };
+}
+
+/** A file's lines as text, without the last empty one. */
+export function lineTexts(text: string): string[] {
+  const texts = text.split("\n");
+  if (texts.at(-1)?.trim() === "") texts.pop();
+  return texts;
+}
+
+/**
  * The file's lines, or what fails the batch (each bad line named; a repeated custom id too).
  * @example await checkLines(deps, "/v1/embeddings", text, key) // { lines: [{ line: 1, customId: "a", body }] }
  */
@@ -127,8 +148,7 @@ export async function checkLines(
   text: string,
   key: KeyRecord,
 ): Promise<{ lines: BatchLine[] } | { errors: BatchError[] }> {
-  const texts = text.split("\n");
-  if (texts.at(-1)?.trim() === "") texts.pop();
+  const texts = lineTexts(text);
   if (texts.length === 0) return { errors: [{ code: "empty_file", message: "The input file has no lines.", param: null, line: null }] };
   if (texts.length > FILE_LINES_MAX) {
     const message = `The input file has ${texts.length} lines, more than the limit of ${FILE_LINES_MAX}.`;
@@ -137,14 +157,10 @@ export async function checkLines(
   const lines: BatchLine[] = [];
   const errors: BatchError[] = [];
   const seen = new Set<string>();
-  let turnStartedMs = performance.now();
+  const turn = turns();
   for (const [i, t] of texts.entries()) {
     if (errors.length >= BATCH_ERRORS_MAX) break;
-    if (performance.now() - turnStartedMs >= CHECK_TURN_MS) {
-      // A file of many lines is checked a slice at a time: the event loop runs between them.
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      turnStartedMs = performance.now();
-    }
+    await turn();
     const checked = checkLine(deps, endpoint, t, i + 1, key);
     if ("code" in checked) {
       errors.push(checked);

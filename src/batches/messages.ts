@@ -7,13 +7,12 @@
  * `{custom_id, result: {type: succeeded|errored|canceled|expired, …}}`.
  */
 import { z } from "zod";
-import { costToman } from "../admission/costReply.ts";
-import { fail, type Failure, zodFailure } from "../errors.ts";
+import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { FILE_LINES_MAX, storeFile } from "../files/files.ts";
 import { batchNotFound } from "./api.ts";
 import { checkLines } from "./lines.ts";
-import { BATCHES_LIST_LIMIT_MAX, type BatchRow, findBatch, lineResults, listBatches } from "./store.ts";
+import { BATCHES_LIST_LIMIT_MAX, type BatchRow, batchPricingFields, findBatch, lineResults, listBatches } from "./store.ts";
 import type { BatchWorker } from "./worker.ts";
 
 const createBody = z.strictObject({
@@ -48,10 +47,8 @@ export function messageBatchObject(b: BatchRow, origin: string) {
     archived_at: null,
     cancel_initiated_at: iso(b.cancellingAt),
     results_url: ended ? `${origin}/v1/messages/batches/${b.id}/results` : null,
-    // The gateway's own: what the requests run were billed, at the live price (docs/batches.md).
-    pricing: "live" as const,
-    cost_toman: costToman(b.costMicro),
-    cost_micro_toman: b.costMicro.toString(),
+    // The gateway's own: its pricing and estimate, what the requests run were billed (docs/batches.md#money).
+    ...batchPricingFields(b),
   };
 }
 
@@ -71,6 +68,8 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
       param: first.param ? `${at}.${first.param.replace(/^body/, "params")}` : at,
     });
   }
+  const estimate = await worker.price(text);
+  if (isFailure(estimate)) return estimate;
   const file = await storeFile(worker.deps.db, {
     accountId: key.accountId,
     purpose: "batch",
@@ -78,7 +77,7 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
     content: new TextEncoder().encode(text),
   });
   if ("code" in file) return file;
-  const row = await worker.create(key, { endpoint: "/v1/messages", inputFile: file, metadata: null });
+  const row = await worker.create(key, { endpoint: "/v1/messages", inputFile: file, metadata: null, estimate });
   return messageBatchObject(row, origin);
 }
 

@@ -10,6 +10,7 @@ import { batches, batchLines } from "../db/schema.ts";
 import { costToman } from "../admission/costReply.ts";
 import { newId } from "../ids.ts";
 import type { BatchError } from "./lines.ts";
+import type { BatchPricing, ModelEstimate } from "./pricing.ts";
 
 export const BATCH_STATUSES = [
   "validating",
@@ -43,9 +44,21 @@ export function lineRequestId(batchId: string, line: number): string {
 const seconds = (d: Date | null) => (d ? Math.floor(d.getTime() / 1000) : null);
 
 /**
- * A batch as OpenAI's wire shows it, with the gateway's own fields: `cost_micro_toman` (and
- * `cost_toman`), what its lines were billed so far, at the live price (docs/batches.md).
+ * The gateway's own fields of a batch, on both wires: `pricing` (`batch`, `live` or `mixed`) and
+ * `estimate` (its lines' models, each at the batch or the live price), decided at create, and
+ * `cost_micro_toman` (and `cost_toman`), what its lines were billed so far (docs/batches.md#money).
  */
+export function batchPricingFields(b: BatchRow) {
+  const estimate = b.estimate as { models: ModelEstimate[] } | null;
+  return {
+    pricing: b.pricing as BatchPricing,
+    estimate: estimate ? { models: estimate.models, currency: "toman" as const, per: 1_000_000 } : null,
+    cost_toman: costToman(b.costMicro),
+    cost_micro_toman: b.costMicro.toString(),
+  };
+}
+
+/** A batch as OpenAI's wire shows it, with the gateway's own fields (batchPricingFields). */
 export function batchObject(b: BatchRow) {
   return {
     id: b.id,
@@ -68,9 +81,7 @@ export function batchObject(b: BatchRow) {
     cancelled_at: seconds(b.cancelledAt),
     request_counts: { total: b.total, completed: b.completed, failed: b.failed },
     metadata: (b.metadata as Record<string, string> | null) ?? null,
-    pricing: "live" as const,
-    cost_toman: costToman(b.costMicro),
-    cost_micro_toman: b.costMicro.toString(),
+    ...batchPricingFields(b),
   };
 }
 
@@ -83,6 +94,8 @@ export async function insertBatch(
     inputFileId: string;
     metadata: Record<string, string> | null;
     residency: "in-country" | null;
+    pricing: BatchPricing;
+    estimate: { models: ModelEstimate[] };
   },
   nowMs: number,
 ): Promise<BatchRow> {

@@ -28,6 +28,7 @@ import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
 import { BATCH_LINES_IN_FLIGHT_MAX, LivePriority } from "./priority.ts";
+import { atBatchPriceLine, type BatchEstimate, batchEstimate, batchOnlyRefusal, linesByModel } from "./pricing.ts";
 import { BATCH_ACK_WAIT_MS, BATCH_RETRY_DELAY_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
@@ -121,15 +122,39 @@ export class BatchWorker {
     await this.queue.stop();
   }
 
-  /** A new batch of the key's account on its file, queued for validation; `residency`: its lines stay in the country. */
+  /**
+   * How a batch of these lines is priced (pricing.ts), or, where BATCH_PRICING is `batch_only`,
+   * the refusal of one with lines that cannot get the batch price.
+   */
+  async price(text: string): Promise<BatchEstimate | Failure> {
+    const byModel = await linesByModel(this.deps.catalog, text);
+    const estimate = batchEstimate(this.deps, byModel);
+    const refused = this.deps.env.BATCH_PRICING === "batch_only" ? batchOnlyRefusal(estimate, byModel) : null;
+    return refused ?? estimate;
+  }
+
+  /**
+   * A new batch of the key's account on its file, queued for validation, priced as `estimate`
+   * says; `residency`: its lines stay in the country (a batch all at the batch price does).
+   */
   async create(
     key: { id: string; accountId: string },
-    b: { endpoint: BatchEndpoint; inputFile: FileRecord; metadata: Record<string, string> | null; residency?: "in-country" | null },
+    b: {
+      endpoint: BatchEndpoint;
+      inputFile: FileRecord;
+      metadata: Record<string, string> | null;
+      residency?: "in-country" | null;
+      estimate: BatchEstimate;
+    },
   ) {
-    const { endpoint, inputFile, metadata } = b;
+    const { endpoint, inputFile, metadata, estimate } = b;
+    const residency = estimate.pricing === "batch" ? "in-country" : (b.residency ?? null);
     const row = await insertBatch(
       this.deps.db,
-      { accountId: key.accountId, keyId: key.id, endpoint, inputFileId: inputFile.id, metadata, residency: b.residency ?? null },
+      {
+        ...{ accountId: key.accountId, keyId: key.id, endpoint, inputFileId: inputFile.id, metadata, residency },
+        ...{ pricing: estimate.pricing, estimate: { models: estimate.models } },
+      },
       this.now(),
     );
     await this.queue.push([{ kind: "validate", batchId: row.id }]);
@@ -243,6 +268,7 @@ export class BatchWorker {
         keyId: batches.keyId,
         endpoint: batches.endpoint,
         residency: batches.residency,
+        estimate: batches.estimate,
       })
       .from(batchLines)
       .innerJoin(batches, eq(batches.id, batchLines.batchId))
@@ -270,7 +296,16 @@ export class BatchWorker {
   private async runOne(
     batchId: string,
     line: number,
-    row: { state: string; customId: string; body: string; accountId: string; keyId: string; endpoint: string; residency: string | null },
+    row: {
+      state: string;
+      customId: string;
+      body: string;
+      accountId: string;
+      keyId: string;
+      endpoint: string;
+      residency: string | null;
+      estimate: unknown;
+    },
   ): Promise<Verdict> {
     const rerun = row.state === "running";
     // Another node runs it now, or the account has its lines in flight on the cluster.
@@ -283,7 +318,8 @@ export class BatchWorker {
     let reply: LineReply;
     try {
       const { keyId, residency } = row;
-      reply = await runLine(this.deps, { endpoint, requestId, keyId, residency, body, signal: this.stopping.signal });
+      const batchPrice = atBatchPriceLine(row.estimate, this.deps.catalog, body);
+      reply = await runLine(this.deps, { endpoint, requestId, keyId, residency, batchPrice, body, signal: this.stopping.signal });
     } catch (error) {
       // A fault of the gateway's: the line fails (500) rather than run again without end; a paid run was settled by the runner.
       this.deps.log("error", "batch_line_failed", { batchId, line, error: (error as Error).message });

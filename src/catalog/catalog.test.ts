@@ -6,7 +6,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { openTestDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import type { Db } from "../db/client.ts";
 import { operatorAudit } from "../db/schema.ts";
-import { loadCatalog } from "./catalog.ts";
+import { atBatchPrice, atBatchPrices, loadCatalog } from "./catalog.ts";
 import { setRate } from "./rates.ts";
 import { SEED_MODELS } from "./seed.ts";
 
@@ -49,4 +49,38 @@ test("the seed refreshes a model from the file unless the audit trail holds an o
   expect((await loadCatalog(db, withWindow(112_000))).get(id)!.contextWindow).toBe(112_000);
   await db.orm.insert(operatorAudit).values(row({ object: "catalog_change", action: "alias", price_version: 1 }));
   expect((await loadCatalog(db, withWindow(113_000))).get(id)!.contextWindow).toBe(112_000);
+});
+
+test("a model's batch prices load beside its prices; at the batch price each unit is its batch price where it has one, the rest as they are", async () => {
+  const catalog = await loadCatalog(db);
+  const mini = catalog.get("gpt-4o-mini")!;
+  // $0.0375 and $0.3 per 1M × 100,000 (the rate of the test above)
+  expect(mini.price.batch?.get("cache_read_token")).toBe(3_750n);
+  const batch = atBatchPrice(mini)!;
+  expect(batch.price.versionId).toBe(mini.price.versionId);
+  expect([...batch.price.tomanPer1m]).toEqual([
+    ["input_token", 7_500n],
+    ["output_token", 30_000n],
+    ["cache_read_token", 3_750n],
+  ]);
+  const sonnet = atBatchPrice(catalog.get("claude-sonnet-5")!)!.price.tomanPer1m;
+  expect(sonnet.get("web_search_call")).toBe(catalog.get("claude-sonnet-5")!.price.tomanPer1m.get("web_search_call")); // no batch price: its own
+  expect(sonnet.get("input_token")).toBe(100_000n);
+  expect(atBatchPrice(catalog.get("deepseek-v3")!)).toBeNull();
+  const view = atBatchPrices(catalog);
+  expect(view.get("gpt-4o-mini")!.price.tomanPer1m.get("input_token")).toBe(7_500n);
+  expect(view.get("deepseek-v3")!.price.tomanPer1m.get("input_token")).toBe(27_000n);
+  expect(catalog.get("gpt-4o-mini")!.price.tomanPer1m.get("input_token")).toBe(15_000n); // the catalog itself unchanged
+  // A batch price above the price (a seeded one beside an operator's lower price), or of a unit not priced, is not used.
+  const odd = {
+    ...mini,
+    price: {
+      ...mini.price,
+      batch: new Map([
+        ["input_token", 99_999n],
+        ["character", 1n],
+      ]),
+    },
+  };
+  expect([...atBatchPrice(odd)!.price.tomanPer1m]).toEqual([...mini.price.tomanPer1m]);
 });

@@ -11,7 +11,7 @@ import { asc, eq, inArray, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { exchangeRates, models, operatorAudit, prices, priceVersions } from "../db/schema.ts";
 import { capabilitiesSchema, type Capabilities, entryPrices, type ModelEntry, type ModelSource, sourceSchema } from "./file.ts";
-import { splitTierPrices, usdToTomanPer1m } from "./prices.ts";
+import { splitPriceKeys, usdToTomanPer1m } from "./prices.ts";
 import { SEED_MODELS, SEED_TOMAN_PER_USD, type Operation } from "./seed.ts";
 import { closestIds } from "./suggest.ts";
 
@@ -22,6 +22,8 @@ export interface PriceList {
   tomanPer1m: ReadonlyMap<string, bigint>;
   /** The long-context tier: every token of a request whose prompt is above the threshold, at these prices (unit → toman per 1M). */
   tier?: PriceTierList | null;
+  /** The batch prices (unit → toman per 1M) a batch line served in the country is billed at; null: none (docs/batches.md#money). */
+  batch?: ReadonlyMap<string, bigint> | null;
 }
 
 export interface PriceTierList {
@@ -99,7 +101,7 @@ export class Catalog {
     this.currentIndex = index;
     const version = this.versions[index];
     const entries = this.modelRows.map((m) => {
-      const { standard, tier } = splitTierPrices(version?.prices.get(m.id) ?? new Map<string, bigint>());
+      const { standard, tier, batch } = splitPriceKeys(version?.prices.get(m.id) ?? new Map<string, bigint>());
       return {
         ...m,
         price: {
@@ -107,6 +109,7 @@ export class Catalog {
           tomanPerUsd: version?.tomanPerUsd ?? 0n,
           tomanPer1m: standard,
           tier: tier && { aboveInputTokens: tier.aboveInputTokens, tomanPer1m: tier.prices },
+          batch,
         },
       };
     });
@@ -161,6 +164,39 @@ export class Catalog {
   allVersions(): readonly PriceVersion[] {
     return this.versions;
   }
+}
+
+/**
+ * The model as a batch line at the batch price sees it: each unit at its batch price where it has
+ * one, else at its price (the same price version), so the one pricing path (reserve, hold,
+ * settlement) bills the batch price. Never above the unit's price, nor for a unit it does not
+ * price, whatever the database holds (a seeded batch price beside an operator's lower price).
+ * Null for a model without a batch price.
+ * @example atBatchPrice(model)?.price.tomanPer1m.get("input_token") // the batch price of input
+ */
+export function atBatchPrice(model: CatalogModel): CatalogModel | null {
+  const batch = model.price.batch;
+  if (!batch || batch.size === 0) return null;
+  const prices = new Map(model.price.tomanPer1m);
+  for (const [unit, price] of batch) {
+    const live = prices.get(unit);
+    if (live !== undefined && price < live) prices.set(unit, price);
+  }
+  return { ...model, price: { ...model.price, tomanPer1m: prices } };
+}
+
+/**
+ * The catalog as a batch line at the batch price reads it: every model it finds at its batch
+ * price where it has one (atBatchPrice), the rest as they are.
+ */
+export function atBatchPrices(catalog: Catalog): Catalog {
+  const view: Catalog = Object.create(catalog);
+  view.lookup = (name: string): ModelLookup => {
+    const found = catalog.lookup(name);
+    const batch = found.kind === "found" ? atBatchPrice(found.model) : null;
+    return batch ? { kind: "found", model: batch } : found;
+  };
+  return view;
 }
 
 /** What a request asks of a model's long context: `context1m`, Anthropic's `context-1m-2025-08-07` beta. */

@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { Catalog } from "./catalog.ts";
 import { CATALOG_FILE_PATH, entryOfPrices, entryPrices, parseCatalogFile } from "./file.ts";
+import { parseUsd } from "./prices.ts";
 import { REASONING_MODELS, takesReasoningEffort } from "./reasoning.ts";
 import { SEED_MODELS } from "./seed.ts";
 
@@ -139,10 +140,57 @@ test("the tiers the vendors bill replace windows held at the tier's threshold", 
   expect(entryOfPrices(Object.fromEntries(entryPrices(byId.get("gemini-2.5-pro")!)))).toEqual({
     usd_per_1m: byId.get("gemini-2.5-pro")!.usd_per_1m,
     tier: byId.get("gemini-2.5-pro")!.tier,
+    batch_usd_per_1m: null,
   });
 });
 
 test("a USD price past the static ceiling is refused where the file is read, naming the unit", () => {
   const entry = { ...SEED_MODELS[0]!, usd_per_1m: { ...SEED_MODELS[0]!.usd_per_1m, input_token: "99999999999999999999999" } };
   expect(() => parseCatalogFile(JSON.stringify({ models: [entry] }), "test.json")).toThrow(/input_token/);
+});
+
+test("OpenAI's and Anthropic's chat and embeddings models have batch prices of exactly half each token price, their batch pages among their sources", () => {
+  const pages = {
+    openai: "https://platform.openai.com/docs/guides/batch",
+    anthropic: "https://docs.claude.com/en/docs/build-with-claude/batch-processing",
+  };
+  let priced = 0;
+  for (const m of SEED_MODELS) {
+    const page = pages[m.vendor as keyof typeof pages];
+    if (!page || m.tier || (m.operation !== "chat" && m.operation !== "embeddings")) {
+      expect(m.batch_usd_per_1m, m.id).toBeNull(); // open-weight, tiered and other vendors' models: the operator's to set
+      continue;
+    }
+    priced++;
+    const tokens = Object.entries(m.usd_per_1m).filter(([unit]) => unit.endsWith("_token"));
+    expect(Object.keys(m.batch_usd_per_1m ?? {}).sort(), m.id).toEqual(tokens.map(([unit]) => unit).sort());
+    for (const [unit, usd] of tokens) expect(parseUsd(m.batch_usd_per_1m![unit]!) * 2n, `${m.id} ${unit}`).toBe(parseUsd(usd));
+    expect(
+      m.source.pages.map((p) => p.url),
+      m.id,
+    ).toContain(page);
+  }
+  expect(priced).toBeGreaterThanOrEqual(18);
+});
+
+test("a batch price above the live price, of a unit the model does not price, or on a tiered model is refused, naming the model and the unit", () => {
+  const refused =
+    (edit: (entry: any) => void, id = "deepseek-v3") =>
+    () =>
+      parseCatalogFile(edited(id, edit), "test.json");
+  expect(refused((e) => (e.batch_usd_per_1m = { input_token: "0.28" }))).toThrow(
+    "model deepseek-v3's batch price of input_token, USD 0.28, is above its price of USD 0.27 (batch_usd_per_1m.input_token)",
+  );
+  expect(refused((e) => (e.batch_usd_per_1m = { cache_read_token: "0.01" }))).toThrow(
+    "model deepseek-v3's batch price names cache_read_token, which it does not price (batch_usd_per_1m.cache_read_token)",
+  );
+  expect(refused((e) => (e.batch_usd_per_1m = { input_token: "0.5" }), "gemini-2.5-pro")).toThrow(
+    "model gemini-2.5-pro has a price tier and a batch price",
+  );
+  expect(() =>
+    parseCatalogFile(
+      edited("deepseek-v3", (e) => (e.batch_usd_per_1m = { input_token: "0.27" })),
+      "test.json",
+    ),
+  ).not.toThrow();
 });

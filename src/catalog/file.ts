@@ -9,7 +9,7 @@
  * omission.
  */
 import { z } from "zod";
-import { parseUsd, splitTierPrices, tierPriceKey, USD_PER_1M_MAX } from "./prices.ts";
+import { batchPriceKey, parseUsd, splitPriceKeys, tierPriceKey, USD_PER_1M_MAX } from "./prices.ts";
 import { UNIT_PRICE_KEYS } from "../units.ts";
 
 export const OPERATIONS = ["chat", "embeddings", "images", "speech", "transcription"] as const;
@@ -146,6 +146,12 @@ export const modelEntrySchema = z.strictObject({
   usd_per_1m: z.record(unitName, usdPrice),
   /** The long-context price tier (one per model: the vendors have one threshold each); null: one price per unit. */
   tier: priceTierSchema.nullable().default(null),
+  /**
+   * The batch price by unit, USD per 1M (the vendor's batch price; an in-country model's, the
+   * operator's): a batch line served in the country is billed at it (docs/batches.md#money).
+   * Each unit one the model prices, at most its price; a unit left out keeps its price. Null: no batch price.
+   */
+  batch_usd_per_1m: z.record(unitName, usdPrice).nullable().default(null),
   /** Retired: the model answers 410 naming this successor. */
   retired: z.strictObject({ successor: modelId }).nullable().default(null),
   source: sourceSchema,
@@ -184,22 +190,44 @@ export function reportedUnits(entry: Pick<ModelEntry, "operation" | "capabilitie
   }
 }
 
-/** Every price of an entry by the prices table's key: the standard ones, then its tier's (tierPriceKey). */
-export function entryPrices(entry: Pick<ModelEntry, "usd_per_1m" | "tier">): [string, string][] {
+/** Every price of an entry by the prices table's key: the standard ones, its tier's (tierPriceKey), its batch prices (batchPriceKey). */
+export function entryPrices(entry: Pick<ModelEntry, "usd_per_1m" | "tier" | "batch_usd_per_1m">): [string, string][] {
   const tier = entry.tier;
   const tiered = tier
     ? Object.entries(tier.usd_per_1m).map(([unit, usd]) => [tierPriceKey(unit, tier.above_input_tokens), usd] as [string, string])
     : [];
-  return [...Object.entries(entry.usd_per_1m), ...tiered];
+  const batch = Object.entries(entry.batch_usd_per_1m ?? {}).map(([unit, usd]) => [batchPriceKey(unit), usd] as [string, string]);
+  return [...Object.entries(entry.usd_per_1m), ...tiered, ...batch];
 }
 
-/** An entry's prices and tier from the prices table's keys (entryPrices undone). */
-export function entryOfPrices(usdByKey: Record<string, string>): Pick<ModelEntry, "usd_per_1m" | "tier"> {
-  const { standard, tier } = splitTierPrices(Object.entries(usdByKey));
+/** An entry's prices, tier and batch prices from the prices table's keys (entryPrices undone). */
+export function entryOfPrices(usdByKey: Record<string, string>): Pick<ModelEntry, "usd_per_1m" | "tier" | "batch_usd_per_1m"> {
+  const { standard, tier, batch } = splitPriceKeys(Object.entries(usdByKey));
   return {
     usd_per_1m: Object.fromEntries(standard),
     tier: tier ? { above_input_tokens: tier.aboveInputTokens, usd_per_1m: Object.fromEntries(tier.prices) } : null,
+    batch_usd_per_1m: batch ? Object.fromEntries(batch) : null,
   };
+}
+
+/**
+ * A batch price's problems: each unit one the model prices, at most its price (a batch price is a
+ * discount, never a surcharge), and none on a model with a long-context tier (the catalog has no
+ * batch tier: such a model's lines stay at the live price).
+ */
+function batchProblems(entry: ModelEntry): string[] {
+  const batch = entry.batch_usd_per_1m;
+  if (!batch) return [];
+  if (entry.tier) return [`model ${entry.id} has a price tier and a batch price; a tiered model takes no batch price (batch_usd_per_1m)`];
+  const problems: string[] = [];
+  for (const [unit, usd] of Object.entries(batch)) {
+    const live = entry.usd_per_1m[unit];
+    if (live === undefined)
+      problems.push(`model ${entry.id}'s batch price names ${unit}, which it does not price (batch_usd_per_1m.${unit})`);
+    else if (parseUsd(usd) > parseUsd(live))
+      problems.push(`model ${entry.id}'s batch price of ${unit}, USD ${usd}, is above its price of USD ${live} (batch_usd_per_1m.${unit})`);
+  }
+  return problems;
 }
 
 /** The first unit the model reports and has no price for, or null. */
@@ -236,7 +264,7 @@ export function catalogProblems(entries: readonly ModelEntry[]): string[] {
   for (const entry of entries) {
     if (entry.output_max !== null && entry.output_max > entry.context_window && entry.operation === "chat")
       problems.push(`model ${entry.id} has output_max ${entry.output_max} above its context_window ${entry.context_window}`);
-    problems.push(...tierProblems(entry));
+    problems.push(...tierProblems(entry), ...batchProblems(entry));
     const missing = missingPrice(entry);
     if (missing) problems.push(`model ${entry.id} reports ${missing} but has no price for it (usd_per_1m.${missing})`);
     for (const name of [entry.id, ...entry.aliases]) {

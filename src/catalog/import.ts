@@ -46,7 +46,7 @@ export interface CatalogDiff {
 }
 
 const LIMIT_FIELDS = ["context_window", "output_max"] as const;
-const PRICED_FIELDS = new Set(["usd_per_1m", "tier", "aliases", "retired", "id", ...LIMIT_FIELDS]);
+const PRICED_FIELDS = new Set(["usd_per_1m", "tier", "batch_usd_per_1m", "aliases", "retired", "id", ...LIMIT_FIELDS]);
 
 /** Prices compared by value: "0.15" and "0.150000000" are one price. */
 function priceChanges(before: ModelEntry | undefined, after: ModelEntry): PriceChange[] {

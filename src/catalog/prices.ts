@@ -89,21 +89,36 @@ export function parseTierPriceKey(key: string): { unit: string; aboveInputTokens
   return match ? { unit: match[1]!, aboveInputTokens: Number(match[2]) } : null;
 }
 
+/** A batch price's key in the prices table: the unit after `batch:`, beside the standard and the tier's prices. */
+export const BATCH_PRICE_PREFIX = "batch:";
+
 /**
- * Prices by key split into the standard ones and the tier's (by unit, with its threshold).
- * @example splitTierPrices(new Map([["input_token", 1n], ["input_token>200000", 2n]]))
- *   // { standard: Map { input_token → 1n }, tier: { aboveInputTokens: 200000, prices: Map { input_token → 2n } } }
+ * The batch price of `unit` as the prices table names it (docs/batches.md#money).
+ * @example batchPriceKey("input_token") === "batch:input_token"
  */
-export function splitTierPrices<P>(prices: Iterable<[string, P]>): {
+export function batchPriceKey(unit: string): string {
+  return `${BATCH_PRICE_PREFIX}${unit}`;
+}
+
+/**
+ * Prices by key split into the standard ones, the tier's (by unit, with its threshold) and the
+ * batch prices (by unit; null when the model has none).
+ * @example splitPriceKeys(new Map([["input_token", 2n], ["input_token>200000", 4n], ["batch:input_token", 1n]]))
+ *   // { standard: Map { input_token → 2n }, tier: { aboveInputTokens: 200000, prices: Map { input_token → 4n } }, batch: Map { input_token → 1n } }
+ */
+export function splitPriceKeys<P>(prices: Iterable<[string, P]>): {
   standard: Map<string, P>;
   tier: { aboveInputTokens: number; prices: Map<string, P> } | null;
+  batch: Map<string, P> | null;
 } {
   const standard = new Map<string, P>();
   let tier: { aboveInputTokens: number; prices: Map<string, P> } | null = null;
+  let batch: Map<string, P> | null = null;
   for (const [key, price] of prices) {
     const tiered = parseTierPriceKey(key);
-    if (!tiered) standard.set(key, price);
+    if (key.startsWith(BATCH_PRICE_PREFIX)) (batch ??= new Map()).set(key.slice(BATCH_PRICE_PREFIX.length), price);
+    else if (!tiered) standard.set(key, price);
     else (tier ??= { aboveInputTokens: tiered.aboveInputTokens, prices: new Map() }).prices.set(tiered.unit, price);
   }
-  return { standard, tier };
+  return { standard, tier, batch };
 }

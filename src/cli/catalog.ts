@@ -26,6 +26,7 @@ const entryReply = z.object({
   aliases: z.array(z.string()),
   context_window: z.number(),
   usd_per_1m: z.record(z.string(), z.string()),
+  batch_usd_per_1m: z.record(z.string(), z.string()).nullish(),
   retired: z.object({ successor: z.string() }).nullable(),
 });
 const previewReply = z.object({
@@ -170,6 +171,12 @@ function renderImport(reply: z.infer<typeof importReply>): string {
 const shownBy = (c: { by: string; declared_by?: string | null }) =>
   c.declared_by && c.declared_by !== c.by ? `${c.by} (${c.declared_by})` : c.by;
 
+/** USD prices by unit as one cell: `input_token $0.15, output_token $0.6`. */
+const listedUsd = (usd: Record<string, string>) =>
+  Object.entries(usd)
+    .map(([unit, price]) => `${unit} $${price}`)
+    .join(", ");
+
 /** The reply as an operator reads it, or null when it is not the shape the command expects. */
 export function renderCatalog(command: CatalogCommand, reply: unknown, table: (rows: string[][], indent: string) => string): string | null {
   if (command.kind === "catalog") {
@@ -181,9 +188,7 @@ export function renderCatalog(command: CatalogCommand, reply: unknown, table: (r
       m.vendor,
       m.operation,
       String(m.context_window),
-      Object.entries(m.usd_per_1m)
-        .map(([unit, usd]) => `${unit} $${usd}`)
-        .join(", "),
+      listedUsd(m.usd_per_1m) + (m.batch_usd_per_1m ? `; batch: ${listedUsd(m.batch_usd_per_1m)}` : ""),
       m.aliases.join(", ") || "-",
     ]);
     return `price version ${parsed.data.price_version ?? "-"}; USD per 1M units\n${table([["MODEL", "STATUS", "VENDOR", "OPERATION", "CONTEXT", "PRICES", "ALIASES"], ...rows], "")}`;

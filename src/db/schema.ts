@@ -697,6 +697,10 @@ export const batches = pgTable(
     /** The validation's errors (OpenAI's `errors.data`), when the batch failed. */
     errors: jsonb("errors"),
     metadata: jsonb("metadata"),
+    /** How its lines are priced, decided at create: `batch`, `live` or `mixed` (docs/batches.md#money). */
+    pricing: text("pricing").notNull().default("live"),
+    /** Its lines' models, each at the batch or the live price (batches/pricing.ts), as decided at create. */
+    estimate: jsonb("estimate"),
     total: integer("total").notNull().default(0),
     completed: integer("completed").notNull().default(0),
     failed: integer("failed").notNull().default(0),
@@ -717,6 +721,7 @@ export const batches = pgTable(
       "batches_status",
       sql`${t.status} IN ('validating', 'failed', 'in_progress', 'finalizing', 'completed', 'expired', 'cancelling', 'cancelled')`,
     ),
+    check("batches_pricing", sql`${t.pricing} IN ('batch', 'live', 'mixed')`),
     index("batches_account_idx").on(t.accountId, t.createdAt),
     index("batches_open_idx").on(t.expiresAt).where(sql`${t.status} IN ('validating', 'in_progress')`),
   ],

@@ -33,6 +33,7 @@ prices page) is read from that trail.
 | \`capabilities\` | \`streaming\`, \`tools\`, \`hosted_tools\` (vendor-run tools, each billed per call), \`reasoning\` (how it is reported: \`none\`, \`hidden\` in the output tokens, \`thinking_blocks\`, \`reasoning_content\`), \`reasoning_effort\`, \`images_in\`/\`images_out\`, \`audio_in\`/\`audio_out\`, \`cache\` (\`none\`, \`read\`: the vendor caches by itself, \`read_write\`: 5-minute and 1-hour writes), \`image_tokens\` (image replies report token usage), \`context_1m\` (takes Anthropic's context-1m beta: see \`tier\`) |
 | \`usd_per_1m\` | The vendor's list price in USD per 1M units, as an exact decimal string |
 | \`tier\` | The long-context price tier, as the vendors bill it: once the prompt (cached tokens included) is above \`above_input_tokens\`, every token of the request, input and output, at the tier's \`usd_per_1m\` (each token unit the model prices; hosted-tool calls keep theirs). Reserved at the tier when the prompt's bound is above the threshold, charged at the tier the bounded reported prompt is in; the usage record keeps the prices it was charged. A model with \`capabilities.context_1m\` (Anthropic's \`context-1m-2025-08-07\` beta) has the tier, and the window above the threshold, only for requests that ask for it |
+| \`batch_usd_per_1m\` | The batch price in USD per 1M units (null: none): the vendor's batch price (OpenAI's and Anthropic's batch pages: 50% of each token price, cache reads and writes included; hosted-tool calls keep theirs), or for an in-country model the operator's own. A batch line is billed it only when its model has an in-country backend, whose bill it is; every other line runs on the vendor's live API at the live price ([batches.md](batches.md#money)). Each unit must be one the model prices, at most its price (a unit left out keeps its price); a model with a \`tier\` takes none (the catalog has no batch tier). Stored in each price version beside the prices, as \`batch:<unit>\` rows, so a new rate converts it like any price; \`/v1/models\` shows it as \`pricing_batch\` (toman per 1M) |
 | \`retired\` | \`{successor}\`: the model answers 410 naming it |
 | \`source\` | The vendor pages the prices were read from and the date, and a note where there is none; \`source.limits\`: the same for \`output_max\` (and price tiers), its note saying whose each figure is and which was not on a stored page |
 
@@ -67,7 +68,7 @@ bun run gw catalog import https://example.org/models.json
 
 The file is checked as the shipped one is (schema and \`catalogProblems\`: every reported unit
 priced, names unique, successors served), then compared with the catalog: models **added**,
-**prices** changed (old → new per unit, tier prices by their key; \`"0.15"\` and \`"0.150"\` are one
+**prices** changed (old → new per unit, tier and batch prices by their key; \`"0.15"\` and \`"0.150"\` are one
 price), **limits** changed (\`context_window\`, \`output_max\`, the tier's threshold), **aliases**
 added and removed, models **retired** (with \`retired\` in the file), other fields **changed**, and
 models **absent**: in the catalog, not in the file. Absent models are listed and kept: an import
@@ -119,7 +120,8 @@ function row(m: ModelEntry): string {
   const tier = m.tier
     ? `; above ${m.tier.above_input_tokens.toLocaleString("en-US")} prompt tokens${m.capabilities.context_1m ? " (with context-1m)" : ""}: ${listed(m.tier.usd_per_1m)}`
     : "";
-  const prices = listed(m.usd_per_1m) + tier;
+  const batch = m.batch_usd_per_1m ? `; batch: ${listed(m.batch_usd_per_1m)}` : "";
+  const prices = listed(m.usd_per_1m) + tier + batch;
   const status = m.retired ? `retired → \`${m.retired.successor}\`` : "active";
   const aliases = m.aliases.map((a) => `\`${a}\``).join(", ") || "-";
   const limits = `${m.context_window.toLocaleString("en-US")} / ${m.output_max?.toLocaleString("en-US") ?? "-"}`;

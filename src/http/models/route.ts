@@ -1,7 +1,7 @@
 /**
  * GET /v1/models and /v1/models/{id}: the catalog in the OpenAI list/object shape, with
  * `context_window`, `output_max`, `aliases`, `capabilities`, `pricing` (toman per 1M units, and
- * per image, per second and per call where that is the unit), `vendor` and `in_country` as extra
+ * per image, per second and per call where that is the unit), `pricing_tier`, `pricing_batch`, `vendor` and `in_country` as extra
  * fields. A model is found by its id or any alias; the reply names its catalog id. The replies
  * are built once per price version (every catalog change makes one) and served as prepared strings.
  */
@@ -32,6 +32,11 @@ export interface ModelObject {
    * whose prompt is above `above_input_tokens` (a model that takes context-1m: only with it); null: none.
    */
   pricing_tier: { above_input_tokens: number; [unit: string]: number } | null;
+  /**
+   * The batch price: toman per 1M units of each unit a batch line served in the country is billed
+   * at (units not named keep `pricing`'s); null: none (docs/batches.md#money).
+   */
+  pricing_batch: Record<string, number> | null;
   vendor: string;
   in_country: boolean;
 }
@@ -46,8 +51,7 @@ const PRICING_FIELD: Record<string, string> = {
 };
 
 export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
-  const pricing: Record<string, number> = {};
-  for (const [unit, toman] of model.price.tomanPer1m) pricing[PRICING_FIELD[unit] ?? unit] = Number(toman);
+  const pricing: Record<string, number | Record<string, number | Record<string, number>>> = fieldsOf(model.price.tomanPer1m);
   Object.assign(pricing, perUseDisplay(model));
   return {
     id: model.id,
@@ -62,6 +66,7 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
     capabilities: model.capabilities,
     pricing: { ...pricing, currency: "toman", per: 1_000_000, price_version: model.price.versionId },
     pricing_tier: tierDisplay(model),
+    pricing_batch: model.price.batch ? fieldsOf(model.price.batch) : null,
     vendor: model.vendor,
     in_country: pools.inCountry(model.id),
   };
@@ -70,8 +75,13 @@ export function modelObject(model: CatalogModel, pools: PoolHost): ModelObject {
 function tierDisplay(model: CatalogModel): ModelObject["pricing_tier"] {
   const tier = model.price.tier;
   if (!tier) return null;
-  const shown: { above_input_tokens: number; [unit: string]: number } = { above_input_tokens: tier.aboveInputTokens };
-  for (const [unit, toman] of tier.tomanPer1m) shown[PRICING_FIELD[unit] ?? unit] = Number(toman);
+  return { above_input_tokens: tier.aboveInputTokens, ...fieldsOf(tier.tomanPer1m) };
+}
+
+/** Prices by unit as `pricing` names them. */
+function fieldsOf(prices: ReadonlyMap<string, bigint>): Record<string, number> {
+  const shown: Record<string, number> = {};
+  for (const [unit, toman] of prices) shown[PRICING_FIELD[unit] ?? unit] = Number(toman);
   return shown;
 }
 

@@ -342,15 +342,21 @@
     if (rates.current) root.append(h("p", { id: "rate" }, t("prices.rate", { rate: num(rates.current.toman_per_usd), date: when(rates.current.effective_at) })));
     if (rates.fetch) root.append(h("p", { class: "muted" }, t("prices.fetcher", { state: rates.fetch.last_error ? rates.fetch.last_error : when(rates.fetch.last_success_at) })));
     root.append(priceForm(models, today), addModelForm(), aliasRetireForm(catalog.data));
-    root.append(h("h2", {}, t("nav.prices")), table(t("nav.prices"), [t("prices.model"), t("prices.vendor"), { text: t("prices.usdIn"), num: true }, { text: t("prices.usdOut"), num: true }, { text: t("prices.tomanIn"), num: true }, { text: t("prices.tomanOut"), num: true }, t("prices.window")],
+    root.append(h("h2", {}, t("nav.prices")), table(t("nav.prices"), [t("prices.model"), t("prices.vendor"), { text: t("prices.usdIn"), num: true }, { text: t("prices.usdOut"), num: true }, { text: t("prices.tomanIn"), num: true }, { text: t("prices.tomanOut"), num: true }, { text: t("prices.batch"), num: true }, t("prices.window")],
       catalog.data.map((m) => h("tr", { id: `model-${m.id}` }, cell(h("span", { class: "ltr" }, m.id, m.retired ? ` (${t("prices.retired")})` : "")), cell(m.vendor),
         cell(m.usd_per_1m.input_token === undefined ? "—" : toman(m.usd_per_1m.input_token), "num"), cell(m.usd_per_1m.output_token === undefined ? "—" : toman(m.usd_per_1m.output_token), "num"),
         cell(today[m.id] && today[m.id].input_token ? toman(today[m.id].input_token) : "—", "num"), cell(today[m.id] && today[m.id].output_token ? toman(today[m.id].output_token) : "—", "num"),
-        cell(num(m.context_window), "num"))), "catalog"));
+        cell(batchToday(today[m.id]), "num"), cell(num(m.context_window), "num"))), "catalog"));
     root.append(h("h2", {}, t("prices.history")), table(t("prices.history"), [t("prices.at"), t("prices.model"), t("prices.action"), t("prices.by")],
       changes.data.map((c) => h("tr", {}, cell(when(c.at || c.created_at)), cell(c.model), cell(c.action), cell(c.declared_by && c.declared_by !== c.by ? `${c.by} (${c.declared_by})` : c.by))), "changes"));
     root.append(h("h2", {}, t("prices.rates")), table(t("prices.rates"), [t("prices.at"), { text: "toman / USD", num: true }],
       rates.versions.slice().reverse().map((v) => h("tr", {}, cell(when(v.effective_at)), cell(num(v.toman_per_usd), "num"))), "rates"));
+  }
+  /** A model's batch prices today (docs/batches.md#money), input / output, or a dash when it has none. */
+  function batchToday(prices) {
+    if (!prices || prices["batch:input_token"] === undefined) return "—";
+    const out = prices["batch:output_token"];
+    return `${toman(prices["batch:input_token"])} / ${out === undefined ? "—" : toman(out)}`;
   }
   function priceForm(models, today) {
     const err = errorBox("price-error");
