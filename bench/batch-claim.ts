@@ -25,7 +25,16 @@ await db.orm.insert(accounts).values({ id: accountId, name: "bench" });
 const batch = (state: string) =>
   insertBatch(
     db,
-    { accountId, keyId: "key_bench", endpoint: "/v1/chat/completions", inputFileId: "file_bench", metadata: null, residency: null },
+    {
+      accountId,
+      keyId: "key_bench",
+      endpoint: "/v1/chat/completions",
+      inputFileId: "file_bench",
+      metadata: null,
+      residency: null,
+      pricing: "live",
+      estimate: { models: [] },
+    },
     Date.now(),
   ).then(async (row) => {
     for (let i = 0; i < LINES; i += CHUNK) {
