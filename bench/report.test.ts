@@ -55,13 +55,24 @@ test("each mode is judged against the limits of its own shape, from the same run
     row(LIMIT_ELYSIA, "chat c=64", 20_000, 5),
     row(LIMIT_ELYSIA, "stream c=64", 10_000, 9),
     row(LIMIT_NATS2, "chat c=64", 8_000, 12),
-    row("Darvaze embedded", "chat c=64", 10_000, 20),
-    row("Darvaze embedded", "stream c=64", 5_000, 20),
+    row("Darvaze embedded (PGlite, in-process bus)", "chat c=64", 10_000, 20),
+    row("Darvaze embedded (PGlite, in-process bus)", "stream c=64", 5_000, 20),
     row("Darvaze NATS + PostgreSQL, 1 node", "chat c=64", 7_000, 20),
   ]);
   expect(table.split("\n").slice(2)).toEqual([
-    "| Darvaze embedded | 50% (goal ≥ 50%) ✓ | — | 50% (goal ≥ 60%) ✗ | 40% |",
-    "| Darvaze NATS + PostgreSQL, 1 node | 35% (goal ≥ 40%) ✗ | 88% (goal ≥ 100%) ✗ | n/a | 28% |",
+    "| Darvaze embedded (PGlite, in-process bus) | 10,000 ÷ 20,000 = 50% (goal ≥ 50%) ✓ | — | 5,000 ÷ 10,000 = 50% (goal ≥ 60%) ✗ | 10,000 ÷ 25,000 = 40% |",
+    "| Darvaze NATS + PostgreSQL, 1 node | 7,000 ÷ 20,000 = 35% (goal ≥ 40%) ✗ | 7,000 ÷ 8,000 = 88% (goal ≥ 100%) ✗ | n/a (Darvaze NATS + PostgreSQL, 1 node stream c=64 not measured) | 7,000 ÷ 25,000 = 28% |",
   ]);
   expect(limitGoalsTable([row("Darvaze embedded", "chat c=64", 10_000, 20)])).toBe("");
+});
+
+test("a mode the run did not measure still has its row, each goal saying what was missing", () => {
+  const table = limitGoalsTable([
+    row(LIMIT_ELYSIA, "chat c=64", 20_000, 5),
+    row("Darvaze embedded (PGlite, in-process bus)", "chat c=64", 12_000, 20),
+  ]);
+  expect(table.split("\n").slice(2)).toEqual([
+    `| Darvaze embedded (PGlite, in-process bus) | 12,000 ÷ 20,000 = 60% (goal ≥ 50%) ✓ | — | n/a (Darvaze embedded (PGlite, in-process bus) stream c=64 not measured) | n/a (${LIMIT_BUN} chat c=64 not measured) |`,
+    `| Darvaze NATS + PostgreSQL, 1 node | n/a (Darvaze NATS + PostgreSQL, 1 node chat c=64 not measured) | n/a (Darvaze NATS + PostgreSQL, 1 node chat c=64 not measured) | n/a (Darvaze NATS + PostgreSQL, 1 node stream c=64 not measured) | n/a (Darvaze NATS + PostgreSQL, 1 node chat c=64 not measured) |`,
+  ]);
 });

@@ -250,7 +250,10 @@ const limitGoals = [
 /**
  * Each Darvaze mode against the limits of its shape (DESIGN.md §6): chat c=64 against the
  * metering Elysia proxy (and, on NATS, the metering proxy with two NATS hops a request), streams
- * c=64 against the Elysia proxy's parsed streams; "" when no limit ran.
+ * c=64 against the Elysia proxy's parsed streams. Every mode's row is printed once a limit ran,
+ * each cell with both figures, its goal and its verdict ("n/a" naming what the run lacked); a
+ * mode is found by its name's prefix ("Darvaze embedded (PGlite, in-process bus)"); "" when no
+ * limit ran.
  */
 export function limitGoalsTable(measurements: Measurement[]): string {
   if (!measurements.some((m) => m.target.startsWith("limit: "))) return "";
@@ -261,18 +264,19 @@ export function limitGoalsTable(measurements: Measurement[]): string {
   const share = (target: string, limit: string, workload: string, min: number | null) => {
     const gw = find(measurements, target, workload);
     const of = find(measurements, limit, workload);
-    if (!gw || !of) return "n/a";
+    if (!gw || !of) return `n/a (${gw ? limit : target} ${workload} not measured)`;
     const value = gw.rps / of.rps;
-    return min === null ? ratio(value) : `${ratio(value)} (goal ≥ ${ratio(min)}) ${verdict(value >= min)}`;
+    const figures = `${rate(gw.rps)} ÷ ${rate(of.rps)} = ${ratio(value)}`;
+    return min === null ? figures : `${figures} (goal ≥ ${ratio(min)}) ${verdict(value >= min)}`;
   };
   for (const goal of limitGoals) {
-    if (!measurements.some((m) => m.target === goal.target)) continue;
-    const twoHops = goal.chatOfTwoHopsMin === null ? "—" : share(goal.target, LIMIT_NATS2, "chat c=64", goal.chatOfTwoHopsMin);
+    const target = measurements.find((m) => m.target.startsWith(goal.target))?.target ?? goal.target;
+    const twoHops = goal.chatOfTwoHopsMin === null ? "—" : share(target, LIMIT_NATS2, "chat c=64", goal.chatOfTwoHopsMin);
     lines.push(
-      `| ${goal.target} | ${share(goal.target, LIMIT_ELYSIA, "chat c=64", goal.chatOfElysiaMin)} | ${twoHops} | ${share(goal.target, LIMIT_ELYSIA, "stream c=64", goal.streamsOfElysiaMin)} | ${share(goal.target, LIMIT_BUN, "chat c=64", null)} |`,
+      `| ${target} | ${share(target, LIMIT_ELYSIA, "chat c=64", goal.chatOfElysiaMin)} | ${twoHops} | ${share(target, LIMIT_ELYSIA, "stream c=64", goal.streamsOfElysiaMin)} | ${share(target, LIMIT_BUN, "chat c=64", null)} |`,
     );
   }
-  return lines.length > 2 ? lines.join("\n") : "";
+  return lines.join("\n");
 }
 
 /** Many keys' goals: their req/s at least this share of the hot key's, their p99 at most this many times its. */

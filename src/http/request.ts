@@ -12,8 +12,12 @@ import {
   tooLarge,
 } from "../operations/input.ts";
 
-/** An HTTP request as an operation's input. */
+/**
+ * An HTTP request as an operation's input. `origin` is read when first asked for (only links to
+ * the gateway's own media need it), so a chat request parses no URL and asks no socket for it.
+ */
 export function httpInput(request: Request, requestId: string, publicUrl: string | undefined): OperationInput {
+  let origin: string | undefined;
   return {
     requestId,
     credentials: credentialsOf(request),
@@ -30,7 +34,10 @@ export function httpInput(request: Request, requestId: string, publicUrl: string
       }
       return parseForm(Buffer.concat(parts), request.headers.get("content-type"));
     },
-    origin: (publicUrl ?? requestOrigin(request)).replace(/\/+$/, ""),
+    get origin() {
+      origin ??= (publicUrl ?? requestOrigin(request)).replace(/\/+$/, "");
+      return origin;
+    },
     signal: request.signal,
   };
 }
