@@ -260,4 +260,30 @@ describe("BATCH_PRICING batch_only", () => {
     const requestId = lineRequestId(created.id, 1);
     expect((await recordOf(only, requestId)).billed).toBe(billAt(only, requestId, DEEPSEEK.batch));
   });
+
+  test("the models are read at upload and kept with the file; a file kept without them (uploaded before) is counted at create, refused the same", async () => {
+    const { key: onlyKey } = await only.fundedKey(1000);
+    const on = new OpenAI({ baseURL: `${only.url}/v1`, apiKey: onlyKey, maxRetries: 0 });
+    const lines = [chatLine("a", "deepseek-v3"), ...Array.from({ length: 12 }, (_, i) => chatLine(`m${i}`, "gpt-4o-mini-2024-07-18"))];
+    const file = await on.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
+    const kept = async () =>
+      (await only.gw.deps.db.rows<{ models: unknown }>(sql`SELECT line_models AS models FROM files WHERE id = ${file.id}`))[0]!.models;
+    const summary = [
+      { model: "deepseek-v3", lines: 1, first: [1] },
+      { model: "gpt-4o-mini-2024-07-18", lines: 12, first: [2, 3, 4, 5, 6, 7, 8, 9, 10, 11] },
+    ];
+    expect(await kept()).toEqual(summary);
+    const refusal = async () =>
+      on.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" }).then(
+        () => null,
+        (error: { status?: number; message: string }) => [error.status, error.message],
+      );
+    const named = "line 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more (gpt-4o-mini has no in-country backend";
+    const fromKept = await refusal();
+    expect(fromKept?.[0]).toBe(400);
+    expect(fromKept?.[1]).toContain(named);
+    await only.gw.deps.db.rows(sql`UPDATE files SET line_models = NULL WHERE id = ${file.id}`);
+    expect(await refusal()).toEqual(fromKept);
+    expect(await kept()).toEqual(summary);
+  });
 });

@@ -7,8 +7,10 @@ import { z } from "zod";
 import { residencyOf } from "../admission/caller.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
-import { fileContent, fileNotFound, findFile } from "../files/files.ts";
+import type { Db } from "../db/client.ts";
+import { fileContent, fileLineModels, type FileRecord, fileNotFound, findFile, keepLineModels } from "../files/files.ts";
 import { OPENAI_BATCH_ENDPOINTS } from "./lines.ts";
+import { fromStoredLineModels, type LineModels, lineModels, toStoredLineModels } from "./pricing.ts";
 import {
   BATCHES_LIST_LIMIT_MAX,
   type BatchRow,
@@ -31,8 +33,27 @@ const createBody = z.strictObject({
     .nullish(),
 });
 
+/** The answer of a node that runs no batches (no worker). */
+export function batchesUnavailable(): Failure {
+  return fail("service_unavailable", "Batches are not running on this node.");
+}
+
 export function batchNotFound(id: string): Failure {
   return fail("not_found", `No batch found with id '${id}'.`, { param: "batch_id" });
+}
+
+/**
+ * The input file's models, as kept at upload; a file kept without them (uploaded before they
+ * were, or naming too many) is read and counted now, a slice at a time, and keeps them after.
+ * @example await inputLineModels(db, file) // Map { "gpt-4o-mini" → { lines: 50000, first: [1, …, 10] } }
+ */
+export async function inputLineModels(db: Db, file: FileRecord): Promise<LineModels> {
+  const kept = fromStoredLineModels(await fileLineModels(db, file.accountId, file.id));
+  if (kept) return kept;
+  const counted = await lineModels((await fileContent(db, file.accountId, file.id)) ?? new Uint8Array());
+  const stored = toStoredLineModels(counted);
+  if (stored) await keepLineModels(db, file.id, stored);
+  return counted;
 }
 
 /**
@@ -54,8 +75,7 @@ export async function createBatch(worker: BatchWorker, key: KeyRecord, raw: unkn
   }
   const residency = region === "in-country" ? region : null;
   // The price is decided now, from the file's models: a batch-only node refuses here (docs/batches.md#money).
-  const content = await fileContent(worker.deps.db, key.accountId, inputFile.id);
-  const estimate = await worker.price(content ? new TextDecoder().decode(content) : "");
+  const estimate = await worker.price(await inputLineModels(worker.deps.db, inputFile));
   if (isFailure(estimate)) return estimate;
   const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null, residency, estimate });
   return batchObject(row);

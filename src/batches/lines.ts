@@ -131,46 +131,66 @@ export function turns(): () => Promise<void> {
   };
 }
 
-/** A file's lines as text, without the last empty one. */
-export function lineTexts(text: string): string[] {
-  const texts = text.split("\n");
-  if (texts.at(-1)?.trim() === "") texts.pop();
-  return texts;
+/**
+ * A file's lines as text, each decoded on its own (the whole file decoded and split at once holds
+ * the loop for tens of ms at FILE_BYTES_MAX), without the last one when only whitespace follows
+ * the last newline. The one reading of a file's lines: its check and its models both take it.
+ * @example [...lineTexts(new TextEncoder().encode("a\nb\n"))] // ["a", "b"]
+ */
+export function* lineTexts(content: Uint8Array): Generator<string> {
+  // A newline byte is never inside a UTF-8 sequence: each line decodes as it would in the whole.
+  const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
+  for (let start = 0; start < content.length; ) {
+    const newline = content.indexOf(0x0a, start);
+    const end = newline === -1 ? content.length : newline;
+    let text = decoder.decode(content.subarray(start, end));
+    if (start === 0 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+    if (newline === -1 && text.trim() === "") return;
+    yield text;
+    start = end + 1;
+  }
 }
 
 /**
  * The file's lines, or what fails the batch (each bad line named; a repeated custom id too).
- * @example await checkLines(deps, "/v1/embeddings", text, key) // { lines: [{ line: 1, customId: "a", body }] }
+ * @example await checkLines(deps, "/v1/embeddings", content, key) // { lines: [{ line: 1, customId: "a", body }] }
  */
 export async function checkLines(
   deps: Pick<GatewayDeps, "catalog" | "env">,
   endpoint: BatchEndpoint,
-  text: string,
+  content: Uint8Array,
   key: KeyRecord,
 ): Promise<{ lines: BatchLine[] } | { errors: BatchError[] }> {
-  const texts = lineTexts(text);
-  if (texts.length === 0) return { errors: [{ code: "empty_file", message: "The input file has no lines.", param: null, line: null }] };
-  if (texts.length > FILE_LINES_MAX) {
-    const message = `The input file has ${texts.length} lines, more than the limit of ${FILE_LINES_MAX}.`;
+  const checked = await checkedLines(deps, endpoint, content, key);
+  if (checked.count === 0) return { errors: [{ code: "empty_file", message: "The input file has no lines.", param: null, line: null }] };
+  if (checked.count > FILE_LINES_MAX) {
+    const message = `The input file has more than the limit of ${FILE_LINES_MAX} lines.`;
     return { errors: [{ code: "too_many_lines", message, param: null, line: null }] };
   }
+  return checked.errors.length > 0 ? { errors: checked.errors } : { lines: checked.lines };
+}
+
+/** Each line checked, a slice at a time, until BATCH_ERRORS_MAX errors; counted up to one past FILE_LINES_MAX. */
+async function checkedLines(deps: Pick<GatewayDeps, "catalog" | "env">, endpoint: BatchEndpoint, content: Uint8Array, key: KeyRecord) {
   const lines: BatchLine[] = [];
   const errors: BatchError[] = [];
   const seen = new Set<string>();
   const turn = turns();
-  for (const [i, t] of texts.entries()) {
-    if (errors.length >= BATCH_ERRORS_MAX) break;
+  let count = 0;
+  for (const t of lineTexts(content)) {
+    if (++count > FILE_LINES_MAX) break;
     await turn();
-    const checked = checkLine(deps, endpoint, t, i + 1, key);
+    if (errors.length >= BATCH_ERRORS_MAX) continue;
+    const checked = checkLine(deps, endpoint, t, count, key);
     if ("code" in checked) {
       errors.push(checked);
     } else if (seen.has(checked.customId)) {
-      const message = `Line ${i + 1} repeats custom_id ${JSON.stringify(checked.customId)}: each line needs its own.`;
-      errors.push({ code: "duplicate_custom_id", message, param: "custom_id", line: i + 1 });
+      const message = `Line ${count} repeats custom_id ${JSON.stringify(checked.customId)}: each line needs its own.`;
+      errors.push({ code: "duplicate_custom_id", message, param: "custom_id", line: count });
     } else {
       seen.add(checked.customId);
       lines.push(checked);
     }
   }
-  return errors.length > 0 ? { errors } : { lines };
+  return { count, lines, errors };
 }

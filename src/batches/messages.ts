@@ -12,6 +12,7 @@ import type { KeyRecord } from "../keys/store.ts";
 import { FILE_LINES_MAX, storeFile } from "../files/files.ts";
 import { batchNotFound } from "./api.ts";
 import { checkLines } from "./lines.ts";
+import { lineModels, toStoredLineModels } from "./pricing.ts";
 import { BATCHES_LIST_LIMIT_MAX, type BatchRow, batchPricingFields, findBatch, lineResults, listBatches } from "./store.ts";
 import type { BatchWorker } from "./worker.ts";
 
@@ -59,8 +60,8 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
   const lines = parsed.data.requests.map((r) =>
     JSON.stringify({ custom_id: r.custom_id, method: "POST", url: "/v1/messages", body: r.params }),
   );
-  const text = `${lines.join("\n")}\n`;
-  const checked = await checkLines(worker.deps, "/v1/messages", text, key);
+  const content = new TextEncoder().encode(`${lines.join("\n")}\n`);
+  const checked = await checkLines(worker.deps, "/v1/messages", content, key);
   if ("errors" in checked) {
     const first = checked.errors[0]!;
     const at = first.line === null ? "requests" : `requests.${first.line - 1}`;
@@ -68,13 +69,15 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
       param: first.param ? `${at}.${first.param.replace(/^body/, "params")}` : at,
     });
   }
-  const estimate = await worker.price(text);
+  const models = await lineModels(content);
+  const estimate = await worker.price(models);
   if (isFailure(estimate)) return estimate;
   const file = await storeFile(worker.deps.db, {
     accountId: key.accountId,
     purpose: "batch",
     filename: "message_batch.jsonl",
-    content: new TextEncoder().encode(text),
+    content,
+    lineModels: toStoredLineModels(models),
   });
   if ("code" in file) return file;
   const row = await worker.create(key, { endpoint: "/v1/messages", inputFile: file, metadata: null, estimate });

@@ -9,7 +9,9 @@
  */
 import type { GatewayDeps } from "../admission/deps.ts";
 import { atBatchPrice, type Catalog, type CatalogModel } from "../catalog/catalog.ts";
+import { z } from "zod";
 import { fail, type Failure } from "../errors.ts";
+import { FILE_LINES_MAX } from "../files/files.ts";
 import { lineTexts, turns } from "./lines.ts";
 
 export const BATCH_PRICINGS = ["batch", "live", "mixed"] as const;
@@ -52,22 +54,88 @@ function modelNamed(text: string): string | null {
   }
 }
 
+/** One model's lines in a file: how many, and the first of them (what a batch-only refusal names). */
+export interface ModelLines {
+  lines: number;
+  /** Line numbers (from 1), ascending, at most REFUSED_LINES_NAMED_MAX. */
+  first: number[];
+}
+
+/** The models a file's lines name, each as the lines spell it (the catalog reads them at create, as it is then). */
+export type LineModels = Map<string, ModelLines>;
+
+/** Model names a file's stored summary holds; a file naming more is counted again at create (pricing needs every name). */
+export const FILE_MODEL_NAMES_MAX = 100;
+/** A model name a stored summary holds (the longest catalog id is far shorter). */
+export const MODEL_NAME_CHARS_MAX = 256;
+
+/** The stored form of LineModels (the `files.line_models` column), checked when read back. */
+const storedLineModels = z
+  .array(
+    z.strictObject({
+      model: z.string().max(MODEL_NAME_CHARS_MAX),
+      lines: z.number().int().min(1).max(FILE_LINES_MAX),
+      first: z.array(z.number().int().min(1).max(FILE_LINES_MAX)).min(1).max(REFUSED_LINES_NAMED_MAX),
+    }),
+  )
+  .max(FILE_MODEL_NAMES_MAX);
+export type StoredLineModels = z.infer<typeof storedLineModels>;
+
+function addLines(models: LineModels, name: string, seen: ModelLines): void {
+  const known = models.get(name);
+  if (!known) {
+    models.set(name, { lines: seen.lines, first: [...seen.first] });
+    return;
+  }
+  known.lines += seen.lines;
+  known.first = [...known.first, ...seen.first].sort((a, b) => a - b).slice(0, REFUSED_LINES_NAMED_MAX);
+}
+
 /**
- * The models a file's lines name, by catalog id, each with its line numbers (from 1). Lines that
- * are not JSON or name no served model are left out: the validation fails them.
- * @example await linesByModel(catalog, text) // Map { "deepseek-v3" → [1, 2] }
+ * The models a file's lines name, read a slice at a time (turns()), once: at upload, kept with the
+ * file (toStoredLineModels). Lines that are not JSON or name no model are left out, and lines past
+ * FILE_LINES_MAX: the validation fails them.
+ * @example await lineModels(content) // Map { "gpt-4o-mini" → { lines: 2, first: [1, 3] } }
  */
-export async function linesByModel(catalog: Catalog, text: string): Promise<Map<string, number[]>> {
-  const byModel = new Map<string, number[]>();
+export async function lineModels(content: Uint8Array): Promise<LineModels> {
+  const models: LineModels = new Map();
   const turn = turns();
-  for (const [i, t] of lineTexts(text).entries()) {
+  let line = 0;
+  for (const text of lineTexts(content)) {
+    if (++line > FILE_LINES_MAX) break;
     await turn();
-    const name = modelNamed(t);
-    const model = name === null ? undefined : catalog.get(name);
-    if (!model) continue;
-    const lines = byModel.get(model.id);
-    if (lines) lines.push(i + 1);
-    else byModel.set(model.id, [i + 1]);
+    const name = modelNamed(text);
+    if (name !== null) addLines(models, name, { lines: 1, first: [line] });
+  }
+  return models;
+}
+
+/** The summary as the file keeps it, or null when it names more than the column holds (create counts again). */
+export function toStoredLineModels(models: LineModels): StoredLineModels | null {
+  if (models.size > FILE_MODEL_NAMES_MAX) return null;
+  const stored = [...models].map(([model, m]) => ({ model, lines: m.lines, first: m.first }));
+  return stored.every((m) => m.model.length <= MODEL_NAME_CHARS_MAX) ? stored : null;
+}
+
+/** A file's kept summary, or null: a file uploaded before summaries were kept, or one too large to keep. */
+export function fromStoredLineModels(stored: unknown): LineModels | null {
+  const parsed = storedLineModels.safeParse(stored);
+  if (!parsed.success) return null;
+  return new Map(parsed.data.map((m) => [m.model, { lines: m.lines, first: m.first }]));
+}
+
+/**
+ * The file's models by catalog id (an alias is its model); a name the catalog does not serve is
+ * left to the validation. A slice at a time: an unknown name costs a search for the closest ids.
+ * @example await byCatalogModel(catalog, models) // Map { "gpt-4o-mini" → { lines: 3, first: [1, 2, 5] } }
+ */
+export async function byCatalogModel(catalog: Catalog, models: LineModels): Promise<Map<string, ModelLines>> {
+  const byModel = new Map<string, ModelLines>();
+  const turn = turns();
+  for (const [name, seen] of models) {
+    await turn();
+    const model = catalog.get(name);
+    if (model) addLines(byModel, model.id, seen);
   }
   return byModel;
 }
@@ -87,13 +155,13 @@ function modelEstimate(deps: Pick<GatewayDeps, "pools">, model: CatalogModel, li
 
 /**
  * How a batch of these lines is priced, model by model.
- * @example batchEstimate(deps, new Map([["deepseek-v3", [1, 2]]])) // { pricing: "batch", models: [{ model: "deepseek-v3", lines: 2, pricing: "batch", … }] }
+ * @example batchEstimate(deps, new Map([["deepseek-v3", { lines: 2, first: [1, 2] }]])) // { pricing: "batch", models: [{ model: "deepseek-v3", lines: 2, pricing: "batch", … }] }
  */
-export function batchEstimate(deps: Pick<GatewayDeps, "catalog" | "pools">, byModel: ReadonlyMap<string, number[]>): BatchEstimate {
+export function batchEstimate(deps: Pick<GatewayDeps, "catalog" | "pools">, byModel: ReadonlyMap<string, ModelLines>): BatchEstimate {
   const models: ModelEstimate[] = [];
   for (const id of [...byModel.keys()].sort()) {
     const model = deps.catalog.get(id);
-    if (model) models.push(modelEstimate(deps, model, byModel.get(id)!.length));
+    if (model) models.push(modelEstimate(deps, model, byModel.get(id)!.lines));
   }
   const atBatch = models.filter((m) => m.pricing === "batch").length;
   const pricing: BatchPricing = atBatch === 0 ? "live" : atBatch === models.length ? "batch" : "mixed";
@@ -101,13 +169,13 @@ export function batchEstimate(deps: Pick<GatewayDeps, "catalog" | "pools">, byMo
 }
 
 /** The refusal of a batch with lines at the live price, naming them, where BATCH_PRICING is `batch_only`; else null. */
-export function batchOnlyRefusal(estimate: BatchEstimate, byModel: ReadonlyMap<string, number[]>): Failure | null {
+export function batchOnlyRefusal(estimate: BatchEstimate, byModel: ReadonlyMap<string, ModelLines>): Failure | null {
   const live = estimate.models.filter((m) => m.pricing === "live");
   if (live.length === 0) return null;
   const named = live.map((m) => {
-    const lines = byModel.get(m.model) ?? [];
-    const more = lines.length > REFUSED_LINES_NAMED_MAX ? ` and ${lines.length - REFUSED_LINES_NAMED_MAX} more` : "";
-    return `line ${lines.slice(0, REFUSED_LINES_NAMED_MAX).join(", ")}${more} (${m.model} ${REASON_TEXT[m.reason!]})`;
+    const { first } = byModel.get(m.model) ?? { first: [] };
+    const more = m.lines > first.length ? ` and ${m.lines - first.length} more` : "";
+    return `line ${first.join(", ")}${more} (${m.model} ${REASON_TEXT[m.reason!]})`;
   });
   const message = `This gateway runs batches only at the batch price (BATCH_PRICING batch_only), and these lines cannot get it: ${named.join("; ")}.`;
   return fail("invalid_request", message, { param: "input_file_id" });

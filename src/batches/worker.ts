@@ -28,7 +28,7 @@ import { finishBatch } from "./finish.ts";
 import { type BatchEndpoint, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
 import { BATCH_LINES_IN_FLIGHT_MAX, LivePriority } from "./priority.ts";
-import { atBatchPriceLine, type BatchEstimate, batchEstimate, batchOnlyRefusal, linesByModel } from "./pricing.ts";
+import { atBatchPriceLine, type BatchEstimate, batchEstimate, batchOnlyRefusal, byCatalogModel, type LineModels } from "./pricing.ts";
 import { BATCH_ACK_WAIT_MS, BATCH_RETRY_DELAY_MS, type Verdict, type WorkItem, type WorkQueue } from "./queue.ts";
 import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_STATUSES, overdueBatches } from "./store.ts";
 
@@ -123,11 +123,11 @@ export class BatchWorker {
   }
 
   /**
-   * How a batch of these lines is priced (pricing.ts), or, where BATCH_PRICING is `batch_only`,
+   * How a batch of lines naming these models is priced (pricing.ts), or, where BATCH_PRICING is `batch_only`,
    * the refusal of one with lines that cannot get the batch price.
    */
-  async price(text: string): Promise<BatchEstimate | Failure> {
-    const byModel = await linesByModel(this.deps.catalog, text);
+  async price(models: LineModels): Promise<BatchEstimate | Failure> {
+    const byModel = await byCatalogModel(this.deps.catalog, models);
     const estimate = batchEstimate(this.deps, byModel);
     const refused = this.deps.env.BATCH_PRICING === "batch_only" ? batchOnlyRefusal(estimate, byModel) : null;
     return refused ?? estimate;
@@ -249,7 +249,7 @@ export class BatchWorker {
   /** The file's lines checked; a check that throws (a fault of the gateway's) fails the batch rather than retry without end. */
   private async checked(batch: BatchRow, content: Uint8Array, key: KeyRecord): ReturnType<typeof checkLines> {
     try {
-      return await checkLines(this.deps, batch.endpoint as BatchEndpoint, new TextDecoder().decode(content), key);
+      return await checkLines(this.deps, batch.endpoint as BatchEndpoint, content, key);
     } catch (error) {
       this.deps.log("error", "batch_validation_failed", { batchId: batch.id, error: (error as Error).message });
       return { errors: [{ code: "internal_error", message: "The gateway failed to check the input file.", param: null, line: null }] };

@@ -663,6 +663,8 @@ export const files = pgTable(
     filename: text("filename").notNull(),
     bytes: integer("bytes").notNull(),
     content: bytea("content").notNull(),
+    /** A `batch` file's models, line counts by name (src/batches/pricing.ts): what create prices by, so it never reads the content. Null: not kept (an older file, or too many names). */
+    lineModels: jsonb("line_models"),
     expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
     createdAt: createdAt(),
   },

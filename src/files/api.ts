@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { Db } from "../db/client.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
 import type { Form } from "../operations/input.ts";
+import { lineModels as fileLineModelsOf, toStoredLineModels } from "../batches/pricing.ts";
 import {
   FILE_BYTES_MAX,
   FILE_PURPOSES,
@@ -51,7 +52,10 @@ export async function uploadFile(db: Db, accountId: string, form: Form | null | 
   if (filename.length > FILENAME_CHARS_MAX) {
     return fail("invalid_request", `The file name is longer than ${FILENAME_CHARS_MAX} characters.`, { param: "file" });
   }
-  return storeFile(db, { accountId, purpose, filename, content: new Uint8Array(await file.arrayBuffer()) });
+  const content = new Uint8Array(await file.arrayBuffer());
+  // The lines' models are read now, once, a slice at a time: a batch's create prices by them (docs/batches.md#money).
+  const lineModels = toStoredLineModels(await fileLineModelsOf(content));
+  return storeFile(db, { accountId, purpose, filename, content, lineModels });
 }
 
 const listQuery = z.strictObject({

@@ -4,7 +4,7 @@
  * live"). An account sees only its own files: another's id is a 404 like an unknown one. A file
  * lives FILE_TTL_S, then is gone; a deleted file's bytes leave the table at once.
  */
-import { and, asc, desc, eq, gt, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
 import { files } from "../db/schema.ts";
 import { fail, type Failure } from "../errors.ts";
@@ -80,11 +80,7 @@ function asRecord(row: { purpose: string } & Omit<FileRecord, "purpose">): FileR
  * lifetime are deleted first, so the table holds no more than one lifetime of files.
  * @example const file = await storeFile(db, { accountId, purpose: "batch", filename: "in.jsonl", content });
  */
-export async function storeFile(
-  db: Db,
-  f: { accountId: string; purpose: FilePurpose; filename: string; content: Uint8Array },
-  nowMs = Date.now(),
-): Promise<FileRecord | Failure> {
+export async function storeFile(db: Db, f: NewFile, nowMs = Date.now()): Promise<FileRecord | Failure> {
   await db.orm.delete(files).where(lt(files.expiresAt, new Date(nowMs)));
   const [held] = await db.orm.select({ n: sql<number>`count(*)::int` }).from(files).where(eq(files.accountId, f.accountId));
   if ((held?.n ?? 0) >= FILES_PER_ACCOUNT_MAX) {
@@ -96,8 +92,17 @@ export async function storeFile(
   return asRecord(row!);
 }
 
+/** A file to keep; `lineModels`: a batch input's models as src/batches/pricing.ts keeps them. */
+export interface NewFile {
+  accountId: string;
+  purpose: FilePurpose;
+  filename: string;
+  content: Uint8Array;
+  lineModels?: unknown;
+}
+
 /** A new file's row, kept FILE_TTL_S from `nowMs` (the gateway's own result files are inserted with their batch's move). */
-export function newFileRow(f: { accountId: string; purpose: FilePurpose; filename: string; content: Uint8Array }, nowMs: number) {
+export function newFileRow(f: NewFile, nowMs: number) {
   return {
     id: `file-${randomBase62(FILE_ID_CHARS)}`,
     accountId: f.accountId,
@@ -105,6 +110,7 @@ export function newFileRow(f: { accountId: string; purpose: FilePurpose; filenam
     filename: f.filename,
     bytes: f.content.length,
     content: f.content,
+    lineModels: f.lineModels ?? null,
     expiresAt: new Date(nowMs + FILE_TTL_S * 1000),
   };
 }
@@ -127,6 +133,24 @@ export async function fileContent(db: Db, accountId: string, id: string): Promis
     .from(files)
     .where(and(eq(files.id, id), eq(files.accountId, accountId), gt(files.expiresAt, new Date())));
   return row ? row.content : null;
+}
+
+/** The account's file's kept line models (unchecked: their reader checks them), or null: none kept, or no such file. */
+export async function fileLineModels(db: Db, accountId: string, id: string): Promise<unknown> {
+  if (!FILE_ID_PATTERN.test(id)) return null;
+  const [row] = await db.orm
+    .select({ lineModels: files.lineModels })
+    .from(files)
+    .where(and(eq(files.id, id), eq(files.accountId, accountId), gt(files.expiresAt, new Date())));
+  return row?.lineModels ?? null;
+}
+
+/** Keeps the line models counted for a file that had none (one uploaded before they were kept). */
+export async function keepLineModels(db: Db, id: string, lineModels: unknown): Promise<void> {
+  await db.orm
+    .update(files)
+    .set({ lineModels })
+    .where(and(eq(files.id, id), isNull(files.lineModels)));
 }
 
 /** Deletes the account's file, bytes and all; false when it has none by that id. */

@@ -3,9 +3,8 @@
  * (src/files/api.ts, src/batches/api.ts), its object or error encoded.
  */
 import type { GatewayDeps } from "../../admission/deps.ts";
-import { fail } from "../../errors.ts";
 import type { KeyRecord } from "../../keys/store.ts";
-import { batchById, batchList, cancelBatch, createBatch } from "../../batches/api.ts";
+import { batchById, batchesUnavailable, batchList, cancelBatch, createBatch } from "../../batches/api.ts";
 import type { BatchWorker } from "../../batches/worker.ts";
 import { FILE_FORM_BYTES_MAX, fileList, uploadFile } from "../../files/api.ts";
 import { deleteFile, fileContent, fileNotFound, fileObject, findFile } from "../../files/files.ts";
@@ -21,7 +20,7 @@ const queryOf = (request: Request) => Object.fromEntries(new URL(request.url).se
 
 /** The routes' handlers, for app.ts to mount behind its key guard. */
 export function batchRoutes(deps: GatewayDeps, worker: BatchWorker | null): Record<string, Handler> {
-  const unavailable = fail("service_unavailable", "Batches are not running on this node.");
+  const unavailable = batchesUnavailable();
   const withWorker =
     (
       handler: (
