@@ -3,10 +3,10 @@
  * by code through the Kavenegar-speaking SMS simulator, refusals (cross-site including another
  * port, no session, another account's ids, a code after 5 wrong tries, resend limits), keys
  * refused before funding, key expiry, usage and its CSV export, check status within the callback's
- * attempt cap.
+ * attempt cap, a batch's cancel (the account's own only, with the CSRF token).
  */
 import { afterAll, beforeAll, describe, expect, setSystemTime, test } from "bun:test";
-import OpenAI from "openai";
+import OpenAI, { toFile } from "openai";
 import { OTP_SENDS_PER_ADDRESS_PER_HOUR_MAX, OTP_TRIES_MAX } from "../src/accountArea/otp.ts";
 import { TRIES_LEFT_HEADER } from "../src/http/console/route.ts";
 import { CALLBACK_ATTEMPTS_MAX } from "../src/payments/topups.ts";
@@ -196,6 +196,56 @@ describe("console API", () => {
         )
       ).status,
     ).toBe(403);
+  });
+
+  test("batch cancel: the account's own batch only (another's is not found), only with the CSRF token, as POST /v1/batches/{id}/cancel does", async () => {
+    const owner = await signIn("09120000021");
+    const stranger = await signIn("09120000022");
+    const accountId = (await call(owner, "GET", "/console/api/session")).body.account_id;
+    await t.admin("POST", `/admin/accounts/${accountId}/topups`, { amount_toman: 100_000, reference: "console-api-batch" });
+    const key = (await call(owner, "POST", "/console/api/keys", { name: "batches" })).body.key;
+    const client = new OpenAI({ baseURL: `${t.url}/v1`, apiKey: key, maxRetries: 0 });
+    t.sim!.options.ttftMs = 500;
+    try {
+      const lines = Array.from({ length: 20 }, (_, i) =>
+        JSON.stringify({
+          custom_id: `c${i}`,
+          method: "POST",
+          url: "/v1/chat/completions",
+          body: { model: "gpt-4o-mini", messages: [{ role: "user", content: "hi" }], max_tokens: 5 },
+        }),
+      );
+      const file = await client.files.create({ file: await toFile(Buffer.from(`${lines.join("\n")}\n`), "in.jsonl"), purpose: "batch" });
+      const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      const path = `/console/api/batches/${batch.id}/cancel`;
+      const noCsrf = await call({ ...owner, csrf: null }, "POST", path);
+      expect([noCsrf.status, noCsrf.body.error.code]).toEqual([403, "cross_site_refused"]);
+      const crossSite = await call(owner, "POST", path, undefined, { origin: "https://evil.example", "sec-fetch-site": "cross-site" });
+      expect([crossSite.status, crossSite.body.error.code]).toEqual([403, "cross_site_refused"]);
+      const theirs = await call(stranger, "POST", path);
+      expect([theirs.status, theirs.body.error.code, theirs.body.error.param]).toEqual([404, "not_found", "batch_id"]);
+      expect((await call(null, "POST", path)).body.error.code).toBe("session_required");
+      // None of those moved it.
+      expect(["validating", "in_progress"]).toContain((await client.batches.retrieve(batch.id)).status);
+      const cancelled = await call(owner, "POST", path);
+      expect(cancelled.status).toBe(200);
+      expect(cancelled.body).toMatchObject({ id: batch.id, object: "batch" });
+      expect(["cancelling", "cancelled"]).toContain(cancelled.body.status);
+      await until(async () => (await client.batches.retrieve(batch.id)).status === "cancelled", {
+        msMax: 20_000,
+        what: "the batch cancelled",
+        pollMs: 200,
+      });
+      const listed = (await call(owner, "GET", "/console/api/batches")).body.data.find((b: { id: string }) => b.id === batch.id);
+      expect(listed.status).toBe("cancelled");
+      expect(listed.request_counts.completed + listed.request_counts.failed).toBeLessThan(20);
+      // Cancelled already: the same answer as the key's cancel; an unknown id is not found.
+      expect((await call(owner, "POST", path)).body.status).toBe("cancelled");
+      expect((await client.batches.cancel(batch.id)).status).toBe("cancelled");
+      expect((await call(owner, "POST", "/console/api/batches/batch_nope/cancel")).status).toBe(404);
+    } finally {
+      t.sim!.options.ttftMs = 0;
+    }
   });
 
   test("a code is dead after 5 wrong tries, even the right one; a code is tried only with the id its request answered", async () => {

@@ -21,7 +21,7 @@ import { startSmsSimulator, type SmsSimulator } from "../src/sim/sms.ts";
 import { startZarinpalSim, type ZarinpalSim } from "../src/sim/zarinpal/server.ts";
 import { seriousViolations } from "./axe.ts";
 import { BATCH_POLL_MS } from "./batchPoll.ts";
-import { SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
+import { balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until, untilValue } from "./until.ts";
 
 const CHROMIUM = "/usr/bin/chromium";
@@ -32,6 +32,8 @@ const MERCHANT = "1344b5d4-0048-11e8-94db-005056a205be";
 const SMS_KEY = "browser-sms-key";
 const PHONE = "09121112233";
 const MODEL = "gpt-4o-mini";
+/** Lines of the batch cancelled from the page: enough, at the simulator's 600 ms a line, to outlast a few reads of the list. */
+const SLOW_LINES = 30;
 const PAGES = ["overview", "wallet", "keys", "usage", "batches", "pricing", "security"] as const;
 
 const suite = existsSync(CHROMIUM) ? describe : describe.skip;
@@ -45,6 +47,8 @@ suite("account area in a browser", () => {
   let browser: Browser;
   let page: Page;
   const logLines: string[] = [];
+  /** What each confirm() the page asked said. */
+  const dialogs: string[] = [];
   /** Bodies of every response the page received, with the time it arrived. */
   const captured: { at: number; url: string; body: string }[] = [];
 
@@ -67,7 +71,10 @@ suite("account area in a browser", () => {
     const context = await browser.newContext({ viewport: { width: 1200, height: 900 }, locale: "fa-IR" });
     await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: t.url });
     page = await context.newPage();
-    page.on("dialog", (dialog) => void dialog.accept());
+    page.on("dialog", (dialog) => {
+      dialogs.push(dialog.message());
+      void dialog.accept();
+    });
     page.on("response", async (response) => {
       const body = await response.text().catch(() => "");
       captured.push({ at: Date.now(), url: response.url(), body });
@@ -337,6 +344,70 @@ suite("account area in a browser", () => {
         .map((l) => l.split(",").at(-1))
         .sort(),
     ).toEqual(["1", "2"]);
+
+    // A batch that runs slowly: its page follows it without a reload (the list is read again while
+    // a batch is live), and its Cancel, by keyboard and confirmed, stops it mid-way: the wallet pays
+    // only for the lines run.
+    t.sim!.options.ttftMs = 600;
+    try {
+      const before = await balanceMicroOf(t.url, key);
+      const slowLines = Array.from({ length: SLOW_LINES }, (_, i) =>
+        JSON.stringify({
+          custom_id: `slow-${i + 1}`,
+          method: "POST",
+          url: "/v1/chat/completions",
+          body: { model: MODEL, messages: [{ role: "user", content: `Item ${i + 1}` }], max_tokens: 8 },
+        }),
+      );
+      const slowFile = await client.files.create({
+        file: await toFile(Buffer.from(`${slowLines.join("\n")}\n`), "slow.jsonl"),
+        purpose: "batch",
+      });
+      const slow = await client.batches.create({ input_file_id: slowFile.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      await go("batches");
+      await page.evaluate("window.sameDocument = true");
+      const shownAt = await page.getAttribute("#main", "data-ready");
+      const slowRow = `#batches-table tr[data-batch="${slow.id}"]`;
+      const ran = async () =>
+        Number(
+          (await page.evaluate(
+            `document.querySelector(${JSON.stringify(`${slowRow} progress`)})?.getAttribute("value") ?? "-1"`,
+          )) as string,
+        );
+      await until(async () => (await ran()) >= 1, { msMax: PAGE_MS_MAX, what: "the page showing a line run", pollMs: 50 });
+      const firstSeen = await ran();
+      await until(async () => (await ran()) > firstSeen, { msMax: PAGE_MS_MAX, what: "the page showing more lines run", pollMs: 50 });
+      // The same page, never rendered again: only its list was read again.
+      expect(await page.evaluate("window.sameDocument === true")).toBe(true);
+      expect(await page.getAttribute("#main", "data-ready")).toBe(shownAt);
+      expect(await page.getAttribute(slowRow, "data-status")).toBe("in_progress");
+      await tabTo(`${slowRow} button.cancel`);
+      await page.keyboard.press("Enter");
+      await waitFor(`document.getElementById("batch-result")?.textContent.includes(${JSON.stringify(slow.id)})`);
+      expect(dialogs.at(-1)).toContain(slow.id);
+      expect(["در حال لغو", "لغو شده"]).toContain((await page.textContent(`${slowRow} .batch-status`))!);
+      // Cancelling is live too: the page reads on until the batch is cancelled.
+      await waitFor(`document.querySelector(${JSON.stringify(slowRow)})?.dataset.status === "cancelled"`);
+      expect(await page.locator(`${slowRow} button.cancel`).count()).toBe(0);
+      const cancelled = (await client.batches.retrieve(slow.id)) as unknown as {
+        request_counts: { completed: number; failed: number; total: number };
+        cost_micro_toman: string;
+      };
+      const linesRun = cancelled.request_counts.completed + cancelled.request_counts.failed;
+      expect(linesRun).toBeGreaterThan(firstSeen);
+      expect(linesRun).toBeLessThan(SLOW_LINES);
+      const slowCost = BigInt(cancelled.cost_micro_toman);
+      expect(slowCost).toBeGreaterThan(0n);
+      expect(await page.getAttribute(slowRow, "data-cost-micro")).toBe(cancelled.cost_micro_toman);
+      await until(async () => (await balanceMicroOf(t.url, key)) === before - slowCost, {
+        msMax: PAGE_MS_MAX,
+        what: "the wallet down by the lines run",
+        pollMs: 100,
+      });
+      await axe("batches-cancelled-fa");
+    } finally {
+      t.sim!.options.ttftMs = 0;
+    }
 
     // The icon the pages link to is served (no 404 in the console on every page).
     const icon = await page.request.get(`${t.url}/console/favicon.ico`);

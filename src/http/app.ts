@@ -497,7 +497,7 @@ export function createApp(
     )
     .use(figureRoutes(deps, asAdmin, options.console, options.batches))
     .use(options.live ? liveRoutes(options.live, asAdmin) : new Elysia())
-    .use(options.console ? consoleRoutes(deps, options.console) : new Elysia())
+    .use(options.console ? consoleRoutes(deps, options.console, options.batches) : new Elysia())
     .use(operatorRoutes(deps, operatorStore, (request) => self!.handle(request)));
   self = app;
   return app;

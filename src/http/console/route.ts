@@ -5,7 +5,9 @@
  * Amounts go out as toman decimal strings and exact micro-toman strings.
  */
 import type { SessionView } from "../../accountArea/sessions.ts";
+import { batchesUnavailable, cancelBatch } from "../../batches/api.ts";
 import { BATCHES_LIST_LIMIT_MAX, batchObject, listBatches } from "../../batches/store.ts";
+import type { BatchWorker } from "../../batches/worker.ts";
 import { Elysia } from "elysia";
 import { z } from "zod";
 import { KEY_EVENTS } from "../../../actors/protocol.ts";
@@ -191,7 +193,8 @@ function consoleGuards(deps: GatewayDeps, area: AccountArea): Guards {
 
 const clientAddress = (ctx: Ctx) => clientAddressOf(ctx.request) ?? "unknown";
 
-export function consoleRoutes(deps: GatewayDeps, area: AccountArea) {
+/** `batches`: the node's batch worker, for a batch's cancel (absent: the cancel answers 503). */
+export function consoleRoutes(deps: GatewayDeps, area: AccountArea, batches?: BatchWorker) {
   const guards = consoleGuards(deps, area);
   return new Elysia()
     .get("/console", () => consoleAsset("index.html"))
@@ -204,7 +207,7 @@ export function consoleRoutes(deps: GatewayDeps, area: AccountArea) {
     .use(keyRoutes(deps, guards))
     .use(keyChangeRoutes(deps, guards))
     .use(usageRoutes(deps, guards))
-    .use(batchRoutes(deps, guards));
+    .use(batchRoutes(deps, guards, batches));
 }
 
 function signInRoutes(deps: GatewayDeps, area: AccountArea, { open, sessionReply }: Guards) {
@@ -642,33 +645,45 @@ export async function usageCsv(deps: GatewayDeps, accountId: string, filter: Usa
  * The account's batches and their files: a file's bytes for the session's own account only
  * (another account's id is not found, as on /v1/files), always as a download, never shown inline.
  */
-function batchRoutes(deps: GatewayDeps, { signedIn }: Guards) {
-  return new Elysia()
-    .get(
-      "/console/api/batches",
-      signedIn(false, async (session, ctx) => {
-        const { data } = await listBatches(deps.db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
-        return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
-      }),
-    )
-    .get(
-      "/console/api/files/:id/content",
-      signedIn(false, async (session, ctx) => {
-        const id = ctx.params.id!;
-        const content = await fileContent(deps.db, session.accountId, id);
-        if (!content) return failed(fileNotFound(id), ctx.requestId);
-        return new Response(content, {
-          headers: {
-            "content-type": "application/octet-stream",
-            // The id is the file's own (file-<base62>, checked by fileContent): safe in the header.
-            "content-disposition": `attachment; filename="${id}.jsonl"`,
-            "x-content-type-options": "nosniff",
-            "cache-control": "no-store",
-            "x-request-id": ctx.requestId,
-          },
-        });
-      }),
-    );
+function batchRoutes(deps: GatewayDeps, { signedIn }: Guards, worker: BatchWorker | undefined) {
+  return (
+    new Elysia()
+      .get(
+        "/console/api/batches",
+        signedIn(false, async (session, ctx) => {
+          const { data } = await listBatches(deps.db, session.accountId, { limit: BATCHES_LIST_LIMIT_MAX });
+          return json({ object: "list", data: data.map(batchObject) }, ctx.requestId);
+        }),
+      )
+      // The cancel of POST /v1/batches/{id}/cancel, for the session's own account (another's batch is not found).
+      .post(
+        "/console/api/batches/:id/cancel",
+        signedIn(true, async (session, ctx) => {
+          if (!worker) return failed(batchesUnavailable(), ctx.requestId);
+          const batch = await cancelBatch(worker, session.accountId, ctx.params.id!);
+          return isFailure(batch) ? failed(batch, ctx.requestId) : json(batch, ctx.requestId);
+        }),
+        { parse: "none" },
+      )
+      .get(
+        "/console/api/files/:id/content",
+        signedIn(false, async (session, ctx) => {
+          const id = ctx.params.id!;
+          const content = await fileContent(deps.db, session.accountId, id);
+          if (!content) return failed(fileNotFound(id), ctx.requestId);
+          return new Response(content, {
+            headers: {
+              "content-type": "application/octet-stream",
+              // The id is the file's own (file-<base62>, checked by fileContent): safe in the header.
+              "content-disposition": `attachment; filename="${id}.jsonl"`,
+              "x-content-type-options": "nosniff",
+              "cache-control": "no-store",
+              "x-request-id": ctx.requestId,
+            },
+          });
+        }),
+      )
+  );
 }
 
 function usageRoutes(deps: GatewayDeps, { signedIn }: Guards) {

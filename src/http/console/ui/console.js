@@ -484,17 +484,68 @@
   /** When a batch ended (completed, failed, expired or cancelled), or null while it runs. */
   const endedAt = (b) => b.completed_at || b.failed_at || b.expired_at || b.cancelled_at || null;
   const isoOf = (seconds) => (seconds ? new Date(seconds * 1000).toISOString() : null);
-  /** The account's batches, newest first: status, lines run of all, the cost so far, the result files to download. */
+  /** States a batch still moves on from: while one is listed, the page reads the list again every BATCHES_REFRESH_MS. */
+  const BATCH_LIVE_STATES = ["validating", "in_progress", "finalizing", "cancelling"];
+  /** States a batch can be cancelled in (POST /v1/batches/{id}/cancel's). */
+  const BATCH_CANCELLABLE_STATES = ["validating", "in_progress"];
+  /** Between reads of the list while a batch runs: often enough to see lines move, few enough for a page left open all day. */
+  const BATCHES_REFRESH_MS = 2_000;
+  /** The account's batches, newest first: status, lines run of all, the cost so far, the result files to download, a cancel while one runs. */
   async function batchesView(root) {
+    const mine = renders;
     const list = await api("GET", "/console/api/batches");
-    const asked = hashParams().get("batch");
     root.append(h("h1", {}, t("batches.title")), h("p", { class: "muted" }, t("batches.help")));
     if (list.data.length === 0) { root.append(h("p", { class: "muted", id: "batches-none" }, t("batches.none"))); return; }
-    root.append(table(t("batches.title"), [t("batches.id"), t("batches.created"), t("batches.status"), t("batches.progress"), { text: t("batches.cost"), num: true }, t("batches.ended"), t("batches.files")], list.data.map((b) =>
-      h("tr", { "data-batch": b.id, "data-status": b.status, "data-cost-micro": b.cost_micro_toman, class: b.id === asked ? "chosen" : null, "aria-current": b.id === asked ? "true" : null },
+    const err = errorBox("batch-error");
+    const result = h("p", { id: "batch-result", role: "status" });
+    const box = h("div", { id: "batch-list" });
+    root.append(result, err, box);
+    // While a batch is live and this page is still the one shown (a new render stops it), the list is read again.
+    let timer = null;
+    const schedule = () => {
+      if (timer !== null || mine !== renders || !box.querySelector("tr[data-live]")) return;
+      timer = setTimeout(() => { timer = null; refresh(); }, BATCHES_REFRESH_MS);
+    };
+    const refresh = async () => {
+      if (mine !== renders) return;
+      try { batchList(box, await api("GET", "/console/api/batches"), { result, err, refresh }); } catch (error) { showError(err, error); }
+      schedule();
+    };
+    batchList(box, list, { result, err, refresh });
+    schedule();
+  }
+  /** The batches' table in `box`, read again in place: the control that had focus keeps it. */
+  function batchList(box, list, page) {
+    const asked = hashParams().get("batch");
+    const focused = document.activeElement && box.contains(document.activeElement) ? focusKey(document.activeElement) : null;
+    box.replaceChildren(table(t("batches.title"), [t("batches.id"), t("batches.created"), t("batches.status"), t("batches.progress"), { text: t("batches.cost"), num: true }, t("batches.ended"), t("batches.files"), ""], list.data.map((b) =>
+      h("tr", { "data-batch": b.id, "data-status": b.status, "data-live": BATCH_LIVE_STATES.includes(b.status) ? "true" : null, "data-cost-micro": b.cost_micro_toman, class: b.id === asked ? "chosen" : null, "aria-current": b.id === asked ? "true" : null },
         h("td", { class: "ltr" }, h("code", {}, b.id), h("div", { class: "muted endpoint" }, b.endpoint)), h("td", {}, when(isoOf(b.created_at))), h("td", { class: "batch-status" }, t(`batches.states.${b.status}`)),
         h("td", { class: "progress" }, progressOf(b)), h("td", { class: "num cost" }, toman(tomanOfMicro(b.cost_micro_toman), 6)), h("td", {}, endedAt(b) ? when(isoOf(endedAt(b))) : "—"),
-        h("td", { class: "files" }, fileLink(b, "output_file_id", "batches.output"), " ", fileLink(b, "error_file_id", "batches.errors")))), "batches-table"));
+        h("td", { class: "files" }, fileLink(b, "output_file_id", "batches.output"), " ", fileLink(b, "error_file_id", "batches.errors")),
+        h("td", {}, BATCH_CANCELLABLE_STATES.includes(b.status) ? cancelButton(b, page) : ""))), "batches-table"));
+    // A control gone with the read (the cancel of a batch now cancelling): focus stays in the table.
+    if (focused) (box.querySelector(focused) || box.querySelector(".table-wrap")).focus();
+  }
+  /** Where focus was in the batches' table, as a selector that finds the same control in the table read again. */
+  function focusKey(el) {
+    const row = el.closest("tr[data-batch]");
+    const cls = el.classList[el.classList.length - 1];
+    if (row && cls) return `tr[data-batch="${CSS.escape(row.dataset.batch)}"] .${CSS.escape(cls)}`;
+    return el.classList.contains("table-wrap") ? ".table-wrap" : null;
+  }
+  /** Cancel, once confirmed: no new line starts; the lines running end and are billed; the result said in the page. */
+  function cancelButton(b, page) {
+    return h("button", { type: "button", class: "danger cancel", "aria-label": t("batches.cancelOf", { id: b.id }), onclick: async () => {
+      if (!confirm(t("batches.cancelConfirm", { id: b.id }))) return;
+      page.err.textContent = "";
+      // The list is read again first: the result is said beside the batch's new state.
+      try {
+        const moved = await api("POST", `/console/api/batches/${encodeURIComponent(b.id)}/cancel`);
+        await page.refresh();
+        page.result.textContent = t(moved.status === "cancelled" ? "batches.cancelled" : "batches.cancelling", { id: b.id });
+      } catch (error) { showError(page.err, error); await page.refresh(); }
+    } }, t("batches.cancel"));
   }
   /** "12 of 20 (2 failed)" beside a bar; the bar's name says the same for screen readers. */
   function progressOf(b) {
