@@ -11,8 +11,8 @@ import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, waitReady } from "./procs.ts";
-import { ROOT, servicesDefaults, startDarvaze } from "./targets.ts";
+import { installExitHandlers, pinSelf } from "./procs.ts";
+import { servicesDefaults, startDarvaze, startSimulator } from "./targets.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -35,30 +35,12 @@ interface HeapDump {
 
 installExitHandlers();
 pinSelf();
-const simPort = freePort();
-const sim = spawnPinned({
-  label: "slow simulator",
-  cpu: LOAD_CPU,
-  cmd: [
-    "bun",
-    "run",
-    join(ROOT, "src/sim/main.ts"),
-    "--port",
-    String(simPort),
-    "--ttft-ms",
-    "0",
-    "--itl-ms",
-    "1000",
-    "--output-tokens",
-    "3600",
-  ],
-});
-const simUrl = `http://127.0.0.1:${simPort}`;
-await waitReady(sim, `${simUrl}/v1/models`);
+// A token a second: every stream stays open while the heap is read.
+const sim = await startSimulator({ outputTokens: 3600, itlMs: 1000, label: "slow simulator" });
 const dumpDir = mkdtempSync(join(tmpdir(), "darvaze-heap-"));
 const gateway = await startDarvaze({
   mode,
-  upstreamUrl: simUrl,
+  upstreamUrl: sim.url,
   readyTimeoutMs: 90_000,
   ...(mode === "nats-pg" ? { services: servicesDefaults } : {}),
   bunFlags: ["--preload", join(import.meta.dir, "heap-preload.ts")],

@@ -19,10 +19,10 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
+import { installExitHandlers, pinSelf, stopAll } from "./procs.ts";
 import { runSseClient } from "./sse-client.ts";
 import { cpuTicks, forcedCollections, TICKS_PER_S } from "./readings.ts";
-import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -51,7 +51,6 @@ const ANSWER_WAIT_MS_MAX = CHECK ? 5_000 : 60_000;
 const SAMPLE_MS = Number(values["hold-seconds"] ?? (CHECK ? 2 : 30)) * 1000;
 /** The window at each end of the hold whose mean RSS is compared: flat memory has the same at both. */
 const EDGE_SAMPLES = Math.max(1, Math.min(30, Math.floor(SAMPLE_MS / 1000 / 4)));
-const HOST = "127.0.0.1";
 
 installExitHandlers();
 pinSelf();
@@ -62,29 +61,8 @@ function rssBytes(pid: number): number {
   return kb * 1024;
 }
 
-async function slowSimulator(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const port = freePort();
-  const child = spawnPinned({
-    label: "slow simulator",
-    cpu: LOAD_CPU,
-    cmd: [
-      "bun",
-      "run",
-      join(ROOT, "src/sim/main.ts"),
-      "--port",
-      String(port),
-      "--ttft-ms",
-      "0",
-      "--itl-ms",
-      "1000",
-      "--output-tokens",
-      "3600",
-    ],
-  });
-  const url = `http://${HOST}:${port}`;
-  await waitReady(child, `${url}/v1/models`);
-  return { url, stop: () => child.stop() };
-}
+/** A backend that sends a token a second: its streams stay open while memory is read. */
+const slowSimulator = () => startSimulator({ outputTokens: 3600, itlMs: 1000, label: "slow simulator" });
 
 /** Opens `count` streams over raw sockets (cheap for the client) and keeps reading them. */
 async function openSlowStreams(target: Target, count: number): Promise<{ ok: () => number; close: () => void }> {
