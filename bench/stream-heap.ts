@@ -13,13 +13,14 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { installExitHandlers, pinSelf } from "./procs.ts";
 import { servicesDefaults, startDarvaze, startSimulator } from "./targets.ts";
+import { countFlag } from "./flags.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
   strict: true,
   options: { streams: { type: "string", default: "500" }, mode: { type: "string", default: "nats-pg" } },
 });
-const STREAMS = Math.min(8_000, Math.max(1, Number(flags.streams) || 500));
+const STREAMS = countFlag(flags.streams, { fallback: 500, max: 8_000 });
 const mode = flags.mode === "embedded" ? "embedded" : "nats-pg";
 /** Longest wait for every stream's first byte. */
 const ANSWER_WAIT_MS_MAX = 90_000;
