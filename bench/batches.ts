@@ -5,23 +5,19 @@
  * batch (pricing.ts `linesByModel`), on PGlite in memory, or on PostgreSQL when
  * DATABASE_URL is set. Appends a table to bench/RESULTS.md.
  */
-import { appendFileSync } from "node:fs";
-import { join } from "node:path";
 import { loadCatalog } from "../src/catalog/catalog.ts";
 import { loadConfig } from "../src/config.ts";
-import { accounts } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
 import type { KeyRecord } from "../src/keys/store.ts";
 import { checkLines } from "../src/batches/lines.ts";
 import { linesByModel } from "../src/batches/pricing.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX, fileContent, storeFile } from "../src/files/files.ts";
-import { openTestDb } from "../test/helpers.ts";
+import { openBenchAccount, reportTimes } from "./db-times.ts";
+import { loopWaitDuring } from "./measurement.ts";
 
-const { db, close } = await openTestDb();
+const { db, close, accountId } = await openBenchAccount();
 const catalog = await loadCatalog(db);
 const env = loadConfig({ ADMIN_TOKEN: "bench-admin-token-0123456789", KEY_PEPPER: "p".repeat(40) }).env;
-const accountId = newId("acc");
-await db.orm.insert(accounts).values({ id: accountId, name: "bench" });
 const key = { id: newId("key"), accountId, allowedModels: null } as unknown as KeyRecord;
 
 const line = (i: number) =>
@@ -56,38 +52,17 @@ const checked = await time(`check ${FILE_LINES_MAX} chat lines (in slices of CHE
   checkLines({ catalog, env }, "/v1/chat/completions", text, key),
 );
 if ("errors" in checked) throw new Error(JSON.stringify(checked.errors[0]));
-/** The longest the event loop waited while `work` ran (a 1 ms ticker's largest gap). */
-async function loopWaitDuring(work: () => Promise<unknown>): Promise<string> {
-  let last = performance.now();
-  let gapMax = 0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    gapMax = Math.max(gapMax, now - last);
-    last = now;
-  }, 1);
-  await work();
-  clearInterval(ticker);
-  return `${gapMax.toFixed(0)} ms`;
-}
+/** The event loop's longest wait while `work` ran, as a row shows it. */
+const loopWait = async (work: () => Promise<unknown>) => `${(await loopWaitDuring(work)).toFixed(0)} ms`;
 rows.push([
   "the event loop's longest wait during a check",
-  await loopWaitDuring(() => checkLines({ catalog, env }, "/v1/chat/completions", text, key)),
+  await loopWait(() => checkLines({ catalog, env }, "/v1/chat/completions", text, key)),
 ]);
 const byModel = await time(`read the models of ${FILE_LINES_MAX} lines at create, to price the batch (in slices)`, () =>
   linesByModel(catalog, text),
 );
 if (byModel.get("gpt-4o-mini")?.length !== FILE_LINES_MAX) throw new Error("every line names gpt-4o-mini");
-rows.push(["the event loop's longest wait while they are read", await loopWaitDuring(() => linesByModel(catalog, text))]);
+rows.push(["the event loop's longest wait while they are read", await loopWait(() => linesByModel(catalog, text))]);
 await close();
 
-const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
-const table = [
-  `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · batch files on ${engine}\n`,
-  "`bun run bench/batches.ts`\n",
-  "| What | Time |",
-  "|---|---|",
-  ...rows.map(([what, ms]) => `| ${what} | ${ms} |`),
-  "",
-].join("\n");
-appendFileSync(join(import.meta.dir, "RESULTS.md"), table);
-console.log(table);
+reportTimes({ title: "batch files", command: "bun run bench/batches.ts", rows });
