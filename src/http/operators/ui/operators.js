@@ -8,26 +8,12 @@
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
-  const state = { lang: pickLang(), session: null, stopFeed: null, flash: null };
+  const state = { lang: window.DVZ_DOM.pickLang("dvz-ops-lang"), session: null, stopFeed: null, flash: null };
   const VIEWS = ["overview", "customers", "payments", "prices", "pools", "operations", "operators", "audit"];
   const OWNER_VIEWS = ["operators", "audit"];
 
-  function pickLang() {
-    const saved = localStorage.getItem("dvz-ops-lang");
-    if (saved === "fa" || saved === "en") return saved;
-    for (const l of navigator.languages || [navigator.language]) {
-      if (/^fa\b/i.test(l)) return "fa";
-      if (/^en\b/i.test(l)) return "en";
-    }
-    return "fa";
-  }
   const T = () => I18N[state.lang];
-  function t(path, vars) {
-    let s = path.split(".").reduce((o, k) => (o ? o[k] : undefined), T());
-    if (typeof s !== "string") return path;
-    for (const [k, v] of Object.entries(vars || {})) s = s.replaceAll(`{${k}}`, String(v));
-    return s;
-  }
+  const t = (path, vars) => window.DVZ_DOM.translate(T(), path, vars);
   const locale = () => (state.lang === "fa" ? "fa-IR" : "en-US");
   /** A decimal toman string in the page's digits, exact to the micro-toman (Intl formats strings without rounding them to a double). */
   const toman = (text) => new Intl.NumberFormat(locale(), { maximumFractionDigits: 6 }).format(text);
