@@ -36,7 +36,7 @@
     return new Intl.DateTimeFormat(cal, { dateStyle: "medium", timeZone: "UTC" }).format(new Date(iso));
   }
 
-  const { h } = window.DVZ_DOM;
+  const { h, table } = window.DVZ_DOM;
   const announce = (text) => { statusRegion.textContent = text; };
 
   async function api(method, path, body) {
@@ -76,15 +76,6 @@
     box.textContent = parts.join(" ");
   }
   function field(label, input) { return h("label", {}, label, input); }
-  function table(caption, heads, rows, id) {
-    // On phones each row stacks as label: value (the CSS reads the labels from data-label).
-    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
-    // Focusable and named: a table wider than its box scrolls inside it, and keyboards must reach it.
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
-      h("caption", { class: "sr-only" }, caption),
-      h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
-      h("tbody", {}, rows)));
-  }
 
   // ---- shell ----
   function applyLang() {

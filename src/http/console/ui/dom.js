@@ -1,7 +1,7 @@
 // What both front ends (the account area's and the operators' console) build with: h(tag,
 // attrs, ...children) makes an element; attributes are set and children appended as text nodes,
-// never parsed as HTML, so nothing a server or customer wrote becomes markup. pickLang and
-// translate are their one rule for the page's language and its strings.
+// never parsed as HTML, so nothing a server or customer wrote becomes markup; table() their
+// tables; pickLang and translate their one rule for the page's language and its strings.
 "use strict";
 window.DVZ_DOM = {
   h(tag, attrs, ...children) {
@@ -14,6 +14,19 @@ window.DVZ_DOM = {
     }
     for (const c of children.flat()) if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : document.createTextNode(String(c)));
     return el;
+  },
+  /**
+   * A table of `rows` (tr elements) under `heads` (text, or { text, num }), named `caption`. On
+   * phones each row stacks as label: value (the CSS reads the labels from data-label); the wrapper
+   * is focusable and named, since a table wider than its box scrolls inside it and keyboards must reach it.
+   */
+  table(caption, heads, rows, id) {
+    const { h } = window.DVZ_DOM;
+    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
+    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
+      h("caption", { class: "sr-only" }, caption),
+      h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
+      h("tbody", {}, rows)));
   },
   /** The language saved under `storageKey`, else the browser's first of Persian and English, else Persian. */
   pickLang(storageKey) {

@@ -27,7 +27,7 @@
   const monthName = (iso) =>
     new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(iso));
 
-  const { h } = window.DVZ_DOM;
+  const { h, table } = window.DVZ_DOM;
   const announce = (text) => { statusRegion.textContent = text; };
 
   async function call(method, path, body) {
@@ -62,13 +62,6 @@
     try { await action(); } catch (error) { showError(box, error); }
   };
   function field(label, input) { return h("label", {}, label, input); }
-  function table(caption, heads, rows, id) {
-    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
-      h("caption", { class: "sr-only" }, caption),
-      h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
-      h("tbody", {}, rows)));
-  }
   const cell = (value, cls) => h("td", { class: cls || null }, value);
   const money = (x) => cell(toman(x), "num");
   const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
