@@ -8,6 +8,7 @@ import { audioDuration } from "../src/audio/duration.ts";
 import { measureAudio } from "../src/audio/measure.ts";
 import { TRANSCRIPTION_FILE_BYTES_MAX } from "../src/operations/audio/schema.ts";
 import { simSpeechAudio } from "../src/sim/audio.ts";
+import { loopWaitDuring } from "./measurement.ts";
 import { fragmentedM4a, lyingMp3, lyingWebm, m4a, MP3_FRAME_BYTES } from "../test/audioFiles.ts";
 
 const SIZE = TRANSCRIPTION_FILE_BYTES_MAX;
@@ -72,15 +73,7 @@ for (const [name, ms, found] of results) console.log(`| ${name} | ${ms.toFixed(1
 const slowest = results.reduce((a, b) => (b[1] > a[1] ? b : a));
 const bytes = inputs.find(([name]) => name === slowest[0])![1].slice();
 await measureAudio(new Uint8Array(16)); // the thread's start-up is paid once per process, not here
-let last = performance.now();
-let stallMs = 0;
-const probe = setInterval(() => {
-  const now = performance.now();
-  stallMs = Math.max(stallMs, now - last);
-  last = now;
-}, 1);
 const t0 = performance.now();
-await measureAudio(bytes);
+const stallMs = await loopWaitDuring(() => measureAudio(bytes));
 const wall = performance.now() - t0;
-clearInterval(probe);
 console.log(`\nOn the audio thread, "${slowest[0]}": ${wall.toFixed(0)} ms, longest event-loop stall ${stallMs.toFixed(1)} ms`);

@@ -6,22 +6,17 @@
  * of the account (50,000 queued, 50,000 done); then the refusal again without the index. On PGlite
  * in memory, or on PostgreSQL when DATABASE_URL is set. Appends a table to bench/RESULTS.md.
  */
-import { appendFileSync } from "node:fs";
-import { join } from "node:path";
 import { and, eq, sql } from "drizzle-orm";
 import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX, claimLine } from "../src/batches/claims.ts";
 import { insertBatch } from "../src/batches/store.ts";
-import { accounts, batchLines } from "../src/db/schema.ts";
-import { newId } from "../src/ids.ts";
-import { openTestDb } from "../test/helpers.ts";
+import { batchLines } from "../src/db/schema.ts";
+import { openBenchAccount, reportTimes } from "./db-times.ts";
 
 const LINES = 50_000;
 const CHUNK = 1_000;
 const TRIES = 300;
 
-const { db, close } = await openTestDb();
-const accountId = newId("acc");
-await db.orm.insert(accounts).values({ id: accountId, name: "bench" });
+const { db, close, accountId } = await openBenchAccount();
 const batch = (state: string) =>
   insertBatch(
     db,
@@ -95,15 +90,9 @@ await db.rows(sql`DROP INDEX batch_lines_running`);
 rows.push(["claim refused, without the index batch_lines_running", await timed(refused)]);
 await close();
 
-const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
-const table = [
-  `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · a batch line's claim on ${engine}\n`,
-  "`bun run bench/batch-claim.ts`",
-  `(${2 * LINES} lines of the account in batch_lines; median / p99 of ${TRIES} claims)\n`,
-  "| What | Time |",
-  "|---|---|",
-  ...rows.map(([what, t]) => `| ${what} | ${t} |`),
-  "",
-].join("\n");
-appendFileSync(join(import.meta.dir, "RESULTS.md"), table);
-console.log(table);
+reportTimes({
+  title: "a batch line's claim",
+  command: "bun run bench/batch-claim.ts",
+  note: `(${2 * LINES} lines of the account in batch_lines; median / p99 of ${TRIES} claims)`,
+  rows,
+});

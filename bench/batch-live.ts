@@ -25,6 +25,7 @@
  */
 import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
+import { countFlag, envFlags } from "./flags.ts";
 import { benchChatBody, percentile } from "./measurement.ts";
 import { LOAD_CPU, runBenchmark } from "./procs.ts";
 import { type Readings, startReadings } from "./readings.ts";
@@ -256,10 +257,10 @@ async function main(): Promise<void> {
       "batch-account": { type: "string", default: "same" },
     },
   });
-  const rounds = Math.min(10, Math.max(1, Number(flags.rounds) || 3));
-  const seconds = Math.min(60, Math.max(1, Number(flags.seconds) || 5));
-  const lines = Math.min(50_000, Math.max(1, Number(flags.lines) || 1000));
-  const env = Object.fromEntries(flags.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]));
+  const rounds = countFlag(flags.rounds, { fallback: 3, max: 10 });
+  const seconds = countFlag(flags.seconds, { fallback: 5, max: 60 });
+  const lines = countFlag(flags.lines, { fallback: 1000, max: 50_000 });
+  const env = envFlags(flags.env, "bench:batch-live");
   const modes: DarvazeMode[] = flags.mode === "both" ? ["embedded", "nats-pg"] : [flags.mode === "nats-pg" ? "nats-pg" : "embedded"];
   const sim = await startSimulator({ outputTokens: 64 });
   const services = pinServices(LOAD_CPU);

@@ -7,24 +7,20 @@
  * again), on PGlite in memory, or on PostgreSQL when DATABASE_URL is set. Each stage's longest
  * event-loop wait beside its time. Appends a table to bench/RESULTS.md.
  */
-import { appendFileSync } from "node:fs";
-import { join } from "node:path";
 import { loadCatalog } from "../src/catalog/catalog.ts";
 import { loadConfig } from "../src/config.ts";
-import { accounts } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
 import type { KeyRecord } from "../src/keys/store.ts";
 import { checkLines } from "../src/batches/lines.ts";
 import { inputLineModels } from "../src/batches/api.ts";
 import { byCatalogModel, lineModels, toStoredLineModels } from "../src/batches/pricing.ts";
 import { FILE_BYTES_MAX, FILE_LINES_MAX, type FileRecord, fileContent, storeFile } from "../src/files/files.ts";
-import { openTestDb } from "../test/helpers.ts";
+import { openBenchAccount, reportTimes } from "./db-times.ts";
+import { loopWaitDuring } from "./measurement.ts";
 
-const { db, close } = await openTestDb();
+const { db, close, accountId } = await openBenchAccount();
 const catalog = await loadCatalog(db);
 const env = loadConfig({ ADMIN_TOKEN: "bench-admin-token-0123456789", KEY_PEPPER: "p".repeat(40) }).env;
-const accountId = newId("acc");
-await db.orm.insert(accounts).values({ id: accountId, name: "bench" });
 const key = { id: newId("key"), accountId, allowedModels: null } as unknown as KeyRecord;
 
 const line = (i: number) =>
@@ -52,28 +48,15 @@ if ("code" in big) throw new Error(big.message);
 await time(`read it back whole`, () => fileContent(db, accountId, big.id));
 /** Runs of each loop-wait reading: the machine is shared, so one reading is the median of these and their largest. */
 const LOOP_WAIT_RUNS = 5;
-/** The longest the event loop waited while `work` ran (a 1 ms ticker's largest gap, the last stretch to its end counted). */
-async function loopWaitOnce(work: () => Promise<unknown>): Promise<number> {
-  let last = performance.now();
-  let gapMax = 0;
-  const ticker = setInterval(() => {
-    const now = performance.now();
-    gapMax = Math.max(gapMax, now - last);
-    last = now;
-  }, 1);
-  await work();
-  clearInterval(ticker);
-  return Math.max(gapMax, performance.now() - last);
-}
-/** LOOP_WAIT_RUNS readings of loopWaitOnce: "median (max)". */
-async function loopWaitDuring(work: () => Promise<unknown>): Promise<string> {
+/** LOOP_WAIT_RUNS readings of the event loop's longest wait while `work` runs: "median (max)". */
+async function loopWaits(work: () => Promise<unknown>): Promise<string> {
   const gaps: number[] = [];
-  for (let i = 0; i < LOOP_WAIT_RUNS; i++) gaps.push(await loopWaitOnce(work));
+  for (let i = 0; i < LOOP_WAIT_RUNS; i++) gaps.push(await loopWaitDuring(work));
   gaps.sort((a, b) => a - b);
   return `${gaps[Math.floor(LOOP_WAIT_RUNS / 2)]!.toFixed(0)} ms (max ${gaps.at(-1)!.toFixed(0)} ms)`;
 }
 const models = await time(`read the models of ${FILE_LINES_MAX} lines at upload (in slices)`, () => lineModels(content));
-rows.push(["the event loop's longest wait while they are read", await loopWaitDuring(() => lineModels(content))]);
+rows.push(["the event loop's longest wait while they are read", await loopWaits(() => lineModels(content))]);
 const file = await time(`store ${FILE_LINES_MAX} chat lines (${(content.length / 1048576).toFixed(1)} MiB) with their models`, () =>
   storeFile(db, { accountId, purpose: "batch", filename: "lines", content, lineModels: toStoredLineModels(models) }),
 );
@@ -84,7 +67,7 @@ const checked = await time(`check ${FILE_LINES_MAX} chat lines (in slices of CHE
 if ("errors" in checked) throw new Error(JSON.stringify(checked.errors[0]));
 rows.push([
   "the event loop's longest wait during a check",
-  await loopWaitDuring(() => checkLines({ catalog, env }, "/v1/chat/completions", content, key)),
+  await loopWaits(() => checkLines({ catalog, env }, "/v1/chat/completions", content, key)),
 ]);
 /** What create does to price a batch of the file: its models read, then the catalog's. */
 async function createPricing(of: FileRecord) {
@@ -92,7 +75,7 @@ async function createPricing(of: FileRecord) {
   if (byModel.get("gpt-4o-mini")?.lines !== FILE_LINES_MAX) throw new Error("every line names gpt-4o-mini");
 }
 await time("create's pricing, the file's models kept at upload", () => createPricing(file));
-rows.push(["the event loop's longest wait during create's pricing", await loopWaitDuring(() => createPricing(file))]);
+rows.push(["the event loop's longest wait during create's pricing", await loopWaits(() => createPricing(file))]);
 // A file uploaded before its models were kept: create reads it whole and counts them (once: it keeps them).
 const older = async () => {
   const kept = await storeFile(db, { accountId, purpose: "batch", filename: "older", content });
@@ -103,19 +86,13 @@ const olderFiles = await Promise.all(Array.from({ length: LOOP_WAIT_RUNS }, olde
 let olderRun = 0;
 rows.push([
   "the event loop's longest wait during create's pricing of a file kept without its models (read whole, counted)",
-  await loopWaitDuring(() => createPricing(olderFiles[olderRun++]!)),
+  await loopWaits(() => createPricing(olderFiles[olderRun++]!)),
 ]);
 await close();
 
-const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
-const table = [
-  `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · batch files on ${engine}\n`,
-  "`bun run bench/batches.ts`\n",
-  `(loop waits: the median of ${LOOP_WAIT_RUNS} runs, and their largest)\n`,
-  "| What | Time |",
-  "|---|---|",
-  ...rows.map(([what, ms]) => `| ${what} | ${ms} |`),
-  "",
-].join("\n");
-appendFileSync(join(import.meta.dir, "RESULTS.md"), table);
-console.log(table);
+reportTimes({
+  title: "batch files",
+  command: "bun run bench/batches.ts",
+  note: `(loop waits: the median of ${LOOP_WAIT_RUNS} runs, and their largest)`,
+  rows,
+});

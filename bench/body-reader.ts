@@ -13,6 +13,7 @@
 import { heapStats } from "bun:jsc";
 import { request as httpRequest } from "node:http";
 import { parseArgs } from "node:util";
+import { countFlag } from "./flags.ts";
 
 const { values: flags } = parseArgs({
   args: process.argv.slice(2),
@@ -20,7 +21,7 @@ const { values: flags } = parseArgs({
   options: { streams: { type: "string", default: "200" } },
 });
 /** Below Bun's default of 256 fetches in flight. */
-const STREAMS = Math.min(250, Math.max(1, Number(flags.streams) || 200));
+const STREAMS = countFlag(flags.streams, { fallback: 200, max: 250 });
 const TOKEN_MS = 1_000;
 
 const upstream = Bun.serve({

@@ -12,8 +12,8 @@
  */
 import { parseArgs } from "node:util";
 import { startSimulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, freshDatabase } from "../test/helpers.ts";
-import { clusterEnv, spawnGateway } from "../test/processes.ts";
+import { freshDatabase } from "../test/helpers.ts";
+import { adminOf, clusterEnv, spawnGateway } from "../test/processes.ts";
 
 const { values } = parseArgs({
   options: {
@@ -64,14 +64,8 @@ const sim = await startSimulator({ ttftMs: 0, itlMs: 0, outputTokens: 16 });
 const env = clusterEnv(database.url, sim, { LOG_LEVEL: "warn" });
 const gateway = await spawnGateway(env, values["gateway-dir"]);
 
-async function admin(path: string, body: unknown): Promise<Record<string, string>> {
-  const response = await fetch(gateway.url + path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return (await response.json()) as Record<string, string>;
-}
+const adminCall = adminOf(gateway);
+const admin = (path: string, body: unknown): Promise<Record<string, string>> => adminCall("POST", path, body);
 
 async function fundedKey(name: string): Promise<string> {
   const account = await admin("/admin/accounts", { name });

@@ -11,8 +11,8 @@ import { parseArgs } from "node:util";
 import { connect } from "nats";
 import { InternalClient, InternalError } from "../src/internal/client.ts";
 import { startSimulator } from "../src/sim/server.ts";
-import { ADMIN_TOKEN, freshDatabase } from "../test/helpers.ts";
-import { clusterEnv, spawnGateway } from "../test/processes.ts";
+import { freshDatabase } from "../test/helpers.ts";
+import { adminOf, clusterEnv, spawnGateway } from "../test/processes.ts";
 
 const { values } = parseArgs({ options: { requests: { type: "string", default: "50" } } });
 const REQUESTS = Number(values.requests);
@@ -38,14 +38,8 @@ const env = clusterEnv(database.url, sim);
 const gateway = await spawnGateway(env);
 const nc = await connect({ servers: process.env.NATS_URL });
 
-async function admin(path: string, body: unknown): Promise<Record<string, string>> {
-  const response = await fetch(gateway.url + path, {
-    method: "POST",
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return (await response.json()) as Record<string, string>;
-}
+const adminCall = adminOf(gateway);
+const admin = (path: string, body: unknown): Promise<Record<string, string>> => adminCall("POST", path, body);
 
 /** Times `REQUESTS` calls of `send`, which answers the status it got. */
 async function timed(label: string, send: () => Promise<number>): Promise<string> {

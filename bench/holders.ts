@@ -20,9 +20,10 @@ import { migrate } from "../src/db/migrate.ts";
 import { openHold, shrinkHold } from "../src/ledger/holds.ts";
 import { postUsageBatch } from "../src/ledger/usage.ts";
 import { createAccount, topUp } from "../src/ledger/wallets.ts";
+import { countFlag } from "./flags.ts";
 
 const { values: flags } = parseArgs({ args: process.argv.slice(2), strict: true, options: { seconds: { type: "string", default: "15" } } });
-const seconds = Math.min(120, Math.max(1, Number(flags.seconds) || 15));
+const seconds = countFlag(flags.seconds, { fallback: 15, max: 120 });
 const MiB = 2 ** 20;
 /** Holds opened and shrunk on each engine. */
 const HOLDS = 5;

@@ -16,11 +16,10 @@
  *   bun run bench:leave                  # 200 leaves at each of itl 5, 20, 50 ms
  *   bun run bench:leave -- --leaves 20   # fewer
  */
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { STREAM_CUT_MS_MAX } from "../src/operations/chat/unreported.ts";
-import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, waitReady } from "./procs.ts";
-import { ROOT, startDarvaze } from "./targets.ts";
+import { installExitHandlers, pinSelf } from "./procs.ts";
+import { startDarvaze, startSimulator } from "./targets.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -38,15 +37,6 @@ const GATEWAY_READY_MS_MAX = 120_000;
 
 installExitHandlers();
 pinSelf();
-
-async function startSlowSimulator(itlMs: number) {
-  const port = freePort();
-  const args = ["--port", String(port), "--ttft-ms", "0", "--itl-ms", String(itlMs), "--output-tokens", "4000"];
-  const child = spawnPinned({ label: "simulator", cpu: LOAD_CPU, cmd: ["bun", "run", join(ROOT, "src/sim/main.ts"), ...args] });
-  const url = `http://127.0.0.1:${port}`;
-  await waitReady(child, `${url}/v1/models`);
-  return { url, stop: () => child.stop() };
-}
 
 type Gateway = { url: string; key: string };
 
@@ -103,7 +93,7 @@ function percentile(sorted: number[], p: number): number {
 
 /** The leaves at one backend speed: a table row. */
 async function measure(itlMs: number): Promise<string> {
-  const sim = await startSlowSimulator(itlMs);
+  const sim = await startSimulator({ outputTokens: 4000, itlMs });
   const darvaze = await startDarvaze({ mode: "embedded", upstreamUrl: sim.url, readyTimeoutMs: GATEWAY_READY_MS_MAX });
   try {
     const gw = { url: darvaze.url, key: darvaze.key };

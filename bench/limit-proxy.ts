@@ -114,16 +114,21 @@ function meter(path: string, body: { stream?: boolean }, signal: AbortSignal): P
 
 const stall = () => Response.json(loop.read());
 
-if (mode === "bun") {
+/** In Bun.serve: a GET reads the stall monitor, anything else is a request `handle` meters. */
+function serveBun(handle: typeof meter): void {
   Bun.serve({
     port,
     hostname: "127.0.0.1",
     idleTimeout: 0,
     async fetch(request) {
       if (request.method === "GET") return stall();
-      return meter(new URL(request.url).pathname, (await request.json()) as { stream?: boolean }, request.signal);
+      return handle(new URL(request.url).pathname, (await request.json()) as { stream?: boolean }, request.signal);
     },
   });
+}
+
+if (mode === "bun") {
+  serveBun(meter);
 } else if (mode === "elysia") {
   new Elysia()
     .get("/stall", stall)
@@ -136,18 +141,11 @@ if (mode === "bun") {
   void (async () => {
     for await (const message of sub) message.respond(encoder.encode(JSON.stringify({ ok: true, bytes: message.data.length })));
   })();
-  Bun.serve({
-    port,
-    hostname: "127.0.0.1",
-    idleTimeout: 0,
-    async fetch(request) {
-      if (request.method === "GET") return stall();
-      const body = (await request.json()) as { stream?: boolean };
-      await nc.request(`${subject}.admit`, encoder.encode(JSON.stringify({ key: "k", model: "m", reserve: "1000" })), { timeout: 10_000 });
-      const reply = await meter(new URL(request.url).pathname, body, request.signal);
-      await nc.request(`${subject}.settle`, encoder.encode(JSON.stringify({ key: "k", cost: spentMicro.toString() })), { timeout: 10_000 });
-      return reply;
-    },
+  serveBun(async (path, body, signal) => {
+    await nc.request(`${subject}.admit`, encoder.encode(JSON.stringify({ key: "k", model: "m", reserve: "1000" })), { timeout: 10_000 });
+    const reply = await meter(path, body, signal);
+    await nc.request(`${subject}.settle`, encoder.encode(JSON.stringify({ key: "k", cost: spentMicro.toString() })), { timeout: 10_000 });
+    return reply;
   });
 } else {
   throw new Error(`MODE must be bun, elysia or nats2, not ${mode}`);

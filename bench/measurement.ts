@@ -57,3 +57,25 @@ export function benchChatBody(options: { stream?: boolean } = {}): string {
     ...(options.stream ? { stream: true } : {}),
   });
 }
+
+/**
+ * The longest the event loop waited while `work` ran, in ms: the largest gap between the ticks of
+ * a 1 ms timer (work on this thread delays them all; work on another thread should not).
+ * @example const stallMs = await loopWaitDuring(() => checkLines(...));
+ */
+export async function loopWaitDuring(work: () => Promise<unknown>): Promise<number> {
+  let last = performance.now();
+  let gapMax = 0;
+  const ticker = setInterval(() => {
+    const now = performance.now();
+    gapMax = Math.max(gapMax, now - last);
+    last = now;
+  }, 1);
+  try {
+    await work();
+  } finally {
+    clearInterval(ticker);
+  }
+  // The last stretch counts too: a stall at the very end of the work delays no tick before it.
+  return Math.max(gapMax, performance.now() - last);
+}

@@ -21,6 +21,7 @@
  */
 import { parseArgs } from "node:util";
 import { loadavg } from "node:os";
+import { countFlag, envFlags } from "./flags.ts";
 import type { Measurement } from "./measurement.ts";
 import { LOAD_CPU, runBenchmark } from "./procs.ts";
 import { startReadings } from "./readings.ts";
@@ -110,9 +111,9 @@ async function main(): Promise<void> {
       "gateway-root": { type: "string" },
     },
   });
-  const rounds = Math.min(10, Math.max(1, Number(flags.rounds) || 1));
-  const seconds = Math.min(60, Math.max(1, Number(flags.seconds) || 5));
-  const env = Object.fromEntries(flags.env.map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]));
+  const rounds = countFlag(flags.rounds, { fallback: 1, max: 10 });
+  const seconds = countFlag(flags.seconds, { fallback: 5, max: 60 });
+  const env = envFlags(flags.env, "bench:one-client");
   const sim = await startSimulator({ outputTokens: 64 });
   const services = pinServices(LOAD_CPU);
   const starts: { name: string; start(): Promise<Target | string> }[] = [

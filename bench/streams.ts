@@ -19,10 +19,11 @@
 import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, installExitHandlers, LOAD_CPU, pinSelf, spawnPinned, stopAll, waitReady } from "./procs.ts";
+import { installExitHandlers, pinSelf, stopAll } from "./procs.ts";
+import { openRawStreams } from "./raw-streams.ts";
 import { runSseClient } from "./sse-client.ts";
 import { cpuTicks, forcedCollections, TICKS_PER_S } from "./readings.ts";
-import { ROOT, servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
+import { servicesDefaults, servicesUnavailable, startBareProxy, startDarvaze, startSimulator, type Target } from "./targets.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -43,15 +44,12 @@ const STREAM_COUNTS = (values.streams ?? (CHECK ? "50" : "2000,8000")).split(","
 const TTFB_MS = Number(values["ttfb-seconds"] ?? (CHECK ? 1 : 10)) * 1000;
 const RELAY_MS = Number(values["relay-seconds"] ?? (CHECK ? 1 : 10)) * 1000;
 const WARMUP_MS = CHECK ? 200 : 2_000;
-/** Streams opened at once while ramping up, so the ramp is not one burst of connects. */
-const OPEN_BATCH = 200;
 /** Longest wait for every slow stream to be answered before memory is read. */
 const ANSWER_WAIT_MS_MAX = CHECK ? 5_000 : 60_000;
 /** Memory is read once a second for this long with the streams open (mean and peak reported). */
 const SAMPLE_MS = Number(values["hold-seconds"] ?? (CHECK ? 2 : 30)) * 1000;
 /** The window at each end of the hold whose mean RSS is compared: flat memory has the same at both. */
 const EDGE_SAMPLES = Math.max(1, Math.min(30, Math.floor(SAMPLE_MS / 1000 / 4)));
-const HOST = "127.0.0.1";
 
 installExitHandlers();
 pinSelf();
@@ -62,68 +60,8 @@ function rssBytes(pid: number): number {
   return kb * 1024;
 }
 
-async function slowSimulator(): Promise<{ url: string; stop: () => Promise<void> }> {
-  const port = freePort();
-  const child = spawnPinned({
-    label: "slow simulator",
-    cpu: LOAD_CPU,
-    cmd: [
-      "bun",
-      "run",
-      join(ROOT, "src/sim/main.ts"),
-      "--port",
-      String(port),
-      "--ttft-ms",
-      "0",
-      "--itl-ms",
-      "1000",
-      "--output-tokens",
-      "3600",
-    ],
-  });
-  const url = `http://${HOST}:${port}`;
-  await waitReady(child, `${url}/v1/models`);
-  return { url, stop: () => child.stop() };
-}
-
-/** Opens `count` streams over raw sockets (cheap for the client) and keeps reading them. */
-async function openSlowStreams(target: Target, count: number): Promise<{ ok: () => number; close: () => void }> {
-  const { hostname, port } = new URL(target.url);
-  const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Tell a long story." }], stream: true });
-  const request =
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: ${hostname}:${port}\r\nAuthorization: Bearer ${target.key}\r\n` +
-    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-  let ok = 0;
-  const sockets: { end(): void }[] = [];
-  for (let opened = 0; opened < count; opened += OPEN_BATCH) {
-    const batch = Math.min(OPEN_BATCH, count - opened);
-    await Promise.all(
-      Array.from({ length: batch }, async () => {
-        let seen = false;
-        const socket = await Bun.connect({
-          hostname,
-          port: Number(port),
-          socket: {
-            data(_, data) {
-              if (!seen) {
-                seen = true;
-                if (data.toString("latin1", 0, 12).includes(" 200")) ok++;
-              }
-            },
-          },
-        });
-        socket.write(request);
-        sockets.push(socket);
-      }),
-    );
-  }
-  return {
-    ok: () => ok,
-    close: () => {
-      for (const s of sockets) s.end();
-    },
-  };
-}
+/** A backend that sends a token a second: its streams stay open while memory is read. */
+const slowSimulator = () => startSimulator({ outputTokens: 3600, itlMs: 1000, label: "slow simulator" });
 
 async function rssPerStream(lines: string[]): Promise<void> {
   const sim = await slowSimulator();
@@ -145,13 +83,13 @@ async function rssPerStream(lines: string[]): Promise<void> {
       ["bare Bun proxy", bare],
     ] as const)
       for (const count of STREAM_COUNTS) {
-        const warm = await openSlowStreams(target, 20);
+        const warm = await openRawStreams(target, 20);
         await Bun.sleep(1_000);
         warm.close();
         await Bun.sleep(1_000);
         Bun.gc(true);
         const before = rssBytes(target.pid!);
-        const streams = await openSlowStreams(target, count);
+        const streams = await openRawStreams(target, count);
         const openedMs = performance.now();
         while (streams.ok() < count && performance.now() - openedMs < ANSWER_WAIT_MS_MAX) await Bun.sleep(250);
         const answeredS = (performance.now() - openedMs) / 1000;

@@ -14,6 +14,7 @@
  */
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { envFlags } from "./flags.ts";
 import { installExitHandlers, LOAD_CPU, onInterrupt, pinSelf } from "./procs.ts";
 import { pinServices } from "./services-cpu.ts";
 import { servicesDefaults, startBareProxy, startDarvaze, startSimulator } from "./targets.ts";
@@ -47,16 +48,6 @@ const mode = flags.mode === "nats-pg" || flags.mode === "bare" ? flags.mode : "e
 const seconds = Math.min(120, Math.max(1, Number(flags.seconds)));
 const slowMs = Number(flags["slow-ms"]);
 
-/** `NAME=value` as a pair; anything else ends the run with its usage. */
-function envPair(text: string): [string, string] {
-  const at = text.indexOf("=");
-  if (at < 1) {
-    console.error(`bench/tail.ts: --env takes NAME=value, not ${JSON.stringify(text)}`);
-    process.exit(2);
-  }
-  return [text.slice(0, at), text.slice(at + 1)];
-}
-
 installExitHandlers();
 pinSelf();
 // As in `bun run bench`: nats-server and PostgreSQL on the load CPU while it runs.
@@ -70,7 +61,7 @@ const gateway =
         mode,
         upstreamUrl: sim.url,
         services: servicesDefaults,
-        env: Object.fromEntries(flags.env.map(envPair)),
+        env: envFlags(flags.env, "bench/tail.ts"),
         readyTimeoutMs: 90_000, // a busy machine starts the embedded database slowly
         ...(flags["gateway-root"] ? { root: flags["gateway-root"] } : {}),
         ...(flags.profile ? { cpuProfile: { dir: join(import.meta.dir, "out"), name: `tail-${mode}.cpuprofile` } } : {}),

@@ -61,11 +61,15 @@ const randomId = (length: number) =>
     .toString("hex")
     .slice(0, length);
 
-/** The simulator with no delays; `max_tokens` cuts replies shorter than `outputTokens`. */
-export async function startSimulator(options: { outputTokens: number }): Promise<Target> {
+/**
+ * The simulator, on the load CPU, answering at once; `max_tokens` cuts replies shorter than
+ * `outputTokens`. `itlMs` paces a stream's tokens (a slow backend: streams that stay open).
+ * @example const slow = await startSimulator({ outputTokens: 3600, itlMs: 1000, label: "slow simulator" });
+ */
+export async function startSimulator(options: { outputTokens: number; itlMs?: number; label?: string }): Promise<Target> {
   const port = freePort();
   const child = spawnPinned({
-    label: "simulator",
+    label: options.label ?? "simulator",
     cpu: LOAD_CPU,
     cmd: [
       "bun",
@@ -76,7 +80,7 @@ export async function startSimulator(options: { outputTokens: number }): Promise
       "--ttft-ms",
       "0",
       "--itl-ms",
-      "0",
+      String(options.itlMs ?? 0),
       "--output-tokens",
       String(options.outputTokens),
     ],

@@ -12,6 +12,7 @@
 import { Mp3Encoder } from "@breezystack/lamejs";
 import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { SPEECH_CONTENT_TYPES } from "../operations/audio/schema.ts";
 import type { ChatContext } from "./chat.ts";
 import { simError, simJson, simOperation } from "./ops.ts";
 import { aacOfLength, flacFile, opusOfLength } from "./audioFormats.ts";
@@ -24,14 +25,6 @@ export const SIM_SPEECH_CHARS_PER_S = 15;
 const SPEECH_CHUNK_BYTES = 4_096;
 const MP3_KBPS = 48;
 
-export const SPEECH_CONTENT_TYPES = {
-  mp3: "audio/mpeg",
-  opus: "audio/opus",
-  aac: "audio/aac",
-  flac: "audio/flac",
-  wav: "audio/wav",
-  pcm: "audio/pcm",
-} as const;
 export type SpeechFormat = keyof typeof SPEECH_CONTENT_TYPES;
 
 const fixture = (name: string) => readFileSync(new URL(`./fixtures/${name}`, import.meta.url));

@@ -7,25 +7,11 @@
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
-  const state = { lang: pickLang(), session: null };
+  const state = { lang: window.DVZ_DOM.pickLang("dvz-lang"), session: null };
   const VIEWS = ["overview", "wallet", "keys", "usage", "batches", "pricing", "security"];
 
-  function pickLang() {
-    const saved = localStorage.getItem("dvz-lang");
-    if (saved === "fa" || saved === "en") return saved;
-    for (const l of navigator.languages || [navigator.language]) {
-      if (/^fa\b/i.test(l)) return "fa";
-      if (/^en\b/i.test(l)) return "en";
-    }
-    return "fa";
-  }
   const T = () => I18N[state.lang];
-  function t(path, vars) {
-    let s = path.split(".").reduce((o, k) => (o ? o[k] : undefined), T());
-    if (typeof s !== "string") return path;
-    for (const [k, v] of Object.entries(vars || {})) s = s.replaceAll(`{${k}}`, String(v));
-    return s;
-  }
+  const t = (path, vars) => window.DVZ_DOM.translate(T(), path, vars);
   const locale = () => (state.lang === "fa" ? "fa-IR" : "en-US");
   /** A decimal toman string with the language's digits and separators, exact (Intl takes strings). */
   function toman(text, fractionMax = 0) {
@@ -50,7 +36,7 @@
     return new Intl.DateTimeFormat(cal, { dateStyle: "medium", timeZone: "UTC" }).format(new Date(iso));
   }
 
-  const { h } = window.DVZ_DOM;
+  const { h, table } = window.DVZ_DOM;
   const announce = (text) => { statusRegion.textContent = text; };
 
   async function api(method, path, body) {
@@ -90,15 +76,6 @@
     box.textContent = parts.join(" ");
   }
   function field(label, input) { return h("label", {}, label, input); }
-  function table(caption, heads, rows, id) {
-    // On phones each row stacks as label: value (the CSS reads the labels from data-label).
-    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
-    // Focusable and named: a table wider than its box scrolls inside it, and keyboards must reach it.
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
-      h("caption", { class: "sr-only" }, caption),
-      h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
-      h("tbody", {}, rows)));
-  }
 
   // ---- shell ----
   function applyLang() {

@@ -8,26 +8,12 @@
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   const statusRegion = document.getElementById("status");
-  const state = { lang: pickLang(), session: null, stopFeed: null, flash: null };
+  const state = { lang: window.DVZ_DOM.pickLang("dvz-ops-lang"), session: null, stopFeed: null, flash: null };
   const VIEWS = ["overview", "customers", "payments", "prices", "pools", "operations", "operators", "audit"];
   const OWNER_VIEWS = ["operators", "audit"];
 
-  function pickLang() {
-    const saved = localStorage.getItem("dvz-ops-lang");
-    if (saved === "fa" || saved === "en") return saved;
-    for (const l of navigator.languages || [navigator.language]) {
-      if (/^fa\b/i.test(l)) return "fa";
-      if (/^en\b/i.test(l)) return "en";
-    }
-    return "fa";
-  }
   const T = () => I18N[state.lang];
-  function t(path, vars) {
-    let s = path.split(".").reduce((o, k) => (o ? o[k] : undefined), T());
-    if (typeof s !== "string") return path;
-    for (const [k, v] of Object.entries(vars || {})) s = s.replaceAll(`{${k}}`, String(v));
-    return s;
-  }
+  const t = (path, vars) => window.DVZ_DOM.translate(T(), path, vars);
   const locale = () => (state.lang === "fa" ? "fa-IR" : "en-US");
   /** A decimal toman string in the page's digits, exact to the micro-toman (Intl formats strings without rounding them to a double). */
   const toman = (text) => new Intl.NumberFormat(locale(), { maximumFractionDigits: 6 }).format(text);
@@ -41,7 +27,7 @@
   const monthName = (iso) =>
     new Intl.DateTimeFormat(state.lang === "fa" ? "fa-IR-u-ca-persian" : "en-US-u-ca-persian", { month: "long", year: "numeric", timeZone: "Asia/Tehran" }).format(new Date(iso));
 
-  const { h } = window.DVZ_DOM;
+  const { h, table } = window.DVZ_DOM;
   const announce = (text) => { statusRegion.textContent = text; };
 
   async function call(method, path, body) {
@@ -76,13 +62,6 @@
     try { await action(); } catch (error) { showError(box, error); }
   };
   function field(label, input) { return h("label", {}, label, input); }
-  function table(caption, heads, rows, id) {
-    for (const row of rows) [...row.cells].forEach((cell, i) => { const head = heads[i]; if (head) cell.dataset.label = head.text || head; });
-    return h("div", { class: "table-wrap", tabindex: "0", role: "region", "aria-label": caption }, h("table", { id, class: "stack" },
-      h("caption", { class: "sr-only" }, caption),
-      h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col", class: x.num ? "num" : null }, x.text || x)))),
-      h("tbody", {}, rows)));
-  }
   const cell = (value, cls) => h("td", { class: cls || null }, value);
   const money = (x) => cell(toman(x), "num");
   const card = (id, label, value, extra) => h("div", { class: "card", id }, h("div", { class: "label" }, label), h("div", { class: "value" }, value), extra ? h("div", { class: "muted" }, extra) : null);
