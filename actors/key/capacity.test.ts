@@ -149,10 +149,24 @@ test("while the partition moves an admission asks again every ASK_RETRY_MS, and 
   expect(b.shares.admissions.owner_remote).toBe(1);
 });
 
-test("an admission that finds no owner within ASK_WAIT_MS_MAX is refused with 429", async () => {
+test("an admission that finds no owner within ASK_WAIT_MS_MAX is refused with 503: its key's limit was not checked", async () => {
   const s = setup(4);
   const b = moving(s, Infinity);
-  expect(await b.shares.take(s.key)).toMatchObject({ code: "concurrency_limit_exceeded", retryAfterS: 1 });
+  expect(await b.shares.take(s.key)).toMatchObject({ code: "service_unavailable", retryAfterS: 1 });
   expect(s.clock.now()).toBeGreaterThanOrEqual(ASK_WAIT_MS_MAX);
   expect(s.clock.now()).toBeLessThan(ASK_WAIT_MS_MAX + ASK_RETRY_MS);
+});
+
+test("an owner gone after an earlier answer: the next admission is a 503, not the 429 that answer would have meant", async () => {
+  const s = setup(6);
+  const a = s.node("a");
+  expect(await takeUpTo(a, s.key, 3)).toBe(3);
+  let reachable = true;
+  const ask = (req: GrantRequest) => (reachable ? s.allocator.grant(req) : Promise.reject(new Error("request timed out")));
+  const b = new SlotShares({ node: "b", ask, ownsPartition: () => false, clock: s.clock });
+  // b wants more than the 3 left: the owner's answer covers its want, but grants only what is free.
+  expect(await takeUpTo(b, s.key, 4)).toBe(3);
+  for (let i = 0; i < 3; i++) a.give(s.key.id);
+  reachable = false; // a's slots are free now, but b can no longer reach the owner to be granted them
+  expect(await b.take(s.key)).toMatchObject({ code: "service_unavailable" });
 });

@@ -18,7 +18,7 @@ import type { GrantReply, GrantRequest } from "../protocol.ts";
 import { partitionOf } from "../subjects.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import { concurrencyRefused, type LimitHolders } from "./gate.ts";
-import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
+import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, ownerUnreachable, PartitionOwner, type Tenure } from "./grant.ts";
 
 export type { Tenure } from "./grant.ts";
 
@@ -211,11 +211,15 @@ export class SlotShares {
     const need = () => Math.min(key.concurrencyMax, this.wantFor(share.inUse + 1));
     const refused = () => concurrencyRefused(key);
     // Refused once the owner has heard a want that covers this admission (an ask already under
-    // way may be for less) and answered it.
+    // way may be for less) and answered it; an ask no owner answered is a 503, whatever an
+    // earlier answer said (the key's limit was not checked this time).
     const outcome = await awaitGrant(this.clock, {
       ask: () => this.refresh(key.id, share, need()),
       take: () => this.tryTake(share, key),
-      refusal: () => (share.asked >= need() ? refused() : undefined),
+      refusal: (reply, mine) => {
+        if (reply === null) return mine ? ownerUnreachable() : undefined;
+        return share.asked >= need() ? refused() : undefined;
+      },
       timedOut: refused,
     });
     if (outcome !== "taken") return outcome;

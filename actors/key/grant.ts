@@ -32,6 +32,14 @@ export function notOwner(p: number): { ok: false; failure: Failure } {
   };
 }
 
+/**
+ * An admission whose key's owner answered none of its asks (ASK_WAIT_MS_MAX of a partition with no
+ * reachable owner): the limit was not checked, so it is a 503, never the key's 429.
+ */
+export function ownerUnreachable(): Failure {
+  return fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 });
+}
+
 /** Where an owner's grant stands with the quiet period after its takeover. */
 export type Quiet = "over" | "quiet" | "moved";
 

@@ -21,7 +21,7 @@ import { partitionOf } from "../subjects.ts";
 import { capExceeded, utcMonth } from "./actor.ts";
 import { systemClock, type Clock } from "./clock.ts";
 import type { Amounts, LimitHolders, RateGate, Refusal, Verdict } from "./gate.ts";
-import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, PartitionOwner, type Tenure } from "./grant.ts";
+import { askOwner, awaitGrant, joinAsk, KeyStates, notOwner, ownerUnreachable, PartitionOwner, type Tenure } from "./grant.ts";
 import { RateWindows } from "./window.ts";
 
 /** A permit is valid this long from its ask. */
@@ -361,11 +361,7 @@ export class RatePermits implements RateGate {
         // Another's refusal answers this admission too when it is the window's, not the other's size or money.
         const shared = reply && !reply.ok && reply.failure.code === "rate_limit_exceeded" && reply.failure.retryAfterS !== undefined;
         if (reply && !reply.ok && (mine || shared)) return reply;
-        if (!reply && mine)
-          return {
-            ok: false,
-            failure: fail("service_unavailable", "The key's partition owner cannot be reached; try again shortly.", { retryAfterS: 1 }),
-          };
+        if (!reply && mine) return { ok: false, failure: ownerUnreachable() };
         return undefined;
       },
       timedOut: () => ({
