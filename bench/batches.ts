@@ -4,8 +4,9 @@
  * FILE_LINES_MAX chat lines (lines.ts `checkLines`), reading their models at upload (pricing.ts
  * `lineModels`), and what create does to price the batch (api.ts `inputLineModels`, then the
  * catalog's models): on a file uploaded with its models, and on one kept without them (counted
- * again), on PGlite in memory, or on PostgreSQL when DATABASE_URL is set. Each stage's longest
- * event-loop wait beside its time. Appends a table to bench/RESULTS.md.
+ * again), the worker's validation of the file as stored, and a download of it
+ * (`GET /v1/files/{id}/content`), on PGlite in memory, or on PostgreSQL when DATABASE_URL is set.
+ * Each stage's longest event-loop wait beside its time. Appends a table to bench/RESULTS.md.
  */
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
@@ -104,6 +105,29 @@ let olderRun = 0;
 rows.push([
   "the event loop's longest wait during create's pricing of a file kept without its models (read whole, counted)",
   await loopWaitDuring(() => createPricing(olderFiles[olderRun++]!)),
+]);
+const input: FileRecord = file;
+/** What the worker's validation does with a batch's input file: read from the table, its lines checked. */
+async function validation() {
+  const stored = await fileContent(db, accountId, input.id);
+  const result = await checkLines({ catalog, env }, "/v1/chat/completions", stored!, key);
+  if ("errors" in result) throw new Error(JSON.stringify(result.errors[0]));
+}
+rows.push([
+  "the event loop's longest wait during validation (the file read from the table, its lines checked)",
+  await loopWaitDuring(validation),
+]);
+/** A download as `GET /v1/files/{id}/content` answers it, its body read to its end as the server writes it. */
+async function download() {
+  const stored = await fileContent(db, accountId, input.id);
+  const response = new Response(stored!, { headers: { "content-type": "application/octet-stream" } });
+  let read = 0;
+  for await (const chunk of response.body!) read += chunk.length;
+  if (read !== content.length) throw new Error(`read ${read} of ${content.length} bytes`);
+}
+rows.push([
+  `the event loop's longest wait during a download of the ${(content.length / 1048576).toFixed(1)} MiB file`,
+  await loopWaitDuring(download),
 ]);
 await close();
 
