@@ -1,6 +1,6 @@
 /**
  * `bun run bench/batches.ts`: what a batch file of the largest size costs the database and the
- * event loop: storing FILE_BYTES_MAX in the `files` table, reading it back whole, and checking
+ * event loop: storing FILE_BYTES_MAX in the `files` table, reading it back in slices, and checking
  * FILE_LINES_MAX chat lines (lines.ts `checkLines`), reading their models at upload (pricing.ts
  * `lineModels`), and what create does to price the batch (api.ts `inputLineModels`, then the
  * catalog's models): on a file uploaded with its models, and on one kept without them (counted
@@ -15,10 +15,18 @@ import { loadConfig } from "../src/config.ts";
 import { accounts } from "../src/db/schema.ts";
 import { newId } from "../src/ids.ts";
 import type { KeyRecord } from "../src/keys/store.ts";
-import { checkLines } from "../src/batches/lines.ts";
+import { checkLines, inOnePiece } from "../src/batches/lines.ts";
 import { inputLineModels } from "../src/batches/api.ts";
 import { byCatalogModel, lineModels, toStoredLineModels } from "../src/batches/pricing.ts";
-import { FILE_BYTES_MAX, FILE_LINES_MAX, type FileRecord, fileContent, storeFile } from "../src/files/files.ts";
+import {
+  FILE_BYTES_MAX,
+  FILE_LINES_MAX,
+  FILE_READ_SLICE_BYTES,
+  type FileRecord,
+  fileSlices,
+  fileStream,
+  storeFile,
+} from "../src/files/files.ts";
 import { openTestDb } from "../test/helpers.ts";
 
 const { db, close } = await openTestDb();
@@ -50,7 +58,14 @@ const big = await time(`store a ${FILE_BYTES_MAX / 1048576} MiB file`, () =>
   storeFile(db, { accountId, purpose: "batch", filename: "big", content: full }),
 );
 if ("code" in big) throw new Error(big.message);
-await time(`read it back whole`, () => fileContent(db, accountId, big.id));
+/** A stored file read to its end, a slice at a time (as the validation, create's pricing and a download read it). */
+async function readBack(id: string, sliceBytes = FILE_READ_SLICE_BYTES) {
+  let read = 0;
+  for await (const slice of (await fileSlices(db, accountId, id, { sliceBytes }))!.slices) read += slice.length;
+  return read;
+}
+/** Slice sizes compared, FILE_READ_SLICE_BYTES among them: a larger slice takes fewer queries and holds the loop longer. */
+const SLICE_SIZES_BYTES = [256 * 1024, FILE_READ_SLICE_BYTES, 4 * 1024 * 1024];
 /** Runs of each loop-wait reading: the machine is shared, so one reading is the median of these and their largest. */
 const LOOP_WAIT_RUNS = 5;
 /** The longest the event loop waited while `work` ran (a 1 ms ticker's largest gap, the last stretch to its end counted). */
@@ -73,23 +88,30 @@ async function loopWaitDuring(work: () => Promise<unknown>): Promise<string> {
   gaps.sort((a, b) => a - b);
   return `${gaps[Math.floor(LOOP_WAIT_RUNS / 2)]!.toFixed(0)} ms (max ${gaps.at(-1)!.toFixed(0)} ms)`;
 }
-const models = await time(`read the models of ${FILE_LINES_MAX} lines at upload (in slices)`, () => lineModels(content));
-rows.push(["the event loop's longest wait while they are read", await loopWaitDuring(() => lineModels(content))]);
+for (const sliceBytes of SLICE_SIZES_BYTES) {
+  const slices = `${sliceBytes / 1024} KiB slices`;
+  await time(`read it back in ${slices}`, () => readBack(big.id, sliceBytes));
+  rows.push([`the event loop's longest wait while it is read back in ${slices}`, await loopWaitDuring(() => readBack(big.id, sliceBytes))]);
+}
+const models = await time(`read the models of ${FILE_LINES_MAX} lines at upload (in slices)`, () => lineModels(inOnePiece(content)));
+rows.push(["the event loop's longest wait while they are read", await loopWaitDuring(() => lineModels(inOnePiece(content)))]);
 const file = await time(`store ${FILE_LINES_MAX} chat lines (${(content.length / 1048576).toFixed(1)} MiB) with their models`, () =>
   storeFile(db, { accountId, purpose: "batch", filename: "lines", content, lineModels: toStoredLineModels(models) }),
 );
 if ("code" in file) throw new Error(file.message);
 const checked = await time(`check ${FILE_LINES_MAX} chat lines (in slices of CHECK_TURN_MS)`, () =>
-  checkLines({ catalog, env }, "/v1/chat/completions", content, key),
+  checkLines({ catalog, env }, "/v1/chat/completions", inOnePiece(content), key),
 );
 if ("errors" in checked) throw new Error(JSON.stringify(checked.errors[0]));
 rows.push([
   "the event loop's longest wait during a check",
-  await loopWaitDuring(() => checkLines({ catalog, env }, "/v1/chat/completions", content, key)),
+  await loopWaitDuring(() => checkLines({ catalog, env }, "/v1/chat/completions", inOnePiece(content), key)),
 ]);
 /** What create does to price a batch of the file: its models read, then the catalog's. */
 async function createPricing(of: FileRecord) {
-  const byModel = await byCatalogModel(catalog, await inputLineModels(db, of));
+  const models = await inputLineModels(db, of);
+  if (!(models instanceof Map)) throw new Error(models.message);
+  const byModel = await byCatalogModel(catalog, models);
   if (byModel.get("gpt-4o-mini")?.lines !== FILE_LINES_MAX) throw new Error("every line names gpt-4o-mini");
 }
 await time("create's pricing, the file's models kept at upload", () => createPricing(file));
@@ -109,8 +131,8 @@ rows.push([
 const input: FileRecord = file;
 /** What the worker's validation does with a batch's input file: read from the table, its lines checked. */
 async function validation() {
-  const stored = await fileContent(db, accountId, input.id);
-  const result = await checkLines({ catalog, env }, "/v1/chat/completions", stored!, key);
+  const stored = await fileSlices(db, accountId, input.id);
+  const result = await checkLines({ catalog, env }, "/v1/chat/completions", stored!.slices, key);
   if ("errors" in result) throw new Error(JSON.stringify(result.errors[0]));
 }
 rows.push([
@@ -119,8 +141,8 @@ rows.push([
 ]);
 /** A download as `GET /v1/files/{id}/content` answers it, its body read to its end as the server writes it. */
 async function download() {
-  const stored = await fileContent(db, accountId, input.id);
-  const response = new Response(stored!, { headers: { "content-type": "application/octet-stream" } });
+  const sent = await fileStream(db, accountId, input.id);
+  const response = new Response(sent!.body, { headers: { "content-type": "application/octet-stream" } });
   let read = 0;
   for await (const chunk of response.body!) read += chunk.length;
   if (read !== content.length) throw new Error(`read ${read} of ${content.length} bytes`);
