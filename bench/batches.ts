@@ -28,8 +28,17 @@ import {
   storeFile,
 } from "../src/files/files.ts";
 import { openTestDb } from "../test/helpers.ts";
+import { openDb } from "../src/db/client.ts";
+import { migrate } from "../src/db/migrate.ts";
 
-const { db, close } = await openTestDb();
+// PGlite as the embedded gateway runs it (PGLITE_THREAD, default worker); PostgreSQL when DATABASE_URL is set.
+const pgliteThread = process.env.PGLITE_THREAD === "inline" ? "inline" : "worker";
+const { db, close } = process.env.DATABASE_URL ? await openTestDb() : await openWithoutServices();
+async function openWithoutServices() {
+  const opened = await openDb({ dataFolder: null, pglite: { thread: pgliteThread } });
+  await migrate(opened);
+  return { db: opened, close: () => opened.close() };
+}
 const catalog = await loadCatalog(db);
 const env = loadConfig({ ADMIN_TOKEN: "bench-admin-token-0123456789", KEY_PEPPER: "p".repeat(40) }).env;
 const accountId = newId("acc");
@@ -153,10 +162,11 @@ rows.push([
 ]);
 await close();
 
-const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
+const engine = process.env.DATABASE_URL ? "PostgreSQL" : `PGlite in memory (PGLITE_THREAD=${pgliteThread})`;
 const table = [
   `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · batch files on ${engine}\n`,
-  "`bun run bench/batches.ts`\n",
+  `\`${process.env.DATABASE_URL ? "DATABASE_URL=… " : `PGLITE_THREAD=${pgliteThread} `}bun run bench/batches.ts\``,
+  "",
   `(loop waits: the median of ${LOOP_WAIT_RUNS} runs, and their largest)\n`,
   "| What | Time |",
   "|---|---|",

@@ -138,3 +138,18 @@ test("a file's stream gives its bytes, a slice as each is asked for; another acc
   expect(sent.bytes).toBe(bytes.length);
   expect(Buffer.compare(Buffer.from(await new Response(sent.body).arrayBuffer()), Buffer.from(bytes))).toBe(0);
 });
+
+test("a read lets the event loop run between its slices, whichever the engine", async () => {
+  const file = await stored(randomBytes(3 * FILE_READ_SLICE_BYTES));
+  let turns = 0;
+  let running = true;
+  const turn = () => {
+    turns++;
+    if (running) setImmediate(turn);
+  };
+  setImmediate(turn);
+  const turnsAtSlice: number[] = [];
+  for await (const _ of (await fileSlices(db, mine, file.id))!.slices) turnsAtSlice.push(turns);
+  running = false;
+  expect(new Set(turnsAtSlice).size).toBe(3);
+});
