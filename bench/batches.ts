@@ -74,7 +74,7 @@ async function readBack(id: string, sliceBytes = FILE_READ_SLICE_BYTES) {
   return read;
 }
 /** Slice sizes compared, FILE_READ_SLICE_BYTES among them: a larger slice takes fewer queries and holds the loop longer. */
-const SLICE_SIZES_BYTES = [256 * 1024, FILE_READ_SLICE_BYTES, 4 * 1024 * 1024];
+const SLICE_SIZES_BYTES = [FILE_READ_SLICE_BYTES, 1024 * 1024, 4 * 1024 * 1024];
 /** Runs of each loop-wait reading: the machine is shared, so one reading is the median of these and their largest. */
 const LOOP_WAIT_RUNS = 5;
 /** The longest the event loop waited while `work` ran (a 1 ms ticker's largest gap, the last stretch to its end counted). */

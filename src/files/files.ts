@@ -128,10 +128,12 @@ export async function findFile(db: Db, accountId: string, id: string): Promise<F
 
 /**
  * Bytes of a stored file read in one query. The PostgreSQL driver decodes a `bytea` value in one
- * piece on the event loop (its hex text, then the bytes): a 22 MiB file read whole held the loop
- * 280–450 ms; a slice of this size holds it a few ms (bench/batches.ts, bench/RESULTS.md).
+ * piece on the event loop (its hex text, then the bytes), and PGlite on the request thread runs
+ * the whole query there: a 22 MiB file read whole held the loop 130–450 ms on PostgreSQL and
+ * 1.8 s on PGlite inline. A slice of 256 KiB holds it 5–11 ms on PostgreSQL and 53–62 ms on
+ * PGlite inline, against 7–15 and 106–286 ms for 1 MiB (bench/batches.ts, bench/RESULTS.md).
  */
-export const FILE_READ_SLICE_BYTES = 1024 * 1024;
+export const FILE_READ_SLICE_BYTES = 256 * 1024;
 
 /** A file deleted (or expired and swept) while its slices were being read: what was read is not the whole file. */
 export class FileGone extends Error {
