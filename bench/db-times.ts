@@ -26,8 +26,8 @@ export async function openBenchAccount(): Promise<Awaited<ReturnType<typeof open
  * its note, and appends it to bench/RESULTS.md.
  * @example reportTimes({ title: "batch files", command: "bun run bench/batches.ts", rows });
  */
-export function reportTimes(report: { title: string; command: string; note?: string; rows: [string, string][] }): void {
-  const engine = process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory";
+export function reportTimes(report: { title: string; command: string; note?: string; engine?: string; rows: [string, string][] }): void {
+  const engine = report.engine ?? (process.env.DATABASE_URL ? "PostgreSQL" : "PGlite in memory");
   const table = [
     `\n## ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC · ${report.title} on ${engine}\n`,
     `${[`\`${report.command}\``, report.note].filter(Boolean).join("\n")}\n`,

@@ -10,7 +10,7 @@ import { sql } from "drizzle-orm";
 import OpenAI, { toFile } from "openai";
 import { COMPLETION_WINDOW_MS, lineRequestId } from "../src/batches/store.ts";
 import { cookieName } from "../src/http/console/guard.ts";
-import { FILE_BYTES_MAX, FILE_LINES_MAX } from "../src/files/files.ts";
+import { FILE_BYTES_MAX, FILE_LINES_MAX, FILE_READ_SLICE_BYTES } from "../src/files/files.ts";
 import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX } from "../src/batches/claims.ts";
 import { ADMIN_TOKEN, balanceMicroOf, SETUP_MS_MAX, startTestGateway, type TestGateway } from "./helpers.ts";
 import { until } from "./until.ts";
@@ -333,6 +333,20 @@ describe("files", () => {
     expect(await statusOf(client.files.content(file.id))).toBe(404);
     const [row] = await t.gw.deps.db.rows<{ n: number }>(sql`SELECT count(*)::int AS n FROM files WHERE id = ${file.id}`);
     expect(row?.n).toBe(0);
+  });
+
+  test("a download of a file of many slices equals its upload byte for byte", async () => {
+    // Characters of two, three and four bytes, so that slices end inside them.
+    const lines = Array.from({ length: 2 * Math.ceil(FILE_READ_SLICE_BYTES / 250) }, (_, i) =>
+      chatLine(`l${i}`, `سلام ✓ 😀 ${i}`.padEnd(200, "é")),
+    );
+    const uploaded = Buffer.from(`${lines.join("\r\n")}\r\n`);
+    expect(uploaded.length).toBeGreaterThan(2 * FILE_READ_SLICE_BYTES);
+    const file = await client.files.create({ file: await toFile(uploaded, "many.jsonl"), purpose: "batch" });
+    const response = await fetch(`${t.url}/v1/files/${file.id}/content`, { headers: { authorization: `Bearer ${key}` } });
+    expect(response.status).toBe(200);
+    expect(Buffer.compare(Buffer.from(await response.arrayBuffer()), uploaded)).toBe(0);
+    expect(Buffer.compare(Buffer.from(await (await client.files.content(file.id)).arrayBuffer()), uploaded)).toBe(0);
   });
 
   test("a file above the size limit is refused with a 413, and a purpose other than batch with a 400", async () => {

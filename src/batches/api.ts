@@ -8,7 +8,7 @@ import { residencyOf } from "../admission/caller.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
 import type { Db } from "../db/client.ts";
-import { fileContent, fileLineModels, type FileRecord, fileNotFound, findFile, keepLineModels } from "../files/files.ts";
+import { FileGone, fileLineModels, type FileRecord, fileNotFound, fileSlices, findFile, keepLineModels } from "../files/files.ts";
 import { OPENAI_BATCH_ENDPOINTS } from "./lines.ts";
 import { fromStoredLineModels, type LineModels, lineModels, toStoredLineModels } from "./pricing.ts";
 import {
@@ -45,12 +45,21 @@ export function batchNotFound(id: string): Failure {
 /**
  * The input file's models, as kept at upload; a file kept without them (uploaded before they
  * were, or naming too many) is read and counted now, a slice at a time, and keeps them after.
+ * A file deleted meanwhile is not found.
  * @example await inputLineModels(db, file) // Map { "gpt-4o-mini" → { lines: 50000, first: [1, …, 10] } }
  */
-export async function inputLineModels(db: Db, file: FileRecord): Promise<LineModels> {
+export async function inputLineModels(db: Db, file: FileRecord): Promise<LineModels | Failure> {
   const kept = fromStoredLineModels(await fileLineModels(db, file.accountId, file.id));
   if (kept) return kept;
-  const counted = await lineModels((await fileContent(db, file.accountId, file.id)) ?? new Uint8Array());
+  const read = await fileSlices(db, file.accountId, file.id);
+  if (!read) return fileNotFound(file.id);
+  let counted: LineModels;
+  try {
+    counted = await lineModels(read.slices);
+  } catch (error) {
+    if (error instanceof FileGone) return fileNotFound(file.id);
+    throw error;
+  }
   const stored = toStoredLineModels(counted);
   if (stored) await keepLineModels(db, file.id, stored);
   return counted;
@@ -75,7 +84,9 @@ export async function createBatch(worker: BatchWorker, key: KeyRecord, raw: unkn
   }
   const residency = region === "in-country" ? region : null;
   // The price is decided now, from the file's models: a batch-only node refuses here (docs/batches.md#money).
-  const estimate = await worker.price(await inputLineModels(worker.deps.db, inputFile));
+  const models = await inputLineModels(worker.deps.db, inputFile);
+  if (isFailure(models)) return models;
+  const estimate = await worker.price(models);
   if (isFailure(estimate)) return estimate;
   const row = await worker.create(key, { endpoint: body.endpoint, inputFile, metadata: body.metadata ?? null, residency, estimate });
   return batchObject(row);

@@ -131,34 +131,56 @@ export function turns(): () => Promise<void> {
   };
 }
 
+/** A file's bytes as they come: its slices from the table (src/files/files.ts `fileSlices`), or one piece already in memory (`inOnePiece`). */
+export type ByteSource = AsyncIterable<Uint8Array>;
+
+/** Bytes already in memory (an upload, a Message Batch's requests) as a source of one piece. */
+export async function* inOnePiece(content: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield content;
+}
+
 /**
  * A file's lines as text, each decoded on its own (the whole file decoded and split at once holds
  * the loop for tens of ms at FILE_BYTES_MAX), without the last one when only whitespace follows
- * the last newline. The one reading of a file's lines: its check and its models both take it.
- * @example [...lineTexts(new TextEncoder().encode("a\nb\n"))] // ["a", "b"]
+ * the last newline. A line may span slices: its bytes are joined before it is decoded, so a
+ * character split between two slices decodes whole. The one reading of a file's lines: its check
+ * and its models both take it.
+ * @example for await (const text of lineTexts(inOnePiece(new TextEncoder().encode("a\nb\n")))) … // "a", "b"
  */
-export function* lineTexts(content: Uint8Array): Generator<string> {
+export async function* lineTexts(source: ByteSource): AsyncGenerator<string> {
   // A newline byte is never inside a UTF-8 sequence: each line decodes as it would in the whole.
   const decoder = new TextDecoder("utf-8", { ignoreBOM: true });
-  for (let start = 0; start < content.length; ) {
-    const newline = content.indexOf(0x0a, start);
-    const end = newline === -1 ? content.length : newline;
-    let text = decoder.decode(content.subarray(start, end));
-    if (start === 0 && text.charCodeAt(0) === 0xfeff) text = text.slice(1);
-    if (newline === -1 && text.trim() === "") return;
-    yield text;
-    start = end + 1;
+  let first = true;
+  const decoded = (parts: Uint8Array[]) => {
+    const text = decoder.decode(parts.length === 1 ? parts[0] : Buffer.concat(parts));
+    const atStart = first;
+    first = false;
+    return atStart && text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  };
+  // The bytes of a line begun in earlier slices; bounded by the file, which FILE_BYTES_MAX bounds.
+  let begun: Uint8Array[] = [];
+  for await (const slice of source) {
+    let start = 0;
+    for (let newline = slice.indexOf(0x0a); newline !== -1; newline = slice.indexOf(0x0a, start)) {
+      yield decoded([...begun, slice.subarray(start, newline)]);
+      begun = [];
+      start = newline + 1;
+    }
+    if (start < slice.length) begun.push(slice.subarray(start));
   }
+  if (begun.length === 0) return;
+  const last = decoded(begun);
+  if (last.trim() !== "") yield last;
 }
 
 /**
  * The file's lines, or what fails the batch (each bad line named; a repeated custom id too).
- * @example await checkLines(deps, "/v1/embeddings", content, key) // { lines: [{ line: 1, customId: "a", body }] }
+ * @example await checkLines(deps, "/v1/embeddings", inOnePiece(content), key) // { lines: [{ line: 1, customId: "a", body }] }
  */
 export async function checkLines(
   deps: Pick<GatewayDeps, "catalog" | "env">,
   endpoint: BatchEndpoint,
-  content: Uint8Array,
+  content: ByteSource,
   key: KeyRecord,
 ): Promise<{ lines: BatchLine[] } | { errors: BatchError[] }> {
   const checked = await checkedLines(deps, endpoint, content, key);
@@ -171,13 +193,13 @@ export async function checkLines(
 }
 
 /** Each line checked, a slice at a time, until BATCH_ERRORS_MAX errors; counted up to one past FILE_LINES_MAX. */
-async function checkedLines(deps: Pick<GatewayDeps, "catalog" | "env">, endpoint: BatchEndpoint, content: Uint8Array, key: KeyRecord) {
+async function checkedLines(deps: Pick<GatewayDeps, "catalog" | "env">, endpoint: BatchEndpoint, content: ByteSource, key: KeyRecord) {
   const lines: BatchLine[] = [];
   const errors: BatchError[] = [];
   const seen = new Set<string>();
   const turn = turns();
   let count = 0;
-  for (const t of lineTexts(content)) {
+  for await (const t of lineTexts(content)) {
     if (++count > FILE_LINES_MAX) break;
     await turn();
     if (errors.length >= BATCH_ERRORS_MAX) continue;

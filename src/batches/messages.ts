@@ -11,7 +11,7 @@ import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { FILE_LINES_MAX, storeFile } from "../files/files.ts";
 import { batchNotFound } from "./api.ts";
-import { checkLines } from "./lines.ts";
+import { checkLines, inOnePiece } from "./lines.ts";
 import { lineModels, toStoredLineModels } from "./pricing.ts";
 import { BATCHES_LIST_LIMIT_MAX, type BatchRow, batchPricingFields, findBatch, lineResults, listBatches } from "./store.ts";
 import type { BatchWorker } from "./worker.ts";
@@ -61,7 +61,7 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
     JSON.stringify({ custom_id: r.custom_id, method: "POST", url: "/v1/messages", body: r.params }),
   );
   const content = new TextEncoder().encode(`${lines.join("\n")}\n`);
-  const checked = await checkLines(worker.deps, "/v1/messages", content, key);
+  const checked = await checkLines(worker.deps, "/v1/messages", inOnePiece(content), key);
   if ("errors" in checked) {
     const first = checked.errors[0]!;
     const at = first.line === null ? "requests" : `requests.${first.line - 1}`;
@@ -69,7 +69,7 @@ export async function createMessageBatch(worker: BatchWorker, key: KeyRecord, ra
       param: first.param ? `${at}.${first.param.replace(/^body/, "params")}` : at,
     });
   }
-  const models = await lineModels(content);
+  const models = await lineModels(inOnePiece(content));
   const estimate = await worker.price(models);
   if (isFailure(estimate)) return estimate;
   const file = await storeFile(worker.deps.db, {

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import type { PoolHost } from "../../actors/pool/host.ts";
 import { openTestDb, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { type Catalog, loadCatalog } from "../catalog/catalog.ts";
+import { inOnePiece } from "./lines.ts";
 import {
   atBatchPriceLine,
   batchEstimate,
@@ -30,7 +31,7 @@ const pools = {
 } as unknown as PoolHost;
 
 const line = (model: string) => JSON.stringify({ custom_id: "x", method: "POST", url: "/v1/chat/completions", body: { model } });
-const bytes = (lines: string[]) => new TextEncoder().encode(lines.join("\n"));
+const bytes = (lines: string[]) => inOnePiece(new TextEncoder().encode(lines.join("\n")));
 /** A model's lines at these numbers, as pricing counts them. */
 const at = (...lines: number[]): ModelLines => ({ lines: lines.length, first: lines.slice(0, REFUSED_LINES_NAMED_MAX) });
 

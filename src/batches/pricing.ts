@@ -12,7 +12,7 @@ import { atBatchPrice, type Catalog, type CatalogModel } from "../catalog/catalo
 import { z } from "zod";
 import { fail, type Failure } from "../errors.ts";
 import { FILE_LINES_MAX } from "../files/files.ts";
-import { lineTexts, turns } from "./lines.ts";
+import { type ByteSource, lineTexts, turns } from "./lines.ts";
 
 export const BATCH_PRICINGS = ["batch", "live", "mixed"] as const;
 /** `batch`: every line at the batch price; `live`: none; `mixed`: some models' lines at it. */
@@ -95,13 +95,13 @@ function addLines(models: LineModels, name: string, seen: ModelLines): void {
  * The models a file's lines name, read a slice at a time (turns()), once: at upload, kept with the
  * file (toStoredLineModels). Lines that are not JSON or name no model are left out, and lines past
  * FILE_LINES_MAX: the validation fails them.
- * @example await lineModels(content) // Map { "gpt-4o-mini" → { lines: 2, first: [1, 3] } }
+ * @example await lineModels(inOnePiece(content)) // Map { "gpt-4o-mini" → { lines: 2, first: [1, 3] } }
  */
-export async function lineModels(content: Uint8Array): Promise<LineModels> {
+export async function lineModels(content: ByteSource): Promise<LineModels> {
   const models: LineModels = new Map();
   const turn = turns();
   let line = 0;
-  for (const text of lineTexts(content)) {
+  for await (const text of lineTexts(content)) {
     if (++line > FILE_LINES_MAX) break;
     await turn();
     const name = modelNamed(text);

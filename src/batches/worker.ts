@@ -2,7 +2,7 @@
  * A node's part in running batches: it takes work items (queue.ts) and settles each one so that
  * taking it again changes nothing:
  *
- *   validate → the file checked whole (lines.ts), its lines stored and queued, in_progress (or failed)
+ *   validate → the file checked whole, read a slice at a time (lines.ts), its lines stored and queued, in_progress (or failed)
  *   line     → run once through the operation (line.ts) as the batch's key, its result stored once;
  *              a line already done is not run again; one found running (its node died) runs again
  *              under the same request id, so the ledger bills it once (the rerun's cost is counted
@@ -22,10 +22,10 @@ import type { GatewayDeps } from "../admission/deps.ts";
 import type { KeyRecord } from "../keys/store.ts";
 import { batches, batchLines } from "../db/schema.ts";
 import { errorBody, fail, type Failure } from "../errors.ts";
-import { type FileRecord, fileContent } from "../files/files.ts";
+import { FileGone, type FileRecord, fileSlices } from "../files/files.ts";
 import { BATCH_ACCOUNT_LINES_IN_FLIGHT_MAX, claimLine, restampLine } from "./claims.ts";
 import { finishBatch } from "./finish.ts";
-import { type BatchEndpoint, checkLines } from "./lines.ts";
+import { type BatchEndpoint, type ByteSource, checkLines } from "./lines.ts";
 import { type LineReply, runLine } from "./line.ts";
 import { BATCH_LINES_IN_FLIGHT_MAX, LivePriority } from "./priority.ts";
 import { atBatchPriceLine, type BatchEstimate, batchEstimate, batchOnlyRefusal, byCatalogModel, type LineModels } from "./pricing.ts";
@@ -36,6 +36,11 @@ import { type BatchRow, findBatch, insertBatch, lineRequestId, moveBatch, OPEN_S
 export const BATCH_SWEEP_INTERVAL_MS = 10_000;
 /** How often a node renews its claim on a line it runs (three times within the ack wait). */
 export const BATCH_LINE_BEAT_MS = BATCH_ACK_WAIT_MS / 3;
+/** The error of a batch whose input file is gone (deleted, or expired), before its validation or during it. */
+function inputGone(batch: BatchRow) {
+  return { code: "file_not_found", message: `The input file ${batch.inputFileId} is gone.`, param: "input_file_id", line: null };
+}
+
 /** Line items published at a time. */
 const PUSH_CHUNK = 1_000;
 
@@ -225,10 +230,9 @@ export class BatchWorker {
     const { db } = this.deps;
     const batch = await findBatch(db, batchId);
     if (batch?.status !== "validating") return "settled";
-    const content = await fileContent(db, batch.accountId, batch.inputFileId);
+    const read = await fileSlices(db, batch.accountId, batch.inputFileId);
     const key = await this.deps.keys.get(batch.keyId);
-    const gone = { code: "file_not_found", message: `The input file ${batch.inputFileId} is gone.`, param: "input_file_id", line: null };
-    const checked = content && key ? await this.checked(batch, content, key) : { errors: [gone] };
+    const checked = read && key ? await this.checked(batch, read.slices, key) : { errors: [inputGone(batch)] };
     if ("errors" in checked) {
       await moveBatch(db, batchId, ["validating"], "failed", this.now(), { errors: checked.errors });
       return "settled";
@@ -247,10 +251,11 @@ export class BatchWorker {
   }
 
   /** The file's lines checked; a check that throws (a fault of the gateway's) fails the batch rather than retry without end. */
-  private async checked(batch: BatchRow, content: Uint8Array, key: KeyRecord): ReturnType<typeof checkLines> {
+  private async checked(batch: BatchRow, content: ByteSource, key: KeyRecord): ReturnType<typeof checkLines> {
     try {
       return await checkLines(this.deps, batch.endpoint as BatchEndpoint, content, key);
     } catch (error) {
+      if (error instanceof FileGone) return { errors: [inputGone(batch)] };
       this.deps.log("error", "batch_validation_failed", { batchId: batch.id, error: (error as Error).message });
       return { errors: [{ code: "internal_error", message: "The gateway failed to check the input file.", param: null, line: null }] };
     }

@@ -662,6 +662,7 @@ export const files = pgTable(
     purpose: text("purpose").notNull(),
     filename: text("filename").notNull(),
     bytes: integer("bytes").notNull(),
+    /** Stored uncompressed (STORAGE EXTERNAL, migrations/0025) so that a slice of it reads only its own part. */
     content: bytea("content").notNull(),
     /** A `batch` file's models, line counts by name (src/batches/pricing.ts): what create prices by, so it never reads the content. Null: not kept (an older file, or too many names). */
     lineModels: jsonb("line_models"),

@@ -7,6 +7,7 @@ import { z } from "zod";
 import type { Db } from "../db/client.ts";
 import { fail, type Failure, isFailure, zodFailure } from "../errors.ts";
 import type { Form } from "../operations/input.ts";
+import { inOnePiece } from "../batches/lines.ts";
 import { lineModels as fileLineModelsOf, toStoredLineModels } from "../batches/pricing.ts";
 import {
   FILE_BYTES_MAX,
@@ -54,7 +55,7 @@ export async function uploadFile(db: Db, accountId: string, form: Form | null | 
   }
   const content = new Uint8Array(await file.arrayBuffer());
   // The lines' models are read now, once, a slice at a time: a batch's create prices by them (docs/batches.md#money).
-  const lineModels = toStoredLineModels(await fileLineModelsOf(content));
+  const lineModels = toStoredLineModels(await fileLineModelsOf(inOnePiece(content)));
   return storeFile(db, { accountId, purpose, filename, content, lineModels });
 }
 

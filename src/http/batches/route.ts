@@ -7,7 +7,7 @@ import type { KeyRecord } from "../../keys/store.ts";
 import { batchById, batchesUnavailable, batchList, cancelBatch, createBatch } from "../../batches/api.ts";
 import type { BatchWorker } from "../../batches/worker.ts";
 import { FILE_FORM_BYTES_MAX, fileList, uploadFile } from "../../files/api.ts";
-import { deleteFile, fileContent, fileNotFound, fileObject, findFile } from "../../files/files.ts";
+import { deleteFile, fileNotFound, fileObject, fileStream, findFile } from "../../files/files.ts";
 import { jsonLimits } from "../../operations/input.ts";
 import { failed, isFailure, json } from "../guard.ts";
 import { httpInput, readJsonBodyText } from "../request.ts";
@@ -45,9 +45,12 @@ export function batchRoutes(deps: GatewayDeps, worker: BatchWorker | null): Reco
       return reply(file ? fileObject(file) : fileNotFound(params.id!), requestId);
     },
     fileContent: async (key, requestId, _, params) => {
-      const content = await fileContent(deps.db, key.accountId, params.id!);
-      if (!content) return failed(fileNotFound(params.id!), requestId);
-      return new Response(content, { headers: { "content-type": "application/octet-stream", "x-request-id": requestId } });
+      // Streamed a slice at a time: a download neither holds the file whole nor the event loop (docs/batches.md, "Where files live").
+      // Bun sends a stream chunked, dropping its content-length (oven-sh/bun#10507); the length is said for when it keeps it.
+      const sent = await fileStream(deps.db, key.accountId, params.id!);
+      if (!sent) return failed(fileNotFound(params.id!), requestId);
+      const headers = { "content-type": "application/octet-stream", "content-length": String(sent.bytes), "x-request-id": requestId };
+      return new Response(sent.body, { headers });
     },
     deleteFile: async (key, requestId, _, params) => {
       const deleted = await deleteFile(deps.db, key.accountId, params.id!);

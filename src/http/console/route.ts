@@ -33,7 +33,7 @@ import {
   type UsageFilter,
 } from "../../accountArea/usage.ts";
 import { fail, isFailure, type Failure } from "../../errors.ts";
-import { fileContent, fileNotFound } from "../../files/files.ts";
+import { fileNotFound, fileStream } from "../../files/files.ts";
 import { keyRestrictionFields } from "../../keys/restrictions.ts";
 import type { KeyLimits } from "../../keys/store.ts";
 import { CONCURRENCY_MAX_DEFAULT } from "../../keys/accountLimits.ts";
@@ -669,12 +669,13 @@ function batchRoutes(deps: GatewayDeps, { signedIn }: Guards, worker: BatchWorke
         "/console/api/files/:id/content",
         signedIn(false, async (session, ctx) => {
           const id = ctx.params.id!;
-          const content = await fileContent(deps.db, session.accountId, id);
-          if (!content) return failed(fileNotFound(id), ctx.requestId);
-          return new Response(content, {
+          const sent = await fileStream(deps.db, session.accountId, id);
+          if (!sent) return failed(fileNotFound(id), ctx.requestId);
+          return new Response(sent.body, {
             headers: {
               "content-type": "application/octet-stream",
-              // The id is the file's own (file-<base62>, checked by fileContent): safe in the header.
+              "content-length": String(sent.bytes),
+              // The id is the file's own (file-<base62>, checked by findFile): safe in the header.
               "content-disposition": `attachment; filename="${id}.jsonl"`,
               "x-content-type-options": "nosniff",
               "cache-control": "no-store",
