@@ -201,23 +201,27 @@ try {
   await stopAll();
 }
 
+/** A table only when its part ran. */
+const table = (header: string, rows: string[]) =>
+  rows.length === 0 ? [] : [header, `|${"---|".repeat(header.split("|").length - 2)}`, ...rows, ""];
 const text = [
   `\n## Streams — ${new Date().toISOString()}\n`,
-  `Command: \`ulimit -n 20000 && bun run bench:streams${Bun.argv.length > 2 ? ` -- ${Bun.argv.slice(2).join(" ")}` : ""}\`; Darvaze embedded on the server CPU, simulators and clients on the load CPU. Goals: TTFB overhead p50 < 1 ms; ≤ 64 KiB RSS per open stream.\n`,
-  "| Concurrent streams | Simulator TTFB p50 / p99 (ms) | Darvaze TTFB p50 / p99 (ms) | Overhead p50 (ms) | Overhead p99 (ms) | Errors |",
-  "|---|---|---|---|---|---|---|",
-  ...ttfb,
-  "",
-  "| Streams relayed | Chunks | Chunks/s (gateway on one core) | Gateway CPU µs a chunk (every thread) |",
-  "|---|---|---|---|",
-  ...relay,
-  "",
-  `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${values.mode === "embedded" ? "embedded (--mode embedded)" : "on PostgreSQL + NATS when reachable"}, its memory guard at GC_RSS_GROWTH_MIB=${process.env.GC_RSS_GROWTH_MIB ?? "(default)"}; the bare Bun proxy (no JavaScript per chunk) for reference.`,
-  "",
-  `| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | RSS mean, first → last ${EDGE_SAMPLES} s (MiB) | Guard's collections × mean pause (full ones) |`,
-  "|---|---|---|---|---|---|---|---|",
-  ...rss,
-  "",
+  `Command: \`ulimit -n 20000 && bun run bench:streams${Bun.argv.length > 2 ? ` -- ${Bun.argv.slice(2).join(" ")}` : ""}\`; TTFB and relay: Darvaze embedded on the server CPU, simulators and clients on the load CPU. Goals: TTFB overhead p50 < 1 ms; ≤ 64 KiB RSS per open stream.\n`,
+  ...table(
+    "| Concurrent streams | Simulator TTFB p50 / p99 (ms) | Darvaze TTFB p50 / p99 (ms) | Overhead p50 (ms) | Overhead p99 (ms) | Errors |",
+    ttfb,
+  ),
+  ...table("| Streams relayed | Chunks | Chunks/s (gateway on one core) | Gateway CPU µs a chunk (every thread) |", relay),
+  ...(rss.length === 0
+    ? []
+    : [
+        `Slow streams: one token a second each; memory read each second for ${SAMPLE_MS / 1000} s once all were answered; the gateway ${values.mode === "embedded" ? "embedded (--mode embedded)" : "on PostgreSQL + NATS when reachable"}, its memory guard at GC_RSS_GROWTH_MIB=${process.env.GC_RSS_GROWTH_MIB ?? "(default)"}; the bare Bun proxy (no JavaScript per chunk) for reference.`,
+        "",
+        ...table(
+          `| Server | Slow streams opened | Answered 200 (time to all) | RSS before (MiB) | RSS with them open, mean / peak (MiB) | RSS per open stream, mean / peak (KiB) | RSS mean, first → last ${EDGE_SAMPLES} s (MiB) | Guard's collections × mean pause (full ones) |`,
+          rss,
+        ),
+      ]),
 ].join("\n");
 console.log(text);
 if (!CHECK) appendFileSync(join(import.meta.dir, "RESULTS.md"), text);
