@@ -371,7 +371,7 @@ const keyCreationsInFlight = 16;
 const BENCH_KEYS_MAX = 100_000;
 const BENCH_CONCURRENCY_MAX = 1_000_000;
 
-async function fundedKey(url: string, adminToken: string): Promise<{ key: string; createKeys(count: number): Promise<string[]> }> {
+export async function fundedKey(url: string, adminToken: string): Promise<{ key: string; createKeys(count: number): Promise<string[]> }> {
   const admin = async (path: string, body: unknown, method = "POST"): Promise<Record<string, unknown>> => {
     const response = await fetch(url + path, {
       method,
