@@ -59,7 +59,7 @@ export function ownMemory(rssBytes: () => number, otherHeapsBytes?: () => number
 
 /**
  * Starts the guard; returns its stats and a stop function.
- * @example const guard = startMemoryGuard({ growthMib: 64, log }); … guard.stop();
+ * @example const guard = startMemoryGuard({ growthMib: 32, log }); … guard.stop();
  */
 export function startMemoryGuard(options: MemoryGuardOptions): { stats: MemoryGuardStats; stop: () => void; check: () => void } {
   const stats: MemoryGuardStats = { collections: 0, pauseMsTotal: 0, fullCollections: 0, fullPauseMsTotal: 0 };
