@@ -11,6 +11,7 @@
  */
 import { parseArgs } from "node:util";
 import { countFlag } from "./flags.ts";
+import { benchChatBody } from "./measurement.ts";
 import { runBenchmark, SERVER_CPU } from "./procs.ts";
 import { ROOT, startSimulator } from "./targets.ts";
 
@@ -30,11 +31,11 @@ const IN_FLIGHT = 64;
 /** Each in-flight slot's fetches before measuring (warm-up) and measured. */
 const WARMUP_EACH = 100;
 const MEASURED_EACH = 500;
-/** The work a fetch, µs: none, about the metering proxy's request, about Darvaze's (bench/RESULTS.md, the cost ledger). */
+/** The work a fetch, µs: none, then from about the metering proxy's request to about Darvaze's (bench/RESULTS.md, the cost ledger). */
 const BUSY_US = [0, 25, 50, 100];
 
 async function measure(url: string, busyUs: number): Promise<void> {
-  const body = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hello" }], max_tokens: 16 });
+  const body = benchChatBody();
   let sent = 0;
   const spin = () => {
     const endMs = performance.now() + busyUs / 1000;
