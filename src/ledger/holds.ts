@@ -17,7 +17,10 @@ export interface OpenHold {
   keyId: string;
   /** What the hold is for: a request id, or `lease`. */
   label: string;
-  /** The least that is useful: the hold is not opened for less. */
+  /**
+   * The least that is useful: the hold is not opened for less. 0 (a request at zero prices): it
+   * opens whatever the wallet has, an empty one included, since the request can cost nothing.
+   */
   minMicro: bigint;
   /** What the caller would like; the hold takes LEAST(desired, available). */
   desiredMicro: bigint;
@@ -37,7 +40,7 @@ export async function openHold(db: Db, h: OpenHold): Promise<OpenHoldResult> {
     u AS (
       UPDATE wallets SET held_micro = wallets.held_micro + w.amount, updated_at = now()
       FROM w
-      WHERE wallets.account_id = w.account_id AND w.amount >= ${h.minMicro}::bigint AND w.amount > 0
+      WHERE wallets.account_id = w.account_id AND w.amount >= ${h.minMicro}::bigint AND (w.amount > 0 OR ${h.minMicro}::bigint = 0)
         AND wallets.balance_micro - wallets.held_micro >= w.amount
       RETURNING w.amount),
     opened AS (

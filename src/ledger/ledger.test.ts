@@ -40,6 +40,19 @@ test("a hold takes LEAST(desired, available), and none below the minimum", async
   expect(await open(accountId, "l3", 1n, 600n)).toEqual({ opened: false, balanceMicro: 1_000n, heldMicro: 1_000n });
 });
 
+test("a request at zero prices (minimum 0) opens a hold on an empty wallet, at zero; one that costs anything does not", async () => {
+  const { id: empty } = await createAccount(db, "empty");
+  expect(await open(empty, "z1", 0n, 600n)).toEqual({ opened: true, amountMicro: 0n });
+  expect(await open(empty, "z2", 1n, 600n)).toEqual({ opened: false, balanceMicro: 0n, heldMicro: 0n });
+  // A funded wallet still leases what it has for such a request.
+  const accountId = await funded(1_000n);
+  expect(await open(accountId, "z3", 0n, 600n)).toEqual({ opened: true, amountMicro: 600n });
+  await postUsageBatch(db, [record("z1-a", "z1", empty, 0n)]);
+  expect(await closeHold(db, "z1")).toBe(true);
+  expect(await getWallet(db, empty)).toEqual({ balanceMicro: 0n, heldMicro: 0n });
+  expect((await auditLedger(db)).checks.filter((c) => !c.ok)).toEqual([]);
+});
+
 test("partial posts, once per request id; shrink and close release the rest", async () => {
   const accountId = await funded(1_000n);
   await open(accountId, "p1", 1n, 900n);
