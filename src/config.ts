@@ -18,6 +18,13 @@ export const WORKERS_MAX = 64;
 
 const intFromEnv = (fallback: number, min: number, max: number) => z.coerce.number().int().min(min).max(max).default(fallback);
 
+/** `true`/`1` or `false`/`0`, else the start is refused naming the variable. */
+const booleanFromEnv = (fallback: boolean) =>
+  z
+    .enum(["true", "false", "1", "0"], { error: "true or false" })
+    .default(fallback ? "true" : "false")
+    .transform((v) => v === "true" || v === "1");
+
 const listFromEnv = z
   .string()
   .default("")
@@ -146,13 +153,9 @@ export const envSchema = z
       .describe(
         "Logs are JSON lines on stderr with ids, counts and timings; never keys, and no message content unless `LOG_MESSAGE_CONTENT` says so.",
       ),
-    LOG_MESSAGE_CONTENT: z
-      .enum(["true", "false", "1", "0"], { error: "true or false" })
-      .default("false")
-      .transform((v) => v === "true" || v === "1")
-      .describe(
-        "`true` adds each request's prompt and completion (up to 16,384 characters each) to its access line, and nowhere else. Off by default (they are the customers'): for debugging with the customer's consent only.",
-      ),
+    LOG_MESSAGE_CONTENT: booleanFromEnv(false).describe(
+      "`true` adds each request's prompt and completion (up to 16,384 characters each) to its access line, and nowhere else. Off by default (they are the customers'): for debugging with the customer's consent only.",
+    ),
     LEASE_TTL_MS: intFromEnv(10 * 60_000, 2_000, 24 * 3_600_000).describe(
       "Life of a lease (a node's hold on an account's wallet, which every key of the account on that node draws from); admission from it stops at half. A crashed node's leased money is back after this.",
     ),
@@ -236,6 +239,9 @@ export const envSchema = z
       .describe(
         `The reverse proxies and load balancers in front of the gateway: addresses and CIDR blocks, IPv4 and IPv6, comma-separated (at most ${TRUSTED_PROXIES_MAX}), e.g. \`127.0.0.1,10.0.0.0/8\`. Only from one of them is \`X-Forwarded-For\` read (the client is its rightmost entry that is not a trusted proxy) and \`X-Forwarded-Proto\` (the client's scheme, for Secure cookies and the console's origin checks); from any other peer both are ignored. That one address is what key address allowlists, sign-in limits, sessions and the access lines of unpaid requests see (docs/production.md, Behind a proxy). Default none: the client is the TCP peer.`,
       ),
+    START_REHEARSAL: booleanFromEnv(true).describe(
+      "Before its port opens, the node serves a whole chat and a streamed one to itself (an account and a model of its own at zero prices, a loopback upstream; src/rehearsal.ts, docs/production.md), so that the first customer's request does not pay for the process's first runs: a fresh process's first chat took 31 ms embedded and 20 on NATS + PostgreSQL without it, 11 and 14 with it (medians of 5, bench/first-request.ts). Adds about 150 ms to the start; a rehearsal that fails is logged and the node starts anyway.",
+    ),
     GC_RSS_GROWTH_MIB: intFromEnv(32, 0, 65_536).describe(
       "Resident-set growth in MiB (less the embedded database worker's heap growth, which that thread collects itself) after which the node runs a light garbage collection (a full marking, the heap swept lazily: 1–6 ms at 2,000–8,000 slow streams), checked each second (src/memory.ts); after 4 such steps without a full collection, a full one with the synchronous sweep (113–367 ms). 0: never. At 32, 8,000 slow streams held a minute on NATS + PostgreSQL peaked at 59 KiB a stream (64: 76 KiB), with a full collection about every 15 s instead of 30. What a slow stream keeps while it waits for its next token is promoted past the young generation, and the engine rarely collects the old one: 2,000 slow streams grew a node from 293 to 808 MiB in two minutes without the guard (`darvaze_gc_forced_*`, bench/RESULTS.md).",
     ),

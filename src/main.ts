@@ -29,6 +29,7 @@ import { drainHttp } from "./http/drain.ts";
 import { ensurePortFree, isAddressInUse, listenOptions, PortInUseError } from "./http/listen.ts";
 import { Supervisor, workerPort, type WorkerListening } from "./workers.ts";
 import { Health } from "./http/health.ts";
+import { rehearse } from "./rehearsal.ts";
 import type { GatewayDeps } from "./admission/deps.ts";
 import { KEY_POLL_INTERVAL_MS, KeyStore } from "./keys/store.ts";
 import { LAST_USE_FLUSH_MS } from "./keys/lastUse.ts";
@@ -312,7 +313,7 @@ function sweepHolds(env: Env, db: Db, keyHost: KeyActorHost, cleanups: Cleanups,
 }
 
 /** The app listening on HOST:PORT, drained on shutdown: requests in flight finish (bounded), then the rest unwinds. */
-function listenApp<App extends ReturnType<typeof createApp>>(app: App, env: Env, cleanups: Cleanups, log: Logger): App {
+function listenApp(app: ReturnType<typeof createApp>, env: Env, cleanups: Cleanups, log: Logger): void {
   try {
     app.listen(listenOptions(env));
   } catch (error) {
@@ -321,7 +322,6 @@ function listenApp<App extends ReturnType<typeof createApp>>(app: App, env: Env,
   }
   const server = app.server!;
   cleanups.push(() => drainHttp(server, env.SHUTDOWN_DRAIN_MS, log));
-  return app;
 }
 
 export async function startGateway(config: Config, options: StartOptions = {}): Promise<Gateway> {
@@ -380,7 +380,9 @@ export async function startGateway(config: Config, options: StartOptions = {}): 
     const batches = await startBatches(deps, cleanups, () => server?.pendingRequests ?? 0);
     // The partitions taken at start grow no share until their quiet period ends: a first request would wait it out.
     await cluster?.quietOver();
-    const app = listenApp(createApp(deps, { ...fetches, live, health, console: area, batches }), env, cleanups, log);
+    const app = createApp(deps, { ...fetches, live, health, console: area, batches });
+    if (env.START_REHEARSAL) await rehearse(deps);
+    listenApp(app, env, cleanups, log);
     server = app.server!;
     if (bus instanceof NatsBus) await serveOperations(bus, deps, env.PUBLIC_URL ?? `http://${env.HOST}:${app.server!.port}`, cleanups);
     const port = app.server!.port!;

@@ -100,6 +100,9 @@ export function testEnv(extra: Record<string, string | undefined> = {}): Record<
     // A test that leaves a connection open must not hold its gateway's stop for the default 30 s.
     SHUTDOWN_DRAIN_MS: "2000",
     LOG_LEVEL: "error",
+    // The rehearsal's account, usage rows and lease would be in every count a test makes of the
+    // database and the metrics; test/rehearsal.test.ts turns it on.
+    START_REHEARSAL: "false",
     ...extra,
   };
 }

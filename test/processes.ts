@@ -18,6 +18,8 @@ const ROOT = join(import.meta.dir, "..");
 export interface GatewayProcess {
   url: string;
   process: Subprocess<"ignore", "pipe", "pipe">;
+  /** What the process wrote to stderr until it listened. */
+  startLog: string;
   kill(signal?: NodeJS.Signals | number): Promise<void>;
 }
 
@@ -65,6 +67,8 @@ function spawnMain(env: Record<string, string | undefined>, cwd = ROOT): Subproc
   const merged: Record<string, string | undefined> = {
     ...process.env,
     PORT: "0",
+    // As testEnv: a test's counts leave the rehearsal out unless it asks for one.
+    START_REHEARSAL: "false",
     ...env,
     LOG_LEVEL: "info",
     BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",
@@ -105,6 +109,7 @@ export async function spawnGateway(env: Record<string, string | undefined>, cwd?
       return {
         url: match[1]!,
         process: child,
+        startLog: text,
         async kill(signal = "SIGTERM") {
           child.kill(signal);
           await child.exited;

@@ -19,6 +19,27 @@ export async function createAccount(db: Db, name: string): Promise<{ id: string;
 }
 
 /**
+ * The account of the node's start-up rehearsal (src/rehearsal.ts): no phone, so no one signs in
+ * to it; a wallet at zero, drawn on only by requests at zero prices. The operator's revenue and
+ * anomaly figures leave it out.
+ */
+export const REHEARSAL_ACCOUNT_ID = "acc_start_rehearsal";
+
+/**
+ * The rehearsal's account and its wallet, made once (a node started again, or two at once, find
+ * them made). Its limits are set, as many customers' are, so that the rehearsal runs the
+ * account's gates too: they are far above the rehearsal's two requests.
+ */
+export async function ensureRehearsalAccount(db: Db): Promise<void> {
+  await db.rows(sql`
+    WITH account AS (
+      INSERT INTO accounts (id, name, concurrency_max, rpm, tpm) VALUES (${REHEARSAL_ACCOUNT_ID}, 'Start-up rehearsal', 8, 600, 1000000)
+      ON CONFLICT (id) DO UPDATE SET concurrency_max = EXCLUDED.concurrency_max, rpm = EXCLUDED.rpm, tpm = EXCLUDED.tpm
+      RETURNING id)
+    INSERT INTO wallets (account_id) SELECT id FROM account ON CONFLICT (account_id) DO NOTHING`);
+}
+
+/**
  * The account signed in with this phone, created with its wallet on the first sign-in. Two
  * first sign-ins at once make one account: the phone is unique and the loser reads the winner's.
  */

@@ -10,6 +10,7 @@
  */
 import { sql } from "drizzle-orm";
 import type { Db } from "../db/client.ts";
+import { REHEARSAL_ACCOUNT_ID } from "../ledger/wallets.ts";
 import { normalisePhone } from "../accountArea/phone.ts";
 import { hashKey, looksLikeKey } from "../keys/secret.ts";
 
@@ -238,7 +239,7 @@ export async function revenueOf(db: Db, w: Window, regionOf: (model: string, bac
     SELECT u.model, u.backend, m.vendor, count(*) AS requests, count(*) FILTER (WHERE u.status >= 400) AS errors,
       sum(u.billed_micro)::text AS billed, sum(u.metered_micro - u.billed_micro)::text AS unbilled
     FROM usage_records u LEFT JOIN models m ON m.id = u.model
-    WHERE ${within(sql.raw("u.created_at"), w)}
+    WHERE ${within(sql.raw("u.created_at"), w)} AND u.account_id <> ${REHEARSAL_ACCOUNT_ID}
     GROUP BY u.model, u.backend, m.vendor ORDER BY u.model, u.backend LIMIT ${REVENUE_GROUPS_MAX}`);
   const [ledger] = await db.rows<{ total: string }>(sql`
     SELECT coalesce(sum(amount_micro), 0)::text AS total FROM ledger_transfers
@@ -278,7 +279,7 @@ export async function anomaliesOf(db: Db, w: Window): Promise<BackendAnomalies[]
   const rows = await db.rows<{ backend: string | null; model: string; anomaly: string; requests: unknown; last_at: string | Date }>(sql`
     SELECT backend, model, a.anomaly, count(*) AS requests, max(created_at) AS last_at
     FROM usage_records, unnest(string_to_array(anomalies, ',')) AS a(anomaly)
-    WHERE anomalies IS NOT NULL AND ${within(sql.raw("created_at"), w)}
+    WHERE anomalies IS NOT NULL AND ${within(sql.raw("created_at"), w)} AND account_id <> ${REHEARSAL_ACCOUNT_ID}
     GROUP BY backend, model, a.anomaly ORDER BY count(*) DESC, backend, model, a.anomaly LIMIT ${ANOMALY_ROWS_MAX}`);
   return rows.map((r) => ({
     backend: r.backend,
