@@ -48,15 +48,22 @@ export interface RehearsalOutcome {
 }
 
 /**
- * Runs the rehearsal; never throws. What it did is logged (`rehearsed`, or `rehearsal_failed` with why).
+ * Runs the rehearsal; never throws. What it did is logged (`rehearsed`, `rehearsal_failed` with why, or
+ * `rehearsal_skipped` for a catalog without a chat model).
  * @example await rehearse(deps); // before app.listen
  */
 export async function rehearse(deps: GatewayDeps): Promise<RehearsalOutcome | null> {
   const startedMs = performance.now();
+  const model = rehearsalModel(deps.catalog);
+  if (!model) {
+    // A gateway that serves no chat model (embeddings alone, say) has no chat path to warm.
+    deps.log("info", "rehearsal_skipped", { reason: "the catalog has no chat model" });
+    return null;
+  }
   const timeout = Promise.withResolvers<null>();
   const timer = setTimeout(() => timeout.resolve(null), REHEARSAL_MS_MAX);
   try {
-    const outcome = await Promise.race([rehearsed(deps, startedMs), timeout.promise]);
+    const outcome = await Promise.race([rehearsed(deps, model, startedMs), timeout.promise]);
     if (!outcome) throw new Error(`not done within ${REHEARSAL_MS_MAX} ms`);
     deps.log("info", "rehearsed", { ...outcome, ms: Math.round(outcome.ms) });
     return outcome;
@@ -68,9 +75,7 @@ export async function rehearse(deps: GatewayDeps): Promise<RehearsalOutcome | nu
   }
 }
 
-async function rehearsed(deps: GatewayDeps, startedMs: number): Promise<RehearsalOutcome> {
-  const model = rehearsalModel(deps.catalog);
-  if (!model) throw new Error("the catalog has no chat model to copy");
+async function rehearsed(deps: GatewayDeps, model: CatalogModel, startedMs: number): Promise<RehearsalOutcome> {
   const upstream = startUpstream();
   try {
     await deps.db.warmConnections?.();

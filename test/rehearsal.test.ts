@@ -100,6 +100,13 @@ describe("a node that rehearses at start", () => {
     expect(lines.filter((l) => JSON.stringify(l).includes(REHEARSAL_MODEL_ID))).toEqual([]);
   });
 
+  test("a catalog without a chat model has nothing to rehearse: skipped, said so", async () => {
+    const skipping = collecting();
+    const catalog = Object.create(t.gw.deps.catalog, { list: { value: () => [] } });
+    expect(await rehearse({ ...t.gw.deps, catalog, log: skipping.log })).toBeNull();
+    expect(skipping.lines).toEqual([expect.objectContaining({ level: "info", event: "rehearsal_skipped" })]);
+  });
+
   test("a rehearsal that fails is logged and returns; the node goes on", async () => {
     const failing = collecting();
     const keys = Object.create(t.gw.deps.keys, { create: { value: () => Promise.reject(new Error("database away")) } });
