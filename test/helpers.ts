@@ -143,6 +143,9 @@ export async function startTestGateway(
   }
   const admin: TestGateway["admin"] = async (method, path, body) => {
     const response = await fetch(gw.url + path, {
+      // A fresh connection each time: the suite's gateways come and go on ports the system hands
+      // out again, and a kept connection to a gone gateway on the same port was reset (ECONNRESET).
+      keepalive: false,
       method,
       headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" },
       body: body === undefined ? undefined : JSON.stringify(body),
