@@ -7,7 +7,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { until } from "../../test/until.ts";
 import { openDb, type Db } from "../db/client.ts";
-import { apiKeys } from "../db/schema.ts";
+import { eq } from "drizzle-orm";
+import { accounts, apiKeys } from "../db/schema.ts";
 import { migrate } from "../db/migrate.ts";
 import { isFailure } from "../errors.ts";
 import { createAccount } from "../ledger/wallets.ts";
@@ -64,6 +65,22 @@ test("new keys authenticated at once are looked up together, an unknown one amon
   expect(selects() - before).toBe(2);
 });
 
+test("a key's lookup brings its account's limits: the first admission reads them without a query of its own", async () => {
+  const { keys, selects } = countingStore();
+  const [key] = await newKeys(keys, 1);
+  const before = selects();
+  const record = await keys.authenticate(key!);
+  if (isFailure(record)) throw new Error(record.message);
+  expect(selects() - before).toBe(1);
+  const holder = await keys.holder(record.accountId);
+  expect(holder?.id).toBe(accountId);
+  expect(selects() - before).toBe(1);
+  // Forgotten with the account's change, then read again.
+  keys.forget(accountId);
+  await keys.holder(accountId);
+  expect(selects() - before).toBe(2);
+});
+
 test("one key asked for by many requests at once is looked up once, also by those that come while its lookup is under way", async () => {
   const { keys: maker } = countingStore();
   const [key] = await newKeys(maker, 1);
@@ -73,8 +90,12 @@ test("one key asked for by many requests at once is looked up once, also by thos
   const holding = {
     select: (...args: Parameters<Db["orm"]["select"]>) => {
       selects++;
-      const from = db.orm.select(...args).from(apiKeys);
-      return { from: () => ({ where: (...where: Parameters<typeof from.where>) => held.promise.then(() => from.where(...where)) }) };
+      const joined = db.orm
+        .select(...args)
+        .from(apiKeys)
+        .leftJoin(accounts, eq(accounts.id, apiKeys.accountId));
+      const where = (...w: Parameters<typeof joined.where>) => held.promise.then(() => joined.where(...w));
+      return { from: () => ({ leftJoin: () => ({ where }) }) };
     },
   };
   const keys = new KeyStore({ ...db, orm: holding } as unknown as Db, { prefix: "sk-t-", pepper: "p".repeat(40) });
@@ -90,7 +111,8 @@ test("one key asked for by many requests at once is looked up once, also by thos
 test("a lookup that fails refuses its requests, and the next request looks the key up again", async () => {
   const { keys } = countingStore();
   const [key] = await newKeys(keys, 1);
-  const refusing = { select: () => ({ from: () => ({ where: () => Promise.reject(new Error("connection refused")) }) }) };
+  const where = () => Promise.reject(new Error("connection refused"));
+  const refusing = { select: () => ({ from: () => ({ leftJoin: () => ({ where }) }) }) };
   const failing = new KeyStore({ ...db, orm: refusing } as unknown as Db, { prefix: "sk-t-", pepper: "p".repeat(40) });
   const failed = await Promise.allSettled([failing.authenticate(key!), failing.authenticate(key!)]);
   expect(failed.map((f) => f.status)).toEqual(["rejected", "rejected"]);

@@ -170,16 +170,20 @@ export class KeyStore {
     for (let start = 0; start < waiting.length; start += KEY_LOOKUP_BATCH_MAX) {
       const batch = waiting.slice(start, start + KEY_LOOKUP_BATCH_MAX);
       try {
+        // Each key's account with it: the key's first admission reads the account's limits,
+        // which would otherwise be one more round trip on its first request.
         const rows = await this.db.orm
-          .select()
+          .select({ key: apiKeys, account: accounts })
           .from(apiKeys)
+          .leftJoin(accounts, eq(accounts.id, apiKeys.accountId))
           .where(
             inArray(
               apiKeys.hash,
               batch.map((w) => w.hash),
             ),
           );
-        const byHash = new Map(rows.map((row) => [row.hash, row]));
+        for (const { key, account } of rows) this.rememberAccount(key.accountId, account ?? undefined);
+        const byHash = new Map(rows.map(({ key }) => [key.hash, key]));
         for (const w of batch) w.settle.resolve(byHash.get(w.hash));
       } catch (error) {
         for (const w of batch) w.settle.reject(error);
@@ -211,6 +215,11 @@ export class KeyStore {
       if (cached) return cached.limits;
       throw error;
     }
+    return this.rememberAccount(accountId, row);
+  }
+
+  /** An account's limits as just read (undefined: no such account), cached until they change or KEY_CACHE_TTL_MS. */
+  private rememberAccount(accountId: string, row: typeof accounts.$inferSelect | undefined): AccountLimits | null {
     const limits = row ? resolveLimits(row) : null;
     this.byAccount.set(accountId, { limits, expiresAtMs: this.now() + (limits ? KEY_CACHE_TTL_MS : KEY_UNKNOWN_TTL_MS) });
     return limits;
