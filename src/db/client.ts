@@ -125,12 +125,16 @@ export async function openPostgres(url: string): Promise<Db> {
     rows: async (query) => normaliseRows(await orm.execute(query)),
     close: () => client.end({ timeout: 5 }),
     async warmConnections() {
-      const reserved = await Promise.all(Array.from({ length: POSTGRES_POOL_MAX }, () => client.reserve()));
+      // Settled one by one: a connection that could not be made must not keep the others reserved.
+      const asked = await Promise.allSettled(Array.from({ length: POSTGRES_POOL_MAX }, () => client.reserve()));
+      const reserved = asked.flatMap((a) => (a.status === "fulfilled" ? [a.value] : []));
       try {
         await Promise.all(reserved.map((connection) => connection.unsafe(HOT_TABLES_READ)));
       } finally {
         for (const connection of reserved) connection.release();
       }
+      const refused = asked.find((a) => a.status === "rejected");
+      if (refused) throw refused.reason;
     },
   };
 }

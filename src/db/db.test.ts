@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { freshDatabase, SETUP_MS_MAX } from "../../test/helpers.ts";
 import { describeWith } from "../../test/services.ts";
-import { DataFolderLockedError, lockDataFolder, openDb, openPostgres } from "./client.ts";
+import { DataFolderLockedError, lockDataFolder, openDb, openPostgres, POSTGRES_POOL_MAX } from "./client.ts";
 import { migrate, readMigrations } from "./migrate.ts";
 
 const folder = mkdtempSync(join(tmpdir(), "darvaze-db-"));
@@ -94,6 +94,38 @@ describeWith(["postgres"], "migrations on PostgreSQL", (it) => {
         expect(Number(row!.n)).toBe(readMigrations().length);
       } finally {
         await Promise.all(nodes.map((db) => db.close()));
+        await database.drop();
+      }
+    },
+    SETUP_MS_MAX,
+  );
+});
+
+describeWith(["postgres"], "the pool's connections warmed at start", (it) => {
+  it(
+    "every connection is opened and given back: the pool then serves as many queries at once, none waiting for a connection to be made",
+    async () => {
+      const database = (await freshDatabase())!;
+      const db = await openPostgres(database.url);
+      try {
+        await migrate(db);
+        await db.warmConnections!();
+        const backends = async () => {
+          const [row] = await db.rows<{ n: unknown }>(
+            sql`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+          );
+          return Number(row!.n) + 1;
+        };
+        expect(await backends()).toBe(POSTGRES_POOL_MAX);
+        // All given back: as many queries at once as the pool has connections each get one of
+        // their own (a connection still reserved would leave two of them to share one).
+        const pids = await Promise.all(
+          Array.from({ length: POSTGRES_POOL_MAX }, () => db.rows<{ pid: unknown }>(sql`SELECT pg_backend_pid() AS pid, pg_sleep(0.05)`)),
+        );
+        expect(new Set(pids.map(([row]) => Number(row!.pid))).size).toBe(POSTGRES_POOL_MAX);
+        expect(await backends()).toBe(POSTGRES_POOL_MAX);
+      } finally {
+        await db.close();
         await database.drop();
       }
     },
