@@ -19,7 +19,6 @@
  * fail. A failure never stops the start: it is logged (`rehearsal_failed`) and the node listens.
  * START_REHEARSAL=false skips it.
  */
-import { sql } from "drizzle-orm";
 import { PoolHost } from "../actors/pool/host.ts";
 import { WALLET_RECALLS } from "../actors/protocol.ts";
 import type { GatewayDeps } from "./admission/deps.ts";
@@ -29,6 +28,7 @@ import { ensureRehearsalAccount, REHEARSAL_ACCOUNT_ID } from "./ledger/wallets.t
 import type { Logger } from "./log.ts";
 import { Metrics } from "./metrics/metrics.ts";
 import { newRequestId } from "./operations/input.ts";
+import { TIMED_OUT, within } from "./within.ts";
 import type { PoolsFile } from "./config.ts";
 
 export const REHEARSAL_MODEL_ID = "darvaze-start-rehearsal";
@@ -60,18 +60,14 @@ export async function rehearse(deps: GatewayDeps): Promise<RehearsalOutcome | nu
     deps.log("info", "rehearsal_skipped", { reason: "the catalog has no chat model" });
     return null;
   }
-  const timeout = Promise.withResolvers<null>();
-  const timer = setTimeout(() => timeout.resolve(null), REHEARSAL_MS_MAX);
   try {
-    const outcome = await Promise.race([rehearsed(deps, model, startedMs), timeout.promise]);
-    if (!outcome) throw new Error(`not done within ${REHEARSAL_MS_MAX} ms`);
+    const outcome = await within(rehearsed(deps, model, startedMs), REHEARSAL_MS_MAX);
+    if (outcome === TIMED_OUT) throw new Error(`not done within ${REHEARSAL_MS_MAX} ms`);
     deps.log("info", "rehearsed", { ...outcome, ms: Math.round(outcome.ms) });
     return outcome;
   } catch (error) {
     deps.log("warn", "rehearsal_failed", { error: (error as Error).message, ms: Math.round(performance.now() - startedMs) });
     return null;
-  } finally {
-    clearTimeout(timer);
   }
 }
 
@@ -88,10 +84,7 @@ async function rehearsed(deps: GatewayDeps, model: CatalogModel, startedMs: numb
       if (statuses.some((status) => status !== 200)) throw new Error(`answered ${statuses.join(", ")}`);
       return { statuses, ms: performance.now() - startedMs };
     } finally {
-      // No key event: its secret dies with this function, so no node's cache of it can be used;
-      // an event would empty every node's cache of keys by hash at each start.
-      await deps.db.rows(sql`DELETE FROM api_keys WHERE id = ${record.id}`);
-      deps.keys.forget(record.id);
+      await deps.keys.discard(record.id);
       // Its lease given back now, on whichever node holds it, rather than when the key goes idle.
       deps.bus.publish(WALLET_RECALLS, deps.subjects.walletRecalls, { accountId: REHEARSAL_ACCOUNT_ID, fromKeyId: record.id });
     }

@@ -89,6 +89,13 @@ export async function dropUsageStream(prefix: string): Promise<void> {
   await nc.close();
 }
 
+/**
+ * What every test's gateway, in process or spawned, starts with: the rehearsal's account, usage
+ * rows and lease would be in every count a test makes of the database and the metrics
+ * (test/rehearsal.test.ts turns it on).
+ */
+export const WITHOUT_REHEARSAL = { START_REHEARSAL: "false" } as const;
+
 export function testEnv(extra: Record<string, string | undefined> = {}): Record<string, string | undefined> {
   return {
     PORT: "0",
@@ -100,9 +107,7 @@ export function testEnv(extra: Record<string, string | undefined> = {}): Record<
     // A test that leaves a connection open must not hold its gateway's stop for the default 30 s.
     SHUTDOWN_DRAIN_MS: "2000",
     LOG_LEVEL: "error",
-    // The rehearsal's account, usage rows and lease would be in every count a test makes of the
-    // database and the metrics; test/rehearsal.test.ts turns it on.
-    START_REHEARSAL: "false",
+    ...WITHOUT_REHEARSAL,
     ...extra,
   };
 }

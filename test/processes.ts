@@ -10,7 +10,7 @@ import { randomBase62 } from "../src/ids.ts";
 import type { SimOptions } from "../src/sim/options.ts";
 import { startSimulator, type Simulator } from "../src/sim/server.ts";
 import { afterAll, beforeAll } from "bun:test";
-import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX } from "./helpers.ts";
+import { ADMIN_TOKEN, dropUsageStream, freshDatabase, SETUP_MS_MAX, WITHOUT_REHEARSAL } from "./helpers.ts";
 
 export const NODE_READY_MS_MAX = 30_000;
 const ROOT = join(import.meta.dir, "..");
@@ -67,8 +67,7 @@ function spawnMain(env: Record<string, string | undefined>, cwd = ROOT): Subproc
   const merged: Record<string, string | undefined> = {
     ...process.env,
     PORT: "0",
-    // As testEnv: a test's counts leave the rehearsal out unless it asks for one.
-    START_REHEARSAL: "false",
+    ...WITHOUT_REHEARSAL,
     ...env,
     LOG_LEVEL: "info",
     BUN_CONFIG_MAX_HTTP_REQUESTS: "16384",

@@ -372,6 +372,16 @@ export class KeyStore {
     return existing ? toRecord(existing) : null;
   }
 
+  /**
+   * Deletes a key whose secret no one was ever given (the start-up rehearsal's), and forgets it
+   * here. No key event: no other node's cache of it can be used without the secret, and an event
+   * would empty every node's cache of keys by hash. Keys that customers hold are revoked instead.
+   */
+  async discard(keyId: string): Promise<void> {
+    await this.db.orm.delete(apiKeys).where(eq(apiKeys.id, keyId));
+    this.forget(keyId);
+  }
+
   async setLimits(keyId: string, limits: KeyLimits): Promise<KeyRecord | null> {
     const [row] = await this.db.orm
       .update(apiKeys)
